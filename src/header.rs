@@ -1,0 +1,351 @@
+//! The stamp's binary header: compact, versioned and canonical.
+//!
+//! Layout, version 1 (all integers unsigned LEB128 varints, minimally encoded):
+//!
+//! ```text
+//! version:u8 = 1
+//! topic_count
+//! repeated topic_count times, topics in ascending byte order:
+//!     name_len, name (UTF-8, 1..=249 bytes)
+//!     claim_count (>= 1)
+//!     repeated claim_count times, partitions ascending:
+//!         partition, offset
+//! ```
+//!
+//! Claims are grouped by topic so that a name is written once however many of
+//! its partitions are claimed. The decoder accepts only the canonical form the
+//! encoder writes (sorted, unique, minimal varints, no trailing bytes), so a
+//! header that decodes re-encodes to the very same bytes, and every malformed
+//! header gets a typed [`HeaderError`] saying what and at which byte.
+
+use bytes::Bytes;
+
+use crate::stamp::{Claim, Stamp};
+use crate::tp::{TopicName, Tp};
+
+/// The record header that carries a stamp.
+pub const STAMP_HEADER: &str = "parsley-stamp";
+/// The version this build writes and reads.
+pub const STAMP_VERSION: u8 = 1;
+/// Kafka's own limit on a topic name's length.
+pub const TOPIC_NAME_BYTES_MAX: u64 = 249;
+/// Far beyond any real application, small enough to refuse absurd inputs early.
+pub const TOPICS_PER_STAMP_MAX: u64 = 4_096;
+/// Kafka's practical partition ceiling per topic is far lower; this guards
+/// allocation against garbage.
+pub const CLAIMS_PER_TOPIC_MAX: u64 = 1 << 20;
+/// Kafka offsets are signed 64-bit numbers.
+pub const OFFSET_MAX: u64 = i64::MAX as u64;
+
+/// Why a stamp header did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("stamp header is empty")]
+    Empty,
+    #[error("stamp header has unknown version {version} (this build reads version {STAMP_VERSION})")]
+    UnknownVersion { version: u8 },
+    #[error("stamp header is truncated at byte {at}: expected {expected}")]
+    Truncated { at: usize, expected: &'static str },
+    #[error("stamp header: varint at byte {at} overflows 64 bits")]
+    VarintOverflow { at: usize },
+    #[error("stamp header: varint at byte {at} is not minimally encoded")]
+    NonMinimalVarint { at: usize },
+    #[error("stamp header: {what} {value} at byte {at} is absurd (at most {max})")]
+    AbsurdValue {
+        what: &'static str,
+        value: u64,
+        max: u64,
+        at: usize,
+    },
+    #[error("stamp header: topic name at byte {at} is not UTF-8")]
+    InvalidUtf8 { at: usize },
+    #[error("stamp header is not canonical at byte {at}: {what}")]
+    NotCanonical { at: usize, what: &'static str },
+    #[error("stamp header has {count} trailing bytes after byte {at}")]
+    TrailingBytes { at: usize, count: usize },
+}
+
+/// Encodes a stamp into its header bytes.
+pub fn encode(stamp: &Stamp) -> Bytes {
+    let mut out = Vec::with_capacity(1 + stamp.len() * 8);
+    encode_into(stamp, &mut out);
+    Bytes::from(out)
+}
+
+/// Appends a stamp's header bytes to `out`.
+pub fn encode_into(stamp: &Stamp, out: &mut Vec<u8>) {
+    out.push(STAMP_VERSION);
+    let claims = stamp.claims();
+    let topic_count = count_topics(claims);
+    put_varint(out, topic_count as u64);
+    let mut start = 0;
+    while start < claims.len() {
+        let topic = &claims[start].tp.topic;
+        let end = start
+            + claims[start..]
+                .iter()
+                .take_while(|claim| claim.tp.topic.same(topic))
+                .count();
+        put_varint(out, topic.as_str().len() as u64);
+        out.extend_from_slice(topic.as_str().as_bytes());
+        put_varint(out, (end - start) as u64);
+        for claim in &claims[start..end] {
+            put_varint(out, u64::from(claim.tp.partition));
+            put_varint(out, claim.offset);
+        }
+        start = end;
+    }
+}
+
+fn count_topics(claims: &[Claim]) -> usize {
+    let mut count = 0;
+    let mut previous: Option<&TopicName> = None;
+    for claim in claims {
+        if previous.is_none_or(|topic| !topic.same(&claim.tp.topic)) {
+            count += 1;
+            previous = Some(&claim.tp.topic);
+        }
+    }
+    count
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Decodes header bytes into a stamp, accepting only the canonical encoding.
+pub fn decode(bytes: &[u8]) -> Result<Stamp, HeaderError> {
+    let mut reader = Reader { bytes, at: 0 };
+    let version = *bytes.first().ok_or(HeaderError::Empty)?;
+    if version != STAMP_VERSION {
+        return Err(HeaderError::UnknownVersion { version });
+    }
+    reader.at = 1;
+    let topic_count = reader.bounded("topic count", TOPICS_PER_STAMP_MAX, 4)?;
+    let mut claims = Vec::new();
+    let mut previous_topic: Option<TopicName> = None;
+    for _ in 0..topic_count {
+        let name_at = reader.at;
+        let name_len = reader.bounded("topic name length", TOPIC_NAME_BYTES_MAX, 1)?;
+        if name_len == 0 {
+            return Err(HeaderError::NotCanonical {
+                at: name_at,
+                what: "empty topic name",
+            });
+        }
+        let name_bytes = reader.take(name_len as usize, "topic name")?;
+        let name = std::str::from_utf8(name_bytes)
+            .map_err(|_| HeaderError::InvalidUtf8 { at: name_at })?;
+        if previous_topic
+            .as_ref()
+            .is_some_and(|previous| previous.as_str() >= name)
+        {
+            return Err(HeaderError::NotCanonical {
+                at: name_at,
+                what: "topics not in ascending order",
+            });
+        }
+        let topic = TopicName::new(name);
+        let count_at = reader.at;
+        let claim_count = reader.bounded("claim count", CLAIMS_PER_TOPIC_MAX, 2)?;
+        if claim_count == 0 {
+            return Err(HeaderError::NotCanonical {
+                at: count_at,
+                what: "topic with no claims",
+            });
+        }
+        let mut previous_partition: Option<u32> = None;
+        for _ in 0..claim_count {
+            let partition_at = reader.at;
+            let partition = reader.bounded("partition", u64::from(u32::MAX), 1)? as u32;
+            if previous_partition.is_some_and(|previous| previous >= partition) {
+                return Err(HeaderError::NotCanonical {
+                    at: partition_at,
+                    what: "partitions not in ascending order",
+                });
+            }
+            previous_partition = Some(partition);
+            let offset = reader.bounded("offset", OFFSET_MAX, 1)?;
+            claims.push(Claim::new(Tp::new(topic.clone(), partition), offset));
+        }
+        previous_topic = Some(topic);
+    }
+    if reader.at != bytes.len() {
+        return Err(HeaderError::TrailingBytes {
+            at: reader.at,
+            count: bytes.len() - reader.at,
+        });
+    }
+    Ok(Stamp::from_sorted_unique(claims))
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn varint(&mut self, expected: &'static str) -> Result<u64, HeaderError> {
+        let start = self.at;
+        let mut value: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let byte = *self.bytes.get(self.at).ok_or(HeaderError::Truncated {
+                at: self.at,
+                expected,
+            })?;
+            self.at += 1;
+            let bits = u64::from(byte & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err(HeaderError::VarintOverflow { at: start });
+            }
+            value |= bits << shift;
+            if byte & 0x80 == 0 {
+                // A final zero byte after the first adds nothing: not minimal.
+                if byte == 0 && self.at - start > 1 {
+                    return Err(HeaderError::NonMinimalVarint { at: start });
+                }
+                return Ok(value);
+            }
+        }
+        Err(HeaderError::VarintOverflow { at: start })
+    }
+
+    /// Reads a varint no larger than `max`, and for counts also no larger than
+    /// the bytes left could hold (`min_bytes_each` per item), so that a garbage
+    /// count never drives a huge allocation or loop.
+    fn bounded(&mut self, what: &'static str, max: u64, min_bytes_each: usize) -> Result<u64, HeaderError> {
+        let at = self.at;
+        let value = self.varint(what)?;
+        let left = (self.bytes.len() - self.at) as u64;
+        let is_count = what.ends_with("count") || what.ends_with("length");
+        let max = if is_count { max.min(left / min_bytes_each as u64) } else { max };
+        if value > max {
+            return Err(HeaderError::AbsurdValue { what, value, max, at });
+        }
+        Ok(value)
+    }
+
+    fn take(&mut self, len: usize, expected: &'static str) -> Result<&'a [u8], HeaderError> {
+        let end = self.at + len;
+        let slice = self.bytes.get(self.at..end).ok_or(HeaderError::Truncated {
+            at: self.at,
+            expected,
+        })?;
+        self.at = end;
+        Ok(slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> Stamp {
+        Stamp::from_claims([
+            Claim::new(Tp::new("orders", 0), 4),
+            Claim::new(Tp::new("orders", 3), 300),
+            Claim::new(Tp::new("audits", 1), 0),
+        ])
+    }
+
+    #[test]
+    fn g1_header_round_trips() {
+        let stamp = sample();
+        assert_eq!(decode(&encode(&stamp)).unwrap(), stamp);
+        assert_eq!(decode(&encode(&Stamp::empty())).unwrap(), Stamp::empty());
+    }
+
+    #[test]
+    fn header_is_compact() {
+        // version, topic count, "audits" group (1+6+1+2), "orders" group (1+6+1+2+3).
+        assert_eq!(encode(&sample()).len(), 1 + 1 + 10 + 13);
+    }
+
+    #[test]
+    fn bad_header_empty_and_unknown_version() {
+        assert_eq!(decode(&[]), Err(HeaderError::Empty));
+        assert_eq!(decode(&[9, 0]), Err(HeaderError::UnknownVersion { version: 9 }));
+    }
+
+    #[test]
+    fn bad_header_truncated_names_the_byte() {
+        let bytes = encode(&sample());
+        for cut in 1..bytes.len() {
+            let error = decode(&bytes[..cut]).unwrap_err();
+            assert!(
+                matches!(error, HeaderError::Truncated { at, .. } | HeaderError::AbsurdValue { at, .. } if at <= cut),
+                "cut at {cut}: {error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_header_absurd_lengths_are_refused_before_allocating() {
+        // One topic whose name claims to be 200 bytes long (varint 0xc8 0x01),
+        // with 2 bytes left.
+        let error = decode(&[1, 1, 0xc8, 0x01, b'a', b'b']).unwrap_err();
+        assert_eq!(
+            error,
+            HeaderError::AbsurdValue { what: "topic name length", value: 200, max: 2, at: 2 }
+        );
+        // A topic count of 2^62.
+        let error = decode(&[1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]).unwrap_err();
+        assert!(matches!(error, HeaderError::AbsurdValue { what: "topic count", .. }), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            "stamp header: topic count 4611686018427387904 at byte 1 is absurd (at most 0)"
+        );
+    }
+
+    #[test]
+    fn bad_header_varint_overflow_and_non_minimal() {
+        let mut overflow = vec![1u8];
+        overflow.extend([0xff; 10]);
+        assert_eq!(decode(&overflow), Err(HeaderError::VarintOverflow { at: 1 }));
+        assert_eq!(decode(&[1, 0x80, 0x00]), Err(HeaderError::NonMinimalVarint { at: 1 }));
+    }
+
+    #[test]
+    fn bad_header_not_canonical_and_trailing() {
+        // Topics "b" then "a": out of order.
+        let bytes = [1, 2, 1, b'b', 1, 0, 0, 1, b'a', 1, 0, 0];
+        assert!(matches!(decode(&bytes), Err(HeaderError::NotCanonical { at: 7, .. })));
+        // Partitions 1 then 1: repeated.
+        let bytes = [1, 1, 1, b'a', 2, 1, 0, 1, 0];
+        assert!(matches!(decode(&bytes), Err(HeaderError::NotCanonical { at: 7, .. })));
+        let mut bytes = encode(&sample()).to_vec();
+        bytes.push(0);
+        assert!(matches!(decode(&bytes), Err(HeaderError::TrailingBytes { count: 1, .. })));
+        assert!(matches!(decode(&[1, 1, 1, 0xff, 1, 0, 0]), Err(HeaderError::InvalidUtf8 { at: 2 })));
+    }
+
+    #[test]
+    fn bad_header_offset_beyond_kafka_range() {
+        let mut bytes = vec![1, 1, 1, b'a', 1, 0];
+        put_varint(&mut bytes, u64::MAX);
+        assert!(matches!(decode(&bytes), Err(HeaderError::AbsurdValue { what: "offset", .. })));
+    }
+
+    proptest! {
+        /// The codec round-trips every stamp.
+        #[test]
+        fn prop_header_round_trips(stamp in crate::stamp::tests::arb_stamp()) {
+            prop_assert_eq!(decode(&encode(&stamp)).unwrap(), stamp);
+        }
+
+        /// Whatever the decoder accepts re-encodes to the same bytes, and it
+        /// never panics on garbage.
+        #[test]
+        fn prop_header_decode_accepts_only_canonical(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+            if let Ok(stamp) = decode(&bytes) {
+                let encoded = encode(&stamp);
+                prop_assert_eq!(encoded.as_ref(), &bytes[..]);
+            }
+        }
+    }
+}
