@@ -1,0 +1,283 @@
+//! One partition's log: the entries at their offsets, plus the bookkeeping that
+//! makes `read_committed` fetches cheap.
+//!
+//! Next to the public [`Entry`] vector the log keeps, per offset, a small
+//! status word (committed, open, aborted, control) and the global append
+//! sequence. A transaction's records are written as *open*; when the
+//! transaction ends, its records on this partition are flipped to committed or
+//! aborted (the transaction remembers which offsets it wrote, so this costs one
+//! step per record, once). A fetch therefore decides visibility offset by
+//! offset without consulting any transaction and never looks outside
+//! `[from_offset, upper)`, where `upper` is the last stable offset or the high
+//! watermark. The log also keeps Kafka's aborted-transaction index (producer,
+//! first offset, marker offset) for checkers.
+
+use std::collections::BTreeMap;
+
+use parsley::{ConsumedRecord, RecordData};
+
+/// Which records a fetch may return, as Kafka's `isolation.level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// Only records of committed transactions and plain records, and only
+    /// below the last stable offset. What every Parsley consumer uses.
+    ReadCommitted,
+    /// Every data record up to the high watermark, including those of open and
+    /// aborted transactions.
+    ReadUncommitted,
+}
+
+/// The outcome a transaction control marker records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ControlKind {
+    Commit,
+    Abort,
+}
+
+/// What a log stores at one offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A record as produced. `producer` is the producer id of a transactional
+    /// producer, `None` for a plain append.
+    Data {
+        record: RecordData,
+        producer: Option<u64>,
+        transactional: bool,
+    },
+    /// A transaction marker: the producer's transaction ended here, with this
+    /// outcome, for every record it wrote to this partition before it.
+    Control { kind: ControlKind, producer: u64 },
+}
+
+impl Entry {
+    /// The record, if this is a data entry.
+    pub fn record(&self) -> Option<&RecordData> {
+        match self {
+            Entry::Data { record, .. } => Some(record),
+            Entry::Control { .. } => None,
+        }
+    }
+
+    pub fn is_control(&self) -> bool {
+        matches!(self, Entry::Control { .. })
+    }
+}
+
+/// Where an entry stands now. Plain records are committed as soon as they are
+/// appended; a transaction's records are open until it ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EntryStatus {
+    Committed,
+    Open,
+    Aborted,
+    Control,
+}
+
+/// One aborted transaction on one partition, as in Kafka's aborted-transaction
+/// index: the producer's records in `first_offset..last_offset` are aborted;
+/// `last_offset` is the offset of its abort marker. Other producers' records in
+/// that range are not affected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AbortedTxn {
+    pub producer: u64,
+    pub first_offset: u64,
+    pub last_offset: u64,
+}
+
+/// The result of one fetch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fetch {
+    /// Visible data records, in offset order.
+    pub records: Vec<ConsumedRecord>,
+    /// Where the consumer fetches next: past the last returned record and past
+    /// any markers or aborted records skipped after it, never beyond the last
+    /// stable offset for `read_committed`.
+    pub next_offset: u64,
+    pub high_watermark: u64,
+    pub last_stable_offset: u64,
+}
+
+/// Per-offset bookkeeping kept beside the entries, so that [`Entry`] stays the
+/// plain value a checker sees.
+#[derive(Clone, Copy, Debug)]
+struct Meta {
+    /// The cluster-wide append sequence; meaningless for control entries.
+    sequence: u64,
+    status: EntryStatus,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PartitionLog {
+    entries: Vec<Entry>,
+    meta: Vec<Meta>,
+    /// Open transactions on this partition: first offset → producer id. The
+    /// smallest key is the last stable offset.
+    open: BTreeMap<u64, u64>,
+    /// Aborted transactions, in the order of their markers.
+    aborted: Vec<AbortedTxn>,
+}
+
+impl PartitionLog {
+    /// The log end offset: the offset the next entry will take.
+    pub(crate) fn high_watermark(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    /// The first offset of the earliest open transaction on this partition,
+    /// or the high watermark if none is open.
+    pub(crate) fn last_stable_offset(&self) -> u64 {
+        self.open
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or_else(|| self.high_watermark())
+    }
+
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    pub(crate) fn aborted(&self) -> &[AbortedTxn] {
+        &self.aborted
+    }
+
+    pub(crate) fn status(&self, offset: u64) -> Option<EntryStatus> {
+        self.meta.get(usize::try_from(offset).ok()?).map(|m| m.status)
+    }
+
+    pub(crate) fn sequence(&self, offset: u64) -> Option<u64> {
+        let meta = self.meta.get(usize::try_from(offset).ok()?)?;
+        (meta.status != EntryStatus::Control).then_some(meta.sequence)
+    }
+
+    /// Appends a plain record, visible as soon as it is written.
+    pub(crate) fn append_plain(&mut self, record: RecordData, sequence: u64) -> u64 {
+        self.push(
+            Entry::Data {
+                record,
+                producer: None,
+                transactional: false,
+            },
+            Meta {
+                sequence,
+                status: EntryStatus::Committed,
+            },
+        )
+    }
+
+    /// Appends a record of `producer`'s open transaction. `first` says it is
+    /// the transaction's first record here, which opens the transaction on
+    /// this partition and may pin the last stable offset.
+    pub(crate) fn append_transactional(
+        &mut self,
+        record: RecordData,
+        producer: u64,
+        sequence: u64,
+        first: bool,
+    ) -> u64 {
+        let offset = self.push(
+            Entry::Data {
+                record,
+                producer: Some(producer),
+                transactional: true,
+            },
+            Meta {
+                sequence,
+                status: EntryStatus::Open,
+            },
+        );
+        if first {
+            self.open.insert(offset, producer);
+        }
+        offset
+    }
+
+    /// Ends `producer`'s transaction on this partition: writes the marker and
+    /// settles the records at `offsets` (ascending, all written by this
+    /// transaction). Returns the marker's offset.
+    pub(crate) fn end_transaction(
+        &mut self,
+        producer: u64,
+        kind: ControlKind,
+        offsets: &[u64],
+    ) -> u64 {
+        let marker = self.push(
+            Entry::Control { kind, producer },
+            Meta {
+                sequence: 0,
+                status: EntryStatus::Control,
+            },
+        );
+        let status = match kind {
+            ControlKind::Commit => EntryStatus::Committed,
+            ControlKind::Abort => EntryStatus::Aborted,
+        };
+        for &offset in offsets {
+            self.meta[offset as usize].status = status;
+        }
+        if let Some(&first_offset) = offsets.first() {
+            self.open.remove(&first_offset);
+            if kind == ControlKind::Abort {
+                self.aborted.push(AbortedTxn {
+                    producer,
+                    first_offset,
+                    last_offset: marker,
+                });
+            }
+        }
+        marker
+    }
+
+    /// Reads from `from` (which must be at most the high watermark). Walks only
+    /// `[from, upper)`, stopping at the first visible record past
+    /// `max_records`, so a fetch costs what it returns plus what it skips.
+    pub(crate) fn fetch(&self, from: u64, max_records: usize, isolation: Isolation) -> Fetch {
+        let high_watermark = self.high_watermark();
+        let last_stable_offset = self.last_stable_offset();
+        debug_assert!(from <= high_watermark);
+        let upper = match isolation {
+            Isolation::ReadCommitted => last_stable_offset,
+            Isolation::ReadUncommitted => high_watermark,
+        };
+        let mut records = Vec::new();
+        let mut next_offset = from;
+        if from < upper {
+            let (start, end) = (from as usize, upper as usize);
+            records.reserve((end - start).min(max_records));
+            let window = self.entries[start..end].iter().zip(&self.meta[start..end]);
+            for (offset, (entry, meta)) in (from..).zip(window) {
+                let visible = match isolation {
+                    Isolation::ReadCommitted => meta.status == EntryStatus::Committed,
+                    Isolation::ReadUncommitted => meta.status != EntryStatus::Control,
+                };
+                if visible {
+                    if records.len() == max_records {
+                        break;
+                    }
+                    if let Entry::Data { record, .. } = entry {
+                        records.push(ConsumedRecord {
+                            offset,
+                            data: record.clone(),
+                        });
+                    }
+                }
+                // Skipped markers and aborted records move the position too,
+                // so a consumer never fetches them again.
+                next_offset = offset + 1;
+            }
+        }
+        Fetch {
+            records,
+            next_offset,
+            high_watermark,
+            last_stable_offset,
+        }
+    }
+
+    fn push(&mut self, entry: Entry, meta: Meta) -> u64 {
+        let offset = self.high_watermark();
+        self.entries.push(entry);
+        self.meta.push(meta);
+        offset
+    }
+}

@@ -1,0 +1,448 @@
+//! Applications: a named set of stages, checked against the composition rules
+//! (C1, C2) when built.
+//!
+//! ```
+//! use parsley::{Parsley, Stage, Topic};
+//!
+//! let orders: Topic<String, i64> = Topic::new("orders");
+//! let audits: Topic<String, String> = Topic::new("audits");
+//! let relay = {
+//!     let audits = audits.clone();
+//!     Stage::named("relay")
+//!         .on(&orders, move |order| vec![audits.send(order.key().cloned(), order.value().to_string())])
+//!         .into(&audits)
+//!         .build()
+//! };
+//! let app = Parsley::named("payments").stage(relay).build().unwrap();
+//! assert_eq!(app.id(), "payments");
+//! ```
+
+use std::collections::BTreeMap;
+
+use crate::stage::{Stage, StageProblem};
+use crate::topic::TopicRef;
+use crate::tp::TopicName;
+
+/// The application builder.
+pub struct Parsley;
+
+impl Parsley {
+    /// Starts an application whose application id is `id`.
+    pub fn named(id: impl Into<String>) -> AppBuilder {
+        AppBuilder {
+            id: id.into(),
+            stages: Vec::new(),
+        }
+    }
+}
+
+pub struct AppBuilder {
+    id: String,
+    stages: Vec<Stage>,
+}
+
+/// Why an application or stage declaration was refused, naming the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompositionError {
+    #[error("C1: stage name {stage:?} is used twice in application {app:?}")]
+    DuplicateStage { app: String, stage: String },
+    #[error("C1: topic {topic:?} is declared with two codecs: {first} (by stage {first_stage:?}) and {second} (by stage {second_stage:?})")]
+    ConflictingCodecs {
+        topic: String,
+        first: String,
+        first_stage: String,
+        second: String,
+        second_stage: String,
+    },
+    #[error("C1: topic {topic:?} used by stage {stage:?} collides with the {role} topic Parsley derives for stage {owner:?}")]
+    ReservedTopicName {
+        topic: String,
+        stage: String,
+        role: &'static str,
+        owner: String,
+    },
+    #[error("C2: stage {stage:?} consumes tick topic {topic:?}, which belongs to stage {owner:?}; a tick topic is consumed only by its own stage")]
+    ForeignTickTopic {
+        stage: String,
+        topic: String,
+        owner: String,
+    },
+    #[error("T2: stage {stage:?} declares tick topic {topic:?} as a sink; no logic may emit to a tick topic")]
+    TickTopicAsSink { stage: String, topic: String },
+    #[error("stage {stage:?} has no source topic; a stage's tasks follow its sources' partitions")]
+    NoSources { stage: String },
+    #[error("stage {stage:?} consumes topic {topic:?} twice")]
+    DuplicateSource { stage: String, topic: String },
+    #[error("T1: stage {stage:?} declares ticks twice")]
+    TicksDeclaredTwice { stage: String },
+    #[error("T1: stage {stage:?} declares a tick interval of zero")]
+    ZeroTickInterval { stage: String },
+    #[error("S1: stage {stage:?} declares its state after its logic; call `state` before `on` and `ticks`")]
+    StateAfterLogic { stage: String },
+    #[error("{what} {name:?} is not a valid Kafka name: {reason}")]
+    InvalidName {
+        what: &'static str,
+        name: String,
+        reason: &'static str,
+    },
+    #[error("application {app:?} has no stages")]
+    NoStages { app: String },
+}
+
+/// Checks a name that becomes (part of) a Kafka topic name.
+fn check_name(what: &'static str, name: &str) -> Result<(), CompositionError> {
+    let invalid = |reason| CompositionError::InvalidName {
+        what,
+        name: name.to_string(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("it is empty"));
+    }
+    if name.len() > 249 {
+        return Err(invalid("it is longer than 249 bytes"));
+    }
+    if name == "." || name == ".." {
+        return Err(invalid("'.' and '..' are reserved"));
+    }
+    if !name
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
+    {
+        return Err(invalid("only ASCII letters, digits, '.', '_' and '-' are allowed"));
+    }
+    Ok(())
+}
+
+impl AppBuilder {
+    pub fn stage(mut self, stage: Stage) -> Self {
+        self.stages.push(stage);
+        self
+    }
+
+    /// Checks the composition rules and returns the application, or the first
+    /// rule it breaks.
+    pub fn build(self) -> Result<App, CompositionError> {
+        check_name("application id", &self.id)?;
+        if self.stages.is_empty() {
+            return Err(CompositionError::NoStages { app: self.id });
+        }
+        let mut plans: Vec<StagePlan> = Vec::new();
+        for stage in self.stages {
+            let def = &stage.def;
+            check_name("stage name", &def.name)?;
+            if plans.iter().any(|plan| plan.stage.name() == def.name) {
+                return Err(CompositionError::DuplicateStage {
+                    app: self.id.clone(),
+                    stage: def.name.clone(),
+                });
+            }
+            if let Some(problem) = def.problems.first() {
+                let stage = def.name.clone();
+                return Err(match problem {
+                    StageProblem::TicksDeclaredTwice => CompositionError::TicksDeclaredTwice { stage },
+                    StageProblem::ZeroTickInterval => CompositionError::ZeroTickInterval { stage },
+                    StageProblem::StateAfterLogic => CompositionError::StateAfterLogic { stage },
+                });
+            }
+            if def.sources.is_empty() {
+                return Err(CompositionError::NoSources {
+                    stage: def.name.clone(),
+                });
+            }
+            for (index, source) in def.sources.iter().enumerate() {
+                if def.sources[..index].iter().any(|earlier| earlier.name == source.name) {
+                    return Err(CompositionError::DuplicateSource {
+                        stage: def.name.clone(),
+                        topic: source.name.to_string(),
+                    });
+                }
+            }
+            let tick_topic = def
+                .ticks
+                .map(|_| TopicName::from(tick_topic_name(&self.id, &def.name)));
+            let changelog = def
+                .stateful
+                .then(|| TopicName::from(changelog_topic_name(&self.id, &def.name)));
+            plans.push(StagePlan {
+                stage: stage.clone(),
+                tick_topic,
+                changelog,
+            });
+        }
+        let app = App { id: self.id, stages: plans };
+        app.check_topics()?;
+        Ok(app)
+    }
+}
+
+/// `<application.id>-<stage>-ticks` (T2).
+pub fn tick_topic_name(app: &str, stage: &str) -> String {
+    format!("{app}-{stage}-ticks")
+}
+
+/// `<application.id>-<stage>-state-changelog` (S5).
+pub fn changelog_topic_name(app: &str, stage: &str) -> String {
+    format!("{app}-{stage}-state-changelog")
+}
+
+/// A built, checked application.
+#[derive(Clone, Debug)]
+pub struct App {
+    id: String,
+    stages: Vec<StagePlan>,
+}
+
+/// A stage within its application: the topics Parsley derives for it.
+#[derive(Clone, Debug)]
+pub struct StagePlan {
+    pub stage: Stage,
+    /// The stage's own tick topic, when it declares ticks.
+    pub tick_topic: Option<TopicName>,
+    /// The stage's changelog, when it is stateful.
+    pub changelog: Option<TopicName>,
+}
+
+impl StagePlan {
+    pub fn name(&self) -> &str {
+        self.stage.name()
+    }
+
+    /// Every topic a task of this stage consumes: the declared sources, then
+    /// the tick topic.
+    pub fn consumed_topics(&self) -> Vec<TopicName> {
+        self.stage
+            .sources()
+            .iter()
+            .map(|source| source.name.clone())
+            .chain(self.tick_topic.clone())
+            .collect()
+    }
+}
+
+impl App {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn stages(&self) -> &[StagePlan] {
+        &self.stages
+    }
+
+    pub fn stage(&self, name: &str) -> Option<&StagePlan> {
+        self.stages.iter().find(|plan| plan.name() == name)
+    }
+
+    /// The consumer group and transactional-id prefix: the application id, as
+    /// in Kafka Streams.
+    pub fn group_id(&self) -> &str {
+        &self.id
+    }
+
+    /// The stage that owns `topic` as its tick topic, if any.
+    pub fn tick_topic_owner(&self, topic: &str) -> Option<&StagePlan> {
+        self.stages
+            .iter()
+            .find(|plan| plan.tick_topic.as_ref().is_some_and(|tick| tick.as_str() == topic))
+    }
+
+    /// C1 and C2 over every topic any stage names.
+    fn check_topics(&self) -> Result<(), CompositionError> {
+        let mut derived: BTreeMap<&str, (&'static str, &str)> = BTreeMap::new();
+        for plan in &self.stages {
+            if let Some(tick) = &plan.tick_topic {
+                derived.insert(tick.as_str(), ("tick", plan.name()));
+            }
+            if let Some(changelog) = &plan.changelog {
+                derived.insert(changelog.as_str(), ("changelog", plan.name()));
+            }
+        }
+        let mut declared: BTreeMap<&str, (&TopicRef, &str)> = BTreeMap::new();
+        for plan in &self.stages {
+            let stage = plan.name();
+            for sink in plan.stage.sinks() {
+                if let Some(("tick", _)) = derived.get(sink.name.as_str()) {
+                    return Err(CompositionError::TickTopicAsSink {
+                        stage: stage.to_string(),
+                        topic: sink.name.to_string(),
+                    });
+                }
+            }
+            for source in plan.stage.sources() {
+                if let Some(("tick", owner)) = derived.get(source.name.as_str()) {
+                    return Err(CompositionError::ForeignTickTopic {
+                        stage: stage.to_string(),
+                        topic: source.name.to_string(),
+                        owner: owner.to_string(),
+                    });
+                }
+            }
+            for topic in plan.stage.sources().iter().chain(plan.stage.sinks()) {
+                check_name("topic name", topic.name.as_str())?;
+                if let Some((role, owner)) = derived.get(topic.name.as_str()) {
+                    return Err(CompositionError::ReservedTopicName {
+                        topic: topic.name.to_string(),
+                        stage: stage.to_string(),
+                        role,
+                        owner: owner.to_string(),
+                    });
+                }
+                match declared.get(topic.name.as_str()) {
+                    Some((first, first_stage)) if first.identity != topic.identity => {
+                        let describe = |topic: &TopicRef| {
+                            topic
+                                .identity
+                                .map_or_else(|| "no codec".to_string(), |identity| identity.to_string())
+                        };
+                        return Err(CompositionError::ConflictingCodecs {
+                            topic: topic.name.to_string(),
+                            first: describe(first),
+                            first_stage: first_stage.to_string(),
+                            second: describe(topic),
+                            second_stage: stage.to_string(),
+                        });
+                    }
+                    Some(_) => {}
+                    None => {
+                        declared.insert(topic.name.as_str(), (topic, stage));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::codec::Utf8;
+    use crate::{Json, Step, Topic};
+
+    fn orders() -> Topic<String, i64> {
+        Topic::new("orders")
+    }
+
+    fn relay(name: &str, source: &Topic<String, i64>) -> Stage {
+        Stage::named(name).on(source, |_| Vec::new()).build()
+    }
+
+    /// C1: stage names are unique in an application.
+    #[test]
+    fn c1_duplicate_stage_names_fail() {
+        let error = Parsley::named("payments")
+            .stage(relay("balances", &orders()))
+            .stage(relay("balances", &orders()))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            error,
+            CompositionError::DuplicateStage {
+                app: "payments".into(),
+                stage: "balances".into()
+            }
+        );
+        assert!(error.to_string().starts_with("C1: "));
+    }
+
+    /// C1: one topic name, one key codec and one value codec.
+    #[test]
+    fn c1_one_topic_two_codecs_fails() {
+        let text: Topic<String, String> = Topic::with_codecs("orders", Utf8, Utf8);
+        let error = Parsley::named("payments")
+            .stage(relay("a", &orders()))
+            .stage(Stage::named("b").on(&text, |_| Vec::new()).build())
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&error, CompositionError::ConflictingCodecs { topic, first_stage, second_stage, .. }
+                if topic == "orders" && first_stage == "a" && second_stage == "b"),
+            "{error}"
+        );
+    }
+
+    /// C1: a declared topic may not take the name of a derived one.
+    #[test]
+    fn c1_declared_topic_may_not_shadow_a_changelog() {
+        let shadow: Topic<String, i64> = Topic::new("payments-balances-state-changelog");
+        let stateful = Stage::named("balances").state(Json, || 0i64).on(&orders(), |b, _| Step::of(b)).build();
+        let error = Parsley::named("payments")
+            .stage(stateful)
+            .stage(relay("other", &shadow))
+            .build()
+            .unwrap_err();
+        assert!(matches!(error, CompositionError::ReservedTopicName { role: "changelog", .. }), "{error}");
+    }
+
+    /// C2: a tick topic is consumed only by its own stage.
+    #[test]
+    fn c2_tick_topic_consumed_elsewhere_fails() {
+        let ticking = Stage::named("balances")
+            .on(&orders(), |_| Vec::new())
+            .ticks(Duration::from_secs(60), |_| Vec::new())
+            .build();
+        let stolen: Topic<String, i64> = Topic::new("payments-balances-ticks");
+        let error = Parsley::named("payments")
+            .stage(ticking)
+            .stage(relay("thief", &stolen))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            error,
+            CompositionError::ForeignTickTopic {
+                stage: "thief".into(),
+                topic: "payments-balances-ticks".into(),
+                owner: "balances".into()
+            }
+        );
+        assert!(error.to_string().starts_with("C2: "));
+    }
+
+    /// T2: no stage may declare a tick topic as a sink.
+    #[test]
+    fn t2_tick_topic_as_sink_fails() {
+        let ticks: Topic<String, i64> = Topic::new("payments-balances-ticks");
+        let ticking = Stage::named("balances")
+            .on(&orders(), |_| Vec::new())
+            .ticks(Duration::from_secs(60), |_| Vec::new())
+            .into(&ticks)
+            .build();
+        let error = Parsley::named("payments").stage(ticking).build().unwrap_err();
+        assert!(matches!(error, CompositionError::TickTopicAsSink { .. }), "{error}");
+    }
+
+    #[test]
+    fn declaration_mistakes_are_named() {
+        let twice = Stage::named("s")
+            .on(&orders(), |_| Vec::new())
+            .ticks(Duration::from_secs(1), |_| Vec::new())
+            .ticks(Duration::from_secs(2), |_| Vec::new())
+            .build();
+        assert!(matches!(
+            Parsley::named("a").stage(twice).build(),
+            Err(CompositionError::TicksDeclaredTwice { .. })
+        ));
+        let zero = Stage::named("s")
+            .on(&orders(), |_| Vec::new())
+            .ticks(Duration::ZERO, |_| Vec::new())
+            .build();
+        assert!(matches!(
+            Parsley::named("a").stage(zero).build(),
+            Err(CompositionError::ZeroTickInterval { .. })
+        ));
+        let late_state = Stage::named("s").on(&orders(), |_| Vec::new()).state(Json, || 0i64).build();
+        assert!(matches!(
+            Parsley::named("a").stage(late_state).build(),
+            Err(CompositionError::StateAfterLogic { .. })
+        ));
+        let no_sources = Stage::named("s").build();
+        assert!(matches!(
+            Parsley::named("a").stage(no_sources).build(),
+            Err(CompositionError::NoSources { .. })
+        ));
+        let error = Parsley::named("pay ments").stage(relay("s", &orders())).build().unwrap_err();
+        assert!(error.to_string().contains("not a valid Kafka name"), "{error}");
+    }
+}

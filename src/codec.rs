@@ -1,0 +1,166 @@
+//! Codecs turn typed keys, values and states into bytes and back.
+//!
+//! [`Json`] is the default (serde), [`Utf8`] writes strings as plain text and
+//! [`RawBytes`] passes bytes through. A decode failure is a typed
+//! [`CodecError`]; the task that met it stops and names the topic, tp and
+//! offset (SPEC §8).
+
+use std::any::TypeId;
+use std::fmt;
+
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Encodes and decodes one type.
+pub trait Codec<T>: Send + Sync + 'static {
+    fn encode(&self, value: &T) -> Result<Bytes, CodecError>;
+    fn decode(&self, bytes: &[u8]) -> Result<T, CodecError>;
+}
+
+/// Why a codec refused a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{codec} codec could not {direction} {type_name}: {message}")]
+pub struct CodecError {
+    pub codec: &'static str,
+    pub direction: Direction,
+    pub type_name: &'static str,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Encode,
+    Decode,
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Direction::Encode => "encode",
+            Direction::Decode => "decode",
+        })
+    }
+}
+
+/// JSON through serde: readable on the wire, the default for typed topics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json;
+
+impl<T: Serialize + DeserializeOwned + 'static> Codec<T> for Json {
+    fn encode(&self, value: &T) -> Result<Bytes, CodecError> {
+        serde_json::to_vec(value)
+            .map(Bytes::from)
+            .map_err(|error| CodecError {
+                codec: "json",
+                direction: Direction::Encode,
+                type_name: std::any::type_name::<T>(),
+                message: error.to_string(),
+            })
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<T, CodecError> {
+        serde_json::from_slice(bytes).map_err(|error| CodecError {
+            codec: "json",
+            direction: Direction::Decode,
+            type_name: std::any::type_name::<T>(),
+            message: error.to_string(),
+        })
+    }
+}
+
+/// Strings as plain UTF-8 text, like Kafka's `StringSerializer`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Utf8;
+
+impl Codec<String> for Utf8 {
+    fn encode(&self, value: &String) -> Result<Bytes, CodecError> {
+        Ok(Bytes::copy_from_slice(value.as_bytes()))
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<String, CodecError> {
+        String::from_utf8(bytes.to_vec()).map_err(|error| CodecError {
+            codec: "utf8",
+            direction: Direction::Decode,
+            type_name: "String",
+            message: error.to_string(),
+        })
+    }
+}
+
+/// Bytes passed through untouched.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawBytes;
+
+impl Codec<Bytes> for RawBytes {
+    fn encode(&self, value: &Bytes) -> Result<Bytes, CodecError> {
+        Ok(value.clone())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Bytes, CodecError> {
+        Ok(Bytes::copy_from_slice(bytes))
+    }
+}
+
+impl Codec<Vec<u8>> for RawBytes {
+    fn encode(&self, value: &Vec<u8>) -> Result<Bytes, CodecError> {
+        Ok(Bytes::copy_from_slice(value))
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+        Ok(bytes.to_vec())
+    }
+}
+
+/// What a topic's codecs are, so that two declarations of one topic can be
+/// compared (C1: one key codec and one value codec per topic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodecIdentity {
+    key: TypeId,
+    value: TypeId,
+    key_codec: TypeId,
+    value_codec: TypeId,
+    pub(crate) description: (&'static str, &'static str),
+}
+
+impl CodecIdentity {
+    pub(crate) fn of<K: 'static, V: 'static, KC: 'static, VC: 'static>() -> Self {
+        CodecIdentity {
+            key: TypeId::of::<K>(),
+            value: TypeId::of::<V>(),
+            key_codec: TypeId::of::<KC>(),
+            value_codec: TypeId::of::<VC>(),
+            description: (
+                std::any::type_name::<(K, KC)>(),
+                std::any::type_name::<(V, VC)>(),
+            ),
+        }
+    }
+}
+
+impl fmt::Display for CodecIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "key {} / value {}", self.description.0, self.description.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trips_and_names_its_errors() {
+        let bytes = Codec::<i64>::encode(&Json, &-42).unwrap();
+        assert_eq!(Codec::<i64>::decode(&Json, &bytes).unwrap(), -42);
+        let error = Codec::<i64>::decode(&Json, b"\"not a number\"").unwrap_err();
+        assert_eq!(error.codec, "json");
+        assert_eq!(error.direction, Direction::Decode);
+        assert!(error.to_string().starts_with("json codec could not decode i64: "), "{error}");
+    }
+
+    #[test]
+    fn utf8_rejects_invalid_text() {
+        let error = Codec::<String>::decode(&Utf8, &[0xff, 0xfe]).unwrap_err();
+        assert_eq!(error.codec, "utf8");
+    }
+}

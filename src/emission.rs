@@ -1,0 +1,139 @@
+//! The plain values logic works with: [`Record`] in, [`Emission`], [`Step`]
+//! and [`Tick`] out (S4). All compare with `==` and print with `{:?}`, so
+//! logic is tested with `assert_eq!` and no runtime.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+use crate::codec::CodecError;
+use crate::tp::TopicName;
+
+/// A record that logic asks to send. Made by [`crate::Topic::send`]; holds the
+/// encoded key and value, so two emissions are equal when they would put the
+/// same bytes on the same topic.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Emission {
+    topic: TopicName,
+    encoded: Result<(Option<Bytes>, Bytes), CodecError>,
+}
+
+impl Emission {
+    pub(crate) fn new(topic: TopicName, encoded: Result<(Option<Bytes>, Bytes), CodecError>) -> Self {
+        Emission { topic, encoded }
+    }
+
+    pub fn topic(&self) -> &TopicName {
+        &self.topic
+    }
+
+    /// The encoded key and value, or the codec's refusal.
+    pub fn encoded(&self) -> Result<(Option<&Bytes>, &Bytes), &CodecError> {
+        match &self.encoded {
+            Ok((key, value)) => Ok((key.as_ref(), value)),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// Renders bytes as text when they are text (JSON and UTF-8 codecs), else hex.
+pub(crate) fn render_bytes(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !text.chars().any(char::is_control) => text.to_string(),
+        _ => {
+            let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+            format!("0x{hex}")
+        }
+    }
+}
+
+impl fmt::Debug for Emission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.encoded {
+            Ok((key, value)) => {
+                let key = key.as_ref().map_or_else(|| "None".to_string(), |key| render_bytes(key));
+                write!(f, "{}.send({}, {})", self.topic, key, render_bytes(value))
+            }
+            Err(error) => write!(f, "{}.send(<{error}>)", self.topic),
+        }
+    }
+}
+
+impl fmt::Display for Emission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// What a fold returns: the slot's new state (`None` deletes the slot, which
+/// then reads as the initial value again) and the emissions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step<S> {
+    pub state: Option<S>,
+    pub emissions: Vec<Emission>,
+}
+
+impl<S> Step<S> {
+    /// The slot becomes `state`, nothing is emitted.
+    pub fn of(state: S) -> Self {
+        Step {
+            state: Some(state),
+            emissions: Vec::new(),
+        }
+    }
+
+    /// The slot is deleted.
+    pub fn delete() -> Self {
+        Step {
+            state: None,
+            emissions: Vec::new(),
+        }
+    }
+
+    /// Adds an emission.
+    pub fn emit(mut self, emission: Emission) -> Self {
+        self.emissions.push(emission);
+        self
+    }
+
+    /// Adds several emissions.
+    pub fn emit_all(mut self, emissions: impl IntoIterator<Item = Emission>) -> Self {
+        self.emissions.extend(emissions);
+        self
+    }
+}
+
+/// A delivered tick: the wall-clock time at which the task emitted it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Tick {
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: i64,
+}
+
+impl Tick {
+    pub fn new(timestamp: i64) -> Self {
+        Tick { timestamp }
+    }
+}
+
+/// A delivered record, decoded with its topic's codecs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record<K, V> {
+    pub key: Option<K>,
+    pub value: V,
+    /// The record's timestamp, milliseconds since the Unix epoch.
+    pub timestamp: i64,
+    pub topic: TopicName,
+    pub partition: u32,
+    pub offset: u64,
+}
+
+impl<K, V> Record<K, V> {
+    pub fn key(&self) -> Option<&K> {
+        self.key.as_ref()
+    }
+
+    pub fn value(&self) -> &V {
+        &self.value
+    }
+}

@@ -1,0 +1,199 @@
+//! A stage's logic with its types erased, so one [`crate::task::Task`] runs
+//! every stage: the closures decode records with their topic's codecs, call
+//! the user's fold or handler (catching panics, X5), and return the outcome
+//! for the task to check and apply.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::codec::{Codec, CodecError};
+use crate::emission::{Emission, Step, Tick};
+use crate::record::ConsumedRecord;
+use crate::stage::slots::{SlotKey, SlotStore, Slots};
+use crate::tp::Tp;
+
+/// What one delivery asks of the task: emissions, and a slot change.
+pub(crate) struct Outcome {
+    pub emissions: Vec<Emission>,
+    pub write: Option<SlotWrite>,
+}
+
+/// A staged slot change: the typed state for the slots and its encoding for
+/// the changelog (`None` deletes the slot).
+pub(crate) struct SlotWrite {
+    pub slot: SlotKey,
+    pub state: Option<Box<dyn Any + Send>>,
+    pub encoded: Option<Bytes>,
+}
+
+/// Why a delivery produced no outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DeliveryFailure {
+    /// The record's key or value did not decode.
+    Codec { part: RecordPart, error: CodecError },
+    /// The fold's new state did not encode.
+    StateCodec(CodecError),
+    /// The fold or handler returned an error or panicked.
+    Logic(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordPart {
+    Key,
+    Value,
+}
+
+impl std::fmt::Display for RecordPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RecordPart::Key => "key",
+            RecordPart::Value => "value",
+        })
+    }
+}
+
+/// The erased logic of a stage.
+pub(crate) trait StageLogic: Send + Sync {
+    fn new_slots(&self) -> Box<dyn SlotStore>;
+    fn on_record(&self, slots: &dyn SlotStore, source: usize, tp: &Tp, record: &ConsumedRecord) -> Result<Outcome, DeliveryFailure>;
+    fn on_tick(&self, slots: &dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure>;
+}
+
+/// A return value that may be an error: plain values and `Result`s alike, so
+/// `on` takes infallible and fallible logic with one signature.
+pub trait Fallible<T> {
+    fn into_result(self) -> Result<T, String>;
+}
+
+impl<T> Fallible<T> for T {
+    fn into_result(self) -> Result<T, String> {
+        Ok(self)
+    }
+}
+
+impl<T, E: std::fmt::Display> Fallible<T> for Result<T, E> {
+    fn into_result(self) -> Result<T, String> {
+        self.map_err(|error| error.to_string())
+    }
+}
+
+/// Runs user logic, turning a panic into a logic failure (X5).
+pub(crate) fn guarded<T>(logic: impl FnOnce() -> Result<T, String>) -> Result<T, DeliveryFailure> {
+    match catch_unwind(AssertUnwindSafe(logic)) {
+        Ok(result) => result.map_err(DeliveryFailure::Logic),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic with a non-string payload".to_string());
+            Err(DeliveryFailure::Logic(format!("panicked: {message}")))
+        }
+    }
+}
+
+pub(crate) type SourceFn<S> = Arc<dyn Fn(S, &Tp, &ConsumedRecord) -> Result<Step<S>, DeliveryFailure> + Send + Sync>;
+pub(crate) type TickHandlerFn = Arc<dyn Fn(&Tick) -> Result<Vec<Emission>, DeliveryFailure> + Send + Sync>;
+pub(crate) type TickFoldFn<S> = Arc<dyn Fn(S, &Tick) -> Result<Step<S>, DeliveryFailure> + Send + Sync>;
+
+pub(crate) enum TickLogic<S> {
+    Handler(TickHandlerFn),
+    Fold(TickFoldFn<S>),
+}
+
+pub(crate) struct StateDecl<S> {
+    pub codec: Arc<dyn Codec<S>>,
+    pub init: Arc<dyn Fn() -> S + Send + Sync>,
+}
+
+/// The typed logic behind [`StageLogic`]. Stateless stages are the case
+/// `S = ()` with no state declaration: their folds always return the unit
+/// state, and nothing is ever written to a slot.
+pub(crate) struct TypedLogic<S> {
+    pub state: Option<StateDecl<S>>,
+    pub sources: Vec<SourceFn<S>>,
+    pub tick: Option<TickLogic<S>>,
+}
+
+impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
+    fn slots<'a>(&self, slots: &'a dyn SlotStore) -> &'a Slots<S> {
+        slots
+            .as_any()
+            .downcast_ref::<Slots<S>>()
+            .expect("a task's slots have its stage's state type")
+    }
+
+    fn read(&self, slots: &dyn SlotStore, slot: &SlotKey) -> Option<S> {
+        let decl = self.state.as_ref()?;
+        Some(
+            self.slots(slots)
+                .get(slot)
+                .cloned()
+                .unwrap_or_else(|| (decl.init)()),
+        )
+    }
+
+    fn outcome(&self, slot: SlotKey, step: Step<S>) -> Result<Outcome, DeliveryFailure> {
+        let write = match &self.state {
+            None => None,
+            Some(decl) => {
+                let encoded = step
+                    .state
+                    .as_ref()
+                    .map(|state| decl.codec.encode(state))
+                    .transpose()
+                    .map_err(DeliveryFailure::StateCodec)?;
+                Some(SlotWrite {
+                    slot,
+                    state: step.state.map(|state| Box::new(state) as Box<dyn Any + Send>),
+                    encoded,
+                })
+            }
+        };
+        Ok(Outcome {
+            emissions: step.emissions,
+            write,
+        })
+    }
+}
+
+/// For stateless stages, `read` yields no state; the unit state stands in.
+fn state_or_unit<S: 'static>(state: Option<S>) -> S {
+    match state {
+        Some(state) => state,
+        None => *(Box::new(()) as Box<dyn Any>)
+            .downcast::<S>()
+            .expect("only stateless stages (S = ()) run without a state declaration"),
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
+    fn new_slots(&self) -> Box<dyn SlotStore> {
+        Box::new(Slots::<S>::new(self.state.as_ref().map(|decl| Arc::clone(&decl.codec))))
+    }
+
+    fn on_record(&self, slots: &dyn SlotStore, source: usize, tp: &Tp, record: &ConsumedRecord) -> Result<Outcome, DeliveryFailure> {
+        let slot = SlotKey::for_key(record.data.key.as_ref());
+        let state = state_or_unit(self.read(slots, &slot));
+        let step = (self.sources[source])(state, tp, record)?;
+        self.outcome(slot, step)
+    }
+
+    fn on_tick(&self, slots: &dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
+        match self.tick.as_ref().expect("ticks are delivered only to stages that declare them") {
+            TickLogic::Handler(handler) => Ok(Outcome {
+                emissions: handler(&tick)?,
+                write: None,
+            }),
+            TickLogic::Fold(fold) => {
+                let slot = SlotKey::Tick;
+                let state = state_or_unit(self.read(slots, &slot));
+                let step = fold(state, &tick)?;
+                self.outcome(slot, step)
+            }
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! Stages: named logic over source topics, with optional state and ticks.
+//!
+//! ```
+//! use std::time::Duration;
+//! use parsley::{Stage, Step, Topic, Json};
+//!
+//! let orders: Topic<String, i64> = Topic::new("orders");
+//! let audits: Topic<String, String> = Topic::new("audits");
+//! let balances = Stage::named("balances")
+//!     .state(Json, || 0i64)
+//!     .on(&orders, |balance: i64, order| Step::of(balance - order.value()))
+//!     .ticks(Duration::from_secs(60), {
+//!         let audits = audits.clone();
+//!         move |tick| vec![audits.send(None, format!("cut@{}", tick.timestamp))]
+//!     })
+//!     .into(&audits)
+//!     .build();
+//! assert_eq!(balances.name(), "balances");
+//! ```
+
+pub(crate) mod logic;
+pub mod slots;
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::codec::Codec;
+use crate::emission::{Emission, Record, Step, Tick};
+use crate::record::ConsumedRecord;
+use crate::stage::logic::{guarded, DeliveryFailure, RecordPart, SourceFn, StageLogic, StateDecl, TickLogic, TypedLogic};
+use crate::topic::{Sinks, Topic, TopicRef};
+use crate::tp::Tp;
+
+pub use logic::Fallible;
+pub use slots::{SlotKey, Slots};
+
+/// A built stage: its declaration and its logic. Cheap to clone.
+#[derive(Clone)]
+pub struct Stage {
+    pub(crate) def: Arc<StageDef>,
+}
+
+pub(crate) struct StageDef {
+    pub name: String,
+    pub sources: Vec<TopicRef>,
+    pub sinks: Vec<TopicRef>,
+    pub ticks: Option<TickDecl>,
+    pub stateful: bool,
+    pub logic: Arc<dyn StageLogic>,
+    /// Declaration mistakes found while building, reported by
+    /// [`crate::Parsley`]'s `build` with the rule they break.
+    pub problems: Vec<StageProblem>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickDecl {
+    pub interval: Duration,
+    pub kind: TickKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TickKind {
+    /// A TickHandler: tick to emissions.
+    Handler,
+    /// A TickFold: steps the tick slot.
+    Fold,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StageProblem {
+    TicksDeclaredTwice,
+    ZeroTickInterval,
+    StateAfterLogic,
+}
+
+impl Stage {
+    /// Starts a stage declaration.
+    pub fn named(name: impl Into<String>) -> StageBuilder<Stateless> {
+        StageBuilder {
+            name: name.into(),
+            sources: Vec::new(),
+            source_fns: Vec::new(),
+            sinks: Vec::new(),
+            tick: None,
+            state: None,
+            problems: Vec::new(),
+            mode: PhantomData,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    pub fn sources(&self) -> &[TopicRef] {
+        &self.def.sources
+    }
+
+    pub fn sinks(&self) -> &[TopicRef] {
+        &self.def.sinks
+    }
+
+    pub fn ticks(&self) -> Option<TickDecl> {
+        self.def.ticks
+    }
+
+    pub fn is_stateful(&self) -> bool {
+        self.def.stateful
+    }
+}
+
+impl std::fmt::Debug for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stage")
+            .field("name", &self.def.name)
+            .field("sources", &self.def.sources)
+            .field("sinks", &self.def.sinks)
+            .field("ticks", &self.def.ticks)
+            .field("stateful", &self.def.stateful)
+            .finish()
+    }
+}
+
+/// Marks a builder of a stage without state.
+pub struct Stateless;
+/// Marks a builder of a stage with state of type `S`.
+pub struct Stateful<S>(PhantomData<S>);
+
+/// Declares a stage; see [`Stage::named`].
+pub struct StageBuilder<M, S = ()> {
+    name: String,
+    sources: Vec<TopicRef>,
+    source_fns: Vec<SourceFn<S>>,
+    sinks: Vec<TopicRef>,
+    tick: Option<(Duration, TickLogic<S>)>,
+    state: Option<StateDecl<S>>,
+    problems: Vec<StageProblem>,
+    mode: PhantomData<M>,
+}
+
+/// Wraps a typed fold into the erased form: decode key and value with the
+/// topic's codecs, then run the fold under the panic guard.
+fn source_fn<K, V, S, R>(topic: &Topic<K, V>, fold: impl Fn(S, &Record<K, V>) -> R + Send + Sync + 'static) -> SourceFn<S>
+where
+    K: 'static,
+    V: 'static,
+    R: Fallible<Step<S>>,
+{
+    let topic = topic.clone();
+    Arc::new(move |state: S, tp: &Tp, consumed: &ConsumedRecord| {
+        let record = decode_record(&topic, tp, consumed)?;
+        guarded(|| fold(state, &record).into_result())
+    })
+}
+
+fn decode_record<K: 'static, V: 'static>(topic: &Topic<K, V>, tp: &Tp, consumed: &ConsumedRecord) -> Result<Record<K, V>, DeliveryFailure> {
+    let key = consumed
+        .data
+        .key
+        .as_ref()
+        .map(|key| topic.key_codec().decode(key))
+        .transpose()
+        .map_err(|error| DeliveryFailure::Codec {
+            part: RecordPart::Key,
+            error,
+        })?;
+    let value = match &consumed.data.value {
+        Some(value) => topic.value_codec().decode(value),
+        None => Err(crate::codec::CodecError {
+            codec: "parsley",
+            direction: crate::codec::Direction::Decode,
+            type_name: std::any::type_name::<V>(),
+            message: "the value is null (a tombstone); source topics carry values".to_string(),
+        }),
+    }
+    .map_err(|error| DeliveryFailure::Codec {
+        part: RecordPart::Value,
+        error,
+    })?;
+    Ok(Record {
+        key,
+        value,
+        timestamp: consumed.data.timestamp,
+        topic: tp.topic.clone(),
+        partition: tp.partition,
+        offset: consumed.offset,
+    })
+}
+
+impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
+    fn with_source(mut self, topic: TopicRef, source: SourceFn<S>) -> Self {
+        self.sources.push(topic);
+        self.source_fns.push(source);
+        self
+    }
+
+    fn with_ticks(mut self, interval: Duration, logic: TickLogic<S>) -> Self {
+        if self.tick.is_some() {
+            self.problems.push(StageProblem::TicksDeclaredTwice);
+        }
+        if interval.is_zero() {
+            self.problems.push(StageProblem::ZeroTickInterval);
+        }
+        self.tick = Some((interval, logic));
+        self
+    }
+
+    /// T1: a TickHandler, a pure function from a tick to emissions. On a
+    /// stateful stage it leaves the tick slot untouched.
+    pub fn ticks<R>(self, interval: Duration, handler: impl Fn(&Tick) -> R + Send + Sync + 'static) -> Self
+    where
+        R: Fallible<Vec<Emission>>,
+    {
+        let handler = Arc::new(move |tick: &Tick| guarded(|| handler(tick).into_result()));
+        self.with_ticks(interval, TickLogic::Handler(handler))
+    }
+
+    /// S3: the topics this stage may emit to.
+    pub fn into(mut self, sinks: impl Sinks) -> Self {
+        self.sinks.extend(sinks.declarations());
+        self
+    }
+
+    pub fn build(self) -> Stage {
+        let ticks = self.tick.as_ref().map(|(interval, logic)| TickDecl {
+            interval: *interval,
+            kind: match logic {
+                TickLogic::Handler(_) => TickKind::Handler,
+                TickLogic::Fold(_) => TickKind::Fold,
+            },
+        });
+        let stateful = self.state.is_some();
+        let logic = TypedLogic {
+            state: self.state,
+            sources: self.source_fns,
+            tick: self.tick.map(|(_, logic)| logic),
+        };
+        Stage {
+            def: Arc::new(StageDef {
+                name: self.name,
+                sources: self.sources,
+                sinks: self.sinks,
+                ticks,
+                stateful,
+                logic: Arc::new(logic),
+                problems: self.problems,
+            }),
+        }
+    }
+}
+
+impl StageBuilder<Stateless> {
+    /// S1: makes the stage stateful: each key's slot starts as `init()` and is
+    /// written with `codec` to the stage's changelog. Declare state before
+    /// `on` and `ticks`.
+    pub fn state<S, C>(self, codec: C, init: impl Fn() -> S + Send + Sync + 'static) -> StageBuilder<Stateful<S>, S>
+    where
+        S: Clone + Send + Sync + 'static,
+        C: Codec<S>,
+    {
+        let mut problems = self.problems;
+        if !self.sources.is_empty() || self.tick.is_some() {
+            problems.push(StageProblem::StateAfterLogic);
+        }
+        StageBuilder {
+            name: self.name,
+            sources: Vec::new(),
+            source_fns: Vec::new(),
+            sinks: self.sinks,
+            tick: None,
+            state: Some(StateDecl {
+                codec: Arc::new(codec),
+                init: Arc::new(init),
+            }),
+            problems,
+            mode: PhantomData,
+        }
+    }
+
+    /// S1: consumes `topic`, mapping each delivered record to emissions.
+    /// `handler` may return `Vec<Emission>` or `Result<Vec<Emission>, E>`.
+    pub fn on<K, V, R>(self, topic: &Topic<K, V>, handler: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static) -> Self
+    where
+        K: 'static,
+        V: 'static,
+        R: Fallible<Vec<Emission>>,
+    {
+        let source = source_fn(topic, move |(), record: &Record<K, V>| {
+            handler(record).into_result().map(|emissions| Step {
+                state: Some(()),
+                emissions,
+            })
+        });
+        self.with_source(topic.declaration(), source)
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> StageBuilder<Stateful<S>, S> {
+    /// S1: consumes `topic`, folding each delivered record into its key's slot.
+    /// `fold` may return `Step<S>` or `Result<Step<S>, E>`.
+    pub fn on<K, V, R>(self, topic: &Topic<K, V>, fold: impl Fn(S, &Record<K, V>) -> R + Send + Sync + 'static) -> Self
+    where
+        K: 'static,
+        V: 'static,
+        R: Fallible<Step<S>>,
+    {
+        let source = source_fn(topic, fold);
+        self.with_source(topic.declaration(), source)
+    }
+
+    /// T1: a TickFold, stepping the task's tick slot (T7) on every tick.
+    pub fn tick_fold<R>(self, interval: Duration, fold: impl Fn(S, &Tick) -> R + Send + Sync + 'static) -> Self
+    where
+        R: Fallible<Step<S>>,
+    {
+        let fold = Arc::new(move |state: S, tick: &Tick| guarded(|| fold(state, tick).into_result()));
+        self.with_ticks(interval, TickLogic::Fold(fold))
+    }
+}

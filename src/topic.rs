@@ -1,0 +1,159 @@
+//! Typed topics: a name plus a key codec and a value codec.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::codec::{Codec, CodecIdentity, Json};
+use crate::emission::Emission;
+use crate::tp::{TopicName, Tp};
+
+/// A Kafka topic with typed keys and values. Cheap to clone; clones share
+/// their codecs.
+pub struct Topic<K, V> {
+    name: TopicName,
+    key_codec: Arc<dyn Codec<K>>,
+    value_codec: Arc<dyn Codec<V>>,
+    identity: CodecIdentity,
+}
+
+impl<K, V> Clone for Topic<K, V> {
+    fn clone(&self) -> Self {
+        Topic {
+            name: self.name.clone(),
+            key_codec: Arc::clone(&self.key_codec),
+            value_codec: Arc::clone(&self.value_codec),
+            identity: self.identity,
+        }
+    }
+}
+
+impl<K, V> fmt::Debug for Topic<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Topic")
+            .field("name", &self.name)
+            .field("codecs", &self.identity.description)
+            .finish()
+    }
+}
+
+impl<K, V> Topic<K, V>
+where
+    K: Serialize + DeserializeOwned + 'static,
+    V: Serialize + DeserializeOwned + 'static,
+{
+    /// A topic whose keys and values are JSON (the default codec).
+    pub fn new(name: impl Into<TopicName>) -> Self {
+        Topic::with_codecs(name, Json, Json)
+    }
+}
+
+impl<K: 'static, V: 'static> Topic<K, V> {
+    /// A topic with explicit codecs, such as [`crate::codec::Utf8`] or
+    /// [`crate::codec::RawBytes`].
+    pub fn with_codecs<KC: Codec<K>, VC: Codec<V>>(name: impl Into<TopicName>, key_codec: KC, value_codec: VC) -> Self {
+        Topic {
+            name: name.into(),
+            key_codec: Arc::new(key_codec),
+            value_codec: Arc::new(value_codec),
+            identity: CodecIdentity::of::<K, V, KC, VC>(),
+        }
+    }
+}
+
+impl<K: 'static, V: 'static> Topic<K, V> {
+    pub fn name(&self) -> &TopicName {
+        &self.name
+    }
+
+    pub fn tp(&self, partition: u32) -> Tp {
+        Tp::new(self.name.clone(), partition)
+    }
+
+    pub fn key_codec(&self) -> &dyn Codec<K> {
+        &*self.key_codec
+    }
+
+    pub fn value_codec(&self) -> &dyn Codec<V> {
+        &*self.value_codec
+    }
+
+    /// The untyped declaration of this topic, as stages record their sources
+    /// and sinks.
+    pub fn declaration(&self) -> TopicRef {
+        TopicRef {
+            name: self.name.clone(),
+            identity: Some(self.identity),
+        }
+    }
+
+    /// An emission of `value` under `key` to this topic: a plain value that
+    /// logic returns and tests compare with `==`. Encoding happens here; a
+    /// codec failure travels inside the emission and stops the task that
+    /// returns it, with the stage and topic named.
+    pub fn send(&self, key: impl Into<Option<K>>, value: impl Into<V>) -> Emission {
+        let key = key.into();
+        let value = value.into();
+        let encoded = key
+            .as_ref()
+            .map(|key| self.key_codec.encode(key))
+            .transpose()
+            .and_then(|key| Ok((key, self.value_codec.encode(&value)?)));
+        Emission::new(self.name.clone(), encoded)
+    }
+}
+
+/// An untyped topic declaration: its name and, for typed topics, the identity
+/// of its codecs (tick topics and changelogs are Parsley's own and carry none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicRef {
+    pub name: TopicName,
+    pub(crate) identity: Option<CodecIdentity>,
+}
+
+impl<K: 'static, V: 'static> From<&Topic<K, V>> for TopicRef {
+    fn from(topic: &Topic<K, V>) -> Self {
+        topic.declaration()
+    }
+}
+
+/// Anything `Stage::into` accepts: one topic, a tuple of topics, or a list of
+/// declarations.
+pub trait Sinks {
+    fn declarations(self) -> Vec<TopicRef>;
+}
+
+impl<K: 'static, V: 'static> Sinks for &Topic<K, V> {
+    fn declarations(self) -> Vec<TopicRef> {
+        vec![self.declaration()]
+    }
+}
+
+impl Sinks for Vec<TopicRef> {
+    fn declarations(self) -> Vec<TopicRef> {
+        self
+    }
+}
+
+impl<const N: usize> Sinks for [TopicRef; N] {
+    fn declarations(self) -> Vec<TopicRef> {
+        self.into()
+    }
+}
+
+macro_rules! sinks_tuple {
+    ($($k:ident $v:ident $name:ident),+) => {
+        impl<$($k: 'static, $v: 'static),+> Sinks for ($(&Topic<$k, $v>,)+) {
+            fn declarations(self) -> Vec<TopicRef> {
+                let ($($name,)+) = self;
+                vec![$($name.declaration()),+]
+            }
+        }
+    };
+}
+
+sinks_tuple!(K1 V1 a, K2 V2 b);
+sinks_tuple!(K1 V1 a, K2 V2 b, K3 V3 c);
+sinks_tuple!(K1 V1 a, K2 V2 b, K3 V3 c, K4 V4 d);
