@@ -152,7 +152,13 @@ impl Cluster {
         if let Some(&id) = self.transactional_ids.get(transactional_id) {
             let state = &mut self.producers[id as usize];
             if let Some(txn) = state.txn.take() {
-                finish(&mut self.topics, &mut self.groups, id, txn, ControlKind::Abort);
+                finish(
+                    &mut self.topics,
+                    &mut self.groups,
+                    id,
+                    txn,
+                    ControlKind::Abort,
+                );
             }
             state.epoch += 1;
             return ProducerId {
@@ -270,7 +276,13 @@ impl Cluster {
                 continue;
             }
             if let Some(txn) = state.txn.take() {
-                finish(&mut self.topics, &mut self.groups, id, txn, ControlKind::Abort);
+                finish(
+                    &mut self.topics,
+                    &mut self.groups,
+                    id,
+                    txn,
+                    ControlKind::Abort,
+                );
             }
             state.epoch += 1;
             expired.push(transactional_id.clone());

@@ -142,7 +142,9 @@ impl PartitionLog {
     }
 
     pub(crate) fn status(&self, offset: u64) -> Option<EntryStatus> {
-        self.meta.get(usize::try_from(offset).ok()?).map(|m| m.status)
+        self.meta
+            .get(usize::try_from(offset).ok()?)
+            .map(|m| m.status)
     }
 
     pub(crate) fn sequence(&self, offset: u64) -> Option<u64> {

@@ -1,0 +1,155 @@
+//! The contract probe (C4): every topic an application needs, listed without
+//! any cluster, with its role, its partition rule and suggested settings.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::app::App;
+use crate::tp::TopicName;
+
+/// What a topic is to the application.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    Source { stage: String },
+    Sink { stage: String },
+    Ticks { stage: String },
+    Changelog { stage: String },
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Role::Source { stage } => write!(f, "source of stage {stage}"),
+            Role::Sink { stage } => write!(f, "sink of stage {stage}"),
+            Role::Ticks { stage } => write!(f, "ticks of stage {stage}"),
+            Role::Changelog { stage } => write!(f, "changelog of stage {stage}"),
+        }
+    }
+}
+
+/// How many partitions a topic must have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartitionRule {
+    /// The user's choice (sources and sinks).
+    Any,
+    /// Exactly the partition count of the widest of these topics: a derived
+    /// topic has one partition per task of its stage.
+    MatchWidestOf(Vec<TopicName>),
+}
+
+/// One topic the application needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicContract {
+    pub name: TopicName,
+    pub roles: Vec<Role>,
+    pub partitions: PartitionRule,
+    /// Suggested topic configuration, as `kafka-topics.sh --config` pairs.
+    pub settings: Vec<(String, String)>,
+}
+
+/// Tick topics are transient, but a tick must outlive consumer lag: keep them
+/// an hour, or ten intervals if that is longer.
+fn tick_retention(interval: Duration) -> Duration {
+    (interval * 10).max(Duration::from_secs(3600))
+}
+
+pub struct ContractProbes;
+
+impl ContractProbes {
+    /// Lists every topic `app` needs, sorted by name.
+    pub fn probe(app: &App) -> Vec<TopicContract> {
+        let mut contracts: BTreeMap<TopicName, TopicContract> = BTreeMap::new();
+        let mut add = |name: &TopicName, role: Role, partitions: PartitionRule, settings: Vec<(String, String)>| {
+            let contract = contracts.entry(name.clone()).or_insert_with(|| TopicContract {
+                name: name.clone(),
+                roles: Vec::new(),
+                partitions,
+                settings,
+            });
+            contract.roles.push(role);
+        };
+        for plan in app.stages() {
+            let stage = plan.name().to_string();
+            let sources: Vec<TopicName> = plan.stage.sources().iter().map(|source| source.name.clone()).collect();
+            for source in &sources {
+                add(source, Role::Source { stage: stage.clone() }, PartitionRule::Any, Vec::new());
+            }
+            for sink in plan.stage.sinks() {
+                add(&sink.name, Role::Sink { stage: stage.clone() }, PartitionRule::Any, Vec::new());
+            }
+            if let (Some(tick), Some(decl)) = (&plan.tick_topic, plan.stage.ticks()) {
+                let retention = tick_retention(decl.interval).as_millis().to_string();
+                add(
+                    tick,
+                    Role::Ticks { stage: stage.clone() },
+                    PartitionRule::MatchWidestOf(sources.clone()),
+                    vec![
+                        ("cleanup.policy".into(), "delete".into()),
+                        ("retention.ms".into(), retention),
+                    ],
+                );
+            }
+            if let Some(changelog) = &plan.changelog {
+                add(
+                    changelog,
+                    Role::Changelog { stage: stage.clone() },
+                    PartitionRule::MatchWidestOf(sources.clone()),
+                    vec![("cleanup.policy".into(), "compact".into())],
+                );
+            }
+        }
+        contracts.into_values().collect()
+    }
+}
+
+impl fmt::Display for TopicContract {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let roles: Vec<String> = self.roles.iter().map(ToString::to_string).collect();
+        write!(f, "{}  [{}]  partitions: ", self.name, roles.join("; "))?;
+        match &self.partitions {
+            PartitionRule::Any => f.write_str("any")?,
+            PartitionRule::MatchWidestOf(topics) => {
+                let names: Vec<&str> = topics.iter().map(TopicName::as_str).collect();
+                write!(f, "= widest of {}", names.join(", "))?;
+            }
+        }
+        for (key, value) in &self.settings {
+            write!(f, "  {key}={value}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Json, Parsley, Stage, Step, Topic};
+
+    /// C4: the probe lists every topic, role, partition rule and setting.
+    #[test]
+    fn c4_probe_lists_every_topic() {
+        let orders: Topic<String, i64> = Topic::new("orders");
+        let refunds: Topic<String, i64> = Topic::new("refunds");
+        let audits: Topic<String, String> = Topic::new("audits");
+        let balances = Stage::named("balances")
+            .state(Json, || 0i64)
+            .on(&orders, |b, _| Step::of(b))
+            .on(&refunds, |b, _| Step::of(b))
+            .ticks(Duration::from_secs(60), |_| Vec::new())
+            .into(&audits)
+            .build();
+        let app = Parsley::named("payments").stage(balances).build().unwrap();
+        let listing: Vec<String> = ContractProbes::probe(&app).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            listing,
+            [
+                "audits  [sink of stage balances]  partitions: any",
+                "orders  [source of stage balances]  partitions: any",
+                "payments-balances-state-changelog  [changelog of stage balances]  partitions: = widest of orders, refunds  cleanup.policy=compact",
+                "payments-balances-ticks  [ticks of stage balances]  partitions: = widest of orders, refunds  cleanup.policy=delete  retention.ms=3600000",
+                "refunds  [source of stage balances]  partitions: any",
+            ]
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! The causal gate (G2, G3, G6): one lane per consumed tp, each a queue of
+//! fetched, undelivered records in offset order.
+//!
+//! A lane's *position* is the offset of its first undelivered record, or, when
+//! its queue is empty, the consumer's fetch position. Every offset below the
+//! position was delivered or was not data (a control marker or an aborted
+//! record, which a `read_committed` consumer skips). A claim `(tp, o)` on a
+//! consumed tp is therefore resolved exactly when that lane's position is past
+//! `o`. Only a lane's head may be delivered (G3): a held head blocks its lane.
+
+use std::collections::VecDeque;
+
+use crate::header::{self, HeaderError, STAMP_HEADER};
+use crate::record::ConsumedRecord;
+use crate::stamp::{Claim, Stamp};
+use crate::tp::Tp;
+
+pub(crate) struct Queued {
+    pub record: ConsumedRecord,
+    /// Decoded when fetched; a decode error makes the record poison when it
+    /// reaches the head of its lane.
+    pub stamp: Result<Stamp, HeaderError>,
+    /// Which fetch brought the record, to tell stale log ends from fresh ones.
+    pub fetched_seq: u64,
+}
+
+pub(crate) struct Lane {
+    pub tp: Tp,
+    pub queue: VecDeque<Queued>,
+    pub fetch_position: u64,
+    /// The tp's log end offset (high watermark) as of fetch `log_end_seq`.
+    pub log_end: u64,
+    pub log_end_seq: u64,
+    /// The largest offset ever delivered, kept across aborts so that
+    /// redeliveries can be counted (T8).
+    pub delivered_max: Option<u64>,
+}
+
+impl Lane {
+    /// The first undelivered offset (see the module doc).
+    pub fn position(&self) -> u64 {
+        self.queue
+            .front()
+            .map_or(self.fetch_position, |queued| queued.record.offset)
+    }
+}
+
+/// Why a lane's head cannot be delivered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeadStatus {
+    Deliverable,
+    /// Waiting on this claim (G2).
+    Held(Claim),
+    /// Bad input: it can never be delivered (SPEC §8).
+    Poison(Poison),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Poison {
+    BadStamp(HeaderError),
+    /// G6: the claim names an offset that cannot ever be delivered here.
+    Unresolvable { claim: Claim, reason: String },
+}
+
+pub(crate) struct Gate {
+    pub lanes: Vec<Lane>,
+    fetch_seq: u64,
+}
+
+impl Gate {
+    pub fn new(tps: Vec<Tp>) -> Self {
+        Gate {
+            lanes: tps
+                .into_iter()
+                .map(|tp| Lane {
+                    tp,
+                    queue: VecDeque::new(),
+                    fetch_position: 0,
+                    log_end: 0,
+                    log_end_seq: 0,
+                    delivered_max: None,
+                })
+                .collect(),
+            fetch_seq: 0,
+        }
+    }
+
+    pub fn lane_index(&self, tp: &Tp) -> Option<usize> {
+        self.lanes.iter().position(|lane| lane.tp.same(tp))
+    }
+
+    /// Queues fetched records. Records must continue the lane's fetch
+    /// position in offset order: a driver that hands the gate the same record
+    /// twice, or out of order, has a bug that would break G3.
+    pub fn push_fetched(&mut self, lane: usize, records: Vec<ConsumedRecord>, next_offset: u64, log_end: u64) {
+        self.fetch_seq += 1;
+        let seq = self.fetch_seq;
+        let lane = &mut self.lanes[lane];
+        for record in records {
+            assert!(
+                record.offset >= lane.fetch_position,
+                "{}: fetched offset {} is behind the fetch position {}; the driver must fetch from the position",
+                lane.tp,
+                record.offset,
+                lane.fetch_position
+            );
+            lane.fetch_position = record.offset + 1;
+            let stamp = match record.data.header(STAMP_HEADER) {
+                Some(bytes) => header::decode(bytes),
+                None => Ok(Stamp::empty()),
+            };
+            lane.queue.push_back(Queued {
+                record,
+                stamp,
+                fetched_seq: seq,
+            });
+        }
+        assert!(
+            next_offset >= lane.fetch_position,
+            "{}: the consumer's next offset {} is behind the records it returned",
+            lane.tp,
+            next_offset
+        );
+        lane.fetch_position = next_offset;
+        lane.log_end = log_end;
+        lane.log_end_seq = seq;
+    }
+
+    /// G2 and G6 for the head of `lane`.
+    pub fn head_status(&self, lane: usize) -> Option<HeadStatus> {
+        let own = &self.lanes[lane];
+        let head = own.queue.front()?;
+        let stamp = match &head.stamp {
+            Ok(stamp) => stamp,
+            Err(error) => return Some(HeadStatus::Poison(Poison::BadStamp(error.clone()))),
+        };
+        let mut held = None;
+        for claim in stamp.claims() {
+            let Some(index) = self.lane_index(&claim.tp) else {
+                // Not consumed here: carried forward, not waited on (G2).
+                continue;
+            };
+            let other = &self.lanes[index];
+            if index == lane && claim.offset >= head.record.offset {
+                return Some(HeadStatus::Poison(Poison::Unresolvable {
+                    claim: claim.clone(),
+                    reason: format!("it is at or beyond the record's own offset {}", head.record.offset),
+                }));
+            }
+            if other.position() > claim.offset {
+                continue;
+            }
+            // The claimed record was appended before this one was written, so a
+            // log end read after this record was fetched must lie beyond it.
+            if claim.offset >= other.log_end && other.log_end_seq > head.fetched_seq {
+                return Some(HeadStatus::Poison(Poison::Unresolvable {
+                    claim: claim.clone(),
+                    reason: format!("it is at or beyond the log end {} of {}", other.log_end, other.tp),
+                }));
+            }
+            held.get_or_insert_with(|| claim.clone());
+        }
+        Some(held.map_or(HeadStatus::Deliverable, HeadStatus::Held))
+    }
+
+    /// Forgets everything fetched and rewinds every lane to `positions`
+    /// (G7: after an abort the task re-consumes from its committed positions).
+    pub fn rewind(&mut self, positions: &[u64]) {
+        for (lane, &position) in self.lanes.iter_mut().zip(positions) {
+            lane.queue.clear();
+            lane.fetch_position = position;
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! Task metrics (T8). The core counts; drivers export.
+
+/// Counters and gauges of one task.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskMetrics {
+    /// Tick records committed: counted when the transaction holding the tick
+    /// commits, so once per committed tick.
+    pub ticks_emitted_total: u64,
+    /// Deliveries to logic, including ones later undone by an abort.
+    pub records_delivered_total: u64,
+    /// Records consumed but held behind an unresolved claim, at the last look.
+    pub records_held: u64,
+    pub transactions_committed_total: u64,
+    pub transactions_aborted_total: u64,
+    /// Deliveries of an offset that an aborted transaction had delivered before.
+    pub records_redelivered_total: u64,
+}
+
+impl TaskMetrics {
+    /// The metrics under their published names.
+    pub fn named(&self) -> [(&'static str, u64); 6] {
+        [
+            ("ticks-emitted-total", self.ticks_emitted_total),
+            ("records-delivered-total", self.records_delivered_total),
+            ("records-held", self.records_held),
+            ("transactions-committed-total", self.transactions_committed_total),
+            ("transactions-aborted-total", self.transactions_aborted_total),
+            ("records-redelivered-total", self.records_redelivered_total),
+        ]
+    }
+}

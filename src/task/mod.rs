@@ -1,0 +1,732 @@
+//! The task state machine: one stage's unit of work, as a sans-IO core.
+//!
+//! A [`Task`] owns the causal gate, the task history, the single stamping site,
+//! the state slots, the tick cadence and the transaction snapshot. It never
+//! reads a clock, a socket or a random number: drivers (the test driver, the
+//! simulator, the live runtime) feed it what their Kafka returned and the
+//! wall-clock time, and do what it returns.
+//!
+//! # Driving a task
+//!
+//! 1. [`Task::new`], then [`Task::restore_state`] with every committed record
+//!    of the task's changelog partition (S5), then [`Task::start`] with the
+//!    committed offsets of [`Task::consumed_tps`]; seek the consumer to the
+//!    positions it returns.
+//! 2. Loop:
+//!    - [`Task::handle_fetched`] with each `read_committed` fetch;
+//!    - [`Task::deliverable`] (or [`Task::next_deliverable`] for the live
+//!      order of G3) and [`Task::deliver`]: send what it returns inside the
+//!      task's transaction;
+//!    - [`Task::poll_tick`] with the current time: send the tick it returns;
+//!    - when [`Task::wants_commit`], send [`Task::prepare_commit`]'s offsets
+//!      to the transaction and commit it, then call [`Task::handle_committed`],
+//!      or on any failure abort and call [`Task::handle_aborted`] and seek the
+//!      consumer to the positions it returns (Kafka's consumer does not rewind
+//!      by itself).
+//! 3. A [`TaskError`] stops the task: abort its transaction; nothing it
+//!    delivered since its last commit is kept, and its committed position stays
+//!    before the record named in the error.
+
+mod checkpoint;
+mod error;
+mod gate;
+mod metrics;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::app::{App, StagePlan};
+use crate::assembly::Assembly;
+use crate::emission::{Emission, Tick};
+use crate::header::{self, STAMP_HEADER};
+use crate::partitioner::partition_for;
+use crate::record::{ConsumedRecord, Header, ProducedRecord, RecordData};
+use crate::stage::logic::{DeliveryFailure, Outcome, StageLogic};
+use crate::stage::slots::{SlotKey, SlotStore, Slots};
+use crate::stamp::Stamp;
+use crate::tp::{TopicName, Tp};
+
+pub use checkpoint::{Checkpoint, CheckpointError};
+pub use error::{TaskError, TaskId};
+pub use gate::{HeadStatus, Poison};
+pub use metrics::TaskMetrics;
+
+use gate::Gate;
+
+/// How a task commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskConfig {
+    /// X2: commit when this much time has passed and there is work to commit.
+    /// Kafka Streams uses 100 ms under exactly-once.
+    pub commit_interval: Duration,
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        TaskConfig {
+            commit_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// What a fetch returned for one tp.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fetched {
+    /// Data records in offset order, starting at or after the fetch position.
+    pub records: Vec<ConsumedRecord>,
+    /// The consumer's position after this fetch (past skipped control markers
+    /// and aborted records).
+    pub next_offset: u64,
+    /// The tp's log end offset (high watermark), to tell claims that can never
+    /// resolve (G6).
+    pub log_end: u64,
+}
+
+/// The offsets to send to the transaction, each with the task's checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitRequest {
+    pub group: String,
+    pub offsets: Vec<(Tp, u64)>,
+    pub metadata: String,
+}
+
+/// An offset committed for the task's group, as the driver read it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: u64,
+    pub metadata: String,
+}
+
+/// Where the task's records come from: a source topic or the tick topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LaneKind {
+    Source(usize),
+    Ticks,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Restoring,
+    Running,
+}
+
+/// What the last commit made durable (G7).
+#[derive(Clone, Debug)]
+struct Committed {
+    history: Stamp,
+    last_tick_at: Option<i64>,
+    positions: Vec<u64>,
+}
+
+/// The task's open transaction, as far as the task needs to know it.
+#[derive(Clone, Debug, Default)]
+struct OpenWork {
+    /// Deliveries or ticks since the last commit.
+    dirty: bool,
+    ticks: u64,
+}
+
+pub struct Task {
+    id: TaskId,
+    group: String,
+    kinds: Vec<LaneKind>,
+    gate: Gate,
+    logic: Arc<dyn StageLogic>,
+    slots: Box<dyn SlotStore>,
+    sinks: Vec<(TopicName, u32)>,
+    tick_topics: Vec<TopicName>,
+    tick: Option<(Tp, i64)>,
+    changelog: Option<Tp>,
+    config: TaskConfig,
+    phase: Phase,
+    failure: Option<TaskError>,
+    /// G4: the merge of every delivered record's stamp plus a claim on it.
+    history: Stamp,
+    last_tick_at: Option<i64>,
+    started_at: i64,
+    last_commit_at: i64,
+    committed: Committed,
+    open: OpenWork,
+    metrics: TaskMetrics,
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Task {
+    /// The task of `stage` that consumes partition `partition` of its sources.
+    pub fn new(app: &App, assembly: &Assembly, stage: &str, partition: u32, config: TaskConfig) -> Result<Task, TaskError> {
+        let id = TaskId {
+            stage: stage.to_string(),
+            partition,
+        };
+        let unknown = || TaskError::UnknownTask { task: id.clone() };
+        let plan: &StagePlan = app.stage(stage).ok_or_else(unknown)?;
+        let tasks = assembly.tasks_of(stage).ok_or_else(unknown)?;
+        if partition >= tasks {
+            return Err(unknown());
+        }
+        let def = &plan.stage.def;
+        let mut tps = Vec::new();
+        let mut kinds = Vec::new();
+        for (index, source) in def.sources.iter().enumerate() {
+            // Task i consumes partition i of each source that has one.
+            if assembly.partitions_of(source.name.as_str()).is_some_and(|count| partition < count) {
+                tps.push(Tp::new(source.name.clone(), partition));
+                kinds.push(LaneKind::Source(index));
+            }
+        }
+        let tick = plan.tick_topic.as_ref().zip(def.ticks).map(|(topic, decl)| {
+            tps.push(Tp::new(topic.clone(), partition));
+            kinds.push(LaneKind::Ticks);
+            (Tp::new(topic.clone(), partition), millis(decl.interval))
+        });
+        let sinks = def
+            .sinks
+            .iter()
+            .map(|sink| {
+                let count = assembly
+                    .partitions_of(sink.name.as_str())
+                    .expect("assembly resolved every sink");
+                (sink.name.clone(), count)
+            })
+            .collect();
+        let positions = vec![0; tps.len()];
+        Ok(Task {
+            id,
+            group: app.group_id().to_string(),
+            kinds,
+            gate: Gate::new(tps),
+            logic: Arc::clone(&def.logic),
+            slots: def.logic.new_slots(),
+            sinks,
+            tick_topics: app.stages().iter().filter_map(|plan| plan.tick_topic.clone()).collect(),
+            tick,
+            changelog: plan.changelog.as_ref().map(|topic| Tp::new(topic.clone(), partition)),
+            config,
+            phase: Phase::Restoring,
+            failure: None,
+            history: Stamp::empty(),
+            last_tick_at: None,
+            started_at: 0,
+            last_commit_at: 0,
+            committed: Committed {
+                history: Stamp::empty(),
+                last_tick_at: None,
+                positions,
+            },
+            open: OpenWork::default(),
+            metrics: TaskMetrics::default(),
+        })
+    }
+
+    // ----- getters -----
+
+    pub fn id(&self) -> &TaskId {
+        &self.id
+    }
+
+    /// The tps this task consumes: one per source with this partition, then
+    /// its tick topic's partition.
+    pub fn consumed_tps(&self) -> Vec<Tp> {
+        self.gate.lanes.iter().map(|lane| lane.tp.clone()).collect()
+    }
+
+    /// The changelog partition to restore from before starting (S5).
+    pub fn changelog_tp(&self) -> Option<&Tp> {
+        self.changelog.as_ref()
+    }
+
+    /// The tick partition this task emits to and consumes back (T2, T4).
+    pub fn tick_tp(&self) -> Option<&Tp> {
+        self.tick.as_ref().map(|(tp, _)| tp)
+    }
+
+    /// The transactional id of this task's producer (X4).
+    pub fn transactional_id(&self) -> String {
+        format!("{}-{}-{}", self.group, self.id.stage, self.id.partition)
+    }
+
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// G4: the task's history, open transaction included.
+    pub fn history(&self) -> &Stamp {
+        &self.history
+    }
+
+    /// The history as of the last commit.
+    pub fn committed_history(&self) -> &Stamp {
+        &self.committed.history
+    }
+
+    /// The wall-clock time of the last tick, open transaction included.
+    pub fn last_tick_at(&self) -> Option<i64> {
+        self.last_tick_at
+    }
+
+    /// The first undelivered offset of `tp`.
+    pub fn position(&self, tp: &Tp) -> Option<u64> {
+        self.gate.lane_index(tp).map(|lane| self.gate.lanes[lane].position())
+    }
+
+    pub fn failure(&self) -> Option<&TaskError> {
+        self.failure.as_ref()
+    }
+
+    pub fn metrics(&self) -> TaskMetrics {
+        let mut metrics = self.metrics.clone();
+        metrics.records_held = self.held_lanes().map(|lane| lane.queue.len() as u64).sum();
+        metrics
+    }
+
+    /// The task's slots, typed; `None` if `S` is not the stage's state type.
+    pub fn slots<S: 'static>(&self) -> Option<&Slots<S>> {
+        self.slots.as_any().downcast_ref::<Slots<S>>()
+    }
+
+    /// Every lane's head and whether it may go (for schedulers and tests).
+    pub fn heads(&self) -> Vec<(Tp, u64, HeadStatus)> {
+        (0..self.gate.lanes.len())
+            .filter_map(|lane| {
+                let status = self.gate.head_status(lane)?;
+                let head = self.gate.lanes[lane].queue.front()?;
+                Some((self.gate.lanes[lane].tp.clone(), head.record.offset, status))
+            })
+            .collect()
+    }
+
+    /// True when something was delivered or emitted since the last commit.
+    pub fn has_open_work(&self) -> bool {
+        self.open.dirty
+    }
+
+    /// Records fetched and not yet delivered.
+    pub fn buffered(&self) -> usize {
+        self.gate.lanes.iter().map(|lane| lane.queue.len()).sum()
+    }
+
+    fn held_lanes(&self) -> impl Iterator<Item = &gate::Lane> {
+        (0..self.gate.lanes.len())
+            .filter(|&lane| matches!(self.gate.head_status(lane), Some(HeadStatus::Held(_))))
+            .map(|lane| &self.gate.lanes[lane])
+    }
+
+    fn check_running(&self) -> Result<(), TaskError> {
+        match &self.failure {
+            Some(error) => Err(error.clone()),
+            None => {
+                assert_eq!(self.phase, Phase::Running, "task {} is used before start", self.id);
+                Ok(())
+            }
+        }
+    }
+
+    fn stop(&mut self, error: TaskError) -> TaskError {
+        self.failure = Some(error.clone());
+        error
+    }
+
+    // ----- start-up -----
+
+    /// S5: loads one committed changelog record into the slots.
+    pub fn restore_state(&mut self, record: &ConsumedRecord) -> Result<(), TaskError> {
+        assert_eq!(self.phase, Phase::Restoring, "task {}: state is restored before start", self.id);
+        let tp = self.changelog.clone().expect("only stateful stages restore state");
+        let bad = |reason: String| TaskError::BadChangelog {
+            task: self.id.clone(),
+            tp: tp.clone(),
+            offset: record.offset,
+            reason,
+        };
+        let key = record.data.key.as_ref().ok_or_else(|| bad("it has no key".into()))?;
+        let slot = SlotKey::from_changelog_key(key).map_err(|error| bad(error.to_string()))?;
+        self.slots
+            .restore(slot, record.data.value.as_deref())
+            .map_err(|error| bad(error.to_string()))
+    }
+
+    /// G7, T3: resumes from the committed offsets of [`Task::consumed_tps`]
+    /// (in that order; `None` where nothing was committed) and their
+    /// checkpoint. Returns where to seek the consumer: the committed offset, or
+    /// the start of the log.
+    pub fn start(&mut self, committed: &[Option<CommittedOffset>], now: i64) -> Result<Vec<(Tp, u64)>, TaskError> {
+        assert_eq!(self.phase, Phase::Restoring, "task {} is started once", self.id);
+        assert_eq!(committed.len(), self.gate.lanes.len(), "one committed offset per consumed tp");
+        let mut checkpoint = None;
+        for (lane, committed) in self.gate.lanes.iter().zip(committed) {
+            if let (None, Some(committed)) = (&checkpoint, committed) {
+                let decoded = Checkpoint::decode(&committed.metadata).map_err(|error| TaskError::BadCheckpoint {
+                    task: self.id.clone(),
+                    tp: lane.tp.clone(),
+                    reason: error.reason,
+                })?;
+                checkpoint = Some(decoded);
+            }
+        }
+        let positions: Vec<u64> = committed
+            .iter()
+            .map(|committed| committed.as_ref().map_or(0, |committed| committed.offset))
+            .collect();
+        let checkpoint = checkpoint.unwrap_or(Checkpoint {
+            history: Stamp::empty(),
+            last_tick_at: None,
+        });
+        self.committed = Committed {
+            history: checkpoint.history,
+            last_tick_at: checkpoint.last_tick_at,
+            positions,
+        };
+        self.phase = Phase::Running;
+        self.started_at = now;
+        self.last_commit_at = now;
+        Ok(self.roll_back())
+    }
+
+    // ----- input -----
+
+    /// Queues what a `read_committed` fetch of `tp` returned.
+    pub fn handle_fetched(&mut self, tp: &Tp, fetched: Fetched) {
+        let lane = self
+            .gate
+            .lane_index(tp)
+            .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id));
+        self.gate
+            .push_fetched(lane, fetched.records, fetched.next_offset, fetched.log_end);
+    }
+
+    /// Every tp whose head may be delivered now (G2, G3). A poison head stops
+    /// the task with its error.
+    pub fn deliverable(&mut self) -> Result<Vec<Tp>, TaskError> {
+        self.check_running()?;
+        let mut ready = Vec::new();
+        for lane in 0..self.gate.lanes.len() {
+            match self.gate.head_status(lane) {
+                Some(HeadStatus::Deliverable) => ready.push(self.gate.lanes[lane].tp.clone()),
+                Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
+                Some(HeadStatus::Held(_)) | None => {}
+            }
+        }
+        Ok(ready)
+    }
+
+    /// G3's order for the live runtime: the deliverable head with the oldest
+    /// record timestamp, ties broken by tp.
+    pub fn next_deliverable(&mut self) -> Result<Option<Tp>, TaskError> {
+        let ready = self.deliverable()?;
+        Ok(ready.into_iter().min_by_key(|tp| {
+            let lane = &self.gate.lanes[self.gate.lane_index(tp).expect("a deliverable tp has a lane")];
+            let timestamp = lane.queue.front().expect("a deliverable lane has a head").record.data.timestamp;
+            (timestamp, tp.clone())
+        }))
+    }
+
+    fn poison_error(&mut self, lane: usize, poison: Poison) -> TaskError {
+        let lane = &self.gate.lanes[lane];
+        let tp = lane.tp.clone();
+        let offset = lane.queue.front().expect("poison is found at a head").record.offset;
+        let error = match poison {
+            Poison::BadStamp(error) => TaskError::BadStamp {
+                task: self.id.clone(),
+                tp,
+                offset,
+                error,
+            },
+            Poison::Unresolvable { claim, reason } => TaskError::UnresolvableClaim {
+                task: self.id.clone(),
+                tp,
+                offset,
+                claim,
+                reason,
+            },
+        };
+        self.stop(error)
+    }
+
+    /// Delivers the head of `tp` to the stage's logic and returns the records
+    /// to send in the task's transaction: the emissions, stamped at the
+    /// stamping site, and the slot's changelog update.
+    pub fn deliver(&mut self, tp: &Tp, now: i64) -> Result<Vec<ProducedRecord>, TaskError> {
+        let _ = now;
+        self.check_running()?;
+        let lane = self
+            .gate
+            .lane_index(tp)
+            .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id));
+        match self.gate.head_status(lane) {
+            Some(HeadStatus::Deliverable) => {}
+            Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
+            Some(HeadStatus::Held(claim)) => panic!("task {}: {tp} is held on {claim}; deliver only what `deliverable` lists", self.id),
+            None => panic!("task {}: {tp} has nothing to deliver", self.id),
+        }
+        let head = self.gate.lanes[lane].queue.front().expect("checked above");
+        let offset = head.record.offset;
+        let timestamp = head.record.data.timestamp;
+        let outcome = match self.kinds[lane] {
+            LaneKind::Source(source) => self.logic.on_record(&*self.slots, source, tp, &head.record),
+            LaneKind::Ticks => match tick_of(&head.record) {
+                Some(tick) => self.logic.on_tick(&*self.slots, tick),
+                None => {
+                    let error = TaskError::BadTick {
+                        task: self.id.clone(),
+                        tp: tp.clone(),
+                        offset,
+                    };
+                    return Err(self.stop(error));
+                }
+            },
+        };
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                let error = self.failure_error(failure, tp, offset);
+                return Err(self.stop(error));
+            }
+        };
+        if let Err(error) = self.check_emissions(&outcome.emissions, tp, offset) {
+            return Err(self.stop(error));
+        }
+
+        // The delivery is accepted: from here on nothing can fail.
+        let queued = self.gate.lanes[lane].queue.pop_front().expect("checked above");
+        let stamp = queued.stamp.expect("a deliverable head has a decoded stamp");
+        self.history.merge(&stamp);
+        self.history.claim(tp, offset);
+        let lane_state = &mut self.gate.lanes[lane];
+        if lane_state.delivered_max.is_some_and(|max| offset <= max) {
+            self.metrics.records_redelivered_total += 1;
+        }
+        lane_state.delivered_max = Some(lane_state.delivered_max.map_or(offset, |max| max.max(offset)));
+        self.metrics.records_delivered_total += 1;
+        self.open.dirty = true;
+        Ok(self.produce(outcome, timestamp))
+    }
+
+    fn failure_error(&self, failure: DeliveryFailure, tp: &Tp, offset: u64) -> TaskError {
+        let (task, tp) = (self.id.clone(), tp.clone());
+        match failure {
+            DeliveryFailure::Codec { part, error } => TaskError::Codec {
+                task,
+                tp,
+                offset,
+                part,
+                error,
+            },
+            DeliveryFailure::StateCodec(error) => TaskError::StateCodec { task, tp, offset, error },
+            DeliveryFailure::Logic(message) => TaskError::Logic {
+                task,
+                tp,
+                offset,
+                message,
+            },
+        }
+    }
+
+    /// S3, T2: emissions go only to declared sinks, never to a tick topic,
+    /// and must have encoded.
+    fn check_emissions(&self, emissions: &[Emission], tp: &Tp, offset: u64) -> Result<(), TaskError> {
+        for emission in emissions {
+            let topic = emission.topic();
+            let (task, at) = (self.id.clone(), tp.clone());
+            if self.tick_topics.iter().any(|tick| tick.same(topic)) {
+                return Err(TaskError::EmitToTickTopic {
+                    task,
+                    topic: topic.to_string(),
+                    tp: at,
+                    offset,
+                });
+            }
+            if !self.sinks.iter().any(|(sink, _)| sink.same(topic)) {
+                return Err(TaskError::UndeclaredSink {
+                    task,
+                    topic: topic.to_string(),
+                    tp: at,
+                    offset,
+                });
+            }
+            if let Err(error) = emission.encoded() {
+                return Err(TaskError::EmissionCodec {
+                    task,
+                    topic: topic.to_string(),
+                    tp: at,
+                    offset,
+                    error: error.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// G5: the one stamping site. Every emission and every tick carries the
+    /// task's history merged with the stamps of every record it holds.
+    fn stamping_site(&self) -> Stamp {
+        let mut stamp = self.history.clone();
+        for lane in self.held_lanes() {
+            for queued in &lane.queue {
+                if let Ok(held) = &queued.stamp {
+                    stamp.merge(held);
+                }
+            }
+        }
+        stamp
+    }
+
+    fn produce(&mut self, outcome: Outcome, timestamp: i64) -> Vec<ProducedRecord> {
+        let mut produced = Vec::with_capacity(outcome.emissions.len() + 1);
+        if !outcome.emissions.is_empty() {
+            let stamp_header = Header {
+                name: STAMP_HEADER.to_string(),
+                value: header::encode(&self.stamping_site()),
+            };
+            for emission in outcome.emissions {
+                let (key, value) = emission.encoded().expect("emissions were checked before delivery");
+                let partitions = self
+                    .sinks
+                    .iter()
+                    .find(|(sink, _)| sink.same(emission.topic()))
+                    .map(|(_, partitions)| *partitions)
+                    .expect("emissions were checked before delivery");
+                let partition = partition_for(key.map(|key| &key[..]), partitions, self.id.partition);
+                produced.push(ProducedRecord {
+                    tp: Tp::new(emission.topic().clone(), partition),
+                    data: RecordData {
+                        key: key.cloned(),
+                        value: Some(value.clone()),
+                        headers: vec![stamp_header.clone()],
+                        timestamp,
+                    },
+                });
+            }
+        }
+        if let Some(write) = outcome.write {
+            let changelog = self.changelog.clone().expect("stateful stages have a changelog");
+            produced.push(ProducedRecord {
+                tp: changelog,
+                data: RecordData {
+                    key: Some(write.slot.changelog_key()),
+                    value: write.encoded,
+                    headers: Vec::new(),
+                    timestamp,
+                },
+            });
+            self.slots.apply(write.slot, write.state);
+        }
+        produced
+    }
+
+    // ----- ticks -----
+
+    /// T3, T4: emits one tick if at least the interval has passed since the
+    /// last tick (or since start). Never more than one, however late.
+    #[must_use]
+    pub fn poll_tick(&mut self, now: i64) -> Option<ProducedRecord> {
+        if self.failure.is_some() || self.phase != Phase::Running {
+            return None;
+        }
+        let (tp, interval) = self.tick.clone()?;
+        let since = self.last_tick_at.unwrap_or(self.started_at);
+        if now.saturating_sub(since) < interval {
+            return None;
+        }
+        self.last_tick_at = Some(now);
+        self.open.dirty = true;
+        self.open.ticks += 1;
+        Some(ProducedRecord {
+            tp,
+            data: RecordData {
+                key: None,
+                value: Some(Bytes::copy_from_slice(&now.to_be_bytes())),
+                headers: vec![Header {
+                    name: STAMP_HEADER.to_string(),
+                    value: header::encode(&self.stamping_site()),
+                }],
+                timestamp: now,
+            },
+        })
+    }
+
+    /// When the next tick is due, if the stage ticks.
+    pub fn next_tick_at(&self) -> Option<i64> {
+        let (_, interval) = self.tick.as_ref()?;
+        Some(self.last_tick_at.unwrap_or(self.started_at).saturating_add(*interval))
+    }
+
+    // ----- transactions -----
+
+    /// X2: true when the commit interval has passed and there is work.
+    pub fn wants_commit(&self, now: i64) -> bool {
+        self.failure.is_none()
+            && self.open.dirty
+            && now.saturating_sub(self.last_commit_at) >= millis(self.config.commit_interval)
+    }
+
+    /// X1: the offsets (every consumed tp's first undelivered offset) and the
+    /// checkpoint to send to the transaction before committing it.
+    pub fn prepare_commit(&self) -> CommitRequest {
+        let metadata = Checkpoint {
+            history: self.history.clone(),
+            last_tick_at: self.last_tick_at,
+        }
+        .encode();
+        CommitRequest {
+            group: self.group.clone(),
+            offsets: self
+                .gate
+                .lanes
+                .iter()
+                .map(|lane| (lane.tp.clone(), lane.position()))
+                .collect(),
+            metadata,
+        }
+    }
+
+    /// The transaction committed: what it held is now the snapshot to return
+    /// to on any later abort.
+    pub fn handle_committed(&mut self, now: i64) {
+        self.committed = Committed {
+            history: self.history.clone(),
+            last_tick_at: self.last_tick_at,
+            positions: self.gate.lanes.iter().map(gate::Lane::position).collect(),
+        };
+        self.slots.commit();
+        self.metrics.transactions_committed_total += 1;
+        self.metrics.ticks_emitted_total += self.open.ticks;
+        self.open = OpenWork::default();
+        self.last_commit_at = now;
+    }
+
+    /// X3: the transaction aborted. Everything since the last commit is
+    /// dropped; returns the positions to seek the consumer back to.
+    #[must_use]
+    pub fn handle_aborted(&mut self) -> Vec<(Tp, u64)> {
+        self.metrics.transactions_aborted_total += 1;
+        self.roll_back()
+    }
+
+    fn roll_back(&mut self) -> Vec<(Tp, u64)> {
+        self.history = self.committed.history.clone();
+        self.last_tick_at = self.committed.last_tick_at;
+        self.slots.abort();
+        self.gate.rewind(&self.committed.positions);
+        self.open = OpenWork::default();
+        self.gate
+            .lanes
+            .iter()
+            .map(|lane| (lane.tp.clone(), lane.fetch_position))
+            .collect()
+    }
+}
+
+/// A tick record's value is its emission time, 8 bytes big-endian.
+fn tick_of(record: &ConsumedRecord) -> Option<Tick> {
+    let value = record.data.value.as_ref()?;
+    let bytes: [u8; 8] = value.as_ref().try_into().ok()?;
+    Some(Tick::new(i64::from_be_bytes(bytes)))
+}
+
+#[cfg(test)]
+mod tests;
