@@ -1,1 +1,11 @@
+//! The deterministic harness for Parsley: an in-memory Kafka model with
+//! transactions ([`model`]), the [`TaskHost`] that connects a core task to it,
+//! and the [`TestDriver`].
+
+pub mod driver;
+pub mod host;
 pub mod model;
+pub mod topologies;
+
+pub use driver::{DriverError, OutputRecord, TestDriver, TestInputTopic, TestOutputTopic, TestRecord};
+pub use host::TaskHost;

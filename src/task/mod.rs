@@ -93,10 +93,19 @@ pub struct CommitRequest {
 }
 
 /// An offset committed for the task's group, as the driver read it back.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CommittedOffset {
     pub offset: u64,
     pub metadata: String,
+}
+
+impl CommittedOffset {
+    pub fn new(offset: u64, metadata: impl Into<String>) -> Self {
+        CommittedOffset {
+            offset,
+            metadata: metadata.into(),
+        }
+    }
 }
 
 /// Where the task's records come from: a source topic or the tick topic.
@@ -298,6 +307,12 @@ impl Task {
                 Some((self.gate.lanes[lane].tp.clone(), head.record.offset, status))
             })
             .collect()
+    }
+
+    /// The record at the head of `tp`, next in line for delivery.
+    pub fn head(&self, tp: &Tp) -> Option<&ConsumedRecord> {
+        let lane = self.gate.lane_index(tp)?;
+        self.gate.lanes[lane].queue.front().map(|queued| &queued.record)
     }
 
     /// True when something was delivered or emitted since the last commit.
@@ -722,7 +737,7 @@ impl Task {
 }
 
 /// A tick record's value is its emission time, 8 bytes big-endian.
-fn tick_of(record: &ConsumedRecord) -> Option<Tick> {
+pub fn tick_of(record: &ConsumedRecord) -> Option<Tick> {
     let value = record.data.value.as_ref()?;
     let bytes: [u8; 8] = value.as_ref().try_into().ok()?;
     Some(Tick::new(i64::from_be_bytes(bytes)))

@@ -19,21 +19,9 @@ pub struct ProducerId {
     pub epoch: u32,
 }
 
-/// A consumer group's committed position on one tp, with its metadata string.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CommittedOffset {
-    pub offset: u64,
-    pub metadata: String,
-}
-
-impl CommittedOffset {
-    pub fn new(offset: u64, metadata: impl Into<String>) -> Self {
-        CommittedOffset {
-            offset,
-            metadata: metadata.into(),
-        }
-    }
-}
+/// A consumer group's committed position on one tp, with its metadata string:
+/// the core's own type, so drivers hand it to a task as they read it.
+pub use parsley::task::CommittedOffset;
 
 type GroupOffsets = BTreeMap<String, BTreeMap<Tp, CommittedOffset>>;
 

@@ -1,0 +1,403 @@
+//! The test driver: Parsley's TopologyTestDriver.
+//!
+//! It runs the real core — the same [`parsley::Task`] the simulator and the
+//! live runtime run — over the in-memory Kafka model, one step at a time:
+//! every pipe and every [`TestDriver::advance_wall_clock`] is processed
+//! synchronously to quiescence and committed. The wall clock moves only when
+//! the test moves it, so tick timestamps are deterministic.
+//!
+//! ```
+//! use std::time::Duration;
+//! use parsley::{Json, Parsley, Stage, Step, Topic};
+//! use parsley_sim::TestDriver;
+//!
+//! let orders: Topic<String, i64> = Topic::new("orders");
+//! let audits: Topic<String, String> = Topic::new("audits");
+//! let balances = Stage::named("balances")
+//!     .state(Json, || 0i64)
+//!     .on(&orders, |balance: i64, order| Step::of(balance - order.value()))
+//!     .ticks(Duration::from_secs(60), {
+//!         let audits = audits.clone();
+//!         move |tick| vec![audits.send(None, format!("cut@{}", tick.timestamp))]
+//!     })
+//!     .into(&audits)
+//!     .build();
+//! let app = Parsley::named("payments").stage(balances).build()?;
+//!
+//! let driver = TestDriver::builder(&app).initial_wall_clock(1_700_000_000_000).build()?;
+//! driver.input(&orders)?.pipe("alice".to_string(), 30)?;
+//! driver.advance_wall_clock(Duration::from_secs(60))?;
+//! assert_eq!(driver.output(&audits)?.read_values()?, ["cut@1700000060000"]);
+//! assert_eq!(driver.key_slot::<i64, _, _>("balances", &orders, &"alice".to_string())?, Some(-30));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+mod topics;
+mod trace;
+mod world;
+
+use std::cell::{Ref, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use parsley::probe::{ContractProbes, PartitionRule, TopicContract};
+use parsley::stage::{SlotKey, Slots};
+use parsley::task::{TaskId, TaskMetrics};
+use parsley::{assemble, App, TaskConfig, Topic};
+
+use crate::model::Cluster;
+
+pub use error::DriverError;
+pub use topics::{OutputRecord, TestInputTopic, TestOutputTopic, TestRecord};
+pub use trace::{render_ticks, TraceEvent};
+
+use world::World;
+
+pub struct TestDriver {
+    world: Rc<RefCell<World>>,
+}
+
+/// Configures a [`TestDriver`].
+pub struct TestDriverBuilder {
+    app: App,
+    initial_wall_clock: i64,
+    partitions: BTreeMap<String, u32>,
+    default_partitions: u32,
+    create_topics: bool,
+    existing: Vec<(String, u32)>,
+    commit_each_step: bool,
+    commit_interval: Duration,
+}
+
+impl TestDriverBuilder {
+    /// The wall clock at start, in milliseconds since the Unix epoch. Fixed,
+    /// so that tick timestamps are deterministic. Default: 0.
+    pub fn initial_wall_clock(mut self, millis: i64) -> Self {
+        self.initial_wall_clock = millis;
+        self
+    }
+
+    /// The partition count of a source or sink topic the driver creates.
+    pub fn partitions(mut self, topic: impl AsRef<str>, partitions: u32) -> Self {
+        self.partitions.insert(topic.as_ref().to_string(), partitions);
+        self
+    }
+
+    /// The partition count of every other source and sink. Default: 1.
+    pub fn default_partitions(mut self, partitions: u32) -> Self {
+        self.default_partitions = partitions;
+        self
+    }
+
+    /// Whether the driver creates every topic the probe lists (the default).
+    /// Turn it off to see assembly (C3) fail loudly on missing topics.
+    pub fn create_topics(mut self, create: bool) -> Self {
+        self.create_topics = create;
+        self
+    }
+
+    /// A topic that exists in the model before the driver creates the rest,
+    /// with any partition count, such as a wrongly sized tick topic.
+    pub fn existing_topic(mut self, topic: impl AsRef<str>, partitions: u32) -> Self {
+        self.existing.push((topic.as_ref().to_string(), partitions));
+        self
+    }
+
+    /// By default the driver commits after each step (X2). With
+    /// `commit_each_step(false)` tasks commit only when their commit interval
+    /// has passed on the driver's wall clock.
+    pub fn commit_each_step(mut self, each_step: bool) -> Self {
+        self.commit_each_step = each_step;
+        self
+    }
+
+    pub fn commit_interval(mut self, interval: Duration) -> Self {
+        self.commit_interval = interval;
+        self
+    }
+
+    fn partitions_for(&self, contract: &TopicContract, resolved: &BTreeMap<String, u32>) -> u32 {
+        match &contract.partitions {
+            PartitionRule::Any => self
+                .partitions
+                .get(contract.name.as_str())
+                .copied()
+                .unwrap_or(self.default_partitions),
+            PartitionRule::MatchWidestOf(sources) => sources
+                .iter()
+                .filter_map(|source| resolved.get(source.as_str()).copied())
+                .max()
+                .unwrap_or(self.default_partitions),
+        }
+    }
+
+    /// Creates the topics, checks assembly (C3) and starts every task.
+    pub fn build(self) -> Result<TestDriver, DriverError> {
+        let mut cluster = Cluster::new();
+        for (topic, partitions) in &self.existing {
+            cluster.create_topic(topic, *partitions)?;
+        }
+        if self.create_topics {
+            let contracts = ContractProbes::probe(&self.app);
+            let mut resolved: BTreeMap<String, u32> = cluster
+                .topics()
+                .into_iter()
+                .map(|(name, count)| (name.to_string(), count))
+                .collect();
+            // Sources and sinks first: derived topics follow their counts.
+            let (free, derived): (Vec<_>, Vec<_>) = contracts
+                .iter()
+                .partition(|contract| contract.partitions == PartitionRule::Any);
+            for contract in free.into_iter().chain(derived) {
+                if resolved.contains_key(contract.name.as_str()) {
+                    continue;
+                }
+                let partitions = self.partitions_for(contract, &resolved);
+                cluster.create_topic(contract.name.as_str(), partitions)?;
+                resolved.insert(contract.name.to_string(), partitions);
+            }
+        }
+        let metadata: BTreeMap<String, u32> = cluster
+            .topics()
+            .into_iter()
+            .map(|(name, count)| (name.to_string(), count))
+            .collect();
+        let assembly = assemble(&self.app, &metadata)?;
+        let config = TaskConfig {
+            commit_interval: self.commit_interval,
+        };
+        let mut world = World::new(
+            self.app,
+            assembly,
+            cluster,
+            self.initial_wall_clock,
+            config,
+            self.commit_each_step,
+        );
+        world.start_tasks()?;
+        Ok(TestDriver {
+            world: Rc::new(RefCell::new(world)),
+        })
+    }
+}
+
+impl TestDriver {
+    pub fn builder(app: &App) -> TestDriverBuilder {
+        TestDriverBuilder {
+            app: app.clone(),
+            initial_wall_clock: 0,
+            partitions: BTreeMap::new(),
+            default_partitions: 1,
+            create_topics: true,
+            existing: Vec::new(),
+            commit_each_step: true,
+            commit_interval: TaskConfig::default().commit_interval,
+        }
+    }
+
+    /// A driver with the defaults: wall clock at 0, one partition per topic.
+    pub fn new(app: &App) -> Result<TestDriver, DriverError> {
+        TestDriver::builder(app).build()
+    }
+
+    /// A typed handle to pipe records into a source topic.
+    pub fn input<K: 'static, V: 'static>(&self, topic: &Topic<K, V>) -> Result<TestInputTopic<K, V>, DriverError> {
+        let world = self.world.borrow();
+        let consumed = world
+            .app
+            .stages()
+            .iter()
+            .any(|plan| plan.stage.sources().iter().any(|source| source.name == *topic.name()));
+        if !consumed {
+            return Err(DriverError::NotASource {
+                topic: topic.name().to_string(),
+                app: world.app.id().to_string(),
+            });
+        }
+        Ok(TestInputTopic {
+            topic: topic.clone(),
+            world: Rc::clone(&self.world),
+        })
+    }
+
+    /// A typed handle to read what was committed to a topic.
+    pub fn output<K: 'static, V: 'static>(&self, topic: &Topic<K, V>) -> Result<TestOutputTopic<K, V>, DriverError> {
+        if self.world.borrow().cluster.partitions(topic.name().as_str()).is_none() {
+            return Err(DriverError::UnknownTopic {
+                topic: topic.name().to_string(),
+            });
+        }
+        Ok(TestOutputTopic {
+            topic: topic.clone(),
+            world: Rc::clone(&self.world),
+            read: RefCell::new(0),
+        })
+    }
+
+    /// The wall clock, in milliseconds since the Unix epoch.
+    pub fn wall_clock(&self) -> i64 {
+        self.world.borrow().now
+    }
+
+    /// Moves the wall clock, emits every tick that is due (one per task at
+    /// most, T3), commits, feeds the tick topics back and processes everything
+    /// to quiescence.
+    pub fn advance_wall_clock(&self, by: Duration) -> Result<(), DriverError> {
+        let mut world = self.world.borrow_mut();
+        world.now = world.now.saturating_add(i64::try_from(by.as_millis()).unwrap_or(i64::MAX));
+        world.run()
+    }
+
+    /// Stops fetching from `topic` (like `KafkaConsumer::pause`), so that
+    /// records stay unconsumed — to make a claim wait, for example.
+    pub fn pause(&self, topic: impl AsRef<str>) {
+        self.world.borrow_mut().paused.insert(topic.as_ref().to_string());
+    }
+
+    /// Resumes fetching from `topic` and processes to quiescence.
+    pub fn resume(&self, topic: impl AsRef<str>) -> Result<(), DriverError> {
+        let mut world = self.world.borrow_mut();
+        world.paused.remove(topic.as_ref());
+        world.run()
+    }
+
+    /// Makes the next commit of task `partition` of `stage` fail: its
+    /// transaction aborts and the task retries from its last commit (X3).
+    pub fn fail_next_commit(&self, stage: &str, partition: u32) {
+        self.world.borrow_mut().failing_commits.push(TaskId {
+            stage: stage.to_string(),
+            partition,
+        });
+    }
+
+    /// Crashes every task and starts it again from what was committed: the
+    /// new producers fence the old ones (X4), slots come back from the
+    /// changelogs (S5), positions, history and tick times from the committed
+    /// offsets (G7, T3). Then processes to quiescence.
+    pub fn restart(&self) -> Result<(), DriverError> {
+        let mut world = self.world.borrow_mut();
+        world.start_tasks()?;
+        world.run()
+    }
+
+    /// Everything the driver saw happen, in order.
+    pub fn trace(&self) -> Vec<TraceEvent> {
+        self.world.borrow().trace.clone()
+    }
+
+    /// The ticks so far, rendered for snapshots (see [`render_ticks`]).
+    pub fn tick_report(&self) -> String {
+        let world = self.world.borrow();
+        render_ticks(&world.trace, world.initial_wall_clock)
+    }
+
+    /// The in-memory Kafka model, to inspect logs and offsets.
+    pub fn cluster(&self) -> Ref<'_, Cluster> {
+        Ref::map(self.world.borrow(), |world| &world.cluster)
+    }
+
+    /// C4: the topics the application needs.
+    pub fn probe(&self) -> Vec<TopicContract> {
+        ContractProbes::probe(&self.world.borrow().app)
+    }
+
+    /// Topics that hold records written by the application's tasks.
+    pub fn produced_topics(&self) -> Vec<String> {
+        let world = self.world.borrow();
+        let mut topics: Vec<String> = world
+            .trace
+            .iter()
+            .flat_map(|event| match event {
+                TraceEvent::Delivered { sent, .. } => sent.iter().map(|sent| sent.tp.topic.to_string()).collect(),
+                TraceEvent::TickEmitted { tp, .. } => vec![tp.topic.to_string()],
+                _ => Vec::new(),
+            })
+            .collect();
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+
+    /// T8: the metrics of one task.
+    pub fn metrics(&self, stage: &str, partition: u32) -> Result<TaskMetrics, DriverError> {
+        self.with_task(stage, partition, |task| task.metrics())
+    }
+
+    /// T8: one metric summed over a stage's tasks, by its published name.
+    pub fn metric(&self, stage: &str, name: &str) -> u64 {
+        let world = self.world.borrow();
+        world
+            .hosts
+            .iter()
+            .filter(|host| host.task.id().stage == stage)
+            .flat_map(|host| host.task.metrics().named())
+            .filter(|(metric, _)| *metric == name)
+            .map(|(_, value)| value)
+            .sum()
+    }
+
+    /// The tasks that stopped on bad input or failing logic, with why.
+    pub fn stopped_tasks(&self) -> Vec<parsley::TaskError> {
+        self.world.borrow().stopped.clone()
+    }
+
+    fn with_task<T>(&self, stage: &str, partition: u32, read: impl FnOnce(&parsley::Task) -> T) -> Result<T, DriverError> {
+        let world = self.world.borrow();
+        let host = world
+            .hosts
+            .iter()
+            .find(|host| host.task.id().stage == stage && host.task.id().partition == partition)
+            .ok_or_else(|| DriverError::UnknownTask {
+                stage: stage.to_string(),
+                partition,
+            })?;
+        Ok(read(&host.task))
+    }
+
+    fn committed_slot<S: Clone + 'static>(&self, stage: &str, partition: u32, slot: &SlotKey) -> Result<Option<S>, DriverError> {
+        self.with_task(stage, partition, |task| {
+            task.slots::<S>()
+                .map(|slots: &Slots<S>| slots.committed(slot).cloned())
+                .ok_or(DriverError::WrongStateType {
+                    stage: stage.to_string(),
+                    type_name: std::any::type_name::<S>(),
+                })
+        })?
+    }
+
+    /// The committed state of `key`'s slot in `stage`, found on the task that
+    /// consumes the partition `key` goes to in `topic`. `None` when unseen or
+    /// deleted (it then reads as the initial value).
+    pub fn key_slot<S: Clone + 'static, K: 'static, V: 'static>(&self, stage: &str, topic: &Topic<K, V>, key: &K) -> Result<Option<S>, DriverError> {
+        let bytes = topic
+            .key_codec()
+            .encode(key)
+            .map_err(|error| DriverError::InputCodec {
+                topic: topic.name().to_string(),
+                part: "key",
+                error,
+            })?;
+        let partitions = self
+            .world
+            .borrow()
+            .cluster
+            .partitions(topic.name().as_str())
+            .ok_or_else(|| DriverError::UnknownTopic {
+                topic: topic.name().to_string(),
+            })?;
+        let partition = parsley::partitioner::partition_for(Some(&bytes), partitions, 0);
+        self.committed_slot(stage, partition, &SlotKey::Key(bytes))
+    }
+
+    /// The committed state of the null key's slot of one task.
+    pub fn null_key_slot<S: Clone + 'static>(&self, stage: &str, partition: u32) -> Result<Option<S>, DriverError> {
+        self.committed_slot(stage, partition, &SlotKey::Null)
+    }
+
+    /// The committed state of one task's tick slot (T7).
+    pub fn tick_slot<S: Clone + 'static>(&self, stage: &str, partition: u32) -> Result<Option<S>, DriverError> {
+        self.committed_slot(stage, partition, &SlotKey::Tick)
+    }
+}

@@ -1,0 +1,249 @@
+//! Typed input and output handles, like Kafka Streams' `TestInputTopic` and
+//! `TestOutputTopic`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use parsley::header::{self, STAMP_HEADER};
+use parsley::partitioner::partition_for;
+use parsley::record::{Header, RecordData};
+use parsley::{Stamp, Topic, Tp};
+
+use crate::driver::error::DriverError;
+use crate::driver::world::World;
+use crate::model::Isolation;
+
+/// A record to pipe, with optional timestamp, partition and stamp.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TestRecord<K, V> {
+    pub key: Option<K>,
+    pub value: V,
+    /// Defaults to the driver's wall clock.
+    pub timestamp: Option<i64>,
+    /// Defaults to Kafka's partitioner over the key (partition 0 for no key).
+    pub partition: Option<u32>,
+    /// A stamp for the record's header, as a CausalClock would write it.
+    pub stamp: Option<Stamp>,
+}
+
+impl<K, V> TestRecord<K, V> {
+    pub fn new(key: impl Into<Option<K>>, value: V) -> Self {
+        TestRecord {
+            key: key.into(),
+            value,
+            timestamp: None,
+            partition: None,
+            stamp: None,
+        }
+    }
+
+    pub fn at(mut self, timestamp: i64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+
+    pub fn partition(mut self, partition: u32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    pub fn stamped(mut self, stamp: Stamp) -> Self {
+        self.stamp = Some(stamp);
+        self
+    }
+}
+
+/// Pipes typed records into a source topic. Each pipe is processed
+/// synchronously to quiescence and committed.
+pub struct TestInputTopic<K, V> {
+    pub(crate) topic: Topic<K, V>,
+    pub(crate) world: Rc<RefCell<World>>,
+}
+
+impl<K: 'static, V: 'static> TestInputTopic<K, V> {
+    pub fn pipe(&self, key: impl Into<Option<K>>, value: V) -> Result<Tp, DriverError> {
+        self.pipe_record(TestRecord::new(key, value)).map(|(tp, _)| tp)
+    }
+
+    /// Pipes one record; returns where it landed.
+    pub fn pipe_record(&self, record: TestRecord<K, V>) -> Result<(Tp, u64), DriverError> {
+        let landed = self.append(record)?;
+        self.world.borrow_mut().run()?;
+        Ok(landed)
+    }
+
+    /// Pipes many records, then processes them together to quiescence (one
+    /// commit per task instead of one per record).
+    pub fn pipe_all(&self, records: impl IntoIterator<Item = TestRecord<K, V>>) -> Result<(), DriverError> {
+        for record in records {
+            self.append(record)?;
+        }
+        self.world.borrow_mut().run()
+    }
+
+    fn append(&self, record: TestRecord<K, V>) -> Result<(Tp, u64), DriverError> {
+        let name = self.topic.name().as_str();
+        let codec_error = |part, error| DriverError::InputCodec {
+            topic: name.to_string(),
+            part,
+            error,
+        };
+        let key = record
+            .key
+            .as_ref()
+            .map(|key| self.topic.key_codec().encode(key))
+            .transpose()
+            .map_err(|error| codec_error("key", error))?;
+        let value = self
+            .topic
+            .value_codec()
+            .encode(&record.value)
+            .map_err(|error| codec_error("value", error))?;
+        let mut world = self.world.borrow_mut();
+        let partitions = world.cluster.partitions(name).ok_or_else(|| DriverError::UnknownTopic {
+            topic: name.to_string(),
+        })?;
+        let partition = record
+            .partition
+            .unwrap_or_else(|| partition_for(key.as_deref(), partitions, 0));
+        if partition >= partitions {
+            return Err(DriverError::NoSuchPartition {
+                topic: name.to_string(),
+                partition,
+                partitions,
+            });
+        }
+        let headers = record
+            .stamp
+            .map(|stamp| {
+                vec![Header {
+                    name: STAMP_HEADER.to_string(),
+                    value: header::encode(&stamp),
+                }]
+            })
+            .unwrap_or_default();
+        let data = RecordData {
+            key,
+            value: Some(value),
+            headers,
+            timestamp: record.timestamp.unwrap_or(world.now),
+        };
+        let tp = self.topic.tp(partition);
+        let offset = world.cluster.append(&tp, data)?;
+        Ok((tp, offset))
+    }
+
+    /// Appends raw bytes, bypassing the codecs: for tests of bad input.
+    pub fn pipe_raw(&self, partition: u32, key: Option<Bytes>, value: Option<Bytes>, headers: Vec<Header>) -> Result<(Tp, u64), DriverError> {
+        let tp = self.topic.tp(partition);
+        let offset = {
+            let mut world = self.world.borrow_mut();
+            let timestamp = world.now;
+            world.cluster.append(
+                &tp,
+                RecordData {
+                    key,
+                    value,
+                    headers,
+                    timestamp,
+                },
+            )?
+        };
+        self.world.borrow_mut().run()?;
+        Ok((tp, offset))
+    }
+}
+
+/// A committed output record with its stamp.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputRecord<K, V> {
+    pub key: Option<K>,
+    pub value: V,
+    pub timestamp: i64,
+    pub tp: Tp,
+    pub offset: u64,
+    pub stamp: Stamp,
+}
+
+/// Reads what was committed to a topic, `read_committed`.
+pub struct TestOutputTopic<K, V> {
+    pub(crate) topic: Topic<K, V>,
+    pub(crate) world: Rc<RefCell<World>>,
+    pub(crate) read: RefCell<usize>,
+}
+
+impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
+    /// Every committed record, across partitions in the order they were
+    /// written.
+    pub fn read_all(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
+        let world = self.world.borrow();
+        let name = self.topic.name().as_str();
+        let partitions = world.cluster.partitions(name).ok_or_else(|| DriverError::UnknownTopic {
+            topic: name.to_string(),
+        })?;
+        let mut records = Vec::new();
+        for partition in 0..partitions {
+            let tp = self.topic.tp(partition);
+            let fetch = world.cluster.fetch(&tp, 0, usize::MAX, Isolation::ReadCommitted)?;
+            for consumed in fetch.records {
+                let sequence = world.cluster.append_sequence(&tp, consumed.offset).unwrap_or(u64::MAX);
+                records.push((sequence, self.decode(&tp, consumed)?));
+            }
+        }
+        records.sort_by_key(|(sequence, _)| *sequence);
+        Ok(records.into_iter().map(|(_, record)| record).collect())
+    }
+
+    /// The committed records not returned by an earlier `read_new`.
+    pub fn read_new(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
+        let all = self.read_all()?;
+        let mut read = self.read.borrow_mut();
+        let fresh = all.into_iter().skip(*read).collect::<Vec<_>>();
+        *read += fresh.len();
+        Ok(fresh)
+    }
+
+    /// The committed values, in write order.
+    pub fn read_values(&self) -> Result<Vec<V>, DriverError> {
+        Ok(self.read_all()?.into_iter().map(|record| record.value).collect())
+    }
+
+    fn decode(&self, tp: &Tp, consumed: parsley::ConsumedRecord) -> Result<OutputRecord<K, V>, DriverError> {
+        let offset = consumed.offset;
+        let codec_error = |part, error| DriverError::OutputCodec {
+            tp: tp.clone(),
+            offset,
+            part,
+            error,
+        };
+        let key = consumed
+            .data
+            .key
+            .as_ref()
+            .map(|key| self.topic.key_codec().decode(key))
+            .transpose()
+            .map_err(|error| codec_error("key", error))?;
+        let value = self
+            .topic
+            .value_codec()
+            .decode(consumed.data.value.as_deref().unwrap_or_default())
+            .map_err(|error| codec_error("value", error))?;
+        let stamp = match consumed.data.header(STAMP_HEADER) {
+            Some(bytes) => header::decode(bytes).map_err(|error| DriverError::OutputStamp {
+                tp: tp.clone(),
+                offset,
+                error,
+            })?,
+            None => Stamp::empty(),
+        };
+        Ok(OutputRecord {
+            key,
+            value,
+            timestamp: consumed.data.timestamp,
+            tp: tp.clone(),
+            offset,
+            stamp,
+        })
+    }
+}

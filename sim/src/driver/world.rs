@@ -1,0 +1,238 @@
+//! The driver's world: the model, one [`TaskHost`] per task, the wall clock,
+//! and the loop that runs everything to quiescence.
+
+use std::collections::{BTreeSet, HashSet};
+
+use parsley::assembly::Assembly;
+use parsley::task::{HeadStatus, TaskId};
+use parsley::{App, TaskConfig, TaskError, Tp};
+
+use crate::driver::error::DriverError;
+use crate::driver::trace::TraceEvent;
+use crate::host::{CommitOutcome, TaskHost};
+use crate::model::Cluster;
+
+pub(crate) struct World {
+    pub app: App,
+    pub assembly: Assembly,
+    pub cluster: Cluster,
+    pub now: i64,
+    pub initial_wall_clock: i64,
+    pub hosts: Vec<TaskHost>,
+    pub config: TaskConfig,
+    pub commit_each_step: bool,
+    pub rounds_max: usize,
+    pub paused: BTreeSet<String>,
+    /// Tasks whose next commit the test asked to fail.
+    pub failing_commits: Vec<TaskId>,
+    pub trace: Vec<TraceEvent>,
+    held_seen: HashSet<(TaskId, Tp, u64)>,
+    /// Errors of tasks that stopped, in the order they stopped.
+    pub stopped: Vec<TaskError>,
+}
+
+impl World {
+    pub fn new(app: App, assembly: Assembly, cluster: Cluster, now: i64, config: TaskConfig, commit_each_step: bool) -> Self {
+        World {
+            app,
+            assembly,
+            cluster,
+            now,
+            initial_wall_clock: now,
+            hosts: Vec::new(),
+            config,
+            commit_each_step,
+            rounds_max: 10_000,
+            paused: BTreeSet::new(),
+            failing_commits: Vec::new(),
+            trace: Vec::new(),
+            held_seen: HashSet::new(),
+            stopped: Vec::new(),
+        }
+    }
+
+    /// Starts (or restarts) every task of the application. A restart is a
+    /// crash of the old instances: whatever they had not committed is lost,
+    /// and the new producers fence them (X4).
+    pub fn start_tasks(&mut self) -> Result<(), DriverError> {
+        self.hosts.clear();
+        self.stopped.clear();
+        self.held_seen.clear();
+        for (stage, tasks) in self.assembly.tasks.clone() {
+            for partition in 0..tasks {
+                let host = TaskHost::start(
+                    &mut self.cluster,
+                    &self.app,
+                    &self.assembly,
+                    &stage,
+                    partition,
+                    self.config,
+                    self.now,
+                )?;
+                self.hosts.push(host);
+            }
+        }
+        Ok(())
+    }
+
+    fn is_stopped(&self, index: usize) -> bool {
+        self.hosts[index].task.failure().is_some()
+    }
+
+    /// One step of the driver: emit due ticks, then fetch, deliver and commit
+    /// until nothing moves (X2: the driver commits after each step).
+    pub fn run(&mut self) -> Result<(), DriverError> {
+        let stopped_before = self.stopped.len();
+        let mut quiet = false;
+        for _ in 0..self.rounds_max {
+            let mut progressed = false;
+            for index in 0..self.hosts.len() {
+                if self.is_stopped(index) {
+                    continue;
+                }
+                progressed |= self.run_host(index)?;
+            }
+            for index in 0..self.hosts.len() {
+                if !self.is_stopped(index) {
+                    progressed |= self.commit_host(index)?;
+                }
+            }
+            if !progressed {
+                quiet = true;
+                break;
+            }
+        }
+        if !quiet {
+            return Err(DriverError::NoQuiescence {
+                rounds_max: self.rounds_max,
+            });
+        }
+        match self.stopped.get(stopped_before) {
+            Some(error) => Err(DriverError::Task(error.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Ticks, fetches and deliveries of one task. Returns whether anything
+    /// happened.
+    fn run_host(&mut self, index: usize) -> Result<bool, DriverError> {
+        let now = self.now;
+        let mut progressed = false;
+        let host = &mut self.hosts[index];
+        let task = host.task.id().clone();
+        match host.poll_tick(&mut self.cluster, now) {
+            Ok(Some(tick)) => {
+                progressed = true;
+                self.trace.push(TraceEvent::TickEmitted {
+                    task: task.clone(),
+                    at: now,
+                    tp: tick.tp,
+                    offset: tick.offset,
+                    stamp: tick.stamp,
+                });
+            }
+            Ok(None) => {}
+            Err(error) => return Err(error.into()),
+        }
+        let host = &mut self.hosts[index];
+        for lane in 0..host.positions().len() {
+            if self.paused.contains(host.positions()[lane].0.topic.as_str()) {
+                continue;
+            }
+            progressed |= host.fetch(&self.cluster, lane, usize::MAX)? > 0;
+        }
+        loop {
+            let host = &mut self.hosts[index];
+            for (tp, offset, status) in host.task.heads() {
+                if let HeadStatus::Held(claim) = status {
+                    if self.held_seen.insert((task.clone(), tp.clone(), offset)) {
+                        let tick = host.task.tick_tp() == Some(&tp);
+                        self.trace.push(TraceEvent::Held {
+                            task: task.clone(),
+                            at: now,
+                            tp,
+                            offset,
+                            claim,
+                            tick,
+                        });
+                    }
+                }
+            }
+            let next = match host.task.next_deliverable() {
+                Ok(next) => next,
+                Err(error) => return self.stop(index, error).map(|()| true),
+            };
+            let Some(tp) = next else { break };
+            let offset = host.task.position(&tp).expect("a deliverable tp is consumed");
+            let tick_timestamp = match host.task.tick_tp() == Some(&tp) {
+                true => host.task.head(&tp).and_then(parsley::task::tick_of).map(|tick| tick.timestamp),
+                false => None,
+            };
+            let host = &mut self.hosts[index];
+            match host.deliver(&mut self.cluster, &tp, now) {
+                Ok(sent) => {
+                    progressed = true;
+                    self.trace.push(TraceEvent::Delivered {
+                        task: task.clone(),
+                        at: now,
+                        tp,
+                        offset,
+                        tick: tick_timestamp,
+                        sent,
+                    });
+                }
+                Err(crate::host::HostError::Task(error)) => return self.stop(index, error).map(|()| true),
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(progressed)
+    }
+
+    /// A task hit bad input or failing logic: abort its transaction so that its
+    /// committed position stays before the record, and keep it stopped.
+    fn stop(&mut self, index: usize, error: TaskError) -> Result<(), DriverError> {
+        let host = &mut self.hosts[index];
+        host.abort(&mut self.cluster);
+        self.trace.push(TraceEvent::Aborted {
+            task: host.task.id().clone(),
+            at: self.now,
+            reason: error.to_string(),
+        });
+        self.stopped.push(error);
+        Ok(())
+    }
+
+    fn commit_host(&mut self, index: usize) -> Result<bool, DriverError> {
+        let now = self.now;
+        let host = &mut self.hosts[index];
+        if !(self.commit_each_step && host.task.has_open_work() || host.task.wants_commit(now)) {
+            return Ok(false);
+        }
+        let task = host.task.id().clone();
+        if let Some(position) = self.failing_commits.iter().position(|failing| *failing == task) {
+            self.failing_commits.remove(position);
+            host.abort(&mut self.cluster);
+            self.trace.push(TraceEvent::Aborted {
+                task,
+                at: now,
+                reason: "the test failed this commit".to_string(),
+            });
+            return Ok(true);
+        }
+        match host.commit(&mut self.cluster, now)? {
+            CommitOutcome::Nothing => Ok(false),
+            CommitOutcome::Committed => {
+                self.trace.push(TraceEvent::Committed { task, at: now });
+                Ok(true)
+            }
+            CommitOutcome::Aborted(error) => {
+                self.trace.push(TraceEvent::Aborted {
+                    task,
+                    at: now,
+                    reason: error.to_string(),
+                });
+                Ok(true)
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! How one task talks to the in-memory Kafka model: its transactional
+//! producer, its `read_committed` consumer positions and its open transaction.
+//!
+//! Both the [`crate::TestDriver`] and the simulator drive tasks through a
+//! `TaskHost`, so the I/O around the core is written once. Everything the
+//! rules decide — what is deliverable, how records are stamped, what commits —
+//! stays in the core's [`Task`]; the host only moves bytes.
+
+use parsley::assembly::Assembly;
+use parsley::task::{CommitRequest, Fetched};
+use parsley::{App, ProducedRecord, Stamp, Task, TaskConfig, TaskError, Tp};
+
+use crate::model::{Cluster, Isolation, ModelError, ProducerId};
+
+/// Why a host could not carry out a step.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    #[error("kafka model: {0}")]
+    Model(#[from] ModelError),
+}
+
+/// A record the host sent for its task, and where it landed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    pub tp: Tp,
+    pub offset: u64,
+    pub record: ProducedRecord,
+}
+
+/// A tick the host emitted for its task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentTick {
+    pub tp: Tp,
+    pub offset: u64,
+    pub at: i64,
+    pub stamp: Stamp,
+}
+
+/// How a commit attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// There was nothing to commit.
+    Nothing,
+    Committed,
+    /// The commit failed and the transaction was aborted (X3); the consumer
+    /// was rewound to the committed positions.
+    Aborted(ModelError),
+}
+
+pub struct TaskHost {
+    pub task: Task,
+    producer: ProducerId,
+    /// The consumer's fetch position per consumed tp.
+    positions: Vec<(Tp, u64)>,
+    in_transaction: bool,
+}
+
+impl TaskHost {
+    /// Starts the task of `stage` for `partition`: initialises its producer
+    /// (fencing any older instance, X4), restores its slots from the changelog
+    /// (S5) and its positions, history and tick time from its group's
+    /// committed offsets (G7).
+    pub fn start(
+        cluster: &mut Cluster,
+        app: &App,
+        assembly: &Assembly,
+        stage: &str,
+        partition: u32,
+        config: TaskConfig,
+        now: i64,
+    ) -> Result<TaskHost, HostError> {
+        let mut task = Task::new(app, assembly, stage, partition, config)?;
+        let producer = cluster.init_producer(&task.transactional_id(), now);
+        if let Some(changelog) = task.changelog_tp().cloned() {
+            let fetch = cluster.fetch(&changelog, 0, usize::MAX, Isolation::ReadCommitted)?;
+            for record in &fetch.records {
+                task.restore_state(record)?;
+            }
+        }
+        let committed: Vec<_> = task
+            .consumed_tps()
+            .iter()
+            .map(|tp| cluster.committed(task.group(), tp))
+            .collect();
+        let positions = task.start(&committed, now)?;
+        Ok(TaskHost {
+            task,
+            producer,
+            positions,
+            in_transaction: false,
+        })
+    }
+
+    pub fn producer(&self) -> ProducerId {
+        self.producer
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction
+    }
+
+    /// The consumer's fetch positions.
+    pub fn positions(&self) -> &[(Tp, u64)] {
+        &self.positions
+    }
+
+    /// Fetches up to `max_records` of the consumed tp at `index` and hands
+    /// them to the task. Returns how many records arrived.
+    pub fn fetch(&mut self, cluster: &Cluster, index: usize, max_records: usize) -> Result<usize, HostError> {
+        let (tp, position) = self.positions[index].clone();
+        let fetch = cluster.fetch(&tp, position, max_records, Isolation::ReadCommitted)?;
+        let count = fetch.records.len();
+        self.positions[index].1 = fetch.next_offset;
+        self.task.handle_fetched(
+            &tp,
+            Fetched {
+                records: fetch.records,
+                next_offset: fetch.next_offset,
+                log_end: fetch.high_watermark,
+            },
+        );
+        Ok(count)
+    }
+
+    fn ensure_transaction(&mut self, cluster: &mut Cluster, now: i64) -> Result<(), ModelError> {
+        if !self.in_transaction {
+            cluster.begin(self.producer, now)?;
+            self.in_transaction = true;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, cluster: &mut Cluster, records: Vec<ProducedRecord>, now: i64) -> Result<Vec<Sent>, ModelError> {
+        let mut sent = Vec::with_capacity(records.len());
+        for record in records {
+            self.ensure_transaction(cluster, now)?;
+            let offset = cluster.send(self.producer, &record.tp, record.data.clone())?;
+            sent.push(Sent {
+                tp: record.tp.clone(),
+                offset,
+                record,
+            });
+        }
+        Ok(sent)
+    }
+
+    /// Delivers the head of `tp` and sends what the task emitted.
+    pub fn deliver(&mut self, cluster: &mut Cluster, tp: &Tp, now: i64) -> Result<Vec<Sent>, HostError> {
+        let produced = self.task.deliver(tp, now)?;
+        Ok(self.send(cluster, produced, now)?)
+    }
+
+    /// Emits a tick if one is due (T3) and sends it.
+    pub fn poll_tick(&mut self, cluster: &mut Cluster, now: i64) -> Result<Option<SentTick>, HostError> {
+        let Some(tick) = self.task.poll_tick(now) else {
+            return Ok(None);
+        };
+        let stamp = tick
+            .data
+            .header(parsley::header::STAMP_HEADER)
+            .map(|bytes| parsley::header::decode(bytes).expect("the core writes valid stamps"))
+            .unwrap_or_default();
+        let sent = self.send(cluster, vec![tick], now)?;
+        let sent = sent.into_iter().next().expect("one tick was sent");
+        Ok(Some(SentTick {
+            tp: sent.tp,
+            offset: sent.offset,
+            at: now,
+            stamp,
+        }))
+    }
+
+    /// Commits the open work, if any (X1). A failed commit aborts (X3).
+    pub fn commit(&mut self, cluster: &mut Cluster, now: i64) -> Result<CommitOutcome, HostError> {
+        if !self.task.has_open_work() {
+            return Ok(CommitOutcome::Nothing);
+        }
+        let request: CommitRequest = self.task.prepare_commit();
+        let attempt = self.ensure_transaction(cluster, now).and_then(|()| {
+            let offsets: Vec<_> = request
+                .offsets
+                .iter()
+                .map(|(tp, offset)| (tp.clone(), crate::model::CommittedOffset::new(*offset, request.metadata.clone())))
+                .collect();
+            cluster.send_offsets(self.producer, &request.group, &offsets)?;
+            cluster.commit(self.producer)
+        });
+        match attempt {
+            Ok(()) => {
+                self.in_transaction = false;
+                self.task.handle_committed(now);
+                Ok(CommitOutcome::Committed)
+            }
+            Err(error) => {
+                self.abort(cluster);
+                Ok(CommitOutcome::Aborted(error))
+            }
+        }
+    }
+
+    /// Aborts the open transaction (a fault, a failed commit, a stopped task)
+    /// and rewinds the consumer to the committed positions: Kafka's consumer
+    /// does not rewind by itself.
+    pub fn abort(&mut self, cluster: &mut Cluster) {
+        if self.in_transaction {
+            // A fenced producer cannot abort; its transaction was already
+            // aborted by the fencing, so the error changes nothing.
+            let _ = cluster.abort(self.producer);
+            self.in_transaction = false;
+        }
+        let seeks = self.task.handle_aborted();
+        self.seek(seeks);
+    }
+
+    fn seek(&mut self, seeks: Vec<(Tp, u64)>) {
+        for (tp, offset) in seeks {
+            if let Some(position) = self.positions.iter_mut().find(|(known, _)| *known == tp) {
+                position.1 = offset;
+            }
+        }
+    }
+}
