@@ -1,0 +1,95 @@
+//! The worked examples under the test driver, with snapshots of their ticks.
+
+mod common;
+
+use common::{MINUTE, START};
+use parsley::{Step, Tick};
+use parsley_sim::topologies::{audit_cut, audit_cut_policy, balances, Order, PaymentsTopics};
+use parsley_sim::driver::TraceEvent;
+use parsley_sim::{TestDriver, TestRecord};
+
+/// The seed's `balances`: a fold over orders and a one-minute tick that cuts
+/// `cut@<timestamp>` to `audits`.
+#[test]
+fn balances_folds_orders_and_cuts_every_minute() {
+    let topics = PaymentsTopics::new();
+    let driver = TestDriver::builder(&balances(&topics).unwrap())
+        .initial_wall_clock(START)
+        .partitions("orders", 2)
+        .build()
+        .unwrap();
+    let orders = driver.input(&topics.orders).unwrap();
+    orders.pipe("alice".to_string(), Order { total: 30 }).unwrap();
+    orders.pipe("bob".to_string(), Order { total: 5 }).unwrap();
+    orders.pipe("alice".to_string(), Order { total: 12 }).unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    orders.pipe("bob".to_string(), Order { total: 1 }).unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+
+    let balance = |account: &str| {
+        driver
+            .key_slot::<i64, _, _>("balances", &topics.orders, &account.to_string())
+            .unwrap()
+    };
+    assert_eq!(balance("alice"), Some(-42));
+    assert_eq!(balance("bob"), Some(-6));
+    assert_eq!(balance("carol"), None);
+    let cuts = driver.output(&topics.audits).unwrap().read_all().unwrap();
+    assert_eq!(cuts.len(), 4, "two tasks, two minutes");
+    // G5: each cut claims the tick it was emitted for, and that tick's causes
+    // (everything its task had delivered when the minute fired).
+    let trace = driver.trace();
+    for cut in &cuts {
+        let tick = cut
+            .stamp
+            .claims()
+            .iter()
+            .find(|claim| claim.tp.topic.as_str() == "payments-balances-ticks")
+            .expect("a cut claims its tick");
+        let tick_stamp = trace
+            .iter()
+            .find_map(|event| match event {
+                TraceEvent::TickEmitted { tp, offset, stamp, .. } if *tp == tick.tp && *offset == tick.offset => Some(stamp.clone()),
+                _ => None,
+            })
+            .expect("the claimed tick was emitted");
+        assert!(cut.stamp.dominates(&tick_stamp), "{} does not dominate {}", cut.stamp, tick_stamp);
+    }
+    assert_eq!(driver.metric("balances", "ticks-emitted-total"), 4);
+    insta::assert_snapshot!("balances_ticks", driver.tick_report());
+}
+
+/// The fifth-tick audit cut: a tick fold over an integer slot emits a cut on
+/// every fifth tick.
+#[test]
+fn audit_cut_emits_on_every_fifth_tick() {
+    let topics = PaymentsTopics::new();
+    let driver = TestDriver::builder(&audit_cut(&topics).unwrap())
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let orders = driver.input(&topics.orders).unwrap();
+    for minute in 0..11 {
+        orders
+            .pipe_record(TestRecord::new("alice".to_string(), Order { total: minute }))
+            .unwrap();
+        driver.advance_wall_clock(MINUTE).unwrap();
+    }
+    assert_eq!(
+        driver.output(&topics.audits).unwrap().read_values().unwrap(),
+        [format!("cut@{}", START + 5 * 60_000), format!("cut@{}", START + 10 * 60_000)]
+    );
+    assert_eq!(driver.tick_slot::<i64>("audit-cut", 0).unwrap(), Some(1));
+    insta::assert_snapshot!("audit_cut_ticks", driver.tick_report());
+}
+
+/// The seed's pure tick-logic test: no runtime, plain equality.
+#[test]
+fn audit_cut_policy_is_pure() {
+    let topics = PaymentsTopics::new();
+    assert_eq!(audit_cut_policy(&topics.audits, 0, &Tick::new(1000)), Step::of(1));
+    assert_eq!(
+        audit_cut_policy(&topics.audits, 4, &Tick::new(1000)),
+        Step::of(0).emit(topics.audits.send(None, "cut@1000"))
+    );
+}
