@@ -82,7 +82,6 @@ impl World {
     /// One step of the driver: emit due ticks, then fetch, deliver and commit
     /// until nothing moves (X2: the driver commits after each step).
     pub fn run(&mut self) -> Result<(), DriverError> {
-        let stopped_before = self.stopped.len();
         let mut quiet = false;
         for _ in 0..self.rounds_max {
             let mut progressed = false;
@@ -107,7 +106,9 @@ impl World {
                 rounds_max: self.rounds_max,
             });
         }
-        match self.stopped.get(stopped_before) {
+        // A stopped task stays stopped, and every later step says so: input
+        // that piles up behind it is never silently ignored.
+        match self.stopped.first() {
             Some(error) => Err(DriverError::Task(error.clone())),
             None => Ok(()),
         }
