@@ -88,3 +88,58 @@ pub fn audit_cut_stage(topics: &PaymentsTopics) -> Stage {
 pub fn audit_cut(topics: &PaymentsTopics) -> Result<App, CompositionError> {
     Parsley::named("payments").stage(audit_cut_stage(topics)).build()
 }
+
+/// The topics of the three-stage chain.
+#[derive(Clone, Debug)]
+pub struct ChainTopics {
+    pub input: Topic<String, i64>,
+    pub enriched: Topic<String, i64>,
+    pub metered: Topic<String, i64>,
+    pub output: Topic<String, i64>,
+}
+
+impl ChainTopics {
+    pub fn new() -> Self {
+        ChainTopics {
+            input: Topic::new("input"),
+            enriched: Topic::new("enriched"),
+            metered: Topic::new("metered"),
+            output: Topic::new("output"),
+        }
+    }
+}
+
+impl Default for ChainTopics {
+    fn default() -> Self {
+        ChainTopics::new()
+    }
+}
+
+/// A three-stage chain with ticks in the middle stage: `enrich` doubles each
+/// value, `meter` keeps a running total per key and emits it, and on every
+/// tick emits the task's record count under the key `"tick"`; `settle`
+/// forwards everything. Keys are preserved, so the chain is co-partitioned.
+pub fn chain(topics: &ChainTopics, tick_interval: Duration) -> Result<App, CompositionError> {
+    let enriched = topics.enriched.clone();
+    let enrich = Stage::named("enrich")
+        .on(&topics.input, move |record| vec![enriched.send(record.key().cloned(), record.value() * 2)])
+        .into(&topics.enriched)
+        .build();
+    let metered = topics.metered.clone();
+    let metered_ticks = topics.metered.clone();
+    let meter = Stage::named("meter")
+        .state(Json, || 0i64)
+        .on(&topics.enriched, move |total: i64, record| {
+            let total = total + record.value();
+            Step::of(total).emit(metered.send(record.key().cloned(), total))
+        })
+        .ticks(tick_interval, move |tick| vec![metered_ticks.send("tick".to_string(), tick.timestamp)])
+        .into(&topics.metered)
+        .build();
+    let output = topics.output.clone();
+    let settle = Stage::named("settle")
+        .on(&topics.metered, move |record| vec![output.send(record.key().cloned(), *record.value())])
+        .into(&topics.output)
+        .build();
+    Parsley::named("chain").stage(enrich).stage(meter).stage(settle).build()
+}

@@ -432,12 +432,25 @@ impl Task {
     /// G3's order for the live runtime: the deliverable head with the oldest
     /// record timestamp, ties broken by tp.
     pub fn next_deliverable(&mut self) -> Result<Option<Tp>, TaskError> {
-        let ready = self.deliverable()?;
-        Ok(ready.into_iter().min_by_key(|tp| {
-            let lane = &self.gate.lanes[self.gate.lane_index(tp).expect("a deliverable tp has a lane")];
-            let timestamp = lane.queue.front().expect("a deliverable lane has a head").record.data.timestamp;
-            (timestamp, tp.clone())
-        }))
+        self.check_running()?;
+        let mut best: Option<(i64, usize)> = None;
+        for lane in 0..self.gate.lanes.len() {
+            match self.gate.head_status(lane) {
+                Some(HeadStatus::Deliverable) => {
+                    let state = &self.gate.lanes[lane];
+                    let timestamp = state.queue.front().expect("a deliverable lane has a head").record.data.timestamp;
+                    let better = best.is_none_or(|(best_timestamp, best_lane)| {
+                        (timestamp, &state.tp) < (best_timestamp, &self.gate.lanes[best_lane].tp)
+                    });
+                    if better {
+                        best = Some((timestamp, lane));
+                    }
+                }
+                Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
+                Some(HeadStatus::Held(_)) | None => {}
+            }
+        }
+        Ok(best.map(|(_, lane)| self.gate.lanes[lane].tp.clone()))
     }
 
     fn poison_error(&mut self, lane: usize, poison: Poison) -> TaskError {

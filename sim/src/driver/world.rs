@@ -144,26 +144,14 @@ impl World {
         }
         loop {
             let host = &mut self.hosts[index];
-            for (tp, offset, status) in host.task.heads() {
-                if let HeadStatus::Held(claim) = status {
-                    if self.held_seen.insert((task.clone(), tp.clone(), offset)) {
-                        let tick = host.task.tick_tp() == Some(&tp);
-                        self.trace.push(TraceEvent::Held {
-                            task: task.clone(),
-                            at: now,
-                            tp,
-                            offset,
-                            claim,
-                            tick,
-                        });
-                    }
-                }
-            }
             let next = match host.task.next_deliverable() {
                 Ok(next) => next,
                 Err(error) => return self.stop(index, error).map(|()| true),
             };
-            let Some(tp) = next else { break };
+            let Some(tp) = next else {
+                self.trace_holds(index);
+                break;
+            };
             let offset = host.task.position(&tp).expect("a deliverable tp is consumed");
             let tick_timestamp = match host.task.tick_tp() == Some(&tp) {
                 true => host.task.head(&tp).and_then(parsley::task::tick_of).map(|tick| tick.timestamp),
@@ -187,6 +175,26 @@ impl World {
             }
         }
         Ok(progressed)
+    }
+
+    /// Records in the trace each head first seen held, with its claim.
+    fn trace_holds(&mut self, index: usize) {
+        let host = &self.hosts[index];
+        let task = host.task.id();
+        for (tp, offset, status) in host.task.heads() {
+            if let HeadStatus::Held(claim) = status {
+                if self.held_seen.insert((task.clone(), tp.clone(), offset)) {
+                    self.trace.push(TraceEvent::Held {
+                        task: task.clone(),
+                        at: self.now,
+                        tick: host.task.tick_tp() == Some(&tp),
+                        tp,
+                        offset,
+                        claim,
+                    });
+                }
+            }
+        }
     }
 
     /// A task hit bad input or failing logic: abort its transaction so that its
