@@ -46,14 +46,14 @@ pub enum TaskError {
         tp: Tp,
         offset: u64,
         part: RecordPart,
-        error: CodecError,
+        error: Box<CodecError>,
     },
     #[error("task {task}: the state written while delivering {tp}@{offset} was rejected by the state codec: {error}")]
     StateCodec {
         task: TaskId,
         tp: Tp,
         offset: u64,
-        error: CodecError,
+        error: Box<CodecError>,
     },
     #[error("task {task}: logic failed on {tp}@{offset} (X5): {message}")]
     Logic {
@@ -82,7 +82,7 @@ pub enum TaskError {
         topic: String,
         tp: Tp,
         offset: u64,
-        error: CodecError,
+        error: Box<CodecError>,
     },
     #[error("task {task}: tick record {tp}@{offset} does not hold an 8-byte timestamp")]
     BadTick { task: TaskId, tp: Tp, offset: u64 },

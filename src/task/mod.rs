@@ -542,9 +542,14 @@ impl Task {
                 tp,
                 offset,
                 part,
-                error,
+                error: Box::new(error),
             },
-            DeliveryFailure::StateCodec(error) => TaskError::StateCodec { task, tp, offset, error },
+            DeliveryFailure::StateCodec(error) => TaskError::StateCodec {
+                task,
+                tp,
+                offset,
+                error: Box::new(error),
+            },
             DeliveryFailure::Logic(message) => TaskError::Logic {
                 task,
                 tp,
@@ -582,7 +587,7 @@ impl Task {
                     topic: topic.to_string(),
                     tp: at,
                     offset,
-                    error: error.clone(),
+                    error: Box::new(error.clone()),
                 });
             }
         }
