@@ -26,3 +26,4 @@ pub mod task;
 pub use task::{Task, TaskConfig, TaskError};
 pub mod clock;
 pub use clock::CausalClock;
+pub mod mutation;

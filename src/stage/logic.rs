@@ -189,7 +189,10 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
                 write: None,
             }),
             TickLogic::Fold(fold) => {
-                let slot = SlotKey::Tick;
+                let slot = match crate::mutation::active(crate::mutation::Mutation::TickSlotIsNullSlot) {
+                    true => SlotKey::Null,
+                    false => SlotKey::Tick,
+                };
                 let state = state_or_unit(self.read(slots, &slot));
                 let step = fold(state, &tick)?;
                 self.outcome(slot, step)

@@ -110,6 +110,86 @@ impl Stage {
     }
 }
 
+/// What one delivery does to its slot, as [`Stage::replay_record`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotChange {
+    /// A stateless stage, or a tick handler: no slot is touched.
+    Unchanged,
+    /// The slot's new state, encoded with the state codec.
+    Set(bytes::Bytes),
+    /// The slot is deleted and reads as the initial value again.
+    Deleted,
+}
+
+/// The pure result of one delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replayed {
+    pub slot: SlotChange,
+    pub emissions: Vec<Emission>,
+}
+
+impl Stage {
+    /// Runs the stage's logic for one record of `source`, given the slot's
+    /// encoded state (`None`: unseen). Nothing else is touched: this is the
+    /// pure fold, for checkers that recompute what a run should have
+    /// committed without trusting the task that ran it.
+    pub fn replay_record(&self, source: &crate::tp::TopicName, state: Option<&[u8]>, tp: &Tp, record: &ConsumedRecord) -> Result<Replayed, String> {
+        let index = self
+            .def
+            .sources
+            .iter()
+            .position(|declared| declared.name == *source)
+            .ok_or_else(|| format!("stage {:?} does not consume {source}", self.def.name))?;
+        let slot = SlotKey::for_key(record.data.key.as_ref());
+        let slots = self.replay_slots(&slot, state)?;
+        let outcome = self
+            .def
+            .logic
+            .on_record(&*slots, index, tp, record)
+            .map_err(|failure| format!("{failure:?}"))?;
+        Ok(Self::replayed(outcome))
+    }
+
+    /// Runs the stage's tick logic for one tick, given the tick slot's
+    /// encoded state (`None`: unseen).
+    pub fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Replayed, String> {
+        if self.def.ticks.is_none() {
+            return Err(format!("stage {:?} declares no ticks", self.def.name));
+        }
+        let slots = self.replay_slots(&SlotKey::Tick, state)?;
+        let outcome = self
+            .def
+            .logic
+            .on_tick(&*slots, tick)
+            .map_err(|failure| format!("{failure:?}"))?;
+        Ok(Self::replayed(outcome))
+    }
+
+    fn replay_slots(&self, slot: &SlotKey, state: Option<&[u8]>) -> Result<Box<dyn slots::SlotStore>, String> {
+        let mut slots = self.def.logic.new_slots();
+        if let (Some(bytes), true) = (state, self.def.stateful) {
+            slots
+                .restore(slot.clone(), Some(bytes))
+                .map_err(|error| error.to_string())?;
+        }
+        Ok(slots)
+    }
+
+    fn replayed(outcome: logic::Outcome) -> Replayed {
+        let slot = match outcome.write {
+            None => SlotChange::Unchanged,
+            Some(write) => match write.encoded {
+                Some(bytes) => SlotChange::Set(bytes),
+                None => SlotChange::Deleted,
+            },
+        };
+        Replayed {
+            slot,
+            emissions: outcome.emissions,
+        }
+    }
+}
+
 impl std::fmt::Debug for Stage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stage")

@@ -140,6 +140,9 @@ impl Gate {
                 // Not consumed here: carried forward, not waited on (G2).
                 continue;
             };
+            if crate::mutation::active(crate::mutation::Mutation::GateIgnoresClaims) {
+                continue;
+            }
             let other = &self.lanes[index];
             if index == lane && claim.offset >= head.record.offset {
                 return Some(HeadStatus::Poison(Poison::Unresolvable {
@@ -161,6 +164,61 @@ impl Gate {
             held.get_or_insert_with(|| claim.clone());
         }
         Some(held.map_or(HeadStatus::Deliverable, HeadStatus::Held))
+    }
+
+    /// The first claim of a queued record that is not yet resolved here: the
+    /// record is *held* (G2), wherever it sits in its lane.
+    pub fn unresolved_claim<'a>(&self, queued: &'a Queued) -> Option<&'a Claim> {
+        let stamp = queued.stamp.as_ref().ok()?;
+        stamp.claims().iter().find(|claim| {
+            self.lane_index(&claim.tp)
+                .is_some_and(|index| self.lanes[index].position() <= claim.offset)
+        })
+    }
+
+    /// Every queued record that is held, in lane order.
+    pub fn held(&self) -> impl Iterator<Item = &Queued> {
+        self.lanes
+            .iter()
+            .flat_map(|lane| lane.queue.iter())
+            .filter(|queued| self.unresolved_claim(queued).is_some())
+    }
+
+    /// Heads that wait on each other in a cycle can never be delivered (only
+    /// forged stamps make one). Follows each held head's claim to the head it
+    /// waits for; returns the lane where a cycle closes, the claim, and the
+    /// cycle written out.
+    pub fn find_cycle(&self) -> Option<(usize, Claim, String)> {
+        for start in 0..self.lanes.len() {
+            let mut path: Vec<(usize, Claim)> = Vec::new();
+            let mut lane = start;
+            while path.len() <= self.lanes.len() {
+                let Some(HeadStatus::Held(claim)) = self.head_status(lane) else {
+                    break;
+                };
+                let Some(waited) = self.lane_index(&claim.tp) else {
+                    break;
+                };
+                // The claim needs the waited lane's head (or later) delivered.
+                if self.lanes[waited].queue.front().is_none_or(|head| head.record.offset > claim.offset) {
+                    break;
+                }
+                path.push((lane, claim));
+                if waited == start {
+                    let cycle: Vec<String> = path
+                        .iter()
+                        .map(|(lane, claim)| {
+                            let head = self.lanes[*lane].queue.front().expect("a held lane has a head");
+                            format!("{}@{} claims {claim}", self.lanes[*lane].tp, head.record.offset)
+                        })
+                        .collect();
+                    let (_, claim) = path.swap_remove(0);
+                    return Some((start, claim, format!("it waits in a cycle: {}", cycle.join(", "))));
+                }
+                lane = waited;
+            }
+        }
+        None
     }
 
     /// Forgets everything fetched and rewinds every lane to `positions`

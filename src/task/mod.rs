@@ -41,6 +41,7 @@ use crate::app::{App, StagePlan};
 use crate::assembly::Assembly;
 use crate::emission::{Emission, Tick};
 use crate::header::{self, STAMP_HEADER};
+use crate::mutation::{self, Mutation};
 use crate::partitioner::partition_for;
 use crate::record::{ConsumedRecord, Header, ProducedRecord, RecordData};
 use crate::stage::logic::{DeliveryFailure, Outcome, StageLogic};
@@ -289,7 +290,7 @@ impl Task {
 
     pub fn metrics(&self) -> TaskMetrics {
         let mut metrics = self.metrics.clone();
-        metrics.records_held = self.held_lanes().map(|lane| lane.queue.len() as u64).sum();
+        metrics.records_held = self.gate.held().count() as u64;
         metrics
     }
 
@@ -323,12 +324,6 @@ impl Task {
     /// Records fetched and not yet delivered.
     pub fn buffered(&self) -> usize {
         self.gate.lanes.iter().map(|lane| lane.queue.len()).sum()
-    }
-
-    fn held_lanes(&self) -> impl Iterator<Item = &gate::Lane> {
-        (0..self.gate.lanes.len())
-            .filter(|&lane| matches!(self.gate.head_status(lane), Some(HeadStatus::Held(_))))
-            .map(|lane| &self.gate.lanes[lane])
     }
 
     fn check_running(&self) -> Result<(), TaskError> {
@@ -426,7 +421,18 @@ impl Task {
                 Some(HeadStatus::Held(_)) | None => {}
             }
         }
+        if ready.is_empty() {
+            self.check_cycles()?;
+        }
         Ok(ready)
+    }
+
+    /// §8: heads waiting on each other in a cycle are poison, not a stall.
+    fn check_cycles(&mut self) -> Result<(), TaskError> {
+        match self.gate.find_cycle() {
+            Some((lane, claim, reason)) => Err(self.poison_error(lane, Poison::Unresolvable { claim, reason })),
+            None => Ok(()),
+        }
     }
 
     /// G3's order for the live runtime: the deliverable head with the oldest
@@ -449,6 +455,9 @@ impl Task {
                 Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
                 Some(HeadStatus::Held(_)) | None => {}
             }
+        }
+        if best.is_none() {
+            self.check_cycles()?;
         }
         Ok(best.map(|(_, lane)| self.gate.lanes[lane].tp.clone()))
     }
@@ -598,11 +607,12 @@ impl Task {
     /// task's history merged with the stamps of every record it holds.
     fn stamping_site(&self) -> Stamp {
         let mut stamp = self.history.clone();
-        for lane in self.held_lanes() {
-            for queued in &lane.queue {
-                if let Ok(held) = &queued.stamp {
-                    stamp.merge(held);
-                }
+        if mutation::active(Mutation::StampingForgetsHeld) {
+            return stamp;
+        }
+        for queued in self.gate.held() {
+            if let Ok(held) = &queued.stamp {
+                stamp.merge(held);
             }
         }
         stamp
@@ -711,7 +721,13 @@ impl Task {
                 .gate
                 .lanes
                 .iter()
-                .map(|lane| (lane.tp.clone(), lane.position()))
+                .map(|lane| {
+                    let position = match mutation::active(Mutation::PositionsPastHeld) {
+                        true => lane.fetch_position,
+                        false => lane.position(),
+                    };
+                    (lane.tp.clone(), position)
+                })
                 .collect(),
             metadata,
         }
@@ -741,8 +757,12 @@ impl Task {
     }
 
     fn roll_back(&mut self) -> Vec<(Tp, u64)> {
-        self.history = self.committed.history.clone();
-        self.last_tick_at = self.committed.last_tick_at;
+        if !mutation::active(Mutation::HistoryNotRestored) {
+            self.history = self.committed.history.clone();
+        }
+        if !mutation::active(Mutation::TickTimeNotRolledBack) {
+            self.last_tick_at = self.committed.last_tick_at;
+        }
         self.slots.abort();
         self.gate.rewind(&self.committed.positions);
         self.open = OpenWork::default();

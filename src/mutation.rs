@@ -1,0 +1,84 @@
+//! Planted bugs, to prove that the simulator's checker catches them.
+//!
+//! Each [`Mutation`] breaks one guarantee on purpose. They exist only to be
+//! found: with the `mutations` cargo feature off (the default, and how the
+//! library ships) [`active`] is a constant `false` and the compiler removes
+//! every planted branch. With it on, a test activates one mutation for the
+//! current thread and shows that the simulator reports the invariant it breaks.
+
+/// One planted bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mutation {
+    /// The gate delivers records whatever they claim (breaks G2).
+    GateIgnoresClaims,
+    /// The stamping site leaves out the stamps of held records (breaks G5).
+    StampingForgetsHeld,
+    /// Committed positions skip over held and buffered records (breaks G7).
+    PositionsPastHeld,
+    /// An abort keeps the aborted transaction's history (breaks G7, X3).
+    HistoryNotRestored,
+    /// An abort keeps the aborted transaction's tick time: a lost tick (T6).
+    TickTimeNotRolledBack,
+    /// Tick folds read and write the null key's slot (breaks T7).
+    TickSlotIsNullSlot,
+    /// The consumer is not sought back after an abort (breaks X3).
+    ConsumerNotRewound,
+    /// Emissions are written outside the task's transaction (breaks X1).
+    EmissionsOutsideTransaction,
+}
+
+impl Mutation {
+    pub const ALL: [Mutation; 8] = [
+        Mutation::GateIgnoresClaims,
+        Mutation::StampingForgetsHeld,
+        Mutation::PositionsPastHeld,
+        Mutation::HistoryNotRestored,
+        Mutation::TickTimeNotRolledBack,
+        Mutation::TickSlotIsNullSlot,
+        Mutation::ConsumerNotRewound,
+        Mutation::EmissionsOutsideTransaction,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutation::GateIgnoresClaims => "gate-ignores-claims",
+            Mutation::StampingForgetsHeld => "stamping-forgets-held",
+            Mutation::PositionsPastHeld => "positions-past-held",
+            Mutation::HistoryNotRestored => "history-not-restored",
+            Mutation::TickTimeNotRolledBack => "tick-time-not-rolled-back",
+            Mutation::TickSlotIsNullSlot => "tick-slot-is-null-slot",
+            Mutation::ConsumerNotRewound => "consumer-not-rewound",
+            Mutation::EmissionsOutsideTransaction => "emissions-outside-transaction",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Mutation> {
+        Mutation::ALL.into_iter().find(|mutation| mutation.name() == name)
+    }
+}
+
+#[cfg(feature = "mutations")]
+thread_local! {
+    static ACTIVE: std::cell::Cell<Option<Mutation>> = const { std::cell::Cell::new(None) };
+}
+
+/// Activates `mutation` (or none) for the current thread.
+#[cfg(feature = "mutations")]
+pub fn set(mutation: Option<Mutation>) {
+    ACTIVE.with(|active| active.set(mutation));
+}
+
+/// True when `mutation` is planted on this thread. Always false without the
+/// `mutations` feature.
+#[inline(always)]
+pub fn active(mutation: Mutation) -> bool {
+    #[cfg(feature = "mutations")]
+    {
+        ACTIVE.with(|active| active.get() == Some(mutation))
+    }
+    #[cfg(not(feature = "mutations"))]
+    {
+        let _ = mutation;
+        false
+    }
+}
