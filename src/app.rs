@@ -109,7 +109,9 @@ fn check_name(what: &'static str, name: &str) -> Result<(), CompositionError> {
         .bytes()
         .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
     {
-        return Err(invalid("only ASCII letters, digits, '.', '_' and '-' are allowed"));
+        return Err(invalid(
+            "only ASCII letters, digits, '.', '_' and '-' are allowed",
+        ));
     }
     Ok(())
 }
@@ -140,7 +142,9 @@ impl AppBuilder {
             if let Some(problem) = def.problems.first() {
                 let stage = def.name.clone();
                 return Err(match problem {
-                    StageProblem::TicksDeclaredTwice => CompositionError::TicksDeclaredTwice { stage },
+                    StageProblem::TicksDeclaredTwice => {
+                        CompositionError::TicksDeclaredTwice { stage }
+                    }
                     StageProblem::ZeroTickInterval => CompositionError::ZeroTickInterval { stage },
                     StageProblem::StateAfterLogic => CompositionError::StateAfterLogic { stage },
                 });
@@ -151,7 +155,10 @@ impl AppBuilder {
                 });
             }
             for (index, source) in def.sources.iter().enumerate() {
-                if def.sources[..index].iter().any(|earlier| earlier.name == source.name) {
+                if def.sources[..index]
+                    .iter()
+                    .any(|earlier| earlier.name == source.name)
+                {
                     return Err(CompositionError::DuplicateSource {
                         stage: def.name.clone(),
                         topic: source.name.to_string(),
@@ -170,7 +177,10 @@ impl AppBuilder {
                 changelog,
             });
         }
-        let app = App { id: self.id, stages: plans };
+        let app = App {
+            id: self.id,
+            stages: plans,
+        };
         app.check_topics()?;
         Ok(app)
     }
@@ -241,9 +251,11 @@ impl App {
 
     /// The stage that owns `topic` as its tick topic, if any.
     pub fn tick_topic_owner(&self, topic: &str) -> Option<&StagePlan> {
-        self.stages
-            .iter()
-            .find(|plan| plan.tick_topic.as_ref().is_some_and(|tick| tick.as_str() == topic))
+        self.stages.iter().find(|plan| {
+            plan.tick_topic
+                .as_ref()
+                .is_some_and(|tick| tick.as_str() == topic)
+        })
     }
 
     /// C1 and C2 over every topic any stage names.
@@ -290,9 +302,10 @@ impl App {
                 match declared.get(topic.name.as_str()) {
                     Some((first, first_stage)) if first.identity != topic.identity => {
                         let describe = |topic: &TopicRef| {
-                            topic
-                                .identity
-                                .map_or_else(|| "no codec".to_string(), |identity| identity.to_string())
+                            topic.identity.map_or_else(
+                                || "no codec".to_string(),
+                                |identity| identity.to_string(),
+                            )
                         };
                         return Err(CompositionError::ConflictingCodecs {
                             topic: topic.name.to_string(),
@@ -367,13 +380,25 @@ mod tests {
     #[test]
     fn c1_declared_topic_may_not_shadow_a_changelog() {
         let shadow: Topic<String, i64> = Topic::new("payments-balances-state-changelog");
-        let stateful = Stage::named("balances").state(Json, || 0i64).on(&orders(), |b, _| Step::of(b)).build();
+        let stateful = Stage::named("balances")
+            .state(Json, || 0i64)
+            .on(&orders(), |b, _| Step::of(b))
+            .build();
         let error = Parsley::named("payments")
             .stage(stateful)
             .stage(relay("other", &shadow))
             .build()
             .unwrap_err();
-        assert!(matches!(error, CompositionError::ReservedTopicName { role: "changelog", .. }), "{error}");
+        assert!(
+            matches!(
+                error,
+                CompositionError::ReservedTopicName {
+                    role: "changelog",
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
 
     /// C2: a tick topic is consumed only by its own stage.
@@ -409,8 +434,14 @@ mod tests {
             .ticks(Duration::from_secs(60), |_| Vec::new())
             .into(&ticks)
             .build();
-        let error = Parsley::named("payments").stage(ticking).build().unwrap_err();
-        assert!(matches!(error, CompositionError::TickTopicAsSink { .. }), "{error}");
+        let error = Parsley::named("payments")
+            .stage(ticking)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(error, CompositionError::TickTopicAsSink { .. }),
+            "{error}"
+        );
     }
 
     #[test]
@@ -432,7 +463,10 @@ mod tests {
             Parsley::named("a").stage(zero).build(),
             Err(CompositionError::ZeroTickInterval { .. })
         ));
-        let late_state = Stage::named("s").on(&orders(), |_| Vec::new()).state(Json, || 0i64).build();
+        let late_state = Stage::named("s")
+            .on(&orders(), |_| Vec::new())
+            .state(Json, || 0i64)
+            .build();
         assert!(matches!(
             Parsley::named("a").stage(late_state).build(),
             Err(CompositionError::StateAfterLogic { .. })
@@ -442,7 +476,13 @@ mod tests {
             Parsley::named("a").stage(no_sources).build(),
             Err(CompositionError::NoSources { .. })
         ));
-        let error = Parsley::named("pay ments").stage(relay("s", &orders())).build().unwrap_err();
-        assert!(error.to_string().contains("not a valid Kafka name"), "{error}");
+        let error = Parsley::named("pay ments")
+            .stage(relay("s", &orders()))
+            .build()
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("not a valid Kafka name"),
+            "{error}"
+        );
     }
 }

@@ -149,7 +149,10 @@ pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, Ass
     let mut partitions = BTreeMap::new();
     let mut tasks = Vec::new();
     for plan in app.stages() {
-        tasks.push((plan.name().to_string(), task_count(plan, metadata).unwrap_or(0)));
+        tasks.push((
+            plan.name().to_string(),
+            task_count(plan, metadata).unwrap_or(0),
+        ));
     }
     for contract in &contracts {
         let role = contract.describe_roles();
@@ -231,7 +234,10 @@ mod tests {
     }
 
     fn metadata(topics: &[(&str, u32)]) -> BTreeMap<String, u32> {
-        topics.iter().map(|(name, count)| (name.to_string(), *count)).collect()
+        topics
+            .iter()
+            .map(|(name, count)| (name.to_string(), *count))
+            .collect()
     }
 
     #[test]
@@ -255,13 +261,22 @@ mod tests {
     fn c3_missing_topic_names_the_fix() {
         let error = assemble(
             &app(),
-            &metadata(&[("orders", 4), ("audits", 2), ("payments-balances-state-changelog", 4)]),
+            &metadata(&[
+                ("orders", 4),
+                ("audits", 2),
+                ("payments-balances-state-changelog", 4),
+            ]),
         )
         .unwrap_err();
         assert_eq!(error.failures.len(), 1);
         let message = error.to_string();
         assert!(message.contains("\"payments-balances-ticks\" (ticks of stage balances) does not exist; expected 4 partitions"), "{message}");
-        assert!(message.contains("kafka-topics.sh --create --topic payments-balances-ticks --partitions 4"), "{message}");
+        assert!(
+            message.contains(
+                "kafka-topics.sh --create --topic payments-balances-ticks --partitions 4"
+            ),
+            "{message}"
+        );
     }
 
     /// C3: a tick topic's partition count must equal the widest source's.
@@ -303,7 +318,12 @@ mod tests {
             .collect();
         assert_eq!(
             topics,
-            ["audits", "orders", "payments-balances-state-changelog", "payments-balances-ticks"]
+            [
+                "audits",
+                "orders",
+                "payments-balances-state-changelog",
+                "payments-balances-ticks"
+            ]
         );
     }
 }

@@ -82,8 +82,13 @@ mod tests {
         let cause = Stamp::from_claims([Claim::new(Tp::new("orders", 0), 17)]);
         let mut clock = CausalClock::new();
         clock.observe(&requests, &consumed(5, &cause)).unwrap();
-        clock.observe(&requests, &consumed(3, &Stamp::empty())).unwrap();
-        let expected = Stamp::from_claims([Claim::new(Tp::new("orders", 0), 17), Claim::new(requests, 5)]);
+        clock
+            .observe(&requests, &consumed(3, &Stamp::empty()))
+            .unwrap();
+        let expected = Stamp::from_claims([
+            Claim::new(Tp::new("orders", 0), 17),
+            Claim::new(requests, 5),
+        ]);
         assert_eq!(clock.stamp(), &expected);
 
         let mut fire = RecordData {
@@ -95,7 +100,10 @@ mod tests {
         clock.stamp_record(&mut fire);
         clock.stamp_record(&mut fire);
         assert_eq!(fire.headers.len(), 1, "restamping replaces the header");
-        assert_eq!(header::decode(fire.header(STAMP_HEADER).unwrap()).unwrap(), expected);
+        assert_eq!(
+            header::decode(fire.header(STAMP_HEADER).unwrap()).unwrap(),
+            expected
+        );
     }
 
     #[test]

@@ -140,7 +140,11 @@ impl CodecIdentity {
 
 impl fmt::Display for CodecIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "key {} / value {}", self.description.0, self.description.1)
+        write!(
+            f,
+            "key {} / value {}",
+            self.description.0, self.description.1
+        )
     }
 }
 
@@ -155,7 +159,12 @@ mod tests {
         let error = Codec::<i64>::decode(&Json, b"\"not a number\"").unwrap_err();
         assert_eq!(error.codec, "json");
         assert_eq!(error.direction, Direction::Decode);
-        assert!(error.to_string().starts_with("json codec could not decode i64: "), "{error}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("json codec could not decode i64: "),
+            "{error}"
+        );
     }
 
     #[test]

@@ -19,7 +19,10 @@ pub struct Emission {
 }
 
 impl Emission {
-    pub(crate) fn new(topic: TopicName, encoded: Result<(Option<Bytes>, Bytes), CodecError>) -> Self {
+    pub(crate) fn new(
+        topic: TopicName,
+        encoded: Result<(Option<Bytes>, Bytes), CodecError>,
+    ) -> Self {
         Emission { topic, encoded }
     }
 
@@ -51,7 +54,9 @@ impl fmt::Debug for Emission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.encoded {
             Ok((key, value)) => {
-                let key = key.as_ref().map_or_else(|| "None".to_string(), |key| render_bytes(key));
+                let key = key
+                    .as_ref()
+                    .map_or_else(|| "None".to_string(), |key| render_bytes(key));
                 write!(f, "{}.send({}, {})", self.topic, key, render_bytes(value))
             }
             Err(error) => write!(f, "{}.send(<{error}>)", self.topic),

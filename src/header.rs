@@ -42,7 +42,9 @@ pub const OFFSET_MAX: u64 = i64::MAX as u64;
 pub enum HeaderError {
     #[error("stamp header is empty")]
     Empty,
-    #[error("stamp header has unknown version {version} (this build reads version {STAMP_VERSION})")]
+    #[error(
+        "stamp header has unknown version {version} (this build reads version {STAMP_VERSION})"
+    )]
     UnknownVersion { version: u8 },
     #[error("stamp header is truncated at byte {at}: expected {expected}")]
     Truncated { at: usize, expected: &'static str },
@@ -217,14 +219,28 @@ impl<'a> Reader<'a> {
     /// Reads a varint no larger than `max`, and for counts also no larger than
     /// the bytes left could hold (`min_bytes_each` per item), so that a garbage
     /// count never drives a huge allocation or loop.
-    fn bounded(&mut self, what: &'static str, max: u64, min_bytes_each: usize) -> Result<u64, HeaderError> {
+    fn bounded(
+        &mut self,
+        what: &'static str,
+        max: u64,
+        min_bytes_each: usize,
+    ) -> Result<u64, HeaderError> {
         let at = self.at;
         let value = self.varint(what)?;
         let left = (self.bytes.len() - self.at) as u64;
         let is_count = what.ends_with("count") || what.ends_with("length");
-        let max = if is_count { max.min(left / min_bytes_each as u64) } else { max };
+        let max = if is_count {
+            max.min(left / min_bytes_each as u64)
+        } else {
+            max
+        };
         if value > max {
-            return Err(HeaderError::AbsurdValue { what, value, max, at });
+            return Err(HeaderError::AbsurdValue {
+                what,
+                value,
+                max,
+                at,
+            });
         }
         Ok(value)
     }
@@ -269,7 +285,10 @@ mod tests {
     #[test]
     fn bad_header_empty_and_unknown_version() {
         assert_eq!(decode(&[]), Err(HeaderError::Empty));
-        assert_eq!(decode(&[9, 0]), Err(HeaderError::UnknownVersion { version: 9 }));
+        assert_eq!(
+            decode(&[9, 0]),
+            Err(HeaderError::UnknownVersion { version: 9 })
+        );
     }
 
     #[test]
@@ -291,11 +310,25 @@ mod tests {
         let error = decode(&[1, 1, 0xc8, 0x01, b'a', b'b']).unwrap_err();
         assert_eq!(
             error,
-            HeaderError::AbsurdValue { what: "topic name length", value: 200, max: 2, at: 2 }
+            HeaderError::AbsurdValue {
+                what: "topic name length",
+                value: 200,
+                max: 2,
+                at: 2
+            }
         );
         // A topic count of 2^62.
         let error = decode(&[1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]).unwrap_err();
-        assert!(matches!(error, HeaderError::AbsurdValue { what: "topic count", .. }), "{error:?}");
+        assert!(
+            matches!(
+                error,
+                HeaderError::AbsurdValue {
+                    what: "topic count",
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
         assert_eq!(
             error.to_string(),
             "stamp header: topic count 4611686018427387904 at byte 1 is absurd (at most 0)"
@@ -306,29 +339,50 @@ mod tests {
     fn bad_header_varint_overflow_and_non_minimal() {
         let mut overflow = vec![1u8];
         overflow.extend([0xff; 10]);
-        assert_eq!(decode(&overflow), Err(HeaderError::VarintOverflow { at: 1 }));
-        assert_eq!(decode(&[1, 0x80, 0x00]), Err(HeaderError::NonMinimalVarint { at: 1 }));
+        assert_eq!(
+            decode(&overflow),
+            Err(HeaderError::VarintOverflow { at: 1 })
+        );
+        assert_eq!(
+            decode(&[1, 0x80, 0x00]),
+            Err(HeaderError::NonMinimalVarint { at: 1 })
+        );
     }
 
     #[test]
     fn bad_header_not_canonical_and_trailing() {
         // Topics "b" then "a": out of order.
         let bytes = [1, 2, 1, b'b', 1, 0, 0, 1, b'a', 1, 0, 0];
-        assert!(matches!(decode(&bytes), Err(HeaderError::NotCanonical { at: 7, .. })));
+        assert!(matches!(
+            decode(&bytes),
+            Err(HeaderError::NotCanonical { at: 7, .. })
+        ));
         // Partitions 1 then 1: repeated.
         let bytes = [1, 1, 1, b'a', 2, 1, 0, 1, 0];
-        assert!(matches!(decode(&bytes), Err(HeaderError::NotCanonical { at: 7, .. })));
+        assert!(matches!(
+            decode(&bytes),
+            Err(HeaderError::NotCanonical { at: 7, .. })
+        ));
         let mut bytes = encode(&sample()).to_vec();
         bytes.push(0);
-        assert!(matches!(decode(&bytes), Err(HeaderError::TrailingBytes { count: 1, .. })));
-        assert!(matches!(decode(&[1, 1, 1, 0xff, 1, 0, 0]), Err(HeaderError::InvalidUtf8 { at: 2 })));
+        assert!(matches!(
+            decode(&bytes),
+            Err(HeaderError::TrailingBytes { count: 1, .. })
+        ));
+        assert!(matches!(
+            decode(&[1, 1, 1, 0xff, 1, 0, 0]),
+            Err(HeaderError::InvalidUtf8 { at: 2 })
+        ));
     }
 
     #[test]
     fn bad_header_offset_beyond_kafka_range() {
         let mut bytes = vec![1, 1, 1, b'a', 1, 0];
         put_varint(&mut bytes, u64::MAX);
-        assert!(matches!(decode(&bytes), Err(HeaderError::AbsurdValue { what: "offset", .. })));
+        assert!(matches!(
+            decode(&bytes),
+            Err(HeaderError::AbsurdValue { what: "offset", .. })
+        ));
     }
 
     proptest! {

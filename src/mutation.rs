@@ -53,7 +53,9 @@ impl Mutation {
     }
 
     pub fn from_name(name: &str) -> Option<Mutation> {
-        Mutation::ALL.into_iter().find(|mutation| mutation.name() == name)
+        Mutation::ALL
+            .into_iter()
+            .find(|mutation| mutation.name() == name)
     }
 }
 

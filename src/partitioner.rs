@@ -68,11 +68,19 @@ mod tests {
             (b"foobar", -790332482),
             (b"a-little-bit-long-string", -985981536),
             (b"a-little-bit-longer-string", -1486304829),
-            (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+            (
+                b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+                -58897971,
+            ),
             (b"abc", 479470107),
         ];
         for (input, expected) in cases {
-            assert_eq!(murmur2(input), expected, "{}", String::from_utf8_lossy(input));
+            assert_eq!(
+                murmur2(input),
+                expected,
+                "{}",
+                String::from_utf8_lossy(input)
+            );
         }
     }
 

@@ -60,29 +60,55 @@ impl ContractProbes {
     /// Lists every topic `app` needs, sorted by name.
     pub fn probe(app: &App) -> Vec<TopicContract> {
         let mut contracts: BTreeMap<TopicName, TopicContract> = BTreeMap::new();
-        let mut add = |name: &TopicName, role: Role, partitions: PartitionRule, settings: Vec<(String, String)>| {
-            let contract = contracts.entry(name.clone()).or_insert_with(|| TopicContract {
-                name: name.clone(),
-                roles: Vec::new(),
-                partitions,
-                settings,
-            });
+        let mut add = |name: &TopicName,
+                       role: Role,
+                       partitions: PartitionRule,
+                       settings: Vec<(String, String)>| {
+            let contract = contracts
+                .entry(name.clone())
+                .or_insert_with(|| TopicContract {
+                    name: name.clone(),
+                    roles: Vec::new(),
+                    partitions,
+                    settings,
+                });
             contract.roles.push(role);
         };
         for plan in app.stages() {
             let stage = plan.name().to_string();
-            let sources: Vec<TopicName> = plan.stage.sources().iter().map(|source| source.name.clone()).collect();
+            let sources: Vec<TopicName> = plan
+                .stage
+                .sources()
+                .iter()
+                .map(|source| source.name.clone())
+                .collect();
             for source in &sources {
-                add(source, Role::Source { stage: stage.clone() }, PartitionRule::Any, Vec::new());
+                add(
+                    source,
+                    Role::Source {
+                        stage: stage.clone(),
+                    },
+                    PartitionRule::Any,
+                    Vec::new(),
+                );
             }
             for sink in plan.stage.sinks() {
-                add(&sink.name, Role::Sink { stage: stage.clone() }, PartitionRule::Any, Vec::new());
+                add(
+                    &sink.name,
+                    Role::Sink {
+                        stage: stage.clone(),
+                    },
+                    PartitionRule::Any,
+                    Vec::new(),
+                );
             }
             if let (Some(tick), Some(decl)) = (&plan.tick_topic, plan.stage.ticks()) {
                 let retention = tick_retention(decl.interval).as_millis().to_string();
                 add(
                     tick,
-                    Role::Ticks { stage: stage.clone() },
+                    Role::Ticks {
+                        stage: stage.clone(),
+                    },
                     PartitionRule::MatchWidestOf(sources.clone()),
                     vec![
                         ("cleanup.policy".into(), "delete".into()),
@@ -93,7 +119,9 @@ impl ContractProbes {
             if let Some(changelog) = &plan.changelog {
                 add(
                     changelog,
-                    Role::Changelog { stage: stage.clone() },
+                    Role::Changelog {
+                        stage: stage.clone(),
+                    },
                     PartitionRule::MatchWidestOf(sources.clone()),
                     vec![("cleanup.policy".into(), "compact".into())],
                 );
@@ -140,7 +168,10 @@ mod tests {
             .into(&audits)
             .build();
         let app = Parsley::named("payments").stage(balances).build().unwrap();
-        let listing: Vec<String> = ContractProbes::probe(&app).iter().map(ToString::to_string).collect();
+        let listing: Vec<String> = ContractProbes::probe(&app)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(
             listing,
             [

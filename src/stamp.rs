@@ -114,7 +114,10 @@ impl Stamp {
             return;
         }
         let mut merged = Vec::with_capacity(self.claims.len() + other.claims.len());
-        let (mut mine, mut theirs) = (self.claims.iter().peekable(), other.claims.iter().peekable());
+        let (mut mine, mut theirs) = (
+            self.claims.iter().peekable(),
+            other.claims.iter().peekable(),
+        );
         loop {
             match (mine.peek(), theirs.peek()) {
                 (Some(a), Some(b)) => match a.tp.cmp(&b.tp) {
@@ -246,7 +249,11 @@ pub(crate) mod tests {
 
     pub(crate) fn arb_stamp() -> impl Strategy<Value = Stamp> {
         prop::collection::vec(
-            (prop::sample::select(vec!["a", "b", "orders"]), 0u32..4, 0u64..50),
+            (
+                prop::sample::select(vec!["a", "b", "orders"]),
+                0u32..4,
+                0u64..50,
+            ),
             0..8,
         )
         .prop_map(|claims| {

@@ -53,7 +53,11 @@ where
 impl<K: 'static, V: 'static> Topic<K, V> {
     /// A topic with explicit codecs, such as [`crate::codec::Utf8`] or
     /// [`crate::codec::RawBytes`].
-    pub fn with_codecs<KC: Codec<K>, VC: Codec<V>>(name: impl Into<TopicName>, key_codec: KC, value_codec: VC) -> Self {
+    pub fn with_codecs<KC: Codec<K>, VC: Codec<V>>(
+        name: impl Into<TopicName>,
+        key_codec: KC,
+        value_codec: VC,
+    ) -> Self {
         Topic {
             name: name.into(),
             key_codec: Arc::new(key_codec),

@@ -49,13 +49,20 @@ fn t1_pure_policy_is_the_stages_tick_fold() {
     let cut = audits.clone();
     let stage = Stage::named("audit-cut")
         .state(Json, || 0i64)
-        .on(&orders, |balance: i64, order| Step::of(balance - order.value()))
-        .tick_fold(Duration::from_secs(60), move |quiet, tick| policy(&cut, quiet, tick))
+        .on(&orders, |balance: i64, order| {
+            Step::of(balance - order.value())
+        })
+        .tick_fold(Duration::from_secs(60), move |quiet, tick| {
+            policy(&cut, quiet, tick)
+        })
         .into(&audits)
         .build();
     let app = Parsley::named("payments").stage(stage).build().unwrap();
     let plan = app.stage("audit-cut").unwrap();
-    assert_eq!(plan.tick_topic.as_ref().map(|topic| topic.as_str()), Some("payments-audit-cut-ticks"));
+    assert_eq!(
+        plan.tick_topic.as_ref().map(|topic| topic.as_str()),
+        Some("payments-audit-cut-ticks")
+    );
     assert_eq!(
         plan.changelog.as_ref().map(|topic| topic.as_str()),
         Some("payments-audit-cut-state-changelog")

@@ -18,7 +18,10 @@ use parsley_sim::{TestDriver, TestRecord};
 
 /// Runs `work` `rounds` times and returns the fastest round.
 fn best_of(rounds: usize, mut work: impl FnMut() -> Duration) -> Duration {
-    (0..rounds).map(|_| work()).min().expect("at least one round")
+    (0..rounds)
+        .map(|_| work())
+        .min()
+        .expect("at least one round")
 }
 
 fn chain_stamp() -> Stamp {
@@ -40,7 +43,9 @@ fn gate_fixture(claims: u32) -> Task {
         .on(&refunds, |_| Vec::new())
         .build();
     let app = Parsley::named("bench").stage(stage).build().unwrap();
-    let metadata = [("orders".to_string(), 1), ("refunds".to_string(), 1)].into_iter().collect::<std::collections::BTreeMap<_, _>>();
+    let metadata = [("orders".to_string(), 1), ("refunds".to_string(), 1)]
+        .into_iter()
+        .collect::<std::collections::BTreeMap<_, _>>();
     let assembly = assemble(&app, &metadata).unwrap();
     let mut task = Task::new(&app, &assembly, "gate", 0, TaskConfig::default()).unwrap();
     task.start(&[None, None], 0).unwrap();
@@ -56,13 +61,23 @@ fn gate_fixture(claims: u32) -> Task {
             },
         })
         .collect();
-    task.handle_fetched(&refunds_tp, Fetched { records: filler, next_offset: 100, log_end: 100 });
+    task.handle_fetched(
+        &refunds_tp,
+        Fetched {
+            records: filler,
+            next_offset: 100,
+            log_end: 100,
+        },
+    );
     for _ in 0..100 {
         task.deliver(&refunds_tp, 0).unwrap();
     }
     let stamp = Stamp::from_claims((0..claims).map(|index| match index % 3 {
         0 => Claim::new(refunds_tp.clone(), u64::from(index % 50)),
-        _ => Claim::new(Tp::new(format!("upstream-{}", index % 7), index), u64::from(index)),
+        _ => Claim::new(
+            Tp::new(format!("upstream-{}", index % 7), index),
+            u64::from(index),
+        ),
     }));
     let head = ConsumedRecord {
         offset: 0,
@@ -76,7 +91,14 @@ fn gate_fixture(claims: u32) -> Task {
             timestamp: 0,
         },
     };
-    task.handle_fetched(&Tp::new("orders", 0), Fetched { records: vec![head], next_offset: 1, log_end: 1 });
+    task.handle_fetched(
+        &Tp::new("orders", 0),
+        Fetched {
+            records: vec![head],
+            next_offset: 1,
+            log_end: 1,
+        },
+    );
     task
 }
 
@@ -84,7 +106,11 @@ fn gate_check_ns_per_claim() -> (f64, f64) {
     const CLAIMS: u32 = 24;
     const CHECKS: u32 = 200_000;
     let mut task = gate_fixture(CLAIMS);
-    assert_eq!(task.deliverable().unwrap().len(), 1, "the head is deliverable");
+    assert_eq!(
+        task.deliverable().unwrap().len(),
+        1,
+        "the head is deliverable"
+    );
     let elapsed = best_of(5, || {
         let start = Instant::now();
         for _ in 0..CHECKS {
@@ -133,7 +159,10 @@ fn chain_stamp_bytes() -> Vec<(String, f64, usize)> {
     let input = driver.input(&topics.input).unwrap();
     for batch in 0..20 {
         input
-            .pipe_all((0..200).map(|index| TestRecord::new(format!("key-{}", (batch * 200 + index) % 64), 1)))
+            .pipe_all(
+                (0..200)
+                    .map(|index| TestRecord::new(format!("key-{}", (batch * 200 + index) % 64), 1)),
+            )
             .unwrap();
         driver.advance_wall_clock(Duration::from_secs(1)).unwrap();
     }
@@ -145,14 +174,26 @@ fn chain_stamp_bytes() -> Vec<(String, f64, usize)> {
             for partition in 0..8 {
                 let tp = Tp::new(*topic, partition);
                 let fetch = cluster
-                    .fetch(&tp, 0, usize::MAX, parsley_sim::model::Isolation::ReadCommitted)
+                    .fetch(
+                        &tp,
+                        0,
+                        usize::MAX,
+                        parsley_sim::model::Isolation::ReadCommitted,
+                    )
                     .unwrap();
                 for record in fetch.records {
-                    bytes += record.data.header(STAMP_HEADER).map_or(0, |header| header.len());
+                    bytes += record
+                        .data
+                        .header(STAMP_HEADER)
+                        .map_or(0, |header| header.len());
                     records += 1;
                 }
             }
-            (topic.to_string(), bytes as f64 / records.max(1) as f64, records)
+            (
+                topic.to_string(),
+                bytes as f64 / records.max(1) as f64,
+                records,
+            )
         })
         .collect()
 }
@@ -174,13 +215,19 @@ fn driver_records_per_second() -> f64 {
         for batch in 0..RECORDS / TICK_EVERY {
             orders
                 .pipe_all((0..TICK_EVERY).map(|index| {
-                    TestRecord::new(keys[(batch * TICK_EVERY + index) % keys.len()].clone(), Order { total: 1 })
+                    TestRecord::new(
+                        keys[(batch * TICK_EVERY + index) % keys.len()].clone(),
+                        Order { total: 1 },
+                    )
                 }))
                 .unwrap();
             driver.advance_wall_clock(Duration::from_secs(60)).unwrap();
         }
         let elapsed = start.elapsed();
-        assert_eq!(driver.metric("balances", "ticks-emitted-total"), (4 * RECORDS / TICK_EVERY) as u64);
+        assert_eq!(
+            driver.metric("balances", "ticks-emitted-total"),
+            (4 * RECORDS / TICK_EVERY) as u64
+        );
         elapsed
     });
     RECORDS as f64 / elapsed.as_secs_f64()
@@ -199,13 +246,35 @@ fn main() {
     let records_per_second = driver_records_per_second();
 
     println!("{:<58} {:>14} {:>12}", "figure", "measured", "target");
-    println!("{:<58} {:>14.0} {:>12}", "gate checks per second (24 claims per head)", checks_per_second, "");
-    println!("{:<58} {:>14.1} {:>12}", "gate check, ns per claim", ns_per_claim, "<= 50");
-    println!("{:<58} {:>14.1} {:>12}", format!("stamp encode, ns ({stamp_len}-byte, 4-claim chain stamp)"), encode_ns, "");
-    println!("{:<58} {:>14.1} {:>12}", "stamp decode, ns (same stamp)", decode_ns, "");
+    println!(
+        "{:<58} {:>14.0} {:>12}",
+        "gate checks per second (24 claims per head)", checks_per_second, ""
+    );
+    println!(
+        "{:<58} {:>14.1} {:>12}",
+        "gate check, ns per claim", ns_per_claim, "<= 50"
+    );
+    println!(
+        "{:<58} {:>14.1} {:>12}",
+        format!("stamp encode, ns ({stamp_len}-byte, 4-claim chain stamp)"),
+        encode_ns,
+        ""
+    );
+    println!(
+        "{:<58} {:>14.1} {:>12}",
+        "stamp decode, ns (same stamp)", decode_ns, ""
+    );
     for (topic, bytes, records) in &chain {
         let target = if topic == "output" { "<= 64" } else { "" };
-        println!("{:<58} {:>14.1} {:>12}", format!("stamp bytes per record, 3-stage chain x8, {topic} ({records} records)"), bytes, target);
+        println!(
+            "{:<58} {:>14.1} {:>12}",
+            format!("stamp bytes per record, 3-stage chain x8, {topic} ({records} records)"),
+            bytes,
+            target
+        );
     }
-    println!("{:<58} {:>14.0} {:>12}", "TestDriver records/s, balances (4 partitions, 16 keys)", records_per_second, ">= 500000");
+    println!(
+        "{:<58} {:>14.0} {:>12}",
+        "TestDriver records/s, balances (4 partitions, 16 keys)", records_per_second, ">= 500000"
+    );
 }

@@ -26,7 +26,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let accounts = ["alice", "bob", "carol", "dave", "erin"];
     for minute in 0..3u32 {
         let batch = accounts.iter().enumerate().map(|(index, account)| {
-            TestRecord::new(account.to_string(), Order { total: 10 * (index as i64 + 1) + i64::from(minute) })
+            TestRecord::new(
+                account.to_string(),
+                Order {
+                    total: 10 * (index as i64 + 1) + i64::from(minute),
+                },
+            )
         });
         orders.pipe_all(batch)?;
         driver.advance_wall_clock(Duration::from_secs(60))?;
@@ -37,17 +42,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("\nCommitted to `audits`:");
     for record in driver.output(&topics.audits)?.read_all()? {
-        println!("  {}@{}  {:?}  stamp {}", record.tp, record.offset, record.value, record.stamp);
+        println!(
+            "  {}@{}  {:?}  stamp {}",
+            record.tp, record.offset, record.value, record.stamp
+        );
     }
 
     println!("\nBalances (committed key slots):");
     for account in accounts {
-        let balance: Option<i64> = driver.key_slot("balances", &topics.orders, &account.to_string())?;
+        let balance: Option<i64> =
+            driver.key_slot("balances", &topics.orders, &account.to_string())?;
         println!("  {account:<6} {}", balance.unwrap_or(0));
     }
 
     println!("\nMetrics of stage balances:");
-    for name in ["ticks-emitted-total", "records-delivered-total", "transactions-committed-total"] {
+    for name in [
+        "ticks-emitted-total",
+        "records-delivered-total",
+        "transactions-committed-total",
+    ] {
         println!("  {name:<30} {}", driver.metric("balances", name));
     }
     Ok(())

@@ -7,6 +7,7 @@
 //! stays in the core's [`Task`]; the host only moves bytes.
 
 use parsley::assembly::Assembly;
+use parsley::mutation::{self, Mutation};
 use parsley::task::{CommitRequest, Fetched};
 use parsley::{App, ProducedRecord, Stamp, Task, TaskConfig, TaskError, Tp};
 
@@ -55,6 +56,9 @@ pub struct TaskHost {
     /// The consumer's fetch position per consumed tp.
     positions: Vec<(Tp, u64)>,
     in_transaction: bool,
+    /// Counts this host's transactions: the open work belongs to transaction
+    /// `transaction_number`, whether or not it has begun on the broker yet.
+    transaction_number: u64,
 }
 
 impl TaskHost {
@@ -90,6 +94,7 @@ impl TaskHost {
             producer,
             positions,
             in_transaction: false,
+            transaction_number: 0,
         })
     }
 
@@ -101,6 +106,11 @@ impl TaskHost {
         self.in_transaction
     }
 
+    /// The number of the transaction the task's open work belongs to.
+    pub fn transaction_number(&self) -> u64 {
+        self.transaction_number
+    }
+
     /// The consumer's fetch positions.
     pub fn positions(&self) -> &[(Tp, u64)] {
         &self.positions
@@ -108,7 +118,12 @@ impl TaskHost {
 
     /// Fetches up to `max_records` of the consumed tp at `index` and hands
     /// them to the task. Returns how many records arrived.
-    pub fn fetch(&mut self, cluster: &Cluster, index: usize, max_records: usize) -> Result<usize, HostError> {
+    pub fn fetch(
+        &mut self,
+        cluster: &Cluster,
+        index: usize,
+        max_records: usize,
+    ) -> Result<usize, HostError> {
         let (tp, position) = self.positions[index].clone();
         let fetch = cluster.fetch(&tp, position, max_records, Isolation::ReadCommitted)?;
         let count = fetch.records.len();
@@ -132,9 +147,25 @@ impl TaskHost {
         Ok(())
     }
 
-    fn send(&mut self, cluster: &mut Cluster, records: Vec<ProducedRecord>, now: i64) -> Result<Vec<Sent>, ModelError> {
+    fn send(
+        &mut self,
+        cluster: &mut Cluster,
+        records: Vec<ProducedRecord>,
+        now: i64,
+    ) -> Result<Vec<Sent>, ModelError> {
         let mut sent = Vec::with_capacity(records.len());
         for record in records {
+            if mutation::active(Mutation::EmissionsOutsideTransaction)
+                && !record.tp.topic.as_str().ends_with("-state-changelog")
+            {
+                let offset = cluster.append(&record.tp, record.data.clone())?;
+                sent.push(Sent {
+                    tp: record.tp.clone(),
+                    offset,
+                    record,
+                });
+                continue;
+            }
             self.ensure_transaction(cluster, now)?;
             let offset = cluster.send(self.producer, &record.tp, record.data.clone())?;
             sent.push(Sent {
@@ -147,13 +178,22 @@ impl TaskHost {
     }
 
     /// Delivers the head of `tp` and sends what the task emitted.
-    pub fn deliver(&mut self, cluster: &mut Cluster, tp: &Tp, now: i64) -> Result<Vec<Sent>, HostError> {
+    pub fn deliver(
+        &mut self,
+        cluster: &mut Cluster,
+        tp: &Tp,
+        now: i64,
+    ) -> Result<Vec<Sent>, HostError> {
         let produced = self.task.deliver(tp, now)?;
         Ok(self.send(cluster, produced, now)?)
     }
 
     /// Emits a tick if one is due (T3) and sends it.
-    pub fn poll_tick(&mut self, cluster: &mut Cluster, now: i64) -> Result<Option<SentTick>, HostError> {
+    pub fn poll_tick(
+        &mut self,
+        cluster: &mut Cluster,
+        now: i64,
+    ) -> Result<Option<SentTick>, HostError> {
         let Some(tick) = self.task.poll_tick(now) else {
             return Ok(None);
         };
@@ -182,7 +222,12 @@ impl TaskHost {
             let offsets: Vec<_> = request
                 .offsets
                 .iter()
-                .map(|(tp, offset)| (tp.clone(), crate::model::CommittedOffset::new(*offset, request.metadata.clone())))
+                .map(|(tp, offset)| {
+                    (
+                        tp.clone(),
+                        crate::model::CommittedOffset::new(*offset, request.metadata.clone()),
+                    )
+                })
                 .collect();
             cluster.send_offsets(self.producer, &request.group, &offsets)?;
             cluster.commit(self.producer)
@@ -190,6 +235,7 @@ impl TaskHost {
         match attempt {
             Ok(()) => {
                 self.in_transaction = false;
+                self.transaction_number += 1;
                 self.task.handle_committed(now);
                 Ok(CommitOutcome::Committed)
             }
@@ -210,11 +256,15 @@ impl TaskHost {
             let _ = cluster.abort(self.producer);
             self.in_transaction = false;
         }
+        self.transaction_number += 1;
         let seeks = self.task.handle_aborted();
         self.seek(seeks);
     }
 
     fn seek(&mut self, seeks: Vec<(Tp, u64)>) {
+        if mutation::active(Mutation::ConsumerNotRewound) {
+            return;
+        }
         for (tp, offset) in seeks {
             if let Some(position) = self.positions.iter_mut().find(|(known, _)| *known == tp) {
                 position.1 = offset;

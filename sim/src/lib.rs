@@ -5,7 +5,10 @@
 pub mod driver;
 pub mod host;
 pub mod model;
+pub mod sim;
 pub mod topologies;
 
-pub use driver::{DriverError, OutputRecord, TestDriver, TestInputTopic, TestOutputTopic, TestRecord};
+pub use driver::{
+    DriverError, OutputRecord, TestDriver, TestInputTopic, TestOutputTopic, TestRecord,
+};
 pub use host::TaskHost;

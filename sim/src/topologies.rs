@@ -19,6 +19,16 @@ impl Order {
     }
 }
 
+/// The examples refuse negative amounts: their logic fails (X5), which is how
+/// the simulator plants a logic error on a chosen record.
+pub fn checked(amount: i64) -> Result<i64, String> {
+    if amount < 0 {
+        Err(format!("amount {amount} is negative"))
+    } else {
+        Ok(amount)
+    }
+}
+
 /// The topics of the `payments` examples.
 #[derive(Clone, Debug)]
 pub struct PaymentsTopics {
@@ -48,11 +58,18 @@ impl Default for PaymentsTopics {
 /// fired, so whoever reads `cut@…` from `audits` is gated behind those
 /// orders.
 pub fn balances_stage(topics: &PaymentsTopics) -> Stage {
+    balances_stage_every(topics, Duration::from_secs(60))
+}
+
+/// `balances` with another tick interval.
+pub fn balances_stage_every(topics: &PaymentsTopics, interval: Duration) -> Stage {
     let audits = topics.audits.clone();
     Stage::named("balances")
         .state(Json, || 0i64)
-        .on(&topics.orders, |balance: i64, order| Step::of(balance - order.value().total()))
-        .ticks(Duration::from_secs(60), move |tick| {
+        .on(&topics.orders, |balance: i64, order| {
+            checked(order.value().total()).map(|total| Step::of(balance - total))
+        })
+        .ticks(interval, move |tick| {
             vec![audits.send(None, format!("cut@{}", tick.timestamp))]
         })
         .into(&topics.audits)
@@ -60,7 +77,9 @@ pub fn balances_stage(topics: &PaymentsTopics) -> Stage {
 }
 
 pub fn balances(topics: &PaymentsTopics) -> Result<App, CompositionError> {
-    Parsley::named("payments").stage(balances_stage(topics)).build()
+    Parsley::named("payments")
+        .stage(balances_stage(topics))
+        .build()
 }
 
 /// The fifth-tick audit cut: the tick slot counts quiet ticks, and every
@@ -76,17 +95,28 @@ pub fn audit_cut_policy(audits: &Topic<String, String>, quiet: i64, tick: &Tick)
 /// The `audit-cut` stage: balances folded per account as in `balances`, with
 /// the fifth-tick cut as its tick fold over the integer tick slot.
 pub fn audit_cut_stage(topics: &PaymentsTopics) -> Stage {
+    audit_cut_stage_every(topics, Duration::from_secs(60))
+}
+
+/// The audit cut with another tick interval.
+pub fn audit_cut_stage_every(topics: &PaymentsTopics, interval: Duration) -> Stage {
     let audits = topics.audits.clone();
     Stage::named("audit-cut")
         .state(Json, || 0i64)
-        .on(&topics.orders, |balance: i64, order| Step::of(balance - order.value().total()))
-        .tick_fold(Duration::from_secs(60), move |quiet, tick| audit_cut_policy(&audits, quiet, tick))
+        .on(&topics.orders, |balance: i64, order| {
+            checked(order.value().total()).map(|total| Step::of(balance - total))
+        })
+        .tick_fold(interval, move |quiet, tick| {
+            audit_cut_policy(&audits, quiet, tick)
+        })
         .into(&topics.audits)
         .build()
 }
 
 pub fn audit_cut(topics: &PaymentsTopics) -> Result<App, CompositionError> {
-    Parsley::named("payments").stage(audit_cut_stage(topics)).build()
+    Parsley::named("payments")
+        .stage(audit_cut_stage(topics))
+        .build()
 }
 
 /// The topics of the three-stage chain.
@@ -122,7 +152,10 @@ impl Default for ChainTopics {
 pub fn chain(topics: &ChainTopics, tick_interval: Duration) -> Result<App, CompositionError> {
     let enriched = topics.enriched.clone();
     let enrich = Stage::named("enrich")
-        .on(&topics.input, move |record| vec![enriched.send(record.key().cloned(), record.value() * 2)])
+        .on(&topics.input, move |record| {
+            checked(*record.value())
+                .map(|value| vec![enriched.send(record.key().cloned(), value * 2)])
+        })
         .into(&topics.enriched)
         .build();
     let metered = topics.metered.clone();
@@ -133,13 +166,120 @@ pub fn chain(topics: &ChainTopics, tick_interval: Duration) -> Result<App, Compo
             let total = total + record.value();
             Step::of(total).emit(metered.send(record.key().cloned(), total))
         })
-        .ticks(tick_interval, move |tick| vec![metered_ticks.send("tick".to_string(), tick.timestamp)])
+        .ticks(tick_interval, move |tick| {
+            vec![metered_ticks.send("tick".to_string(), tick.timestamp)]
+        })
         .into(&topics.metered)
         .build();
     let output = topics.output.clone();
     let settle = Stage::named("settle")
-        .on(&topics.metered, move |record| vec![output.send(record.key().cloned(), *record.value())])
+        .on(&topics.metered, move |record| {
+            vec![output.send(record.key().cloned(), *record.value())]
+        })
         .into(&topics.output)
         .build();
-    Parsley::named("chain").stage(enrich).stage(meter).stage(settle).build()
+    Parsley::named("chain")
+        .stage(enrich)
+        .stage(meter)
+        .stage(settle)
+        .build()
+}
+
+/// The topics of the timer request/reply shape (K2).
+#[derive(Clone, Debug)]
+pub struct TimerTopics {
+    pub orders: Topic<String, Order>,
+    pub requests: Topic<String, i64>,
+    pub fires: Topic<String, i64>,
+    pub expiries: Topic<String, i64>,
+}
+
+impl TimerTopics {
+    pub fn new() -> Self {
+        TimerTopics {
+            orders: Topic::new("orders"),
+            requests: Topic::new("timer-requests"),
+            fires: Topic::new("timer-fires"),
+            expiries: Topic::new("expiries"),
+        }
+    }
+}
+
+impl Default for TimerTopics {
+    fn default() -> Self {
+        TimerTopics::new()
+    }
+}
+
+/// How long a reservation is held before its timer fires.
+pub const RESERVATION_MS: i64 = 30_000;
+
+/// Per-entity timers as a topology shape (K2): `reserve` holds each order's
+/// total against its key and asks a scheduler for a timer; the scheduler
+/// (outside the application, stamping with a `CausalClock`) writes the fire
+/// record when the time comes, and `reserve` releases the reservation to
+/// `expiries`. The fire record claims the request and so its causes, so the
+/// release is gated behind the orders it releases.
+pub fn timers(topics: &TimerTopics) -> Result<App, CompositionError> {
+    let requests = topics.requests.clone();
+    let expiries = topics.expiries.clone();
+    let reserve = Stage::named("reserve")
+        .state(Json, || 0i64)
+        .on(&topics.orders, move |held: i64, order| {
+            checked(order.value().total()).map(|total| {
+                Step::of(held + total)
+                    .emit(requests.send(order.key().cloned(), order.timestamp + RESERVATION_MS))
+            })
+        })
+        .on(&topics.fires, move |held: i64, fire| {
+            Step::delete().emit(expiries.send(fire.key().cloned(), held))
+        })
+        .into((&topics.requests, &topics.expiries))
+        .build();
+    Parsley::named("timers").stage(reserve).build()
+}
+
+/// The topics of the fan-in.
+#[derive(Clone, Debug)]
+pub struct FanInTopics {
+    pub payments: Topic<String, i64>,
+    pub orders: Topic<String, i64>,
+    pub audits: Topic<String, String>,
+}
+
+impl FanInTopics {
+    pub fn new() -> Self {
+        FanInTopics {
+            payments: Topic::new("payments"),
+            orders: Topic::new("orders"),
+            audits: Topic::new("audits"),
+        }
+    }
+}
+
+impl Default for FanInTopics {
+    fn default() -> Self {
+        FanInTopics::new()
+    }
+}
+
+/// A fan-in of two sources where orders may claim the payments that funded
+/// them: `ledger` folds both per key and cuts on every tick, and the gate
+/// holds an order until its payment is delivered.
+pub fn fan_in(topics: &FanInTopics, tick_interval: Duration) -> Result<App, CompositionError> {
+    let audits = topics.audits.clone();
+    let ledger = Stage::named("ledger")
+        .state(Json, || 0i64)
+        .on(&topics.payments, |balance: i64, payment| {
+            checked(*payment.value()).map(|amount| Step::of(balance + amount))
+        })
+        .on(&topics.orders, |balance: i64, order| {
+            checked(*order.value()).map(|amount| Step::of(balance - amount))
+        })
+        .ticks(tick_interval, move |tick| {
+            vec![audits.send(None, format!("cut@{}", tick.timestamp))]
+        })
+        .into(&topics.audits)
+        .build();
+    Parsley::named("fan-in").stage(ledger).build()
 }

@@ -8,12 +8,17 @@ use bytes::Bytes;
 use common::{ledger, START};
 use parsley::header::{self, HeaderError, STAMP_HEADER};
 use parsley::record::Header;
-use parsley::{AssemblyError, Claim, CompositionError, Parsley, Stage, Stamp, TaskError, Topic, Tp};
+use parsley::{
+    AssemblyError, Claim, CompositionError, Parsley, Stage, Stamp, TaskError, Topic, Tp,
+};
 use parsley_sim::topologies::{balances, Order, PaymentsTopics};
 use parsley_sim::{DriverError, TestDriver, TestRecord};
 
 fn committed_offset(driver: &TestDriver, group: &str, tp: &Tp) -> Option<u64> {
-    driver.cluster().committed(group, tp).map(|committed| committed.offset)
+    driver
+        .cluster()
+        .committed(group, tp)
+        .map(|committed| committed.offset)
 }
 
 fn balances_driver(topics: &PaymentsTopics) -> TestDriver {
@@ -30,28 +35,52 @@ fn bad_stamp_header_stops_the_task_at_the_record() {
     let topics = PaymentsTopics::new();
     let driver = balances_driver(&topics);
     let orders = driver.input(&topics.orders).unwrap();
-    orders.pipe("alice".to_string(), Order { total: 5 }).unwrap();
+    orders
+        .pipe("alice".to_string(), Order { total: 5 })
+        .unwrap();
     let garbage = vec![Header {
         name: STAMP_HEADER.to_string(),
         value: Bytes::from_static(&[1, 9]),
     }];
     let error = orders
-        .pipe_raw(0, Some(Bytes::from_static(b"\"bob\"")), Some(Bytes::from_static(b"{\"total\":1}")), garbage)
+        .pipe_raw(
+            0,
+            Some(Bytes::from_static(b"\"bob\"")),
+            Some(Bytes::from_static(b"{\"total\":1}")),
+            garbage,
+        )
         .unwrap_err();
-    let DriverError::Task(TaskError::BadStamp { tp, offset, error, .. }) = &error else {
+    let DriverError::Task(TaskError::BadStamp {
+        tp, offset, error, ..
+    }) = &error
+    else {
         panic!("expected a bad stamp, got {error}");
     };
     assert_eq!((tp.to_string().as_str(), *offset), ("orders-0", 1));
-    assert!(matches!(error, HeaderError::AbsurdValue { .. }), "{error:?}");
+    assert!(
+        matches!(error, HeaderError::AbsurdValue { .. }),
+        "{error:?}"
+    );
     assert!(
         error.to_string().contains("topic count 9"),
         "the error says what is wrong: {error}"
     );
-    assert_eq!(committed_offset(&driver, "payments", &Tp::new("orders", 0)), Some(1));
+    assert_eq!(
+        committed_offset(&driver, "payments", &Tp::new("orders", 0)),
+        Some(1)
+    );
     // The task stays stopped, loudly: later input is not silently skipped.
-    let again = orders.pipe("carol".to_string(), Order { total: 2 }).unwrap_err();
-    assert!(matches!(again, DriverError::Task(TaskError::BadStamp { .. })), "{again}");
-    assert_eq!(committed_offset(&driver, "payments", &Tp::new("orders", 0)), Some(1));
+    let again = orders
+        .pipe("carol".to_string(), Order { total: 2 })
+        .unwrap_err();
+    assert!(
+        matches!(again, DriverError::Task(TaskError::BadStamp { .. })),
+        "{again}"
+    );
+    assert_eq!(
+        committed_offset(&driver, "payments", &Tp::new("orders", 0)),
+        Some(1)
+    );
 }
 
 /// §8, G6: a claim at or beyond the record's own offset on its own tp can
@@ -66,11 +95,20 @@ fn g6_claim_on_own_future_offset_is_poison() {
         .unwrap()
         .pipe_record(TestRecord::new("alice".to_string(), Order { total: 1 }).stamped(stamp))
         .unwrap_err();
-    let DriverError::Task(TaskError::UnresolvableClaim { tp, offset, claim, .. }) = &error else {
+    let DriverError::Task(TaskError::UnresolvableClaim {
+        tp, offset, claim, ..
+    }) = &error
+    else {
         panic!("expected poison, got {error}");
     };
-    assert_eq!((tp.to_string(), *offset, claim.to_string()), ("orders-0".to_string(), 0, "orders-0@7".to_string()));
-    assert_eq!(committed_offset(&driver, "payments", &Tp::new("orders", 0)), None);
+    assert_eq!(
+        (tp.to_string(), *offset, claim.to_string()),
+        ("orders-0".to_string(), 0, "orders-0@7".to_string())
+    );
+    assert_eq!(
+        committed_offset(&driver, "payments", &Tp::new("orders", 0)),
+        None
+    );
 }
 
 /// §8, G6: a claim beyond the log end of another consumed tp is poison once
@@ -78,7 +116,10 @@ fn g6_claim_on_own_future_offset_is_poison() {
 #[test]
 fn g6_claim_beyond_another_tps_log_end_is_poison() {
     let ledger = ledger();
-    let driver = TestDriver::builder(&ledger.app).initial_wall_clock(START).build().unwrap();
+    let driver = TestDriver::builder(&ledger.app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
     let stamp = Stamp::from_claims([Claim::new(Tp::new("payments", 0), 3)]);
     let error = driver
         .input(&ledger.orders)
@@ -99,15 +140,27 @@ fn codec_rejected_value_names_topic_tp_and_offset() {
     let driver = balances_driver(&topics);
     let orders = driver.input(&topics.orders).unwrap();
     let error = orders
-        .pipe_raw(0, Some(Bytes::from_static(b"\"alice\"")), Some(Bytes::from_static(b"not json")), Vec::new())
+        .pipe_raw(
+            0,
+            Some(Bytes::from_static(b"\"alice\"")),
+            Some(Bytes::from_static(b"not json")),
+            Vec::new(),
+        )
         .unwrap_err();
     let DriverError::Task(task_error @ TaskError::Codec { tp, offset, .. }) = &error else {
         panic!("expected a codec error, got {error}");
     };
     assert_eq!((tp.to_string().as_str(), *offset), ("orders-0", 0));
     let message = task_error.to_string();
-    assert!(message.contains("the value of record orders-0@0 was rejected by the codec of topic orders"), "{message}");
-    assert_eq!(committed_offset(&driver, "payments", &Tp::new("orders", 0)), None);
+    assert!(
+        message
+            .contains("the value of record orders-0@0 was rejected by the codec of topic orders"),
+        "{message}"
+    );
+    assert_eq!(
+        committed_offset(&driver, "payments", &Tp::new("orders", 0)),
+        None
+    );
 }
 
 /// §8, S3: an emission to an undeclared topic names stage and topic.
@@ -116,13 +169,23 @@ fn s3_emission_to_undeclared_topic_names_stage_and_topic() {
     let orders: Topic<String, i64> = Topic::new("orders");
     let secret: Topic<String, i64> = Topic::new("secret");
     let leak = Stage::named("leak")
-        .on(&orders, move |order| vec![secret.send(None, *order.value())])
+        .on(
+            &orders,
+            move |order| vec![secret.send(None, *order.value())],
+        )
         .build();
     let app = Parsley::named("shop").stage(leak).build().unwrap();
     let driver = TestDriver::new(&app).unwrap();
     let error = driver.input(&orders).unwrap().pipe(None, 1).unwrap_err();
-    assert!(matches!(&error, DriverError::Task(TaskError::UndeclaredSink { topic, .. }) if topic == "secret"));
-    assert!(error.to_string().starts_with("S3: stage \"leak\" emitted to topic \"secret\""), "{error}");
+    assert!(
+        matches!(&error, DriverError::Task(TaskError::UndeclaredSink { topic, .. }) if topic == "secret")
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("S3: stage \"leak\" emitted to topic \"secret\""),
+        "{error}"
+    );
 }
 
 /// §8, T2: an emission to a tick topic names stage and topic.
@@ -131,14 +194,19 @@ fn t2_emission_to_a_tick_topic_names_stage_and_topic() {
     let orders: Topic<String, i64> = Topic::new("orders");
     let forged: Topic<String, i64> = Topic::new("shop-forger-ticks");
     let forger = Stage::named("forger")
-        .on(&orders, move |order| vec![forged.send(None, *order.value())])
+        .on(
+            &orders,
+            move |order| vec![forged.send(None, *order.value())],
+        )
         .ticks(common::MINUTE, |_| Vec::new())
         .build();
     let app = Parsley::named("shop").stage(forger).build().unwrap();
     let driver = TestDriver::new(&app).unwrap();
     let error = driver.input(&orders).unwrap().pipe(None, 1).unwrap_err();
     assert!(
-        error.to_string().starts_with("T2: stage \"forger\" emitted to tick topic \"shop-forger-ticks\""),
+        error
+            .to_string()
+            .starts_with("T2: stage \"forger\" emitted to tick topic \"shop-forger-ticks\""),
         "{error}"
     );
 }
@@ -179,7 +247,9 @@ fn c3_wrong_tick_partition_count_fails() {
         .build();
     let error = result.err().expect("assembly must fail");
     assert!(
-        error.to_string().contains("\"payments-balances-ticks\" (ticks of stage balances) has 3 partitions, expected 4"),
+        error.to_string().contains(
+            "\"payments-balances-ticks\" (ticks of stage balances) has 3 partitions, expected 4"
+        ),
         "{error}"
     );
 }
@@ -213,10 +283,15 @@ fn x5_panicking_logic_stops_the_task_without_skipping() {
     input.pipe(None, 1).unwrap();
     let error = input.pipe(None, -1).unwrap_err();
     assert!(
-        error.to_string().starts_with("task fragile/0: logic failed on orders-0@1 (X5): panicked: negative order -1"),
+        error.to_string().starts_with(
+            "task fragile/0: logic failed on orders-0@1 (X5): panicked: negative order -1"
+        ),
         "{error}"
     );
-    assert_eq!(committed_offset(&driver, "shop", &Tp::new("orders", 0)), Some(1));
+    assert_eq!(
+        committed_offset(&driver, "shop", &Tp::new("orders", 0)),
+        Some(1)
+    );
     assert_eq!(driver.stopped_tasks().len(), 1);
     let _ = header::encode(&Stamp::empty());
 }

@@ -4,8 +4,8 @@ mod common;
 
 use common::{MINUTE, START};
 use parsley::{Step, Tick};
-use parsley_sim::topologies::{audit_cut, audit_cut_policy, balances, Order, PaymentsTopics};
 use parsley_sim::driver::TraceEvent;
+use parsley_sim::topologies::{audit_cut, audit_cut_policy, balances, Order, PaymentsTopics};
 use parsley_sim::{TestDriver, TestRecord};
 
 /// The seed's `balances`: a fold over orders and a one-minute tick that cuts
@@ -19,9 +19,13 @@ fn balances_folds_orders_and_cuts_every_minute() {
         .build()
         .unwrap();
     let orders = driver.input(&topics.orders).unwrap();
-    orders.pipe("alice".to_string(), Order { total: 30 }).unwrap();
+    orders
+        .pipe("alice".to_string(), Order { total: 30 })
+        .unwrap();
     orders.pipe("bob".to_string(), Order { total: 5 }).unwrap();
-    orders.pipe("alice".to_string(), Order { total: 12 }).unwrap();
+    orders
+        .pipe("alice".to_string(), Order { total: 12 })
+        .unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
     orders.pipe("bob".to_string(), Order { total: 1 }).unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
@@ -49,11 +53,18 @@ fn balances_folds_orders_and_cuts_every_minute() {
         let tick_stamp = trace
             .iter()
             .find_map(|event| match event {
-                TraceEvent::TickEmitted { tp, offset, stamp, .. } if *tp == tick.tp && *offset == tick.offset => Some(stamp.clone()),
+                TraceEvent::TickEmitted {
+                    tp, offset, stamp, ..
+                } if *tp == tick.tp && *offset == tick.offset => Some(stamp.clone()),
                 _ => None,
             })
             .expect("the claimed tick was emitted");
-        assert!(cut.stamp.dominates(&tick_stamp), "{} does not dominate {}", cut.stamp, tick_stamp);
+        assert!(
+            cut.stamp.dominates(&tick_stamp),
+            "{} does not dominate {}",
+            cut.stamp,
+            tick_stamp
+        );
     }
     assert_eq!(driver.metric("balances", "ticks-emitted-total"), 4);
     insta::assert_snapshot!("balances_ticks", driver.tick_report());
@@ -71,13 +82,23 @@ fn audit_cut_emits_on_every_fifth_tick() {
     let orders = driver.input(&topics.orders).unwrap();
     for minute in 0..11 {
         orders
-            .pipe_record(TestRecord::new("alice".to_string(), Order { total: minute }))
+            .pipe_record(TestRecord::new(
+                "alice".to_string(),
+                Order { total: minute },
+            ))
             .unwrap();
         driver.advance_wall_clock(MINUTE).unwrap();
     }
     assert_eq!(
-        driver.output(&topics.audits).unwrap().read_values().unwrap(),
-        [format!("cut@{}", START + 5 * 60_000), format!("cut@{}", START + 10 * 60_000)]
+        driver
+            .output(&topics.audits)
+            .unwrap()
+            .read_values()
+            .unwrap(),
+        [
+            format!("cut@{}", START + 5 * 60_000),
+            format!("cut@{}", START + 10 * 60_000)
+        ]
     );
     assert_eq!(driver.tick_slot::<i64>("audit-cut", 0).unwrap(), Some(1));
     insta::assert_snapshot!("audit_cut_ticks", driver.tick_report());
@@ -87,7 +108,10 @@ fn audit_cut_emits_on_every_fifth_tick() {
 #[test]
 fn audit_cut_policy_is_pure() {
     let topics = PaymentsTopics::new();
-    assert_eq!(audit_cut_policy(&topics.audits, 0, &Tick::new(1000)), Step::of(1));
+    assert_eq!(
+        audit_cut_policy(&topics.audits, 0, &Tick::new(1000)),
+        Step::of(1)
+    );
     assert_eq!(
         audit_cut_policy(&topics.audits, 4, &Tick::new(1000)),
         Step::of(0).emit(topics.audits.send(None, "cut@1000"))

@@ -15,7 +15,10 @@ use parsley_sim::{TestDriver, TestRecord};
 #[test]
 fn t5_tick_held_behind_unresolved_claim_is_delivered_after_it_resolves() {
     let ledger = ledger();
-    let driver = TestDriver::builder(&ledger.app).initial_wall_clock(START).build().unwrap();
+    let driver = TestDriver::builder(&ledger.app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
     driver.pause("payments");
     let (payment, _) = driver
         .input(&ledger.payments)
@@ -33,7 +36,12 @@ fn t5_tick_held_behind_unresolved_claim_is_delivered_after_it_resolves() {
     // The tick was emitted and committed, but neither it nor the order went.
     assert_eq!(ticks_emitted(&driver.trace()), [(START + 60_000, 0)]);
     assert!(ticks_delivered(&driver.trace()).is_empty());
-    assert!(driver.output(&ledger.audits).unwrap().read_all().unwrap().is_empty());
+    assert!(driver
+        .output(&ledger.audits)
+        .unwrap()
+        .read_all()
+        .unwrap()
+        .is_empty());
     assert_eq!(driver.metrics("ledger", 0).unwrap().records_held, 2);
 
     // Time passes with the claim unresolved: still nothing, and no deadlock.
@@ -63,10 +71,20 @@ fn t6_abort_of_emitting_transaction_reemits_the_tick() {
     driver.fail_next_commit("balances", 0);
     driver.advance_wall_clock(MINUTE).unwrap();
     // Offset 0 held the aborted tick, offset 1 its abort marker.
-    assert_eq!(ticks_emitted(&driver.trace()), [(START + 60_000, 0), (START + 60_000, 2)]);
-    assert_eq!(ticks_delivered(&driver.trace()), [("payments-balances-ticks-0".to_string(), 2)]);
     assert_eq!(
-        driver.output(&topics.audits).unwrap().read_values().unwrap(),
+        ticks_emitted(&driver.trace()),
+        [(START + 60_000, 0), (START + 60_000, 2)]
+    );
+    assert_eq!(
+        ticks_delivered(&driver.trace()),
+        [("payments-balances-ticks-0".to_string(), 2)]
+    );
+    assert_eq!(
+        driver
+            .output(&topics.audits)
+            .unwrap()
+            .read_values()
+            .unwrap(),
         [format!("cut@{}", START + 60_000)]
     );
     assert_eq!(driver.metric("balances", "ticks-emitted-total"), 1);
@@ -86,9 +104,16 @@ fn t6_abort_of_processing_transaction_redelivers_the_same_tick() {
     driver.fail_next_commit("balances", 0);
     driver.resume("payments-balances-ticks").unwrap();
     let tick = "payments-balances-ticks-0".to_string();
-    assert_eq!(ticks_delivered(&driver.trace()), [(tick.clone(), 0), (tick, 0)]);
     assert_eq!(
-        driver.output(&topics.audits).unwrap().read_values().unwrap(),
+        ticks_delivered(&driver.trace()),
+        [(tick.clone(), 0), (tick, 0)]
+    );
+    assert_eq!(
+        driver
+            .output(&topics.audits)
+            .unwrap()
+            .read_values()
+            .unwrap(),
         [format!("cut@{}", START + 60_000)]
     );
     let metrics = driver.metrics("balances", 0).unwrap();
@@ -109,7 +134,10 @@ fn t3_cadence_survives_a_restart() {
     driver.advance_wall_clock(Duration::from_secs(30)).unwrap();
     driver.restart().unwrap();
     driver.advance_wall_clock(Duration::from_secs(30)).unwrap();
-    let times: Vec<i64> = ticks_emitted(&driver.trace()).iter().map(|(at, _)| at - START).collect();
+    let times: Vec<i64> = ticks_emitted(&driver.trace())
+        .iter()
+        .map(|(at, _)| at - START)
+        .collect();
     assert_eq!(times, [60_000, 120_000]);
 }
 
@@ -122,8 +150,13 @@ fn t3_a_long_pause_gives_one_tick_not_a_burst() {
         .build()
         .unwrap();
     driver.advance_wall_clock(Duration::from_secs(59)).unwrap();
-    assert!(ticks_emitted(&driver.trace()).is_empty(), "not before the interval");
-    driver.advance_wall_clock(Duration::from_secs(10 * 60)).unwrap();
+    assert!(
+        ticks_emitted(&driver.trace()).is_empty(),
+        "not before the interval"
+    );
+    driver
+        .advance_wall_clock(Duration::from_secs(10 * 60))
+        .unwrap();
     assert_eq!(ticks_emitted(&driver.trace()).len(), 1);
 }
 
@@ -145,7 +178,10 @@ fn t7_tick_slot_is_never_the_null_key_slot() {
         driver.advance_wall_clock(MINUTE).unwrap();
     }
     let check = |driver: &TestDriver| {
-        assert_eq!(driver.null_key_slot::<i64>("audit-cut", 0).unwrap(), Some(-40));
+        assert_eq!(
+            driver.null_key_slot::<i64>("audit-cut", 0).unwrap(),
+            Some(-40)
+        );
         assert_eq!(driver.tick_slot::<i64>("audit-cut", 0).unwrap(), Some(3));
     };
     check(&driver);
@@ -166,6 +202,9 @@ fn t8_ticks_emitted_total_counts_committed_ticks_once() {
     driver.fail_next_commit("balances", 1);
     driver.advance_wall_clock(MINUTE).unwrap();
     assert_eq!(driver.metric("balances", "ticks-emitted-total"), 6);
-    assert_eq!(driver.metrics("balances", 1).unwrap().ticks_emitted_total, 2);
+    assert_eq!(
+        driver.metrics("balances", 1).unwrap().ticks_emitted_total,
+        2
+    );
     assert_eq!(driver.metric("balances", "transactions-aborted-total"), 1);
 }

@@ -58,7 +58,13 @@ impl std::fmt::Display for RecordPart {
 /// The erased logic of a stage.
 pub(crate) trait StageLogic: Send + Sync {
     fn new_slots(&self) -> Box<dyn SlotStore>;
-    fn on_record(&self, slots: &dyn SlotStore, source: usize, tp: &Tp, record: &ConsumedRecord) -> Result<Outcome, DeliveryFailure>;
+    fn on_record(
+        &self,
+        slots: &dyn SlotStore,
+        source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, DeliveryFailure>;
     fn on_tick(&self, slots: &dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure>;
 }
 
@@ -95,9 +101,12 @@ pub(crate) fn guarded<T>(logic: impl FnOnce() -> Result<T, String>) -> Result<T,
     }
 }
 
-pub(crate) type SourceFn<S> = Arc<dyn Fn(S, &Tp, &ConsumedRecord) -> Result<Step<S>, DeliveryFailure> + Send + Sync>;
-pub(crate) type TickHandlerFn = Arc<dyn Fn(&Tick) -> Result<Vec<Emission>, DeliveryFailure> + Send + Sync>;
-pub(crate) type TickFoldFn<S> = Arc<dyn Fn(S, &Tick) -> Result<Step<S>, DeliveryFailure> + Send + Sync>;
+pub(crate) type SourceFn<S> =
+    Arc<dyn Fn(S, &Tp, &ConsumedRecord) -> Result<Step<S>, DeliveryFailure> + Send + Sync>;
+pub(crate) type TickHandlerFn =
+    Arc<dyn Fn(&Tick) -> Result<Vec<Emission>, DeliveryFailure> + Send + Sync>;
+pub(crate) type TickFoldFn<S> =
+    Arc<dyn Fn(S, &Tick) -> Result<Step<S>, DeliveryFailure> + Send + Sync>;
 
 pub(crate) enum TickLogic<S> {
     Handler(TickHandlerFn),
@@ -148,7 +157,9 @@ impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
                     .map_err(DeliveryFailure::StateCodec)?;
                 Some(SlotWrite {
                     slot,
-                    state: step.state.map(|state| Box::new(state) as Box<dyn Any + Send>),
+                    state: step
+                        .state
+                        .map(|state| Box::new(state) as Box<dyn Any + Send>),
                     encoded,
                 })
             }
@@ -172,10 +183,18 @@ fn state_or_unit<S: 'static>(state: Option<S>) -> S {
 
 impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
     fn new_slots(&self) -> Box<dyn SlotStore> {
-        Box::new(Slots::<S>::new(self.state.as_ref().map(|decl| Arc::clone(&decl.codec))))
+        Box::new(Slots::<S>::new(
+            self.state.as_ref().map(|decl| Arc::clone(&decl.codec)),
+        ))
     }
 
-    fn on_record(&self, slots: &dyn SlotStore, source: usize, tp: &Tp, record: &ConsumedRecord) -> Result<Outcome, DeliveryFailure> {
+    fn on_record(
+        &self,
+        slots: &dyn SlotStore,
+        source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, DeliveryFailure> {
         let slot = SlotKey::for_key(record.data.key.as_ref());
         let state = state_or_unit(self.read(slots, &slot));
         let step = (self.sources[source])(state, tp, record)?;
@@ -183,16 +202,21 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
     }
 
     fn on_tick(&self, slots: &dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
-        match self.tick.as_ref().expect("ticks are delivered only to stages that declare them") {
+        match self
+            .tick
+            .as_ref()
+            .expect("ticks are delivered only to stages that declare them")
+        {
             TickLogic::Handler(handler) => Ok(Outcome {
                 emissions: handler(&tick)?,
                 write: None,
             }),
             TickLogic::Fold(fold) => {
-                let slot = match crate::mutation::active(crate::mutation::Mutation::TickSlotIsNullSlot) {
-                    true => SlotKey::Null,
-                    false => SlotKey::Tick,
-                };
+                let slot =
+                    match crate::mutation::active(crate::mutation::Mutation::TickSlotIsNullSlot) {
+                        true => SlotKey::Null,
+                        false => SlotKey::Tick,
+                    };
                 let state = state_or_unit(self.read(slots, &slot));
                 let step = fold(state, &tick)?;
                 self.outcome(slot, step)

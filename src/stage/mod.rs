@@ -28,7 +28,9 @@ use std::time::Duration;
 use crate::codec::Codec;
 use crate::emission::{Emission, Record, Step, Tick};
 use crate::record::ConsumedRecord;
-use crate::stage::logic::{guarded, DeliveryFailure, RecordPart, SourceFn, StageLogic, StateDecl, TickLogic, TypedLogic};
+use crate::stage::logic::{
+    guarded, DeliveryFailure, RecordPart, SourceFn, StageLogic, StateDecl, TickLogic, TypedLogic,
+};
 use crate::topic::{Sinks, Topic, TopicRef};
 use crate::tp::Tp;
 
@@ -133,7 +135,13 @@ impl Stage {
     /// encoded state (`None`: unseen). Nothing else is touched: this is the
     /// pure fold, for checkers that recompute what a run should have
     /// committed without trusting the task that ran it.
-    pub fn replay_record(&self, source: &crate::tp::TopicName, state: Option<&[u8]>, tp: &Tp, record: &ConsumedRecord) -> Result<Replayed, String> {
+    pub fn replay_record(
+        &self,
+        source: &crate::tp::TopicName,
+        state: Option<&[u8]>,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Replayed, String> {
         let index = self
             .def
             .sources
@@ -165,7 +173,11 @@ impl Stage {
         Ok(Self::replayed(outcome))
     }
 
-    fn replay_slots(&self, slot: &SlotKey, state: Option<&[u8]>) -> Result<Box<dyn slots::SlotStore>, String> {
+    fn replay_slots(
+        &self,
+        slot: &SlotKey,
+        state: Option<&[u8]>,
+    ) -> Result<Box<dyn slots::SlotStore>, String> {
         let mut slots = self.def.logic.new_slots();
         if let (Some(bytes), true) = (state, self.def.stateful) {
             slots
@@ -221,7 +233,10 @@ pub struct StageBuilder<M, S = ()> {
 
 /// Wraps a typed fold into the erased form: decode key and value with the
 /// topic's codecs, then run the fold under the panic guard.
-fn source_fn<K, V, S, R>(topic: &Topic<K, V>, fold: impl Fn(S, &Record<K, V>) -> R + Send + Sync + 'static) -> SourceFn<S>
+fn source_fn<K, V, S, R>(
+    topic: &Topic<K, V>,
+    fold: impl Fn(S, &Record<K, V>) -> R + Send + Sync + 'static,
+) -> SourceFn<S>
 where
     K: 'static,
     V: 'static,
@@ -234,7 +249,11 @@ where
     })
 }
 
-fn decode_record<K: 'static, V: 'static>(topic: &Topic<K, V>, tp: &Tp, consumed: &ConsumedRecord) -> Result<Record<K, V>, DeliveryFailure> {
+fn decode_record<K: 'static, V: 'static>(
+    topic: &Topic<K, V>,
+    tp: &Tp,
+    consumed: &ConsumedRecord,
+) -> Result<Record<K, V>, DeliveryFailure> {
     let key = consumed
         .data
         .key
@@ -288,7 +307,11 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
 
     /// T1: a TickHandler, a pure function from a tick to emissions. On a
     /// stateful stage it leaves the tick slot untouched.
-    pub fn ticks<R>(self, interval: Duration, handler: impl Fn(&Tick) -> R + Send + Sync + 'static) -> Self
+    pub fn ticks<R>(
+        self,
+        interval: Duration,
+        handler: impl Fn(&Tick) -> R + Send + Sync + 'static,
+    ) -> Self
     where
         R: Fallible<Vec<Emission>>,
     {
@@ -334,7 +357,11 @@ impl StageBuilder<Stateless> {
     /// S1: makes the stage stateful: each key's slot starts as `init()` and is
     /// written with `codec` to the stage's changelog. Declare state before
     /// `on` and `ticks`.
-    pub fn state<S, C>(self, codec: C, init: impl Fn() -> S + Send + Sync + 'static) -> StageBuilder<Stateful<S>, S>
+    pub fn state<S, C>(
+        self,
+        codec: C,
+        init: impl Fn() -> S + Send + Sync + 'static,
+    ) -> StageBuilder<Stateful<S>, S>
     where
         S: Clone + Send + Sync + 'static,
         C: Codec<S>,
@@ -360,7 +387,11 @@ impl StageBuilder<Stateless> {
 
     /// S1: consumes `topic`, mapping each delivered record to emissions.
     /// `handler` may return `Vec<Emission>` or `Result<Vec<Emission>, E>`.
-    pub fn on<K, V, R>(self, topic: &Topic<K, V>, handler: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static) -> Self
+    pub fn on<K, V, R>(
+        self,
+        topic: &Topic<K, V>,
+        handler: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static,
+    ) -> Self
     where
         K: 'static,
         V: 'static,
@@ -379,7 +410,11 @@ impl StageBuilder<Stateless> {
 impl<S: Clone + Send + Sync + 'static> StageBuilder<Stateful<S>, S> {
     /// S1: consumes `topic`, folding each delivered record into its key's slot.
     /// `fold` may return `Step<S>` or `Result<Step<S>, E>`.
-    pub fn on<K, V, R>(self, topic: &Topic<K, V>, fold: impl Fn(S, &Record<K, V>) -> R + Send + Sync + 'static) -> Self
+    pub fn on<K, V, R>(
+        self,
+        topic: &Topic<K, V>,
+        fold: impl Fn(S, &Record<K, V>) -> R + Send + Sync + 'static,
+    ) -> Self
     where
         K: 'static,
         V: 'static,
@@ -390,11 +425,16 @@ impl<S: Clone + Send + Sync + 'static> StageBuilder<Stateful<S>, S> {
     }
 
     /// T1: a TickFold, stepping the task's tick slot (T7) on every tick.
-    pub fn tick_fold<R>(self, interval: Duration, fold: impl Fn(S, &Tick) -> R + Send + Sync + 'static) -> Self
+    pub fn tick_fold<R>(
+        self,
+        interval: Duration,
+        fold: impl Fn(S, &Tick) -> R + Send + Sync + 'static,
+    ) -> Self
     where
         R: Fallible<Step<S>>,
     {
-        let fold = Arc::new(move |state: S, tick: &Tick| guarded(|| fold(state, tick).into_result()));
+        let fold =
+            Arc::new(move |state: S, tick: &Tick| guarded(|| fold(state, tick).into_result()));
         self.with_ticks(interval, TickLogic::Fold(fold))
     }
 }

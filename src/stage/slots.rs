@@ -64,7 +64,9 @@ impl SlotKey {
             [TAG_NULL] => Ok(SlotKey::Null),
             [TAG_TICK] => Ok(SlotKey::Tick),
             [TAG_KEY, key @ ..] => Ok(SlotKey::Key(Bytes::copy_from_slice(key))),
-            _ => Err(SlotKeyError { key: bytes.to_vec() }),
+            _ => Err(SlotKeyError {
+                key: bytes.to_vec(),
+            }),
         }
     }
 }
@@ -127,7 +129,10 @@ impl<S: Send + 'static> SlotStore for Slots<S> {
     }
 
     fn restore(&mut self, slot: SlotKey, bytes: Option<&[u8]>) -> Result<(), CodecError> {
-        assert!(self.pending.is_empty(), "slots are restored before any delivery");
+        assert!(
+            self.pending.is_empty(),
+            "slots are restored before any delivery"
+        );
         match bytes {
             None => {
                 self.committed.remove(&slot);
@@ -172,10 +177,20 @@ mod tests {
         let tick = SlotKey::Tick.changelog_key();
         assert_ne!(tick, SlotKey::Null.changelog_key());
         for key in [&[][..], &[0], &[2], &[1, 2]] {
-            assert_ne!(tick, SlotKey::Key(Bytes::copy_from_slice(key)).changelog_key());
+            assert_ne!(
+                tick,
+                SlotKey::Key(Bytes::copy_from_slice(key)).changelog_key()
+            );
         }
-        for slot in [SlotKey::Null, SlotKey::Tick, SlotKey::Key(Bytes::from_static(b"k"))] {
-            assert_eq!(SlotKey::from_changelog_key(&slot.changelog_key()).unwrap(), slot);
+        for slot in [
+            SlotKey::Null,
+            SlotKey::Tick,
+            SlotKey::Key(Bytes::from_static(b"k")),
+        ] {
+            assert_eq!(
+                SlotKey::from_changelog_key(&slot.changelog_key()).unwrap(),
+                slot
+            );
         }
         assert!(SlotKey::from_changelog_key(&[7]).is_err());
     }

@@ -51,18 +51,27 @@ impl Checkpoint {
         }
         let bytes = (0..hex.len())
             .step_by(2)
-            .map(|at| u8::from_str_radix(&hex[at..at + 2], 16).map_err(|_| fail(format!("bad hex at {at}"))))
+            .map(|at| {
+                u8::from_str_radix(&hex[at..at + 2], 16)
+                    .map_err(|_| fail(format!("bad hex at {at}")))
+            })
             .collect::<Result<Vec<u8>, _>>()?;
         let (last_tick_at, rest) = match bytes.split_first() {
             Some((0, rest)) => (None, rest),
             Some((1, rest)) if rest.len() >= 8 => {
                 let (at, rest) = rest.split_at(8);
-                (Some(i64::from_be_bytes(at.try_into().expect("8 bytes"))), rest)
+                (
+                    Some(i64::from_be_bytes(at.try_into().expect("8 bytes"))),
+                    rest,
+                )
             }
             _ => return Err(fail("missing or malformed tick time".into())),
         };
         let history = header::decode(rest).map_err(|error| fail(format!("history: {error}")))?;
-        Ok(Checkpoint { history, last_tick_at })
+        Ok(Checkpoint {
+            history,
+            last_tick_at,
+        })
     }
 }
 
@@ -78,7 +87,10 @@ mod tests {
             history: Stamp::from_claims([Claim::new(Tp::new("orders", 1), 41)]),
             last_tick_at: Some(1_700_000_060_000),
         };
-        assert_eq!(Checkpoint::decode(&checkpoint.encode()).unwrap(), checkpoint);
+        assert_eq!(
+            Checkpoint::decode(&checkpoint.encode()).unwrap(),
+            checkpoint
+        );
         let empty = Checkpoint {
             history: Stamp::empty(),
             last_tick_at: None,

@@ -94,7 +94,11 @@ pub enum TaskError {
         reason: String,
     },
     #[error("task {task}: the offset metadata committed on {tp} does not decode: {reason}")]
-    BadCheckpoint { task: TaskId, tp: Tp, reason: String },
+    BadCheckpoint {
+        task: TaskId,
+        tp: Tp,
+        reason: String,
+    },
     #[error("task {task}: stage {:?} is not in the application, or has no task {}", task.stage, task.partition)]
     UnknownTask { task: TaskId },
 }

@@ -59,7 +59,10 @@ pub enum HeadStatus {
 pub enum Poison {
     BadStamp(HeaderError),
     /// G6: the claim names an offset that cannot ever be delivered here.
-    Unresolvable { claim: Claim, reason: String },
+    Unresolvable {
+        claim: Claim,
+        reason: String,
+    },
 }
 
 pub(crate) struct Gate {
@@ -92,7 +95,13 @@ impl Gate {
     /// Queues fetched records. Records must continue the lane's fetch
     /// position in offset order: a driver that hands the gate the same record
     /// twice, or out of order, has a bug that would break G3.
-    pub fn push_fetched(&mut self, lane: usize, records: Vec<ConsumedRecord>, next_offset: u64, log_end: u64) {
+    pub fn push_fetched(
+        &mut self,
+        lane: usize,
+        records: Vec<ConsumedRecord>,
+        next_offset: u64,
+        log_end: u64,
+    ) {
         self.fetch_seq += 1;
         let seq = self.fetch_seq;
         let lane = &mut self.lanes[lane];
@@ -147,7 +156,10 @@ impl Gate {
             if index == lane && claim.offset >= head.record.offset {
                 return Some(HeadStatus::Poison(Poison::Unresolvable {
                     claim: claim.clone(),
-                    reason: format!("it is at or beyond the record's own offset {}", head.record.offset),
+                    reason: format!(
+                        "it is at or beyond the record's own offset {}",
+                        head.record.offset
+                    ),
                 }));
             }
             if other.position() > claim.offset {
@@ -158,7 +170,10 @@ impl Gate {
             if claim.offset >= other.log_end && other.log_end_seq > head.fetched_seq {
                 return Some(HeadStatus::Poison(Poison::Unresolvable {
                     claim: claim.clone(),
-                    reason: format!("it is at or beyond the log end {} of {}", other.log_end, other.tp),
+                    reason: format!(
+                        "it is at or beyond the log end {} of {}",
+                        other.log_end, other.tp
+                    ),
                 }));
             }
             held.get_or_insert_with(|| claim.clone());
@@ -200,7 +215,11 @@ impl Gate {
                     break;
                 };
                 // The claim needs the waited lane's head (or later) delivered.
-                if self.lanes[waited].queue.front().is_none_or(|head| head.record.offset > claim.offset) {
+                if self.lanes[waited]
+                    .queue
+                    .front()
+                    .is_none_or(|head| head.record.offset > claim.offset)
+                {
                     break;
                 }
                 path.push((lane, claim));
@@ -208,12 +227,22 @@ impl Gate {
                     let cycle: Vec<String> = path
                         .iter()
                         .map(|(lane, claim)| {
-                            let head = self.lanes[*lane].queue.front().expect("a held lane has a head");
-                            format!("{}@{} claims {claim}", self.lanes[*lane].tp, head.record.offset)
+                            let head = self.lanes[*lane]
+                                .queue
+                                .front()
+                                .expect("a held lane has a head");
+                            format!(
+                                "{}@{} claims {claim}",
+                                self.lanes[*lane].tp, head.record.offset
+                            )
                         })
                         .collect();
                     let (_, claim) = path.swap_remove(0);
-                    return Some((start, claim, format!("it waits in a cycle: {}", cycle.join(", "))));
+                    return Some((
+                        start,
+                        claim,
+                        format!("it waits in a cycle: {}", cycle.join(", ")),
+                    ));
                 }
                 lane = waited;
             }

@@ -23,8 +23,14 @@ impl TaskMetrics {
             ("ticks-emitted-total", self.ticks_emitted_total),
             ("records-delivered-total", self.records_delivered_total),
             ("records-held", self.records_held),
-            ("transactions-committed-total", self.transactions_committed_total),
-            ("transactions-aborted-total", self.transactions_aborted_total),
+            (
+                "transactions-committed-total",
+                self.transactions_committed_total,
+            ),
+            (
+                "transactions-aborted-total",
+                self.transactions_aborted_total,
+            ),
             ("records-redelivered-total", self.records_redelivered_total),
         ]
     }

@@ -168,7 +168,13 @@ fn millis(duration: Duration) -> i64 {
 
 impl Task {
     /// The task of `stage` that consumes partition `partition` of its sources.
-    pub fn new(app: &App, assembly: &Assembly, stage: &str, partition: u32, config: TaskConfig) -> Result<Task, TaskError> {
+    pub fn new(
+        app: &App,
+        assembly: &Assembly,
+        stage: &str,
+        partition: u32,
+        config: TaskConfig,
+    ) -> Result<Task, TaskError> {
         let id = TaskId {
             stage: stage.to_string(),
             partition,
@@ -184,16 +190,23 @@ impl Task {
         let mut kinds = Vec::new();
         for (index, source) in def.sources.iter().enumerate() {
             // Task i consumes partition i of each source that has one.
-            if assembly.partitions_of(source.name.as_str()).is_some_and(|count| partition < count) {
+            if assembly
+                .partitions_of(source.name.as_str())
+                .is_some_and(|count| partition < count)
+            {
                 tps.push(Tp::new(source.name.clone(), partition));
                 kinds.push(LaneKind::Source(index));
             }
         }
-        let tick = plan.tick_topic.as_ref().zip(def.ticks).map(|(topic, decl)| {
-            tps.push(Tp::new(topic.clone(), partition));
-            kinds.push(LaneKind::Ticks);
-            (Tp::new(topic.clone(), partition), millis(decl.interval))
-        });
+        let tick = plan
+            .tick_topic
+            .as_ref()
+            .zip(def.ticks)
+            .map(|(topic, decl)| {
+                tps.push(Tp::new(topic.clone(), partition));
+                kinds.push(LaneKind::Ticks);
+                (Tp::new(topic.clone(), partition), millis(decl.interval))
+            });
         let sinks = def
             .sinks
             .iter()
@@ -213,9 +226,16 @@ impl Task {
             logic: Arc::clone(&def.logic),
             slots: def.logic.new_slots(),
             sinks,
-            tick_topics: app.stages().iter().filter_map(|plan| plan.tick_topic.clone()).collect(),
+            tick_topics: app
+                .stages()
+                .iter()
+                .filter_map(|plan| plan.tick_topic.clone())
+                .collect(),
             tick,
-            changelog: plan.changelog.as_ref().map(|topic| Tp::new(topic.clone(), partition)),
+            changelog: plan
+                .changelog
+                .as_ref()
+                .map(|topic| Tp::new(topic.clone(), partition)),
             config,
             phase: Phase::Restoring,
             failure: None,
@@ -281,7 +301,9 @@ impl Task {
 
     /// The first undelivered offset of `tp`.
     pub fn position(&self, tp: &Tp) -> Option<u64> {
-        self.gate.lane_index(tp).map(|lane| self.gate.lanes[lane].position())
+        self.gate
+            .lane_index(tp)
+            .map(|lane| self.gate.lanes[lane].position())
     }
 
     pub fn failure(&self) -> Option<&TaskError> {
@@ -313,7 +335,10 @@ impl Task {
     /// The record at the head of `tp`, next in line for delivery.
     pub fn head(&self, tp: &Tp) -> Option<&ConsumedRecord> {
         let lane = self.gate.lane_index(tp)?;
-        self.gate.lanes[lane].queue.front().map(|queued| &queued.record)
+        self.gate.lanes[lane]
+            .queue
+            .front()
+            .map(|queued| &queued.record)
     }
 
     /// True when something was delivered or emitted since the last commit.
@@ -330,7 +355,12 @@ impl Task {
         match &self.failure {
             Some(error) => Err(error.clone()),
             None => {
-                assert_eq!(self.phase, Phase::Running, "task {} is used before start", self.id);
+                assert_eq!(
+                    self.phase,
+                    Phase::Running,
+                    "task {} is used before start",
+                    self.id
+                );
                 Ok(())
             }
         }
@@ -345,15 +375,27 @@ impl Task {
 
     /// S5: loads one committed changelog record into the slots.
     pub fn restore_state(&mut self, record: &ConsumedRecord) -> Result<(), TaskError> {
-        assert_eq!(self.phase, Phase::Restoring, "task {}: state is restored before start", self.id);
-        let tp = self.changelog.clone().expect("only stateful stages restore state");
+        assert_eq!(
+            self.phase,
+            Phase::Restoring,
+            "task {}: state is restored before start",
+            self.id
+        );
+        let tp = self
+            .changelog
+            .clone()
+            .expect("only stateful stages restore state");
         let bad = |reason: String| TaskError::BadChangelog {
             task: self.id.clone(),
             tp: tp.clone(),
             offset: record.offset,
             reason,
         };
-        let key = record.data.key.as_ref().ok_or_else(|| bad("it has no key".into()))?;
+        let key = record
+            .data
+            .key
+            .as_ref()
+            .ok_or_else(|| bad("it has no key".into()))?;
         let slot = SlotKey::from_changelog_key(key).map_err(|error| bad(error.to_string()))?;
         self.slots
             .restore(slot, record.data.value.as_deref())
@@ -364,16 +406,31 @@ impl Task {
     /// (in that order; `None` where nothing was committed) and their
     /// checkpoint. Returns where to seek the consumer: the committed offset, or
     /// the start of the log.
-    pub fn start(&mut self, committed: &[Option<CommittedOffset>], now: i64) -> Result<Vec<(Tp, u64)>, TaskError> {
-        assert_eq!(self.phase, Phase::Restoring, "task {} is started once", self.id);
-        assert_eq!(committed.len(), self.gate.lanes.len(), "one committed offset per consumed tp");
+    pub fn start(
+        &mut self,
+        committed: &[Option<CommittedOffset>],
+        now: i64,
+    ) -> Result<Vec<(Tp, u64)>, TaskError> {
+        assert_eq!(
+            self.phase,
+            Phase::Restoring,
+            "task {} is started once",
+            self.id
+        );
+        assert_eq!(
+            committed.len(),
+            self.gate.lanes.len(),
+            "one committed offset per consumed tp"
+        );
         let mut checkpoint = None;
         for (lane, committed) in self.gate.lanes.iter().zip(committed) {
             if let (None, Some(committed)) = (&checkpoint, committed) {
-                let decoded = Checkpoint::decode(&committed.metadata).map_err(|error| TaskError::BadCheckpoint {
-                    task: self.id.clone(),
-                    tp: lane.tp.clone(),
-                    reason: error.reason,
+                let decoded = Checkpoint::decode(&committed.metadata).map_err(|error| {
+                    TaskError::BadCheckpoint {
+                        task: self.id.clone(),
+                        tp: lane.tp.clone(),
+                        reason: error.reason,
+                    }
                 })?;
                 checkpoint = Some(decoded);
             }
@@ -430,7 +487,9 @@ impl Task {
     /// §8: heads waiting on each other in a cycle are poison, not a stall.
     fn check_cycles(&mut self) -> Result<(), TaskError> {
         match self.gate.find_cycle() {
-            Some((lane, claim, reason)) => Err(self.poison_error(lane, Poison::Unresolvable { claim, reason })),
+            Some((lane, claim, reason)) => {
+                Err(self.poison_error(lane, Poison::Unresolvable { claim, reason }))
+            }
             None => Ok(()),
         }
     }
@@ -444,7 +503,13 @@ impl Task {
             match self.gate.head_status(lane) {
                 Some(HeadStatus::Deliverable) => {
                     let state = &self.gate.lanes[lane];
-                    let timestamp = state.queue.front().expect("a deliverable lane has a head").record.data.timestamp;
+                    let timestamp = state
+                        .queue
+                        .front()
+                        .expect("a deliverable lane has a head")
+                        .record
+                        .data
+                        .timestamp;
                     let better = best.is_none_or(|(best_timestamp, best_lane)| {
                         (timestamp, &state.tp) < (best_timestamp, &self.gate.lanes[best_lane].tp)
                     });
@@ -465,7 +530,12 @@ impl Task {
     fn poison_error(&mut self, lane: usize, poison: Poison) -> TaskError {
         let lane = &self.gate.lanes[lane];
         let tp = lane.tp.clone();
-        let offset = lane.queue.front().expect("poison is found at a head").record.offset;
+        let offset = lane
+            .queue
+            .front()
+            .expect("poison is found at a head")
+            .record
+            .offset;
         let error = match poison {
             Poison::BadStamp(error) => TaskError::BadStamp {
                 task: self.id.clone(),
@@ -497,14 +567,19 @@ impl Task {
         match self.gate.head_status(lane) {
             Some(HeadStatus::Deliverable) => {}
             Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
-            Some(HeadStatus::Held(claim)) => panic!("task {}: {tp} is held on {claim}; deliver only what `deliverable` lists", self.id),
+            Some(HeadStatus::Held(claim)) => panic!(
+                "task {}: {tp} is held on {claim}; deliver only what `deliverable` lists",
+                self.id
+            ),
             None => panic!("task {}: {tp} has nothing to deliver", self.id),
         }
         let head = self.gate.lanes[lane].queue.front().expect("checked above");
         let offset = head.record.offset;
         let timestamp = head.record.data.timestamp;
         let outcome = match self.kinds[lane] {
-            LaneKind::Source(source) => self.logic.on_record(&*self.slots, source, tp, &head.record),
+            LaneKind::Source(source) => {
+                self.logic.on_record(&*self.slots, source, tp, &head.record)
+            }
             LaneKind::Ticks => match tick_of(&head.record) {
                 Some(tick) => self.logic.on_tick(&*self.slots, tick),
                 None => {
@@ -529,15 +604,24 @@ impl Task {
         }
 
         // The delivery is accepted: from here on nothing can fail.
-        let queued = self.gate.lanes[lane].queue.pop_front().expect("checked above");
-        let stamp = queued.stamp.expect("a deliverable head has a decoded stamp");
+        let queued = self.gate.lanes[lane]
+            .queue
+            .pop_front()
+            .expect("checked above");
+        let stamp = queued
+            .stamp
+            .expect("a deliverable head has a decoded stamp");
         self.history.merge(&stamp);
         self.history.claim(tp, offset);
         let lane_state = &mut self.gate.lanes[lane];
         if lane_state.delivered_max.is_some_and(|max| offset <= max) {
             self.metrics.records_redelivered_total += 1;
         }
-        lane_state.delivered_max = Some(lane_state.delivered_max.map_or(offset, |max| max.max(offset)));
+        lane_state.delivered_max = Some(
+            lane_state
+                .delivered_max
+                .map_or(offset, |max| max.max(offset)),
+        );
         self.metrics.records_delivered_total += 1;
         self.open.dirty = true;
         Ok(self.produce(outcome, timestamp))
@@ -570,7 +654,12 @@ impl Task {
 
     /// S3, T2: emissions go only to declared sinks, never to a tick topic,
     /// and must have encoded.
-    fn check_emissions(&self, emissions: &[Emission], tp: &Tp, offset: u64) -> Result<(), TaskError> {
+    fn check_emissions(
+        &self,
+        emissions: &[Emission],
+        tp: &Tp,
+        offset: u64,
+    ) -> Result<(), TaskError> {
         for emission in emissions {
             let topic = emission.topic();
             let (task, at) = (self.id.clone(), tp.clone());
@@ -626,14 +715,17 @@ impl Task {
                 value: header::encode(&self.stamping_site()),
             };
             for emission in outcome.emissions {
-                let (key, value) = emission.encoded().expect("emissions were checked before delivery");
+                let (key, value) = emission
+                    .encoded()
+                    .expect("emissions were checked before delivery");
                 let partitions = self
                     .sinks
                     .iter()
                     .find(|(sink, _)| sink.same(emission.topic()))
                     .map(|(_, partitions)| *partitions)
                     .expect("emissions were checked before delivery");
-                let partition = partition_for(key.map(|key| &key[..]), partitions, self.id.partition);
+                let partition =
+                    partition_for(key.map(|key| &key[..]), partitions, self.id.partition);
                 produced.push(ProducedRecord {
                     tp: Tp::new(emission.topic().clone(), partition),
                     data: RecordData {
@@ -646,7 +738,10 @@ impl Task {
             }
         }
         if let Some(write) = outcome.write {
-            let changelog = self.changelog.clone().expect("stateful stages have a changelog");
+            let changelog = self
+                .changelog
+                .clone()
+                .expect("stateful stages have a changelog");
             produced.push(ProducedRecord {
                 tp: changelog,
                 data: RecordData {
@@ -695,7 +790,11 @@ impl Task {
     /// When the next tick is due, if the stage ticks.
     pub fn next_tick_at(&self) -> Option<i64> {
         let (_, interval) = self.tick.as_ref()?;
-        Some(self.last_tick_at.unwrap_or(self.started_at).saturating_add(*interval))
+        Some(
+            self.last_tick_at
+                .unwrap_or(self.started_at)
+                .saturating_add(*interval),
+        )
     }
 
     // ----- transactions -----

@@ -28,21 +28,34 @@ pub enum DriverError {
         error: CodecError,
     },
     #[error("reading {tp}@{offset}: the stamp header does not decode: {error}")]
-    OutputStamp { tp: Tp, offset: u64, error: HeaderError },
+    OutputStamp {
+        tp: Tp,
+        offset: u64,
+        error: HeaderError,
+    },
     #[error("piping to {topic:?}: the {part} was rejected by the topic's codec: {error}")]
     InputCodec {
         topic: String,
         part: &'static str,
         error: CodecError,
     },
-    #[error("piping to {topic:?}: partition {partition} does not exist (the topic has {partitions})")]
-    NoSuchPartition { topic: String, partition: u32, partitions: u32 },
+    #[error(
+        "piping to {topic:?}: partition {partition} does not exist (the topic has {partitions})"
+    )]
+    NoSuchPartition {
+        topic: String,
+        partition: u32,
+        partitions: u32,
+    },
     #[error("the application did not quiesce within {rounds_max} rounds; does a stage feed its own source?")]
     NoQuiescence { rounds_max: usize },
     #[error("stage {stage:?} has no task {partition}")]
     UnknownTask { stage: String, partition: u32 },
     #[error("stage {stage:?} does not hold state of type {type_name}")]
-    WrongStateType { stage: String, type_name: &'static str },
+    WrongStateType {
+        stage: String,
+        type_name: &'static str,
+    },
 }
 
 impl From<HostError> for DriverError {

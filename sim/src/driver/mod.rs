@@ -81,7 +81,8 @@ impl TestDriverBuilder {
 
     /// The partition count of a source or sink topic the driver creates.
     pub fn partitions(mut self, topic: impl AsRef<str>, partitions: u32) -> Self {
-        self.partitions.insert(topic.as_ref().to_string(), partitions);
+        self.partitions
+            .insert(topic.as_ref().to_string(), partitions);
         self
     }
 
@@ -203,13 +204,17 @@ impl TestDriver {
     }
 
     /// A typed handle to pipe records into a source topic.
-    pub fn input<K: 'static, V: 'static>(&self, topic: &Topic<K, V>) -> Result<TestInputTopic<K, V>, DriverError> {
+    pub fn input<K: 'static, V: 'static>(
+        &self,
+        topic: &Topic<K, V>,
+    ) -> Result<TestInputTopic<K, V>, DriverError> {
         let world = self.world.borrow();
-        let consumed = world
-            .app
-            .stages()
-            .iter()
-            .any(|plan| plan.stage.sources().iter().any(|source| source.name == *topic.name()));
+        let consumed = world.app.stages().iter().any(|plan| {
+            plan.stage
+                .sources()
+                .iter()
+                .any(|source| source.name == *topic.name())
+        });
         if !consumed {
             return Err(DriverError::NotASource {
                 topic: topic.name().to_string(),
@@ -223,8 +228,17 @@ impl TestDriver {
     }
 
     /// A typed handle to read what was committed to a topic.
-    pub fn output<K: 'static, V: 'static>(&self, topic: &Topic<K, V>) -> Result<TestOutputTopic<K, V>, DriverError> {
-        if self.world.borrow().cluster.partitions(topic.name().as_str()).is_none() {
+    pub fn output<K: 'static, V: 'static>(
+        &self,
+        topic: &Topic<K, V>,
+    ) -> Result<TestOutputTopic<K, V>, DriverError> {
+        if self
+            .world
+            .borrow()
+            .cluster
+            .partitions(topic.name().as_str())
+            .is_none()
+        {
             return Err(DriverError::UnknownTopic {
                 topic: topic.name().to_string(),
             });
@@ -246,14 +260,19 @@ impl TestDriver {
     /// to quiescence.
     pub fn advance_wall_clock(&self, by: Duration) -> Result<(), DriverError> {
         let mut world = self.world.borrow_mut();
-        world.now = world.now.saturating_add(i64::try_from(by.as_millis()).unwrap_or(i64::MAX));
+        world.now = world
+            .now
+            .saturating_add(i64::try_from(by.as_millis()).unwrap_or(i64::MAX));
         world.run()
     }
 
     /// Stops fetching from `topic` (like `KafkaConsumer::pause`), so that
     /// records stay unconsumed — to make a claim wait, for example.
     pub fn pause(&self, topic: impl AsRef<str>) {
-        self.world.borrow_mut().paused.insert(topic.as_ref().to_string());
+        self.world
+            .borrow_mut()
+            .paused
+            .insert(topic.as_ref().to_string());
     }
 
     /// Resumes fetching from `topic` and processes to quiescence.
@@ -310,7 +329,9 @@ impl TestDriver {
             .trace
             .iter()
             .flat_map(|event| match event {
-                TraceEvent::Delivered { sent, .. } => sent.iter().map(|sent| sent.tp.topic.to_string()).collect(),
+                TraceEvent::Delivered { sent, .. } => {
+                    sent.iter().map(|sent| sent.tp.topic.to_string()).collect()
+                }
                 TraceEvent::TickEmitted { tp, .. } => vec![tp.topic.to_string()],
                 _ => Vec::new(),
             })
@@ -343,7 +364,12 @@ impl TestDriver {
         self.world.borrow().stopped.clone()
     }
 
-    fn with_task<T>(&self, stage: &str, partition: u32, read: impl FnOnce(&parsley::Task) -> T) -> Result<T, DriverError> {
+    fn with_task<T>(
+        &self,
+        stage: &str,
+        partition: u32,
+        read: impl FnOnce(&parsley::Task) -> T,
+    ) -> Result<T, DriverError> {
         let world = self.world.borrow();
         let host = world
             .hosts
@@ -356,7 +382,12 @@ impl TestDriver {
         Ok(read(&host.task))
     }
 
-    fn committed_slot<S: Clone + 'static>(&self, stage: &str, partition: u32, slot: &SlotKey) -> Result<Option<S>, DriverError> {
+    fn committed_slot<S: Clone + 'static>(
+        &self,
+        stage: &str,
+        partition: u32,
+        slot: &SlotKey,
+    ) -> Result<Option<S>, DriverError> {
         self.with_task(stage, partition, |task| {
             task.slots::<S>()
                 .map(|slots: &Slots<S>| slots.committed(slot).cloned())
@@ -370,7 +401,12 @@ impl TestDriver {
     /// The committed state of `key`'s slot in `stage`, found on the task that
     /// consumes the partition `key` goes to in `topic`. `None` when unseen or
     /// deleted (it then reads as the initial value).
-    pub fn key_slot<S: Clone + 'static, K: 'static, V: 'static>(&self, stage: &str, topic: &Topic<K, V>, key: &K) -> Result<Option<S>, DriverError> {
+    pub fn key_slot<S: Clone + 'static, K: 'static, V: 'static>(
+        &self,
+        stage: &str,
+        topic: &Topic<K, V>,
+        key: &K,
+    ) -> Result<Option<S>, DriverError> {
         let bytes = topic
             .key_codec()
             .encode(key)
@@ -392,12 +428,20 @@ impl TestDriver {
     }
 
     /// The committed state of the null key's slot of one task.
-    pub fn null_key_slot<S: Clone + 'static>(&self, stage: &str, partition: u32) -> Result<Option<S>, DriverError> {
+    pub fn null_key_slot<S: Clone + 'static>(
+        &self,
+        stage: &str,
+        partition: u32,
+    ) -> Result<Option<S>, DriverError> {
         self.committed_slot(stage, partition, &SlotKey::Null)
     }
 
     /// The committed state of one task's tick slot (T7).
-    pub fn tick_slot<S: Clone + 'static>(&self, stage: &str, partition: u32) -> Result<Option<S>, DriverError> {
+    pub fn tick_slot<S: Clone + 'static>(
+        &self,
+        stage: &str,
+        partition: u32,
+    ) -> Result<Option<S>, DriverError> {
         self.committed_slot(stage, partition, &SlotKey::Tick)
     }
 }

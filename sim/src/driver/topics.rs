@@ -63,7 +63,8 @@ pub struct TestInputTopic<K, V> {
 
 impl<K: 'static, V: 'static> TestInputTopic<K, V> {
     pub fn pipe(&self, key: impl Into<Option<K>>, value: V) -> Result<Tp, DriverError> {
-        self.pipe_record(TestRecord::new(key, value)).map(|(tp, _)| tp)
+        self.pipe_record(TestRecord::new(key, value))
+            .map(|(tp, _)| tp)
     }
 
     /// Pipes one record; returns where it landed.
@@ -75,7 +76,10 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
 
     /// Pipes many records, then processes them together to quiescence (one
     /// commit per task instead of one per record).
-    pub fn pipe_all(&self, records: impl IntoIterator<Item = TestRecord<K, V>>) -> Result<(), DriverError> {
+    pub fn pipe_all(
+        &self,
+        records: impl IntoIterator<Item = TestRecord<K, V>>,
+    ) -> Result<(), DriverError> {
         for record in records {
             self.append(record)?;
         }
@@ -101,9 +105,13 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
             .encode(&record.value)
             .map_err(|error| codec_error("value", error))?;
         let mut world = self.world.borrow_mut();
-        let partitions = world.cluster.partitions(name).ok_or_else(|| DriverError::UnknownTopic {
-            topic: name.to_string(),
-        })?;
+        let partitions =
+            world
+                .cluster
+                .partitions(name)
+                .ok_or_else(|| DriverError::UnknownTopic {
+                    topic: name.to_string(),
+                })?;
         let partition = record
             .partition
             .unwrap_or_else(|| partition_for(key.as_deref(), partitions, 0));
@@ -135,7 +143,13 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
     }
 
     /// Appends raw bytes, bypassing the codecs: for tests of bad input.
-    pub fn pipe_raw(&self, partition: u32, key: Option<Bytes>, value: Option<Bytes>, headers: Vec<Header>) -> Result<(Tp, u64), DriverError> {
+    pub fn pipe_raw(
+        &self,
+        partition: u32,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+        headers: Vec<Header>,
+    ) -> Result<(Tp, u64), DriverError> {
         let tp = self.topic.tp(partition);
         let offset = {
             let mut world = self.world.borrow_mut();
@@ -179,15 +193,24 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     pub fn read_all(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
         let world = self.world.borrow();
         let name = self.topic.name().as_str();
-        let partitions = world.cluster.partitions(name).ok_or_else(|| DriverError::UnknownTopic {
-            topic: name.to_string(),
-        })?;
+        let partitions =
+            world
+                .cluster
+                .partitions(name)
+                .ok_or_else(|| DriverError::UnknownTopic {
+                    topic: name.to_string(),
+                })?;
         let mut records = Vec::new();
         for partition in 0..partitions {
             let tp = self.topic.tp(partition);
-            let fetch = world.cluster.fetch(&tp, 0, usize::MAX, Isolation::ReadCommitted)?;
+            let fetch = world
+                .cluster
+                .fetch(&tp, 0, usize::MAX, Isolation::ReadCommitted)?;
             for consumed in fetch.records {
-                let sequence = world.cluster.append_sequence(&tp, consumed.offset).unwrap_or(u64::MAX);
+                let sequence = world
+                    .cluster
+                    .append_sequence(&tp, consumed.offset)
+                    .unwrap_or(u64::MAX);
                 records.push((sequence, self.decode(&tp, consumed)?));
             }
         }
@@ -206,10 +229,18 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
 
     /// The committed values, in write order.
     pub fn read_values(&self) -> Result<Vec<V>, DriverError> {
-        Ok(self.read_all()?.into_iter().map(|record| record.value).collect())
+        Ok(self
+            .read_all()?
+            .into_iter()
+            .map(|record| record.value)
+            .collect())
     }
 
-    fn decode(&self, tp: &Tp, consumed: parsley::ConsumedRecord) -> Result<OutputRecord<K, V>, DriverError> {
+    fn decode(
+        &self,
+        tp: &Tp,
+        consumed: parsley::ConsumedRecord,
+    ) -> Result<OutputRecord<K, V>, DriverError> {
         let offset = consumed.offset;
         let codec_error = |part, error| DriverError::OutputCodec {
             tp: tp.clone(),

@@ -81,7 +81,11 @@ pub fn render_ticks(trace: &[TraceEvent], origin: i64) -> String {
                 offset,
                 stamp,
             } => {
-                let _ = writeln!(out, "{:>6}  {task}  emit    tick {tp}@{offset}  stamp {stamp}", clock(*at, origin));
+                let _ = writeln!(
+                    out,
+                    "{:>6}  {task}  emit    tick {tp}@{offset}  stamp {stamp}",
+                    clock(*at, origin)
+                );
             }
             TraceEvent::Held {
                 task,
@@ -91,7 +95,11 @@ pub fn render_ticks(trace: &[TraceEvent], origin: i64) -> String {
                 claim,
                 tick: true,
             } => {
-                let _ = writeln!(out, "{:>6}  {task}  hold    tick {tp}@{offset}  waiting on {claim}", clock(*at, origin));
+                let _ = writeln!(
+                    out,
+                    "{:>6}  {task}  hold    tick {tp}@{offset}  waiting on {claim}",
+                    clock(*at, origin)
+                );
             }
             TraceEvent::Delivered {
                 task,
@@ -106,7 +114,10 @@ pub fn render_ticks(trace: &[TraceEvent], origin: i64) -> String {
                     "{:>6}  {task}  deliver tick {tp}@{offset}  Tick {{ timestamp: {timestamp} }}",
                     clock(*at, origin)
                 );
-                for sent in sent.iter().filter(|sent| !sent.tp.topic.as_str().ends_with("-state-changelog")) {
+                for sent in sent
+                    .iter()
+                    .filter(|sent| !sent.tp.topic.as_str().ends_with("-state-changelog"))
+                {
                     let data = &sent.record.data;
                     let stamp = data
                         .header(parsley::header::STAMP_HEADER)

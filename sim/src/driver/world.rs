@@ -32,7 +32,14 @@ pub(crate) struct World {
 }
 
 impl World {
-    pub fn new(app: App, assembly: Assembly, cluster: Cluster, now: i64, config: TaskConfig, commit_each_step: bool) -> Self {
+    pub fn new(
+        app: App,
+        assembly: Assembly,
+        cluster: Cluster,
+        now: i64,
+        config: TaskConfig,
+        commit_each_step: bool,
+    ) -> Self {
         World {
             app,
             assembly,
@@ -137,7 +144,10 @@ impl World {
         }
         let host = &mut self.hosts[index];
         for lane in 0..host.positions().len() {
-            if self.paused.contains(host.positions()[lane].0.topic.as_str()) {
+            if self
+                .paused
+                .contains(host.positions()[lane].0.topic.as_str())
+            {
                 continue;
             }
             progressed |= host.fetch(&self.cluster, lane, usize::MAX)? > 0;
@@ -152,9 +162,16 @@ impl World {
                 self.trace_holds(index);
                 break;
             };
-            let offset = host.task.position(&tp).expect("a deliverable tp is consumed");
+            let offset = host
+                .task
+                .position(&tp)
+                .expect("a deliverable tp is consumed");
             let tick_timestamp = match host.task.tick_tp() == Some(&tp) {
-                true => host.task.head(&tp).and_then(parsley::task::tick_of).map(|tick| tick.timestamp),
+                true => host
+                    .task
+                    .head(&tp)
+                    .and_then(parsley::task::tick_of)
+                    .map(|tick| tick.timestamp),
                 false => None,
             };
             let host = &mut self.hosts[index];
@@ -170,7 +187,9 @@ impl World {
                         sent,
                     });
                 }
-                Err(crate::host::HostError::Task(error)) => return self.stop(index, error).map(|()| true),
+                Err(crate::host::HostError::Task(error)) => {
+                    return self.stop(index, error).map(|()| true)
+                }
                 Err(error) => return Err(error.into()),
             }
         }
@@ -218,7 +237,11 @@ impl World {
             return Ok(false);
         }
         let task = host.task.id().clone();
-        if let Some(position) = self.failing_commits.iter().position(|failing| *failing == task) {
+        if let Some(position) = self
+            .failing_commits
+            .iter()
+            .position(|failing| *failing == task)
+        {
             self.failing_commits.remove(position);
             host.abort(&mut self.cluster);
             self.trace.push(TraceEvent::Aborted {

@@ -26,9 +26,15 @@ pub fn ledger() -> Ledger {
     let cut = audits.clone();
     let stage = Stage::named("ledger")
         .state(Json, || 0i64)
-        .on(&orders, |balance: i64, order| Step::of(balance - order.value()))
-        .on(&payments, |balance: i64, payment| Step::of(balance + payment.value()))
-        .ticks(MINUTE, move |tick| vec![cut.send(None, format!("cut@{}", tick.timestamp))])
+        .on(&orders, |balance: i64, order| {
+            Step::of(balance - order.value())
+        })
+        .on(&payments, |balance: i64, payment| {
+            Step::of(balance + payment.value())
+        })
+        .ticks(MINUTE, move |tick| {
+            vec![cut.send(None, format!("cut@{}", tick.timestamp))]
+        })
         .into(&audits)
         .build();
     let app = Parsley::named("books").stage(stage).build().unwrap();

@@ -1,0 +1,909 @@
+//! The independent checker: recomputes every guarantee (I1–I8) from the
+//! recorded trace and the committed logs, trusting none of the runtime's own
+//! bookkeeping.
+//!
+//! It rebuilds, per task instance, what the gate must have looked like: the
+//! records each fetch brought (read back from the logs), the position of each
+//! consumed tp, the history, the held records and the committed snapshot that
+//! aborts and restarts return to. From that it knows what every stamp should
+//! have been (G5 is exact: history merged with the stamps of held records),
+//! and by replaying the stages' pure logic over the committed deliveries it
+//! knows what state and outputs the committed history must have produced.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::fmt;
+
+use bytes::Bytes;
+use parsley::assembly::Assembly;
+use parsley::header::{self, STAMP_HEADER};
+use parsley::record::ConsumedRecord;
+use parsley::stage::{SlotChange, SlotKey};
+use parsley::task::TaskId;
+use parsley::{App, Claim, Stamp, Tick, TopicName, Tp};
+
+use crate::model::{Cluster, EntryStatus, Isolation};
+use crate::sim::trace::{Entry, Event, TaskAt, TxnRef};
+
+/// The guarantees of SPEC §9.3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Invariant {
+    I1,
+    I2,
+    I3,
+    I4,
+    I5,
+    I6,
+    I7,
+    I8,
+    I9,
+}
+
+impl Invariant {
+    pub fn title(self) -> &'static str {
+        match self {
+            Invariant::I1 => "causal delivery",
+            Invariant::I2 => "exactly-once, in order",
+            Invariant::I3 => "no aborted reads",
+            Invariant::I4 => "tick durability and cadence",
+            Invariant::I5 => "stamp inheritance",
+            Invariant::I6 => "state",
+            Invariant::I7 => "exactly-once outputs",
+            Invariant::I8 => "liveness",
+            Invariant::I9 => "determinism",
+        }
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} {}", self, self.title())
+    }
+}
+
+/// One broken guarantee: which, when, and the records involved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: Invariant,
+    pub step: u64,
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at step {}: {}",
+            self.invariant, self.step, self.message
+        )
+    }
+}
+
+/// What the checker needs besides the trace and the logs.
+pub struct CheckInput<'a> {
+    pub app: &'a App,
+    pub assembly: &'a Assembly,
+    pub cluster: &'a Cluster,
+    pub trace: &'a [Entry],
+    /// Whether the world quiesced within its liveness budget.
+    pub quiesced: bool,
+    pub liveness_steps: u64,
+}
+
+/// A task instance's gate as the checker rebuilds it.
+#[derive(Clone, Default)]
+struct Lanes {
+    tps: Vec<Tp>,
+    buffers: Vec<VecDeque<u64>>,
+    fetch_next: Vec<u64>,
+}
+
+impl Lanes {
+    fn position(&self, lane: usize) -> u64 {
+        self.buffers[lane]
+            .front()
+            .copied()
+            .unwrap_or(self.fetch_next[lane])
+    }
+
+    fn lane(&self, tp: &Tp) -> Option<usize> {
+        self.tps.iter().position(|known| known == tp)
+    }
+
+    fn positions(&self) -> Vec<u64> {
+        (0..self.tps.len())
+            .map(|lane| self.position(lane))
+            .collect()
+    }
+
+    fn rewind(&mut self, positions: &[u64]) {
+        for lane in 0..self.tps.len() {
+            self.buffers[lane].clear();
+            self.fetch_next[lane] = positions[lane];
+        }
+    }
+}
+
+/// The committed snapshot of a task, as the checker recomputes it.
+#[derive(Clone, Default)]
+struct Snapshot {
+    positions: Vec<u64>,
+    history: Stamp,
+    last_tick_at: Option<i64>,
+}
+
+struct Instance {
+    lanes: Lanes,
+    history: Stamp,
+    started_at: i64,
+    /// The tick emitted in the open transaction, if any.
+    open_tick: Option<i64>,
+}
+
+/// A delivery in a transaction, waiting to learn whether it commits.
+#[derive(Clone)]
+struct Delivery {
+    step: u64,
+    tp: Tp,
+    offset: u64,
+    sent: Vec<(Tp, u64)>,
+}
+
+struct Checker<'a> {
+    input: &'a CheckInput<'a>,
+    violations: Vec<Violation>,
+    stamps: HashMap<(Tp, u64), Stamp>,
+}
+
+/// Runs every check and returns the violations found, first ones first.
+pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
+    let mut checker = Checker {
+        input,
+        violations: Vec::new(),
+        stamps: HashMap::new(),
+    };
+    let committed = checker.replay_trace();
+    checker.check_committed_histories(&committed);
+    checker.check_outputs_and_state(&committed);
+    checker.check_liveness(&committed);
+    checker.violations.sort_by_key(|violation| violation.step);
+    checker.violations
+}
+
+/// Per task, its committed deliveries in committed order.
+type Committed = BTreeMap<TaskId, Vec<Delivery>>;
+
+impl<'a> Checker<'a> {
+    fn violation(&mut self, invariant: Invariant, step: u64, message: String) {
+        self.violations.push(Violation {
+            invariant,
+            step,
+            message,
+        });
+    }
+
+    fn record(&self, tp: &Tp, offset: u64) -> Option<ConsumedRecord> {
+        let entries = self.input.cluster.entries(tp).ok()?;
+        let data = entries
+            .get(usize::try_from(offset).ok()?)?
+            .record()?
+            .clone();
+        Some(ConsumedRecord { offset, data })
+    }
+
+    /// The stamp a record carries in the log (empty without a header; `None`
+    /// when the header does not decode).
+    fn stamp_of(&mut self, tp: &Tp, offset: u64) -> Option<Stamp> {
+        if let Some(stamp) = self.stamps.get(&(tp.clone(), offset)) {
+            return Some(stamp.clone());
+        }
+        let record = self.record(tp, offset)?;
+        let stamp = match record.data.header(STAMP_HEADER) {
+            Some(bytes) => header::decode(bytes).ok()?,
+            None => Stamp::empty(),
+        };
+        self.stamps.insert((tp.clone(), offset), stamp.clone());
+        Some(stamp)
+    }
+
+    /// The committed data records of `tp` in `[from, to)`.
+    fn committed_offsets(&self, tp: &Tp, from: u64, to: u64) -> Vec<u64> {
+        (from..to)
+            .filter(|&offset| {
+                self.input.cluster.entry_status(tp, offset) == Some(EntryStatus::Committed)
+            })
+            .filter(|&offset| self.record(tp, offset).is_some())
+            .collect()
+    }
+
+    fn consumed_tps(&self, task: &TaskId) -> Vec<Tp> {
+        let plan = self
+            .input
+            .app
+            .stage(&task.stage)
+            .expect("tasks belong to stages");
+        plan.consumed_topics()
+            .into_iter()
+            .filter(|topic| {
+                self.input
+                    .assembly
+                    .partitions_of(topic.as_str())
+                    .is_some_and(|count| task.partition < count)
+            })
+            .map(|topic| Tp::new(topic, task.partition))
+            .collect()
+    }
+
+    fn tick_interval(&self, task: &TaskId) -> Option<i64> {
+        let plan = self.input.app.stage(&task.stage)?;
+        Some(plan.stage.ticks()?.interval.as_millis() as i64)
+    }
+
+    /// The held records of an instance's gate: buffered records with a claim
+    /// on a consumed tp that the lane's position has not passed (G2).
+    fn held_stamp(&mut self, lanes: &Lanes) -> Stamp {
+        let mut merged = Stamp::empty();
+        for lane in 0..lanes.tps.len() {
+            for &offset in &lanes.buffers[lane] {
+                let Some(stamp) = self.stamp_of(&lanes.tps[lane], offset) else {
+                    continue;
+                };
+                let held = stamp.claims().iter().any(|claim| {
+                    lanes
+                        .lane(&claim.tp)
+                        .is_some_and(|index| lanes.position(index) <= claim.offset)
+                });
+                if held {
+                    merged.merge(&stamp);
+                }
+            }
+        }
+        merged
+    }
+
+    /// Walks the trace, rebuilding every instance's gate, and checks what
+    /// depends on the moment: I1, I3, I4 and I5. Returns the committed
+    /// deliveries per task.
+    fn replay_trace(&mut self) -> Committed {
+        let trace = self.input.trace;
+        let mut instances: HashMap<TaskAt, Instance> = HashMap::new();
+        let mut snapshots: HashMap<TaskId, Snapshot> = HashMap::new();
+        let mut open: HashMap<TxnRef, Vec<Delivery>> = HashMap::new();
+        let mut committed: Committed = BTreeMap::new();
+        // What each committed delivery had delivered before it, per task and tp.
+        let mut delivered_max: HashMap<(TaskId, Tp), u64> = HashMap::new();
+        for entry in trace {
+            let step = entry.step;
+            match &entry.event {
+                Event::TaskStarted { at } => {
+                    let tps = self.consumed_tps(&at.task);
+                    let snapshot = snapshots
+                        .entry(at.task.clone())
+                        .or_insert_with(|| Snapshot {
+                            positions: vec![0; tps.len()],
+                            ..Snapshot::default()
+                        });
+                    let lanes = Lanes {
+                        buffers: vec![VecDeque::new(); tps.len()],
+                        fetch_next: snapshot.positions.clone(),
+                        tps,
+                    };
+                    let history = snapshot.history.clone();
+                    instances.insert(
+                        at.clone(),
+                        Instance {
+                            lanes,
+                            history,
+                            started_at: entry.now,
+                            open_tick: None,
+                        },
+                    );
+                }
+                Event::Fetched {
+                    at,
+                    tp,
+                    from,
+                    next,
+                    records,
+                } => {
+                    let offsets = self.committed_offsets(tp, *from, *next);
+                    let Some(instance) = instances.get_mut(at) else {
+                        continue;
+                    };
+                    let Some(lane) = instance.lanes.lane(tp) else {
+                        continue;
+                    };
+                    if offsets.len() != *records {
+                        self.violation(
+                            Invariant::I3,
+                            step,
+                            format!("{at} fetched {records} records from {tp} [{from}, {next}), but {} committed records lie there", offsets.len()),
+                        );
+                    }
+                    instance.lanes.buffers[lane].extend(offsets);
+                    instance.lanes.fetch_next[lane] = *next;
+                }
+                Event::Delivered {
+                    at,
+                    txn,
+                    tp,
+                    offset,
+                    sent,
+                } => {
+                    self.on_delivered(
+                        step,
+                        at,
+                        txn,
+                        tp,
+                        *offset,
+                        sent,
+                        &mut instances,
+                        &snapshots,
+                        &mut open,
+                        &delivered_max,
+                    );
+                }
+                Event::TickChecked {
+                    at,
+                    txn,
+                    now,
+                    emitted,
+                } => {
+                    self.on_tick_checked(
+                        step,
+                        at,
+                        *txn,
+                        *now,
+                        emitted.as_ref(),
+                        &mut instances,
+                        &snapshots,
+                    );
+                }
+                Event::Committed { at, txn } => {
+                    let deliveries = open.remove(txn).unwrap_or_default();
+                    let Some(instance) = instances.get_mut(at) else {
+                        continue;
+                    };
+                    let snapshot = snapshots.entry(at.task.clone()).or_default();
+                    snapshot.positions = instance.lanes.positions();
+                    snapshot.history = instance.history.clone();
+                    if let Some(tick) = instance.open_tick.take() {
+                        snapshot.last_tick_at = Some(tick);
+                    }
+                    for delivery in &deliveries {
+                        let key = (at.task.clone(), delivery.tp.clone());
+                        let max = delivered_max.entry(key).or_insert(delivery.offset);
+                        *max = (*max).max(delivery.offset);
+                    }
+                    committed
+                        .entry(at.task.clone())
+                        .or_default()
+                        .extend(deliveries);
+                }
+                Event::Aborted { at, txn, .. } => {
+                    open.remove(txn);
+                    let Some(instance) = instances.get_mut(at) else {
+                        continue;
+                    };
+                    let snapshot = snapshots
+                        .get(&at.task)
+                        .cloned()
+                        .unwrap_or_else(|| Snapshot {
+                            positions: vec![0; instance.lanes.tps.len()],
+                            ..Snapshot::default()
+                        });
+                    instance.lanes.rewind(&snapshot.positions);
+                    instance.history = snapshot.history;
+                    instance.open_tick = None;
+                }
+                Event::Crashed { instance } => {
+                    instances.retain(|at, _| at.instance != *instance);
+                }
+                Event::Fenced { at } => {
+                    instances.remove(at);
+                }
+                _ => {}
+            }
+        }
+        committed
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_delivered(
+        &mut self,
+        step: u64,
+        at: &TaskAt,
+        txn: &TxnRef,
+        tp: &Tp,
+        offset: u64,
+        sent: &[(Tp, u64)],
+        instances: &mut HashMap<TaskAt, Instance>,
+        snapshots: &HashMap<TaskId, Snapshot>,
+        open: &mut HashMap<TxnRef, Vec<Delivery>>,
+        delivered_max: &HashMap<(TaskId, Tp), u64>,
+    ) {
+        let _ = snapshots;
+        // I3: only committed records are delivered.
+        let status = self.input.cluster.entry_status(tp, offset);
+        if status != Some(EntryStatus::Committed) {
+            self.violation(
+                Invariant::I3,
+                step,
+                format!("{at} delivered {tp}@{offset}, which is {status:?} in the log"),
+            );
+        }
+        let Some(stamp) = self.stamp_of(tp, offset) else {
+            self.violation(
+                Invariant::I1,
+                step,
+                format!("{at} delivered {tp}@{offset}, whose stamp header does not decode"),
+            );
+            return;
+        };
+        let Some(instance) = instances.get_mut(at) else {
+            return;
+        };
+        let Some(lane) = instance.lanes.lane(tp) else {
+            return;
+        };
+        // G3: the delivered record is the head of its lane.
+        let head = instance.lanes.buffers[lane].front().copied();
+        if head != Some(offset) {
+            self.violation(
+                Invariant::I2,
+                step,
+                format!("{at} delivered {tp}@{offset}, but the head of {tp} was {head:?}"),
+            );
+        } else {
+            instance.lanes.buffers[lane].pop_front();
+        }
+        // I1: every claim on a consumed tp was delivered before, in this
+        // instance's view (the committed history plus its open transaction).
+        for claim in stamp.claims() {
+            let Some(claimed_lane) = instance.lanes.lane(&claim.tp) else {
+                continue;
+            };
+            let position = instance.lanes.position(claimed_lane);
+            let passed = if claimed_lane == lane {
+                offset > claim.offset
+            } else {
+                position > claim.offset
+            };
+            if !passed {
+                self.violation(
+                    Invariant::I1,
+                    step,
+                    format!("{at} delivered {tp}@{offset} before its claim {claim} was delivered (position of {} was {position})", claim.tp),
+                );
+            }
+        }
+        let _ = delivered_max;
+        instance.history.merge(&stamp);
+        instance.history.claim(tp, offset);
+        // I5 (G5, exact): every emission carries the history merged with the
+        // stamps of the held records.
+        let mut expected = instance.history.clone();
+        let lanes = instance.lanes.clone();
+        expected.merge(&self.held_stamp(&lanes));
+        let mut inherited = stamp.clone();
+        inherited.claim(tp, offset);
+        for (sent_tp, sent_offset) in sent {
+            if sent_tp.topic.as_str().ends_with("-state-changelog") {
+                continue;
+            }
+            let actual = self.stamp_of(sent_tp, *sent_offset).unwrap_or_default();
+            if !actual.dominates(&inherited) {
+                self.violation(
+                    Invariant::I5,
+                    step,
+                    format!("{at} emitted {sent_tp}@{sent_offset} while delivering {tp}@{offset} with stamp {actual}, which does not claim the delivered record and its causes {inherited}"),
+                );
+            } else if actual != expected {
+                self.violation(
+                    Invariant::I5,
+                    step,
+                    format!("{at} emitted {sent_tp}@{sent_offset} while delivering {tp}@{offset} with stamp {actual}; the history merged with the held records is {expected}"),
+                );
+            }
+        }
+        open.entry(*txn).or_default().push(Delivery {
+            step,
+            tp: tp.clone(),
+            offset,
+            sent: sent.to_vec(),
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_tick_checked(
+        &mut self,
+        step: u64,
+        at: &TaskAt,
+        txn: TxnRef,
+        now: i64,
+        emitted: Option<&(Tp, u64)>,
+        instances: &mut HashMap<TaskAt, Instance>,
+        snapshots: &HashMap<TaskId, Snapshot>,
+    ) {
+        let _ = txn;
+        let Some(interval) = self.tick_interval(&at.task) else {
+            return;
+        };
+        let Some(instance) = instances.get_mut(at) else {
+            return;
+        };
+        // I4: the last tick is the open transaction's, else the committed one,
+        // else the task's start.
+        let committed_tick = snapshots
+            .get(&at.task)
+            .and_then(|snapshot| snapshot.last_tick_at);
+        let since = instance
+            .open_tick
+            .or(committed_tick)
+            .unwrap_or(instance.started_at);
+        let due = now - since >= interval;
+        match (due, emitted) {
+            (true, None) => self.violation(
+                Invariant::I4,
+                step,
+                format!("{at} emitted no tick at {now}, though the last tick (or start) was at {since} and the interval is {interval} ms: an interval was lost"),
+            ),
+            (false, Some((tp, offset))) => self.violation(
+                Invariant::I4,
+                step,
+                format!("{at} emitted tick {tp}@{offset} at {now}, only {} ms after the last at {since} (interval {interval} ms)", now - since),
+            ),
+            _ => {}
+        }
+        let Some((tp, offset)) = emitted else { return };
+        instance.open_tick = Some(now);
+        // I5: a tick carries exactly the history merged with the held stamps.
+        let mut expected = instance.history.clone();
+        let lanes = instance.lanes.clone();
+        expected.merge(&self.held_stamp(&lanes));
+        let actual = self.stamp_of(tp, *offset).unwrap_or_default();
+        if !actual.dominates(&instance.history) {
+            self.violation(
+                Invariant::I5,
+                step,
+                format!("{at} emitted tick {tp}@{offset} with stamp {actual}, which does not claim the task's history {}", instance.history),
+            );
+        } else if actual != expected {
+            self.violation(
+                Invariant::I5,
+                step,
+                format!("{at} emitted tick {tp}@{offset} with stamp {actual}; the history merged with the held records is {expected}"),
+            );
+        }
+    }
+
+    /// I2: each task's committed deliveries of each consumed tp are exactly
+    /// a prefix of that tp's committed records, in order, once each.
+    fn check_committed_histories(&mut self, committed: &Committed) {
+        let tasks: Vec<TaskId> = self.all_tasks();
+        for task in tasks {
+            let deliveries = committed.get(&task).cloned().unwrap_or_default();
+            for tp in self.consumed_tps(&task) {
+                let end = self.input.cluster.high_watermark(&tp).unwrap_or(0);
+                let records = self.committed_offsets(&tp, 0, end);
+                let delivered: Vec<&Delivery> = deliveries
+                    .iter()
+                    .filter(|delivery| delivery.tp == tp)
+                    .collect();
+                for (index, delivery) in delivered.iter().enumerate() {
+                    let expected = records.get(index).copied();
+                    if expected != Some(delivery.offset) {
+                        let message = match expected {
+                            Some(expected) if delivery.offset > expected => format!("task {task} skipped {tp}@{expected}: its committed history delivers {tp}@{} next", delivery.offset),
+                            Some(expected) => format!("task {task} delivered {tp}@{} again (or out of order) where {tp}@{expected} was due", delivery.offset),
+                            None => format!("task {task} delivered {tp}@{}, beyond the committed records of {tp}", delivery.offset),
+                        };
+                        self.violation(Invariant::I2, delivery.step, message);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn all_tasks(&self) -> Vec<TaskId> {
+        self.input
+            .assembly
+            .tasks
+            .iter()
+            .flat_map(|(stage, tasks)| {
+                (0..*tasks).map(|partition| TaskId {
+                    stage: stage.clone(),
+                    partition,
+                })
+            })
+            .collect()
+    }
+
+    /// I6 and I7: replays the stages' pure logic over each task's committed
+    /// deliveries, and compares the state with the committed changelog and
+    /// the emissions with the committed outputs; every committed output must
+    /// come from a committed delivery.
+    fn check_outputs_and_state(&mut self, committed: &Committed) {
+        let mut accounted: HashSet<(Tp, u64)> = HashSet::new();
+        for task in self.all_tasks() {
+            let plan = self
+                .input
+                .app
+                .stage(&task.stage)
+                .expect("tasks belong to stages")
+                .clone();
+            let tick_topic = plan.tick_topic.clone();
+            let mut slots: BTreeMap<SlotKey, Bytes> = BTreeMap::new();
+            let deliveries = committed.get(&task).cloned().unwrap_or_default();
+            for delivery in &deliveries {
+                accounted.extend(delivery.sent.iter().cloned());
+                let Some(record) = self.record(&delivery.tp, delivery.offset) else {
+                    continue;
+                };
+                let is_tick = tick_topic.as_ref() == Some(&delivery.tp.topic);
+                let slot = if is_tick {
+                    SlotKey::Tick
+                } else {
+                    SlotKey::for_key(record.data.key.as_ref())
+                };
+                let state = slots.get(&slot).cloned();
+                let replayed = if is_tick {
+                    let Some(tick) = parsley::task::tick_of(&record) else {
+                        continue;
+                    };
+                    plan.stage.replay_tick(state.as_deref(), tick)
+                } else {
+                    plan.stage.replay_record(
+                        &delivery.tp.topic,
+                        state.as_deref(),
+                        &delivery.tp,
+                        &record,
+                    )
+                };
+                let replayed = match replayed {
+                    Ok(replayed) => replayed,
+                    Err(error) => {
+                        self.violation(Invariant::I6, delivery.step, format!("task {task} committed the delivery of {}@{}, whose logic fails: {error}", delivery.tp, delivery.offset));
+                        continue;
+                    }
+                };
+                match replayed.slot {
+                    SlotChange::Unchanged => {}
+                    SlotChange::Set(bytes) => {
+                        slots.insert(slot, bytes);
+                    }
+                    SlotChange::Deleted => {
+                        slots.remove(&slot);
+                    }
+                }
+                self.compare_emissions(&task, delivery, &replayed.emissions);
+            }
+            if let Some(changelog) = &plan.changelog {
+                self.compare_state(&task, changelog, &slots);
+            }
+        }
+        // Every committed record a task wrote must come from a committed
+        // delivery (outputs, changelogs) or a committed tick check.
+        for entry in self.input.trace {
+            if let Event::TickChecked {
+                emitted: Some(emitted),
+                ..
+            } = &entry.event
+            {
+                if self.input.cluster.entry_status(&emitted.0, emitted.1)
+                    == Some(EntryStatus::Committed)
+                {
+                    accounted.insert(emitted.clone());
+                }
+            }
+        }
+        let written: BTreeSet<TopicName> = self
+            .input
+            .app
+            .stages()
+            .iter()
+            .flat_map(|plan| {
+                plan.stage
+                    .sinks()
+                    .iter()
+                    .map(|sink| sink.name.clone())
+                    .chain(plan.changelog.clone())
+            })
+            .collect();
+        for topic in written {
+            let partitions = self
+                .input
+                .assembly
+                .partitions_of(topic.as_str())
+                .unwrap_or(0);
+            for partition in 0..partitions {
+                let tp = Tp::new(topic.clone(), partition);
+                let fetch = self
+                    .input
+                    .cluster
+                    .fetch(&tp, 0, usize::MAX, Isolation::ReadCommitted);
+                for record in fetch.map(|fetch| fetch.records).unwrap_or_default() {
+                    if !accounted.contains(&(tp.clone(), record.offset)) {
+                        let step = self.step_of_write(&tp, record.offset);
+                        self.violation(
+                            Invariant::I7,
+                            step,
+                            format!(
+                                "{tp}@{} is committed but no committed delivery wrote it",
+                                record.offset
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The step at which the trace shows `tp@offset` being written.
+    fn step_of_write(&self, tp: &Tp, offset: u64) -> u64 {
+        self.input
+            .trace
+            .iter()
+            .find(|entry| match &entry.event {
+                Event::Delivered { sent, .. } => sent
+                    .iter()
+                    .any(|(sent_tp, sent_offset)| sent_tp == tp && *sent_offset == offset),
+                _ => false,
+            })
+            .map_or(0, |entry| entry.step)
+    }
+
+    fn compare_emissions(
+        &mut self,
+        task: &TaskId,
+        delivery: &Delivery,
+        expected: &[parsley::Emission],
+    ) {
+        let actual: Vec<(Tp, u64)> = delivery
+            .sent
+            .iter()
+            .filter(|(tp, _)| !tp.topic.as_str().ends_with("-state-changelog"))
+            .cloned()
+            .collect();
+        let describe = |emissions: &[parsley::Emission]| {
+            emissions
+                .iter()
+                .map(|emission| format!("{emission:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if actual.len() != expected.len() {
+            let message = format!(
+                "task {task}: delivering {}@{} committed {} records, but its logic emits [{}]",
+                delivery.tp,
+                delivery.offset,
+                actual.len(),
+                describe(expected)
+            );
+            self.violation(Invariant::I7, delivery.step, message);
+            return;
+        }
+        for ((tp, offset), emission) in actual.iter().zip(expected) {
+            let Some(record) = self.record(tp, *offset) else {
+                continue;
+            };
+            let Ok((key, value)) = emission.encoded() else {
+                continue;
+            };
+            let same = tp.topic == *emission.topic()
+                && record.data.key.as_ref() == key
+                && record.data.value.as_ref() == Some(value);
+            if !same {
+                self.violation(
+                    Invariant::I7,
+                    delivery.step,
+                    format!("task {task}: delivering {}@{} committed {tp}@{offset}, but its logic emits {emission:?}", delivery.tp, delivery.offset),
+                );
+            }
+        }
+    }
+
+    fn compare_state(
+        &mut self,
+        task: &TaskId,
+        changelog: &TopicName,
+        slots: &BTreeMap<SlotKey, Bytes>,
+    ) {
+        let tp = Tp::new(changelog.clone(), task.partition);
+        let fetch = self
+            .input
+            .cluster
+            .fetch(&tp, 0, usize::MAX, Isolation::ReadCommitted);
+        let mut logged: BTreeMap<SlotKey, Bytes> = BTreeMap::new();
+        for record in fetch.map(|fetch| fetch.records).unwrap_or_default() {
+            let Some(slot) = record
+                .data
+                .key
+                .as_deref()
+                .and_then(|key| SlotKey::from_changelog_key(key).ok())
+            else {
+                self.violation(
+                    Invariant::I6,
+                    0,
+                    format!("{tp}@{} has no valid slot key", record.offset),
+                );
+                continue;
+            };
+            match record.data.value {
+                Some(value) => logged.insert(slot, value),
+                None => logged.remove(&slot),
+            };
+        }
+        if &logged != slots {
+            let slot_keys: BTreeSet<&SlotKey> = logged.keys().chain(slots.keys()).collect();
+            for slot in slot_keys {
+                let (actual, expected) = (logged.get(slot), slots.get(slot));
+                if actual != expected {
+                    let render = |bytes: Option<&Bytes>| {
+                        bytes.map_or("unset".to_string(), |bytes| {
+                            String::from_utf8_lossy(bytes).into_owned()
+                        })
+                    };
+                    let message = format!(
+                        "task {task}: committed slot {slot:?} is {} on {tp}, but the fold of its committed deliveries gives {}",
+                        render(actual),
+                        render(expected)
+                    );
+                    self.violation(Invariant::I6, 0, message);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// I8: once faults and inputs stopped, the world quiesced within its
+    /// budget, nothing is held, and every committed record of every consumed
+    /// tp was delivered — except behind a task that stopped on a poison
+    /// record, which must sit exactly at that record.
+    fn check_liveness(&mut self, committed: &Committed) {
+        let last_step = self.input.trace.last().map_or(0, |entry| entry.step);
+        if !self.input.quiesced {
+            self.violation(
+                Invariant::I8,
+                last_step,
+                format!(
+                    "the world did not quiesce within {} liveness steps",
+                    self.input.liveness_steps
+                ),
+            );
+            return;
+        }
+        let mut stopped: HashMap<TaskId, (Tp, u64)> = HashMap::new();
+        for entry in self.input.trace {
+            if let Event::TaskStopped { at, tp, offset, .. } = &entry.event {
+                stopped.insert(at.task.clone(), (tp.clone(), *offset));
+            }
+        }
+        for task in self.all_tasks() {
+            let deliveries = committed.get(&task).cloned().unwrap_or_default();
+            for tp in self.consumed_tps(&task) {
+                let end = self.input.cluster.high_watermark(&tp).unwrap_or(0);
+                let records = self.committed_offsets(&tp, 0, end);
+                let delivered = deliveries
+                    .iter()
+                    .filter(|delivery| delivery.tp == tp)
+                    .count();
+                let undelivered = records.get(delivered).copied();
+                let Some(undelivered) = undelivered else {
+                    continue;
+                };
+                match stopped.get(&task) {
+                    Some((poison_tp, poison)) if *poison_tp == tp && *poison == undelivered => {}
+                    Some(_) => {}
+                    None => self.violation(
+                        Invariant::I8,
+                        last_step,
+                        format!("task {task} never delivered {tp}@{undelivered} ({} of {} committed records delivered)", delivered, records.len()),
+                    ),
+                }
+            }
+        }
+        let _: Option<Claim> = None;
+        let _ = Tick::new(0);
+    }
+}

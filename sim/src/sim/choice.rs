@@ -1,0 +1,378 @@
+//! The choice source: the one place every nondeterministic decision of a
+//! simulated run comes from (SPEC §9.3).
+//!
+//! Which action runs next, which deliverable head goes first, how far the
+//! clock moves, whether a fault fires: the simulator asks a [`Choices`] for
+//! each of them and never looks at a clock, a hash seed or a thread. A
+//! `Choices` is either
+//!
+//! - **seeded** ([`Choices::seeded`]): words come from a ChaCha8 generator
+//!   (`rand_chacha`) seeded with a `u64`, the ordinary way to run a seed; or
+//! - **a tape** ([`Choices::from_tape`]): words come from a byte string
+//!   handed in by a fuzzer, a proptest strategy, the shrinker, or a recorded
+//!   run being replayed.
+//!
+//! Either way every word consumed is recorded, and [`Choices::tape`] returns
+//! the record: `Choices::from_tape(run.tape().to_vec())` makes exactly the
+//! decisions `run` made, so any run can be replayed, and shrunk by shrinking
+//! its tape ([`crate::sim::shrink`]).
+//!
+//! # Tape format
+//!
+//! A tape is a sequence of *words*. Every draw, whatever its kind, consumes
+//! exactly one word: 4 bytes read as a little-endian `u32` `w`.
+//!
+//! - [`below(n)`](Choices::below) is `w % n`;
+//! - [`range_inclusive(lo, hi)`](Choices::range_inclusive) is
+//!   `lo + w % (hi - lo + 1)` (a range wider than 2³² values therefore only
+//!   reaches its first 2³² values: one word per draw keeps tapes aligned);
+//! - [`pick(items)`](Choices::pick) is `items[below(items.len())]`;
+//! - [`chance(p)`](Choices::chance) is true only when `w` lies in the top `p`
+//!   fraction of the `u32` range, i.e. `w >= 2³² - round(p · 2³²)`. So
+//!   `chance(1.0)` is always true, `chance(0.0)` always false (and still
+//!   consumes its word, so that the words after it keep their meaning).
+//!
+//! # Zero is the simplest choice
+//!
+//! When a tape runs out, further draws read the zero word (a trailing partial
+//! word is padded with zero bytes) and [`Choices::exhausted`] turns true. The
+//! zero word always means the *simplest* decision: the first option of a
+//! `below` or `pick`, the low end of a range, and "no" for every `chance`, so
+//! no fault fires. Callers must keep it that way when they map draws to
+//! decisions (put the plain option first, ask "does the fault fire?" rather
+//! than "does the fault stay away?"). That is what makes shrinking work: a
+//! tape shrinks by zeroing words and by cutting its tail, and both only ever
+//! replace a decision with a simpler one.
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+/// Bytes per draw.
+pub const WORD_BYTES: usize = 4;
+
+/// 2³², the size of the word range, as a `u64`.
+const WORD_RANGE: u64 = 1 << 32;
+
+/// The source of every nondeterministic decision of a run; see the
+/// [module docs](self) for the tape format.
+#[derive(Clone, Debug)]
+pub struct Choices {
+    source: Source,
+    /// Every word consumed so far, in the tape format (`4 * draws` bytes).
+    record: Vec<u8>,
+    draws: u64,
+    exhausted: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Source {
+    Seeded(Box<ChaCha8Rng>),
+    Tape { bytes: Vec<u8>, position: usize },
+}
+
+impl Choices {
+    /// A source drawing its words from ChaCha8 seeded with `seed`.
+    pub fn seeded(seed: u64) -> Self {
+        Choices {
+            source: Source::Seeded(Box::new(ChaCha8Rng::seed_from_u64(seed))),
+            record: Vec::new(),
+            draws: 0,
+            exhausted: false,
+        }
+    }
+
+    /// A source reading its words from `tape`; past its end every word is
+    /// zero.
+    pub fn from_tape(tape: Vec<u8>) -> Self {
+        Choices {
+            source: Source::Tape {
+                bytes: tape,
+                position: 0,
+            },
+            record: Vec::new(),
+            draws: 0,
+            exhausted: false,
+        }
+    }
+
+    /// The next word; records it.
+    fn word(&mut self) -> u32 {
+        let word = match &mut self.source {
+            Source::Seeded(rng) => rng.next_u32(),
+            Source::Tape { bytes, position } => {
+                let mut buf = [0u8; WORD_BYTES];
+                let available = bytes.len().saturating_sub(*position).min(WORD_BYTES);
+                buf[..available].copy_from_slice(&bytes[*position..*position + available]);
+                *position += available;
+                if available < WORD_BYTES {
+                    self.exhausted = true;
+                }
+                u32::from_le_bytes(buf)
+            }
+        };
+        self.record.extend_from_slice(&word.to_le_bytes());
+        self.draws += 1;
+        word
+    }
+
+    /// A number in `[0, n)`: `w % n`. Zero is the first option.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is zero.
+    pub fn below(&mut self, n: u32) -> u32 {
+        assert!(n >= 1, "Choices::below(n) needs n >= 1, got 0");
+        self.word() % n
+    }
+
+    /// True with probability `probability`: when the word lies in the top
+    /// `probability` fraction of the `u32` range. The zero word is false.
+    ///
+    /// # Panics
+    ///
+    /// If `probability` is not in `[0, 1]` (NaN included).
+    pub fn chance(&mut self, probability: f64) -> bool {
+        assert!(
+            (0.0..=1.0).contains(&probability),
+            "Choices::chance(p) needs p in [0, 1], got {probability}"
+        );
+        let word = self.word();
+        // How many of the 2^32 words mean "yes"; they are the top ones.
+        let yes = (probability * WORD_RANGE as f64).round() as u64;
+        u64::from(word) >= WORD_RANGE - yes.min(WORD_RANGE)
+    }
+
+    /// A number in `[lo, hi]`: `lo + w % (hi - lo + 1)`. Zero is `lo`.
+    ///
+    /// One word per draw: a range of more than 2³² values only reaches
+    /// `lo..lo + 2³²`.
+    ///
+    /// # Panics
+    ///
+    /// If `lo > hi`.
+    pub fn range_inclusive(&mut self, lo: u64, hi: u64) -> u64 {
+        assert!(
+            lo <= hi,
+            "Choices::range_inclusive(lo, hi) needs lo <= hi, got {lo} > {hi}"
+        );
+        let word = u64::from(self.word());
+        match (hi - lo).checked_add(1) {
+            Some(span) => lo + word % span,
+            // The whole u64 range: every word is in it.
+            None => lo + word,
+        }
+    }
+
+    /// One of `items`: `items[w % items.len()]`. Zero is the first item.
+    ///
+    /// # Panics
+    ///
+    /// If `items` is empty or longer than `u32::MAX`.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        assert!(!items.is_empty(), "Choices::pick needs a non-empty slice");
+        let len = u32::try_from(items.len())
+            .expect("Choices::pick needs a slice of at most u32::MAX items");
+        &items[self.below(len) as usize]
+    }
+
+    /// Every word consumed so far, in the tape format: `4 * draws()` bytes.
+    /// Replaying it with [`Choices::from_tape`] makes the same decisions.
+    /// Words read past the end of an exhausted tape are recorded as the zeros
+    /// they were read as.
+    pub fn tape(&self) -> &[u8] {
+        &self.record
+    }
+
+    /// The recorded tape; see [`Choices::tape`].
+    pub fn into_tape(self) -> Vec<u8> {
+        self.record
+    }
+
+    /// How many decisions were drawn.
+    pub fn draws(&self) -> u64 {
+        self.draws
+    }
+
+    /// Whether a tape ran out: some draw read (at least partly) past its end
+    /// and got zero bytes. Never true for a seeded source.
+    pub fn exhausted(&self) -> bool {
+        self.exhausted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A mixed sequence of draws, as a record of their results.
+    fn mixed_draws(choices: &mut Choices, rounds: usize) -> Vec<u64> {
+        let items = ["a", "b", "c", "d", "e"];
+        let mut out = Vec::new();
+        for round in 0..rounds {
+            match round % 5 {
+                0 => out.push(u64::from(choices.below(1 + round as u32 % 97))),
+                1 => out.push(u64::from(choices.chance(0.3))),
+                2 => out.push(choices.range_inclusive(5, 5 + round as u64)),
+                3 => {
+                    let picked = choices.pick(&items);
+                    out.push(items.iter().position(|i| i == picked).unwrap() as u64)
+                }
+                _ => out.push(choices.range_inclusive(0, u64::MAX)),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_seeded_run_replays_from_its_tape() {
+        for seed in [0, 1, 42, u64::MAX] {
+            let mut seeded = Choices::seeded(seed);
+            let decisions = mixed_draws(&mut seeded, 5_000);
+            assert_eq!(seeded.draws(), 5_000);
+            assert_eq!(seeded.tape().len(), 5_000 * WORD_BYTES);
+            assert!(!seeded.exhausted());
+
+            let mut replay = Choices::from_tape(seeded.tape().to_vec());
+            assert_eq!(mixed_draws(&mut replay, 5_000), decisions);
+            assert!(!replay.exhausted());
+            assert_eq!(replay.tape(), seeded.tape());
+            assert_eq!(replay.into_tape(), seeded.into_tape());
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_decisions_and_others_differ() {
+        let a = mixed_draws(&mut Choices::seeded(7), 1_000);
+        let b = mixed_draws(&mut Choices::seeded(7), 1_000);
+        let c = mixed_draws(&mut Choices::seeded(8), 1_000);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn an_exhausted_tape_reads_zeros_and_the_simplest_choice() {
+        let mut choices = Choices::from_tape(Vec::new());
+        assert!(!choices.exhausted());
+        assert_eq!(choices.below(10), 0);
+        assert!(choices.exhausted());
+        assert!(!choices.chance(0.999_999));
+        assert_eq!(choices.range_inclusive(3, 9), 3);
+        assert_eq!(*choices.pick(&['x', 'y']), 'x');
+        assert!(choices.chance(1.0));
+        assert!(!choices.chance(0.0));
+        assert_eq!(choices.draws(), 6);
+        assert_eq!(choices.tape(), &[0u8; 24][..]);
+        // The record replays, and is not exhausted itself.
+        let mut replay = Choices::from_tape(choices.into_tape());
+        assert_eq!(replay.below(10), 0);
+        assert!(!replay.exhausted());
+    }
+
+    #[test]
+    fn a_partial_word_is_padded_with_zeros() {
+        let mut choices = Choices::from_tape(vec![1, 0, 0, 0, 0x34, 0x12]);
+        assert_eq!(choices.below(u32::MAX), 1);
+        assert!(!choices.exhausted());
+        assert_eq!(choices.below(u32::MAX), 0x1234);
+        assert!(choices.exhausted());
+        assert_eq!(choices.tape(), &[1, 0, 0, 0, 0x34, 0x12, 0, 0]);
+    }
+
+    #[test]
+    fn words_are_little_endian_and_chance_takes_the_top_fraction() {
+        let tape = [
+            u32::MAX.to_le_bytes(),
+            (u32::MAX / 2).to_le_bytes(),
+            (1u32 << 31).to_le_bytes(),
+            258u32.to_le_bytes(),
+        ]
+        .concat();
+        let mut choices = Choices::from_tape(tape);
+        assert!(
+            choices.chance(1e-9),
+            "the top word is in every non-zero top fraction"
+        );
+        assert!(
+            !choices.chance(0.5),
+            "just below half is not in the top half"
+        );
+        assert!(choices.chance(0.5), "exactly half is");
+        assert_eq!(choices.below(1000), 258);
+        // chance(0) never fires, even on the top word; chance(1) always does.
+        let mut top = Choices::from_tape([u32::MAX.to_le_bytes(), 0u32.to_le_bytes()].concat());
+        assert!(!top.chance(0.0));
+        assert!(top.chance(1.0));
+        assert!(!top.exhausted());
+    }
+
+    #[test]
+    fn chance_fires_about_p_of_the_time() {
+        let mut choices = Choices::seeded(2024);
+        for p in [0.0, 0.001, 0.01, 0.1, 0.3, 0.5, 0.9, 1.0] {
+            let n = 100_000;
+            let hits = (0..n).filter(|_| choices.chance(p)).count();
+            let rate = hits as f64 / n as f64;
+            // Loose bounds: several standard deviations, and a floor for tiny p.
+            let slack = 5.0 * (p * (1.0 - p) / n as f64).sqrt() + 0.0005;
+            assert!(
+                (rate - p).abs() <= slack,
+                "chance({p}) fired at rate {rate}, outside {p} ± {slack}"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "needs n >= 1")]
+    fn below_zero_is_refused() {
+        Choices::seeded(0).below(0);
+    }
+
+    #[test]
+    #[should_panic(expected = "needs p in [0, 1]")]
+    fn a_probability_above_one_is_refused() {
+        Choices::seeded(0).chance(1.5);
+    }
+
+    #[test]
+    #[should_panic(expected = "needs lo <= hi")]
+    fn an_empty_range_is_refused() {
+        Choices::seeded(0).range_inclusive(2, 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "non-empty")]
+    fn picking_from_nothing_is_refused() {
+        Choices::seeded(0).pick::<u8>(&[]);
+    }
+
+    proptest! {
+        #[test]
+        fn below_stays_below_its_bound(tape in proptest::collection::vec(any::<u8>(), 0..64), n in 1u32..) {
+            let mut choices = Choices::from_tape(tape);
+            for _ in 0..20 {
+                prop_assert!(choices.below(n) < n);
+            }
+        }
+
+        #[test]
+        fn range_inclusive_stays_in_range(seed in any::<u64>(), lo in any::<u64>(), width in any::<u64>()) {
+            let hi = lo.saturating_add(width);
+            let mut choices = Choices::seeded(seed);
+            for _ in 0..20 {
+                let x = choices.range_inclusive(lo, hi);
+                prop_assert!(lo <= x && x <= hi);
+            }
+        }
+
+        #[test]
+        fn any_tape_replays_from_its_record(tape in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut first = Choices::from_tape(tape.clone());
+            let decisions = mixed_draws(&mut first, 60);
+            // The record starts with the tape itself (then zero padding).
+            prop_assert_eq!(&first.tape()[..tape.len()], &tape[..]);
+            let mut replay = Choices::from_tape(first.tape().to_vec());
+            prop_assert_eq!(mixed_draws(&mut replay, 60), decisions);
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! Shrinking a failing tape (SPEC §9.3).
+//!
+//! A failing run is replayed from its tape ([`crate::sim::choice`]); shrinking
+//! searches for a smaller tape that still fails, so that the counterexample a
+//! report prints is short and plain. Because the zero word is always the
+//! simplest decision and a tape that runs out reads zeros, cutting and zeroing
+//! words only ever simplifies a run.
+//!
+//! [`shrink`] is a deterministic greedy search. It repeats these passes, in
+//! order, until a whole round of them makes no progress or the attempt budget
+//! is spent:
+//!
+//! 1. **truncate** the tail: cut all the words, then half of them, a quarter,
+//!    … down to one word (a trailing partial word counts as a word);
+//! 2. **delete** aligned chunks of `4·k` bytes (whole words) for
+//!    k = 32, 16, 8, 4, 2, 1, walking from the front;
+//! 3. **zero** aligned chunks of `4·k` bytes likewise;
+//! 4. **reduce** single words: set to 0, then halve while that keeps failing,
+//!    then step down towards the last value that passed by bisection (which
+//!    ends by trying "minus one").
+//!
+//! A candidate is tried only if it is *simpler* than the current tape —
+//! shorter, or as long and lexicographically smaller as a sequence of
+//! little-endian `u32` words (the order the words mean: comparing raw bytes
+//! would rank the word 256, `00 01 00 00`, below the word 1) — and kept only
+//! if it still fails. Every kept candidate is strictly simpler, so the search
+//! terminates, and the result always still fails.
+
+use std::cmp::Ordering;
+
+use super::choice::WORD_BYTES;
+
+/// A shrunk tape and how many candidates were tried to find it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShrinkOutcome {
+    /// The simplest failing tape found; `still_fails(&tape)` is true.
+    pub tape: Vec<u8>,
+    /// How many candidates were passed to `still_fails` (not counting the
+    /// initial check of the precondition); at most `attempts_max`.
+    pub attempts: usize,
+}
+
+/// Shrinks `tape`, a tape for which `still_fails` is true, to a simpler tape
+/// for which it is still true, trying at most `attempts_max` candidates. See
+/// the [module docs](self) for the passes.
+///
+/// `still_fails` is called once on `tape` itself to check the precondition,
+/// then once per attempt.
+///
+/// # Panics
+///
+/// If `still_fails(tape)` is false.
+pub fn shrink(
+    tape: &[u8],
+    mut still_fails: impl FnMut(&[u8]) -> bool,
+    attempts_max: usize,
+) -> ShrinkOutcome {
+    assert!(
+        still_fails(tape),
+        "shrink: the tape to shrink ({} bytes) must fail, but still_fails returned false for it",
+        tape.len()
+    );
+    let mut shrinker = Shrinker {
+        current: tape.to_vec(),
+        attempts: 0,
+        attempts_max,
+        still_fails: &mut still_fails,
+    };
+    loop {
+        let before = shrinker.current.clone();
+        shrinker.truncate();
+        shrinker.delete_chunks();
+        shrinker.zero_chunks();
+        shrinker.reduce_words();
+        if shrinker.current == before || shrinker.spent() {
+            break;
+        }
+    }
+    ShrinkOutcome {
+        tape: shrinker.current,
+        attempts: shrinker.attempts,
+    }
+}
+
+const CHUNK_WORDS: [usize; 6] = [32, 16, 8, 4, 2, 1];
+
+struct Shrinker<'a, F: FnMut(&[u8]) -> bool> {
+    current: Vec<u8>,
+    attempts: usize,
+    attempts_max: usize,
+    still_fails: &'a mut F,
+}
+
+impl<F: FnMut(&[u8]) -> bool> Shrinker<'_, F> {
+    fn spent(&self) -> bool {
+        self.attempts >= self.attempts_max
+    }
+
+    /// Words in the current tape, a trailing partial word included.
+    fn words(&self) -> usize {
+        self.current.len().div_ceil(WORD_BYTES)
+    }
+
+    /// Tries `candidate`; keeps it if it is simpler and still fails.
+    fn try_candidate(&mut self, candidate: Vec<u8>) -> bool {
+        if self.spent() || simpler(&candidate, &self.current) != Ordering::Less {
+            return false;
+        }
+        self.attempts += 1;
+        if (self.still_fails)(&candidate) {
+            self.current = candidate;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn truncate(&mut self) {
+        let mut cut = self.words();
+        while cut >= 1 && !self.spent() {
+            let words = self.words();
+            if cut > words {
+                cut = words;
+                continue;
+            }
+            let candidate = self.current[..(words - cut) * WORD_BYTES].to_vec();
+            if !self.try_candidate(candidate) {
+                cut /= 2;
+            }
+        }
+    }
+
+    fn delete_chunks(&mut self) {
+        for k in CHUNK_WORDS {
+            let mut word = 0;
+            while (word + k) * WORD_BYTES <= self.current.len() && !self.spent() {
+                let mut candidate = self.current.clone();
+                candidate.drain(word * WORD_BYTES..(word + k) * WORD_BYTES);
+                if !self.try_candidate(candidate) {
+                    word += k;
+                }
+            }
+        }
+    }
+
+    fn zero_chunks(&mut self) {
+        for k in CHUNK_WORDS {
+            let mut word = 0;
+            while word * WORD_BYTES < self.current.len() && !self.spent() {
+                let range = word * WORD_BYTES..((word + k) * WORD_BYTES).min(self.current.len());
+                if self.current[range.clone()].iter().any(|&b| b != 0) {
+                    let mut candidate = self.current.clone();
+                    candidate[range].fill(0);
+                    self.try_candidate(candidate);
+                }
+                word += k;
+            }
+        }
+    }
+
+    fn reduce_words(&mut self) {
+        for index in 0..self.words() {
+            if self.spent() {
+                return;
+            }
+            let value = word_at(&self.current, index);
+            if value == 0 || self.try_word(index, 0) {
+                continue;
+            }
+            // `passed` is a value known not to fail (0 just did not).
+            let mut passed = 0;
+            let mut value = value;
+            while value / 2 > passed && !self.spent() {
+                if self.try_word(index, value / 2) {
+                    value /= 2;
+                } else {
+                    passed = value / 2;
+                    break;
+                }
+            }
+            // Bisect between the last value that passed and the current one.
+            while value - passed > 1 && !self.spent() {
+                let mid = passed + (value - passed) / 2;
+                if self.try_word(index, mid) {
+                    value = mid;
+                } else {
+                    passed = mid;
+                }
+            }
+        }
+    }
+
+    /// Tries the current tape with word `index` set to `value`.
+    fn try_word(&mut self, index: usize, value: u32) -> bool {
+        let mut candidate = self.current.clone();
+        set_word(&mut candidate, index, value);
+        self.try_candidate(candidate)
+    }
+}
+
+/// Word `index` of `tape`, a partial word padded with zero bytes.
+fn word_at(tape: &[u8], index: usize) -> u32 {
+    let start = index * WORD_BYTES;
+    let end = (start + WORD_BYTES).min(tape.len());
+    let mut buf = [0u8; WORD_BYTES];
+    buf[..end - start].copy_from_slice(&tape[start..end]);
+    u32::from_le_bytes(buf)
+}
+
+/// Sets word `index` of `tape` to `value`. A partial word keeps its length:
+/// callers only ever lower a word, so the value fits.
+fn set_word(tape: &mut [u8], index: usize, value: u32) {
+    let start = index * WORD_BYTES;
+    let end = (start + WORD_BYTES).min(tape.len());
+    let bytes = value.to_le_bytes();
+    debug_assert!(bytes[end - start..].iter().all(|&b| b == 0));
+    tape[start..end].copy_from_slice(&bytes[..end - start]);
+}
+
+/// The shrinking order: shorter first, then lexicographic over the words.
+fn simpler(a: &[u8], b: &[u8]) -> Ordering {
+    a.len().cmp(&b.len()).then_with(|| {
+        let words = a.len().div_ceil(WORD_BYTES);
+        (0..words)
+            .map(|i| word_at(a, i).cmp(&word_at(b, i)))
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::choice::Choices;
+    use proptest::prelude::*;
+
+    fn words(tape: &[u8]) -> Vec<u32> {
+        (0..tape.len().div_ceil(WORD_BYTES))
+            .map(|i| word_at(tape, i))
+            .collect()
+    }
+
+    fn tape_of(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// Some word >= 1000 comes (anywhere) after a word equal to 7.
+    fn big_after_seven(tape: &[u8]) -> bool {
+        let mut seen_seven = false;
+        for w in words(tape) {
+            if seen_seven && w >= 1000 {
+                return true;
+            }
+            seen_seven |= w == 7;
+        }
+        false
+    }
+
+    /// A long random tape with a 7 and a big word planted in it.
+    fn planted_tape(seed: u64, len_words: usize) -> Vec<u8> {
+        let mut choices = Choices::seeded(seed);
+        let mut w: Vec<u32> = (0..len_words).map(|_| choices.below(u32::MAX)).collect();
+        let seven = choices.below(len_words as u32 / 2) as usize;
+        let big = seven + 1 + choices.below((len_words - seven - 1) as u32) as usize;
+        w[seven] = 7;
+        w[big] = 1000 + choices.below(1 << 30);
+        tape_of(&w)
+    }
+
+    #[test]
+    fn a_long_tape_shrinks_to_the_two_words_that_matter() {
+        for seed in 0..20 {
+            let tape = planted_tape(seed, 200 + seed as usize * 37);
+            assert!(big_after_seven(&tape));
+            let outcome = shrink(&tape, big_after_seven, 100_000);
+            assert_eq!(words(&outcome.tape), vec![7, 1000], "seed {seed}");
+            assert_eq!(outcome.tape, tape_of(&[7, 1000]));
+            assert!(
+                outcome.attempts < 100_000,
+                "seed {seed} ran out of attempts"
+            );
+        }
+    }
+
+    #[test]
+    fn a_trailing_partial_word_can_be_what_fails() {
+        // The big word is only partly on the tape: 0x03e8 = 1000, padded.
+        let mut tape = tape_of(&[1, 2, 7, 9]);
+        tape.extend_from_slice(&[0xe9, 0x03]);
+        let outcome = shrink(&tape, big_after_seven, 10_000);
+        assert_eq!(outcome.tape, vec![7, 0, 0, 0, 0xe8, 0x03]);
+    }
+
+    #[test]
+    fn the_empty_tape_is_the_end_when_everything_fails() {
+        let tape = planted_tape(3, 100);
+        let outcome = shrink(&tape, |_| true, 1_000);
+        assert_eq!(outcome.tape, Vec::<u8>::new());
+        assert_eq!(outcome.attempts, 1);
+    }
+
+    #[test]
+    fn attempts_never_exceed_the_cap() {
+        for cap in [0, 1, 2, 5, 17, 100, 1000] {
+            let tape = planted_tape(cap as u64, 300);
+            let mut calls = 0;
+            let outcome = shrink(
+                &tape,
+                |t| {
+                    calls += 1;
+                    big_after_seven(t)
+                },
+                cap,
+            );
+            assert!(
+                outcome.attempts <= cap,
+                "cap {cap}: {} attempts",
+                outcome.attempts
+            );
+            assert_eq!(
+                calls,
+                outcome.attempts + 1,
+                "the precondition check is the one extra call"
+            );
+            assert!(big_after_seven(&outcome.tape), "the result must still fail");
+            assert!(outcome.tape.len() <= tape.len());
+        }
+        let zero_cap = shrink(&tape_of(&[7, 5000]), big_after_seven, 0);
+        assert_eq!(zero_cap.tape, tape_of(&[7, 5000]));
+        assert_eq!(zero_cap.attempts, 0);
+    }
+
+    #[test]
+    fn shrinking_is_deterministic() {
+        let tape = planted_tape(99, 500);
+        let run = |cap| {
+            let mut seen = Vec::new();
+            let outcome = shrink(
+                &tape,
+                |t| {
+                    seen.push(t.to_vec());
+                    big_after_seven(t)
+                },
+                cap,
+            );
+            (outcome, seen)
+        };
+        assert_eq!(run(100_000), run(100_000));
+        assert_eq!(run(50), run(50));
+    }
+
+    #[test]
+    #[should_panic(expected = "must fail")]
+    fn a_passing_tape_is_refused() {
+        shrink(&tape_of(&[1, 2, 3]), big_after_seven, 100);
+    }
+
+    #[test]
+    fn the_order_compares_words_not_bytes() {
+        assert_eq!(simpler(&tape_of(&[1]), &tape_of(&[256])), Ordering::Less);
+        assert_eq!(
+            simpler(&tape_of(&[u32::MAX]), &tape_of(&[0, 0])),
+            Ordering::Less
+        );
+        assert_eq!(
+            simpler(&tape_of(&[3, 4]), &tape_of(&[3, 4])),
+            Ordering::Equal
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn the_result_still_fails_and_is_no_bigger(
+            tape in proptest::collection::vec(any::<u8>(), 0..120),
+            threshold in 0u32..u32::MAX,
+            cap in 0usize..300,
+        ) {
+            // Fails when some word is at least `threshold`.
+            let fails = |t: &[u8]| words(t).iter().any(|&w| w >= threshold);
+            prop_assume!(fails(&tape));
+            let outcome = shrink(&tape, fails, cap);
+            prop_assert!(fails(&outcome.tape));
+            prop_assert!(outcome.attempts <= cap);
+            prop_assert!(simpler(&outcome.tape, &tape) != Ordering::Greater);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The example topologies as the simulator runs them: the application, its
+//! input topics, and how to encode an input record.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use parsley::{App, Codec, Json, TopicName};
+
+use crate::sim::scenario::TopologyName;
+use crate::topologies::{self, ChainTopics, FanInTopics, Order, PaymentsTopics, TimerTopics};
+
+/// An input topic and the shape of its values.
+#[derive(Clone, Debug)]
+pub struct InputTopic {
+    pub name: TopicName,
+    /// Values are `Order { total }` (else a bare integer).
+    pub orders: bool,
+}
+
+pub struct SimTopology {
+    pub name: TopologyName,
+    pub app: App,
+    pub inputs: Vec<InputTopic>,
+    /// The timer shape (K2): requests the scheduler reads and fires it writes.
+    pub timers: Option<TimerTopics>,
+    /// The fan-in: orders (input 1) may claim payments (input 0).
+    pub cross_claims: bool,
+}
+
+impl SimTopology {
+    pub fn build(name: TopologyName, tick_interval: Duration) -> SimTopology {
+        let input = |name: &TopicName, orders: bool| InputTopic {
+            name: name.clone(),
+            orders,
+        };
+        let built = match name {
+            TopologyName::Balances => {
+                let topics = PaymentsTopics::new();
+                let stage = topologies::balances_stage_every(&topics, tick_interval);
+                let app = parsley::Parsley::named("payments").stage(stage).build();
+                (app, vec![input(topics.orders.name(), true)], None, false)
+            }
+            TopologyName::AuditCut => {
+                let topics = PaymentsTopics::new();
+                let stage = topologies::audit_cut_stage_every(&topics, tick_interval);
+                let app = parsley::Parsley::named("payments").stage(stage).build();
+                (app, vec![input(topics.orders.name(), true)], None, false)
+            }
+            TopologyName::Chain => {
+                let topics = ChainTopics::new();
+                let app = topologies::chain(&topics, tick_interval);
+                (app, vec![input(topics.input.name(), false)], None, false)
+            }
+            TopologyName::FanIn => {
+                let topics = FanInTopics::new();
+                let app = topologies::fan_in(&topics, tick_interval);
+                let inputs = vec![
+                    input(topics.payments.name(), false),
+                    input(topics.orders.name(), false),
+                ];
+                (app, inputs, None, true)
+            }
+            TopologyName::Timers => {
+                let topics = TimerTopics::new();
+                let app = topologies::timers(&topics);
+                (
+                    app,
+                    vec![input(topics.orders.name(), true)],
+                    Some(topics),
+                    false,
+                )
+            }
+        };
+        let (app, inputs, timers, cross_claims) = built;
+        SimTopology {
+            name,
+            app: app.expect("the example topologies compose"),
+            inputs,
+            timers,
+            cross_claims,
+        }
+    }
+
+    /// The encoded key and value of an input record.
+    pub fn encode_input(&self, input: usize, key: &str, amount: i64) -> (Bytes, Bytes) {
+        let key = Codec::<String>::encode(&Json, &key.to_string()).expect("strings encode");
+        let value = if self.inputs[input].orders {
+            Codec::<Order>::encode(&Json, &Order { total: amount })
+        } else {
+            Codec::<i64>::encode(&Json, &amount)
+        }
+        .expect("amounts encode");
+        (key, value)
+    }
+}

@@ -1,0 +1,245 @@
+//! What a simulated run did, event by event: the record the checker
+//! recomputes every invariant from, the shrinker compares, and the timeline
+//! draws.
+
+use std::fmt;
+
+use parsley::task::TaskId;
+use parsley::{Claim, Tp};
+
+/// One transaction of one task instance: the producer (id and epoch) and the
+/// host's transaction number. Unique within a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TxnRef {
+    pub producer: u64,
+    pub epoch: u32,
+    pub number: u64,
+}
+
+impl fmt::Display for TxnRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "txn {}.{}#{}", self.producer, self.epoch, self.number)
+    }
+}
+
+/// Where an event happened: a task on an application instance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskAt {
+    pub task: TaskId,
+    pub instance: u32,
+}
+
+impl fmt::Display for TaskAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@i{}", self.task, self.instance)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// An input record was appended (plain) or sent in an input transaction.
+    InputProduced {
+        tp: Tp,
+        offset: u64,
+        transactional: bool,
+    },
+    /// An input transaction committed, aborted, or was left hanging.
+    InputTransaction {
+        id: String,
+        outcome: InputOutcome,
+    },
+    /// The broker aborted transactions that outlived their timeout.
+    TransactionsExpired {
+        ids: Vec<String>,
+    },
+    ClockAdvanced {
+        now: i64,
+    },
+    TaskStarted {
+        at: TaskAt,
+    },
+    Fetched {
+        at: TaskAt,
+        tp: Tp,
+        from: u64,
+        next: u64,
+        records: usize,
+    },
+    /// A head was first seen held on `claim`.
+    Held {
+        at: TaskAt,
+        tp: Tp,
+        offset: u64,
+        claim: Claim,
+        tick: bool,
+    },
+    Delivered {
+        at: TaskAt,
+        txn: TxnRef,
+        tp: Tp,
+        offset: u64,
+        sent: Vec<(Tp, u64)>,
+    },
+    /// The task was asked for a tick at `now`; `emitted` is where it went.
+    TickChecked {
+        at: TaskAt,
+        txn: TxnRef,
+        now: i64,
+        emitted: Option<(Tp, u64)>,
+    },
+    Committed {
+        at: TaskAt,
+        txn: TxnRef,
+    },
+    Aborted {
+        at: TaskAt,
+        txn: TxnRef,
+        cause: AbortCause,
+    },
+    /// The task stopped on bad input or failing logic (X5).
+    TaskStopped {
+        at: TaskAt,
+        tp: Tp,
+        offset: u64,
+        error: String,
+    },
+    /// A zombie learned it was fenced and dropped the task (X4).
+    Fenced {
+        at: TaskAt,
+    },
+    Crashed {
+        instance: u32,
+    },
+    Restarted {
+        instance: u32,
+    },
+    /// The task now belongs to `to`; the old owner is a zombie until fenced.
+    Moved {
+        task: TaskId,
+        from: u32,
+        to: u32,
+    },
+    /// The scheduler (K2) produced a fire record.
+    TimerFired {
+        tp: Tp,
+        offset: u64,
+    },
+    /// Faults and inputs stop; the world must quiesce (I8).
+    LivenessPhase,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputOutcome {
+    Committed,
+    Hanging,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AbortCause {
+    /// A fault aborted the open transaction.
+    Fault,
+    /// The commit failed.
+    CommitFailed,
+    /// The task stopped on bad input or failing logic.
+    Stopped,
+    /// The producer was fenced by a newer instance.
+    Fenced,
+}
+
+/// An event, the step that produced it and the wall clock at the time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub step: u64,
+    pub now: i64,
+    pub event: Event,
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::InputProduced {
+                tp,
+                offset,
+                transactional,
+            } => {
+                write!(
+                    f,
+                    "input {tp}@{offset}{}",
+                    if *transactional {
+                        " (in a transaction)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            Event::InputTransaction { id, outcome } => {
+                write!(f, "input transaction {id} {outcome:?}")
+            }
+            Event::TransactionsExpired { ids } => {
+                write!(f, "broker aborted timed-out transactions {ids:?}")
+            }
+            Event::ClockAdvanced { now } => write!(f, "clock -> {now}"),
+            Event::TaskStarted { at } => write!(f, "{at} started"),
+            Event::Fetched {
+                at,
+                tp,
+                from,
+                next,
+                records,
+            } => {
+                write!(f, "{at} fetched {records} from {tp}@{from} (next {next})")
+            }
+            Event::Held {
+                at,
+                tp,
+                offset,
+                claim,
+                tick,
+            } => {
+                write!(
+                    f,
+                    "{at} holds {}{tp}@{offset} on {claim}",
+                    if *tick { "tick " } else { "" }
+                )
+            }
+            Event::Delivered {
+                at,
+                txn,
+                tp,
+                offset,
+                sent,
+            } => {
+                write!(f, "{at} delivered {tp}@{offset} in {txn}")?;
+                for (tp, offset) in sent {
+                    write!(f, ", sent {tp}@{offset}")?;
+                }
+                Ok(())
+            }
+            Event::TickChecked {
+                at,
+                txn,
+                now,
+                emitted,
+            } => match emitted {
+                Some((tp, offset)) => write!(f, "{at} ticked at {now}: {tp}@{offset} in {txn}"),
+                None => write!(f, "{at} checked for a tick at {now}: none due"),
+            },
+            Event::Committed { at, txn } => write!(f, "{at} committed {txn}"),
+            Event::Aborted { at, txn, cause } => write!(f, "{at} aborted {txn} ({cause:?})"),
+            Event::TaskStopped {
+                at,
+                tp,
+                offset,
+                error,
+            } => write!(f, "{at} stopped at {tp}@{offset}: {error}"),
+            Event::Fenced { at } => write!(f, "{at} was fenced"),
+            Event::Crashed { instance } => write!(f, "instance {instance} crashed"),
+            Event::Restarted { instance } => write!(f, "instance {instance} restarted"),
+            Event::Moved { task, from, to } => {
+                write!(f, "task {task} moved from instance {from} to {to}")
+            }
+            Event::TimerFired { tp, offset } => write!(f, "scheduler fired {tp}@{offset}"),
+            Event::LivenessPhase => write!(f, "faults and inputs off: liveness phase"),
+        }
+    }
+}

@@ -1,0 +1,1157 @@
+//! The simulated world: the Kafka model, application instances owning task
+//! hosts, input producers, the timer scheduler (K2) and the wall clock.
+//!
+//! The world runs the *same* core `Task` (through the same [`TaskHost`]) as
+//! the test driver and the live runtime; it only decides, from its
+//! [`Choices`], what happens next: which action, on which task, which
+//! deliverable head, how far the clock moves, whether a fault fires. Every
+//! decision is recorded on the choice tape and every effect in the trace.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parsley::assembly::Assembly;
+use parsley::header::STAMP_HEADER;
+use parsley::partitioner::partition_for;
+use parsley::record::{Header, RecordData};
+use parsley::task::{HeadStatus, TaskId};
+use parsley::{assemble, CausalClock, Claim, Codec, Json, Stamp, TaskConfig, Tp};
+
+use crate::host::{CommitOutcome, HostError, Sent, TaskHost};
+use crate::model::{Cluster, Isolation, ModelError};
+use crate::sim::choice::Choices;
+use crate::sim::scenario::{FaultRates, Scenario};
+use crate::sim::topology::SimTopology;
+use crate::sim::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
+
+/// Rare states the run reached, counted to show that the simulator really
+/// exercises the hard cases.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub tick_held: u64,
+    pub zombie_fenced: u64,
+    pub lso_stalled: u64,
+    pub redelivered_after_abort: u64,
+    pub held_behind_other_topic: u64,
+}
+
+impl Marks {
+    pub fn named(&self) -> [(&'static str, u64); 5] {
+        [
+            ("tick held behind a claim", self.tick_held),
+            ("zombie fenced", self.zombie_fenced),
+            ("LSO stalled by a hanging transaction", self.lso_stalled),
+            ("redelivery after an abort", self.redelivered_after_abort),
+            (
+                "record held behind another topic",
+                self.held_behind_other_topic,
+            ),
+        ]
+    }
+
+    pub fn add(&mut self, other: &Marks) {
+        self.tick_held += other.tick_held;
+        self.zombie_fenced += other.zombie_fenced;
+        self.lso_stalled += other.lso_stalled;
+        self.redelivered_after_abort += other.redelivered_after_abort;
+        self.held_behind_other_topic += other.held_behind_other_topic;
+    }
+}
+
+/// Counters of one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub steps: u64,
+    pub deliveries: u64,
+    pub commits: u64,
+    pub aborts: u64,
+    pub crashes: u64,
+    pub fences: u64,
+    pub held_max: u64,
+    pub marks: Marks,
+}
+
+struct Instance {
+    alive: bool,
+    hosts: Vec<TaskHost>,
+}
+
+/// The timer scheduler of the request/reply shape (K2): it reads committed
+/// timer requests, observes them with a [`CausalClock`], and writes each
+/// fire record when its time comes, stamped with what it observed.
+struct Scheduler {
+    clock: CausalClock,
+    requests: Vec<(Tp, u64)>,
+    pending: Vec<(Bytes, i64, u32)>,
+}
+
+/// Every action and fault the world can take in one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Deliver,
+    Fetch,
+    Produce,
+    Commit,
+    Tick,
+    AdvanceClock,
+    Schedule,
+    Recover,
+    FaultAbort,
+    FaultCommitFailure,
+    FaultCrash,
+    FaultMove,
+    FaultHanging,
+    FaultLogicError,
+}
+
+pub struct World {
+    pub topology: SimTopology,
+    pub assembly: Assembly,
+    pub cluster: Cluster,
+    pub now: i64,
+    pub trace: Vec<Entry>,
+    pub stats: Stats,
+    scenario: Scenario,
+    faults: FaultRates,
+    instances: Vec<Instance>,
+    owners: BTreeMap<TaskId, u32>,
+    /// Tasks whose owner has yet to start them (after a move or a crash).
+    pending_starts: BTreeSet<TaskId>,
+    /// The producer epoch of each task's newest incarnation.
+    newest: BTreeMap<TaskId, u32>,
+    inputs_left: u64,
+    poison_left: u32,
+    input_transactions: u64,
+    scheduler: Option<Scheduler>,
+    /// The fan-in's orders claim the last committed payment of their partition.
+    last_payment: BTreeMap<u32, u64>,
+    held_seen: HashSet<(TaskAt, Tp, u64)>,
+    step: u64,
+    live: bool,
+}
+
+const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
+
+impl World {
+    pub fn new(scenario: &Scenario, choices: &mut Choices) -> World {
+        let tick_interval = Duration::from_millis(scenario.clock.tick_interval_ms);
+        let topology = SimTopology::build(scenario.topology, tick_interval);
+        let mut cluster =
+            Cluster::with_transaction_timeout(scenario.clock.transaction_timeout_ms as i64);
+        for contract in parsley::ContractProbes::probe(&topology.app) {
+            cluster
+                .create_topic(contract.name.as_str(), scenario.partitions)
+                .expect("each topic is created once");
+        }
+        let metadata: BTreeMap<String, u32> = cluster
+            .topics()
+            .into_iter()
+            .map(|(name, partitions)| (name.to_string(), partitions))
+            .collect();
+        let assembly = assemble(&topology.app, &metadata)
+            .expect("the world creates every topic the probe lists");
+        let faults = scenario.faults.swarm(choices);
+        let scheduler = topology.timers.as_ref().map(|timers| Scheduler {
+            clock: CausalClock::new(),
+            requests: (0..scenario.partitions)
+                .map(|partition| (timers.requests.tp(partition), 0))
+                .collect(),
+            pending: Vec::new(),
+        });
+        let mut world = World {
+            topology,
+            assembly,
+            cluster,
+            now: 1_700_000_000_000,
+            trace: Vec::new(),
+            stats: Stats::default(),
+            scenario: scenario.clone(),
+            faults,
+            instances: (0..scenario.instances)
+                .map(|_| Instance {
+                    alive: true,
+                    hosts: Vec::new(),
+                })
+                .collect(),
+            owners: BTreeMap::new(),
+            pending_starts: BTreeSet::new(),
+            newest: BTreeMap::new(),
+            inputs_left: scenario.workload.inputs,
+            poison_left: 1,
+            input_transactions: 0,
+            scheduler,
+            last_payment: BTreeMap::new(),
+            held_seen: HashSet::new(),
+            step: 0,
+            live: false,
+        };
+        // Tasks are spread over the instances round-robin, as a static
+        // assignment would.
+        let mut index = 0u32;
+        for (stage, tasks) in world.assembly.tasks.clone() {
+            for partition in 0..tasks {
+                let task = TaskId {
+                    stage: stage.clone(),
+                    partition,
+                };
+                world
+                    .owners
+                    .insert(task.clone(), index % scenario.instances);
+                world.pending_starts.insert(task);
+                index += 1;
+            }
+        }
+        world.start_pending();
+        world
+    }
+
+    fn record(&mut self, event: Event) {
+        self.trace.push(Entry {
+            step: self.step,
+            now: self.now,
+            event,
+        });
+    }
+
+    fn config(&self) -> TaskConfig {
+        TaskConfig {
+            commit_interval: Duration::from_millis(self.scenario.clock.commit_interval_ms),
+        }
+    }
+
+    /// Starts every task whose owner is alive and has not started it.
+    fn start_pending(&mut self) {
+        for task in self.pending_starts.clone() {
+            let owner = self.owners[&task];
+            if self.instances[owner as usize].alive {
+                self.start_task(&task, owner);
+            }
+        }
+    }
+
+    fn start_task(&mut self, task: &TaskId, instance: u32) {
+        let config = self.config();
+        let host = TaskHost::start(
+            &mut self.cluster,
+            &self.topology.app,
+            &self.assembly,
+            &task.stage,
+            task.partition,
+            config,
+            self.now,
+        );
+        let at = TaskAt {
+            task: task.clone(),
+            instance,
+        };
+        match host {
+            Ok(host) => {
+                // An instance runs one copy of a task: a stale copy left from
+                // before (a zombie of an earlier assignment) is closed; the new
+                // producer has fenced it anyway.
+                let hosts = &mut self.instances[instance as usize].hosts;
+                hosts.retain(|old| old.task.id() != task);
+                self.newest.insert(task.clone(), host.producer().epoch);
+                hosts.push(host);
+                self.record(Event::TaskStarted { at });
+            }
+            Err(HostError::Task(error)) => {
+                // A task that cannot even start (a bad checkpoint, a bad
+                // changelog record) is a stopped task.
+                let (tp, offset) = error
+                    .record()
+                    .map(|(tp, offset)| (tp.clone(), offset))
+                    .unwrap_or_else(|| (Tp::new("-", 0), 0));
+                self.record(Event::TaskStopped {
+                    at,
+                    tp,
+                    offset,
+                    error: error.to_string(),
+                });
+            }
+            Err(HostError::Model(error)) => panic!("starting {task}: the model refused: {error}"),
+        }
+        self.pending_starts.remove(task);
+    }
+
+    fn at(&self, instance: usize, host: usize) -> TaskAt {
+        TaskAt {
+            task: self.instances[instance].hosts[host].task.id().clone(),
+            instance: instance as u32,
+        }
+    }
+
+    fn txn(&self, instance: usize, host: usize) -> TxnRef {
+        let host = &self.instances[instance].hosts[host];
+        TxnRef {
+            producer: host.producer().id,
+            epoch: host.producer().epoch,
+            number: host.transaction_number(),
+        }
+    }
+
+    /// Every (instance, host) that can act: alive, not stopped.
+    fn active_hosts(&self) -> Vec<(usize, usize)> {
+        let mut active = Vec::new();
+        for (instance, state) in self.instances.iter().enumerate() {
+            if !state.alive {
+                continue;
+            }
+            for (index, host) in state.hosts.iter().enumerate() {
+                if host.task.failure().is_none() {
+                    active.push((instance, index));
+                }
+            }
+        }
+        active
+    }
+
+    /// The running tasks by instance and id, stable while hosts come and go.
+    fn active_tasks(&self) -> Vec<(usize, TaskId)> {
+        self.active_hosts()
+            .into_iter()
+            .map(|(instance, host)| {
+                (
+                    instance,
+                    self.instances[instance].hosts[host].task.id().clone(),
+                )
+            })
+            .collect()
+    }
+
+    fn host_index(&self, instance: usize, task: &TaskId) -> Option<usize> {
+        self.instances[instance]
+            .hosts
+            .iter()
+            .position(|host| host.task.id() == task)
+    }
+
+    // ----- the safety phase -----
+
+    /// Takes one step: one action or fault, drawn from `choices`.
+    pub fn step(&mut self, choices: &mut Choices) {
+        self.step += 1;
+        self.stats.steps += 1;
+        let action = self.draw_action(choices);
+        match action {
+            Action::Deliver => self.deliver_one(choices),
+            Action::Fetch => self.fetch_one(choices),
+            Action::Produce => self.produce(choices, false),
+            Action::Commit => self.commit_one(choices),
+            Action::Tick => self.tick_one(choices),
+            Action::AdvanceClock => {
+                let step = choices.range_inclusive(
+                    self.scenario.clock.step_ms.min,
+                    self.scenario.clock.step_ms.max,
+                );
+                self.advance_clock(step as i64);
+            }
+            Action::Schedule => self.schedule(),
+            Action::Recover => self.recover(choices),
+            Action::FaultAbort => self.fault_abort(choices, AbortCause::Fault),
+            Action::FaultCommitFailure => self.fault_abort(choices, AbortCause::CommitFailed),
+            Action::FaultCrash => self.crash(choices),
+            Action::FaultMove => self.move_task(choices),
+            Action::FaultHanging => self.hanging_transaction(choices),
+            Action::FaultLogicError => self.produce(choices, true),
+        }
+        self.note_held();
+    }
+
+    /// One draw picks the action. Faults sit at the top of the range so that
+    /// a zero word (an exhausted or zeroed tape) means the first, benign
+    /// action: shrinking toward zeros removes faults.
+    fn draw_action(&self, choices: &mut Choices) -> Action {
+        const RANGE: u32 = 1_000_000;
+        let faults = [
+            (Action::FaultAbort, self.faults.abort),
+            (Action::FaultCommitFailure, self.faults.commit_failure),
+            (Action::FaultCrash, self.faults.crash),
+            (
+                Action::FaultMove,
+                if self.instances.len() > 1 {
+                    self.faults.move_task
+                } else {
+                    0.0
+                },
+            ),
+            (Action::FaultHanging, self.faults.hanging_transaction),
+            (
+                Action::FaultLogicError,
+                if self.poison_left > 0 {
+                    self.faults.logic_error
+                } else {
+                    0.0
+                },
+            ),
+        ];
+        let mut actions = vec![
+            (Action::Deliver, 40),
+            (Action::Fetch, 25),
+            (Action::Commit, 10),
+            (Action::Tick, 6),
+            (Action::AdvanceClock, 8),
+        ];
+        if self.inputs_left > 0 {
+            actions.push((Action::Produce, 12));
+        }
+        if self.scheduler.is_some() {
+            actions.push((Action::Schedule, 5));
+        }
+        if !self.pending_starts.is_empty() || self.instances.iter().any(|instance| !instance.alive)
+        {
+            actions.push((Action::Recover, 4));
+        }
+        let word = choices.below(RANGE);
+        let fault_ppm: Vec<(Action, u32)> = faults
+            .iter()
+            .map(|(action, rate)| {
+                (
+                    *action,
+                    (rate.clamp(0.0, 1.0) * f64::from(RANGE) / 4.0) as u32,
+                )
+            })
+            .collect();
+        let fault_total: u32 = fault_ppm.iter().map(|(_, ppm)| ppm).sum();
+        let action_range = RANGE - fault_total;
+        if word >= action_range {
+            let mut at = word - action_range;
+            for (action, ppm) in fault_ppm {
+                if at < ppm {
+                    return action;
+                }
+                at -= ppm;
+            }
+        }
+        let weight_total: u32 = actions.iter().map(|(_, weight)| weight).sum();
+        let mut at =
+            (u64::from(word) * u64::from(weight_total) / u64::from(action_range.max(1))) as u32;
+        for (action, weight) in actions {
+            if at < weight {
+                return action;
+            }
+            at -= weight;
+        }
+        Action::Deliver
+    }
+
+    fn deliver_one(&mut self, choices: &mut Choices) {
+        let mut candidates = Vec::new();
+        for (instance, host) in self.active_hosts() {
+            match self.instances[instance].hosts[host].task.deliverable() {
+                Ok(ready) if !ready.is_empty() => candidates.push((instance, host, ready)),
+                Ok(_) => {}
+                Err(error) => {
+                    self.task_failed(instance, host, error);
+                    return;
+                }
+            }
+        }
+        if candidates.is_empty() {
+            return;
+        }
+        let (instance, host, ready) = &candidates[choices.below(candidates.len() as u32) as usize];
+        let tp = ready[choices.below(ready.len() as u32) as usize].clone();
+        self.deliver(*instance, *host, &tp);
+    }
+
+    fn deliver(&mut self, instance: usize, host: usize, tp: &Tp) {
+        let at = self.at(instance, host);
+        let txn = self.txn(instance, host);
+        let offset = self.instances[instance].hosts[host]
+            .task
+            .position(tp)
+            .expect("a deliverable tp is consumed");
+        let redelivered_before = self.instances[instance].hosts[host]
+            .task
+            .metrics()
+            .records_redelivered_total;
+        let now = self.now;
+        let result = self.instances[instance].hosts[host].deliver(&mut self.cluster, tp, now);
+        match result {
+            Ok(sent) => {
+                self.stats.deliveries += 1;
+                if self.instances[instance].hosts[host]
+                    .task
+                    .metrics()
+                    .records_redelivered_total
+                    > redelivered_before
+                {
+                    self.stats.marks.redelivered_after_abort += 1;
+                }
+                let sent = sent
+                    .into_iter()
+                    .map(|Sent { tp, offset, .. }| (tp, offset))
+                    .collect();
+                self.record(Event::Delivered {
+                    at,
+                    txn,
+                    tp: tp.clone(),
+                    offset,
+                    sent,
+                });
+            }
+            Err(error) => self.host_error(instance, host, error),
+        }
+    }
+
+    fn host_error(&mut self, instance: usize, host: usize, error: HostError) {
+        match error {
+            HostError::Task(error) => self.task_failed(instance, host, error),
+            HostError::Model(ModelError::Fenced { .. }) => self.fenced(instance, host),
+            HostError::Model(error) => panic!("the model refused a host's request: {error}"),
+        }
+    }
+
+    /// X5 and bad input: the task stops, its transaction aborts, and it stays
+    /// stopped with its committed position before the record.
+    fn task_failed(&mut self, instance: usize, host: usize, error: parsley::TaskError) {
+        let at = self.at(instance, host);
+        let txn = self.txn(instance, host);
+        self.instances[instance].hosts[host].abort(&mut self.cluster);
+        self.stats.aborts += 1;
+        self.record(Event::Aborted {
+            at: at.clone(),
+            txn,
+            cause: AbortCause::Stopped,
+        });
+        let (tp, offset) = error
+            .record()
+            .map(|(tp, offset)| (tp.clone(), offset))
+            .unwrap_or_else(|| (Tp::new("-", 0), 0));
+        self.record(Event::TaskStopped {
+            at,
+            tp,
+            offset,
+            error: error.to_string(),
+        });
+    }
+
+    /// X4: a zombie found out it was fenced; it drops the task.
+    fn fenced(&mut self, instance: usize, host: usize) {
+        let at = self.at(instance, host);
+        let txn = self.txn(instance, host);
+        self.instances[instance].hosts[host].abort(&mut self.cluster);
+        self.instances[instance].hosts.remove(host);
+        self.stats.fences += 1;
+        self.stats.aborts += 1;
+        self.stats.marks.zombie_fenced += 1;
+        self.record(Event::Aborted {
+            at: at.clone(),
+            txn,
+            cause: AbortCause::Fenced,
+        });
+        self.lost_task(at, txn.epoch);
+    }
+
+    /// A host learned it was fenced. A zombie simply drops the task; an owner
+    /// fenced by the broker's transaction timeout starts it again, as Kafka
+    /// Streams re-creates a task after `ProducerFencedException`.
+    fn lost_task(&mut self, at: TaskAt, epoch: u32) {
+        let newest = self.newest.get(&at.task) == Some(&epoch);
+        if newest && self.owners.get(&at.task) == Some(&at.instance) {
+            self.pending_starts.insert(at.task.clone());
+        }
+        self.record(Event::Fenced { at });
+    }
+
+    fn fetch_one(&mut self, choices: &mut Choices) {
+        let hosts = self.active_hosts();
+        if hosts.is_empty() {
+            return;
+        }
+        let (instance, host) = hosts[choices.below(hosts.len() as u32) as usize];
+        let lanes = self.instances[instance].hosts[host].positions().len();
+        let lane = choices.below(lanes as u32) as usize;
+        let max_records = if choices.chance(self.faults.empty_fetch) {
+            return;
+        } else if choices.chance(self.faults.partial_fetch) {
+            1 + choices.below(3) as usize
+        } else {
+            usize::MAX
+        };
+        self.fetch(instance, host, lane, max_records);
+    }
+
+    fn fetch(&mut self, instance: usize, host: usize, lane: usize, max_records: usize) {
+        let at = self.at(instance, host);
+        let (tp, from) = self.instances[instance].hosts[host].positions()[lane].clone();
+        let records =
+            match self.instances[instance].hosts[host].fetch(&self.cluster, lane, max_records) {
+                Ok(records) => records,
+                Err(error) => return self.host_error(instance, host, error),
+            };
+        let next = self.instances[instance].hosts[host].positions()[lane].1;
+        if let (Ok(lso), Ok(hw)) = (
+            self.cluster.last_stable_offset(&tp),
+            self.cluster.high_watermark(&tp),
+        ) {
+            if lso < hw && next == lso {
+                self.stats.marks.lso_stalled += 1;
+            }
+        }
+        if records > 0 || next != from {
+            self.record(Event::Fetched {
+                at,
+                tp,
+                from,
+                next,
+                records,
+            });
+        }
+    }
+
+    /// Records each head first seen held, and the largest held count.
+    fn note_held(&mut self) {
+        let mut found = Vec::new();
+        let mut held_total = 0;
+        for (instance, host) in self.active_hosts() {
+            let task = &self.instances[instance].hosts[host].task;
+            held_total += task.metrics().records_held;
+            for (tp, offset, status) in task.heads() {
+                if let HeadStatus::Held(claim) = status {
+                    let tick = task.tick_tp() == Some(&tp);
+                    found.push((self.at(instance, host), tp, offset, claim, tick));
+                }
+            }
+        }
+        self.stats.held_max = self.stats.held_max.max(held_total);
+        for (at, tp, offset, claim, tick) in found {
+            if self.held_seen.insert((at.clone(), tp.clone(), offset)) {
+                if tick {
+                    self.stats.marks.tick_held += 1;
+                } else if claim.tp.topic != tp.topic {
+                    self.stats.marks.held_behind_other_topic += 1;
+                }
+                self.record(Event::Held {
+                    at,
+                    tp,
+                    offset,
+                    claim,
+                    tick,
+                });
+            }
+        }
+    }
+
+    fn commit_one(&mut self, choices: &mut Choices) {
+        let now = self.now;
+        let ready: Vec<(usize, usize)> = self
+            .active_hosts()
+            .into_iter()
+            .filter(|&(instance, host)| self.instances[instance].hosts[host].task.wants_commit(now))
+            .collect();
+        if ready.is_empty() {
+            return;
+        }
+        let (instance, host) = ready[choices.below(ready.len() as u32) as usize];
+        self.commit(instance, host);
+    }
+
+    fn commit(&mut self, instance: usize, host: usize) {
+        let at = self.at(instance, host);
+        let txn = self.txn(instance, host);
+        let now = self.now;
+        match self.instances[instance].hosts[host].commit(&mut self.cluster, now) {
+            Ok(CommitOutcome::Nothing) => {}
+            Ok(CommitOutcome::Committed) => {
+                self.stats.commits += 1;
+                self.record(Event::Committed { at, txn });
+            }
+            Ok(CommitOutcome::Aborted(ModelError::Fenced { .. })) => {
+                // The host already aborted; the zombie drops the task.
+                self.stats.fences += 1;
+                self.stats.aborts += 1;
+                self.stats.marks.zombie_fenced += 1;
+                self.record(Event::Aborted {
+                    at: at.clone(),
+                    txn,
+                    cause: AbortCause::Fenced,
+                });
+                self.instances[instance].hosts.remove(host);
+                self.lost_task(at, txn.epoch);
+            }
+            Ok(CommitOutcome::Aborted(error)) => panic!("the model refused a commit: {error}"),
+            Err(error) => self.host_error(instance, host, error),
+        }
+    }
+
+    fn tick_one(&mut self, choices: &mut Choices) {
+        let ticking: Vec<(usize, usize)> = self
+            .active_hosts()
+            .into_iter()
+            .filter(|&(instance, host)| {
+                self.instances[instance].hosts[host]
+                    .task
+                    .tick_tp()
+                    .is_some()
+            })
+            .collect();
+        if ticking.is_empty() {
+            return;
+        }
+        let (instance, host) = ticking[choices.below(ticking.len() as u32) as usize];
+        let at = self.at(instance, host);
+        let txn = self.txn(instance, host);
+        let now = self.now;
+        match self.instances[instance].hosts[host].poll_tick(&mut self.cluster, now) {
+            Ok(tick) => {
+                let emitted = tick.map(|tick| (tick.tp, tick.offset));
+                self.record(Event::TickChecked {
+                    at,
+                    txn,
+                    now,
+                    emitted,
+                });
+            }
+            Err(error) => self.host_error(instance, host, error),
+        }
+    }
+
+    fn advance_clock(&mut self, by: i64) {
+        self.now += by;
+        self.record(Event::ClockAdvanced { now: self.now });
+        let expired = self.cluster.expire_transactions(self.now);
+        if !expired.is_empty() {
+            self.record(Event::TransactionsExpired { ids: expired });
+        }
+    }
+
+    // ----- inputs -----
+
+    fn produce(&mut self, choices: &mut Choices, poison: bool) {
+        if poison {
+            self.poison_left -= 1;
+        } else if self.inputs_left == 0 {
+            return;
+        }
+        let batch = if poison {
+            1
+        } else {
+            (1 + choices.below(4) as u64).min(self.inputs_left)
+        };
+        let transactional = !poison && choices.chance(self.scenario.workload.transactional);
+        let mut records = Vec::new();
+        for _ in 0..batch {
+            let input = choices.below(self.topology.inputs.len() as u32) as usize;
+            let key = format!("k{}", choices.below(self.scenario.workload.keys as u32));
+            let amount = if poison {
+                -1
+            } else {
+                1 + i64::from(choices.below(100))
+            };
+            let (key, value) = self.topology.encode_input(input, &key, amount);
+            let partition = partition_for(Some(&key), self.scenario.partitions, 0);
+            let tp = Tp::new(self.topology.inputs[input].name.clone(), partition);
+            let mut headers = Vec::new();
+            // The fan-in: an order may claim the last committed payment of its
+            // partition, so the gate holds it until that payment is delivered.
+            if self.topology.cross_claims && input == 1 && choices.chance(0.5) {
+                if let Some(&payment) = self.last_payment.get(&partition) {
+                    let payments = Tp::new(self.topology.inputs[0].name.clone(), partition);
+                    headers.push(Header {
+                        name: STAMP_HEADER.to_string(),
+                        value: parsley::header::encode(&Stamp::from_claims([Claim::new(
+                            payments, payment,
+                        )])),
+                    });
+                }
+            }
+            let data = RecordData {
+                key: Some(key),
+                value: Some(value),
+                headers,
+                timestamp: self.now,
+            };
+            records.push((input, tp, data));
+        }
+        if !poison {
+            self.inputs_left -= batch;
+        }
+        if transactional {
+            let producer = self.cluster.init_producer(INPUT_TRANSACTIONAL_ID, self.now);
+            self.cluster
+                .begin(producer, self.now)
+                .expect("the input producer is current");
+            let mut sent = Vec::new();
+            for (input, tp, data) in records {
+                let offset = self
+                    .cluster
+                    .send(producer, &tp, data)
+                    .expect("input topics exist");
+                sent.push((input, tp.clone(), offset));
+                self.record(Event::InputProduced {
+                    tp,
+                    offset,
+                    transactional: true,
+                });
+            }
+            self.cluster
+                .commit(producer)
+                .expect("the input producer is current");
+            self.record(Event::InputTransaction {
+                id: INPUT_TRANSACTIONAL_ID.to_string(),
+                outcome: InputOutcome::Committed,
+            });
+            for (input, tp, offset) in sent {
+                self.note_payment(input, &tp, offset);
+            }
+        } else {
+            for (input, tp, data) in records {
+                let offset = self.cluster.append(&tp, data).expect("input topics exist");
+                self.note_payment(input, &tp, offset);
+                self.record(Event::InputProduced {
+                    tp,
+                    offset,
+                    transactional: false,
+                });
+            }
+        }
+    }
+
+    fn note_payment(&mut self, input: usize, tp: &Tp, offset: u64) {
+        if self.topology.cross_claims && input == 0 {
+            self.last_payment.insert(tp.partition, offset);
+        }
+    }
+
+    /// A producer transaction left open: the LSO of what it wrote stalls until
+    /// the broker's timeout aborts it.
+    fn hanging_transaction(&mut self, choices: &mut Choices) {
+        self.input_transactions += 1;
+        let id = format!("sim-hanging-{}", self.input_transactions);
+        let producer = self.cluster.init_producer(&id, self.now);
+        self.cluster
+            .begin(producer, self.now)
+            .expect("a fresh producer begins");
+        let input = choices.below(self.topology.inputs.len() as u32) as usize;
+        let key = format!("k{}", choices.below(self.scenario.workload.keys as u32));
+        let (key, value) = self.topology.encode_input(input, &key, 1);
+        let partition = partition_for(Some(&key), self.scenario.partitions, 0);
+        let tp = Tp::new(self.topology.inputs[input].name.clone(), partition);
+        let data = RecordData {
+            key: Some(key),
+            value: Some(value),
+            headers: Vec::new(),
+            timestamp: self.now,
+        };
+        let offset = self
+            .cluster
+            .send(producer, &tp, data)
+            .expect("input topics exist");
+        self.record(Event::InputProduced {
+            tp,
+            offset,
+            transactional: true,
+        });
+        self.record(Event::InputTransaction {
+            id,
+            outcome: InputOutcome::Hanging,
+        });
+    }
+
+    /// K2: the scheduler reads new committed timer requests and fires the due
+    /// ones, stamped by its causal clock.
+    fn schedule(&mut self) {
+        let Some(scheduler) = self.scheduler.as_mut() else {
+            return;
+        };
+        let fires = self
+            .topology
+            .timers
+            .as_ref()
+            .expect("a scheduler runs the timer shape")
+            .fires
+            .clone();
+        for (tp, position) in scheduler.requests.iter_mut() {
+            let fetch = self
+                .cluster
+                .fetch(tp, *position, usize::MAX, Isolation::ReadCommitted)
+                .expect("request topics exist");
+            *position = fetch.next_offset;
+            for record in fetch.records {
+                scheduler
+                    .clock
+                    .observe(tp, &record)
+                    .expect("stages write valid stamps");
+                let fire_at = record
+                    .data
+                    .value
+                    .as_deref()
+                    .and_then(|value| Codec::<i64>::decode(&Json, value).ok())
+                    .expect("timer requests hold a time");
+                let key = record.data.key.clone().expect("timer requests are keyed");
+                scheduler.pending.push((key, fire_at, tp.partition));
+            }
+        }
+        let now = self.now;
+        let (due, pending): (Vec<_>, Vec<_>) = scheduler
+            .pending
+            .drain(..)
+            .partition(|(_, fire_at, _)| *fire_at <= now);
+        scheduler.pending = pending;
+        let mut fired = Vec::new();
+        for (key, fire_at, partition) in due {
+            let mut data = RecordData {
+                key: Some(key),
+                value: Some(Codec::<i64>::encode(&Json, &fire_at).expect("times encode")),
+                headers: Vec::new(),
+                timestamp: now,
+            };
+            scheduler.clock.stamp_record(&mut data);
+            let tp = fires.tp(partition);
+            let offset = self
+                .cluster
+                .append(&tp, data)
+                .expect("the fire topic exists");
+            fired.push((tp, offset));
+        }
+        for (tp, offset) in fired {
+            self.record(Event::TimerFired { tp, offset });
+        }
+    }
+
+    // ----- faults -----
+
+    fn fault_abort(&mut self, choices: &mut Choices, cause: AbortCause) {
+        let open: Vec<(usize, usize)> = self
+            .active_hosts()
+            .into_iter()
+            .filter(|&(instance, host)| self.instances[instance].hosts[host].task.has_open_work())
+            .collect();
+        if open.is_empty() {
+            return;
+        }
+        let (instance, host) = open[choices.below(open.len() as u32) as usize];
+        let at = self.at(instance, host);
+        let txn = self.txn(instance, host);
+        self.instances[instance].hosts[host].abort(&mut self.cluster);
+        self.stats.aborts += 1;
+        self.record(Event::Aborted { at, txn, cause });
+    }
+
+    /// An instance dies: its hosts vanish with whatever they had not
+    /// committed; their open transactions hang until fenced or timed out.
+    fn crash(&mut self, choices: &mut Choices) {
+        let alive: Vec<usize> = (0..self.instances.len())
+            .filter(|&index| self.instances[index].alive)
+            .collect();
+        if alive.is_empty() {
+            return;
+        }
+        let instance = alive[choices.below(alive.len() as u32) as usize];
+        self.instances[instance].alive = false;
+        self.instances[instance].hosts.clear();
+        for (task, owner) in &self.owners {
+            if *owner as usize == instance {
+                self.pending_starts.insert(task.clone());
+            }
+        }
+        self.stats.crashes += 1;
+        self.record(Event::Crashed {
+            instance: instance as u32,
+        });
+    }
+
+    /// A task moves to another instance; the old host keeps running as a
+    /// zombie until the new owner starts the task and fences it (X4).
+    fn move_task(&mut self, choices: &mut Choices) {
+        let alive: Vec<u32> = (0..self.instances.len() as u32)
+            .filter(|&index| self.instances[index as usize].alive)
+            .collect();
+        if alive.len() < 2 {
+            return;
+        }
+        let movable: Vec<TaskId> = self
+            .owners
+            .iter()
+            .filter(|(task, owner)| alive.contains(owner) && !self.pending_starts.contains(*task))
+            .map(|(task, _)| task.clone())
+            .collect();
+        if movable.is_empty() {
+            return;
+        }
+        let task = movable[choices.below(movable.len() as u32) as usize].clone();
+        let from = self.owners[&task];
+        let others: Vec<u32> = alive
+            .into_iter()
+            .filter(|&instance| instance != from)
+            .collect();
+        let to = others[choices.below(others.len() as u32) as usize];
+        self.owners.insert(task.clone(), to);
+        self.pending_starts.insert(task.clone());
+        self.record(Event::Moved { task, from, to });
+    }
+
+    /// Restarts a crashed instance or starts a moved task on its new owner.
+    fn recover(&mut self, choices: &mut Choices) {
+        let dead: Vec<usize> = (0..self.instances.len())
+            .filter(|&index| !self.instances[index].alive)
+            .collect();
+        if !dead.is_empty() && (self.pending_starts.is_empty() || choices.chance(0.5)) {
+            let instance = dead[choices.below(dead.len() as u32) as usize];
+            self.instances[instance].alive = true;
+            self.record(Event::Restarted {
+                instance: instance as u32,
+            });
+            self.start_pending();
+            return;
+        }
+        let startable: Vec<TaskId> = self
+            .pending_starts
+            .iter()
+            .filter(|task| self.instances[self.owners[*task] as usize].alive)
+            .cloned()
+            .collect();
+        if startable.is_empty() {
+            return;
+        }
+        let task = startable[choices.below(startable.len() as u32) as usize].clone();
+        let owner = self.owners[&task];
+        self.start_task(&task, owner);
+    }
+
+    // ----- the liveness phase -----
+
+    /// Faults and inputs stop; every instance comes back, every task starts
+    /// on its owner, zombies are gone. Then the world must quiesce within
+    /// `liveness_steps` steps (I8). Returns whether it did.
+    pub fn run_liveness(&mut self, choices: &mut Choices) -> bool {
+        self.live = true;
+        self.record(Event::LivenessPhase);
+        for instance in 0..self.instances.len() {
+            if !self.instances[instance].alive {
+                self.instances[instance].alive = true;
+                self.record(Event::Restarted {
+                    instance: instance as u32,
+                });
+            }
+        }
+        // Zombies learn they lost their task when their next call fails; here
+        // they are simply dropped before the owners start.
+        for instance in 0..self.instances.len() {
+            let owners = &self.owners;
+            self.instances[instance]
+                .hosts
+                .retain(|host| owners.get(host.task.id()) == Some(&(instance as u32)));
+        }
+        self.start_pending();
+        let commit_interval = self.scenario.clock.commit_interval_ms as i64;
+        for _ in 0..self.scenario.budget.liveness_steps {
+            if self.quiesced() {
+                return true;
+            }
+            self.step += 1;
+            self.stats.steps += 1;
+            for (instance, task) in self.active_tasks() {
+                let Some(host) = self.host_index(instance, &task) else {
+                    continue;
+                };
+                let lanes = self.instances[instance].hosts[host].positions().len();
+                for lane in 0..lanes {
+                    if let Some(host) = self.host_index(instance, &task) {
+                        self.fetch(instance, host, lane, usize::MAX);
+                    }
+                }
+                while let Some(host) = self.host_index(instance, &task) {
+                    if self.instances[instance].hosts[host]
+                        .task
+                        .failure()
+                        .is_some()
+                    {
+                        break;
+                    }
+                    match self.instances[instance].hosts[host].task.next_deliverable() {
+                        Ok(Some(tp)) => self.deliver(instance, host, &tp),
+                        Ok(None) => break,
+                        Err(error) => {
+                            self.task_failed(instance, host, error);
+                            break;
+                        }
+                    }
+                }
+            }
+            self.schedule();
+            self.note_held();
+            // Let the commit interval pass, then commit everything.
+            let _ = choices;
+            self.advance_clock(commit_interval);
+            for (instance, task) in self.active_tasks() {
+                if let Some(host) = self.host_index(instance, &task) {
+                    self.commit(instance, host);
+                }
+            }
+        }
+        self.quiesced()
+    }
+
+    /// Nothing left to do: no open transaction anywhere, every running task
+    /// has committed everything and read its tps to the end, and no timer is
+    /// pending.
+    pub fn quiesced(&self) -> bool {
+        if !self.cluster.open_transactions().is_empty() {
+            return false;
+        }
+        if self
+            .scheduler
+            .as_ref()
+            .is_some_and(|scheduler| !scheduler.pending.is_empty())
+        {
+            return false;
+        }
+        if let Some(scheduler) = &self.scheduler {
+            for (tp, position) in &scheduler.requests {
+                if self
+                    .cluster
+                    .high_watermark(tp)
+                    .map(|end| end > *position)
+                    .unwrap_or(false)
+                    && self
+                        .cluster
+                        .fetch(tp, *position, 1, Isolation::ReadCommitted)
+                        .map(|fetch| !fetch.records.is_empty())
+                        .unwrap_or(false)
+                {
+                    return false;
+                }
+            }
+        }
+        for (instance, host) in self.active_hosts() {
+            let host = &self.instances[instance].hosts[host];
+            if host.task.has_open_work() || host.task.buffered() > 0 {
+                return false;
+            }
+            for (tp, position) in host.positions() {
+                if self
+                    .cluster
+                    .high_watermark(tp)
+                    .map(|end| end > *position)
+                    .unwrap_or(false)
+                {
+                    return false;
+                }
+            }
+        }
+        self.pending_starts.is_empty()
+    }
+
+    pub fn is_live_phase(&self) -> bool {
+        self.live
+    }
+
+    /// The tasks that stopped, with where (for the checker's I8 exemption).
+    pub fn stopped(&self) -> Vec<(TaskId, Tp, u64)> {
+        let mut stopped = Vec::new();
+        for state in &self.instances {
+            for host in &state.hosts {
+                if let Some(error) = host.task.failure() {
+                    if let Some((tp, offset)) = error.record() {
+                        stopped.push((host.task.id().clone(), tp.clone(), offset));
+                    }
+                }
+            }
+        }
+        stopped
+    }
+}
