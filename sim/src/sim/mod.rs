@@ -4,9 +4,11 @@
 
 pub mod checker;
 pub mod choice;
+pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod shrink;
+pub mod timeline;
 pub mod topology;
 pub mod trace;
 pub mod world;
