@@ -33,10 +33,12 @@ impl Checkpoint {
             None => bytes.push(0),
         }
         header::encode_into(&self.history, &mut bytes);
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut text = String::with_capacity(PREFIX.len() + bytes.len() * 2);
         text.push_str(PREFIX);
         for byte in bytes {
-            text.push_str(&format!("{byte:02x}"));
+            text.push(char::from(HEX[usize::from(byte >> 4)]));
+            text.push(char::from(HEX[usize::from(byte & 0xf)]));
         }
         text
     }

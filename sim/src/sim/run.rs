@@ -46,9 +46,7 @@ pub fn run(scenario: &Scenario, mut choices: Choices) -> RunOutcome {
         liveness_steps: scenario.budget.liveness_steps,
     });
     let mut hasher = DefaultHasher::new();
-    for entry in &world.trace {
-        format!("{entry:?}").hash(&mut hasher);
-    }
+    world.trace.hash(&mut hasher);
     RunOutcome {
         seed: None,
         tape: choices.into_tape(),

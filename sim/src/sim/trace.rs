@@ -35,7 +35,7 @@ impl fmt::Display for TaskAt {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
     /// An input record was appended (plain) or sent in an input transaction.
     InputProduced {
@@ -128,13 +128,13 @@ pub enum Event {
     LivenessPhase,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InputOutcome {
     Committed,
     Hanging,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AbortCause {
     /// A fault aborted the open transaction.
     Fault,
@@ -147,7 +147,7 @@ pub enum AbortCause {
 }
 
 /// An event, the step that produced it and the wall clock at the time.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Entry {
     pub step: u64,
     pub now: i64,

@@ -1044,6 +1044,8 @@ impl World {
             }
             self.step += 1;
             self.stats.steps += 1;
+            // A task fenced by the broker's transaction timeout restarts.
+            self.start_pending();
             for (instance, task) in self.active_tasks() {
                 let Some(host) = self.host_index(instance, &task) else {
                     continue;
