@@ -19,7 +19,7 @@ use parsley::header::{self, STAMP_HEADER};
 use parsley::record::ConsumedRecord;
 use parsley::stage::{SlotChange, SlotKey};
 use parsley::task::TaskId;
-use parsley::{App, Claim, Stamp, Tick, TopicName, Tp};
+use parsley::{App, Stamp, TopicName, Tp};
 
 use crate::model::{Cluster, EntryStatus, Isolation};
 use crate::sim::trace::{Entry, Event, TaskAt, TxnRef};
@@ -269,8 +269,6 @@ impl<'a> Checker<'a> {
         let mut snapshots: HashMap<TaskId, Snapshot> = HashMap::new();
         let mut open: HashMap<TxnRef, Vec<Delivery>> = HashMap::new();
         let mut committed: Committed = BTreeMap::new();
-        // What each committed delivery had delivered before it, per task and tp.
-        let mut delivered_max: HashMap<(TaskId, Tp), u64> = HashMap::new();
         for entry in trace {
             let step = entry.step;
             match &entry.event {
@@ -337,21 +335,15 @@ impl<'a> Checker<'a> {
                         *offset,
                         sent,
                         &mut instances,
-                        &snapshots,
                         &mut open,
-                        &delivered_max,
                     );
                 }
                 Event::TickChecked {
-                    at,
-                    txn,
-                    now,
-                    emitted,
+                    at, now, emitted, ..
                 } => {
                     self.on_tick_checked(
                         step,
                         at,
-                        *txn,
                         *now,
                         emitted.as_ref(),
                         &mut instances,
@@ -368,11 +360,6 @@ impl<'a> Checker<'a> {
                     snapshot.history = instance.history.clone();
                     if let Some(tick) = instance.open_tick.take() {
                         snapshot.last_tick_at = Some(tick);
-                    }
-                    for delivery in &deliveries {
-                        let key = (at.task.clone(), delivery.tp.clone());
-                        let max = delivered_max.entry(key).or_insert(delivery.offset);
-                        *max = (*max).max(delivery.offset);
                     }
                     committed
                         .entry(at.task.clone())
@@ -417,11 +404,8 @@ impl<'a> Checker<'a> {
         offset: u64,
         sent: &[(Tp, u64)],
         instances: &mut HashMap<TaskAt, Instance>,
-        snapshots: &HashMap<TaskId, Snapshot>,
         open: &mut HashMap<TxnRef, Vec<Delivery>>,
-        delivered_max: &HashMap<(TaskId, Tp), u64>,
     ) {
-        let _ = snapshots;
         // I3: only committed records are delivered.
         let status = self.input.cluster.entry_status(tp, offset);
         if status != Some(EntryStatus::Committed) {
@@ -476,7 +460,6 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-        let _ = delivered_max;
         instance.history.merge(&stamp);
         instance.history.claim(tp, offset);
         // I5 (G5, exact): every emission carries the history merged with the
@@ -513,18 +496,15 @@ impl<'a> Checker<'a> {
         });
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_tick_checked(
         &mut self,
         step: u64,
         at: &TaskAt,
-        txn: TxnRef,
         now: i64,
         emitted: Option<&(Tp, u64)>,
         instances: &mut HashMap<TaskAt, Instance>,
         snapshots: &HashMap<TaskId, Snapshot>,
     ) {
-        let _ = txn;
         let Some(interval) = self.tick_interval(&at.task) else {
             return;
         };
@@ -679,7 +659,8 @@ impl<'a> Checker<'a> {
                 self.compare_emissions(&task, delivery, &replayed.emissions);
             }
             if let Some(changelog) = &plan.changelog {
-                self.compare_state(&task, changelog, &slots);
+                let step = deliveries.last().map_or(0, |delivery| delivery.step);
+                self.compare_state(&task, changelog, &slots, step);
             }
         }
         // Every committed record a task wrote must come from a committed
@@ -803,11 +784,14 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// `step` is that of the task's last committed delivery: the state is
+    /// compared once, at the end.
     fn compare_state(
         &mut self,
         task: &TaskId,
         changelog: &TopicName,
         slots: &BTreeMap<SlotKey, Bytes>,
+        step: u64,
     ) {
         let tp = Tp::new(changelog.clone(), task.partition);
         let fetch = self
@@ -849,7 +833,7 @@ impl<'a> Checker<'a> {
                         render(actual),
                         render(expected)
                     );
-                    self.violation(Invariant::I6, 0, message);
+                    self.violation(Invariant::I6, step, message);
                     return;
                 }
             }
@@ -903,7 +887,5 @@ impl<'a> Checker<'a> {
                 }
             }
         }
-        let _: Option<Claim> = None;
-        let _ = Tick::new(0);
     }
 }
