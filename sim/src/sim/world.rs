@@ -356,7 +356,6 @@ impl World {
             Action::FaultHanging => self.hanging_transaction(choices),
             Action::FaultLogicError => self.produce(choices, true),
         }
-        self.note_held();
     }
 
     /// One draw picks the action. Faults sit at the top of the range so that
@@ -437,23 +436,24 @@ impl World {
     }
 
     fn deliver_one(&mut self, choices: &mut Choices) {
-        let mut candidates = Vec::new();
-        for (instance, host) in self.active_hosts() {
-            match self.instances[instance].hosts[host].task.deliverable() {
-                Ok(ready) if !ready.is_empty() => candidates.push((instance, host, ready)),
-                Ok(_) => {}
-                Err(error) => {
-                    self.task_failed(instance, host, error);
-                    return;
-                }
-            }
-        }
-        if candidates.is_empty() {
+        let buffered: Vec<(usize, usize)> = self
+            .active_hosts()
+            .into_iter()
+            .filter(|&(instance, host)| self.instances[instance].hosts[host].task.buffered() > 0)
+            .collect();
+        if buffered.is_empty() {
             return;
         }
-        let (instance, host, ready) = &candidates[choices.below(candidates.len() as u32) as usize];
+        let (instance, host) = buffered[choices.below(buffered.len() as u32) as usize];
+        let ready = match self.instances[instance].hosts[host].task.deliverable() {
+            Ok(ready) => ready,
+            Err(error) => return self.task_failed(instance, host, error),
+        };
+        if ready.is_empty() {
+            return;
+        }
         let tp = ready[choices.below(ready.len() as u32) as usize].clone();
-        self.deliver(*instance, *host, &tp);
+        self.deliver(instance, host, &tp);
     }
 
     fn deliver(&mut self, instance: usize, host: usize, tp: &Tp) {
@@ -491,6 +491,7 @@ impl World {
                     offset,
                     sent,
                 });
+                self.note_held(instance, host);
             }
             Err(error) => self.host_error(instance, host, error),
         }
@@ -599,25 +600,29 @@ impl World {
                 next,
                 records,
             });
+            self.note_held(instance, host);
         }
     }
 
-    /// Records each head first seen held, and the largest held count.
-    fn note_held(&mut self) {
-        let mut found = Vec::new();
-        let mut held_total = 0;
-        for (instance, host) in self.active_hosts() {
-            let task = &self.instances[instance].hosts[host].task;
-            held_total += task.metrics().records_held;
-            for (tp, offset, status) in task.heads() {
-                if let HeadStatus::Held(claim) = status {
-                    let tick = task.tick_tp() == Some(&tp);
-                    found.push((self.at(instance, host), tp, offset, claim, tick));
-                }
-            }
-        }
-        self.stats.held_max = self.stats.held_max.max(held_total);
-        for (at, tp, offset, claim, tick) in found {
+    /// Records each head of one host first seen held, and the largest number
+    /// of records one task held. Holds change only when that host fetches or
+    /// delivers, so only then is it looked at.
+    fn note_held(&mut self, instance: usize, host: usize) {
+        let Some(state) = self.instances[instance].hosts.get(host) else {
+            return;
+        };
+        let task = &state.task;
+        self.stats.held_max = self.stats.held_max.max(task.metrics().records_held);
+        let found: Vec<_> = task
+            .heads()
+            .into_iter()
+            .filter_map(|(tp, offset, status)| match status {
+                HeadStatus::Held(claim) => Some((task.tick_tp() == Some(&tp), tp, offset, claim)),
+                _ => None,
+            })
+            .collect();
+        for (tick, tp, offset, claim) in found {
+            let at = self.at(instance, host);
             if self.held_seen.insert((at.clone(), tp.clone(), offset)) {
                 if tick {
                     self.stats.marks.tick_held += 1;
@@ -1075,7 +1080,6 @@ impl World {
                 }
             }
             self.schedule();
-            self.note_held();
             // Let the commit interval pass, then commit everything.
             let _ = choices;
             self.advance_clock(commit_interval);
