@@ -117,3 +117,50 @@ fn audit_cut_policy_is_pure() {
         Step::of(0).emit(topics.audits.send(None, "cut@1000"))
     );
 }
+
+/// K1, K2: per-entity timers as a topology shape. `reserve` asks for a timer;
+/// a scheduler outside the application observes the request with a
+/// `CausalClock` and writes the fire record stamped with what it observed, so
+/// `reserve` delivers the fire only after the request's causes.
+#[test]
+fn k2_timer_fire_is_gated_behind_the_requests_causes() {
+    use parsley::{CausalClock, Tp};
+    use parsley_sim::topologies::{timers, TimerTopics, RESERVATION_MS};
+
+    let topics = TimerTopics::new();
+    let driver = TestDriver::builder(&timers(&topics).unwrap())
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let orders = driver.input(&topics.orders).unwrap();
+    orders.pipe("alice".to_string(), Order { total: 30 }).unwrap();
+
+    // The scheduler reads the committed request and observes it.
+    let requests = driver.output(&topics.requests).unwrap().read_all().unwrap();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].value, START + RESERVATION_MS);
+    let mut clock = CausalClock::new();
+    clock.observe_stamp(&requests[0].tp, requests[0].offset, &requests[0].stamp);
+    assert_eq!(clock.stamp().offset(&Tp::new("orders", 0)), Some(0), "the request claims its order");
+
+    // A second order arrives but is not yet consumed; the fire claims it too,
+    // as if the scheduler had seen a request caused by it.
+    driver.pause("orders");
+    let (second, _) = orders
+        .pipe_record(TestRecord::new("alice".to_string(), Order { total: 5 }))
+        .unwrap();
+    clock.observe_stamp(&second, 1, &parsley::Stamp::empty());
+    driver
+        .input(&topics.fires)
+        .unwrap()
+        .pipe_record(TestRecord::new("alice".to_string(), START + RESERVATION_MS).stamped(clock.stamp().clone()))
+        .unwrap();
+    assert!(driver.output(&topics.expiries).unwrap().read_all().unwrap().is_empty(), "the fire waits for orders-0@1");
+    assert_eq!(driver.metrics("reserve", 0).unwrap().records_held, 1);
+
+    driver.resume("orders").unwrap();
+    let expiries = driver.output(&topics.expiries).unwrap().read_all().unwrap();
+    assert_eq!(expiries.len(), 1);
+    assert_eq!(expiries[0].value, 35, "both orders were reserved before the release");
+    assert!(expiries[0].stamp.offset(&Tp::new("orders", 0)) >= Some(1));
+}
