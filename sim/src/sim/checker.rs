@@ -116,10 +116,10 @@ impl Lanes {
     }
 
     fn rewind(&mut self, positions: &[u64]) {
-        for lane in 0..self.tps.len() {
-            self.buffers[lane].clear();
-            self.fetch_next[lane] = positions[lane];
+        for buffer in &mut self.buffers {
+            buffer.clear();
         }
+        self.fetch_next.copy_from_slice(positions);
     }
 }
 

@@ -740,7 +740,7 @@ impl World {
         let mut records = Vec::new();
         for _ in 0..batch {
             let input = choices.below(self.topology.inputs.len() as u32) as usize;
-            let key = format!("k{}", choices.below(self.scenario.workload.keys as u32));
+            let key = format!("k{}", choices.below(self.scenario.workload.keys));
             let amount = if poison {
                 -1
             } else {
@@ -831,7 +831,7 @@ impl World {
             .begin(producer, self.now)
             .expect("a fresh producer begins");
         let input = choices.below(self.topology.inputs.len() as u32) as usize;
-        let key = format!("k{}", choices.below(self.scenario.workload.keys as u32));
+        let key = format!("k{}", choices.below(self.scenario.workload.keys));
         let (key, value) = self.topology.encode_input(input, &key, 1);
         let partition = partition_for(Some(&key), self.scenario.partitions, 0);
         let tp = Tp::new(self.topology.inputs[input].name.clone(), partition);
