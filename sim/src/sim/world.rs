@@ -1022,7 +1022,7 @@ impl World {
     /// Faults and inputs stop; every instance comes back, every task starts
     /// on its owner, zombies are gone. Then the world must quiesce within
     /// `liveness_steps` steps (I8). Returns whether it did.
-    pub fn run_liveness(&mut self, choices: &mut Choices) -> bool {
+    pub fn run_liveness(&mut self) -> bool {
         self.live = true;
         self.record(Event::LivenessPhase);
         for instance in 0..self.instances.len() {
@@ -1081,7 +1081,6 @@ impl World {
             }
             self.schedule();
             // Let the commit interval pass, then commit everything.
-            let _ = choices;
             self.advance_clock(commit_interval);
             for (instance, task) in self.active_tasks() {
                 if let Some(host) = self.host_index(instance, &task) {
