@@ -14,7 +14,9 @@ use parsley_sim::sim::scenario::{self, Scenario};
 use parsley_sim::sim::{run_seed, Invariant};
 
 fn load(name: &str) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(format!("{name}.toml"));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(format!("{name}.toml"));
     scenario::load(&path).unwrap_or_else(|error| panic!("{error}"))
 }
 
@@ -47,7 +49,11 @@ const PLANTED: [(Mutation, &str, Invariant); 8] = [
     (Mutation::TickTimeNotRolledBack, "balances", Invariant::I4),
     (Mutation::TickSlotIsNullSlot, "audit-cut", Invariant::I6),
     (Mutation::ConsumerNotRewound, "balances", Invariant::I2),
-    (Mutation::EmissionsOutsideTransaction, "balances", Invariant::I7),
+    (
+        Mutation::EmissionsOutsideTransaction,
+        "balances",
+        Invariant::I7,
+    ),
 ];
 
 /// Time until a seed of `first..` fails with `invariant`.
@@ -67,7 +73,10 @@ fn main() {
         println!("run with `cargo bench -p parsley-sim --bench simulator`");
         return;
     }
-    println!("{:<28} {:>10} {:>16} {:>14} {:>10}", "scenario", "seeds/s", "deliveries/s", "steps/seed", "failing");
+    println!(
+        "{:<28} {:>10} {:>16} {:>14} {:>10}",
+        "scenario", "seeds/s", "deliveries/s", "steps/seed", "failing"
+    );
     for name in ["balances", "audit-cut", "timers", "chain", "fan-in"] {
         throughput(name, &load(name));
     }
@@ -77,12 +86,18 @@ fn main() {
     big.budget.safety_steps = 12_000;
     throughput("balances, 1000 inputs", &big);
 
-    println!("\n{:<32} {:<10} {:>5} {:>12} {:>12}", "planted bug", "scenario", "inv", "median ms", "max ms");
+    println!(
+        "\n{:<32} {:<10} {:>5} {:>12} {:>12}",
+        "planted bug", "scenario", "inv", "median ms", "max ms"
+    );
     for (planted, name, invariant) in PLANTED {
         let scenario = load(name);
         mutation::set(Some(planted));
         let mut times: Vec<Duration> = (0..20)
-            .map(|range| time_to_detection(&scenario, 10_000 + range * 1_000, invariant).expect("every planted bug is found"))
+            .map(|range| {
+                time_to_detection(&scenario, 10_000 + range * 1_000, invariant)
+                    .expect("every planted bug is found")
+            })
             .collect();
         mutation::set(None);
         times.sort();

@@ -133,7 +133,9 @@ fn k2_timer_fire_is_gated_behind_the_requests_causes() {
         .build()
         .unwrap();
     let orders = driver.input(&topics.orders).unwrap();
-    orders.pipe("alice".to_string(), Order { total: 30 }).unwrap();
+    orders
+        .pipe("alice".to_string(), Order { total: 30 })
+        .unwrap();
 
     // The scheduler reads the committed request and observes it.
     let requests = driver.output(&topics.requests).unwrap().read_all().unwrap();
@@ -141,7 +143,11 @@ fn k2_timer_fire_is_gated_behind_the_requests_causes() {
     assert_eq!(requests[0].value, START + RESERVATION_MS);
     let mut clock = CausalClock::new();
     clock.observe_stamp(&requests[0].tp, requests[0].offset, &requests[0].stamp);
-    assert_eq!(clock.stamp().offset(&Tp::new("orders", 0)), Some(0), "the request claims its order");
+    assert_eq!(
+        clock.stamp().offset(&Tp::new("orders", 0)),
+        Some(0),
+        "the request claims its order"
+    );
 
     // A second order arrives but is not yet consumed; the fire claims it too,
     // as if the scheduler had seen a request caused by it.
@@ -153,14 +159,28 @@ fn k2_timer_fire_is_gated_behind_the_requests_causes() {
     driver
         .input(&topics.fires)
         .unwrap()
-        .pipe_record(TestRecord::new("alice".to_string(), START + RESERVATION_MS).stamped(clock.stamp().clone()))
+        .pipe_record(
+            TestRecord::new("alice".to_string(), START + RESERVATION_MS)
+                .stamped(clock.stamp().clone()),
+        )
         .unwrap();
-    assert!(driver.output(&topics.expiries).unwrap().read_all().unwrap().is_empty(), "the fire waits for orders-0@1");
+    assert!(
+        driver
+            .output(&topics.expiries)
+            .unwrap()
+            .read_all()
+            .unwrap()
+            .is_empty(),
+        "the fire waits for orders-0@1"
+    );
     assert_eq!(driver.metrics("reserve", 0).unwrap().records_held, 1);
 
     driver.resume("orders").unwrap();
     let expiries = driver.output(&topics.expiries).unwrap().read_all().unwrap();
     assert_eq!(expiries.len(), 1);
-    assert_eq!(expiries[0].value, 35, "both orders were reserved before the release");
+    assert_eq!(
+        expiries[0].value, 35,
+        "both orders were reserved before the release"
+    );
     assert!(expiries[0].stamp.offset(&Tp::new("orders", 0)) >= Some(1));
 }

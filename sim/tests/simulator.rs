@@ -11,7 +11,9 @@ use parsley_sim::sim::scenario::{self, Scenario};
 use parsley_sim::sim::{run, run_seed, Choices};
 
 fn scenario_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(format!("{name}.toml"))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(format!("{name}.toml"))
 }
 
 fn load(name: &str) -> Scenario {
@@ -22,7 +24,11 @@ const SCENARIOS: [&str; 5] = ["balances", "audit-cut", "timers", "chain", "fan-i
 
 /// Runs `seeds` over all cores; returns the failing seeds with their first
 /// violation.
-fn failing_seeds(scenario: &Scenario, seeds: std::ops::Range<u64>, planted: Option<Mutation>) -> Vec<(u64, String)> {
+fn failing_seeds(
+    scenario: &Scenario,
+    seeds: std::ops::Range<u64>,
+    planted: Option<Mutation>,
+) -> Vec<(u64, String)> {
     let workers = thread::available_parallelism().map_or(2, |count| count.get()) as u64;
     let mut failures: Vec<(u64, String)> = thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
@@ -34,13 +40,19 @@ fn failing_seeds(scenario: &Scenario, seeds: std::ops::Range<u64>, planted: Opti
                         .filter(|seed| seed % workers == worker)
                         .filter_map(|seed| {
                             let outcome = run_seed(scenario, seed);
-                            outcome.violations.first().map(|violation| (seed, violation.to_string()))
+                            outcome
+                                .violations
+                                .first()
+                                .map(|violation| (seed, violation.to_string()))
                         })
                         .collect::<Vec<_>>()
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|handle| handle.join().expect("a worker panicked")).collect()
+        handles
+            .into_iter()
+            .flat_map(|handle| handle.join().expect("a worker panicked"))
+            .collect()
     });
     failures.sort();
     failures
@@ -73,7 +85,11 @@ const PLANTED: [(Mutation, &str, Invariant); 8] = [
     (Mutation::TickTimeNotRolledBack, "balances", Invariant::I4),
     (Mutation::TickSlotIsNullSlot, "audit-cut", Invariant::I6),
     (Mutation::ConsumerNotRewound, "balances", Invariant::I2),
-    (Mutation::EmissionsOutsideTransaction, "balances", Invariant::I7),
+    (
+        Mutation::EmissionsOutsideTransaction,
+        "balances",
+        Invariant::I7,
+    ),
 ];
 
 /// The checker catches every planted bug within the first seeds of the
@@ -93,8 +109,17 @@ fn every_planted_bug_is_caught_by_its_invariant() {
                 .find(|violation| violation.invariant == invariant)
                 .map(|violation| (seed, violation.clone()))
         });
-        let (seed, violation) = caught.unwrap_or_else(|| panic!("{} went unnoticed by {invariant} over 50 seeds of {name}", planted.name()));
-        assert!(seed < start + 50, "{} caught late, at seed {seed}: {violation}", planted.name());
+        let (seed, violation) = caught.unwrap_or_else(|| {
+            panic!(
+                "{} went unnoticed by {invariant} over 50 seeds of {name}",
+                planted.name()
+            )
+        });
+        assert!(
+            seed < start + 50,
+            "{} caught late, at seed {seed}: {violation}",
+            planted.name()
+        );
     }
 }
 
@@ -117,12 +142,22 @@ fn i9_runs_are_deterministic_and_tapes_replay_them() {
         let scenario = load(name);
         let first = run_seed(&scenario, 7);
         let second = run_seed(&scenario, 7);
-        assert_eq!(first.trace_hash, second.trace_hash, "{name}: seed 7 ran two ways");
+        assert_eq!(
+            first.trace_hash, second.trace_hash,
+            "{name}: seed 7 ran two ways"
+        );
         assert_eq!(first.tape, second.tape);
         let replayed = run(&scenario, Choices::from_tape(first.tape.clone()));
-        assert_eq!(replayed.trace_hash, first.trace_hash, "{name}: the tape does not replay the run");
+        assert_eq!(
+            replayed.trace_hash, first.trace_hash,
+            "{name}: the tape does not replay the run"
+        );
         assert_eq!(replayed.trace, first.trace);
-        assert_ne!(run_seed(&scenario, 8).trace_hash, first.trace_hash, "{name}: seeds 7 and 8 ran alike");
+        assert_ne!(
+            run_seed(&scenario, 8).trace_hash,
+            first.trace_hash,
+            "{name}: seeds 7 and 8 ran alike"
+        );
     }
 }
 
@@ -143,5 +178,8 @@ fn the_simulator_reaches_the_hard_cases() {
     for (mark, count) in marks.named() {
         assert!(count > 0, "fan-in never reached: {mark}");
     }
-    assert!(aborts > 0 && crashes > 0 && fences > 0, "aborts {aborts}, crashes {crashes}, fences {fences}");
+    assert!(
+        aborts > 0 && crashes > 0 && fences > 0,
+        "aborts {aborts}, crashes {crashes}, fences {fences}"
+    );
 }

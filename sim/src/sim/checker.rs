@@ -329,16 +329,7 @@ impl<'a> Checker<'a> {
                     offset,
                     sent,
                 } => {
-                    self.on_delivered(
-                        step,
-                        at,
-                        txn,
-                        tp,
-                        *offset,
-                        sent,
-                        &mut instances,
-                        &mut open,
-                    );
+                    self.on_delivered(step, at, txn, tp, *offset, sent, &mut instances, &mut open);
                 }
                 Event::TickChecked {
                     at, now, emitted, ..

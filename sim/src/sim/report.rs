@@ -19,7 +19,11 @@ pub struct Failure {
 
 /// Shrinks a failing run's tape while the same invariant still fails.
 /// Returns `None` when the run did not fail.
-pub fn shrink_failure(scenario: &Scenario, original: RunOutcome, attempts_max: usize) -> Option<Failure> {
+pub fn shrink_failure(
+    scenario: &Scenario,
+    original: RunOutcome,
+    attempts_max: usize,
+) -> Option<Failure> {
     let invariant = original.violations.first()?.invariant;
     let fails = |tape: &[u8]| {
         run(scenario, Choices::from_tape(tape.to_vec()))
@@ -39,18 +43,28 @@ pub fn shrink_failure(scenario: &Scenario, original: RunOutcome, attempts_max: u
 
 /// Choices that are not the default (zero) one: what a counterexample needs.
 pub fn nonzero_words(tape: &[u8]) -> usize {
-    tape.chunks(4).filter(|word| word.iter().any(|byte| *byte != 0)).count()
+    tape.chunks(4)
+        .filter(|word| word.iter().any(|byte| *byte != 0))
+        .count()
 }
 
 /// Whether an event belongs in the short story of a failure: what the
 /// application did and what went wrong, without fetch and clock noise.
 fn worth_telling(event: &Event) -> bool {
-    !matches!(event, Event::Fetched { .. } | Event::ClockAdvanced { .. } | Event::TickChecked { emitted: None, .. })
+    !matches!(
+        event,
+        Event::Fetched { .. }
+            | Event::ClockAdvanced { .. }
+            | Event::TickChecked { emitted: None, .. }
+    )
 }
 
 /// The shrunk trace as a short list of events, up to the violation's step.
 pub fn story(outcome: &RunOutcome, events_max: usize) -> String {
-    let until = outcome.violations.first().map_or(u64::MAX, |violation| violation.step.max(1));
+    let until = outcome
+        .violations
+        .first()
+        .map_or(u64::MAX, |violation| violation.step.max(1));
     let events: Vec<_> = outcome
         .trace
         .iter()
@@ -62,7 +76,13 @@ pub fn story(outcome: &RunOutcome, events_max: usize) -> String {
         let _ = writeln!(out, "  … {skipped} earlier events");
     }
     for entry in events.iter().skip(skipped) {
-        let _ = writeln!(out, "  step {:>5}  t={:>6}  {}", entry.step, entry.now - 1_700_000_000_000, entry.event);
+        let _ = writeln!(
+            out,
+            "  step {:>5}  t={:>6}  {}",
+            entry.step,
+            entry.now - 1_700_000_000_000,
+            entry.event
+        );
     }
     out
 }
@@ -71,8 +91,15 @@ pub fn story(outcome: &RunOutcome, events_max: usize) -> String {
 /// and the command that replays it.
 pub fn render(scenario_path: &str, failure: &Failure) -> String {
     let mut out = String::new();
-    let seed = failure.original.seed.map_or_else(|| "(tape)".to_string(), |seed| seed.to_string());
-    let _ = writeln!(out, "FAILED: seed {seed} of {scenario_path} violates {}", failure.invariant);
+    let seed = failure
+        .original
+        .seed
+        .map_or_else(|| "(tape)".to_string(), |seed| seed.to_string());
+    let _ = writeln!(
+        out,
+        "FAILED: seed {seed} of {scenario_path} violates {}",
+        failure.invariant
+    );
     for violation in failure.original.violations.iter().take(5) {
         let _ = writeln!(out, "  {violation}");
     }
@@ -90,8 +117,14 @@ pub fn render(scenario_path: &str, failure: &Failure) -> String {
     let _ = writeln!(out, "\nWhat happened (shrunk):");
     out.push_str(&story(&failure.shrunk, 40));
     if let Some(seed) = failure.original.seed {
-        let _ = writeln!(out, "\nReplay: cargo run -p parsley-sim -- replay {scenario_path} --seed {seed}");
-        let _ = writeln!(out, "Shrink: cargo run -p parsley-sim -- shrink {scenario_path} --seed {seed}");
+        let _ = writeln!(
+            out,
+            "\nReplay: cargo run -p parsley-sim -- replay {scenario_path} --seed {seed}"
+        );
+        let _ = writeln!(
+            out,
+            "Shrink: cargo run -p parsley-sim -- shrink {scenario_path} --seed {seed}"
+        );
     }
     out
 }
