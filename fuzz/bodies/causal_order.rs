@@ -1,0 +1,72 @@
+//! The body of the `causal_order` fuzz target, shared with the stable test
+//! suite (`sim/tests/fuzz_corpus.rs`), which runs it over the checked-in
+//! corpus.
+//!
+//! The fuzzer's bytes drive one whole simulated run (SPEC §9.3): the first
+//! byte picks one of the five shipped scenarios, the rest is the choice tape
+//! (`Choices::from_tape`), so every interleaving, clock step and fault the
+//! fuzzer can spell is a run the checker must pass (I1–I8). Past the end of
+//! the tape every choice is the simplest one, so short inputs are short,
+//! fault-free stories.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use parsley_sim::sim::scenario::{self, Scenario};
+use parsley_sim::sim::{run, Choices};
+
+/// The shipped scenarios, in the order the first byte picks them.
+pub const SCENARIOS: [&str; 5] = ["balances", "audit-cut", "timers", "chain", "fan-in"];
+
+/// Safety steps per execution: far fewer than the scenario files ask for, so
+/// that one execution takes milliseconds and the fuzzer explores many tapes.
+pub const SAFETY_STEPS: u64 = 400;
+/// Liveness steps per execution: enough for the shortened safety phase's work
+/// to quiesce (I8).
+pub const LIVENESS_STEPS: u64 = 3_000;
+
+/// The five scenarios, read once per process from `scenarios/` beside the
+/// crate that includes this file (the fuzz crate or `sim`), with the budgets
+/// shortened.
+pub fn scenarios() -> &'static [Scenario] {
+    static SCENARIOS_LOADED: OnceLock<Vec<Scenario>> = OnceLock::new();
+    SCENARIOS_LOADED.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        SCENARIOS
+            .iter()
+            .map(|name| {
+                let path = dir.join(format!("{name}.toml"));
+                let mut scenario = scenario::load(&path).unwrap_or_else(|error| panic!("{error}"));
+                scenario.budget.safety_steps = SAFETY_STEPS;
+                scenario.budget.liveness_steps = LIVENESS_STEPS;
+                scenario
+            })
+            .collect()
+    })
+}
+
+/// Runs the scenario picked by `data[0]` with the tape `data[1..]`; panics
+/// with every violation listed if the checker reports any. Empty input runs
+/// the first scenario on the empty tape.
+pub fn causal_order(data: &[u8]) {
+    let (pick, tape) = match data.split_first() {
+        Some((pick, tape)) => (usize::from(*pick), tape),
+        None => (0, data),
+    };
+    let scenario = &scenarios()[pick % SCENARIOS.len()];
+    let outcome = run(scenario, Choices::from_tape(tape.to_vec()));
+    if !outcome.violations.is_empty() {
+        let listed: Vec<String> = outcome
+            .violations
+            .iter()
+            .map(|violation| format!("  {violation}"))
+            .collect();
+        panic!(
+            "scenario {}: {} violations from a {}-byte tape:\n{}",
+            scenario.name,
+            outcome.violations.len(),
+            tape.len(),
+            listed.join("\n")
+        );
+    }
+}
