@@ -6,13 +6,11 @@
 //!
 //! let orders: Topic<String, i64> = Topic::new("orders");
 //! let audits: Topic<String, String> = Topic::new("audits");
-//! let relay = {
-//!     let audits = audits.clone();
-//!     Stage::named("relay")
-//!         .on(&orders, move |order| vec![audits.send(order.key().cloned(), order.value().to_string())])
-//!         .into(&audits)
-//!         .build()
-//! };
+//! let out = audits.clone();
+//! let relay = Stage::named("relay")
+//!     .on(&orders, move |order| vec![out.send(order.key().cloned(), order.value().to_string())])
+//!     .into(&audits)
+//!     .build();
 //! let app = Parsley::named("payments").stage(relay).build().unwrap();
 //! assert_eq!(app.id(), "payments");
 //! ```

@@ -574,7 +574,7 @@ proptest! {
                         "{}@{} is deliverable with {} unresolved", tp, offset, claim
                     );
                 }
-                let produced = task.deliver(tp, T0).expect("the delivery succeeds");
+                let produced = task.deliver(tp).expect("the delivery succeeds");
                 let mut caused = stamp.clone();
                 caused.claim(tp, offset);
                 for record in &produced {

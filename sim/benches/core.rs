@@ -70,7 +70,7 @@ fn gate_fixture(claims: u32) -> Task {
         },
     );
     for _ in 0..100 {
-        task.deliver(&refunds_tp, 0).unwrap();
+        task.deliver(&refunds_tp).unwrap();
     }
     let stamp = Stamp::from_claims((0..claims).map(|index| match index % 3 {
         0 => Claim::new(refunds_tp.clone(), u64::from(index % 50)),

@@ -184,7 +184,7 @@ impl TaskHost {
         tp: &Tp,
         now: i64,
     ) -> Result<Vec<Sent>, HostError> {
-        let produced = self.task.deliver(tp, now)?;
+        let produced = self.task.deliver(tp)?;
         Ok(self.send(cluster, produced, now)?)
     }
 

@@ -557,8 +557,7 @@ impl Task {
     /// Delivers the head of `tp` to the stage's logic and returns the records
     /// to send in the task's transaction: the emissions, stamped at the
     /// stamping site, and the slot's changelog update.
-    pub fn deliver(&mut self, tp: &Tp, now: i64) -> Result<Vec<ProducedRecord>, TaskError> {
-        let _ = now;
+    pub fn deliver(&mut self, tp: &Tp) -> Result<Vec<ProducedRecord>, TaskError> {
         self.check_running()?;
         let lane = self
             .gate

@@ -238,7 +238,7 @@ fn deliver(task: &mut Task, tp: &Tp) -> Vec<ProducedRecord> {
         ready.contains(tp),
         "{tp} is not deliverable; deliverable: {ready:?}"
     );
-    task.deliver(tp, T0).expect("the delivery succeeds")
+    task.deliver(tp).expect("the delivery succeeds")
 }
 
 /// Stateless: every record of `sources` emits `sink.send(key, "<topic>@<offset>")`;
@@ -637,7 +637,7 @@ fn g6_claim_at_or_beyond_own_offset_is_poison() {
     assert_eq!(task.failure(), Some(&error));
     // The task stays stopped with the same error, its position before the record.
     assert_eq!(task.deliverable().unwrap_err(), error);
-    assert_eq!(task.deliver(&o, T0).unwrap_err(), error);
+    assert_eq!(task.deliver(&o).unwrap_err(), error);
     assert_eq!(
         task.prepare_commit().offsets,
         [(o.clone(), 1), (p.clone(), 0)]
@@ -743,7 +743,7 @@ fn g6_bad_stamp_header_stops_the_task_naming_tp_and_offset() {
             error: HeaderError::UnknownVersion { version: 9 },
         }
     );
-    assert_eq!(task.deliver(&o, T0).unwrap_err(), error);
+    assert_eq!(task.deliver(&o).unwrap_err(), error);
     assert_eq!(
         task.prepare_commit().offsets,
         [(o.clone(), 1), (p.clone(), 0)]
@@ -964,7 +964,7 @@ fn x5_handler_error_stops_the_task_and_keeps_the_record() {
         3,
     );
     assert_eq!(emitted(&deliver(&mut task, &o)), ["1"]);
-    let error = task.deliver(&o, T0).unwrap_err();
+    let error = task.deliver(&o).unwrap_err();
     assert_eq!(
         error,
         TaskError::Logic {
@@ -1013,7 +1013,7 @@ fn x5_fold_panic_stops_the_task_and_keeps_the_record() {
         2,
     );
     deliver(&mut task, &o);
-    let error = task.deliver(&o, T0).unwrap_err();
+    let error = task.deliver(&o).unwrap_err();
     assert_eq!(
         error,
         TaskError::Logic {
@@ -1095,7 +1095,7 @@ fn s3_emission_to_an_undeclared_topic_is_an_error() {
     let o = tp(ORDERS, 0);
 
     feed(&mut task, &o, vec![rec(0)], 1);
-    let error = task.deliver(&o, T0).unwrap_err();
+    let error = task.deliver(&o).unwrap_err();
     assert_eq!(
         error,
         TaskError::UndeclaredSink {
@@ -1135,7 +1135,7 @@ fn t2_emission_to_a_tick_topic_is_an_error() {
     let f = fixture(stage);
     let mut task = f.started(0);
     feed(&mut task, &o, vec![rec(0)], 1);
-    let error = task.deliver(&o, T0).unwrap_err();
+    let error = task.deliver(&o).unwrap_err();
     assert_eq!(
         error,
         TaskError::EmitToTickTopic {
@@ -1166,7 +1166,7 @@ fn t2_emission_to_a_tick_topic_is_an_error() {
     task.handle_committed(T0 + INTERVAL_MS);
     feed(&mut task, &k, vec![back(0, &tick)], 2);
     assert_eq!(
-        task.deliver(&k, T0).unwrap_err(),
+        task.deliver(&k).unwrap_err(),
         TaskError::EmitToTickTopic {
             task: id(0),
             topic: TICKS.to_string(),
@@ -1562,7 +1562,7 @@ fn codec_rejected_value_or_key_names_topic_tp_and_offset() {
         3,
     );
     deliver(&mut task, &o);
-    let error = task.deliver(&o, T0).unwrap_err();
+    let error = task.deliver(&o).unwrap_err();
     match &error {
         TaskError::Codec {
             task: who,
@@ -1594,7 +1594,7 @@ fn codec_rejected_value_or_key_names_topic_tp_and_offset() {
     ] {
         let mut task = f.started(0);
         feed(&mut task, &o, vec![record], 1);
-        let error = task.deliver(&o, T0).unwrap_err();
+        let error = task.deliver(&o).unwrap_err();
         assert!(
             matches!(&error, TaskError::Codec { tp, offset: 0, part, .. } if tp == &o && *part == expected),
             "{error:?}"
@@ -1612,7 +1612,7 @@ fn codec_malformed_tick_value_is_a_bad_tick() {
     for value in [Some(&[1u8, 2, 3][..]), Some(&[0u8; 9][..]), None] {
         let mut task = f.started(0);
         feed(&mut task, &k, vec![rec(3).raw_value(value)], 4);
-        let error = task.deliver(&k, T0).unwrap_err();
+        let error = task.deliver(&k).unwrap_err();
         assert_eq!(
             error,
             TaskError::BadTick {
@@ -1645,7 +1645,7 @@ fn codec_emission_that_does_not_encode_is_an_error() {
     let mut task = f.started(0);
     let o = tp(ORDERS, 0);
     feed(&mut task, &o, vec![rec(0)], 1);
-    let error = task.deliver(&o, T0).unwrap_err();
+    let error = task.deliver(&o).unwrap_err();
     assert!(
         matches!(&error, TaskError::EmissionCodec { task, topic, tp, offset: 0, .. }
             if task == &id(0) && topic == MAPS && tp == &o),
