@@ -9,7 +9,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use parsley::mutation::{self, Mutation};
+use parsley::mutation;
+use parsley_sim::sim::planted::PLANTED;
 use parsley_sim::sim::scenario::{self, Scenario};
 use parsley_sim::sim::{run_seed, Invariant};
 
@@ -40,22 +41,6 @@ fn throughput(name: &str, scenario: &Scenario) {
         failing
     );
 }
-
-const PLANTED: [(Mutation, &str, Invariant); 8] = [
-    (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
-    (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
-    (Mutation::PositionsPastHeld, "balances", Invariant::I2),
-    (Mutation::HistoryNotRestored, "balances", Invariant::I5),
-    (Mutation::TickTimeNotRolledBack, "balances", Invariant::I4),
-    (Mutation::TickSlotIsNullSlot, "audit-cut", Invariant::I6),
-    (Mutation::ConsumerNotRewound, "balances", Invariant::I2),
-    (
-        Mutation::EmissionsOutsideTransaction,
-        "balances",
-        Invariant::I7,
-    ),
-];
-
 /// Time until a seed of `first..` fails with `invariant`.
 fn time_to_detection(scenario: &Scenario, first: u64, invariant: Invariant) -> Option<Duration> {
     let start = Instant::now();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 
 use parsley::mutation::{self, Mutation};
-use parsley_sim::sim::checker::Invariant;
+use parsley_sim::sim::planted::PLANTED;
 use parsley_sim::sim::scenario::{self, Scenario};
 use parsley_sim::sim::{run, run_seed, Choices};
 
@@ -74,23 +74,6 @@ fn every_scenario_passes_its_whole_seed_range() {
         );
     }
 }
-
-/// Each planted bug, the scenario that exercises it, and the invariant that
-/// must report it.
-const PLANTED: [(Mutation, &str, Invariant); 8] = [
-    (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
-    (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
-    (Mutation::PositionsPastHeld, "balances", Invariant::I2),
-    (Mutation::HistoryNotRestored, "balances", Invariant::I5),
-    (Mutation::TickTimeNotRolledBack, "balances", Invariant::I4),
-    (Mutation::TickSlotIsNullSlot, "audit-cut", Invariant::I6),
-    (Mutation::ConsumerNotRewound, "balances", Invariant::I2),
-    (
-        Mutation::EmissionsOutsideTransaction,
-        "balances",
-        Invariant::I7,
-    ),
-];
 
 /// The checker catches every planted bug within the first seeds of the
 /// scenario's default range, with the invariant the bug breaks.

@@ -4,6 +4,7 @@
 
 pub mod checker;
 pub mod choice;
+pub mod planted;
 pub mod report;
 pub mod run;
 pub mod scenario;

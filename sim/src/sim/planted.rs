@@ -1,0 +1,38 @@
+//! Which scenario exposes each planted bug, and by which invariant: the
+//! mutation suite's table, shared by its test and its benchmark.
+
+use parsley::mutation::Mutation;
+
+use crate::sim::checker::Invariant;
+
+/// Each planted bug, the shipped scenario that exercises it, and the
+/// invariant that must report it.
+pub const PLANTED: [(Mutation, &str, Invariant); 8] = [
+    (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
+    (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
+    (Mutation::PositionsPastHeld, "balances", Invariant::I2),
+    (Mutation::HistoryNotRestored, "balances", Invariant::I5),
+    (Mutation::TickTimeNotRolledBack, "balances", Invariant::I4),
+    (Mutation::TickSlotIsNullSlot, "audit-cut", Invariant::I6),
+    (Mutation::ConsumerNotRewound, "balances", Invariant::I2),
+    (
+        Mutation::EmissionsOutsideTransaction,
+        "balances",
+        Invariant::I7,
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mutation_has_a_row() {
+        for mutation in Mutation::ALL {
+            assert!(
+                PLANTED.iter().any(|(planted, _, _)| *planted == mutation),
+                "{mutation:?} has no row"
+            );
+        }
+    }
+}
