@@ -26,4 +26,6 @@ pub mod task;
 pub use task::{Task, TaskConfig, TaskError};
 pub mod clock;
 pub use clock::CausalClock;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod mutation;

@@ -1,0 +1,1012 @@
+//! A thin wrapper over rust-rdkafka with the operations of the in-memory
+//! model (`parsley_sim::model::Cluster`) where the two overlap: topics,
+//! transactional and plain producers, `read_committed` and
+//! `read_uncommitted` fetches from an offset, watermarks, and committed group
+//! offsets with their metadata. The model-fidelity tests run the model's
+//! transactional cases through it against a real broker.
+//!
+//! Every call is `async`. librdkafka's transactional calls, metadata
+//! requests, offset look-ups and consumer polls block, so they run on tokio's
+//! blocking pool ([`tokio::task::spawn_blocking`]); each is bounded by
+//! [`LiveConfig::timeout`]. The runtime must therefore be tokio's.
+//!
+//! | model (`Cluster`) | here |
+//! |---|---|
+//! | `create_topic`, `partitions` | [`LiveClient::create_topic`], [`LiveClient::partitions`] |
+//! | `init_producer` | [`LiveClient::producer`] (creates the producer and runs `init_transactions`) |
+//! | `begin`, `send`, `send_offsets`, `commit`, `abort` | [`TxnProducer`]'s methods of the same names |
+//! | `append` | [`PlainProducer::append`] (idempotent, no transaction) |
+//! | `fetch(tp, from, usize::MAX, isolation)` | [`LiveConsumer::fetch`] |
+//! | `high_watermark`, `last_stable_offset` | [`LiveClient::watermarks`] |
+//! | `committed(group, tp)` | [`LiveConsumer::committed`] |
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Header as KafkaHeader, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use tokio::sync::oneshot;
+
+use crate::record::{ConsumedRecord, Header, RecordData};
+use crate::task::CommittedOffset;
+use crate::tp::Tp;
+
+use super::error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
+
+/// The environment variable the live tests read the broker address from;
+/// `scripts/kafka/broker.sh start` prints it.
+pub const BOOTSTRAP_ENV: &str = "KAFKA_BOOTSTRAP_SERVERS";
+
+/// How long a blocking call may take unless configured otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Kafka's and librdkafka's default `transaction.timeout.ms`.
+pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How to reach the cluster and how long to wait for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveConfig {
+    pub bootstrap_servers: String,
+    /// The bound on every blocking call: transactional calls, metadata and
+    /// offset requests, a whole [`LiveConsumer::fetch`].
+    pub timeout: Duration,
+    /// The producers' `transaction.timeout.ms`: the broker aborts (and
+    /// fences) a transaction open longer than this.
+    pub transaction_timeout: Duration,
+    /// Extra librdkafka properties for every client, applied last, so they
+    /// override the adapter's own settings.
+    pub properties: Vec<(String, String)>,
+}
+
+impl LiveConfig {
+    pub fn new(bootstrap_servers: impl Into<String>) -> LiveConfig {
+        LiveConfig {
+            bootstrap_servers: bootstrap_servers.into(),
+            timeout: DEFAULT_TIMEOUT,
+            transaction_timeout: DEFAULT_TRANSACTION_TIMEOUT,
+            properties: Vec::new(),
+        }
+    }
+
+    /// The broker named by `KAFKA_BOOTSTRAP_SERVERS`, if it is set and not
+    /// blank.
+    pub fn from_env() -> Option<LiveConfig> {
+        std::env::var(BOOTSTRAP_ENV)
+            .ok()
+            .filter(|servers| !servers.trim().is_empty())
+            .map(LiveConfig::new)
+    }
+
+    pub fn with_timeout(mut self, timeout: Duration) -> LiveConfig {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn with_transaction_timeout(mut self, timeout: Duration) -> LiveConfig {
+        self.transaction_timeout = timeout;
+        self
+    }
+
+    pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> LiveConfig {
+        self.properties.push((key.into(), value.into()));
+        self
+    }
+
+    /// `settings` on top of the bootstrap servers, then the user's properties.
+    fn client_config(&self, settings: &[(&str, String)]) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.bootstrap_servers);
+        for (key, value) in settings {
+            config.set(*key, value);
+        }
+        for (key, value) in &self.properties {
+            config.set(key, value);
+        }
+        config
+    }
+}
+
+/// Which records a fetch may return: Kafka's `isolation.level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// Records of committed transactions and plain records, below the last
+    /// stable offset. What every Parsley consumer uses.
+    ReadCommitted,
+    /// Every data record up to the high watermark.
+    ReadUncommitted,
+}
+
+impl Isolation {
+    fn property(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
+}
+
+/// A tp's offsets as the broker reports them (ListOffsets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Watermarks {
+    /// The log start offset.
+    pub low: u64,
+    /// The log end offset.
+    pub high_watermark: u64,
+    /// The first offset of the earliest open transaction, or the high
+    /// watermark.
+    pub last_stable_offset: u64,
+}
+
+/// What [`LiveConsumer::fetch`] returned, with the fields of the model's
+/// `Fetch`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveFetch {
+    /// Visible data records in offset order.
+    pub records: Vec<ConsumedRecord>,
+    /// The consumer's position after the fetch: past the last record and
+    /// past any markers or aborted records skipped after it.
+    pub next_offset: u64,
+    /// The watermarks when the fetch began.
+    pub high_watermark: u64,
+    pub last_stable_offset: u64,
+}
+
+fn millis(duration: Duration) -> String {
+    duration.as_millis().to_string()
+}
+
+fn kafka_partition(tp: &Tp) -> i32 {
+    // Kafka's partitions are i32; one beyond that cannot exist, and the
+    // broker answers UNKNOWN_TOPIC_OR_PARTITION for i32::MAX.
+    i32::try_from(tp.partition).unwrap_or(i32::MAX)
+}
+
+fn kafka_offset(tp: &Tp, offset: u64) -> Result<Offset, LiveError> {
+    i64::try_from(offset)
+        .map(Offset::Offset)
+        .map_err(|_| LiveError::OffsetTooLarge {
+            tp: tp.clone(),
+            offset,
+        })
+}
+
+/// Offsets from the broker are never negative when valid; a negative one
+/// (librdkafka's "no offset" sentinels) becomes `None`.
+fn our_offset(offset: i64) -> Option<u64> {
+    u64::try_from(offset).ok()
+}
+
+/// Runs a blocking librdkafka call on tokio's blocking pool.
+async fn blocking<T, F>(what: impl Into<String>, call: F) -> Result<T, LiveError>
+where
+    F: FnOnce() -> Result<T, LiveError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(call)
+        .await
+        .map_err(|error| LiveError::Join {
+            what: what.into(),
+            reason: error.to_string(),
+        })?
+}
+
+// ----- offset probes -----
+
+/// Two group-less consumers, one per isolation level, for ListOffsets: a
+/// `read_committed` ListOffsets(latest) answers the last stable offset, a
+/// `read_uncommitted` one the high watermark.
+struct Probes {
+    committed: BaseConsumer,
+    uncommitted: BaseConsumer,
+    timeout: Duration,
+}
+
+impl Probes {
+    fn new(config: &LiveConfig) -> Result<Probes, LiveError> {
+        let probe = |isolation: Isolation| {
+            config
+                .client_config(&[
+                    ("isolation.level", isolation.property().into()),
+                    ("enable.auto.commit", "false".into()),
+                ])
+                .create::<BaseConsumer>()
+                .map_err(|source| LiveError::Client {
+                    client: "offset probe consumer",
+                    source: Box::new(source),
+                })
+        };
+        Ok(Probes {
+            committed: probe(Isolation::ReadCommitted)?,
+            uncommitted: probe(Isolation::ReadUncommitted)?,
+            timeout: config.timeout,
+        })
+    }
+
+    fn watermarks(&self, tp: &Tp) -> Result<Watermarks, LiveError> {
+        let query = |consumer: &BaseConsumer| {
+            consumer
+                .fetch_watermarks(tp.topic.as_str(), kafka_partition(tp), self.timeout)
+                .map_err(|source| LiveError::Watermarks {
+                    tp: tp.clone(),
+                    source: Box::new(source),
+                })
+        };
+        let (low, high) = query(&self.uncommitted)?;
+        let (_, stable) = query(&self.committed)?;
+        Ok(Watermarks {
+            low: our_offset(low).unwrap_or(0),
+            high_watermark: our_offset(high).unwrap_or(0),
+            last_stable_offset: our_offset(stable).unwrap_or(0),
+        })
+    }
+
+    /// The topic's partition count, or `None` if the broker does not know it.
+    fn partitions(&self, topic: &str) -> Result<Option<(u32, bool)>, LiveError> {
+        let metadata = self
+            .uncommitted
+            .fetch_metadata(Some(topic), self.timeout)
+            .map_err(|source| LiveError::Metadata {
+                topic: topic.to_owned(),
+                source: Box::new(source),
+            })?;
+        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+            return Ok(None);
+        };
+        if found.error().is_some() || found.partitions().is_empty() {
+            return Ok(None);
+        }
+        let led = found
+            .partitions()
+            .iter()
+            .all(|partition| partition.error().is_none() && partition.leader() >= 0);
+        Ok(Some((found.partitions().len() as u32, led)))
+    }
+}
+
+// ----- the client -----
+
+/// The entry point: an admin client and offset probes for one cluster, and
+/// the factory of producers and consumers.
+pub struct LiveClient {
+    config: LiveConfig,
+    admin: Arc<AdminClient<DefaultClientContext>>,
+    probes: Arc<Probes>,
+}
+
+impl LiveClient {
+    pub fn new(config: LiveConfig) -> Result<LiveClient, LiveError> {
+        let admin = config
+            .client_config(&[])
+            .create::<AdminClient<DefaultClientContext>>()
+            .map_err(|source| LiveError::Client {
+                client: "admin",
+                source: Box::new(source),
+            })?;
+        let probes = Probes::new(&config)?;
+        Ok(LiveClient {
+            config,
+            admin: Arc::new(admin),
+            probes: Arc::new(probes),
+        })
+    }
+
+    pub fn config(&self) -> &LiveConfig {
+        &self.config
+    }
+
+    /// Creates `topic` with `partitions` partitions and the broker's default
+    /// replication factor, and waits until every partition has a leader, so
+    /// the next produce does not race the topic's creation.
+    pub async fn create_topic(&self, topic: &str, partitions: u32) -> Result<(), LiveError> {
+        if partitions == 0 {
+            return Err(LiveError::InvalidPartitionCount {
+                topic: topic.to_owned(),
+            });
+        }
+        let count = i32::try_from(partitions).map_err(|_| LiveError::CreateTopic {
+            topic: topic.to_owned(),
+            partitions,
+            reason: "Kafka allows at most 2^31 - 1 partitions".into(),
+        })?;
+        let new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
+        let options = AdminOptions::new()
+            .operation_timeout(Some(self.config.timeout))
+            .request_timeout(Some(self.config.timeout));
+        let failed = |reason: String| LiveError::CreateTopic {
+            topic: topic.to_owned(),
+            partitions,
+            reason,
+        };
+        let results = self
+            .admin
+            .create_topics([&new], &options)
+            .await
+            .map_err(|error| failed(error.to_string()))?;
+        for result in results {
+            match result {
+                Ok(_) => {}
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                    return Err(LiveError::TopicExists {
+                        topic: topic.to_owned(),
+                    })
+                }
+                Err((_, code)) => return Err(failed(code.to_string())),
+            }
+        }
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            let probes = Arc::clone(&self.probes);
+            let name = topic.to_owned();
+            let found = blocking(format!("metadata of `{topic}`"), move || {
+                probes.partitions(&name)
+            })
+            .await?;
+            if found == Some((partitions, true)) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(LiveError::TopicNotReady {
+                    topic: topic.to_owned(),
+                    partitions,
+                    timeout: self.config.timeout,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The partition count of `topic`, or `None` if it does not exist.
+    pub async fn partitions(&self, topic: &str) -> Result<Option<u32>, LiveError> {
+        let probes = Arc::clone(&self.probes);
+        let name = topic.to_owned();
+        let found = blocking(format!("metadata of `{topic}`"), move || {
+            probes.partitions(&name)
+        })
+        .await?;
+        Ok(found.map(|(count, _)| count))
+    }
+
+    /// The log start, high watermark and last stable offset of `tp`.
+    pub async fn watermarks(&self, tp: &Tp) -> Result<Watermarks, LiveError> {
+        let probes = Arc::clone(&self.probes);
+        let at = tp.clone();
+        blocking(format!("watermarks of {tp}"), move || {
+            probes.watermarks(&at)
+        })
+        .await
+    }
+
+    /// Waits until the last stable offset of `tp` is at least `target`.
+    ///
+    /// Kafka acknowledges a commit or an abort once the coordinator has
+    /// logged its decision; it writes the markers, which move the LSO and
+    /// make the records visible to `read_committed`, a moment later. The
+    /// model does both at once, so a test that compares the two waits here
+    /// for the markers first.
+    pub async fn wait_stable(&self, tp: &Tp, target: u64) -> Result<Watermarks, LiveError> {
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            let marks = self.watermarks(tp).await?;
+            if marks.last_stable_offset >= target {
+                return Ok(marks);
+            }
+            if Instant::now() >= deadline {
+                return Err(LiveError::NotStable {
+                    tp: tp.clone(),
+                    target,
+                    last_stable_offset: marks.last_stable_offset,
+                    timeout: self.config.timeout,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A transactional producer for `transactional_id`, initialised: like the
+    /// model's `init_producer`, this fences every older producer with the
+    /// same id and aborts its open transaction (X4).
+    pub async fn producer(&self, transactional_id: &str) -> Result<TxnProducer, LiveError> {
+        let producer = TxnProducer::new(&self.config, transactional_id)?;
+        producer.init().await?;
+        Ok(producer)
+    }
+
+    /// An idempotent producer outside any transaction.
+    pub fn plain_producer(&self) -> Result<PlainProducer, LiveError> {
+        PlainProducer::new(&self.config)
+    }
+
+    /// A consumer of `group` (whose committed offsets it reads) at
+    /// `isolation`, assigned by hand: no subscription, no rebalances, no
+    /// automatic commits.
+    pub fn consumer(&self, group: &str, isolation: Isolation) -> Result<LiveConsumer, LiveError> {
+        LiveConsumer::new(&self.config, Arc::clone(&self.probes), group, isolation)
+    }
+}
+
+// ----- producing -----
+
+type Reply = Result<i64, KafkaError>;
+
+/// Routes each delivery report to the [`Delivery`] waiting for it.
+struct DeliveryContext;
+
+impl ClientContext for DeliveryContext {}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = Box<oneshot::Sender<Reply>>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, reply: Self::DeliveryOpaque) {
+        let outcome = match result {
+            Ok(message) => Ok(message.offset()),
+            Err((error, _)) => Err(error.clone()),
+        };
+        // The receiver may be gone (a dropped Delivery): nobody is waiting.
+        let _ = reply.send(outcome);
+    }
+}
+
+type KafkaProducer = ThreadedProducer<DeliveryContext>;
+
+/// A record on its way: [`Delivery::wait`] gives the offset it landed at.
+#[must_use = "a delivery tells where the record landed, or that it failed"]
+pub struct Delivery {
+    reply: oneshot::Receiver<Reply>,
+    tp: Tp,
+    producer: String,
+    /// To ask, on failure, whether the producer failed fatally and why;
+    /// weak, so a pending delivery does not keep a dropped producer alive.
+    handle: Weak<KafkaProducer>,
+}
+
+impl Delivery {
+    pub fn tp(&self) -> &Tp {
+        &self.tp
+    }
+
+    /// Waits for the delivery report. Bounded by librdkafka's
+    /// `message.timeout.ms`, which for a transactional producer is at most
+    /// its transaction timeout.
+    pub async fn wait(self) -> Result<u64, LiveError> {
+        match self.reply.await {
+            // With acks=all, which idempotence implies, the broker always
+            // reports the offset; a missing one is not a place to guess.
+            Ok(Ok(offset)) => our_offset(offset).ok_or(LiveError::NoOffset {
+                producer: self.producer,
+                tp: self.tp,
+            }),
+            Ok(Err(source)) => Err(match self.handle.upgrade() {
+                Some(producer) => send_failure(&producer, &self.producer, &self.tp, source),
+                None => LiveError::Send {
+                    producer: self.producer,
+                    tp: self.tp,
+                    class: TxnErrorClass::of(&source),
+                    fenced: is_fenced(&source),
+                    source: Box::new(source),
+                },
+            }),
+            Err(_) => Err(LiveError::DeliveryLost {
+                producer: self.producer,
+                tp: self.tp,
+            }),
+        }
+    }
+}
+
+/// True when `source` says the producer was fenced, or when it is fatal and
+/// the producer's remembered fatal error says so: after a fatal error
+/// librdkafka fails every later call with the generic code `_FATAL`, and only
+/// the remembered error tells that it was a fencing.
+fn fenced(producer: &KafkaProducer, source: &KafkaError) -> bool {
+    is_fenced(source)
+        || (TxnErrorClass::of(source) == TxnErrorClass::Fatal
+            && producer
+                .client()
+                .fatal_error()
+                .is_some_and(|(code, _)| is_fenced_code(code)))
+}
+
+fn send_failure(producer: &KafkaProducer, name: &str, tp: &Tp, source: KafkaError) -> LiveError {
+    LiveError::Send {
+        producer: name.to_owned(),
+        tp: tp.clone(),
+        class: TxnErrorClass::of(&source),
+        fenced: fenced(producer, &source),
+        source: Box::new(source),
+    }
+}
+
+/// Queues `record` for `tp` on `producer`; never blocks.
+fn enqueue(
+    producer: &Arc<KafkaProducer>,
+    name: &str,
+    tp: &Tp,
+    record: &RecordData,
+) -> Result<Delivery, LiveError> {
+    let (reply, wait) = oneshot::channel();
+    let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+    for header in &record.headers {
+        headers = headers.insert(KafkaHeader {
+            key: &header.name,
+            value: Some(header.value.as_ref()),
+        });
+    }
+    let mut base: BaseRecord<'_, [u8], [u8], _> =
+        BaseRecord::with_opaque_to(tp.topic.as_str(), Box::new(reply))
+            .partition(kafka_partition(tp))
+            .headers(headers);
+    // Kafka's "no timestamp" is -1: let the producer stamp the time then.
+    if record.timestamp >= 0 {
+        base = base.timestamp(record.timestamp);
+    }
+    if let Some(key) = &record.key {
+        base = base.key(key.as_ref());
+    }
+    if let Some(value) = &record.value {
+        base = base.payload(value.as_ref());
+    }
+    producer
+        .send(base)
+        .map_err(|(source, _)| send_failure(producer, name, tp, source))?;
+    Ok(Delivery {
+        reply: wait,
+        tp: tp.clone(),
+        producer: name.to_owned(),
+        handle: Arc::downgrade(producer),
+    })
+}
+
+/// A transactional producer: the model's producer handle plus its
+/// transaction calls. Every error of a call carries its
+/// [`TxnErrorClass`] and whether the producer was fenced.
+pub struct TxnProducer {
+    inner: Arc<KafkaProducer>,
+    transactional_id: String,
+    config: LiveConfig,
+    /// `send_offsets_to_transaction` needs a group's metadata, which only a
+    /// consumer of the group can make; made once per group.
+    groups: Mutex<HashMap<String, Arc<ConsumerGroupMetadata>>>,
+}
+
+impl TxnProducer {
+    /// Creates the producer without initialising it; see [`TxnProducer::init`].
+    pub fn new(config: &LiveConfig, transactional_id: &str) -> Result<TxnProducer, LiveError> {
+        let inner = config
+            .client_config(&[
+                ("transactional.id", transactional_id.to_owned()),
+                ("transaction.timeout.ms", millis(config.transaction_timeout)),
+                ("enable.idempotence", "true".into()),
+            ])
+            .create_with_context::<_, KafkaProducer>(DeliveryContext)
+            .map_err(|source| LiveError::Client {
+                client: "transactional producer",
+                source: Box::new(source),
+            })?;
+        Ok(TxnProducer {
+            inner: Arc::new(inner),
+            transactional_id: transactional_id.to_owned(),
+            config: config.clone(),
+            groups: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn transactional_id(&self) -> &str {
+        &self.transactional_id
+    }
+
+    fn failure(&self, op: TxnOp, source: KafkaError) -> LiveError {
+        LiveError::Transaction {
+            transactional_id: self.transactional_id.clone(),
+            op,
+            class: TxnErrorClass::of(&source),
+            fenced: fenced(&self.inner, &source),
+            source: Box::new(source),
+        }
+    }
+
+    /// Runs a blocking transactional call with the configured timeout.
+    async fn call(
+        &self,
+        op: TxnOp,
+        call: impl FnOnce(&KafkaProducer, Duration) -> Result<(), KafkaError> + Send + 'static,
+    ) -> Result<(), LiveError> {
+        let inner = Arc::clone(&self.inner);
+        let timeout = self.config.timeout;
+        let result = blocking(format!("{op} of `{}`", self.transactional_id), move || {
+            Ok(call(&inner, timeout))
+        })
+        .await?;
+        result.map_err(|source| self.failure(op, source))
+    }
+
+    /// `init_transactions`: registers the transactional id with the
+    /// coordinator, fencing older producers and aborting their open
+    /// transaction.
+    pub async fn init(&self) -> Result<(), LiveError> {
+        self.call(TxnOp::Init, |producer, timeout| {
+            producer.init_transactions(timeout)
+        })
+        .await
+    }
+
+    /// Opens a transaction. Local to the producer: the broker learns of it
+    /// with the first send or offsets.
+    pub fn begin(&self) -> Result<(), LiveError> {
+        self.inner
+            .begin_transaction()
+            .map_err(|source| self.failure(TxnOp::Begin, source))
+    }
+
+    /// Queues a record in the open transaction without waiting for it.
+    pub fn enqueue(&self, tp: &Tp, record: &RecordData) -> Result<Delivery, LiveError> {
+        enqueue(&self.inner, &self.transactional_id, tp, record)
+    }
+
+    /// Sends a record in the open transaction and returns its offset.
+    pub async fn send(&self, tp: &Tp, record: &RecordData) -> Result<u64, LiveError> {
+        self.enqueue(tp, record)?.wait().await
+    }
+
+    /// Stages `group`'s offsets, each with its metadata string, in the open
+    /// transaction: they become the group's committed offsets only if it
+    /// commits.
+    pub async fn send_offsets(
+        &self,
+        group: &str,
+        offsets: &[(Tp, CommittedOffset)],
+    ) -> Result<(), LiveError> {
+        let mut list = TopicPartitionList::with_capacity(offsets.len());
+        for (tp, committed) in offsets {
+            let offset = kafka_offset(tp, committed.offset)?;
+            let mut element = list.add_partition(tp.topic.as_str(), kafka_partition(tp));
+            element
+                .set_offset(offset)
+                .map_err(|source| self.failure(TxnOp::SendOffsets, source))?;
+            element.set_metadata(committed.metadata.as_str());
+        }
+        let metadata = self.group_metadata(group).await?;
+        self.call(TxnOp::SendOffsets, move |producer, timeout| {
+            producer.send_offsets_to_transaction(&list, &metadata, timeout)
+        })
+        .await
+    }
+
+    async fn group_metadata(&self, group: &str) -> Result<Arc<ConsumerGroupMetadata>, LiveError> {
+        if let Some(known) = self.lock_groups().get(group) {
+            return Ok(Arc::clone(known));
+        }
+        let config = self.config.clone();
+        let name = group.to_owned();
+        let metadata = blocking(format!("metadata of group `{group}`"), move || {
+            // A consumer that never joins: its metadata carries the group id
+            // with no generation, which the broker accepts from a producer
+            // whose consumer assigns partitions by hand.
+            let consumer = config
+                .client_config(&[("group.id", name), ("enable.auto.commit", "false".into())])
+                .create::<BaseConsumer>()
+                .map_err(|source| LiveError::Client {
+                    client: "group metadata consumer",
+                    source: Box::new(source),
+                })?;
+            consumer.group_metadata().ok_or(LiveError::Client {
+                client: "group metadata consumer",
+                source: Box::new(KafkaError::ClientCreation(
+                    "the consumer has no group metadata".into(),
+                )),
+            })
+        })
+        .await?;
+        let metadata = Arc::new(metadata);
+        self.lock_groups()
+            .insert(group.to_owned(), Arc::clone(&metadata));
+        Ok(metadata)
+    }
+
+    fn lock_groups(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ConsumerGroupMetadata>>> {
+        // The map is only ever inserted into whole: a panic while holding the
+        // lock cannot leave it half-written, so a poisoned lock is fine.
+        self.groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Flushes the transaction's records and commits it: a commit marker on
+    /// every partition it wrote to, and its group offsets applied.
+    pub async fn commit(&self) -> Result<(), LiveError> {
+        self.call(TxnOp::Commit, |producer, timeout| {
+            producer.commit_transaction(timeout)
+        })
+        .await
+    }
+
+    /// Aborts the open transaction: queued records are purged, an abort
+    /// marker goes on every partition it wrote to, its offsets are dropped.
+    pub async fn abort(&self) -> Result<(), LiveError> {
+        self.call(TxnOp::Abort, |producer, timeout| {
+            producer.abort_transaction(timeout)
+        })
+        .await
+    }
+}
+
+/// An idempotent producer outside any transaction: the model's `append`.
+pub struct PlainProducer {
+    inner: Arc<KafkaProducer>,
+}
+
+impl PlainProducer {
+    pub fn new(config: &LiveConfig) -> Result<PlainProducer, LiveError> {
+        let inner = config
+            .client_config(&[("enable.idempotence", "true".into())])
+            .create_with_context::<_, KafkaProducer>(DeliveryContext)
+            .map_err(|source| LiveError::Client {
+                client: "plain producer",
+                source: Box::new(source),
+            })?;
+        Ok(PlainProducer {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn enqueue(&self, tp: &Tp, record: &RecordData) -> Result<Delivery, LiveError> {
+        enqueue(&self.inner, "plain", tp, record)
+    }
+
+    /// Appends a record and returns its offset.
+    pub async fn append(&self, tp: &Tp, record: &RecordData) -> Result<u64, LiveError> {
+        self.enqueue(tp, record)?.wait().await
+    }
+}
+
+// ----- consuming -----
+
+/// A hand-assigned consumer of one group at one isolation level.
+pub struct LiveConsumer {
+    inner: Arc<BaseConsumer>,
+    probes: Arc<Probes>,
+    group: String,
+    isolation: Isolation,
+    timeout: Duration,
+}
+
+impl LiveConsumer {
+    fn new(
+        config: &LiveConfig,
+        probes: Arc<Probes>,
+        group: &str,
+        isolation: Isolation,
+    ) -> Result<LiveConsumer, LiveError> {
+        let inner = config
+            .client_config(&[
+                ("group.id", group.to_owned()),
+                ("isolation.level", isolation.property().into()),
+                ("enable.auto.commit", "false".into()),
+                ("enable.auto.offset.store", "false".into()),
+                // A fetch starts at an offset the caller checked; if it is
+                // out of range after all, fail rather than jump elsewhere.
+                ("auto.offset.reset", "error".into()),
+                // The broker holds an empty fetch this long: keep it short,
+                // since a fetch polls until it reaches its target offset.
+                ("fetch.wait.max.ms", "50".into()),
+            ])
+            .create::<BaseConsumer>()
+            .map_err(|source| LiveError::Client {
+                client: "consumer",
+                source: Box::new(source),
+            })?;
+        Ok(LiveConsumer {
+            inner: Arc::new(inner),
+            probes,
+            group: group.to_owned(),
+            isolation,
+            timeout: config.timeout,
+        })
+    }
+
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// Fetches every record of `tp` from `from` that is visible now: up to
+    /// the last stable offset for `read_committed`, the high watermark for
+    /// `read_uncommitted`, both read when the fetch begins. Like the model's
+    /// fetch, `from` may be at the high watermark (an empty fetch) but not
+    /// beyond it; `from` at or past the last stable offset returns nothing
+    /// and leaves the position at `from`.
+    ///
+    /// The consumer polls until its position reaches that offset, so markers
+    /// and aborted records after the last returned record are skipped too;
+    /// not reaching it within the timeout is [`LiveError::FetchIncomplete`].
+    /// `&mut self`: the fetch reassigns the consumer to `tp` alone.
+    pub async fn fetch(&mut self, tp: &Tp, from: u64) -> Result<LiveFetch, LiveError> {
+        let consumer = Arc::clone(&self.inner);
+        let probes = Arc::clone(&self.probes);
+        let (isolation, timeout, at) = (self.isolation, self.timeout, tp.clone());
+        blocking(format!("fetch of {tp} from {from}"), move || {
+            fetch_visible(&consumer, &probes, isolation, &at, from, timeout)
+        })
+        .await
+    }
+
+    /// The consumer's position on `tp`: the offset it fetches next, if it has
+    /// one.
+    pub fn position(&self, tp: &Tp) -> Option<u64> {
+        position_of(&self.inner, tp)
+    }
+
+    /// The group's committed offsets (with metadata) on `tps`, in order;
+    /// `None` where the group has none.
+    ///
+    /// A `read_committed` consumer asks the broker for *stable* offsets
+    /// (KIP-447): while a transaction with offsets for the group is open, the
+    /// broker answers UNSTABLE_OFFSET_COMMIT and librdkafka retries until the
+    /// transaction ends or the timeout passes. A `read_uncommitted` consumer
+    /// gets the last committed offsets at once.
+    pub async fn committed(&self, tps: &[Tp]) -> Result<Vec<Option<CommittedOffset>>, LiveError> {
+        let consumer = Arc::clone(&self.inner);
+        let (group, timeout, tps) = (self.group.clone(), self.timeout, tps.to_vec());
+        blocking(
+            format!("committed offsets of `{}`", self.group),
+            move || committed_offsets(&consumer, &group, &tps, timeout),
+        )
+        .await
+    }
+}
+
+fn position_of(consumer: &BaseConsumer, tp: &Tp) -> Option<u64> {
+    let positions = consumer.position().ok()?;
+    let element = positions.find_partition(tp.topic.as_str(), kafka_partition(tp))?;
+    match element.offset() {
+        Offset::Offset(offset) => our_offset(offset),
+        _ => None,
+    }
+}
+
+fn fetch_visible(
+    consumer: &BaseConsumer,
+    probes: &Probes,
+    isolation: Isolation,
+    tp: &Tp,
+    from: u64,
+    timeout: Duration,
+) -> Result<LiveFetch, LiveError> {
+    let marks = probes.watermarks(tp)?;
+    if from > marks.high_watermark {
+        return Err(LiveError::OffsetOutOfRange {
+            tp: tp.clone(),
+            offset: from,
+            high_watermark: marks.high_watermark,
+        });
+    }
+    let target = match isolation {
+        Isolation::ReadCommitted => marks.last_stable_offset,
+        Isolation::ReadUncommitted => marks.high_watermark,
+    };
+    let mut fetched = LiveFetch {
+        records: Vec::new(),
+        next_offset: from,
+        high_watermark: marks.high_watermark,
+        last_stable_offset: marks.last_stable_offset,
+    };
+    if from >= target {
+        return Ok(fetched);
+    }
+    let failed = |source: KafkaError| LiveError::Fetch {
+        tp: tp.clone(),
+        from,
+        source: Box::new(source),
+    };
+    let mut assignment = TopicPartitionList::with_capacity(1);
+    assignment
+        .add_partition_offset(
+            tp.topic.as_str(),
+            kafka_partition(tp),
+            kafka_offset(tp, from)?,
+        )
+        .map_err(failed)?;
+    consumer.assign(&assignment).map_err(failed)?;
+    let deadline = Instant::now() + timeout;
+    let outcome = loop {
+        let position = position_of(consumer, tp);
+        if let Some(position) = position.filter(|&position| position >= target) {
+            fetched.next_offset = position;
+            break Ok(fetched);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break Err(LiveError::FetchIncomplete {
+                tp: tp.clone(),
+                from,
+                target,
+                position,
+                records: fetched.records.len(),
+                timeout,
+            });
+        }
+        match consumer.poll(left.min(Duration::from_millis(100))) {
+            None | Some(Err(KafkaError::PartitionEOF(_))) => {}
+            Some(Ok(message)) => {
+                if message.topic() == tp.topic.as_str()
+                    && message.partition() == kafka_partition(tp)
+                {
+                    fetched.records.push(consumed(&message));
+                }
+            }
+            Some(Err(source)) => break Err(failed(source)),
+        }
+    };
+    // Stop fetching in the background; the next fetch assigns afresh.
+    let _ = consumer.unassign();
+    outcome
+}
+
+fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
+    let headers = message
+        .headers()
+        .map(|headers| {
+            headers
+                .iter()
+                .map(|header| Header {
+                    name: header.key.to_owned(),
+                    // The core writes no null header values; read one as empty.
+                    value: header.value.map(Bytes::copy_from_slice).unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ConsumedRecord {
+        offset: our_offset(message.offset()).unwrap_or(0),
+        data: RecordData {
+            key: message.key().map(Bytes::copy_from_slice),
+            value: message.payload().map(Bytes::copy_from_slice),
+            headers,
+            timestamp: message.timestamp().to_millis().unwrap_or(-1),
+        },
+    }
+}
+
+fn committed_offsets(
+    consumer: &BaseConsumer,
+    group: &str,
+    tps: &[Tp],
+    timeout: Duration,
+) -> Result<Vec<Option<CommittedOffset>>, LiveError> {
+    let failed = |source: KafkaError| LiveError::Committed {
+        group: group.to_owned(),
+        tps: tps.to_vec(),
+        source: Box::new(source),
+    };
+    let mut list = TopicPartitionList::with_capacity(tps.len());
+    for tp in tps {
+        list.add_partition(tp.topic.as_str(), kafka_partition(tp));
+    }
+    let answer = consumer.committed_offsets(list, timeout).map_err(failed)?;
+    tps.iter()
+        .map(|tp| {
+            let Some(element) = answer.find_partition(tp.topic.as_str(), kafka_partition(tp))
+            else {
+                return Ok(None);
+            };
+            element.error().map_err(failed)?;
+            Ok(match element.offset() {
+                Offset::Offset(offset) => our_offset(offset)
+                    .map(|offset| CommittedOffset::new(offset, element.metadata())),
+                _ => None,
+            })
+        })
+        .collect()
+}
