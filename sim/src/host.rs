@@ -217,7 +217,7 @@ impl TaskHost {
         if !self.task.has_open_work() {
             return Ok(CommitOutcome::Nothing);
         }
-        let request: CommitRequest = self.task.prepare_commit();
+        let request: CommitRequest = self.task.prepare_commit()?;
         let attempt = self.ensure_transaction(cluster, now).and_then(|()| {
             let offsets: Vec<_> = request
                 .offsets

@@ -99,6 +99,13 @@ pub enum TaskError {
         tp: Tp,
         reason: String,
     },
+    #[error("task {task}: its checkpoint is {bytes} bytes, more than Kafka's {max}-byte offset metadata limit (the history claims {claims} tps)")]
+    CheckpointTooLarge {
+        task: TaskId,
+        bytes: usize,
+        max: usize,
+        claims: usize,
+    },
     #[error("task {task}: stage {:?} is not in the application, or has no task {}", task.stage, task.partition)]
     UnknownTask { task: TaskId },
 }
@@ -117,7 +124,9 @@ impl TaskError {
             | TaskError::EmissionCodec { tp, offset, .. }
             | TaskError::BadTick { tp, offset, .. }
             | TaskError::BadChangelog { tp, offset, .. } => Some((tp, *offset)),
-            TaskError::BadCheckpoint { .. } | TaskError::UnknownTask { .. } => None,
+            TaskError::BadCheckpoint { .. }
+            | TaskError::CheckpointTooLarge { .. }
+            | TaskError::UnknownTask { .. } => None,
         }
     }
 }

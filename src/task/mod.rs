@@ -85,6 +85,10 @@ pub struct Fetched {
     pub log_end: u64,
 }
 
+/// Kafka's default `offset.metadata.max.bytes`: a broker refuses longer
+/// offset metadata, so a checkpoint must fit in it.
+pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
+
 /// The offsets to send to the transaction, each with the task's checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommitRequest {
@@ -806,14 +810,26 @@ impl Task {
     }
 
     /// X1: the offsets (every consumed tp's first undelivered offset) and the
-    /// checkpoint to send to the transaction before committing it.
-    pub fn prepare_commit(&self) -> CommitRequest {
+    /// checkpoint to send to the transaction before committing it. A
+    /// checkpoint larger than Kafka's offset metadata limit stops the task
+    /// with [`TaskError::CheckpointTooLarge`]: a broker would refuse every
+    /// commit, and the task would stall silently.
+    pub fn prepare_commit(&mut self) -> Result<CommitRequest, TaskError> {
         let metadata = Checkpoint {
             history: self.history.clone(),
             last_tick_at: self.last_tick_at,
         }
         .encode();
-        CommitRequest {
+        if metadata.len() > OFFSET_METADATA_BYTES_MAX {
+            let error = TaskError::CheckpointTooLarge {
+                task: self.id.clone(),
+                bytes: metadata.len(),
+                max: OFFSET_METADATA_BYTES_MAX,
+                claims: self.history.len(),
+            };
+            return Err(self.stop(error));
+        }
+        Ok(CommitRequest {
             group: self.group.clone(),
             offsets: self
                 .gate
@@ -828,7 +844,7 @@ impl Task {
                 })
                 .collect(),
             metadata,
-        }
+        })
     }
 
     /// The transaction committed: what it held is now the snapshot to return

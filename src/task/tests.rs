@@ -639,7 +639,7 @@ fn g6_claim_at_or_beyond_own_offset_is_poison() {
     assert_eq!(task.deliverable().unwrap_err(), error);
     assert_eq!(task.deliver(&o).unwrap_err(), error);
     assert_eq!(
-        task.prepare_commit().offsets,
+        task.prepare_commit().unwrap().offsets,
         [(o.clone(), 1), (p.clone(), 0)]
     );
     assert!(!task.wants_commit(T0 + 10_000));
@@ -650,7 +650,7 @@ fn g6_claim_at_or_beyond_own_offset_is_poison() {
     let error = task.deliverable().unwrap_err();
     assert_unresolvable(&error, &o, 0, claim(ORDERS, 0, 7));
     assert_eq!(
-        task.prepare_commit().offsets,
+        task.prepare_commit().unwrap().offsets,
         [(o.clone(), 0), (p.clone(), 0)]
     );
 }
@@ -669,7 +669,7 @@ fn g6_claim_beyond_fresh_log_end_is_poison() {
     let error = task.deliverable().unwrap_err();
     assert_unresolvable(&error, &o, 0, claim(PAYMENTS, 0, 3));
     assert_eq!(
-        task.prepare_commit().offsets,
+        task.prepare_commit().unwrap().offsets,
         [(o.clone(), 0), (p.clone(), 0)]
     );
 
@@ -686,7 +686,7 @@ fn g6_claim_beyond_fresh_log_end_is_poison() {
     let error = task.deliverable().unwrap_err();
     assert_unresolvable(&error, &o, 1, claim(PAYMENTS, 0, 9));
     assert_eq!(
-        task.prepare_commit().offsets,
+        task.prepare_commit().unwrap().offsets,
         [(o.clone(), 1), (p.clone(), 0)]
     );
 }
@@ -745,7 +745,7 @@ fn g6_bad_stamp_header_stops_the_task_naming_tp_and_offset() {
     );
     assert_eq!(task.deliver(&o).unwrap_err(), error);
     assert_eq!(
-        task.prepare_commit().offsets,
+        task.prepare_commit().unwrap().offsets,
         [(o.clone(), 1), (p.clone(), 0)]
     );
     assert_eq!(task.history(), &stamp(&[(ORDERS, 0, 0)]));
@@ -769,7 +769,7 @@ fn g6_bad_stamp_header_stops_the_task_naming_tp_and_offset() {
             }
         );
         assert_eq!(
-            task.prepare_commit().offsets,
+            task.prepare_commit().unwrap().offsets,
             [(o.clone(), 0), (p.clone(), 0)]
         );
     }
@@ -797,7 +797,7 @@ fn g7_x3_abort_returns_to_the_committed_snapshot_and_redelivers_the_same() {
     feed(&mut task, &o, inputs().into(), 3);
     deliver(&mut task, &o);
     assert!(task.poll_tick(T0 + INTERVAL_MS).is_some());
-    let committed = task.prepare_commit();
+    let committed = task.prepare_commit().unwrap();
     task.handle_committed(T0 + INTERVAL_MS);
 
     // The open transaction: two deliveries and a tick.
@@ -818,7 +818,7 @@ fn g7_x3_abort_returns_to_the_committed_snapshot_and_redelivers_the_same() {
     assert_eq!((task.position(&o), task.position(&k)), (Some(1), Some(0)));
     assert_eq!(task.buffered(), 0);
     assert!(!task.has_open_work());
-    assert_eq!(task.prepare_commit(), committed);
+    assert_eq!(task.prepare_commit().unwrap(), committed);
 
     // Re-consume from the committed position: the same outputs, stamps included.
     let [_, again_a, again_b] = inputs();
@@ -851,7 +851,7 @@ fn x1_commit_carries_positions_and_checkpoint_and_a_restart_resumes_them() {
     deliver(&mut task, &p);
     assert!(task.poll_tick(T0 + 1_500).is_some());
 
-    let request = task.prepare_commit();
+    let request = task.prepare_commit().unwrap();
     let history = stamp(&[("a", 0, 3), (ORDERS, 0, 0), (PAYMENTS, 0, 0)]);
     assert_eq!(request.group, "app");
     assert_eq!(
@@ -984,7 +984,7 @@ fn x5_handler_error_stops_the_task_and_keeps_the_record() {
     assert_eq!(task.deliverable().unwrap_err(), error);
     assert_eq!(task.position(&o), Some(1));
     assert_eq!(task.buffered(), 2);
-    assert_eq!(task.prepare_commit().offsets, [(o.clone(), 1)]);
+    assert_eq!(task.prepare_commit().unwrap().offsets, [(o.clone(), 1)]);
     assert_eq!(task.history(), &stamp(&[(ORDERS, 0, 0)]));
     assert_eq!(task.metrics().records_delivered_total, 1);
 }
@@ -1024,7 +1024,7 @@ fn x5_fold_panic_stops_the_task_and_keeps_the_record() {
         }
     );
     assert_eq!(slot(&task, &key_slot("k")), Some(4));
-    assert_eq!(task.prepare_commit().offsets, [(o.clone(), 1)]);
+    assert_eq!(task.prepare_commit().unwrap().offsets, [(o.clone(), 1)]);
     assert_eq!(task.deliverable().unwrap_err(), error);
 }
 
@@ -1314,7 +1314,7 @@ fn t3_cadence_survives_a_restart() {
     let f = fixture(echo(&[orders()], true));
     let mut task = f.started(0);
     assert!(task.poll_tick(T0 + INTERVAL_MS).is_some());
-    let request = task.prepare_commit();
+    let request = task.prepare_commit().unwrap();
     task.handle_committed(T0 + INTERVAL_MS);
 
     let mut task = f.task(0);
@@ -1585,7 +1585,7 @@ fn codec_rejected_value_or_key_names_topic_tp_and_offset() {
         "{message}"
     );
     assert_eq!(task.deliverable().unwrap_err(), error);
-    assert_eq!(task.prepare_commit().offsets, [(o.clone(), 1)]);
+    assert_eq!(task.prepare_commit().unwrap().offsets, [(o.clone(), 1)]);
 
     // A key that does not decode, and a null value on a source.
     for (record, expected) in [
@@ -1599,7 +1599,7 @@ fn codec_rejected_value_or_key_names_topic_tp_and_offset() {
             matches!(&error, TaskError::Codec { tp, offset: 0, part, .. } if tp == &o && *part == expected),
             "{error:?}"
         );
-        assert_eq!(task.prepare_commit().offsets, [(o.clone(), 0)]);
+        assert_eq!(task.prepare_commit().unwrap().offsets, [(o.clone(), 0)]);
     }
 }
 
@@ -1623,7 +1623,7 @@ fn codec_malformed_tick_value_is_a_bad_tick() {
         );
         assert_eq!(task.failure(), Some(&error));
         assert_eq!(
-            task.prepare_commit().offsets,
+            task.prepare_commit().unwrap().offsets,
             [(o.clone(), 0), (k.clone(), 3)]
         );
     }
@@ -1714,5 +1714,30 @@ fn g6_a_claim_cycle_between_consumed_tps_is_reported_not_waited_on() {
         matches!(task.deliverable(), Err(TaskError::UnresolvableClaim { .. })),
         "heads: {:?}",
         task.heads()
+    );
+}
+
+/// §8, X1: a history too large for Kafka's offset metadata would make every
+/// commit fail; the task stops with a typed error instead of stalling.
+#[test]
+fn x1_checkpoint_beyond_the_offset_metadata_limit_stops_the_task() {
+    let f = fixture(echo(&[orders()], false));
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    let names: Vec<String> = (0..150)
+        .map(|index| format!("an-upstream-topic-with-a-long-name-{index:03}"))
+        .collect();
+    let claims: Vec<(&str, u32, u64)> = names.iter().map(|name| (name.as_str(), 0, 7)).collect();
+    feed(&mut task, &o, vec![rec(0).stamp(&claims)], 1);
+    deliver(&mut task, &o);
+    let error = task.prepare_commit().unwrap_err();
+    assert!(
+        matches!(&error, TaskError::CheckpointTooLarge { bytes, max: 4096, claims: 151, .. } if *bytes > 4096),
+        "{error}"
+    );
+    assert_eq!(
+        task.deliverable().unwrap_err(),
+        error,
+        "the task stays stopped"
     );
 }

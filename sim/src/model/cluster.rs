@@ -23,6 +23,10 @@ pub struct ProducerId {
 /// the core's own type, so drivers hand it to a task as they read it.
 pub use parsley::task::CommittedOffset;
 
+/// Kafka's default `offset.metadata.max.bytes`: the broker refuses longer
+/// offset metadata, and so does the model.
+pub use parsley::task::OFFSET_METADATA_BYTES_MAX;
+
 type GroupOffsets = BTreeMap<String, BTreeMap<Tp, CommittedOffset>>;
 
 /// The coordinator's view of one transactional id.
@@ -227,8 +231,16 @@ impl Cluster {
         let state = producer_mut(&mut self.producers, producer)?;
         let txn = open_txn(state)?;
         // All or nothing: check every tp before staging any.
-        for (tp, _) in offsets {
+        for (tp, offset) in offsets {
             partition(&self.topics, tp)?;
+            // The broker's `offset.metadata.max.bytes` (4096 by default).
+            if offset.metadata.len() > OFFSET_METADATA_BYTES_MAX {
+                return Err(ModelError::MetadataTooLarge {
+                    tp: tp.clone(),
+                    bytes: offset.metadata.len(),
+                    max: OFFSET_METADATA_BYTES_MAX,
+                });
+            }
         }
         let staged = txn.offsets.entry(group.to_owned()).or_default();
         for (tp, offset) in offsets {

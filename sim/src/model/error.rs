@@ -46,4 +46,7 @@ pub enum ModelError {
 
     #[error("unknown producer: its id was never returned by init_producer on this cluster")]
     UnknownProducer,
+
+    #[error("offset metadata for {tp} is {bytes} bytes, more than the broker's {max} (offset.metadata.max.bytes)")]
+    MetadataTooLarge { tp: Tp, bytes: usize, max: usize },
 }

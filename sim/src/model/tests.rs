@@ -1093,3 +1093,36 @@ mod interleavings {
         }
     }
 }
+
+/// Kafka's `offset.metadata.max.bytes` (4096 by default): longer offset
+/// metadata is refused, and nothing is staged.
+#[test]
+fn offset_metadata_longer_than_the_broker_limit_is_refused() {
+    let mut cluster = Cluster::new();
+    cluster.create_topic("in", 1).unwrap();
+    let tp = Tp::new("in", 0);
+    let producer = cluster.init_producer("limit", 0);
+    cluster.begin(producer, 0).unwrap();
+    let too_long = CommittedOffset::new(1, "x".repeat(4097));
+    let error = cluster
+        .send_offsets(producer, "g", &[(tp.clone(), too_long)])
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "offset metadata for in-0 is 4097 bytes, more than the broker's 4096 (offset.metadata.max.bytes)"
+    );
+    cluster
+        .send_offsets(
+            producer,
+            "g",
+            &[(tp.clone(), CommittedOffset::new(1, "x".repeat(4096)))],
+        )
+        .unwrap();
+    cluster.commit(producer).unwrap();
+    assert_eq!(
+        cluster
+            .committed("g", &tp)
+            .map(|committed| committed.metadata.len()),
+        Some(4096)
+    );
+}
