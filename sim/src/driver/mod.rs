@@ -309,7 +309,7 @@ impl TestDriver {
     /// The ticks so far, rendered for snapshots (see [`render_ticks`]).
     pub fn tick_report(&self) -> String {
         let world = self.world.borrow();
-        render_ticks(&world.trace, world.initial_wall_clock)
+        render_ticks(&world.trace, world.initial_wall_clock, &world.cluster)
     }
 
     /// The in-memory Kafka model, to inspect logs and offsets.
@@ -330,7 +330,7 @@ impl TestDriver {
             .iter()
             .flat_map(|event| match event {
                 TraceEvent::Delivered { sent, .. } => {
-                    sent.iter().map(|sent| sent.tp.topic.to_string()).collect()
+                    sent.iter().map(|(tp, _)| tp.topic.to_string()).collect()
                 }
                 TraceEvent::TickEmitted { tp, .. } => vec![tp.topic.to_string()],
                 _ => Vec::new(),

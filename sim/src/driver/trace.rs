@@ -6,7 +6,7 @@ use std::fmt::Write;
 use parsley::task::TaskId;
 use parsley::{Claim, Stamp, Tp};
 
-use crate::host::Sent;
+use crate::model::Cluster;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TraceEvent {
@@ -35,7 +35,8 @@ pub enum TraceEvent {
         offset: u64,
         /// The tick's timestamp, when the record was a tick.
         tick: Option<i64>,
-        sent: Vec<Sent>,
+        /// Where each sent record landed; the records are in the log.
+        sent: Vec<(Tp, u64)>,
     },
     Committed {
         task: TaskId,
@@ -68,9 +69,10 @@ fn clock(at: i64, origin: i64) -> String {
 }
 
 /// Renders the tick-related events: each tick's emission (time, record,
-/// stamp), any hold, and its delivery with what the delivery emitted.
+/// stamp), any hold, and its delivery with what the delivery emitted (read
+/// back from `cluster`'s logs).
 /// Changelog writes are left out. Times are relative to `origin`.
-pub fn render_ticks(trace: &[TraceEvent], origin: i64) -> String {
+pub fn render_ticks(trace: &[TraceEvent], origin: i64, cluster: &Cluster) -> String {
     let mut out = String::new();
     for event in trace {
         match event {
@@ -114,11 +116,18 @@ pub fn render_ticks(trace: &[TraceEvent], origin: i64) -> String {
                     "{:>6}  {task}  deliver tick {tp}@{offset}  Tick {{ timestamp: {timestamp} }}",
                     clock(*at, origin)
                 );
-                for sent in sent
+                for (sent_tp, sent_offset) in sent
                     .iter()
-                    .filter(|sent| !sent.tp.topic.as_str().ends_with("-state-changelog"))
+                    .filter(|(sent_tp, _)| !sent_tp.topic.as_str().ends_with("-state-changelog"))
                 {
-                    let data = &sent.record.data;
+                    let Some(data) = cluster
+                        .entries(sent_tp)
+                        .ok()
+                        .and_then(|entries| entries.get(*sent_offset as usize))
+                        .and_then(|entry| entry.record())
+                    else {
+                        continue;
+                    };
                     let stamp = data
                         .header(parsley::header::STAMP_HEADER)
                         .and_then(|bytes| parsley::header::decode(bytes).ok())
@@ -127,8 +136,8 @@ pub fn render_ticks(trace: &[TraceEvent], origin: i64) -> String {
                         out,
                         "{:>6}  {task}    -> {}@{}  key {}  value {}  stamp {stamp}",
                         "",
-                        sent.tp,
-                        sent.offset,
+                        sent_tp,
+                        sent_offset,
                         render_bytes(data.key.as_deref()),
                         render_bytes(data.value.as_deref()),
                     );

@@ -184,7 +184,10 @@ impl World {
                         tp,
                         offset,
                         tick: tick_timestamp,
-                        sent,
+                        sent: sent
+                            .into_iter()
+                            .map(|sent| (sent.tp, sent.offset))
+                            .collect(),
                     });
                 }
                 Err(crate::host::HostError::Task(error)) => {
