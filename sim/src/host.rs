@@ -22,12 +22,12 @@ pub enum HostError {
     Model(#[from] ModelError),
 }
 
-/// A record the host sent for its task, and where it landed.
+/// Where a record the host sent for its task landed (the record itself is
+/// in the log).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sent {
     pub tp: Tp,
     pub offset: u64,
-    pub record: ProducedRecord,
 }
 
 /// A tick the host emitted for its task.
@@ -158,20 +158,18 @@ impl TaskHost {
             if mutation::active(Mutation::EmissionsOutsideTransaction)
                 && !record.tp.topic.as_str().ends_with("-state-changelog")
             {
-                let offset = cluster.append(&record.tp, record.data.clone())?;
+                let offset = cluster.append(&record.tp, record.data)?;
                 sent.push(Sent {
-                    tp: record.tp.clone(),
+                    tp: record.tp,
                     offset,
-                    record,
                 });
                 continue;
             }
             self.ensure_transaction(cluster, now)?;
-            let offset = cluster.send(self.producer, &record.tp, record.data.clone())?;
+            let offset = cluster.send(self.producer, &record.tp, record.data)?;
             sent.push(Sent {
-                tp: record.tp.clone(),
+                tp: record.tp,
                 offset,
-                record,
             });
         }
         Ok(sent)
