@@ -127,12 +127,7 @@ fn x1_aborted_transaction_leaves_no_output_state_or_position() {
     ] {
         cluster.create_topic(topic, partitions).unwrap();
     }
-    let metadata = cluster
-        .topics()
-        .into_iter()
-        .map(|(name, count)| (name.to_string(), count))
-        .collect::<std::collections::BTreeMap<_, _>>();
-    let assembly = assemble(&app, &metadata).unwrap();
+    let assembly = assemble(&app, &cluster).unwrap();
     let orders = Tp::new("orders", 0);
     cluster
         .append(
@@ -202,12 +197,7 @@ fn x4_newer_instance_fences_the_zombie() {
     for topic in ["orders", "forwarded"] {
         cluster.create_topic(topic, 1).unwrap();
     }
-    let metadata = cluster
-        .topics()
-        .into_iter()
-        .map(|(name, count)| (name.to_string(), count))
-        .collect::<std::collections::BTreeMap<_, _>>();
-    let assembly = assemble(&app, &metadata).unwrap();
+    let assembly = assemble(&app, &cluster).unwrap();
     let orders = Tp::new("orders", 0);
     cluster
         .append(

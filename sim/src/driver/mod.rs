@@ -119,7 +119,7 @@ impl TestDriverBuilder {
         self
     }
 
-    fn partitions_for(&self, contract: &TopicContract, resolved: &BTreeMap<String, u32>) -> u32 {
+    fn partitions_for(&self, contract: &TopicContract, cluster: &Cluster) -> u32 {
         match &contract.partitions {
             PartitionRule::Any => self
                 .partitions
@@ -128,7 +128,7 @@ impl TestDriverBuilder {
                 .unwrap_or(self.default_partitions),
             PartitionRule::MatchWidestOf(sources) => sources
                 .iter()
-                .filter_map(|source| resolved.get(source.as_str()).copied())
+                .filter_map(|source| cluster.partitions(source.as_str()))
                 .max()
                 .unwrap_or(self.default_partitions),
         }
@@ -142,30 +142,19 @@ impl TestDriverBuilder {
         }
         if self.create_topics {
             let contracts = ContractProbes::probe(&self.app);
-            let mut resolved: BTreeMap<String, u32> = cluster
-                .topics()
-                .into_iter()
-                .map(|(name, count)| (name.to_string(), count))
-                .collect();
             // Sources and sinks first: derived topics follow their counts.
             let (free, derived): (Vec<_>, Vec<_>) = contracts
                 .iter()
                 .partition(|contract| contract.partitions == PartitionRule::Any);
             for contract in free.into_iter().chain(derived) {
-                if resolved.contains_key(contract.name.as_str()) {
+                if cluster.partitions(contract.name.as_str()).is_some() {
                     continue;
                 }
-                let partitions = self.partitions_for(contract, &resolved);
+                let partitions = self.partitions_for(contract, &cluster);
                 cluster.create_topic(contract.name.as_str(), partitions)?;
-                resolved.insert(contract.name.to_string(), partitions);
             }
         }
-        let metadata: BTreeMap<String, u32> = cluster
-            .topics()
-            .into_iter()
-            .map(|(name, count)| (name.to_string(), count))
-            .collect();
-        let assembly = assemble(&self.app, &metadata)?;
+        let assembly = assemble(&self.app, &cluster)?;
         let config = TaskConfig {
             commit_interval: self.commit_interval,
         };

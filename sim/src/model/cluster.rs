@@ -464,3 +464,10 @@ fn partition_mut<'a>(
             partitions,
         })
 }
+
+/// What the core's assembly check (C3) reads: the model's topics.
+impl parsley::TopicMetadata for Cluster {
+    fn partitions(&self, topic: &str) -> Option<u32> {
+        Cluster::partitions(self, topic)
+    }
+}

@@ -144,12 +144,7 @@ impl World {
                 .create_topic(contract.name.as_str(), scenario.partitions)
                 .expect("each topic is created once");
         }
-        let metadata: BTreeMap<String, u32> = cluster
-            .topics()
-            .into_iter()
-            .map(|(name, partitions)| (name.to_string(), partitions))
-            .collect();
-        let assembly = assemble(&topology.app, &metadata)
+        let assembly = assemble(&topology.app, &cluster)
             .expect("the world creates every topic the probe lists");
         let faults = scenario.faults.swarm(choices);
         let scheduler = topology.timers.as_ref().map(|timers| Scheduler {
@@ -256,20 +251,9 @@ impl World {
                 hosts.push(host);
                 self.record(Event::TaskStarted { at });
             }
-            Err(HostError::Task(error)) => {
-                // A task that cannot even start (a bad checkpoint, a bad
-                // changelog record) is a stopped task.
-                let (tp, offset) = error
-                    .record()
-                    .map(|(tp, offset)| (tp.clone(), offset))
-                    .unwrap_or_else(|| (Tp::new("-", 0), 0));
-                self.record(Event::TaskStopped {
-                    at,
-                    tp,
-                    offset,
-                    error: error.to_string(),
-                });
-            }
+            // A task that cannot even start (a bad checkpoint, a bad
+            // changelog record) is a stopped task.
+            Err(HostError::Task(error)) => self.record_stopped(at, &error),
             Err(HostError::Model(error)) => panic!("starting {task}: the model refused: {error}"),
         }
         self.pending_starts.remove(task);
@@ -517,6 +501,12 @@ impl World {
             txn,
             cause: AbortCause::Stopped,
         });
+        self.record_stopped(at, &error);
+    }
+
+    fn record_stopped(&mut self, at: TaskAt, error: &parsley::TaskError) {
+        // Errors that name no record (a checkpoint too large) stop the task
+        // where it stands.
         let (tp, offset) = error
             .record()
             .map(|(tp, offset)| (tp.clone(), offset))
