@@ -13,7 +13,7 @@ pub mod partitioner;
 pub mod topic;
 pub use codec::{Codec, CodecError, Json, RawBytes, Utf8};
 pub use emission::{Emission, Record, Step, Tick};
-pub use topic::{Sinks, Topic, TopicRef};
+pub use topic::{RecordCodecError, RecordPart, Sinks, Topic, TopicRef};
 pub mod stage;
 pub use stage::Stage;
 pub mod app;

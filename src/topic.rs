@@ -6,9 +6,42 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::codec::{Codec, CodecIdentity, Json};
-use crate::emission::Emission;
+use bytes::Bytes;
+
+use crate::codec::{Codec, CodecError, CodecIdentity, Direction, Json};
+use crate::emission::{Emission, Record};
+use crate::record::ConsumedRecord;
 use crate::tp::{TopicName, Tp};
+
+/// Which part of a record a codec refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordPart {
+    Key,
+    Value,
+}
+
+impl RecordPart {
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordPart::Key => "key",
+            RecordPart::Value => "value",
+        }
+    }
+}
+
+impl fmt::Display for RecordPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A codec refused a record's key or value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {part} was rejected: {error}")]
+pub struct RecordCodecError {
+    pub part: RecordPart,
+    pub error: CodecError,
+}
 
 /// A Kafka topic with typed keys and values. Cheap to clone; clones share
 /// their codecs.
@@ -98,14 +131,73 @@ impl<K: 'static, V: 'static> Topic<K, V> {
     /// codec failure travels inside the emission and stops the task that
     /// returns it, with the stage and topic named.
     pub fn send(&self, key: impl Into<Option<K>>, value: impl Into<V>) -> Emission {
-        let key = key.into();
-        let value = value.into();
-        let encoded = key
-            .as_ref()
+        let encoded = self
+            .encode(key.into().as_ref(), &value.into())
+            .map_err(|refused| refused.error);
+        Emission::new(self.name.clone(), encoded)
+    }
+
+    /// Encodes a key and value with this topic's codecs.
+    pub fn encode(
+        &self,
+        key: Option<&K>,
+        value: &V,
+    ) -> Result<(Option<Bytes>, Bytes), RecordCodecError> {
+        let key = key
             .map(|key| self.key_codec.encode(key))
             .transpose()
-            .and_then(|key| Ok((key, self.value_codec.encode(&value)?)));
-        Emission::new(self.name.clone(), encoded)
+            .map_err(|error| RecordCodecError {
+                part: RecordPart::Key,
+                error,
+            })?;
+        let value = self
+            .value_codec
+            .encode(value)
+            .map_err(|error| RecordCodecError {
+                part: RecordPart::Value,
+                error,
+            })?;
+        Ok((key, value))
+    }
+
+    /// Decodes a record read from `tp` with this topic's codecs. A null value
+    /// (a tombstone) is refused: a typed record has a value.
+    pub fn decode(
+        &self,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+    ) -> Result<Record<K, V>, RecordCodecError> {
+        let key = consumed
+            .data
+            .key
+            .as_ref()
+            .map(|key| self.key_codec.decode(key))
+            .transpose()
+            .map_err(|error| RecordCodecError {
+                part: RecordPart::Key,
+                error,
+            })?;
+        let value = match &consumed.data.value {
+            Some(value) => self.value_codec.decode(value),
+            None => Err(CodecError {
+                codec: "parsley",
+                direction: Direction::Decode,
+                type_name: std::any::type_name::<V>(),
+                message: "the value is null (a tombstone); typed records carry values".to_string(),
+            }),
+        }
+        .map_err(|error| RecordCodecError {
+            part: RecordPart::Value,
+            error,
+        })?;
+        Ok(Record {
+            key,
+            value,
+            timestamp: consumed.data.timestamp,
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            offset: consumed.offset,
+        })
     }
 }
 

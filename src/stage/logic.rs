@@ -40,20 +40,7 @@ pub(crate) enum DeliveryFailure {
     Logic(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordPart {
-    Key,
-    Value,
-}
-
-impl std::fmt::Display for RecordPart {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RecordPart::Key => "key",
-            RecordPart::Value => "value",
-        })
-    }
-}
+pub use crate::topic::RecordPart;
 
 /// The erased logic of a stage.
 pub(crate) trait StageLogic: Send + Sync {

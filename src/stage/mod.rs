@@ -29,7 +29,7 @@ use crate::codec::Codec;
 use crate::emission::{Emission, Record, Step, Tick};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{
-    guarded, DeliveryFailure, RecordPart, SourceFn, StageLogic, StateDecl, TickLogic, TypedLogic,
+    guarded, DeliveryFailure, SourceFn, StageLogic, StateDecl, TickLogic, TypedLogic,
 };
 use crate::topic::{Sinks, Topic, TopicRef};
 use crate::tp::Tp;
@@ -244,46 +244,13 @@ where
 {
     let topic = topic.clone();
     Arc::new(move |state: S, tp: &Tp, consumed: &ConsumedRecord| {
-        let record = decode_record(&topic, tp, consumed)?;
+        let record = topic
+            .decode(tp, consumed)
+            .map_err(|refused| DeliveryFailure::Codec {
+                part: refused.part,
+                error: refused.error,
+            })?;
         guarded(|| fold(state, &record).into_result())
-    })
-}
-
-fn decode_record<K: 'static, V: 'static>(
-    topic: &Topic<K, V>,
-    tp: &Tp,
-    consumed: &ConsumedRecord,
-) -> Result<Record<K, V>, DeliveryFailure> {
-    let key = consumed
-        .data
-        .key
-        .as_ref()
-        .map(|key| topic.key_codec().decode(key))
-        .transpose()
-        .map_err(|error| DeliveryFailure::Codec {
-            part: RecordPart::Key,
-            error,
-        })?;
-    let value = match &consumed.data.value {
-        Some(value) => topic.value_codec().decode(value),
-        None => Err(crate::codec::CodecError {
-            codec: "parsley",
-            direction: crate::codec::Direction::Decode,
-            type_name: std::any::type_name::<V>(),
-            message: "the value is null (a tombstone); source topics carry values".to_string(),
-        }),
-    }
-    .map_err(|error| DeliveryFailure::Codec {
-        part: RecordPart::Value,
-        error,
-    })?;
-    Ok(Record {
-        key,
-        value,
-        timestamp: consumed.data.timestamp,
-        topic: tp.topic.clone(),
-        partition: tp.partition,
-        offset: consumed.offset,
     })
 }
 

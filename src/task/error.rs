@@ -6,8 +6,8 @@ use std::fmt;
 
 use crate::codec::CodecError;
 use crate::header::HeaderError;
-use crate::stage::logic::RecordPart;
 use crate::stamp::Claim;
+use crate::topic::RecordPart;
 use crate::tp::Tp;
 
 /// One stage's task: its unit of work and of parallelism.

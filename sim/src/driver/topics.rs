@@ -88,22 +88,14 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
 
     fn append(&self, record: TestRecord<K, V>) -> Result<(Tp, u64), DriverError> {
         let name = self.topic.name().as_str();
-        let codec_error = |part, error| DriverError::InputCodec {
-            topic: name.to_string(),
-            part,
-            error,
-        };
-        let key = record
-            .key
-            .as_ref()
-            .map(|key| self.topic.key_codec().encode(key))
-            .transpose()
-            .map_err(|error| codec_error("key", error))?;
-        let value = self
+        let (key, value) = self
             .topic
-            .value_codec()
-            .encode(&record.value)
-            .map_err(|error| codec_error("value", error))?;
+            .encode(record.key.as_ref(), &record.value)
+            .map_err(|refused| DriverError::InputCodec {
+                topic: name.to_string(),
+                part: refused.part.name(),
+                error: refused.error,
+            })?;
         let mut world = self.world.borrow_mut();
         let partitions =
             world
@@ -242,24 +234,15 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
         consumed: parsley::ConsumedRecord,
     ) -> Result<OutputRecord<K, V>, DriverError> {
         let offset = consumed.offset;
-        let codec_error = |part, error| DriverError::OutputCodec {
-            tp: tp.clone(),
-            offset,
-            part,
-            error,
-        };
-        let key = consumed
-            .data
-            .key
-            .as_ref()
-            .map(|key| self.topic.key_codec().decode(key))
-            .transpose()
-            .map_err(|error| codec_error("key", error))?;
-        let value = self
-            .topic
-            .value_codec()
-            .decode(consumed.data.value.as_deref().unwrap_or_default())
-            .map_err(|error| codec_error("value", error))?;
+        let record =
+            self.topic
+                .decode(tp, &consumed)
+                .map_err(|refused| DriverError::OutputCodec {
+                    tp: tp.clone(),
+                    offset,
+                    part: refused.part.name(),
+                    error: refused.error,
+                })?;
         let stamp = match consumed.data.header(STAMP_HEADER) {
             Some(bytes) => header::decode(bytes).map_err(|error| DriverError::OutputStamp {
                 tp: tp.clone(),
@@ -269,9 +252,9 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             None => Stamp::empty(),
         };
         Ok(OutputRecord {
-            key,
-            value,
-            timestamp: consumed.data.timestamp,
+            key: record.key,
+            value: record.value,
+            timestamp: record.timestamp,
             tp: tp.clone(),
             offset,
             stamp,
