@@ -17,57 +17,19 @@
 
 #![cfg(feature = "live")]
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parsley::live::{
-    Isolation, LiveClient, LiveConfig, LiveError, TxnErrorClass, TxnProducer, BOOTSTRAP_ENV,
-};
+use parsley::live::{Isolation, LiveClient, LiveConfig, LiveError, TxnErrorClass, TxnProducer};
 use parsley::task::CommittedOffset;
 use parsley::{ConsumedRecord, Header, RecordData, Tp};
 use rdkafka::error::RDKafkaErrorCode;
 
 // ----- set-up -----
 
-/// The broker's address, or `None` (after a note) when the tests should skip.
-fn live_config() -> Option<LiveConfig> {
-    if let Some(config) = LiveConfig::from_env() {
-        return Some(config);
-    }
-    let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
-    assert!(
-        !in_ci,
-        "{BOOTSTRAP_ENV} is not set, but CI is: start the broker first with \
-         `export \"$(bash scripts/kafka/broker.sh start)\"`"
-    );
-    eprintln!(
-        "note: live fidelity test skipped: {BOOTSTRAP_ENV} is not set \
-         (`export \"$(bash scripts/kafka/broker.sh start)\"` starts a broker)"
-    );
-    None
-}
+mod support;
 
-/// A name no other test, and no earlier run on the same broker, uses.
-fn unique(kind: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = RandomState::new().build_hasher();
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos() as u64);
-    hasher.write_u64(nanos);
-    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    hasher.write_u32(std::process::id());
-    format!("fidelity-{kind}-{:016x}", hasher.finish())
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as i64)
-}
+use support::{live_config, now_ms, unique};
 
 /// The model's `rec`, with the wall-clock time as timestamp: a record with
 /// timestamp 0 would be older than any retention and could be deleted.

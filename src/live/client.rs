@@ -48,6 +48,9 @@ pub const BOOTSTRAP_ENV: &str = "KAFKA_BOOTSTRAP_SERVERS";
 /// How long a blocking call may take unless configured otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a send waits for room in a full producer queue before failing.
+const QUEUE_FULL_PATIENCE: Duration = Duration::from_secs(30);
+
 /// Kafka's and librdkafka's default `transaction.timeout.ms`.
 pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -101,7 +104,7 @@ impl LiveConfig {
     }
 
     /// `settings` on top of the bootstrap servers, then the user's properties.
-    fn client_config(&self, settings: &[(&str, String)]) -> ClientConfig {
+    pub(crate) fn client_config(&self, settings: &[(&str, String)]) -> ClientConfig {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.bootstrap_servers);
         for (key, value) in settings {
@@ -163,13 +166,13 @@ fn millis(duration: Duration) -> String {
     duration.as_millis().to_string()
 }
 
-fn kafka_partition(tp: &Tp) -> i32 {
+pub(crate) fn kafka_partition(tp: &Tp) -> i32 {
     // Kafka's partitions are i32; one beyond that cannot exist, and the
     // broker answers UNKNOWN_TOPIC_OR_PARTITION for i32::MAX.
     i32::try_from(tp.partition).unwrap_or(i32::MAX)
 }
 
-fn kafka_offset(tp: &Tp, offset: u64) -> Result<Offset, LiveError> {
+pub(crate) fn kafka_offset(tp: &Tp, offset: u64) -> Result<Offset, LiveError> {
     i64::try_from(offset)
         .map(Offset::Offset)
         .map_err(|_| LiveError::OffsetTooLarge {
@@ -180,7 +183,7 @@ fn kafka_offset(tp: &Tp, offset: u64) -> Result<Offset, LiveError> {
 
 /// Offsets from the broker are never negative when valid; a negative one
 /// (librdkafka's "no offset" sentinels) becomes `None`.
-fn our_offset(offset: i64) -> Option<u64> {
+pub(crate) fn our_offset(offset: i64) -> Option<u64> {
     u64::try_from(offset).ok()
 }
 
@@ -203,14 +206,14 @@ where
 /// Two group-less consumers, one per isolation level, for ListOffsets: a
 /// `read_committed` ListOffsets(latest) answers the last stable offset, a
 /// `read_uncommitted` one the high watermark.
-struct Probes {
+pub(crate) struct Probes {
     committed: BaseConsumer,
     uncommitted: BaseConsumer,
     timeout: Duration,
 }
 
 impl Probes {
-    fn new(config: &LiveConfig) -> Result<Probes, LiveError> {
+    pub(crate) fn new(config: &LiveConfig) -> Result<Probes, LiveError> {
         let probe = |isolation: Isolation| {
             config
                 .client_config(&[
@@ -230,7 +233,7 @@ impl Probes {
         })
     }
 
-    fn watermarks(&self, tp: &Tp) -> Result<Watermarks, LiveError> {
+    pub(crate) fn watermarks(&self, tp: &Tp) -> Result<Watermarks, LiveError> {
         let query = |consumer: &BaseConsumer| {
             consumer
                 .fetch_watermarks(tp.topic.as_str(), kafka_partition(tp), self.timeout)
@@ -249,7 +252,7 @@ impl Probes {
     }
 
     /// The topic's partition count, or `None` if the broker does not know it.
-    fn partitions(&self, topic: &str) -> Result<Option<(u32, bool)>, LiveError> {
+    pub(crate) fn partitions(&self, topic: &str) -> Result<Option<(u32, bool)>, LiveError> {
         let metadata = self
             .uncommitted
             .fetch_metadata(Some(topic), self.timeout)
@@ -306,6 +309,17 @@ impl LiveClient {
     /// replication factor, and waits until every partition has a leader, so
     /// the next produce does not race the topic's creation.
     pub async fn create_topic(&self, topic: &str, partitions: u32) -> Result<(), LiveError> {
+        self.create_topic_with(topic, partitions, &[]).await
+    }
+
+    /// [`LiveClient::create_topic`] with topic configuration: `settings` are
+    /// `kafka-topics.sh --config` pairs such as `cleanup.policy=compact`.
+    pub async fn create_topic_with(
+        &self,
+        topic: &str,
+        partitions: u32,
+        settings: &[(String, String)],
+    ) -> Result<(), LiveError> {
         if partitions == 0 {
             return Err(LiveError::InvalidPartitionCount {
                 topic: topic.to_owned(),
@@ -316,7 +330,10 @@ impl LiveClient {
             partitions,
             reason: "Kafka allows at most 2^31 - 1 partitions".into(),
         })?;
-        let new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
+        let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
+        for (key, value) in settings {
+            new = new.set(key, value);
+        }
         let options = AdminOptions::new()
             .operation_timeout(Some(self.config.timeout))
             .request_timeout(Some(self.config.timeout));
@@ -553,9 +570,21 @@ fn enqueue(
     if let Some(value) = &record.value {
         base = base.payload(value.as_ref());
     }
-    producer
-        .send(base)
-        .map_err(|(source, _)| send_failure(producer, name, tp, source))?;
+    // A full local queue is back-pressure, not a failure: wait for the
+    // background thread to hand records to the broker, then retry.
+    let deadline = Instant::now() + QUEUE_FULL_PATIENCE;
+    loop {
+        match producer.send(base) {
+            Ok(()) => break,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned))
+                if Instant::now() < deadline =>
+            {
+                base = returned;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err((source, _)) => return Err(send_failure(producer, name, tp, source)),
+        }
+    }
     Ok(Delivery {
         reply: wait,
         tp: tp.clone(),
@@ -627,6 +656,76 @@ impl TxnProducer {
         result.map_err(|source| self.failure(op, source))
     }
 
+    /// Runs a transactional call on this thread, with the configured
+    /// timeout. For drivers that run each task on a thread of its own.
+    fn call_here(
+        &self,
+        op: TxnOp,
+        call: impl FnOnce(&KafkaProducer, Duration) -> Result<(), KafkaError>,
+    ) -> Result<(), LiveError> {
+        call(&self.inner, self.config.timeout).map_err(|source| self.failure(op, source))
+    }
+
+    /// [`TxnProducer::init`] on this thread (blocks).
+    pub fn init_blocking(&self) -> Result<(), LiveError> {
+        self.call_here(TxnOp::Init, |producer, timeout| {
+            producer.init_transactions(timeout)
+        })
+    }
+
+    /// [`TxnProducer::send_offsets`] on this thread (blocks).
+    pub fn send_offsets_blocking(
+        &self,
+        group: &str,
+        offsets: &[(Tp, CommittedOffset)],
+    ) -> Result<(), LiveError> {
+        let list = self.offset_list(offsets)?;
+        // Not a `match` on the lookup: its guard would live through the arms.
+        let known = self.lock_groups().get(group).cloned();
+        let metadata = match known {
+            Some(known) => known,
+            None => {
+                let made = Arc::new(group_metadata(&self.config, group)?);
+                self.lock_groups()
+                    .insert(group.to_owned(), Arc::clone(&made));
+                made
+            }
+        };
+        self.call_here(TxnOp::SendOffsets, |producer, timeout| {
+            producer.send_offsets_to_transaction(&list, &metadata, timeout)
+        })
+    }
+
+    /// [`TxnProducer::commit`] on this thread (blocks).
+    pub fn commit_blocking(&self) -> Result<(), LiveError> {
+        self.call_here(TxnOp::Commit, |producer, timeout| {
+            producer.commit_transaction(timeout)
+        })
+    }
+
+    /// [`TxnProducer::abort`] on this thread (blocks).
+    pub fn abort_blocking(&self) -> Result<(), LiveError> {
+        self.call_here(TxnOp::Abort, |producer, timeout| {
+            producer.abort_transaction(timeout)
+        })
+    }
+
+    fn offset_list(
+        &self,
+        offsets: &[(Tp, CommittedOffset)],
+    ) -> Result<TopicPartitionList, LiveError> {
+        let mut list = TopicPartitionList::with_capacity(offsets.len());
+        for (tp, committed) in offsets {
+            let offset = kafka_offset(tp, committed.offset)?;
+            let mut element = list.add_partition(tp.topic.as_str(), kafka_partition(tp));
+            element
+                .set_offset(offset)
+                .map_err(|source| self.failure(TxnOp::SendOffsets, source))?;
+            element.set_metadata(committed.metadata.as_str());
+        }
+        Ok(list)
+    }
+
     /// `init_transactions`: registers the transactional id with the
     /// coordinator, fencing older producers and aborting their open
     /// transaction.
@@ -663,15 +762,7 @@ impl TxnProducer {
         group: &str,
         offsets: &[(Tp, CommittedOffset)],
     ) -> Result<(), LiveError> {
-        let mut list = TopicPartitionList::with_capacity(offsets.len());
-        for (tp, committed) in offsets {
-            let offset = kafka_offset(tp, committed.offset)?;
-            let mut element = list.add_partition(tp.topic.as_str(), kafka_partition(tp));
-            element
-                .set_offset(offset)
-                .map_err(|source| self.failure(TxnOp::SendOffsets, source))?;
-            element.set_metadata(committed.metadata.as_str());
-        }
+        let list = self.offset_list(offsets)?;
         let metadata = self.group_metadata(group).await?;
         self.call(TxnOp::SendOffsets, move |producer, timeout| {
             producer.send_offsets_to_transaction(&list, &metadata, timeout)
@@ -686,22 +777,7 @@ impl TxnProducer {
         let config = self.config.clone();
         let name = group.to_owned();
         let metadata = blocking(format!("metadata of group `{group}`"), move || {
-            // A consumer that never joins: its metadata carries the group id
-            // with no generation, which the broker accepts from a producer
-            // whose consumer assigns partitions by hand.
-            let consumer = config
-                .client_config(&[("group.id", name), ("enable.auto.commit", "false".into())])
-                .create::<BaseConsumer>()
-                .map_err(|source| LiveError::Client {
-                    client: "group metadata consumer",
-                    source: Box::new(source),
-                })?;
-            consumer.group_metadata().ok_or(LiveError::Client {
-                client: "group metadata consumer",
-                source: Box::new(KafkaError::ClientCreation(
-                    "the consumer has no group metadata".into(),
-                )),
-            })
+            group_metadata(&config, &name)
         })
         .await?;
         let metadata = Arc::new(metadata);
@@ -737,6 +813,29 @@ impl TxnProducer {
         })
         .await
     }
+}
+
+/// The metadata of `group` for `send_offsets_to_transaction`, from a
+/// consumer that never joins: it carries the group id with no generation,
+/// which the broker accepts from a producer whose consumer assigns partitions
+/// by hand.
+fn group_metadata(config: &LiveConfig, group: &str) -> Result<ConsumerGroupMetadata, LiveError> {
+    let consumer = config
+        .client_config(&[
+            ("group.id", group.to_owned()),
+            ("enable.auto.commit", "false".into()),
+        ])
+        .create::<BaseConsumer>()
+        .map_err(|source| LiveError::Client {
+            client: "group metadata consumer",
+            source: Box::new(source),
+        })?;
+    consumer.group_metadata().ok_or(LiveError::Client {
+        client: "group metadata consumer",
+        source: Box::new(KafkaError::ClientCreation(
+            "the consumer has no group metadata".into(),
+        )),
+    })
 }
 
 /// An idempotent producer outside any transaction: the model's `append`.
@@ -876,7 +975,7 @@ fn position_of(consumer: &BaseConsumer, tp: &Tp) -> Option<u64> {
     }
 }
 
-fn fetch_visible(
+pub(crate) fn fetch_visible(
     consumer: &BaseConsumer,
     probes: &Probes,
     isolation: Isolation,
@@ -954,7 +1053,7 @@ fn fetch_visible(
     outcome
 }
 
-fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
+pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
     let headers = message
         .headers()
         .map(|headers| {
@@ -979,7 +1078,7 @@ fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
     }
 }
 
-fn committed_offsets(
+pub(crate) fn committed_offsets(
     consumer: &BaseConsumer,
     group: &str,
     tps: &[Tp],

@@ -34,9 +34,14 @@
 
 pub mod client;
 pub mod error;
+pub mod runtime;
 
 pub use client::{
     Delivery, Isolation, LiveClient, LiveConfig, LiveConsumer, LiveFetch, PlainProducer,
     TxnProducer, Watermarks, BOOTSTRAP_ENV,
 };
 pub use error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
+pub use runtime::{
+    assemble_on, create_topics, InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper,
+    TaskRun, TopicSetup,
+};

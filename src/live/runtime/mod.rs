@@ -1,0 +1,277 @@
+//! The live runtime: an application's tasks over a real Kafka cluster.
+//!
+//! An instance checks the application against the cluster's metadata (C3),
+//! takes its share of the tasks and runs each on a thread of its own
+//! ([`task_loop`]): one transactional producer per task, whose
+//! `transactional.id` is the task's (`<app>-<stage>-<partition>`), so a newer
+//! owner fences the old one (X4); a `read_committed` consumer of the task's
+//! tps, assigned by hand at the committed positions and reassigned at them
+//! after every abort; the slots restored from the changelog before delivery
+//! starts; ticks from the real clock and commits on the configured interval.
+//!
+//! # Sharing tasks between instances
+//!
+//! Assignment is static: the application's tasks, in stage order and then
+//! by partition, are dealt round-robin to `count` instances, and instance
+//! `index` runs those at positions `index`, `index + count`, …. Moving tasks
+//! means restarting instances with a new `count` (or starting a replacement
+//! with a dead instance's index): each task's new owner initialises the
+//! task's producer, which fences the old owner and aborts its open
+//! transaction, then resumes from the committed positions. No consumer-group
+//! rebalancing is involved, so no task ever runs twice un-fenced.
+
+mod error;
+mod setup;
+mod task_loop;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::app::App;
+use crate::assembly::Assembly;
+use crate::task::{TaskConfig, TaskId};
+
+use super::client::{LiveClient, LiveConfig};
+
+pub use error::RuntimeError;
+pub use setup::{assemble_on, create_topics, TopicSetup};
+pub use task_loop::{wall_clock_ms, TaskRun};
+
+/// Which share of the application's tasks an instance runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InstanceShare {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl InstanceShare {
+    /// The only instance: every task.
+    pub const ALL: InstanceShare = InstanceShare { index: 0, count: 1 };
+
+    pub fn new(index: u32, count: u32) -> Result<InstanceShare, RuntimeError> {
+        if count == 0 || index >= count {
+            return Err(RuntimeError::InvalidInstance { index, count });
+        }
+        Ok(InstanceShare { index, count })
+    }
+
+    /// This instance's tasks among all of `assembly`'s, dealt round-robin.
+    pub fn tasks(&self, assembly: &Assembly) -> Vec<TaskId> {
+        all_tasks(assembly)
+            .into_iter()
+            .enumerate()
+            .filter(|(position, _)| {
+                *position as u64 % u64::from(self.count) == u64::from(self.index)
+            })
+            .map(|(_, task)| task)
+            .collect()
+    }
+}
+
+/// Every task of the application, in stage order and then by partition.
+pub fn all_tasks(assembly: &Assembly) -> Vec<TaskId> {
+    assembly
+        .tasks
+        .iter()
+        .flat_map(|(stage, tasks)| {
+            (0..*tasks).map(|partition| TaskId {
+                stage: stage.clone(),
+                partition,
+            })
+        })
+        .collect()
+}
+
+/// How an instance runs its tasks.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    pub live: LiveConfig,
+    /// The commit interval (X2).
+    pub task: TaskConfig,
+    pub share: InstanceShare,
+    /// The most records a task takes from its consumer per turn.
+    pub max_batch: usize,
+    /// The longest a task waits for records before it looks at its ticks and
+    /// its commit again.
+    pub idle_poll: Duration,
+    /// How long a task with held records may see no delivery before it reads
+    /// fresh log ends, to tell a claim that can never resolve (G6).
+    pub stall_check: Duration,
+}
+
+impl RuntimeConfig {
+    pub fn new(live: LiveConfig) -> RuntimeConfig {
+        RuntimeConfig {
+            live,
+            task: TaskConfig::default(),
+            share: InstanceShare::ALL,
+            max_batch: 500,
+            idle_poll: Duration::from_millis(10),
+            stall_check: Duration::from_secs(1),
+        }
+    }
+
+    pub fn with_commit_interval(mut self, interval: Duration) -> RuntimeConfig {
+        self.task.commit_interval = interval;
+        self
+    }
+
+    pub fn with_share(mut self, share: InstanceShare) -> RuntimeConfig {
+        self.share = share;
+        self
+    }
+}
+
+/// Stops a running instance gracefully: each task commits what is pending
+/// and returns.
+#[derive(Clone, Debug)]
+pub struct Stopper(Arc<AtomicBool>);
+
+impl Stopper {
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A running instance of an application.
+pub struct Runtime {
+    assembly: Assembly,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<(TaskId, std::thread::JoinHandle<TaskRun>)>,
+}
+
+impl Runtime {
+    /// Checks `app` against the cluster (C3) and starts this instance's
+    /// tasks. A missing or mis-sized topic stops start-up here, before any
+    /// task runs.
+    pub async fn start(app: Arc<App>, config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        let client = LiveClient::new(config.live.clone())?;
+        let assembly = assemble_on(&client, &app).await?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(assembly.clone());
+        let mut tasks = Vec::new();
+        for id in config.share.tasks(&assembly) {
+            let (app, assembly, stop, config) = (
+                Arc::clone(&app),
+                Arc::clone(&shared),
+                Arc::clone(&stop),
+                config.clone(),
+            );
+            let name = format!("parsley {id}");
+            let task = id.clone();
+            let handle = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || task_loop::run_task(&app, &assembly, task, config, &stop))
+                .map_err(|error| RuntimeError::Panicked {
+                    task: id.clone(),
+                    reason: format!("the task's thread could not start: {error}"),
+                })?;
+            tasks.push((id, handle));
+        }
+        Ok(Runtime {
+            assembly,
+            stop,
+            tasks,
+        })
+    }
+
+    pub fn assembly(&self) -> &Assembly {
+        &self.assembly
+    }
+
+    /// The tasks this instance runs.
+    pub fn tasks(&self) -> Vec<TaskId> {
+        self.tasks.iter().map(|(id, _)| id.clone()).collect()
+    }
+
+    pub fn stopper(&self) -> Stopper {
+        Stopper(Arc::clone(&self.stop))
+    }
+
+    /// True once every task has returned (stopped, failed or fenced).
+    pub fn finished(&self) -> bool {
+        self.tasks.iter().all(|(_, handle)| handle.is_finished())
+    }
+
+    /// Waits for every task to return; call [`Stopper::stop`] first for a
+    /// graceful stop.
+    pub async fn wait(self) -> Vec<TaskRun> {
+        let mut runs = Vec::with_capacity(self.tasks.len());
+        for (id, handle) in self.tasks {
+            let joined = tokio::task::spawn_blocking(move || handle.join()).await;
+            runs.push(match joined {
+                Ok(Ok(run)) => run,
+                Ok(Err(panic)) => TaskRun {
+                    task: id.clone(),
+                    metrics: Default::default(),
+                    outcome: Err(RuntimeError::Panicked {
+                        task: id,
+                        reason: panic_message(panic.as_ref()),
+                    }),
+                },
+                Err(error) => TaskRun {
+                    task: id.clone(),
+                    metrics: Default::default(),
+                    outcome: Err(RuntimeError::Panicked {
+                        task: id,
+                        reason: error.to_string(),
+                    }),
+                },
+            });
+        }
+        runs
+    }
+
+    /// Runs until SIGINT or SIGTERM (or until every task has returned), then
+    /// stops gracefully: each task commits what is pending.
+    pub async fn run_until_signal(self) -> Vec<TaskRun> {
+        let stopper = self.stopper();
+        let mut terminate = shutdown_signal();
+        loop {
+            tokio::select! {
+                _ = &mut terminate => break,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                    if self.finished() {
+                        break;
+                    }
+                }
+            }
+        }
+        stopper.stop();
+        self.wait().await
+    }
+}
+
+/// Resolves on SIGINT or, on Unix, SIGTERM.
+fn shutdown_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    Box::pin(async {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            match signal(SignalKind::terminate()) {
+                Ok(mut terminate) => {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = terminate.recv() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    })
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}

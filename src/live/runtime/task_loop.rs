@@ -1,0 +1,487 @@
+//! One task over a real cluster: its transactional producer, its
+//! `read_committed` consumer and its open transaction. The live counterpart
+//! of the harness's `TaskHost`: every rule is the core [`Task`]'s, this only
+//! moves bytes and reads the clock.
+//!
+//! Each task runs on a thread of its own and calls librdkafka's blocking
+//! APIs directly: a poll, a transactional call and a delivery all block
+//! only this task.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::TopicPartitionList;
+
+use crate::app::App;
+use crate::assembly::Assembly;
+use crate::record::{ConsumedRecord, ProducedRecord};
+use crate::task::{CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
+use crate::tp::Tp;
+
+use super::super::client::{
+    committed_offsets, consumed, fetch_visible, kafka_offset, kafka_partition, Isolation,
+    LiveConfig, Probes, TxnProducer,
+};
+use super::super::error::{LiveError, TxnErrorClass};
+use super::{RuntimeConfig, RuntimeError};
+
+/// How many times a retriable transactional call is tried before the
+/// transaction is aborted instead.
+const RETRIES: u32 = 5;
+
+/// The wall clock in milliseconds since the Unix epoch: the `now` the core
+/// takes as an argument.
+pub fn wall_clock_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// How a task's run ended.
+#[derive(Debug)]
+pub struct TaskRun {
+    pub task: TaskId,
+    pub metrics: TaskMetrics,
+    /// `Ok` after a graceful stop; the error that stopped it otherwise.
+    pub outcome: Result<(), RuntimeError>,
+}
+
+/// Why the loop left: a graceful stop or an error.
+enum Exit {
+    Stopped,
+    Failed(RuntimeError),
+}
+
+impl<E: Into<RuntimeError>> From<E> for Exit {
+    fn from(error: E) -> Exit {
+        Exit::Failed(error.into())
+    }
+}
+
+pub(crate) struct TaskDriver {
+    task: Task,
+    producer: TxnProducer,
+    consumer: BaseConsumer,
+    probes: Probes,
+    config: RuntimeConfig,
+    /// The next offset the gate expects per consumed tp, in the order of
+    /// [`Task::consumed_tps`].
+    positions: Vec<(Tp, u64)>,
+    in_transaction: bool,
+}
+
+/// Starts the task `id` and runs it until `stop` is set or it fails.
+pub(crate) fn run_task(
+    app: &App,
+    assembly: &Assembly,
+    id: TaskId,
+    config: RuntimeConfig,
+    stop: &AtomicBool,
+) -> TaskRun {
+    match TaskDriver::start(app, assembly, &id, config) {
+        Ok(mut driver) => {
+            let outcome = match driver.run(stop) {
+                Exit::Stopped => Ok(()),
+                Exit::Failed(error) => {
+                    driver.abort_quietly();
+                    Err(error)
+                }
+            };
+            TaskRun {
+                task: id,
+                metrics: driver.task.metrics(),
+                outcome,
+            }
+        }
+        Err(error) => TaskRun {
+            task: id,
+            metrics: TaskMetrics::default(),
+            outcome: Err(error),
+        },
+    }
+}
+
+fn consumer_for(config: &LiveConfig, group: &str) -> Result<BaseConsumer, LiveError> {
+    config
+        .client_config(&[
+            ("group.id", group.to_owned()),
+            ("isolation.level", "read_committed".into()),
+            ("enable.auto.commit", "false".into()),
+            ("enable.auto.offset.store", "false".into()),
+            // The task seeks to its committed positions; a position out of
+            // range is a loud error, never a silent jump (§8).
+            ("auto.offset.reset", "error".into()),
+            ("fetch.wait.max.ms", "10".into()),
+        ])
+        .create::<BaseConsumer>()
+        .map_err(|source| LiveError::Client {
+            client: "task consumer",
+            source: Box::new(source),
+        })
+}
+
+impl TaskDriver {
+    /// Initialises the producer (fencing any older owner of the task, X4),
+    /// restores the slots from the changelog (S5), and resumes from the
+    /// committed offsets and checkpoint (G7, T3).
+    fn start(
+        app: &App,
+        assembly: &Assembly,
+        id: &TaskId,
+        config: RuntimeConfig,
+    ) -> Result<TaskDriver, RuntimeError> {
+        let mut task = Task::new(app, assembly, &id.stage, id.partition, config.task)?;
+        let producer = TxnProducer::new(&config.live, &task.transactional_id())?;
+        // Before reading committed offsets: an open transaction of a zombie
+        // holding this group's offsets makes the broker answer "unstable"
+        // until it ends, and initialising aborts it.
+        producer.init_blocking()?;
+        let consumer = consumer_for(&config.live, task.group())?;
+        let probes = Probes::new(&config.live)?;
+        if let Some(changelog) = task.changelog_tp().cloned() {
+            let fetched = fetch_visible(
+                &consumer,
+                &probes,
+                Isolation::ReadCommitted,
+                &changelog,
+                0,
+                config.live.timeout,
+            )?;
+            for record in &fetched.records {
+                task.restore_state(record)?;
+            }
+        }
+        let tps = task.consumed_tps();
+        let committed: Vec<Option<CommittedOffset>> =
+            committed_offsets(&consumer, task.group(), &tps, config.live.timeout)?;
+        let positions = task.start(&committed, wall_clock_ms())?;
+        let mut driver = TaskDriver {
+            task,
+            producer,
+            consumer,
+            probes,
+            config,
+            positions,
+            in_transaction: false,
+        };
+        driver.assign()?;
+        Ok(driver)
+    }
+
+    fn id(&self) -> TaskId {
+        self.task.id().clone()
+    }
+
+    /// Assigns the consumer every consumed tp at the gate's positions. Used at
+    /// start and after every abort: Kafka's consumer does not rewind by
+    /// itself (KAFKA-17582), and reassigning drops whatever it had fetched
+    /// beyond the committed positions.
+    fn assign(&mut self) -> Result<(), RuntimeError> {
+        let mut list = TopicPartitionList::with_capacity(self.positions.len());
+        for (tp, offset) in &self.positions {
+            list.add_partition_offset(
+                tp.topic.as_str(),
+                kafka_partition(tp),
+                kafka_offset(tp, *offset)?,
+            )
+            .map_err(|source| self.consume_error(Some(tp), source))?;
+        }
+        let _ = self.consumer.unassign();
+        self.consumer
+            .assign(&list)
+            .map_err(|source| self.consume_error(None, source))
+    }
+
+    fn consume_error(&self, tp: Option<&Tp>, source: KafkaError) -> RuntimeError {
+        RuntimeError::Consume {
+            task: self.id(),
+            tp: tp.cloned(),
+            reason: source.to_string(),
+        }
+    }
+
+    fn run(&mut self, stop: &AtomicBool) -> Exit {
+        let mut last_progress = Instant::now();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return match self.shut_down() {
+                    Ok(()) => Exit::Stopped,
+                    Err(exit) => exit,
+                };
+            }
+            match self.step() {
+                Ok(true) => last_progress = Instant::now(),
+                Ok(false) => {
+                    if last_progress.elapsed() >= self.config.stall_check {
+                        if let Err(exit) = self.refresh_log_ends() {
+                            return exit;
+                        }
+                        last_progress = Instant::now();
+                    }
+                }
+                Err(exit) => return exit,
+            }
+        }
+    }
+
+    /// One turn: fetch, deliver, tick, commit. True if anything was
+    /// delivered.
+    fn step(&mut self) -> Result<bool, Exit> {
+        let now = wall_clock_ms();
+        let wait = self.poll_wait(now);
+        self.fetch(wait)?;
+        let mut delivered = false;
+        while let Some(tp) = self.task.next_deliverable()? {
+            let produced = self.task.deliver(&tp)?;
+            self.send(produced)?;
+            delivered = true;
+        }
+        let now = wall_clock_ms();
+        if let Some(tick) = self.task.poll_tick(now) {
+            self.send(vec![tick])?;
+        }
+        if self.task.wants_commit(now) {
+            self.commit(now)?;
+        }
+        Ok(delivered)
+    }
+
+    /// How long the consumer may block: not past the next tick, and never
+    /// longer than the idle poll, so commits stay on their interval.
+    fn poll_wait(&self, now: i64) -> Duration {
+        let mut wait = self.config.idle_poll;
+        if let Some(due) = self.task.next_tick_at() {
+            let until = u64::try_from(due.saturating_sub(now)).unwrap_or(0);
+            wait = wait.min(Duration::from_millis(until));
+        }
+        wait
+    }
+
+    /// Polls up to `max_batch` records (waiting at most `wait` for the first)
+    /// and hands them to the gate, grouped by tp.
+    fn fetch(&mut self, wait: Duration) -> Result<(), Exit> {
+        let mut batch: Vec<Vec<ConsumedRecord>> = vec![Vec::new(); self.positions.len()];
+        let mut timeout = wait;
+        for _ in 0..self.config.max_batch {
+            let Some(polled) = self.consumer.poll(timeout) else {
+                break;
+            };
+            timeout = Duration::ZERO;
+            let message = match polled {
+                Ok(message) => message,
+                Err(KafkaError::PartitionEOF(_)) => continue,
+                Err(error) => {
+                    if consumer_error_is_fatal(&self.consumer, &error) {
+                        return Err(Exit::Failed(RuntimeError::Consume {
+                            task: self.task.id().clone(),
+                            tp: None,
+                            reason: error.to_string(),
+                        }));
+                    }
+                    // Broker down, a leader moving: librdkafka retries by
+                    // itself, and the task waits.
+                    continue;
+                }
+            };
+            let lane = self.positions.iter().position(|(tp, _)| {
+                tp.topic.as_str() == message.topic() && kafka_partition(tp) == message.partition()
+            });
+            let Some(lane) = lane else { continue };
+            let Ok(offset) = u64::try_from(message.offset()) else {
+                continue;
+            };
+            // Records from before the last rewind may still arrive once;
+            // the gate must see each offset in order.
+            if offset < self.positions[lane].1 {
+                continue;
+            }
+            self.positions[lane].1 = offset + 1;
+            batch[lane].push(consumed(&message));
+        }
+        for (lane, records) in batch.into_iter().enumerate() {
+            if records.is_empty() {
+                continue;
+            }
+            let (tp, next_offset) = self.positions[lane].clone();
+            // No log end here: a fetch's cached high watermark may predate a
+            // record that claims beyond it. A fresh one is read when the
+            // task stalls (refresh_log_ends).
+            self.task.handle_fetched(
+                &tp,
+                Fetched {
+                    records,
+                    next_offset,
+                    log_end: u64::MAX,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// G6 on a stalled task: reads every consumed tp's high watermark from
+    /// the broker, after the held records were fetched, so a claim at or
+    /// beyond it is reported as poison instead of waited on forever.
+    fn refresh_log_ends(&mut self) -> Result<(), Exit> {
+        if self.task.metrics().records_held == 0 {
+            return Ok(());
+        }
+        for (tp, next_offset) in self.positions.clone() {
+            let marks = self.probes.watermarks(&tp)?;
+            self.task.handle_fetched(
+                &tp,
+                Fetched {
+                    records: Vec::new(),
+                    next_offset,
+                    log_end: marks.high_watermark,
+                },
+            );
+        }
+        // Surfaces the poison, if any.
+        self.task.next_deliverable()?;
+        Ok(())
+    }
+
+    fn ensure_transaction(&mut self) -> Result<(), Exit> {
+        if !self.in_transaction {
+            self.producer.begin().map_err(|error| self.failed(error))?;
+            self.in_transaction = true;
+        }
+        Ok(())
+    }
+
+    /// Queues records in the open transaction. Their delivery reports are
+    /// not awaited one by one: committing flushes them, and fails if any
+    /// failed.
+    fn send(&mut self, records: Vec<ProducedRecord>) -> Result<(), Exit> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.ensure_transaction()?;
+        for record in records {
+            match self.producer.enqueue(&record.tp, &record.data) {
+                Ok(delivery) => drop(delivery),
+                Err(error) => return self.on_transaction_error(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// X1: the task's positions and checkpoint go into the transaction, and
+    /// it commits. A failure that requires an abort aborts and rewinds (X3);
+    /// a retriable one is retried; a fatal one stops the task.
+    fn commit(&mut self, now: i64) -> Result<(), Exit> {
+        let request = self.task.prepare_commit()?;
+        self.ensure_transaction()?;
+        let offsets: Vec<(Tp, CommittedOffset)> = request
+            .offsets
+            .into_iter()
+            .map(|(tp, offset)| (tp, CommittedOffset::new(offset, request.metadata.clone())))
+            .collect();
+        let group = request.group;
+        let sent = self.retrying(|producer| producer.send_offsets_blocking(&group, &offsets));
+        if let Err(error) = sent {
+            return self.on_transaction_error(error);
+        }
+        if let Err(error) = self.retrying(TxnProducer::commit_blocking) {
+            return self.on_transaction_error(error);
+        }
+        self.in_transaction = false;
+        self.task.handle_committed(now);
+        Ok(())
+    }
+
+    fn retrying(
+        &self,
+        mut call: impl FnMut(&TxnProducer) -> Result<(), LiveError>,
+    ) -> Result<(), LiveError> {
+        let mut tries = 0;
+        loop {
+            match call(&self.producer) {
+                Err(error)
+                    if error.txn_class() == Some(TxnErrorClass::Retriable) && tries < RETRIES =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(100 << tries.min(4)));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The three classes of SPEC's transaction errors, as core actions:
+    /// requires-abort (and retriable ones that kept failing) abort the
+    /// transaction and rewind; fatal ones stop the task.
+    fn on_transaction_error(&mut self, error: LiveError) -> Result<(), Exit> {
+        match error.txn_class() {
+            Some(TxnErrorClass::Retriable | TxnErrorClass::RequiresAbort) => {
+                self.abort()?;
+                Ok(())
+            }
+            _ => Err(self.failed(error)),
+        }
+    }
+
+    fn failed(&self, error: LiveError) -> Exit {
+        Exit::Failed(RuntimeError::Live(error))
+    }
+
+    /// Aborts the open transaction and rewinds the gate and the consumer to
+    /// the committed positions (X3).
+    fn abort(&mut self) -> Result<(), Exit> {
+        if self.in_transaction {
+            self.producer
+                .abort_blocking()
+                .map_err(|error| self.failed(error))?;
+            self.in_transaction = false;
+        }
+        let seeks = self.task.handle_aborted();
+        for (tp, offset) in seeks {
+            if let Some(position) = self.positions.iter_mut().find(|(known, _)| *known == tp) {
+                position.1 = offset;
+            }
+        }
+        self.assign()?;
+        Ok(())
+    }
+
+    /// After a failure: the open transaction is dropped so nothing of it
+    /// becomes visible; the broker would abort it at its timeout anyway.
+    fn abort_quietly(&mut self) {
+        if self.in_transaction {
+            let _ = self.producer.abort_blocking();
+            self.in_transaction = false;
+        }
+    }
+
+    /// Graceful stop: commits what is pending, whatever the interval.
+    fn shut_down(&mut self) -> Result<(), Exit> {
+        if self.task.has_open_work() && self.task.failure().is_none() {
+            self.commit(wall_clock_ms())?;
+        }
+        Ok(())
+    }
+}
+
+/// Consumer errors that no retry will cure: an offset out of range (the
+/// log was truncated under the task), a topic that vanished, or a fatal
+/// client error. Everything else — a broker restarting, a leader moving — is
+/// retried by librdkafka, and the task waits.
+fn consumer_error_is_fatal(consumer: &BaseConsumer, error: &KafkaError) -> bool {
+    if consumer.client().fatal_error().is_some() {
+        return true;
+    }
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::AutoOffsetReset
+                | RDKafkaErrorCode::OffsetOutOfRange
+                | RDKafkaErrorCode::UnknownTopic
+                | RDKafkaErrorCode::UnknownPartition
+        )
+    )
+}

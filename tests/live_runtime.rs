@@ -1,0 +1,529 @@
+//! The live runtime against a real broker: start-up checks (C3), bad input
+//! on the wire (§8), fencing when a task moves (X4), ticks from the real
+//! clock (T3), the graceful stop, and the topic-creation helper (C4).
+//!
+//! Each test builds a small application under unique names, so they run in
+//! parallel on one broker. The example topologies run live in
+//! `sim/tests/live_examples.rs` (conformance, kill -9, broker restart).
+
+#![cfg(feature = "live")]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parsley::assembly::AssemblyFailure;
+use parsley::header::STAMP_HEADER;
+use parsley::live::{
+    assemble_on, create_topics, Isolation, LiveClient, LiveConfig, Runtime, RuntimeConfig,
+    RuntimeError, TaskRun,
+};
+use parsley::{
+    App, ConsumedRecord, Header, Json, Parsley, RecordData, Stage, Step, TaskError, Topic, Tp,
+};
+
+use support::{live_config, now_ms, unique};
+
+/// A stateful stage under unique names: sums values per key into `totals`,
+/// emitting each new total, and ticks every `tick` into `cuts`.
+struct Sums {
+    app: App,
+    input: Topic<String, i64>,
+    totals: Topic<String, i64>,
+}
+
+fn sums(tick: Duration) -> Sums {
+    let input: Topic<String, i64> = Topic::new(unique("in"));
+    let totals: Topic<String, i64> = Topic::new(unique("totals"));
+    let emit = totals.clone();
+    let cut = totals.clone();
+    let stage = Stage::named("sum")
+        .state(Json, || 0i64)
+        .on(&input, move |sum: i64, record| {
+            if *record.value() < 0 {
+                return Err(format!("value {} is negative", record.value()));
+            }
+            let total = sum + record.value();
+            Ok(Step::of(total).emit(emit.send(record.key().cloned(), total)))
+        })
+        .ticks(tick, move |tick| vec![cut.send(None, tick.timestamp)])
+        .into(&totals)
+        .build();
+    let app = Parsley::named(unique("app"))
+        .stage(stage)
+        .build()
+        .expect("the test app composes");
+    Sums { app, input, totals }
+}
+
+fn config(live: LiveConfig) -> RuntimeConfig {
+    RuntimeConfig::new(live).with_commit_interval(Duration::from_millis(100))
+}
+
+fn json(value: i64) -> Bytes {
+    Bytes::from(value.to_string())
+}
+
+fn record(key: &str, value: Bytes, headers: Vec<Header>) -> RecordData {
+    RecordData {
+        key: Some(Bytes::from(format!("\"{key}\""))),
+        value: Some(value),
+        headers,
+        timestamp: now_ms(),
+    }
+}
+
+async fn append(client: &LiveClient, tp: &Tp, data: RecordData) -> u64 {
+    client
+        .plain_producer()
+        .expect("producer")
+        .append(tp, &data)
+        .await
+        .expect("append")
+}
+
+async fn read(client: &LiveClient, tp: &Tp, isolation: Isolation) -> Vec<ConsumedRecord> {
+    let mut consumer = client
+        .consumer(&unique("reader"), isolation)
+        .expect("consumer");
+    consumer.fetch(tp, 0).await.expect("fetch").records
+}
+
+/// Waits until `ready` holds of what `tp` shows at `isolation`, or panics.
+async fn wait_for(
+    client: &LiveClient,
+    tp: &Tp,
+    isolation: Isolation,
+    what: &str,
+    ready: impl Fn(&[ConsumedRecord]) -> bool,
+) -> Vec<ConsumedRecord> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let records = read(client, tp, isolation).await;
+        if ready(&records) {
+            return records;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what} on {tp}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_finished(runtime: Runtime) -> Vec<TaskRun> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !runtime.finished() {
+        assert!(
+            Instant::now() < deadline,
+            "the runtime's tasks did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    runtime.wait().await
+}
+
+fn values(records: &[ConsumedRecord]) -> Vec<String> {
+    records
+        .iter()
+        .map(|record| {
+            String::from_utf8_lossy(record.data.value.as_deref().unwrap_or_default()).into_owned()
+        })
+        .collect()
+}
+
+async fn committed_offset(client: &LiveClient, app: &App, tp: &Tp) -> Option<u64> {
+    let consumer = client
+        .consumer(app.group_id(), Isolation::ReadCommitted)
+        .expect("consumer");
+    let mut found = consumer
+        .committed(std::slice::from_ref(tp))
+        .await
+        .expect("committed offsets");
+    found.pop().flatten().map(|committed| committed.offset)
+}
+
+// ----- C3 and C4 -----
+
+/// C3: a missing source topic stops start-up with an error naming it.
+#[tokio::test(flavor = "multi_thread")]
+async fn c3_missing_topic_stops_start_up() {
+    let Some(live) = live_config() else { return };
+    let app = sums(Duration::from_secs(60));
+    let error = match Runtime::start(Arc::new(app.app), config(live)).await {
+        Ok(_) => panic!("start-up must fail without topics"),
+        Err(error) => error,
+    };
+    let RuntimeError::Assembly(assembly) = &error else {
+        panic!("expected an assembly error, got {error}");
+    };
+    let missing: Vec<&str> = assembly
+        .failures
+        .iter()
+        .filter_map(|failure| match failure {
+            AssemblyFailure::Missing { topic, .. } => Some(topic.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        missing.contains(&app.input.name().as_str()),
+        "{error:#}: {missing:?}"
+    );
+}
+
+/// C3: a tick topic whose partition count is not the stage's task count
+/// stops start-up, naming the topic and both counts.
+#[tokio::test(flavor = "multi_thread")]
+async fn c3_wrong_tick_partition_count_stops_start_up() {
+    let Some(live) = live_config() else { return };
+    let client = LiveClient::new(live.clone()).expect("client");
+    let app = sums(Duration::from_secs(60));
+    let tick_topic = app.app.stages()[0]
+        .tick_topic
+        .clone()
+        .expect("the stage ticks");
+    client
+        .create_topic(tick_topic.as_str(), 3)
+        .await
+        .expect("tick topic");
+    create_topics(&client, &app.app, 2, &Default::default())
+        .await
+        .expect("the other topics");
+    let error = assemble_on(&client, &app.app)
+        .await
+        .expect_err("3 tick partitions for 2 tasks");
+    let RuntimeError::Assembly(assembly) = &error else {
+        panic!("expected an assembly error, got {error}");
+    };
+    let text = format!("{assembly}\n{:?}", assembly.failures);
+    assert!(text.contains(tick_topic.as_str()), "{text}");
+    assert!(
+        !assembly
+            .failures
+            .iter()
+            .any(|failure| matches!(failure, AssemblyFailure::Missing { .. })),
+        "only the tick topic is wrong: {text}"
+    );
+}
+
+/// C4: the helper creates every topic the probe lists, derived ones sized
+/// from the sources, with the suggested settings; the assembly then passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn c4_create_topics_makes_the_assembly_pass() {
+    let Some(live) = live_config() else { return };
+    let client = LiveClient::new(live).expect("client");
+    let app = sums(Duration::from_secs(60));
+    let created = create_topics(&client, &app.app, 3, &Default::default())
+        .await
+        .expect("create");
+    assert!(
+        created
+            .iter()
+            .all(|topic| topic.created && topic.partitions == 3),
+        "{created:?}"
+    );
+    let again = create_topics(&client, &app.app, 3, &Default::default())
+        .await
+        .expect("create again");
+    assert!(again.iter().all(|topic| !topic.created), "{again:?}");
+    let assembly = assemble_on(&client, &app.app).await.expect("assembles");
+    assert_eq!(assembly.tasks_of("sum"), Some(3));
+}
+
+// ----- running -----
+
+async fn set_up(live: &LiveConfig, tick: Duration, partitions: u32) -> (LiveClient, Sums) {
+    let client = LiveClient::new(live.clone()).expect("client");
+    let app = sums(tick);
+    create_topics(&client, &app.app, partitions, &Default::default())
+        .await
+        .expect("topics");
+    (client, app)
+}
+
+/// X1, S5, G7: records go through the gate and the fold, outputs commit,
+/// and a second instance started after a graceful stop resumes from the
+/// committed state and positions: nothing lost, nothing repeated.
+#[tokio::test(flavor = "multi_thread")]
+async fn x1_outputs_commit_and_a_restart_resumes_from_committed_state() {
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
+    let input = Tp::new(app.input.name().clone(), 0);
+    let totals = Tp::new(app.totals.name().clone(), 0);
+    for value in [1, 2, 3] {
+        append(&client, &input, record("k", json(value), Vec::new())).await;
+    }
+    let shared = Arc::new(app.app.clone());
+    let first = Runtime::start(Arc::clone(&shared), config(live.clone()))
+        .await
+        .expect("start");
+    wait_for(
+        &client,
+        &totals,
+        Isolation::ReadCommitted,
+        "three totals",
+        |r| r.len() == 3,
+    )
+    .await;
+    first.stopper().stop();
+    for run in first.wait().await {
+        run.outcome.expect("a graceful stop");
+    }
+    append(&client, &input, record("k", json(4), Vec::new())).await;
+    let second = Runtime::start(shared, config(live)).await.expect("restart");
+    let seen = wait_for(
+        &client,
+        &totals,
+        Isolation::ReadCommitted,
+        "four totals",
+        |r| r.len() >= 4,
+    )
+    .await;
+    second.stopper().stop();
+    second.wait().await;
+    assert_eq!(values(&seen), ["1", "3", "6", "10"]);
+    assert_eq!(committed_offset(&client, &app.app, &input).await, Some(4));
+}
+
+/// X2 and the graceful stop: with a commit interval far longer than the
+/// test, stopping still commits what was delivered.
+#[tokio::test(flavor = "multi_thread")]
+async fn graceful_stop_commits_pending_work() {
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
+    let input = Tp::new(app.input.name().clone(), 0);
+    let totals = Tp::new(app.totals.name().clone(), 0);
+    for value in [5, 6] {
+        append(&client, &input, record("k", json(value), Vec::new())).await;
+    }
+    let runtime = Runtime::start(
+        Arc::new(app.app.clone()),
+        config(live).with_commit_interval(Duration::from_secs(3600)),
+    )
+    .await
+    .expect("start");
+    // Delivered and sent, but not committed: visible only uncommitted.
+    wait_for(
+        &client,
+        &totals,
+        Isolation::ReadUncommitted,
+        "two sent totals",
+        |r| r.len() == 2,
+    )
+    .await;
+    assert!(read(&client, &totals, Isolation::ReadCommitted)
+        .await
+        .is_empty());
+    runtime.stopper().stop();
+    for run in runtime.wait().await {
+        run.outcome.expect("a graceful stop");
+    }
+    let committed = wait_for(
+        &client,
+        &totals,
+        Isolation::ReadCommitted,
+        "committed totals",
+        |r| r.len() == 2,
+    )
+    .await;
+    assert_eq!(values(&committed), ["5", "11"]);
+}
+
+/// T3, T4: ticks come from the real clock, one per interval, on the task's
+/// partition of the tick topic, and are delivered back through the gate.
+#[tokio::test(flavor = "multi_thread")]
+async fn t3_ticks_follow_the_real_clock() {
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_millis(300), 1).await;
+    let tick_topic = app.app.stages()[0].tick_topic.clone().expect("ticks");
+    let ticks = Tp::new(tick_topic, 0);
+    let totals = Tp::new(app.totals.name().clone(), 0);
+    let started = now_ms();
+    let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
+        .await
+        .expect("start");
+    // Each delivered tick emits its timestamp to `totals`.
+    wait_for(
+        &client,
+        &totals,
+        Isolation::ReadCommitted,
+        "three delivered ticks",
+        |r| r.len() >= 3,
+    )
+    .await;
+    runtime.stopper().stop();
+    runtime.wait().await;
+    let emitted = read(&client, &ticks, Isolation::ReadCommitted).await;
+    let times: Vec<i64> = emitted.iter().map(|tick| tick.data.timestamp).collect();
+    assert!(times.len() >= 3, "{times:?}");
+    assert!(
+        times[0] >= started + 300,
+        "the first tick waits one interval: {times:?} from {started}"
+    );
+    for pair in times.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= 300,
+            "ticks are at least the interval apart: {times:?}"
+        );
+    }
+    for tick in &emitted {
+        assert!(tick.data.key.is_none(), "T4: tick records have no key");
+        assert!(
+            tick.data.header(STAMP_HEADER).is_some(),
+            "T4: ticks are stamped"
+        );
+    }
+}
+
+/// §8 on the wire: a record whose stamp header does not decode stops the
+/// task with an error naming its tp and offset, and the committed position
+/// stays before it.
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_stamp_on_the_wire_stops_the_task_before_it() {
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
+    let input = Tp::new(app.input.name().clone(), 0);
+    append(&client, &input, record("k", json(1), Vec::new())).await;
+    let corrupt = vec![Header {
+        name: STAMP_HEADER.to_string(),
+        value: Bytes::from_static(&[0xff, 0x01, 0x02]),
+    }];
+    let bad = append(&client, &input, record("k", json(2), corrupt)).await;
+    append(&client, &input, record("k", json(3), Vec::new())).await;
+    let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
+        .await
+        .expect("start");
+    let runs = wait_finished(runtime).await;
+    let error = runs[0].outcome.as_ref().expect_err("the task stops");
+    match error {
+        RuntimeError::Task(TaskError::BadStamp { tp, offset, .. }) => {
+            assert_eq!((tp, *offset), (&input, bad));
+        }
+        other => panic!("expected a bad stamp error, got {other}"),
+    }
+    let text = error.to_string();
+    assert!(text.contains(&format!("{input}@{bad}")), "{text}");
+    let committed = committed_offset(&client, &app.app, &input)
+        .await
+        .unwrap_or(0);
+    assert!(
+        committed <= bad,
+        "committed {committed} is past the bad record {bad}"
+    );
+}
+
+/// §8 on the wire: a value the topic's codec rejects stops the task with a
+/// codec error naming tp, offset and the part.
+#[tokio::test(flavor = "multi_thread")]
+async fn value_the_codec_rejects_stops_the_task_before_it() {
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
+    let input = Tp::new(app.input.name().clone(), 0);
+    append(&client, &input, record("k", json(1), Vec::new())).await;
+    let bad = append(
+        &client,
+        &input,
+        record("k", Bytes::from_static(b"not json"), Vec::new()),
+    )
+    .await;
+    let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
+        .await
+        .expect("start");
+    let runs = wait_finished(runtime).await;
+    match runs[0].outcome.as_ref().expect_err("the task stops") {
+        RuntimeError::Task(TaskError::Codec {
+            tp, offset, part, ..
+        }) => {
+            assert_eq!((tp, *offset), (&input, bad));
+            assert_eq!(part.name(), "value");
+        }
+        other => panic!("expected a codec error, got {other}"),
+    }
+    let committed = committed_offset(&client, &app.app, &input)
+        .await
+        .unwrap_or(0);
+    assert!(
+        committed <= bad,
+        "committed {committed} is past the bad record {bad}"
+    );
+}
+
+/// X5: a fold that fails stops the task naming stage, tp and offset; the
+/// record is not skipped.
+#[tokio::test(flavor = "multi_thread")]
+async fn x5_logic_error_stops_the_task_without_skipping() {
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
+    let input = Tp::new(app.input.name().clone(), 0);
+    append(&client, &input, record("k", json(1), Vec::new())).await;
+    let bad = append(&client, &input, record("k", json(-5), Vec::new())).await;
+    let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
+        .await
+        .expect("start");
+    let runs = wait_finished(runtime).await;
+    match runs[0].outcome.as_ref().expect_err("the task stops") {
+        RuntimeError::Task(TaskError::Logic {
+            tp,
+            offset,
+            message,
+            ..
+        }) => {
+            assert_eq!((tp, *offset), (&input, bad));
+            assert!(message.contains("negative"), "{message}");
+        }
+        other => panic!("expected a logic error, got {other}"),
+    }
+    let committed = committed_offset(&client, &app.app, &input)
+        .await
+        .unwrap_or(0);
+    assert!(
+        committed <= bad,
+        "committed {committed} is past the failing record {bad}"
+    );
+}
+
+/// X4: when a second instance takes a task, its producer fences the first
+/// owner, whose task stops as fenced; the new owner carries on, and the
+/// committed outputs hold every input exactly once.
+#[tokio::test(flavor = "multi_thread")]
+async fn x4_moving_a_task_fences_the_old_owner() {
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
+    let input = Tp::new(app.input.name().clone(), 0);
+    let totals = Tp::new(app.totals.name().clone(), 0);
+    let shared = Arc::new(app.app.clone());
+    append(&client, &input, record("k", json(1), Vec::new())).await;
+    let old = Runtime::start(Arc::clone(&shared), config(live.clone()))
+        .await
+        .expect("start");
+    wait_for(
+        &client,
+        &totals,
+        Isolation::ReadCommitted,
+        "the first total",
+        |r| r.len() == 1,
+    )
+    .await;
+    let new = Runtime::start(shared, config(live))
+        .await
+        .expect("start the new owner");
+    // The old owner learns it was fenced at its next transactional call.
+    append(&client, &input, record("k", json(2), Vec::new())).await;
+    let runs = wait_finished(old).await;
+    let error = runs[0].outcome.as_ref().expect_err("the zombie stops");
+    assert!(error.is_fenced(), "expected fencing, got {error}");
+    append(&client, &input, record("k", json(3), Vec::new())).await;
+    let seen = wait_for(
+        &client,
+        &totals,
+        Isolation::ReadCommitted,
+        "three totals",
+        |r| r.len() >= 3,
+    )
+    .await;
+    new.stopper().stop();
+    new.wait().await;
+    assert_eq!(values(&seen), ["1", "3", "6"]);
+}

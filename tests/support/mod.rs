@@ -1,0 +1,49 @@
+//! What the live tests share: the broker's address and unique names.
+
+#![allow(dead_code)]
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parsley::live::{LiveConfig, BOOTSTRAP_ENV};
+
+/// The broker's address, or `None` (after a note) when the tests should
+/// skip: without `KAFKA_BOOTSTRAP_SERVERS` they pass with a note, unless
+/// `CI` is set, where they fail.
+pub fn live_config() -> Option<LiveConfig> {
+    if let Some(config) = LiveConfig::from_env() {
+        return Some(config);
+    }
+    let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
+    assert!(
+        !in_ci,
+        "{BOOTSTRAP_ENV} is not set, but CI is: start the broker first with \
+         `export \"$(bash scripts/kafka/broker.sh start)\"`"
+    );
+    eprintln!(
+        "note: live test skipped: {BOOTSTRAP_ENV} is not set \
+         (`export \"$(bash scripts/kafka/broker.sh start)\"` starts a broker)"
+    );
+    None
+}
+
+/// A name no other test, and no earlier run on the same broker, uses.
+pub fn unique(kind: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    hasher.write_u64(nanos);
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    format!("live-{kind}-{:016x}", hasher.finish())
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64)
+}
