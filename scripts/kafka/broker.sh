@@ -8,6 +8,8 @@
 #   broker.sh stop    [--port N]
 #   broker.sh status  [--port N]
 #   broker.sh restart [--port N] [--controller-port N]
+#   broker.sh bounce  [--port N]   stop and start the running broker, keeping
+#                                  its storage (topics, offsets, transactions)
 #   broker.sh classpath            print the path of the cached classpath file
 #   broker.sh tool MAIN [ARGS...]  run a Kafka main class (tools) on that classpath
 #
@@ -236,7 +238,7 @@ stop_pid() {
     fi
     kill -0 "$pid" 2>/dev/null && die "could not stop pid $pid"
     rm -f "$PIDFILE"
-    rm -rf "$DATA"
+    [ "${KEEP_DATA:-}" = 1 ] || rm -rf "$DATA"
     log "stopped"
 }
 
@@ -361,6 +363,12 @@ cmd_start() {
         die "formatting storage failed"
     fi
 
+    launch "$cp" "$t0"
+}
+
+# Starts the JVM on the formatted storage in $DATA and waits until it answers.
+launch() {
+    local cp="$1" t0="$2" pid
     [ -f "$BROKER_LOG" ] && mv -f "$BROKER_LOG" "$BROKER_LOG.prev"
     log "starting Kafka $KAFKA_VERSION broker on $BOOTSTRAP (controller $HOST:$CPORT), log $BROKER_LOG"
     # setsid: own session, so the broker outlives this script and the terminal.
@@ -395,6 +403,15 @@ cmd_start() {
     ready_line
 }
 
+# ---------------------------------------------------------------- bounce
+cmd_bounce() {
+    local t0=$SECONDS pid
+    lock_state
+    pid="$(our_pid)" || die "no broker started by this script runs on $BOOTSTRAP"
+    KEEP_DATA=1 stop_pid "$pid"
+    launch "$(classpath)" "$t0"
+}
+
 # ---------------------------------------------------------------- status
 cmd_status() {
     local pid
@@ -420,6 +437,7 @@ case "$CMD" in
     stop) cmd_stop ;;
     status) cmd_status ;;
     restart) cmd_stop; exec 9>&-; cmd_start ;;
+    bounce) cmd_bounce ;;
     classpath) classpath >/dev/null; classpath_file ;;
     tool)
         [ ${#TOOL_ARGS[@]} -ge 1 ] || die "usage: broker.sh tool MAIN_CLASS [ARGS...]"

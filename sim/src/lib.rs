@@ -2,8 +2,11 @@
 //! transactions ([`model`]), the [`TaskHost`] that connects a core task to it,
 //! and the [`TestDriver`].
 
+pub mod audit;
 pub mod driver;
 pub mod host;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod model;
 pub mod sim;
 pub mod topologies;

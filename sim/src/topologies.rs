@@ -150,6 +150,15 @@ impl Default for ChainTopics {
 /// tick emits the task's record count under the key `"tick"`; `settle`
 /// forwards everything. Keys are preserved, so the chain is co-partitioned.
 pub fn chain(topics: &ChainTopics, tick_interval: Duration) -> Result<App, CompositionError> {
+    chain_named("chain", topics, tick_interval)
+}
+
+/// [`chain`] under another application id.
+pub fn chain_named(
+    app_id: &str,
+    topics: &ChainTopics,
+    tick_interval: Duration,
+) -> Result<App, CompositionError> {
     let enriched = topics.enriched.clone();
     let enrich = Stage::named("enrich")
         .on(&topics.input, move |record| {
@@ -178,7 +187,7 @@ pub fn chain(topics: &ChainTopics, tick_interval: Duration) -> Result<App, Compo
         })
         .into(&topics.output)
         .build();
-    Parsley::named("chain")
+    Parsley::named(app_id)
         .stage(enrich)
         .stage(meter)
         .stage(settle)
@@ -267,6 +276,15 @@ impl Default for FanInTopics {
 /// them: `ledger` folds both per key and cuts on every tick, and the gate
 /// holds an order until its payment is delivered.
 pub fn fan_in(topics: &FanInTopics, tick_interval: Duration) -> Result<App, CompositionError> {
+    fan_in_named("fan-in", topics, tick_interval)
+}
+
+/// [`fan_in`] under another application id.
+pub fn fan_in_named(
+    app_id: &str,
+    topics: &FanInTopics,
+    tick_interval: Duration,
+) -> Result<App, CompositionError> {
     let audits = topics.audits.clone();
     let ledger = Stage::named("ledger")
         .state(Json, || 0i64)
@@ -281,5 +299,5 @@ pub fn fan_in(topics: &FanInTopics, tick_interval: Duration) -> Result<App, Comp
         })
         .into(&topics.audits)
         .build();
-    Parsley::named("fan-in").stage(ledger).build()
+    Parsley::named(app_id).stage(ledger).build()
 }

@@ -117,6 +117,26 @@ impl LiveConfig {
     }
 }
 
+/// For tests against a broker: the one `KAFKA_BOOTSTRAP_SERVERS` names.
+/// Without it, `None` after a note on stderr, so a test can return early;
+/// but when `CI` is set, a panic, so CI never skips a live test silently.
+pub fn test_broker() -> Option<LiveConfig> {
+    if let Some(config) = LiveConfig::from_env() {
+        return Some(config);
+    }
+    let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
+    assert!(
+        !in_ci,
+        "{BOOTSTRAP_ENV} is not set, but CI is: start the broker first with \
+         `export \"$(bash scripts/kafka/broker.sh start)\"`"
+    );
+    eprintln!(
+        "note: live test skipped: {BOOTSTRAP_ENV} is not set \
+         (`export \"$(bash scripts/kafka/broker.sh start)\"` starts a broker)"
+    );
+    None
+}
+
 /// Which records a fetch may return: Kafka's `isolation.level`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isolation {

@@ -36,6 +36,7 @@ pub mod client;
 pub mod error;
 pub mod runtime;
 
+pub use client::test_broker;
 pub use client::{
     Delivery, Isolation, LiveClient, LiveConfig, LiveConsumer, LiveFetch, PlainProducer,
     TxnProducer, Watermarks, BOOTSTRAP_ENV,

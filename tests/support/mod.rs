@@ -7,26 +7,12 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parsley::live::{LiveConfig, BOOTSTRAP_ENV};
+use parsley::live::LiveConfig;
 
 /// The broker's address, or `None` (after a note) when the tests should
-/// skip: without `KAFKA_BOOTSTRAP_SERVERS` they pass with a note, unless
-/// `CI` is set, where they fail.
+/// skip; see [`parsley::live::test_broker`].
 pub fn live_config() -> Option<LiveConfig> {
-    if let Some(config) = LiveConfig::from_env() {
-        return Some(config);
-    }
-    let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
-    assert!(
-        !in_ci,
-        "{BOOTSTRAP_ENV} is not set, but CI is: start the broker first with \
-         `export \"$(bash scripts/kafka/broker.sh start)\"`"
-    );
-    eprintln!(
-        "note: live test skipped: {BOOTSTRAP_ENV} is not set \
-         (`export \"$(bash scripts/kafka/broker.sh start)\"` starts a broker)"
-    );
-    None
+    parsley::live::test_broker()
 }
 
 /// A name no other test, and no earlier run on the same broker, uses.

@@ -1,0 +1,269 @@
+//! `parsley-live`: the example topologies on a real Kafka cluster (SPEC §10).
+//!
+//! - `setup` creates the topics the contract probe lists (C4);
+//! - `produce` writes a seeded plan of inputs;
+//! - `run` runs an instance of the application until SIGINT or SIGTERM,
+//!   then commits what is pending and exits;
+//! - `audit` reads the committed topics back with `read_committed` and runs
+//!   the log-only checks of the simulator's checker on them.
+//!
+//! The cluster is `--bootstrap`, or `KAFKA_BOOTSTRAP_SERVERS`.
+//! Exit codes: 0 success, 1 a task failed or the audit found violations,
+//! 2 bad arguments or a cluster that cannot be used.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use parsley::live::{
+    assemble_on, create_topics, InstanceShare, LiveClient, LiveConfig, Runtime, RuntimeConfig,
+    BOOTSTRAP_ENV,
+};
+use parsley_sim::audit::audit;
+use parsley_sim::live::{namespaced, plan_inputs, produce_inputs, read_committed};
+use parsley_sim::sim::scenario::TopologyName;
+use parsley_sim::sim::topology::SimTopology;
+
+#[derive(Parser)]
+#[command(
+    name = "parsley-live",
+    version,
+    about = "Runs Parsley's example topologies on a real Kafka cluster",
+    after_help = "Exit codes: 0 success, 1 a task failed or the audit found violations, \
+                  2 bad arguments or an unusable cluster.\n\n\
+                  Example (a broker from scripts/kafka/broker.sh):\n  \
+                  parsley-live setup balances --partitions 4\n  \
+                  parsley-live produce balances --count 1000\n  \
+                  parsley-live run balances          # Ctrl-C stops it gracefully\n  \
+                  parsley-live audit balances"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the application's topics (existing ones are left alone).
+    Setup(SetupArgs),
+    /// Produce a seeded plan of input records.
+    Produce(ProduceArgs),
+    /// Run an instance of the application until SIGINT or SIGTERM.
+    Run(RunArgs),
+    /// Read the committed topics back and check their stamps and outputs.
+    Audit(Common),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Example {
+    Balances,
+    AuditCut,
+    Chain,
+    FanIn,
+}
+
+impl Example {
+    fn topology(self) -> TopologyName {
+        match self {
+            Example::Balances => TopologyName::Balances,
+            Example::AuditCut => TopologyName::AuditCut,
+            Example::Chain => TopologyName::Chain,
+            Example::FanIn => TopologyName::FanIn,
+        }
+    }
+}
+
+#[derive(Args)]
+struct Common {
+    /// The example topology.
+    #[arg(value_enum)]
+    example: Example,
+    /// Prefix of the application id and every topic, so runs can share a broker.
+    #[arg(long, default_value = "")]
+    namespace: String,
+    /// Bootstrap servers [default: $KAFKA_BOOTSTRAP_SERVERS].
+    #[arg(long)]
+    bootstrap: Option<String>,
+    /// The stage's tick interval, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    tick_ms: u64,
+}
+
+#[derive(Args)]
+struct SetupArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Partitions of each source and sink topic.
+    #[arg(long, default_value_t = 4)]
+    partitions: u32,
+}
+
+#[derive(Args)]
+struct ProduceArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long, default_value_t = 1000)]
+    count: usize,
+    #[arg(long, default_value_t = 16)]
+    keys: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    /// This instance's share of the tasks, `INDEX/COUNT`.
+    #[arg(long, default_value = "0/1", value_parser = parse_share)]
+    instance: InstanceShare,
+    /// The commit interval, in milliseconds (X2).
+    #[arg(long, default_value_t = 100)]
+    commit_interval_ms: u64,
+}
+
+fn parse_share(text: &str) -> Result<InstanceShare, String> {
+    let (index, count) = text
+        .split_once('/')
+        .ok_or_else(|| format!("`{text}` is not INDEX/COUNT"))?;
+    let number = |part: &str| {
+        part.trim()
+            .parse::<u32>()
+            .map_err(|error| format!("`{part}` in `{text}`: {error}"))
+    };
+    InstanceShare::new(number(index)?, number(count)?).map_err(|error| error.to_string())
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
+
+fn client_and_topology(common: &Common) -> Result<(LiveClient, SimTopology), String> {
+    let servers = match &common.bootstrap {
+        Some(servers) => servers.clone(),
+        None => std::env::var(BOOTSTRAP_ENV)
+            .ok()
+            .filter(|servers| !servers.trim().is_empty())
+            .ok_or_else(|| format!("no --bootstrap and no {BOOTSTRAP_ENV}"))?,
+    };
+    let client = LiveClient::new(LiveConfig::new(servers)).map_err(|error| error.to_string())?;
+    let topology = namespaced(
+        common.example.topology(),
+        &common.namespace,
+        Duration::from_millis(common.tick_ms),
+    )
+    .map_err(|error| error.to_string())?;
+    Ok((client, topology))
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Setup(args) => setup(args).await,
+        Command::Produce(args) => produce(args).await,
+        Command::Run(args) => run(args).await,
+        Command::Audit(args) => audit_command(args).await,
+    }
+}
+
+async fn setup(args: SetupArgs) -> ExitCode {
+    let (client, topology) = match client_and_topology(&args.common) {
+        Ok(found) => found,
+        Err(error) => return fail(error),
+    };
+    match create_topics(&client, &topology.app, args.partitions, &BTreeMap::new()).await {
+        Ok(topics) => {
+            for topic in topics {
+                let what = if topic.created { "created" } else { "exists" };
+                println!("{what} {} ({} partitions)", topic.topic, topic.partitions);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error),
+    }
+}
+
+async fn produce(args: ProduceArgs) -> ExitCode {
+    let (client, topology) = match client_and_topology(&args.common) {
+        Ok(found) => found,
+        Err(error) => return fail(error),
+    };
+    let assembly = match assemble_on(&client, &topology.app).await {
+        Ok(assembly) => assembly,
+        Err(error) => return fail(error),
+    };
+    let plan = plan_inputs(&topology, args.count, args.keys, args.seed);
+    match produce_inputs(&client, &topology, &assembly, &plan).await {
+        Ok(landed) => {
+            println!("produced {} records", landed.len());
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error),
+    }
+}
+
+async fn run(args: RunArgs) -> ExitCode {
+    let (client, topology) = match client_and_topology(&args.common) {
+        Ok(found) => found,
+        Err(error) => return fail(error),
+    };
+    let config = RuntimeConfig::new(client.config().clone())
+        .with_commit_interval(Duration::from_millis(args.commit_interval_ms))
+        .with_share(args.instance);
+    let runtime = match Runtime::start(Arc::new(topology.app), config).await {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(error),
+    };
+    let tasks: Vec<String> = runtime.tasks().iter().map(ToString::to_string).collect();
+    println!("running tasks: {}", tasks.join(", "));
+    let runs = runtime.run_until_signal().await;
+    let mut failed = false;
+    for run in runs {
+        let delivered = run.metrics.records_delivered_total;
+        let committed = run.metrics.transactions_committed_total;
+        match run.outcome {
+            Ok(()) => println!(
+                "task {}: stopped, {delivered} delivered, {committed} commits",
+                run.task
+            ),
+            Err(error) if error.is_fenced() => {
+                println!("task {}: fenced by a newer owner (X4)", run.task)
+            }
+            Err(error) => {
+                failed = true;
+                eprintln!("task {}: {error}", run.task);
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn audit_command(common: Common) -> ExitCode {
+    let (client, topology) = match client_and_topology(&common) {
+        Ok(found) => found,
+        Err(error) => return fail(error),
+    };
+    let assembly = match assemble_on(&client, &topology.app).await {
+        Ok(assembly) => assembly,
+        Err(error) => return fail(error),
+    };
+    let read = match read_committed(&client, &topology.app, &assembly).await {
+        Ok(read) => read,
+        Err(error) => return fail(error),
+    };
+    let report = audit(&topology.app, &assembly, &read.to_logs());
+    println!("{report}");
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

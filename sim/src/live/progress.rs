@@ -1,0 +1,144 @@
+//! Watching a live application from outside: whether its tasks have
+//! delivered and committed everything visible, and what state and keyed
+//! outputs its committed logs hold.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parsley::assembly::Assembly;
+use parsley::live::{Isolation, LiveClient, LiveError};
+use parsley::stage::SlotKey;
+use parsley::{App, Tp};
+
+use crate::audit::CommittedLogs;
+
+/// The non-tick tps the application's tasks consume.
+fn source_tps(app: &App, assembly: &Assembly) -> Vec<Tp> {
+    let mut tps = Vec::new();
+    for plan in app.stages() {
+        for source in plan.stage.sources() {
+            let partitions = assembly.partitions_of(source.name.as_str()).unwrap_or(0);
+            tps.extend((0..partitions).map(|partition| Tp::new(source.name.clone(), partition)));
+        }
+    }
+    tps
+}
+
+/// True when every record committed on a source tp when the check began has
+/// been delivered and committed by the time it ends. Records written during
+/// the check (a stage's ticks keep coming) do not count.
+pub async fn caught_up(
+    client: &LiveClient,
+    app: &App,
+    assembly: &Assembly,
+) -> Result<bool, LiveError> {
+    let tps = source_tps(app, assembly);
+    let mut stable = Vec::with_capacity(tps.len());
+    for tp in &tps {
+        stable.push(client.watermarks(tp).await?.last_stable_offset);
+    }
+    // A read_committed lookup of committed offsets waits while any
+    // transaction holding the group's offsets is open (KIP-447), which a
+    // running application nearly always has; a read_uncommitted one answers
+    // the last committed offsets at once.
+    let offsets = client.consumer(app.group_id(), Isolation::ReadUncommitted)?;
+    let committed = offsets.committed(&tps).await?;
+    let mut consumer = client.consumer(app.group_id(), Isolation::ReadCommitted)?;
+    for ((tp, committed), stable) in tps.iter().zip(committed).zip(stable) {
+        let from = committed.map_or(0, |committed| committed.offset);
+        if from >= stable {
+            continue;
+        }
+        let fetched = consumer.fetch(tp, from).await?;
+        if fetched.records.iter().any(|record| record.offset < stable) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Waits until [`caught_up`] holds twice in a row (so records written from
+/// inputs delivered during the first check are delivered too), polling;
+/// `false` if `timeout` passes first.
+pub async fn wait_caught_up(
+    client: &LiveClient,
+    app: &App,
+    assembly: &Assembly,
+    timeout: Duration,
+) -> Result<bool, LiveError> {
+    let deadline = Instant::now() + timeout;
+    let mut in_a_row = 0;
+    loop {
+        if caught_up(client, app, assembly).await? {
+            in_a_row += 1;
+            if in_a_row == 2 {
+                return Ok(true);
+            }
+            continue;
+        }
+        in_a_row = 0;
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The committed state of every key slot: the last changelog value per
+/// (changelog topic, key), deletions removed. Tick slots are left out: they
+/// follow the wall clock.
+pub fn final_state(logs: &CommittedLogs, app: &App) -> BTreeMap<(String, Bytes), Bytes> {
+    let mut state = BTreeMap::new();
+    for plan in app.stages() {
+        let Some(changelog) = &plan.changelog else {
+            continue;
+        };
+        for tp in logs.tps().filter(|tp| tp.topic == *changelog) {
+            for record in logs.records(tp) {
+                let Some(key) = &record.data.key else {
+                    continue;
+                };
+                if matches!(SlotKey::from_changelog_key(key), Ok(SlotKey::Tick)) {
+                    continue;
+                }
+                let slot = (changelog.to_string(), key.clone());
+                match &record.data.value {
+                    Some(value) => state.insert(slot, value.clone()),
+                    None => state.remove(&slot),
+                };
+            }
+        }
+    }
+    state
+}
+
+/// The committed keyed outputs of every sink, per (topic, key), in order.
+/// Keys in `skip` are left out (the examples' tick emissions: the wall
+/// clock decides them).
+pub fn keyed_outputs(
+    logs: &CommittedLogs,
+    app: &App,
+    skip: &[&[u8]],
+) -> BTreeMap<(String, Bytes), Vec<Bytes>> {
+    let mut outputs: BTreeMap<(String, Bytes), Vec<Bytes>> = BTreeMap::new();
+    for plan in app.stages() {
+        for sink in plan.stage.sinks() {
+            for tp in logs.tps().filter(|tp| tp.topic == sink.name) {
+                for record in logs.records(tp) {
+                    let Some(key) = &record.data.key else {
+                        continue;
+                    };
+                    if skip.contains(&key.as_ref()) {
+                        continue;
+                    }
+                    outputs
+                        .entry((sink.name.to_string(), key.clone()))
+                        .or_default()
+                        .push(record.data.value.clone().unwrap_or_default());
+                }
+            }
+        }
+    }
+    outputs
+}

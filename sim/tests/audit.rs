@@ -1,0 +1,541 @@
+//! The log-only causal audit (`parsley_sim::audit`): clean on the committed
+//! logs of correct runs (test driver and simulator), and it reports the
+//! invariant a tampered log or a planted bug breaks.
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parsley::header::{self, STAMP_HEADER};
+use parsley::mutation::{self, Mutation};
+use parsley::record::ConsumedRecord;
+use parsley::{assemble, App, Assembly, Claim, Header, Stamp, Tp};
+use parsley_sim::audit::{audit, AuditReport, CommittedLogs, LogBounds};
+use parsley_sim::sim::scenario::{self, Scenario};
+use parsley_sim::sim::world::World;
+use parsley_sim::sim::{Choices, Invariant};
+use parsley_sim::topologies::{self, ChainTopics, FanInTopics, Order, PaymentsTopics};
+use parsley_sim::{TestDriver, TestRecord};
+
+const START: i64 = 1_700_000_000_000;
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// The committed logs of a driver's cluster, with the app's assembly.
+fn read(driver: &TestDriver, app: &App) -> (Assembly, CommittedLogs) {
+    let cluster = driver.cluster();
+    let assembly = assemble(app, &*cluster).expect("the driver assembled the app");
+    let logs = CommittedLogs::from_cluster(&cluster, app, &assembly);
+    (assembly, logs)
+}
+
+fn assert_clean(report: &AuditReport) {
+    assert!(report.is_clean(), "{report}");
+    assert!(report.summary.notes.is_empty(), "{report}");
+    assert_eq!(
+        report.summary.tasks_reconstructed, report.summary.tasks,
+        "{report}"
+    );
+    assert_eq!(
+        report.summary.outputs_matched, report.summary.outputs,
+        "{report}"
+    );
+    assert_eq!(
+        report.summary.changelog_matched, report.summary.changelog_records,
+        "{report}"
+    );
+}
+
+fn assert_reports(report: &AuditReport, invariant: Invariant, needle: &str) {
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|violation| violation.invariant == invariant && violation.message.contains(needle)),
+        "expected {invariant} mentioning {needle:?}:\n{report}"
+    );
+}
+
+fn with_stamp(record: &ConsumedRecord, stamp: &Stamp) -> ConsumedRecord {
+    let mut record = record.clone();
+    record
+        .data
+        .headers
+        .retain(|header| header.name != STAMP_HEADER);
+    record.data.headers.push(Header {
+        name: STAMP_HEADER.to_string(),
+        value: header::encode(stamp),
+    });
+    record
+}
+
+fn stamp_of(record: &ConsumedRecord) -> Stamp {
+    record
+        .data
+        .header(STAMP_HEADER)
+        .map_or_else(Stamp::empty, |bytes| header::decode(bytes).unwrap())
+}
+
+// ----- the test driver's examples -----
+
+/// `balances` on two partitions, with ticks, an aborted commit and a
+/// restart.
+fn balances_run() -> (App, TestDriver) {
+    let topics = PaymentsTopics::new();
+    let app = topologies::balances(&topics).unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .partitions("orders", 2)
+        .build()
+        .unwrap();
+    let orders = driver.input(&topics.orders).unwrap();
+    for (index, key) in ["alice", "bob", "carol", "dave", "alice"]
+        .iter()
+        .enumerate()
+    {
+        orders
+            .pipe(
+                key.to_string(),
+                Order {
+                    total: 10 + index as i64,
+                },
+            )
+            .unwrap();
+    }
+    driver.advance_wall_clock(MINUTE).unwrap();
+    driver.fail_next_commit("balances", 0);
+    orders.pipe("bob".to_string(), Order { total: 3 }).unwrap();
+    orders.pipe("erin".to_string(), Order { total: 4 }).unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    driver.restart().unwrap();
+    orders
+        .pipe("alice".to_string(), Order { total: 1 })
+        .unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    (app, driver)
+}
+
+/// I1, I4–I7 hold on `balances` (ticks, a plain tick handler on a stateful
+/// stage), and the audit saw what it checked.
+#[test]
+fn audit_is_clean_on_balances_under_the_test_driver() {
+    let (app, driver) = balances_run();
+    let (assembly, logs) = read(&driver, &app);
+    let report = audit(&app, &assembly, &logs);
+    assert_clean(&report);
+    let summary = &report.summary;
+    assert_eq!(summary.tasks, 2);
+    assert_eq!(summary.outputs, 6, "two tasks, three minutes: {report}");
+    assert_eq!(summary.ticks, 6);
+    assert_eq!(summary.ticks_delivered, 6);
+    assert_eq!(summary.changelog_records, 8);
+    assert!(summary.claims_checked > 0);
+    assert!(report.to_string().starts_with("audit clean: "), "{report}");
+}
+
+/// The fifth-tick audit cut: a tick fold over the tick slot.
+#[test]
+fn audit_is_clean_on_the_audit_cut_under_the_test_driver() {
+    let topics = PaymentsTopics::new();
+    let app = topologies::audit_cut(&topics).unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let orders = driver.input(&topics.orders).unwrap();
+    for minute in 0..7 {
+        orders
+            .pipe(format!("k{minute}"), Order { total: minute })
+            .unwrap();
+        driver.advance_wall_clock(MINUTE).unwrap();
+    }
+    let (assembly, logs) = read(&driver, &app);
+    let report = audit(&app, &assembly, &logs);
+    assert_clean(&report);
+    assert_eq!(report.summary.ticks, 7);
+    assert_eq!(report.summary.outputs, 1, "one cut on the fifth tick");
+}
+
+/// A three-stage chain on two partitions, ticks in the middle stage.
+#[test]
+fn audit_is_clean_on_the_chain_under_the_test_driver() {
+    let topics = ChainTopics::new();
+    let app = topologies::chain(&topics, MINUTE).unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .default_partitions(2)
+        .build()
+        .unwrap();
+    let input = driver.input(&topics.input).unwrap();
+    for round in 0..3 {
+        for key in ["a", "b", "c", "d"] {
+            input.pipe(key.to_string(), round + 1).unwrap();
+        }
+        driver.advance_wall_clock(MINUTE).unwrap();
+    }
+    let (assembly, logs) = read(&driver, &app);
+    let report = audit(&app, &assembly, &logs);
+    assert_clean(&report);
+    assert_eq!(report.summary.tasks, 6);
+    assert!(report.summary.outputs_matched >= 36, "{report}");
+}
+
+/// The fan-in: orders claim payments, and one order is held until its
+/// payment arrives.
+fn fan_in_run() -> (App, TestDriver, FanInTopics) {
+    let topics = FanInTopics::new();
+    let app = topologies::fan_in(&topics, MINUTE).unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let payments = driver.input(&topics.payments).unwrap();
+    let orders = driver.input(&topics.orders).unwrap();
+    let (paid, at) = payments
+        .pipe_record(TestRecord::new("a".to_string(), 50))
+        .unwrap();
+    orders
+        .pipe_record(
+            TestRecord::new("b".to_string(), 5).stamped(Stamp::from_claims([Claim::new(paid, at)])),
+        )
+        .unwrap();
+    payments.pipe("c".to_string(), 7).unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    // Held: the order arrives before the payment it claims is fetched.
+    driver.pause("payments");
+    let (paid, at) = payments
+        .pipe_record(TestRecord::new("d".to_string(), 20))
+        .unwrap();
+    orders
+        .pipe_record(
+            TestRecord::new("a".to_string(), 8).stamped(Stamp::from_claims([Claim::new(paid, at)])),
+        )
+        .unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    driver.resume("payments").unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    (app, driver, topics)
+}
+
+#[test]
+fn audit_is_clean_on_the_fan_in_under_the_test_driver() {
+    let (app, driver, _) = fan_in_run();
+    let (assembly, logs) = read(&driver, &app);
+    let report = audit(&app, &assembly, &logs);
+    assert_clean(&report);
+    assert_eq!(report.summary.changelog_records, 5);
+    assert_eq!(report.summary.ticks, 3);
+}
+
+// ----- the simulator -----
+
+fn load(name: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(format!("{name}.toml"));
+    scenario::load(&path).unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// One simulated run of `seed` (with `planted` active during the run only),
+/// its checker's violations and the audit of its committed logs.
+fn simulate(scenario: &Scenario, seed: u64, planted: Option<Mutation>) -> (usize, AuditReport) {
+    mutation::set(planted);
+    let mut choices = Choices::seeded(seed);
+    let mut world = World::new(scenario, &mut choices);
+    for _ in 0..scenario.budget.safety_steps {
+        world.step(&mut choices);
+    }
+    let quiesced = world.run_liveness();
+    mutation::set(None);
+    let violations = parsley_sim::sim::checker::check(&parsley_sim::sim::checker::CheckInput {
+        app: &world.topology.app,
+        assembly: &world.assembly,
+        cluster: &world.cluster,
+        trace: &world.trace,
+        quiesced,
+        liveness_steps: scenario.budget.liveness_steps,
+    });
+    let logs = CommittedLogs::from_cluster(&world.cluster, &world.topology.app, &world.assembly);
+    let report = audit(&world.topology.app, &world.assembly, &logs);
+    (violations.len(), report)
+}
+
+/// Every shipped scenario, a few seeds each: the simulator's committed logs
+/// (aborts, crashes, fencing, hanging transactions, redelivery, logic errors)
+/// audit clean, timers' cross-partition scheduler stamps included.
+#[test]
+fn audit_is_clean_on_simulated_runs_of_every_scenario() {
+    for name in ["balances", "audit-cut", "chain", "fan-in", "timers"] {
+        let scenario = load(name);
+        for seed in 0..3 {
+            let (checker, report) = simulate(&scenario, seed, None);
+            assert_eq!(checker, 0, "{name} seed {seed}: the checker fails");
+            assert!(report.is_clean(), "{name} seed {seed}: {report}");
+            assert!(
+                report.summary.notes.is_empty(),
+                "{name} seed {seed}: {report}"
+            );
+            assert!(report.summary.deliveries > 0, "{name} seed {seed}");
+        }
+    }
+}
+
+/// A planted bug is reported by the audit, with `invariant`, within the
+/// first seeds.
+fn audit_catches(planted: Mutation, name: &str, invariant: Invariant) {
+    let scenario = load(name);
+    for seed in 0..30 {
+        let (_, report) = simulate(&scenario, seed, Some(planted));
+        if report.invariants().contains(&invariant) {
+            return;
+        }
+    }
+    panic!(
+        "{} went unnoticed by the audit's {invariant} over 30 seeds of {name}",
+        planted.name()
+    );
+}
+
+#[test]
+fn i1_audit_catches_a_gate_that_ignores_claims() {
+    audit_catches(Mutation::GateIgnoresClaims, "fan-in", Invariant::I1);
+}
+
+#[test]
+fn i7_audit_catches_emissions_outside_the_transaction() {
+    audit_catches(
+        Mutation::EmissionsOutsideTransaction,
+        "balances",
+        Invariant::I7,
+    );
+}
+
+#[test]
+fn i5_audit_catches_a_history_not_restored_after_an_abort() {
+    audit_catches(Mutation::HistoryNotRestored, "balances", Invariant::I5);
+}
+
+#[test]
+fn i6_audit_catches_a_tick_slot_that_is_the_null_slot() {
+    audit_catches(Mutation::TickSlotIsNullSlot, "audit-cut", Invariant::I6);
+}
+
+#[test]
+fn i4_audit_catches_a_tick_time_not_rolled_back() {
+    audit_catches(Mutation::TickTimeNotRolledBack, "balances", Invariant::I4);
+}
+
+#[test]
+fn i6_audit_catches_positions_committed_past_held_records() {
+    audit_catches(Mutation::PositionsPastHeld, "balances", Invariant::I6);
+}
+
+// ----- tampered logs -----
+
+fn tp(topic: &str, partition: u32) -> Tp {
+    Tp::new(topic, partition)
+}
+
+/// I7: a committed output dropped from the log is an emission lost.
+#[test]
+fn i7_audit_reports_a_lost_output() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let audits = tp("audits", 0);
+    let mut records = logs.records(&audits).to_vec();
+    records.remove(1);
+    logs.insert_records(audits, records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(&report, Invariant::I7, "lost");
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I7: a committed output written twice is a duplicate.
+#[test]
+fn i7_audit_reports_a_duplicated_output() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let audits = tp("audits", 0);
+    let mut records = logs.records(&audits).to_vec();
+    let bounds = logs.bounds(&audits).unwrap();
+    let mut copy = records[0].clone();
+    copy.offset = bounds.end;
+    records.push(copy);
+    logs.insert_records(audits.clone(), records);
+    logs.insert_bounds(
+        audits,
+        LogBounds {
+            start: 0,
+            read_until: bounds.end + 1,
+            end: bounds.end + 1,
+        },
+    );
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(&report, Invariant::I7, "duplicated");
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I1: an order rewritten to claim a payment that was delivered after it
+/// (the changelog shows the order first): no interleaving that respects the
+/// gate explains the committed state.
+#[test]
+fn i1_audit_reports_a_delivery_before_its_claim() {
+    let (app, driver, _) = fan_in_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let orders = tp("orders", 0);
+    let payments = tp("payments", 0);
+    // payments@0, orders@0, payments@1 were delivered in that order.
+    let later_payment = logs.records(&payments)[1].offset;
+    let mut records = logs.records(&orders).to_vec();
+    records[0] = with_stamp(
+        &records[0],
+        &Stamp::from_claims([Claim::new(payments.clone(), later_payment)]),
+    );
+    logs.insert_records(orders, records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(
+        &report,
+        Invariant::I1,
+        &format!("before its claim payments-0@{later_payment}"),
+    );
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I1: a committed delivery whose claim the committed history never
+/// delivers (the claimed payment lies beyond the committed position).
+#[test]
+fn i1_audit_reports_a_claim_the_committed_history_never_delivers() {
+    let (app, driver, _) = fan_in_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let payments = tp("payments", 0);
+    let committed = logs.committed(&payments).unwrap().clone();
+    let records = logs.records(&payments).to_vec();
+    let last = records.len() - 1;
+    // The last committed payment delivered, its position moved back before
+    // it: the committed history no longer delivers it, yet an order
+    // claims it.
+    let mut earlier = committed.clone();
+    earlier.offset = records[last].offset;
+    logs.insert_committed(payments.clone(), earlier);
+    logs.insert_records(payments, records);
+    let report = audit(&app, &assembly, &logs);
+    assert!(report.invariants().contains(&Invariant::I1), "{report}");
+    assert_reports(&report, Invariant::I1, "never");
+}
+
+/// I5: an output whose stamp lost its claims does not claim the record it
+/// was emitted for.
+#[test]
+fn i5_audit_reports_an_output_that_does_not_claim_its_cause() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let audits = tp("audits", 0);
+    let mut records = logs.records(&audits).to_vec();
+    records[2] = with_stamp(&records[2], &Stamp::empty());
+    logs.insert_records(audits, records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(
+        &report,
+        Invariant::I5,
+        "does not claim the delivered record",
+    );
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I3 (G6): a claim on an offset that holds no committed record — here a
+/// transaction marker.
+#[test]
+fn i3_audit_reports_a_claim_on_a_marker() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let audits = tp("audits", 0);
+    let mut records = logs.records(&audits).to_vec();
+    let marker = (0..logs.bounds(&audits).unwrap().end)
+        .find(|offset| records.iter().all(|record| record.offset != *offset))
+        .expect("transactions leave markers");
+    let last = records.len() - 1;
+    let mut stamp = stamp_of(&records[last]);
+    stamp.claim(&audits, marker);
+    records[last] = with_stamp(&records[last], &stamp);
+    logs.insert_records(audits, records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(&report, Invariant::I3, &format!("claims audits-0@{marker}"));
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I1 (G6): a claim beyond the log end names a cause never appended.
+#[test]
+fn i1_audit_reports_a_claim_beyond_the_log_end() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let audits = tp("audits", 0);
+    let orders = tp("orders", 1);
+    let end = logs.bounds(&orders).unwrap().end;
+    let mut records = logs.records(&audits).to_vec();
+    let mut stamp = stamp_of(&records[0]);
+    stamp.claim(&orders, end + 3);
+    records[0] = with_stamp(&records[0], &stamp);
+    logs.insert_records(audits, records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(&report, Invariant::I1, "never appended");
+}
+
+/// I6: a changelog record that is not the fold of the committed deliveries.
+#[test]
+fn i6_audit_reports_a_changelog_that_differs_from_the_fold() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let changelog = tp("payments-balances-state-changelog", 0);
+    let mut records = logs.records(&changelog).to_vec();
+    records[0].data.value = Some(Bytes::from_static(b"12345"));
+    logs.insert_records(changelog, records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(&report, Invariant::I6, "12345");
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I4: a tick committed twice is a burst of two ticks in one interval.
+#[test]
+fn i4_audit_reports_a_tick_committed_twice() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let ticks = tp("payments-balances-ticks", 0);
+    let bounds = logs.bounds(&ticks).unwrap();
+    let mut records = logs.records(&ticks).to_vec();
+    let mut copy = records[records.len() - 1].clone();
+    copy.offset = bounds.end;
+    records.push(copy);
+    logs.insert_records(ticks.clone(), records);
+    logs.insert_bounds(
+        ticks,
+        LogBounds {
+            start: 0,
+            read_until: bounds.end + 1,
+            end: bounds.end + 1,
+        },
+    );
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(&report, Invariant::I4, "only 0 ms apart");
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I5 (G7): a checkpoint whose history is not the merge of the committed
+/// deliveries.
+#[test]
+fn i5_audit_reports_a_checkpoint_history_that_is_not_the_committed_one() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let orders = tp("orders", 0);
+    let ticks = tp("payments-balances-ticks", 0);
+    let committed = logs.committed(&orders).unwrap().clone();
+    let mut checkpoint = parsley::task::Checkpoint::decode(&committed.metadata).unwrap();
+    checkpoint.history.claim(&orders, committed.offset + 5);
+    let metadata = checkpoint.encode();
+    for lane in [orders, ticks] {
+        let mut offset = logs.committed(&lane).unwrap().clone();
+        offset.metadata = metadata.clone();
+        logs.insert_committed(lane, offset);
+    }
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(&report, Invariant::I5, "is not the merge");
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}

@@ -1,0 +1,189 @@
+//! The example topologies on a real broker (SPEC §10):
+//!
+//! - conformance: each runs live and under the TestDriver with the same
+//!   inputs, and commits the same state per key and the same keyed outputs
+//!   per key (interleavings across tps may differ; tick emissions follow the
+//!   wall clock, so they are compared by the audit, not by value);
+//! - kill -9: `parsley-live run balances` as a child process, killed with
+//!   SIGKILL at random points five times and restarted each time;
+//! - scale-out: two instances share the tasks, one is killed and replaced.
+//!
+//! After each, the committed topics are read back with `read_committed` and
+//! audited (the log-only checks of the simulator's checker: no lost or
+//! duplicated output, each committed tick delivered once, causal order), and
+//! the committed state is compared with the fold of the inputs.
+
+#![cfg(feature = "live")]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parsley::assemble;
+use parsley::live::{test_broker, Runtime, RuntimeConfig};
+use parsley_sim::audit::CommittedLogs;
+use parsley_sim::live::{final_state, keyed_outputs, namespaced, ReadBack};
+use parsley_sim::sim::scenario::TopologyName;
+use parsley_sim::TestDriver;
+use rand_core::{RngCore, SeedableRng};
+
+mod live_common;
+
+use live_common::{set_up, terminate, Live, TICK};
+
+// ----- conformance -----
+
+/// The same inputs through the TestDriver: the committed logs of its model.
+fn under_the_test_driver(live: &Live, read: &ReadBack) -> CommittedLogs {
+    let app = &live.topology.app;
+    let mut builder = TestDriver::builder(app);
+    for (topic, partitions) in &live.assembly.partitions {
+        builder = builder.partitions(topic.as_str(), *partitions);
+    }
+    let driver = builder.build().expect("driver");
+    // Input by input topic, each partition in offset order: the offsets come
+    // out as they are live, so the fan-in's claims name the same records.
+    for input in &live.topology.inputs {
+        let handle = driver
+            .input(&parsley::Topic::<String, i64>::new(input.name.clone()))
+            .expect("input");
+        for (tp, record) in read.topic(input.name.as_str()) {
+            let data = record.data.clone();
+            let (landed, offset) = handle
+                .pipe_raw(tp.partition, data.key, data.value, data.headers)
+                .expect("pipe");
+            assert_eq!((landed.partition, offset), (tp.partition, record.offset));
+        }
+    }
+    let cluster = driver.cluster();
+    let assembly = assemble(app, &*cluster).expect("the driver's assembly");
+    CommittedLogs::from_cluster(&cluster, app, &assembly)
+}
+
+async fn conformance(name: TopologyName, kind: &str, skip: &[&[u8]]) {
+    let Some(live) = test_broker() else { return };
+    let live = set_up(&live, name, kind, 2).await;
+    live.produce(300, 7).await;
+    let runtime = Runtime::start(
+        Arc::new(live.topology.app.clone()),
+        RuntimeConfig::new(live.client.config().clone()),
+    )
+    .await
+    .expect("start");
+    live.wait_caught_up().await;
+    runtime.stopper().stop();
+    for run in runtime.wait().await {
+        run.outcome.expect("a graceful stop");
+    }
+    let read = live.read_and_audit().await;
+    let driven = under_the_test_driver(&live, &read);
+    let logs = read.to_logs();
+    let app = &live.topology.app;
+    assert_eq!(
+        final_state(&logs, app),
+        final_state(&driven, app),
+        "state per key"
+    );
+    let outputs = keyed_outputs(&logs, app, skip);
+    assert_eq!(
+        outputs,
+        keyed_outputs(&driven, app, skip),
+        "keyed outputs per key"
+    );
+    assert!(
+        !final_state(&logs, app).is_empty() || !outputs.is_empty(),
+        "the comparison compared something"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conformance_balances_live_matches_the_test_driver() {
+    conformance(TopologyName::Balances, "conf-balances", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conformance_fan_in_live_matches_the_test_driver() {
+    conformance(TopologyName::FanIn, "conf-fan-in", &[]).await;
+}
+
+/// The chain's middle stage ticks under the key "tick": its count depends on
+/// the wall clock, so that key is left to the audit.
+#[tokio::test(flavor = "multi_thread")]
+async fn conformance_chain_live_matches_the_test_driver() {
+    conformance(TopologyName::Chain, "conf-chain", &[b"\"tick\""]).await;
+}
+
+// ----- kill -9 -----
+
+/// X3, G7, T6: SIGKILL at random points, five times, restarting each time;
+/// then every output and changelog is read back and checked.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_five_times_loses_and_repeats_nothing() {
+    let Some(config) = test_broker() else { return };
+    let live = set_up(&config, TopologyName::Balances, "kill9", 4).await;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+    let mut plan = Vec::new();
+    for round in 0..5u64 {
+        plan.extend(live.produce(400, round).await);
+        let mut child = live.command("0/1").spawn().expect("spawn parsley-live");
+        let after = Duration::from_millis(700 + rng.next_u64() % 2000);
+        tokio::time::sleep(after).await;
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        eprintln!("round {round}: killed after {after:?}");
+    }
+    let mut child = live.command("0/1").spawn().expect("spawn parsley-live");
+    live.wait_caught_up().await;
+    terminate(&mut child);
+    let read = live.read_and_audit().await;
+    live.assert_state_is_the_fold(&read, &plan);
+}
+
+// ----- scale-out -----
+
+/// Two instances share the tasks (static shares 0/2 and 1/2); one is killed
+/// with SIGKILL and a replacement takes its share, fencing the dead
+/// instance's producers (X4). The result is as if one instance ran.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_instances_share_the_tasks_and_survive_losing_one() {
+    let Some(config) = test_broker() else { return };
+    let live = set_up(&config, TopologyName::Balances, "scale", 4).await;
+    let mut plan = live.produce(600, 1).await;
+    let mut first = live.command("0/2").spawn().expect("spawn instance 0");
+    let mut second = live.command("1/2").spawn().expect("spawn instance 1");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    second.kill().expect("SIGKILL");
+    second.wait().expect("reaped");
+    plan.extend(live.produce(600, 2).await);
+    let mut replacement = live.command("1/2").spawn().expect("spawn the replacement");
+    live.wait_caught_up().await;
+    terminate(&mut first);
+    terminate(&mut replacement);
+    let read = live.read_and_audit().await;
+    live.assert_state_is_the_fold(&read, &plan);
+}
+
+#[test]
+fn shares_deal_every_task_to_exactly_one_instance() {
+    let topology = namespaced(TopologyName::Chain, "x-", TICK).expect("chain");
+    let partitions: BTreeMap<String, u32> = parsley::ContractProbes::probe(&topology.app)
+        .into_iter()
+        .map(|contract| (contract.name.to_string(), 3))
+        .collect();
+    let assembly = assemble(&topology.app, &partitions).expect("assembles");
+    let all = parsley::live::runtime::all_tasks(&assembly);
+    assert_eq!(all.len(), 9, "three stages of three tasks");
+    let mut dealt: Vec<_> = (0..2)
+        .flat_map(|index| {
+            parsley::live::InstanceShare::new(index, 2)
+                .unwrap()
+                .tasks(&assembly)
+        })
+        .collect();
+    dealt.sort();
+    let mut expected = all.clone();
+    expected.sort();
+    assert_eq!(dealt, expected);
+    assert!(parsley::live::InstanceShare::new(2, 2).is_err());
+    assert!(parsley::live::InstanceShare::new(0, 0).is_err());
+}
