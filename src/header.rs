@@ -69,9 +69,25 @@ pub enum HeaderError {
 
 /// Encodes a stamp into its header bytes.
 pub fn encode(stamp: &Stamp) -> Bytes {
-    let mut out = Vec::with_capacity(1 + stamp.len() * 8);
+    let mut out = Vec::with_capacity(encoded_len_hint(stamp));
     encode_into(stamp, &mut out);
     Bytes::from(out)
+}
+
+/// How many bytes to reserve for a stamp's encoding: enough while topic
+/// names are shorter than 128 bytes, counts and partitions below 128 and
+/// offsets below 2^35, so that encoding rarely has to grow its buffer.
+pub(crate) fn encoded_len_hint(stamp: &Stamp) -> usize {
+    let claims = stamp.claims();
+    let mut len = 2 + claims.len() * 6;
+    let mut previous: Option<&TopicName> = None;
+    for claim in claims {
+        if previous.is_none_or(|topic| !topic.same(&claim.tp.topic)) {
+            len += 2 + claim.tp.topic.as_str().len();
+            previous = Some(&claim.tp.topic);
+        }
+    }
+    len
 }
 
 /// Appends a stamp's header bytes to `out`.
@@ -127,12 +143,12 @@ pub fn decode(bytes: &[u8]) -> Result<Stamp, HeaderError> {
         return Err(HeaderError::UnknownVersion { version });
     }
     reader.at = 1;
-    let topic_count = reader.bounded("topic count", TOPICS_PER_STAMP_MAX, 4)?;
-    let mut claims = Vec::new();
+    let topic_count = reader.count("topic count", TOPICS_PER_STAMP_MAX, 4)?;
+    let mut claims = Vec::with_capacity(topic_count as usize);
     let mut previous_topic: Option<TopicName> = None;
     for _ in 0..topic_count {
         let name_at = reader.at;
-        let name_len = reader.bounded("topic name length", TOPIC_NAME_BYTES_MAX, 1)?;
+        let name_len = reader.count("topic name length", TOPIC_NAME_BYTES_MAX, 1)?;
         if name_len == 0 {
             return Err(HeaderError::NotCanonical {
                 at: name_at,
@@ -153,17 +169,18 @@ pub fn decode(bytes: &[u8]) -> Result<Stamp, HeaderError> {
         }
         let topic = TopicName::new(name);
         let count_at = reader.at;
-        let claim_count = reader.bounded("claim count", CLAIMS_PER_TOPIC_MAX, 2)?;
+        let claim_count = reader.count("claim count", CLAIMS_PER_TOPIC_MAX, 2)?;
         if claim_count == 0 {
             return Err(HeaderError::NotCanonical {
                 at: count_at,
                 what: "topic with no claims",
             });
         }
+        claims.reserve(claim_count as usize);
         let mut previous_partition: Option<u32> = None;
         for _ in 0..claim_count {
             let partition_at = reader.at;
-            let partition = reader.bounded("partition", u64::from(u32::MAX), 1)? as u32;
+            let partition = reader.bounded("partition", u64::from(u32::MAX))? as u32;
             if previous_partition.is_some_and(|previous| previous >= partition) {
                 return Err(HeaderError::NotCanonical {
                     at: partition_at,
@@ -171,7 +188,7 @@ pub fn decode(bytes: &[u8]) -> Result<Stamp, HeaderError> {
                 });
             }
             previous_partition = Some(partition);
-            let offset = reader.bounded("offset", OFFSET_MAX, 1)?;
+            let offset = reader.bounded("offset", OFFSET_MAX)?;
             claims.push(Claim::new(Tp::new(topic.clone(), partition), offset));
         }
         previous_topic = Some(topic);
@@ -216,10 +233,10 @@ impl<'a> Reader<'a> {
         Err(HeaderError::VarintOverflow { at: start })
     }
 
-    /// Reads a varint no larger than `max`, and for counts also no larger than
-    /// the bytes left could hold (`min_bytes_each` per item), so that a garbage
-    /// count never drives a huge allocation or loop.
-    fn bounded(
+    /// Reads a count (or length) no larger than `max` and than the bytes
+    /// left could hold (`min_bytes_each` per item), so that a garbage count
+    /// never drives a huge allocation or loop.
+    fn count(
         &mut self,
         what: &'static str,
         max: u64,
@@ -228,12 +245,22 @@ impl<'a> Reader<'a> {
         let at = self.at;
         let value = self.varint(what)?;
         let left = (self.bytes.len() - self.at) as u64;
-        let is_count = what.ends_with("count") || what.ends_with("length");
-        let max = if is_count {
-            max.min(left / min_bytes_each as u64)
-        } else {
-            max
-        };
+        let max = max.min(left / min_bytes_each as u64);
+        if value > max {
+            return Err(HeaderError::AbsurdValue {
+                what,
+                value,
+                max,
+                at,
+            });
+        }
+        Ok(value)
+    }
+
+    /// Reads a varint no larger than `max`.
+    fn bounded(&mut self, what: &'static str, max: u64) -> Result<u64, HeaderError> {
+        let at = self.at;
+        let value = self.varint(what)?;
         if value > max {
             return Err(HeaderError::AbsurdValue {
                 what,

@@ -18,6 +18,12 @@ impl TopicName {
         &self.0
     }
 
+    /// Whether both names share one allocation (equal names may not).
+    #[inline]
+    pub fn ptr_eq(&self, other: &TopicName) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// Equality that first tries the pointer: names handed out by one
     /// application share their allocation, so the gate's hot path rarely
     /// compares bytes.

@@ -2,6 +2,9 @@
 //!
 //! `cargo bench -p parsley-sim --bench simulator`
 //!
+//! Further arguments keep only the rows whose name contains one of them
+//! (`-- "1000 inputs"`, `-- planted`), for profiling one row.
+//!
 //! Per scenario: seeds per second, simulated deliveries per second and steps
 //! per seed, on one thread. Then, for each planted bug, the wall time until
 //! the first failing seed, over 20 different seed ranges: median and max.
@@ -58,18 +61,31 @@ fn main() {
         println!("run with `cargo bench -p parsley-sim --bench simulator`");
         return;
     }
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with("--"))
+        .collect();
+    let wanted =
+        |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
     println!(
         "{:<28} {:>10} {:>16} {:>14} {:>10}",
         "scenario", "seeds/s", "deliveries/s", "steps/seed", "failing"
     );
     for name in ["balances", "audit-cut", "timers", "chain", "fan-in"] {
-        throughput(name, &load(name));
+        if wanted(name) {
+            throughput(name, &load(name));
+        }
     }
     let mut big = load("balances");
     big.partitions = 4;
     big.workload.inputs = 1000;
     big.budget.safety_steps = 12_000;
-    throughput("balances, 1000 inputs", &big);
+    if wanted("balances, 1000 inputs") {
+        throughput("balances, 1000 inputs", &big);
+    }
+    if !wanted("planted") {
+        return;
+    }
 
     println!(
         "\n{:<32} {:<10} {:>5} {:>12} {:>12}",

@@ -192,14 +192,9 @@ impl TaskHost {
         cluster: &mut Cluster,
         now: i64,
     ) -> Result<Option<SentTick>, HostError> {
-        let Some(tick) = self.task.poll_tick(now) else {
+        let Some((tick, stamp)) = self.task.poll_tick_stamped(now) else {
             return Ok(None);
         };
-        let stamp = tick
-            .data
-            .header(parsley::header::STAMP_HEADER)
-            .map(|bytes| parsley::header::decode(bytes).expect("the core writes valid stamps"))
-            .unwrap_or_default();
         let sent = self.send(cluster, vec![tick], now)?;
         let sent = sent.into_iter().next().expect("one tick was sent");
         Ok(Some(SentTick {
@@ -215,19 +210,28 @@ impl TaskHost {
         if !self.task.has_open_work() {
             return Ok(CommitOutcome::Nothing);
         }
-        let request: CommitRequest = self.task.prepare_commit()?;
+        let CommitRequest {
+            group,
+            offsets,
+            metadata,
+        } = self.task.prepare_commit()?;
         let attempt = self.ensure_transaction(cluster, now).and_then(|()| {
-            let offsets: Vec<_> = request
-                .offsets
-                .iter()
-                .map(|(tp, offset)| {
-                    (
-                        tp.clone(),
-                        crate::model::CommittedOffset::new(*offset, request.metadata.clone()),
-                    )
+            let count = offsets.len();
+            let mut metadata = Some(metadata);
+            let offsets: Vec<_> = offsets
+                .into_iter()
+                .enumerate()
+                .map(|(index, (tp, offset))| {
+                    // Every tp carries the same checkpoint; the last takes
+                    // the original.
+                    let metadata = match index + 1 == count {
+                        true => metadata.take().unwrap_or_default(),
+                        false => metadata.clone().unwrap_or_default(),
+                    };
+                    (tp, crate::model::CommittedOffset::new(offset, metadata))
                 })
                 .collect();
-            cluster.send_offsets(self.producer, &request.group, &offsets)?;
+            cluster.send_offsets_owned(self.producer, &group, offsets)?;
             cluster.commit(self.producer)
         });
         match attempt {

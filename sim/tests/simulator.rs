@@ -166,3 +166,17 @@ fn the_simulator_reaches_the_hard_cases() {
         "aborts {aborts}, crashes {crashes}, fences {fences}"
     );
 }
+
+/// I2: a committed position past records the committed history never
+/// delivered is reported even when the task stopped on a poison record
+/// (balances seed 0 with positions committed past held records: the task
+/// stops at a negative amount and the records before it are lost).
+#[test]
+fn i2_position_past_undelivered_records_of_a_stopped_task_is_reported() {
+    let scenario = load("balances");
+    let failures = failing_seeds(&scenario, 0..1, Some(Mutation::PositionsPastHeld));
+    let (seed, violation) = failures.first().expect("seed 0 fails with the planted bug");
+    assert_eq!(*seed, 0);
+    assert!(violation.starts_with("I2"), "{violation}");
+    assert!(violation.contains("committed position"), "{violation}");
+}

@@ -169,10 +169,10 @@ fn an_empty_trace_still_renders() {
 
 fn task(stage: &str, partition: u32, instance: u32) -> TaskAt {
     TaskAt {
-        task: TaskId {
+        task: std::sync::Arc::new(TaskId {
             stage: stage.to_string(),
             partition,
-        },
+        }),
         instance,
     }
 }

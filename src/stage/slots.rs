@@ -59,6 +59,15 @@ impl SlotKey {
         }
     }
 
+    /// [`SlotKey::from_changelog_key`] that shares the key's bytes instead
+    /// of copying them.
+    pub fn from_changelog_bytes(bytes: &Bytes) -> Result<SlotKey, SlotKeyError> {
+        match bytes.first() {
+            Some(&TAG_KEY) => Ok(SlotKey::Key(bytes.slice(1..))),
+            _ => SlotKey::from_changelog_key(bytes),
+        }
+    }
+
     pub fn from_changelog_key(bytes: &[u8]) -> Result<SlotKey, SlotKeyError> {
         match bytes {
             [TAG_NULL] => Ok(SlotKey::Null),
@@ -193,6 +202,13 @@ mod tests {
             );
         }
         assert!(SlotKey::from_changelog_key(&[7]).is_err());
+        for key in [&[1u8, 2, 3][..], &[1], &[0], &[2], &[7], &[]] {
+            let bytes = Bytes::copy_from_slice(key);
+            assert_eq!(
+                SlotKey::from_changelog_bytes(&bytes),
+                SlotKey::from_changelog_key(key)
+            );
+        }
     }
 
     /// X3: an abort forgets pending changes; a commit makes them durable.

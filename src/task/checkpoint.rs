@@ -24,7 +24,7 @@ pub struct CheckpointError {
 
 impl Checkpoint {
     pub fn encode(&self) -> String {
-        let mut bytes = Vec::with_capacity(16 + self.history.len() * 8);
+        let mut bytes = Vec::with_capacity(9 + header::encoded_len_hint(&self.history));
         match self.last_tick_at {
             Some(at) => {
                 bytes.push(1);
@@ -34,13 +34,14 @@ impl Checkpoint {
         }
         header::encode_into(&self.history, &mut bytes);
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut text = String::with_capacity(PREFIX.len() + bytes.len() * 2);
-        text.push_str(PREFIX);
-        for byte in bytes {
-            text.push(char::from(HEX[usize::from(byte >> 4)]));
-            text.push(char::from(HEX[usize::from(byte & 0xf)]));
+        let mut text = vec![0; PREFIX.len() + bytes.len() * 2];
+        let (prefix, digits) = text.split_at_mut(PREFIX.len());
+        prefix.copy_from_slice(PREFIX.as_bytes());
+        for (pair, byte) in digits.chunks_exact_mut(2).zip(bytes) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0xf)];
         }
-        text
+        String::from_utf8(text).expect("a prefix and hex digits are ASCII")
     }
 
     pub fn decode(text: &str) -> Result<Checkpoint, CheckpointError> {

@@ -46,7 +46,7 @@ use crate::partitioner::partition_for;
 use crate::record::{ConsumedRecord, Header, ProducedRecord, RecordData};
 use crate::stage::logic::{DeliveryFailure, Outcome, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
-use crate::stamp::Stamp;
+use crate::stamp::{Claim, Stamp};
 use crate::tp::{TopicName, Tp};
 
 pub use checkpoint::{Checkpoint, CheckpointError};
@@ -316,8 +316,19 @@ impl Task {
 
     pub fn metrics(&self) -> TaskMetrics {
         let mut metrics = self.metrics.clone();
-        metrics.records_held = self.gate.held().count() as u64;
+        metrics.records_held = self.records_held();
         metrics
+    }
+
+    /// `records-held` of [`Task::metrics`] alone: the records held now.
+    pub fn records_held(&self) -> u64 {
+        self.gate.held().count() as u64
+    }
+
+    /// `records-redelivered-total` of [`Task::metrics`] alone, without
+    /// counting the held records.
+    pub fn records_redelivered_total(&self) -> u64 {
+        self.metrics.records_redelivered_total
     }
 
     /// The task's slots, typed; `None` if `S` is not the stage's state type.
@@ -334,6 +345,19 @@ impl Task {
                 Some((self.gate.lanes[lane].tp.clone(), head.record.offset, status))
             })
             .collect()
+    }
+
+    /// The heads that are held (G2), in lane order, as [`Task::heads`] lists
+    /// them but without copying: the lane's index in [`Task::consumed_tps`],
+    /// its tp, the head's offset and the claim it waits on.
+    pub fn held_heads(&self) -> impl Iterator<Item = (usize, &Tp, u64, Claim)> + '_ {
+        (0..self.gate.lanes.len()).filter_map(|lane| match self.gate.head_status(lane)? {
+            HeadStatus::Held(claim) => {
+                let state = &self.gate.lanes[lane];
+                Some((lane, &state.tp, state.queue.front()?.record.offset, claim))
+            }
+            _ => None,
+        })
     }
 
     /// The record at the head of `tp`, next in line for delivery.
@@ -387,7 +411,7 @@ impl Task {
         );
         let tp = self
             .changelog
-            .clone()
+            .as_ref()
             .expect("only stateful stages restore state");
         let bad = |reason: String| TaskError::BadChangelog {
             task: self.id.clone(),
@@ -400,7 +424,7 @@ impl Task {
             .key
             .as_ref()
             .ok_or_else(|| bad("it has no key".into()))?;
-        let slot = SlotKey::from_changelog_key(key).map_err(|error| bad(error.to_string()))?;
+        let slot = SlotKey::from_changelog_bytes(key).map_err(|error| bad(error.to_string()))?;
         self.slots
             .restore(slot, record.data.value.as_deref())
             .map_err(|error| bad(error.to_string()))
@@ -473,8 +497,16 @@ impl Task {
     /// Every tp whose head may be delivered now (G2, G3). A poison head stops
     /// the task with its error.
     pub fn deliverable(&mut self) -> Result<Vec<Tp>, TaskError> {
-        self.check_running()?;
         let mut ready = Vec::new();
+        self.deliverable_into(&mut ready)?;
+        Ok(ready)
+    }
+
+    /// [`Task::deliverable`] into a buffer the caller reuses: `ready` is
+    /// cleared, then filled.
+    pub fn deliverable_into(&mut self, ready: &mut Vec<Tp>) -> Result<(), TaskError> {
+        ready.clear();
+        self.check_running()?;
         for lane in 0..self.gate.lanes.len() {
             match self.gate.head_status(lane) {
                 Some(HeadStatus::Deliverable) => ready.push(self.gate.lanes[lane].tp.clone()),
@@ -485,7 +517,7 @@ impl Task {
         if ready.is_empty() {
             self.check_cycles()?;
         }
-        Ok(ready)
+        Ok(())
     }
 
     /// §8: heads waiting on each other in a cycle are poison, not a stall.
@@ -665,28 +697,27 @@ impl Task {
     ) -> Result<(), TaskError> {
         for emission in emissions {
             let topic = emission.topic();
-            let (task, at) = (self.id.clone(), tp.clone());
             if self.tick_topics.iter().any(|tick| tick.same(topic)) {
                 return Err(TaskError::EmitToTickTopic {
-                    task,
+                    task: self.id.clone(),
                     topic: topic.to_string(),
-                    tp: at,
+                    tp: tp.clone(),
                     offset,
                 });
             }
             if !self.sinks.iter().any(|(sink, _)| sink.same(topic)) {
                 return Err(TaskError::UndeclaredSink {
-                    task,
+                    task: self.id.clone(),
                     topic: topic.to_string(),
-                    tp: at,
+                    tp: tp.clone(),
                     offset,
                 });
             }
             if let Err(error) = emission.encoded() {
                 return Err(TaskError::EmissionCodec {
-                    task,
+                    task: self.id.clone(),
                     topic: topic.to_string(),
-                    tp: at,
+                    tp: tp.clone(),
                     offset,
                     error: Box::new(error.clone()),
                 });
@@ -765,6 +796,13 @@ impl Task {
     /// last tick (or since start). Never more than one, however late.
     #[must_use]
     pub fn poll_tick(&mut self, now: i64) -> Option<ProducedRecord> {
+        self.poll_tick_stamped(now).map(|(tick, _)| tick)
+    }
+
+    /// [`Task::poll_tick`], also returning the stamp the tick's header
+    /// carries, for drivers that want it without decoding the header.
+    #[must_use]
+    pub fn poll_tick_stamped(&mut self, now: i64) -> Option<(ProducedRecord, Stamp)> {
         if self.failure.is_some() || self.phase != Phase::Running {
             return None;
         }
@@ -776,18 +814,20 @@ impl Task {
         self.last_tick_at = Some(now);
         self.open.dirty = true;
         self.open.ticks += 1;
-        Some(ProducedRecord {
+        let stamp = self.stamping_site();
+        let tick = ProducedRecord {
             tp,
             data: RecordData {
                 key: None,
                 value: Some(Bytes::copy_from_slice(&now.to_be_bytes())),
                 headers: vec![Header {
                     name: STAMP_HEADER.to_string(),
-                    value: header::encode(&self.stamping_site()),
+                    value: header::encode(&stamp),
                 }],
                 timestamp: now,
             },
-        })
+        };
+        Some((tick, stamp))
     }
 
     /// When the next tick is due, if the stage ticks.

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use parsley::{RecordData, TopicName, Tp};
 
 use super::error::ModelError;
-use super::log::{AbortedTxn, ControlKind, Entry, EntryStatus, Fetch, Isolation, PartitionLog};
+use super::log::{
+    AbortedTxn, ControlKind, Entry, EntryStatus, Fetch, Isolation, LogView, PartitionLog,
+};
 
 /// Kafka's default `transaction.timeout.ms`.
 pub const DEFAULT_TRANSACTION_TIMEOUT_MS: i64 = 60_000;
@@ -54,7 +56,7 @@ struct Transaction {
 /// markers; there is no clock, and callers pass `now_ms` where time matters.
 #[derive(Clone, Debug)]
 pub struct Cluster {
-    topics: BTreeMap<TopicName, Vec<PartitionLog>>,
+    topics: Topics,
     /// Indexed by producer id: ids are handed out as 0, 1, 2, …
     producers: Vec<ProducerState>,
     transactional_ids: BTreeMap<String, u64>,
@@ -78,7 +80,7 @@ impl Cluster {
     /// longer than `timeout_ms` (see [`Cluster::expire_transactions`]).
     pub fn with_transaction_timeout(timeout_ms: i64) -> Self {
         Cluster {
-            topics: BTreeMap::new(),
+            topics: Topics::default(),
             producers: Vec::new(),
             transactional_ids: BTreeMap::new(),
             groups: BTreeMap::new(),
@@ -94,29 +96,43 @@ impl Cluster {
     // ----- topics -----
 
     pub fn create_topic(&mut self, name: &str, partitions: u32) -> Result<(), ModelError> {
-        if self.topics.contains_key(name) {
+        self.create_topic_named(TopicName::new(name), partitions)
+    }
+
+    /// [`Cluster::create_topic`] with the name the application uses: tps
+    /// that share its allocation are then found without comparing names.
+    pub fn create_topic_named(
+        &mut self,
+        name: TopicName,
+        partitions: u32,
+    ) -> Result<(), ModelError> {
+        let Err(at) = self.topics.search(name.as_str()) else {
             return Err(ModelError::TopicExists {
-                topic: name.to_owned(),
+                topic: name.as_str().to_owned(),
             });
-        }
+        };
         if partitions == 0 {
             return Err(ModelError::InvalidPartitionCount {
-                topic: name.to_owned(),
+                topic: name.as_str().to_owned(),
             });
         }
         let logs = (0..partitions).map(|_| PartitionLog::default()).collect();
-        self.topics.insert(TopicName::new(name), logs);
+        self.topics.names.insert(at, name);
+        self.topics.logs.insert(at, logs);
         Ok(())
     }
 
     pub fn partitions(&self, topic: &str) -> Option<u32> {
-        self.topics.get(topic).map(|logs| logs.len() as u32)
+        let index = self.topics.search(topic).ok()?;
+        Some(self.topics.logs[index].len() as u32)
     }
 
     /// Every topic with its partition count, sorted by name.
     pub fn topics(&self) -> Vec<(TopicName, u32)> {
         self.topics
+            .names
             .iter()
+            .zip(&self.topics.logs)
             .map(|(name, logs)| (name.clone(), logs.len() as u32))
             .collect()
     }
@@ -228,10 +244,21 @@ impl Cluster {
         group: &str,
         offsets: &[(Tp, CommittedOffset)],
     ) -> Result<(), ModelError> {
+        self.send_offsets_owned(producer, group, offsets.to_vec())
+    }
+
+    /// [`Cluster::send_offsets`] taking the offsets by value, which spares
+    /// copying them into the transaction.
+    pub fn send_offsets_owned(
+        &mut self,
+        producer: ProducerId,
+        group: &str,
+        offsets: Vec<(Tp, CommittedOffset)>,
+    ) -> Result<(), ModelError> {
         let state = producer_mut(&mut self.producers, producer)?;
         let txn = open_txn(state)?;
         // All or nothing: check every tp before staging any.
-        for (tp, offset) in offsets {
+        for (tp, offset) in &offsets {
             partition(&self.topics, tp)?;
             // The broker's `offset.metadata.max.bytes` (4096 by default).
             if offset.metadata.len() > OFFSET_METADATA_BYTES_MAX {
@@ -242,10 +269,11 @@ impl Cluster {
                 });
             }
         }
-        let staged = txn.offsets.entry(group.to_owned()).or_default();
-        for (tp, offset) in offsets {
-            staged.insert(tp.clone(), offset.clone());
-        }
+        let staged = match txn.offsets.get_mut(group) {
+            Some(staged) => staged,
+            None => txn.offsets.entry(group.to_owned()).or_default(),
+        };
+        staged.extend(offsets);
         Ok(())
     }
 
@@ -345,6 +373,12 @@ impl Cluster {
         Ok(partition(&self.topics, tp)?.entries())
     }
 
+    /// A read-only view of `tp`'s log, to walk it without looking the
+    /// partition up again for every offset.
+    pub fn log(&self, tp: &Tp) -> Result<LogView<'_>, ModelError> {
+        Ok(LogView::new(partition(&self.topics, tp)?))
+    }
+
     /// Whether the entry at `offset` of `tp` is committed, open, aborted or a
     /// marker; `None` if there is no such entry.
     pub fn entry_status(&self, tp: &Tp, offset: u64) -> Option<EntryStatus> {
@@ -381,7 +415,7 @@ impl Cluster {
 /// records and, on commit, applies its group offsets. A free function over the
 /// fields so callers can hold a borrow of the producer table meanwhile.
 fn finish(
-    topics: &mut BTreeMap<TopicName, Vec<PartitionLog>>,
+    topics: &mut Topics,
     groups: &mut GroupOffsets,
     producer: u64,
     txn: Transaction,
@@ -432,12 +466,35 @@ fn open_txn(state: &mut ProducerState) -> Result<&mut Transaction, ModelError> {
     }
 }
 
-fn partition<'a>(
-    topics: &'a BTreeMap<TopicName, Vec<PartitionLog>>,
-    tp: &Tp,
-) -> Result<&'a PartitionLog, ModelError> {
+/// The topics, sorted by name, with their partitions' logs.
+#[derive(Clone, Debug, Default)]
+struct Topics {
+    names: Vec<TopicName>,
+    logs: Vec<Vec<PartitionLog>>,
+}
+
+impl Topics {
+    /// Where `name` is, or where it would go.
+    fn search(&self, name: &str) -> Result<usize, usize> {
+        self.names
+            .binary_search_by(|known| known.as_str().cmp(name))
+    }
+
+    /// The topic's index. The tps drivers hand in mostly share their
+    /// topic's allocation with the name the topic was created under, so the
+    /// pointers are tried first and names compared only when none matches.
+    fn find(&self, topic: &TopicName) -> Option<usize> {
+        self.names
+            .iter()
+            .position(|known| known.ptr_eq(topic))
+            .or_else(|| self.search(topic.as_str()).ok())
+    }
+}
+
+fn partition<'a>(topics: &'a Topics, tp: &Tp) -> Result<&'a PartitionLog, ModelError> {
     let logs = topics
-        .get(tp.topic.as_str())
+        .find(&tp.topic)
+        .map(|index| &topics.logs[index])
         .ok_or_else(|| ModelError::UnknownTopic {
             topic: tp.topic.as_str().to_owned(),
         })?;
@@ -448,15 +505,15 @@ fn partition<'a>(
         })
 }
 
-fn partition_mut<'a>(
-    topics: &'a mut BTreeMap<TopicName, Vec<PartitionLog>>,
-    tp: &Tp,
-) -> Result<&'a mut PartitionLog, ModelError> {
-    let logs = topics
-        .get_mut(tp.topic.as_str())
-        .ok_or_else(|| ModelError::UnknownTopic {
-            topic: tp.topic.as_str().to_owned(),
-        })?;
+fn partition_mut<'a>(topics: &'a mut Topics, tp: &Tp) -> Result<&'a mut PartitionLog, ModelError> {
+    let logs = match topics.find(&tp.topic) {
+        Some(index) => &mut topics.logs[index],
+        None => {
+            return Err(ModelError::UnknownTopic {
+                topic: tp.topic.as_str().to_owned(),
+            })
+        }
+    };
     let partitions = logs.len() as u32;
     logs.get_mut(tp.partition as usize)
         .ok_or_else(|| ModelError::UnknownPartition {

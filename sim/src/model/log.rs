@@ -106,6 +106,70 @@ struct Meta {
     status: EntryStatus,
 }
 
+/// A read-only view of one partition's log, for checkers that walk a log
+/// offset by offset: looked up once, it answers without finding the partition
+/// again.
+#[derive(Clone, Copy, Debug)]
+pub struct LogView<'a> {
+    log: &'a PartitionLog,
+}
+
+impl<'a> LogView<'a> {
+    pub(crate) fn new(log: &'a PartitionLog) -> Self {
+        LogView { log }
+    }
+
+    /// The raw log, markers and aborted records included.
+    pub fn entries(&self) -> &'a [Entry] {
+        &self.log.entries
+    }
+
+    /// The data record at `offset`, whatever its status.
+    pub fn record(&self, offset: u64) -> Option<&'a RecordData> {
+        self.log
+            .entries
+            .get(usize::try_from(offset).ok()?)?
+            .record()
+    }
+
+    /// As [`crate::model::Cluster::entry_status`].
+    pub fn status(&self, offset: u64) -> Option<EntryStatus> {
+        self.log.status(offset)
+    }
+
+    pub fn high_watermark(&self) -> u64 {
+        self.log.high_watermark()
+    }
+
+    pub fn last_stable_offset(&self) -> u64 {
+        self.log.last_stable_offset()
+    }
+
+    /// The offsets of `[from, to)` holding committed data records (markers
+    /// have a status of their own), ascending.
+    pub fn committed_offsets(&self, from: u64, to: u64) -> impl Iterator<Item = u64> + 'a {
+        let log = self.log;
+        (from..to).filter(move |&offset| log.status(offset) == Some(EntryStatus::Committed))
+    }
+
+    /// What a `read_committed` fetch of everything from offset 0 returns,
+    /// without copying: committed data records below the last stable offset.
+    pub fn read_committed(&self) -> impl Iterator<Item = (u64, &'a RecordData)> + 'a {
+        let log = self.log;
+        let upper = log.last_stable_offset() as usize;
+        log.entries[..upper]
+            .iter()
+            .zip(&log.meta[..upper])
+            .enumerate()
+            .filter_map(|(offset, (entry, meta))| match entry {
+                Entry::Data { record, .. } if meta.status == EntryStatus::Committed => {
+                    Some((offset as u64, record))
+                }
+                _ => None,
+            })
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PartitionLog {
     entries: Vec<Entry>,

@@ -10,8 +10,10 @@
 //! and by replaying the stages' pure logic over the committed deliveries it
 //! knows what state and outputs the committed history must have produced.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use parsley::assembly::Assembly;
@@ -21,8 +23,9 @@ use parsley::stage::{SlotChange, SlotKey};
 use parsley::task::TaskId;
 use parsley::{App, Stamp, TopicName, Tp};
 
-use crate::model::{Cluster, EntryStatus, Isolation};
+use crate::model::{Cluster, EntryStatus, LogView};
 use crate::sim::trace::{Entry, Event, TaskAt, TxnRef};
+use rustc_hash::FxHashMap;
 
 /// The guarantees of SPEC §9.3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -89,10 +92,81 @@ pub struct CheckInput<'a> {
     pub liveness_steps: u64,
 }
 
+/// Every tp the checker looks at, numbered on first sight, with its log
+/// (looked up once) and the stamps of its records (decoded once).
+struct Tps<'a> {
+    cluster: &'a Cluster,
+    ids: FxHashMap<Tp, usize>,
+    logs: Vec<Option<LogView<'a>>>,
+    /// Per tp, by offset: `None` until looked at, then the decoded stamp
+    /// (`None` when the header does not decode).
+    stamps: Vec<Vec<Option<Option<Rc<Stamp>>>>>,
+    empty: Rc<Stamp>,
+}
+
+impl<'a> Tps<'a> {
+    fn new(cluster: &'a Cluster) -> Self {
+        Tps {
+            cluster,
+            ids: FxHashMap::default(),
+            logs: Vec::new(),
+            stamps: Vec::new(),
+            empty: Rc::new(Stamp::empty()),
+        }
+    }
+
+    fn id(&mut self, tp: &Tp) -> usize {
+        if let Some(&id) = self.ids.get(tp) {
+            return id;
+        }
+        let id = self.logs.len();
+        self.ids.insert(tp.clone(), id);
+        self.logs.push(self.cluster.log(tp).ok());
+        self.stamps.push(Vec::new());
+        id
+    }
+
+    fn log(&self, id: usize) -> Option<LogView<'a>> {
+        self.logs[id]
+    }
+
+    fn status(&self, id: usize, offset: u64) -> Option<EntryStatus> {
+        self.logs[id]?.status(offset)
+    }
+
+    /// The data record at `offset`, whatever its status.
+    fn data(&self, id: usize, offset: u64) -> Option<&'a RecordData> {
+        self.logs[id]?.record(offset)
+    }
+
+    /// The stamp a record carries in the log (empty without a header; `None`
+    /// when the header does not decode or there is no such data record).
+    fn stamp(&mut self, id: usize, offset: u64) -> Option<Rc<Stamp>> {
+        let data = self.data(id, offset)?;
+        let index = usize::try_from(offset).ok()?;
+        let cache = &mut self.stamps[id];
+        if let Some(Some(cached)) = cache.get(index) {
+            return cached.clone();
+        }
+        let stamp = match data.header(STAMP_HEADER) {
+            Some(bytes) => header::decode(bytes).ok().map(Rc::new),
+            None => Some(Rc::clone(&self.empty)),
+        };
+        if cache.len() <= index {
+            let end = self.logs[id].map_or(0, |log| log.high_watermark() as usize);
+            cache.resize(end.max(index + 1), None);
+        }
+        cache[index] = Some(stamp.clone());
+        stamp
+    }
+}
+
 /// A task instance's gate as the checker rebuilds it.
 #[derive(Clone, Default)]
 struct Lanes {
     tps: Vec<Tp>,
+    /// The tps' numbers in [`Tps`].
+    ids: Vec<usize>,
     buffers: Vec<VecDeque<u64>>,
     fetch_next: Vec<u64>,
 }
@@ -109,10 +183,9 @@ impl Lanes {
         self.tps.iter().position(|known| known == tp)
     }
 
-    fn positions(&self) -> Vec<u64> {
-        (0..self.tps.len())
-            .map(|lane| self.position(lane))
-            .collect()
+    fn positions_into(&self, positions: &mut Vec<u64>) {
+        positions.clear();
+        positions.extend((0..self.tps.len()).map(|lane| self.position(lane)));
     }
 
     fn rewind(&mut self, positions: &[u64]) {
@@ -139,19 +212,22 @@ struct Instance {
     open_tick: Option<i64>,
 }
 
-/// A delivery in a transaction, waiting to learn whether it commits.
-#[derive(Clone)]
-struct Delivery {
+/// A delivery in a transaction, waiting to learn whether it commits; it
+/// points into the trace.
+#[derive(Clone, Copy)]
+struct Delivery<'a> {
     step: u64,
-    tp: Tp,
+    tp: &'a Tp,
+    /// `tp`'s number in [`Tps`].
+    id: usize,
     offset: u64,
-    sent: Vec<(Tp, u64)>,
+    sent: &'a [(Tp, u64)],
 }
 
 struct Checker<'a> {
     input: &'a CheckInput<'a>,
     violations: Vec<Violation>,
-    stamps: HashMap<(Tp, u64), Stamp>,
+    tps: Tps<'a>,
 }
 
 /// Runs every check and returns the violations found, first ones first.
@@ -159,7 +235,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     let mut checker = Checker {
         input,
         violations: Vec::new(),
-        stamps: HashMap::new(),
+        tps: Tps::new(input.cluster),
     };
     let committed = checker.replay_trace();
     checker.check_committed_histories(&committed);
@@ -170,7 +246,12 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
 }
 
 /// Per task, its committed deliveries in committed order.
-type Committed = BTreeMap<TaskId, Vec<Delivery>>;
+type Committed<'a> = FxHashMap<Arc<TaskId>, Vec<Delivery<'a>>>;
+
+/// A task's committed deliveries.
+fn committed_of<'c, 'a>(committed: &'c Committed<'a>, task: &TaskId) -> &'c [Delivery<'a>] {
+    committed.get(task).map_or(&[], Vec::as_slice)
+}
 
 impl<'a> Checker<'a> {
     fn violation(&mut self, invariant: Invariant, step: u64, message: String) {
@@ -181,40 +262,27 @@ impl<'a> Checker<'a> {
         });
     }
 
-    /// The data record at `tp@offset` in the log, whatever its status.
-    fn data(&self, tp: &Tp, offset: u64) -> Option<&'a RecordData> {
-        let cluster: &'a Cluster = self.input.cluster;
-        let entries = cluster.entries(tp).ok()?;
-        entries.get(usize::try_from(offset).ok()?)?.record()
-    }
-
-    fn record(&self, tp: &Tp, offset: u64) -> Option<ConsumedRecord> {
-        let data = self.data(tp, offset)?.clone();
+    /// The record at `offset` of the tp numbered `id` in the log, whatever
+    /// its status.
+    fn record(&self, id: usize, offset: u64) -> Option<ConsumedRecord> {
+        let data = self.tps.data(id, offset)?.clone();
         Some(ConsumedRecord { offset, data })
     }
 
     /// The stamp a record carries in the log (empty without a header; `None`
     /// when the header does not decode).
-    fn stamp_of(&mut self, tp: &Tp, offset: u64) -> Option<Stamp> {
-        if let Some(stamp) = self.stamps.get(&(tp.clone(), offset)) {
-            return Some(stamp.clone());
-        }
-        let stamp = match self.data(tp, offset)?.header(STAMP_HEADER) {
-            Some(bytes) => header::decode(bytes).ok()?,
-            None => Stamp::empty(),
-        };
-        self.stamps.insert((tp.clone(), offset), stamp.clone());
-        Some(stamp)
+    fn stamp_of(&mut self, tp: &Tp, offset: u64) -> Option<Rc<Stamp>> {
+        let id = self.tps.id(tp);
+        self.tps.stamp(id, offset)
     }
 
     /// The committed data records of `tp` in `[from, to)`.
-    fn committed_offsets(&self, tp: &Tp, from: u64, to: u64) -> Vec<u64> {
-        (from..to)
-            .filter(|&offset| {
-                // Markers have a status of their own, so this is data only.
-                self.input.cluster.entry_status(tp, offset) == Some(EntryStatus::Committed)
-            })
-            .collect()
+    fn committed_offsets(&mut self, tp: &Tp, from: u64, to: u64) -> impl Iterator<Item = u64> + 'a {
+        let id = self.tps.id(tp);
+        self.tps
+            .log(id)
+            .into_iter()
+            .flat_map(move |log| log.committed_offsets(from, to))
     }
 
     fn consumed_tps(&self, task: &TaskId) -> Vec<Tp> {
@@ -246,7 +314,7 @@ impl<'a> Checker<'a> {
         let mut merged = Stamp::empty();
         for lane in 0..lanes.tps.len() {
             for &offset in &lanes.buffers[lane] {
-                let Some(stamp) = self.stamp_of(&lanes.tps[lane], offset) else {
+                let Some(stamp) = self.tps.stamp(lanes.ids[lane], offset) else {
                     continue;
                 };
                 let held = stamp.claims().iter().any(|claim| {
@@ -265,27 +333,30 @@ impl<'a> Checker<'a> {
     /// Walks the trace, rebuilding every instance's gate, and checks what
     /// depends on the moment: I1, I3, I4 and I5. Returns the committed
     /// deliveries per task.
-    fn replay_trace(&mut self) -> Committed {
-        let trace = self.input.trace;
-        let mut instances: HashMap<TaskAt, Instance> = HashMap::new();
-        let mut snapshots: HashMap<TaskId, Snapshot> = HashMap::new();
-        let mut open: HashMap<TxnRef, Vec<Delivery>> = HashMap::new();
-        let mut committed: Committed = BTreeMap::new();
+    fn replay_trace(&mut self) -> Committed<'a> {
+        let trace: &'a [Entry] = self.input.trace;
+        let mut instances: FxHashMap<TaskAt, Instance> = FxHashMap::default();
+        let mut snapshots: FxHashMap<Arc<TaskId>, Snapshot> = FxHashMap::default();
+        let mut open: FxHashMap<TxnRef, Vec<Delivery<'a>>> = FxHashMap::default();
+        let mut committed: Committed<'a> = FxHashMap::default();
         for entry in trace {
             let step = entry.step;
             match &entry.event {
                 Event::TaskStarted { at } => {
                     let tps = self.consumed_tps(&at.task);
-                    let snapshot = snapshots
-                        .entry(at.task.clone())
-                        .or_insert_with(|| Snapshot {
-                            positions: vec![0; tps.len()],
-                            ..Snapshot::default()
-                        });
+                    let ids = tps.iter().map(|tp| self.tps.id(tp)).collect();
+                    let snapshot =
+                        snapshots
+                            .entry(Arc::clone(&at.task))
+                            .or_insert_with(|| Snapshot {
+                                positions: vec![0; tps.len()],
+                                ..Snapshot::default()
+                            });
                     let lanes = Lanes {
                         buffers: vec![VecDeque::new(); tps.len()],
                         fetch_next: snapshot.positions.clone(),
                         tps,
+                        ids,
                     };
                     let history = snapshot.history.clone();
                     instances.insert(
@@ -305,21 +376,23 @@ impl<'a> Checker<'a> {
                     next,
                     records,
                 } => {
-                    let offsets = self.committed_offsets(tp, *from, *next);
                     let Some(instance) = instances.get_mut(at) else {
                         continue;
                     };
                     let Some(lane) = instance.lanes.lane(tp) else {
                         continue;
                     };
-                    if offsets.len() != *records {
+                    let buffer = &mut instance.lanes.buffers[lane];
+                    let before = buffer.len();
+                    buffer.extend(self.committed_offsets(tp, *from, *next));
+                    let found = buffer.len() - before;
+                    if found != *records {
                         self.violation(
                             Invariant::I3,
                             step,
-                            format!("{at} fetched {records} records from {tp} [{from}, {next}), but {} committed records lie there", offsets.len()),
+                            format!("{at} fetched {records} records from {tp} [{from}, {next}), but {found} committed records lie there"),
                         );
                     }
-                    instance.lanes.buffers[lane].extend(offsets);
                     instance.lanes.fetch_next[lane] = *next;
                 }
                 Event::Delivered {
@@ -348,31 +421,35 @@ impl<'a> Checker<'a> {
                     let Some(instance) = instances.get_mut(at) else {
                         continue;
                     };
-                    let snapshot = snapshots.entry(at.task.clone()).or_default();
-                    snapshot.positions = instance.lanes.positions();
-                    snapshot.history = instance.history.clone();
+                    let snapshot = snapshots.entry(Arc::clone(&at.task)).or_default();
+                    instance.lanes.positions_into(&mut snapshot.positions);
+                    snapshot.history.clone_from(&instance.history);
                     if let Some(tick) = instance.open_tick.take() {
                         snapshot.last_tick_at = Some(tick);
                     }
-                    committed
-                        .entry(at.task.clone())
-                        .or_default()
-                        .extend(deliveries);
+                    let task = committed.entry(Arc::clone(&at.task)).or_default();
+                    if task.is_empty() {
+                        *task = deliveries;
+                    } else {
+                        task.extend(deliveries);
+                    }
                 }
                 Event::Aborted { at, txn, .. } => {
                     open.remove(txn);
                     let Some(instance) = instances.get_mut(at) else {
                         continue;
                     };
-                    let snapshot = snapshots
-                        .get(&at.task)
-                        .cloned()
-                        .unwrap_or_else(|| Snapshot {
-                            positions: vec![0; instance.lanes.tps.len()],
-                            ..Snapshot::default()
-                        });
-                    instance.lanes.rewind(&snapshot.positions);
-                    instance.history = snapshot.history;
+                    match snapshots.get(&at.task) {
+                        Some(snapshot) => {
+                            instance.lanes.rewind(&snapshot.positions);
+                            instance.history.clone_from(&snapshot.history);
+                        }
+                        None => {
+                            let positions = vec![0; instance.lanes.tps.len()];
+                            instance.lanes.rewind(&positions);
+                            instance.history = Stamp::empty();
+                        }
+                    }
                     instance.open_tick = None;
                 }
                 Event::Crashed { instance } => {
@@ -393,14 +470,15 @@ impl<'a> Checker<'a> {
         step: u64,
         at: &TaskAt,
         txn: &TxnRef,
-        tp: &Tp,
+        tp: &'a Tp,
         offset: u64,
-        sent: &[(Tp, u64)],
-        instances: &mut HashMap<TaskAt, Instance>,
-        open: &mut HashMap<TxnRef, Vec<Delivery>>,
+        sent: &'a [(Tp, u64)],
+        instances: &mut FxHashMap<TaskAt, Instance>,
+        open: &mut FxHashMap<TxnRef, Vec<Delivery<'a>>>,
     ) {
         // I3: only committed records are delivered.
-        let status = self.input.cluster.entry_status(tp, offset);
+        let id = self.tps.id(tp);
+        let status = self.tps.status(id, offset);
         if status != Some(EntryStatus::Committed) {
             self.violation(
                 Invariant::I3,
@@ -408,7 +486,7 @@ impl<'a> Checker<'a> {
                 format!("{at} delivered {tp}@{offset}, which is {status:?} in the log"),
             );
         }
-        let Some(stamp) = self.stamp_of(tp, offset) else {
+        let Some(stamp) = self.tps.stamp(id, offset) else {
             self.violation(
                 Invariant::I1,
                 step,
@@ -457,26 +535,27 @@ impl<'a> Checker<'a> {
         instance.history.claim(tp, offset);
         // I5 (G5, exact): every emission carries the history merged with the
         // stamps of the held records.
-        let mut inherited = stamp.clone();
-        inherited.claim(tp, offset);
-        let mut expected: Option<Stamp> = None;
+        let mut expected: Option<(Stamp, Stamp)> = None;
         for (sent_tp, sent_offset) in sent {
             if sent_tp.topic.as_str().ends_with("-state-changelog") {
                 continue;
             }
-            let expected = expected.get_or_insert_with(|| {
+            let (inherited, expected) = expected.get_or_insert_with(|| {
+                let mut inherited = (*stamp).clone();
+                inherited.claim(tp, offset);
                 let mut expected = instance.history.clone();
                 expected.merge(&self.held_stamp(&instance.lanes));
-                expected
+                (inherited, expected)
             });
-            let actual = self.stamp_of(sent_tp, *sent_offset).unwrap_or_default();
-            if !actual.dominates(&inherited) {
+            let actual = self.stamp_of(sent_tp, *sent_offset);
+            let actual: &Stamp = actual.as_deref().unwrap_or(&self.tps.empty);
+            if !actual.dominates(inherited) {
                 self.violation(
                     Invariant::I5,
                     step,
                     format!("{at} emitted {sent_tp}@{sent_offset} while delivering {tp}@{offset} with stamp {actual}, which does not claim the delivered record and its causes {inherited}"),
                 );
-            } else if actual != *expected {
+            } else if *actual != *expected {
                 self.violation(
                     Invariant::I5,
                     step,
@@ -486,9 +565,10 @@ impl<'a> Checker<'a> {
         }
         open.entry(*txn).or_default().push(Delivery {
             step,
-            tp: tp.clone(),
+            tp,
+            id,
             offset,
-            sent: sent.to_vec(),
+            sent,
         });
     }
 
@@ -498,8 +578,8 @@ impl<'a> Checker<'a> {
         at: &TaskAt,
         now: i64,
         emitted: Option<&(Tp, u64)>,
-        instances: &mut HashMap<TaskAt, Instance>,
-        snapshots: &HashMap<TaskId, Snapshot>,
+        instances: &mut FxHashMap<TaskAt, Instance>,
+        snapshots: &FxHashMap<Arc<TaskId>, Snapshot>,
     ) {
         let Some(interval) = self.tick_interval(&at.task) else {
             return;
@@ -535,14 +615,15 @@ impl<'a> Checker<'a> {
         // I5: a tick carries exactly the history merged with the held stamps.
         let mut expected = instance.history.clone();
         expected.merge(&self.held_stamp(&instance.lanes));
-        let actual = self.stamp_of(tp, *offset).unwrap_or_default();
+        let actual = self.stamp_of(tp, *offset);
+        let actual: &Stamp = actual.as_deref().unwrap_or(&self.tps.empty);
         if !actual.dominates(&instance.history) {
             self.violation(
                 Invariant::I5,
                 step,
                 format!("{at} emitted tick {tp}@{offset} with stamp {actual}, which does not claim the task's history {}", instance.history),
             );
-        } else if actual != expected {
+        } else if *actual != expected {
             self.violation(
                 Invariant::I5,
                 step,
@@ -553,19 +634,16 @@ impl<'a> Checker<'a> {
 
     /// I2: each task's committed deliveries of each consumed tp are exactly
     /// a prefix of that tp's committed records, in order, once each.
-    fn check_committed_histories(&mut self, committed: &Committed) {
+    fn check_committed_histories(&mut self, committed: &Committed<'a>) {
         let tasks: Vec<TaskId> = self.all_tasks();
         for task in tasks {
-            let deliveries = committed.get(&task).cloned().unwrap_or_default();
+            let deliveries = committed_of(committed, &task);
             for tp in self.consumed_tps(&task) {
                 let end = self.input.cluster.high_watermark(&tp).unwrap_or(0);
-                let records = self.committed_offsets(&tp, 0, end);
-                let delivered: Vec<&Delivery> = deliveries
-                    .iter()
-                    .filter(|delivery| delivery.tp == tp)
-                    .collect();
-                for (index, delivery) in delivered.iter().enumerate() {
-                    let expected = records.get(index).copied();
+                let mut records = self.committed_offsets(&tp, 0, end);
+                let delivered = deliveries.iter().filter(|delivery| *delivery.tp == tp);
+                for delivery in delivered {
+                    let expected = records.next();
                     if expected != Some(delivery.offset) {
                         let message = match expected {
                             Some(expected) if delivery.offset > expected => format!("task {task} skipped {tp}@{expected}: its committed history delivers {tp}@{} next", delivery.offset),
@@ -598,42 +676,50 @@ impl<'a> Checker<'a> {
     /// deliveries, and compares the state with the committed changelog and
     /// the emissions with the committed outputs; every committed output must
     /// come from a committed delivery.
-    fn check_outputs_and_state(&mut self, committed: &Committed) {
-        let mut accounted: HashSet<(Tp, u64)> = HashSet::new();
+    fn check_outputs_and_state(&mut self, committed: &Committed<'a>) {
+        // Per tp number, by offset: written by a committed delivery or tick.
+        let mut accounted: Vec<Vec<bool>> = Vec::new();
+        let mut account = |tps: &mut Tps<'a>, tp: &Tp, offset: u64| {
+            let id = tps.id(tp);
+            if accounted.len() <= id {
+                accounted.resize(id + 1, Vec::new());
+            }
+            let marks = &mut accounted[id];
+            let index = offset as usize;
+            if marks.len() <= index {
+                let end = tps.log(id).map_or(0, |log| log.high_watermark() as usize);
+                marks.resize(end.max(index + 1), false);
+            }
+            marks[index] = true;
+        };
+        let app: &'a App = self.input.app;
         for task in self.all_tasks() {
-            let plan = self
-                .input
-                .app
-                .stage(&task.stage)
-                .expect("tasks belong to stages")
-                .clone();
-            let tick_topic = plan.tick_topic.clone();
+            let plan = app.stage(&task.stage).expect("tasks belong to stages");
+            let tick_topic = plan.tick_topic.as_ref();
             let mut slots: BTreeMap<SlotKey, Bytes> = BTreeMap::new();
-            let deliveries = committed.get(&task).cloned().unwrap_or_default();
-            for delivery in &deliveries {
-                accounted.extend(delivery.sent.iter().cloned());
-                let Some(record) = self.record(&delivery.tp, delivery.offset) else {
+            let deliveries = committed_of(committed, &task);
+            for delivery in deliveries {
+                for (tp, offset) in delivery.sent {
+                    account(&mut self.tps, tp, *offset);
+                }
+                let Some(record) = self.record(delivery.id, delivery.offset) else {
                     continue;
                 };
-                let is_tick = tick_topic.as_ref() == Some(&delivery.tp.topic);
+                let is_tick = tick_topic == Some(&delivery.tp.topic);
                 let slot = if is_tick {
                     SlotKey::Tick
                 } else {
                     SlotKey::for_key(record.data.key.as_ref())
                 };
-                let state = slots.get(&slot).cloned();
+                let state = slots.get(&slot).map(|bytes| &bytes[..]);
                 let replayed = if is_tick {
                     let Some(tick) = parsley::task::tick_of(&record) else {
                         continue;
                     };
-                    plan.stage.replay_tick(state.as_deref(), tick)
+                    plan.stage.replay_tick(state, tick)
                 } else {
-                    plan.stage.replay_record(
-                        &delivery.tp.topic,
-                        state.as_deref(),
-                        &delivery.tp,
-                        &record,
-                    )
+                    plan.stage
+                        .replay_record(&delivery.tp.topic, state, delivery.tp, &record)
                 };
                 let replayed = match replayed {
                     Ok(replayed) => replayed,
@@ -662,14 +748,13 @@ impl<'a> Checker<'a> {
         // delivery (outputs, changelogs) or a committed tick check.
         for entry in self.input.trace {
             if let Event::TickChecked {
-                emitted: Some(emitted),
+                emitted: Some((tp, offset)),
                 ..
             } = &entry.event
             {
-                if self.input.cluster.entry_status(&emitted.0, emitted.1)
-                    == Some(EntryStatus::Committed)
-                {
-                    accounted.insert(emitted.clone());
+                let id = self.tps.id(tp);
+                if self.tps.status(id, *offset) == Some(EntryStatus::Committed) {
+                    account(&mut self.tps, tp, *offset);
                 }
             }
         }
@@ -694,22 +779,23 @@ impl<'a> Checker<'a> {
                 .unwrap_or(0);
             for partition in 0..partitions {
                 let tp = Tp::new(topic.clone(), partition);
-                let fetch = self
-                    .input
-                    .cluster
-                    .fetch(&tp, 0, usize::MAX, Isolation::ReadCommitted);
-                for record in fetch.map(|fetch| fetch.records).unwrap_or_default() {
-                    if !accounted.contains(&(tp.clone(), record.offset)) {
-                        let step = self.step_of_write(&tp, record.offset);
-                        self.violation(
-                            Invariant::I7,
-                            step,
-                            format!(
-                                "{tp}@{} is committed but no committed delivery wrote it",
-                                record.offset
-                            ),
-                        );
-                    }
+                let id = self.tps.id(&tp);
+                let Some(log) = self.tps.log(id) else {
+                    continue;
+                };
+                let marks = accounted.get(id).map_or(&[][..], Vec::as_slice);
+                let unaccounted: Vec<u64> = log
+                    .read_committed()
+                    .map(|(offset, _)| offset)
+                    .filter(|&offset| !marks.get(offset as usize).copied().unwrap_or(false))
+                    .collect();
+                for offset in unaccounted {
+                    let step = self.step_of_write(&tp, offset);
+                    self.violation(
+                        Invariant::I7,
+                        step,
+                        format!("{tp}@{offset} is committed but no committed delivery wrote it"),
+                    );
                 }
             }
         }
@@ -735,11 +821,10 @@ impl<'a> Checker<'a> {
         delivery: &Delivery,
         expected: &[parsley::Emission],
     ) {
-        let actual: Vec<(Tp, u64)> = delivery
+        let actual: Vec<&(Tp, u64)> = delivery
             .sent
             .iter()
             .filter(|(tp, _)| !tp.topic.as_str().ends_with("-state-changelog"))
-            .cloned()
             .collect();
         let describe = |emissions: &[parsley::Emission]| {
             emissions
@@ -759,16 +844,17 @@ impl<'a> Checker<'a> {
             self.violation(Invariant::I7, delivery.step, message);
             return;
         }
-        for ((tp, offset), emission) in actual.iter().zip(expected) {
-            let Some(record) = self.record(tp, *offset) else {
+        for (&(tp, offset), emission) in actual.iter().zip(expected) {
+            let id = self.tps.id(tp);
+            let Some(data) = self.tps.data(id, *offset) else {
                 continue;
             };
             let Ok((key, value)) = emission.encoded() else {
                 continue;
             };
             let same = tp.topic == *emission.topic()
-                && record.data.key.as_ref() == key
-                && record.data.value.as_ref() == Some(value);
+                && data.key.as_ref() == key
+                && data.value.as_ref() == Some(value);
             if !same {
                 self.violation(
                     Invariant::I7,
@@ -789,14 +875,15 @@ impl<'a> Checker<'a> {
         step: u64,
     ) {
         let tp = Tp::new(changelog.clone(), task.partition);
-        let fetch = self
-            .input
-            .cluster
-            .fetch(&tp, 0, usize::MAX, Isolation::ReadCommitted);
+        let id = self.tps.id(&tp);
         let mut logged: BTreeMap<SlotKey, Bytes> = BTreeMap::new();
-        for record in fetch.map(|fetch| fetch.records).unwrap_or_default() {
-            let Some(slot) = record
-                .data
+        let records = self
+            .tps
+            .log(id)
+            .into_iter()
+            .flat_map(|log| log.read_committed());
+        for (offset, data) in records {
+            let Some(slot) = data
                 .key
                 .as_deref()
                 .and_then(|key| SlotKey::from_changelog_key(key).ok())
@@ -804,12 +891,12 @@ impl<'a> Checker<'a> {
                 self.violation(
                     Invariant::I6,
                     0,
-                    format!("{tp}@{} has no valid slot key", record.offset),
+                    format!("{tp}@{offset} has no valid slot key"),
                 );
                 continue;
             };
-            match record.data.value {
-                Some(value) => logged.insert(slot, value),
+            match &data.value {
+                Some(value) => logged.insert(slot, value.clone()),
                 None => logged.remove(&slot),
             };
         }
@@ -839,7 +926,7 @@ impl<'a> Checker<'a> {
     /// budget, nothing is held, and every committed record of every consumed
     /// tp was delivered — except behind a task that stopped on a poison
     /// record, which must sit exactly at that record.
-    fn check_liveness(&mut self, committed: &Committed) {
+    fn check_liveness(&mut self, committed: &Committed<'a>) {
         let last_step = self.input.trace.last().map_or(0, |entry| entry.step);
         if !self.input.quiesced {
             self.violation(
@@ -855,30 +942,46 @@ impl<'a> Checker<'a> {
         let mut stopped: HashMap<TaskId, (Tp, u64)> = HashMap::new();
         for entry in self.input.trace {
             if let Event::TaskStopped { at, tp, offset, .. } = &entry.event {
-                stopped.insert(at.task.clone(), (tp.clone(), *offset));
+                stopped.insert((*at.task).clone(), (tp.clone(), *offset));
             }
         }
         for task in self.all_tasks() {
-            let deliveries = committed.get(&task).cloned().unwrap_or_default();
+            let deliveries = committed_of(committed, &task);
             for tp in self.consumed_tps(&task) {
                 let end = self.input.cluster.high_watermark(&tp).unwrap_or(0);
-                let records = self.committed_offsets(&tp, 0, end);
                 let delivered = deliveries
                     .iter()
-                    .filter(|delivery| delivery.tp == tp)
+                    .filter(|delivery| *delivery.tp == tp)
                     .count();
-                let undelivered = records.get(delivered).copied();
+                let undelivered = self.committed_offsets(&tp, 0, end).nth(delivered);
                 let Some(undelivered) = undelivered else {
                     continue;
                 };
+                // I2: the committed position never passes a committed record
+                // the committed history has not delivered (that record would
+                // be lost: no restart goes back for it), stopped task or not.
+                let group = self.input.app.group_id();
+                if let Some(position) = self.input.cluster.committed(group, &tp) {
+                    if position.offset > undelivered {
+                        self.violation(
+                            Invariant::I2,
+                            last_step,
+                            format!("task {task}: the committed position of {tp} is {}, past {tp}@{undelivered}, which its committed history never delivered", position.offset),
+                        );
+                        continue;
+                    }
+                }
                 match stopped.get(&task) {
                     Some((poison_tp, poison)) if *poison_tp == tp && *poison == undelivered => {}
                     Some(_) => {}
-                    None => self.violation(
-                        Invariant::I8,
-                        last_step,
-                        format!("task {task} never delivered {tp}@{undelivered} ({} of {} committed records delivered)", delivered, records.len()),
-                    ),
+                    None => {
+                        let records = self.committed_offsets(&tp, 0, end).count();
+                        self.violation(
+                            Invariant::I8,
+                            last_step,
+                            format!("task {task} never delivered {tp}@{undelivered} ({delivered} of {records} committed records delivered)"),
+                        );
+                    }
                 }
             }
         }

@@ -1,13 +1,14 @@
 //! One simulated run: a safety phase with faults on, a liveness phase with
 //! faults and inputs off, then the checker over the trace and the logs.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 
 use crate::sim::checker::{check, CheckInput, Violation};
 use crate::sim::choice::Choices;
 use crate::sim::scenario::Scenario;
 use crate::sim::trace::Entry;
 use crate::sim::world::{Stats, World};
+use rustc_hash::FxHasher;
 
 /// Everything a run produced.
 pub struct RunOutcome {
@@ -45,7 +46,7 @@ pub fn run(scenario: &Scenario, mut choices: Choices) -> RunOutcome {
         quiesced,
         liveness_steps: scenario.budget.liveness_steps,
     });
-    let mut hasher = DefaultHasher::new();
+    let mut hasher = FxHasher::default();
     world.trace.hash(&mut hasher);
     RunOutcome {
         seed: None,

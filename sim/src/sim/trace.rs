@@ -3,6 +3,7 @@
 //! draws.
 
 use std::fmt;
+use std::sync::Arc;
 
 use parsley::task::TaskId;
 use parsley::{Claim, Tp};
@@ -22,10 +23,11 @@ impl fmt::Display for TxnRef {
     }
 }
 
-/// Where an event happened: a task on an application instance.
+/// Where an event happened: a task on an application instance. The task id
+/// is shared, so that recording an event does not copy its name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskAt {
-    pub task: TaskId,
+    pub task: Arc<TaskId>,
     pub instance: u32,
 }
 

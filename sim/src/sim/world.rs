@@ -7,7 +7,8 @@
 //! deliverable head, how far the clock moves, whether a fault fires. Every
 //! decision is recorded on the choice tape and every effect in the trace.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,7 +16,7 @@ use parsley::assembly::Assembly;
 use parsley::header::STAMP_HEADER;
 use parsley::partitioner::partition_for;
 use parsley::record::{Header, RecordData};
-use parsley::task::{HeadStatus, TaskId};
+use parsley::task::TaskId;
 use parsley::{assemble, CausalClock, Claim, Codec, Json, Stamp, TaskConfig, Tp};
 
 use crate::host::{CommitOutcome, HostError, Sent, TaskHost};
@@ -24,6 +25,7 @@ use crate::sim::choice::Choices;
 use crate::sim::scenario::{FaultRates, Scenario};
 use crate::sim::topology::SimTopology;
 use crate::sim::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Rare states the run reached, counted to show that the simulator really
 /// exercises the hard cases.
@@ -74,7 +76,16 @@ pub struct Stats {
 
 struct Instance {
     alive: bool,
-    hosts: Vec<TaskHost>,
+    hosts: Vec<Hosted>,
+}
+
+/// A host with where it runs, kept beside it so that recording an event
+/// copies no task name.
+struct Hosted {
+    at: TaskAt,
+    /// The task's index among the world's tasks, for cheap keys.
+    index: u32,
+    host: TaskHost,
 }
 
 /// The timer scheduler of the request/reply shape (K2): it reads committed
@@ -114,6 +125,9 @@ pub struct World {
     pub stats: Stats,
     scenario: Scenario,
     faults: FaultRates,
+    /// Each fault's share of the action draw's range, in draws per million
+    /// (see [`World::draw_action`]); fixed for the run.
+    fault_ppm: [(Action, u32); 6],
     instances: Vec<Instance>,
     owners: BTreeMap<TaskId, u32>,
     /// Tasks whose owner has yet to start them (after a move or a crash).
@@ -126,12 +140,24 @@ pub struct World {
     scheduler: Option<Scheduler>,
     /// The fan-in's orders claim the last committed payment of their partition.
     last_payment: BTreeMap<u32, u64>,
-    held_seen: HashSet<(TaskAt, Tp, u64)>,
+    /// Heads already recorded as held: (instance, task index, lane, offset).
+    held_seen: FxHashSet<(u32, u32, usize, u64)>,
+    /// Every task, shared by the events that name it, with its index.
+    task_ids: BTreeMap<TaskId, (Arc<TaskId>, u32)>,
+    /// The buffer `deliver_one` collects deliverable tps in.
+    ready: Vec<Tp>,
+    /// Encoded input keys by key number, and input values by (input,
+    /// amount): see [`World::encoded_input`].
+    input_keys: Vec<Option<Bytes>>,
+    input_values: FxHashMap<(usize, i64), Bytes>,
     step: u64,
     live: bool,
 }
 
 const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
+
+/// The action draw's range: one word in `[0, ACTION_RANGE)` picks the action.
+const ACTION_RANGE: u32 = 1_000_000;
 
 impl World {
     pub fn new(scenario: &Scenario, choices: &mut Choices) -> World {
@@ -141,12 +167,13 @@ impl World {
             Cluster::with_transaction_timeout(scenario.clock.transaction_timeout_ms as i64);
         for contract in parsley::ContractProbes::probe(&topology.app) {
             cluster
-                .create_topic(contract.name.as_str(), scenario.partitions)
+                .create_topic_named(contract.name.clone(), scenario.partitions)
                 .expect("each topic is created once");
         }
         let assembly = assemble(&topology.app, &cluster)
             .expect("the world creates every topic the probe lists");
         let faults = scenario.faults.swarm(choices);
+        let fault_ppm = World::fault_ppm(&faults, scenario.instances);
         let scheduler = topology.timers.as_ref().map(|timers| Scheduler {
             clock: CausalClock::new(),
             requests: (0..scenario.partitions)
@@ -163,6 +190,7 @@ impl World {
             stats: Stats::default(),
             scenario: scenario.clone(),
             faults,
+            fault_ppm,
             instances: (0..scenario.instances)
                 .map(|_| Instance {
                     alive: true,
@@ -177,7 +205,11 @@ impl World {
             input_transactions: 0,
             scheduler,
             last_payment: BTreeMap::new(),
-            held_seen: HashSet::new(),
+            held_seen: FxHashSet::default(),
+            task_ids: BTreeMap::new(),
+            ready: Vec::new(),
+            input_keys: Vec::new(),
+            input_values: FxHashMap::default(),
             step: 0,
             live: false,
         };
@@ -193,7 +225,8 @@ impl World {
                 world
                     .owners
                     .insert(task.clone(), index % scenario.instances);
-                world.pending_starts.insert(task);
+                world.pending_starts.insert(task.clone());
+                world.task_ids.insert(task.clone(), (Arc::new(task), index));
                 index += 1;
             }
         }
@@ -236,19 +269,21 @@ impl World {
             config,
             self.now,
         );
-        let at = TaskAt {
-            task: task.clone(),
-            instance,
-        };
+        let (id, index) = self.task_ids[task].clone();
+        let at = TaskAt { task: id, instance };
         match host {
             Ok(host) => {
                 // An instance runs one copy of a task: a stale copy left from
                 // before (a zombie of an earlier assignment) is closed; the new
                 // producer has fenced it anyway.
                 let hosts = &mut self.instances[instance as usize].hosts;
-                hosts.retain(|old| old.task.id() != task);
+                hosts.retain(|old| old.host.task.id() != task);
                 self.newest.insert(task.clone(), host.producer().epoch);
-                hosts.push(host);
+                hosts.push(Hosted {
+                    at: at.clone(),
+                    index,
+                    host,
+                });
                 self.record(Event::TaskStarted { at });
             }
             // A task that cannot even start (a bad checkpoint, a bad
@@ -260,14 +295,19 @@ impl World {
     }
 
     fn at(&self, instance: usize, host: usize) -> TaskAt {
-        TaskAt {
-            task: self.instances[instance].hosts[host].task.id().clone(),
-            instance: instance as u32,
-        }
+        self.instances[instance].hosts[host].at.clone()
+    }
+
+    fn host(&self, instance: usize, host: usize) -> &TaskHost {
+        &self.instances[instance].hosts[host].host
+    }
+
+    fn host_mut(&mut self, instance: usize, host: usize) -> &mut TaskHost {
+        &mut self.instances[instance].hosts[host].host
     }
 
     fn txn(&self, instance: usize, host: usize) -> TxnRef {
-        let host = &self.instances[instance].hosts[host];
+        let host = self.host(instance, host);
         TxnRef {
             producer: host.producer().id,
             epoch: host.producer().epoch,
@@ -276,29 +316,50 @@ impl World {
     }
 
     /// Every (instance, host) that can act: alive, not stopped.
-    fn active_hosts(&self) -> Vec<(usize, usize)> {
-        let mut active = Vec::new();
-        for (instance, state) in self.instances.iter().enumerate() {
-            if !state.alive {
-                continue;
-            }
-            for (index, host) in state.hosts.iter().enumerate() {
-                if host.task.failure().is_none() {
-                    active.push((instance, index));
-                }
-            }
+    fn active_hosts(&self) -> impl Iterator<Item = (usize, usize, &TaskHost)> + '_ {
+        self.instances
+            .iter()
+            .enumerate()
+            .filter(|(_, state)| state.alive)
+            .flat_map(|(instance, state)| {
+                state
+                    .hosts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, hosted)| hosted.host.task.failure().is_none())
+                    .map(move |(index, hosted)| (instance, index, &hosted.host))
+            })
+    }
+
+    /// One of the active hosts that `keep` accepts, drawn from `choices`
+    /// (`below(how many)`, in host order); `None`, drawing nothing, when
+    /// there is none.
+    fn pick_host(
+        &self,
+        choices: &mut Choices,
+        keep: impl Fn(&TaskHost) -> bool,
+    ) -> Option<(usize, usize)> {
+        let count = self
+            .active_hosts()
+            .filter(|(_, _, host)| keep(host))
+            .count();
+        if count == 0 {
+            return None;
         }
-        active
+        let chosen = choices.below(count as u32) as usize;
+        self.active_hosts()
+            .filter(|(_, _, host)| keep(host))
+            .nth(chosen)
+            .map(|(instance, host, _)| (instance, host))
     }
 
     /// The running tasks by instance and id, stable while hosts come and go.
-    fn active_tasks(&self) -> Vec<(usize, TaskId)> {
+    fn active_tasks(&self) -> Vec<(usize, Arc<TaskId>)> {
         self.active_hosts()
-            .into_iter()
-            .map(|(instance, host)| {
+            .map(|(instance, host, _)| {
                 (
                     instance,
-                    self.instances[instance].hosts[host].task.id().clone(),
+                    Arc::clone(&self.instances[instance].hosts[host].at.task),
                 )
             })
             .collect()
@@ -308,7 +369,7 @@ impl World {
         self.instances[instance]
             .hosts
             .iter()
-            .position(|host| host.task.id() == task)
+            .position(|hosted| *hosted.at.task == *task)
     }
 
     // ----- the safety phase -----
@@ -342,65 +403,70 @@ impl World {
         }
     }
 
+    /// The faults' shares of the action draw: a rate `r` takes `r / 4` of the
+    /// range. Moves need two instances; the logic error's share is dropped
+    /// once it has fired (see [`World::draw_action`]).
+    fn fault_ppm(faults: &FaultRates, instances: u32) -> [(Action, u32); 6] {
+        let ppm = |rate: f64| (rate.clamp(0.0, 1.0) * f64::from(ACTION_RANGE) / 4.0) as u32;
+        [
+            (Action::FaultAbort, ppm(faults.abort)),
+            (Action::FaultCommitFailure, ppm(faults.commit_failure)),
+            (Action::FaultCrash, ppm(faults.crash)),
+            (
+                Action::FaultMove,
+                if instances > 1 {
+                    ppm(faults.move_task)
+                } else {
+                    0
+                },
+            ),
+            (Action::FaultHanging, ppm(faults.hanging_transaction)),
+            (Action::FaultLogicError, ppm(faults.logic_error)),
+        ]
+    }
+
     /// One draw picks the action. Faults sit at the top of the range so that
     /// a zero word (an exhausted or zeroed tape) means the first, benign
     /// action: shrinking toward zeros removes faults.
     fn draw_action(&self, choices: &mut Choices) -> Action {
-        const RANGE: u32 = 1_000_000;
-        let faults = [
-            (Action::FaultAbort, self.faults.abort),
-            (Action::FaultCommitFailure, self.faults.commit_failure),
-            (Action::FaultCrash, self.faults.crash),
-            (
-                Action::FaultMove,
-                if self.instances.len() > 1 {
-                    self.faults.move_task
-                } else {
-                    0.0
-                },
-            ),
-            (Action::FaultHanging, self.faults.hanging_transaction),
-            (
-                Action::FaultLogicError,
-                if self.poison_left > 0 {
-                    self.faults.logic_error
-                } else {
-                    0.0
-                },
-            ),
-        ];
-        let mut actions = vec![
+        let mut fault_ppm = self.fault_ppm;
+        if self.poison_left == 0 {
+            for (action, ppm) in &mut fault_ppm {
+                if *action == Action::FaultLogicError {
+                    *ppm = 0;
+                }
+            }
+        }
+        let mut actions = [(Action::Deliver, 0); 8];
+        actions[..5].copy_from_slice(&[
             (Action::Deliver, 40),
             (Action::Fetch, 25),
             (Action::Commit, 10),
             (Action::Tick, 6),
             (Action::AdvanceClock, 8),
-        ];
+        ]);
+        let mut count = 5;
+        let mut push = |action: Action, weight: u32| {
+            actions[count] = (action, weight);
+            count += 1;
+        };
         if self.inputs_left > 0 {
-            actions.push((Action::Produce, 12));
+            push(Action::Produce, 12);
         }
         if self.scheduler.is_some() {
-            actions.push((Action::Schedule, 5));
+            push(Action::Schedule, 5);
         }
         if !self.pending_starts.is_empty() || self.instances.iter().any(|instance| !instance.alive)
         {
-            actions.push((Action::Recover, 4));
+            push(Action::Recover, 4);
         }
-        let word = choices.below(RANGE);
-        let fault_ppm: Vec<(Action, u32)> = faults
-            .iter()
-            .map(|(action, rate)| {
-                (
-                    *action,
-                    (rate.clamp(0.0, 1.0) * f64::from(RANGE) / 4.0) as u32,
-                )
-            })
-            .collect();
+        let actions = &actions[..count];
+        let word = choices.below(ACTION_RANGE);
         let fault_total: u32 = fault_ppm.iter().map(|(_, ppm)| ppm).sum();
-        let action_range = RANGE - fault_total;
+        let action_range = ACTION_RANGE - fault_total;
         if word >= action_range {
             let mut at = word - action_range;
-            for (action, ppm) in fault_ppm {
+            for &(action, ppm) in &fault_ppm {
                 if at < ppm {
                     return action;
                 }
@@ -410,7 +476,7 @@ impl World {
         let weight_total: u32 = actions.iter().map(|(_, weight)| weight).sum();
         let mut at =
             (u64::from(word) * u64::from(weight_total) / u64::from(action_range.max(1))) as u32;
-        for (action, weight) in actions {
+        for &(action, weight) in actions {
             if at < weight {
                 return action;
             }
@@ -420,48 +486,43 @@ impl World {
     }
 
     fn deliver_one(&mut self, choices: &mut Choices) {
-        let buffered: Vec<(usize, usize)> = self
-            .active_hosts()
-            .into_iter()
-            .filter(|&(instance, host)| self.instances[instance].hosts[host].task.buffered() > 0)
-            .collect();
-        if buffered.is_empty() {
+        let Some((instance, host)) = self.pick_host(choices, |host| host.task.buffered() > 0)
+        else {
             return;
-        }
-        let (instance, host) = buffered[choices.below(buffered.len() as u32) as usize];
-        let ready = match self.instances[instance].hosts[host].task.deliverable() {
-            Ok(ready) => ready,
-            Err(error) => return self.task_failed(instance, host, error),
         };
-        if ready.is_empty() {
-            return;
+        let mut ready = std::mem::take(&mut self.ready);
+        let found = self.instances[instance].hosts[host]
+            .host
+            .task
+            .deliverable_into(&mut ready);
+        if let Err(error) = found {
+            self.ready = ready;
+            return self.task_failed(instance, host, error);
         }
-        let tp = ready[choices.below(ready.len() as u32) as usize].clone();
-        self.deliver(instance, host, &tp);
+        if !ready.is_empty() {
+            let tp = ready[choices.below(ready.len() as u32) as usize].clone();
+            self.deliver(instance, host, &tp);
+        }
+        self.ready = ready;
     }
 
     fn deliver(&mut self, instance: usize, host: usize, tp: &Tp) {
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
-        let offset = self.instances[instance].hosts[host]
+        let offset = self
+            .host(instance, host)
             .task
             .position(tp)
             .expect("a deliverable tp is consumed");
-        let redelivered_before = self.instances[instance].hosts[host]
-            .task
-            .metrics()
-            .records_redelivered_total;
+        let redelivered_before = self.host(instance, host).task.records_redelivered_total();
         let now = self.now;
-        let result = self.instances[instance].hosts[host].deliver(&mut self.cluster, tp, now);
+        let result = self.instances[instance].hosts[host]
+            .host
+            .deliver(&mut self.cluster, tp, now);
         match result {
             Ok(sent) => {
                 self.stats.deliveries += 1;
-                if self.instances[instance].hosts[host]
-                    .task
-                    .metrics()
-                    .records_redelivered_total
-                    > redelivered_before
-                {
+                if self.host(instance, host).task.records_redelivered_total() > redelivered_before {
                     self.stats.marks.redelivered_after_abort += 1;
                 }
                 let sent = sent
@@ -494,7 +555,9 @@ impl World {
     fn task_failed(&mut self, instance: usize, host: usize, error: parsley::TaskError) {
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
-        self.instances[instance].hosts[host].abort(&mut self.cluster);
+        self.instances[instance].hosts[host]
+            .host
+            .abort(&mut self.cluster);
         self.stats.aborts += 1;
         self.record(Event::Aborted {
             at: at.clone(),
@@ -523,7 +586,9 @@ impl World {
     fn fenced(&mut self, instance: usize, host: usize) {
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
-        self.instances[instance].hosts[host].abort(&mut self.cluster);
+        self.instances[instance].hosts[host]
+            .host
+            .abort(&mut self.cluster);
         self.instances[instance].hosts.remove(host);
         self.stats.fences += 1;
         self.stats.aborts += 1;
@@ -540,20 +605,18 @@ impl World {
     /// fenced by the broker's transaction timeout starts it again, as Kafka
     /// Streams re-creates a task after `ProducerFencedException`.
     fn lost_task(&mut self, at: TaskAt, epoch: u32) {
-        let newest = self.newest.get(&at.task) == Some(&epoch);
-        if newest && self.owners.get(&at.task) == Some(&at.instance) {
-            self.pending_starts.insert(at.task.clone());
+        let newest = self.newest.get(&*at.task) == Some(&epoch);
+        if newest && self.owners.get(&*at.task) == Some(&at.instance) {
+            self.pending_starts.insert((*at.task).clone());
         }
         self.record(Event::Fenced { at });
     }
 
     fn fetch_one(&mut self, choices: &mut Choices) {
-        let hosts = self.active_hosts();
-        if hosts.is_empty() {
+        let Some((instance, host)) = self.pick_host(choices, |_| true) else {
             return;
-        }
-        let (instance, host) = hosts[choices.below(hosts.len() as u32) as usize];
-        let lanes = self.instances[instance].hosts[host].positions().len();
+        };
+        let lanes = self.host(instance, host).positions().len();
         let lane = choices.below(lanes as u32) as usize;
         let max_records = if choices.chance(self.faults.empty_fetch) {
             return;
@@ -566,23 +629,24 @@ impl World {
     }
 
     fn fetch(&mut self, instance: usize, host: usize, lane: usize, max_records: usize) {
-        let at = self.at(instance, host);
-        let (tp, from) = self.instances[instance].hosts[host].positions()[lane].clone();
-        let records =
-            match self.instances[instance].hosts[host].fetch(&self.cluster, lane, max_records) {
-                Ok(records) => records,
-                Err(error) => return self.host_error(instance, host, error),
-            };
-        let next = self.instances[instance].hosts[host].positions()[lane].1;
-        if let (Ok(lso), Ok(hw)) = (
-            self.cluster.last_stable_offset(&tp),
-            self.cluster.high_watermark(&tp),
-        ) {
-            if lso < hw && next == lso {
+        let (tp, from) = self.host(instance, host).positions()[lane].clone();
+        let fetched =
+            self.instances[instance].hosts[host]
+                .host
+                .fetch(&self.cluster, lane, max_records);
+        let records = match fetched {
+            Ok(records) => records,
+            Err(error) => return self.host_error(instance, host, error),
+        };
+        let next = self.host(instance, host).positions()[lane].1;
+        if let Ok(log) = self.cluster.log(&tp) {
+            let lso = log.last_stable_offset();
+            if lso < log.high_watermark() && next == lso {
                 self.stats.marks.lso_stalled += 1;
             }
         }
         if records > 0 || next != from {
+            let at = self.at(instance, host);
             self.record(Event::Fetched {
                 at,
                 tp,
@@ -598,57 +662,64 @@ impl World {
     /// of records one task held. Holds change only when that host fetches or
     /// delivers, so only then is it looked at.
     fn note_held(&mut self, instance: usize, host: usize) {
-        let Some(state) = self.instances[instance].hosts.get(host) else {
+        let World {
+            instances,
+            stats,
+            held_seen,
+            trace,
+            step,
+            now,
+            ..
+        } = self;
+        let Some(hosted) = instances[instance].hosts.get(host) else {
             return;
         };
-        let task = &state.task;
-        self.stats.held_max = self.stats.held_max.max(task.metrics().records_held);
-        let found: Vec<_> = task
-            .heads()
-            .into_iter()
-            .filter_map(|(tp, offset, status)| match status {
-                HeadStatus::Held(claim) => Some((task.tick_tp() == Some(&tp), tp, offset, claim)),
-                _ => None,
-            })
-            .collect();
-        for (tick, tp, offset, claim) in found {
-            let at = self.at(instance, host);
-            if self.held_seen.insert((at.clone(), tp.clone(), offset)) {
-                if tick {
-                    self.stats.marks.tick_held += 1;
-                } else if claim.tp.topic != tp.topic {
-                    self.stats.marks.held_behind_other_topic += 1;
-                }
-                self.record(Event::Held {
-                    at,
-                    tp,
+        let task = &hosted.host.task;
+        // A task holds at most what it buffered: only a larger buffer can
+        // raise the maximum.
+        if task.buffered() as u64 > stats.held_max {
+            stats.held_max = stats.held_max.max(task.records_held());
+        }
+        for (lane, tp, offset, claim) in task.held_heads() {
+            if !held_seen.insert((instance as u32, hosted.index, lane, offset)) {
+                continue;
+            }
+            let tick = task.tick_tp() == Some(tp);
+            if tick {
+                stats.marks.tick_held += 1;
+            } else if claim.tp.topic != tp.topic {
+                stats.marks.held_behind_other_topic += 1;
+            }
+            trace.push(Entry {
+                step: *step,
+                now: *now,
+                event: Event::Held {
+                    at: hosted.at.clone(),
+                    tp: tp.clone(),
                     offset,
                     claim,
                     tick,
-                });
-            }
+                },
+            });
         }
     }
 
     fn commit_one(&mut self, choices: &mut Choices) {
         let now = self.now;
-        let ready: Vec<(usize, usize)> = self
-            .active_hosts()
-            .into_iter()
-            .filter(|&(instance, host)| self.instances[instance].hosts[host].task.wants_commit(now))
-            .collect();
-        if ready.is_empty() {
-            return;
+        if let Some((instance, host)) = self.pick_host(choices, |host| host.task.wants_commit(now))
+        {
+            self.commit(instance, host);
         }
-        let (instance, host) = ready[choices.below(ready.len() as u32) as usize];
-        self.commit(instance, host);
     }
 
     fn commit(&mut self, instance: usize, host: usize) {
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
         let now = self.now;
-        match self.instances[instance].hosts[host].commit(&mut self.cluster, now) {
+        let outcome = self.instances[instance].hosts[host]
+            .host
+            .commit(&mut self.cluster, now);
+        match outcome {
             Ok(CommitOutcome::Nothing) => {}
             Ok(CommitOutcome::Committed) => {
                 self.stats.commits += 1;
@@ -673,24 +744,17 @@ impl World {
     }
 
     fn tick_one(&mut self, choices: &mut Choices) {
-        let ticking: Vec<(usize, usize)> = self
-            .active_hosts()
-            .into_iter()
-            .filter(|&(instance, host)| {
-                self.instances[instance].hosts[host]
-                    .task
-                    .tick_tp()
-                    .is_some()
-            })
-            .collect();
-        if ticking.is_empty() {
+        let Some((instance, host)) = self.pick_host(choices, |host| host.task.tick_tp().is_some())
+        else {
             return;
-        }
-        let (instance, host) = ticking[choices.below(ticking.len() as u32) as usize];
+        };
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
         let now = self.now;
-        match self.instances[instance].hosts[host].poll_tick(&mut self.cluster, now) {
+        let polled = self.instances[instance].hosts[host]
+            .host
+            .poll_tick(&mut self.cluster, now);
+        match polled {
             Ok(tick) => {
                 let emitted = tick.map(|tick| (tick.tp, tick.offset));
                 self.record(Event::TickChecked {
@@ -730,13 +794,13 @@ impl World {
         let mut records = Vec::new();
         for _ in 0..batch {
             let input = choices.below(self.topology.inputs.len() as u32) as usize;
-            let key = format!("k{}", choices.below(self.scenario.workload.keys));
+            let key = choices.below(self.scenario.workload.keys);
             let amount = if poison {
                 -1
             } else {
                 1 + i64::from(choices.below(100))
             };
-            let (key, value) = self.topology.encode_input(input, &key, amount);
+            let (key, value) = self.encoded_input(input, key, amount);
             let partition = partition_for(Some(&key), self.scenario.partitions, 0);
             let tp = Tp::new(self.topology.inputs[input].name.clone(), partition);
             let mut headers = Vec::new();
@@ -805,6 +869,25 @@ impl World {
         }
     }
 
+    /// The encoded key (`k<key>`) and value of an input record. Inputs come
+    /// from a few keys and amounts, so each is encoded once per run.
+    fn encoded_input(&mut self, input: usize, key: u32, amount: i64) -> (Bytes, Bytes) {
+        let cached_key = self.input_keys.get(key as usize).cloned().flatten();
+        let cached_value = self.input_values.get(&(input, amount)).cloned();
+        if let (Some(key), Some(value)) = (cached_key, cached_value) {
+            return (key, value);
+        }
+        let (encoded_key, value) = self
+            .topology
+            .encode_input(input, &format!("k{key}"), amount);
+        if self.input_keys.len() <= key as usize {
+            self.input_keys.resize(key as usize + 1, None);
+        }
+        self.input_keys[key as usize] = Some(encoded_key.clone());
+        self.input_values.insert((input, amount), value.clone());
+        (encoded_key, value)
+    }
+
     fn note_payment(&mut self, input: usize, tp: &Tp, offset: u64) {
         if self.topology.cross_claims && input == 0 {
             self.last_payment.insert(tp.partition, offset);
@@ -821,8 +904,8 @@ impl World {
             .begin(producer, self.now)
             .expect("a fresh producer begins");
         let input = choices.below(self.topology.inputs.len() as u32) as usize;
-        let key = format!("k{}", choices.below(self.scenario.workload.keys));
-        let (key, value) = self.topology.encode_input(input, &key, 1);
+        let key = choices.below(self.scenario.workload.keys);
+        let (key, value) = self.encoded_input(input, key, 1);
         let partition = partition_for(Some(&key), self.scenario.partitions, 0);
         let tp = Tp::new(self.topology.inputs[input].name.clone(), partition);
         let data = RecordData {
@@ -910,18 +993,15 @@ impl World {
     // ----- faults -----
 
     fn fault_abort(&mut self, choices: &mut Choices, cause: AbortCause) {
-        let open: Vec<(usize, usize)> = self
-            .active_hosts()
-            .into_iter()
-            .filter(|&(instance, host)| self.instances[instance].hosts[host].task.has_open_work())
-            .collect();
-        if open.is_empty() {
+        let Some((instance, host)) = self.pick_host(choices, |host| host.task.has_open_work())
+        else {
             return;
-        }
-        let (instance, host) = open[choices.below(open.len() as u32) as usize];
+        };
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
-        self.instances[instance].hosts[host].abort(&mut self.cluster);
+        self.instances[instance].hosts[host]
+            .host
+            .abort(&mut self.cluster);
         self.stats.aborts += 1;
         self.record(Event::Aborted { at, txn, cause });
     }
@@ -1029,7 +1109,7 @@ impl World {
             let owners = &self.owners;
             self.instances[instance]
                 .hosts
-                .retain(|host| owners.get(host.task.id()) == Some(&(instance as u32)));
+                .retain(|hosted| owners.get(&*hosted.at.task) == Some(&(instance as u32)));
         }
         self.start_pending();
         let commit_interval = self.scenario.clock.commit_interval_ms as i64;
@@ -1045,21 +1125,17 @@ impl World {
                 let Some(host) = self.host_index(instance, &task) else {
                     continue;
                 };
-                let lanes = self.instances[instance].hosts[host].positions().len();
+                let lanes = self.host(instance, host).positions().len();
                 for lane in 0..lanes {
                     if let Some(host) = self.host_index(instance, &task) {
                         self.fetch(instance, host, lane, usize::MAX);
                     }
                 }
                 while let Some(host) = self.host_index(instance, &task) {
-                    if self.instances[instance].hosts[host]
-                        .task
-                        .failure()
-                        .is_some()
-                    {
+                    if self.host(instance, host).task.failure().is_some() {
                         break;
                     }
-                    match self.instances[instance].hosts[host].task.next_deliverable() {
+                    match self.host_mut(instance, host).task.next_deliverable() {
                         Ok(Some(tp)) => self.deliver(instance, host, &tp),
                         Ok(None) => break,
                         Err(error) => {
@@ -1112,8 +1188,7 @@ impl World {
                 }
             }
         }
-        for (instance, host) in self.active_hosts() {
-            let host = &self.instances[instance].hosts[host];
+        for (_, _, host) in self.active_hosts() {
             if host.task.has_open_work() || host.task.buffered() > 0 {
                 return false;
             }
@@ -1139,10 +1214,10 @@ impl World {
     pub fn stopped(&self) -> Vec<(TaskId, Tp, u64)> {
         let mut stopped = Vec::new();
         for state in &self.instances {
-            for host in &state.hosts {
-                if let Some(error) = host.task.failure() {
+            for hosted in &state.hosts {
+                if let Some(error) = hosted.host.task.failure() {
                     if let Some((tp, offset)) = error.record() {
-                        stopped.push((host.task.id().clone(), tp.clone(), offset));
+                        stopped.push((hosted.host.task.id().clone(), tp.clone(), offset));
                     }
                 }
             }

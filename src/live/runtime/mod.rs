@@ -92,9 +92,11 @@ pub struct RuntimeConfig {
     pub share: InstanceShare,
     /// The most records a task takes from its consumer per turn.
     pub max_batch: usize,
-    /// The longest a task waits for records before it looks at its ticks and
-    /// its commit again.
+    /// The longest a task with nothing to commit waits for records before it
+    /// looks at its ticks again.
     pub idle_poll: Duration,
+    /// The same while a transaction is open.
+    pub busy_poll: Duration,
     /// How long a task with held records may see no delivery before it reads
     /// fresh log ends, to tell a claim that can never resolve (G6).
     pub stall_check: Duration,
@@ -106,8 +108,9 @@ impl RuntimeConfig {
             live,
             task: TaskConfig::default(),
             share: InstanceShare::ALL,
-            max_batch: 500,
+            max_batch: 5000,
             idle_poll: Duration::from_millis(10),
+            busy_poll: Duration::from_millis(1),
             stall_check: Duration::from_secs(1),
         }
     }

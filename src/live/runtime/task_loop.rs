@@ -252,9 +252,15 @@ impl TaskDriver {
     }
 
     /// How long the consumer may block: not past the next tick, and never
-    /// longer than the idle poll, so commits stay on their interval.
+    /// longer than the idle poll, so commits stay on their interval. With
+    /// work open, barely at all: records are flowing, and a long wait on a
+    /// momentarily empty queue holds the whole pipeline back.
     fn poll_wait(&self, now: i64) -> Duration {
-        let mut wait = self.config.idle_poll;
+        let mut wait = if self.task.has_open_work() {
+            self.config.busy_poll
+        } else {
+            self.config.idle_poll
+        };
         if let Some(due) = self.task.next_tick_at() {
             let until = u64::try_from(due.saturating_sub(now)).unwrap_or(0);
             wait = wait.min(Duration::from_millis(until));
