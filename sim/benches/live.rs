@@ -15,7 +15,7 @@
 //! export "$(bash scripts/kafka/broker.sh start)"
 //! cargo bench -p parsley-sim --features live --bench live
 //! ```
-//! `PARSLEY_BENCH_RECORDS` (default 100000) and `PARSLEY_BENCH_RATE`
+//! `PARSLEY_BENCH_RECORDS` (default 300000) and `PARSLEY_BENCH_RATE`
 //! (inputs per second in the latency run, default 2000) change the load.
 
 use std::collections::HashMap;
@@ -394,7 +394,7 @@ async fn raw_latency(live: &LiveConfig, rate: usize) -> Vec<i64> {
 async fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
     let Some(live) = test_broker() else { return };
-    let records = env_number("PARSLEY_BENCH_RECORDS", 100_000);
+    let records = env_number("PARSLEY_BENCH_RECORDS", 300_000);
     let rate = env_number("PARSLEY_BENCH_RATE", 2000);
     println!("live benchmark: {records} inputs on {PARTITIONS} partitions, commit interval {COMMIT_INTERVAL:?}");
     let raw = raw_throughput(&live, records).await;

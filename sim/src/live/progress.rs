@@ -60,7 +60,9 @@ pub async fn caught_up(
 
 /// Waits until [`caught_up`] holds twice in a row (so records written from
 /// inputs delivered during the first check are delivered too), polling;
-/// `false` if `timeout` passes first.
+/// `false` if `timeout` passes first. A failed check counts as "not yet"
+/// (a broker that just restarted answers "not coordinator" for a while)
+/// until the timeout, which then returns the last error.
 pub async fn wait_caught_up(
     client: &LiveClient,
     app: &App,
@@ -70,12 +72,17 @@ pub async fn wait_caught_up(
     let deadline = Instant::now() + timeout;
     let mut in_a_row = 0;
     loop {
-        if caught_up(client, app, assembly).await? {
-            in_a_row += 1;
-            if in_a_row == 2 {
-                return Ok(true);
+        match caught_up(client, app, assembly).await {
+            Ok(true) => {
+                in_a_row += 1;
+                if in_a_row == 2 {
+                    return Ok(true);
+                }
+                continue;
             }
-            continue;
+            Ok(false) => {}
+            Err(error) if Instant::now() >= deadline => return Err(error),
+            Err(_) => {}
         }
         in_a_row = 0;
         if Instant::now() >= deadline {
