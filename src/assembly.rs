@@ -11,6 +11,7 @@ use std::fmt;
 
 use crate::app::{App, StagePlan};
 use crate::probe::{ContractProbes, Role, TopicContract};
+use crate::task::TaskId;
 use crate::tp::TopicName;
 
 /// What a cluster says about its topics.
@@ -50,6 +51,19 @@ impl Assembly {
 
     pub fn partitions_of(&self, topic: &str) -> Option<u32> {
         self.partitions.get(topic).copied()
+    }
+
+    /// Every task of the application, in stage order and then by partition.
+    pub fn task_ids(&self) -> Vec<TaskId> {
+        self.tasks
+            .iter()
+            .flat_map(|(stage, tasks)| {
+                (0..*tasks).map(|partition| TaskId {
+                    stage: stage.clone(),
+                    partition,
+                })
+            })
+            .collect()
     }
 }
 

@@ -245,31 +245,14 @@ impl<'a> Reader<'a> {
         let at = self.at;
         let value = self.varint(what)?;
         let left = (self.bytes.len() - self.at) as u64;
-        let max = max.min(left / min_bytes_each as u64);
-        if value > max {
-            return Err(HeaderError::AbsurdValue {
-                what,
-                value,
-                max,
-                at,
-            });
-        }
-        Ok(value)
+        within(what, value, max.min(left / min_bytes_each as u64), at)
     }
 
     /// Reads a varint no larger than `max`.
     fn bounded(&mut self, what: &'static str, max: u64) -> Result<u64, HeaderError> {
         let at = self.at;
         let value = self.varint(what)?;
-        if value > max {
-            return Err(HeaderError::AbsurdValue {
-                what,
-                value,
-                max,
-                at,
-            });
-        }
-        Ok(value)
+        within(what, value, max, at)
     }
 
     fn take(&mut self, len: usize, expected: &'static str) -> Result<&'a [u8], HeaderError> {
@@ -281,6 +264,19 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(slice)
     }
+}
+
+/// `value`, read at byte `at`, if it is at most `max`.
+fn within(what: &'static str, value: u64, max: u64, at: usize) -> Result<u64, HeaderError> {
+    if value > max {
+        return Err(HeaderError::AbsurdValue {
+            what,
+            value,
+            max,
+            at,
+        });
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

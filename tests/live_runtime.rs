@@ -377,27 +377,44 @@ async fn t3_ticks_follow_the_real_clock() {
     }
 }
 
+/// Runs the test app over a good record, `bad`, and another good record,
+/// until its task stops; checks that the committed position stays at or
+/// before `bad`, and returns where `bad` landed and the task's error.
+async fn stops_on(bad: RecordData) -> Option<(Tp, u64, RuntimeError)> {
+    let live = live_config()?;
+    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
+    let input = Tp::new(app.input.name().clone(), 0);
+    append(&client, &input, record("k", json(1), Vec::new())).await;
+    let offset = append(&client, &input, bad).await;
+    append(&client, &input, record("k", json(3), Vec::new())).await;
+    let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
+        .await
+        .expect("start");
+    let mut runs = wait_finished(runtime).await;
+    let error = runs.remove(0).outcome.expect_err("the task stops");
+    let committed = committed_offset(&client, &app.app, &input)
+        .await
+        .unwrap_or(0);
+    assert!(
+        committed <= offset,
+        "committed {committed} is past the bad record {offset}: {error}"
+    );
+    Some((input, offset, error))
+}
+
 /// §8 on the wire: a record whose stamp header does not decode stops the
 /// task with an error naming its tp and offset, and the committed position
 /// stays before it.
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_stamp_on_the_wire_stops_the_task_before_it() {
-    let Some(live) = live_config() else { return };
-    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
-    let input = Tp::new(app.input.name().clone(), 0);
-    append(&client, &input, record("k", json(1), Vec::new())).await;
     let corrupt = vec![Header {
         name: STAMP_HEADER.to_string(),
         value: Bytes::from_static(&[0xff, 0x01, 0x02]),
     }];
-    let bad = append(&client, &input, record("k", json(2), corrupt)).await;
-    append(&client, &input, record("k", json(3), Vec::new())).await;
-    let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
-        .await
-        .expect("start");
-    let runs = wait_finished(runtime).await;
-    let error = runs[0].outcome.as_ref().expect_err("the task stops");
-    match error {
+    let Some((input, bad, error)) = stops_on(record("k", json(2), corrupt)).await else {
+        return;
+    };
+    match &error {
         RuntimeError::Task(TaskError::BadStamp { tp, offset, .. }) => {
             assert_eq!((tp, *offset), (&input, bad));
         }
@@ -405,83 +422,46 @@ async fn bad_stamp_on_the_wire_stops_the_task_before_it() {
     }
     let text = error.to_string();
     assert!(text.contains(&format!("{input}@{bad}")), "{text}");
-    let committed = committed_offset(&client, &app.app, &input)
-        .await
-        .unwrap_or(0);
-    assert!(
-        committed <= bad,
-        "committed {committed} is past the bad record {bad}"
-    );
 }
 
 /// §8 on the wire: a value the topic's codec rejects stops the task with a
 /// codec error naming tp, offset and the part.
 #[tokio::test(flavor = "multi_thread")]
 async fn value_the_codec_rejects_stops_the_task_before_it() {
-    let Some(live) = live_config() else { return };
-    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
-    let input = Tp::new(app.input.name().clone(), 0);
-    append(&client, &input, record("k", json(1), Vec::new())).await;
-    let bad = append(
-        &client,
-        &input,
-        record("k", Bytes::from_static(b"not json"), Vec::new()),
-    )
-    .await;
-    let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
-        .await
-        .expect("start");
-    let runs = wait_finished(runtime).await;
-    match runs[0].outcome.as_ref().expect_err("the task stops") {
+    let not_json = record("k", Bytes::from_static(b"not json"), Vec::new());
+    let Some((input, bad, error)) = stops_on(not_json).await else {
+        return;
+    };
+    match error {
         RuntimeError::Task(TaskError::Codec {
             tp, offset, part, ..
         }) => {
-            assert_eq!((tp, *offset), (&input, bad));
+            assert_eq!((tp, offset), (input, bad));
             assert_eq!(part.name(), "value");
         }
         other => panic!("expected a codec error, got {other}"),
     }
-    let committed = committed_offset(&client, &app.app, &input)
-        .await
-        .unwrap_or(0);
-    assert!(
-        committed <= bad,
-        "committed {committed} is past the bad record {bad}"
-    );
 }
 
 /// X5: a fold that fails stops the task naming stage, tp and offset; the
 /// record is not skipped.
 #[tokio::test(flavor = "multi_thread")]
 async fn x5_logic_error_stops_the_task_without_skipping() {
-    let Some(live) = live_config() else { return };
-    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
-    let input = Tp::new(app.input.name().clone(), 0);
-    append(&client, &input, record("k", json(1), Vec::new())).await;
-    let bad = append(&client, &input, record("k", json(-5), Vec::new())).await;
-    let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
-        .await
-        .expect("start");
-    let runs = wait_finished(runtime).await;
-    match runs[0].outcome.as_ref().expect_err("the task stops") {
+    let Some((input, bad, error)) = stops_on(record("k", json(-5), Vec::new())).await else {
+        return;
+    };
+    match error {
         RuntimeError::Task(TaskError::Logic {
             tp,
             offset,
             message,
             ..
         }) => {
-            assert_eq!((tp, *offset), (&input, bad));
+            assert_eq!((tp, offset), (input, bad));
             assert!(message.contains("negative"), "{message}");
         }
         other => panic!("expected a logic error, got {other}"),
     }
-    let committed = committed_offset(&client, &app.app, &input)
-        .await
-        .unwrap_or(0);
-    assert!(
-        committed <= bad,
-        "committed {committed} is past the failing record {bad}"
-    );
 }
 
 /// X4: when a second instance takes a task, its producer fences the first

@@ -255,14 +255,20 @@ fn raw_output(setup: &Setup) -> String {
 
 // ----- runs -----
 
-async fn parsley_throughput(live: &LiveConfig, records: usize) -> f64 {
-    let setup = set_up(live, "parsley").await;
+/// Topics with `records` inputs produced, the input tps and their ends.
+async fn loaded(live: &LiveConfig, kind: &str, records: usize) -> (Setup, Vec<Tp>, Vec<u64>) {
+    let setup = set_up(live, kind).await;
     let plan = plan_inputs(&setup.topology, records, 1000, 1);
     produce_inputs(&setup.client, &setup.topology, &setup.assembly, &plan)
         .await
         .expect("inputs");
     let tps = input_tps(&setup);
     let ends = ends(&setup.client, &tps).await;
+    (setup, tps, ends)
+}
+
+async fn parsley_throughput(live: &LiveConfig, records: usize) -> f64 {
+    let (setup, tps, ends) = loaded(live, "parsley", records).await;
     let started = Instant::now();
     let config = RuntimeConfig::new(live.clone()).with_commit_interval(COMMIT_INTERVAL);
     let runtime = Runtime::start(Arc::new(setup.topology.app.clone()), config)
@@ -276,13 +282,7 @@ async fn parsley_throughput(live: &LiveConfig, records: usize) -> f64 {
 }
 
 async fn raw_throughput(live: &LiveConfig, records: usize) -> f64 {
-    let setup = set_up(live, "raw").await;
-    let plan = plan_inputs(&setup.topology, records, 1000, 1);
-    produce_inputs(&setup.client, &setup.topology, &setup.assembly, &plan)
-        .await
-        .expect("inputs");
-    let tps = input_tps(&setup);
-    let ends = ends(&setup.client, &tps).await;
+    let (setup, tps, ends) = loaded(live, "raw", records).await;
     let group = format!("{}raw", namespace("group"));
     let started = Instant::now();
     let raw = RawApp::start(live, &setup, &group);

@@ -171,7 +171,7 @@ fn shares_deal_every_task_to_exactly_one_instance() {
         .map(|contract| (contract.name.to_string(), 3))
         .collect();
     let assembly = assemble(&topology.app, &partitions).expect("assembles");
-    let all = parsley::live::runtime::all_tasks(&assembly);
+    let all = assembly.task_ids();
     assert_eq!(all.len(), 9, "three stages of three tasks");
     let mut dealt: Vec<_> = (0..2)
         .flat_map(|index| {

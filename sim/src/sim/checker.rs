@@ -635,7 +635,7 @@ impl<'a> Checker<'a> {
     /// I2: each task's committed deliveries of each consumed tp are exactly
     /// a prefix of that tp's committed records, in order, once each.
     fn check_committed_histories(&mut self, committed: &Committed<'a>) {
-        let tasks: Vec<TaskId> = self.all_tasks();
+        let tasks: Vec<TaskId> = self.input.assembly.task_ids();
         for task in tasks {
             let deliveries = committed_of(committed, &task);
             for tp in self.consumed_tps(&task) {
@@ -656,20 +656,6 @@ impl<'a> Checker<'a> {
                 }
             }
         }
-    }
-
-    fn all_tasks(&self) -> Vec<TaskId> {
-        self.input
-            .assembly
-            .tasks
-            .iter()
-            .flat_map(|(stage, tasks)| {
-                (0..*tasks).map(|partition| TaskId {
-                    stage: stage.clone(),
-                    partition,
-                })
-            })
-            .collect()
     }
 
     /// I6 and I7: replays the stages' pure logic over each task's committed
@@ -693,7 +679,7 @@ impl<'a> Checker<'a> {
             marks[index] = true;
         };
         let app: &'a App = self.input.app;
-        for task in self.all_tasks() {
+        for task in self.input.assembly.task_ids() {
             let plan = app.stage(&task.stage).expect("tasks belong to stages");
             let tick_topic = plan.tick_topic.as_ref();
             let mut slots: BTreeMap<SlotKey, Bytes> = BTreeMap::new();
@@ -945,7 +931,7 @@ impl<'a> Checker<'a> {
                 stopped.insert((*at.task).clone(), (tp.clone(), *offset));
             }
         }
-        for task in self.all_tasks() {
+        for task in self.input.assembly.task_ids() {
             let deliveries = committed_of(committed, &task);
             for tp in self.consumed_tps(&task) {
                 let end = self.input.cluster.high_watermark(&tp).unwrap_or(0);

@@ -58,7 +58,8 @@ impl InstanceShare {
 
     /// This instance's tasks among all of `assembly`'s, dealt round-robin.
     pub fn tasks(&self, assembly: &Assembly) -> Vec<TaskId> {
-        all_tasks(assembly)
+        assembly
+            .task_ids()
             .into_iter()
             .enumerate()
             .filter(|(position, _)| {
@@ -67,20 +68,6 @@ impl InstanceShare {
             .map(|(_, task)| task)
             .collect()
     }
-}
-
-/// Every task of the application, in stage order and then by partition.
-pub fn all_tasks(assembly: &Assembly) -> Vec<TaskId> {
-    assembly
-        .tasks
-        .iter()
-        .flat_map(|(stage, tasks)| {
-            (0..*tasks).map(|partition| TaskId {
-                stage: stage.clone(),
-                partition,
-            })
-        })
-        .collect()
 }
 
 /// How an instance runs its tasks.
