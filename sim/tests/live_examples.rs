@@ -1,6 +1,7 @@
 //! The example topologies on a real broker (SPEC §10):
 //!
-//! - conformance: each runs live and under the TestDriver with the same
+//! - conformance: each runs live (timers excepted: its scheduler (K2) exists
+//!   only in the simulator) and under the TestDriver with the same
 //!   inputs, and commits the same state per key and the same keyed outputs
 //!   per key (interleavings across tps may differ; tick emissions follow the
 //!   wall clock, so they are compared by the audit, not by value);
@@ -104,6 +105,14 @@ async fn conformance_balances_live_matches_the_test_driver() {
 #[tokio::test(flavor = "multi_thread")]
 async fn conformance_fan_in_live_matches_the_test_driver() {
     conformance(TopologyName::FanIn, "conf-fan-in", &[]).await;
+}
+
+/// The audit cut folds balances per account as `balances` does; its cuts
+/// (keyless, every fifth tick) follow the wall clock and are left to the
+/// audit, which also checks the tick slot's changelog against the ticks.
+#[tokio::test(flavor = "multi_thread")]
+async fn conformance_audit_cut_live_matches_the_test_driver() {
+    conformance(TopologyName::AuditCut, "conf-audit-cut", &[]).await;
 }
 
 /// The chain's middle stage ticks under the key "tick": its count depends on

@@ -123,7 +123,7 @@ pub fn expected_balances(
     let mut balances = BTreeMap::new();
     for input in plan {
         let change = match (topology.name, input.input) {
-            (TopologyName::Balances, _) => -input.amount,
+            (TopologyName::Balances | TopologyName::AuditCut, _) => -input.amount,
             (TopologyName::FanIn, 0) => input.amount,
             (TopologyName::FanIn, _) => -input.amount,
             _ => return None,
