@@ -230,6 +230,16 @@ pub const RESERVATION_MS: i64 = 30_000;
 /// `expiries`. The fire record claims the request and so its causes, so the
 /// release is gated behind the orders it releases.
 pub fn timers(topics: &TimerTopics) -> Result<App, CompositionError> {
+    timers_with("timers", topics, RESERVATION_MS)
+}
+
+/// [`timers`] under another application id, holding reservations for
+/// `reservation_ms`.
+pub fn timers_with(
+    app_id: &str,
+    topics: &TimerTopics,
+    reservation_ms: i64,
+) -> Result<App, CompositionError> {
     let requests = topics.requests.clone();
     let expiries = topics.expiries.clone();
     let reserve = Stage::named("reserve")
@@ -237,7 +247,7 @@ pub fn timers(topics: &TimerTopics) -> Result<App, CompositionError> {
         .on(&topics.orders, move |held: i64, order| {
             checked(order.value().total()).map(|total| {
                 Step::of(held + total)
-                    .emit(requests.send(order.key().cloned(), order.timestamp + RESERVATION_MS))
+                    .emit(requests.send(order.key().cloned(), order.timestamp + reservation_ms))
             })
         })
         .on(&topics.fires, move |held: i64, fire| {
@@ -245,7 +255,7 @@ pub fn timers(topics: &TimerTopics) -> Result<App, CompositionError> {
         })
         .into((&topics.requests, &topics.expiries))
         .build();
-    Parsley::named("timers").stage(reserve).build()
+    Parsley::named(app_id).stage(reserve).build()
 }
 
 /// The topics of the fan-in.

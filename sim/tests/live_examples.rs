@@ -1,13 +1,13 @@
 //! The example topologies on a real broker (SPEC §10):
 //!
-//! - conformance: each runs live (timers excepted: its scheduler (K2) exists
-//!   only in the simulator) and under the TestDriver with the same
+//! - conformance: each runs live and under the TestDriver with the same
 //!   inputs, and commits the same state per key and the same keyed outputs
 //!   per key (interleavings across tps may differ; tick emissions follow the
 //!   wall clock, so they are compared by the audit, not by value);
 //! - kill -9: `parsley-live run balances` as a child process, killed with
 //!   SIGKILL at random points five times and restarted each time;
-//! - scale-out: two instances share the tasks, one is killed and replaced.
+//! - scale-out: two instances share the tasks, one is killed and replaced;
+//! - timers (K2): the request/reply shape with a live scheduler.
 //!
 //! After each, the committed topics are read back with `read_committed` and
 //! audited (the log-only checks of the simulator's checker: no lost or
@@ -23,7 +23,7 @@ use std::time::Duration;
 use parsley::assemble;
 use parsley::live::{test_broker, Runtime, RuntimeConfig};
 use parsley_sim::audit::CommittedLogs;
-use parsley_sim::live::{final_state, keyed_outputs, namespaced, ReadBack};
+use parsley_sim::live::{final_state, keyed_outputs, namespaced, LiveScheduler, ReadBack};
 use parsley_sim::sim::scenario::TopologyName;
 use parsley_sim::TestDriver;
 use rand_core::{RngCore, SeedableRng};
@@ -120,6 +120,60 @@ async fn conformance_audit_cut_live_matches_the_test_driver() {
 #[tokio::test(flavor = "multi_thread")]
 async fn conformance_chain_live_matches_the_test_driver() {
     conformance(TopologyName::Chain, "conf-chain", &[b"\"tick\""]).await;
+}
+
+// ----- timers (K2) -----
+
+/// K2 live: the stage asks for a timer per order, the live scheduler fires
+/// each when due, stamped by its `CausalClock`, and the stage releases the
+/// reservation. Every reservation is released exactly once: the expiries
+/// sum to the orders' totals and no slot is left holding anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn k2_timers_run_live_with_a_live_scheduler() {
+    let Some(config) = test_broker() else { return };
+    let live = set_up(&config, TopologyName::Timers, "timers", 2).await;
+    let plan = live.produce(100, 3).await;
+    let runtime = Runtime::start(
+        Arc::new(live.topology.app.clone()),
+        RuntimeConfig::new(config.clone()),
+    )
+    .await
+    .expect("start");
+    let timers = live.topology.timers.clone().expect("the timer topics");
+    let scheduler = LiveScheduler::start(
+        parsley::live::LiveClient::new(config).expect("client"),
+        &timers,
+        &live.assembly,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while scheduler.fired() < plan.len() as u64 || scheduler.pending() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {} timers fired",
+            scheduler.fired(),
+            plan.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    live.wait_caught_up().await;
+    runtime.stopper().stop();
+    for run in runtime.wait().await {
+        run.outcome.expect("a graceful stop");
+    }
+    scheduler.stop().await.expect("the scheduler ran cleanly");
+    let read = live.read_and_audit().await;
+    let released: i64 = read
+        .topic(timers.expiries.name().as_str())
+        .iter()
+        .map(|(_, record)| {
+            let value = record.data.value.clone().unwrap_or_default();
+            parsley::Codec::<i64>::decode(&parsley::Json, &value).expect("an amount")
+        })
+        .sum();
+    let ordered: i64 = plan.iter().map(|input| input.amount).sum();
+    assert_eq!(released, ordered, "every reservation is released once");
+    let held = final_state(&read.to_logs(), &live.topology.app);
+    assert!(held.is_empty(), "reservations still held: {held:?}");
 }
 
 // ----- kill -9 -----

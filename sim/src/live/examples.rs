@@ -14,13 +14,15 @@ use rand_core::{RngCore, SeedableRng};
 
 use crate::sim::scenario::TopologyName;
 use crate::sim::topology::{InputTopic, SimTopology};
-use crate::topologies::{self, ChainTopics, FanInTopics, PaymentsTopics};
+use crate::topologies::{self, ChainTopics, FanInTopics, PaymentsTopics, TimerTopics};
+
+/// How long the timers example holds a reservation live: short, so a run
+/// sees its timers fire (the simulator uses `topologies::RESERVATION_MS`).
+pub const LIVE_RESERVATION_MS: i64 = 1_500;
 
 /// Why an example cannot run live.
 #[derive(Debug, thiserror::Error)]
 pub enum ExampleError {
-    #[error("topology `{0:?}` needs the simulated scheduler (K2) and does not run live")]
-    NotLive(TopologyName),
     #[error("the example does not compose: {0}")]
     Composition(#[from] parsley::CompositionError),
 }
@@ -73,7 +75,23 @@ pub fn namespaced(
             ];
             (app, inputs, true)
         }
-        TopologyName::Timers => return Err(ExampleError::NotLive(name)),
+        TopologyName::Timers => {
+            let topics = TimerTopics {
+                orders: Topic::new(topic("orders")),
+                requests: Topic::new(topic("timer-requests")),
+                fires: Topic::new(topic("timer-fires")),
+                expiries: Topic::new(topic("expiries")),
+            };
+            let app = topologies::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;
+            let inputs = vec![input(topics.orders.name(), true)];
+            return Ok(SimTopology {
+                name,
+                app,
+                inputs,
+                timers: Some(topics),
+                cross_claims: false,
+            });
+        }
     };
     Ok(SimTopology {
         name,

@@ -5,9 +5,12 @@
 pub mod examples;
 pub mod progress;
 pub mod readback;
+pub mod scheduler;
 
 pub use examples::{
     expected_balances, namespaced, plan_inputs, produce_inputs, ExampleError, PlannedInput,
+    LIVE_RESERVATION_MS,
 };
 pub use progress::{caught_up, final_state, keyed_outputs, wait_caught_up};
 pub use readback::{read_committed, ReadBack};
+pub use scheduler::LiveScheduler;
