@@ -7,7 +7,7 @@
 //! behind the observed records and their causes, as if a stage had sent it.
 
 use crate::header::{self, HeaderError, STAMP_HEADER};
-use crate::record::{ConsumedRecord, Header, RecordData};
+use crate::record::{ConsumedRecord, RecordData};
 use crate::stamp::Stamp;
 use crate::tp::Tp;
 
@@ -46,10 +46,7 @@ impl CausalClock {
     /// Sets `record`'s stamp header to the observed stamp, replacing any.
     pub fn stamp_record(&self, record: &mut RecordData) {
         record.headers.retain(|header| header.name != STAMP_HEADER);
-        record.headers.push(Header {
-            name: STAMP_HEADER.to_string(),
-            value: header::encode(&self.observed),
-        });
+        record.headers.push(header::stamp_header(&self.observed));
     }
 }
 
@@ -58,7 +55,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::Claim;
+    use crate::{Claim, Header};
 
     fn consumed(offset: u64, stamp: &Stamp) -> ConsumedRecord {
         ConsumedRecord {

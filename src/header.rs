@@ -20,6 +20,7 @@
 
 use bytes::Bytes;
 
+use crate::record::Header;
 use crate::stamp::{Claim, Stamp};
 use crate::tp::{TopicName, Tp};
 
@@ -65,6 +66,14 @@ pub enum HeaderError {
     NotCanonical { at: usize, what: &'static str },
     #[error("stamp header has {count} trailing bytes after byte {at}")]
     TrailingBytes { at: usize, count: usize },
+}
+
+/// The stamp header carrying `stamp`.
+pub fn stamp_header(stamp: &Stamp) -> Header {
+    Header {
+        name: STAMP_HEADER.to_string(),
+        value: encode(stamp),
+    }
 }
 
 /// Encodes a stamp into its header bytes.

@@ -8,6 +8,7 @@ pub mod host;
 #[cfg(feature = "live")]
 pub mod live;
 pub mod model;
+pub mod scheduler;
 pub mod sim;
 pub mod topologies;
 

@@ -40,10 +40,10 @@ use bytes::Bytes;
 use crate::app::{App, StagePlan};
 use crate::assembly::Assembly;
 use crate::emission::{Emission, Tick};
-use crate::header::{self, STAMP_HEADER};
+use crate::header;
 use crate::mutation::{self, Mutation};
 use crate::partitioner::partition_for;
-use crate::record::{ConsumedRecord, Header, ProducedRecord, RecordData};
+use crate::record::{ConsumedRecord, ProducedRecord, RecordData};
 use crate::stage::logic::{DeliveryFailure, Outcome, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::stamp::{Claim, Stamp};
@@ -744,10 +744,7 @@ impl Task {
     fn produce(&mut self, outcome: Outcome, timestamp: i64) -> Vec<ProducedRecord> {
         let mut produced = Vec::with_capacity(outcome.emissions.len() + 1);
         if !outcome.emissions.is_empty() {
-            let stamp_header = Header {
-                name: STAMP_HEADER.to_string(),
-                value: header::encode(&self.stamping_site()),
-            };
+            let stamp_header = header::stamp_header(&self.stamping_site());
             for emission in outcome.emissions {
                 let (key, value) = emission
                     .encoded()
@@ -820,10 +817,7 @@ impl Task {
             data: RecordData {
                 key: None,
                 value: Some(Bytes::copy_from_slice(&now.to_be_bytes())),
-                headers: vec![Header {
-                    name: STAMP_HEADER.to_string(),
-                    value: header::encode(&stamp),
-                }],
+                headers: vec![header::stamp_header(&stamp)],
                 timestamp: now,
             },
         };

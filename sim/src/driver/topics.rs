@@ -116,12 +116,7 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
         }
         let headers = record
             .stamp
-            .map(|stamp| {
-                vec![Header {
-                    name: STAMP_HEADER.to_string(),
-                    value: header::encode(&stamp),
-                }]
-            })
+            .map(|stamp| vec![header::stamp_header(&stamp)])
             .unwrap_or_default();
         let data = RecordData {
             key,

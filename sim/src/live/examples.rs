@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use parsley::assembly::Assembly;
-use parsley::header::STAMP_HEADER;
 use parsley::live::{LiveClient, LiveError};
 use parsley::partitioner::partition_for;
-use parsley::{Claim, Header, Parsley, RecordData, Stamp, Topic, Tp};
+use parsley::{Claim, Parsley, RecordData, Stamp, Topic, Tp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
@@ -193,12 +192,9 @@ pub async fn produce_inputs(
             if topology.cross_claims && phase > 0 {
                 if let Some(&payment) = latest_payment.get(&tp.partition) {
                     let payments = Tp::new(topology.inputs[0].name.clone(), tp.partition);
-                    headers.push(Header {
-                        name: STAMP_HEADER.to_string(),
-                        value: parsley::header::encode(&Stamp::from_claims([Claim::new(
-                            payments, payment,
-                        )])),
-                    });
+                    headers.push(parsley::header::stamp_header(&Stamp::from_claims([
+                        Claim::new(payments, payment),
+                    ])));
                 }
             }
             let data = RecordData {

@@ -13,4 +13,4 @@ pub use examples::{
 };
 pub use progress::{caught_up, final_state, keyed_outputs, wait_caught_up};
 pub use readback::{read_committed, ReadBack};
-pub use scheduler::LiveScheduler;
+pub use scheduler::{LiveScheduler, SchedulerError};

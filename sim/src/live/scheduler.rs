@@ -1,10 +1,9 @@
 //! The timer scheduler of the request/reply shape (K2) on a real cluster:
-//! the live counterpart of the simulator's. It reads committed timer
-//! requests with `read_committed`, observes each with a [`CausalClock`]
-//! (K1), and when a request's time comes appends the keyed fire record,
-//! stamped with what it observed, to the fire topic's partition of the
-//! request. The consumer of the fire record is thereby gated behind the
-//! request and its causes.
+//! it drives [`TimerScheduler`], as the simulator does over the model. It
+//! reads committed timer requests with `read_committed` and appends each
+//! fire record when it is due, to the fire topic's partition of the request.
+//! A request it cannot read stops it with a [`SchedulerError`] naming the
+//! record.
 //!
 //! It keeps its pending timers in memory: a restarted scheduler reads the
 //! requests again from the start and fires each again. The example's stage
@@ -15,19 +14,28 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use parsley::assembly::Assembly;
 use parsley::live::{Isolation, LiveClient, LiveError};
-use parsley::{CausalClock, Codec, Json, RecordData, Tp};
+use parsley::Tp;
 
+use crate::scheduler::{TimerRequestError, TimerScheduler};
 use crate::topologies::TimerTopics;
+
+/// Why the live scheduler stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    #[error(transparent)]
+    Live(#[from] LiveError),
+    #[error(transparent)]
+    Request(#[from] TimerRequestError),
+}
 
 /// A running scheduler; [`LiveScheduler::stop`] ends it.
 pub struct LiveScheduler {
     stop: Arc<AtomicBool>,
     fired: Arc<AtomicU64>,
     pending: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<Result<(), LiveError>>,
+    task: tokio::task::JoinHandle<Result<(), SchedulerError>>,
 }
 
 impl LiveScheduler {
@@ -49,44 +57,21 @@ impl LiveScheduler {
             let mut consumer =
                 client.consumer("parsley-live-scheduler", Isolation::ReadCommitted)?;
             let producer = client.plain_producer()?;
-            let mut clock = CausalClock::new();
+            let mut scheduler = TimerScheduler::new();
             let mut positions = vec![0u64; requests.len()];
-            let mut timers: Vec<(Bytes, i64, u32)> = Vec::new();
             while !stopping.load(Ordering::Relaxed) {
                 for (tp, position) in requests.iter().zip(positions.iter_mut()) {
                     let fetched = consumer.fetch(tp, *position).await?;
                     *position = fetched.next_offset;
-                    for record in fetched.records {
-                        // Stages write valid stamps; a request that does not
-                        // decode is skipped by the clock, not by the timer.
-                        let _ = clock.observe(tp, &record);
-                        let fire_at = record
-                            .data
-                            .value
-                            .as_deref()
-                            .and_then(|value| Codec::<i64>::decode(&Json, value).ok());
-                        if let (Some(key), Some(fire_at)) = (record.data.key.clone(), fire_at) {
-                            timers.push((key, fire_at, tp.partition));
-                        }
+                    for record in &fetched.records {
+                        scheduler.observe(tp, record)?;
                     }
                 }
-                let now = parsley::live::runtime::wall_clock_ms();
-                let (due, later): (Vec<_>, Vec<_>) = timers
-                    .drain(..)
-                    .partition(|(_, fire_at, _)| *fire_at <= now);
-                timers = later;
-                for (key, fire_at, partition) in due {
-                    let mut data = RecordData {
-                        key: Some(key),
-                        value: Some(Codec::<i64>::encode(&Json, &fire_at).expect("times encode")),
-                        headers: Vec::new(),
-                        timestamp: now,
-                    };
-                    clock.stamp_record(&mut data);
+                for (partition, data) in scheduler.due(parsley::live::runtime::wall_clock_ms()) {
                     producer.append(&fires.tp(partition), &data).await?;
                     counting.fetch_add(1, Ordering::Relaxed);
                 }
-                waiting.store(timers.len() as u64, Ordering::Relaxed);
+                waiting.store(scheduler.pending() as u64, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Ok(())
@@ -110,14 +95,14 @@ impl LiveScheduler {
     }
 
     /// Stops the scheduler and returns how its loop ended.
-    pub async fn stop(self) -> Result<(), LiveError> {
+    pub async fn stop(self) -> Result<(), SchedulerError> {
         self.stop.store(true, Ordering::Relaxed);
         match self.task.await {
             Ok(result) => result,
-            Err(error) => Err(LiveError::Join {
+            Err(error) => Err(SchedulerError::Live(LiveError::Join {
                 what: "the live timer scheduler".into(),
                 reason: error.to_string(),
-            }),
+            })),
         }
     }
 }

@@ -13,11 +13,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parsley::assembly::Assembly;
-use parsley::header::STAMP_HEADER;
 use parsley::partitioner::partition_for;
-use parsley::record::{Header, RecordData};
+use parsley::record::RecordData;
 use parsley::task::TaskId;
-use parsley::{assemble, CausalClock, Claim, Codec, Json, Stamp, TaskConfig, Tp};
+use parsley::{assemble, Claim, Stamp, TaskConfig, Tp};
 
 use crate::host::{CommitOutcome, HostError, Sent, TaskHost};
 use crate::model::{Cluster, Isolation, ModelError};
@@ -26,6 +25,8 @@ use crate::sim::scenario::{FaultRates, Scenario};
 use crate::sim::topology::SimTopology;
 use crate::sim::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::scheduler::TimerScheduler;
 
 /// Rare states the run reached, counted to show that the simulator really
 /// exercises the hard cases.
@@ -88,13 +89,11 @@ struct Hosted {
     host: TaskHost,
 }
 
-/// The timer scheduler of the request/reply shape (K2): it reads committed
-/// timer requests, observes them with a [`CausalClock`], and writes each
-/// fire record when its time comes, stamped with what it observed.
+/// The timer scheduler of the request/reply shape (K2) over the model: its
+/// read position per request tp, and the scheduler itself.
 struct Scheduler {
-    clock: CausalClock,
+    timers: TimerScheduler,
     requests: Vec<(Tp, u64)>,
-    pending: Vec<(Bytes, i64, u32)>,
 }
 
 /// Every action and fault the world can take in one step.
@@ -175,11 +174,10 @@ impl World {
         let faults = scenario.faults.swarm(choices);
         let fault_ppm = World::fault_ppm(&faults, scenario.instances);
         let scheduler = topology.timers.as_ref().map(|timers| Scheduler {
-            clock: CausalClock::new(),
+            timers: TimerScheduler::new(),
             requests: (0..scenario.partitions)
                 .map(|partition| (timers.requests.tp(partition), 0))
                 .collect(),
-            pending: Vec::new(),
         });
         let mut world = World {
             topology,
@@ -809,12 +807,9 @@ impl World {
             if self.topology.cross_claims && input == 1 && choices.chance(0.5) {
                 if let Some(&payment) = self.last_payment.get(&partition) {
                     let payments = Tp::new(self.topology.inputs[0].name.clone(), partition);
-                    headers.push(Header {
-                        name: STAMP_HEADER.to_string(),
-                        value: parsley::header::encode(&Stamp::from_claims([Claim::new(
-                            payments, payment,
-                        )])),
-                    });
+                    headers.push(parsley::header::stamp_header(&Stamp::from_claims([
+                        Claim::new(payments, payment),
+                    ])));
                 }
             }
             let data = RecordData {
@@ -950,34 +945,13 @@ impl World {
             *position = fetch.next_offset;
             for record in fetch.records {
                 scheduler
-                    .clock
+                    .timers
                     .observe(tp, &record)
-                    .expect("stages write valid stamps");
-                let fire_at = record
-                    .data
-                    .value
-                    .as_deref()
-                    .and_then(|value| Codec::<i64>::decode(&Json, value).ok())
-                    .expect("timer requests hold a time");
-                let key = record.data.key.clone().expect("timer requests are keyed");
-                scheduler.pending.push((key, fire_at, tp.partition));
+                    .expect("the timer stage writes readable requests");
             }
         }
-        let now = self.now;
-        let (due, pending): (Vec<_>, Vec<_>) = scheduler
-            .pending
-            .drain(..)
-            .partition(|(_, fire_at, _)| *fire_at <= now);
-        scheduler.pending = pending;
         let mut fired = Vec::new();
-        for (key, fire_at, partition) in due {
-            let mut data = RecordData {
-                key: Some(key),
-                value: Some(Codec::<i64>::encode(&Json, &fire_at).expect("times encode")),
-                headers: Vec::new(),
-                timestamp: now,
-            };
-            scheduler.clock.stamp_record(&mut data);
+        for (partition, data) in scheduler.timers.due(self.now) {
             let tp = fires.tp(partition);
             let offset = self
                 .cluster
@@ -1167,7 +1141,7 @@ impl World {
         if self
             .scheduler
             .as_ref()
-            .is_some_and(|scheduler| !scheduler.pending.is_empty())
+            .is_some_and(|scheduler| scheduler.timers.pending() > 0)
         {
             return false;
         }
