@@ -17,6 +17,11 @@ use parsley_sim::sim::planted::PLANTED;
 use parsley_sim::sim::scenario::{self, Scenario};
 use parsley_sim::sim::{run_seed, Invariant};
 
+/// Every record the simulator moves allocates; mimalloc is far cheaper at
+/// that than the system allocator (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn load(name: &str) -> Scenario {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../scenarios")

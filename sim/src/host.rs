@@ -78,9 +78,8 @@ impl TaskHost {
         let mut task = Task::new(app, assembly, stage, partition, config)?;
         let producer = cluster.init_producer(&task.transactional_id(), now);
         if let Some(changelog) = task.changelog_tp().cloned() {
-            let fetch = cluster.fetch(&changelog, 0, usize::MAX, Isolation::ReadCommitted)?;
-            for record in &fetch.records {
-                task.restore_state(record)?;
+            for (offset, record) in cluster.log(&changelog)?.read_committed() {
+                task.restore_state(offset, record)?;
             }
         }
         let committed: Vec<_> = task

@@ -401,8 +401,10 @@ impl Task {
 
     // ----- start-up -----
 
-    /// S5: loads one committed changelog record into the slots.
-    pub fn restore_state(&mut self, record: &ConsumedRecord) -> Result<(), TaskError> {
+    /// S5: loads the committed changelog record at `offset` into the slots.
+    /// It borrows the record: a restore reads the whole changelog, and drivers
+    /// can hand it over without copying.
+    pub fn restore_state(&mut self, offset: u64, record: &RecordData) -> Result<(), TaskError> {
         assert_eq!(
             self.phase,
             Phase::Restoring,
@@ -416,17 +418,16 @@ impl Task {
         let bad = |reason: String| TaskError::BadChangelog {
             task: self.id.clone(),
             tp: tp.clone(),
-            offset: record.offset,
+            offset,
             reason,
         };
         let key = record
-            .data
             .key
             .as_ref()
             .ok_or_else(|| bad("it has no key".into()))?;
         let slot = SlotKey::from_changelog_bytes(key).map_err(|error| bad(error.to_string()))?;
         self.slots
-            .restore(slot, record.data.value.as_deref())
+            .restore(slot, record.value.as_deref())
             .map_err(|error| bad(error.to_string()))
     }
 

@@ -1228,11 +1228,7 @@ fn s5_state_changes_go_to_the_changelog_and_restore_the_slots() {
     // A new instance restores from the changelog before it starts.
     let mut task = f.task(1);
     for (offset, change) in changes.iter().enumerate() {
-        task.restore_state(&ConsumedRecord {
-            offset: offset as u64,
-            data: change.data.clone(),
-        })
-        .unwrap();
+        task.restore_state(offset as u64, &change.data).unwrap();
     }
     task.start(&[None], T0).unwrap();
     assert_eq!(
@@ -1254,15 +1250,15 @@ fn s5_bad_changelog_record_is_refused() {
     let f = fixture(counter().into(&out()).build());
     let mut task = f.task(0);
     let error = task
-        .restore_state(&ConsumedRecord {
-            offset: 4,
-            data: RecordData {
+        .restore_state(
+            4,
+            &RecordData {
                 key: Some(Bytes::from_static(&[7])),
                 value: Some(json(&1i64)),
                 headers: Vec::new(),
                 timestamp: T0,
             },
-        })
+        )
         .unwrap_err();
     assert!(
         matches!(&error, TaskError::BadChangelog { task, tp, offset: 4, .. } if task == &id(0) && tp == &self::tp(CHANGELOG, 0)),

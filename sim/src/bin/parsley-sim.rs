@@ -21,6 +21,11 @@ use parsley_sim::sim::scenario::{self, Scenario, ScenarioError};
 use parsley_sim::sim::world::Stats;
 use parsley_sim::sim::{run, run_seed, timeline, Choices, RunOutcome};
 
+/// Every record the simulator moves allocates; mimalloc is far cheaper at
+/// that than the system allocator (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "parsley-sim",

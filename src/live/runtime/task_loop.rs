@@ -153,7 +153,7 @@ impl TaskDriver {
                 config.live.timeout,
             )?;
             for record in &fetched.records {
-                task.restore_state(record)?;
+                task.restore_state(record.offset, &record.data)?;
             }
         }
         let tps = task.consumed_tps();
