@@ -53,6 +53,32 @@ pub(crate) trait StageLogic: Send + Sync {
         record: &ConsumedRecord,
     ) -> Result<Outcome, DeliveryFailure>;
     fn on_tick(&self, slots: &dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure>;
+    /// [`StageLogic::on_record`] with the record's slot holding `state`
+    /// (encoded; `None`: unseen) and no other slot: the pure fold, without
+    /// building slots.
+    fn replay_record(
+        &self,
+        state: Option<&[u8]>,
+        source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, ReplayFailure>;
+    /// [`StageLogic::on_tick`] with the tick slot holding `state`.
+    fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Outcome, ReplayFailure>;
+}
+
+/// Why a replay failed: the given state does not decode, or the delivery
+/// itself fails as it would in a task.
+#[derive(Debug)]
+pub(crate) enum ReplayFailure {
+    State(CodecError),
+    Delivery(DeliveryFailure),
+}
+
+impl From<DeliveryFailure> for ReplayFailure {
+    fn from(failure: DeliveryFailure) -> Self {
+        ReplayFailure::Delivery(failure)
+    }
 }
 
 /// A return value that may be an error: plain values and `Result`s alike, so
@@ -132,6 +158,39 @@ impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
         )
     }
 
+    /// The state a replay reads from `slot` when only `restored` holds the
+    /// encoded `state`: what [`TypedLogic::read`] would return from slots
+    /// restored with that one record.
+    fn replay_read(
+        &self,
+        slot: &SlotKey,
+        restored: &SlotKey,
+        state: Option<&[u8]>,
+    ) -> Result<Option<S>, CodecError> {
+        let Some(decl) = &self.state else {
+            return Ok(None);
+        };
+        let decoded = match state {
+            Some(bytes) if slot == restored => Some(decl.codec.decode(bytes)?),
+            // A state that does not decode fails the replay wherever it
+            // sits, as restoring it would.
+            Some(bytes) => {
+                decl.codec.decode(bytes)?;
+                None
+            }
+            None => None,
+        };
+        Ok(Some(decoded.unwrap_or_else(|| (decl.init)())))
+    }
+
+    /// The slot a tick fold reads and writes.
+    fn tick_slot() -> SlotKey {
+        match crate::mutation::active(crate::mutation::Mutation::TickSlotIsNullSlot) {
+            true => SlotKey::Null,
+            false => SlotKey::Tick,
+        }
+    }
+
     fn outcome(&self, slot: SlotKey, step: Step<S>) -> Result<Outcome, DeliveryFailure> {
         let write = match &self.state {
             None => None,
@@ -199,14 +258,48 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
                 write: None,
             }),
             TickLogic::Fold(fold) => {
-                let slot =
-                    match crate::mutation::active(crate::mutation::Mutation::TickSlotIsNullSlot) {
-                        true => SlotKey::Null,
-                        false => SlotKey::Tick,
-                    };
+                let slot = Self::tick_slot();
                 let state = state_or_unit(self.read(slots, &slot));
                 let step = fold(state, &tick)?;
                 self.outcome(slot, step)
+            }
+        }
+    }
+
+    fn replay_record(
+        &self,
+        state: Option<&[u8]>,
+        source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, ReplayFailure> {
+        let slot = SlotKey::for_key(record.data.key.as_ref());
+        let state = self
+            .replay_read(&slot, &slot, state)
+            .map_err(ReplayFailure::State)?;
+        let step = (self.sources[source])(state_or_unit(state), tp, record)?;
+        Ok(self.outcome(slot, step)?)
+    }
+
+    fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Outcome, ReplayFailure> {
+        let tick_logic = self
+            .tick
+            .as_ref()
+            .expect("ticks are replayed only for stages that declare them");
+        // The given state sits in the tick slot, decoded (and so checked)
+        // even by a tick handler that never reads it.
+        let slot = Self::tick_slot();
+        let state = self
+            .replay_read(&slot, &SlotKey::Tick, state)
+            .map_err(ReplayFailure::State)?;
+        match tick_logic {
+            TickLogic::Handler(handler) => Ok(Outcome {
+                emissions: handler(&tick)?,
+                write: None,
+            }),
+            TickLogic::Fold(fold) => {
+                let step = fold(state_or_unit(state), &tick)?;
+                Ok(self.outcome(slot, step)?)
             }
         }
     }

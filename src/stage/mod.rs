@@ -148,13 +148,11 @@ impl Stage {
             .iter()
             .position(|declared| declared.name == *source)
             .ok_or_else(|| format!("stage {:?} does not consume {source}", self.def.name))?;
-        let slot = SlotKey::for_key(record.data.key.as_ref());
-        let slots = self.replay_slots(&slot, state)?;
         let outcome = self
             .def
             .logic
-            .on_record(&*slots, index, tp, record)
-            .map_err(|failure| format!("{failure:?}"))?;
+            .replay_record(state, index, tp, record)
+            .map_err(Self::replay_error)?;
         Ok(Self::replayed(outcome))
     }
 
@@ -164,27 +162,19 @@ impl Stage {
         if self.def.ticks.is_none() {
             return Err(format!("stage {:?} declares no ticks", self.def.name));
         }
-        let slots = self.replay_slots(&SlotKey::Tick, state)?;
         let outcome = self
             .def
             .logic
-            .on_tick(&*slots, tick)
-            .map_err(|failure| format!("{failure:?}"))?;
+            .replay_tick(state, tick)
+            .map_err(Self::replay_error)?;
         Ok(Self::replayed(outcome))
     }
 
-    fn replay_slots(
-        &self,
-        slot: &SlotKey,
-        state: Option<&[u8]>,
-    ) -> Result<Box<dyn slots::SlotStore>, String> {
-        let mut slots = self.def.logic.new_slots();
-        if let (Some(bytes), true) = (state, self.def.stateful) {
-            slots
-                .restore(slot.clone(), Some(bytes))
-                .map_err(|error| error.to_string())?;
+    fn replay_error(failure: logic::ReplayFailure) -> String {
+        match failure {
+            logic::ReplayFailure::State(error) => error.to_string(),
+            logic::ReplayFailure::Delivery(failure) => format!("{failure:?}"),
         }
-        Ok(slots)
     }
 
     fn replayed(outcome: logic::Outcome) -> Replayed {

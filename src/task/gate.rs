@@ -105,6 +105,7 @@ impl Gate {
         self.fetch_seq += 1;
         let seq = self.fetch_seq;
         let lane = &mut self.lanes[lane];
+        lane.queue.reserve(records.len());
         for record in records {
             assert!(
                 record.offset >= lane.fetch_position,

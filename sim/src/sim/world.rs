@@ -184,7 +184,9 @@ impl World {
             assembly,
             cluster,
             now: 1_700_000_000_000,
-            trace: Vec::new(),
+            // About one entry per step: growing a trace of large entries by
+            // doubling copied a few percent of a run.
+            trace: Vec::with_capacity(scenario.budget.safety_steps.min(1 << 20) as usize + 1024),
             stats: Stats::default(),
             scenario: scenario.clone(),
             faults,
@@ -534,7 +536,7 @@ impl World {
                     offset,
                     sent,
                 });
-                self.note_held(instance, host);
+                self.note_held(instance, host, false);
             }
             Err(error) => self.host_error(instance, host, error),
         }
@@ -652,14 +654,15 @@ impl World {
                 next,
                 records,
             });
-            self.note_held(instance, host);
+            self.note_held(instance, host, true);
         }
     }
 
     /// Records each head of one host first seen held, and the largest number
     /// of records one task held. Holds change only when that host fetches or
-    /// delivers, so only then is it looked at.
-    fn note_held(&mut self, instance: usize, host: usize) {
+    /// delivers, so only then is it looked at. Only a fetch can add held
+    /// records (`fetched`): a delivery resolves claims and never adds any.
+    fn note_held(&mut self, instance: usize, host: usize, fetched: bool) {
         let World {
             instances,
             stats,
@@ -675,9 +678,13 @@ impl World {
         let task = &hosted.host.task;
         // A task holds at most what it buffered: only a larger buffer can
         // raise the maximum.
-        if task.buffered() as u64 > stats.held_max {
+        if fetched && task.buffered() as u64 > stats.held_max {
             stats.held_max = stats.held_max.max(task.records_held());
         }
+        debug_assert!(
+            fetched || task.records_held() <= stats.held_max,
+            "a delivery never adds held records"
+        );
         for (lane, tp, offset, claim) in task.held_heads() {
             if !held_seen.insert((instance as u32, hosted.index, lane, offset)) {
                 continue;
