@@ -124,6 +124,38 @@ pub fn encode_into(stamp: &Stamp, out: &mut Vec<u8>) {
     }
 }
 
+/// Whether `bytes` is the header of `stamp`, without decoding them: the
+/// decoder accepts only the canonical encoding, so bytes equal to `stamp`'s
+/// encoding decode to `stamp`, provided `stamp` lies within the decoder's
+/// bounds. `scratch` holds the encoding and can be reused across calls.
+pub fn is_header_of(bytes: &[u8], stamp: &Stamp, scratch: &mut Vec<u8>) -> bool {
+    scratch.clear();
+    encode_into(stamp, scratch);
+    scratch[..] == *bytes && within_decoder_bounds(stamp)
+}
+
+/// The bounds [`decode`] enforces that a stamp built in memory may exceed
+/// (order and uniqueness hold for every [`Stamp`]).
+fn within_decoder_bounds(stamp: &Stamp) -> bool {
+    let claims = stamp.claims();
+    let mut topics = 0;
+    let mut start = 0;
+    while start < claims.len() {
+        let topic = &claims[start].tp.topic;
+        let count = claims[start..]
+            .iter()
+            .take_while(|claim| claim.tp.topic.same(topic))
+            .count();
+        let name = topic.as_str().len() as u64;
+        if name == 0 || name > TOPIC_NAME_BYTES_MAX || count as u64 > CLAIMS_PER_TOPIC_MAX {
+            return false;
+        }
+        topics += 1;
+        start += count;
+    }
+    topics <= TOPICS_PER_STAMP_MAX && claims.iter().all(|claim| claim.offset <= OFFSET_MAX)
+}
+
 fn count_topics(claims: &[Claim]) -> usize {
     let mut count = 0;
     let mut previous: Option<&TopicName> = None;
@@ -299,6 +331,27 @@ mod tests {
             Claim::new(Tp::new("orders", 3), 300),
             Claim::new(Tp::new("audits", 1), 0),
         ])
+    }
+
+    /// A header is recognised as a stamp's exactly when it decodes to it.
+    #[test]
+    fn is_header_of_agrees_with_decode() {
+        let mut scratch = Vec::new();
+        let bytes = encode(&sample());
+        assert!(is_header_of(&bytes, &sample(), &mut scratch));
+        assert!(!is_header_of(&bytes, &Stamp::empty(), &mut scratch));
+        assert!(!is_header_of(
+            &bytes[..bytes.len() - 1],
+            &sample(),
+            &mut scratch
+        ));
+        // Beyond the decoder's bounds the bytes match but do not decode.
+        let absurd = Stamp::from_claims([Claim::new(Tp::new("orders", 0), OFFSET_MAX + 1)]);
+        let absurd_bytes = encode(&absurd);
+        assert!(decode(&absurd_bytes).is_err());
+        assert!(!is_header_of(&absurd_bytes, &absurd, &mut scratch));
+        let long = Stamp::from_claims([Claim::new(Tp::new("t".repeat(250), 0), 1)]);
+        assert!(!is_header_of(&encode(&long), &long, &mut scratch));
     }
 
     #[test]

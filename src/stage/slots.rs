@@ -91,18 +91,24 @@ pub(crate) trait SlotStore: Send {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// The slots' maps. Keys are user data, so the hasher is seeded (per process
+/// and per map) rather than fixed; foldhash is several times cheaper than
+/// std's SipHash on short keys, and every delivery and restored changelog
+/// record hashes its slot.
+type SlotMap<V> = HashMap<SlotKey, V, foldhash::fast::RandomState>;
+
 /// The slots of one task of a stage with state type `S`.
 pub struct Slots<S> {
-    committed: HashMap<SlotKey, S>,
-    pending: HashMap<SlotKey, Option<S>>,
+    committed: SlotMap<S>,
+    pending: SlotMap<Option<S>>,
     codec: Option<Arc<dyn Codec<S>>>,
 }
 
 impl<S> Slots<S> {
     pub(crate) fn new(codec: Option<Arc<dyn Codec<S>>>) -> Self {
         Slots {
-            committed: HashMap::new(),
-            pending: HashMap::new(),
+            committed: SlotMap::default(),
+            pending: SlotMap::default(),
             codec,
         }
     }
