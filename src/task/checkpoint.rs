@@ -24,15 +24,21 @@ pub struct CheckpointError {
 
 impl Checkpoint {
     pub fn encode(&self) -> String {
-        let mut bytes = Vec::with_capacity(9 + header::encoded_len_hint(&self.history));
-        match self.last_tick_at {
+        Self::encode_parts(&self.history, self.last_tick_at)
+    }
+
+    /// [`Checkpoint::encode`] of a borrowed history: a task commits often and
+    /// need not copy its history to write it.
+    pub fn encode_parts(history: &Stamp, last_tick_at: Option<i64>) -> String {
+        let mut bytes = Vec::with_capacity(9 + header::encoded_len_hint(history));
+        match last_tick_at {
             Some(at) => {
                 bytes.push(1);
                 bytes.extend_from_slice(&at.to_be_bytes());
             }
             None => bytes.push(0),
         }
-        header::encode_into(&self.history, &mut bytes);
+        header::encode_into(history, &mut bytes);
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut text = vec![0; PREFIX.len() + bytes.len() * 2];
         let (prefix, digits) = text.split_at_mut(PREFIX.len());

@@ -850,11 +850,7 @@ impl Task {
     /// with [`TaskError::CheckpointTooLarge`]: a broker would refuse every
     /// commit, and the task would stall silently.
     pub fn prepare_commit(&mut self) -> Result<CommitRequest, TaskError> {
-        let metadata = Checkpoint {
-            history: self.history.clone(),
-            last_tick_at: self.last_tick_at,
-        }
-        .encode();
+        let metadata = Checkpoint::encode_parts(&self.history, self.last_tick_at);
         if metadata.len() > OFFSET_METADATA_BYTES_MAX {
             let error = TaskError::CheckpointTooLarge {
                 task: self.id.clone(),

@@ -1,5 +1,10 @@
 //! The cluster: topics of partition logs, transactional producers with their
 //! transaction coordinator, and consumer-group offsets.
+//!
+//! Internally a partition is named by a [`LogId`] (its topic's creation slot
+//! and the partition number) once it has been looked up, so transactions and
+//! group offsets keep small numbers rather than tps and group ids, and the
+//! hot paths (send, commit) compare no strings.
 
 use std::collections::BTreeMap;
 
@@ -29,24 +34,43 @@ pub use parsley::task::CommittedOffset;
 /// offset metadata, and so does the model.
 pub use parsley::task::OFFSET_METADATA_BYTES_MAX;
 
-type GroupOffsets = BTreeMap<String, BTreeMap<Tp, CommittedOffset>>;
+/// One partition's log: its topic's slot in [`Topics`] and its partition.
+/// Topics are never removed or reordered, so an id stays valid for good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LogId {
+    topic: u32,
+    partition: u32,
+}
 
 /// The coordinator's view of one transactional id.
 #[derive(Clone, Debug)]
 struct ProducerState {
     transactional_id: String,
     epoch: u32,
-    txn: Option<Transaction>,
+    /// Whether a transaction is open, its state being `txn`.
+    in_transaction: bool,
+    /// The open transaction; between transactions its emptied buffers, kept
+    /// so the next transaction allocates nothing.
+    txn: Transaction,
 }
 
 #[derive(Clone, Debug, Default)]
 struct Transaction {
     started_ms: i64,
-    /// Offsets written per partition, ascending; the first one is where the
-    /// transaction holds the partition's last stable offset.
-    writes: BTreeMap<Tp, Vec<u64>>,
-    /// Group offsets sent to the transaction, applied only on commit.
-    offsets: GroupOffsets,
+    /// Every record written, with its partition, in write order (so
+    /// ascending per partition). A partition's first one is where the
+    /// transaction holds its last stable offset.
+    writes: Vec<(LogId, u64)>,
+    /// Group offsets sent to the transaction, in the order sent, applied only
+    /// on commit: a later one overrides an earlier one for its group and tp.
+    offsets: Vec<StagedOffset>,
+}
+
+#[derive(Clone, Debug)]
+struct StagedOffset {
+    group: usize,
+    log: LogId,
+    offset: CommittedOffset,
 }
 
 /// A deterministic in-memory Kafka cluster. See the [module docs](super).
@@ -60,9 +84,13 @@ pub struct Cluster {
     /// Indexed by producer id: ids are handed out as 0, 1, 2, …
     producers: Vec<ProducerState>,
     transactional_ids: BTreeMap<String, u64>,
-    groups: GroupOffsets,
+    groups: Groups,
     next_sequence: u64,
     transaction_timeout_ms: i64,
+    /// No open transaction started before this (`None`: none is open), so
+    /// the timeout sweep looks at the producers only when one may be overdue.
+    /// It may be older than the oldest open transaction, never newer.
+    oldest_open_ms: Option<i64>,
 }
 
 impl Default for Cluster {
@@ -83,9 +111,10 @@ impl Cluster {
             topics: Topics::default(),
             producers: Vec::new(),
             transactional_ids: BTreeMap::new(),
-            groups: BTreeMap::new(),
+            groups: Groups::default(),
             next_sequence: 0,
             transaction_timeout_ms: timeout_ms,
+            oldest_open_ms: None,
         }
     }
 
@@ -116,24 +145,25 @@ impl Cluster {
                 topic: name.as_str().to_owned(),
             });
         }
-        let logs = (0..partitions).map(|_| PartitionLog::default()).collect();
-        self.topics.names.insert(at, name);
-        self.topics.logs.insert(at, logs);
+        self.topics.insert(at, name, partitions);
         Ok(())
     }
 
     pub fn partitions(&self, topic: &str) -> Option<u32> {
-        let index = self.topics.search(topic).ok()?;
-        Some(self.topics.logs[index].len() as u32)
+        let at = self.topics.search(topic).ok()?;
+        Some(self.topics.logs[self.topics.by_name[at] as usize].len() as u32)
     }
 
     /// Every topic with its partition count, sorted by name.
     pub fn topics(&self) -> Vec<(TopicName, u32)> {
         self.topics
-            .names
+            .by_name
             .iter()
-            .zip(&self.topics.logs)
-            .map(|(name, logs)| (name.clone(), logs.len() as u32))
+            .map(|&slot| {
+                let slot = slot as usize;
+                let partitions = self.topics.logs[slot].len() as u32;
+                (self.topics.names[slot].clone(), partitions)
+            })
             .collect()
     }
 
@@ -159,12 +189,13 @@ impl Cluster {
     pub fn init_producer(&mut self, transactional_id: &str, _now_ms: i64) -> ProducerId {
         if let Some(&id) = self.transactional_ids.get(transactional_id) {
             let state = &mut self.producers[id as usize];
-            if let Some(txn) = state.txn.take() {
+            if state.in_transaction {
+                state.in_transaction = false;
                 finish(
                     &mut self.topics,
                     &mut self.groups,
                     id,
-                    txn,
+                    &mut state.txn,
                     ControlKind::Abort,
                 );
             }
@@ -178,7 +209,8 @@ impl Cluster {
         self.producers.push(ProducerState {
             transactional_id: transactional_id.to_owned(),
             epoch: 0,
-            txn: None,
+            in_transaction: false,
+            txn: Transaction::default(),
         });
         self.transactional_ids
             .insert(transactional_id.to_owned(), id);
@@ -197,15 +229,14 @@ impl Cluster {
     /// Opens a transaction at `now_ms`; the timeout counts from here.
     pub fn begin(&mut self, producer: ProducerId, now_ms: i64) -> Result<(), ModelError> {
         let state = producer_mut(&mut self.producers, producer)?;
-        if state.txn.is_some() {
+        if state.in_transaction {
             return Err(ModelError::TransactionAlreadyOpen {
                 transactional_id: state.transactional_id.clone(),
             });
         }
-        state.txn = Some(Transaction {
-            started_ms: now_ms,
-            ..Transaction::default()
-        });
+        state.in_transaction = true;
+        state.txn.started_ms = now_ms;
+        self.oldest_open_ms = Some(self.oldest_open_ms.unwrap_or(now_ms).min(now_ms));
         Ok(())
     }
 
@@ -219,20 +250,14 @@ impl Cluster {
     ) -> Result<u64, ModelError> {
         let state = producer_mut(&mut self.producers, producer)?;
         let txn = open_txn(state)?;
-        let log = partition_mut(&mut self.topics, tp)?;
+        let log_id = self.topics.log_id(tp)?;
         let sequence = next(&mut self.next_sequence);
-        match txn.writes.get_mut(tp) {
-            Some(offsets) => {
-                let offset = log.append_transactional(record, producer.id, sequence, false);
-                offsets.push(offset);
-                Ok(offset)
-            }
-            None => {
-                let offset = log.append_transactional(record, producer.id, sequence, true);
-                txn.writes.insert(tp.clone(), vec![offset]);
-                Ok(offset)
-            }
-        }
+        let offset =
+            self.topics
+                .log_mut(log_id)
+                .append_transactional(record, producer.id, sequence);
+        txn.writes.push((log_id, offset));
+        Ok(offset)
     }
 
     /// Stages `group`'s offsets in the open transaction. They become what
@@ -257,24 +282,29 @@ impl Cluster {
     ) -> Result<(), ModelError> {
         let state = producer_mut(&mut self.producers, producer)?;
         let txn = open_txn(state)?;
-        // All or nothing: check every tp before staging any.
-        for (tp, offset) in &offsets {
-            partition(&self.topics, tp)?;
+        // Interning a group that then stages nothing is harmless: it has no
+        // committed offsets either way.
+        let group = self.groups.intern(group);
+        let staged_before = txn.offsets.len();
+        txn.offsets.reserve(offsets.len());
+        let staged = offsets.into_iter().try_for_each(|(tp, offset)| {
+            let log = self.topics.log_id(&tp)?;
             // The broker's `offset.metadata.max.bytes` (4096 by default).
             if offset.metadata.len() > OFFSET_METADATA_BYTES_MAX {
                 return Err(ModelError::MetadataTooLarge {
-                    tp: tp.clone(),
                     bytes: offset.metadata.len(),
+                    tp,
                     max: OFFSET_METADATA_BYTES_MAX,
                 });
             }
+            txn.offsets.push(StagedOffset { group, log, offset });
+            Ok(())
+        });
+        // All or nothing: a refused tp unstages those before it.
+        if staged.is_err() {
+            txn.offsets.truncate(staged_before);
         }
-        let staged = match txn.offsets.get_mut(group) {
-            Some(staged) => staged,
-            None => txn.offsets.entry(group.to_owned()).or_default(),
-        };
-        staged.extend(offsets);
-        Ok(())
+        staged
     }
 
     /// Commits: a Commit marker on every partition the transaction wrote to
@@ -295,26 +325,36 @@ impl Cluster {
     /// Returns the transactional ids aborted, sorted.
     pub fn expire_transactions(&mut self, now_ms: i64) -> Vec<String> {
         let mut expired = Vec::new();
+        let timeout_ms = self.transaction_timeout_ms;
+        // Every open transaction started at or after `oldest_open_ms`, so
+        // none is overdue unless a transaction started then would be.
+        match self.oldest_open_ms {
+            Some(oldest) if now_ms.saturating_sub(oldest) > timeout_ms => {}
+            _ => return expired,
+        }
+        let mut oldest_left: Option<i64> = None;
         for (transactional_id, &id) in &self.transactional_ids {
             let state = &mut self.producers[id as usize];
-            let overdue = state.txn.as_ref().is_some_and(|txn| {
-                now_ms.saturating_sub(txn.started_ms) > self.transaction_timeout_ms
-            });
-            if !overdue {
+            if !state.in_transaction {
                 continue;
             }
-            if let Some(txn) = state.txn.take() {
-                finish(
-                    &mut self.topics,
-                    &mut self.groups,
-                    id,
-                    txn,
-                    ControlKind::Abort,
-                );
+            let started_ms = state.txn.started_ms;
+            if now_ms.saturating_sub(started_ms) <= timeout_ms {
+                oldest_left = Some(oldest_left.unwrap_or(started_ms).min(started_ms));
+                continue;
             }
+            state.in_transaction = false;
+            finish(
+                &mut self.topics,
+                &mut self.groups,
+                id,
+                &mut state.txn,
+                ControlKind::Abort,
+            );
             state.epoch += 1;
             expired.push(transactional_id.clone());
         }
+        self.oldest_open_ms = oldest_left;
         expired
     }
 
@@ -322,7 +362,7 @@ impl Cluster {
     pub fn open_transactions(&self) -> Vec<String> {
         self.transactional_ids
             .iter()
-            .filter(|(_, &id)| self.producers[id as usize].txn.is_some())
+            .filter(|(_, &id)| self.producers[id as usize].in_transaction)
             .map(|(transactional_id, _)| transactional_id.clone())
             .collect()
     }
@@ -354,7 +394,9 @@ impl Cluster {
     /// `group`'s committed offset on `tp`, as written by committed
     /// transactions only.
     pub fn committed(&self, group: &str, tp: &Tp) -> Option<CommittedOffset> {
-        self.groups.get(group)?.get(tp).cloned()
+        let group = self.groups.find(group)?;
+        let log = self.topics.find_log(tp)?;
+        self.groups.get(group, log).cloned()
     }
 
     /// The log end offset of `tp`.
@@ -382,7 +424,8 @@ impl Cluster {
     /// Whether the entry at `offset` of `tp` is committed, open, aborted or a
     /// marker; `None` if there is no such entry.
     pub fn entry_status(&self, tp: &Tp, offset: u64) -> Option<EntryStatus> {
-        partition(&self.topics, tp).ok()?.status(offset)
+        let log = self.topics.find_log(tp)?;
+        self.topics.log(log).status(offset)
     }
 
     /// Kafka's aborted-transaction index of `tp`, in marker order.
@@ -395,41 +438,57 @@ impl Cluster {
     /// Sorting records of several partitions by it gives the order in which
     /// they were written.
     pub fn append_sequence(&self, tp: &Tp, offset: u64) -> Option<u64> {
-        partition(&self.topics, tp).ok()?.sequence(offset)
+        let log = self.topics.find_log(tp)?;
+        self.topics.log(log).sequence(offset)
     }
 
     fn end(&mut self, producer: ProducerId, kind: ControlKind) -> Result<(), ModelError> {
         let state = producer_mut(&mut self.producers, producer)?;
-        let txn = state
-            .txn
-            .take()
-            .ok_or_else(|| ModelError::NoOpenTransaction {
+        if !state.in_transaction {
+            return Err(ModelError::NoOpenTransaction {
                 transactional_id: state.transactional_id.clone(),
-            })?;
-        finish(&mut self.topics, &mut self.groups, producer.id, txn, kind);
+            });
+        }
+        state.in_transaction = false;
+        finish(
+            &mut self.topics,
+            &mut self.groups,
+            producer.id,
+            &mut state.txn,
+            kind,
+        );
         Ok(())
     }
 }
 
 /// Writes the markers of a transaction that ends with `kind`, settles its
-/// records and, on commit, applies its group offsets. A free function over the
-/// fields so callers can hold a borrow of the producer table meanwhile.
+/// records and, on commit, applies its group offsets; leaves `txn` empty for
+/// the producer's next transaction. A free function over the fields so
+/// callers can hold a borrow of the producer table meanwhile.
 fn finish(
     topics: &mut Topics,
-    groups: &mut GroupOffsets,
+    groups: &mut Groups,
     producer: u64,
-    txn: Transaction,
+    txn: &mut Transaction,
     kind: ControlKind,
 ) {
-    for (tp, offsets) in &txn.writes {
-        // Topics are never deleted, so a partition written to still exists.
-        let log = partition_mut(topics, tp).expect("a written partition exists");
-        log.end_transaction(producer, kind, offsets);
+    // Markers go out in tp order; the stable sort keeps each partition's
+    // offsets ascending.
+    txn.writes
+        .sort_by_key(|&(log, _)| (topics.rank[log.topic as usize], log.partition));
+    for partition_writes in txn.writes.chunk_by(|(a, _), (b, _)| a == b) {
+        let log = partition_writes[0].0;
+        let offsets = partition_writes.iter().map(|&(_, offset)| offset);
+        topics.log_mut(log).end_transaction(producer, kind, offsets);
     }
-    if kind == ControlKind::Commit {
-        for (group, offsets) in txn.offsets {
-            groups.entry(group).or_default().extend(offsets);
+    txn.writes.clear();
+    match kind {
+        ControlKind::Commit => {
+            for staged in txn.offsets.drain(..) {
+                groups.set(staged.group, staged.log, staged.offset);
+            }
         }
+        ControlKind::Abort => txn.offsets.clear(),
     }
 }
 
@@ -458,68 +517,162 @@ fn producer_mut(
 }
 
 fn open_txn(state: &mut ProducerState) -> Result<&mut Transaction, ModelError> {
-    match state.txn {
-        Some(ref mut txn) => Ok(txn),
-        None => Err(ModelError::NoOpenTransaction {
+    match state.in_transaction {
+        true => Ok(&mut state.txn),
+        false => Err(ModelError::NoOpenTransaction {
             transactional_id: state.transactional_id.clone(),
         }),
     }
 }
 
-/// The topics, sorted by name, with their partitions' logs.
+/// The topics with their partitions' logs. A topic keeps the slot it was
+/// created in, which is what a [`LogId`] names; name order is kept aside.
 #[derive(Clone, Debug, Default)]
 struct Topics {
+    /// By slot: the topics' names.
     names: Vec<TopicName>,
+    /// By slot: the topics' partition logs.
     logs: Vec<Vec<PartitionLog>>,
+    /// The slots, sorted by name.
+    by_name: Vec<u32>,
+    /// By slot: the topic's position in name order, to order partitions as
+    /// their tps are ordered.
+    rank: Vec<u32>,
 }
 
 impl Topics {
-    /// Where `name` is, or where it would go.
+    /// Where `name` is in name order, or where it would go.
     fn search(&self, name: &str) -> Result<usize, usize> {
-        self.names
-            .binary_search_by(|known| known.as_str().cmp(name))
+        self.by_name
+            .binary_search_by(|&slot| self.names[slot as usize].as_str().cmp(name))
     }
 
-    /// The topic's index. The tps drivers hand in mostly share their
-    /// topic's allocation with the name the topic was created under, so the
-    /// pointers are tried first and names compared only when none matches.
+    /// Adds a topic at position `at` of name order.
+    fn insert(&mut self, at: usize, name: TopicName, partitions: u32) {
+        let slot = self.names.len() as u32;
+        self.names.push(name);
+        self.logs
+            .push((0..partitions).map(|_| PartitionLog::default()).collect());
+        self.by_name.insert(at, slot);
+        self.rank.push(0);
+        for (position, &slot) in self.by_name.iter().enumerate() {
+            self.rank[slot as usize] = position as u32;
+        }
+    }
+
+    /// The topic's slot. The tps drivers hand in mostly share their topic's
+    /// allocation with the name the topic was created under, so the pointers
+    /// are tried first and names compared only when none matches.
     fn find(&self, topic: &TopicName) -> Option<usize> {
         self.names
             .iter()
             .position(|known| known.ptr_eq(topic))
-            .or_else(|| self.search(topic.as_str()).ok())
+            .or_else(|| {
+                let at = self.search(topic.as_str()).ok()?;
+                Some(self.by_name[at] as usize)
+            })
+    }
+
+    /// The id of `tp`'s log, if it exists.
+    fn find_log(&self, tp: &Tp) -> Option<LogId> {
+        let slot = self.find(&tp.topic)?;
+        (tp.partition < self.logs[slot].len() as u32).then_some(LogId {
+            topic: slot as u32,
+            partition: tp.partition,
+        })
+    }
+
+    /// The id of `tp`'s log, or why there is none.
+    fn log_id(&self, tp: &Tp) -> Result<LogId, ModelError> {
+        let Some(slot) = self.find(&tp.topic) else {
+            return Err(ModelError::UnknownTopic {
+                topic: tp.topic.as_str().to_owned(),
+            });
+        };
+        let partitions = self.logs[slot].len() as u32;
+        if tp.partition >= partitions {
+            return Err(ModelError::UnknownPartition {
+                tp: tp.clone(),
+                partitions,
+            });
+        }
+        Ok(LogId {
+            topic: slot as u32,
+            partition: tp.partition,
+        })
+    }
+
+    fn log(&self, id: LogId) -> &PartitionLog {
+        &self.logs[id.topic as usize][id.partition as usize]
+    }
+
+    fn log_mut(&mut self, id: LogId) -> &mut PartitionLog {
+        &mut self.logs[id.topic as usize][id.partition as usize]
     }
 }
 
 fn partition<'a>(topics: &'a Topics, tp: &Tp) -> Result<&'a PartitionLog, ModelError> {
-    let logs = topics
-        .find(&tp.topic)
-        .map(|index| &topics.logs[index])
-        .ok_or_else(|| ModelError::UnknownTopic {
-            topic: tp.topic.as_str().to_owned(),
-        })?;
-    logs.get(tp.partition as usize)
-        .ok_or_else(|| ModelError::UnknownPartition {
-            tp: tp.clone(),
-            partitions: logs.len() as u32,
-        })
+    Ok(topics.log(topics.log_id(tp)?))
 }
 
 fn partition_mut<'a>(topics: &'a mut Topics, tp: &Tp) -> Result<&'a mut PartitionLog, ModelError> {
-    let logs = match topics.find(&tp.topic) {
-        Some(index) => &mut topics.logs[index],
-        None => {
-            return Err(ModelError::UnknownTopic {
-                topic: tp.topic.as_str().to_owned(),
-            })
+    let id = topics.log_id(tp)?;
+    Ok(topics.log_mut(id))
+}
+
+/// Committed consumer-group offsets. A group id is interned to a number the
+/// first time offsets are sent for it, so that staging and applying offsets
+/// compare no strings.
+#[derive(Clone, Debug, Default)]
+struct Groups {
+    /// The group ids, sorted, each with its number.
+    ids: Vec<(String, usize)>,
+    /// By group number, topic slot, then partition: the committed offset.
+    committed: Vec<Vec<Vec<Option<CommittedOffset>>>>,
+}
+
+impl Groups {
+    fn search(&self, group: &str) -> Result<usize, usize> {
+        self.ids
+            .binary_search_by(|(known, _)| known.as_str().cmp(group))
+    }
+
+    fn find(&self, group: &str) -> Option<usize> {
+        let at = self.search(group).ok()?;
+        Some(self.ids[at].1)
+    }
+
+    fn intern(&mut self, group: &str) -> usize {
+        match self.search(group) {
+            Ok(at) => self.ids[at].1,
+            Err(at) => {
+                let number = self.committed.len();
+                self.committed.push(Vec::new());
+                self.ids.insert(at, (group.to_owned(), number));
+                number
+            }
         }
-    };
-    let partitions = logs.len() as u32;
-    logs.get_mut(tp.partition as usize)
-        .ok_or_else(|| ModelError::UnknownPartition {
-            tp: tp.clone(),
-            partitions,
-        })
+    }
+
+    fn get(&self, group: usize, log: LogId) -> Option<&CommittedOffset> {
+        self.committed[group]
+            .get(log.topic as usize)?
+            .get(log.partition as usize)?
+            .as_ref()
+    }
+
+    fn set(&mut self, group: usize, log: LogId, offset: CommittedOffset) {
+        let topics = &mut self.committed[group];
+        let (topic, partition) = (log.topic as usize, log.partition as usize);
+        if topics.len() <= topic {
+            topics.resize_with(topic + 1, Vec::new);
+        }
+        let partitions = &mut topics[topic];
+        if partitions.len() <= partition {
+            partitions.resize_with(partition + 1, || None);
+        }
+        partitions[partition] = Some(offset);
+    }
 }
 
 /// What the core's assembly check (C3) reads: the model's topics.

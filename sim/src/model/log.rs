@@ -12,8 +12,6 @@
 //! watermark. The log also keeps Kafka's aborted-transaction index (producer,
 //! first offset, marker offset) for checkers.
 
-use std::collections::BTreeMap;
-
 use parsley::{ConsumedRecord, RecordData};
 
 /// Which records a fetch may return, as Kafka's `isolation.level`.
@@ -97,6 +95,13 @@ pub struct Fetch {
     pub last_stable_offset: u64,
 }
 
+/// The entries a log makes room for on its first append: a simulated
+/// partition commonly grows to hundreds of entries, and the reservation
+/// (about 34 KiB, entries and bookkeeping) spares the early doublings, each
+/// of which copies the whole log. Kept small because a test driver may
+/// hold hundreds of partitions.
+const INITIAL_CAPACITY: usize = 256;
+
 /// Per-offset bookkeeping kept beside the entries, so that [`Entry`] stays the
 /// plain value a checker sees.
 #[derive(Clone, Copy, Debug)]
@@ -170,13 +175,20 @@ impl<'a> LogView<'a> {
     }
 }
 
+/// A transaction open on one partition: its producer and where it began.
+#[derive(Clone, Copy, Debug)]
+struct OpenTxn {
+    first_offset: u64,
+    producer: u64,
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PartitionLog {
     entries: Vec<Entry>,
     meta: Vec<Meta>,
-    /// Open transactions on this partition: first offset → producer id. The
-    /// smallest key is the last stable offset.
-    open: BTreeMap<u64, u64>,
+    /// Open transactions on this partition, in order of their first offset
+    /// (the order they opened in): the first one's is the last stable offset.
+    open: Vec<OpenTxn>,
     /// Aborted transactions, in the order of their markers.
     aborted: Vec<AbortedTxn>,
 }
@@ -191,10 +203,8 @@ impl PartitionLog {
     /// or the high watermark if none is open.
     pub(crate) fn last_stable_offset(&self) -> u64 {
         self.open
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or_else(|| self.high_watermark())
+            .first()
+            .map_or_else(|| self.high_watermark(), |open| open.first_offset)
     }
 
     pub(crate) fn entries(&self) -> &[Entry] {
@@ -231,15 +241,14 @@ impl PartitionLog {
         )
     }
 
-    /// Appends a record of `producer`'s open transaction. `first` says it is
-    /// the transaction's first record here, which opens the transaction on
-    /// this partition and may pin the last stable offset.
+    /// Appends a record of `producer`'s open transaction. Its first record
+    /// here opens the transaction on this partition, which may pin the last
+    /// stable offset.
     pub(crate) fn append_transactional(
         &mut self,
         record: RecordData,
         producer: u64,
         sequence: u64,
-        first: bool,
     ) -> u64 {
         let offset = self.push(
             Entry::Data {
@@ -252,20 +261,26 @@ impl PartitionLog {
                 status: EntryStatus::Open,
             },
         );
-        if first {
-            self.open.insert(offset, producer);
+        // A producer has at most one transaction open, so an entry of its own
+        // means this transaction wrote here before. Offsets only grow, so
+        // pushing keeps `open` in order.
+        if !self.open.iter().any(|open| open.producer == producer) {
+            self.open.push(OpenTxn {
+                first_offset: offset,
+                producer,
+            });
         }
         offset
     }
 
     /// Ends `producer`'s transaction on this partition: writes the marker and
-    /// settles the records at `offsets` (ascending, all written by this
-    /// transaction). Returns the marker's offset.
+    /// settles the records at `offsets` (all written by this transaction).
+    /// Returns the marker's offset.
     pub(crate) fn end_transaction(
         &mut self,
         producer: u64,
         kind: ControlKind,
-        offsets: &[u64],
+        offsets: impl IntoIterator<Item = u64>,
     ) -> u64 {
         let marker = self.push(
             Entry::Control { kind, producer },
@@ -278,11 +293,11 @@ impl PartitionLog {
             ControlKind::Commit => EntryStatus::Committed,
             ControlKind::Abort => EntryStatus::Aborted,
         };
-        for &offset in offsets {
+        for offset in offsets {
             self.meta[offset as usize].status = status;
         }
-        if let Some(&first_offset) = offsets.first() {
-            self.open.remove(&first_offset);
+        if let Some(at) = self.open.iter().position(|open| open.producer == producer) {
+            let first_offset = self.open.remove(at).first_offset;
             if kind == ControlKind::Abort {
                 self.aborted.push(AbortedTxn {
                     producer,
@@ -342,6 +357,12 @@ impl PartitionLog {
 
     fn push(&mut self, entry: Entry, meta: Meta) -> u64 {
         let offset = self.high_watermark();
+        if self.entries.capacity() == 0 {
+            // Every doubling of a log copies all its entries; reserving
+            // room up front spares the early doublings.
+            self.entries.reserve(INITIAL_CAPACITY);
+            self.meta.reserve(INITIAL_CAPACITY);
+        }
         self.entries.push(entry);
         self.meta.push(meta);
         offset

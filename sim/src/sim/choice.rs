@@ -95,6 +95,11 @@ impl Choices {
         }
     }
 
+    /// Makes room to record `words` more draws without regrowing the tape.
+    pub fn reserve_words(&mut self, words: usize) {
+        self.record.reserve(words.saturating_mul(WORD_BYTES));
+    }
+
     /// The next word; records it.
     fn word(&mut self) -> u32 {
         let word = match &mut self.source {

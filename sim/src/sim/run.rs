@@ -33,6 +33,9 @@ pub fn run_seed(scenario: &Scenario, seed: u64) -> RunOutcome {
 
 /// Runs `scenario` with the given choice source.
 pub fn run(scenario: &Scenario, mut choices: Choices) -> RunOutcome {
+    // A step draws about three words; regrowing the tape by doubling cost
+    // more than drawing them.
+    choices.reserve_words(scenario.budget.safety_steps.min(1 << 20) as usize * 3);
     let mut world = World::new(scenario, &mut choices);
     for _ in 0..scenario.budget.safety_steps {
         world.step(&mut choices);
