@@ -1,7 +1,8 @@
 //! Codecs turn typed keys, values and states into bytes and back.
 //!
-//! [`Json`] is the default (serde), [`Utf8`] writes strings as plain text and
-//! [`RawBytes`] passes bytes through. A decode failure is a typed
+//! [`Json`] is the default (serde), [`Utf8`] writes strings as plain text,
+//! [`I64`] writes integers as Kafka's `LongSerializer` does and [`RawBytes`]
+//! passes bytes through. A decode failure is a typed
 //! [`CodecError`]; the task that met it stops and names the topic, tp and
 //! offset (SPEC §8).
 
@@ -88,6 +89,29 @@ impl Codec<String> for Utf8 {
     }
 }
 
+/// A signed 64-bit integer as 8 bytes, big-endian: the format of Kafka's
+/// `LongSerializer` and `LongDeserializer` (Kafka Streams' `Serdes.Long()`),
+/// so counters and balances interoperate with JVM applications, at a
+/// fraction of JSON's cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct I64;
+
+impl Codec<i64> for I64 {
+    fn encode(&self, value: &i64) -> Result<Bytes, CodecError> {
+        Ok(Bytes::copy_from_slice(&value.to_be_bytes()))
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<i64, CodecError> {
+        let bytes: [u8; 8] = bytes.try_into().map_err(|_| CodecError {
+            codec: "i64",
+            direction: Direction::Decode,
+            type_name: "i64",
+            message: format!("expected 8 bytes, got {}", bytes.len()),
+        })?;
+        Ok(i64::from_be_bytes(bytes))
+    }
+}
+
 /// Bytes passed through untouched.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RawBytes;
@@ -164,6 +188,27 @@ mod tests {
                 .to_string()
                 .starts_with("json codec could not decode i64: "),
             "{error}"
+        );
+    }
+
+    /// Kafka's `LongSerializer` writes -2 as ff ff ff ff ff ff ff fe.
+    #[test]
+    fn i64_is_kafkas_long_format_and_names_a_wrong_length() {
+        let bytes = Codec::<i64>::encode(&I64, &-2).unwrap();
+        assert_eq!(
+            &bytes[..],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]
+        );
+        for value in [i64::MIN, -1, 0, 1, 1 << 40, i64::MAX] {
+            let bytes = Codec::<i64>::encode(&I64, &value).unwrap();
+            assert_eq!(Codec::<i64>::decode(&I64, &bytes).unwrap(), value);
+        }
+        let error = Codec::<i64>::decode(&I64, b"42").unwrap_err();
+        assert_eq!(error.codec, "i64");
+        assert_eq!(error.direction, Direction::Decode);
+        assert_eq!(
+            error.to_string(),
+            "i64 codec could not decode i64: expected 8 bytes, got 2"
         );
     }
 

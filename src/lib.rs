@@ -11,7 +11,7 @@ pub mod codec;
 pub mod emission;
 pub mod partitioner;
 pub mod topic;
-pub use codec::{Codec, CodecError, Json, RawBytes, Utf8};
+pub use codec::{Codec, CodecError, Json, RawBytes, Utf8, I64};
 pub use emission::{Emission, Record, Step, Tick};
 pub use topic::{RecordCodecError, RecordPart, Sinks, Topic, TopicRef};
 pub mod stage;

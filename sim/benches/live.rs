@@ -172,7 +172,8 @@ fn raw_loop(live: &LiveConfig, input: Tp, output: String, group: String, stop: A
                 serde_json::from_slice(message.payload().unwrap_or_default()).expect("an order");
             let balance = balances.entry(key.clone()).or_insert(0);
             *balance -= order.total;
-            let value = balance.to_string();
+            // As the balances stage keeps its state: Kafka's long format.
+            let value = balance.to_be_bytes();
             if !open {
                 producer.begin_transaction().expect("begin");
                 open = true;

@@ -1508,7 +1508,10 @@ fn deliver(
             };
             let expected_key = slot.changelog_key();
             let describe_change = || match &value {
-                Some(bytes) => format!("sets slot {slot:?} to {}", String::from_utf8_lossy(bytes)),
+                Some(bytes) => format!(
+                    "sets slot {slot:?} to {}",
+                    crate::text::bytes_for_humans(bytes)
+                ),
                 None => format!("deletes slot {slot:?}"),
             };
             let Some(logged) = changelog.records.get(next.changelog) else {

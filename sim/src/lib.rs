@@ -10,6 +10,7 @@ pub mod live;
 pub mod model;
 pub mod scheduler;
 pub mod sim;
+pub mod text;
 pub mod topologies;
 
 pub use driver::{

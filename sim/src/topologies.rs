@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic};
+use parsley::{App, CompositionError, Parsley, Stage, Step, Tick, Topic, I64};
 
 /// An order against an account; the key is the account.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,7 +65,7 @@ pub fn balances_stage(topics: &PaymentsTopics) -> Stage {
 pub fn balances_stage_every(topics: &PaymentsTopics, interval: Duration) -> Stage {
     let audits = topics.audits.clone();
     Stage::named("balances")
-        .state(Json, || 0i64)
+        .state(I64, || 0i64)
         .on(&topics.orders, |balance: i64, order| {
             checked(order.value().total()).map(|total| Step::of(balance - total))
         })
@@ -102,7 +102,7 @@ pub fn audit_cut_stage(topics: &PaymentsTopics) -> Stage {
 pub fn audit_cut_stage_every(topics: &PaymentsTopics, interval: Duration) -> Stage {
     let audits = topics.audits.clone();
     Stage::named("audit-cut")
-        .state(Json, || 0i64)
+        .state(I64, || 0i64)
         .on(&topics.orders, |balance: i64, order| {
             checked(order.value().total()).map(|total| Step::of(balance - total))
         })
@@ -170,7 +170,7 @@ pub fn chain_named(
     let metered = topics.metered.clone();
     let metered_ticks = topics.metered.clone();
     let meter = Stage::named("meter")
-        .state(Json, || 0i64)
+        .state(I64, || 0i64)
         .on(&topics.enriched, move |total: i64, record| {
             let total = total + record.value();
             Step::of(total).emit(metered.send(record.key().cloned(), total))
@@ -243,7 +243,7 @@ pub fn timers_with(
     let requests = topics.requests.clone();
     let expiries = topics.expiries.clone();
     let reserve = Stage::named("reserve")
-        .state(Json, || 0i64)
+        .state(I64, || 0i64)
         .on(&topics.orders, move |held: i64, order| {
             checked(order.value().total()).map(|total| {
                 Step::of(held + total)
@@ -297,7 +297,7 @@ pub fn fan_in_named(
 ) -> Result<App, CompositionError> {
     let audits = topics.audits.clone();
     let ledger = Stage::named("ledger")
-        .state(Json, || 0i64)
+        .state(I64, || 0i64)
         .on(&topics.payments, |balance: i64, payment| {
             checked(*payment.value()).map(|amount| Step::of(balance + amount))
         })

@@ -1028,7 +1028,7 @@ impl<'a> Checker<'a> {
                 if actual != expected {
                     let render = |bytes: Option<&Bytes>| {
                         bytes.map_or("unset".to_string(), |bytes| {
-                            String::from_utf8_lossy(bytes).into_owned()
+                            crate::text::bytes_for_humans(bytes)
                         })
                     };
                     let message = format!(

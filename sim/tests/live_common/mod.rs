@@ -95,7 +95,9 @@ impl Live {
                     Ok(parsley::stage::SlotKey::Key(account)) => account,
                     other => panic!("a changelog key of an account's slot, got {other:?}"),
                 };
-                (decode::<String>(&account), decode::<i64>(value))
+                let balance = parsley::Codec::<i64>::decode(&parsley::I64, value)
+                    .expect("the examples keep balances as I64");
+                (decode::<String>(&account), balance)
             })
             .collect();
         assert_eq!(
@@ -133,7 +135,7 @@ fn decode<T: serde::de::DeserializeOwned + 'static>(bytes: &Bytes) -> T
 where
     Json: parsley::Codec<T>,
 {
-    parsley::Codec::<T>::decode(&Json, bytes).expect("the examples write JSON")
+    parsley::Codec::<T>::decode(&Json, bytes).expect("the examples' topics are JSON")
 }
 
 /// SIGTERM: the graceful stop; the instance commits what is pending.
