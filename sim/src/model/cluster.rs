@@ -190,12 +190,11 @@ impl Cluster {
         if let Some(&id) = self.transactional_ids.get(transactional_id) {
             let state = &mut self.producers[id as usize];
             if state.in_transaction {
-                state.in_transaction = false;
                 finish(
                     &mut self.topics,
                     &mut self.groups,
                     id,
-                    &mut state.txn,
+                    state,
                     ControlKind::Abort,
                 );
             }
@@ -343,12 +342,11 @@ impl Cluster {
                 oldest_left = Some(oldest_left.unwrap_or(started_ms).min(started_ms));
                 continue;
             }
-            state.in_transaction = false;
             finish(
                 &mut self.topics,
                 &mut self.groups,
                 id,
-                &mut state.txn,
+                state,
                 ControlKind::Abort,
             );
             state.epoch += 1;
@@ -449,29 +447,25 @@ impl Cluster {
                 transactional_id: state.transactional_id.clone(),
             });
         }
-        state.in_transaction = false;
-        finish(
-            &mut self.topics,
-            &mut self.groups,
-            producer.id,
-            &mut state.txn,
-            kind,
-        );
+        finish(&mut self.topics, &mut self.groups, producer.id, state, kind);
         Ok(())
     }
 }
 
-/// Writes the markers of a transaction that ends with `kind`, settles its
-/// records and, on commit, applies its group offsets; leaves `txn` empty for
-/// the producer's next transaction. A free function over the fields so
-/// callers can hold a borrow of the producer table meanwhile.
+/// Ends `state`'s open transaction with `kind`: writes the markers, settles
+/// its records and, on commit, applies its group offsets; leaves the
+/// transaction's buffers empty for the producer's next one. A free function
+/// over the fields so callers can hold a borrow of the producer table
+/// meanwhile.
 fn finish(
     topics: &mut Topics,
     groups: &mut Groups,
     producer: u64,
-    txn: &mut Transaction,
+    state: &mut ProducerState,
     kind: ControlKind,
 ) {
+    state.in_transaction = false;
+    let txn = &mut state.txn;
     // Markers go out in tp order; the stable sort keeps each partition's
     // offsets ascending.
     txn.writes
