@@ -189,16 +189,7 @@ impl Cluster {
     pub fn init_producer(&mut self, transactional_id: &str, _now_ms: i64) -> ProducerId {
         if let Some(&id) = self.transactional_ids.get(transactional_id) {
             let state = &mut self.producers[id as usize];
-            if state.in_transaction {
-                finish(
-                    &mut self.topics,
-                    &mut self.groups,
-                    id,
-                    state,
-                    ControlKind::Abort,
-                );
-            }
-            state.epoch += 1;
+            fence(&mut self.topics, &mut self.groups, id, state);
             return ProducerId {
                 id,
                 epoch: state.epoch,
@@ -342,14 +333,7 @@ impl Cluster {
                 oldest_left = Some(oldest_left.unwrap_or(started_ms).min(started_ms));
                 continue;
             }
-            finish(
-                &mut self.topics,
-                &mut self.groups,
-                id,
-                state,
-                ControlKind::Abort,
-            );
-            state.epoch += 1;
+            fence(&mut self.topics, &mut self.groups, id, state);
             expired.push(transactional_id.clone());
         }
         self.oldest_open_ms = oldest_left;
@@ -450,6 +434,16 @@ impl Cluster {
         finish(&mut self.topics, &mut self.groups, producer.id, state, kind);
         Ok(())
     }
+}
+
+/// Bumps `state`'s epoch, fencing its current holder, and aborts its open
+/// transaction if it has one: what the coordinator does when the id is
+/// initialised again or its transaction times out.
+fn fence(topics: &mut Topics, groups: &mut Groups, producer: u64, state: &mut ProducerState) {
+    if state.in_transaction {
+        finish(topics, groups, producer, state, ControlKind::Abort);
+    }
+    state.epoch += 1;
 }
 
 /// Ends `state`'s open transaction with `kind`: writes the markers, settles
