@@ -137,23 +137,19 @@ pub fn is_header_of(bytes: &[u8], stamp: &Stamp, scratch: &mut Vec<u8>) -> bool 
 /// The bounds [`decode`] enforces that a stamp built in memory may exceed
 /// (order and uniqueness hold for every [`Stamp`]).
 fn within_decoder_bounds(stamp: &Stamp) -> bool {
-    let claims = stamp.claims();
     let mut topics = 0;
-    let mut start = 0;
-    while start < claims.len() {
-        let topic = &claims[start].tp.topic;
-        let count = claims[start..]
-            .iter()
-            .take_while(|claim| claim.tp.topic.same(topic))
-            .count();
-        let name = topic.as_str().len() as u64;
-        if name == 0 || name > TOPIC_NAME_BYTES_MAX || count as u64 > CLAIMS_PER_TOPIC_MAX {
+    for group in stamp.claims().chunk_by(|a, b| a.tp.topic.same(&b.tp.topic)) {
+        let name = group[0].tp.topic.as_str().len() as u64;
+        if name == 0
+            || name > TOPIC_NAME_BYTES_MAX
+            || group.len() as u64 > CLAIMS_PER_TOPIC_MAX
+            || group.iter().any(|claim| claim.offset > OFFSET_MAX)
+        {
             return false;
         }
         topics += 1;
-        start += count;
     }
-    topics <= TOPICS_PER_STAMP_MAX && claims.iter().all(|claim| claim.offset <= OFFSET_MAX)
+    topics <= TOPICS_PER_STAMP_MAX
 }
 
 fn count_topics(claims: &[Claim]) -> usize {

@@ -100,11 +100,6 @@ struct Tps<'a> {
     cluster: &'a Cluster,
     /// Per topic name, the numbers of its tps: (partition, number).
     topics: Vec<(TopicName, Vec<(u32, usize)>)>,
-    /// Allocations of topic names seen, with their topic's index in
-    /// `topics`: names handed out by one application share an allocation, so
-    /// most lookups compare a pointer, not bytes. Holding the names keeps the
-    /// pointers valid.
-    aliases: Vec<(TopicName, usize)>,
     logs: Vec<Option<LogView<'a>>>,
     /// Per tp, whether a stage consumes it: only then are its stamps looked
     /// up again after they are checked.
@@ -119,16 +114,11 @@ struct Tps<'a> {
     encoded: Vec<u8>,
 }
 
-/// Enough for every allocation of a name a run hands out; a lookup of a
-/// name beyond them compares bytes, which is slower but as right.
-const ALIASES_MAX: usize = 64;
-
 impl<'a> Tps<'a> {
     fn new(cluster: &'a Cluster, app: &App) -> Self {
         Tps {
             cluster,
             topics: Vec::new(),
-            aliases: Vec::new(),
             logs: Vec::new(),
             consumed: Vec::new(),
             consumed_topics: app
@@ -142,22 +132,17 @@ impl<'a> Tps<'a> {
         }
     }
 
-    /// The index of `name` in `topics`.
+    /// The index of `name` in `topics`. Names handed out by one application
+    /// share an allocation, and `TopicName`'s equality compares pointers
+    /// before bytes.
     fn topic(&mut self, name: &TopicName) -> usize {
-        if let Some(&(_, topic)) = self.aliases.iter().find(|(known, _)| known.ptr_eq(name)) {
-            return topic;
-        }
-        let topic = match self.topics.iter().position(|(known, _)| known == name) {
+        match self.topics.iter().position(|(known, _)| known == name) {
             Some(topic) => topic,
             None => {
                 self.topics.push((name.clone(), Vec::new()));
                 self.topics.len() - 1
             }
-        };
-        if self.aliases.len() < ALIASES_MAX {
-            self.aliases.push((name.clone(), topic));
         }
-        topic
     }
 
     fn id(&mut self, tp: &Tp) -> usize {
