@@ -244,7 +244,7 @@ fn simulate(scenario: &Scenario, seed: u64, planted: Option<Mutation>) -> (usize
     for _ in 0..scenario.budget.safety_steps {
         world.step(&mut choices);
     }
-    let quiesced = world.run_liveness();
+    let quiesced = world.run_liveness(&mut choices);
     mutation::set(None);
     let violations = parsley_sim::sim::checker::check(&parsley_sim::sim::checker::CheckInput {
         app: &world.topology.app,

@@ -8,6 +8,7 @@ use std::thread;
 use parsley::mutation::{self, Mutation};
 use parsley_sim::sim::planted::PLANTED;
 use parsley_sim::sim::scenario::{self, Scenario};
+use parsley_sim::sim::trace::Event;
 use parsley_sim::sim::{run, run_seed, Choices};
 
 fn scenario_path(name: &str) -> PathBuf {
@@ -140,6 +141,44 @@ fn i9_runs_are_deterministic_and_tapes_replay_them() {
             run_seed(&scenario, 8).trace_hash,
             first.trace_hash,
             "{name}: seeds 7 and 8 ran alike"
+        );
+    }
+}
+
+/// A step budget too short for the workload does not drop inputs: the ones
+/// the safety phase did not reach are produced when faults stop, counted as
+/// such, and delivered and checked like the rest.
+#[test]
+fn a_short_safety_phase_still_runs_the_whole_workload() {
+    let mut scenario = load("balances");
+    scenario.budget.safety_steps = 20;
+    // Every input record in the trace is then one of the workload's.
+    scenario.faults.logic_error = 0.0;
+    scenario.faults.hanging_transaction = 0.0;
+    let inputs = scenario.workload.inputs;
+    for seed in 0..5 {
+        let outcome = run_seed(&scenario, seed);
+        assert!(
+            outcome.violations.is_empty(),
+            "seed {seed}: {:?}",
+            outcome.violations
+        );
+        assert_eq!(outcome.stats.inputs, inputs, "seed {seed}");
+        assert!(
+            outcome.stats.inputs_after_faults > 0 && outcome.stats.inputs_after_faults < inputs,
+            "seed {seed}: {} of {inputs} inputs came after the faults",
+            outcome.stats.inputs_after_faults
+        );
+        let produced = outcome
+            .trace
+            .iter()
+            .filter(|entry| matches!(entry.event, Event::InputProduced { .. }))
+            .count() as u64;
+        assert_eq!(produced, inputs, "seed {seed}: inputs in the trace");
+        assert!(
+            outcome.stats.deliveries >= inputs,
+            "seed {seed}: {} deliveries of {inputs} inputs",
+            outcome.stats.deliveries
         );
     }
 }

@@ -501,6 +501,8 @@ fn plant(mutation: Option<Mutation>) {
 /// Adds one run's counters to a total; `held_max` is a maximum.
 fn add_stats(total: &mut Stats, stats: &Stats) {
     total.steps += stats.steps;
+    total.inputs += stats.inputs;
+    total.inputs_after_faults += stats.inputs_after_faults;
     total.deliveries += stats.deliveries;
     total.commits += stats.commits;
     total.aborts += stats.aborts;
@@ -512,6 +514,11 @@ fn add_stats(total: &mut Stats, stats: &Stats) {
 
 fn print_stats(stats: &Stats, marks_note: &str) {
     row("steps", stats.steps.to_string());
+    row("inputs", stats.inputs.to_string());
+    row(
+        "  produced after faults stopped",
+        stats.inputs_after_faults.to_string(),
+    );
     row("deliveries", stats.deliveries.to_string());
     row("commits", stats.commits.to_string());
     row("aborts", stats.aborts.to_string());

@@ -40,7 +40,7 @@ pub fn run(scenario: &Scenario, mut choices: Choices) -> RunOutcome {
     for _ in 0..scenario.budget.safety_steps {
         world.step(&mut choices);
     }
-    let quiesced = world.run_liveness();
+    let quiesced = world.run_liveness(&mut choices);
     let violations = check(&CheckInput {
         app: &world.topology.app,
         assembly: &world.assembly,

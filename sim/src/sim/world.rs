@@ -66,6 +66,12 @@ impl Marks {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     pub steps: u64,
+    /// Input records produced (the scenario's workload, plus the planted
+    /// logic errors).
+    pub inputs: u64,
+    /// Of those, the ones still left when the safety phase ended, produced
+    /// with faults off: a sign the step budget is short for the workload.
+    pub inputs_after_faults: u64,
     pub deliveries: u64,
     pub commits: u64,
     pub aborts: u64,
@@ -830,6 +836,10 @@ impl World {
         if !poison {
             self.inputs_left -= batch;
         }
+        self.stats.inputs += batch;
+        if self.live {
+            self.stats.inputs_after_faults += batch;
+        }
         if transactional {
             let producer = self.cluster.init_producer(INPUT_TRANSACTIONAL_ID, self.now);
             self.cluster
@@ -1070,12 +1080,17 @@ impl World {
 
     // ----- the liveness phase -----
 
-    /// Faults and inputs stop; every instance comes back, every task starts
-    /// on its owner, zombies are gone. Then the world must quiesce within
-    /// `liveness_steps` steps (I8). Returns whether it did.
-    pub fn run_liveness(&mut self) -> bool {
+    /// Faults stop; the inputs the safety phase did not reach are produced
+    /// at once, so every run checks its whole workload; then inputs stop too.
+    /// Every instance comes back, every task starts on its owner, zombies
+    /// are gone. Then the world must quiesce within `liveness_steps` steps
+    /// (I8). Returns whether it did.
+    pub fn run_liveness(&mut self, choices: &mut Choices) -> bool {
         self.live = true;
         self.record(Event::LivenessPhase);
+        while self.inputs_left > 0 {
+            self.produce(choices, false);
+        }
         for instance in 0..self.instances.len() {
             if !self.instances[instance].alive {
                 self.instances[instance].alive = true;
