@@ -2,13 +2,13 @@
 //! with no I/O and no clock of its own. It observes committed timer requests
 //! with a [`CausalClock`] (K1) and, asked with the current time, returns the
 //! fire records that are due: keyed like their request, valued with the time
-//! asked for, stamped with everything observed, for the fire topic's
+//! asked for (milliseconds as a long, Kafka's `LongSerializer` format), stamped with everything observed, for the fire topic's
 //! partition of the request. The simulator and the live scheduler drive it
 //! over the model and a real cluster.
 
 use bytes::Bytes;
 use parsley::header::HeaderError;
-use parsley::{CausalClock, Codec, ConsumedRecord, Json, RecordData, Tp};
+use parsley::{CausalClock, Codec, ConsumedRecord, RecordData, Tp, I64};
 
 /// A timer request the scheduler cannot read (§8).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,7 +21,9 @@ pub enum TimerRequestError {
     },
     #[error("timer request {tp}@{offset} has no key")]
     NoKey { tp: Tp, offset: u64 },
-    #[error("timer request {tp}@{offset} does not hold a JSON time in milliseconds")]
+    #[error(
+        "timer request {tp}@{offset} does not hold a time in milliseconds as a long (8 big-endian bytes)"
+    )]
     NoTime { tp: Tp, offset: u64 },
 }
 
@@ -56,7 +58,7 @@ impl TimerScheduler {
             .data
             .value
             .as_deref()
-            .and_then(|value| Codec::<i64>::decode(&Json, value).ok())
+            .and_then(|value| Codec::<i64>::decode(&I64, value).ok())
             .ok_or(TimerRequestError::NoTime {
                 tp: tp.clone(),
                 offset,
@@ -82,7 +84,7 @@ impl TimerScheduler {
             .map(|(key, fire_at, partition)| {
                 let mut data = RecordData {
                     key: Some(key),
-                    value: Some(Codec::<i64>::encode(&Json, &fire_at).expect("times encode")),
+                    value: Some(Codec::<i64>::encode(&I64, &fire_at).expect("times encode")),
                     headers: Vec::new(),
                     timestamp: now,
                 };
@@ -100,12 +102,12 @@ mod tests {
 
     use super::*;
 
-    fn request(offset: u64, key: Option<&str>, value: &str) -> ConsumedRecord {
+    fn request(offset: u64, key: Option<&str>, value: &[u8]) -> ConsumedRecord {
         ConsumedRecord {
             offset,
             data: RecordData {
                 key: key.map(|key| Bytes::copy_from_slice(key.as_bytes())),
-                value: Some(Bytes::copy_from_slice(value.as_bytes())),
+                value: Some(Bytes::copy_from_slice(value)),
                 headers: Vec::new(),
                 timestamp: 0,
             },
@@ -119,7 +121,7 @@ mod tests {
         let tp = Tp::new("timer-requests", 1);
         let mut scheduler = TimerScheduler::new();
         scheduler
-            .observe(&tp, &request(4, Some("k"), "100"))
+            .observe(&tp, &request(4, Some("k"), &100i64.to_be_bytes()))
             .unwrap();
         assert!(scheduler.due(99).is_empty());
         let fired = scheduler.due(100);
@@ -127,7 +129,7 @@ mod tests {
         let (partition, data) = &fired[0];
         assert_eq!(*partition, 1);
         assert_eq!(data.key.as_deref(), Some(&b"k"[..]));
-        assert_eq!(data.value.as_deref(), Some(&b"100"[..]));
+        assert_eq!(data.value.as_deref(), Some(&100i64.to_be_bytes()[..]));
         let stamp = header::decode(data.header(STAMP_HEADER).unwrap()).unwrap();
         assert!(stamp.claims().contains(&Claim::new(tp, 4)));
         assert_eq!(scheduler.pending(), 0);
@@ -140,14 +142,14 @@ mod tests {
         let tp = Tp::new("timer-requests", 0);
         let mut scheduler = TimerScheduler::new();
         assert!(matches!(
-            scheduler.observe(&tp, &request(0, None, "1")),
+            scheduler.observe(&tp, &request(0, None, &1i64.to_be_bytes())),
             Err(TimerRequestError::NoKey { offset: 0, .. })
         ));
         assert!(matches!(
-            scheduler.observe(&tp, &request(1, Some("k"), "soon")),
+            scheduler.observe(&tp, &request(1, Some("k"), b"soon")),
             Err(TimerRequestError::NoTime { offset: 1, .. })
         ));
-        let mut bad = request(2, Some("k"), "1");
+        let mut bad = request(2, Some("k"), &1i64.to_be_bytes());
         bad.data.headers.push(Header {
             name: STAMP_HEADER.to_string(),
             value: Bytes::from_static(&[0xff]),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use parsley::{App, CompositionError, Parsley, Stage, Step, Tick, Topic, I64};
+use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
 
 /// An order against an account; the key is the account.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +29,25 @@ pub fn checked(amount: i64) -> Result<i64, String> {
     }
 }
 
+// The examples' wire formats are the serdes a Kafka Streams user would pick:
+// keys and text values as UTF-8 (`Serdes.String()`), longs as 8 big-endian
+// bytes (`Serdes.Long()`), and JSON for the order struct.
+
+/// A topic of text keyed by text.
+fn text_topic(name: String) -> Topic<String, String> {
+    Topic::with_codecs(name, Utf8, Utf8)
+}
+
+/// A topic of longs keyed by text.
+fn long_topic(name: String) -> Topic<String, i64> {
+    Topic::with_codecs(name, Utf8, I64)
+}
+
+/// A topic of JSON orders keyed by account.
+fn order_topic(name: String) -> Topic<String, Order> {
+    Topic::with_codecs(name, Utf8, Json)
+}
+
 /// The topics of the `payments` examples.
 #[derive(Clone, Debug)]
 pub struct PaymentsTopics {
@@ -38,9 +57,15 @@ pub struct PaymentsTopics {
 
 impl PaymentsTopics {
     pub fn new() -> Self {
+        PaymentsTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name (the live tests run
+    /// each example in its own namespace).
+    pub fn with_prefix(prefix: &str) -> Self {
         PaymentsTopics {
-            orders: Topic::new("orders"),
-            audits: Topic::new("audits"),
+            orders: order_topic(format!("{prefix}orders")),
+            audits: text_topic(format!("{prefix}audits")),
         }
     }
 }
@@ -130,11 +155,17 @@ pub struct ChainTopics {
 
 impl ChainTopics {
     pub fn new() -> Self {
+        ChainTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name (the live tests run
+    /// each example in its own namespace).
+    pub fn with_prefix(prefix: &str) -> Self {
         ChainTopics {
-            input: Topic::new("input"),
-            enriched: Topic::new("enriched"),
-            metered: Topic::new("metered"),
-            output: Topic::new("output"),
+            input: long_topic(format!("{prefix}input")),
+            enriched: long_topic(format!("{prefix}enriched")),
+            metered: long_topic(format!("{prefix}metered")),
+            output: long_topic(format!("{prefix}output")),
         }
     }
 }
@@ -205,11 +236,17 @@ pub struct TimerTopics {
 
 impl TimerTopics {
     pub fn new() -> Self {
+        TimerTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name (the live tests run
+    /// each example in its own namespace).
+    pub fn with_prefix(prefix: &str) -> Self {
         TimerTopics {
-            orders: Topic::new("orders"),
-            requests: Topic::new("timer-requests"),
-            fires: Topic::new("timer-fires"),
-            expiries: Topic::new("expiries"),
+            orders: order_topic(format!("{prefix}orders")),
+            requests: long_topic(format!("{prefix}timer-requests")),
+            fires: long_topic(format!("{prefix}timer-fires")),
+            expiries: long_topic(format!("{prefix}expiries")),
         }
     }
 }
@@ -268,10 +305,16 @@ pub struct FanInTopics {
 
 impl FanInTopics {
     pub fn new() -> Self {
+        FanInTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name (the live tests run
+    /// each example in its own namespace).
+    pub fn with_prefix(prefix: &str) -> Self {
         FanInTopics {
-            payments: Topic::new("payments"),
-            orders: Topic::new("orders"),
-            audits: Topic::new("audits"),
+            payments: long_topic(format!("{prefix}payments")),
+            orders: long_topic(format!("{prefix}orders")),
+            audits: text_topic(format!("{prefix}audits")),
         }
     }
 }

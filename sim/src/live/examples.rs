@@ -7,7 +7,7 @@ use std::time::Duration;
 use parsley::assembly::Assembly;
 use parsley::live::{LiveClient, LiveError};
 use parsley::partitioner::partition_for;
-use parsley::{Claim, Parsley, RecordData, Stamp, Topic, Tp};
+use parsley::{Claim, Parsley, RecordData, Stamp, Tp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
@@ -39,10 +39,7 @@ pub fn namespaced(
     };
     let (app, inputs, cross_claims) = match name {
         TopologyName::Balances | TopologyName::AuditCut => {
-            let topics = PaymentsTopics {
-                orders: Topic::new(topic("orders")),
-                audits: Topic::new(topic("audits")),
-            };
+            let topics = PaymentsTopics::with_prefix(namespace);
             let stage = if name == TopologyName::Balances {
                 topologies::balances_stage_every(&topics, tick_interval)
             } else {
@@ -52,21 +49,12 @@ pub fn namespaced(
             (app, vec![input(topics.orders.name(), true)], false)
         }
         TopologyName::Chain => {
-            let topics = ChainTopics {
-                input: Topic::new(topic("input")),
-                enriched: Topic::new(topic("enriched")),
-                metered: Topic::new(topic("metered")),
-                output: Topic::new(topic("output")),
-            };
+            let topics = ChainTopics::with_prefix(namespace);
             let app = topologies::chain_named(&topic("chain"), &topics, tick_interval)?;
             (app, vec![input(topics.input.name(), false)], false)
         }
         TopologyName::FanIn => {
-            let topics = FanInTopics {
-                payments: Topic::new(topic("payments")),
-                orders: Topic::new(topic("orders")),
-                audits: Topic::new(topic("audits")),
-            };
+            let topics = FanInTopics::with_prefix(namespace);
             let app = topologies::fan_in_named(&topic("fan-in"), &topics, tick_interval)?;
             let inputs = vec![
                 input(topics.payments.name(), false),
@@ -75,12 +63,7 @@ pub fn namespaced(
             (app, inputs, true)
         }
         TopologyName::Timers => {
-            let topics = TimerTopics {
-                orders: Topic::new(topic("orders")),
-                requests: Topic::new(topic("timer-requests")),
-                fires: Topic::new(topic("timer-fires")),
-                expiries: Topic::new(topic("expiries")),
-            };
+            let topics = TimerTopics::with_prefix(namespace);
             let app = topologies::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;
             let inputs = vec![input(topics.orders.name(), true)];
             return Ok(SimTopology {

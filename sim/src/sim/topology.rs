@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use parsley::{App, Codec, Json, TopicName};
+use parsley::{App, Codec, Json, TopicName, Utf8, I64};
 
 use crate::sim::scenario::TopologyName;
 use crate::topologies::{self, ChainTopics, FanInTopics, Order, PaymentsTopics, TimerTopics};
@@ -81,13 +81,14 @@ impl SimTopology {
         }
     }
 
-    /// The encoded key and value of an input record.
+    /// The encoded key and value of an input record, in the formats of the
+    /// examples' topics (see `topologies`).
     pub fn encode_input(&self, input: usize, key: &str, amount: i64) -> (Bytes, Bytes) {
-        let key = Codec::<String>::encode(&Json, &key.to_string()).expect("strings encode");
+        let key = Codec::<String>::encode(&Utf8, &key.to_string()).expect("strings encode");
         let value = if self.inputs[input].orders {
             Codec::<Order>::encode(&Json, &Order { total: amount })
         } else {
-            Codec::<i64>::encode(&Json, &amount)
+            Codec::<i64>::encode(&I64, &amount)
         }
         .expect("amounts encode");
         (key, value)

@@ -11,7 +11,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use parsley::assembly::Assembly;
 use parsley::live::{assemble_on, create_topics, LiveClient, LiveConfig};
-use parsley::Json;
 use parsley_sim::audit::audit;
 use parsley_sim::live::{
     expected_balances, final_state, namespaced, plan_inputs, produce_inputs, read_committed,
@@ -97,7 +96,11 @@ impl Live {
                 };
                 let balance = parsley::Codec::<i64>::decode(&parsley::I64, value)
                     .expect("the examples keep balances as I64");
-                (decode::<String>(&account), balance)
+                (
+                    parsley::Codec::<String>::decode(&parsley::Utf8, &account)
+                        .expect("the examples' keys are UTF-8"),
+                    balance,
+                )
             })
             .collect();
         assert_eq!(
@@ -129,13 +132,6 @@ fn example_name(name: TopologyName) -> &'static str {
         TopologyName::FanIn => "fan-in",
         TopologyName::Timers => "timers",
     }
-}
-
-fn decode<T: serde::de::DeserializeOwned + 'static>(bytes: &Bytes) -> T
-where
-    Json: parsley::Codec<T>,
-{
-    parsley::Codec::<T>::decode(&Json, bytes).expect("the examples' topics are JSON")
 }
 
 /// SIGTERM: the graceful stop; the instance commits what is pending.
