@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use bytes::Bytes;
 use parsley::assembly::Assembly;
 use parsley::live::{assemble_on, create_topics, LiveClient, LiveConfig};
 use parsley_sim::audit::audit;
