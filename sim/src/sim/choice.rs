@@ -100,24 +100,33 @@ impl Choices {
         self.record.reserve(words.saturating_mul(WORD_BYTES));
     }
 
-    /// The next word; records it.
+    /// The next word; records it. Inlined: a step draws several, and the
+    /// seeded path is a few instructions once the tape's path is out of line.
+    #[inline]
     fn word(&mut self) -> u32 {
         let word = match &mut self.source {
             Source::Seeded(rng) => rng.next_u32(),
-            Source::Tape { bytes, position } => {
-                let mut buf = [0u8; WORD_BYTES];
-                let available = bytes.len().saturating_sub(*position).min(WORD_BYTES);
-                buf[..available].copy_from_slice(&bytes[*position..*position + available]);
-                *position += available;
-                if available < WORD_BYTES {
-                    self.exhausted = true;
-                }
-                u32::from_le_bytes(buf)
-            }
+            Source::Tape { .. } => self.tape_word(),
         };
         self.record.extend_from_slice(&word.to_le_bytes());
         self.draws += 1;
         word
+    }
+
+    /// The tape's next word; past its end, zero bytes pad it.
+    #[inline(never)]
+    fn tape_word(&mut self) -> u32 {
+        let Source::Tape { bytes, position } = &mut self.source else {
+            unreachable!("tape_word is called on a tape source");
+        };
+        let mut buf = [0u8; WORD_BYTES];
+        let available = bytes.len().saturating_sub(*position).min(WORD_BYTES);
+        buf[..available].copy_from_slice(&bytes[*position..*position + available]);
+        *position += available;
+        if available < WORD_BYTES {
+            self.exhausted = true;
+        }
+        u32::from_le_bytes(buf)
     }
 
     /// A number in `[0, n)`: `w % n`. Zero is the first option.
