@@ -178,8 +178,10 @@ impl Default for ChainTopics {
 
 /// A three-stage chain with ticks in the middle stage: `enrich` doubles each
 /// value, `meter` keeps a running total per key and emits it, and on every
-/// tick emits the task's record count under the key `"tick"`; `settle`
-/// forwards everything. Keys are preserved, so the chain is co-partitioned.
+/// tick emits the tick's time without a key; `settle` forwards everything.
+/// Keys are preserved and keyless ticks stay on their task's partition, so
+/// the chain is co-partitioned (a tick under one key would send every task's
+/// ticks to one partition of `metered`, a fan-in).
 pub fn chain(topics: &ChainTopics, tick_interval: Duration) -> Result<App, CompositionError> {
     chain_named("chain", topics, tick_interval)
 }
@@ -207,7 +209,7 @@ pub fn chain_named(
             Step::of(total).emit(metered.send(record.key().cloned(), total))
         })
         .ticks(tick_interval, move |tick| {
-            vec![metered_ticks.send("tick".to_string(), tick.timestamp)]
+            vec![metered_ticks.send(None, tick.timestamp)]
         })
         .into(&topics.metered)
         .build();
