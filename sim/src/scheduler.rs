@@ -2,8 +2,9 @@
 //! with no I/O and no clock of its own. It observes committed timer requests
 //! with a [`CausalClock`] (K1) and, asked with the current time, returns the
 //! fire records that are due: keyed like their request, valued with the time
-//! asked for (milliseconds as a long, Kafka's `LongSerializer` format), stamped with everything observed, for the fire topic's
-//! partition of the request. The simulator and the live scheduler drive it
+//! asked for, stamped with everything observed, for the fire topic's
+//! partition of the request. Times are milliseconds as a long, in Kafka's
+//! `LongSerializer` format. The simulator and the live scheduler drive it
 //! over the model and a real cluster.
 
 use bytes::Bytes;
