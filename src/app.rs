@@ -171,6 +171,7 @@ impl AppBuilder {
                 .then(|| TopicName::from(changelog_topic_name(&self.id, &def.name)));
             plans.push(StagePlan {
                 stage: stage.clone(),
+                group: group_name(&self.id, &def.name),
                 tick_topic,
                 changelog,
             });
@@ -189,6 +190,13 @@ pub fn tick_topic_name(app: &str, stage: &str) -> String {
     format!("{app}-{stage}-ticks")
 }
 
+/// `<application.id>-<stage>`: the consumer group under which the stage's
+/// tasks commit their positions and checkpoints (X6). One group per stage,
+/// so that stages consuming the same topic never share a committed position.
+pub fn group_name(app: &str, stage: &str) -> String {
+    format!("{app}-{stage}")
+}
+
 /// `<application.id>-<stage>-state-changelog` (S5).
 pub fn changelog_topic_name(app: &str, stage: &str) -> String {
     format!("{app}-{stage}-state-changelog")
@@ -205,6 +213,8 @@ pub struct App {
 #[derive(Clone, Debug)]
 pub struct StagePlan {
     pub stage: Stage,
+    /// The stage's consumer group, `<application.id>-<stage>` (X6).
+    pub group: String,
     /// The stage's own tick topic, when it declares ticks.
     pub tick_topic: Option<TopicName>,
     /// The stage's changelog, when it is stateful.
@@ -241,10 +251,9 @@ impl App {
         self.stages.iter().find(|plan| plan.name() == name)
     }
 
-    /// The consumer group and transactional-id prefix: the application id, as
-    /// in Kafka Streams.
-    pub fn group_id(&self) -> &str {
-        &self.id
+    /// The consumer group of `stage` (X6): `<application.id>-<stage>`.
+    pub fn group_of(&self, stage: &str) -> Option<&str> {
+        self.stage(stage).map(|plan| plan.group.as_str())
     }
 
     /// The stage that owns `topic` as its tick topic, if any.

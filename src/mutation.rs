@@ -25,10 +25,19 @@ pub enum Mutation {
     ConsumerNotRewound,
     /// Emissions are written outside the task's transaction (breaks X1).
     EmissionsOutsideTransaction,
+    /// Every task writes its ticks to partition 0 of its tick topic (breaks
+    /// T4: a tick belongs on the task's own partition).
+    TickOnPartitionZero,
+    /// Ticks carry the last delivered record's timestamp instead of the wall
+    /// clock (breaks T4).
+    TickAtRecordTime,
+    /// Every stage commits its positions and checkpoints under the
+    /// application id, one group shared by all stages (breaks X6).
+    SharedGroup,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 8] = [
+    pub const ALL: [Mutation; 11] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -37,6 +46,9 @@ impl Mutation {
         Mutation::TickSlotIsNullSlot,
         Mutation::ConsumerNotRewound,
         Mutation::EmissionsOutsideTransaction,
+        Mutation::TickOnPartitionZero,
+        Mutation::TickAtRecordTime,
+        Mutation::SharedGroup,
     ];
 
     pub fn name(self) -> &'static str {
@@ -49,6 +61,9 @@ impl Mutation {
             Mutation::TickSlotIsNullSlot => "tick-slot-is-null-slot",
             Mutation::ConsumerNotRewound => "consumer-not-rewound",
             Mutation::EmissionsOutsideTransaction => "emissions-outside-transaction",
+            Mutation::TickOnPartitionZero => "tick-on-partition-zero",
+            Mutation::TickAtRecordTime => "tick-at-record-time",
+            Mutation::SharedGroup => "shared-group",
         }
     }
 

@@ -134,9 +134,11 @@ fn values(records: &[ConsumedRecord]) -> Vec<String> {
         .collect()
 }
 
+/// The committed offset of the `sum` stage's group (X6) on `tp`.
 async fn committed_offset(client: &LiveClient, app: &App, tp: &Tp) -> Option<u64> {
+    let group = app.group_of("sum").expect("the test app has a sum stage");
     let consumer = client
-        .consumer(app.group_id(), Isolation::ReadCommitted)
+        .consumer(group, Isolation::ReadCommitted)
         .expect("consumer");
     let mut found = consumer
         .committed(std::slice::from_ref(tp))

@@ -82,7 +82,14 @@
 //! * **I3 (no aborted reads).** A claim, in any committed record, that names
 //!   an offset inside the log where no committed record is: an aborted record
 //!   or a transaction marker (G6). Only a writer that saw an uncommitted
-//!   record can have written it.
+//!   record can have written it. A claim at or beyond where the
+//!   `read_committed` read of its tp stopped (the last stable offset) while
+//!   the log goes on: a *precommitted read*, since no `read_committed`
+//!   consumer can have delivered a record inside or behind a transaction
+//!   still open (run the audit once the application has stopped, or a later
+//!   read of another tp may see outputs committed after this one was read).
+//!   And, where commit order is known, a *causal inversion*: a committed
+//!   record claiming a record that was committed after it.
 //! * **I4 (tick durability and cadence).** A committed tick record that is
 //!   not a tick (null key, 8-byte big-endian time equal to the record
 //!   timestamp, T4); two committed ticks of one task less than the interval
@@ -121,9 +128,11 @@
 //!   its missing effects (I6, I7); a record whose delivery has no effect can
 //!   be skipped unseen.
 //! * Liveness (I8) and determinism (I9) need runs, not logs.
-//! * Claims on tps that were not read, below a tp's log start (retention,
-//!   compaction) or between where a `read_committed` read stopped (the last
-//!   stable offset) and the log end are counted as unverifiable.
+//! * Claims on tps that were not read, or below a tp's log start
+//!   (retention, compaction), are counted as unverifiable.
+//! * The order in which records became committed is not in a broker's
+//!   logs; the model's is ([`CommittedLogs::insert_commit_order`]), and
+//!   where it is known a *causal inversion* is checked too.
 //! * The audit assumes sink topics are written only by the application;
 //!   anything else written there is an unexplained output. Record timestamps
 //!   are not compared (a topic may use log-append time).
@@ -165,13 +174,16 @@ pub struct LogBounds {
 }
 
 /// What was read back: committed records only (`read_committed`), per tp, in
-/// offset order, with where each read stopped, and the application group's
-/// committed offsets (whose metadata is the task checkpoint).
+/// offset order, with where each read stopped, and each stage group's
+/// committed offsets (whose metadata is the task checkpoint, X6).
 #[derive(Clone, Debug, Default)]
 pub struct CommittedLogs {
     records: BTreeMap<Tp, Vec<ConsumedRecord>>,
     bounds: BTreeMap<Tp, LogBounds>,
-    committed: BTreeMap<Tp, CommittedOffset>,
+    committed: BTreeMap<(String, Tp), CommittedOffset>,
+    /// Per tp, `(offset, sequence)` ascending by offset: the order in which
+    /// committed records became committed, where it is known.
+    commit_order: BTreeMap<Tp, Vec<(u64, u64)>>,
 }
 
 impl CommittedLogs {
@@ -192,9 +204,30 @@ impl CommittedLogs {
         self.bounds.insert(tp, bounds);
     }
 
-    /// The application group's committed offset on `tp`.
-    pub fn insert_committed(&mut self, tp: Tp, offset: CommittedOffset) {
-        self.committed.insert(tp, offset);
+    /// The order in which the committed records of `tp` became committed:
+    /// `(offset, sequence)` pairs whose sequences are comparable across every
+    /// tp of one read (a plain record's append, a transactional record's
+    /// commit). A broker's consumer cannot see it; the model knows it
+    /// ([`CommittedLogs::from_cluster`]). Where both a record and a record it
+    /// claims have one, the audit checks that the cause committed first.
+    pub fn insert_commit_order(&mut self, tp: Tp, mut order: Vec<(u64, u64)>) {
+        order.sort_unstable();
+        self.commit_order.insert(tp, order);
+    }
+
+    /// When the committed record at `tp@offset` became committed, if known.
+    pub fn commit_sequence(&self, tp: &Tp, offset: u64) -> Option<u64> {
+        let order = self.commit_order.get(tp)?;
+        let at = order
+            .binary_search_by_key(&offset, |&(offset, _)| offset)
+            .ok()?;
+        Some(order[at].1)
+    }
+
+    /// The committed offset of consumer group `group` (a stage's, X6) on
+    /// `tp`.
+    pub fn insert_committed(&mut self, group: &str, tp: Tp, offset: CommittedOffset) {
+        self.committed.insert((group.to_string(), tp), offset);
     }
 
     /// The tps read, in order.
@@ -222,13 +255,15 @@ impl CommittedLogs {
         })
     }
 
-    pub fn committed(&self, tp: &Tp) -> Option<&CommittedOffset> {
-        self.committed.get(tp)
+    /// The committed offset of consumer group `group` on `tp`.
+    pub fn committed(&self, group: &str, tp: &Tp) -> Option<&CommittedOffset> {
+        self.committed.get(&(group.to_string(), tp.clone()))
     }
 
     /// Reads every topic of the application (sources, sinks, tick topics,
     /// changelogs: every partition the assembly lists) from the model with
-    /// `read_committed`, and the application group's committed offsets.
+    /// `read_committed`, and each stage group's committed offsets on the tps
+    /// the stage consumes.
     pub fn from_cluster(cluster: &Cluster, app: &App, assembly: &Assembly) -> Self {
         let mut logs = CommittedLogs::new();
         for (topic, partitions) in &assembly.partitions {
@@ -246,8 +281,19 @@ impl CommittedLogs {
                     },
                 );
                 logs.insert_records(tp.clone(), fetch.records);
-                if let Some(committed) = cluster.committed(app.group_id(), &tp) {
-                    logs.insert_committed(tp, committed);
+                if let Ok(log) = cluster.log(&tp) {
+                    logs.insert_commit_order(tp, log.commit_order());
+                }
+            }
+        }
+        for plan in app.stages() {
+            for topic in plan.consumed_topics() {
+                let partitions = assembly.partitions_of(topic.as_str()).unwrap_or(0);
+                for partition in 0..partitions {
+                    let tp = Tp::new(topic.clone(), partition);
+                    if let Some(committed) = cluster.committed(&plan.group, &tp) {
+                        logs.insert_committed(&plan.group, tp, committed);
+                    }
                 }
             }
         }
@@ -293,8 +339,7 @@ pub struct AuditSummary {
     pub ticks_delivered: usize,
     /// Claims found to name a committed record.
     pub claims_checked: usize,
-    /// Claims on tps not read, below a log start, or behind an open
-    /// transaction.
+    /// Claims on tps not read, or below a log start.
     pub claims_unverifiable: usize,
     /// Deliveries tried by the searches, backtracking included.
     pub search_steps: u64,
@@ -635,6 +680,22 @@ impl<'a> Auditor<'a> {
                     };
                     if claimed.index_of(claim.offset).is_some() {
                         self.summary.claims_checked += 1;
+                        let claimant_at = self.logs.commit_sequence(&log.tp, record.offset);
+                        let claimed_at = self.logs.commit_sequence(&claim.tp, claim.offset);
+                        if let (Some(claimant_at), Some(claimed_at)) = (claimant_at, claimed_at) {
+                            if claimed_at > claimant_at {
+                                bad.entry(claim.clone())
+                                    .or_insert_with(|| {
+                                        (
+                                            Invariant::I3,
+                                            format!("causal inversion: {claim} was committed after the record that claims it; its writer must have read it before it was committed"),
+                                            Vec::new(),
+                                        )
+                                    })
+                                    .2
+                                    .push(claimant);
+                            }
+                        }
                         continue;
                     }
                     let bounds = claimed.bounds;
@@ -649,7 +710,13 @@ impl<'a> Auditor<'a> {
                             ),
                         ))
                     } else if claim.offset >= bounds.read_until {
-                        None
+                        Some((
+                            Invariant::I3,
+                            format!(
+                                "precommitted read: {claim} lies at or beyond the last stable offset {} of {}, inside or behind a transaction still open, which no read_committed consumer can have delivered",
+                                bounds.read_until, claim.tp
+                            ),
+                        ))
                     } else {
                         Some((
                             Invariant::I3,
@@ -751,7 +818,10 @@ impl<'a> Auditor<'a> {
                         continue;
                     }
                     let tp = Tp::new(topic.clone(), partition);
-                    let committed = self.logs.committed(&tp).map_or(0, |offset| offset.offset);
+                    let committed = self
+                        .logs
+                        .committed(&plan.group, &tp)
+                        .map_or(0, |offset| offset.offset);
                     let Some(log) = index.get(&tp) else {
                         if committed > 0 {
                             unreadable = Some(format!("{tp} was not read"));
@@ -827,7 +897,7 @@ impl<'a> Auditor<'a> {
         let committed: Vec<(&Tp, &CommittedOffset)> = task
             .lanes
             .iter()
-            .filter_map(|lane| Some((&lane.tp, self.logs.committed(&lane.tp)?)))
+            .filter_map(|lane| Some((&lane.tp, self.logs.committed(&task.plan.group, &lane.tp)?)))
             .collect();
         let mut checkpoint = Checkpoint {
             history: Stamp::empty(),

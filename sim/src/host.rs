@@ -39,6 +39,16 @@ pub struct SentTick {
     pub stamp: Stamp,
 }
 
+/// When a transaction's end writes its markers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Markers {
+    /// At once, as the model's `commit` and `abort` do.
+    Now,
+    /// When the driver says so ([`Cluster::write_markers`]), as a broker
+    /// writes them some milliseconds after answering `EndTxn`.
+    Later,
+}
+
 /// How a commit attempt ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CommitOutcome {
@@ -82,11 +92,15 @@ impl TaskHost {
                 task.restore_state(offset, record)?;
             }
         }
-        let committed: Vec<_> = task
+        // A read_committed lookup, as the live runtime's consumer makes it:
+        // the new producer's init has ended whatever transaction of this
+        // task was pending, so the offsets are stable unless another
+        // producer staged offsets of this stage's group on this task's tps.
+        let committed = task
             .consumed_tps()
             .iter()
-            .map(|tp| cluster.committed(task.group(), tp))
-            .collect();
+            .map(|tp| cluster.committed_stable(task.group(), tp))
+            .collect::<Result<Vec<_>, _>>()?;
         let positions = task.start(&committed, now)?;
         Ok(TaskHost {
             task,
@@ -206,6 +220,19 @@ impl TaskHost {
 
     /// Commits the open work, if any (X1). A failed commit aborts (X3).
     pub fn commit(&mut self, cluster: &mut Cluster, now: i64) -> Result<CommitOutcome, HostError> {
+        self.commit_with(cluster, now, Markers::Now)
+    }
+
+    /// [`TaskHost::commit`], with the markers written now or left for the
+    /// driver to write later ([`Cluster::commit_later`]): the task learns
+    /// its commit succeeded either way, as a Kafka client does when
+    /// `commit_transaction` returns.
+    pub fn commit_with(
+        &mut self,
+        cluster: &mut Cluster,
+        now: i64,
+        markers: Markers,
+    ) -> Result<CommitOutcome, HostError> {
         if !self.task.has_open_work() {
             return Ok(CommitOutcome::Nothing);
         }
@@ -231,7 +258,10 @@ impl TaskHost {
                 })
                 .collect();
             cluster.send_offsets_owned(self.producer, &group, offsets)?;
-            cluster.commit(self.producer)
+            match markers {
+                Markers::Now => cluster.commit(self.producer),
+                Markers::Later => cluster.commit_later(self.producer),
+            }
         });
         match attempt {
             Ok(()) => {
@@ -251,10 +281,19 @@ impl TaskHost {
     /// and rewinds the consumer to the committed positions: Kafka's consumer
     /// does not rewind by itself.
     pub fn abort(&mut self, cluster: &mut Cluster) {
+        self.abort_with(cluster, Markers::Now);
+    }
+
+    /// [`TaskHost::abort`], with the markers written now or later (see
+    /// [`TaskHost::commit_with`]).
+    pub fn abort_with(&mut self, cluster: &mut Cluster, markers: Markers) {
         if self.in_transaction {
             // A fenced producer cannot abort; its transaction was already
             // aborted by the fencing, so the error changes nothing.
-            let _ = cluster.abort(self.producer);
+            let _ = match markers {
+                Markers::Now => cluster.abort(self.producer),
+                Markers::Later => cluster.abort_later(self.producer),
+            };
             self.in_transaction = false;
         }
         self.transaction_number += 1;

@@ -376,7 +376,8 @@ fn i7_audit_reports_a_duplicated_output() {
 
 /// I1: an order rewritten to claim a payment that was delivered after it
 /// (the changelog shows the order first): no interleaving that respects the
-/// gate explains the committed state.
+/// gate explains the committed state. The forged claim names a payment
+/// committed after the order, so it is a causal inversion too (I3).
 #[test]
 fn i1_audit_reports_a_delivery_before_its_claim() {
     let (app, driver, _) = fan_in_run();
@@ -397,7 +398,12 @@ fn i1_audit_reports_a_delivery_before_its_claim() {
         Invariant::I1,
         &format!("before its claim payments-0@{later_payment}"),
     );
-    assert_eq!(report.invariants().len(), 1, "{report}");
+    assert_reports(
+        &report,
+        Invariant::I3,
+        &format!("causal inversion: payments-0@{later_payment} was committed after"),
+    );
+    assert_eq!(report.invariants().len(), 2, "{report}");
 }
 
 /// I1: a committed delivery whose claim the committed history never
@@ -407,7 +413,8 @@ fn i1_audit_reports_a_claim_the_committed_history_never_delivers() {
     let (app, driver, _) = fan_in_run();
     let (assembly, mut logs) = read(&driver, &app);
     let payments = tp("payments", 0);
-    let committed = logs.committed(&payments).unwrap().clone();
+    let group = app.group_of("ledger").unwrap().to_string();
+    let committed = logs.committed(&group, &payments).unwrap().clone();
     let records = logs.records(&payments).to_vec();
     let last = records.len() - 1;
     // The last committed payment delivered, its position moved back before
@@ -415,7 +422,7 @@ fn i1_audit_reports_a_claim_the_committed_history_never_delivers() {
     // claims it.
     let mut earlier = committed.clone();
     earlier.offset = records[last].offset;
-    logs.insert_committed(payments.clone(), earlier);
+    logs.insert_committed(&group, payments.clone(), earlier);
     logs.insert_records(payments, records);
     let report = audit(&app, &assembly, &logs);
     assert!(report.invariants().contains(&Invariant::I1), "{report}");
@@ -479,6 +486,90 @@ fn i1_audit_reports_a_claim_beyond_the_log_end() {
     assert_reports(&report, Invariant::I1, "never appended");
 }
 
+/// I3: an output claiming a record at or beyond the last stable offset —
+/// inside a transaction still open — is a precommitted read: no
+/// `read_committed` consumer can have delivered that record.
+#[test]
+fn i3_audit_reports_a_claim_beyond_the_last_stable_offset() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let audits = tp("audits", 0);
+    let orders = tp("orders", 1);
+    // Two records of a transaction still open follow the committed ones:
+    // the read stopped at the last stable offset, the log goes on.
+    let bounds = logs.bounds(&orders).unwrap();
+    let stable = bounds.end;
+    logs.insert_bounds(
+        orders.clone(),
+        LogBounds {
+            end: stable + 2,
+            ..bounds
+        },
+    );
+    let mut records = logs.records(&audits).to_vec();
+    let mut stamp = stamp_of(&records[0]);
+    stamp.claim(&orders, stable);
+    records[0] = with_stamp(&records[0], &stamp);
+    logs.insert_records(audits, records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(
+        &report,
+        Invariant::I3,
+        &format!("precommitted read: orders-1@{stable} lies at or beyond the last stable offset {stable}"),
+    );
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I3: a committed record claiming a record that was committed after it is
+/// a causal inversion (its writer read the cause before it committed).
+#[test]
+fn i3_audit_reports_a_cause_committed_after_its_effect() {
+    let (app, driver) = balances_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let orders = tp("orders", 0);
+    // A committed record of the application that claims an order.
+    let (claimant, claimed) = logs
+        .tps()
+        .filter(|tp| tp.topic.as_str() != "orders")
+        .flat_map(|tp| logs.records(tp).iter().map(move |record| (tp, record)))
+        .find_map(|(tp, record)| {
+            let stamp = stamp_of(record);
+            let claim = stamp.claims().iter().find(|claim| claim.tp == orders)?;
+            Some(((tp.clone(), record.offset), claim.offset))
+        })
+        .expect("an output claims an order");
+    let effect = logs
+        .commit_sequence(&claimant.0, claimant.1)
+        .expect("the model knows when the claimant committed");
+    let cause = logs
+        .commit_sequence(&orders, claimed)
+        .expect("the model knows when the order committed");
+    assert!(cause < effect, "in the real run the cause committed first");
+    // Rewrite history: the order commits after the record that claims it.
+    let order: Vec<(u64, u64)> = logs
+        .records(&orders)
+        .iter()
+        .map(|record| {
+            let sequence = logs.commit_sequence(&orders, record.offset).unwrap();
+            let sequence = if record.offset == claimed {
+                effect + 1
+            } else {
+                sequence
+            };
+            (record.offset, sequence)
+        })
+        .collect();
+    logs.insert_commit_order(orders.clone(), order);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(
+        &report,
+        Invariant::I3,
+        &format!(
+            "causal inversion: orders-0@{claimed} was committed after the record that claims it"
+        ),
+    );
+}
+
 /// I6: a changelog record that is not the fold of the committed deliveries.
 #[test]
 fn i6_audit_reports_a_changelog_that_differs_from_the_fold() {
@@ -526,14 +617,15 @@ fn i5_audit_reports_a_checkpoint_history_that_is_not_the_committed_one() {
     let (assembly, mut logs) = read(&driver, &app);
     let orders = tp("orders", 0);
     let ticks = tp("payments-balances-ticks", 0);
-    let committed = logs.committed(&orders).unwrap().clone();
+    let group = app.group_of("balances").unwrap().to_string();
+    let committed = logs.committed(&group, &orders).unwrap().clone();
     let mut checkpoint = parsley::task::Checkpoint::decode(&committed.metadata).unwrap();
     checkpoint.history.claim(&orders, committed.offset + 5);
     let metadata = checkpoint.encode();
     for lane in [orders, ticks] {
-        let mut offset = logs.committed(&lane).unwrap().clone();
+        let mut offset = logs.committed(&group, &lane).unwrap().clone();
         offset.metadata = metadata.clone();
-        logs.insert_committed(lane, offset);
+        logs.insert_committed(&group, lane, offset);
     }
     let report = audit(&app, &assembly, &logs);
     assert_reports(&report, Invariant::I5, "is not the merge");

@@ -66,7 +66,7 @@ fn bad_stamp_header_stops_the_task_at_the_record() {
         "the error says what is wrong: {error}"
     );
     assert_eq!(
-        committed_offset(&driver, "payments", &Tp::new("orders", 0)),
+        committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),
         Some(1)
     );
     // The task stays stopped, loudly: later input is not silently skipped.
@@ -78,7 +78,7 @@ fn bad_stamp_header_stops_the_task_at_the_record() {
         "{again}"
     );
     assert_eq!(
-        committed_offset(&driver, "payments", &Tp::new("orders", 0)),
+        committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),
         Some(1)
     );
 }
@@ -106,7 +106,7 @@ fn g6_claim_on_own_future_offset_is_poison() {
         ("orders-0".to_string(), 0, "orders-0@7".to_string())
     );
     assert_eq!(
-        committed_offset(&driver, "payments", &Tp::new("orders", 0)),
+        committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),
         None
     );
 }
@@ -158,7 +158,7 @@ fn codec_rejected_value_names_topic_tp_and_offset() {
         "{message}"
     );
     assert_eq!(
-        committed_offset(&driver, "payments", &Tp::new("orders", 0)),
+        committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),
         None
     );
 }
@@ -289,7 +289,7 @@ fn x5_panicking_logic_stops_the_task_without_skipping() {
         "{error}"
     );
     assert_eq!(
-        committed_offset(&driver, "shop", &Tp::new("orders", 0)),
+        committed_offset(&driver, "shop-fragile", &Tp::new("orders", 0)),
         Some(1)
     );
     assert_eq!(driver.stopped_tasks().len(), 1);

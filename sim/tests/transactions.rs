@@ -167,7 +167,7 @@ fn x1_aborted_transaction_leaves_no_output_state_or_position() {
             .len()
     };
     assert_eq!(read(&cluster, &changelog), 0);
-    assert_eq!(cluster.committed("payments", &orders), None);
+    assert_eq!(cluster.committed("payments-balances", &orders), None);
     assert_eq!(
         host.positions()[0],
         (orders.clone(), 0),
@@ -182,7 +182,7 @@ fn x1_aborted_transaction_leaves_no_output_state_or_position() {
     assert_eq!(read(&cluster, &changelog), 1);
     assert_eq!(
         cluster
-            .committed("payments", &orders)
+            .committed("payments-balances", &orders)
             .map(|committed| committed.offset),
         Some(1)
     );

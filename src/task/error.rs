@@ -111,6 +111,25 @@ pub enum TaskError {
 }
 
 impl TaskError {
+    /// The task that stopped with this error.
+    pub fn task(&self) -> &TaskId {
+        match self {
+            TaskError::BadStamp { task, .. }
+            | TaskError::UnresolvableClaim { task, .. }
+            | TaskError::Codec { task, .. }
+            | TaskError::StateCodec { task, .. }
+            | TaskError::Logic { task, .. }
+            | TaskError::UndeclaredSink { task, .. }
+            | TaskError::EmitToTickTopic { task, .. }
+            | TaskError::EmissionCodec { task, .. }
+            | TaskError::BadTick { task, .. }
+            | TaskError::BadChangelog { task, .. }
+            | TaskError::BadCheckpoint { task, .. }
+            | TaskError::CheckpointTooLarge { task, .. }
+            | TaskError::UnknownTask { task } => task,
+        }
+    }
+
     /// The record this error is about, if any.
     pub fn record(&self) -> Option<(&Tp, u64)> {
         match self {

@@ -145,6 +145,7 @@ struct OpenWork {
 pub struct Task {
     id: TaskId,
     group: String,
+    transactional_id: String,
     kinds: Vec<LaneKind>,
     gate: Gate,
     logic: Arc<dyn StageLogic>,
@@ -159,6 +160,9 @@ pub struct Task {
     /// G4: the merge of every delivered record's stamp plus a claim on it.
     history: Stamp,
     last_tick_at: Option<i64>,
+    /// The timestamp of the last delivered record: only a planted bug
+    /// (`Mutation::TickAtRecordTime`) reads it.
+    last_delivered_at: Option<i64>,
     started_at: i64,
     last_commit_at: i64,
     committed: Committed,
@@ -224,7 +228,15 @@ impl Task {
         let positions = vec![0; tps.len()];
         Ok(Task {
             id,
-            group: app.group_id().to_string(),
+            // A planted bug may commit every stage under the application id,
+            // as one shared group (breaks X6); the transactional id never
+            // depends on it.
+            group: if mutation::active(Mutation::SharedGroup) {
+                app.id().to_string()
+            } else {
+                plan.group.clone()
+            },
+            transactional_id: format!("{}-{partition}", plan.group),
             kinds,
             gate: Gate::new(tps),
             logic: Arc::clone(&def.logic),
@@ -245,6 +257,7 @@ impl Task {
             failure: None,
             history: Stamp::empty(),
             last_tick_at: None,
+            last_delivered_at: None,
             started_at: 0,
             last_commit_at: 0,
             committed: Committed {
@@ -279,11 +292,15 @@ impl Task {
         self.tick.as_ref().map(|(tp, _)| tp)
     }
 
-    /// The transactional id of this task's producer (X4).
-    pub fn transactional_id(&self) -> String {
-        format!("{}-{}-{}", self.group, self.id.stage, self.id.partition)
+    /// The transactional id of this task's producer (X4):
+    /// `<application.id>-<stage>-<partition>`, the stage's group and the
+    /// task's partition.
+    pub fn transactional_id(&self) -> &str {
+        &self.transactional_id
     }
 
+    /// The stage's consumer group (X6), under which the task commits its
+    /// positions and checkpoint.
     pub fn group(&self) -> &str {
         &self.group
     }
@@ -660,6 +677,7 @@ impl Task {
         );
         self.metrics.records_delivered_total += 1;
         self.open.dirty = true;
+        self.last_delivered_at = Some(timestamp);
         Ok(self.produce(outcome, timestamp))
     }
 
@@ -813,13 +831,23 @@ impl Task {
         self.open.dirty = true;
         self.open.ticks += 1;
         let stamp = self.stamping_site();
+        let tp = if mutation::active(Mutation::TickOnPartitionZero) {
+            Tp::new(tp.topic, 0)
+        } else {
+            tp
+        };
+        let at = if mutation::active(Mutation::TickAtRecordTime) {
+            self.last_delivered_at.unwrap_or(now)
+        } else {
+            now
+        };
         let tick = ProducedRecord {
             tp,
             data: RecordData {
                 key: None,
-                value: Some(Bytes::copy_from_slice(&now.to_be_bytes())),
+                value: Some(Bytes::copy_from_slice(&at.to_be_bytes())),
                 headers: vec![header::stamp_header(&stamp)],
-                timestamp: now,
+                timestamp: at,
             },
         };
         Some((tick, stamp))

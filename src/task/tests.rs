@@ -853,7 +853,8 @@ fn x1_commit_carries_positions_and_checkpoint_and_a_restart_resumes_them() {
 
     let request = task.prepare_commit().unwrap();
     let history = stamp(&[("a", 0, 3), (ORDERS, 0, 0), (PAYMENTS, 0, 0)]);
-    assert_eq!(request.group, "app");
+    // X6: the stage's own group, `<application.id>-<stage>`.
+    assert_eq!(request.group, "app-s");
     assert_eq!(
         request.offsets,
         [(o.clone(), 1), (p.clone(), 1), (k.clone(), 0)]

@@ -62,6 +62,7 @@ enum Example {
     AuditCut,
     Chain,
     FanIn,
+    Diamond,
 }
 
 impl Example {
@@ -71,6 +72,7 @@ impl Example {
             Example::AuditCut => TopologyName::AuditCut,
             Example::Chain => TopologyName::Chain,
             Example::FanIn => TopologyName::FanIn,
+            Example::Diamond => TopologyName::Diamond,
         }
     }
 }

@@ -290,6 +290,19 @@ impl TestDriver {
         world.run()
     }
 
+    /// Crashes task `partition` of `stage` alone and starts it again from
+    /// what its stage committed (X6: its own group's positions and
+    /// checkpoint), then processes to quiescence. The new producer fences the
+    /// old one (X4): whatever the task did since its last commit is aborted
+    /// and redone, while every other task keeps its open work. With
+    /// [`TestDriverBuilder::commit_each_step`]`(false)` this reproduces a
+    /// single task failing between commits.
+    pub fn restart_task(&self, stage: &str, partition: u32) -> Result<(), DriverError> {
+        let mut world = self.world.borrow_mut();
+        world.restart_task(stage, partition)?;
+        world.run()
+    }
+
     /// Everything the driver saw happen, in order.
     pub fn trace(&self) -> Vec<TraceEvent> {
         self.world.borrow().trace.clone()

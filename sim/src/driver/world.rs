@@ -82,6 +82,38 @@ impl World {
         Ok(())
     }
 
+    /// Crashes one task and starts it again from what its stage's group
+    /// committed (X6): the new producer fences the old one and aborts its
+    /// open transaction (X4), so everything the task did since its last
+    /// commit is lost and redone. Other tasks keep their open work.
+    pub fn restart_task(&mut self, stage: &str, partition: u32) -> Result<(), DriverError> {
+        let index = self
+            .hosts
+            .iter()
+            .position(|host| {
+                let id = host.task.id();
+                id.stage == stage && id.partition == partition
+            })
+            .ok_or_else(|| DriverError::UnknownTask {
+                stage: stage.to_string(),
+                partition,
+            })?;
+        let host = TaskHost::start(
+            &mut self.cluster,
+            &self.app,
+            &self.assembly,
+            stage,
+            partition,
+            self.config,
+            self.now,
+        )?;
+        let id = host.task.id().clone();
+        self.stopped.retain(|error| *error.task() != id);
+        self.held_seen.retain(|(task, _, _)| *task != id);
+        self.hosts[index] = host;
+        Ok(())
+    }
+
     fn is_stopped(&self, index: usize) -> bool {
         self.hosts[index].task.failure().is_some()
     }

@@ -13,7 +13,9 @@ use rand_core::{RngCore, SeedableRng};
 
 use crate::sim::scenario::TopologyName;
 use crate::sim::topology::{InputTopic, SimTopology};
-use crate::topologies::{self, ChainTopics, FanInTopics, PaymentsTopics, TimerTopics};
+use crate::topologies::{
+    self, ChainTopics, DiamondTopics, FanInTopics, PaymentsTopics, TimerTopics,
+};
 
 /// How long the timers example holds a reservation live: short, so a run
 /// sees its timers fire (the simulator uses `topologies::RESERVATION_MS`).
@@ -61,6 +63,11 @@ pub fn namespaced(
                 input(topics.orders.name(), false),
             ];
             (app, inputs, true)
+        }
+        TopologyName::Diamond => {
+            let topics = DiamondTopics::with_prefix(namespace);
+            let app = topologies::diamond_named(&topic("diamond"), &topics, tick_interval)?;
+            (app, vec![input(topics.events.name(), false)], false)
         }
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);

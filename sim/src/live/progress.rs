@@ -13,16 +13,21 @@ use parsley::{App, Tp};
 
 use crate::audit::CommittedLogs;
 
-/// The non-tick tps the application's tasks consume.
-fn source_tps(app: &App, assembly: &Assembly) -> Vec<Tp> {
-    let mut tps = Vec::new();
-    for plan in app.stages() {
-        for source in plan.stage.sources() {
-            let partitions = assembly.partitions_of(source.name.as_str()).unwrap_or(0);
-            tps.extend((0..partitions).map(|partition| Tp::new(source.name.clone(), partition)));
-        }
-    }
-    tps
+/// The non-tick tps each stage's tasks consume, with the stage's group (X6).
+fn source_tps(app: &App, assembly: &Assembly) -> Vec<(&str, Vec<Tp>)> {
+    app.stages()
+        .iter()
+        .map(|plan| {
+            let mut tps = Vec::new();
+            for source in plan.stage.sources() {
+                let partitions = assembly.partitions_of(source.name.as_str()).unwrap_or(0);
+                tps.extend(
+                    (0..partitions).map(|partition| Tp::new(source.name.clone(), partition)),
+                );
+            }
+            (plan.group.as_str(), tps)
+        })
+        .collect()
 }
 
 /// True when every record committed on a source tp when the check began has
@@ -33,26 +38,30 @@ pub async fn caught_up(
     app: &App,
     assembly: &Assembly,
 ) -> Result<bool, LiveError> {
-    let tps = source_tps(app, assembly);
-    let mut stable = Vec::with_capacity(tps.len());
-    for tp in &tps {
+    let stages = source_tps(app, assembly);
+    let mut stable = Vec::new();
+    for tp in stages.iter().flat_map(|(_, tps)| tps) {
         stable.push(client.watermarks(tp).await?.last_stable_offset);
     }
-    // A read_committed lookup of committed offsets waits while any
-    // transaction holding the group's offsets is open (KIP-447), which a
-    // running application nearly always has; a read_uncommitted one answers
-    // the last committed offsets at once.
-    let offsets = client.consumer(app.group_id(), Isolation::ReadUncommitted)?;
-    let committed = offsets.committed(&tps).await?;
-    let mut consumer = client.consumer(app.group_id(), Isolation::ReadCommitted)?;
-    for ((tp, committed), stable) in tps.iter().zip(committed).zip(stable) {
-        let from = committed.map_or(0, |committed| committed.offset);
-        if from >= stable {
-            continue;
-        }
-        let fetched = consumer.fetch(tp, from).await?;
-        if fetched.records.iter().any(|record| record.offset < stable) {
-            return Ok(false);
+    let mut stable = stable.into_iter();
+    for (group, tps) in &stages {
+        // A read_committed lookup of committed offsets waits while any
+        // transaction holding the group's offsets is open (KIP-447), which a
+        // running application nearly always has; a read_uncommitted one
+        // answers the last committed offsets at once.
+        let offsets = client.consumer(group, Isolation::ReadUncommitted)?;
+        let committed = offsets.committed(tps).await?;
+        let mut consumer = client.consumer(group, Isolation::ReadCommitted)?;
+        for (tp, committed) in tps.iter().zip(committed) {
+            let stable = stable.next().expect("one stable offset per tp");
+            let from = committed.map_or(0, |committed| committed.offset);
+            if from >= stable {
+                continue;
+            }
+            let fetched = consumer.fetch(tp, from).await?;
+            if fetched.records.iter().any(|record| record.offset < stable) {
+                return Ok(false);
+            }
         }
     }
     Ok(true)

@@ -11,13 +11,13 @@ use parsley::{App, ConsumedRecord, Tp};
 
 use crate::audit::{CommittedLogs, LogBounds};
 
-/// Everything committed on the application's topics, and its group's
-/// committed offsets.
+/// Everything committed on the application's topics, and each stage group's
+/// committed offsets (X6), keyed by (group, tp).
 #[derive(Clone, Debug, Default)]
 pub struct ReadBack {
     pub records: BTreeMap<Tp, Vec<ConsumedRecord>>,
     pub bounds: BTreeMap<Tp, LogBounds>,
-    pub committed: BTreeMap<Tp, CommittedOffset>,
+    pub committed: BTreeMap<(String, Tp), CommittedOffset>,
 }
 
 impl ReadBack {
@@ -39,16 +39,16 @@ impl ReadBack {
         for (tp, bounds) in &self.bounds {
             logs.insert_bounds(tp.clone(), *bounds);
         }
-        for (tp, committed) in &self.committed {
-            logs.insert_committed(tp.clone(), committed.clone());
+        for ((group, tp), committed) in &self.committed {
+            logs.insert_committed(group, tp.clone(), committed.clone());
         }
         logs
     }
 }
 
 /// Reads every partition of every topic the application touches up to its
-/// last stable offset, and the group's committed offsets on the tps its
-/// tasks consume. Run it once the application has stopped, or it reads a
+/// last stable offset, and each stage group's committed offsets on the tps
+/// the stage's tasks consume. Run it once the application has stopped, or it reads a
 /// moment of a moving target.
 pub async fn read_committed(
     client: &LiveClient,
@@ -56,16 +56,9 @@ pub async fn read_committed(
     assembly: &Assembly,
 ) -> Result<ReadBack, LiveError> {
     let mut read = ReadBack::default();
-    let mut consumer = client.consumer(app.group_id(), Isolation::ReadCommitted)?;
-    let mut consumed: Vec<Tp> = Vec::new();
+    let mut consumer = client.consumer(&format!("{}-audit", app.id()), Isolation::ReadCommitted)?;
     for contract in ContractProbes::probe(app) {
         let partitions = assembly.partitions_of(contract.name.as_str()).unwrap_or(0);
-        let consumed_here = contract.roles.iter().any(|role| {
-            matches!(
-                role,
-                parsley::probe::Role::Source { .. } | parsley::probe::Role::Ticks { .. }
-            )
-        });
         for partition in 0..partitions {
             let tp = Tp::new(contract.name.clone(), partition);
             let start = client.watermarks(&tp).await?.low;
@@ -78,16 +71,24 @@ pub async fn read_committed(
                     end: fetched.high_watermark,
                 },
             );
-            read.records.insert(tp.clone(), fetched.records);
-            if consumed_here {
-                consumed.push(tp);
-            }
+            read.records.insert(tp, fetched.records);
         }
     }
-    let committed = consumer.committed(&consumed).await?;
-    for (tp, committed) in consumed.into_iter().zip(committed) {
-        if let Some(committed) = committed {
-            read.committed.insert(tp, committed);
+    for plan in app.stages() {
+        let consumed: Vec<Tp> = plan
+            .consumed_topics()
+            .into_iter()
+            .flat_map(|topic| {
+                let partitions = assembly.partitions_of(topic.as_str()).unwrap_or(0);
+                (0..partitions).map(move |partition| Tp::new(topic.clone(), partition))
+            })
+            .collect();
+        let group = client.consumer(&plan.group, Isolation::ReadCommitted)?;
+        let committed = group.committed(&consumed).await?;
+        for (tp, committed) in consumed.into_iter().zip(committed) {
+            if let Some(committed) = committed {
+                read.committed.insert((plan.group.clone(), tp), committed);
+            }
         }
     }
     Ok(read)

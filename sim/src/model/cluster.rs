@@ -49,6 +49,11 @@ struct ProducerState {
     epoch: u32,
     /// Whether a transaction is open, its state being `txn`.
     in_transaction: bool,
+    /// A transaction whose end the coordinator accepted but whose markers
+    /// are not written yet (its state still in `txn`): until they are, its
+    /// records stay undecided, the last stable offset stays pinned and its
+    /// group offsets are not applied.
+    ending: Option<ControlKind>,
     /// The open transaction; between transactions its emptied buffers, kept
     /// so the next transaction allocates nothing.
     txn: Transaction,
@@ -189,7 +194,20 @@ impl Cluster {
     pub fn init_producer(&mut self, transactional_id: &str, _now_ms: i64) -> ProducerId {
         if let Some(&id) = self.transactional_ids.get(transactional_id) {
             let state = &mut self.producers[id as usize];
-            fence(&mut self.topics, &mut self.groups, id, state);
+            // The coordinator completes an accepted end before it fences.
+            if let Some(kind) = state.ending.take() {
+                let sequence = next(&mut self.next_sequence);
+                finish(
+                    &mut self.topics,
+                    &mut self.groups,
+                    id,
+                    state,
+                    kind,
+                    sequence,
+                );
+            }
+            let sequence = next(&mut self.next_sequence);
+            fence(&mut self.topics, &mut self.groups, id, state, sequence);
             return ProducerId {
                 id,
                 epoch: state.epoch,
@@ -200,6 +218,7 @@ impl Cluster {
             transactional_id: transactional_id.to_owned(),
             epoch: 0,
             in_transaction: false,
+            ending: None,
             txn: Transaction::default(),
         });
         self.transactional_ids
@@ -223,6 +242,20 @@ impl Cluster {
             return Err(ModelError::TransactionAlreadyOpen {
                 transactional_id: state.transactional_id.clone(),
             });
+        }
+        // The previous transaction's markers go out first: a broker answers
+        // the next transaction's first write with CONCURRENT_TRANSACTIONS
+        // until they are written, and the client retries until then.
+        if let Some(kind) = state.ending.take() {
+            let sequence = next(&mut self.next_sequence);
+            finish(
+                &mut self.topics,
+                &mut self.groups,
+                producer.id,
+                state,
+                kind,
+                sequence,
+            );
         }
         state.in_transaction = true;
         state.txn.started_ms = now_ms;
@@ -309,6 +342,68 @@ impl Cluster {
         self.end(producer, ControlKind::Abort)
     }
 
+    /// Commits, as [`Cluster::commit`] does for the producer, but leaves the
+    /// markers unwritten, as a broker does between answering `EndTxn` and
+    /// writing the markers (measured at 5–65 ms): the commit is decided and
+    /// cannot be undone, yet `read_committed` consumers do not see its
+    /// records, the last stable offset stays where the transaction began,
+    /// and its group offsets are not applied until
+    /// [`Cluster::write_markers`] (or the producer's next `begin`, or its
+    /// fencing, which complete it first).
+    pub fn commit_later(&mut self, producer: ProducerId) -> Result<(), ModelError> {
+        self.end_later(producer, ControlKind::Commit)
+    }
+
+    /// Aborts with the markers left unwritten (see [`Cluster::commit_later`]).
+    pub fn abort_later(&mut self, producer: ProducerId) -> Result<(), ModelError> {
+        self.end_later(producer, ControlKind::Abort)
+    }
+
+    /// Writes the markers of producer `id`'s accepted but unwritten end, if
+    /// it has one (a later `begin` or a fencing may have written them
+    /// already). Returns whether it wrote any.
+    pub fn write_markers(&mut self, id: u64) -> bool {
+        let Some(state) = usize::try_from(id)
+            .ok()
+            .and_then(|index| self.producers.get_mut(index))
+        else {
+            return false;
+        };
+        let Some(kind) = state.ending.take() else {
+            return false;
+        };
+        let sequence = next(&mut self.next_sequence);
+        finish(
+            &mut self.topics,
+            &mut self.groups,
+            id,
+            state,
+            kind,
+            sequence,
+        );
+        true
+    }
+
+    /// The ids of producers whose accepted end still has its markers
+    /// unwritten, ascending.
+    pub fn unwritten_markers(&self) -> Vec<u64> {
+        (0..self.producers.len() as u64)
+            .filter(|&id| self.producers[id as usize].ending.is_some())
+            .collect()
+    }
+
+    fn end_later(&mut self, producer: ProducerId, kind: ControlKind) -> Result<(), ModelError> {
+        let state = producer_mut(&mut self.producers, producer)?;
+        if !state.in_transaction {
+            return Err(ModelError::NoOpenTransaction {
+                transactional_id: state.transactional_id.clone(),
+            });
+        }
+        state.in_transaction = false;
+        state.ending = Some(kind);
+        Ok(())
+    }
+
     /// The transaction coordinator's timeout sweep: aborts every transaction
     /// open for longer than the timeout at `now_ms` and bumps its producer's
     /// epoch, so the producer's next call fails with [`ModelError::Fenced`].
@@ -333,7 +428,8 @@ impl Cluster {
                 oldest_left = Some(oldest_left.unwrap_or(started_ms).min(started_ms));
                 continue;
             }
-            fence(&mut self.topics, &mut self.groups, id, state);
+            let sequence = next(&mut self.next_sequence);
+            fence(&mut self.topics, &mut self.groups, id, state, sequence);
             expired.push(transactional_id.clone());
         }
         self.oldest_open_ms = oldest_left;
@@ -374,11 +470,47 @@ impl Cluster {
     }
 
     /// `group`'s committed offset on `tp`, as written by committed
-    /// transactions only.
+    /// transactions only: what a `read_uncommitted` consumer's lookup
+    /// answers, at once.
     pub fn committed(&self, group: &str, tp: &Tp) -> Option<CommittedOffset> {
         let group = self.groups.find(group)?;
         let log = self.topics.find_log(tp)?;
         self.groups.get(group, log).cloned()
+    }
+
+    /// `group`'s committed offset on `tp` as a `read_committed` consumer
+    /// asks for it (KIP-447's stable offsets): while a transaction that sent
+    /// offsets of `group` on `tp` is open, or ended with its markers
+    /// unwritten, the broker answers `UNSTABLE_OFFSET_COMMIT` and the
+    /// consumer waits; the model answers [`ModelError::UnstableOffset`]
+    /// naming that transaction, and the caller retries later.
+    pub fn committed_stable(
+        &self,
+        group: &str,
+        tp: &Tp,
+    ) -> Result<Option<CommittedOffset>, ModelError> {
+        let Some(group_id) = self.groups.find(group) else {
+            return Ok(None);
+        };
+        let Some(log) = self.topics.find_log(tp) else {
+            return Ok(None);
+        };
+        let pending = self.producers.iter().find(|state| {
+            (state.in_transaction || state.ending.is_some())
+                && state
+                    .txn
+                    .offsets
+                    .iter()
+                    .any(|staged| staged.group == group_id && staged.log == log)
+        });
+        if let Some(state) = pending {
+            return Err(ModelError::UnstableOffset {
+                group: group.to_string(),
+                tp: tp.clone(),
+                transactional_id: state.transactional_id.clone(),
+            });
+        }
+        Ok(self.groups.get(group_id, log).cloned())
     }
 
     /// The log end offset of `tp`.
@@ -431,7 +563,15 @@ impl Cluster {
                 transactional_id: state.transactional_id.clone(),
             });
         }
-        finish(&mut self.topics, &mut self.groups, producer.id, state, kind);
+        let sequence = next(&mut self.next_sequence);
+        finish(
+            &mut self.topics,
+            &mut self.groups,
+            producer.id,
+            state,
+            kind,
+            sequence,
+        );
         Ok(())
     }
 }
@@ -439,9 +579,22 @@ impl Cluster {
 /// Bumps `state`'s epoch, fencing its current holder, and aborts its open
 /// transaction if it has one: what the coordinator does when the id is
 /// initialised again or its transaction times out.
-fn fence(topics: &mut Topics, groups: &mut Groups, producer: u64, state: &mut ProducerState) {
+fn fence(
+    topics: &mut Topics,
+    groups: &mut Groups,
+    producer: u64,
+    state: &mut ProducerState,
+    sequence: u64,
+) {
     if state.in_transaction {
-        finish(topics, groups, producer, state, ControlKind::Abort);
+        finish(
+            topics,
+            groups,
+            producer,
+            state,
+            ControlKind::Abort,
+            sequence,
+        );
     }
     state.epoch += 1;
 }
@@ -457,6 +610,7 @@ fn finish(
     producer: u64,
     state: &mut ProducerState,
     kind: ControlKind,
+    sequence: u64,
 ) {
     state.in_transaction = false;
     let txn = &mut state.txn;
@@ -467,7 +621,9 @@ fn finish(
     for partition_writes in txn.writes.chunk_by(|(a, _), (b, _)| a == b) {
         let log = partition_writes[0].0;
         let offsets = partition_writes.iter().map(|&(_, offset)| offset);
-        topics.log_mut(log).end_transaction(producer, kind, offsets);
+        topics
+            .log_mut(log)
+            .end_transaction(producer, kind, offsets, sequence);
     }
     txn.writes.clear();
     match kind {

@@ -49,4 +49,11 @@ pub enum ModelError {
 
     #[error("offset metadata for {tp} is {bytes} bytes, more than the broker's {max} (offset.metadata.max.bytes)")]
     MetadataTooLarge { tp: Tp, bytes: usize, max: usize },
+
+    #[error("group `{group}` has offsets on {tp} pending in the transaction of `{transactional_id}` (UNSTABLE_OFFSET_COMMIT): a read_committed lookup waits until it ends")]
+    UnstableOffset {
+        group: String,
+        tp: Tp,
+        transactional_id: String,
+    },
 }

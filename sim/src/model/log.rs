@@ -157,6 +157,55 @@ impl<'a> LogView<'a> {
         (from..to).filter(move |&offset| log.status(offset) == Some(EntryStatus::Committed))
     }
 
+    /// The commit order of every committed data record below the last
+    /// stable offset, ascending by offset: `(offset, sequence)`, where the
+    /// sequence is cluster-wide — a plain record's append, a transactional
+    /// record's commit (its transaction's markers). Sorting records of
+    /// several partitions by it gives the order in which they became
+    /// committed.
+    pub fn commit_order(&self) -> Vec<(u64, u64)> {
+        let log = self.log;
+        let upper = log.last_stable_offset() as usize;
+        // A transaction's records wait for its marker, which comes later in
+        // the log; each producer has at most one transaction open at a time.
+        let mut waiting: Vec<(u64, Vec<u64>)> = Vec::new();
+        let mut order = Vec::new();
+        // A committed transaction's marker may lie beyond the last stable
+        // offset (a later transaction opened before it), so markers are
+        // looked for in the whole log.
+        for (offset, (entry, meta)) in log.entries.iter().zip(&log.meta).enumerate() {
+            let readable = offset < upper;
+            match entry {
+                Entry::Data { .. } if !readable => {}
+                Entry::Data {
+                    producer: Some(producer),
+                    transactional: true,
+                    ..
+                } if meta.status == EntryStatus::Committed => {
+                    match waiting.iter_mut().find(|(waiter, _)| waiter == producer) {
+                        Some((_, offsets)) => offsets.push(offset as u64),
+                        None => waiting.push((*producer, vec![offset as u64])),
+                    }
+                }
+                Entry::Data { .. } if meta.status == EntryStatus::Committed => {
+                    order.push((offset as u64, meta.sequence));
+                }
+                Entry::Control {
+                    kind: ControlKind::Commit,
+                    producer,
+                } => {
+                    if let Some(at) = waiting.iter().position(|(waiter, _)| waiter == producer) {
+                        let (_, offsets) = waiting.swap_remove(at);
+                        order.extend(offsets.into_iter().map(|offset| (offset, meta.sequence)));
+                    }
+                }
+                _ => {}
+            }
+        }
+        order.sort_unstable();
+        order
+    }
+
     /// What a `read_committed` fetch of everything from offset 0 returns,
     /// without copying: committed data records below the last stable offset.
     pub fn read_committed(&self) -> impl Iterator<Item = (u64, &'a RecordData)> + 'a {
@@ -276,16 +325,19 @@ impl PartitionLog {
     /// Ends `producer`'s transaction on this partition: writes the marker and
     /// settles the records at `offsets` (all written by this transaction).
     /// Returns the marker's offset.
+    /// `sequence` is the cluster-wide sequence of the transaction's end,
+    /// shared by all its markers: it orders commits across partitions.
     pub(crate) fn end_transaction(
         &mut self,
         producer: u64,
         kind: ControlKind,
         offsets: impl IntoIterator<Item = u64>,
+        sequence: u64,
     ) -> u64 {
         let marker = self.push(
             Entry::Control { kind, producer },
             Meta {
-                sequence: 0,
+                sequence,
                 status: EntryStatus::Control,
             },
         );

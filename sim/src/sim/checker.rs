@@ -707,6 +707,7 @@ impl<'a> Checker<'a> {
         }
         let Some((tp, offset)) = emitted else { return };
         instance.open_tick = Some(now);
+        self.check_tick_record(step, at, now, tp, *offset);
         // I5: a tick carries exactly the history merged with the held stamps.
         let expected = self.expected_stamp(&instance.history, &instance.lanes);
         let id = self.tps.id(tp);
@@ -727,6 +728,51 @@ impl<'a> Checker<'a> {
                 Invariant::I5,
                 step,
                 format!("{at} emitted tick {tp}@{offset} with stamp {actual}; the history merged with the held records is {expected}"),
+            );
+        }
+    }
+
+    /// I4 (T4): a tick lands on the task's own partition of its stage's tick
+    /// topic, without a key, and carries the world's clock at the poll as
+    /// its time, in its value (8 bytes, big-endian) and as its record
+    /// timestamp. The partition comes from the application and the task, the
+    /// time from the world's clock: neither is taken from the core.
+    fn check_tick_record(&mut self, step: u64, at: &TaskAt, now: i64, tp: &Tp, offset: u64) {
+        let own = self
+            .input
+            .app
+            .stage(&at.task.stage)
+            .and_then(|plan| plan.tick_topic.clone())
+            .map(|topic| Tp::new(topic, at.task.partition));
+        if own.as_ref() != Some(tp) {
+            let own = own.map_or_else(|| "none".to_string(), |own| own.to_string());
+            self.violation(
+                Invariant::I4,
+                step,
+                format!("{at} emitted a tick to {tp}@{offset}, but its own tick partition is {own} (T4)"),
+            );
+        }
+        let id = self.tps.id(tp);
+        let Some(data) = self.tps.data(id, offset) else {
+            self.violation(
+                Invariant::I4,
+                step,
+                format!("{at} emitted a tick to {tp}@{offset}, where the log holds no record"),
+            );
+            return;
+        };
+        let value_ok = data.value.as_deref() == Some(&now.to_be_bytes()[..]);
+        if data.key.is_some() || data.timestamp != now || !value_ok {
+            let value = data.value.as_deref().map(<[u8]>::len).unwrap_or(0);
+            self.violation(
+                Invariant::I4,
+                step,
+                format!(
+                    "{at} emitted tick {tp}@{offset} at wall-clock {now}, but the record has {} key, timestamp {} and a {value}-byte value{} (T4: null key, the emission time as timestamp and as 8-byte value)",
+                    if data.key.is_some() { "a" } else { "no" },
+                    data.timestamp,
+                    if value_ok { " holding that time" } else { " not holding that time" },
+                ),
             );
         }
     }
@@ -1075,7 +1121,7 @@ impl<'a> Checker<'a> {
                 // I2: the committed position never passes a committed record
                 // the committed history has not delivered (that record would
                 // be lost: no restart goes back for it), stopped task or not.
-                let group = self.input.app.group_id();
+                let group = self.input.app.group_of(&task.stage).unwrap_or_default();
                 if let Some(position) = self.input.cluster.committed(group, &tp) {
                     if position.offset > undelivered {
                         self.violation(

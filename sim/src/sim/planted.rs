@@ -7,7 +7,7 @@ use crate::sim::checker::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 8] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 11] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -20,6 +20,9 @@ pub const PLANTED: [(Mutation, &str, Invariant); 8] = [
         "balances",
         Invariant::I7,
     ),
+    (Mutation::TickOnPartitionZero, "balances", Invariant::I4),
+    (Mutation::TickAtRecordTime, "balances", Invariant::I4),
+    (Mutation::SharedGroup, "diamond", Invariant::I2),
 ];
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! 1-based line and the field (see [`ScenarioError`]).
 //!
 //! ```toml
-//! topology = "balances"          # required: balances, audit-cut, timers, chain or fan-in
+//! topology = "balances"          # required: balances, audit-cut, timers, chain, fan-in or diamond
 //! partitions = 4                 # required: partitions of every source topic, 1..=64
 //! instances = 2                  # application instances sharing the tasks, 1..=8 (default 1)
 //! seeds = { start = 0, count = 2000 }  # required: runs seeds start..start+count, count >= 1
@@ -33,6 +33,8 @@
 //! logic_error = 0.001            # a logic error on a chosen record (X5)
 //! partial_fetch = 0.3            # a fetch sees only part of what is visible
 //! empty_fetch = 0.1              # a fetch sees nothing yet
+//! marker_lag = 0.5               # a task's commit or abort has its markers written late (per end)
+//! marker_lag_ms = { min = 5, max = 65 }  # how late: the broker was measured at 5-65 ms, 0 <= min <= max
 //!
 //! [budget]                       # optional; every key has the default shown
 //! safety_steps = 20000           # steps with inputs and faults, >= 1
@@ -94,16 +96,19 @@ pub enum TopologyName {
     Chain,
     /// A fan-in of two sources with cross-topic causes.
     FanIn,
+    /// A diamond: two stages consume one source (X6), a third joins them.
+    Diamond,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 5] = [
+    pub const ALL: [TopologyName; 6] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
         TopologyName::Chain,
         TopologyName::FanIn,
+        TopologyName::Diamond,
     ];
 
     /// The name as written in scenario files.
@@ -114,6 +119,7 @@ impl TopologyName {
             TopologyName::Timers => "timers",
             TopologyName::Chain => "chain",
             TopologyName::FanIn => "fan-in",
+            TopologyName::Diamond => "diamond",
         }
     }
 }
@@ -210,6 +216,13 @@ pub struct FaultRates {
     pub partial_fetch: f64,
     /// A fetch sees nothing yet.
     pub empty_fetch: f64,
+    /// A task's commit or abort has its markers written late: for that long
+    /// its records stay undecided to `read_committed` consumers, the last
+    /// stable offset stays pinned and its group offsets are not applied
+    /// (probability per transaction end).
+    pub marker_lag: f64,
+    /// How late, drawn per lagging end, in milliseconds of wall clock.
+    pub marker_lag_ms: StepRange,
 }
 
 impl Default for FaultRates {
@@ -224,6 +237,8 @@ impl Default for FaultRates {
             logic_error: 0.001,
             partial_fetch: 0.3,
             empty_fetch: 0.1,
+            marker_lag: 0.5,
+            marker_lag_ms: StepRange { min: 5, max: 65 },
         }
     }
 }
@@ -256,6 +271,8 @@ impl FaultRates {
             logic_error: scale(self.logic_error),
             partial_fetch: scale(self.partial_fetch),
             empty_fetch: scale(self.empty_fetch),
+            marker_lag: scale(self.marker_lag),
+            marker_lag_ms: self.marker_lag_ms,
         }
     }
 }
@@ -384,6 +401,8 @@ struct RawFaults {
     logic_error: Option<Spanned<f64>>,
     partial_fetch: Option<Spanned<f64>>,
     empty_fetch: Option<Spanned<f64>>,
+    marker_lag: Option<Spanned<f64>>,
+    marker_lag_ms: Option<RawStepRange>,
 }
 
 #[derive(Deserialize)]
@@ -489,6 +508,21 @@ impl Checker<'_> {
         }
     }
 
+    /// A `{ min, max }` table with `lo <= min <= max`.
+    fn range(&self, field: &str, range: RawStepRange, lo: u64) -> Result<StepRange, ScenarioError> {
+        let min_span = range.min.span();
+        let min = self.at_least(&format!("{field}.min"), Some(range.min), 0, lo)?;
+        let max = range.max.into_inner();
+        if min > max {
+            return Err(self.error(
+                min_span,
+                field,
+                format!("min ({min}) is greater than max ({max})"),
+            ));
+        }
+        Ok(StepRange { min, max })
+    }
+
     fn check(&self, name: &str, raw: RawScenario) -> Result<Scenario, ScenarioError> {
         let partitions = self.within("partitions", Some(raw.partitions), 0, 1, PARTITIONS_MAX)?;
         let instances = self.within("instances", raw.instances, 1, 1, INSTANCES_MAX)?;
@@ -526,19 +560,7 @@ impl Checker<'_> {
             Some(c) => ClockConfig {
                 step_ms: match c.step_ms {
                     None => default.step_ms,
-                    Some(step) => {
-                        let min_span = step.min.span();
-                        let min = self.at_least("clock.step_ms.min", Some(step.min), 0, 1)?;
-                        let max = step.max.into_inner();
-                        if min > max {
-                            return Err(self.error(
-                                min_span,
-                                "clock.step_ms",
-                                format!("min ({min}) is greater than max ({max})"),
-                            ));
-                        }
-                        StepRange { min, max }
-                    }
+                    Some(step) => self.range("clock.step_ms", step, 1)?,
                 },
                 tick_interval_ms: self.at_least(
                     "clock.tick_interval_ms",
@@ -594,6 +616,15 @@ impl Checker<'_> {
                     f.empty_fetch,
                     default.empty_fetch,
                 )?,
+                marker_lag: self.probability(
+                    "faults.marker_lag",
+                    f.marker_lag,
+                    default.marker_lag,
+                )?,
+                marker_lag_ms: match f.marker_lag_ms {
+                    None => default.marker_lag_ms,
+                    Some(range) => self.range("faults.marker_lag_ms", range, 0)?,
+                },
             },
         };
 
@@ -986,7 +1017,7 @@ mod tests {
             "unknown_topology.toml",
             1,
             "topology",
-            "unknown variant `diamond`",
+            "unknown variant `hexagon`",
         );
     }
 
@@ -1070,7 +1101,14 @@ mod tests {
         topologies.sort();
         assert_eq!(
             names,
-            ["audit-cut", "balances", "chain", "fan-in", "timers"]
+            [
+                "audit-cut",
+                "balances",
+                "chain",
+                "diamond",
+                "fan-in",
+                "timers"
+            ]
         );
         // One scenario per example topology, named after it.
         assert_eq!(topologies, TopologyName::ALL);
@@ -1320,7 +1358,9 @@ liveness_steps = 50000
                 hanging_transaction: 0.0,
                 logic_error: 0.0,
                 partial_fetch: 0.0,
-                empty_fetch: 0.0
+                empty_fetch: 0.0,
+                marker_lag: 0.0,
+                marker_lag_ms: rates.marker_lag_ms,
             }
         );
 

@@ -7,7 +7,9 @@ use bytes::Bytes;
 use parsley::{App, Codec, Json, TopicName, Utf8, I64};
 
 use crate::sim::scenario::TopologyName;
-use crate::topologies::{self, ChainTopics, FanInTopics, Order, PaymentsTopics, TimerTopics};
+use crate::topologies::{
+    self, ChainTopics, DiamondTopics, FanInTopics, Order, PaymentsTopics, TimerTopics,
+};
 
 /// An input topic and the shape of its values.
 #[derive(Clone, Debug)]
@@ -59,6 +61,11 @@ impl SimTopology {
                     input(topics.orders.name(), false),
                 ];
                 (app, inputs, None, true)
+            }
+            TopologyName::Diamond => {
+                let topics = DiamondTopics::new();
+                let app = topologies::diamond(&topics, tick_interval);
+                (app, vec![input(topics.events.name(), false)], None, false)
             }
             TopologyName::Timers => {
                 let topics = TimerTopics::new();

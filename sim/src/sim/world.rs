@@ -18,7 +18,7 @@ use parsley::record::RecordData;
 use parsley::task::TaskId;
 use parsley::{assemble, Claim, Stamp, TaskConfig, Tp};
 
-use crate::host::{CommitOutcome, HostError, Sent, TaskHost};
+use crate::host::{CommitOutcome, HostError, Markers, Sent, TaskHost};
 use crate::model::{Cluster, Isolation, ModelError};
 use crate::sim::choice::Choices;
 use crate::sim::scenario::{FaultRates, Scenario};
@@ -37,10 +37,13 @@ pub struct Marks {
     pub lso_stalled: u64,
     pub redelivered_after_abort: u64,
     pub held_behind_other_topic: u64,
+    /// A task's commit whose markers were written late (its records and
+    /// offsets invisible for a while after the commit returned).
+    pub markers_lagged: u64,
 }
 
 impl Marks {
-    pub fn named(&self) -> [(&'static str, u64); 5] {
+    pub fn named(&self) -> [(&'static str, u64); 6] {
         [
             ("tick held behind a claim", self.tick_held),
             ("zombie fenced", self.zombie_fenced),
@@ -50,6 +53,7 @@ impl Marks {
                 "record held behind another topic",
                 self.held_behind_other_topic,
             ),
+            ("commit markers written late", self.markers_lagged),
         ]
     }
 
@@ -59,6 +63,7 @@ impl Marks {
         self.lso_stalled += other.lso_stalled;
         self.redelivered_after_abort += other.redelivered_after_abort;
         self.held_behind_other_topic += other.held_behind_other_topic;
+        self.markers_lagged += other.markers_lagged;
     }
 }
 
@@ -157,6 +162,9 @@ pub struct World {
     input_values: FxHashMap<(usize, i64), Bytes>,
     step: u64,
     live: bool,
+    /// Transaction ends whose markers are not written yet: when (wall
+    /// clock) and whose (producer id), in the order they ended.
+    unwritten_markers: Vec<(i64, u64)>,
 }
 
 const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
@@ -218,6 +226,7 @@ impl World {
             input_values: FxHashMap::default(),
             step: 0,
             live: false,
+            unwritten_markers: Vec::new(),
         };
         // Tasks are spread over the instances round-robin, as a static
         // assignment would.
@@ -719,21 +728,63 @@ impl World {
         let now = self.now;
         if let Some((instance, host)) = self.pick_host(choices, |host| host.task.wants_commit(now))
         {
-            self.commit(instance, host);
+            let lag = self.draw_marker_lag(choices);
+            self.commit(instance, host, lag);
         }
     }
 
-    fn commit(&mut self, instance: usize, host: usize) {
+    /// Whether this transaction end writes its markers late, and how late:
+    /// the broker answers `EndTxn` before it writes them.
+    fn draw_marker_lag(&mut self, choices: &mut Choices) -> Option<i64> {
+        if self.faults.marker_lag == 0.0 || !choices.chance(self.faults.marker_lag) {
+            return None;
+        }
+        let range = self.faults.marker_lag_ms;
+        Some(choices.range_inclusive(range.min, range.max) as i64)
+    }
+
+    /// The markers to ask for, given a drawn lag; a lagging end's producer
+    /// is remembered, so that its markers are written when the lag is over.
+    fn markers(&mut self, instance: usize, host: usize, lag: Option<i64>) -> Markers {
+        match lag {
+            None => Markers::Now,
+            Some(lag) => {
+                let producer = self.instances[instance].hosts[host].host.producer().id;
+                self.unwritten_markers.push((self.now + lag, producer));
+                Markers::Later
+            }
+        }
+    }
+
+    /// Writes the markers whose lag is over at `now`.
+    fn write_due_markers(&mut self) {
+        let now = self.now;
+        let cluster = &mut self.cluster;
+        self.unwritten_markers.retain(|&(at, producer)| {
+            if at > now {
+                return true;
+            }
+            cluster.write_markers(producer);
+            false
+        });
+    }
+
+    fn commit(&mut self, instance: usize, host: usize, lag: Option<i64>) {
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
         let now = self.now;
-        let outcome = self.instances[instance].hosts[host]
-            .host
-            .commit(&mut self.cluster, now);
+        let markers = self.markers(instance, host, lag);
+        let outcome =
+            self.instances[instance].hosts[host]
+                .host
+                .commit_with(&mut self.cluster, now, markers);
         match outcome {
             Ok(CommitOutcome::Nothing) => {}
             Ok(CommitOutcome::Committed) => {
                 self.stats.commits += 1;
+                if lag.is_some() {
+                    self.stats.marks.markers_lagged += 1;
+                }
                 self.record(Event::Committed { at, txn });
             }
             Ok(CommitOutcome::Aborted(ModelError::Fenced { .. })) => {
@@ -782,6 +833,7 @@ impl World {
     fn advance_clock(&mut self, by: i64) {
         self.now += by;
         self.record(Event::ClockAdvanced { now: self.now });
+        self.write_due_markers();
         let expired = self.cluster.expire_transactions(self.now);
         if !expired.is_empty() {
             self.record(Event::TransactionsExpired { ids: expired });
@@ -990,9 +1042,11 @@ impl World {
         };
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
+        let lag = self.draw_marker_lag(choices);
+        let markers = self.markers(instance, host, lag);
         self.instances[instance].hosts[host]
             .host
-            .abort(&mut self.cluster);
+            .abort_with(&mut self.cluster, markers);
         self.stats.aborts += 1;
         self.record(Event::Aborted { at, txn, cause });
     }
@@ -1146,7 +1200,7 @@ impl World {
             self.advance_clock(commit_interval);
             for (instance, task) in self.active_tasks() {
                 if let Some(host) = self.host_index(instance, &task) {
-                    self.commit(instance, host);
+                    self.commit(instance, host, None);
                 }
             }
         }
@@ -1157,7 +1211,9 @@ impl World {
     /// has committed everything and read its tps to the end, and no timer is
     /// pending.
     pub fn quiesced(&self) -> bool {
-        if !self.cluster.open_transactions().is_empty() {
+        if !self.cluster.open_transactions().is_empty()
+            || !self.cluster.unwritten_markers().is_empty()
+        {
             return false;
         }
         if self

@@ -130,6 +130,7 @@ fn example_name(name: TopologyName) -> &'static str {
         TopologyName::Chain => "chain",
         TopologyName::FanIn => "fan-in",
         TopologyName::Timers => "timers",
+        TopologyName::Diamond => "diamond",
     }
 }
 
