@@ -627,6 +627,63 @@ async fn fenced_producer_fails_and_its_open_transaction_is_aborted() {
     assert_eq!(w.committed_view(&t).await, pairs(&[(2, "fresh")]));
 }
 
+/// Mirrors `a_commit_with_markers_written_later_becomes_visible_when_they_are`:
+/// a broker answers the commit before its markers are on the partitions.
+/// Until they are, the partition's last stable offset stays where the
+/// transaction began and a `read_committed` fetch sees none of its records;
+/// then it sees them all, never part. Over 20 transactions the lag after
+/// `commit` returned is measured (the simulator's `marker_lag_ms` default
+/// comes from such figures) and stays bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_land_after_commit_returns_and_pin_the_lso_until_then() {
+    let w = world!();
+    let t = w.out(0);
+    let p = w.producer("lag").await;
+    let mut lags = Vec::new();
+    for _ in 0..20 {
+        p.begin().unwrap();
+        let first = p.send(&t, &rec("a")).await.unwrap();
+        let last = p.send(&t, &rec("b")).await.unwrap();
+        p.commit().await.unwrap();
+        let returned = Instant::now();
+        loop {
+            let lso = w.lso(&t).await;
+            assert!(
+                lso == first || lso > last,
+                "the LSO {lso} lies inside the transaction [{first}, {last}]"
+            );
+            let seen = w
+                .fetch(&t, first, Isolation::ReadCommitted)
+                .await
+                .records
+                .len();
+            if lso > last {
+                assert_eq!(
+                    seen, 2,
+                    "the LSO passed the transaction: both records are visible"
+                );
+                break;
+            }
+            assert!(
+                seen == 0 || seen == 2,
+                "a transaction is visible whole or not at all: {seen}"
+            );
+            assert!(
+                returned.elapsed() < Duration::from_secs(10),
+                "the markers never landed"
+            );
+        }
+        lags.push(returned.elapsed());
+    }
+    lags.sort();
+    eprintln!(
+        "note: markers visible after commit returned: min {:?}, median {:?}, max {:?} (includes one watermark query)",
+        lags[0],
+        lags[lags.len() / 2],
+        lags[lags.len() - 1]
+    );
+}
+
 // ----- group offsets -----
 
 /// Mirrors `group_offsets_are_invisible_until_commit`; the metadata string

@@ -226,6 +226,63 @@ async fn two_instances_share_the_tasks_and_survive_losing_one() {
     live.assert_state_is_the_fold(&read, &plan);
 }
 
+// ----- two stages on one source (X6) -----
+
+/// X6 live: in the diamond, `enrich` and `score` both consume `events`.
+/// Three instances deal the tasks so that `score/0` (on instance 2/3) and
+/// `enrich/0` (on 0/3) read `events-0` from different processes. Instance
+/// 2/3 is killed with SIGKILL while input keeps flowing and `enrich/0`
+/// keeps committing, then replaced. Each stage resumes from its own group's
+/// position: every event is counted exactly once (`scored` runs 1, 2, …, n
+/// per key), and the audit of everything committed is clean.
+#[tokio::test(flavor = "multi_thread")]
+async fn x6_a_stage_killed_beside_a_sibling_on_the_same_source_loses_and_repeats_nothing() {
+    let Some(config) = test_broker() else { return };
+    let live = set_up(&config, TopologyName::Diamond, "fan-out", 2).await;
+    let mut plan = live.produce(200, 21).await;
+    let mut first = live.command("0/3").spawn().expect("spawn instance 0");
+    let mut second = live.command("1/3").spawn().expect("spawn instance 1");
+    let mut third = live.command("2/3").spawn().expect("spawn instance 2");
+    plan.extend(live.produce(200, 22).await);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    third.kill().expect("SIGKILL");
+    third.wait().expect("reaped");
+    // `enrich/0` goes on past where `score/0` stopped.
+    plan.extend(live.produce(200, 23).await);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut replacement = live.command("2/3").spawn().expect("spawn the replacement");
+    plan.extend(live.produce(200, 24).await);
+    live.wait_caught_up().await;
+    terminate(&mut first);
+    terminate(&mut second);
+    terminate(&mut replacement);
+    let read = live.read_and_audit().await;
+
+    let mut per_key: BTreeMap<String, i64> = BTreeMap::new();
+    for input in &plan {
+        *per_key.entry(input.key.clone()).or_default() += 1;
+    }
+    let scored = live.namespace.clone() + "scored";
+    let outputs = keyed_outputs(&read.to_logs(), &live.topology.app);
+    for (key, count) in per_key {
+        let counts: Vec<i64> = outputs
+            .get(&(scored.clone(), bytes::Bytes::from(key.clone())))
+            .map(|values| {
+                values
+                    .iter()
+                    .map(|value| parsley::Codec::<i64>::decode(&parsley::I64, value).unwrap())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            counts,
+            (1..=count).collect::<Vec<_>>(),
+            "{}: the counts of {key} skip or repeat an event",
+            live.namespace
+        );
+    }
+}
+
 #[test]
 fn shares_deal_every_task_to_exactly_one_instance() {
     let topology = namespaced(TopologyName::Chain, "x-", TICK).expect("chain");
