@@ -25,7 +25,26 @@ use crate::tp::TopicName;
 pub struct Parsley;
 
 impl Parsley {
-    /// Starts an application whose application id is `id`.
+    /// Starts an application whose application id is `id`. The id prefixes
+    /// every topic, consumer group and transactional id Parsley derives, so
+    /// it must be a legal Kafka name. `build` checks the composition rules
+    /// (C1, C2) and names the rule it refuses.
+    ///
+    /// ```
+    /// use parsley::{Parsley, Stage, Topic};
+    ///
+    /// let orders: Topic<String, i64> = Topic::new("orders");
+    /// let ignore = |name: &str| Stage::named(name).on(&orders, |_order| Vec::<parsley::Emission>::new()).build();
+    ///
+    /// let app = Parsley::named("payments").stage(ignore("a")).stage(ignore("b")).build()?;
+    /// assert_eq!(app.id(), "payments");
+    /// assert_eq!(app.stages().len(), 2);
+    ///
+    /// // Two stages with one name break C1.
+    /// let refused = Parsley::named("payments").stage(ignore("a")).stage(ignore("a")).build();
+    /// assert!(refused.unwrap_err().to_string().starts_with("C1 (docs/RULES.md#c1)"));
+    /// # Ok::<(), parsley::CompositionError>(())
+    /// ```
     pub fn named(id: impl Into<String>) -> AppBuilder {
         AppBuilder {
             id: id.into(),
@@ -34,6 +53,7 @@ impl Parsley {
     }
 }
 
+/// Collects the stages of an application; see [`Parsley::named`].
 pub struct AppBuilder {
     id: String,
     stages: Vec<Stage>,
@@ -42,49 +62,106 @@ pub struct AppBuilder {
 /// Why an application or stage declaration was refused, naming the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompositionError {
-    #[error("C1: stage name {stage:?} is used twice in application {app:?}")]
-    DuplicateStage { app: String, stage: String },
-    #[error("C1: topic {topic:?} is declared with two codecs: {first} (by stage {first_stage:?}) and {second} (by stage {second_stage:?})")]
+    /// C1: two stages share a name.
+    #[error("C1 (docs/RULES.md#c1): stage name {stage:?} is used twice in application {app:?}")]
+    DuplicateStage {
+        /// The application id.
+        app: String,
+        /// The stage at fault.
+        stage: String,
+    },
+    /// C1: one topic name with two different codecs.
+    #[error("C1 (docs/RULES.md#c1): topic {topic:?} is declared with two codecs: {first} (by stage {first_stage:?}) and {second} (by stage {second_stage:?})")]
     ConflictingCodecs {
+        /// The topic at fault.
         topic: String,
+        /// The codecs of the first declaration.
         first: String,
+        /// The stage of the first declaration.
         first_stage: String,
+        /// The codecs of the conflicting declaration.
         second: String,
+        /// The stage of the conflicting declaration.
         second_stage: String,
     },
-    #[error("C1: topic {topic:?} used by stage {stage:?} collides with the {role} topic Parsley derives for stage {owner:?}")]
+    /// C1: a declared topic takes the name of a tick topic or changelog Parsley derives.
+    #[error("C1 (docs/RULES.md#c1): topic {topic:?} used by stage {stage:?} collides with the {role} topic Parsley derives for stage {owner:?}")]
     ReservedTopicName {
+        /// The topic at fault.
         topic: String,
+        /// The stage at fault.
         stage: String,
+        /// "tick" or "changelog".
         role: &'static str,
+        /// The stage that owns the derived topic.
         owner: String,
     },
-    #[error("C2: stage {stage:?} consumes tick topic {topic:?}, which belongs to stage {owner:?}; a tick topic is consumed only by its own stage")]
+    /// C2: a stage consumes another stage's tick topic.
+    #[error("C2 (docs/RULES.md#c2): stage {stage:?} consumes tick topic {topic:?}, which belongs to stage {owner:?}; a tick topic is consumed only by its own stage")]
     ForeignTickTopic {
+        /// The stage at fault.
         stage: String,
+        /// The topic at fault.
         topic: String,
+        /// The stage that owns the derived topic.
         owner: String,
     },
-    #[error("T2: stage {stage:?} declares tick topic {topic:?} as a sink; no logic may emit to a tick topic")]
-    TickTopicAsSink { stage: String, topic: String },
+    /// T2: a tick topic declared as a sink.
+    #[error("T2 (docs/RULES.md#t2): stage {stage:?} declares tick topic {topic:?} as a sink; no logic may emit to a tick topic")]
+    TickTopicAsSink {
+        /// The stage at fault.
+        stage: String,
+        /// The topic at fault.
+        topic: String,
+    },
+    /// A stage without sources would have no tasks.
     #[error("stage {stage:?} has no source topic; a stage's tasks follow its sources' partitions")]
-    NoSources { stage: String },
+    NoSources {
+        /// The stage at fault.
+        stage: String,
+    },
+    /// A stage names one source twice.
     #[error("stage {stage:?} consumes topic {topic:?} twice")]
-    DuplicateSource { stage: String, topic: String },
-    #[error("T1: stage {stage:?} declares ticks twice")]
-    TicksDeclaredTwice { stage: String },
-    #[error("T1: stage {stage:?} declares a tick interval of zero")]
-    ZeroTickInterval { stage: String },
-    #[error("S1: stage {stage:?} declares its state after its logic; call `state` before `on` and `ticks`")]
-    StateAfterLogic { stage: String },
+    DuplicateSource {
+        /// The stage at fault.
+        stage: String,
+        /// The topic at fault.
+        topic: String,
+    },
+    /// T1: `ticks` or `tick_fold` called twice.
+    #[error("T1 (docs/RULES.md#t1): stage {stage:?} declares ticks twice")]
+    TicksDeclaredTwice {
+        /// The stage at fault.
+        stage: String,
+    },
+    /// T1: a zero tick interval.
+    #[error("T1 (docs/RULES.md#t1): stage {stage:?} declares a tick interval of zero")]
+    ZeroTickInterval {
+        /// The stage at fault.
+        stage: String,
+    },
+    /// S1: `state` called after `on` or `ticks`.
+    #[error("S1 (docs/RULES.md#s1): stage {stage:?} declares its state after its logic; call `state` before `on` and `ticks`")]
+    StateAfterLogic {
+        /// The stage at fault.
+        stage: String,
+    },
+    /// A name that cannot be part of a Kafka topic name.
     #[error("{what} {name:?} is not a valid Kafka name: {reason}")]
     InvalidName {
+        /// What the name names: application id, stage name or topic name.
         what: &'static str,
+        /// The name refused.
         name: String,
+        /// Why Kafka would refuse it.
         reason: &'static str,
     },
+    /// An application with no stages.
     #[error("application {app:?} has no stages")]
-    NoStages { app: String },
+    NoStages {
+        /// The application id.
+        app: String,
+    },
 }
 
 /// Checks a name that becomes (part of) a Kafka topic name.
@@ -115,6 +192,7 @@ fn check_name(what: &'static str, name: &str) -> Result<(), CompositionError> {
 }
 
 impl AppBuilder {
+    /// Adds a stage. Stages keep the order they are added in.
     pub fn stage(mut self, stage: Stage) -> Self {
         self.stages.push(stage);
         self
@@ -212,6 +290,7 @@ pub struct App {
 /// A stage within its application: the topics Parsley derives for it.
 #[derive(Clone, Debug)]
 pub struct StagePlan {
+    /// The stage itself.
     pub stage: Stage,
     /// The stage's consumer group, `<application.id>-<stage>` (X6).
     pub group: String,
@@ -222,6 +301,7 @@ pub struct StagePlan {
 }
 
 impl StagePlan {
+    /// The stage's name.
     pub fn name(&self) -> &str {
         self.stage.name()
     }
@@ -239,14 +319,17 @@ impl StagePlan {
 }
 
 impl App {
+    /// The application id.
     pub fn id(&self) -> &str {
         &self.id
     }
 
+    /// The stages, in the order they were added.
     pub fn stages(&self) -> &[StagePlan] {
         &self.stages
     }
 
+    /// The stage named `name`, if any.
     pub fn stage(&self, name: &str) -> Option<&StagePlan> {
         self.stages.iter().find(|plan| plan.name() == name)
     }
@@ -364,7 +447,7 @@ mod tests {
                 stage: "balances".into()
             }
         );
-        assert!(error.to_string().starts_with("C1: "));
+        assert!(error.to_string().starts_with("C1 (docs/RULES.md#c1): "));
     }
 
     /// C1: one topic name, one key codec and one value codec.
@@ -429,7 +512,7 @@ mod tests {
                 owner: "balances".into()
             }
         );
-        assert!(error.to_string().starts_with("C2: "));
+        assert!(error.to_string().starts_with("C2 (docs/RULES.md#c2): "));
     }
 
     /// T2: no stage may declare a tick topic as a sink.

@@ -42,6 +42,7 @@ pub struct Assembly {
 }
 
 impl Assembly {
+    /// How many tasks `stage` runs, if it is in the application.
     pub fn tasks_of(&self, stage: &str) -> Option<u32> {
         self.tasks
             .iter()
@@ -49,6 +50,7 @@ impl Assembly {
             .map(|(_, tasks)| *tasks)
     }
 
+    /// The partition count of `topic`, if the application touches it.
     pub fn partitions_of(&self, topic: &str) -> Option<u32> {
         self.partitions.get(topic).copied()
     }
@@ -70,17 +72,28 @@ impl Assembly {
 /// One way the cluster does not fit the application.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AssemblyFailure {
+    /// The topic does not exist.
     Missing {
+        /// The topic.
         topic: String,
+        /// What the topic is to the application (see `Role`).
         role: String,
+        /// The partition count it must have, when the rules fix one.
         expected_partitions: Option<u32>,
+        /// What to create or change, as a command.
         fix: String,
     },
+    /// The topic exists with the wrong partition count.
     WrongPartitionCount {
+        /// The topic.
         topic: String,
+        /// What the topic is to the application (see `Role`).
         role: String,
+        /// The partition count it must have.
         expected: u32,
+        /// The partition count it has.
         found: u32,
+        /// What to create or change, as a command.
         fix: String,
     },
 }
@@ -94,7 +107,7 @@ impl fmt::Display for AssemblyFailure {
                 expected_partitions,
                 fix,
             } => {
-                write!(f, "C3: topic {topic:?} ({role}) does not exist")?;
+                write!(f, "C3 (docs/RULES.md#c3): topic {topic:?} ({role}) does not exist")?;
                 if let Some(expected) = expected_partitions {
                     write!(f, "; expected {expected} partitions")?;
                 }
@@ -108,7 +121,7 @@ impl fmt::Display for AssemblyFailure {
                 fix,
             } => write!(
                 f,
-                "C3: topic {topic:?} ({role}) has {found} partitions, expected {expected}; fix: {fix}"
+                "C3 (docs/RULES.md#c3): topic {topic:?} ({role}) has {found} partitions, expected {expected}; fix: {fix}"
             ),
         }
     }
@@ -117,7 +130,9 @@ impl fmt::Display for AssemblyFailure {
 /// Every failure of one assembly check.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct AssemblyError {
+    /// The application id.
     pub app: String,
+    /// Every failure found, in topic order.
     pub failures: Vec<AssemblyFailure>,
 }
 

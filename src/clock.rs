@@ -11,12 +11,14 @@ use crate::record::{ConsumedRecord, RecordData};
 use crate::stamp::Stamp;
 use crate::tp::Tp;
 
+/// Stamps records written outside stages (K1): it merges what it observes and stamps with it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CausalClock {
     observed: Stamp,
 }
 
 impl CausalClock {
+    /// A clock that has observed nothing: it stamps with the empty stamp.
     pub fn new() -> Self {
         CausalClock::default()
     }

@@ -4,7 +4,7 @@
 //! [`I64`] writes integers as Kafka's `LongSerializer` does and [`RawBytes`]
 //! passes bytes through. A decode failure is a typed
 //! [`CodecError`]; the task that met it stops and names the topic, tp and
-//! offset (SPEC §8).
+//! offset (docs/RULES.md#bad-input).
 
 use std::any::TypeId;
 use std::fmt;
@@ -15,7 +15,9 @@ use serde::Serialize;
 
 /// Encodes and decodes one type.
 pub trait Codec<T>: Send + Sync + 'static {
+    /// Encodes `value` to bytes, or refuses it.
     fn encode(&self, value: &T) -> Result<Bytes, CodecError>;
+    /// Decodes bytes, or refuses them; never panics on bad input.
     fn decode(&self, bytes: &[u8]) -> Result<T, CodecError>;
 }
 
@@ -23,15 +25,22 @@ pub trait Codec<T>: Send + Sync + 'static {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{codec} codec could not {direction} {type_name}: {message}")]
 pub struct CodecError {
+    /// The codec, e.g. "json".
     pub codec: &'static str,
+    /// Whether it was encoding or decoding.
     pub direction: Direction,
+    /// The Rust type involved.
     pub type_name: &'static str,
+    /// The codec's own explanation.
     pub message: String,
 }
 
+/// Which way a codec was working.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
+    /// Turning a value into bytes.
     Encode,
+    /// Turning bytes into a value.
     Decode,
 }
 

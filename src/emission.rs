@@ -26,6 +26,7 @@ impl Emission {
         Emission { topic, encoded }
     }
 
+    /// The topic the emission goes to.
     pub fn topic(&self) -> &TopicName {
         &self.topic
     }
@@ -74,7 +75,9 @@ impl fmt::Display for Emission {
 /// then reads as the initial value again) and the emissions.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step<S> {
+    /// The slot's new state; `None` deletes the slot (S2, T7).
     pub state: Option<S>,
+    /// The records to send, in order.
     pub emissions: Vec<Emission>,
 }
 
@@ -116,6 +119,7 @@ pub struct Tick {
 }
 
 impl Tick {
+    /// A tick emitted at `timestamp`, milliseconds since the Unix epoch. For testing tick logic.
     pub fn new(timestamp: i64) -> Self {
         Tick { timestamp }
     }
@@ -124,20 +128,27 @@ impl Tick {
 /// A delivered record, decoded with its topic's codecs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record<K, V> {
+    /// The decoded key; `None` for a null key.
     pub key: Option<K>,
+    /// The decoded value.
     pub value: V,
     /// The record's timestamp, milliseconds since the Unix epoch.
     pub timestamp: i64,
+    /// The topic it was read from.
     pub topic: TopicName,
+    /// The partition it was read from.
     pub partition: u32,
+    /// Its offset in that partition.
     pub offset: u64,
 }
 
 impl<K, V> Record<K, V> {
+    /// The key, if not null.
     pub fn key(&self) -> Option<&K> {
         self.key.as_ref()
     }
 
+    /// The value.
     pub fn value(&self) -> &V {
         &self.value
     }

@@ -41,31 +41,71 @@ pub const OFFSET_MAX: u64 = i64::MAX as u64;
 /// Why a stamp header did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HeaderError {
+    /// No bytes at all.
     #[error("stamp header is empty")]
     Empty,
+    /// A version byte this build does not read.
     #[error(
         "stamp header has unknown version {version} (this build reads version {STAMP_VERSION})"
     )]
-    UnknownVersion { version: u8 },
+    UnknownVersion {
+        /// The version byte found.
+        version: u8,
+    },
+    /// The header ends in the middle of a value.
     #[error("stamp header is truncated at byte {at}: expected {expected}")]
-    Truncated { at: usize, expected: &'static str },
+    Truncated {
+        /// The byte of the header where decoding stopped.
+        at: usize,
+        /// What was expected there.
+        expected: &'static str,
+    },
+    /// A varint does not fit 64 bits.
     #[error("stamp header: varint at byte {at} overflows 64 bits")]
-    VarintOverflow { at: usize },
-    #[error("stamp header: varint at byte {at} is not minimally encoded")]
-    NonMinimalVarint { at: usize },
-    #[error("stamp header: {what} {value} at byte {at} is absurd (at most {max})")]
-    AbsurdValue {
-        what: &'static str,
-        value: u64,
-        max: u64,
+    VarintOverflow {
+        /// The byte of the header where decoding stopped.
         at: usize,
     },
+    /// A varint has redundant bytes (not canonical).
+    #[error("stamp header: varint at byte {at} is not minimally encoded")]
+    NonMinimalVarint {
+        /// The byte of the header where decoding stopped.
+        at: usize,
+    },
+    /// A count, length or offset beyond any sane bound, refused before allocating.
+    #[error("stamp header: {what} {value} at byte {at} is absurd (at most {max})")]
+    AbsurdValue {
+        /// What was read.
+        what: &'static str,
+        /// The value read.
+        value: u64,
+        /// The largest value accepted.
+        max: u64,
+        /// The byte of the header where decoding stopped.
+        at: usize,
+    },
+    /// A topic name that is not UTF-8.
     #[error("stamp header: topic name at byte {at} is not UTF-8")]
-    InvalidUtf8 { at: usize },
+    InvalidUtf8 {
+        /// The byte of the header where decoding stopped.
+        at: usize,
+    },
+    /// Valid but not the canonical encoding (unsorted, repeated, or empty groups), so it would not re-encode to the same bytes.
     #[error("stamp header is not canonical at byte {at}: {what}")]
-    NotCanonical { at: usize, what: &'static str },
+    NotCanonical {
+        /// The byte of the header where decoding stopped.
+        at: usize,
+        /// What was read.
+        what: &'static str,
+    },
+    /// Bytes after the last claim.
     #[error("stamp header has {count} trailing bytes after byte {at}")]
-    TrailingBytes { at: usize, count: usize },
+    TrailingBytes {
+        /// The byte of the header where decoding stopped.
+        at: usize,
+        /// How many bytes were left over.
+        count: usize,
+    },
 }
 
 /// The stamp header carrying `stamp`.

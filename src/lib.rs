@@ -1,4 +1,80 @@
-//! Parsley core.
+//! Parsley: causally consistent stream processing on Apache Kafka, as a
+//! sans-IO core.
+//!
+//! # The model
+//!
+//! * **Stamps.** Every record Parsley writes carries a [`Stamp`]: a set of
+//!   [`Claim`]s, each a tp and an offset, naming the records that caused it
+//!   (G1). The stamp travels in the record's `parsley-stamp` header
+//!   ([`header`]).
+//! * **The gate.** A task *holds* a record while it claims an offset the task
+//!   has not delivered on one of the task's own tps, and *delivers* it once
+//!   every such claim is resolved (G2, G3). Effects never overtake causes.
+//! * **The stamping site.** Everything a task writes (emissions and ticks) is
+//!   stamped in one place with the task's history merged with the stamps of
+//!   the records it holds (G4, G5), so causes flow through chains of stages.
+//! * **Stages.** A [`Stage`] is pure logic over source topics: stateless
+//!   (record to [`Emission`]s) or stateful (a fold returning a [`Step`] for
+//!   the key's slot), emitting only to declared sinks (S1–S4). An [`App`]
+//!   ([`Parsley::named`]) is a checked set of stages (C1, C2).
+//! * **Ticks.** A stage may tick: each of its tasks writes a stamped tick to
+//!   the stage's tick topic at an interval, reads it back through the gate,
+//!   and delivers it as a [`Tick`] to a tick handler or a tick fold, which
+//!   steps the task's *tick slot* (T1–T8). Ticks are per task, and tick
+//!   logic never sees key slots.
+//! * **Transactions.** A task's emissions, state changes, positions, history
+//!   and tick time commit in one Kafka transaction or not at all; after an
+//!   abort it resumes from the last commit (X1–X5).
+//! * **A sans-IO task, several drivers.** [`Task`] never reads a clock or a
+//!   socket: a driver feeds it fetched records and the time, and sends what
+//!   it returns. The `parsley-sim` crate drives it over an in-memory Kafka
+//!   model (its `TestDriver` and simulator); the `live` feature drives it over
+//!   a real cluster.
+//!
+//! Every rule id (G2, T3, X5, …) is defined in `docs/RULES.md` of the
+//! repository; `docs/CONCEPTS.md` explains ticks per task, the tick slot, the
+//! timer shape, fan-out siblings and why transaction markers take offsets.
+//!
+//! # Example
+//!
+//! A stage keeps a balance per account and emits a cut on every tick; its
+//! logic is plain functions, so it is tested without any runtime (S4):
+//!
+//! ```
+//! use std::time::Duration;
+//! use parsley::{ContractProbes, Json, Parsley, Stage, Step, Tick, Topic};
+//!
+//! let orders: Topic<String, i64> = Topic::new("orders");
+//! let audits: Topic<String, String> = Topic::new("audits");
+//! let cut = {
+//!     let audits = audits.clone();
+//!     move |tick: &Tick| vec![audits.send(None, format!("cut@{}", tick.timestamp))]
+//! };
+//! assert_eq!(cut(&Tick::new(1000)), vec![audits.send(None, "cut@1000".to_string())]);
+//!
+//! let balances = Stage::named("balances")
+//!     .state(Json, || 0i64)
+//!     .on(&orders, |balance: i64, order| Step::of(balance - order.value()))
+//!     .ticks(Duration::from_secs(60), cut)
+//!     .into(&audits)
+//!     .build();
+//! let app = Parsley::named("payments").stage(balances).build()?;
+//!
+//! // What the application needs of a cluster (C4): its sources and sinks,
+//! // plus the tick topic and changelog Parsley derives for the stage.
+//! let topics: Vec<String> =
+//!     ContractProbes::probe(&app).iter().map(|contract| contract.name.to_string()).collect();
+//! assert_eq!(
+//!     topics,
+//!     ["audits", "orders", "payments-balances-state-changelog", "payments-balances-ticks"]
+//! );
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+//!
+//! To run it, use `parsley_sim::TestDriver` in tests, or the live runtime
+//! (feature `live`) against Kafka.
+
+#![warn(missing_docs)]
 pub mod record;
 pub mod tp;
 
@@ -29,3 +105,9 @@ pub use clock::CausalClock;
 #[cfg(feature = "live")]
 pub mod live;
 pub mod mutation;
+
+/// The examples of `docs/RULES.md`, run as doc tests so the rules reference
+/// cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/RULES.md")]
+pub struct RulesReference;

@@ -37,6 +37,7 @@ pub enum Mutation {
 }
 
 impl Mutation {
+    /// Every planted bug.
     pub const ALL: [Mutation; 11] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
@@ -51,6 +52,7 @@ impl Mutation {
         Mutation::SharedGroup,
     ];
 
+    /// The name used on the command line (`--mutation NAME`).
     pub fn name(self) -> &'static str {
         match self {
             Mutation::GateIgnoresClaims => "gate-ignores-claims",
@@ -67,6 +69,7 @@ impl Mutation {
         }
     }
 
+    /// The mutation with this name.
     pub fn from_name(name: &str) -> Option<Mutation> {
         Mutation::ALL
             .into_iter()

@@ -11,10 +11,26 @@ use crate::tp::TopicName;
 /// What a topic is to the application.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
-    Source { stage: String },
-    Sink { stage: String },
-    Ticks { stage: String },
-    Changelog { stage: String },
+    /// A topic the stage consumes.
+    Source {
+        /// The stage.
+        stage: String,
+    },
+    /// A topic the stage may emit to.
+    Sink {
+        /// The stage.
+        stage: String,
+    },
+    /// The stage's tick topic (T2).
+    Ticks {
+        /// The stage.
+        stage: String,
+    },
+    /// The stage's changelog (S5).
+    Changelog {
+        /// The stage.
+        stage: String,
+    },
 }
 
 impl fmt::Display for Role {
@@ -41,8 +57,11 @@ pub enum PartitionRule {
 /// One topic the application needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicContract {
+    /// The topic name.
     pub name: TopicName,
+    /// Every role it plays, one per stage that uses it.
     pub roles: Vec<Role>,
+    /// How many partitions it must have.
     pub partitions: PartitionRule,
     /// Suggested topic configuration, as `kafka-topics.sh --config` pairs.
     pub settings: Vec<(String, String)>,
@@ -54,6 +73,7 @@ fn tick_retention(interval: Duration) -> Duration {
     (interval * 10).max(Duration::from_secs(3600))
 }
 
+/// The contract probe (C4): what an application needs of a cluster, computed without one.
 pub struct ContractProbes;
 
 impl ContractProbes {

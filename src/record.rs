@@ -9,7 +9,9 @@ use crate::tp::Tp;
 /// A record header: Kafka allows repeated names, so headers are a list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// The header key.
     pub name: String,
+    /// The header value.
     pub value: Bytes,
 }
 
@@ -17,14 +19,18 @@ pub struct Header {
 /// A `None` value is a tombstone (used by changelogs to delete a slot).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordData {
+    /// The key bytes; `None` for a null key.
     pub key: Option<Bytes>,
+    /// The header value.
     pub value: Option<Bytes>,
+    /// The headers, the stamp header among them.
     pub headers: Vec<Header>,
     /// Milliseconds since the Unix epoch, as Kafka's record timestamp.
     pub timestamp: i64,
 }
 
 impl RecordData {
+    /// The value of the first header named `name`.
     pub fn header(&self, name: &str) -> Option<&Bytes> {
         self.headers
             .iter()
@@ -36,13 +42,17 @@ impl RecordData {
 /// A record read back from a partition: its data and where it sits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConsumedRecord {
+    /// Its offset in its tp.
     pub offset: u64,
+    /// What the record holds.
     pub data: RecordData,
 }
 
 /// A record the core asks a driver to send inside the task's open transaction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducedRecord {
+    /// The tp to write to.
     pub tp: Tp,
+    /// What the record holds.
     pub data: RecordData,
 }

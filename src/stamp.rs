@@ -14,11 +14,14 @@ use crate::tp::Tp;
 /// The record at `offset` of `tp` (and every earlier offset of it) is a cause.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Claim {
+    /// The claimed tp.
     pub tp: Tp,
+    /// The claimed offset: it and every earlier offset of the tp are causes.
     pub offset: u64,
 }
 
 impl Claim {
+    /// A claim on `offset` of `tp`.
     pub fn new(tp: Tp, offset: u64) -> Self {
         Claim { tp, offset }
     }
@@ -69,14 +72,17 @@ impl Stamp {
         Stamp { claims }
     }
 
+    /// The claims, sorted by tp.
     pub fn claims(&self) -> &[Claim] {
         &self.claims
     }
 
+    /// Whether the stamp claims nothing.
     pub fn is_empty(&self) -> bool {
         self.claims.is_empty()
     }
 
+    /// How many tps the stamp claims.
     pub fn len(&self) -> usize {
         self.claims.len()
     }

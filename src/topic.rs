@@ -16,11 +16,14 @@ use crate::tp::{TopicName, Tp};
 /// Which part of a record a codec refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordPart {
+    /// The key.
     Key,
+    /// The value.
     Value,
 }
 
 impl RecordPart {
+    /// "key" or "value".
     pub fn name(self) -> &'static str {
         match self {
             RecordPart::Key => "key",
@@ -39,7 +42,9 @@ impl fmt::Display for RecordPart {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the {part} was rejected: {error}")]
 pub struct RecordCodecError {
+    /// Which part was refused.
     pub part: RecordPart,
+    /// The codec's refusal.
     pub error: CodecError,
 }
 
@@ -101,18 +106,22 @@ impl<K: 'static, V: 'static> Topic<K, V> {
 }
 
 impl<K: 'static, V: 'static> Topic<K, V> {
+    /// The topic name.
     pub fn name(&self) -> &TopicName {
         &self.name
     }
 
+    /// The tp of one partition of this topic.
     pub fn tp(&self, partition: u32) -> Tp {
         Tp::new(self.name.clone(), partition)
     }
 
+    /// The key codec.
     pub fn key_codec(&self) -> &dyn Codec<K> {
         &*self.key_codec
     }
 
+    /// The value codec.
     pub fn value_codec(&self) -> &dyn Codec<V> {
         &*self.value_codec
     }
@@ -205,6 +214,7 @@ impl<K: 'static, V: 'static> Topic<K, V> {
 /// of its codecs (tick topics and changelogs are Parsley's own and carry none).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicRef {
+    /// The topic name.
     pub name: TopicName,
     pub(crate) identity: Option<CodecIdentity>,
 }
@@ -218,6 +228,7 @@ impl<K: 'static, V: 'static> From<&Topic<K, V>> for TopicRef {
 /// Anything `Stage::into` accepts: one topic, a tuple of topics, or a list of
 /// declarations.
 pub trait Sinks {
+    /// The declarations of the topics, in order.
     fn declarations(self) -> Vec<TopicRef>;
 }
 

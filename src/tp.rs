@@ -10,10 +10,12 @@ use std::sync::Arc;
 pub struct TopicName(Arc<str>);
 
 impl TopicName {
+    /// A topic name.
     pub fn new(name: impl AsRef<str>) -> Self {
         TopicName(Arc::from(name.as_ref()))
     }
 
+    /// The name as a string.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -66,11 +68,14 @@ impl Borrow<str> for TopicName {
 /// One partition of one topic.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Tp {
+    /// The topic.
     pub topic: TopicName,
+    /// The partition within it.
     pub partition: u32,
 }
 
 impl Tp {
+    /// The tp of `partition` of `topic`.
     pub fn new(topic: impl Into<TopicName>, partition: u32) -> Self {
         Tp {
             topic: topic.into(),
@@ -78,6 +83,7 @@ impl Tp {
         }
     }
 
+    /// Whether `other` is the same tp (a cheap comparison for interned names).
     #[inline]
     pub fn same(&self, other: &Tp) -> bool {
         self.partition == other.partition && self.topic.same(&other.topic)

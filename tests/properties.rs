@@ -1,4 +1,4 @@
-//! Property tests of the core (SPEC §9.5): stamps form a join semilattice
+//! Property tests of the core: stamps form a join semilattice
 //! (G1), the header codec is canonical and never panics (§8), and the gate
 //! condition is monotone (G2, G3).
 //!

@@ -2,7 +2,7 @@
 //! suite (`sim/tests/fuzz_corpus.rs`), which runs it over the checked-in
 //! corpus.
 //!
-//! The fuzzer's bytes drive one whole simulated run (SPEC §9.3): the first
+//! The fuzzer's bytes drive one whole simulated run: the first
 //! byte picks one of the five shipped scenarios, the rest is the choice tape
 //! (`Choices::from_tape`), so every interleaving, clock step and fault the
 //! fuzzer can spell is a run the checker must pass (I1–I8). Past the end of

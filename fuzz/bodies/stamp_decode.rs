@@ -2,7 +2,7 @@
 //! suite (`sim/tests/fuzz_corpus.rs`), which runs it over the checked-in
 //! corpus: one copy of what the target checks, two ways to feed it.
 //!
-//! SPEC §8 and the header codec's contract: the decoder never panics, whatever
+//! Bad input (docs/RULES.md#bad-input) and the header codec's contract: the decoder never panics, whatever
 //! the bytes (truncated, garbage, unknown version, absurd lengths), and it
 //! accepts only the canonical encoding, so whatever it accepts re-encodes to
 //! exactly the bytes it was given.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Single-node Apache Kafka 4.x (KRaft) broker on loopback, for the live-adapter
-# tests (SPEC §10). The jars come from Maven Central through pom.xml next to
+# tests. The jars come from Maven Central through pom.xml next to
 # this script; the resolved classpath is cached, so only the first run
 # downloads anything.
 #

@@ -16,8 +16,10 @@ use crate::model::{Cluster, Isolation, ModelError, ProducerId};
 /// Why a host could not carry out a step.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostError {
+    /// The core task stopped.
     #[error(transparent)]
     Task(#[from] TaskError),
+    /// The in-memory model refused a call.
     #[error("kafka model: {0}")]
     Model(#[from] ModelError),
 }
@@ -26,16 +28,22 @@ pub enum HostError {
 /// in the log).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sent {
+    /// The tp.
     pub tp: Tp,
+    /// The offset it landed at.
     pub offset: u64,
 }
 
 /// A tick the host emitted for its task.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SentTick {
+    /// The tp.
     pub tp: Tp,
+    /// The offset it landed at.
     pub offset: u64,
+    /// The wall-clock time of the tick.
     pub at: i64,
+    /// The tick's stamp.
     pub stamp: Stamp,
 }
 
@@ -54,13 +62,16 @@ pub enum Markers {
 pub enum CommitOutcome {
     /// There was nothing to commit.
     Nothing,
+    /// The transaction committed.
     Committed,
     /// The commit failed and the transaction was aborted (X3); the consumer
     /// was rewound to the committed positions.
     Aborted(ModelError),
 }
 
+/// Drives one core task over the in-memory model: its transactional producer, its `read_committed` consumer and its transaction. Every driver of the harness (test driver, simulator) hosts tasks with it.
 pub struct TaskHost {
+    /// The core task this host drives.
     pub task: Task,
     producer: ProducerId,
     /// The consumer's fetch position per consumed tp.
@@ -86,7 +97,7 @@ impl TaskHost {
         now: i64,
     ) -> Result<TaskHost, HostError> {
         let mut task = Task::new(app, assembly, stage, partition, config)?;
-        let producer = cluster.init_producer(&task.transactional_id(), now);
+        let producer = cluster.init_producer(task.transactional_id(), now);
         if let Some(changelog) = task.changelog_tp().cloned() {
             for (offset, record) in cluster.log(&changelog)?.read_committed() {
                 task.restore_state(offset, record)?;
@@ -111,10 +122,12 @@ impl TaskHost {
         })
     }
 
+    /// The task's producer handle.
     pub fn producer(&self) -> ProducerId {
         self.producer
     }
 
+    /// Whether a transaction is open on the broker.
     pub fn in_transaction(&self) -> bool {
         self.in_transaction
     }

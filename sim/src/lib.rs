@@ -1,6 +1,53 @@
-//! The deterministic harness for Parsley: an in-memory Kafka model with
-//! transactions ([`model`]), the [`TaskHost`] that connects a core task to it,
-//! and the [`TestDriver`].
+//! The deterministic harness for Parsley: everything needed to run the
+//! `parsley` core without a Kafka cluster, and to check that it keeps its
+//! guarantees.
+//!
+//! * [`model`]: an in-memory Kafka with real transaction semantics:
+//!   transaction markers that take offsets, the last stable offset,
+//!   `read_committed` fetches, fencing, and transactions left hanging until
+//!   the broker's timeout.
+//! * [`TaskHost`]: one core task's producer, consumer and transaction over
+//!   the model, shared by every driver here.
+//! * [`TestDriver`]: Parsley's TopologyTestDriver. Each pipe and each
+//!   [`TestDriver::advance_wall_clock`] runs synchronously to quiescence and
+//!   commits; the wall clock moves only when the test moves it, so ticks are
+//!   deterministic.
+//! * [`sim`]: the seeded simulator. Every choice (which head is delivered,
+//!   how far the clock moves, which fault fires) comes from one choice
+//!   source, so a run replays exactly from its seed or tape and shrinks; an
+//!   independent checker recomputes the invariants I1–I9 from the trace and
+//!   the logs ([`sim::Invariant`]).
+//! * [`audit`]: the log-only audit, the checks that committed topics alone
+//!   can show, for the model's logs and a real cluster's alike.
+//! * [`topologies`], [`scheduler`]: the example topologies and the timer
+//!   scheduler of the request/reply shape (K2).
+//!
+//! The rule ids are defined in `docs/RULES.md` of the repository;
+//! `docs/CONCEPTS.md` has runnable examples of how ticks, state, fan-outs and
+//! offsets behave under the test driver.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use parsley::{Json, Parsley, Stage, Step, Topic};
+//! use parsley_sim::TestDriver;
+//!
+//! let orders: Topic<String, i64> = Topic::new("orders");
+//! let totals = Stage::named("totals")
+//!     .state(Json, || 0i64)
+//!     .on(&orders, |total: i64, order| Step::of(total + order.value()))
+//!     .build();
+//! let app = Parsley::named("shop").stage(totals).build()?;
+//!
+//! let driver = TestDriver::new(&app)?;
+//! driver.input(&orders)?.pipe("alice".to_string(), 30)?;
+//! driver.input(&orders)?.pipe("alice".to_string(), 12)?;
+//! assert_eq!(driver.key_slot::<i64, _, _>("totals", &orders, &"alice".to_string())?, Some(42));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
 
 pub mod audit;
 pub mod driver;
@@ -17,3 +64,9 @@ pub use driver::{
     DriverError, OutputRecord, TestDriver, TestInputTopic, TestOutputTopic, TestRecord,
 };
 pub use host::TaskHost;
+
+/// The examples of `docs/CONCEPTS.md`, run as doc tests under the
+/// `TestDriver` so the concepts page cannot drift from the behaviour.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/CONCEPTS.md")]
+pub struct Concepts;

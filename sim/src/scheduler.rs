@@ -14,20 +14,37 @@ use parsley::{CausalClock, Codec, ConsumedRecord, RecordData, Tp, I64};
 /// A timer request the scheduler cannot read (§8).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TimerRequestError {
+    /// The request's stamp header does not decode.
     #[error("timer request {tp}@{offset} has a stamp header that does not decode: {error}")]
     BadStamp {
+        /// The tp of the request.
         tp: Tp,
+        /// Its offset.
         offset: u64,
+        /// The decoder's refusal.
         error: HeaderError,
     },
+    /// The request has no key, so the fire record could not have one.
     #[error("timer request {tp}@{offset} has no key")]
-    NoKey { tp: Tp, offset: u64 },
+    NoKey {
+        /// The tp of the request.
+        tp: Tp,
+        /// Its offset.
+        offset: u64,
+    },
+    /// The request does not hold a fire time.
     #[error(
         "timer request {tp}@{offset} does not hold a time in milliseconds as a long (8 big-endian bytes)"
     )]
-    NoTime { tp: Tp, offset: u64 },
+    NoTime {
+        /// The tp of the request.
+        tp: Tp,
+        /// Its offset.
+        offset: u64,
+    },
 }
 
+/// The timer scheduler of the request/reply shape (K2), without I/O: it observes committed timer requests with a `CausalClock` (K1) and, given the time, returns the fire records that are due, stamped with what it observed.
 #[derive(Clone, Debug, Default)]
 pub struct TimerScheduler {
     clock: CausalClock,
@@ -36,6 +53,7 @@ pub struct TimerScheduler {
 }
 
 impl TimerScheduler {
+    /// A scheduler with no timers.
     pub fn new() -> Self {
         TimerScheduler::default()
     }

@@ -10,10 +10,12 @@ use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Ut
 /// An order against an account; the key is the account.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Order {
+    /// The amount.
     pub total: i64,
 }
 
 impl Order {
+    /// The amount.
     pub fn total(&self) -> i64 {
         self.total
     }
@@ -51,11 +53,14 @@ fn order_topic(name: String) -> Topic<String, Order> {
 /// The topics of the `payments` examples.
 #[derive(Clone, Debug)]
 pub struct PaymentsTopics {
+    /// Orders, keyed by account.
     pub orders: Topic<String, Order>,
+    /// Audit cuts and balances.
     pub audits: Topic<String, String>,
 }
 
 impl PaymentsTopics {
+    /// The topics with their plain names.
     pub fn new() -> Self {
         PaymentsTopics::with_prefix("")
     }
@@ -101,6 +106,7 @@ pub fn balances_stage_every(topics: &PaymentsTopics, interval: Duration) -> Stag
         .build()
 }
 
+/// The `payments` application with the `balances` stage: a balance per account folded from orders, and a cut emitted on every tick.
 pub fn balances(topics: &PaymentsTopics) -> Result<App, CompositionError> {
     Parsley::named("payments")
         .stage(balances_stage(topics))
@@ -138,6 +144,7 @@ pub fn audit_cut_stage_every(topics: &PaymentsTopics, interval: Duration) -> Sta
         .build()
 }
 
+/// The `payments` application with the `audit-cut` stage (its tick fold emits a cut on every fifth quiet tick).
 pub fn audit_cut(topics: &PaymentsTopics) -> Result<App, CompositionError> {
     Parsley::named("payments")
         .stage(audit_cut_stage(topics))
@@ -147,13 +154,18 @@ pub fn audit_cut(topics: &PaymentsTopics) -> Result<App, CompositionError> {
 /// The topics of the three-stage chain.
 #[derive(Clone, Debug)]
 pub struct ChainTopics {
+    /// The chain's input.
     pub input: Topic<String, i64>,
+    /// The first stage's output.
     pub enriched: Topic<String, i64>,
+    /// The second stage's output.
     pub metered: Topic<String, i64>,
+    /// The chain's output.
     pub output: Topic<String, i64>,
 }
 
 impl ChainTopics {
+    /// The topics with their plain names.
     pub fn new() -> Self {
         ChainTopics::with_prefix("")
     }
@@ -230,13 +242,18 @@ pub fn chain_named(
 /// The topics of the diamond.
 #[derive(Clone, Debug)]
 pub struct DiamondTopics {
+    /// The source both `enrich` and `score` consume.
     pub events: Topic<String, i64>,
+    /// `enrich`'s output: each event doubled.
     pub enriched: Topic<String, i64>,
+    /// `score`'s output: the count of events per key, and its keyless ticks.
     pub scored: Topic<String, i64>,
+    /// `join`'s output: the running total per key over both branches.
     pub joined: Topic<String, i64>,
 }
 
 impl DiamondTopics {
+    /// The diamond's topics under their plain names.
     pub fn new() -> Self {
         DiamondTopics::with_prefix("")
     }
@@ -328,13 +345,18 @@ pub fn diamond_named(
 /// The topics of the timer request/reply shape (K2).
 #[derive(Clone, Debug)]
 pub struct TimerTopics {
+    /// Orders, keyed by account.
     pub orders: Topic<String, Order>,
+    /// Timer requests: key and fire time (K2).
     pub requests: Topic<String, i64>,
+    /// The scheduler's fire records (K2).
     pub fires: Topic<String, i64>,
+    /// Expired reservations.
     pub expiries: Topic<String, i64>,
 }
 
 impl TimerTopics {
+    /// The topics with their plain names.
     pub fn new() -> Self {
         TimerTopics::with_prefix("")
     }
@@ -398,12 +420,16 @@ pub fn timers_with(
 /// The topics of the fan-in.
 #[derive(Clone, Debug)]
 pub struct FanInTopics {
+    /// Payments, keyed by account.
     pub payments: Topic<String, i64>,
+    /// Orders, keyed by account.
     pub orders: Topic<String, i64>,
+    /// Audit cuts and balances.
     pub audits: Topic<String, String>,
 }
 
 impl FanInTopics {
+    /// The topics with their plain names.
     pub fn new() -> Self {
         FanInTopics::with_prefix("")
     }

@@ -1,4 +1,4 @@
-//! SPEC §8 under the test driver: every bad input gets a typed error naming
+//! Bad input (docs/RULES.md#bad-input) under the test driver: every bad input gets a typed error naming
 //! what and where, the task stops, and its committed position stays before
 //! the bad record, so nothing committed is lost.
 
@@ -183,7 +183,7 @@ fn s3_emission_to_undeclared_topic_names_stage_and_topic() {
     assert!(
         error
             .to_string()
-            .starts_with("S3: stage \"leak\" emitted to topic \"secret\""),
+            .starts_with("S3 (docs/RULES.md#s3): stage \"leak\" emitted to topic \"secret\""),
         "{error}"
     );
 }
@@ -204,9 +204,9 @@ fn t2_emission_to_a_tick_topic_names_stage_and_topic() {
     let driver = TestDriver::new(&app).unwrap();
     let error = driver.input(&orders).unwrap().pipe(None, 1).unwrap_err();
     assert!(
-        error
-            .to_string()
-            .starts_with("T2: stage \"forger\" emitted to tick topic \"shop-forger-ticks\""),
+        error.to_string().starts_with(
+            "T2 (docs/RULES.md#t2): stage \"forger\" emitted to tick topic \"shop-forger-ticks\""
+        ),
         "{error}"
     );
 }
@@ -229,8 +229,8 @@ fn c3_missing_topics_fail_before_anything_runs() {
     assert_eq!(
         messages,
         [
-            "C3: topic \"payments-balances-state-changelog\" (changelog of stage balances) does not exist; expected 4 partitions; fix: create it: kafka-topics.sh --create --topic payments-balances-state-changelog --partitions 4 --config cleanup.policy=compact",
-            "C3: topic \"payments-balances-ticks\" (ticks of stage balances) does not exist; expected 4 partitions; fix: create it: kafka-topics.sh --create --topic payments-balances-ticks --partitions 4 --config cleanup.policy=delete --config retention.ms=3600000",
+            "C3 (docs/RULES.md#c3): topic \"payments-balances-state-changelog\" (changelog of stage balances) does not exist; expected 4 partitions; fix: create it: kafka-topics.sh --create --topic payments-balances-state-changelog --partitions 4 --config cleanup.policy=compact",
+            "C3 (docs/RULES.md#c3): topic \"payments-balances-ticks\" (ticks of stage balances) does not exist; expected 4 partitions; fix: create it: kafka-topics.sh --create --topic payments-balances-ticks --partitions 4 --config cleanup.policy=delete --config retention.ms=3600000",
         ]
     );
 }
@@ -284,7 +284,7 @@ fn x5_panicking_logic_stops_the_task_without_skipping() {
     let error = input.pipe(None, -1).unwrap_err();
     assert!(
         error.to_string().starts_with(
-            "task fragile/0: logic failed on orders-0@1 (X5): panicked: negative order -1"
+            "task fragile/0: logic failed on orders-0@1 (X5, docs/RULES.md#x5): panicked: negative order -1"
         ),
         "{error}"
     );

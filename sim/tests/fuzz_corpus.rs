@@ -1,5 +1,5 @@
 //! The fuzz targets' bodies over their checked-in corpora, on the stable
-//! toolchain (SPEC §9.5): CI exercises exactly what `cargo +nightly fuzz run`
+//! toolchain: CI exercises exactly what `cargo +nightly fuzz run`
 //! checks, through the same files (`fuzz/bodies/*.rs`), without libFuzzer.
 //!
 //! Corpora live in `fuzz/corpus/<target>/`, one input per file. Crashes the
@@ -131,7 +131,7 @@ fn causal_order_corpus_covers_every_scenario() {
 // ----- the seed corpus -----
 
 /// The seed inputs of the `stamp_decode` corpus, by name: headers of several
-/// shapes, and malformed headers of every kind SPEC §8 names.
+/// shapes, and malformed headers of every kind docs/RULES.md#bad-input names.
 fn stamp_decode_seeds() -> Vec<(&'static str, Vec<u8>)> {
     use parsley::header::{encode, OFFSET_MAX};
     use parsley::{Claim, Stamp, Tp};

@@ -1,4 +1,4 @@
-//! The broker restarts under a running application (SPEC §10): the broker
+//! The broker restarts under a running application: the broker
 //! started by `scripts/kafka/broker.sh` is stopped and started again on its
 //! storage (`broker.sh bounce`) while an instance runs balances. The instance
 //! rides it out — its clients reconnect, a transaction caught by the outage

@@ -1,4 +1,4 @@
-//! The example topologies on a real broker (SPEC §10):
+//! The example topologies on a real broker:
 //!
 //! - conformance: each runs live and under the TestDriver with the same
 //!   inputs, and commits the same state per key and the same keyed outputs

@@ -1,4 +1,4 @@
-//! Property tests of the simulator (SPEC §9.5): any choice tape is a run that
+//! Property tests of the simulator: any choice tape is a run that
 //! passes the checker (I1–I8), on every shipped scenario, and the same tape
 //! gives the same trace (I9).
 //!

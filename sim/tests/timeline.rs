@@ -1,4 +1,4 @@
-//! The picture of a run (SPEC §9.3, Reports): rendered from a real simulated
+//! The picture of a run: rendered from a real simulated
 //! run of the fan-in, where orders claim payments and so holds are common.
 
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! The live-broker adapter (SPEC §10): the same core, driven against a real
+//! The live-broker adapter: the same core, driven against a real
 //! Kafka cluster through rust-rdkafka and tokio. Built only with the `live`
 //! feature, which brings in rdkafka (with librdkafka compiled from source and
 //! linked statically) and tokio.
@@ -6,7 +6,7 @@
 //! # How it relates to the in-memory model
 //!
 //! The simulator drives a [`Task`](crate::Task) over the in-memory model
-//! (`parsley_sim::model::Cluster`, SPEC §9.1) through `parsley_sim::TaskHost`.
+//! (`parsley_sim::model::Cluster`) through `parsley_sim::TaskHost`.
 //! The live driver does the same against Kafka, so the model must behave like
 //! Kafka wherever the task can observe it:
 //!

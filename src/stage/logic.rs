@@ -84,6 +84,7 @@ impl From<DeliveryFailure> for ReplayFailure {
 /// A return value that may be an error: plain values and `Result`s alike, so
 /// `on` takes infallible and fallible logic with one signature.
 pub trait Fallible<T> {
+    /// The value, or the error as text.
     fn into_result(self) -> Result<T, String>;
 }
 

@@ -55,12 +55,16 @@ pub(crate) struct StageDef {
     pub problems: Vec<StageProblem>,
 }
 
+/// A stage's tick declaration (T1): how often, and which kind of logic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TickDecl {
+    /// The tick interval (T3).
     pub interval: Duration,
+    /// Handler or fold (T1).
     pub kind: TickKind,
 }
 
+/// The kind of tick logic (T1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TickKind {
     /// A TickHandler: tick to emissions.
@@ -77,7 +81,29 @@ pub(crate) enum StageProblem {
 }
 
 impl Stage {
-    /// Starts a stage declaration.
+    /// Starts a stage declaration. The name must be unique in its
+    /// application (C1); it also names the topics Parsley derives for the
+    /// stage (`<application.id>-<stage>-ticks`, `-state-changelog`).
+    ///
+    /// ```
+    /// use parsley::{Stage, Topic};
+    ///
+    /// let orders: Topic<String, i64> = Topic::new("orders");
+    /// let large: Topic<String, i64> = Topic::new("large-orders");
+    /// let out = large.clone();
+    /// let filter = Stage::named("large")
+    ///     .on(&orders, move |order| {
+    ///         if *order.value() >= 1000 {
+    ///             vec![out.send(order.key().cloned(), *order.value())]
+    ///         } else {
+    ///             vec![]
+    ///         }
+    ///     })
+    ///     .into(&large)
+    ///     .build();
+    /// assert_eq!(filter.name(), "large");
+    /// assert!(!filter.is_stateful());
+    /// ```
     pub fn named(name: impl Into<String>) -> StageBuilder<Stateless> {
         StageBuilder {
             name: name.into(),
@@ -91,22 +117,27 @@ impl Stage {
         }
     }
 
+    /// The stage's name, unique in its application (C1).
     pub fn name(&self) -> &str {
         &self.def.name
     }
 
+    /// The declared sources, in declaration order (the tick topic is not among them).
     pub fn sources(&self) -> &[TopicRef] {
         &self.def.sources
     }
 
+    /// The declared sinks (S3).
     pub fn sinks(&self) -> &[TopicRef] {
         &self.def.sinks
     }
 
+    /// The tick declaration, if the stage ticks.
     pub fn ticks(&self) -> Option<TickDecl> {
         self.def.ticks
     }
 
+    /// Whether the stage declares state (S1).
     pub fn is_stateful(&self) -> bool {
         self.def.stateful
     }
@@ -126,7 +157,9 @@ pub enum SlotChange {
 /// The pure result of one delivery.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replayed {
+    /// What the delivery does to its slot.
     pub slot: SlotChange,
+    /// What the delivery emits, in order.
     pub emissions: Vec<Emission>,
 }
 
@@ -282,6 +315,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
         self
     }
 
+    /// Finishes the declaration. Mistakes in it (ticks twice, a zero interval, state after logic) are reported by the application's `build`, with their rule.
     pub fn build(self) -> Stage {
         let ticks = self.tick.as_ref().map(|(interval, logic)| TickDecl {
             interval: *interval,
@@ -382,6 +416,43 @@ impl<S: Clone + Send + Sync + 'static> StageBuilder<Stateful<S>, S> {
     }
 
     /// T1: a TickFold, stepping the task's tick slot (T7) on every tick.
+    /// The tick slot has the stage's state type but is apart from every key
+    /// slot: tick logic never sees per-key state (per-entity timing is the
+    /// request/reply shape, K2). `fold` may return `Step<S>` or
+    /// `Result<Step<S>, E>`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use parsley::{Json, Stage, Step, Tick, Topic};
+    ///
+    /// let orders: Topic<String, i64> = Topic::new("orders");
+    /// let cuts: Topic<String, i64> = Topic::new("cuts");
+    /// // Count ticks in the tick slot; every third tick emits a cut and resets.
+    /// let every_third = {
+    ///     let cuts = cuts.clone();
+    ///     move |ticks: i64, tick: &Tick| {
+    ///         if ticks + 1 == 3 {
+    ///             Step::of(0).emit(cuts.send(None, tick.timestamp))
+    ///         } else {
+    ///             Step::of(ticks + 1)
+    ///         }
+    ///     }
+    /// };
+    /// // Tick logic is a pure function (S4): test it without a runtime.
+    /// assert_eq!(every_third(0, &Tick::new(1000)), Step::of(1));
+    /// assert_eq!(
+    ///     every_third(2, &Tick::new(3000)),
+    ///     Step::of(0).emit(cuts.send(None, 3000))
+    /// );
+    ///
+    /// let stage = Stage::named("cutter")
+    ///     .state(Json, || 0i64)
+    ///     .on(&orders, |balance: i64, order| Step::of(balance + order.value()))
+    ///     .tick_fold(Duration::from_secs(60), every_third)
+    ///     .into(&cuts)
+    ///     .build();
+    /// assert!(stage.ticks().is_some());
+    /// ```
     pub fn tick_fold<R>(
         self,
         interval: Duration,

@@ -28,6 +28,7 @@ pub enum SlotKey {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("changelog key {key:02x?} names no slot (expected a tag byte 0 = null key, 1 = key, 2 = tick slot)")]
 pub struct SlotKeyError {
+    /// The changelog key refused.
     pub key: Vec<u8>,
 }
 
@@ -68,6 +69,7 @@ impl SlotKey {
         }
     }
 
+    /// Reads a changelog key back into the slot it names.
     pub fn from_changelog_key(bytes: &[u8]) -> Result<SlotKey, SlotKeyError> {
         match bytes {
             [TAG_NULL] => Ok(SlotKey::Null),

@@ -10,19 +10,25 @@ use crate::stamp::Stamp;
 
 const PREFIX: &str = "parsley1:";
 
+/// What a task commits beside its positions (G7): its history and its last tick time, carried in the offsets' metadata.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
+    /// The task's history stamp (G4).
     pub history: Stamp,
+    /// When the task last ticked, milliseconds since the epoch (T3).
     pub last_tick_at: Option<i64>,
 }
 
+/// Committed offset metadata that is not a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("committed offset metadata is not a Parsley checkpoint: {reason}")]
 pub struct CheckpointError {
+    /// What is wrong with the metadata.
     pub reason: String,
 }
 
 impl Checkpoint {
+    /// The metadata string: `parsley1:` and the hex of the encoding.
     pub fn encode(&self) -> String {
         Self::encode_parts(&self.history, self.last_tick_at)
     }
@@ -50,6 +56,7 @@ impl Checkpoint {
         String::from_utf8(text).expect("a prefix and hex digits are ASCII")
     }
 
+    /// Reads a metadata string written by [`Checkpoint::encode`].
     pub fn decode(text: &str) -> Result<Checkpoint, CheckpointError> {
         let fail = |reason: String| CheckpointError { reason };
         let hex = text

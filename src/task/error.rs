@@ -1,6 +1,6 @@
 //! Why a task stopped. Every variant names the task and, where a record is
 //! involved, its tp and offset; the task's committed position stays before
-//! that record (SPEC §8, X5).
+//! that record (docs/RULES.md#bad-input, X5).
 
 use std::fmt;
 
@@ -13,7 +13,9 @@ use crate::tp::Tp;
 /// One stage's task: its unit of work and of parallelism.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskId {
+    /// The stage's name.
     pub stage: String,
+    /// The partition of each source the task consumes.
     pub partition: u32,
 }
 
@@ -23,91 +25,161 @@ impl fmt::Display for TaskId {
     }
 }
 
+/// Why a task stopped: bad input (docs/RULES.md#bad-input) or failing logic (X5). The driver aborts the open transaction, so the committed position stays before the record named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
+    /// The stamp header does not decode.
     #[error("task {task}: record {tp}@{offset} has a stamp header that does not decode: {error}")]
     BadStamp {
+        /// The task that stopped.
         task: TaskId,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// The offset of that record.
         offset: u64,
+        /// The codec's refusal.
         error: HeaderError,
     },
-    #[error("task {task}: record {tp}@{offset} is poison (G6): its claim {claim} can never resolve: {reason}")]
+    /// G6: a claim that can never resolve, or a cycle of claims.
+    #[error("task {task}: record {tp}@{offset} is poison (G6, docs/RULES.md#g6): its claim {claim} can never resolve: {reason}")]
     UnresolvableClaim {
+        /// The task that stopped.
         task: TaskId,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// The offset of that record.
         offset: u64,
+        /// The claim that can never resolve.
         claim: Claim,
+        /// Why it cannot be used.
         reason: String,
     },
+    /// The source topic's codec refused the key or value.
     #[error("task {task}: the {part} of record {tp}@{offset} was rejected by the codec of topic {}: {error}", tp.topic)]
     Codec {
+        /// The task that stopped.
         task: TaskId,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// The offset of that record.
         offset: u64,
+        /// Which part of the record the codec refused.
         part: RecordPart,
+        /// The codec's refusal.
         error: Box<CodecError>,
     },
+    /// The state codec refused the state a fold returned.
     #[error("task {task}: the state written while delivering {tp}@{offset} was rejected by the state codec: {error}")]
     StateCodec {
+        /// The task that stopped.
         task: TaskId,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// The offset of that record.
         offset: u64,
+        /// The codec's refusal.
         error: Box<CodecError>,
     },
-    #[error("task {task}: logic failed on {tp}@{offset} (X5): {message}")]
+    /// X5: the logic returned an error or panicked.
+    #[error("task {task}: logic failed on {tp}@{offset} (X5, docs/RULES.md#x5): {message}")]
     Logic {
+        /// The task that stopped.
         task: TaskId,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// The offset of that record.
         offset: u64,
+        /// The logic's error, or the panic's message.
         message: String,
     },
-    #[error("S3: stage {:?} emitted to topic {topic:?}, which it does not declare with `into` (while delivering {tp}@{offset})", task.stage)]
+    /// S3: an emission to a topic the stage does not declare as a sink.
+    #[error("S3 (docs/RULES.md#s3): stage {:?} emitted to topic {topic:?}, which it does not declare with `into` (while delivering {tp}@{offset})", task.stage)]
     UndeclaredSink {
+        /// The task that stopped.
         task: TaskId,
+        /// The topic the logic emitted to.
         topic: String,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// The offset of that record.
         offset: u64,
     },
-    #[error("T2: stage {:?} emitted to tick topic {topic:?}; no logic may emit to a tick topic (while delivering {tp}@{offset})", task.stage)]
+    /// T2: an emission to a tick topic.
+    #[error("T2 (docs/RULES.md#t2): stage {:?} emitted to tick topic {topic:?}; no logic may emit to a tick topic (while delivering {tp}@{offset})", task.stage)]
     EmitToTickTopic {
+        /// The task that stopped.
         task: TaskId,
+        /// The topic the logic emitted to.
         topic: String,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// The offset of that record.
         offset: u64,
     },
+    /// A sink's codec refused an emission.
     #[error("task {task}: an emission to topic {topic:?} was rejected by its codec (while delivering {tp}@{offset}): {error}")]
     EmissionCodec {
+        /// The task that stopped.
         task: TaskId,
+        /// The topic the logic emitted to.
         topic: String,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// The offset of that record.
         offset: u64,
+        /// The codec's refusal.
         error: Box<CodecError>,
     },
+    /// A tick record without an 8-byte timestamp value.
     #[error("task {task}: tick record {tp}@{offset} does not hold an 8-byte timestamp")]
-    BadTick { task: TaskId, tp: Tp, offset: u64 },
+    BadTick {
+        /// The task that stopped.
+        task: TaskId,
+        /// The tp of the record the task stopped on.
+        tp: Tp,
+        /// The offset of that record.
+        offset: u64,
+    },
+    /// A changelog record that cannot be restored (S5).
     #[error("task {task}: changelog record {tp}@{offset} cannot be restored: {reason}")]
     BadChangelog {
+        /// The task that stopped.
         task: TaskId,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// The offset of that record.
         offset: u64,
+        /// Why it cannot be used.
         reason: String,
     },
+    /// Committed offset metadata that is not a checkpoint.
     #[error("task {task}: the offset metadata committed on {tp} does not decode: {reason}")]
     BadCheckpoint {
+        /// The task that stopped.
         task: TaskId,
+        /// The tp of the record the task stopped on.
         tp: Tp,
+        /// Why it cannot be used.
         reason: String,
     },
+    /// The checkpoint outgrew Kafka's offset metadata limit.
     #[error("task {task}: its checkpoint is {bytes} bytes, more than Kafka's {max}-byte offset metadata limit (the history claims {claims} tps)")]
     CheckpointTooLarge {
+        /// The task that stopped.
         task: TaskId,
+        /// The encoded checkpoint size.
         bytes: usize,
+        /// Kafka's limit.
         max: usize,
+        /// How many tps the history claims.
         claims: usize,
     },
+    /// The task is not part of the assembled application.
     #[error("task {task}: stage {:?} is not in the application, or has no task {}", task.stage, task.partition)]
-    UnknownTask { task: TaskId },
+    UnknownTask {
+        /// The task that stopped.
+        task: TaskId,
+    },
 }
 
 impl TaskError {

@@ -48,19 +48,24 @@ impl Lane {
 /// Why a lane's head cannot be delivered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HeadStatus {
+    /// It may be delivered now.
     Deliverable,
     /// Waiting on this claim (G2).
     Held(Claim),
-    /// Bad input: it can never be delivered (SPEC §8).
+    /// Bad input: it can never be delivered (docs/RULES.md#bad-input).
     Poison(Poison),
 }
 
+/// Why a record can never be delivered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Poison {
+    /// Its stamp header does not decode.
     BadStamp(HeaderError),
     /// G6: the claim names an offset that cannot ever be delivered here.
     Unresolvable {
+        /// The claim.
         claim: Claim,
+        /// Why it cannot resolve (G6).
         reason: String,
     },
 }

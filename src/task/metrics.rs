@@ -10,7 +10,9 @@ pub struct TaskMetrics {
     pub records_delivered_total: u64,
     /// Records consumed but held behind an unresolved claim, at the last look.
     pub records_held: u64,
+    /// `transactions-committed-total`: transactions this task committed.
     pub transactions_committed_total: u64,
+    /// `transactions-aborted-total`: transactions this task aborted.
     pub transactions_aborted_total: u64,
     /// Deliveries of an offset that an aborted transaction had delivered before.
     pub records_redelivered_total: u64,

@@ -92,19 +92,25 @@ pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 /// The offsets to send to the transaction, each with the task's checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommitRequest {
+    /// The consumer group the offsets commit under (X6).
     pub group: String,
+    /// The next position of every consumed tp (G7).
     pub offsets: Vec<(Tp, u64)>,
+    /// The task's checkpoint, on every tp (X1).
     pub metadata: String,
 }
 
 /// An offset committed for the task's group, as the driver read it back.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CommittedOffset {
+    /// The committed position: the next offset to read.
     pub offset: u64,
+    /// The task's checkpoint, on every tp (X1).
     pub metadata: String,
 }
 
 impl CommittedOffset {
+    /// A committed position with its metadata.
     pub fn new(offset: u64, metadata: impl Into<String>) -> Self {
         CommittedOffset {
             offset,
@@ -142,6 +148,7 @@ struct OpenWork {
     ticks: u64,
 }
 
+/// One stage's task as a sans-IO state machine; see the [module documentation](self) for how to drive it.
 pub struct Task {
     id: TaskId,
     group: String,
@@ -272,6 +279,7 @@ impl Task {
 
     // ----- getters -----
 
+    /// Which stage and partition this task is.
     pub fn id(&self) -> &TaskId {
         &self.id
     }
@@ -327,10 +335,12 @@ impl Task {
             .map(|lane| self.gate.lanes[lane].position())
     }
 
+    /// The error the task stopped on, if it stopped.
     pub fn failure(&self) -> Option<&TaskError> {
         self.failure.as_ref()
     }
 
+    /// The task's metrics (T8).
     pub fn metrics(&self) -> TaskMetrics {
         let mut metrics = self.metrics.clone();
         metrics.records_held = self.records_held();

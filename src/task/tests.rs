@@ -1,6 +1,6 @@
 //! Unit tests of the task state machine, driven by hand-made fetches (no Kafka
 //! model): each test reads as a script of what a driver would do, and is named
-//! after the rule it checks (SPEC §2–§5, §8).
+//! after the rule it checks (docs/RULES.md).
 //!
 //! Fixtures: application `app` with one stage `s`; sources `orders`, `payments`
 //! and `refunds` (2 partitions each, JSON `String` keys and `i64` values); sink
@@ -977,7 +977,7 @@ fn x5_handler_error_stops_the_task_and_keeps_the_record() {
     );
     assert_eq!(
         error.to_string(),
-        "task s/0: logic failed on orders-0@1 (X5): negative -1"
+        "task s/0: logic failed on orders-0@1 (X5, docs/RULES.md#x5): negative -1"
     );
     assert_eq!(error.record(), Some((&o, 1)));
 
@@ -1109,7 +1109,7 @@ fn s3_emission_to_an_undeclared_topic_is_an_error() {
     assert!(
         error
             .to_string()
-            .starts_with("S3: stage \"s\" emitted to topic \"audits\""),
+            .starts_with("S3 (docs/RULES.md#s3): stage \"s\" emitted to topic \"audits\""),
         "{error}"
     );
     assert_eq!(task.position(&o), Some(0));
@@ -1147,9 +1147,9 @@ fn t2_emission_to_a_tick_topic_is_an_error() {
         }
     );
     assert!(
-        error
-            .to_string()
-            .starts_with("T2: stage \"s\" emitted to tick topic \"app-s-ticks\""),
+        error.to_string().starts_with(
+            "T2 (docs/RULES.md#t2): stage \"s\" emitted to tick topic \"app-s-ticks\""
+        ),
         "{error}"
     );
     assert_eq!(task.position(&o), Some(0));

@@ -1,4 +1,4 @@
-//! `parsley-live`: the example topologies on a real Kafka cluster (SPEC §10).
+//! `parsley-live`: the example topologies on a real Kafka cluster.
 //!
 //! - `setup` creates the topics the contract probe lists (C4);
 //! - `produce` writes a seeded plan of inputs;

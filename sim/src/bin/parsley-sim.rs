@@ -1,5 +1,5 @@
 //! `parsley-sim`: the command-line runner of the deterministic simulator
-//! (SPEC §9.3–9.4). It runs a scenario over a range of seeds, replays one
+//! and its scenario files. It runs a scenario over a range of seeds, replays one
 //! run (from a seed or a tape) and shrinks a failing one.
 //!
 //! Exit codes: 0 when every run passed, 1 when a run violated an invariant,

@@ -55,6 +55,7 @@ pub use trace::{render_ticks, TraceEvent};
 
 use world::World;
 
+/// Runs an application over the in-memory Kafka model, one synchronous step at a time; see the [module documentation](self).
 pub struct TestDriver {
     world: Rc<RefCell<World>>,
 }
@@ -114,6 +115,7 @@ impl TestDriverBuilder {
         self
     }
 
+    /// The tasks' commit interval (X2), used with `commit_each_step(false)`. Default: 100 ms.
     pub fn commit_interval(mut self, interval: Duration) -> Self {
         self.commit_interval = interval;
         self
@@ -174,6 +176,32 @@ impl TestDriverBuilder {
 }
 
 impl TestDriver {
+    /// A builder for a driver of `app`: initial wall clock, partition counts, commit behaviour.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use parsley::{Parsley, Stage, Topic};
+    /// use parsley_sim::{TestDriver, TestRecord};
+    ///
+    /// let clicks: Topic<String, i64> = Topic::new("clicks");
+    /// let beats: Topic<String, i64> = Topic::new("beats");
+    /// let out = beats.clone();
+    /// let stage = Stage::named("beat")
+    ///     .on(&clicks, |_click| Vec::<parsley::Emission>::new())
+    ///     .ticks(Duration::from_secs(10), move |tick| vec![out.send(None, tick.timestamp)])
+    ///     .into(&beats)
+    ///     .build();
+    /// let app = Parsley::named("site").stage(stage).build()?;
+    ///
+    /// let driver = TestDriver::builder(&app)
+    ///     .initial_wall_clock(1_000_000)
+    ///     .partitions("clicks", 3) // three tasks, so three ticks per interval
+    ///     .build()?;
+    /// driver.input(&clicks)?.pipe_record(TestRecord::new(None, 1).partition(2).at(999_000))?;
+    /// driver.advance_wall_clock(Duration::from_secs(10))?;
+    /// assert_eq!(driver.output(&beats)?.read_values()?, [1_010_000; 3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn builder(app: &App) -> TestDriverBuilder {
         TestDriverBuilder {
             app: app.clone(),

@@ -17,7 +17,9 @@ use crate::model::Isolation;
 /// A record to pipe, with optional timestamp, partition and stamp.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TestRecord<K, V> {
+    /// The key; `None` for a null key.
     pub key: Option<K>,
+    /// The value.
     pub value: V,
     /// Defaults to the driver's wall clock.
     pub timestamp: Option<i64>,
@@ -28,6 +30,7 @@ pub struct TestRecord<K, V> {
 }
 
 impl<K, V> TestRecord<K, V> {
+    /// A record with `key` and `value`, stamped with the wall clock, partitioned like a producer would.
     pub fn new(key: impl Into<Option<K>>, value: V) -> Self {
         TestRecord {
             key: key.into(),
@@ -38,16 +41,19 @@ impl<K, V> TestRecord<K, V> {
         }
     }
 
+    /// Sets the record timestamp, milliseconds since the epoch.
     pub fn at(mut self, timestamp: i64) -> Self {
         self.timestamp = Some(timestamp);
         self
     }
 
+    /// Puts the record on `partition` instead of the partitioner's choice.
     pub fn partition(mut self, partition: u32) -> Self {
         self.partition = Some(partition);
         self
     }
 
+    /// Gives the record a stamp header, as if a stamped producer wrote it.
     pub fn stamped(mut self, stamp: Stamp) -> Self {
         self.stamp = Some(stamp);
         self
@@ -62,6 +68,7 @@ pub struct TestInputTopic<K, V> {
 }
 
 impl<K: 'static, V: 'static> TestInputTopic<K, V> {
+    /// Pipes one record with `key` and `value`, processes to quiescence and commits; returns the tp it landed on.
     pub fn pipe(&self, key: impl Into<Option<K>>, value: V) -> Result<Tp, DriverError> {
         self.pipe_record(TestRecord::new(key, value))
             .map(|(tp, _)| tp)
@@ -159,11 +166,17 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
 /// A committed output record with its stamp.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OutputRecord<K, V> {
+    /// The key; `None` for a null key.
     pub key: Option<K>,
+    /// The value.
     pub value: V,
+    /// The record timestamp, milliseconds since the epoch.
     pub timestamp: i64,
+    /// Where it was committed.
     pub tp: Tp,
+    /// Its offset.
     pub offset: u64,
+    /// Its stamp (empty when it has no stamp header).
     pub stamp: Stamp,
 }
 

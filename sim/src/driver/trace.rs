@@ -8,43 +8,66 @@ use parsley::{Claim, Stamp, Tp};
 
 use crate::model::Cluster;
 
+/// What the test driver saw happen, for assertions and snapshots.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TraceEvent {
     /// A task emitted a tick into its open transaction.
     TickEmitted {
+        /// The task.
         task: TaskId,
+        /// The wall clock then, milliseconds since the epoch.
         at: i64,
+        /// The tp of the record.
         tp: Tp,
+        /// Its offset.
         offset: u64,
+        /// The tick's stamp.
         stamp: Stamp,
     },
     /// A record at the head of its tp was first seen held on a claim.
     Held {
+        /// The task.
         task: TaskId,
+        /// The wall clock then, milliseconds since the epoch.
         at: i64,
+        /// The tp of the record.
         tp: Tp,
+        /// Its offset.
         offset: u64,
+        /// The claim it waits on.
         claim: Claim,
+        /// Whether the held record is a tick.
         tick: bool,
     },
     /// A record was delivered; what the delivery sent.
     Delivered {
+        /// The task.
         task: TaskId,
+        /// The wall clock then, milliseconds since the epoch.
         at: i64,
+        /// The tp of the record.
         tp: Tp,
+        /// Its offset.
         offset: u64,
         /// The tick's timestamp, when the record was a tick.
         tick: Option<i64>,
         /// Where each sent record landed; the records are in the log.
         sent: Vec<(Tp, u64)>,
     },
+    /// A task's transaction committed.
     Committed {
+        /// The task.
         task: TaskId,
+        /// The wall clock then, milliseconds since the epoch.
         at: i64,
     },
+    /// A task's transaction aborted.
     Aborted {
+        /// The task.
         task: TaskId,
+        /// The wall clock then, milliseconds since the epoch.
         at: i64,
+        /// Why the transaction aborted.
         reason: String,
     },
 }

@@ -22,7 +22,9 @@ pub const DEFAULT_TRANSACTION_TIMEOUT_MS: i64 = 60_000;
 /// given. A handle whose epoch is no longer the current one is fenced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ProducerId {
+    /// The producer id.
     pub id: u64,
+    /// The epoch this handle was given.
     pub epoch: u32,
 }
 
@@ -105,6 +107,7 @@ impl Default for Cluster {
 }
 
 impl Cluster {
+    /// An empty cluster.
     pub fn new() -> Self {
         Cluster::with_transaction_timeout(DEFAULT_TRANSACTION_TIMEOUT_MS)
     }
@@ -123,12 +126,14 @@ impl Cluster {
         }
     }
 
+    /// The broker's transaction timeout: an open transaction older than this is aborted by the coordinator.
     pub fn transaction_timeout_ms(&self) -> i64 {
         self.transaction_timeout_ms
     }
 
     // ----- topics -----
 
+    /// Creates a topic of `partitions` partitions.
     pub fn create_topic(&mut self, name: &str, partitions: u32) -> Result<(), ModelError> {
         self.create_topic_named(TopicName::new(name), partitions)
     }
@@ -154,6 +159,7 @@ impl Cluster {
         Ok(())
     }
 
+    /// The partition count of `topic`, if it exists.
     pub fn partitions(&self, topic: &str) -> Option<u32> {
         let at = self.topics.search(topic).ok()?;
         Some(self.topics.logs[self.topics.by_name[at] as usize].len() as u32)

@@ -28,7 +28,9 @@ pub enum Isolation {
 /// The outcome a transaction control marker records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ControlKind {
+    /// The transaction committed.
     Commit,
+    /// The transaction aborted.
     Abort,
 }
 
@@ -38,13 +40,21 @@ pub enum Entry {
     /// A record as produced. `producer` is the producer id of a transactional
     /// producer, `None` for a plain append.
     Data {
+        /// The record.
         record: RecordData,
+        /// The producer id, `None` for a plain append.
         producer: Option<u64>,
+        /// Whether it was written inside a transaction.
         transactional: bool,
     },
     /// A transaction marker: the producer's transaction ended here, with this
     /// outcome, for every record it wrote to this partition before it.
-    Control { kind: ControlKind, producer: u64 },
+    Control {
+        /// Commit or abort.
+        kind: ControlKind,
+        /// The producer id, `None` for a plain append.
+        producer: u64,
+    },
 }
 
 impl Entry {
@@ -56,6 +66,7 @@ impl Entry {
         }
     }
 
+    /// Whether this is a transaction marker.
     pub fn is_control(&self) -> bool {
         matches!(self, Entry::Control { .. })
     }
@@ -65,9 +76,13 @@ impl Entry {
 /// appended; a transaction's records are open until it ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EntryStatus {
+    /// Visible to `read_committed`.
     Committed,
+    /// In a transaction that is still open.
     Open,
+    /// In an aborted transaction.
     Aborted,
+    /// A transaction marker: it takes an offset but is never delivered.
     Control,
 }
 
@@ -77,8 +92,11 @@ pub enum EntryStatus {
 /// that range are not affected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AbortedTxn {
+    /// The producer id, `None` for a plain append.
     pub producer: u64,
+    /// The producer's first record in the transaction.
     pub first_offset: u64,
+    /// The abort marker.
     pub last_offset: u64,
 }
 
@@ -91,7 +109,9 @@ pub struct Fetch {
     /// any markers or aborted records skipped after it, never beyond the last
     /// stable offset for `read_committed`.
     pub next_offset: u64,
+    /// The log's end offset.
     pub high_watermark: u64,
+    /// The first offset of the oldest open transaction, or the high watermark.
     pub last_stable_offset: u64,
 }
 
@@ -142,10 +162,12 @@ impl<'a> LogView<'a> {
         self.log.status(offset)
     }
 
+    /// The log end offset.
     pub fn high_watermark(&self) -> u64 {
         self.log.high_watermark()
     }
 
+    /// The last stable offset: `read_committed` reads stop here.
     pub fn last_stable_offset(&self) -> u64 {
         self.log.last_stable_offset()
     }

@@ -1,5 +1,5 @@
-//! A deterministic in-memory model of what a Parsley task can observe of Kafka
-//! (SPEC §9.1): partitioned append-only logs, idempotent and transactional
+//! A deterministic in-memory model of what a Parsley task can observe of Kafka:
+//! partitioned append-only logs, idempotent and transactional
 //! producers, `read_committed` and `read_uncommitted` fetches, and committed
 //! consumer-group offsets.
 //!

@@ -29,21 +29,46 @@ use crate::model::{Cluster, EntryStatus, LogView};
 use crate::sim::trace::{Entry, Event, TaskAt, TxnRef};
 use rustc_hash::FxHashMap;
 
-/// The guarantees of SPEC §9.3.
+/// The invariants the checker verifies on every simulated run, and the audit
+/// on committed logs. Each is defined, with the rules it rests on, in
+/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i9`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Invariant {
+    /// Causal delivery: every committed delivery came after the task had
+    /// delivered each claim the record makes on its tps (G2;
+    /// docs/RULES.md#i1).
     I1,
+    /// Exactly once, in order: every committed record of a consumed tp is
+    /// delivered once in the committed history, in offset order (G3, X3;
+    /// docs/RULES.md#i2).
     I2,
+    /// No aborted reads: nothing from an aborted transaction is delivered or
+    /// claimed (docs/RULES.md#i3).
     I3,
+    /// Tick durability and cadence: every committed tick is delivered once,
+    /// no due tick is skipped and no check emits two (T3, T6;
+    /// docs/RULES.md#i4).
     I4,
+    /// Stamp inheritance: an emission's stamp dominates the delivered
+    /// record's stamp plus a claim on it; a tick's dominates the history
+    /// (G5, T4; docs/RULES.md#i5).
     I5,
+    /// State: committed key slots and tick slots equal the pure fold of the
+    /// committed deliveries (S1, S2, T7; docs/RULES.md#i6).
     I6,
+    /// Exactly-once outputs: committed outputs are exactly the emissions of
+    /// committed deliveries (X1; docs/RULES.md#i7).
     I7,
+    /// Liveness: once faults and inputs stop, the world quiesces with nothing
+    /// held and every committed input delivered (G6; docs/RULES.md#i8).
     I8,
+    /// Determinism: the same seed or tape gives the same trace, byte for byte
+    /// (docs/RULES.md#i9).
     I9,
 }
 
 impl Invariant {
+    /// The invariant's short title, as reports print it.
     pub fn title(self) -> &'static str {
         match self {
             Invariant::I1 => "causal delivery",
@@ -68,8 +93,11 @@ impl fmt::Display for Invariant {
 /// One broken guarantee: which, when, and the records involved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
+    /// Which invariant.
     pub invariant: Invariant,
+    /// The step of the run at which it broke (for the audit, see its docs).
     pub step: u64,
+    /// What happened, naming the records involved.
     pub message: String,
 }
 
@@ -85,12 +113,17 @@ impl fmt::Display for Violation {
 
 /// What the checker needs besides the trace and the logs.
 pub struct CheckInput<'a> {
+    /// The application that ran.
     pub app: &'a App,
+    /// Its assembly on the model.
     pub assembly: &'a Assembly,
+    /// The model, with every log.
     pub cluster: &'a Cluster,
+    /// The run's trace.
     pub trace: &'a [Entry],
     /// Whether the world quiesced within its liveness budget.
     pub quiesced: bool,
+    /// The liveness budget, for the I8 message.
     pub liveness_steps: u64,
 }
 

@@ -1,5 +1,5 @@
 //! The choice source: the one place every nondeterministic decision of a
-//! simulated run comes from (SPEC §9.3).
+//! simulated run comes from.
 //!
 //! Which action runs next, which deliverable head goes first, how far the
 //! clock moves, whether a fault fires: the simulator asks a [`Choices`] for

@@ -1,4 +1,4 @@
-//! The deterministic simulator (SPEC §9.3): a world of application
+//! The deterministic simulator: a world of application
 //! instances over the Kafka model, driven by one choice source, with faults,
 //! an independent checker, shrinking and scenarios.
 

@@ -11,9 +11,13 @@ use crate::sim::trace::Event;
 
 /// A failing run and its shrunk counterexample.
 pub struct Failure {
+    /// The failing run.
     pub original: RunOutcome,
+    /// The shrunk run, failing the same invariant.
     pub shrunk: RunOutcome,
+    /// The invariant both violate.
     pub invariant: Invariant,
+    /// How many shrink attempts were run.
     pub attempts: usize,
 }
 
@@ -97,8 +101,9 @@ pub fn render(scenario_path: &str, failure: &Failure) -> String {
         .map_or_else(|| "(tape)".to_string(), |seed| seed.to_string());
     let _ = writeln!(
         out,
-        "FAILED: seed {seed} of {scenario_path} violates {}",
-        failure.invariant
+        "FAILED: seed {seed} of {scenario_path} violates {} (docs/RULES.md#{})",
+        failure.invariant,
+        format!("{:?}", failure.invariant).to_lowercase()
     );
     for violation in failure.original.violations.iter().take(5) {
         let _ = writeln!(out, "  {violation}");

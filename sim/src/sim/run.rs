@@ -16,9 +16,13 @@ pub struct RunOutcome {
     pub seed: Option<u64>,
     /// Every choice the run consumed: replaying it gives the same run (I9).
     pub tape: Vec<u8>,
+    /// Everything that happened.
     pub trace: Vec<Entry>,
+    /// The run's counters.
     pub stats: Stats,
+    /// Whether the world quiesced within its liveness budget (I8).
     pub quiesced: bool,
+    /// What the checker found; empty for a passing run.
     pub violations: Vec<Violation>,
     /// A hash of the whole trace, to compare runs byte for byte (I9).
     pub trace_hash: u64,

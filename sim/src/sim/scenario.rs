@@ -1,4 +1,4 @@
-//! Scenario files (SPEC §9.4): which example topology a simulation runs, and
+//! Scenario files: which example topology a simulation runs, and
 //! how the simulator stresses it.
 //!
 //! A scenario is a TOML file in `scenarios/`; its name is the file stem. Every
@@ -133,7 +133,9 @@ impl fmt::Display for TopologyName {
 /// The seeds `start..start + count`; `count >= 1` and the end fits a `u64`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeedRange {
+    /// The first seed.
     pub start: u64,
+    /// How many seeds.
     pub count: u64,
 }
 
@@ -168,13 +170,16 @@ impl Default for Workload {
 /// How far one clock advance moves the wall clock: `1 <= min <= max`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StepRange {
+    /// The smallest step, in milliseconds.
     pub min: u64,
+    /// The largest step, in milliseconds.
     pub max: u64,
 }
 
 /// The wall clock and the intervals driven by it; all in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockConfig {
+    /// How far one clock advance moves the clock.
     pub step_ms: StepRange,
     /// The topology's tick interval, `>= 1`.
     pub tick_interval_ms: u64,
@@ -302,9 +307,13 @@ impl Default for Budget {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{file}{}: {}{message}", line_part(.line), field_part(.field))]
 pub struct ScenarioError {
+    /// The scenario file.
     pub file: String,
+    /// The line, when known.
     pub line: Option<usize>,
+    /// The field, as a dotted path.
     pub field: Option<String>,
+    /// What is wrong.
     pub message: String,
 }
 

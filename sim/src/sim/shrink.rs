@@ -1,4 +1,4 @@
-//! Shrinking a failing tape (SPEC §9.3).
+//! Shrinking a failing tape.
 //!
 //! A failing run is replayed from its tape ([`crate::sim::choice`]); shrinking
 //! searches for a smaller tape that still fails, so that the counterexample a

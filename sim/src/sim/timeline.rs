@@ -1,4 +1,4 @@
-//! A picture of a run (SPEC §9.3, Reports): a self-contained HTML page with
+//! A picture of a run, for reports: a self-contained HTML page with
 //! one inline SVG, a horizontal lane per task instance, the marks of what each
 //! instance did (deliveries, holds, ticks, commits, aborts, stops, fences,
 //! starts), the run-wide events (crashes, restarts, moves, hanging and

@@ -14,14 +14,19 @@ use crate::topologies::{
 /// An input topic and the shape of its values.
 #[derive(Clone, Debug)]
 pub struct InputTopic {
+    /// The topic name.
     pub name: TopicName,
     /// Values are `Order { total }` (else a bare integer).
     pub orders: bool,
 }
 
+/// An example topology, ready for the simulator: the application, its inputs, and the timer shape if it has one.
 pub struct SimTopology {
+    /// The topic name.
     pub name: TopologyName,
+    /// The application.
     pub app: App,
+    /// The topics inputs are produced to.
     pub inputs: Vec<InputTopic>,
     /// The timer shape (K2): requests the scheduler reads and fires it writes.
     pub timers: Option<TimerTopics>,
@@ -30,6 +35,7 @@ pub struct SimTopology {
 }
 
 impl SimTopology {
+    /// Builds the example topology `name` with the given tick interval.
     pub fn build(name: TopologyName, tick_interval: Duration) -> SimTopology {
         let input = |name: &TopicName, orders: bool| InputTopic {
             name: name.clone(),

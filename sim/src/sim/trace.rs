@@ -12,8 +12,11 @@ use parsley::{Claim, Tp};
 /// host's transaction number. Unique within a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TxnRef {
+    /// The producer id.
     pub producer: u64,
+    /// The producer's epoch.
     pub epoch: u32,
+    /// The host's transaction number.
     pub number: u64,
 }
 
@@ -27,7 +30,9 @@ impl fmt::Display for TxnRef {
 /// is shared, so that recording an event does not copy its name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskAt {
+    /// The task.
     pub task: Arc<TaskId>,
+    /// The application instance.
     pub instance: u32,
 }
 
@@ -37,105 +42,162 @@ impl fmt::Display for TaskAt {
     }
 }
 
+/// One thing that happened in a run.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
     /// An input record was appended (plain) or sent in an input transaction.
     InputProduced {
+        /// The tp.
         tp: Tp,
+        /// The offset.
         offset: u64,
+        /// Whether it was sent in an input transaction.
         transactional: bool,
     },
     /// An input transaction committed, aborted, or was left hanging.
     InputTransaction {
+        /// The input transaction's transactional id.
         id: String,
+        /// How it ended.
         outcome: InputOutcome,
     },
     /// The broker aborted transactions that outlived their timeout.
     TransactionsExpired {
+        /// Their transactional ids.
         ids: Vec<String>,
     },
+    /// The wall clock moved.
     ClockAdvanced {
+        /// The wall clock, milliseconds since the epoch.
         now: i64,
     },
+    /// A task instance started from what was committed.
     TaskStarted {
+        /// The task instance.
         at: TaskAt,
     },
+    /// A fetch for a task returned records.
     Fetched {
+        /// The task instance.
         at: TaskAt,
+        /// The tp.
         tp: Tp,
+        /// The fetch position.
         from: u64,
+        /// The position after the fetch.
         next: u64,
+        /// How many records it returned.
         records: usize,
     },
     /// A head was first seen held on `claim`.
     Held {
+        /// The task instance.
         at: TaskAt,
+        /// The tp.
         tp: Tp,
+        /// The offset.
         offset: u64,
+        /// The claim it waits on.
         claim: Claim,
+        /// Whether the record is a tick.
         tick: bool,
     },
+    /// A record was delivered inside a transaction.
     Delivered {
+        /// The task instance.
         at: TaskAt,
+        /// The transaction it belongs to.
         txn: TxnRef,
+        /// The tp.
         tp: Tp,
+        /// The offset.
         offset: u64,
+        /// Where each record it sent landed.
         sent: Vec<(Tp, u64)>,
     },
     /// The task was asked for a tick at `now`; `emitted` is where it went.
     TickChecked {
+        /// The task instance.
         at: TaskAt,
+        /// The transaction it belongs to.
         txn: TxnRef,
+        /// The wall clock, milliseconds since the epoch.
         now: i64,
+        /// Where the tick went, if one was emitted.
         emitted: Option<(Tp, u64)>,
     },
+    /// A task's transaction committed.
     Committed {
+        /// The task instance.
         at: TaskAt,
+        /// The transaction it belongs to.
         txn: TxnRef,
     },
+    /// A task's transaction aborted.
     Aborted {
+        /// The task instance.
         at: TaskAt,
+        /// The transaction it belongs to.
         txn: TxnRef,
+        /// Why it aborted.
         cause: AbortCause,
     },
     /// The task stopped on bad input or failing logic (X5).
     TaskStopped {
+        /// The task instance.
         at: TaskAt,
+        /// The tp.
         tp: Tp,
+        /// The offset.
         offset: u64,
+        /// The task's error.
         error: String,
     },
     /// A zombie learned it was fenced and dropped the task (X4).
     Fenced {
+        /// The task instance.
         at: TaskAt,
     },
+    /// An instance crashed, losing its uncommitted work.
     Crashed {
+        /// The application instance.
         instance: u32,
     },
+    /// A crashed instance came back.
     Restarted {
+        /// The application instance.
         instance: u32,
     },
     /// The task now belongs to `to`; the old owner is a zombie until fenced.
     Moved {
+        /// The task.
         task: TaskId,
+        /// The fetch position.
         from: u32,
+        /// The new owner instance.
         to: u32,
     },
     /// The scheduler (K2) produced a fire record.
     TimerFired {
+        /// The tp.
         tp: Tp,
+        /// The offset.
         offset: u64,
     },
     /// Faults and inputs stop; the world must quiesce (I8).
     LivenessPhase,
 }
 
+/// How an input transaction ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InputOutcome {
+    /// It committed.
     Committed,
+    /// It was left open, to hang until the transaction timeout.
     Hanging,
 }
 
+/// Why a task's transaction aborted.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AbortCause {
     /// A fault aborted the open transaction.
@@ -151,8 +213,11 @@ pub enum AbortCause {
 /// An event, the step that produced it and the wall clock at the time.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Entry {
+    /// The step of the run.
     pub step: u64,
+    /// The wall clock, milliseconds since the epoch.
     pub now: i64,
+    /// What happened.
     pub event: Event,
 }
 

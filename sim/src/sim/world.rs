@@ -32,10 +32,15 @@ use crate::scheduler::TimerScheduler;
 /// exercises the hard cases.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Marks {
+    /// Ticks held behind a claim (T5).
     pub tick_held: u64,
+    /// Zombies fenced by a newer instance (X4).
     pub zombie_fenced: u64,
+    /// Fetches stalled at the last stable offset by a hanging transaction.
     pub lso_stalled: u64,
+    /// Records redelivered after an abort (X3).
     pub redelivered_after_abort: u64,
+    /// Records held on a claim on another topic (G2).
     pub held_behind_other_topic: u64,
     /// A task's commit whose markers were written late (its records and
     /// offsets invisible for a while after the commit returned).
@@ -43,6 +48,7 @@ pub struct Marks {
 }
 
 impl Marks {
+    /// Each counter with a readable name, for summaries.
     pub fn named(&self) -> [(&'static str, u64); 6] {
         [
             ("tick held behind a claim", self.tick_held),
@@ -57,6 +63,7 @@ impl Marks {
         ]
     }
 
+    /// Adds another run's counts.
     pub fn add(&mut self, other: &Marks) {
         self.tick_held += other.tick_held;
         self.zombie_fenced += other.zombie_fenced;
@@ -70,6 +77,7 @@ impl Marks {
 /// Counters of one run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Steps taken.
     pub steps: u64,
     /// Input records produced (the scenario's workload, plus the planted
     /// logic errors).
@@ -77,12 +85,19 @@ pub struct Stats {
     /// Of those, the ones still left when the safety phase ended, produced
     /// with faults off: a sign the step budget is short for the workload.
     pub inputs_after_faults: u64,
+    /// Deliveries, aborted ones included.
     pub deliveries: u64,
+    /// Task commits.
     pub commits: u64,
+    /// Task aborts.
     pub aborts: u64,
+    /// Instance crashes.
     pub crashes: u64,
+    /// Producers fenced.
     pub fences: u64,
+    /// The most records held at once by one task.
     pub held_max: u64,
+    /// The rare states reached.
     pub marks: Marks,
 }
 
@@ -126,12 +141,19 @@ enum Action {
     FaultLogicError,
 }
 
+/// The simulated world: the model, the application instances and their tasks, inputs, the scheduler and the wall clock. Every choice comes from the run's choice source.
 pub struct World {
+    /// The topology that runs.
     pub topology: SimTopology,
+    /// Its assembly on the model.
     pub assembly: Assembly,
+    /// The in-memory Kafka model.
     pub cluster: Cluster,
+    /// The wall clock, milliseconds since the epoch.
     pub now: i64,
+    /// Everything that happened so far.
     pub trace: Vec<Entry>,
+    /// The counters so far.
     pub stats: Stats,
     scenario: Scenario,
     faults: FaultRates,
@@ -173,6 +195,7 @@ const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
 const ACTION_RANGE: u32 = 1_000_000;
 
 impl World {
+    /// A world for `scenario`, drawing its setup from `choices`.
     pub fn new(scenario: &Scenario, choices: &mut Choices) -> World {
         let tick_interval = Duration::from_millis(scenario.clock.tick_interval_ms);
         let topology = SimTopology::build(scenario.topology, tick_interval);
@@ -1258,6 +1281,7 @@ impl World {
         self.pending_starts.is_empty()
     }
 
+    /// Whether faults and inputs have stopped (the liveness phase, I8).
     pub fn is_live_phase(&self) -> bool {
         self.live
     }

@@ -419,7 +419,7 @@ impl TaskDriver {
         }
     }
 
-    /// The three classes of SPEC's transaction errors, as core actions:
+    /// The three classes of Kafka's transaction errors, as core actions:
     /// requires-abort (and retriable ones that kept failing) abort the
     /// transaction and rewind; fatal ones stop the task.
     fn on_transaction_error(&mut self, error: LiveError) -> Result<(), Exit> {
