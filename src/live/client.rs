@@ -57,6 +57,7 @@ pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 /// How to reach the cluster and how long to wait for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LiveConfig {
+    /// librdkafka's `bootstrap.servers`: `host:port` pairs, comma-separated.
     pub bootstrap_servers: String,
     /// The bound on every blocking call: transactional calls, metadata and
     /// offset requests, a whole [`LiveConsumer::fetch`].
@@ -70,6 +71,8 @@ pub struct LiveConfig {
 }
 
 impl LiveConfig {
+    /// The cluster at `bootstrap_servers`, with the default timeout and
+    /// transaction timeout and no extra properties.
     pub fn new(bootstrap_servers: impl Into<String>) -> LiveConfig {
         LiveConfig {
             bootstrap_servers: bootstrap_servers.into(),
@@ -88,16 +91,19 @@ impl LiveConfig {
             .map(LiveConfig::new)
     }
 
+    /// The same with another bound on every blocking call.
     pub fn with_timeout(mut self, timeout: Duration) -> LiveConfig {
         self.timeout = timeout;
         self
     }
 
+    /// The same with another `transaction.timeout.ms` for the producers.
     pub fn with_transaction_timeout(mut self, timeout: Duration) -> LiveConfig {
         self.transaction_timeout = timeout;
         self
     }
 
+    /// The same with one more librdkafka property for every client.
     pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> LiveConfig {
         self.properties.push((key.into(), value.into()));
         self
@@ -177,8 +183,9 @@ pub struct LiveFetch {
     /// The consumer's position after the fetch: past the last record and
     /// past any markers or aborted records skipped after it.
     pub next_offset: u64,
-    /// The watermarks when the fetch began.
+    /// The high watermark when the fetch began.
     pub high_watermark: u64,
+    /// The last stable offset when the fetch began.
     pub last_stable_offset: u64,
 }
 
@@ -305,6 +312,8 @@ pub struct LiveClient {
 }
 
 impl LiveClient {
+    /// Creates the admin client and the offset probes for the cluster
+    /// `config` names.
     pub fn new(config: LiveConfig) -> Result<LiveClient, LiveError> {
         let admin = config
             .client_config(&[])
@@ -321,6 +330,7 @@ impl LiveClient {
         })
     }
 
+    /// The configuration every client it makes is created with.
     pub fn config(&self) -> &LiveConfig {
         &self.config
     }
@@ -505,6 +515,7 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// Where the record is going.
     pub fn tp(&self) -> &Tp {
         &self.tp
     }
@@ -647,6 +658,8 @@ impl TxnProducer {
         })
     }
 
+    /// The producer's `transactional.id`; for a task,
+    /// `<app>-<stage>-<partition>`.
     pub fn transactional_id(&self) -> &str {
         &self.transactional_id
     }
@@ -864,6 +877,7 @@ pub struct PlainProducer {
 }
 
 impl PlainProducer {
+    /// Creates the producer; idempotent, with no transactional id.
     pub fn new(config: &LiveConfig) -> Result<PlainProducer, LiveError> {
         let inner = config
             .client_config(&[("enable.idempotence", "true".into())])
@@ -877,6 +891,7 @@ impl PlainProducer {
         })
     }
 
+    /// Queues a record without waiting for it.
     pub fn enqueue(&self, tp: &Tp, record: &RecordData) -> Result<Delivery, LiveError> {
         enqueue(&self.inner, "plain", tp, record)
     }
@@ -932,10 +947,12 @@ impl LiveConsumer {
         })
     }
 
+    /// The consumer group whose committed offsets it reads.
     pub fn group(&self) -> &str {
         &self.group
     }
 
+    /// The isolation level its fetches and committed-offset reads use.
     pub fn isolation(&self) -> Isolation {
         self.isolation
     }

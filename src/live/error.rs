@@ -100,10 +100,17 @@ pub fn is_fenced(error: &KafkaError) -> bool {
 /// A transactional producer's call, for error messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TxnOp {
+    /// `init_transactions`: registers the transactional id, fencing older
+    /// producers with it.
     Init,
+    /// `begin_transaction`: opens a transaction.
     Begin,
+    /// `send_offsets_to_transaction`: stages a group's offsets and
+    /// checkpoint in the open transaction.
     SendOffsets,
+    /// `commit_transaction`: flushes and commits the open transaction.
     Commit,
+    /// `abort_transaction`: aborts the open transaction.
     Abort,
 }
 
@@ -131,128 +138,222 @@ fn fenced_note(fenced: &bool) -> &'static str {
 /// being done and where: the topic, tp, offset, group or transactional id.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
+    /// librdkafka refused to create a client (a bad property, say).
     #[error("cannot create the Kafka {client} client: {source}")]
     Client {
+        /// Which client: "admin", "transactional producer", "task consumer", ….
         client: &'static str,
+        /// librdkafka's error.
         #[source]
         source: Box<KafkaError>,
     },
 
+    /// A topic was to be created with zero partitions.
     #[error("topic `{topic}` needs at least one partition")]
-    InvalidPartitionCount { topic: String },
+    InvalidPartitionCount {
+        /// The topic to create.
+        topic: String,
+    },
 
+    /// The topic to create exists already.
     #[error("topic `{topic}` already exists")]
-    TopicExists { topic: String },
+    TopicExists {
+        /// The topic to create.
+        topic: String,
+    },
 
+    /// The admin client could not create a topic.
     #[error("creating topic `{topic}` with {partitions} partition(s) failed: {reason}")]
     CreateTopic {
+        /// The topic to create.
         topic: String,
+        /// The partition count asked for.
         partitions: u32,
+        /// What the admin client or the broker said.
         reason: String,
     },
 
+    /// A metadata request for a topic (its partition count) failed.
     #[error("reading the metadata of topic `{topic}` failed: {source}")]
     Metadata {
+        /// The topic asked about.
         topic: String,
+        /// librdkafka's error.
         #[source]
         source: Box<KafkaError>,
     },
 
+    /// A topic just created did not get a leader on every partition within
+    /// the timeout.
     #[error(
         "topic `{topic}` did not show {partitions} partition(s) with leaders within {timeout:?}"
     )]
     TopicNotReady {
+        /// The topic created.
         topic: String,
+        /// The partition count it was created with.
         partitions: u32,
+        /// How long the adapter waited ([`LiveConfig::timeout`](super::LiveConfig::timeout)).
         timeout: Duration,
     },
 
+    /// A transactional call of a producer failed; `class` says whether to
+    /// retry, abort, or drop the producer.
     #[error("producer `{transactional_id}`: {op} failed ({class}{fenced_note}): {source}", fenced_note = fenced_note(.fenced))]
     Transaction {
+        /// The producer's transactional id: the task's
+        /// `<app>-<stage>-<partition>`.
         transactional_id: String,
+        /// The call that failed.
         op: TxnOp,
+        /// What the driver should do about it.
         class: TxnErrorClass,
+        /// True when a newer producer with the same transactional id fenced
+        /// this one (X4).
         fenced: bool,
+        /// librdkafka's error.
         #[source]
         source: Box<KafkaError>,
     },
 
+    /// A record could not be queued, or its delivery failed.
     #[error("producer `{producer}`: send to {tp} failed ({class}{fenced_note}): {source}", fenced_note = fenced_note(.fenced))]
     Send {
+        /// The producer's transactional id, or `plain` for a
+        /// [`PlainProducer`](super::PlainProducer).
         producer: String,
+        /// Where the record was going.
         tp: Tp,
+        /// What the driver should do about the open transaction.
         class: TxnErrorClass,
+        /// True when the producer was fenced (X4).
         fenced: bool,
+        /// librdkafka's error.
         #[source]
         source: Box<KafkaError>,
     },
 
+    /// A delivery report said the record landed but gave no offset.
     #[error("producer `{producer}`: the delivery report for {tp} has no offset")]
-    NoOffset { producer: String, tp: Tp },
+    NoOffset {
+        /// The producer's transactional id, or `plain`.
+        producer: String,
+        /// Where the record went.
+        tp: Tp,
+    },
 
+    /// The producer was dropped before the record's delivery report came.
     #[error(
         "producer `{producer}`: the delivery report for {tp} never came (the producer was dropped)"
     )]
-    DeliveryLost { producer: String, tp: Tp },
+    DeliveryLost {
+        /// The producer's transactional id, or `plain`.
+        producer: String,
+        /// Where the record was going.
+        tp: Tp,
+    },
 
+    /// A fetch was asked to start beyond the high watermark.
     #[error("offset {offset} is out of range for {tp}: the high watermark is {high_watermark}")]
     OffsetOutOfRange {
+        /// The tp fetched.
         tp: Tp,
+        /// The offset the fetch was to start at.
         offset: u64,
+        /// The tp's high watermark when the fetch began.
         high_watermark: u64,
     },
 
+    /// A ListOffsets request for a tp's watermarks failed.
     #[error("reading the watermarks of {tp} failed: {source}")]
     Watermarks {
+        /// The tp asked about.
         tp: Tp,
+        /// librdkafka's error.
         #[source]
         source: Box<KafkaError>,
     },
 
+    /// Assigning the consumer, or a poll during a fetch, failed.
     #[error("fetching {tp} from offset {from} failed: {source}")]
     Fetch {
+        /// The tp fetched.
         tp: Tp,
+        /// The offset the fetch started at.
         from: u64,
+        /// librdkafka's error.
         #[source]
         source: Box<KafkaError>,
     },
 
+    /// A fetch did not reach the offset visible when it began within the
+    /// timeout.
     #[error(
         "fetching {tp} from offset {from} did not reach offset {target} within {timeout:?}: \
          the consumer stopped at {position:?} after {records} record(s)"
     )]
     FetchIncomplete {
+        /// The tp fetched.
         tp: Tp,
+        /// The offset the fetch started at.
         from: u64,
+        /// The offset it had to reach: the last stable offset for
+        /// `read_committed`, the high watermark for `read_uncommitted`.
         target: u64,
+        /// The consumer's position when it gave up, if it had one.
         position: Option<u64>,
+        /// How many records it had fetched by then.
         records: usize,
+        /// How long it polled.
         timeout: Duration,
     },
 
+    /// The last stable offset of a tp did not reach the target within the
+    /// timeout: the markers of a commit or an abort were not written in time.
     #[error(
         "the last stable offset of {tp} did not reach {target} within {timeout:?}: it is {last_stable_offset}"
     )]
     NotStable {
+        /// The tp waited on.
         tp: Tp,
+        /// The last stable offset waited for.
         target: u64,
+        /// The last stable offset at the end.
         last_stable_offset: u64,
+        /// How long the adapter waited.
         timeout: Duration,
     },
 
+    /// Reading a consumer group's committed offsets failed.
     #[error("reading the committed offsets of group `{group}` on {tps:?} failed: {source}")]
     Committed {
+        /// The consumer group: `<app>-<stage>` for a task's.
         group: String,
+        /// The tps asked about.
         tps: Vec<Tp>,
+        /// librdkafka's error, for the request or for one tp.
         #[source]
         source: Box<KafkaError>,
     },
 
+    /// An offset beyond `i64::MAX`, which Kafka cannot represent.
     #[error("offset {offset} of {tp} does not fit Kafka's signed 64-bit offsets")]
-    OffsetTooLarge { tp: Tp, offset: u64 },
+    OffsetTooLarge {
+        /// The tp the offset is on.
+        tp: Tp,
+        /// The offset.
+        offset: u64,
+    },
 
+    /// A blocking call run on tokio's blocking pool panicked or was
+    /// cancelled.
     #[error("{what}: the blocking call did not finish: {reason}")]
-    Join { what: String, reason: String },
+    Join {
+        /// What the call was doing, such as "fetch of balances-0 from 0".
+        what: String,
+        /// Tokio's join error.
+        reason: String,
+    },
 }
 
 impl LiveError {

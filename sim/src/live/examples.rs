@@ -24,6 +24,7 @@ pub const LIVE_RESERVATION_MS: i64 = 1_500;
 /// Why an example cannot run live.
 #[derive(Debug, thiserror::Error)]
 pub enum ExampleError {
+    /// The namespaced topology does not compose into an application.
     #[error("the example does not compose: {0}")]
     Composition(#[from] parsley::CompositionError),
 }
@@ -96,7 +97,9 @@ pub fn namespaced(
 pub struct PlannedInput {
     /// Index into the topology's inputs.
     pub input: usize,
+    /// The record's key: the account, `account-<n>`.
     pub key: String,
+    /// The amount: an order's total, or a fan-in payment's value.
     pub amount: i64,
 }
 

@@ -14,7 +14,7 @@ use parsley::{App, Tp};
 use crate::audit::CommittedLogs;
 
 /// The non-tick tps each stage's tasks consume, with the stage's group (X6).
-fn source_tps(app: &App, assembly: &Assembly) -> Vec<(&str, Vec<Tp>)> {
+fn source_tps<'a>(app: &'a App, assembly: &Assembly) -> Vec<(&'a str, Vec<Tp>)> {
     app.stages()
         .iter()
         .map(|plan| {

@@ -15,8 +15,12 @@ use crate::audit::{CommittedLogs, LogBounds};
 /// committed offsets (X6), keyed by (group, tp).
 #[derive(Clone, Debug, Default)]
 pub struct ReadBack {
+    /// The committed records of every tp, in offset order.
     pub records: BTreeMap<Tp, Vec<ConsumedRecord>>,
+    /// Per tp, the log start, where the read stopped and the log end.
     pub bounds: BTreeMap<Tp, LogBounds>,
+    /// Each stage group's (`<app>-<stage>`) committed offset and checkpoint
+    /// on each tp its tasks consume, where it has one.
     pub committed: BTreeMap<(String, Tp), CommittedOffset>,
 }
 
@@ -31,6 +35,7 @@ impl ReadBack {
             .collect()
     }
 
+    /// The same, as the [`CommittedLogs`] the audit checks.
     pub fn to_logs(&self) -> CommittedLogs {
         let mut logs = CommittedLogs::new();
         for (tp, records) in &self.records {

@@ -24,8 +24,10 @@ use crate::topologies::TimerTopics;
 /// Why the live scheduler stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulerError {
+    /// Kafka refused a fetch of the requests or an append of a fire.
     #[error(transparent)]
     Live(#[from] LiveError),
+    /// A committed timer request could not be read.
     #[error(transparent)]
     Request(#[from] TimerRequestError),
 }

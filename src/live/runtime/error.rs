@@ -10,6 +10,9 @@ use super::super::error::LiveError;
 /// Each names the task, tp, offset or topic involved.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// Kafka refused: a client could not be created, a fetch or a
+    /// transactional call failed, or the task's producer was fenced (see
+    /// [`RuntimeError::is_fenced`]).
     #[error(transparent)]
     Live(#[from] LiveError),
 
@@ -23,20 +26,39 @@ pub enum RuntimeError {
     #[error("{0}")]
     Assembly(#[from] AssemblyError),
 
+    /// The task's consumer could not be assigned its tps, or failed fatally
+    /// while polling.
     #[error("task {task}: consuming {} failed: {reason}", tp.as_ref().map_or("its tps".to_string(), Tp::to_string))]
     Consume {
+        /// The task whose consumer failed.
         task: TaskId,
+        /// The tp involved, or `None` when the failure concerns all of the
+        /// task's tps.
         tp: Option<Tp>,
+        /// librdkafka's error.
         reason: String,
     },
 
+    /// An [`InstanceShare`](super::InstanceShare) whose index is not below
+    /// its count, or whose count is 0.
     #[error(
         "instance {index} of {count}: the index must be below the count, and the count above 0"
     )]
-    InvalidInstance { index: u32, count: u32 },
+    InvalidInstance {
+        /// The instance's index.
+        index: u32,
+        /// The number of instances.
+        count: u32,
+    },
 
+    /// The task's thread panicked, or could not be started.
     #[error("task {task}: its thread panicked: {reason}")]
-    Panicked { task: TaskId, reason: String },
+    Panicked {
+        /// The task the thread ran.
+        task: TaskId,
+        /// The panic's message, or why the thread did not start.
+        reason: String,
+    },
 }
 
 impl RuntimeError {

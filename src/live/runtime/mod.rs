@@ -2,7 +2,7 @@
 //!
 //! An instance checks the application against the cluster's metadata (C3),
 //! takes its share of the tasks and runs each on a thread of its own
-//! ([`task_loop`]): one transactional producer per task, whose
+//! (`task_loop`): one transactional producer per task, whose
 //! `transactional.id` is the task's (`<app>-<stage>-<partition>`), so a newer
 //! owner fences the old one (X4); a `read_committed` consumer of the task's
 //! tps, assigned by hand at the committed positions and reassigned at them
@@ -41,7 +41,9 @@ pub use task_loop::{wall_clock_ms, TaskRun};
 /// Which share of the application's tasks an instance runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InstanceShare {
+    /// This instance's position among the instances, below `count`.
     pub index: u32,
+    /// How many instances share the tasks.
     pub count: u32,
 }
 
@@ -49,6 +51,8 @@ impl InstanceShare {
     /// The only instance: every task.
     pub const ALL: InstanceShare = InstanceShare { index: 0, count: 1 };
 
+    /// Instance `index` of `count`; [`RuntimeError::InvalidInstance`] unless
+    /// `index < count`.
     pub fn new(index: u32, count: u32) -> Result<InstanceShare, RuntimeError> {
         if count == 0 || index >= count {
             return Err(RuntimeError::InvalidInstance { index, count });
@@ -73,9 +77,11 @@ impl InstanceShare {
 /// How an instance runs its tasks.
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
+    /// How to reach the cluster, and the bound on every blocking call.
     pub live: LiveConfig,
     /// The commit interval (X2).
     pub task: TaskConfig,
+    /// Which of the application's tasks this instance runs.
     pub share: InstanceShare,
     /// The most records a task takes from its consumer per turn.
     pub max_batch: usize,
@@ -90,6 +96,9 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
+    /// The defaults on `live`: every task, the core's default commit
+    /// interval, batches of up to 5000 records, polls of 10 ms idle and 1 ms
+    /// inside a transaction, a stall check after 1 s.
     pub fn new(live: LiveConfig) -> RuntimeConfig {
         RuntimeConfig {
             live,
@@ -102,11 +111,13 @@ impl RuntimeConfig {
         }
     }
 
+    /// The same with another commit interval (X2).
     pub fn with_commit_interval(mut self, interval: Duration) -> RuntimeConfig {
         self.task.commit_interval = interval;
         self
     }
 
+    /// The same with another share of the tasks.
     pub fn with_share(mut self, share: InstanceShare) -> RuntimeConfig {
         self.share = share;
         self
@@ -119,6 +130,8 @@ impl RuntimeConfig {
 pub struct Stopper(Arc<AtomicBool>);
 
 impl Stopper {
+    /// Asks every task of the instance to stop; returns at once, without
+    /// waiting for them (see [`Runtime::wait`]).
     pub fn stop(&self) {
         self.0.store(true, Ordering::Relaxed);
     }
@@ -166,6 +179,7 @@ impl Runtime {
         })
     }
 
+    /// The application as assembled against the cluster's metadata (C3).
     pub fn assembly(&self) -> &Assembly {
         &self.assembly
     }
@@ -175,6 +189,7 @@ impl Runtime {
         self.tasks.iter().map(|(id, _)| id.clone()).collect()
     }
 
+    /// A handle that stops this instance, usable from another thread.
     pub fn stopper(&self) -> Stopper {
         Stopper(Arc::clone(&self.stop))
     }

@@ -29,7 +29,9 @@ pub async fn assemble_on(client: &LiveClient, app: &App) -> Result<Assembly, Run
 /// What [`create_topics`] did with one topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicSetup {
+    /// The topic's name.
     pub topic: String,
+    /// Its partition count: the one it was created with, or the one it had.
     pub partitions: u32,
     /// False when the topic existed already and was left as it was.
     pub created: bool,

@@ -45,7 +45,10 @@ pub fn wall_clock_ms() -> i64 {
 /// How a task's run ended.
 #[derive(Debug)]
 pub struct TaskRun {
+    /// The task that ran.
     pub task: TaskId,
+    /// The task's metrics when it returned; the defaults if it never started
+    /// or its thread panicked.
     pub metrics: TaskMetrics,
     /// `Ok` after a graceful stop; the error that stopped it otherwise.
     pub outcome: Result<(), RuntimeError>,
@@ -136,7 +139,7 @@ impl TaskDriver {
         config: RuntimeConfig,
     ) -> Result<TaskDriver, RuntimeError> {
         let mut task = Task::new(app, assembly, &id.stage, id.partition, config.task)?;
-        let producer = TxnProducer::new(&config.live, &task.transactional_id())?;
+        let producer = TxnProducer::new(&config.live, task.transactional_id())?;
         // Before reading committed offsets: an open transaction of a zombie
         // holding this group's offsets makes the broker answer "unstable"
         // until it ends, and initialising aborts it.
