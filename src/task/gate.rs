@@ -22,6 +22,9 @@ pub(crate) struct Queued {
     pub stamp: Result<Stamp, HeaderError>,
     /// Which fetch brought the record, to tell stale log ends from fresh ones.
     pub fetched_seq: u64,
+    /// Whether the stamp claims a tp this task consumes: only such a record
+    /// can ever be held (claims elsewhere are carried forward, G2).
+    pub claims_consumed: bool,
 }
 
 pub(crate) struct Lane {
@@ -73,6 +76,10 @@ pub enum Poison {
 pub(crate) struct Gate {
     pub lanes: Vec<Lane>,
     fetch_seq: u64,
+    /// How many queued records claim a consumed tp, so that the stamping
+    /// site (G5) looks for held records only when there can be any, instead
+    /// of scanning every queued record on every delivery.
+    claiming: usize,
 }
 
 impl Gate {
@@ -90,6 +97,7 @@ impl Gate {
                 })
                 .collect(),
             fetch_seq: 0,
+            claiming: 0,
         }
     }
 
@@ -109,9 +117,10 @@ impl Gate {
     ) {
         self.fetch_seq += 1;
         let seq = self.fetch_seq;
-        let lane = &mut self.lanes[lane];
-        lane.queue.reserve(records.len());
+        let index = lane;
+        self.lanes[index].queue.reserve(records.len());
         for record in records {
+            let lane = &self.lanes[index];
             assert!(
                 record.offset >= lane.fetch_position,
                 "{}: fetched offset {} is behind the fetch position {}; the driver must fetch from the position",
@@ -119,17 +128,27 @@ impl Gate {
                 record.offset,
                 lane.fetch_position
             );
-            lane.fetch_position = record.offset + 1;
             let stamp = match record.data.header(STAMP_HEADER) {
                 Some(bytes) => header::decode(bytes),
                 None => Ok(Stamp::empty()),
             };
+            let claims_consumed = stamp.as_ref().is_ok_and(|stamp| {
+                stamp
+                    .claims()
+                    .iter()
+                    .any(|claim| self.lane_index(&claim.tp).is_some())
+            });
+            self.claiming += usize::from(claims_consumed);
+            let lane = &mut self.lanes[index];
+            lane.fetch_position = record.offset + 1;
             lane.queue.push_back(Queued {
                 record,
                 stamp,
                 fetched_seq: seq,
+                claims_consumed,
             });
         }
+        let lane = &mut self.lanes[index];
         assert!(
             next_offset >= lane.fetch_position,
             "{}: the consumer's next offset {} is behind the records it returned",
@@ -199,10 +218,21 @@ impl Gate {
 
     /// Every queued record that is held, in lane order.
     pub fn held(&self) -> impl Iterator<Item = &Queued> {
-        self.lanes
+        let lanes = match self.claiming {
+            0 => &self.lanes[..0],
+            _ => &self.lanes[..],
+        };
+        lanes
             .iter()
             .flat_map(|lane| lane.queue.iter())
-            .filter(|queued| self.unresolved_claim(queued).is_some())
+            .filter(|queued| queued.claims_consumed && self.unresolved_claim(queued).is_some())
+    }
+
+    /// Takes the head of `lane` off its queue, once it is delivered.
+    pub fn pop_head(&mut self, lane: usize) -> Option<Queued> {
+        let queued = self.lanes[lane].queue.pop_front()?;
+        self.claiming -= usize::from(queued.claims_consumed);
+        Some(queued)
     }
 
     /// Heads that wait on each other in a cycle can never be delivered (only
@@ -263,5 +293,11 @@ impl Gate {
             lane.queue.clear();
             lane.fetch_position = position;
         }
+        self.claiming = self
+            .lanes
+            .iter()
+            .flat_map(|lane| lane.queue.iter())
+            .filter(|queued| queued.claims_consumed)
+            .count();
     }
 }

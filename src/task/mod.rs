@@ -667,10 +667,7 @@ impl Task {
         }
 
         // The delivery is accepted: from here on nothing can fail.
-        let queued = self.gate.lanes[lane]
-            .queue
-            .pop_front()
-            .expect("checked above");
+        let queued = self.gate.pop_head(lane).expect("checked above");
         let stamp = queued
             .stamp
             .expect("a deliverable head has a decoded stamp");
