@@ -339,6 +339,27 @@ impl App {
         self.stage(stage).map(|plan| plan.group.as_str())
     }
 
+    /// How the application declares `topic`, as a source or a sink of one of
+    /// its stages (C1 makes every declaration of a topic agree); `None` for a
+    /// topic no stage names, such as a tick topic or a changelog.
+    pub fn declaration(&self, topic: &str) -> Option<&TopicRef> {
+        self.stages
+            .iter()
+            .flat_map(|plan| plan.stage.sources().iter().chain(plan.stage.sinks()))
+            .find(|declared| declared.name.as_str() == topic)
+    }
+
+    /// The topics the stages emit to (S3), each once, in declaration order.
+    pub fn sinks(&self) -> Vec<&TopicName> {
+        let mut sinks: Vec<&TopicName> = Vec::new();
+        for sink in self.stages.iter().flat_map(|plan| plan.stage.sinks()) {
+            if !sinks.contains(&&sink.name) {
+                sinks.push(&sink.name);
+            }
+        }
+        sinks
+    }
+
     /// The stage that owns `topic` as its tick topic, if any.
     pub fn tick_topic_owner(&self, topic: &str) -> Option<&StagePlan> {
         self.stages.iter().find(|plan| {

@@ -219,6 +219,19 @@ pub struct TopicRef {
     pub(crate) identity: Option<CodecIdentity>,
 }
 
+impl TopicRef {
+    /// The codecs of the declaration, as `key <type, codec> / value <type,
+    /// codec>`; `None` for Parsley's own topics, which have none.
+    pub fn codecs(&self) -> Option<String> {
+        self.identity.map(|identity| identity.to_string())
+    }
+
+    /// Whether `other` declares the same key and value types and codecs.
+    pub fn same_codecs(&self, other: &TopicRef) -> bool {
+        self.identity == other.identity
+    }
+}
+
 impl<K: 'static, V: 'static> From<&Topic<K, V>> for TopicRef {
     fn from(topic: &Topic<K, V>) -> Self {
         topic.declaration()

@@ -225,7 +225,7 @@ fn driver_records_per_second() -> f64 {
         }
         let elapsed = start.elapsed();
         assert_eq!(
-            driver.metric("balances", "ticks-emitted-total"),
+            driver.metric("balances", "ticks-emitted-total").unwrap(),
             (4 * RECORDS / TICK_EVERY) as u64
         );
         elapsed

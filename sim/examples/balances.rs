@@ -61,7 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "records-delivered-total",
         "transactions-committed-total",
     ] {
-        println!("  {name:<30} {}", driver.metric("balances", name));
+        println!("  {name:<30} {}", driver.metric("balances", name)?);
     }
     Ok(())
 }

@@ -102,7 +102,7 @@ fn balances_run() -> (App, TestDriver) {
             .unwrap();
     }
     driver.advance_wall_clock(MINUTE).unwrap();
-    driver.fail_next_commit("balances", 0);
+    driver.fail_next_commit("balances", 0).unwrap();
     orders.pipe("bob".to_string(), Order { total: 3 }).unwrap();
     orders.pipe("erin".to_string(), Order { total: 4 }).unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();

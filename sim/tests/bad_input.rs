@@ -69,13 +69,18 @@ fn bad_stamp_header_stops_the_task_at_the_record() {
         committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),
         Some(1)
     );
-    // The task stays stopped, loudly: later input is not silently skipped.
+    // The task stays stopped, loudly: later input is not silently skipped,
+    // and the error says the task is stopped instead of repeating the stop.
     let again = orders
         .pipe("carol".to_string(), Order { total: 2 })
         .unwrap_err();
+    let DriverError::TaskStopped { tasks, first } = &again else {
+        panic!("expected the task to be reported stopped, got {again}");
+    };
+    assert_eq!(tasks, &["balances/0"]);
     assert!(
-        matches!(again, DriverError::Task(TaskError::BadStamp { .. })),
-        "{again}"
+        first.starts_with("task balances/0: ") && first.contains("topic count 9"),
+        "the first stop is named: {first}"
     );
     assert_eq!(
         committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),

@@ -66,7 +66,7 @@ fn balances_folds_orders_and_cuts_every_minute() {
             tick_stamp
         );
     }
-    assert_eq!(driver.metric("balances", "ticks-emitted-total"), 4);
+    assert_eq!(driver.metric("balances", "ticks-emitted-total").unwrap(), 4);
     insta::assert_snapshot!("balances_ticks", driver.tick_report());
 }
 

@@ -68,7 +68,7 @@ fn t6_abort_of_emitting_transaction_reemits_the_tick() {
         .initial_wall_clock(START)
         .build()
         .unwrap();
-    driver.fail_next_commit("balances", 0);
+    driver.fail_next_commit("balances", 0).unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
     // Offset 0 held the aborted tick, offset 1 its abort marker.
     assert_eq!(
@@ -87,7 +87,7 @@ fn t6_abort_of_emitting_transaction_reemits_the_tick() {
             .unwrap(),
         [format!("cut@{}", START + 60_000)]
     );
-    assert_eq!(driver.metric("balances", "ticks-emitted-total"), 1);
+    assert_eq!(driver.metric("balances", "ticks-emitted-total").unwrap(), 1);
 }
 
 /// T6: if the transaction that processes a tick aborts, the retry redelivers
@@ -101,7 +101,7 @@ fn t6_abort_of_processing_transaction_redelivers_the_same_tick() {
         .unwrap();
     driver.pause("payments-balances-ticks");
     driver.advance_wall_clock(MINUTE).unwrap();
-    driver.fail_next_commit("balances", 0);
+    driver.fail_next_commit("balances", 0).unwrap();
     driver.resume("payments-balances-ticks").unwrap();
     let tick = "payments-balances-ticks-0".to_string();
     assert_eq!(
@@ -199,12 +199,17 @@ fn t8_ticks_emitted_total_counts_committed_ticks_once() {
         .build()
         .unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
-    driver.fail_next_commit("balances", 1);
+    driver.fail_next_commit("balances", 1).unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
-    assert_eq!(driver.metric("balances", "ticks-emitted-total"), 6);
+    assert_eq!(driver.metric("balances", "ticks-emitted-total").unwrap(), 6);
     assert_eq!(
         driver.metrics("balances", 1).unwrap().ticks_emitted_total,
         2
     );
-    assert_eq!(driver.metric("balances", "transactions-aborted-total"), 1);
+    assert_eq!(
+        driver
+            .metric("balances", "transactions-aborted-total")
+            .unwrap(),
+        1
+    );
 }

@@ -40,7 +40,7 @@ fn x3_failed_commit_redelivers_in_order_and_outputs_once() {
         .build()
         .unwrap();
     let input = driver.input(&orders).unwrap();
-    driver.fail_next_commit("relay", 0);
+    driver.fail_next_commit("relay", 0).unwrap();
     input
         .pipe_all((1..=3).map(|value| TestRecord::new("k".to_string(), value)))
         .unwrap();

@@ -81,13 +81,71 @@ pub enum DriverError {
         /// The round budget.
         rounds_max: usize,
     },
-    /// The stage has no such task.
-    #[error("stage {stage:?} has no task {partition}")]
+    /// The application has no stage of that name.
+    #[error("application {app:?} has no stage {stage:?}{}; its stages: {}", did_you_mean(.suggestion), .known.join(", "))]
+    UnknownStage {
+        /// The stage name asked for.
+        stage: String,
+        /// The application id.
+        app: String,
+        /// The application's stages, in declaration order.
+        known: Vec<String>,
+        /// The known stage closest to the name asked for, when one is close.
+        suggestion: Option<String>,
+    },
+    /// The stage exists but has no task for that partition.
+    #[error("stage {stage:?} has no task {partition}: it has {tasks} task(s), numbered from 0")]
     UnknownTask {
         /// The stage.
         stage: String,
         /// The partition asked for.
         partition: u32,
+        /// How many tasks the stage has.
+        tasks: u32,
+    },
+    /// `output` was asked for a topic the application neither declares nor
+    /// derives.
+    #[error("topic {topic:?} is not a topic of application {app:?}; its sinks: {}", .sinks.join(", "))]
+    NotATopicOfTheApp {
+        /// The topic asked for.
+        topic: String,
+        /// The application id.
+        app: String,
+        /// The topics the application's stages emit to.
+        sinks: Vec<String>,
+    },
+    /// A typed handle's codecs differ from the ones the application declares
+    /// for the topic (C1: one key codec and one value codec per topic).
+    #[error("{call}: topic {topic:?} is declared by application {app:?} with {declared}, but this handle has {given}")]
+    CodecMismatch {
+        /// `input` or `output`.
+        call: &'static str,
+        /// The topic.
+        topic: String,
+        /// The application id.
+        app: String,
+        /// The codecs the application declares.
+        declared: String,
+        /// The codecs of the handle passed in.
+        given: String,
+    },
+    /// A task stopped in an earlier step (its error was returned then, as
+    /// [`DriverError::Task`]) and stays stopped: what is piped to it is not
+    /// processed until it is restarted.
+    #[error("{} stopped earlier and process(es) nothing until restarted (`restart_task`, `restart`); the first stopped with: {first}", .tasks.join(", "))]
+    TaskStopped {
+        /// The stopped tasks, as `stage/partition`.
+        tasks: Vec<String>,
+        /// The error the first of them stopped with.
+        first: String,
+    },
+    /// A metric name that no task publishes (T8).
+    #[error("no metric named {name:?}; the metrics are: {}", .known.join(", "))]
+    UnknownMetric {
+        /// The name asked for.
+        name: String,
+        /// The published names.
+        known: Vec<&'static str>,
     },
     /// A slot was read as a type that is not the stage's state type.
     #[error("stage {stage:?} does not hold state of type {type_name}")]
@@ -99,11 +157,72 @@ pub enum DriverError {
     },
 }
 
+fn did_you_mean(suggestion: &Option<String>) -> String {
+    match suggestion {
+        Some(name) => format!(" (did you mean {name:?}?)"),
+        None => String::new(),
+    }
+}
+
+/// The name in `known` closest to `asked`, when it is within a typo of it:
+/// an edit distance of at most a third of the longer name.
+pub(crate) fn closest<'a>(asked: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    known
+        .into_iter()
+        .map(|name| (edit_distance(asked, name), name))
+        .filter(|(distance, name)| *distance * 3 <= asked.chars().count().max(name.chars().count()))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name.to_string())
+}
+
+/// Edit distance over chars where a swap of two neighbouring letters is one
+/// edit (optimal string alignment), so "jion" is one edit from "join".
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let substitution = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + substitution);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 impl From<HostError> for DriverError {
     fn from(error: HostError) -> Self {
         match error {
             HostError::Task(error) => DriverError::Task(error),
             HostError::Model(error) => DriverError::Model(error),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_typo_suggests_the_closest_stage_and_a_stranger_suggests_none() {
+        let known = ["enrich", "score", "join"];
+        assert_eq!(closest("jion", known), Some("join".to_string()));
+        assert_eq!(closest("scores", known), Some("score".to_string()));
+        assert_eq!(closest("balances", known), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("jion", "join"), 1);
     }
 }

@@ -37,9 +37,9 @@ mod topics;
 mod trace;
 mod world;
 
-use std::cell::{Ref, RefCell};
 use std::collections::BTreeMap;
-use std::rc::Rc;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use parsley::probe::{ContractProbes, PartitionRule, TopicContract};
@@ -55,9 +55,32 @@ pub use trace::{render_ticks, TraceEvent};
 
 use world::World;
 
-/// Runs an application over the in-memory Kafka model, one synchronous step at a time; see the [module documentation](self).
+/// Runs an application over the in-memory Kafka model, one synchronous step
+/// at a time; see the [module documentation](self). It is `Send`, so a test
+/// may move it (and its topic handles) to another thread.
 pub struct TestDriver {
-    world: Rc<RefCell<World>>,
+    world: Arc<Mutex<World>>,
+}
+
+/// Locks the driver's world. A panic while it was locked (a failed assertion
+/// inside a user's closure, say) leaves nothing half-done that a later call
+/// could misread: every step of the world completes or returns an error.
+pub(crate) fn lock(world: &Mutex<World>) -> MutexGuard<'_, World> {
+    world.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A read-only view of the driver's in-memory Kafka model; the driver waits
+/// while one is alive.
+pub struct ClusterView<'a> {
+    world: MutexGuard<'a, World>,
+}
+
+impl Deref for ClusterView<'_> {
+    type Target = Cluster;
+
+    fn deref(&self) -> &Cluster {
+        &self.world.cluster
+    }
 }
 
 /// Configures a [`TestDriver`].
@@ -170,7 +193,7 @@ impl TestDriverBuilder {
         );
         world.start_tasks()?;
         Ok(TestDriver {
-            world: Rc::new(RefCell::new(world)),
+            world: Arc::new(Mutex::new(world)),
         })
     }
 }
@@ -220,12 +243,14 @@ impl TestDriver {
         TestDriver::builder(app).build()
     }
 
-    /// A typed handle to pipe records into a source topic.
+    /// A typed handle to pipe records into a source topic. Refused when no
+    /// stage consumes the topic, or when the handle's codecs differ from the
+    /// ones the application declares for it.
     pub fn input<K: 'static, V: 'static>(
         &self,
         topic: &Topic<K, V>,
     ) -> Result<TestInputTopic<K, V>, DriverError> {
-        let world = self.world.borrow();
+        let world = self.world();
         let consumed = world.app.stages().iter().any(|plan| {
             plan.stage
                 .sources()
@@ -238,45 +263,59 @@ impl TestDriver {
                 app: world.app.id().to_string(),
             });
         }
+        check_codecs("input", &world.app, topic)?;
         Ok(TestInputTopic {
             topic: topic.clone(),
-            world: Rc::clone(&self.world),
+            world: Arc::clone(&self.world),
         })
     }
 
-    /// A typed handle to read what was committed to a topic.
+    /// A typed handle to read what was committed to a topic of the
+    /// application: a sink, a source, a tick topic or a changelog. Refused for
+    /// any other topic, and when the handle's codecs differ from the ones the
+    /// application declares for it.
     pub fn output<K: 'static, V: 'static>(
         &self,
         topic: &Topic<K, V>,
     ) -> Result<TestOutputTopic<K, V>, DriverError> {
-        if self
-            .world
-            .borrow()
-            .cluster
-            .partitions(topic.name().as_str())
-            .is_none()
-        {
-            return Err(DriverError::UnknownTopic {
-                topic: topic.name().to_string(),
-            });
-        }
+        let world = self.world();
+        let name = topic.name().as_str();
+        let known = ContractProbes::probe(&world.app)
+            .iter()
+            .any(|contract| contract.name.as_str() == name);
+        let partitions = match world.cluster.partitions(name) {
+            Some(partitions) if known => partitions,
+            _ => {
+                return Err(DriverError::NotATopicOfTheApp {
+                    topic: name.to_string(),
+                    app: world.app.id().to_string(),
+                    sinks: world
+                        .app
+                        .sinks()
+                        .iter()
+                        .map(|sink| sink.to_string())
+                        .collect(),
+                })
+            }
+        };
+        check_codecs("output", &world.app, topic)?;
         Ok(TestOutputTopic {
             topic: topic.clone(),
-            world: Rc::clone(&self.world),
-            read: RefCell::new(0),
+            world: Arc::clone(&self.world),
+            read: Mutex::new(vec![0; partitions as usize]),
         })
     }
 
     /// The wall clock, in milliseconds since the Unix epoch.
     pub fn wall_clock(&self) -> i64 {
-        self.world.borrow().now
+        self.world().now
     }
 
     /// Moves the wall clock, emits every tick that is due (one per task at
     /// most, T3), commits, feeds the tick topics back and processes everything
     /// to quiescence.
     pub fn advance_wall_clock(&self, by: Duration) -> Result<(), DriverError> {
-        let mut world = self.world.borrow_mut();
+        let mut world = self.world();
         world.now = world
             .now
             .saturating_add(i64::try_from(by.as_millis()).unwrap_or(i64::MAX));
@@ -286,26 +325,27 @@ impl TestDriver {
     /// Stops fetching from `topic` (like `KafkaConsumer::pause`), so that
     /// records stay unconsumed — to make a claim wait, for example.
     pub fn pause(&self, topic: impl AsRef<str>) {
-        self.world
-            .borrow_mut()
-            .paused
-            .insert(topic.as_ref().to_string());
+        self.world().paused.insert(topic.as_ref().to_string());
     }
 
     /// Resumes fetching from `topic` and processes to quiescence.
     pub fn resume(&self, topic: impl AsRef<str>) -> Result<(), DriverError> {
-        let mut world = self.world.borrow_mut();
+        let mut world = self.world();
         world.paused.remove(topic.as_ref());
         world.run()
     }
 
     /// Makes the next commit of task `partition` of `stage` fail: its
     /// transaction aborts and the task retries from its last commit (X3).
-    pub fn fail_next_commit(&self, stage: &str, partition: u32) {
-        self.world.borrow_mut().failing_commits.push(TaskId {
+    /// Refused for a stage or task the application does not have.
+    pub fn fail_next_commit(&self, stage: &str, partition: u32) -> Result<(), DriverError> {
+        let mut world = self.world();
+        world.task_index(stage, partition)?;
+        world.failing_commits.push(TaskId {
             stage: stage.to_string(),
             partition,
         });
+        Ok(())
     }
 
     /// Crashes every task and starts it again from what was committed: the
@@ -313,7 +353,7 @@ impl TestDriver {
     /// changelogs (S5), positions, history and tick times from the committed
     /// offsets (G7, T3). Then processes to quiescence.
     pub fn restart(&self) -> Result<(), DriverError> {
-        let mut world = self.world.borrow_mut();
+        let mut world = self.world();
         world.start_tasks()?;
         world.run()
     }
@@ -326,35 +366,38 @@ impl TestDriver {
     /// [`TestDriverBuilder::commit_each_step`]`(false)` this reproduces a
     /// single task failing between commits.
     pub fn restart_task(&self, stage: &str, partition: u32) -> Result<(), DriverError> {
-        let mut world = self.world.borrow_mut();
+        let mut world = self.world();
         world.restart_task(stage, partition)?;
         world.run()
     }
 
     /// Everything the driver saw happen, in order.
     pub fn trace(&self) -> Vec<TraceEvent> {
-        self.world.borrow().trace.clone()
+        self.world().trace.clone()
     }
 
     /// The ticks so far, rendered for snapshots (see [`render_ticks`]).
     pub fn tick_report(&self) -> String {
-        let world = self.world.borrow();
+        let world = self.world();
         render_ticks(&world.trace, world.initial_wall_clock, &world.cluster)
     }
 
-    /// The in-memory Kafka model, to inspect logs and offsets.
-    pub fn cluster(&self) -> Ref<'_, Cluster> {
-        Ref::map(self.world.borrow(), |world| &world.cluster)
+    /// The in-memory Kafka model, to inspect logs and offsets. Drop the view
+    /// before the next call that steps the driver.
+    pub fn cluster(&self) -> ClusterView<'_> {
+        ClusterView {
+            world: self.world(),
+        }
     }
 
     /// C4: the topics the application needs.
     pub fn probe(&self) -> Vec<TopicContract> {
-        ContractProbes::probe(&self.world.borrow().app)
+        ContractProbes::probe(&self.world().app)
     }
 
     /// Topics that hold records written by the application's tasks.
     pub fn produced_topics(&self) -> Vec<String> {
-        let world = self.world.borrow();
+        let world = self.world();
         let mut topics: Vec<String> = world
             .trace
             .iter()
@@ -377,21 +420,43 @@ impl TestDriver {
     }
 
     /// T8: one metric summed over a stage's tasks, by its published name.
-    pub fn metric(&self, stage: &str, name: &str) -> u64 {
-        let world = self.world.borrow();
-        world
+    /// Refused for an unknown stage or metric name.
+    pub fn metric(&self, stage: &str, name: &str) -> Result<u64, DriverError> {
+        let world = self.world();
+        world.check_stage(stage)?;
+        let mut known = Vec::new();
+        let mut total = None;
+        for host in world
             .hosts
             .iter()
             .filter(|host| host.task.id().stage == stage)
-            .flat_map(|host| host.task.metrics().named())
-            .filter(|(metric, _)| *metric == name)
-            .map(|(_, value)| value)
-            .sum()
+        {
+            for (metric, value) in host.task.metrics().named() {
+                if metric == name {
+                    *total.get_or_insert(0) += value;
+                }
+                if !known.contains(&metric) {
+                    known.push(metric);
+                }
+            }
+        }
+        match total {
+            Some(total) => Ok(total),
+            None if known.is_empty() => Ok(0),
+            None => Err(DriverError::UnknownMetric {
+                name: name.to_string(),
+                known,
+            }),
+        }
     }
 
     /// The tasks that stopped on bad input or failing logic, with why.
     pub fn stopped_tasks(&self) -> Vec<parsley::TaskError> {
-        self.world.borrow().stopped.clone()
+        self.world().stopped.clone()
+    }
+
+    fn world(&self) -> MutexGuard<'_, World> {
+        lock(&self.world)
     }
 
     fn with_task<T>(
@@ -400,16 +465,9 @@ impl TestDriver {
         partition: u32,
         read: impl FnOnce(&parsley::Task) -> T,
     ) -> Result<T, DriverError> {
-        let world = self.world.borrow();
-        let host = world
-            .hosts
-            .iter()
-            .find(|host| host.task.id().stage == stage && host.task.id().partition == partition)
-            .ok_or_else(|| DriverError::UnknownTask {
-                stage: stage.to_string(),
-                partition,
-            })?;
-        Ok(read(&host.task))
+        let world = self.world();
+        let index = world.task_index(stage, partition)?;
+        Ok(read(&world.hosts[index].task))
     }
 
     fn committed_slot<S: Clone + 'static>(
@@ -446,8 +504,7 @@ impl TestDriver {
                 error,
             })?;
         let partitions = self
-            .world
-            .borrow()
+            .world()
             .cluster
             .partitions(topic.name().as_str())
             .ok_or_else(|| DriverError::UnknownTopic {
@@ -473,5 +530,26 @@ impl TestDriver {
         partition: u32,
     ) -> Result<Option<S>, DriverError> {
         self.committed_slot(stage, partition, &SlotKey::Tick)
+    }
+}
+
+/// Refuses a typed handle whose codecs differ from the application's
+/// declaration of its topic; Parsley's own topics (ticks, changelogs) have no
+/// declaration to differ from.
+fn check_codecs<K: 'static, V: 'static>(
+    call: &'static str,
+    app: &App,
+    topic: &Topic<K, V>,
+) -> Result<(), DriverError> {
+    let given = topic.declaration();
+    match app.declaration(topic.name().as_str()) {
+        Some(declared) if !declared.same_codecs(&given) => Err(DriverError::CodecMismatch {
+            call,
+            topic: topic.name().to_string(),
+            app: app.id().to_string(),
+            declared: declared.codecs().unwrap_or_default(),
+            given: given.codecs().unwrap_or_default(),
+        }),
+        _ => Ok(()),
     }
 }

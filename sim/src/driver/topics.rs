@@ -1,8 +1,7 @@
 //! Typed input and output handles, like Kafka Streams' `TestInputTopic` and
 //! `TestOutputTopic`.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use parsley::header::{self, STAMP_HEADER};
@@ -11,6 +10,7 @@ use parsley::record::{Header, RecordData};
 use parsley::{Stamp, Topic, Tp};
 
 use crate::driver::error::DriverError;
+use crate::driver::lock;
 use crate::driver::world::World;
 use crate::model::Isolation;
 
@@ -64,7 +64,7 @@ impl<K, V> TestRecord<K, V> {
 /// synchronously to quiescence and committed.
 pub struct TestInputTopic<K, V> {
     pub(crate) topic: Topic<K, V>,
-    pub(crate) world: Rc<RefCell<World>>,
+    pub(crate) world: Arc<Mutex<World>>,
 }
 
 impl<K: 'static, V: 'static> TestInputTopic<K, V> {
@@ -76,8 +76,9 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
 
     /// Pipes one record; returns where it landed.
     pub fn pipe_record(&self, record: TestRecord<K, V>) -> Result<(Tp, u64), DriverError> {
-        let landed = self.append(record)?;
-        self.world.borrow_mut().run()?;
+        let mut world = lock(&self.world);
+        let landed = self.append(&mut world, record)?;
+        world.run()?;
         Ok(landed)
     }
 
@@ -87,13 +88,18 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
         &self,
         records: impl IntoIterator<Item = TestRecord<K, V>>,
     ) -> Result<(), DriverError> {
+        let mut world = lock(&self.world);
         for record in records {
-            self.append(record)?;
+            self.append(&mut world, record)?;
         }
-        self.world.borrow_mut().run()
+        world.run()
     }
 
-    fn append(&self, record: TestRecord<K, V>) -> Result<(Tp, u64), DriverError> {
+    fn append(
+        &self,
+        world: &mut World,
+        record: TestRecord<K, V>,
+    ) -> Result<(Tp, u64), DriverError> {
         let name = self.topic.name().as_str();
         let (key, value) = self
             .topic
@@ -103,7 +109,6 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
                 part: refused.part.name(),
                 error: refused.error,
             })?;
-        let mut world = self.world.borrow_mut();
         let partitions =
             world
                 .cluster
@@ -145,20 +150,18 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
         headers: Vec<Header>,
     ) -> Result<(Tp, u64), DriverError> {
         let tp = self.topic.tp(partition);
-        let offset = {
-            let mut world = self.world.borrow_mut();
-            let timestamp = world.now;
-            world.cluster.append(
-                &tp,
-                RecordData {
-                    key,
-                    value,
-                    headers,
-                    timestamp,
-                },
-            )?
-        };
-        self.world.borrow_mut().run()?;
+        let mut world = lock(&self.world);
+        let timestamp = world.now;
+        let offset = world.cluster.append(
+            &tp,
+            RecordData {
+                key,
+                value,
+                headers,
+                timestamp,
+            },
+        )?;
+        world.run()?;
         Ok((tp, offset))
     }
 }
@@ -183,47 +186,31 @@ pub struct OutputRecord<K, V> {
 /// Reads what was committed to a topic, `read_committed`.
 pub struct TestOutputTopic<K, V> {
     pub(crate) topic: Topic<K, V>,
-    pub(crate) world: Rc<RefCell<World>>,
-    pub(crate) read: RefCell<usize>,
+    pub(crate) world: Arc<Mutex<World>>,
+    /// Where [`TestOutputTopic::read_new`] goes on, per partition.
+    pub(crate) read: Mutex<Vec<u64>>,
 }
 
 impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     /// Every committed record, across partitions in the order they were
     /// written.
     pub fn read_all(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
-        let world = self.world.borrow();
-        let name = self.topic.name().as_str();
-        let partitions =
-            world
-                .cluster
-                .partitions(name)
-                .ok_or_else(|| DriverError::UnknownTopic {
-                    topic: name.to_string(),
-                })?;
-        let mut records = Vec::new();
-        for partition in 0..partitions {
-            let tp = self.topic.tp(partition);
-            let fetch = world
-                .cluster
-                .fetch(&tp, 0, usize::MAX, Isolation::ReadCommitted)?;
-            for consumed in fetch.records {
-                let sequence = world
-                    .cluster
-                    .append_sequence(&tp, consumed.offset)
-                    .unwrap_or(u64::MAX);
-                records.push((sequence, self.decode(&tp, consumed)?));
-            }
-        }
-        records.sort_by_key(|(sequence, _)| *sequence);
-        Ok(records.into_iter().map(|(_, record)| record).collect())
+        let partitions = self
+            .read
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        self.read_from(&mut vec![0; partitions])
     }
 
-    /// The committed records not returned by an earlier `read_new`.
+    /// The committed records not returned by an earlier `read_new`, in the
+    /// order they were written. Costs what it returns: each call reads on
+    /// from where the last one stopped, like a consumer's position.
     pub fn read_new(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
-        let all = self.read_all()?;
-        let mut read = self.read.borrow_mut();
-        let fresh = all.into_iter().skip(*read).collect::<Vec<_>>();
-        *read += fresh.len();
+        let mut read = self.read.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut positions = read.clone();
+        let fresh = self.read_from(&mut positions)?;
+        *read = positions;
         Ok(fresh)
     }
 
@@ -234,6 +221,34 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             .into_iter()
             .map(|record| record.value)
             .collect())
+    }
+
+    /// Reads every partition from `positions` on, moves each position past
+    /// what it read, and returns the records in the order they were written.
+    fn read_from(&self, positions: &mut [u64]) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
+        let world = lock(&self.world);
+        let mut records = Vec::new();
+        for (partition, position) in (0..).zip(positions.iter_mut()) {
+            let tp = self.topic.tp(partition);
+            let fetch =
+                world
+                    .cluster
+                    .fetch(&tp, *position, usize::MAX, Isolation::ReadCommitted)?;
+            *position = fetch.next_offset;
+            for consumed in fetch.records {
+                let sequence = world
+                    .cluster
+                    .append_sequence(&tp, consumed.offset)
+                    .unwrap_or(u64::MAX);
+                records.push((sequence, self.decode(&tp, consumed)?));
+            }
+        }
+        // One partition's records are already in order: sort only when
+        // there are several.
+        if positions.len() > 1 {
+            records.sort_by_key(|(sequence, _)| *sequence);
+        }
+        Ok(records.into_iter().map(|(_, record)| record).collect())
     }
 
     fn decode(

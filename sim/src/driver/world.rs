@@ -7,7 +7,7 @@ use parsley::assembly::Assembly;
 use parsley::task::{HeadStatus, TaskId};
 use parsley::{App, TaskConfig, TaskError, Tp};
 
-use crate::driver::error::DriverError;
+use crate::driver::error::{closest, DriverError};
 use crate::driver::trace::TraceEvent;
 use crate::host::{CommitOutcome, TaskHost};
 use crate::model::Cluster;
@@ -29,6 +29,9 @@ pub(crate) struct World {
     held_seen: HashSet<(TaskId, Tp, u64)>,
     /// Errors of tasks that stopped, in the order they stopped.
     pub stopped: Vec<TaskError>,
+    /// How many of `stopped` a step has returned: each stop is returned once
+    /// as [`DriverError::Task`], later steps say the task is stopped.
+    reported: usize,
 }
 
 impl World {
@@ -55,7 +58,49 @@ impl World {
             trace: Vec::new(),
             held_seen: HashSet::new(),
             stopped: Vec::new(),
+            reported: 0,
         }
+    }
+
+    /// Refuses a stage name the application does not have, listing the ones
+    /// it has and the closest of them.
+    pub fn check_stage(&self, stage: &str) -> Result<(), DriverError> {
+        if self.app.stage(stage).is_some() {
+            return Ok(());
+        }
+        let known: Vec<String> = self
+            .app
+            .stages()
+            .iter()
+            .map(|plan| plan.name().to_string())
+            .collect();
+        Err(DriverError::UnknownStage {
+            stage: stage.to_string(),
+            app: self.app.id().to_string(),
+            suggestion: closest(stage, known.iter().map(String::as_str)),
+            known,
+        })
+    }
+
+    /// Where the host of task `partition` of `stage` is.
+    pub fn task_index(&self, stage: &str, partition: u32) -> Result<usize, DriverError> {
+        self.check_stage(stage)?;
+        self.hosts
+            .iter()
+            .position(|host| {
+                let id = host.task.id();
+                id.stage == stage && id.partition == partition
+            })
+            .ok_or_else(|| DriverError::UnknownTask {
+                stage: stage.to_string(),
+                partition,
+                tasks: self
+                    .assembly
+                    .tasks
+                    .iter()
+                    .find(|(name, _)| name == stage)
+                    .map_or(0, |(_, tasks)| *tasks),
+            })
     }
 
     /// Starts (or restarts) every task of the application. A restart is a
@@ -64,6 +109,7 @@ impl World {
     pub fn start_tasks(&mut self) -> Result<(), DriverError> {
         self.hosts.clear();
         self.stopped.clear();
+        self.reported = 0;
         self.held_seen.clear();
         for (stage, tasks) in self.assembly.tasks.clone() {
             for partition in 0..tasks {
@@ -87,17 +133,7 @@ impl World {
     /// open transaction (X4), so everything the task did since its last
     /// commit is lost and redone. Other tasks keep their open work.
     pub fn restart_task(&mut self, stage: &str, partition: u32) -> Result<(), DriverError> {
-        let index = self
-            .hosts
-            .iter()
-            .position(|host| {
-                let id = host.task.id();
-                id.stage == stage && id.partition == partition
-            })
-            .ok_or_else(|| DriverError::UnknownTask {
-                stage: stage.to_string(),
-                partition,
-            })?;
+        let index = self.task_index(stage, partition)?;
         let host = TaskHost::start(
             &mut self.cluster,
             &self.app,
@@ -108,7 +144,11 @@ impl World {
             self.now,
         )?;
         let id = host.task.id().clone();
+        let unreported = self.stopped.split_off(self.reported);
         self.stopped.retain(|error| *error.task() != id);
+        self.reported = self.stopped.len();
+        self.stopped
+            .extend(unreported.into_iter().filter(|error| *error.task() != id));
         self.held_seen.retain(|(task, _, _)| *task != id);
         self.hosts[index] = host;
         Ok(())
@@ -145,10 +185,23 @@ impl World {
                 rounds_max: self.rounds_max,
             });
         }
-        // A stopped task stays stopped, and every later step says so: input
-        // that piles up behind it is never silently ignored.
+        // A stop is returned once, by the step that caused it; a stopped
+        // task stays stopped, and every later step says so, so that input
+        // piling up behind it is never silently ignored.
+        if let Some(error) = self.stopped.get(self.reported) {
+            let error = DriverError::Task(error.clone());
+            self.reported = self.stopped.len();
+            return Err(error);
+        }
         match self.stopped.first() {
-            Some(error) => Err(DriverError::Task(error.clone())),
+            Some(first) => Err(DriverError::TaskStopped {
+                tasks: self
+                    .stopped
+                    .iter()
+                    .map(|error| error.task().to_string())
+                    .collect(),
+                first: first.to_string(),
+            }),
             None => Ok(()),
         }
     }
