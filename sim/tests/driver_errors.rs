@@ -164,9 +164,25 @@ fn c1_a_handle_whose_codecs_differ_from_the_declaration_is_refused() {
         driver.output(&as_json),
         Err(DriverError::CodecMismatch { call: "output", .. })
     ));
+    // Raw bytes bypass the codecs on purpose, for sources only.
+    let raw = driver.input_raw("events").unwrap();
+    raw.pipe(
+        Some(bytes::Bytes::from_static(b"alice")),
+        bytes::Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 4]),
+    )
+    .unwrap();
+    assert!(matches!(
+        driver.input_raw("joined"),
+        Err(DriverError::NotASource { .. })
+    ));
     // The declared handles are accepted, and nothing stopped.
     driver.input(&diamond.events).unwrap();
-    driver.output(&diamond.joined).unwrap();
+    let joined = driver
+        .output(&diamond.joined)
+        .unwrap()
+        .read_values()
+        .unwrap();
+    assert_eq!(joined.last(), Some(&9), "the raw long 4, doubled, plus one");
     assert!(driver.stopped_tasks().is_empty());
 }
 

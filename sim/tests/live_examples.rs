@@ -45,9 +45,7 @@ fn under_the_test_driver(live: &Live, read: &ReadBack) -> CommittedLogs {
     // Input by input topic, each partition in offset order: the offsets come
     // out as they are live, so the fan-in's claims name the same records.
     for input in &live.topology.inputs {
-        let handle = driver
-            .input(&parsley::Topic::<String, i64>::new(input.name.clone()))
-            .expect("input");
+        let handle = driver.input_raw(input.name.as_str()).expect("input");
         for (tp, record) in read.topic(input.name.as_str()) {
             let data = record.data.clone();
             let (landed, offset) = handle

@@ -42,10 +42,11 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use bytes::Bytes;
 use parsley::probe::{ContractProbes, PartitionRule, TopicContract};
 use parsley::stage::{SlotKey, Slots};
 use parsley::task::{TaskId, TaskMetrics};
-use parsley::{assemble, App, TaskConfig, Topic};
+use parsley::{assemble, App, RawBytes, TaskConfig, Topic};
 
 use crate::model::Cluster;
 
@@ -251,21 +252,26 @@ impl TestDriver {
         topic: &Topic<K, V>,
     ) -> Result<TestInputTopic<K, V>, DriverError> {
         let world = self.world();
-        let consumed = world.app.stages().iter().any(|plan| {
-            plan.stage
-                .sources()
-                .iter()
-                .any(|source| source.name == *topic.name())
-        });
-        if !consumed {
-            return Err(DriverError::NotASource {
-                topic: topic.name().to_string(),
-                app: world.app.id().to_string(),
-            });
-        }
+        check_source(&world.app, topic.name().as_str())?;
         check_codecs("input", &world.app, topic)?;
         Ok(TestInputTopic {
             topic: topic.clone(),
+            world: Arc::clone(&self.world),
+        })
+    }
+
+    /// A handle that pipes raw bytes into a source topic, whatever its
+    /// declared codecs: for records read elsewhere (a real cluster, a file)
+    /// and replayed byte for byte, and for bad input. Refused when no stage
+    /// consumes the topic.
+    pub fn input_raw(
+        &self,
+        topic: impl AsRef<str>,
+    ) -> Result<TestInputTopic<Bytes, Bytes>, DriverError> {
+        let world = self.world();
+        check_source(&world.app, topic.as_ref())?;
+        Ok(TestInputTopic {
+            topic: Topic::with_codecs(topic.as_ref(), RawBytes, RawBytes),
             world: Arc::clone(&self.world),
         })
     }
@@ -530,6 +536,23 @@ impl TestDriver {
         partition: u32,
     ) -> Result<Option<S>, DriverError> {
         self.committed_slot(stage, partition, &SlotKey::Tick)
+    }
+}
+
+/// Refuses a topic no stage consumes.
+fn check_source(app: &App, topic: &str) -> Result<(), DriverError> {
+    let consumed = app.stages().iter().any(|plan| {
+        plan.stage
+            .sources()
+            .iter()
+            .any(|source| source.name.as_str() == topic)
+    });
+    match consumed {
+        true => Ok(()),
+        false => Err(DriverError::NotASource {
+            topic: topic.to_string(),
+            app: app.id().to_string(),
+        }),
     }
 }
 
