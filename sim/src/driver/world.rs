@@ -212,12 +212,11 @@ impl World {
         let now = self.now;
         let mut progressed = false;
         let host = &mut self.hosts[index];
-        let task = host.task.id().clone();
         match host.poll_tick(&mut self.cluster, now) {
             Ok(Some(tick)) => {
                 progressed = true;
                 self.trace.push(TraceEvent::TickEmitted {
-                    task: task.clone(),
+                    task: self.hosts[index].task.id().clone(),
                     at: now,
                     tp: tick.tp,
                     offset: tick.offset,
@@ -264,7 +263,7 @@ impl World {
                 Ok(sent) => {
                     progressed = true;
                     self.trace.push(TraceEvent::Delivered {
-                        task: task.clone(),
+                        task: self.hosts[index].task.id().clone(),
                         at: now,
                         tp,
                         offset,
