@@ -390,6 +390,67 @@ mod tests {
         assert!(!is_header_of(&encode(&long), &long, &mut scratch));
     }
 
+    /// Whether `stamp`'s encoding decodes, checking that `is_header_of`
+    /// agrees.
+    fn decodes_and_is_recognised(stamp: &Stamp) -> bool {
+        let bytes = encode(stamp);
+        let decodes = decode(&bytes).is_ok();
+        assert_eq!(
+            is_header_of(&bytes, stamp, &mut Vec::new()),
+            decodes,
+            "is_header_of disagrees with decode"
+        );
+        decodes
+    }
+
+    /// Each bound of the decoder holds at its limit and fails one past it,
+    /// and `is_header_of` draws the same line.
+    #[test]
+    fn is_header_of_agrees_with_decode_at_every_bound() {
+        let one = |topic: String, offset: u64| {
+            Stamp::from_claims([Claim::new(Tp::new(topic, 0), offset)])
+        };
+        let limit = TOPIC_NAME_BYTES_MAX as usize;
+        assert!(decodes_and_is_recognised(&one("t".repeat(limit), 1)));
+        assert!(!decodes_and_is_recognised(&one("t".repeat(limit + 1), 1)));
+        assert!(decodes_and_is_recognised(&one("t".into(), OFFSET_MAX)));
+        assert!(!decodes_and_is_recognised(&one("t".into(), OFFSET_MAX + 1)));
+        let topics = |count: u64| {
+            Stamp::from_claims(
+                (0..count).map(|topic| Claim::new(Tp::new(format!("t{topic}"), 0), 1)),
+            )
+        };
+        assert!(decodes_and_is_recognised(&topics(TOPICS_PER_STAMP_MAX)));
+        assert!(!decodes_and_is_recognised(&topics(
+            TOPICS_PER_STAMP_MAX + 1
+        )));
+        let claims = |count: u64| {
+            let topic = TopicName::new("t");
+            Stamp::from_claims(
+                (0..count).map(|partition| Claim::new(Tp::new(topic.clone(), partition as u32), 1)),
+            )
+        };
+        assert!(decodes_and_is_recognised(&claims(CLAIMS_PER_TOPIC_MAX)));
+        assert!(!decodes_and_is_recognised(&claims(
+            CLAIMS_PER_TOPIC_MAX + 1
+        )));
+    }
+
+    /// A count is bounded by the bytes left to hold it (4 per topic at
+    /// least), not only by its own maximum.
+    #[test]
+    fn bad_header_count_beyond_the_bytes_left_is_absurd() {
+        assert_eq!(
+            decode(&[1, 2, 1, b'a', 1, 0]),
+            Err(HeaderError::AbsurdValue {
+                what: "topic count",
+                value: 2,
+                max: 1,
+                at: 1
+            })
+        );
+    }
+
     #[test]
     fn g1_header_round_trips() {
         let stamp = sample();
@@ -468,6 +529,21 @@ mod tests {
             decode(&[1, 0x80, 0x00]),
             Err(HeaderError::NonMinimalVarint { at: 1 })
         );
+        // The tenth byte holds bit 63 only: 2 overflows, 0 is not minimal.
+        let mut tenth_two = vec![1u8];
+        tenth_two.extend([0xff; 9]);
+        tenth_two.push(0x02);
+        assert_eq!(
+            decode(&tenth_two),
+            Err(HeaderError::VarintOverflow { at: 1 })
+        );
+        let mut tenth_zero = vec![1u8];
+        tenth_zero.extend([0x80; 9]);
+        tenth_zero.push(0x00);
+        assert_eq!(
+            decode(&tenth_zero),
+            Err(HeaderError::NonMinimalVarint { at: 1 })
+        );
     }
 
     #[test]
@@ -485,11 +561,12 @@ mod tests {
             Err(HeaderError::NotCanonical { at: 7, .. })
         ));
         let mut bytes = encode(&sample()).to_vec();
-        bytes.push(0);
-        assert!(matches!(
+        let end = bytes.len();
+        bytes.extend([0, 0, 0]);
+        assert_eq!(
             decode(&bytes),
-            Err(HeaderError::TrailingBytes { count: 1, .. })
-        ));
+            Err(HeaderError::TrailingBytes { at: end, count: 3 })
+        );
         assert!(matches!(
             decode(&[1, 1, 1, 0xff, 1, 0, 0]),
             Err(HeaderError::InvalidUtf8 { at: 2 })

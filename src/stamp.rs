@@ -222,6 +222,38 @@ pub(crate) mod tests {
             .collect()
     }
 
+    /// Claims and stamps print as `tp@offset`, sorted, in braces: the form
+    /// every error and report uses.
+    #[test]
+    fn claims_and_stamps_print_sorted_as_tp_at_offset() {
+        let claim = Claim::new(tp("orders", 3), 12);
+        assert_eq!(format!("{claim}"), "orders-3@12");
+        assert_eq!(format!("{claim:?}"), "orders-3@12");
+        let two = stamp(&[("orders", 1, 9), ("audits", 0, 1)]);
+        assert_eq!(format!("{two}"), "{audits-0@1, orders-1@9}");
+        assert_eq!(format!("{two:?}"), "{audits-0@1, orders-1@9}");
+        assert_eq!(format!("{}", Stamp::empty()), "{}");
+        let one = stamp(&[("orders", 1, 9)]);
+        assert_eq!(format!("{one}"), "{orders-1@9}");
+        assert!(Stamp::empty().is_empty() && !one.is_empty());
+    }
+
+    /// G8: a stamp can drop the claims on one topic (a stage's own tick
+    /// topic, say) and keeps the rest.
+    #[test]
+    fn g8_without_topic_drops_that_topic_only() {
+        let ticks = crate::tp::TopicName::new("app-s-ticks");
+        let mixed = stamp(&[("app-s-ticks", 0, 4), ("orders", 0, 7), ("orders", 1, 2)]);
+        assert_eq!(
+            mixed.without_topic(&ticks),
+            stamp(&[("orders", 0, 7), ("orders", 1, 2)])
+        );
+        assert_eq!(
+            mixed.without_topic(&crate::tp::TopicName::new("elsewhere")),
+            mixed
+        );
+    }
+
     /// G1: merging takes the larger offset per tp.
     #[test]
     fn g1_merge_takes_larger_offset_per_tp() {
