@@ -227,10 +227,11 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     /// what it read, and returns the records in the order they were written.
     fn read_from(&self, positions: &mut [u64]) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
         let world = lock(&self.world);
-        // One partition's records are already in write order: only several
-        // need their append sequences to be merged.
-        let merge = positions.len() > 1;
         let mut records = Vec::new();
+        // Where each record was appended, cluster-wide, to merge several
+        // partitions in write order; one partition is in write order already.
+        let mut sequences = Vec::new();
+        let merge = positions.len() > 1;
         for (partition, position) in (0..).zip(positions.iter_mut()) {
             let tp = self.topic.tp(partition);
             let fetch =
@@ -240,20 +241,22 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             *position = fetch.next_offset;
             records.reserve(fetch.records.len());
             for consumed in fetch.records {
-                let sequence = match merge {
-                    true => world
-                        .cluster
-                        .append_sequence(&tp, consumed.offset)
-                        .unwrap_or(u64::MAX),
-                    false => 0,
-                };
-                records.push((sequence, self.decode(&tp, consumed)?));
+                if merge {
+                    let sequence = world.cluster.append_sequence(&tp, consumed.offset);
+                    sequences.push((sequence.unwrap_or(u64::MAX), records.len()));
+                }
+                records.push(self.decode(&tp, consumed)?);
             }
         }
-        if merge {
-            records.sort_by_key(|(sequence, _)| *sequence);
+        if !merge {
+            return Ok(records);
         }
-        Ok(records.into_iter().map(|(_, record)| record).collect())
+        sequences.sort_unstable();
+        let mut slots: Vec<Option<OutputRecord<K, V>>> = records.into_iter().map(Some).collect();
+        Ok(sequences
+            .into_iter()
+            .map(|(_, index)| slots[index].take().expect("each record is placed once"))
+            .collect())
     }
 
     fn decode(
