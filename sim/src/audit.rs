@@ -948,7 +948,7 @@ impl<'a> Auditor<'a> {
                     self.violation(
                         Invariant::I5,
                         0,
-                        format!("task {id}: the committed offsets of {first_tp} and {tp} carry different checkpoints (X1: one transaction commits every lane with one checkpoint)"),
+                        format!("task {id}: the committed offsets of {first_tp} and {tp} carry different checkpoints (X1, docs/RULES.md#x1: one transaction commits every lane with one checkpoint)"),
                     );
                     break;
                 }

@@ -990,6 +990,30 @@ fn x5_handler_error_stops_the_task_and_keeps_the_record() {
     assert_eq!(task.metrics().records_delivered_total, 1);
 }
 
+/// X5, T3: a stopped task emits no more ticks, however much time passes: its
+/// open transaction is aborted, so a tick would be written to nothing.
+#[test]
+fn x5_a_stopped_task_emits_no_ticks() {
+    let stage = Stage::named("s")
+        .on(&orders(), |record: &Record<String, i64>| {
+            if record.value < 0 {
+                Err(format!("negative {}", record.value))
+            } else {
+                Ok(Vec::new())
+            }
+        })
+        .ticks(interval(), |_tick| Vec::new())
+        .build();
+    let f = fixture(stage);
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+
+    feed(&mut task, &o, vec![rec(0).value(-1)], 1);
+    task.deliver(&o).unwrap_err();
+    assert!(task.poll_tick(T0 + 10 * INTERVAL_MS).is_none());
+    assert_eq!(task.metrics().ticks_emitted_total, 0);
+}
+
 /// X5: a fold that panics stops the task the same way; its slot is untouched
 /// and nothing is written to the changelog.
 #[test]

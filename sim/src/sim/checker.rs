@@ -86,7 +86,13 @@ impl Invariant {
 
 impl fmt::Display for Invariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} {}", self, self.title())
+        let id = format!("{self:?}");
+        write!(
+            f,
+            "{id} {} (docs/RULES.md#{})",
+            self.title(),
+            id.to_lowercase()
+        )
     }
 }
 

@@ -101,9 +101,8 @@ pub fn render(scenario_path: &str, failure: &Failure) -> String {
         .map_or_else(|| "(tape)".to_string(), |seed| seed.to_string());
     let _ = writeln!(
         out,
-        "FAILED: seed {seed} of {scenario_path} violates {} (docs/RULES.md#{})",
-        failure.invariant,
-        format!("{:?}", failure.invariant).to_lowercase()
+        "FAILED: seed {seed} of {scenario_path} violates {}",
+        failure.invariant
     );
     for violation in failure.original.violations.iter().take(5) {
         let _ = writeln!(out, "  {violation}");
