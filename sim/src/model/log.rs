@@ -40,8 +40,9 @@ pub enum Entry {
     /// A record as produced. `producer` is the producer id of a transactional
     /// producer, `None` for a plain append.
     Data {
-        /// The record.
-        record: RecordData,
+        /// The record, boxed so that a log's entries stay small: markers
+        /// take an offset each, and a growing log copies its entries.
+        record: Box<RecordData>,
         /// The producer id, `None` for a plain append.
         producer: Option<u64>,
         /// Whether it was written inside a transaction.
@@ -61,7 +62,7 @@ impl Entry {
     /// The record, if this is a data entry.
     pub fn record(&self) -> Option<&RecordData> {
         match self {
-            Entry::Data { record, .. } => Some(record),
+            Entry::Data { record, .. } => Some(record.as_ref()),
             Entry::Control { .. } => None,
         }
     }
@@ -239,7 +240,7 @@ impl<'a> LogView<'a> {
             .enumerate()
             .filter_map(|(offset, (entry, meta))| match entry {
                 Entry::Data { record, .. } if meta.status == EntryStatus::Committed => {
-                    Some((offset as u64, record))
+                    Some((offset as u64, record.as_ref()))
                 }
                 _ => None,
             })
@@ -301,7 +302,7 @@ impl PartitionLog {
     pub(crate) fn append_plain(&mut self, record: RecordData, sequence: u64) -> u64 {
         self.push(
             Entry::Data {
-                record,
+                record: Box::new(record),
                 producer: None,
                 transactional: false,
             },
@@ -323,7 +324,7 @@ impl PartitionLog {
     ) -> u64 {
         let offset = self.push(
             Entry::Data {
-                record,
+                record: Box::new(record),
                 producer: Some(producer),
                 transactional: true,
             },
@@ -412,7 +413,7 @@ impl PartitionLog {
                     if let Entry::Data { record, .. } = entry {
                         records.push(ConsumedRecord {
                             offset,
-                            data: record.clone(),
+                            data: RecordData::clone(record),
                         });
                     }
                 }
