@@ -274,3 +274,37 @@ fn read_new_returns_each_committed_output_once_in_write_order() {
         "read_all still sees all"
     );
 }
+
+/// A thread that still holds the view from `cluster()` and calls the driver
+/// again would wait for itself forever; it is told instead. Once the view is
+/// dropped the driver goes on, and another thread simply waits for it.
+#[test]
+fn a_call_while_this_thread_holds_the_cluster_view_panics_instead_of_hanging() {
+    let diamond = diamond();
+    let driver = TestDriver::new(&diamond.app).unwrap();
+    let events = driver.input(&diamond.events).unwrap();
+    let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let view = driver.cluster();
+        let _ = events.pipe("alice".to_string(), 1);
+        drop(view);
+    }));
+    let message = held.expect_err("the call panics");
+    let message = message
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| message.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or_default();
+    assert!(
+        message.contains("still holds the view returned by TestDriver::cluster()"),
+        "{message}"
+    );
+    events.pipe("alice".to_string(), 1).unwrap();
+    let view = driver.cluster();
+    let other = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| driver.wall_clock());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(view);
+        waiting.join().unwrap()
+    });
+    assert_eq!(other, 0);
+}

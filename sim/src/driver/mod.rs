@@ -39,7 +39,8 @@ mod world;
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -60,20 +61,63 @@ use world::World;
 /// at a time; see the [module documentation](self). It is `Send`, so a test
 /// may move it (and its topic handles) to another thread.
 pub struct TestDriver {
-    world: Arc<Mutex<World>>,
+    world: Arc<Shared>,
 }
 
-/// Locks the driver's world. A panic while it was locked (a failed assertion
-/// inside a user's closure, say) leaves nothing half-done that a later call
-/// could misread: every step of the world completes or returns an error.
-pub(crate) fn lock(world: &Mutex<World>) -> MutexGuard<'_, World> {
-    world.lock().unwrap_or_else(PoisonError::into_inner)
+/// The world the driver and its topic handles share, and the thread, if
+/// any, that holds a [`ClusterView`] of it.
+pub(crate) struct Shared {
+    world: Mutex<World>,
+    viewer: Mutex<Option<ThreadId>>,
 }
 
-/// A read-only view of the driver's in-memory Kafka model; the driver waits
-/// while one is alive.
+impl Shared {
+    fn new(world: World) -> Shared {
+        Shared {
+            world: Mutex::new(world),
+            viewer: Mutex::new(None),
+        }
+    }
+
+    /// Locks the world, waiting while another thread uses the driver. A
+    /// panic while it was locked (a failed assertion inside a user's
+    /// closure, say) leaves nothing half-done that a later call could
+    /// misread: every step of the world completes or returns an error. A
+    /// thread that still holds a [`ClusterView`] of this driver would wait
+    /// for itself forever, so it is told instead.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
+        match self.world.try_lock() {
+            Ok(world) => world,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let viewer = *self.viewer.lock().unwrap_or_else(PoisonError::into_inner);
+                assert!(
+                    viewer != Some(thread::current().id()),
+                    "TestDriver: this thread still holds the view returned by TestDriver::cluster(); drop it before the next call on the driver or its topics"
+                );
+                self.world.lock().unwrap_or_else(PoisonError::into_inner)
+            }
+        }
+    }
+}
+
+/// A read-only view of the driver's in-memory Kafka model. Other threads
+/// wait while one is alive; the thread holding it must drop it before its
+/// next call on the driver or its topics (that call panics, saying so,
+/// rather than wait for itself).
 pub struct ClusterView<'a> {
+    shared: &'a Shared,
     world: MutexGuard<'a, World>,
+}
+
+impl Drop for ClusterView<'_> {
+    fn drop(&mut self) {
+        *self
+            .shared
+            .viewer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
 }
 
 impl Deref for ClusterView<'_> {
@@ -196,7 +240,7 @@ impl TestDriverBuilder {
         );
         world.start_tasks()?;
         Ok(TestDriver {
-            world: Arc::new(Mutex::new(world)),
+            world: Arc::new(Shared::new(world)),
         })
     }
 }
@@ -393,8 +437,15 @@ impl TestDriver {
     /// The in-memory Kafka model, to inspect logs and offsets. Drop the view
     /// before the next call that steps the driver.
     pub fn cluster(&self) -> ClusterView<'_> {
+        let world = self.world();
+        *self
+            .world
+            .viewer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(thread::current().id());
         ClusterView {
-            world: self.world(),
+            shared: &self.world,
+            world,
         }
     }
 
@@ -464,7 +515,7 @@ impl TestDriver {
     }
 
     fn world(&self) -> MutexGuard<'_, World> {
-        lock(&self.world)
+        self.world.lock()
     }
 
     fn with_task<T>(

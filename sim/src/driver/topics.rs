@@ -10,8 +10,8 @@ use parsley::record::{Header, RecordData};
 use parsley::{Stamp, Topic, Tp};
 
 use crate::driver::error::DriverError;
-use crate::driver::lock;
 use crate::driver::world::World;
+use crate::driver::Shared;
 use crate::model::Isolation;
 
 /// A record to pipe, with optional timestamp, partition and stamp.
@@ -64,7 +64,7 @@ impl<K, V> TestRecord<K, V> {
 /// synchronously to quiescence and committed.
 pub struct TestInputTopic<K, V> {
     pub(crate) topic: Topic<K, V>,
-    pub(crate) world: Arc<Mutex<World>>,
+    pub(crate) world: Arc<Shared>,
 }
 
 impl<K: 'static, V: 'static> TestInputTopic<K, V> {
@@ -76,7 +76,7 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
 
     /// Pipes one record; returns where it landed.
     pub fn pipe_record(&self, record: TestRecord<K, V>) -> Result<(Tp, u64), DriverError> {
-        let mut world = lock(&self.world);
+        let mut world = self.world.lock();
         let landed = self.append(&mut world, record)?;
         world.run()?;
         Ok(landed)
@@ -88,7 +88,7 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
         &self,
         records: impl IntoIterator<Item = TestRecord<K, V>>,
     ) -> Result<(), DriverError> {
-        let mut world = lock(&self.world);
+        let mut world = self.world.lock();
         for record in records {
             self.append(&mut world, record)?;
         }
@@ -150,7 +150,7 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
         headers: Vec<Header>,
     ) -> Result<(Tp, u64), DriverError> {
         let tp = self.topic.tp(partition);
-        let mut world = lock(&self.world);
+        let mut world = self.world.lock();
         let timestamp = world.now;
         let offset = world.cluster.append(
             &tp,
@@ -186,7 +186,7 @@ pub struct OutputRecord<K, V> {
 /// Reads what was committed to a topic, `read_committed`.
 pub struct TestOutputTopic<K, V> {
     pub(crate) topic: Topic<K, V>,
-    pub(crate) world: Arc<Mutex<World>>,
+    pub(crate) world: Arc<Shared>,
     /// Where [`TestOutputTopic::read_new`] goes on, per partition.
     pub(crate) read: Mutex<Vec<u64>>,
 }
@@ -226,7 +226,7 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     /// Reads every partition from `positions` on, moves each position past
     /// what it read, and returns the records in the order they were written.
     fn read_from(&self, positions: &mut [u64]) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
-        let world = lock(&self.world);
+        let world = self.world.lock();
         let mut records = Vec::new();
         // Where each record was appended, cluster-wide, to merge several
         // partitions in write order; one partition is in write order already.
