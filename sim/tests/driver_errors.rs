@@ -219,6 +219,18 @@ fn x5_a_stop_is_reported_once_and_later_pipes_say_the_task_is_stopped() {
         .read_values()
         .unwrap();
     assert_eq!(right, [1]);
+    // Restarted, the task meets the same record and stops again: a new stop,
+    // returned once more as the task's own error.
+    let again = driver.restart_task("score", 0).unwrap_err();
+    assert!(
+        matches!(&again, DriverError::Task(error) if error.task().to_string() == "score/0"),
+        "{again}"
+    );
+    assert_eq!(driver.stopped_tasks().len(), 1);
+    assert!(matches!(
+        events.pipe("carol".to_string(), 3),
+        Err(DriverError::TaskStopped { .. })
+    ));
 }
 
 #[test]

@@ -110,14 +110,13 @@ impl Gate {
     /// twice, or out of order, has a bug that would break G3.
     pub fn push_fetched(
         &mut self,
-        lane: usize,
+        index: usize,
         records: Vec<ConsumedRecord>,
         next_offset: u64,
         log_end: u64,
     ) {
         self.fetch_seq += 1;
         let seq = self.fetch_seq;
-        let index = lane;
         self.lanes[index].queue.reserve(records.len());
         for record in records {
             let lane = &self.lanes[index];

@@ -227,11 +227,10 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     /// what it read, and returns the records in the order they were written.
     fn read_from(&self, positions: &mut [u64]) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
         let world = self.world.lock();
-        let mut records = Vec::new();
-        // Where each record was appended, cluster-wide, to merge several
-        // partitions in write order; one partition is in write order already.
-        let mut sequences = Vec::new();
+        // One partition is in write order already; several are merged by
+        // where each record was appended, cluster-wide.
         let merge = positions.len() > 1;
+        let mut records = Vec::new();
         for (partition, position) in (0..).zip(positions.iter_mut()) {
             let tp = self.topic.tp(partition);
             let fetch =
@@ -241,22 +240,17 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             *position = fetch.next_offset;
             records.reserve(fetch.records.len());
             for consumed in fetch.records {
-                if merge {
-                    let sequence = world.cluster.append_sequence(&tp, consumed.offset);
-                    sequences.push((sequence.unwrap_or(u64::MAX), records.len()));
-                }
-                records.push(self.decode(&tp, consumed)?);
+                let sequence = match merge {
+                    true => world.cluster.append_sequence(&tp, consumed.offset),
+                    false => None,
+                };
+                records.push((sequence.unwrap_or(u64::MAX), self.decode(&tp, consumed)?));
             }
         }
-        if !merge {
-            return Ok(records);
+        if merge {
+            records.sort_by_key(|(sequence, _)| *sequence);
         }
-        sequences.sort_unstable();
-        let mut slots: Vec<Option<OutputRecord<K, V>>> = records.into_iter().map(Some).collect();
-        Ok(sequences
-            .into_iter()
-            .map(|(_, index)| slots[index].take().expect("each record is placed once"))
-            .collect())
+        Ok(records.into_iter().map(|(_, record)| record).collect())
     }
 
     fn decode(

@@ -144,11 +144,13 @@ impl World {
             self.now,
         )?;
         let id = host.task.id().clone();
-        let unreported = self.stopped.split_off(self.reported);
-        self.stopped.retain(|error| *error.task() != id);
-        self.reported = self.stopped.len();
-        self.stopped
-            .extend(unreported.into_iter().filter(|error| *error.task() != id));
+        // A task stops once and stays stopped: at most one entry is its.
+        if let Some(at) = self.stopped.iter().position(|error| *error.task() == id) {
+            self.stopped.remove(at);
+            if at < self.reported {
+                self.reported -= 1;
+            }
+        }
         self.held_seen.retain(|(task, _, _)| *task != id);
         self.hosts[index] = host;
         Ok(())
