@@ -82,10 +82,17 @@ thread_local! {
     static ACTIVE: std::cell::Cell<Option<Mutation>> = const { std::cell::Cell::new(None) };
 }
 
-/// Activates `mutation` (or none) for the current thread.
-#[cfg(feature = "mutations")]
+/// Whether bugs can be planted: this build has the `mutations` feature.
+pub const AVAILABLE: bool = cfg!(feature = "mutations");
+
+/// Activates `mutation` (or none) for the current thread. Without the
+/// `mutations` feature nothing can be planted: check [`AVAILABLE`] first
+/// (this call then does nothing).
 pub fn set(mutation: Option<Mutation>) {
+    #[cfg(feature = "mutations")]
     ACTIVE.with(|active| active.set(mutation));
+    #[cfg(not(feature = "mutations"))]
+    let _ = mutation;
 }
 
 /// True when `mutation` is planted on this thread. Always false without the

@@ -12,8 +12,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use parsley_sim::sim::scenario::{self, Scenario};
-use parsley_sim::sim::{run, Choices};
+use parsley_sim::sim::Simulation;
 
 /// The shipped scenarios, in the order the first byte picks them.
 pub const SCENARIOS: [&str; 5] = ["balances", "audit-cut", "timers", "chain", "fan-in"];
@@ -25,21 +24,26 @@ pub const SAFETY_STEPS: u64 = 400;
 /// to quiesce (I8).
 pub const LIVENESS_STEPS: u64 = 3_000;
 
-/// The five scenarios, read once per process from `scenarios/` beside the
-/// crate that includes this file (the fuzz crate or `sim`), with the budgets
-/// shortened.
-pub fn scenarios() -> &'static [Scenario] {
-    static SCENARIOS_LOADED: OnceLock<Vec<Scenario>> = OnceLock::new();
-    SCENARIOS_LOADED.get_or_init(|| {
+/// The five scenarios' simulations, read once per process from `scenarios/`
+/// beside the crate that includes this file (the fuzz crate or `sim`), with
+/// the budgets shortened.
+pub fn simulations() -> &'static [Simulation] {
+    static LOADED: OnceLock<Vec<Simulation>> = OnceLock::new();
+    LOADED.get_or_init(|| {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let registry = parsley_sim::topologies::registry();
         SCENARIOS
             .iter()
             .map(|name| {
                 let path = dir.join(format!("{name}.toml"));
-                let mut scenario = scenario::load(&path).unwrap_or_else(|error| panic!("{error}"));
-                scenario.budget.safety_steps = SAFETY_STEPS;
-                scenario.budget.liveness_steps = LIVENESS_STEPS;
-                scenario
+                let mut scenario = registry
+                    .load(&path)
+                    .unwrap_or_else(|error| panic!("{error}"));
+                scenario.settings.budget.safety_steps = SAFETY_STEPS;
+                scenario.settings.budget.liveness_steps = LIVENESS_STEPS;
+                registry
+                    .simulation(&scenario)
+                    .unwrap_or_else(|error| panic!("{error}"))
             })
             .collect()
     })
@@ -53,20 +57,5 @@ pub fn causal_order(data: &[u8]) {
         Some((pick, tape)) => (usize::from(*pick), tape),
         None => (0, data),
     };
-    let scenario = &scenarios()[pick % SCENARIOS.len()];
-    let outcome = run(scenario, Choices::from_tape(tape.to_vec()));
-    if !outcome.violations.is_empty() {
-        let listed: Vec<String> = outcome
-            .violations
-            .iter()
-            .map(|violation| format!("  {violation}"))
-            .collect();
-        panic!(
-            "scenario {}: {} violations from a {}-byte tape:\n{}",
-            scenario.name,
-            outcome.violations.len(),
-            tape.len(),
-            listed.join("\n")
-        );
-    }
+    simulations()[pick % SCENARIOS.len()].fuzz(tape);
 }

@@ -34,8 +34,8 @@ use parsley::live::{
 };
 use parsley::{RecordData, Tp};
 use parsley_sim::live::{namespaced, plan_inputs, produce_inputs};
-use parsley_sim::sim::scenario::TopologyName;
-use parsley_sim::sim::topology::SimTopology;
+use parsley_sim::topologies::TopologyName;
+use parsley_sim::topologies::ExampleTopology;
 use parsley_sim::topologies::Order;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -60,7 +60,7 @@ fn namespace(kind: &str) -> String {
 
 struct Setup {
     client: LiveClient,
-    topology: SimTopology,
+    topology: ExampleTopology,
     assembly: Assembly,
 }
 

@@ -13,25 +13,37 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use parsley::mutation;
-use parsley_sim::sim::planted::PLANTED;
-use parsley_sim::sim::scenario::{self, Scenario};
-use parsley_sim::sim::{run_seed, Invariant};
+use parsley_sim::sim::scenario::Scenario;
+use parsley_sim::sim::{run_seed, Invariant, Simulation};
+use parsley_sim::topologies::planted::PLANTED;
 
 /// Every record the simulator moves allocates; mimalloc is far cheaper at
 /// that than the system allocator (BENCHMARKS.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn load(name: &str) -> Scenario {
+fn scenario(name: &str) -> Scenario {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../scenarios")
         .join(format!("{name}.toml"));
-    scenario::load(&path).unwrap_or_else(|error| panic!("{error}"))
+    parsley_sim::topologies::registry()
+        .load(&path)
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+fn simulation(scenario: &Scenario) -> Simulation {
+    parsley_sim::topologies::registry()
+        .simulation(scenario)
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+fn load(name: &str) -> Simulation {
+    simulation(&scenario(name))
 }
 
 const SEEDS: u64 = 200;
 
-fn throughput(name: &str, scenario: &Scenario) {
+fn throughput(name: &str, scenario: &Simulation) {
     let start = Instant::now();
     let (mut deliveries, mut steps, mut failing) = (0, 0, 0);
     for seed in 0..SEEDS {
@@ -50,7 +62,7 @@ fn throughput(name: &str, scenario: &Scenario) {
     );
 }
 /// Time until a seed of `first..` fails with `invariant`.
-fn time_to_detection(scenario: &Scenario, first: u64, invariant: Invariant) -> Option<Duration> {
+fn time_to_detection(scenario: &Simulation, first: u64, invariant: Invariant) -> Option<Duration> {
     let start = Instant::now();
     (first..first + 500).find(|&seed| {
         run_seed(scenario, seed)
@@ -76,17 +88,25 @@ fn main() {
         "{:<28} {:>10} {:>16} {:>14} {:>10}",
         "scenario", "seeds/s", "deliveries/s", "steps/seed", "failing"
     );
-    for name in ["balances", "audit-cut", "timers", "chain", "fan-in"] {
+    for name in [
+        "balances",
+        "audit-cut",
+        "timers",
+        "chain",
+        "fan-in",
+        "diamond",
+        "fan-out",
+    ] {
         if wanted(name) {
             throughput(name, &load(name));
         }
     }
-    let mut big = load("balances");
-    big.partitions = 4;
-    big.workload.inputs = 1000;
-    big.budget.safety_steps = 12_000;
+    let mut big = scenario("balances");
+    big.settings.partitions = 4;
+    big.settings.workload.inputs = 1000;
+    big.settings.budget.safety_steps = 12_000;
     if wanted("balances, 1000 inputs") {
-        throughput("balances, 1000 inputs", &big);
+        throughput("balances, 1000 inputs", &simulation(&big));
     }
     if !wanted("planted") {
         return;

@@ -50,6 +50,8 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod driver;
 pub mod host;
 #[cfg(feature = "live")]

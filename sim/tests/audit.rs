@@ -2,7 +2,6 @@
 //! logs of correct runs (test driver and simulator), and it reports the
 //! invariant a tampered log or a planted bug breaks.
 
-use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,11 +10,13 @@ use parsley::mutation::{self, Mutation};
 use parsley::record::ConsumedRecord;
 use parsley::{assemble, App, Assembly, Claim, Header, Stamp, Tp};
 use parsley_sim::audit::{audit, AuditReport, CommittedLogs, LogBounds};
-use parsley_sim::sim::scenario::{self, Scenario};
+use parsley_sim::sim::scenario::Scenario;
 use parsley_sim::sim::world::World;
 use parsley_sim::sim::{Choices, Invariant};
 use parsley_sim::topologies::{self, ChainTopics, FanInTopics, Order, PaymentsTopics};
 use parsley_sim::{TestDriver, TestRecord};
+
+mod shipped;
 
 const START: i64 = 1_700_000_000_000;
 const MINUTE: Duration = Duration::from_secs(60);
@@ -229,33 +230,31 @@ fn audit_is_clean_on_the_fan_in_under_the_test_driver() {
 // ----- the simulator -----
 
 fn load(name: &str) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(format!("{name}.toml"));
-    scenario::load(&path).unwrap_or_else(|error| panic!("{error}"))
+    shipped::scenario(name)
 }
 
 /// One simulated run of `seed` (with `planted` active during the run only),
 /// its checker's violations and the audit of its committed logs.
 fn simulate(scenario: &Scenario, seed: u64, planted: Option<Mutation>) -> (usize, AuditReport) {
+    let simulation = shipped::simulation(scenario);
     mutation::set(planted);
     let mut choices = Choices::seeded(seed);
-    let mut world = World::new(scenario, &mut choices);
-    for _ in 0..scenario.budget.safety_steps {
+    let mut world = World::new(&simulation, &mut choices);
+    for _ in 0..scenario.settings.budget.safety_steps {
         world.step(&mut choices);
     }
     let quiesced = world.run_liveness(&mut choices);
     mutation::set(None);
     let violations = parsley_sim::sim::checker::check(&parsley_sim::sim::checker::CheckInput {
-        app: &world.topology.app,
+        app: world.simulation.app(),
         assembly: &world.assembly,
         cluster: &world.cluster,
         trace: &world.trace,
         quiesced,
-        liveness_steps: scenario.budget.liveness_steps,
+        liveness_steps: scenario.settings.budget.liveness_steps,
     });
-    let logs = CommittedLogs::from_cluster(&world.cluster, &world.topology.app, &world.assembly);
-    let report = audit(&world.topology.app, &world.assembly, &logs);
+    let logs = CommittedLogs::from_cluster(&world.cluster, world.simulation.app(), &world.assembly);
+    let report = audit(world.simulation.app(), &world.assembly, &logs);
     (violations.len(), report)
 }
 

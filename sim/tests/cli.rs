@@ -7,11 +7,19 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use parsley_sim::sim::run_seed;
-use parsley_sim::sim::scenario;
 use parsley_sim::sim::world::Marks;
+use parsley_sim::sim::Simulation;
 
 const BALANCES: &str = "scenarios/balances.toml";
+
+/// The balances scenario's simulation, as the binary builds it.
+fn balances() -> Simulation {
+    let registry = parsley_sim::topologies::registry();
+    let scenario = registry
+        .load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(BALANCES))
+        .unwrap();
+    registry.simulation(&scenario).unwrap()
+}
 
 /// Runs the binary from the workspace root, where the scenario paths of the
 /// docs (`scenarios/balances.toml`) work.
@@ -84,11 +92,9 @@ fn run_prints_a_summary_and_exits_0_when_every_seed_passes() {
     assert!(wall.contains("seeds/s"), "{wall}");
 
     // The steps are the sum over the seeds, whatever the number of threads.
-    let scenario =
-        scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/balances.toml"))
-            .unwrap();
+    let simulation = balances();
     let steps: u64 = (10..16)
-        .map(|seed| run_seed(&scenario, seed).stats.steps)
+        .map(|seed| simulation.run_seed(seed).stats.steps)
         .sum();
     assert_eq!(row(&out, "steps"), Some(steps.to_string().as_str()));
     let one_thread = stdout(&sim(&["run", BALANCES, "--seeds", "10..16", "--jobs", "1"]));
@@ -164,10 +170,7 @@ fn replay_is_deterministic_and_prints_story_stats_and_trace_hash() {
 
 #[test]
 fn replaying_a_seeds_tape_gives_the_seeds_run() {
-    let scenario =
-        scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/balances.toml"))
-            .unwrap();
-    let tape = run_seed(&scenario, 3).tape;
+    let tape = balances().run_seed(3).tape;
     let path = temp_file("seed3.tape");
     let mut text = String::from("# the tape of seed 3\n");
     for line in tape.chunks(32) {

@@ -198,14 +198,14 @@ const SEEDED_TAPE_BYTES: usize = 2_000;
 /// seeded runs' tapes (one per scenario), all-zero tapes (the simplest run:
 /// no fault ever fires), and short and empty inputs.
 fn causal_order_seeds() -> Vec<(String, Vec<u8>)> {
-    let scenarios = causal_order_body::scenarios();
+    let simulations = causal_order_body::simulations();
     let mut seeds = Vec::new();
-    for (index, scenario) in scenarios.iter().enumerate() {
+    for (index, simulation) in simulations.iter().enumerate() {
         let seed = index as u64;
-        let outcome = parsley_sim::sim::run(scenario, parsley_sim::sim::Choices::seeded(seed));
+        let outcome = simulation.run_seed(seed);
         let mut input = vec![index as u8];
         input.extend_from_slice(&outcome.tape[..SEEDED_TAPE_BYTES.min(outcome.tape.len())]);
-        seeds.push((format!("{}-seed-{seed}-2000b", scenario.name), input));
+        seeds.push((format!("{}-seed-{seed}-2000b", simulation.name()), input));
     }
     for (index, name) in [(0, "balances"), (4, "fan-in")] {
         let mut input = vec![index];

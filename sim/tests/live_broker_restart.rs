@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use live_common::{set_up, terminate};
 use parsley::live::test_broker;
-use parsley_sim::sim::scenario::TopologyName;
+use parsley_sim::topologies::TopologyName;
 
 fn bounce_broker() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka/broker.sh");

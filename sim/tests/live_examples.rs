@@ -24,7 +24,7 @@ use parsley::assemble;
 use parsley::live::{test_broker, Runtime, RuntimeConfig};
 use parsley_sim::audit::CommittedLogs;
 use parsley_sim::live::{final_state, keyed_outputs, namespaced, LiveScheduler, ReadBack};
-use parsley_sim::sim::scenario::TopologyName;
+use parsley_sim::topologies::TopologyName;
 use parsley_sim::TestDriver;
 use rand_core::{RngCore, SeedableRng};
 

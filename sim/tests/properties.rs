@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 
-use parsley_sim::sim::{run, Choices, RunOutcome};
+use parsley_sim::sim::RunOutcome;
 
 // Only the scenario loader is used here; the body itself runs in
 // `fuzz_corpus.rs` and under `cargo fuzz`.
@@ -21,7 +21,7 @@ use parsley_sim::sim::{run, Choices, RunOutcome};
 #[path = "../../fuzz/bodies/causal_order.rs"]
 mod causal_order_body;
 
-use causal_order_body::{scenarios, SCENARIOS};
+use causal_order_body::{simulations, SCENARIOS};
 
 /// Tapes are at most this long: about a thousand draws, so a tape covers
 /// much of a shortened safety phase before the zero words take over.
@@ -35,7 +35,7 @@ fn tape() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn run_tape(scenario: usize, tape: &[u8]) -> RunOutcome {
-    run(&scenarios()[scenario], Choices::from_tape(tape.to_vec()))
+    simulations()[scenario].run_tape(tape)
 }
 
 /// A run's violations, one per line, for a failure message.

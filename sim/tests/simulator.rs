@@ -2,84 +2,40 @@
 //! range passes; every planted bug is caught by the invariant it breaks;
 //! runs are deterministic (I9).
 
-use std::path::{Path, PathBuf};
-use std::thread;
-
-use parsley::mutation::{self, Mutation};
-use parsley_sim::sim::planted::PLANTED;
-use parsley_sim::sim::scenario::{self, Scenario};
+use parsley::mutation::Mutation;
 use parsley_sim::sim::trace::Event;
-use parsley_sim::sim::{run, run_seed, Choices};
+use parsley_sim::sim::Simulation;
+use parsley_sim::topologies::planted::PLANTED;
 
-fn scenario_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(format!("{name}.toml"))
+mod shipped;
+
+fn load(name: &str) -> Simulation {
+    shipped::shipped(name)
 }
 
-fn load(name: &str) -> Scenario {
-    scenario::load(&scenario_path(name)).unwrap_or_else(|error| panic!("{error}"))
-}
-
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 7] = [
     "balances",
     "audit-cut",
     "timers",
     "chain",
     "fan-in",
     "diamond",
+    "fan-out",
 ];
 
-/// Runs `seeds` over all cores; returns the failing seeds with their first
-/// violation.
-fn failing_seeds(
-    scenario: &Scenario,
-    seeds: std::ops::Range<u64>,
-    planted: Option<Mutation>,
-) -> Vec<(u64, String)> {
-    let workers = thread::available_parallelism().map_or(2, |count| count.get()) as u64;
-    let mut failures: Vec<(u64, String)> = thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|worker| {
-                let seeds = seeds.clone();
-                scope.spawn(move || {
-                    mutation::set(planted);
-                    seeds
-                        .filter(|seed| seed % workers == worker)
-                        .filter_map(|seed| {
-                            let outcome = run_seed(scenario, seed);
-                            outcome
-                                .violations
-                                .first()
-                                .map(|violation| (seed, violation.to_string()))
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|handle| handle.join().expect("a worker panicked"))
-            .collect()
-    });
-    failures.sort();
-    failures
+/// Runs `seeds` over all cores; the lowest failing one, written up.
+fn failure(simulation: &Simulation, seeds: std::ops::Range<u64>) -> Option<String> {
+    simulation.check_seeds(seeds).failure
 }
 
 /// I1–I8 hold on every seed of every shipped scenario.
 #[test]
 fn every_scenario_passes_its_whole_seed_range() {
     for name in SCENARIOS {
-        let scenario = load(name);
-        let failures = failing_seeds(&scenario, scenario.seeds.range(), None);
-        assert!(
-            failures.is_empty(),
-            "{name}: {} failing seeds; first: seed {} — {}\nreplay: cargo run -p parsley-sim -- shrink scenarios/{name}.toml --seed {}",
-            failures.len(),
-            failures[0].0,
-            failures[0].1,
-            failures[0].0
-        );
+        let simulation = load(name);
+        if let Some(failure) = failure(&simulation, simulation.seeds()) {
+            panic!("{failure}\nshrink it: cargo run -p parsley-sim --features cli -- shrink scenarios/{name}.toml --seed SEED");
+        }
     }
 }
 
@@ -88,12 +44,10 @@ fn every_scenario_passes_its_whole_seed_range() {
 #[test]
 fn every_planted_bug_is_caught_by_its_invariant() {
     for (planted, name, invariant) in PLANTED {
-        let scenario = load(name);
-        let start = scenario.seeds.start;
+        let simulation = shipped::planted(&shipped::scenario(name), Some(planted));
+        let start = simulation.seeds().start;
         let caught = (start..start + 50).find_map(|seed| {
-            mutation::set(Some(planted));
-            let outcome = run_seed(&scenario, seed);
-            mutation::set(None);
+            let outcome = simulation.run_seed(seed);
             outcome
                 .violations
                 .iter()
@@ -119,9 +73,9 @@ fn every_planted_bug_is_caught_by_its_invariant() {
 #[test]
 fn the_mutation_seeds_pass_without_the_mutation() {
     for name in ["fan-in", "balances", "audit-cut"] {
-        let scenario = load(name);
-        let start = scenario.seeds.start;
-        assert!(failing_seeds(&scenario, start..start + 50, None).is_empty());
+        let simulation = load(name);
+        let start = simulation.seeds().start;
+        assert_eq!(failure(&simulation, start..start + 50), None);
     }
 }
 
@@ -130,22 +84,22 @@ fn the_mutation_seeds_pass_without_the_mutation() {
 #[test]
 fn i9_runs_are_deterministic_and_tapes_replay_them() {
     for name in SCENARIOS {
-        let scenario = load(name);
-        let first = run_seed(&scenario, 7);
-        let second = run_seed(&scenario, 7);
+        let simulation = load(name);
+        let first = simulation.run_seed(7);
+        let second = simulation.run_seed(7);
         assert_eq!(
             first.trace_hash, second.trace_hash,
             "{name}: seed 7 ran two ways"
         );
         assert_eq!(first.tape, second.tape);
-        let replayed = run(&scenario, Choices::from_tape(first.tape.clone()));
+        let replayed = simulation.run_tape(&first.tape);
         assert_eq!(
             replayed.trace_hash, first.trace_hash,
             "{name}: the tape does not replay the run"
         );
         assert_eq!(replayed.trace, first.trace);
         assert_ne!(
-            run_seed(&scenario, 8).trace_hash,
+            simulation.run_seed(8).trace_hash,
             first.trace_hash,
             "{name}: seeds 7 and 8 ran alike"
         );
@@ -157,14 +111,15 @@ fn i9_runs_are_deterministic_and_tapes_replay_them() {
 /// such, and delivered and checked like the rest.
 #[test]
 fn a_short_safety_phase_still_runs_the_whole_workload() {
-    let mut scenario = load("balances");
-    scenario.budget.safety_steps = 20;
+    let mut scenario = shipped::scenario("balances");
+    scenario.settings.budget.safety_steps = 20;
     // Every input record in the trace is then one of the workload's.
-    scenario.faults.logic_error = 0.0;
-    scenario.faults.hanging_transaction = 0.0;
-    let inputs = scenario.workload.inputs;
+    scenario.settings.faults.logic_error = 0.0;
+    scenario.settings.faults.hanging_transaction = 0.0;
+    let inputs = scenario.settings.workload.inputs;
+    let simulation = shipped::simulation(&scenario);
     for seed in 0..5 {
-        let outcome = run_seed(&scenario, seed);
+        let outcome = simulation.run_seed(seed);
         assert!(
             outcome.violations.is_empty(),
             "seed {seed}: {:?}",
@@ -194,11 +149,11 @@ fn a_short_safety_phase_still_runs_the_whole_workload() {
 /// crashes or fences, and the fan-in holds records behind claims.
 #[test]
 fn the_simulator_reaches_the_hard_cases() {
-    let scenario = load("fan-in");
+    let simulation = load("fan-in");
     let mut marks = parsley_sim::sim::world::Marks::default();
     let (mut aborts, mut crashes, mut fences) = (0, 0, 0);
     for seed in 0..20 {
-        let outcome = run_seed(&scenario, seed);
+        let outcome = simulation.run_seed(seed);
         marks.add(&outcome.stats.marks);
         aborts += outcome.stats.aborts;
         crashes += outcome.stats.crashes;
@@ -220,15 +175,17 @@ fn the_simulator_reaches_the_hard_cases() {
 /// first twenty shows it.
 #[test]
 fn i2_position_past_undelivered_records_of_a_stopped_task_is_reported() {
-    let scenario = load("balances");
-    mutation::set(Some(Mutation::PositionsPastHeld));
+    let simulation = shipped::planted(
+        &shipped::scenario("balances"),
+        Some(Mutation::PositionsPastHeld),
+    );
     let found = (0..20).find_map(|seed| {
-        run_seed(&scenario, seed)
+        simulation
+            .run_seed(seed)
             .violations
             .into_iter()
             .find(|violation| violation.message.contains("committed position"))
     });
-    mutation::set(None);
     let violation = found.expect("a seed reports the committed position");
     assert_eq!(
         violation.invariant,

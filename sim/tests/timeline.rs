@@ -2,29 +2,25 @@
 //! run of the fan-in, where orders claim payments and so holds are common.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use parsley::task::TaskId;
 use parsley::{Claim, Tp};
-use parsley_sim::sim::run_seed;
-use parsley_sim::sim::scenario::{self, Scenario};
+use parsley_sim::sim::scenario::Scenario;
 use parsley_sim::sim::timeline::render_html;
 use parsley_sim::sim::trace::{Entry, Event, TaskAt, TxnRef};
 
+mod shipped;
+
 /// The fan-in scenario, shortened for test speed.
 fn fan_in() -> Scenario {
-    let path = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../scenarios/fan-in.toml"
-    ));
-    let mut scenario = scenario::load(path).expect("the fan-in scenario loads");
-    scenario.budget.safety_steps = 600;
-    scenario.budget.liveness_steps = 2000;
+    let mut scenario = shipped::scenario("fan-in");
+    scenario.settings.budget.safety_steps = 600;
+    scenario.settings.budget.liveness_steps = 2000;
     scenario
 }
 
 fn trace_of(seed: u64) -> Vec<Entry> {
-    run_seed(&fan_in(), seed).trace
+    shipped::simulation(&fan_in()).run_seed(seed).trace
 }
 
 /// Whether some hold's claimed record was delivered on the same task
@@ -272,11 +268,7 @@ fn write_an_example_when_asked() {
         .and_then(|seed| seed.parse().ok())
         .unwrap_or(0);
     let scenario = if std::env::var_os("TIMELINE_FULL").is_some() {
-        scenario::load(Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../scenarios/fan-in.toml"
-        )))
-        .expect("the fan-in scenario loads")
+        shipped::scenario("fan-in")
     } else {
         fan_in()
     };
@@ -285,12 +277,15 @@ fn write_an_example_when_asked() {
         .ok()
         .and_then(|n| n.parse().ok())
     {
-        scenario.workload.inputs = inputs;
+        scenario.settings.workload.inputs = inputs;
     }
     let title = format!(
         "fan-in, seed {seed} ({} + {} steps)",
-        scenario.budget.safety_steps, scenario.budget.liveness_steps
+        scenario.settings.budget.safety_steps, scenario.settings.budget.liveness_steps
     );
-    let html = render_html(&run_seed(&scenario, seed).trace, &title);
+    let html = render_html(
+        &shipped::simulation(&scenario).run_seed(seed).trace,
+        &title,
+    );
     std::fs::write(out, html).expect("the example is written");
 }

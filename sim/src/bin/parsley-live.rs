@@ -23,8 +23,8 @@ use parsley::live::{
 };
 use parsley_sim::audit::audit;
 use parsley_sim::live::{namespaced, plan_inputs, produce_inputs, read_committed};
-use parsley_sim::sim::scenario::TopologyName;
-use parsley_sim::sim::topology::SimTopology;
+use parsley_sim::topologies::TopologyName;
+use parsley_sim::topologies::ExampleTopology;
 
 #[derive(Parser)]
 #[command(
@@ -143,7 +143,7 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn client_and_topology(common: &Common) -> Result<(LiveClient, SimTopology), String> {
+fn client_and_topology(common: &Common) -> Result<(LiveClient, ExampleTopology), String> {
     let servers = match &common.bootstrap {
         Some(servers) => servers.clone(),
         None => std::env::var(BOOTSTRAP_ENV)

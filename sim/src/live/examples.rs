@@ -11,8 +11,8 @@ use parsley::{Claim, Parsley, RecordData, Stamp, Tp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::sim::scenario::TopologyName;
-use crate::sim::topology::{InputTopic, SimTopology};
+use crate::topologies::TopologyName;
+use crate::topologies::example::{InputTopic, ExampleTopology};
 use crate::topologies::{
     self, ChainTopics, DiamondTopics, FanInTopics, PaymentsTopics, TimerTopics,
 };
@@ -34,7 +34,7 @@ pub fn namespaced(
     name: TopologyName,
     namespace: &str,
     tick_interval: Duration,
-) -> Result<SimTopology, ExampleError> {
+) -> Result<ExampleTopology, ExampleError> {
     let topic = |base: &str| format!("{namespace}{base}");
     let input = |name: &parsley::TopicName, orders: bool| InputTopic {
         name: name.clone(),
@@ -74,7 +74,7 @@ pub fn namespaced(
             let topics = TimerTopics::with_prefix(namespace);
             let app = topologies::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;
             let inputs = vec![input(topics.orders.name(), true)];
-            return Ok(SimTopology {
+            return Ok(ExampleTopology {
                 name,
                 app,
                 inputs,
@@ -83,7 +83,7 @@ pub fn namespaced(
             });
         }
     };
-    Ok(SimTopology {
+    Ok(ExampleTopology {
         name,
         app,
         inputs,
@@ -107,7 +107,7 @@ pub struct PlannedInput {
 /// no logic error (the examples refuse negative amounts). A fan-in's inputs
 /// alternate between payments and orders.
 pub fn plan_inputs(
-    topology: &SimTopology,
+    topology: &ExampleTopology,
     count: usize,
     keys: usize,
     seed: u64,
@@ -127,7 +127,7 @@ pub fn plan_inputs(
 /// audit cut take orders off, a fan-in adds payments and takes orders off.
 /// `None` for topologies whose state is not a per-key sum.
 pub fn expected_balances(
-    topology: &SimTopology,
+    topology: &ExampleTopology,
     plan: &[PlannedInput],
 ) -> Option<BTreeMap<String, i64>> {
     let mut balances = BTreeMap::new();
@@ -153,7 +153,7 @@ fn now_ms() -> i64 {
 /// gate must hold it until that payment is delivered.
 pub async fn produce_inputs(
     client: &LiveClient,
-    topology: &SimTopology,
+    topology: &ExampleTopology,
     assembly: &Assembly,
     plan: &[PlannedInput],
 ) -> Result<Vec<(Tp, u64)>, LiveError> {

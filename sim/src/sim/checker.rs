@@ -65,6 +65,9 @@ pub enum Invariant {
     /// Determinism: the same seed or tape gives the same trace, byte for byte
     /// (docs/RULES.md#i9).
     I9,
+    /// A property of the simulation's own (its index among the properties,
+    /// then the "sometimes" marks): the violation's message names it.
+    Property(u16),
 }
 
 impl Invariant {
@@ -80,12 +83,16 @@ impl Invariant {
             Invariant::I7 => "exactly-once outputs",
             Invariant::I8 => "liveness",
             Invariant::I9 => "determinism",
+            Invariant::Property(_) => "user property",
         }
     }
 }
 
 impl fmt::Display for Invariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Invariant::Property(index) = self {
+            return write!(f, "user property #{}", index + 1);
+        }
         let id = format!("{self:?}");
         write!(
             f,

@@ -3,10 +3,9 @@
 use std::fmt::Write;
 
 use crate::sim::checker::Invariant;
-use crate::sim::choice::Choices;
-use crate::sim::run::{run, RunOutcome};
-use crate::sim::scenario::Scenario;
+use crate::sim::run::RunOutcome;
 use crate::sim::shrink::shrink;
+use crate::sim::simulation::Simulation;
 use crate::sim::trace::Event;
 
 /// A failing run and its shrunk counterexample.
@@ -21,22 +20,24 @@ pub struct Failure {
     pub attempts: usize,
 }
 
-/// Shrinks a failing run's tape while the same invariant still fails.
-/// Returns `None` when the run did not fail.
+/// Shrinks a failing run's tape while the same invariant still fails
+/// (planting the simulation's bug on this thread). Returns `None` when the
+/// run did not fail.
 pub fn shrink_failure(
-    scenario: &Scenario,
+    simulation: &Simulation,
     original: RunOutcome,
     attempts_max: usize,
 ) -> Option<Failure> {
     let invariant = original.violations.first()?.invariant;
     let fails = |tape: &[u8]| {
-        run(scenario, Choices::from_tape(tape.to_vec()))
+        simulation
+            .run_tape(tape)
             .violations
             .iter()
             .any(|violation| violation.invariant == invariant)
     };
     let outcome = shrink(&original.tape, fails, attempts_max);
-    let shrunk = run(scenario, Choices::from_tape(outcome.tape));
+    let shrunk = simulation.run_tape(&outcome.tape);
     Some(Failure {
         original,
         shrunk,

@@ -1,11 +1,13 @@
 //! One simulated run: a safety phase with faults on, a liveness phase with
-//! faults and inputs off, then the checker over the trace and the logs.
+//! faults and inputs off, then the checker over the trace and the logs, and
+//! the user's properties over what was committed.
 
 use std::hash::{Hash, Hasher};
 
-use crate::sim::checker::{check, CheckInput, Violation};
+use crate::sim::checker::{check, CheckInput, Invariant, Violation};
 use crate::sim::choice::Choices;
-use crate::sim::scenario::Scenario;
+use crate::sim::property::Committed;
+use crate::sim::simulation::Simulation;
 use crate::sim::trace::Entry;
 use crate::sim::world::{Stats, World};
 use rustc_hash::FxHasher;
@@ -22,37 +24,76 @@ pub struct RunOutcome {
     pub stats: Stats,
     /// Whether the world quiesced within its liveness budget (I8).
     pub quiesced: bool,
-    /// What the checker found; empty for a passing run.
+    /// What the checker and the user's properties found; empty for a
+    /// passing run.
     pub violations: Vec<Violation>,
+    /// Whether this run reached each of the simulation's "sometimes" marks,
+    /// in the order of [`Simulation::sometimes_names`].
+    pub reached: Vec<bool>,
     /// A hash of the whole trace, to compare runs byte for byte (I9).
     pub trace_hash: u64,
 }
 
-/// Runs `scenario` with the choices of `seed`.
-pub fn run_seed(scenario: &Scenario, seed: u64) -> RunOutcome {
-    let mut outcome = run(scenario, Choices::seeded(seed));
+/// Runs `simulation` with the choices of `seed`, on this thread, with
+/// whatever bug this thread has planted.
+pub fn run_seed(simulation: &Simulation, seed: u64) -> RunOutcome {
+    let mut outcome = run(simulation, Choices::seeded(seed));
     outcome.seed = Some(seed);
     outcome
 }
 
-/// Runs `scenario` with the given choice source.
-pub fn run(scenario: &Scenario, mut choices: Choices) -> RunOutcome {
+/// Runs `simulation` with the given choice source.
+pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
+    let budget = simulation.settings().budget;
     // A step draws about three words; regrowing the tape by doubling cost
     // more than drawing them.
-    choices.reserve_words(scenario.budget.safety_steps.min(1 << 20) as usize * 3);
-    let mut world = World::new(scenario, &mut choices);
-    for _ in 0..scenario.budget.safety_steps {
+    choices.reserve_words(budget.safety_steps.min(1 << 20) as usize * 3);
+    let mut world = World::new(simulation, &mut choices);
+    for _ in 0..budget.safety_steps {
         world.step(&mut choices);
     }
     let quiesced = world.run_liveness(&mut choices);
-    let violations = check(&CheckInput {
-        app: &world.topology.app,
+    let mut violations = check(&CheckInput {
+        app: simulation.app(),
         assembly: &world.assembly,
         cluster: &world.cluster,
         trace: &world.trace,
         quiesced,
-        liveness_steps: scenario.budget.liveness_steps,
+        liveness_steps: budget.liveness_steps,
     });
+    let committed = Committed {
+        app: simulation.app(),
+        cluster: &world.cluster,
+        hosts: world.final_hosts(),
+        stats: &world.stats,
+        quiesced,
+    };
+    // A property's verdict is about the end of the run: it is dated at the
+    // last step.
+    let last_step = world.trace.last().map_or(0, |entry| entry.step);
+    for (index, property) in simulation.properties().iter().enumerate() {
+        if let Err(error) = (property.check)(&committed) {
+            violations.push(Violation {
+                invariant: Invariant::Property(index as u16),
+                step: last_step,
+                message: format!("property {:?} failed: {error}", property.name),
+            });
+        }
+    }
+    let mut reached = Vec::with_capacity(simulation.sometimes().len());
+    for (index, mark) in simulation.sometimes().iter().enumerate() {
+        match (mark.reached)(&committed) {
+            Ok(yes) => reached.push(yes),
+            Err(error) => {
+                reached.push(false);
+                violations.push(Violation {
+                    invariant: Invariant::Property((simulation.properties().len() + index) as u16),
+                    step: last_step,
+                    message: format!("sometimes mark {:?} could not be read: {error}", mark.name),
+                });
+            }
+        }
+    }
     let mut hasher = FxHasher::default();
     world.trace.hash(&mut hasher);
     RunOutcome {
@@ -62,6 +103,7 @@ pub fn run(scenario: &Scenario, mut choices: Choices) -> RunOutcome {
         stats: world.stats,
         quiesced,
         violations,
+        reached,
         trace_hash: hasher.finish(),
     }
 }

@@ -54,251 +54,26 @@ use std::ops::Range;
 use std::path::Path;
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_spanned::Spanned;
 
-use super::choice::Choices;
+pub use crate::sim::settings::{
+    Budget, ClockConfig, FaultRates, SeedRange, Settings, StepRange, Workload, INSTANCES_MAX,
+    PARTITIONS_MAX, SWARM_LEVELS,
+};
 
 /// A scenario, checked: every value is in range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
     /// The file stem (`balances` for `scenarios/balances.toml`).
     pub name: String,
-    /// Which example topology runs.
-    pub topology: TopologyName,
-    /// Partitions of every source topic, in `1..=64`.
-    pub partitions: u32,
-    /// Application instances sharing the tasks, in `1..=8`.
-    pub instances: u32,
+    /// The topology that runs: a name in the [`Registry`](crate::sim::Registry)
+    /// the scenario was loaded with.
+    pub topology: String,
     /// The seeds to run.
     pub seeds: SeedRange,
-    /// The input records.
-    pub workload: Workload,
-    /// The wall clock and the intervals driven by it.
-    pub clock: ClockConfig,
-    /// Fault probabilities per simulator step.
-    pub faults: FaultRates,
-    /// How long the phases of a run last.
-    pub budget: Budget,
-}
-
-/// The example topologies a scenario can name (`sim/src/topologies.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TopologyName {
-    /// The balances stage with its audit ticks.
-    Balances,
-    /// The fifth-tick audit cut.
-    AuditCut,
-    /// The timer request/reply shape (K2).
-    Timers,
-    /// A multi-stage chain.
-    Chain,
-    /// A fan-in of two sources with cross-topic causes.
-    FanIn,
-    /// A diamond: two stages consume one source (X6), a third joins them.
-    Diamond,
-}
-
-impl TopologyName {
-    /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 6] = [
-        TopologyName::Balances,
-        TopologyName::AuditCut,
-        TopologyName::Timers,
-        TopologyName::Chain,
-        TopologyName::FanIn,
-        TopologyName::Diamond,
-    ];
-
-    /// The name as written in scenario files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TopologyName::Balances => "balances",
-            TopologyName::AuditCut => "audit-cut",
-            TopologyName::Timers => "timers",
-            TopologyName::Chain => "chain",
-            TopologyName::FanIn => "fan-in",
-            TopologyName::Diamond => "diamond",
-        }
-    }
-}
-
-impl fmt::Display for TopologyName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The seeds `start..start + count`; `count >= 1` and the end fits a `u64`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SeedRange {
-    /// The first seed.
-    pub start: u64,
-    /// How many seeds.
-    pub count: u64,
-}
-
-impl SeedRange {
-    /// The seeds as a range.
-    pub fn range(&self) -> Range<u64> {
-        self.start..self.start + self.count
-    }
-}
-
-/// The input records of a run.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Workload {
-    /// Input records produced during the safety phase, `>= 1`.
-    pub inputs: u64,
-    /// Distinct keys, `>= 1`.
-    pub keys: u32,
-    /// Fraction of input batches produced in a transaction, in `[0, 1]`.
-    pub transactional: f64,
-}
-
-impl Default for Workload {
-    fn default() -> Self {
-        Workload {
-            inputs: 1000,
-            keys: 16,
-            transactional: 0.2,
-        }
-    }
-}
-
-/// How far one clock advance moves the wall clock: `1 <= min <= max`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StepRange {
-    /// The smallest step, in milliseconds.
-    pub min: u64,
-    /// The largest step, in milliseconds.
-    pub max: u64,
-}
-
-/// The wall clock and the intervals driven by it; all in milliseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClockConfig {
-    /// How far one clock advance moves the clock.
-    pub step_ms: StepRange,
-    /// The topology's tick interval, `>= 1`.
-    pub tick_interval_ms: u64,
-    /// The commit interval, `>= 1`.
-    pub commit_interval_ms: u64,
-    /// The broker aborts a hanging transaction after this, `>= 1`.
-    pub transaction_timeout_ms: u64,
-}
-
-impl Default for ClockConfig {
-    fn default() -> Self {
-        ClockConfig {
-            step_ms: StepRange { min: 1, max: 2000 },
-            tick_interval_ms: 1000,
-            commit_interval_ms: 100,
-            transaction_timeout_ms: 10_000,
-        }
-    }
-}
-
-/// Fault probabilities per simulator step, each in `[0, 1]`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct FaultRates {
-    /// Whether each seed draws its own mix ([`FaultRates::swarm`]).
-    pub swarm: bool,
-    /// Abort a task's open transaction.
-    pub abort: f64,
-    /// Fail a commit.
-    pub commit_failure: f64,
-    /// Crash an instance.
-    pub crash: f64,
-    /// Move a task to another instance.
-    pub move_task: f64,
-    /// Leave an input producer's transaction hanging until the timeout.
-    pub hanging_transaction: f64,
-    /// A logic error on a chosen record.
-    pub logic_error: f64,
-    /// A fetch sees only part of what is visible.
-    pub partial_fetch: f64,
-    /// A fetch sees nothing yet.
-    pub empty_fetch: f64,
-    /// A task's commit or abort has its markers written late: for that long
-    /// its records stay undecided to `read_committed` consumers, the last
-    /// stable offset stays pinned and its group offsets are not applied
-    /// (probability per transaction end).
-    pub marker_lag: f64,
-    /// How late, drawn per lagging end, in milliseconds of wall clock.
-    pub marker_lag_ms: StepRange,
-}
-
-impl Default for FaultRates {
-    fn default() -> Self {
-        FaultRates {
-            swarm: true,
-            abort: 0.01,
-            commit_failure: 0.01,
-            crash: 0.002,
-            move_task: 0.002,
-            hanging_transaction: 0.005,
-            logic_error: 0.001,
-            partial_fetch: 0.3,
-            empty_fetch: 0.1,
-            marker_lag: 0.5,
-            marker_lag_ms: StepRange { min: 5, max: 65 },
-        }
-    }
-}
-
-/// The per-seed factors [`FaultRates::swarm`] scales rates by are
-/// `k / (SWARM_LEVELS - 1)` for `k` in `0..SWARM_LEVELS`.
-pub const SWARM_LEVELS: u32 = 5;
-
-impl FaultRates {
-    /// This seed's fault mix (swarm testing). When `swarm` is false the rates
-    /// come back unchanged and nothing is drawn. When it is true, each rate,
-    /// in field order, is scaled by its own factor drawn from `choices`: one
-    /// of 0, ¼, ½, ¾ and 1, so a fault is switched off entirely in about a
-    /// fifth of the seeds. The zero word gives the factor 0: a zero tape
-    /// switches every fault off. The returned mix has `swarm` false: it is
-    /// already this seed's.
-    pub fn swarm(&self, choices: &mut Choices) -> FaultRates {
-        if !self.swarm {
-            return *self;
-        }
-        let mut scale =
-            |rate: f64| rate * f64::from(choices.below(SWARM_LEVELS)) / f64::from(SWARM_LEVELS - 1);
-        FaultRates {
-            swarm: false,
-            abort: scale(self.abort),
-            commit_failure: scale(self.commit_failure),
-            crash: scale(self.crash),
-            move_task: scale(self.move_task),
-            hanging_transaction: scale(self.hanging_transaction),
-            logic_error: scale(self.logic_error),
-            partial_fetch: scale(self.partial_fetch),
-            empty_fetch: scale(self.empty_fetch),
-            marker_lag: scale(self.marker_lag),
-            marker_lag_ms: self.marker_lag_ms,
-        }
-    }
-}
-
-/// How long the phases of a run last, in simulator steps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    /// Steps with inputs and faults, `>= 1`.
-    pub safety_steps: u64,
-    /// Steps after inputs and faults stop, within which the world must
-    /// quiesce (I8), `>= 1`.
-    pub liveness_steps: u64,
-}
-
-impl Default for Budget {
-    fn default() -> Self {
-        Budget {
-            safety_steps: 20_000,
-            liveness_steps: 50_000,
-        }
-    }
+    /// How the simulator stresses the topology.
+    pub settings: Settings,
 }
 
 /// A scenario file that cannot be used: `file:line: field: message`, the
@@ -329,7 +104,9 @@ fn field_part(field: &Option<String>) -> String {
 }
 
 /// Reads and checks the scenario file at `path`; its name is the file stem.
-pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+/// Its `topology` must be one of `topologies` (see
+/// [`Registry::load`](crate::sim::Registry::load)).
+pub fn load(path: &Path, topologies: &[&str]) -> Result<Scenario, ScenarioError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
         file: file.clone(),
@@ -341,14 +118,24 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         .file_stem()
         .map(|stem| stem.to_string_lossy().into_owned())
         .unwrap_or_default();
-    parse(&name, &file, &text)
+    parse(&name, &file, &text, topologies)
 }
 
 /// Parses and checks a scenario named `name` from `text`; `file` is what
-/// errors call it.
-pub fn parse(name: &str, file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+/// errors call it, and `topology` must be one of `topologies`.
+pub fn parse(
+    name: &str,
+    file: &str,
+    text: &str,
+    topologies: &[&str],
+) -> Result<Scenario, ScenarioError> {
     let raw: RawScenario = toml::from_str(text).map_err(|e| deserialize_error(file, text, &e))?;
-    Checker { file, text }.check(name, raw)
+    Checker {
+        file,
+        text,
+        topologies,
+    }
+    .check(name, raw)
 }
 
 // ---------------------------------------------------------------------------
@@ -357,7 +144,7 @@ pub fn parse(name: &str, file: &str, text: &str) -> Result<Scenario, ScenarioErr
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawScenario {
-    topology: Spanned<TopologyName>,
+    topology: Spanned<String>,
     partitions: Spanned<u32>,
     instances: Option<Spanned<u32>>,
     seeds: RawSeeds,
@@ -424,12 +211,22 @@ struct RawBudget {
 // ---------------------------------------------------------------------------
 // Checking values.
 
-const PARTITIONS_MAX: u32 = 64;
-const INSTANCES_MAX: u32 = 8;
-
 struct Checker<'a> {
     file: &'a str,
     text: &'a str,
+    /// The topologies a scenario may name.
+    topologies: &'a [&'a str],
+}
+
+/// The name in `known` closest to `name`, when one is close enough to be a
+/// likely misspelling.
+fn strsim_closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|candidate| (strsim::osa_distance(name, candidate), *candidate))
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, candidate)| candidate)
 }
 
 impl Checker<'_> {
@@ -533,6 +330,21 @@ impl Checker<'_> {
     }
 
     fn check(&self, name: &str, raw: RawScenario) -> Result<Scenario, ScenarioError> {
+        let topology_span = raw.topology.span();
+        let topology = raw.topology.into_inner();
+        if !self.topologies.contains(&topology.as_str()) {
+            let message = match strsim_closest(&topology, self.topologies) {
+                Some(close) => format!(
+                    "unknown topology {topology:?} (did you mean {close:?}?): expected one of {}",
+                    self.topologies.join(", ")
+                ),
+                None => format!(
+                    "unknown topology {topology:?}: expected one of {}",
+                    self.topologies.join(", ")
+                ),
+            };
+            return Err(self.error(topology_span, "topology", message));
+        }
         let partitions = self.within("partitions", Some(raw.partitions), 0, 1, PARTITIONS_MAX)?;
         let instances = self.within("instances", raw.instances, 1, 1, INSTANCES_MAX)?;
 
@@ -658,14 +470,16 @@ impl Checker<'_> {
 
         Ok(Scenario {
             name: name.to_owned(),
-            topology: raw.topology.into_inner(),
-            partitions,
-            instances,
+            topology,
             seeds: SeedRange { start, count },
-            workload,
-            clock,
-            faults,
-            budget,
+            settings: Settings {
+                partitions,
+                instances,
+                workload,
+                clock,
+                faults,
+                budget,
+            },
         })
     }
 }
@@ -937,7 +751,34 @@ impl<'de> Visitor<'de> for LocatedVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::choice::Choices;
     use std::path::PathBuf;
+
+    /// The example topologies' names: what `parsley-sim` accepts.
+    fn known() -> Vec<&'static str> {
+        vec![
+            "balances",
+            "audit-cut",
+            "timers",
+            "chain",
+            "fan-in",
+            "diamond",
+            "fan-out",
+        ]
+    }
+
+    fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        super::load(path, &known())
+    }
+
+    fn parse(name: &str, file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        super::parse(name, file, text, &known())
+    }
+
+    #[test]
+    fn the_known_names_are_the_example_registry() {
+        assert_eq!(crate::topologies::registry().names(), known());
+    }
 
     fn fixture(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1103,7 +944,7 @@ mod tests {
                 assert_eq!(scenario.name, path.file_stem().unwrap().to_string_lossy());
                 assert!(scenario.seeds.count >= 1);
                 names.push(scenario.name.clone());
-                topologies.push(scenario.topology);
+                topologies.push(scenario.topology.clone());
             }
         }
         names.sort();
@@ -1116,14 +957,15 @@ mod tests {
                 "chain",
                 "diamond",
                 "fan-in",
+                "fan-out",
                 "timers"
             ]
         );
         // One scenario per example topology, named after it.
-        assert_eq!(topologies, TopologyName::ALL);
-        for topology in TopologyName::ALL {
-            assert!(names.iter().any(|name| name == topology.as_str()));
-        }
+        let mut known = known();
+        known.sort();
+        assert_eq!(topologies, known);
+        assert_eq!(names, known);
     }
 
     const FULL: &str = r#"
@@ -1166,30 +1008,35 @@ liveness_steps = 50000
             full,
             Scenario {
                 name: "full".into(),
-                topology: TopologyName::Balances,
-                partitions: 4,
-                instances: 2,
+                topology: "balances".into(),
                 seeds: SeedRange {
                     start: 0,
                     count: 2000
                 },
-                workload: Workload::default(),
-                clock: ClockConfig::default(),
-                faults: FaultRates::default(),
-                budget: Budget::default(),
+                settings: Settings {
+                    partitions: 4,
+                    instances: 2,
+                    workload: Workload::default(),
+                    clock: ClockConfig::default(),
+                    faults: FaultRates::default(),
+                    budget: Budget::default(),
+                },
             }
         );
         assert_eq!(full.seeds.range(), 0..2000);
 
         let minimal = "topology = \"fan-in\"\npartitions = 4\nseeds = { start = 0, count = 2000 }\n[workload]\n[clock]\n";
         let minimal = parse("full", "minimal.toml", minimal).unwrap();
-        assert_eq!(minimal.instances, 1);
-        assert_eq!(minimal.topology, TopologyName::FanIn);
+        assert_eq!(minimal.settings.instances, 1);
+        assert_eq!(minimal.topology, "fan-in");
         assert_eq!(
             minimal,
             Scenario {
-                topology: TopologyName::FanIn,
-                instances: 1,
+                topology: "fan-in".into(),
+                settings: Settings {
+                    instances: 1,
+                    ..full.settings
+                },
                 ..full
             }
         );
@@ -1200,10 +1047,10 @@ liveness_steps = 50000
         let text = "topology = \"timers\"\npartitions = 1\nseeds.start = 5\nseeds.count = 3\nfaults.abort = 1\nfaults.crash = 0\n";
         let scenario = parse("dotted", "dotted.toml", text).unwrap();
         assert_eq!(scenario.seeds.range(), 5..8);
-        assert_eq!(scenario.faults.abort, 1.0);
-        assert_eq!(scenario.faults.crash, 0.0);
+        assert_eq!(scenario.settings.faults.abort, 1.0);
+        assert_eq!(scenario.settings.faults.crash, 0.0);
         assert_eq!(
-            scenario.faults.commit_failure,
+            scenario.settings.faults.commit_failure,
             FaultRates::default().commit_failure
         );
     }
@@ -1315,13 +1162,21 @@ liveness_steps = 50000
 
     #[test]
     fn topology_names_round_trip() {
-        for topology in TopologyName::ALL {
+        for topology in known() {
             let text = format!(
                 "topology = \"{topology}\"\npartitions = 1\nseeds = {{ start = 0, count = 1 }}\n"
             );
             assert_eq!(parse("t", "t.toml", &text).unwrap().topology, topology);
         }
-        assert_eq!(TopologyName::AuditCut.as_str(), "audit-cut");
+    }
+
+    #[test]
+    fn an_unknown_topology_suggests_the_closest_name() {
+        let text = "topology = \"diamnd\"\npartitions = 1\nseeds = { start = 0, count = 1 }\n";
+        let error = parse("t", "t.toml", text).unwrap_err();
+        assert_eq!((error.line, error.field.as_deref()), (Some(1), Some("topology")));
+        assert!(error.message.contains("did you mean \"diamond\"?"), "{error}");
+        assert!(error.message.contains("fan-out"), "{error}");
     }
 
     #[test]

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use parsley::assembly::Assembly;
 use parsley::partitioner::partition_for;
 use parsley::record::RecordData;
@@ -21,8 +20,8 @@ use parsley::{assemble, Claim, Stamp, TaskConfig, Tp};
 use crate::host::{CommitOutcome, HostError, Markers, Sent, TaskHost};
 use crate::model::{Cluster, Isolation, ModelError};
 use crate::sim::choice::Choices;
-use crate::sim::scenario::{FaultRates, Scenario};
-use crate::sim::topology::SimTopology;
+use crate::sim::settings::{FaultRates, Settings};
+use crate::sim::simulation::{Draw, Encoded, Simulation};
 use crate::sim::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -101,6 +100,22 @@ pub struct Stats {
     pub marks: Marks,
 }
 
+impl Stats {
+    /// Adds another run's counters; `held_max` is a maximum.
+    pub fn add(&mut self, other: &Stats) {
+        self.steps += other.steps;
+        self.inputs += other.inputs;
+        self.inputs_after_faults += other.inputs_after_faults;
+        self.deliveries += other.deliveries;
+        self.commits += other.commits;
+        self.aborts += other.aborts;
+        self.crashes += other.crashes;
+        self.fences += other.fences;
+        self.held_max = self.held_max.max(other.held_max);
+        self.marks.add(&other.marks);
+    }
+}
+
 struct Instance {
     alive: bool,
     hosts: Vec<Hosted>,
@@ -143,8 +158,8 @@ enum Action {
 
 /// The simulated world: the model, the application instances and their tasks, inputs, the scheduler and the wall clock. Every choice comes from the run's choice source.
 pub struct World {
-    /// The topology that runs.
-    pub topology: SimTopology,
+    /// The simulation that runs.
+    pub simulation: Simulation,
     /// Its assembly on the model.
     pub assembly: Assembly,
     /// The in-memory Kafka model.
@@ -155,7 +170,7 @@ pub struct World {
     pub trace: Vec<Entry>,
     /// The counters so far.
     pub stats: Stats,
-    scenario: Scenario,
+    settings: Settings,
     faults: FaultRates,
     /// Each fault's share of the action draw's range, in draws per million
     /// (see [`World::draw_action`]); fixed for the run.
@@ -170,18 +185,15 @@ pub struct World {
     poison_left: u32,
     input_transactions: u64,
     scheduler: Option<Scheduler>,
-    /// The fan-in's orders claim the last committed payment of their partition.
-    last_payment: BTreeMap<u32, u64>,
+    /// The latest committed record of each claimed input, by (input,
+    /// partition): what a claiming input's records may claim.
+    latest: FxHashMap<(usize, u32), u64>,
     /// Heads already recorded as held: (instance, task index, lane, offset).
     held_seen: FxHashSet<(u32, u32, usize, u64)>,
     /// Every task, shared by the events that name it, with its index.
     task_ids: BTreeMap<TaskId, (Arc<TaskId>, u32)>,
     /// The buffer `deliver_one` collects deliverable tps in.
     ready: Vec<Tp>,
-    /// Encoded input keys by key number, and input values by (input,
-    /// amount): see [`World::encoded_input`].
-    input_keys: Vec<Option<Bytes>>,
-    input_values: FxHashMap<(usize, i64), Bytes>,
     step: u64,
     live: bool,
     /// Transaction ends whose markers are not written yet: when (wall
@@ -195,29 +207,36 @@ const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
 const ACTION_RANGE: u32 = 1_000_000;
 
 impl World {
-    /// A world for `scenario`, drawing its setup from `choices`.
-    pub fn new(scenario: &Scenario, choices: &mut Choices) -> World {
-        let tick_interval = Duration::from_millis(scenario.clock.tick_interval_ms);
-        let topology = SimTopology::build(scenario.topology, tick_interval);
+    /// A world for `simulation`, drawing its setup from `choices`.
+    pub fn new(simulation: &Simulation, choices: &mut Choices) -> World {
+        let scenario = simulation.settings();
         let mut cluster =
             Cluster::with_transaction_timeout(scenario.clock.transaction_timeout_ms as i64);
-        for contract in parsley::ContractProbes::probe(&topology.app) {
+        for contract in parsley::ContractProbes::probe(simulation.app()) {
             cluster
                 .create_topic_named(contract.name.clone(), scenario.partitions)
                 .expect("each topic is created once");
         }
-        let assembly = assemble(&topology.app, &cluster)
+        let assembly = assemble(simulation.app(), &cluster)
             .expect("the world creates every topic the probe lists");
         let faults = scenario.faults.swarm(choices);
         let fault_ppm = World::fault_ppm(&faults, scenario.instances);
-        let scheduler = topology.timers.as_ref().map(|timers| Scheduler {
+        let scheduler = simulation.timers().map(|(requests, _)| Scheduler {
             timers: TimerScheduler::new(),
             requests: (0..scenario.partitions)
-                .map(|partition| (timers.requests.tp(partition), 0))
+                .map(|partition| (Tp::new(requests.clone(), partition), 0))
                 .collect(),
         });
+        // Without a generator of rejected records, the logic-error fault
+        // has nothing to produce.
+        let poison_left = u32::from(
+            simulation
+                .inputs()
+                .iter()
+                .any(|input| input.rejected.is_some()),
+        );
         let mut world = World {
-            topology,
+            simulation: simulation.clone(),
             assembly,
             cluster,
             now: 1_700_000_000_000,
@@ -225,7 +244,7 @@ impl World {
             // doubling copied a few percent of a run.
             trace: Vec::with_capacity(scenario.budget.safety_steps.min(1 << 20) as usize + 1024),
             stats: Stats::default(),
-            scenario: scenario.clone(),
+            settings: *scenario,
             faults,
             fault_ppm,
             instances: (0..scenario.instances)
@@ -238,15 +257,13 @@ impl World {
             pending_starts: BTreeSet::new(),
             newest: BTreeMap::new(),
             inputs_left: scenario.workload.inputs,
-            poison_left: 1,
+            poison_left,
             input_transactions: 0,
             scheduler,
-            last_payment: BTreeMap::new(),
+            latest: FxHashMap::default(),
             held_seen: FxHashSet::default(),
             task_ids: BTreeMap::new(),
             ready: Vec::new(),
-            input_keys: Vec::new(),
-            input_values: FxHashMap::default(),
             step: 0,
             live: false,
             unwritten_markers: Vec::new(),
@@ -282,7 +299,7 @@ impl World {
 
     fn config(&self) -> TaskConfig {
         TaskConfig {
-            commit_interval: Duration::from_millis(self.scenario.clock.commit_interval_ms),
+            commit_interval: Duration::from_millis(self.settings.clock.commit_interval_ms),
         }
     }
 
@@ -300,7 +317,7 @@ impl World {
         let config = self.config();
         let host = TaskHost::start(
             &mut self.cluster,
-            &self.topology.app,
+            self.simulation.app(),
             &self.assembly,
             &task.stage,
             task.partition,
@@ -425,8 +442,8 @@ impl World {
             Action::Tick => self.tick_one(choices),
             Action::AdvanceClock => {
                 let step = choices.range_inclusive(
-                    self.scenario.clock.step_ms.min,
-                    self.scenario.clock.step_ms.max,
+                    self.settings.clock.step_ms.min,
+                    self.settings.clock.step_ms.max,
                 );
                 self.advance_clock(step as i64);
             }
@@ -876,35 +893,14 @@ impl World {
         } else {
             (1 + choices.below(4) as u64).min(self.inputs_left)
         };
-        let transactional = !poison && choices.chance(self.scenario.workload.transactional);
+        let transactional = !poison && choices.chance(self.settings.workload.transactional);
         let mut records = Vec::new();
         for _ in 0..batch {
-            let input = choices.below(self.topology.inputs.len() as u32) as usize;
-            let key = choices.below(self.scenario.workload.keys);
-            let amount = if poison {
-                -1
+            let (input, tp, data) = if poison {
+                self.rejected_record(choices)
             } else {
-                1 + i64::from(choices.below(100))
-            };
-            let (key, value) = self.encoded_input(input, key, amount);
-            let partition = partition_for(Some(&key), self.scenario.partitions, 0);
-            let tp = Tp::new(self.topology.inputs[input].name.clone(), partition);
-            let mut headers = Vec::new();
-            // The fan-in: an order may claim the last committed payment of its
-            // partition, so the gate holds it until that payment is delivered.
-            if self.topology.cross_claims && input == 1 && choices.chance(0.5) {
-                if let Some(&payment) = self.last_payment.get(&partition) {
-                    let payments = Tp::new(self.topology.inputs[0].name.clone(), partition);
-                    headers.push(parsley::header::stamp_header(&Stamp::from_claims([
-                        Claim::new(payments, payment),
-                    ])));
-                }
-            }
-            let data = RecordData {
-                key: Some(key),
-                value: Some(value),
-                headers,
-                timestamp: self.now,
+                let input = choices.below(self.simulation.inputs().len() as u32) as usize;
+                self.input_record(choices, input)
             };
             records.push((input, tp, data));
         }
@@ -941,12 +937,12 @@ impl World {
                 outcome: InputOutcome::Committed,
             });
             for (input, tp, offset) in sent {
-                self.note_payment(input, &tp, offset);
+                self.note_committed(input, &tp, offset);
             }
         } else {
             for (input, tp, data) in records {
                 let offset = self.cluster.append(&tp, data).expect("input topics exist");
-                self.note_payment(input, &tp, offset);
+                self.note_committed(input, &tp, offset);
                 self.record(Event::InputProduced {
                     tp,
                     offset,
@@ -956,28 +952,77 @@ impl World {
         }
     }
 
-    /// The encoded key (`k<key>`) and value of an input record. Inputs come
-    /// from a few keys and amounts, so each is encoded once per run.
-    fn encoded_input(&mut self, input: usize, key: u32, amount: i64) -> (Bytes, Bytes) {
-        let cached_key = self.input_keys.get(key as usize).cloned().flatten();
-        let cached_value = self.input_values.get(&(input, amount)).cloned();
-        if let (Some(key), Some(value)) = (cached_key, cached_value) {
-            return (key, value);
-        }
-        let (encoded_key, value) = self
-            .topology
-            .encode_input(input, &format!("k{key}"), amount);
-        if self.input_keys.len() <= key as usize {
-            self.input_keys.resize(key as usize + 1, None);
-        }
-        self.input_keys[key as usize] = Some(encoded_key.clone());
-        self.input_values.insert((input, amount), value.clone());
-        (encoded_key, value)
+    /// A record of `input` from its generator: its tp, and its claim on the
+    /// latest committed record of each upstream input it may claim.
+    fn input_record(&mut self, choices: &mut Choices, input: usize) -> (usize, Tp, RecordData) {
+        let generate = Arc::clone(&self.simulation.inputs()[input].generate);
+        let encoded = generate(&mut Draw::new(choices, self.settings.workload.keys));
+        self.place(choices, input, encoded)
     }
 
-    fn note_payment(&mut self, input: usize, tp: &Tp, offset: u64) {
-        if self.topology.cross_claims && input == 0 {
-            self.last_payment.insert(tp.partition, offset);
+    /// A record the logic rejects (X5), from one of the inputs that can make
+    /// one.
+    fn rejected_record(&mut self, choices: &mut Choices) -> (usize, Tp, RecordData) {
+        let able: Vec<usize> = (0..self.simulation.inputs().len())
+            .filter(|&input| self.simulation.inputs()[input].rejected.is_some())
+            .collect();
+        let input = *choices.pick(&able);
+        let generate = Arc::clone(
+            self.simulation.inputs()[input]
+                .rejected
+                .as_ref()
+                .expect("only inputs with a rejected generator are picked"),
+        );
+        let encoded = generate(&mut Draw::new(choices, self.settings.workload.keys));
+        self.place(choices, input, encoded)
+    }
+
+    /// The tp and record of a generated key and value: a key goes where
+    /// Kafka's default partitioner sends it, a null key to a drawn partition.
+    fn place(
+        &mut self,
+        choices: &mut Choices,
+        input: usize,
+        encoded: Encoded,
+    ) -> (usize, Tp, RecordData) {
+        let topic = self.simulation.inputs()[input].topic.clone();
+        let (key, value) = encoded.unwrap_or_else(|error| {
+            panic!("the input generator of topic {topic:?} made a record its own codecs refuse: {error}")
+        });
+        let partition = match &key {
+            Some(key) => partition_for(Some(key), self.settings.partitions, 0),
+            None => choices.below(self.settings.partitions),
+        };
+        let mut headers = Vec::new();
+        let claims = self.simulation.inputs()[input].claims.clone();
+        let mut stamp = Stamp::empty();
+        for (upstream, probability) in claims {
+            if choices.chance(probability) {
+                if let Some(&offset) = self.latest.get(&(upstream, partition)) {
+                    let upstream = &self.simulation.inputs()[upstream].topic;
+                    stamp.merge(&Stamp::from_claims([Claim::new(
+                        Tp::new(upstream.clone(), partition),
+                        offset,
+                    )]));
+                }
+            }
+        }
+        if !stamp.is_empty() {
+            headers.push(parsley::header::stamp_header(&stamp));
+        }
+        let data = RecordData {
+            key,
+            value: Some(value),
+            headers,
+            timestamp: self.now,
+        };
+        (input, Tp::new(topic, partition), data)
+    }
+
+    /// Remembers a committed input record that other inputs may claim.
+    fn note_committed(&mut self, input: usize, tp: &Tp, offset: u64) {
+        if self.simulation.inputs()[input].claimed {
+            self.latest.insert((input, tp.partition), offset);
         }
     }
 
@@ -990,17 +1035,8 @@ impl World {
         self.cluster
             .begin(producer, self.now)
             .expect("a fresh producer begins");
-        let input = choices.below(self.topology.inputs.len() as u32) as usize;
-        let key = choices.below(self.scenario.workload.keys);
-        let (key, value) = self.encoded_input(input, key, 1);
-        let partition = partition_for(Some(&key), self.scenario.partitions, 0);
-        let tp = Tp::new(self.topology.inputs[input].name.clone(), partition);
-        let data = RecordData {
-            key: Some(key),
-            value: Some(value),
-            headers: Vec::new(),
-            timestamp: self.now,
-        };
+        let input = choices.below(self.simulation.inputs().len() as u32) as usize;
+        let (_, tp, data) = self.input_record(choices, input);
         let offset = self
             .cluster
             .send(producer, &tp, data)
@@ -1023,11 +1059,10 @@ impl World {
             return;
         };
         let fires = self
-            .topology
-            .timers
-            .as_ref()
+            .simulation
+            .timers()
             .expect("a scheduler runs the timer shape")
-            .fires
+            .1
             .clone();
         for (tp, position) in scheduler.requests.iter_mut() {
             let fetch = self
@@ -1044,7 +1079,7 @@ impl World {
         }
         let mut fired = Vec::new();
         for (partition, data) in scheduler.timers.due(self.now) {
-            let tp = fires.tp(partition);
+            let tp = Tp::new(fires.clone(), partition);
             let offset = self
                 .cluster
                 .append(&tp, data)
@@ -1185,8 +1220,8 @@ impl World {
                 .retain(|hosted| owners.get(&*hosted.at.task) == Some(&(instance as u32)));
         }
         self.start_pending();
-        let commit_interval = self.scenario.clock.commit_interval_ms as i64;
-        for _ in 0..self.scenario.budget.liveness_steps {
+        let commit_interval = self.settings.clock.commit_interval_ms as i64;
+        for _ in 0..self.settings.budget.liveness_steps {
             if self.quiesced() {
                 return true;
             }
@@ -1279,6 +1314,21 @@ impl World {
             }
         }
         self.pending_starts.is_empty()
+    }
+
+    /// Every task's host at the end of a run, stopped ones included: on
+    /// each task's owner, one per task (zombies are gone by then).
+    pub fn final_hosts(&self) -> Vec<&TaskHost> {
+        let mut hosts: Vec<&TaskHost> = Vec::new();
+        for (instance, state) in self.instances.iter().enumerate() {
+            for hosted in &state.hosts {
+                let owner = self.owners.get(&*hosted.at.task) == Some(&(instance as u32));
+                if owner && !hosts.iter().any(|host| host.task.id() == &*hosted.at.task) {
+                    hosts.push(&hosted.host);
+                }
+            }
+        }
+        hosts
     }
 
     /// Whether faults and inputs have stopped (the liveness phase, I8).

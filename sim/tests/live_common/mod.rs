@@ -15,8 +15,8 @@ use parsley_sim::live::{
     expected_balances, final_state, namespaced, plan_inputs, produce_inputs, read_committed,
     wait_caught_up, PlannedInput, ReadBack,
 };
-use parsley_sim::sim::scenario::TopologyName;
-use parsley_sim::sim::topology::SimTopology;
+use parsley_sim::topologies::TopologyName;
+use parsley_sim::topologies::ExampleTopology;
 
 pub const TICK: Duration = Duration::from_millis(500);
 pub const PATIENCE: Duration = Duration::from_secs(120);
@@ -30,7 +30,7 @@ fn namespace(kind: &str) -> String {
 
 pub struct Live {
     pub client: LiveClient,
-    pub topology: SimTopology,
+    pub topology: ExampleTopology,
     pub assembly: Assembly,
     pub namespace: String,
 }

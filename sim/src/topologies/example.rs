@@ -1,15 +1,65 @@
-//! The example topologies as the simulator runs them: the application, its
-//! input topics, and how to encode an input record.
+//! The example topologies as the live runner drives them: the application,
+//! its input topics, and how to encode an input record. (The simulator runs
+//! the examples through its public API: [`super::simulations`].)
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use parsley::{App, Codec, Json, TopicName, Utf8, I64};
 
-use crate::sim::scenario::TopologyName;
+use std::fmt;
+
 use crate::topologies::{
     self, ChainTopics, DiamondTopics, FanInTopics, Order, PaymentsTopics, TimerTopics,
 };
+
+/// The example topologies the live runner and its tests run
+/// (`sim/src/topologies/mod.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TopologyName {
+    /// The balances stage with its audit ticks.
+    Balances,
+    /// The fifth-tick audit cut.
+    AuditCut,
+    /// The timer request/reply shape (K2).
+    Timers,
+    /// A multi-stage chain.
+    Chain,
+    /// A fan-in of two sources with cross-topic causes.
+    FanIn,
+    /// A diamond: two stages consume one source (X6), a third joins them.
+    Diamond,
+}
+
+impl TopologyName {
+    /// Every topology, in declaration order.
+    pub const ALL: [TopologyName; 6] = [
+        TopologyName::Balances,
+        TopologyName::AuditCut,
+        TopologyName::Timers,
+        TopologyName::Chain,
+        TopologyName::FanIn,
+        TopologyName::Diamond,
+    ];
+
+    /// The name as written in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopologyName::Balances => "balances",
+            TopologyName::AuditCut => "audit-cut",
+            TopologyName::Timers => "timers",
+            TopologyName::Chain => "chain",
+            TopologyName::FanIn => "fan-in",
+            TopologyName::Diamond => "diamond",
+        }
+    }
+}
+
+impl fmt::Display for TopologyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// An input topic and the shape of its values.
 #[derive(Clone, Debug)]
@@ -20,8 +70,8 @@ pub struct InputTopic {
     pub orders: bool,
 }
 
-/// An example topology, ready for the simulator: the application, its inputs, and the timer shape if it has one.
-pub struct SimTopology {
+/// An example topology, ready for the live runner: the application, its inputs, and the timer shape if it has one.
+pub struct ExampleTopology {
     /// The topic name.
     pub name: TopologyName,
     /// The application.
@@ -34,9 +84,9 @@ pub struct SimTopology {
     pub cross_claims: bool,
 }
 
-impl SimTopology {
+impl ExampleTopology {
     /// Builds the example topology `name` with the given tick interval.
-    pub fn build(name: TopologyName, tick_interval: Duration) -> SimTopology {
+    pub fn build(name: TopologyName, tick_interval: Duration) -> ExampleTopology {
         let input = |name: &TopicName, orders: bool| InputTopic {
             name: name.clone(),
             orders,
@@ -85,7 +135,7 @@ impl SimTopology {
             }
         };
         let (app, inputs, timers, cross_claims) = built;
-        SimTopology {
+        ExampleTopology {
             name,
             app: app.expect("the example topologies compose"),
             inputs,

@@ -1,0 +1,535 @@
+//! The command-line runner of the simulator over a [`Registry`] of
+//! topologies: it runs a scenario file over a range of seeds, replays one run
+//! (from a seed or a tape) and shrinks a failing one. `parsley-sim` is this
+//! runner over the example topologies; a user's own binary over their own
+//! topologies is one line (feature `cli`):
+//!
+//! ```no_run
+//! use parsley_sim::sim::Registry;
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let registry = Registry::new(); // .topology("mine", |settings| …)
+//!     parsley_sim::cli::main(registry)
+//! }
+//! ```
+//!
+//! Exit codes: 0 when every run passed, 1 when a run violated an invariant,
+//! 2 for bad arguments, a bad scenario file or a file that cannot be used.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use parsley::mutation::Mutation;
+
+use crate::sim::checker::Violation;
+use crate::sim::report::{self, Failure};
+use crate::sim::runner::{parse_partition, partition};
+use crate::sim::scenario::{Scenario, ScenarioError};
+use crate::sim::world::Stats;
+use crate::sim::{tape, timeline, Registry, RegistryError, RunOutcome, Simulation};
+
+#[derive(Parser)]
+#[command(
+    name = "parsley-sim",
+    version,
+    about = "Runs Parsley's deterministic simulator over scenario files",
+    after_help = "Exit codes: 0 all runs passed, 1 an invariant was violated, \
+                  2 bad arguments or a bad scenario file.\n\n\
+                  Examples:\n  \
+                  parsley-sim run scenarios/balances.toml --seeds 0..200\n  \
+                  parsley-sim replay scenarios/balances.toml --seed 3 --timeline run.html\n  \
+                  parsley-sim shrink scenarios/fan-in.toml --seed 7 --tape-out seed7.tape"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every seed of a range and print a summary; report the lowest failing seed, shrunk.
+    Run(RunArgs),
+    /// Replay one run (a seed or a tape) and print its story, stats, violations and trace hash.
+    Replay(ReplayArgs),
+    /// Shrink a failing seed to a short counterexample.
+    Shrink(ShrinkArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// The scenario file (TOML, see scenarios/README.md).
+    scenario: PathBuf,
+    /// Plant a bug (parsley::mutation) to show the checker catching it.
+    /// Needs a binary built with `--features mutations`.
+    #[arg(long, value_name = "NAME")]
+    mutation: Option<String>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Seeds to run, half-open: `0..200` runs seeds 0 to 199 [default: the scenario's `seeds`].
+    #[arg(long, value_name = "A..B", value_parser = parse_seeds)]
+    seeds: Option<Range<u64>>,
+    /// Run only the I-th of N interleaved slices of the seeds (1-based), to
+    /// split a range across machines, as cargo-nextest's `--partition count:I/N`.
+    #[arg(long, value_name = "I/N", value_parser = parse_partition_arg)]
+    partition: Option<(u64, u64)>,
+    /// Worker threads, each running whole seeds [default: available parallelism].
+    #[arg(long, short, value_name = "N", value_parser = parse_jobs)]
+    jobs: Option<u64>,
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["seed", "tape"])))]
+struct ReplayArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The seed to replay.
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// Replay a hex tape file instead of a seed (as written by `shrink --tape-out`).
+    #[arg(long, value_name = "FILE")]
+    tape: Option<PathBuf>,
+    /// Write a picture of the run (HTML with an inline SVG) to FILE.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ShrinkArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The failing seed to shrink.
+    #[arg(long, value_name = "S")]
+    seed: u64,
+    /// At most this many candidate tapes are tried.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    attempts: usize,
+    /// Write the shrunk tape as hex to FILE, for `replay --tape FILE`.
+    #[arg(long, value_name = "FILE")]
+    tape_out: Option<PathBuf>,
+}
+
+/// What makes the runner exit with code 2.
+#[derive(Debug)]
+struct CliError(String);
+
+impl From<ScenarioError> for CliError {
+    fn from(error: ScenarioError) -> Self {
+        CliError(error.to_string())
+    }
+}
+
+impl From<RegistryError> for CliError {
+    fn from(error: RegistryError) -> Self {
+        CliError(error.to_string())
+    }
+}
+
+/// Runs the command line over `registry`'s topologies and returns the exit
+/// code (see the module docs).
+pub fn main(registry: Registry) -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Run(args) => run_seeds(&registry, args),
+        Command::Replay(args) => replay(&registry, args),
+        Command::Shrink(args) => shrink(&registry, args),
+    };
+    match result {
+        Ok(true) => ExitCode::from(1),
+        Ok(false) => ExitCode::SUCCESS,
+        Err(CliError(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A loaded scenario with the options every command shares.
+struct Setup {
+    path: String,
+    scenario: Scenario,
+    simulation: Simulation,
+    mutation: Option<Mutation>,
+}
+
+impl Setup {
+    fn load(registry: &Registry, common: &Common) -> Result<Setup, CliError> {
+        let mutation = resolve_mutation(common.mutation.as_deref())?;
+        let scenario = registry.load(&common.scenario)?;
+        let simulation = registry
+            .simulation_with(&scenario.topology, &scenario.settings)?
+            .seeds(scenario.seeds.range())
+            .name(scenario.name.clone())
+            .planted(mutation)
+            .build()
+            .map_err(|error| CliError(format!("{}: {error}", common.scenario.display())))?;
+        Ok(Setup {
+            path: common.scenario.display().to_string(),
+            scenario,
+            simulation,
+            mutation,
+        })
+    }
+
+    /// Runs one seed on this thread, with the mutation planted.
+    fn run_seed(&self, seed: u64) -> RunOutcome {
+        self.simulation.run_seed(seed)
+    }
+
+    /// Shrinks a failing run on this thread (with the mutation planted)
+    /// and prints its report. `None` when the run passed.
+    fn shrink(&self, outcome: RunOutcome, attempts: usize) -> Option<Failure> {
+        let seed = outcome.seed;
+        let what = seed.map_or_else(|| "the tape".to_string(), |seed| format!("seed {seed}"));
+        eprintln!("shrinking {what} (up to {attempts} attempts)…");
+        let failure = report::shrink_failure(&self.simulation, outcome, attempts)?;
+        println!("{}", report::render(&self.path, &failure));
+        if let (Some(mutation), Some(seed)) = (self.mutation, seed) {
+            println!("With the planted bug:");
+            for command in ["replay", "shrink"] {
+                println!(
+                    "  cargo run -p parsley-sim --features mutations -- {command} {} --seed {seed} --mutation {}",
+                    self.path,
+                    mutation.name()
+                );
+            }
+        }
+        Some(failure)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// run
+
+/// What a worker keeps of one seed's run.
+struct SeedResult {
+    index: usize,
+    seed: u64,
+    stats: Stats,
+    violations: Vec<Violation>,
+}
+
+fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
+    let setup = Setup::load(registry, &args.common)?;
+    let range = args.seeds.unwrap_or_else(|| setup.scenario.seeds.range());
+    let seeds: Vec<u64> = match args.partition {
+        Some((index, count)) => partition(range.clone(), index, count),
+        None => range.clone().collect(),
+    };
+    let count = seeds.len() as u64;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64));
+    let threads = jobs.min(count);
+    let progress = progress_bar(count);
+    let started = Instant::now();
+
+    // Workers take the next seed from a shared counter and send back what
+    // they keep; results are put back in seed order.
+    let next = AtomicU64::new(0);
+    let mut results: Vec<Option<SeedResult>> = (0..count).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let (sender, receiver) = mpsc::channel();
+        for _ in 0..threads {
+            let (sender, next, setup, seeds) = (sender.clone(), &next, &setup, &seeds);
+            scope.spawn(move || loop {
+                let index = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(&seed) = seeds.get(index) else {
+                    break;
+                };
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| setup.run_seed(seed))).unwrap_or_else(|panic| {
+                    eprintln!("seed {seed} panicked; replay it with: parsley-sim replay {} --seed {seed}", setup.path);
+                    std::panic::resume_unwind(panic)
+                });
+                let result = SeedResult {
+                    index,
+                    seed,
+                    stats: outcome.stats,
+                    violations: outcome.violations,
+                };
+                if sender.send(result).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(sender);
+        let mut failing = 0;
+        for result in receiver {
+            if !result.violations.is_empty() {
+                failing += 1;
+                progress.set_message(format!("{failing} failing"));
+            }
+            progress.inc(1);
+            let index = result.index;
+            results[index] = Some(result);
+        }
+    });
+    progress.finish_and_clear();
+    let elapsed = started.elapsed();
+    let results: Vec<SeedResult> = results.into_iter().flatten().collect();
+
+    let mut total = Stats::default();
+    for result in &results {
+        total.add(&result.stats);
+    }
+    let failing: Vec<&SeedResult> = results
+        .iter()
+        .filter(|result| !result.violations.is_empty())
+        .collect();
+
+    row(
+        "scenario",
+        format!("{} ({})", setup.scenario.name, setup.path),
+    );
+    if let Some(mutation) = setup.mutation {
+        row("mutation", format!("{} (planted)", mutation.name()));
+    }
+    let slice = match args.partition {
+        Some((index, of)) => format!(", slice {index}/{of}"),
+        None => String::new(),
+    };
+    row(
+        "seeds",
+        format!("{}..{} ({count} seeds{slice})", range.start, range.end),
+    );
+    print_stats(&total, "summed over seeds");
+    row("violations", format!("{} failing seeds", failing.len()));
+    if !failing.is_empty() {
+        let listed: Vec<String> = failing
+            .iter()
+            .take(10)
+            .map(|r| r.seed.to_string())
+            .collect();
+        let more = failing.len().saturating_sub(listed.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        row("failing seeds", format!("{}{more}", listed.join(", ")));
+    }
+    let secs = elapsed.as_secs_f64();
+    row(
+        "wall time",
+        format!(
+            "{secs:.2} s ({:.1} seeds/s, {threads} thread{})",
+            count as f64 / secs.max(1e-9),
+            if threads == 1 { "" } else { "s" }
+        ),
+    );
+
+    if let Some(first) = failing.first() {
+        println!();
+        setup.shrink(setup.run_seed(first.seed), 2000);
+    }
+    Ok(!failing.is_empty())
+}
+
+/// A progress bar on stderr, hidden when stderr is not a terminal.
+fn progress_bar(count: u64) -> ProgressBar {
+    use std::io::IsTerminal;
+    let target = if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let style = ProgressStyle::with_template(
+        "{elapsed_precise} [{wide_bar}] {pos}/{len} seeds  {rate}  eta {eta}  {msg}",
+    )
+    .expect("a valid template")
+    .with_key(
+        "rate",
+        |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+            let _ = write!(out, "{:.1} seeds/s", state.per_sec());
+        },
+    )
+    .progress_chars("=> ");
+    ProgressBar::with_draw_target(Some(count), target).with_style(style)
+}
+
+/// Parses `I/N` with `1 <= I <= N`.
+fn parse_partition_arg(text: &str) -> Result<(u64, u64), String> {
+    parse_partition(text).ok_or_else(|| format!("expected I/N with 1 <= I <= N, got {text:?}"))
+}
+
+/// Parses a number of worker threads, at least one.
+fn parse_jobs(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("at least one worker thread is needed".into()),
+        Ok(jobs) => Ok(jobs),
+        Err(e) => Err(format!("{text:?} is not a number of threads ({e})")),
+    }
+}
+
+/// Parses a half-open seed range `A..B` with `A < B`.
+fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
+    let Some((start, end)) = text.split_once("..") else {
+        return Err(format!(
+            "expected a half-open range A..B such as 0..200, got {text:?}"
+        ));
+    };
+    let number = |part: &str, which: &str| {
+        part.trim().parse::<u64>().map_err(|e| {
+            format!("the {which} of {text:?} is not a seed ({e}); expected A..B such as 0..200")
+        })
+    };
+    let (start, end) = (number(start, "start")?, number(end, "end")?);
+    if end <= start {
+        return Err(format!(
+            "{start}..{end} holds no seed: the range is half-open, so the end must be greater than the start"
+        ));
+    }
+    Ok(start..end)
+}
+
+// ---------------------------------------------------------------------------
+// replay
+
+fn replay(registry: &Registry, args: ReplayArgs) -> Result<bool, CliError> {
+    let setup = Setup::load(registry, &args.common)?;
+    let (outcome, title) = match (&args.tape, args.seed) {
+        (Some(path), _) => {
+            let tape = read_tape(path)?;
+            let what = format!("{} bytes of tape from {}", tape.len(), path.display());
+            (setup.simulation.run_tape(&tape), what)
+        }
+        (None, Some(seed)) => (setup.run_seed(seed), format!("seed {seed}")),
+        (None, None) => unreachable!("clap requires --seed or --tape"),
+    };
+    let title = format!("{}: {title}", setup.scenario.name);
+    println!("Replaying {title} ({})", setup.path);
+    if let Some(mutation) = setup.mutation {
+        println!("with the planted bug {}", mutation.name());
+    }
+    println!("\nWhat happened:");
+    print!("{}", report::story(&outcome, 200));
+    println!();
+    row("quiesced", outcome.quiesced.to_string());
+    print_stats(&outcome.stats, "this run");
+    row("violations", outcome.violations.len().to_string());
+    for violation in &outcome.violations {
+        println!("  {violation}");
+    }
+    row("trace hash", format!("{:016x}", outcome.trace_hash));
+    if let Some(path) = &args.timeline {
+        let html = timeline::render_html(&outcome.trace, &title);
+        write_file(path, &html)?;
+        println!("timeline written to {}", path.display());
+    }
+    Ok(!outcome.violations.is_empty())
+}
+
+// ---------------------------------------------------------------------------
+// shrink
+
+fn shrink(registry: &Registry, args: ShrinkArgs) -> Result<bool, CliError> {
+    let setup = Setup::load(registry, &args.common)?;
+    let outcome = setup.run_seed(args.seed);
+    let Some(failure) = setup.shrink(outcome, args.attempts) else {
+        println!(
+            "seed {} of {} passes: nothing to shrink",
+            args.seed, setup.path
+        );
+        return Ok(false);
+    };
+    if let Some(path) = &args.tape_out {
+        // A tape reads zeros past its end, so trailing zeros can go.
+        let tape = &failure.shrunk.tape;
+        let tape = &tape[..tape
+            .iter()
+            .rposition(|byte| *byte != 0)
+            .map_or(0, |i| i + 1)];
+        let mut text = format!(
+            "# parsley-sim tape: {} seed {} shrunk, violates {}\n",
+            setup.path, args.seed, failure.invariant
+        );
+        for line in tape.chunks(32) {
+            text.extend(line.iter().map(|byte| format!("{byte:02x}")));
+            text.push('\n');
+        }
+        write_file(path, &text)?;
+        let (features, mutation) = match setup.mutation {
+            Some(m) => (" --features mutations", format!(" --mutation {}", m.name())),
+            None => ("", String::new()),
+        };
+        println!(
+            "Shrunk tape ({} bytes) written to {}; replay it with:\n  \
+             cargo run -p parsley-sim{features} -- replay {} --tape {}{mutation}",
+            tape.len(),
+            path.display(),
+            setup.path,
+            path.display()
+        );
+    }
+    Ok(true)
+}
+
+/// Reads a hex tape; whitespace and `#` comment lines are ignored.
+fn read_tape(path: &Path) -> Result<Vec<u8>, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError(format!("{}: cannot read the tape: {e}", path.display())))?;
+    tape::from_hex(&text)
+        .map_err(|why| CliError(format!("{}: not a hex tape: {why}", path.display())))
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
+    std::fs::write(path, text)
+        .map_err(|e| CliError(format!("{}: cannot write: {e}", path.display())))
+}
+
+// ---------------------------------------------------------------------------
+// mutations and output
+
+/// Resolves `--mutation NAME`; without the `mutations` feature any name is
+/// an error, so [`plant`] only ever plants with the feature on.
+fn resolve_mutation(name: Option<&str>) -> Result<Option<Mutation>, CliError> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    if !parsley::mutation::AVAILABLE {
+        return Err(CliError(format!(
+            "--mutation {name}: this binary was built without planted bugs; \
+             build it with `--features mutations`, e.g. \
+             cargo run -p parsley-sim --features mutations -- run SCENARIO --mutation {name}"
+        )));
+    }
+    Mutation::from_name(name).map(Some).ok_or_else(|| {
+        let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
+        CliError(format!(
+            "unknown mutation {name:?}; valid names: {}",
+            names.join(", ")
+        ))
+    })
+}
+
+fn print_stats(stats: &Stats, marks_note: &str) {
+    row("steps", stats.steps.to_string());
+    row("inputs", stats.inputs.to_string());
+    row(
+        "  produced after faults stopped",
+        stats.inputs_after_faults.to_string(),
+    );
+    row("deliveries", stats.deliveries.to_string());
+    row("commits", stats.commits.to_string());
+    row("aborts", stats.aborts.to_string());
+    row("crashes", stats.crashes.to_string());
+    row("fences", stats.fences.to_string());
+    row("max held", stats.held_max.to_string());
+    println!("sometimes ({marks_note}):");
+    for (name, count) in stats.marks.named() {
+        let never = if count == 0 { "  (never reached)" } else { "" };
+        row(&format!("  {name}"), format!("{count}{never}"));
+    }
+}
+
+fn row(label: &str, value: String) {
+    println!("{label:<40} {value}");
+}

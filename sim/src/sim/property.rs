@@ -1,0 +1,305 @@
+//! What a user's property reads after a seed: the committed records of
+//! every topic through the topics' own codecs, per partition in offset
+//! order, and the committed state of every task.
+
+use bytes::Bytes;
+use parsley::partitioner::partition_for;
+use parsley::record::ConsumedRecord;
+use parsley::stage::SlotKey;
+use parsley::task::TaskId;
+use parsley::{App, Record, Topic, Tp};
+
+use crate::host::TaskHost;
+use crate::model::{Cluster, Isolation};
+use crate::sim::world::Stats;
+
+/// Any error a property returns; a `String` or `&str` converts with `?` or
+/// `.into()`.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a property returns: `Err` says what is wrong.
+pub type PropertyResult = Result<(), BoxError>;
+
+/// A property could not read what it asked for: each names the topic, stage
+/// or record.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// No such topic in the run.
+    #[error("topic {topic:?} does not exist in this run")]
+    UnknownTopic {
+        /// The topic.
+        topic: String,
+    },
+    /// No such partition of the topic.
+    #[error("topic {topic:?} has {partitions} partitions; there is no partition {partition}")]
+    UnknownPartition {
+        /// The topic.
+        topic: String,
+        /// The partition asked for.
+        partition: u32,
+        /// How many the topic has.
+        partitions: u32,
+    },
+    /// A committed record the topic's codecs cannot decode.
+    #[error("{topic}-{partition}@{offset}: {error}")]
+    Decode {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The record's offset.
+        offset: u64,
+        /// What the codec said.
+        error: parsley::RecordCodecError,
+    },
+    /// A slot's key the topic's key codec cannot decode.
+    #[error("a key slot of stage {stage:?} does not decode with {topic:?}'s key codec: {error}")]
+    SlotKey {
+        /// The stage.
+        stage: String,
+        /// The topic whose codec was used.
+        topic: String,
+        /// What the codec said.
+        error: parsley::CodecError,
+    },
+    /// A key the topic's key codec cannot encode.
+    #[error("the key for topic {topic:?} does not encode: {error}")]
+    Encode {
+        /// The topic.
+        topic: String,
+        /// What the codec said.
+        error: parsley::CodecError,
+    },
+    /// No task of that stage and partition ran.
+    #[error("application {app:?} has no task {stage}[{partition}] in this run (stages: {stages})")]
+    UnknownTask {
+        /// The application id.
+        app: String,
+        /// The stage asked for.
+        stage: String,
+        /// The partition asked for.
+        partition: u32,
+        /// The application's stages.
+        stages: String,
+    },
+    /// The stage keeps another state type.
+    #[error("stage {stage:?} does not keep state of type {type_name}")]
+    WrongStateType {
+        /// The stage.
+        stage: String,
+        /// The type asked for.
+        type_name: &'static str,
+    },
+}
+
+/// What one seed committed, once its world quiesced (or ran out of
+/// liveness budget): read-only, for properties and "sometimes" marks.
+pub struct Committed<'a> {
+    pub(crate) app: &'a App,
+    pub(crate) cluster: &'a Cluster,
+    /// The final task hosts, stopped ones included, one per task.
+    pub(crate) hosts: Vec<&'a TaskHost>,
+    pub(crate) stats: &'a Stats,
+    pub(crate) quiesced: bool,
+}
+
+impl<'a> Committed<'a> {
+    /// The application that ran.
+    pub fn app(&self) -> &App {
+        self.app
+    }
+
+    /// The run's counters (inputs, commits, aborts, crashes, rare states
+    /// reached).
+    pub fn stats(&self) -> &Stats {
+        self.stats
+    }
+
+    /// Whether the world quiesced within its liveness budget (I8).
+    pub fn quiesced(&self) -> bool {
+        self.quiesced
+    }
+
+    /// How many partitions `topic` has.
+    pub fn partitions<K: 'static, V: 'static>(&self, topic: &Topic<K, V>) -> Result<u32, ReadError> {
+        self.cluster
+            .partitions(topic.name().as_str())
+            .ok_or_else(|| ReadError::UnknownTopic {
+                topic: topic.name().to_string(),
+            })
+    }
+
+    /// The committed records of one partition of `topic`, in offset order,
+    /// decoded with the topic's codecs (records of aborted or open
+    /// transactions are not there, as a `read_committed` consumer sees).
+    pub fn partition<K: 'static, V: 'static>(
+        &self,
+        topic: &Topic<K, V>,
+        partition: u32,
+    ) -> Result<Vec<Record<K, V>>, ReadError> {
+        let partitions = self.partitions(topic)?;
+        if partition >= partitions {
+            return Err(ReadError::UnknownPartition {
+                topic: topic.name().to_string(),
+                partition,
+                partitions,
+            });
+        }
+        let tp = topic.tp(partition);
+        self.committed_raw(&tp)?
+            .iter()
+            .map(|consumed| {
+                topic
+                    .decode(&tp, consumed)
+                    .map_err(|error| ReadError::Decode {
+                        topic: tp.topic.to_string(),
+                        partition,
+                        offset: consumed.offset,
+                        error,
+                    })
+            })
+            .collect()
+    }
+
+    /// The committed records of every partition of `topic`: partition 0 in
+    /// offset order, then partition 1, and so on.
+    pub fn records<K: 'static, V: 'static>(
+        &self,
+        topic: &Topic<K, V>,
+    ) -> Result<Vec<Record<K, V>>, ReadError> {
+        let mut records = Vec::new();
+        for partition in 0..self.partitions(topic)? {
+            records.extend(self.partition(topic, partition)?);
+        }
+        Ok(records)
+    }
+
+    /// The committed records of `tp` as bytes, headers (stamps) included.
+    pub fn committed_raw(&self, tp: &Tp) -> Result<Vec<ConsumedRecord>, ReadError> {
+        let unknown = || ReadError::UnknownTopic {
+            topic: tp.topic.to_string(),
+        };
+        let fetch = self
+            .cluster
+            .fetch(tp, 0, usize::MAX, Isolation::ReadCommitted)
+            .map_err(|_| unknown())?;
+        Ok(fetch.records)
+    }
+
+    fn host(&self, stage: &str, partition: u32) -> Result<&'a TaskHost, ReadError> {
+        let task = TaskId {
+            stage: stage.into(),
+            partition,
+        };
+        self.hosts
+            .iter()
+            .find(|host| *host.task.id() == task)
+            .copied()
+            .ok_or_else(|| ReadError::UnknownTask {
+                app: self.app.id().to_string(),
+                stage: stage.to_string(),
+                partition,
+                stages: self
+                    .app
+                    .stages()
+                    .iter()
+                    .map(|plan| plan.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    fn slots<S: Clone + 'static>(
+        &self,
+        stage: &str,
+        partition: u32,
+    ) -> Result<&'a parsley::stage::Slots<S>, ReadError> {
+        self.host(stage, partition)?
+            .task
+            .slots::<S>()
+            .ok_or(ReadError::WrongStateType {
+                stage: stage.to_string(),
+                type_name: std::any::type_name::<S>(),
+            })
+    }
+
+    /// The committed state of `key`'s slot in `stage`, on the task that
+    /// consumes the partition `key` goes to in `topic`; `None` when unseen or
+    /// deleted.
+    pub fn key_slot<S: Clone + 'static, K: 'static, V: 'static>(
+        &self,
+        stage: &str,
+        topic: &Topic<K, V>,
+        key: &K,
+    ) -> Result<Option<S>, ReadError> {
+        let bytes = topic
+            .key_codec()
+            .encode(key)
+            .map_err(|error| ReadError::Encode {
+                topic: topic.name().to_string(),
+                error,
+            })?;
+        let partition = partition_for(Some(&bytes), self.partitions(topic)?, 0);
+        Ok(self
+            .slots::<S>(stage, partition)?
+            .committed(&SlotKey::Key(bytes))
+            .cloned())
+    }
+
+    /// Every committed key slot of `stage`'s task on `partition`, keys
+    /// decoded with `topic`'s key codec, in no particular order.
+    pub fn key_slots<S: Clone + 'static, K: 'static, V: 'static>(
+        &self,
+        stage: &str,
+        topic: &Topic<K, V>,
+        partition: u32,
+    ) -> Result<Vec<(K, S)>, ReadError> {
+        let mut slots = Vec::new();
+        for (slot, state) in self.slots::<S>(stage, partition)?.committed_slots() {
+            if let SlotKey::Key(bytes) = slot {
+                let key = decode_key(stage, topic, bytes)?;
+                slots.push((key, state.clone()));
+            }
+        }
+        Ok(slots)
+    }
+
+    /// The committed state of `stage`'s tick slot on `partition` (T7).
+    pub fn tick_slot<S: Clone + 'static>(
+        &self,
+        stage: &str,
+        partition: u32,
+    ) -> Result<Option<S>, ReadError> {
+        Ok(self
+            .slots::<S>(stage, partition)?
+            .committed(&SlotKey::Tick)
+            .cloned())
+    }
+
+    /// The tasks that stopped (X5), with the error that stopped each.
+    pub fn stopped(&self) -> Vec<(TaskId, String)> {
+        self.hosts
+            .iter()
+            .filter_map(|host| {
+                host.task
+                    .failure()
+                    .map(|error| (host.task.id().clone(), error.to_string()))
+            })
+            .collect()
+    }
+}
+
+fn decode_key<K: 'static, V: 'static>(
+    stage: &str,
+    topic: &Topic<K, V>,
+    bytes: &Bytes,
+) -> Result<K, ReadError> {
+    topic
+        .key_codec()
+        .decode(bytes)
+        .map_err(|error| ReadError::SlotKey {
+            stage: stage.to_string(),
+            topic: topic.name().to_string(),
+            error,
+        })
+}

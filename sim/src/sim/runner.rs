@@ -1,0 +1,569 @@
+//! Many seeds from `cargo test`: [`Simulation::check`] runs a simulation's
+//! seeds on every core and, on a failure, panics with the seed, the shrunk
+//! story and a line that replays exactly that run, writes its timeline
+//! under `target/`, and keeps the shrunk tape in a regressions file next to
+//! the test, replayed first on later runs (proptest's habit).
+//!
+//! The environment steers it:
+//!
+//! * `PARSLEY_SIM_REPLAY=seed=N` or `PARSLEY_SIM_REPLAY=tape=HEX` runs only
+//!   that seed or tape and prints its story;
+//! * `PARSLEY_SIM_SEEDS=N` runs `N` seeds from the simulation's first, or
+//!   `PARSLEY_SIM_SEEDS=A..B` those seeds;
+//! * `PARSLEY_SIM_PARTITION=I/N` runs the `I`-th of `N` slices of the seeds
+//!   (1-based, as cargo-nextest's `--partition count:I/N`), so a CI matrix
+//!   can split millions of seeds across machines;
+//! * `PARSLEY_SIM_JOBS=N` sets the worker threads (default: every core).
+
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::panic::Location;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::sim::report;
+use crate::sim::run::RunOutcome;
+use crate::sim::simulation::Simulation;
+use crate::sim::tape;
+use crate::sim::timeline::render_html;
+use crate::sim::world::Stats;
+
+/// Shrink attempts before a failure is reported.
+const SHRINK_ATTEMPTS: usize = 500;
+
+/// What [`Simulation::check_seeds`] found.
+#[derive(Debug)]
+pub struct Summary {
+    /// The seeds run, and the regression tapes replayed first.
+    pub seeds: u64,
+    /// Regression tapes replayed before the seeds.
+    pub regressions: u64,
+    /// Counters over every run (`held_max` is the largest).
+    pub stats: Stats,
+    /// Each "sometimes" mark with the number of runs that reached it.
+    pub reached: Vec<(String, u64)>,
+    /// The failure, written up, if any run failed.
+    pub failure: Option<String>,
+}
+
+impl Summary {
+    /// The marks no run reached.
+    pub fn never_reached(&self) -> Vec<&str> {
+        self.reached
+            .iter()
+            .filter(|(_, count)| *count == 0)
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+}
+
+/// Where a check was called from, for regression files and replay lines.
+#[derive(Clone, Debug)]
+struct Caller {
+    /// The test's source file, as the compiler names it.
+    file: &'static str,
+    /// The test's name (libtest names each test's thread after it).
+    test: Option<String>,
+}
+
+impl Simulation {
+    /// Runs the simulation's seeds (see [`SimulationBuilder::seeds`] and the
+    /// module docs for the environment) and panics, with the lowest failing
+    /// seed shrunk, its story and a replay line, if any run breaks a rule
+    /// or a property, or if a "sometimes" mark is never reached.
+    ///
+    /// [`SimulationBuilder::seeds`]: crate::sim::SimulationBuilder::seeds
+    #[track_caller]
+    pub fn check(&self) {
+        let caller = Caller {
+            file: Location::caller().file(),
+            test: test_name(),
+        };
+        let summary = self.check_with(&caller);
+        if let Some(failure) = &summary.failure {
+            panic!("{failure}");
+        }
+        let never = summary.never_reached();
+        if !never.is_empty() {
+            panic!(
+                "{}: {} seeds passed, but no run reached {}: the workload or the faults never exercise {}",
+                self.name(),
+                summary.seeds,
+                never
+                    .iter()
+                    .map(|name| format!("{name:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if never.len() == 1 { "it" } else { "them" }
+            );
+        }
+        eprintln!(
+            "{}: {} seeds passed ({} regressions replayed first; {} deliveries, {} aborts, {} crashes)",
+            self.name(),
+            summary.seeds,
+            summary.regressions,
+            summary.stats.deliveries,
+            summary.stats.aborts,
+            summary.stats.crashes
+        );
+    }
+
+    /// Runs `seeds` (no environment, no regression file) and says what was
+    /// found, without panicking: for tests of the harness itself and for
+    /// runners of their own.
+    pub fn check_seeds(&self, seeds: Range<u64>) -> Summary {
+        self.run_many(Vec::new(), seeds.collect(), None)
+    }
+
+    fn check_with(&self, caller: &Caller) -> Summary {
+        if let Ok(replay) = std::env::var("PARSLEY_SIM_REPLAY") {
+            return self.replay(&replay, caller);
+        }
+        let regressions = regressions_file(caller.file);
+        let tapes = regressions
+            .as_deref()
+            .map(|path| read_regressions(path, caller.test.as_deref()))
+            .unwrap_or_default();
+        let seeds = match seeds_from_env(self.seeds()) {
+            Ok(seeds) => seeds,
+            Err(message) => panic!("{message}"),
+        };
+        let seeds = match partition_from_env(seeds) {
+            Ok(seeds) => seeds,
+            Err(message) => panic!("{message}"),
+        };
+        let context = Context {
+            caller,
+            regressions: regressions.as_deref(),
+        };
+        self.run_many(tapes, seeds, Some(&context))
+    }
+
+    /// Runs the regression tapes, then the seeds on every core; the lowest
+    /// failing seed (or the first failing tape) is shrunk and written up.
+    fn run_many(&self, tapes: Vec<Vec<u8>>, seeds: Vec<u64>, context: Option<&Context>) -> Summary {
+        let marks: Vec<String> = self.sometimes_names().map(str::to_string).collect();
+        let mut summary = Summary {
+            seeds: seeds.len() as u64,
+            regressions: tapes.len() as u64,
+            stats: Stats::default(),
+            reached: marks.iter().map(|name| (name.clone(), 0)).collect(),
+            failure: None,
+        };
+        for tape in &tapes {
+            let outcome = self.run_tape(tape);
+            if !outcome.violations.is_empty() {
+                summary.failure = Some(self.write_up(outcome, context, "a regression tape"));
+                return summary;
+            }
+        }
+        let jobs = std::env::var("PARSLEY_SIM_JOBS")
+            .ok()
+            .and_then(|jobs| jobs.parse::<usize>().ok())
+            .filter(|jobs| *jobs >= 1)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let next = AtomicU64::new(0);
+        // The lowest failing seed's index: seeds past it need not run.
+        let lowest_failure = AtomicU64::new(u64::MAX);
+        let results = Mutex::new((Stats::default(), vec![0u64; marks.len()], None));
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.min(seeds.len()).max(1) {
+                scope.spawn(|| {
+                    let mut stats = Stats::default();
+                    let mut reached = vec![0u64; marks.len()];
+                    let mut failed: Option<(u64, RunOutcome)> = None;
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        if index as usize >= seeds.len()
+                            || index > lowest_failure.load(Ordering::Relaxed)
+                        {
+                            break;
+                        }
+                        let outcome = self.run_seed(seeds[index as usize]);
+                        stats.add(&outcome.stats);
+                        for (count, yes) in reached.iter_mut().zip(&outcome.reached) {
+                            *count += u64::from(*yes);
+                        }
+                        if !outcome.violations.is_empty() {
+                            lowest_failure.fetch_min(index, Ordering::Relaxed);
+                            if failed.as_ref().is_none_or(|(at, _)| index < *at) {
+                                failed = Some((index, outcome));
+                            }
+                        }
+                    }
+                    let mut results = results.lock().expect("a worker panicked");
+                    results.0.add(&stats);
+                    for (total, count) in results.1.iter_mut().zip(&reached) {
+                        *total += count;
+                    }
+                    if let Some((index, outcome)) = failed {
+                        let lower = match &results.2 {
+                            Some((at, _)) => index < *at,
+                            None => true,
+                        };
+                        if lower {
+                            results.2 = Some((index, outcome));
+                        }
+                    }
+                });
+            }
+        });
+        let (stats, reached, failed) = results.into_inner().expect("a worker panicked");
+        summary.stats = stats;
+        for ((_, total), count) in summary.reached.iter_mut().zip(reached) {
+            *total = count;
+        }
+        if let Some((_, outcome)) = failed {
+            let seed = outcome.seed.expect("seeded runs know their seed");
+            summary.failure = Some(self.write_up(outcome, context, &format!("seed {seed}")));
+        }
+        summary
+    }
+
+    /// Shrinks a failing run, writes its timeline and regression line, and
+    /// returns the report a test panics with.
+    fn write_up(&self, outcome: RunOutcome, context: Option<&Context>, what: &str) -> String {
+        self.plant();
+        let seed = outcome.seed;
+        let failure = report::shrink_failure(self, outcome, SHRINK_ATTEMPTS)
+            .expect("only failing runs are written up");
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{}: {what} fails {}",
+            self.name(),
+            failure.invariant
+        );
+        for violation in failure.original.violations.iter().take(5) {
+            let _ = writeln!(out, "  {violation}");
+        }
+        let _ = writeln!(
+            out,
+            "\nShrunk in {} attempts from {} to {} non-zero choices; it fails:",
+            failure.attempts,
+            report::nonzero_words(&failure.original.tape),
+            report::nonzero_words(&failure.shrunk.tape),
+        );
+        for violation in failure.shrunk.violations.iter().take(3) {
+            let _ = writeln!(out, "  {violation}");
+        }
+        let _ = writeln!(out, "\nWhat happened (shrunk):");
+        out.push_str(&report::story(&failure.shrunk, 40));
+        let hex = tape::to_hex(&failure.shrunk.tape);
+        if let Some(context) = context {
+            let filter = context
+                .caller
+                .test
+                .as_deref()
+                .map(|test| format!(" -- {test} --exact"))
+                .unwrap_or_default();
+            let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "PACKAGE".into());
+            let target = test_target().map_or_else(String::new, |target| format!(" --test {target}"));
+            let _ = writeln!(out, "\nReplay:");
+            if let Some(seed) = seed {
+                let _ = writeln!(
+                    out,
+                    "  PARSLEY_SIM_REPLAY=seed={seed} cargo test -p {package}{target}{filter}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "  PARSLEY_SIM_REPLAY=tape={hex} cargo test -p {package}{target}{filter}"
+            );
+            if let Some(path) = write_timeline(self, &failure.shrunk, context.caller, seed) {
+                let _ = writeln!(out, "Timeline of the shrunk run: {}", path.display());
+            }
+            if let Some(path) = context.regressions {
+                match append_regression(path, context.caller.test.as_deref(), &hex, &failure) {
+                    Ok(()) => {
+                        let _ = writeln!(
+                            out,
+                            "Kept in {} (replayed first from now on; commit it)",
+                            path.display()
+                        );
+                    }
+                    Err(error) => {
+                        let _ = writeln!(out, "Could not keep the tape in {}: {error}", path.display());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Runs `data` as a choice tape and panics, listing every violation, if
+    /// the run breaks a rule or a property: the whole body of a cargo-fuzz
+    /// target, whose bytes then spell interleavings, faults and inputs.
+    /// Past the end of the tape every choice is the simplest one, so short
+    /// inputs are short, fault-free runs.
+    pub fn fuzz(&self, data: &[u8]) {
+        let outcome = self.run_tape(data);
+        if !outcome.violations.is_empty() {
+            let listed: Vec<String> = outcome
+                .violations
+                .iter()
+                .map(|violation| format!("  {violation}"))
+                .collect();
+            panic!(
+                "{}: {} violations from a {}-byte tape:\n{}",
+                self.name(),
+                outcome.violations.len(),
+                data.len(),
+                listed.join("\n")
+            );
+        }
+    }
+
+    /// `PARSLEY_SIM_REPLAY`: one seed or tape, its story printed.
+    fn replay(&self, replay: &str, caller: &Caller) -> Summary {
+        let outcome = match replay.split_once('=') {
+            Some(("seed", seed)) => match seed.trim().parse::<u64>() {
+                Ok(seed) => self.run_seed(seed),
+                Err(_) => panic!("PARSLEY_SIM_REPLAY=seed={seed}: {seed:?} is not a seed"),
+            },
+            Some(("tape", hex)) => match tape::from_hex(hex) {
+                Ok(tape) => self.run_tape(&tape),
+                Err(error) => panic!("PARSLEY_SIM_REPLAY=tape=…: not a hex tape: {error}"),
+            },
+            _ => panic!(
+                "PARSLEY_SIM_REPLAY={replay:?}: expected seed=N or tape=HEX"
+            ),
+        };
+        eprintln!(
+            "{}: replaying {replay}\n{}",
+            self.name(),
+            report::story(&outcome, 80)
+        );
+        let mut summary = Summary {
+            seeds: 1,
+            regressions: 0,
+            stats: outcome.stats.clone(),
+            reached: Vec::new(),
+            failure: None,
+        };
+        if !outcome.violations.is_empty() {
+            let mut out = format!("{}: the replayed run fails\n", self.name());
+            for violation in &outcome.violations {
+                let _ = writeln!(out, "  {violation}");
+            }
+            if let Some(path) = write_timeline(self, &outcome, caller, outcome.seed) {
+                let _ = writeln!(out, "Timeline: {}", path.display());
+            }
+            summary.failure = Some(out);
+        }
+        summary
+    }
+}
+
+struct Context<'a> {
+    caller: &'a Caller,
+    regressions: Option<&'a Path>,
+}
+
+/// libtest runs each test on a thread named after it.
+fn test_name() -> Option<String> {
+    std::thread::current()
+        .name()
+        .filter(|name| *name != "main")
+        .map(str::to_string)
+}
+
+/// The test binary's target name (`diamond` for `tests/diamond.rs`): its
+/// file name without cargo's hash.
+fn test_target() -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let stem = exe.file_stem()?.to_str()?;
+    let (name, hash) = stem.rsplit_once('-')?;
+    hash.chars()
+        .all(|c| c.is_ascii_hexdigit())
+        .then(|| name.to_string())
+}
+
+/// The test source file on disk: the compiler names it relative to the
+/// workspace root, and tests run in their package's directory.
+fn source_file(file: &str) -> Option<PathBuf> {
+    let file = Path::new(file);
+    if file.is_absolute() {
+        return file.exists().then(|| file.to_path_buf());
+    }
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())?;
+    start
+        .ancestors()
+        .map(|dir| dir.join(file))
+        .find(|candidate| candidate.exists())
+}
+
+/// `tests/diamond.rs` keeps its failing tapes in
+/// `tests/sim-regressions/diamond.txt`.
+fn regressions_file(file: &str) -> Option<PathBuf> {
+    let source = source_file(file)?;
+    let stem = source.file_stem()?.to_str()?.to_string();
+    Some(source.parent()?.join("sim-regressions").join(format!("{stem}.txt")))
+}
+
+/// The tapes kept for `test` (lines `<test> <hex tape>`; `#` comments).
+fn read_regressions(path: &Path, test: Option<&str>) -> Vec<Vec<u8>> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let mut tapes = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((name, hex)) = line.split_once(' ') else {
+            panic!("{}:{}: expected `<test name> <hex tape>`", path.display(), number + 1);
+        };
+        if test.is_some_and(|test| test != name) {
+            continue;
+        }
+        match tape::from_hex(hex) {
+            Ok(tape) => tapes.push(tape),
+            Err(error) => panic!("{}:{}: not a hex tape: {error}", path.display(), number + 1),
+        }
+    }
+    tapes
+}
+
+fn append_regression(
+    path: &Path,
+    test: Option<&str>,
+    hex: &str,
+    failure: &report::Failure,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let fresh = !path.exists();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    if fresh {
+        writeln!(
+            file,
+            "# Shrunk choice tapes of failed simulation runs, one per line as\n\
+             # `<test name> <hex tape>`. Each is replayed before the seeds of its\n\
+             # test. Commit this file; delete a line once its bug is fixed for good."
+        )?;
+    }
+    writeln!(file, "# {}", failure.invariant)?;
+    writeln!(file, "{} {hex}", test.unwrap_or("-"))
+}
+
+/// Writes the run's timeline to `target/parsley-sim/`; `None` if it cannot.
+fn write_timeline(
+    simulation: &Simulation,
+    outcome: &RunOutcome,
+    caller: &Caller,
+    seed: Option<u64>,
+) -> Option<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            // target/<profile>/deps/<test binary>
+            let exe = std::env::current_exe().ok()?;
+            Some(exe.parent()?.parent()?.parent()?.to_path_buf())
+        })?;
+    let dir = target.join("parsley-sim");
+    std::fs::create_dir_all(&dir).ok()?;
+    let test = caller
+        .test
+        .as_deref()
+        .unwrap_or(simulation.name())
+        .replace("::", "-");
+    let which = seed.map_or_else(|| "tape".to_string(), |seed| format!("seed-{seed}"));
+    let path = dir.join(format!("{test}-{which}.html"));
+    let title = format!("{}: {which}", simulation.name());
+    std::fs::write(&path, render_html(&outcome.trace, &title)).ok()?;
+    Some(path)
+}
+
+/// `PARSLEY_SIM_SEEDS`: a count from the first seed, or a range `A..B`.
+fn seeds_from_env(default: Range<u64>) -> Result<Range<u64>, String> {
+    let Ok(text) = std::env::var("PARSLEY_SIM_SEEDS") else {
+        return Ok(default);
+    };
+    let bad = || format!("PARSLEY_SIM_SEEDS={text:?}: expected a count (2000) or a range (0..2000)");
+    match text.split_once("..") {
+        Some((start, end)) => {
+            let start: u64 = start.trim().parse().map_err(|_| bad())?;
+            let end: u64 = end.trim().parse().map_err(|_| bad())?;
+            if start >= end {
+                return Err(bad());
+            }
+            Ok(start..end)
+        }
+        None => {
+            let count: u64 = text.trim().parse().map_err(|_| bad())?;
+            if count == 0 {
+                return Err(bad());
+            }
+            Ok(default.start..default.start.saturating_add(count))
+        }
+    }
+}
+
+/// `PARSLEY_SIM_PARTITION=I/N`: every `N`-th seed from the `I`-th (1-based).
+fn partition_from_env(seeds: Range<u64>) -> Result<Vec<u64>, String> {
+    let Ok(text) = std::env::var("PARSLEY_SIM_PARTITION") else {
+        return Ok(seeds.collect());
+    };
+    let (index, count) = parse_partition(&text)
+        .ok_or_else(|| format!("PARSLEY_SIM_PARTITION={text:?}: expected I/N with 1 <= I <= N"))?;
+    Ok(partition(seeds, index, count))
+}
+
+/// `I/N` with `1 <= I <= N`.
+pub fn parse_partition(text: &str) -> Option<(u64, u64)> {
+    let (index, count) = text.split_once('/')?;
+    let index: u64 = index.trim().parse().ok()?;
+    let count: u64 = count.trim().parse().ok()?;
+    (1 <= index && index <= count).then_some((index, count))
+}
+
+/// The `index`-th (1-based) of `count` interleaved slices of `seeds`: the
+/// slices are disjoint and together are every seed.
+pub fn partition(seeds: Range<u64>, index: u64, count: u64) -> Vec<u64> {
+    let start = seeds.start;
+    seeds
+        .filter(|seed| (seed - start) % count == index - 1)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_disjoint_and_cover_every_seed() {
+        let mut all: Vec<u64> = (1..=3).flat_map(|index| partition(10..20, index, 3)).collect();
+        all.sort_unstable();
+        assert_eq!(all, (10..20).collect::<Vec<_>>());
+        assert_eq!(partition(10..20, 2, 3), vec![11, 14, 17]);
+    }
+
+    #[test]
+    fn partition_text_is_checked() {
+        assert_eq!(parse_partition("2/4"), Some((2, 4)));
+        assert_eq!(parse_partition("0/4"), None);
+        assert_eq!(parse_partition("5/4"), None);
+        assert_eq!(parse_partition("x"), None);
+    }
+
+    #[test]
+    fn regression_lines_are_filtered_by_test() {
+        let dir = std::env::temp_dir().join(format!("parsley-sim-regressions-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.txt");
+        std::fs::write(&path, "# comment\na::one 0001\nb::two ff\n").unwrap();
+        assert_eq!(read_regressions(&path, Some("a::one")), vec![vec![0, 1]]);
+        assert_eq!(read_regressions(&path, None).len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

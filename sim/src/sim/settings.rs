@@ -1,0 +1,217 @@
+//! How a simulation stresses an application: partitions, instances, the
+//! workload, the clock, fault rates and the phases' budgets. A scenario file
+//! ([`crate::sim::scenario`]) sets the same knobs as
+//! [`SimulationBuilder`](crate::sim::SimulationBuilder)'s methods.
+
+use std::ops::Range;
+
+use crate::sim::choice::Choices;
+
+/// Every knob of a run but the application and its inputs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    /// Partitions of every source topic, in `1..=64`.
+    pub partitions: u32,
+    /// Application instances sharing the tasks, in `1..=8`.
+    pub instances: u32,
+    /// The input records.
+    pub workload: Workload,
+    /// The wall clock and the intervals driven by it.
+    pub clock: ClockConfig,
+    /// Fault probabilities per simulator step.
+    pub faults: FaultRates,
+    /// How long the phases of a run last.
+    pub budget: Budget,
+}
+
+impl Default for Settings {
+    /// Two partitions, one instance, and the defaults of every table (the
+    /// values scenario files document).
+    fn default() -> Self {
+        Settings {
+            partitions: 2,
+            instances: 1,
+            workload: Workload::default(),
+            clock: ClockConfig::default(),
+            faults: FaultRates::default(),
+            budget: Budget::default(),
+        }
+    }
+}
+
+/// The largest partition count a run may have.
+pub const PARTITIONS_MAX: u32 = 64;
+/// The largest instance count a run may have.
+pub const INSTANCES_MAX: u32 = 8;
+
+/// The seeds `start..start + count`; `count >= 1` and the end fits a `u64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeedRange {
+    /// The first seed.
+    pub start: u64,
+    /// How many seeds.
+    pub count: u64,
+}
+
+impl SeedRange {
+    /// The seeds as a range.
+    pub fn range(&self) -> Range<u64> {
+        self.start..self.start + self.count
+    }
+}
+
+/// The input records of a run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Workload {
+    /// Input records produced during the safety phase, `>= 1`.
+    pub inputs: u64,
+    /// Distinct keys, `>= 1`.
+    pub keys: u32,
+    /// Fraction of input batches produced in a transaction, in `[0, 1]`.
+    pub transactional: f64,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            inputs: 1000,
+            keys: 16,
+            transactional: 0.2,
+        }
+    }
+}
+
+/// How far one clock advance moves the wall clock: `1 <= min <= max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepRange {
+    /// The smallest step, in milliseconds.
+    pub min: u64,
+    /// The largest step, in milliseconds.
+    pub max: u64,
+}
+
+/// The wall clock and the intervals driven by it; all in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockConfig {
+    /// How far one clock advance moves the clock.
+    pub step_ms: StepRange,
+    /// The topology's tick interval, `>= 1`.
+    pub tick_interval_ms: u64,
+    /// The commit interval, `>= 1`.
+    pub commit_interval_ms: u64,
+    /// The broker aborts a hanging transaction after this, `>= 1`.
+    pub transaction_timeout_ms: u64,
+}
+
+impl Default for ClockConfig {
+    fn default() -> Self {
+        ClockConfig {
+            step_ms: StepRange { min: 1, max: 2000 },
+            tick_interval_ms: 1000,
+            commit_interval_ms: 100,
+            transaction_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// Fault probabilities per simulator step, each in `[0, 1]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FaultRates {
+    /// Whether each seed draws its own mix ([`FaultRates::swarm`]).
+    pub swarm: bool,
+    /// Abort a task's open transaction.
+    pub abort: f64,
+    /// Fail a commit.
+    pub commit_failure: f64,
+    /// Crash an instance.
+    pub crash: f64,
+    /// Move a task to another instance.
+    pub move_task: f64,
+    /// Leave an input producer's transaction hanging until the timeout.
+    pub hanging_transaction: f64,
+    /// A logic error on a chosen record.
+    pub logic_error: f64,
+    /// A fetch sees only part of what is visible.
+    pub partial_fetch: f64,
+    /// A fetch sees nothing yet.
+    pub empty_fetch: f64,
+    /// A task's commit or abort has its markers written late: for that long
+    /// its records stay undecided to `read_committed` consumers, the last
+    /// stable offset stays pinned and its group offsets are not applied
+    /// (probability per transaction end).
+    pub marker_lag: f64,
+    /// How late, drawn per lagging end, in milliseconds of wall clock.
+    pub marker_lag_ms: StepRange,
+}
+
+impl Default for FaultRates {
+    fn default() -> Self {
+        FaultRates {
+            swarm: true,
+            abort: 0.01,
+            commit_failure: 0.01,
+            crash: 0.002,
+            move_task: 0.002,
+            hanging_transaction: 0.005,
+            logic_error: 0.001,
+            partial_fetch: 0.3,
+            empty_fetch: 0.1,
+            marker_lag: 0.5,
+            marker_lag_ms: StepRange { min: 5, max: 65 },
+        }
+    }
+}
+
+/// The per-seed factors [`FaultRates::swarm`] scales rates by are
+/// `k / (SWARM_LEVELS - 1)` for `k` in `0..SWARM_LEVELS`.
+pub const SWARM_LEVELS: u32 = 5;
+
+impl FaultRates {
+    /// This seed's fault mix (swarm testing). When `swarm` is false the rates
+    /// come back unchanged and nothing is drawn. When it is true, each rate,
+    /// in field order, is scaled by its own factor drawn from `choices`: one
+    /// of 0, ¼, ½, ¾ and 1, so a fault is switched off entirely in about a
+    /// fifth of the seeds. The zero word gives the factor 0: a zero tape
+    /// switches every fault off. The returned mix has `swarm` false: it is
+    /// already this seed's.
+    pub fn swarm(&self, choices: &mut Choices) -> FaultRates {
+        if !self.swarm {
+            return *self;
+        }
+        let mut scale =
+            |rate: f64| rate * f64::from(choices.below(SWARM_LEVELS)) / f64::from(SWARM_LEVELS - 1);
+        FaultRates {
+            swarm: false,
+            abort: scale(self.abort),
+            commit_failure: scale(self.commit_failure),
+            crash: scale(self.crash),
+            move_task: scale(self.move_task),
+            hanging_transaction: scale(self.hanging_transaction),
+            logic_error: scale(self.logic_error),
+            partial_fetch: scale(self.partial_fetch),
+            empty_fetch: scale(self.empty_fetch),
+            marker_lag: scale(self.marker_lag),
+            marker_lag_ms: self.marker_lag_ms,
+        }
+    }
+}
+
+/// How long the phases of a run last, in simulator steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Steps with inputs and faults, `>= 1`.
+    pub safety_steps: u64,
+    /// Steps after inputs and faults stop, within which the world must
+    /// quiesce (I8), `>= 1`.
+    pub liveness_steps: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            safety_steps: 20_000,
+            liveness_steps: 50_000,
+        }
+    }
+}
+

@@ -1,0 +1,820 @@
+//! The public simulation API: any [`App`] with typed input generators,
+//! declared upstream causality, the timer scheduler, the run's knobs and the
+//! user's own properties, built into a [`Simulation`] that runs seeds.
+//!
+//! Every input a generator makes is drawn from the run's choice source
+//! ([`Draw`]), so seeds, tapes, replay, shrinking and fuzzing cover the
+//! inputs as well as the interleavings and faults.
+//!
+//! ```
+//! use parsley::{Parsley, Stage, Step, Topic, Utf8, I64};
+//! use parsley_sim::sim::{Input, Simulation};
+//!
+//! let clicks: Topic<String, i64> = Topic::with_codecs("clicks", Utf8, I64);
+//! let count = Stage::named("count")
+//!     .state(I64, || 0i64)
+//!     .on(&clicks, |count: i64, _click| Step::of(count + 1))
+//!     .build();
+//! let app = Parsley::named("shop").stage(count).build()?;
+//!
+//! let simulation = Simulation::builder(app)
+//!     .input(Input::new(&clicks, |draw| (Some(draw.key()), draw.range(1, 9))))
+//!     .partitions(2)
+//!     .inputs(50)
+//!     .budget(300, 2_000)
+//!     .build()?;
+//! let outcome = simulation.run_seed(7);
+//! assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parsley::mutation::Mutation;
+use parsley::{App, RecordCodecError, Topic, TopicName, TopicRef};
+
+use crate::sim::choice::Choices;
+use crate::sim::property::{Committed, PropertyResult};
+use crate::sim::run::{run, run_seed, RunOutcome};
+use crate::sim::settings::{
+    Budget, ClockConfig, FaultRates, SeedRange, Settings, INSTANCES_MAX, PARTITIONS_MAX,
+};
+
+/// The choices an input generator draws from: every draw is one word of the
+/// run's choice tape, so a shrunk tape shrinks inputs too (a zero word is the
+/// first option: the smallest number, the first key, `false`).
+pub struct Draw<'a> {
+    choices: &'a mut Choices,
+    keys: u32,
+}
+
+impl<'a> Draw<'a> {
+    pub(crate) fn new(choices: &'a mut Choices, keys: u32) -> Self {
+        Draw { choices, keys }
+    }
+
+    /// A number in `[0, n)`.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is zero.
+    pub fn below(&mut self, n: u32) -> u32 {
+        self.choices.below(n)
+    }
+
+    /// True with probability `probability`, in `[0, 1]`.
+    ///
+    /// # Panics
+    ///
+    /// If `probability` is not in `[0, 1]`.
+    pub fn chance(&mut self, probability: f64) -> bool {
+        self.choices.chance(probability)
+    }
+
+    /// A number in `[lo, hi]`; a span wider than 2³² reaches only its first
+    /// 2³² values.
+    ///
+    /// # Panics
+    ///
+    /// If `lo > hi`.
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        assert!(lo <= hi, "Draw::range(lo, hi) needs lo <= hi, got {lo} > {hi}");
+        let span = hi.abs_diff(lo);
+        lo.wrapping_add(self.choices.range_inclusive(0, span) as i64)
+    }
+
+    /// One of `items`.
+    ///
+    /// # Panics
+    ///
+    /// If `items` is empty.
+    pub fn pick<'i, T>(&mut self, items: &'i [T]) -> &'i T {
+        self.choices.pick(items)
+    }
+
+    /// A key number in `[0, keys)`, where `keys` is the run's workload knob
+    /// ([`SimulationBuilder::keys`], a scenario's `workload.keys`).
+    pub fn key_number(&mut self) -> u32 {
+        self.choices.below(self.keys)
+    }
+
+    /// A key `k<N>` with `N` in `[0, keys)`: see [`Draw::key_number`].
+    pub fn key(&mut self) -> String {
+        format!("k{}", self.key_number())
+    }
+}
+
+/// A generator's record, encoded with its topic's codecs.
+pub(crate) type Encoded = Result<(Option<Bytes>, Bytes), RecordCodecError>;
+
+/// A type-erased generator of encoded records.
+type Generator = Arc<dyn Fn(&mut Draw<'_>) -> Encoded + Send + Sync>;
+
+/// The input of one source topic: a typed generator of its records, drawn
+/// from the run's choices; optionally a generator of records the logic
+/// rejects (X5), and the upstream records its records may claim.
+pub struct Input<K, V> {
+    topic: Topic<K, V>,
+    generate: Generator,
+    rejected: Option<Generator>,
+    claims: Vec<(TopicName, f64)>,
+}
+
+impl<K: 'static, V: 'static> Input<K, V> {
+    /// Records of `topic` made by `generate`: a key (`None` for a null key,
+    /// which goes to a drawn partition) and a value.
+    pub fn new<G>(topic: &Topic<K, V>, generate: G) -> Self
+    where
+        G: Fn(&mut Draw<'_>) -> (Option<K>, V) + Send + Sync + 'static,
+    {
+        Input {
+            topic: topic.clone(),
+            generate: erase(topic, generate),
+            rejected: None,
+            claims: Vec::new(),
+        }
+    }
+
+    /// Records the application's logic refuses, so that its tasks stop on
+    /// them (X5). The run's `logic_error` fault rate decides when one is
+    /// produced, at most one per run; without this generator on any input
+    /// that fault never fires.
+    pub fn rejected<G>(mut self, generate: G) -> Self
+    where
+        G: Fn(&mut Draw<'_>) -> (Option<K>, V) + Send + Sync + 'static,
+    {
+        self.rejected = Some(erase(&self.topic, generate));
+        self
+    }
+
+    /// Upstream causality, declared: each record of this input claims, with
+    /// probability `probability`, the latest committed record of `upstream`
+    /// (another input) on the same partition, so the gate holds it until
+    /// that record is delivered (G2).
+    pub fn claims_latest<K2: 'static, V2: 'static>(
+        mut self,
+        upstream: &Topic<K2, V2>,
+        probability: f64,
+    ) -> Self {
+        self.claims.push((upstream.name().clone(), probability));
+        self
+    }
+}
+
+fn erase<K: 'static, V: 'static, G>(topic: &Topic<K, V>, generate: G) -> Generator
+where
+    G: Fn(&mut Draw<'_>) -> (Option<K>, V) + Send + Sync + 'static,
+{
+    let topic = topic.clone();
+    Arc::new(move |draw: &mut Draw<'_>| {
+        let (key, value) = generate(draw);
+        topic.encode(key.as_ref(), &value)
+    })
+}
+
+/// An input with its types erased, as the world uses it.
+pub(crate) struct ErasedInput {
+    pub(crate) topic: TopicName,
+    pub(crate) generate: Generator,
+    pub(crate) rejected: Option<Generator>,
+    /// The inputs (by index) this input's records may claim, and how often.
+    pub(crate) claims: Vec<(usize, f64)>,
+    /// Whether another input claims this one's records.
+    pub(crate) claimed: bool,
+}
+
+/// A check over what a run committed.
+pub(crate) type Check = Arc<dyn Fn(&Committed<'_>) -> PropertyResult + Send + Sync>;
+
+/// A condition some seed of a run of many must reach.
+pub(crate) type Reached =
+    Arc<dyn Fn(&Committed<'_>) -> Result<bool, crate::sim::property::BoxError> + Send + Sync>;
+
+/// A user property, named.
+pub(crate) struct Property {
+    pub(crate) name: String,
+    pub(crate) check: Check,
+}
+
+/// A user "sometimes" mark, named.
+pub(crate) struct Sometimes {
+    pub(crate) name: String,
+    pub(crate) reached: Reached,
+}
+
+/// Why a simulation cannot be built: each names the topic, stage or knob.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SimulationError {
+    /// An input's topic is not consumed by any stage of the application.
+    #[error("input topic {topic:?} is not a source of application {app:?}: no stage consumes it")]
+    NotASource {
+        /// The topic.
+        topic: String,
+        /// The application id.
+        app: String,
+    },
+    /// An input's topic is written by a stage: the simulator produces only
+    /// to the application's external sources.
+    #[error("input topic {topic:?} is written by stage {stage:?}; inputs go to external sources only")]
+    WrittenByStage {
+        /// The topic.
+        topic: String,
+        /// The stage that writes it.
+        stage: String,
+    },
+    /// An input declares other codecs than the application does for its topic.
+    #[error("input topic {topic:?} is declared with {given}, but the application declares {declared}")]
+    CodecMismatch {
+        /// The topic.
+        topic: String,
+        /// The application's codecs.
+        declared: String,
+        /// The input's codecs.
+        given: String,
+    },
+    /// Two inputs for one topic.
+    #[error("topic {topic:?} has two inputs; give each source one generator")]
+    DuplicateInput {
+        /// The topic.
+        topic: String,
+    },
+    /// An external source of the application has no input generator.
+    #[error("application {app:?} consumes {topics:?}, which no stage writes and no input generates: add an Input for each (or name it as the timer scheduler's fire topic)")]
+    MissingInput {
+        /// The application id.
+        app: String,
+        /// The sources without an input.
+        topics: Vec<String>,
+    },
+    /// An input claims a topic that is not another input.
+    #[error("input {topic:?} claims the latest record of {upstream:?}, which is not an input of this simulation")]
+    ClaimsUnknownInput {
+        /// The claiming input.
+        topic: String,
+        /// The claimed topic.
+        upstream: String,
+    },
+    /// A probability outside `[0, 1]`.
+    #[error("{what} is {value}, not a probability in [0, 1]")]
+    NotAProbability {
+        /// What the probability is of.
+        what: String,
+        /// The value given.
+        value: String,
+    },
+    /// A knob out of its range.
+    #[error("{knob} is {value}: it must be in {allowed}")]
+    OutOfRange {
+        /// The knob, as scenario files name it.
+        knob: &'static str,
+        /// The value given.
+        value: String,
+        /// The allowed range.
+        allowed: String,
+    },
+    /// The timer scheduler's topics do not fit the application.
+    #[error("timer scheduler: {message}")]
+    Timers {
+        /// What is wrong.
+        message: String,
+    },
+    /// Planted bugs need `parsley`'s `mutations` feature.
+    #[error("cannot plant {mutation:?}: this build of parsley lacks the `mutations` feature")]
+    MutationsUnavailable {
+        /// The bug asked for.
+        mutation: String,
+    },
+    /// Two properties or marks with one name.
+    #[error("two properties or sometimes marks are named {name:?}")]
+    DuplicateName {
+        /// The name.
+        name: String,
+    },
+}
+
+/// Builds a [`Simulation`]: the application, an [`Input`] per external
+/// source, and the same knobs as a scenario file.
+pub struct SimulationBuilder {
+    name: String,
+    app: App,
+    inputs: Vec<(TopicName, TopicRef, Generator, Option<Generator>, Vec<(TopicName, f64)>)>,
+    timers: Option<(TopicName, TopicName)>,
+    settings: Settings,
+    seeds: SeedRange,
+    properties: Vec<Property>,
+    sometimes: Vec<Sometimes>,
+    mutation: Option<Mutation>,
+}
+
+impl fmt::Debug for SimulationBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimulationBuilder")
+            .field("name", &self.name)
+            .field("app", &self.app.id())
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimulationBuilder {
+    /// Adds the input of one source topic.
+    pub fn input<K: 'static, V: 'static>(mut self, input: Input<K, V>) -> Self {
+        self.inputs.push((
+            input.topic.name().clone(),
+            input.topic.declaration(),
+            input.generate,
+            input.rejected,
+            input.claims,
+        ));
+        self
+    }
+
+    /// Runs the timer scheduler of the request/reply shape (K2): it reads
+    /// the committed requests of `requests` (a sink of the application; the
+    /// value is the time to fire, in the `I64` codec) and writes each due
+    /// fire record to `fires` (a source), stamped with what it observed.
+    pub fn timer_scheduler<K: 'static, K2: 'static>(
+        mut self,
+        requests: &Topic<K, i64>,
+        fires: &Topic<K2, i64>,
+    ) -> Self {
+        self.timers = Some((requests.name().clone(), fires.name().clone()));
+        self
+    }
+
+    /// The name reports give the simulation (the application id by default).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Every knob at once, as a scenario file sets them.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Partitions of every source topic, `1..=64`.
+    pub fn partitions(mut self, partitions: u32) -> Self {
+        self.settings.partitions = partitions;
+        self
+    }
+
+    /// Application instances sharing the tasks, `1..=8`.
+    pub fn instances(mut self, instances: u32) -> Self {
+        self.settings.instances = instances;
+        self
+    }
+
+    /// Input records produced during the safety phase, `>= 1`.
+    pub fn inputs(mut self, inputs: u64) -> Self {
+        self.settings.workload.inputs = inputs;
+        self
+    }
+
+    /// Distinct keys [`Draw::key`] draws from, `>= 1`.
+    pub fn keys(mut self, keys: u32) -> Self {
+        self.settings.workload.keys = keys;
+        self
+    }
+
+    /// The fraction of input batches produced in a transaction, `[0, 1]`.
+    pub fn transactional(mut self, fraction: f64) -> Self {
+        self.settings.workload.transactional = fraction;
+        self
+    }
+
+    /// The wall clock and its intervals.
+    pub fn clock(mut self, clock: ClockConfig) -> Self {
+        self.settings.clock = clock;
+        self
+    }
+
+    /// The fault rates ([`FaultRates::none`] for none).
+    pub fn faults(mut self, faults: FaultRates) -> Self {
+        self.settings.faults = faults;
+        self
+    }
+
+    /// Steps with inputs and faults, then steps within which the world must
+    /// quiesce (I8); both `>= 1`.
+    pub fn budget(mut self, safety_steps: u64, liveness_steps: u64) -> Self {
+        self.settings.budget = Budget {
+            safety_steps,
+            liveness_steps,
+        };
+        self
+    }
+
+    /// The seeds [`Simulation::check`] runs: `start..start + count`
+    /// (default `0..100`; `PARSLEY_SIM_SEEDS` overrides the count).
+    pub fn seeds(mut self, seeds: Range<u64>) -> Self {
+        self.seeds = SeedRange {
+            start: seeds.start,
+            count: seeds.end.saturating_sub(seeds.start),
+        };
+        self
+    }
+
+    /// A property every seed must keep: `check` reads what the run
+    /// committed ([`Committed`]) and returns an error saying what is wrong.
+    /// A failing property is reported, shrunk and replayed like a rule
+    /// violation.
+    pub fn property<F>(mut self, name: impl Into<String>, check: F) -> Self
+    where
+        F: Fn(&Committed<'_>) -> PropertyResult + Send + Sync + 'static,
+    {
+        self.properties.push(Property {
+            name: name.into(),
+            check: Arc::new(check),
+        });
+        self
+    }
+
+    /// A condition some seed must reach: [`Simulation::check`] fails, naming
+    /// it, when none of its seeds does (a sign the workload or the faults
+    /// never exercise the case). An error from `reached` fails that seed.
+    pub fn sometimes<F>(mut self, name: impl Into<String>, reached: F) -> Self
+    where
+        F: Fn(&Committed<'_>) -> Result<bool, crate::sim::property::BoxError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.sometimes.push(Sometimes {
+            name: name.into(),
+            reached: Arc::new(reached),
+        });
+        self
+    }
+
+    /// Plants a bug of the core ([`parsley::mutation`]) on every thread that
+    /// runs this simulation, to show that the checker finds it. Planted bugs
+    /// exist only with `parsley`'s `mutations` feature; never in production.
+    pub fn planted(mut self, mutation: Option<Mutation>) -> Self {
+        self.mutation = mutation;
+        self
+    }
+
+    /// Checks the inputs against the application and the knobs against
+    /// their ranges.
+    pub fn build(self) -> Result<Simulation, SimulationError> {
+        check_settings(&self.settings)?;
+        if let Some(mutation) = self.mutation {
+            if !parsley::mutation::AVAILABLE {
+                return Err(SimulationError::MutationsUnavailable {
+                    mutation: mutation.name().to_string(),
+                });
+            }
+        }
+        let app = &self.app;
+        let written_by = |topic: &TopicName| {
+            app.stages().iter().find(|plan| {
+                plan.stage
+                    .sinks()
+                    .iter()
+                    .any(|sink| sink.name == *topic)
+            })
+        };
+        let consumed = |topic: &TopicName| {
+            app.stages().iter().any(|plan| {
+                plan.stage
+                    .sources()
+                    .iter()
+                    .any(|source| source.name == *topic)
+            })
+        };
+        let names: Vec<TopicName> = self.inputs.iter().map(|input| input.0.clone()).collect();
+        for (index, (topic, declaration, _, _, claims)) in self.inputs.iter().enumerate() {
+            if names[..index].contains(topic) {
+                return Err(SimulationError::DuplicateInput {
+                    topic: topic.to_string(),
+                });
+            }
+            if !consumed(topic) {
+                return Err(SimulationError::NotASource {
+                    topic: topic.to_string(),
+                    app: app.id().to_string(),
+                });
+            }
+            if let Some(plan) = written_by(topic) {
+                return Err(SimulationError::WrittenByStage {
+                    topic: topic.to_string(),
+                    stage: plan.name().to_string(),
+                });
+            }
+            if let Some(declared) = app.declaration(topic.as_str()) {
+                if !declared.same_codecs(declaration) {
+                    return Err(SimulationError::CodecMismatch {
+                        topic: topic.to_string(),
+                        declared: declared.codecs().unwrap_or_default(),
+                        given: declaration.codecs().unwrap_or_default(),
+                    });
+                }
+            }
+            for (upstream, probability) in claims {
+                if !names.contains(upstream) || upstream == topic {
+                    return Err(SimulationError::ClaimsUnknownInput {
+                        topic: topic.to_string(),
+                        upstream: upstream.to_string(),
+                    });
+                }
+                probability_in_range(
+                    &format!("the probability that {topic} claims {upstream}"),
+                    *probability,
+                )?;
+            }
+        }
+        if let Some((requests, fires)) = &self.timers {
+            if written_by(requests).is_none() {
+                return Err(SimulationError::Timers {
+                    message: format!("the request topic {requests:?} is written by no stage"),
+                });
+            }
+            if !consumed(fires) {
+                return Err(SimulationError::Timers {
+                    message: format!("the fire topic {fires:?} is consumed by no stage"),
+                });
+            }
+            if written_by(fires).is_some() || names.contains(fires) {
+                return Err(SimulationError::Timers {
+                    message: format!(
+                        "the fire topic {fires:?} must be written by the scheduler alone"
+                    ),
+                });
+            }
+        }
+        let mut missing = Vec::new();
+        for plan in app.stages() {
+            for source in plan.stage.sources() {
+                let external = written_by(&source.name).is_none()
+                    && app.tick_topic_owner(source.name.as_str()).is_none();
+                let fed = names.contains(&source.name)
+                    || self.timers.as_ref().is_some_and(|(_, fires)| *fires == source.name);
+                let name = source.name.to_string();
+                if external && !fed && !missing.contains(&name) {
+                    missing.push(name);
+                }
+            }
+        }
+        if !missing.is_empty() {
+            return Err(SimulationError::MissingInput {
+                app: app.id().to_string(),
+                topics: missing,
+            });
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for name in self
+            .properties
+            .iter()
+            .map(|property| property.name.as_str())
+            .chain(self.sometimes.iter().map(|mark| mark.name.as_str()))
+        {
+            if seen.contains(&name) {
+                return Err(SimulationError::DuplicateName {
+                    name: name.to_string(),
+                });
+            }
+            seen.push(name);
+        }
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|(topic, _, generate, rejected, claims)| ErasedInput {
+                topic: topic.clone(),
+                generate: Arc::clone(generate),
+                rejected: rejected.clone(),
+                claims: claims
+                    .iter()
+                    .map(|(upstream, probability)| {
+                        let index = names
+                            .iter()
+                            .position(|name| name == upstream)
+                            .expect("claims were checked against the inputs");
+                        (index, *probability)
+                    })
+                    .collect(),
+                claimed: self
+                    .inputs
+                    .iter()
+                    .any(|other| other.4.iter().any(|(upstream, _)| upstream == topic)),
+            })
+            .collect();
+        Ok(Simulation {
+            inner: Arc::new(Inner {
+                name: self.name,
+                app: self.app,
+                inputs,
+                timers: self.timers,
+                settings: self.settings,
+                seeds: self.seeds,
+                properties: self.properties,
+                sometimes: self.sometimes,
+                mutation: self.mutation,
+            }),
+        })
+    }
+}
+
+fn probability_in_range(what: &str, value: f64) -> Result<(), SimulationError> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(())
+    } else {
+        Err(SimulationError::NotAProbability {
+            what: what.to_string(),
+            value: value.to_string(),
+        })
+    }
+}
+
+/// The knobs' ranges, as scenario files check them.
+fn check_settings(settings: &Settings) -> Result<(), SimulationError> {
+    fn within(
+        knob: &'static str,
+        value: u64,
+        lo: u64,
+        hi: Option<u64>,
+    ) -> Result<(), SimulationError> {
+        let fits = value >= lo && hi.is_none_or(|hi| value <= hi);
+        if fits {
+            return Ok(());
+        }
+        Err(SimulationError::OutOfRange {
+            knob,
+            value: value.to_string(),
+            allowed: match hi {
+                Some(hi) => format!("[{lo}, {hi}]"),
+                None => format!("[{lo}, ∞)"),
+            },
+        })
+    }
+    within(
+        "partitions",
+        settings.partitions.into(),
+        1,
+        Some(PARTITIONS_MAX.into()),
+    )?;
+    within(
+        "instances",
+        settings.instances.into(),
+        1,
+        Some(INSTANCES_MAX.into()),
+    )?;
+    within("workload.inputs", settings.workload.inputs, 1, None)?;
+    within("workload.keys", settings.workload.keys.into(), 1, None)?;
+    probability_in_range("workload.transactional", settings.workload.transactional)?;
+    let clock = &settings.clock;
+    within("clock.step_ms.min", clock.step_ms.min, 1, Some(clock.step_ms.max))?;
+    within("clock.tick_interval_ms", clock.tick_interval_ms, 1, None)?;
+    within("clock.commit_interval_ms", clock.commit_interval_ms, 1, None)?;
+    within(
+        "clock.transaction_timeout_ms",
+        clock.transaction_timeout_ms,
+        1,
+        None,
+    )?;
+    let faults = &settings.faults;
+    for (what, rate) in [
+        ("faults.abort", faults.abort),
+        ("faults.commit_failure", faults.commit_failure),
+        ("faults.crash", faults.crash),
+        ("faults.move_task", faults.move_task),
+        ("faults.hanging_transaction", faults.hanging_transaction),
+        ("faults.logic_error", faults.logic_error),
+        ("faults.partial_fetch", faults.partial_fetch),
+        ("faults.empty_fetch", faults.empty_fetch),
+        ("faults.marker_lag", faults.marker_lag),
+    ] {
+        probability_in_range(what, rate)?;
+    }
+    within(
+        "faults.marker_lag_ms.min",
+        faults.marker_lag_ms.min,
+        0,
+        Some(faults.marker_lag_ms.max),
+    )?;
+    within("budget.safety_steps", settings.budget.safety_steps, 1, None)?;
+    within(
+        "budget.liveness_steps",
+        settings.budget.liveness_steps,
+        1,
+        None,
+    )?;
+    Ok(())
+}
+
+struct Inner {
+    name: String,
+    app: App,
+    inputs: Vec<ErasedInput>,
+    timers: Option<(TopicName, TopicName)>,
+    settings: Settings,
+    seeds: SeedRange,
+    properties: Vec<Property>,
+    sometimes: Vec<Sometimes>,
+    mutation: Option<Mutation>,
+}
+
+/// A checked simulation of one application: cheap to clone and shared by the
+/// threads that run its seeds.
+#[derive(Clone)]
+pub struct Simulation {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Simulation")
+            .field("name", &self.inner.name)
+            .field("app", &self.inner.app.id())
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Simulation {
+    /// Starts a simulation of `app` with the default knobs ([`Settings`]).
+    pub fn builder(app: App) -> SimulationBuilder {
+        SimulationBuilder {
+            name: app.id().to_string(),
+            app,
+            inputs: Vec::new(),
+            timers: None,
+            settings: Settings::default(),
+            seeds: SeedRange {
+                start: 0,
+                count: 100,
+            },
+            properties: Vec::new(),
+            sometimes: Vec::new(),
+            mutation: None,
+        }
+    }
+
+    /// The simulation's name in reports.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The application.
+    pub fn app(&self) -> &App {
+        &self.inner.app
+    }
+
+    /// The knobs.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The seeds [`Simulation::check`] runs by default.
+    pub fn seeds(&self) -> Range<u64> {
+        self.inner.seeds.range()
+    }
+
+    /// The planted bug, if any.
+    pub fn mutation(&self) -> Option<Mutation> {
+        self.inner.mutation
+    }
+
+    /// The names of the user's "sometimes" marks, in the order a
+    /// [`RunOutcome::reached`] lists them.
+    pub fn sometimes_names(&self) -> impl Iterator<Item = &str> {
+        self.inner.sometimes.iter().map(|mark| mark.name.as_str())
+    }
+
+    /// Runs one seed on this thread (planting the simulation's bug, if any).
+    pub fn run_seed(&self, seed: u64) -> RunOutcome {
+        self.plant();
+        run_seed(self, seed)
+    }
+
+    /// Runs one tape (a replay or a shrink candidate) on this thread.
+    pub fn run_tape(&self, tape: &[u8]) -> RunOutcome {
+        self.plant();
+        run(self, Choices::from_tape(tape.to_vec()))
+    }
+
+    /// Plants the simulation's bug on this thread (and clears any other).
+    pub(crate) fn plant(&self) {
+        parsley::mutation::set(self.inner.mutation);
+    }
+
+    pub(crate) fn inputs(&self) -> &[ErasedInput] {
+        &self.inner.inputs
+    }
+
+    pub(crate) fn timers(&self) -> Option<&(TopicName, TopicName)> {
+        self.inner.timers.as_ref()
+    }
+
+    pub(crate) fn properties(&self) -> &[Property] {
+        &self.inner.properties
+    }
+
+    pub(crate) fn sometimes(&self) -> &[Sometimes] {
+        &self.inner.sometimes
+    }
+}

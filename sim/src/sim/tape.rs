@@ -1,0 +1,53 @@
+//! Choice tapes as text: two hex digits a byte, as `shrink --tape-out`
+//! writes them and regression files keep them.
+
+use std::fmt::Write;
+
+/// `tape` as lowercase hex.
+pub fn to_hex(tape: &[u8]) -> String {
+    let mut hex = String::with_capacity(tape.len() * 2);
+    for byte in tape {
+        write!(hex, "{byte:02x}").expect("writing to a String cannot fail");
+    }
+    hex
+}
+
+/// A hex tape back to bytes; whitespace and `#` comment lines are ignored.
+/// The error says what is wrong with the text.
+pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
+    let digits: Vec<u8> = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .flat_map(|line| line.bytes().filter(|byte| !byte.is_ascii_whitespace()))
+        .collect();
+    if digits.len() % 2 != 0 {
+        return Err("an odd number of hex digits".to_string());
+    }
+    digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                .ok_or_else(|| format!("{:?} is not a hex byte", String::from_utf8_lossy(pair)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tape_round_trips_through_hex() {
+        let tape = vec![0, 1, 0xab, 0xff];
+        assert_eq!(to_hex(&tape), "0001abff");
+        assert_eq!(from_hex("# a comment\n0001 ab\nff\n"), Ok(tape));
+    }
+
+    #[test]
+    fn bad_hex_is_named() {
+        assert_eq!(from_hex("abc"), Err("an odd number of hex digits".into()));
+        assert_eq!(from_hex("zz"), Err("\"zz\" is not a hex byte".into()));
+    }
+}

@@ -1,0 +1,106 @@
+//! The example topologies as simulations, built with the public simulation
+//! API like any user's application: an input generator per source, the
+//! records their logic rejects, the fan-in's declared causality and the
+//! timer scheduler.
+
+use std::time::Duration;
+
+use crate::sim::property::BoxError;
+use crate::sim::{Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
+use crate::topologies::{
+    self, ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics,
+    TimerTopics,
+};
+
+/// An amount the examples accept.
+fn amount(draw: &mut Draw<'_>) -> i64 {
+    draw.range(1, 100)
+}
+
+/// The examples refuse negative amounts ([`topologies::checked`]).
+const REJECTED: i64 = -1;
+
+fn tick_interval(settings: &Settings) -> Duration {
+    Duration::from_millis(settings.clock.tick_interval_ms)
+}
+
+fn orders_input(orders: &parsley::Topic<String, Order>) -> Input<String, Order> {
+    Input::new(orders, |draw| {
+        (Some(draw.key()), Order { total: amount(draw) })
+    })
+    .rejected(|draw| (Some(draw.key()), Order { total: REJECTED }))
+}
+
+/// A source of integer amounts under `k<N>` keys, with rejected ones.
+fn amounts(topic: &parsley::Topic<String, i64>) -> Input<String, i64> {
+    Input::new(topic, |draw| (Some(draw.key()), amount(draw)))
+        .rejected(|draw| (Some(draw.key()), REJECTED))
+}
+
+/// `balances`: orders folded per account, a cut on every tick.
+pub fn balances(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = PaymentsTopics::new();
+    let stage = topologies::balances_stage_every(&topics, tick_interval(settings));
+    let app = parsley::Parsley::named("payments").stage(stage).build()?;
+    Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
+}
+
+/// `audit-cut`: the fifth-tick cut over a tick slot.
+pub fn audit_cut(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = PaymentsTopics::new();
+    let stage = topologies::audit_cut_stage_every(&topics, tick_interval(settings));
+    let app = parsley::Parsley::named("payments").stage(stage).build()?;
+    Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
+}
+
+/// `chain`: three stages in a row, ticks in the middle one.
+pub fn chain(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = ChainTopics::new();
+    let app = topologies::chain(&topics, tick_interval(settings))?;
+    Ok(Simulation::builder(app).input(amounts(&topics.input)))
+}
+
+/// `fan-in`: payments and orders into one ledger; an order may claim the
+/// latest committed payment of its partition.
+pub fn fan_in(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = FanInTopics::new();
+    let app = topologies::fan_in(&topics, tick_interval(settings))?;
+    Ok(Simulation::builder(app)
+        .input(amounts(&topics.payments))
+        .input(amounts(&topics.orders).claims_latest(&topics.payments, 0.5)))
+}
+
+/// `diamond`: two stages on one source, a third joining their outputs.
+pub fn diamond(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = DiamondTopics::new();
+    let app = topologies::diamond(&topics, tick_interval(settings))?;
+    Ok(Simulation::builder(app).input(amounts(&topics.events)))
+}
+
+/// `fan-out`: two stages, one stateful and one not, on the same source.
+pub fn fan_out(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = FanOutTopics::new();
+    let app = topologies::fan_out(&topics)?;
+    Ok(Simulation::builder(app).input(amounts(&topics.clicks)))
+}
+
+/// `timers`: reservations released by the timer scheduler (K2).
+pub fn timers(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = TimerTopics::new();
+    let app = topologies::timers(&topics)?;
+    Ok(Simulation::builder(app)
+        .input(orders_input(&topics.orders))
+        .timer_scheduler(&topics.requests, &topics.fires))
+}
+
+/// Every example topology by the name scenario files use.
+pub fn registry() -> Registry {
+    Registry::new()
+        .topology("balances", balances)
+        .topology("audit-cut", audit_cut)
+        .topology("timers", timers)
+        .topology("chain", chain)
+        .topology("fan-in", fan_in)
+        .topology("diamond", diamond)
+        .topology("fan-out", fan_out)
+}
