@@ -1,8 +1,8 @@
 //! The `parsley-sim` command-line runner, run as a process.
 //!
-//! The binary is built with the crate's own features: `--mutation` exits 2
-//! unless the tests run with `cargo test -p parsley-sim --features mutations`,
-//! which also runs the tests that plant bugs.
+//! The binary the tests run is built with the tests' `parsley`, which has
+//! planted bugs (`mutations`), so `--mutation` works here; a build without
+//! them refuses the flag with exit code 2.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -238,28 +238,6 @@ fn shrinking_a_passing_seed_says_so_and_exits_0() {
     );
 }
 
-#[cfg(not(feature = "mutations"))]
-#[test]
-fn mutations_need_the_feature() {
-    for command in [
-        vec!["run", BALANCES, "--seeds", "0..2"],
-        vec!["replay", BALANCES, "--seed", "0"],
-        vec!["shrink", BALANCES, "--seed", "0"],
-    ] {
-        let mut args = command.clone();
-        args.extend(["--mutation", "gate-ignores-claims"]);
-        let output = sim(&args);
-        assert_eq!(code(&output), 2, "{command:?}");
-        assert!(
-            stderr(&output).contains("--features mutations"),
-            "{}",
-            stderr(&output)
-        );
-        assert!(stdout(&output).is_empty());
-    }
-}
-
-#[cfg(feature = "mutations")]
 #[test]
 fn a_planted_bug_fails_the_run_with_its_invariant() {
     let output = sim(&[
@@ -277,7 +255,6 @@ fn a_planted_bug_fails_the_run_with_its_invariant() {
     assert_eq!(row(&out, "mutation"), Some("gate-ignores-claims (planted)"));
 }
 
-#[cfg(feature = "mutations")]
 #[test]
 fn unknown_mutations_are_listed() {
     let output = sim(&["run", BALANCES, "--mutation", "no-such-bug"]);
@@ -288,7 +265,6 @@ fn unknown_mutations_are_listed() {
     }
 }
 
-#[cfg(feature = "mutations")]
 #[test]
 fn a_shrunk_tape_replays_the_failure() {
     let tape = temp_file("shrunk.tape");

@@ -867,7 +867,7 @@ mod tests {
             "unknown_topology.toml",
             1,
             "topology",
-            "unknown variant `hexagon`",
+            "unknown topology \"hexagon\": expected one of balances, audit-cut",
         );
     }
 
