@@ -442,11 +442,7 @@ fn shrink(registry: &Registry, args: ShrinkArgs) -> Result<bool, CliError> {
     };
     if let Some(path) = &args.tape_out {
         // A tape reads zeros past its end, so trailing zeros can go.
-        let tape = &failure.shrunk.tape;
-        let tape = &tape[..tape
-            .iter()
-            .rposition(|byte| *byte != 0)
-            .map_or(0, |i| i + 1)];
+        let tape = tape::trimmed(&failure.shrunk.tape);
         let mut text = format!(
             "# parsley-sim tape: {} seed {} shrunk, violates {}\n",
             setup.path, args.seed, failure.invariant

@@ -32,4 +32,5 @@ pub use run::{run, run_seed, RunOutcome};
 #[cfg(feature = "scenario-files")]
 pub use scenario::Scenario;
 pub use settings::{Budget, ClockConfig, FaultRates, Settings, StepRange, Workload};
-pub use simulation::{Draw, Input, Simulation, SimulationBuilder, SimulationError};
+pub use runner::Summary;
+pub use simulation::{Draw, Input, Regressions, Simulation, SimulationBuilder, SimulationError};

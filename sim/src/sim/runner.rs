@@ -24,7 +24,7 @@ use std::sync::Mutex;
 
 use crate::sim::report;
 use crate::sim::run::RunOutcome;
-use crate::sim::simulation::Simulation;
+use crate::sim::simulation::{Regressions, Simulation};
 use crate::sim::tape;
 use crate::sim::timeline::render_html;
 use crate::sim::world::Stats;
@@ -120,7 +120,11 @@ impl Simulation {
         if let Ok(replay) = std::env::var("PARSLEY_SIM_REPLAY") {
             return self.replay(&replay, caller);
         }
-        let regressions = regressions_file(caller.file);
+        let regressions = match self.regressions() {
+            Regressions::BesideTheTest => regressions_file(caller.file),
+            Regressions::File(path) => Some(path.clone()),
+            Regressions::Off => None,
+        };
         let tapes = regressions
             .as_deref()
             .map(|path| read_regressions(path, caller.test.as_deref()))
@@ -250,7 +254,7 @@ impl Simulation {
         }
         let _ = writeln!(out, "\nWhat happened (shrunk):");
         out.push_str(&report::story(&failure.shrunk, 40));
-        let hex = tape::to_hex(&failure.shrunk.tape);
+        let hex = tape::to_hex(tape::trimmed(&failure.shrunk.tape));
         if let Some(context) = context {
             let filter = context
                 .caller

@@ -167,6 +167,24 @@ impl Default for FaultRates {
 pub const SWARM_LEVELS: u32 = 5;
 
 impl FaultRates {
+    /// No faults at all: every rate zero, no swarm. Interleavings and
+    /// marker lag aside, the run is a calm one.
+    pub fn none() -> FaultRates {
+        FaultRates {
+            swarm: false,
+            abort: 0.0,
+            commit_failure: 0.0,
+            crash: 0.0,
+            move_task: 0.0,
+            hanging_transaction: 0.0,
+            logic_error: 0.0,
+            partial_fetch: 0.0,
+            empty_fetch: 0.0,
+            marker_lag: 0.0,
+            marker_lag_ms: StepRange { min: 0, max: 0 },
+        }
+    }
+
     /// This seed's fault mix (swarm testing). When `swarm` is false the rates
     /// come back unchanged and nothing is drawn. When it is true, each rate,
     /// in field order, is scaled by its own factor drawn from `choices`: one

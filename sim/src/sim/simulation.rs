@@ -307,6 +307,20 @@ pub struct SimulationBuilder {
     properties: Vec<Property>,
     sometimes: Vec<Sometimes>,
     mutation: Option<Mutation>,
+    regressions: Regressions,
+}
+
+/// Where [`Simulation::check`] keeps the shrunk tapes of failed runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Regressions {
+    /// Next to the test's source file: `tests/diamond.rs` keeps them in
+    /// `tests/sim-regressions/diamond.txt` (proptest's habit).
+    #[default]
+    BesideTheTest,
+    /// In this file.
+    File(std::path::PathBuf),
+    /// Nowhere: failures are reported, not kept.
+    Off,
 }
 
 impl fmt::Debug for SimulationBuilder {
@@ -448,6 +462,12 @@ impl SimulationBuilder {
             name: name.into(),
             reached: Arc::new(reached),
         });
+        self
+    }
+
+    /// Where failing tapes are kept and replayed from ([`Regressions`]).
+    pub fn regressions(mut self, regressions: Regressions) -> Self {
+        self.regressions = regressions;
         self
     }
 
@@ -614,6 +634,7 @@ impl SimulationBuilder {
                 properties: self.properties,
                 sometimes: self.sometimes,
                 mutation: self.mutation,
+                regressions: self.regressions,
             }),
         })
     }
@@ -716,6 +737,7 @@ struct Inner {
     properties: Vec<Property>,
     sometimes: Vec<Sometimes>,
     mutation: Option<Mutation>,
+    regressions: Regressions,
 }
 
 /// A checked simulation of one application: cheap to clone and shared by the
@@ -751,6 +773,7 @@ impl Simulation {
             properties: Vec::new(),
             sometimes: Vec::new(),
             mutation: None,
+            regressions: Regressions::default(),
         }
     }
 
@@ -812,6 +835,10 @@ impl Simulation {
 
     pub(crate) fn properties(&self) -> &[Property] {
         &self.inner.properties
+    }
+
+    pub(crate) fn regressions(&self) -> &Regressions {
+        &self.inner.regressions
     }
 
     pub(crate) fn sometimes(&self) -> &[Sometimes] {

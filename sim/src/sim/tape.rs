@@ -12,6 +12,12 @@ pub fn to_hex(tape: &[u8]) -> String {
     hex
 }
 
+/// `tape` without its trailing zero bytes: a tape reads zeros past its end,
+/// so they replay the same run.
+pub fn trimmed(tape: &[u8]) -> &[u8] {
+    &tape[..tape.iter().rposition(|byte| *byte != 0).map_or(0, |last| last + 1)]
+}
+
 /// A hex tape back to bytes; whitespace and `#` comment lines are ignored.
 /// The error says what is wrong with the text.
 pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
@@ -43,6 +49,12 @@ mod tests {
         let tape = vec![0, 1, 0xab, 0xff];
         assert_eq!(to_hex(&tape), "0001abff");
         assert_eq!(from_hex("# a comment\n0001 ab\nff\n"), Ok(tape));
+    }
+
+    #[test]
+    fn trailing_zeros_are_trimmed() {
+        assert_eq!(trimmed(&[0, 3, 0, 0]), &[0, 3]);
+        assert_eq!(trimmed(&[0, 0]), &[] as &[u8]);
     }
 
     #[test]
