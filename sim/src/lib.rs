@@ -67,6 +67,12 @@ pub use driver::{
 };
 pub use host::TaskHost;
 
+/// The snippets of `README.md`, run as doc tests so that "Test your
+/// topology" cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct Readme;
+
 /// The examples of `docs/CONCEPTS.md`, run as doc tests under the
 /// `TestDriver` so the concepts page cannot drift from the behaviour.
 #[cfg(doctest)]

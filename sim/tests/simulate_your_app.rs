@@ -354,3 +354,13 @@ fn inputs_that_do_not_fit_the_app_are_refused_by_name() {
         .unwrap_err();
     assert_eq!(error.to_string(), "partitions is 0: it must be in [1, 64]");
 }
+
+/// README's "Test your topology" snippets include `docs/snippets/shop.rs`;
+/// README shows the same file, so what it shows is what they compile.
+#[test]
+fn the_readme_shows_the_snippets_app_verbatim() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let app = std::fs::read_to_string(root.join("docs/snippets/shop.rs")).unwrap();
+    assert!(readme.contains(&format!("```rust\n{app}```")), "README no longer shows docs/snippets/shop.rs");
+}
