@@ -16,6 +16,9 @@ mod stamp_decode_body;
 #[path = "../../fuzz/bodies/causal_order.rs"]
 mod causal_order_body;
 
+#[path = "../../fuzz/bodies/diamond.rs"]
+mod diamond_body;
+
 use causal_order_body::causal_order;
 use stamp_decode_body::stamp_decode;
 
@@ -110,6 +113,33 @@ fn stamp_decode_corpus_has_valid_and_malformed_headers() {
 #[test]
 fn causal_order_corpus_passes() {
     run_corpus("causal_order", causal_order);
+}
+
+fn diamond(data: &[u8]) {
+    diamond_body::simulation().fuzz(data);
+}
+
+/// Every tape of the diamond's corpus gives a run with no violation.
+#[test]
+fn diamond_corpus_passes() {
+    run_corpus("diamond", diamond);
+}
+
+/// The fuzz target's body does fail when the run breaks a rule: the same
+/// tape with the gate ignoring claims.
+#[test]
+fn the_diamond_body_panics_on_a_broken_rule() {
+    let broken = parsley_sim::topologies::registry()
+        .simulation_with("diamond", diamond_body::simulation().settings())
+        .unwrap()
+        .planted(Some(parsley::mutation::Mutation::SharedGroup))
+        .build()
+        .unwrap();
+    let found = (0..40u64).any(|seed| {
+        let tape = broken.run_seed(seed).tape;
+        panic::catch_unwind(AssertUnwindSafe(|| broken.fuzz(&tape))).is_err()
+    });
+    assert!(found, "no tape of 40 seeds broke a rule with the shared group planted");
 }
 
 /// The corpus picks every scenario at least once (the first byte, mod 5).
@@ -245,4 +275,10 @@ fn write_corpus() {
     for (name, bytes) in causal_order_seeds() {
         write("causal_order", &name, &bytes);
     }
+    for seed in 0..3u64 {
+        let tape = diamond_body::simulation().run_seed(seed).tape;
+        let kept = &tape[..SEEDED_TAPE_BYTES.min(tape.len())];
+        write("diamond", &format!("seed-{seed}-2000b"), kept);
+    }
+    write("diamond", "empty", &[]);
 }
