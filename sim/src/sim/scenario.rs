@@ -1,5 +1,6 @@
-//! Scenario files: which example topology a simulation runs, and
-//! how the simulator stresses it.
+//! Scenario files: which topology of a [`Registry`](crate::sim::Registry) a
+//! simulation runs, and how the simulator stresses it (the knobs of
+//! [`Settings`]).
 //!
 //! A scenario is a TOML file in `scenarios/`; its name is the file stem. Every
 //! table rejects unknown fields, and every error — bad syntax, an unknown or
@@ -7,7 +8,7 @@
 //! 1-based line and the field (see [`ScenarioError`]).
 //!
 //! ```toml
-//! topology = "balances"          # required: balances, audit-cut, timers, chain, fan-in or diamond
+//! topology = "balances"          # required: a name of the registry (parsley-sim: balances, audit-cut, timers, chain, fan-in, diamond, fan-out)
 //! partitions = 4                 # required: partitions of every source topic, 1..=64
 //! instances = 2                  # application instances sharing the tasks, 1..=8 (default 1)
 //! seeds = { start = 0, count = 2000 }  # required: runs seeds start..start+count, count >= 1
