@@ -34,9 +34,9 @@ use parsley::live::{
 };
 use parsley::{RecordData, Tp};
 use parsley_sim::live::{namespaced, plan_inputs, produce_inputs};
-use parsley_sim::topologies::TopologyName;
 use parsley_sim::topologies::ExampleTopology;
 use parsley_sim::topologies::Order;
+use parsley_sim::topologies::TopologyName;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;

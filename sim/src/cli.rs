@@ -245,10 +245,15 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
                 let Some(&seed) = seeds.get(index) else {
                     break;
                 };
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| setup.run_seed(seed))).unwrap_or_else(|panic| {
-                    eprintln!("seed {seed} panicked; replay it with: parsley-sim replay {} --seed {seed}", setup.path);
-                    std::panic::resume_unwind(panic)
-                });
+                let outcome =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| setup.run_seed(seed)))
+                        .unwrap_or_else(|panic| {
+                            eprintln!(
+                        "seed {seed} panicked; replay it with: parsley-sim replay {} --seed {seed}",
+                        setup.path
+                    );
+                            std::panic::resume_unwind(panic)
+                        });
                 let result = SeedResult {
                     index,
                     seed,

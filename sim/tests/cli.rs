@@ -16,7 +16,11 @@ const BALANCES: &str = "scenarios/balances.toml";
 fn balances() -> Simulation {
     let registry = parsley_sim::topologies::registry();
     let scenario = registry
-        .load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(BALANCES))
+        .load(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(BALANCES),
+        )
         .unwrap();
     registry.simulation(&scenario).unwrap()
 }

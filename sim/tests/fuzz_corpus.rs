@@ -139,7 +139,10 @@ fn the_diamond_body_panics_on_a_broken_rule() {
         let tape = broken.run_seed(seed).tape;
         panic::catch_unwind(AssertUnwindSafe(|| broken.fuzz(&tape))).is_err()
     });
-    assert!(found, "no tape of 40 seeds broke a rule with the shared group planted");
+    assert!(
+        found,
+        "no tape of 40 seeds broke a rule with the shared group planted"
+    );
 }
 
 /// The corpus picks every scenario at least once (the first byte, mod 5).

@@ -54,7 +54,9 @@ fn shop(broken: bool) -> Shop {
         .build();
     let report = Stage::named("report")
         .state(I64, || 0i64)
-        .on(&regional, |total: i64, record| Step::of(total + record.value()))
+        .on(&regional, |total: i64, record| {
+            Step::of(total + record.value())
+        })
         .on(&devices, {
             let reports = reports.clone();
             move |total: i64, record| {
@@ -87,7 +89,9 @@ fn shop(broken: bool) -> Shop {
 fn views_by_key(run: &Committed<'_>, views: &Topic<String, i64>) -> BTreeMap<String, (i64, i64)> {
     let mut by_key = BTreeMap::new();
     for view in run.records(views).expect("views decode") {
-        let entry = by_key.entry(view.key.expect("views are keyed")).or_insert((0, 0));
+        let entry = by_key
+            .entry(view.key.expect("views are keyed"))
+            .or_insert((0, 0));
         entry.0 += 1;
         entry.1 += view.value;
     }
@@ -99,7 +103,9 @@ fn counts_match(shop: &Shop, run: &Committed<'_>) -> PropertyResult {
     for (key, (count, _)) in views_by_key(run, &shop.views) {
         let seen: Option<i64> = run.key_slot("device", &shop.views, &key)?;
         if seen != Some(count) {
-            return Err(format!("device counted {seen:?} views of {key}, {count} were committed").into());
+            return Err(
+                format!("device counted {seen:?} views of {key}, {count} were committed").into(),
+            );
         }
     }
     Ok(())
@@ -122,7 +128,9 @@ fn simulation(shop: Shop) -> parsley_sim::sim::SimulationBuilder {
         app: app.clone(),
     };
     Simulation::builder(app)
-        .input(Input::new(&views, |draw| (Some(draw.key()), draw.range(1, 9))))
+        .input(Input::new(&views, |draw| {
+            (Some(draw.key()), draw.range(1, 9))
+        }))
         .partitions(2)
         .instances(2)
         .inputs(60)
@@ -135,7 +143,11 @@ fn simulation(shop: Shop) -> parsley_sim::sim::SimulationBuilder {
             let (regional, devices) = (regional.clone(), devices.clone());
             move |run| {
                 let mut expected: BTreeMap<String, i64> = BTreeMap::new();
-                for record in run.records(&regional)?.into_iter().chain(run.records(&devices)?) {
+                for record in run
+                    .records(&regional)?
+                    .into_iter()
+                    .chain(run.records(&devices)?)
+                {
                     if let Some(key) = record.key {
                         *expected.entry(key).or_default() += record.value;
                     }
@@ -143,7 +155,10 @@ fn simulation(shop: Shop) -> parsley_sim::sim::SimulationBuilder {
                 for (key, total) in expected {
                     let state: Option<i64> = run.key_slot("report", &regional, &key)?;
                     if state != Some(total) {
-                        return Err(format!("report holds {state:?} for {key}, the branches sum to {total}").into());
+                        return Err(format!(
+                            "report holds {state:?} for {key}, the branches sum to {total}"
+                        )
+                        .into());
                     }
                 }
                 Ok(())
@@ -208,7 +223,11 @@ fn wrong_property(regressions: Regressions) -> Simulation {
         .seeds(0..50)
         .regressions(regressions)
         .property("no report total passes 40", move |run| {
-            match run.records(&reports)?.iter().find(|r| r.key.is_some() && r.value > 40) {
+            match run
+                .records(&reports)?
+                .iter()
+                .find(|r| r.key.is_some() && r.value > 40)
+            {
                 Some(report) => Err(format!("{:?} reached {}", report.key, report.value).into()),
                 None => Ok(()),
             }
@@ -243,16 +262,20 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
         .lines()
         .find_map(|line| line.strip_prefix("Timeline of the shrunk run: "))
         .unwrap_or_else(|| panic!("no timeline in:\n{report}"));
-    assert!(timeline.contains("target") && std::path::Path::new(timeline).exists(), "{timeline}");
+    assert!(
+        timeline.contains("target") && std::path::Path::new(timeline).exists(),
+        "{timeline}"
+    );
 
     // The kept tape is replayed first from now on.
     let text = std::fs::read_to_string(&kept).expect("the tape is kept");
-    assert!(text.lines().any(|line| line.starts_with(
-        "a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line "
-    )), "{text}");
-    let again = panic_text(
-        catch_unwind(AssertUnwindSafe(|| simulation.check())).expect_err("still wrong"),
+    assert!(
+        text.lines().any(|line| line
+            .starts_with("a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line ")),
+        "{text}"
     );
+    let again =
+        panic_text(catch_unwind(AssertUnwindSafe(|| simulation.check())).expect_err("still wrong"));
     assert!(again.contains("a regression tape fails"), "{again}");
     let _ = std::fs::remove_file(&kept);
 
@@ -304,7 +327,12 @@ fn a_mark_never_reached_fails_the_check() {
         .regressions(Regressions::Off)
         .sometimes("a view of key k99", {
             let views = Topic::<String, i64>::with_codecs("views", Utf8, I64);
-            move |run| Ok(run.records(&views)?.iter().any(|v| v.key.as_deref() == Some("k99")))
+            move |run| {
+                Ok(run
+                    .records(&views)?
+                    .iter()
+                    .any(|v| v.key.as_deref() == Some("k99")))
+            }
         })
         .build()
         .unwrap();
@@ -323,20 +351,27 @@ fn inputs_that_do_not_fit_the_app_are_refused_by_name() {
         .input(Input::new(&strangers, |draw| (Some(draw.key()), 1)))
         .build()
         .unwrap_err();
-    assert!(error.to_string().contains("\"strangers\" is not a source"), "{error}");
+    assert!(
+        error.to_string().contains("\"strangers\" is not a source"),
+        "{error}"
+    );
 
     let error = Simulation::builder(shop.app.clone()).build().unwrap_err();
     assert!(error.to_string().contains("[\"views\"]"), "{error}");
 
     let as_text: Topic<String, String> = Topic::with_codecs("views", Utf8, Utf8);
     let error = Simulation::builder(shop.app.clone())
-        .input(Input::new(&as_text, |draw| (Some(draw.key()), "x".to_string())))
+        .input(Input::new(&as_text, |draw| {
+            (Some(draw.key()), "x".to_string())
+        }))
         .build()
         .unwrap_err();
     assert!(error.to_string().contains("declared with"), "{error}");
 
     let error = Simulation::builder(shop.app.clone())
-        .input(Input::new(&shop.views, |draw| (Some(draw.key()), 1)).claims_latest(&shop.devices, 0.5))
+        .input(
+            Input::new(&shop.views, |draw| (Some(draw.key()), 1)).claims_latest(&shop.devices, 0.5),
+        )
         .build()
         .unwrap_err();
     assert!(error.to_string().contains("not an input"), "{error}");
@@ -345,7 +380,10 @@ fn inputs_that_do_not_fit_the_app_are_refused_by_name() {
         .input(Input::new(&shop.regional, |draw| (Some(draw.key()), 1)))
         .build()
         .unwrap_err();
-    assert!(error.to_string().contains("written by stage \"geo\""), "{error}");
+    assert!(
+        error.to_string().contains("written by stage \"geo\""),
+        "{error}"
+    );
 
     let error = Simulation::builder(shop.app)
         .input(Input::new(&shop.views, |draw| (Some(draw.key()), 1)))
@@ -362,5 +400,8 @@ fn the_readme_shows_the_snippets_app_verbatim() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let app = std::fs::read_to_string(root.join("docs/snippets/shop.rs")).unwrap();
-    assert!(readme.contains(&format!("```rust\n{app}```")), "README no longer shows docs/snippets/shop.rs");
+    assert!(
+        readme.contains(&format!("```rust\n{app}```")),
+        "README no longer shows docs/snippets/shop.rs"
+    );
 }

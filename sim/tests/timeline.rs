@@ -283,9 +283,6 @@ fn write_an_example_when_asked() {
         "fan-in, seed {seed} ({} + {} steps)",
         scenario.settings.budget.safety_steps, scenario.settings.budget.liveness_steps
     );
-    let html = render_html(
-        &shipped::simulation(&scenario).run_seed(seed).trace,
-        &title,
-    );
+    let html = render_html(&shipped::simulation(&scenario).run_seed(seed).trace, &title);
     std::fs::write(out, html).expect("the example is written");
 }

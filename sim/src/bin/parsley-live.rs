@@ -23,8 +23,8 @@ use parsley::live::{
 };
 use parsley_sim::audit::audit;
 use parsley_sim::live::{namespaced, plan_inputs, produce_inputs, read_committed};
-use parsley_sim::topologies::TopologyName;
 use parsley_sim::topologies::ExampleTopology;
+use parsley_sim::topologies::TopologyName;
 
 #[derive(Parser)]
 #[command(

@@ -11,8 +11,8 @@ use parsley::{Claim, Parsley, RecordData, Stamp, Tp};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
+use crate::topologies::example::{ExampleTopology, InputTopic};
 use crate::topologies::TopologyName;
-use crate::topologies::example::{InputTopic, ExampleTopology};
 use crate::topologies::{
     self, ChainTopics, DiamondTopics, FanInTopics, PaymentsTopics, TimerTopics,
 };

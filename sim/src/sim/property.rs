@@ -121,7 +121,10 @@ impl<'a> Committed<'a> {
     }
 
     /// How many partitions `topic` has.
-    pub fn partitions<K: 'static, V: 'static>(&self, topic: &Topic<K, V>) -> Result<u32, ReadError> {
+    pub fn partitions<K: 'static, V: 'static>(
+        &self,
+        topic: &Topic<K, V>,
+    ) -> Result<u32, ReadError> {
         self.cluster
             .partitions(topic.name().as_str())
             .ok_or_else(|| ReadError::UnknownTopic {

@@ -233,12 +233,7 @@ impl Simulation {
         let failure = report::shrink_failure(self, outcome, SHRINK_ATTEMPTS)
             .expect("only failing runs are written up");
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "{}: {what} fails {}",
-            self.name(),
-            failure.invariant
-        );
+        let _ = writeln!(out, "{}: {what} fails {}", self.name(), failure.invariant);
         for violation in failure.original.violations.iter().take(5) {
             let _ = writeln!(out, "  {violation}");
         }
@@ -263,7 +258,8 @@ impl Simulation {
                 .map(|test| format!(" -- {test} --exact"))
                 .unwrap_or_default();
             let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "PACKAGE".into());
-            let target = test_target().map_or_else(String::new, |target| format!(" --test {target}"));
+            let target =
+                test_target().map_or_else(String::new, |target| format!(" --test {target}"));
             let _ = writeln!(out, "\nReplay:");
             if let Some(seed) = seed {
                 let _ = writeln!(
@@ -288,7 +284,11 @@ impl Simulation {
                         );
                     }
                     Err(error) => {
-                        let _ = writeln!(out, "Could not keep the tape in {}: {error}", path.display());
+                        let _ = writeln!(
+                            out,
+                            "Could not keep the tape in {}: {error}",
+                            path.display()
+                        );
                     }
                 }
             }
@@ -330,9 +330,7 @@ impl Simulation {
                 Ok(tape) => self.run_tape(&tape),
                 Err(error) => panic!("PARSLEY_SIM_REPLAY=tape=…: not a hex tape: {error}"),
             },
-            _ => panic!(
-                "PARSLEY_SIM_REPLAY={replay:?}: expected seed=N or tape=HEX"
-            ),
+            _ => panic!("PARSLEY_SIM_REPLAY={replay:?}: expected seed=N or tape=HEX"),
         };
         eprintln!(
             "{}: replaying {replay}\n{}",
@@ -405,7 +403,12 @@ fn source_file(file: &str) -> Option<PathBuf> {
 fn regressions_file(file: &str) -> Option<PathBuf> {
     let source = source_file(file)?;
     let stem = source.file_stem()?.to_str()?.to_string();
-    Some(source.parent()?.join("sim-regressions").join(format!("{stem}.txt")))
+    Some(
+        source
+            .parent()?
+            .join("sim-regressions")
+            .join(format!("{stem}.txt")),
+    )
 }
 
 /// The tapes kept for `test` (lines `<test> <hex tape>`; `#` comments).
@@ -496,7 +499,8 @@ fn seeds_from_env(default: Range<u64>) -> Result<Range<u64>, String> {
     let Ok(text) = std::env::var("PARSLEY_SIM_SEEDS") else {
         return Ok(default);
     };
-    let bad = || format!("PARSLEY_SIM_SEEDS={text:?}: expected a count (2000) or a range (0..2000)");
+    let bad =
+        || format!("PARSLEY_SIM_SEEDS={text:?}: expected a count (2000) or a range (0..2000)");
     match text.split_once("..") {
         Some((start, end)) => {
             let start: u64 = start.trim().parse().map_err(|_| bad())?;
@@ -549,7 +553,9 @@ mod tests {
 
     #[test]
     fn partitions_are_disjoint_and_cover_every_seed() {
-        let mut all: Vec<u64> = (1..=3).flat_map(|index| partition(10..20, index, 3)).collect();
+        let mut all: Vec<u64> = (1..=3)
+            .flat_map(|index| partition(10..20, index, 3))
+            .collect();
         all.sort_unstable();
         assert_eq!(all, (10..20).collect::<Vec<_>>());
         assert_eq!(partition(10..20, 2, 3), vec![11, 14, 17]);
@@ -565,7 +571,8 @@ mod tests {
 
     #[test]
     fn regression_lines_are_filtered_by_test() {
-        let dir = std::env::temp_dir().join(format!("parsley-sim-regressions-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("parsley-sim-regressions-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.txt");
         std::fs::write(&path, "# comment\na::one 0001\nb::two ff\n").unwrap();

@@ -1175,8 +1175,14 @@ liveness_steps = 50000
     fn an_unknown_topology_suggests_the_closest_name() {
         let text = "topology = \"diamnd\"\npartitions = 1\nseeds = { start = 0, count = 1 }\n";
         let error = parse("t", "t.toml", text).unwrap_err();
-        assert_eq!((error.line, error.field.as_deref()), (Some(1), Some("topology")));
-        assert!(error.message.contains("did you mean \"diamond\"?"), "{error}");
+        assert_eq!(
+            (error.line, error.field.as_deref()),
+            (Some(1), Some("topology"))
+        );
+        assert!(
+            error.message.contains("did you mean \"diamond\"?"),
+            "{error}"
+        );
         assert!(error.message.contains("fan-out"), "{error}");
     }
 

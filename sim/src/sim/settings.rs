@@ -232,4 +232,3 @@ impl Default for Budget {
         }
     }
 }
-

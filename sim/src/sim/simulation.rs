@@ -81,7 +81,10 @@ impl<'a> Draw<'a> {
     ///
     /// If `lo > hi`.
     pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        assert!(lo <= hi, "Draw::range(lo, hi) needs lo <= hi, got {lo} > {hi}");
+        assert!(
+            lo <= hi,
+            "Draw::range(lo, hi) needs lo <= hi, got {lo} > {hi}"
+        );
         let span = hi.abs_diff(lo);
         lo.wrapping_add(self.choices.range_inclusive(0, span) as i64)
     }
@@ -218,7 +221,9 @@ pub enum SimulationError {
     },
     /// An input's topic is written by a stage: the simulator produces only
     /// to the application's external sources.
-    #[error("input topic {topic:?} is written by stage {stage:?}; inputs go to external sources only")]
+    #[error(
+        "input topic {topic:?} is written by stage {stage:?}; inputs go to external sources only"
+    )]
     WrittenByStage {
         /// The topic.
         topic: String,
@@ -226,7 +231,9 @@ pub enum SimulationError {
         stage: String,
     },
     /// An input declares other codecs than the application does for its topic.
-    #[error("input topic {topic:?} is declared with {given}, but the application declares {declared}")]
+    #[error(
+        "input topic {topic:?} is declared with {given}, but the application declares {declared}"
+    )]
     CodecMismatch {
         /// The topic.
         topic: String,
@@ -295,12 +302,21 @@ pub enum SimulationError {
     },
 }
 
+/// An input as declared, before it is checked against the app.
+struct DeclaredInput {
+    topic: TopicName,
+    declaration: TopicRef,
+    generate: Generator,
+    rejected: Option<Generator>,
+    claims: Vec<(TopicName, f64)>,
+}
+
 /// Builds a [`Simulation`]: the application, an [`Input`] per external
 /// source, and the same knobs as a scenario file.
 pub struct SimulationBuilder {
     name: String,
     app: App,
-    inputs: Vec<(TopicName, TopicRef, Generator, Option<Generator>, Vec<(TopicName, f64)>)>,
+    inputs: Vec<DeclaredInput>,
     timers: Option<(TopicName, TopicName)>,
     settings: Settings,
     seeds: SeedRange,
@@ -336,13 +352,13 @@ impl fmt::Debug for SimulationBuilder {
 impl SimulationBuilder {
     /// Adds the input of one source topic.
     pub fn input<K: 'static, V: 'static>(mut self, input: Input<K, V>) -> Self {
-        self.inputs.push((
-            input.topic.name().clone(),
-            input.topic.declaration(),
-            input.generate,
-            input.rejected,
-            input.claims,
-        ));
+        self.inputs.push(DeclaredInput {
+            topic: input.topic.name().clone(),
+            declaration: input.topic.declaration(),
+            generate: input.generate,
+            rejected: input.rejected,
+            claims: input.claims,
+        });
         self
     }
 
@@ -492,12 +508,9 @@ impl SimulationBuilder {
         }
         let app = &self.app;
         let written_by = |topic: &TopicName| {
-            app.stages().iter().find(|plan| {
-                plan.stage
-                    .sinks()
-                    .iter()
-                    .any(|sink| sink.name == *topic)
-            })
+            app.stages()
+                .iter()
+                .find(|plan| plan.stage.sinks().iter().any(|sink| sink.name == *topic))
         };
         let consumed = |topic: &TopicName| {
             app.stages().iter().any(|plan| {
@@ -507,8 +520,13 @@ impl SimulationBuilder {
                     .any(|source| source.name == *topic)
             })
         };
-        let names: Vec<TopicName> = self.inputs.iter().map(|input| input.0.clone()).collect();
-        for (index, (topic, declaration, _, _, claims)) in self.inputs.iter().enumerate() {
+        let names: Vec<TopicName> = self
+            .inputs
+            .iter()
+            .map(|input| input.topic.clone())
+            .collect();
+        for (index, input) in self.inputs.iter().enumerate() {
+            let (topic, declaration, claims) = (&input.topic, &input.declaration, &input.claims);
             if names[..index].contains(topic) {
                 return Err(SimulationError::DuplicateInput {
                     topic: topic.to_string(),
@@ -573,7 +591,10 @@ impl SimulationBuilder {
                 let external = written_by(&source.name).is_none()
                     && app.tick_topic_owner(source.name.as_str()).is_none();
                 let fed = names.contains(&source.name)
-                    || self.timers.as_ref().is_some_and(|(_, fires)| *fires == source.name);
+                    || self
+                        .timers
+                        .as_ref()
+                        .is_some_and(|(_, fires)| *fires == source.name);
                 let name = source.name.to_string();
                 if external && !fed && !missing.contains(&name) {
                     missing.push(name);
@@ -603,11 +624,12 @@ impl SimulationBuilder {
         let inputs = self
             .inputs
             .iter()
-            .map(|(topic, _, generate, rejected, claims)| ErasedInput {
-                topic: topic.clone(),
-                generate: Arc::clone(generate),
-                rejected: rejected.clone(),
-                claims: claims
+            .map(|input| ErasedInput {
+                topic: input.topic.clone(),
+                generate: Arc::clone(&input.generate),
+                rejected: input.rejected.clone(),
+                claims: input
+                    .claims
                     .iter()
                     .map(|(upstream, probability)| {
                         let index = names
@@ -617,10 +639,12 @@ impl SimulationBuilder {
                         (index, *probability)
                     })
                     .collect(),
-                claimed: self
-                    .inputs
-                    .iter()
-                    .any(|other| other.4.iter().any(|(upstream, _)| upstream == topic)),
+                claimed: self.inputs.iter().any(|other| {
+                    other
+                        .claims
+                        .iter()
+                        .any(|(upstream, _)| *upstream == input.topic)
+                }),
             })
             .collect();
         Ok(Simulation {
@@ -688,9 +712,19 @@ fn check_settings(settings: &Settings) -> Result<(), SimulationError> {
     within("workload.keys", settings.workload.keys.into(), 1, None)?;
     probability_in_range("workload.transactional", settings.workload.transactional)?;
     let clock = &settings.clock;
-    within("clock.step_ms.min", clock.step_ms.min, 1, Some(clock.step_ms.max))?;
+    within(
+        "clock.step_ms.min",
+        clock.step_ms.min,
+        1,
+        Some(clock.step_ms.max),
+    )?;
     within("clock.tick_interval_ms", clock.tick_interval_ms, 1, None)?;
-    within("clock.commit_interval_ms", clock.commit_interval_ms, 1, None)?;
+    within(
+        "clock.commit_interval_ms",
+        clock.commit_interval_ms,
+        1,
+        None,
+    )?;
     within(
         "clock.transaction_timeout_ms",
         clock.transaction_timeout_ms,

@@ -15,7 +15,10 @@ pub fn to_hex(tape: &[u8]) -> String {
 /// `tape` without its trailing zero bytes: a tape reads zeros past its end,
 /// so they replay the same run.
 pub fn trimmed(tape: &[u8]) -> &[u8] {
-    &tape[..tape.iter().rposition(|byte| *byte != 0).map_or(0, |last| last + 1)]
+    &tape[..tape
+        .iter()
+        .rposition(|byte| *byte != 0)
+        .map_or(0, |last| last + 1)]
 }
 
 /// A hex tape back to bytes; whitespace and `#` comment lines are ignored.

@@ -525,17 +525,15 @@ pub fn fan_out(topics: &FanOutTopics) -> Result<App, CompositionError> {
     let count = Stage::named("count")
         .state(I64, || 0i64)
         .on(&topics.clicks, move |seen: i64, click| {
-            checked(*click.value()).map(|_| {
-                Step::of(seen + 1).emit(counts.send(click.key().cloned(), seen + 1))
-            })
+            checked(*click.value())
+                .map(|_| Step::of(seen + 1).emit(counts.send(click.key().cloned(), seen + 1)))
         })
         .into(&topics.counts)
         .build();
     let mirrored = topics.mirrored.clone();
     let mirror = Stage::named("mirror")
         .on(&topics.clicks, move |click| {
-            checked(*click.value())
-                .map(|value| vec![mirrored.send(click.key().cloned(), value)])
+            checked(*click.value()).map(|value| vec![mirrored.send(click.key().cloned(), value)])
         })
         .into(&topics.mirrored)
         .build();

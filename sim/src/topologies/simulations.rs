@@ -8,8 +8,7 @@ use std::time::Duration;
 use crate::sim::property::BoxError;
 use crate::sim::{Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 use crate::topologies::{
-    self, ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics,
-    TimerTopics,
+    self, ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics, TimerTopics,
 };
 
 /// An amount the examples accept.
@@ -26,7 +25,12 @@ fn tick_interval(settings: &Settings) -> Duration {
 
 fn orders_input(orders: &parsley::Topic<String, Order>) -> Input<String, Order> {
     Input::new(orders, |draw| {
-        (Some(draw.key()), Order { total: amount(draw) })
+        (
+            Some(draw.key()),
+            Order {
+                total: amount(draw),
+            },
+        )
     })
     .rejected(|draw| (Some(draw.key()), Order { total: REJECTED }))
 }

@@ -15,8 +15,8 @@ use parsley_sim::live::{
     expected_balances, final_state, namespaced, plan_inputs, produce_inputs, read_committed,
     wait_caught_up, PlannedInput, ReadBack,
 };
-use parsley_sim::topologies::TopologyName;
 use parsley_sim::topologies::ExampleTopology;
+use parsley_sim::topologies::TopologyName;
 
 pub const TICK: Duration = Duration::from_millis(500);
 pub const PATIENCE: Duration = Duration::from_secs(120);
