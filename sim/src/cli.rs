@@ -59,6 +59,28 @@ enum Command {
     Replay(ReplayArgs),
     /// Shrink a failing seed to a short counterexample.
     Shrink(ShrinkArgs),
+    /// Merge the summaries of `run --summary-out` (the slices of a CI
+    /// matrix) into one; exit 1 if any slice had a failing seed.
+    Merge(MergeArgs),
+}
+
+#[derive(Args)]
+struct MergeArgs {
+    /// Summary files written by `run --summary-out`.
+    #[arg(required = true)]
+    summaries: Vec<PathBuf>,
+}
+
+/// What `run --summary-out` writes: enough to merge slices of one range.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SummaryFile {
+    scenario: String,
+    mutation: Option<String>,
+    range: (u64, u64),
+    partition: Option<(u64, u64)>,
+    seeds: u64,
+    failing: Vec<u64>,
+    stats: Stats,
 }
 
 #[derive(Args)]
@@ -82,6 +104,9 @@ struct RunArgs {
     /// split a range across machines, as cargo-nextest's `--partition count:I/N`.
     #[arg(long, value_name = "I/N", value_parser = parse_partition_arg)]
     partition: Option<(u64, u64)>,
+    /// Write the run's summary as JSON to FILE, for `merge`.
+    #[arg(long, value_name = "FILE")]
+    summary_out: Option<PathBuf>,
     /// Worker threads, each running whole seeds [default: available parallelism].
     #[arg(long, short, value_name = "N", value_parser = parse_jobs)]
     jobs: Option<u64>,
@@ -141,6 +166,7 @@ pub fn main(registry: Registry) -> ExitCode {
         Command::Run(args) => run_seeds(&registry, args),
         Command::Replay(args) => replay(&registry, args),
         Command::Shrink(args) => shrink(&registry, args),
+        Command::Merge(args) => merge(args),
     };
     match result {
         Ok(true) => ExitCode::from(1),
@@ -331,9 +357,96 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
         ),
     );
 
+    if let Some(path) = &args.summary_out {
+        let summary = SummaryFile {
+            scenario: setup.scenario.name.clone(),
+            mutation: setup.mutation.map(|m| m.name().to_string()),
+            range: (range.start, range.end),
+            partition: args.partition,
+            seeds: count,
+            failing: failing.iter().map(|result| result.seed).collect(),
+            stats: total.clone(),
+        };
+        let json = serde_json::to_string_pretty(&summary).expect("a summary serializes");
+        write_file(path, &json)?;
+    }
     if let Some(first) = failing.first() {
         println!();
         setup.shrink(setup.run_seed(first.seed), 2000);
+    }
+    Ok(!failing.is_empty())
+}
+
+// ---------------------------------------------------------------------------
+// merge
+
+fn merge(args: MergeArgs) -> Result<bool, CliError> {
+    let mut summaries = Vec::new();
+    for path in &args.summaries {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CliError(format!("{}: cannot read: {e}", path.display())))?;
+        let summary: SummaryFile = serde_json::from_str(&text)
+            .map_err(|e| CliError(format!("{}: not a run summary: {e}", path.display())))?;
+        summaries.push((path, summary));
+    }
+    let (first_path, first) = &summaries[0];
+    for (path, summary) in &summaries[1..] {
+        let same = summary.scenario == first.scenario
+            && summary.mutation == first.mutation
+            && summary.range == first.range;
+        if !same {
+            return Err(CliError(format!(
+                "{} ran {} seeds {}..{} and {} ran {} seeds {}..{}: only slices of one run merge",
+                first_path.display(),
+                first.scenario,
+                first.range.0,
+                first.range.1,
+                path.display(),
+                summary.scenario,
+                summary.range.0,
+                summary.range.1
+            )));
+        }
+    }
+    let mut total = Stats::default();
+    let mut failing = Vec::new();
+    let mut seeds = 0;
+    for (_, summary) in &summaries {
+        total.add(&summary.stats);
+        failing.extend(&summary.failing);
+        seeds += summary.seeds;
+    }
+    failing.sort_unstable();
+    let expected = first.range.1 - first.range.0;
+    row("scenario", first.scenario.clone());
+    if let Some(mutation) = &first.mutation {
+        row("mutation", format!("{mutation} (planted)"));
+    }
+    let coverage = if seeds == expected {
+        "every seed".to_string()
+    } else {
+        format!("{seeds} of {expected} seeds: a slice is missing or repeated")
+    };
+    row(
+        "seeds",
+        format!(
+            "{}..{} ({coverage}, {} summaries)",
+            first.range.0,
+            first.range.1,
+            summaries.len()
+        ),
+    );
+    print_stats(&total, "summed over seeds");
+    row("violations", format!("{} failing seeds", failing.len()));
+    if !failing.is_empty() {
+        let listed: Vec<String> = failing.iter().take(10).map(u64::to_string).collect();
+        row("failing seeds", listed.join(", "));
+    }
+    if seeds != expected {
+        return Err(CliError(format!(
+            "the summaries cover {seeds} of the {expected} seeds {}..{}",
+            first.range.0, first.range.1
+        )));
     }
     Ok(!failing.is_empty())
 }

@@ -300,3 +300,61 @@ fn a_shrunk_tape_replays_the_failure() {
     assert_eq!(code(&output), 1, "{}\n{}", stdout(&output), stderr(&output));
     assert!(stdout(&output).contains("I1"), "{}", stdout(&output));
 }
+
+/// `--partition I/N` slices a range into interleaved, disjoint parts whose
+/// summaries `merge` adds up to the whole run's.
+#[test]
+fn partitions_merge_into_the_whole_run() {
+    let whole = stdout(&sim(&["run", BALANCES, "--seeds", "0..9"]));
+    let mut files = Vec::new();
+    for index in 1..=3 {
+        let path = temp_file(&format!("slice-{index}.json"));
+        let slice = format!("{index}/3");
+        let output = sim(&[
+            "run",
+            BALANCES,
+            "--seeds",
+            "0..9",
+            "--partition",
+            &slice,
+            "--summary-out",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        assert!(
+            row(&stdout(&output), "seeds")
+                .unwrap()
+                .contains(&format!("3 seeds, slice {slice}")),
+            "{}",
+            stdout(&output)
+        );
+        files.push(path);
+    }
+    let mut args = vec!["merge"];
+    args.extend(files.iter().map(|path| path.to_str().unwrap()));
+    let merged = sim(&args);
+    assert_eq!(code(&merged), 0, "{}", stderr(&merged));
+    let merged_out = stdout(&merged);
+    assert_eq!(row(&merged_out, "steps"), row(&whole, "steps"));
+    assert_eq!(row(&merged_out, "deliveries"), row(&whole, "deliveries"));
+    assert!(
+        row(&merged_out, "seeds").unwrap().contains("every seed"),
+        "{merged_out}"
+    );
+
+    // A missing slice is named, not merged quietly.
+    let partial = sim(&[
+        "merge",
+        files[0].to_str().unwrap(),
+        files[1].to_str().unwrap(),
+    ]);
+    assert_eq!(code(&partial), 2);
+    assert!(
+        stderr(&partial).contains("cover 6 of the 9 seeds"),
+        "{}",
+        stderr(&partial)
+    );
+    for path in files {
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -29,7 +29,7 @@ use crate::scheduler::TimerScheduler;
 
 /// Rare states the run reached, counted to show that the simulator really
 /// exercises the hard cases.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Marks {
     /// Ticks held behind a claim (T5).
     pub tick_held: u64,
@@ -74,7 +74,7 @@ impl Marks {
 }
 
 /// Counters of one run.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     /// Steps taken.
     pub steps: u64,
