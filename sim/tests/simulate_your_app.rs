@@ -405,3 +405,76 @@ fn the_readme_shows_the_snippets_app_verbatim() {
         "README no longer shows docs/snippets/shop.rs"
     );
 }
+
+/// Null keys are inputs too: a keyless record goes to a drawn partition (as
+/// the default partitioner's sticky choice would), and a stateless mirror
+/// forwards every record exactly once, whatever its key.
+#[test]
+fn null_keys_spread_over_partitions_and_are_delivered_once() {
+    let clicks: Topic<String, i64> = Topic::with_codecs("clicks", Utf8, I64);
+    let mirrored: Topic<String, i64> = Topic::with_codecs("mirrored", Utf8, I64);
+    let mirror = Stage::named("mirror")
+        .on(&clicks, {
+            let mirrored = mirrored.clone();
+            move |click| vec![mirrored.send(click.key().cloned(), *click.value())]
+        })
+        .into(&mirrored)
+        .build();
+    let app = Parsley::named("clicks").stage(mirror).build().unwrap();
+    let summary = Simulation::builder(app)
+        .input(Input::new(&clicks, |draw| {
+            let key = if draw.chance(0.5) {
+                Some(draw.key())
+            } else {
+                None
+            };
+            (key, draw.range(1, 1_000_000))
+        }))
+        .partitions(3)
+        .inputs(40)
+        .budget(600, 3_000)
+        .property("every click is mirrored once, in partition order", {
+            let (clicks, mirrored) = (clicks.clone(), mirrored.clone());
+            move |run| {
+                for partition in 0..3 {
+                    let sent: Vec<_> = run
+                        .partition(&clicks, partition)?
+                        .into_iter()
+                        .map(|r| (r.key, r.value))
+                        .collect();
+                    let got: Vec<_> = run
+                        .partition(&mirrored, partition)?
+                        .into_iter()
+                        .map(|r| (r.key, r.value))
+                        .collect();
+                    if sent != got {
+                        return Err(format!(
+                            "partition {partition}: sent {sent:?}, mirrored {got:?}"
+                        )
+                        .into());
+                    }
+                }
+                Ok(())
+            }
+        })
+        .sometimes("keyless clicks on two partitions", {
+            let clicks = clicks.clone();
+            move |run| {
+                let mut partitions = 0;
+                for partition in 0..3 {
+                    partitions += usize::from(
+                        run.partition(&clicks, partition)?
+                            .iter()
+                            .any(|r| r.key.is_none()),
+                    );
+                }
+                Ok(partitions >= 2)
+            }
+        })
+        .build()
+        .unwrap()
+        .check_seeds(0..200);
+    assert!(summary.failure.is_none(), "{}", summary.failure.unwrap());
+    assert!(summary.never_reached().is_empty(), "{:?}", summary.reached);
+    assert!(summary.stats.deliveries >= 200 * 40, "{:?}", summary.stats);
+}
