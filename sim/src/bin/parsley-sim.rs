@@ -15,7 +15,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use parsley::mutation::Mutation;
-use parsley_sim::sim::checker::Violation;
+use parsley_sim::sim::checker::{Invariant, Violation};
 use parsley_sim::sim::report::{self, Failure};
 use parsley_sim::sim::scenario::{self, Scenario, ScenarioError};
 use parsley_sim::sim::world::Stats;
@@ -104,6 +104,9 @@ struct ShrinkArgs {
     /// Write the shrunk tape as hex to FILE, for `replay --tape FILE`.
     #[arg(long, value_name = "FILE")]
     tape_out: Option<PathBuf>,
+    /// Write a picture of the shrunk run (HTML with an inline SVG) to FILE.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
 }
 
 /// What makes the runner exit with code 2.
@@ -164,19 +167,41 @@ impl Setup {
         let what = seed.map_or_else(|| "the tape".to_string(), |seed| format!("seed {seed}"));
         eprintln!("shrinking {what} (up to {attempts} attempts)…");
         let failure = report::shrink_failure(&self.scenario, outcome, attempts)?;
-        println!("{}", report::render(&self.path, &failure));
-        if let (Some(mutation), Some(seed)) = (self.mutation, seed) {
-            println!("With the planted bug:");
-            for command in ["replay", "shrink"] {
-                println!(
-                    "  cargo run -p parsley-sim --features mutations -- {command} {} --seed {seed} --mutation {}",
-                    self.path,
-                    mutation.name()
-                );
+        let mut replays = Vec::new();
+        if let Some(seed) = seed {
+            // Printed only once the seed has failed again, as the command
+            // would run it: a line that does not reproduce misleads.
+            if fails(&self.run_seed(seed), failure.invariant) {
+                let seed = format!("{} --seed {seed}", self.path);
+                replays.push(("Replay", self.command(&format!("replay {seed}"))));
+                replays.push(("Shrink", self.command(&format!("shrink {seed}"))));
+            } else {
+                eprintln!("seed {seed} passed when run again (I9): no replay command printed");
             }
         }
+        println!("{}", report::render(&self.path, &failure, &replays));
         Some(failure)
     }
+
+    /// The command line that runs `args` again: with the planted bug, its
+    /// `--mutation` flag and the feature that allows it.
+    fn command(&self, args: &str) -> String {
+        match self.mutation {
+            Some(mutation) => format!(
+                "cargo run -p parsley-sim --features mutations -- {args} --mutation {}",
+                mutation.name()
+            ),
+            None => format!("cargo run -p parsley-sim -- {args}"),
+        }
+    }
+}
+
+/// Whether a run violates `invariant`.
+fn fails(outcome: &RunOutcome, invariant: Invariant) -> bool {
+    outcome
+        .violations
+        .iter()
+        .any(|violation| violation.invariant == invariant)
 }
 
 // ---------------------------------------------------------------------------
@@ -213,10 +238,16 @@ fn run_seeds(args: RunArgs) -> Result<bool, CliError> {
                 if seed >= end {
                     break;
                 }
-                let outcome = std::panic::catch_unwind(|| setup.run_seed(seed)).unwrap_or_else(|panic| {
-                    eprintln!("seed {seed} panicked; replay it with: parsley-sim replay {} --seed {seed}", setup.path);
-                    std::panic::resume_unwind(panic)
-                });
+                let outcome =
+                    std::panic::catch_unwind(|| setup.run_seed(seed)).unwrap_or_else(|panic| {
+                        // The replay command is printed once it has panicked again.
+                        if std::panic::catch_unwind(|| setup.run_seed(seed)).is_err() {
+                            let replay =
+                                setup.command(&format!("replay {} --seed {seed}", setup.path));
+                            eprintln!("seed {seed} panicked; replay it with: {replay}");
+                        }
+                        std::panic::resume_unwind(panic)
+                    });
                 let result = SeedResult {
                     seed,
                     stats: outcome.stats,
@@ -379,11 +410,19 @@ fn replay(args: ReplayArgs) -> Result<bool, CliError> {
     }
     row("trace hash", format!("{:016x}", outcome.trace_hash));
     if let Some(path) = &args.timeline {
-        let html = timeline::render_html(&outcome.trace, &title);
-        write_file(path, &html)?;
-        println!("timeline written to {}", path.display());
+        write_timeline(path, &outcome, &title)?;
     }
     Ok(!outcome.violations.is_empty())
+}
+
+/// Writes the picture of a run, its violations marked and its records'
+/// stamps in the tooltips.
+fn write_timeline(path: &Path, outcome: &RunOutcome, title: &str) -> Result<(), CliError> {
+    let stamps = timeline::stamps_in(&outcome.cluster);
+    let html = timeline::render_html(&outcome.trace, title, &outcome.violations, Some(&stamps));
+    write_file(path, &html)?;
+    println!("timeline written to {}", path.display());
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -415,18 +454,28 @@ fn shrink(args: ShrinkArgs) -> Result<bool, CliError> {
             text.push('\n');
         }
         write_file(path, &text)?;
-        let (features, mutation) = match setup.mutation {
-            Some(m) => (" --features mutations", format!(" --mutation {}", m.name())),
-            None => ("", String::new()),
-        };
-        println!(
-            "Shrunk tape ({} bytes) written to {}; replay it with:\n  \
-             cargo run -p parsley-sim{features} -- replay {} --tape {}{mutation}",
-            tape.len(),
-            path.display(),
-            setup.path,
-            path.display()
-        );
+        // The tape as written, replayed the way `replay --tape` will.
+        plant(setup.mutation);
+        let replayed = run(&setup.scenario, Choices::from_tape(tape.to_vec()));
+        if fails(&replayed, failure.invariant) {
+            let replay = setup.command(&format!("replay {} --tape {}", setup.path, path.display()));
+            println!(
+                "Shrunk tape ({} bytes) written to {}; replay it with:\n  {replay}",
+                tape.len(),
+                path.display()
+            );
+        } else {
+            println!(
+                "Shrunk tape ({} bytes) written to {}, but replaying it does not violate {} (I9)",
+                tape.len(),
+                path.display(),
+                failure.invariant
+            );
+        }
+    }
+    if let Some(path) = &args.timeline {
+        let title = format!("{}: seed {} shrunk", setup.scenario.name, args.seed);
+        write_timeline(path, &failure.shrunk, &title)?;
     }
     Ok(true)
 }

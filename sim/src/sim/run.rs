@@ -3,6 +3,7 @@
 
 use std::hash::{Hash, Hasher};
 
+use crate::model::Cluster;
 use crate::sim::checker::{check, CheckInput, Violation};
 use crate::sim::choice::Choices;
 use crate::sim::scenario::Scenario;
@@ -26,6 +27,8 @@ pub struct RunOutcome {
     pub violations: Vec<Violation>,
     /// A hash of the whole trace, to compare runs byte for byte (I9).
     pub trace_hash: u64,
+    /// The model as the run left it: the logs that reports read stamps from.
+    pub cluster: Cluster,
 }
 
 /// Runs `scenario` with the choices of `seed`.
@@ -63,5 +66,6 @@ pub fn run(scenario: &Scenario, mut choices: Choices) -> RunOutcome {
         quiesced,
         violations,
         trace_hash: hasher.finish(),
+        cluster: world.cluster,
     }
 }
