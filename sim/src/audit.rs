@@ -665,11 +665,8 @@ fn build_index<'a>(logs: &'a CommittedLogs, summary: &mut AuditSummary) -> BTree
 
 impl<'a> Auditor<'a> {
     fn violation(&mut self, invariant: Invariant, step: u64, message: String) {
-        self.violations.push(Violation {
-            invariant,
-            step,
-            message,
-        });
+        self.violations
+            .push(Violation::new(invariant, step, message));
     }
 
     fn is_written_by_app(&self, tp: &Tp) -> bool {
@@ -868,14 +865,14 @@ impl<'a> Auditor<'a> {
                         continue;
                     };
                     if committed > log.bounds.end {
-                        self.violations.push(Violation {
-                            invariant: Invariant::I2,
-                            step: 0,
-                            message: format!(
+                        self.violations.push(Violation::new(
+                            Invariant::I2,
+                            0,
+                            format!(
                                 "task {id}: the committed offset {committed} of {tp} lies beyond its log end {}",
                                 log.bounds.end
                             ),
-                        });
+                        ));
                         unreadable = Some(format!(
                             "its committed offset on {tp} is beyond the log end"
                         ));

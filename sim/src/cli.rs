@@ -27,7 +27,7 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use parsley::mutation::Mutation;
 
-use crate::sim::checker::Violation;
+use crate::sim::checker::{Invariant, Violation};
 use crate::sim::report::{self, Failure};
 use crate::sim::runner::{parse_partition, partition};
 use crate::sim::scenario::{Scenario, ScenarioError};
@@ -88,7 +88,7 @@ struct Common {
     /// The scenario file (TOML, see scenarios/README.md).
     scenario: PathBuf,
     /// Plant a bug (parsley::mutation) to show the checker catching it.
-    /// Needs a binary built with `--features mutations`.
+    /// Needs a binary built with `--features cli,mutations`.
     #[arg(long, value_name = "NAME")]
     mutation: Option<String>,
 }
@@ -141,6 +141,9 @@ struct ShrinkArgs {
     /// Write the shrunk tape as hex to FILE, for `replay --tape FILE`.
     #[arg(long, value_name = "FILE")]
     tape_out: Option<PathBuf>,
+    /// Write a picture of the shrunk run (HTML with an inline SVG) to FILE.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
 }
 
 /// What makes the runner exit with code 2.
@@ -217,19 +220,42 @@ impl Setup {
         let what = seed.map_or_else(|| "the tape".to_string(), |seed| format!("seed {seed}"));
         eprintln!("shrinking {what} (up to {attempts} attempts)…");
         let failure = report::shrink_failure(&self.simulation, outcome, attempts)?;
-        println!("{}", report::render(&self.path, &failure));
-        if let (Some(mutation), Some(seed)) = (self.mutation, seed) {
-            println!("With the planted bug:");
-            for command in ["replay", "shrink"] {
-                println!(
-                    "  cargo run -p parsley-sim --features mutations -- {command} {} --seed {seed} --mutation {}",
-                    self.path,
-                    mutation.name()
-                );
+        let mut replays = Vec::new();
+        if let Some(seed) = seed {
+            // Printed only once the seed has failed again, as the command
+            // would run it: a line that does not reproduce misleads.
+            if fails(&self.run_seed(seed), failure.invariant) {
+                let seed = format!("{} --seed {seed}", self.path);
+                replays.push(("Replay", self.command(&format!("replay {seed}"))));
+                replays.push(("Shrink", self.command(&format!("shrink {seed}"))));
+            } else {
+                eprintln!("seed {seed} passed when run again (I9): no replay command printed");
             }
         }
+        println!("{}", report::render(&self.path, &failure, &replays));
         Some(failure)
     }
+
+    /// The command line that runs `args` again: this very program (the
+    /// `parsley-sim` binary, or a user's own runner), with the planted
+    /// bug's `--mutation` flag.
+    fn command(&self, args: &str) -> String {
+        let program = std::env::args()
+            .next()
+            .unwrap_or_else(|| "parsley-sim".to_string());
+        match self.mutation {
+            Some(mutation) => format!("{program} {args} --mutation {}", mutation.name()),
+            None => format!("{program} {args}"),
+        }
+    }
+}
+
+/// Whether a run violates `invariant`.
+fn fails(outcome: &RunOutcome, invariant: Invariant) -> bool {
+    outcome
+        .violations
+        .iter()
+        .any(|violation| violation.invariant == invariant)
 }
 
 // ---------------------------------------------------------------------------
@@ -271,15 +297,16 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
                 let Some(&seed) = seeds.get(index) else {
                     break;
                 };
-                let outcome =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| setup.run_seed(seed)))
-                        .unwrap_or_else(|panic| {
-                            eprintln!(
-                        "seed {seed} panicked; replay it with: parsley-sim replay {} --seed {seed}",
-                        setup.path
-                    );
-                            std::panic::resume_unwind(panic)
-                        });
+                let run = std::panic::AssertUnwindSafe(|| setup.run_seed(seed));
+                let outcome = std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+                    // The replay command is printed once it has panicked again.
+                    let again = std::panic::AssertUnwindSafe(|| setup.run_seed(seed));
+                    if std::panic::catch_unwind(again).is_err() {
+                        let replay = setup.command(&format!("replay {} --seed {seed}", setup.path));
+                        eprintln!("seed {seed} panicked; replay it with: {replay}");
+                    }
+                    std::panic::resume_unwind(panic)
+                });
                 let result = SeedResult {
                     index,
                     seed,
@@ -538,11 +565,19 @@ fn replay(registry: &Registry, args: ReplayArgs) -> Result<bool, CliError> {
     }
     row("trace hash", format!("{:016x}", outcome.trace_hash));
     if let Some(path) = &args.timeline {
-        let html = timeline::render_html(&outcome.trace, &title);
-        write_file(path, &html)?;
-        println!("timeline written to {}", path.display());
+        write_timeline(path, &outcome, &title)?;
     }
     Ok(!outcome.violations.is_empty())
+}
+
+/// Writes the picture of a run, its violations marked and its records'
+/// stamps in the tooltips.
+fn write_timeline(path: &Path, outcome: &RunOutcome, title: &str) -> Result<(), CliError> {
+    let stamps = timeline::stamps_in(&outcome.cluster);
+    let html = timeline::render_html(&outcome.trace, title, &outcome.violations, Some(&stamps));
+    write_file(path, &html)?;
+    println!("timeline written to {}", path.display());
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -570,18 +605,28 @@ fn shrink(registry: &Registry, args: ShrinkArgs) -> Result<bool, CliError> {
             text.push('\n');
         }
         write_file(path, &text)?;
-        let (features, mutation) = match setup.mutation {
-            Some(m) => (" --features mutations", format!(" --mutation {}", m.name())),
-            None => ("", String::new()),
-        };
-        println!(
-            "Shrunk tape ({} bytes) written to {}; replay it with:\n  \
-             cargo run -p parsley-sim{features} -- replay {} --tape {}{mutation}",
-            tape.len(),
-            path.display(),
-            setup.path,
-            path.display()
-        );
+        // The tape as written, replayed the way `replay --tape` will.
+        let replayed = setup.simulation.run_tape(tape);
+
+        if fails(&replayed, failure.invariant) {
+            let replay = setup.command(&format!("replay {} --tape {}", setup.path, path.display()));
+            println!(
+                "Shrunk tape ({} bytes) written to {}; replay it with:\n  {replay}",
+                tape.len(),
+                path.display()
+            );
+        } else {
+            println!(
+                "Shrunk tape ({} bytes) written to {}, but replaying it does not violate {} (I9)",
+                tape.len(),
+                path.display(),
+                failure.invariant
+            );
+        }
+    }
+    if let Some(path) = &args.timeline {
+        let title = format!("{}: seed {} shrunk", setup.scenario.name, args.seed);
+        write_timeline(path, &failure.shrunk, &title)?;
     }
     Ok(true)
 }
@@ -611,8 +656,8 @@ fn resolve_mutation(name: Option<&str>) -> Result<Option<Mutation>, CliError> {
     if !parsley::mutation::AVAILABLE {
         return Err(CliError(format!(
             "--mutation {name}: this binary was built without planted bugs; \
-             build it with `--features mutations`, e.g. \
-             cargo run -p parsley-sim --features mutations -- run SCENARIO --mutation {name}"
+             build it with `--features cli,mutations`, e.g. \
+             cargo run -p parsley-sim --features cli,mutations -- run SCENARIO --mutation {name}"
         )));
     }
     Mutation::from_name(name).map(Some).ok_or_else(|| {

@@ -269,6 +269,57 @@ fn unknown_mutations_are_listed() {
     }
 }
 
+/// The commands a report prints (this very binary, then its arguments),
+/// each as the binary's arguments.
+fn printed_commands(out: &str) -> Vec<Vec<String>> {
+    let program = env!("CARGO_BIN_EXE_parsley-sim");
+    out.lines()
+        .filter_map(|line| {
+            let (before, args) = line.split_once(program)?;
+            assert!(
+                before.ends_with(": ") || before.trim().is_empty(),
+                "not a command line: {line}"
+            );
+            assert!(
+                args.ends_with(" --mutation gate-ignores-claims"),
+                "a replay of a planted bug needs its --mutation flag: {line}"
+            );
+            Some(args.split_whitespace().map(str::to_string).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn every_command_a_planted_failure_prints_reproduces_it() {
+    let output = sim(&[
+        "run",
+        "scenarios/fan-in.toml",
+        "--seeds",
+        "0..3",
+        "--mutation",
+        "gate-ignores-claims",
+    ]);
+    let out = stdout(&output);
+    assert_eq!(code(&output), 1, "{out}\n{}", stderr(&output));
+    let commands = printed_commands(&out);
+    let subcommands: Vec<&str> = commands.iter().map(|args| args[0].as_str()).collect();
+    assert_eq!(subcommands, ["replay", "shrink"], "{out}");
+    for mut args in commands {
+        if args[0] == "shrink" {
+            args.extend(["--attempts".to_string(), "20".to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = sim(&args);
+        assert_eq!(
+            code(&output),
+            1,
+            "{args:?} does not fail:\n{}",
+            stdout(&output)
+        );
+        assert!(stdout(&output).contains("I1"), "{args:?}");
+    }
+}
+
 #[test]
 fn a_shrunk_tape_replays_the_failure() {
     let tape = temp_file("shrunk.tape");
@@ -286,15 +337,21 @@ fn a_shrunk_tape_replays_the_failure() {
     ];
     args.extend(mutation);
     let output = sim(&args);
-    assert_eq!(code(&output), 1, "{}\n{}", stdout(&output), stderr(&output));
-    assert!(
-        stdout(&output).contains("FAILED: seed 0"),
-        "{}",
-        stdout(&output)
-    );
+    let out = stdout(&output);
+    assert_eq!(code(&output), 1, "{out}\n{}", stderr(&output));
+    assert!(out.contains("FAILED: seed 0"), "{out}");
 
-    let mut args = vec!["replay", "scenarios/fan-in.toml", "--tape", tape];
-    args.extend(mutation);
+    // The tape's replay command, as printed.
+    let commands = printed_commands(&out);
+    let replay = commands
+        .iter()
+        .find(|args| args.contains(&"--tape".to_string()))
+        .unwrap_or_else(|| panic!("no tape replay in\n{out}"));
+    assert_eq!(
+        replay[..4],
+        ["replay", "scenarios/fan-in.toml", "--tape", tape]
+    );
+    let args: Vec<&str> = replay.iter().map(String::as_str).collect();
     let output = sim(&args);
     let _ = std::fs::remove_file(tape);
     assert_eq!(code(&output), 1, "{}\n{}", stdout(&output), stderr(&output));
@@ -357,4 +414,30 @@ fn partitions_merge_into_the_whole_run() {
     for path in files {
         let _ = std::fs::remove_file(path);
     }
+}
+
+#[test]
+fn shrink_writes_the_shrunk_runs_timeline_with_its_violation() {
+    let path = temp_file("shrunk-timeline.html");
+    let output = sim(&[
+        "shrink",
+        "scenarios/fan-in.toml",
+        "--seed",
+        "0",
+        "--attempts",
+        "100",
+        "--timeline",
+        path.to_str().unwrap(),
+        "--mutation",
+        "gate-ignores-claims",
+    ]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    let html = std::fs::read_to_string(&path).expect("the timeline file");
+    let _ = std::fs::remove_file(&path);
+    assert!(html.contains("class=\"violation-band\""));
+    assert!(html.contains("<ul class=\"violations\">\n<li>I1 causal delivery"));
+    assert!(
+        html.contains("\nstamp {payments-"),
+        "deliveries show their stamps"
+    );
 }

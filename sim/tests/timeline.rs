@@ -3,11 +3,15 @@
 
 use std::collections::BTreeSet;
 
+use parsley::mutation::Mutation;
 use parsley::task::TaskId;
-use parsley::{Claim, Tp};
+use parsley::{Claim, Stamp, Tp};
+use parsley_sim::sim::checker::{Invariant, Relation};
+use parsley_sim::sim::report::shrink_failure;
 use parsley_sim::sim::scenario::Scenario;
-use parsley_sim::sim::timeline::render_html;
+use parsley_sim::sim::timeline::{render_html, stamps_in};
 use parsley_sim::sim::trace::{Entry, Event, TaskAt, TxnRef};
+use parsley_sim::sim::RunOutcome;
 
 mod shipped;
 
@@ -58,7 +62,7 @@ fn seed_with_arrow() -> (u64, Vec<Entry>) {
 
 #[test]
 fn the_page_is_self_contained_html() {
-    let html = render_html(&trace_of(0), "fan-in seed 0");
+    let html = render_html(&trace_of(0), "fan-in seed 0", &[], None);
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(html.matches("<svg").count(), 1, "one inline SVG");
     assert!(html.contains("<style>"));
@@ -78,7 +82,7 @@ fn the_page_is_self_contained_html() {
 #[test]
 fn one_lane_label_per_task_instance() {
     let (_, trace) = seed_with_arrow();
-    let html = render_html(&trace, "lanes");
+    let html = render_html(&trace, "lanes", &[], None);
     let lanes: BTreeSet<String> = trace
         .iter()
         .filter_map(|entry| match &entry.event {
@@ -115,7 +119,7 @@ fn one_delivery_mark_per_delivery() {
             .filter(|entry| matches!(entry.event, Event::Delivered { .. }))
             .count();
         assert!(delivered > 0);
-        let html = render_html(&trace, "deliveries");
+        let html = render_html(&trace, "deliveries", &[], None);
         assert_eq!(
             html.matches("class=\"delivery ").count(),
             delivered,
@@ -127,7 +131,7 @@ fn one_delivery_mark_per_delivery() {
 #[test]
 fn claims_that_held_a_delivered_record_draw_arrows() {
     let (seed, trace) = seed_with_arrow();
-    let html = render_html(&trace, "arrows");
+    let html = render_html(&trace, "arrows", &[], None);
     let arrows = html.matches("<path class=\"arrow").count();
     assert!(arrows >= 1, "seed {seed}: no arrow drawn");
     let holds = trace
@@ -141,24 +145,32 @@ fn claims_that_held_a_delivered_record_draw_arrows() {
 #[test]
 fn rendering_is_deterministic() {
     let (_, trace) = seed_with_arrow();
-    assert_eq!(render_html(&trace, "again"), render_html(&trace, "again"));
+    assert_eq!(
+        render_html(&trace, "again", &[], None),
+        render_html(&trace, "again", &[], None)
+    );
     // And a second run of the same seed gives the same picture (I9).
     assert_eq!(
-        render_html(&trace_of(3), "again"),
-        render_html(&trace_of(3), "again")
+        render_html(&trace_of(3), "again", &[], None),
+        render_html(&trace_of(3), "again", &[], None)
     );
 }
 
 #[test]
 fn the_title_is_escaped() {
-    let html = render_html(&trace_of(1), "<script>alert(\"x\") & co</script>");
+    let html = render_html(
+        &trace_of(1),
+        "<script>alert(\"x\") & co</script>",
+        &[],
+        None,
+    );
     assert!(!html.contains("<script>"));
     assert!(html.contains("&lt;script&gt;alert(&quot;x&quot;) &amp; co&lt;/script&gt;"));
 }
 
 #[test]
 fn an_empty_trace_still_renders() {
-    let html = render_html(&[], "empty");
+    let html = render_html(&[], "empty", &[], None);
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("nothing to draw"));
 }
@@ -226,7 +238,7 @@ fn arrows_join_the_cause_to_the_released_record() {
             },
         ),
     ];
-    let html = render_html(&trace, "hand-made");
+    let html = render_html(&trace, "hand-made", &[], None);
     assert_eq!(html.matches("<path class=\"arrow\"").count(), 1);
     assert_eq!(html.matches("class=\"hold mark\"").count(), 2);
     assert_eq!(html.matches("class=\"delivery ").count(), 3);
@@ -243,7 +255,7 @@ fn long_traces_are_capped_in_width() {
     let trace: Vec<Entry> = (0..20_000)
         .map(|step| entry(step, delivered(&at, "orders", step)))
         .collect();
-    let html = render_html(&trace, "long");
+    let html = render_html(&trace, "long", &[], None);
     let width: f64 = html
         .split("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"")
         .nth(1)
@@ -252,6 +264,222 @@ fn long_traces_are_capped_in_width() {
         .expect("the svg has a width");
     assert!((5000.0..=6100.0).contains(&width), "width {width}");
     assert_eq!(html.matches("class=\"delivery ").count(), 20_000);
+}
+
+/// A shortened fan-in run with the gate ignoring claims: it breaks I1.
+fn planted_run(seed: u64) -> RunOutcome {
+    shipped::planted(&fan_in(), Some(Mutation::GateIgnoresClaims)).run_seed(seed)
+}
+
+/// The first planted run in seeds 0..20 that breaks I1.
+fn failing_run() -> RunOutcome {
+    (0..20)
+        .map(planted_run)
+        .find(|outcome| {
+            outcome
+                .violations
+                .iter()
+                .any(|violation| violation.invariant == Invariant::I1)
+        })
+        .expect("the planted bug breaks I1 within 20 seeds")
+}
+
+/// Escapes text the way the page does.
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// The tooltip (the `<title>`) of the first mark whose tooltip contains
+/// `needle`, and the mark's opening tag.
+fn mark_with<'a>(html: &'a str, needle: &str) -> Option<(&'a str, &'a str)> {
+    let at = html.find(needle)?;
+    let open = html[..at]
+        .rfind("<circle ")
+        .or_else(|| html[..at].rfind("<path "))?;
+    let tag_end = open + html[open..].find('>')?;
+    let title_end = at + html[at..].find("</title>")?;
+    let title_start = html[..at].rfind("<title>")? + "<title>".len();
+    Some((&html[open..tag_end], &html[title_start..title_end]))
+}
+
+/// An attribute's value in a tag.
+fn attribute<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+    Some(&tag[start..start + tag[start..].find('"')?])
+}
+
+#[test]
+fn the_violation_is_a_band_at_its_delivery_with_its_text() {
+    let outcome = failing_run();
+    let stamps = stamps_in(&outcome.cluster);
+    let html = render_html(
+        &outcome.trace,
+        "planted",
+        &outcome.violations,
+        Some(&stamps),
+    );
+    let first = &outcome.violations[0];
+    // Listed above the picture, and labelled at its step.
+    assert!(
+        html.contains(&format!("<li>{}</li>", esc(&first.to_string()))),
+        "the violation is not listed"
+    );
+    assert!(html.contains(&format!(
+        ">✗ {:?} at step {}</text>",
+        first.invariant, first.step
+    )));
+    let shown = outcome.violations.len().min(20);
+    assert_eq!(html.matches("class=\"violation-band\"").count(), shown);
+    // The band stands where the violating delivery is drawn, and that
+    // delivery says what it broke and is ringed.
+    let (tag, title) = mark_with(&html, &format!("VIOLATES {}", esc(&first.to_string())))
+        .expect("the violating delivery's tooltip names the violation");
+    assert!(tag.starts_with("<circle class=\"delivery"), "{tag}");
+    let (tp, offset) = first.record.clone().expect("I1 names the delivery");
+    assert!(
+        title.contains(&format!("delivered {tp}@{offset} ")),
+        "{title}"
+    );
+    let x = attribute(tag, "cx").expect("a delivery has a cx");
+    let band = &html[html.find("class=\"violation-band\"").unwrap()..];
+    assert!(
+        band[..band.find("</g>").unwrap()].contains(&format!("<line x1=\"{x}\" ")),
+        "the first band is not at x={x}"
+    );
+    assert!(html.contains(&format!("<circle class=\"violating\" cx=\"{x}\" ")));
+    // Its stamp, and the claim it broke, which its task had not delivered.
+    let stamp = first.stamp.as_ref().expect("I1 names the stamp");
+    assert!(title.contains(&format!("stamp {stamp}")), "{title}");
+    let unresolved = first
+        .related
+        .iter()
+        .find(|related| related.relation == Relation::Unresolved)
+        .expect("I1 names its unresolved claim");
+    let task = &first.task.as_ref().unwrap();
+    assert!(
+        title.contains(&format!(
+            "claim {}@{}: NOT delivered by task {task} before",
+            unresolved.tp, unresolved.offset
+        )),
+        "{title}"
+    );
+}
+
+#[test]
+fn a_passing_run_has_no_violation_marks() {
+    let outcome = shipped::simulation(&fan_in()).run_seed(0);
+    assert!(outcome.violations.is_empty());
+    let stamps = stamps_in(&outcome.cluster);
+    let html = render_html(
+        &outcome.trace,
+        "passing",
+        &outcome.violations,
+        Some(&stamps),
+    );
+    assert!(!html.contains("class=\"violation"), "a mark of a violation");
+    assert!(!html.contains("<ul class=\"violations\">"));
+    assert!(!html.contains("VIOLATES"));
+    // Every delivery still shows its stamp.
+    let deliveries = outcome
+        .trace
+        .iter()
+        .filter(|entry| matches!(entry.event, Event::Delivered { .. }))
+        .count();
+    assert_eq!(html.matches("\nstamp {").count(), deliveries);
+}
+
+/// A hand-made trace and stamps: the tooltip of each delivery tells each
+/// claim's fate on the delivering task.
+#[test]
+fn a_delivery_tooltip_tells_each_claim() {
+    let (first, second) = (task("ledger", 0, 0), task("ledger", 0, 1));
+    let txn = TxnRef {
+        producer: 1,
+        epoch: 0,
+        number: 1,
+    };
+    let trace = vec![
+        entry(0, Event::TaskStarted { at: first.clone() }),
+        entry(1, delivered(&first, "payments", 3)),
+        entry(2, Event::Committed { at: first, txn }),
+        entry(3, delivered(&second, "orders", 0)),
+        entry(4, delivered(&second, "orders", 1)),
+        entry(5, delivered(&second, "orders", 2)),
+    ];
+    let payments = Tp::new("payments", 0);
+    let stamps = |tp: &Tp, offset: u64| -> Option<Stamp> {
+        let claims = match (tp.topic.as_str(), offset) {
+            ("orders", 0) => vec![Claim::new(payments.clone(), 3)],
+            ("orders", 1) => vec![
+                Claim::new(payments.clone(), 9),
+                Claim::new(Tp::new("elsewhere", 0), 4),
+            ],
+            ("orders", 2) => return None,
+            _ => vec![],
+        };
+        Some(Stamp::from_claims(claims))
+    };
+    let html = render_html(&trace, "claims", &[], Some(&stamps));
+    let (_, title) = mark_with(&html, "delivered orders-0@0 ").unwrap();
+    assert!(title.contains("stamp {payments-0@3}"), "{title}");
+    assert!(
+        title.contains("claim payments-0@3: delivered at step 1 on ledger/0@i0 (committed)"),
+        "{title}"
+    );
+    let (_, title) = mark_with(&html, "delivered orders-0@1 ").unwrap();
+    assert!(
+        title.contains("claim payments-0@9: NOT delivered by task ledger/0 before"),
+        "{title}"
+    );
+    assert!(
+        title.contains("claim elsewhere-0@4: on a tp task ledger/0 does not consume"),
+        "{title}"
+    );
+    let (_, title) = mark_with(&html, "delivered orders-0@2 ").unwrap();
+    assert!(title.contains("stamp: not in the log"), "{title}");
+    let (_, title) = mark_with(&html, "delivered payments-0@3 ").unwrap();
+    assert!(title.contains("stamp {}"), "{title}");
+}
+
+/// The picture of a shrunk run: the axis labels are the steps and clock of
+/// the entries drawn there, and the violation is marked at its real step.
+#[test]
+fn a_shrunk_run_is_drawn_on_its_real_steps_and_times() {
+    let simulation = shipped::planted(&fan_in(), Some(Mutation::GateIgnoresClaims));
+    let failure = shrink_failure(&simulation, simulation.run_seed(0), 200);
+    let shrunk = failure.expect("the planted bug fails seed 0").shrunk;
+    let stamps = stamps_in(&shrunk.cluster);
+    let html = render_html(&shrunk.trace, "shrunk", &shrunk.violations, Some(&stamps));
+    let start = shrunk.trace[0].now;
+    let real: BTreeSet<(String, String)> = shrunk
+        .trace
+        .iter()
+        .map(|entry| {
+            let clock = format!("t+{:.3}s", (entry.now - start) as f64 / 1000.0);
+            (entry.step.to_string(), clock)
+        })
+        .collect();
+    let axis = &html[html.find("<g class=\"axis\">").unwrap()..];
+    let axis = &axis[..axis.find("</g>").unwrap()];
+    let label = |text: &str| text[text.find('>').unwrap() + 1..].to_string();
+    let mut labels = 0;
+    for tick in axis.split("fill=\"#444\" font-size=\"10\"").skip(1) {
+        let step = label(&tick[..tick.find("</text>").unwrap()]);
+        let clock = tick.split("fill=\"#888\" font-size=\"10\"").nth(1).unwrap();
+        let clock = label(&clock[..clock.find("</text>").unwrap()]);
+        assert!(
+            real.contains(&(step.clone(), clock.clone())),
+            "axis label step {step} at {clock} is no entry of the run"
+        );
+        labels += 1;
+    }
+    assert!(labels > 1, "the axis has labels");
+    let violation = &shrunk.violations[0];
+    assert!(html.contains(&format!("✗ I1 at step {}</text>", violation.step)));
 }
 
 /// Writes the picture of one run for a person to look at:
@@ -283,6 +511,8 @@ fn write_an_example_when_asked() {
         "fan-in, seed {seed} ({} + {} steps)",
         scenario.settings.budget.safety_steps, scenario.settings.budget.liveness_steps
     );
-    let html = render_html(&shipped::simulation(&scenario).run_seed(seed).trace, &title);
+    let outcome = shipped::simulation(&scenario).run_seed(seed);
+    let stamps = stamps_in(&outcome.cluster);
+    let html = render_html(&outcome.trace, &title, &outcome.violations, Some(&stamps));
     std::fs::write(out, html).expect("the example is written");
 }

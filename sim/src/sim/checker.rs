@@ -23,7 +23,7 @@ use parsley::header::{self, STAMP_HEADER};
 use parsley::record::{ConsumedRecord, RecordData};
 use parsley::stage::{SlotChange, SlotKey};
 use parsley::task::TaskId;
-use parsley::{App, Stamp, TopicName, Tp};
+use parsley::{App, Claim, Stamp, TopicName, Tp};
 
 use crate::model::{Cluster, EntryStatus, LogView};
 use crate::sim::trace::{Entry, Event, TaskAt, TxnRef};
@@ -103,7 +103,7 @@ impl fmt::Display for Invariant {
     }
 }
 
-/// One broken guarantee: which, when, and the records involved.
+/// One broken guarantee: which, when, where, and the records involved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     /// Which invariant.
@@ -112,6 +112,121 @@ pub struct Violation {
     pub step: u64,
     /// What happened, naming the records involved.
     pub message: String,
+    /// The task it broke on, when the check knows it.
+    pub task: Option<Arc<TaskId>>,
+    /// The application instance that ran the task, when the check knows it:
+    /// the checks of a task's committed history name the instance that made
+    /// the committed delivery they are about.
+    pub instance: Option<u32>,
+    /// The record the message is about: the delivery that broke the rule, or
+    /// the emission, tick or committed record that is wrong.
+    pub record: Option<(Tp, u64)>,
+    /// That record's stamp as its log holds it, where the rule is about
+    /// stamps (I1, I5).
+    pub stamp: Option<Stamp>,
+    /// The other records the violation names, each with where it was at the
+    /// violating step: every claim of the delivered record (I1), the record
+    /// being delivered when a wrong record was written (I5, I7) and the
+    /// claims its stamp lacks or has in excess (I5), the record that was due
+    /// instead (I2).
+    pub related: Vec<Related>,
+}
+
+impl Violation {
+    /// A violation that names no task and no record.
+    pub fn new(invariant: Invariant, step: u64, message: String) -> Violation {
+        Violation {
+            invariant,
+            step,
+            message,
+            task: None,
+            instance: None,
+            record: None,
+            stamp: None,
+            related: Vec::new(),
+        }
+    }
+
+    /// The task instance it broke on, when both the task and the instance
+    /// are known.
+    pub fn at(&self) -> Option<TaskAt> {
+        Some(TaskAt {
+            task: Arc::clone(self.task.as_ref()?),
+            instance: self.instance?,
+        })
+    }
+
+    /// The trace entry at which it broke: among the entries of its step, the
+    /// first on its task instance that concerns its record, else the first
+    /// that concerns its record, else the first on its task, else the step's
+    /// last entry; a step without entries gives the last entry before it.
+    /// `None` only for an empty trace.
+    pub fn entry_in(&self, trace: &[Entry]) -> Option<usize> {
+        let start = trace.partition_point(|entry| entry.step < self.step);
+        let end = trace.partition_point(|entry| entry.step <= self.step);
+        let on_task = |index: &usize, instance: bool| {
+            let (Some(task), Some(at)) = (&self.task, trace[*index].event.task_at()) else {
+                return false;
+            };
+            at.task == *task && (!instance || self.instance.is_none_or(|i| i == at.instance))
+        };
+        let concerns = |index: &usize| {
+            self.record
+                .as_ref()
+                .is_some_and(|(tp, offset)| trace[*index].event.concerns(tp, *offset))
+        };
+        (start..end)
+            .find(|index| concerns(index) && on_task(index, true))
+            .or_else(|| (start..end).find(concerns))
+            .or_else(|| (start..end).find(|index| on_task(index, false)))
+            .or_else(|| end.checked_sub(1))
+            .or_else(|| (!trace.is_empty()).then_some(0))
+    }
+
+    /// Names the task instance it broke on.
+    fn on(&mut self, at: &TaskAt) -> &mut Violation {
+        self.task = Some(Arc::clone(&at.task));
+        self.instance = Some(at.instance);
+        self
+    }
+
+    /// Names the task it broke on.
+    fn of_task(&mut self, task: &TaskId) -> &mut Violation {
+        self.task = Some(Arc::new(task.clone()));
+        self
+    }
+
+    /// Names the record the message is about.
+    fn about(&mut self, tp: &Tp, offset: u64) -> &mut Violation {
+        self.record = Some((tp.clone(), offset));
+        self
+    }
+
+    /// Names that record's stamp.
+    fn stamped(&mut self, stamp: &Stamp) -> &mut Violation {
+        self.stamp = Some(stamp.clone());
+        self
+    }
+
+    /// Names another record; where it was is filled in once the whole
+    /// trace has been checked ([`Checker::locate_related`]).
+    fn naming(
+        &mut self,
+        relation: Relation,
+        tp: &Tp,
+        offset: u64,
+        gate: Option<Gate>,
+    ) -> &mut Violation {
+        self.related.push(Related {
+            relation,
+            tp: tp.clone(),
+            offset,
+            gate,
+            status: None,
+            deliveries: Vec::new(),
+        });
+        self
+    }
 }
 
 impl fmt::Display for Violation {
@@ -121,6 +236,152 @@ impl fmt::Display for Violation {
             "{} at step {}: {}",
             self.invariant, self.step, self.message
         )
+    }
+}
+
+/// A record a violation names besides its own, and where it was at the
+/// violating step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Related {
+    /// How it bears on the violation.
+    pub relation: Relation,
+    /// Its tp.
+    pub tp: Tp,
+    /// Its offset.
+    pub offset: u64,
+    /// Where the violating task instance's gate had it at the violating
+    /// step, for a record of one of that instance's own tps.
+    pub gate: Option<Gate>,
+    /// Its status in the log at the end of the run; `None` when the log
+    /// holds no record at that offset.
+    pub status: Option<EntryStatus>,
+    /// Every delivery of it in the trace, by any task instance, in trace
+    /// order.
+    pub deliveries: Vec<DeliveryOf>,
+}
+
+/// How a related record bears on a violation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Relation {
+    /// A claim of the violation's record that the task had not delivered
+    /// when it delivered the record (I1).
+    Unresolved,
+    /// Another claim of the violation's record.
+    Claim,
+    /// The record being delivered when the violation's record was written
+    /// (I5, I7).
+    Delivering,
+    /// The record that was due instead of the violation's (I2).
+    Due,
+    /// A claim the violation's record should carry and does not (I5).
+    Missing,
+    /// A claim the violation's record carries and should not (I5).
+    Extra,
+}
+
+impl fmt::Display for Relation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Relation::Unresolved => "unresolved claim",
+            Relation::Claim => "claim",
+            Relation::Delivering => "being delivered",
+            Relation::Due => "due",
+            Relation::Missing => "missing claim",
+            Relation::Extra => "extra claim",
+        })
+    }
+}
+
+/// Where a task instance's gate had a record of one of its own tps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Gate {
+    /// Delivered: the tp's position had passed it.
+    Delivered,
+    /// Fetched, waiting in the instance's buffer, not delivered.
+    Fetched,
+    /// Not fetched yet.
+    NotFetched,
+}
+
+/// One delivery of a related record, and how its transaction ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveryOf {
+    /// The step of the delivery.
+    pub step: u64,
+    /// The task instance that delivered it.
+    pub at: TaskAt,
+    /// How the delivery's transaction ended, as far as the trace tells.
+    pub ended: TxnEnd,
+    /// Whether it came before the violation in the trace (a step can hold
+    /// several deliveries).
+    pub before: bool,
+}
+
+/// How a task's transaction ended, as far as the trace tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TxnEnd {
+    /// It committed at this step.
+    Committed(u64),
+    /// It aborted at this step.
+    Aborted(u64),
+    /// The trace shows no end: its instance crashed or was fenced, or the
+    /// run ended first.
+    Unfinished,
+}
+
+impl fmt::Display for TxnEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TxnEnd::Committed(step) => write!(f, "committed at step {step}"),
+            TxnEnd::Aborted(step) => write!(f, "aborted at step {step}"),
+            TxnEnd::Unfinished => f.write_str("never committed"),
+        }
+    }
+}
+
+impl Related {
+    /// Where the record was when the violation happened, in a few words:
+    /// what the violating instance's gate had done with it, its status in
+    /// the log, its last delivery before the violation and its first after.
+    pub fn whereabouts(&self) -> String {
+        let mut parts = Vec::new();
+        match self.gate {
+            Some(Gate::Delivered) => parts.push("delivered by then".to_string()),
+            Some(Gate::Fetched) => parts.push("fetched but not delivered yet".to_string()),
+            Some(Gate::NotFetched) => parts.push("not fetched yet".to_string()),
+            None => {}
+        }
+        parts.push(
+            match self.status {
+                None => "not in the log",
+                Some(EntryStatus::Committed) => "committed in the log",
+                Some(EntryStatus::Open) => "in a transaction still open at the end of the run",
+                Some(EntryStatus::Aborted) => "written by an aborted transaction",
+                Some(EntryStatus::Control) => "a transaction marker in the log",
+            }
+            .to_string(),
+        );
+        let before = self.deliveries.partition_point(|delivery| delivery.before);
+        let describe = |delivery: &DeliveryOf| {
+            format!(
+                "step {} by {} ({})",
+                delivery.step, delivery.at, delivery.ended
+            )
+        };
+        if let Some(last) = before.checked_sub(1).map(|last| &self.deliveries[last]) {
+            let earlier = match before - 1 {
+                0 => String::new(),
+                1 => " (and once before)".to_string(),
+                times => format!(" (and {times} times before)"),
+            };
+            parts.push(format!("delivered at {}{earlier}", describe(last)));
+        }
+        match self.deliveries.get(before) {
+            Some(next) => parts.push(format!("next delivered at {}", describe(next))),
+            None if before == 0 => parts.push("never delivered".to_string()),
+            None => parts.push("not delivered again".to_string()),
+        }
+        parts.join("; ")
     }
 }
 
@@ -308,6 +569,24 @@ impl Lanes {
         positions.extend((0..self.tps.len()).map(|lane| self.position(lane)));
     }
 
+    /// What the gate had done with the record `claim` names, for a claim on
+    /// one of its tps. `delivering` is the lane and offset being delivered:
+    /// its lane has passed only the offsets before it.
+    fn gate(&self, claim: &Claim, delivering: Option<(usize, u64)>) -> Option<Gate> {
+        let lane = self.lane(&claim.tp)?;
+        let passed = match delivering {
+            Some((delivering, offset)) if delivering == lane => offset > claim.offset,
+            _ => self.position(lane) > claim.offset,
+        };
+        Some(if passed {
+            Gate::Delivered
+        } else if self.fetch_next[lane] > claim.offset {
+            Gate::Fetched
+        } else {
+            Gate::NotFetched
+        })
+    }
+
     fn rewind(&mut self, positions: &[u64]) {
         for buffer in &mut self.buffers {
             buffer.clear();
@@ -337,6 +616,7 @@ struct Instance {
 #[derive(Clone, Copy)]
 struct Delivery<'a> {
     step: u64,
+    at: &'a TaskAt,
     tp: &'a Tp,
     /// `tp`'s number in [`Tps`].
     id: usize,
@@ -361,8 +641,31 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     checker.check_committed_histories(&committed);
     checker.check_outputs_and_state(&committed);
     checker.check_liveness(&committed);
+    checker.locate_related();
     checker.violations.sort_by_key(|violation| violation.step);
     checker.violations
+}
+
+/// The claims of `expected` that `actual` does not make (or makes on an
+/// earlier offset), as missing; then those of `actual` beyond `expected`,
+/// as extra: how an emission's or tick's stamp differs from what it
+/// should inherit (I5).
+fn stamp_difference(actual: &Stamp, expected: &Stamp) -> Vec<(Relation, Claim)> {
+    let beyond = |stamp: &Stamp, other: &Stamp, relation: Relation| {
+        stamp
+            .claims()
+            .iter()
+            .filter(|claim| {
+                other
+                    .offset(&claim.tp)
+                    .is_none_or(|offset| offset < claim.offset)
+            })
+            .map(|claim| (relation, claim.clone()))
+            .collect::<Vec<_>>()
+    };
+    let mut difference = beyond(expected, actual, Relation::Missing);
+    difference.extend(beyond(actual, expected, Relation::Extra));
+    difference
 }
 
 /// Per task, its committed deliveries in committed order.
@@ -382,12 +685,86 @@ fn committed_of<'c, 'a>(committed: &'c Committed<'a>, task: &TaskId) -> &'c [Del
 }
 
 impl<'a> Checker<'a> {
-    fn violation(&mut self, invariant: Invariant, step: u64, message: String) {
-        self.violations.push(Violation {
-            invariant,
-            step,
-            message,
-        });
+    /// Records a violation; the caller names its task and records on the
+    /// returned value.
+    fn violation(&mut self, invariant: Invariant, step: u64, message: String) -> &mut Violation {
+        self.violations
+            .push(Violation::new(invariant, step, message));
+        self.violations.last_mut().expect("just pushed")
+    }
+
+    /// Fills in where each related record was: its status in the log and
+    /// every delivery of it in the trace, with how its transaction ended.
+    /// Runs only for a failing run, in two passes over the trace.
+    fn locate_related(&mut self) {
+        let wanted: BTreeSet<(Tp, u64)> = self
+            .violations
+            .iter()
+            .flat_map(|violation| &violation.related)
+            .map(|related| (related.tp.clone(), related.offset))
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        /// A delivery of a wanted record: its trace index, task instance and
+        /// transaction.
+        struct Seen<'t> {
+            index: usize,
+            at: &'t TaskAt,
+            txn: TxnRef,
+        }
+        let trace: &'a [Entry] = self.input.trace;
+        let mut deliveries: BTreeMap<(Tp, u64), Vec<Seen>> = BTreeMap::new();
+        let mut ends: FxHashMap<TxnRef, TxnEnd> = FxHashMap::default();
+        for (index, entry) in trace.iter().enumerate() {
+            if let Event::Delivered {
+                at,
+                txn,
+                tp,
+                offset,
+                ..
+            } = &entry.event
+            {
+                let key = (tp.clone(), *offset);
+                if wanted.contains(&key) {
+                    let txn = *txn;
+                    deliveries
+                        .entry(key)
+                        .or_default()
+                        .push(Seen { index, at, txn });
+                    ends.insert(txn, TxnEnd::Unfinished);
+                }
+            }
+        }
+        for entry in trace {
+            let (txn, end) = match &entry.event {
+                Event::Committed { txn, .. } => (txn, TxnEnd::Committed(entry.step)),
+                Event::Aborted { txn, .. } => (txn, TxnEnd::Aborted(entry.step)),
+                _ => continue,
+            };
+            if let Some(known) = ends.get_mut(txn) {
+                *known = end;
+            }
+        }
+        let tps = &mut self.tps;
+        for violation in &mut self.violations {
+            let happened = violation.entry_in(trace).unwrap_or(0);
+            for related in &mut violation.related {
+                let id = tps.id(&related.tp);
+                related.status = tps.status(id, related.offset);
+                let key = (related.tp.clone(), related.offset);
+                let seen = deliveries.get(&key).map_or(&[][..], Vec::as_slice);
+                related.deliveries = seen
+                    .iter()
+                    .map(|seen| DeliveryOf {
+                        step: trace[seen.index].step,
+                        at: seen.at.clone(),
+                        ended: ends[&seen.txn],
+                        before: seen.index < happened,
+                    })
+                    .collect();
+            }
+        }
     }
 
     /// The record at `offset` of the tp numbered `id` in the log, whatever
@@ -518,7 +895,8 @@ impl<'a> Checker<'a> {
                             Invariant::I3,
                             step,
                             format!("{at} fetched {records} records from {tp} [{from}, {next}), but {found} committed records lie there"),
-                        );
+                        )
+                        .on(at);
                     }
                     instance.lanes.fetch_next[lane] = *next;
                 }
@@ -606,7 +984,7 @@ impl<'a> Checker<'a> {
     fn on_delivered(
         &mut self,
         step: u64,
-        at: &TaskAt,
+        at: &'a TaskAt,
         tp: &'a Tp,
         offset: u64,
         sent: &'a [(Tp, u64)],
@@ -627,25 +1005,35 @@ impl<'a> Checker<'a> {
                 Invariant::I3,
                 step,
                 format!("{at} delivered {tp}@{offset}, which is {status:?} in the log"),
-            );
+            )
+            .on(at)
+            .about(tp, offset);
         }
         let Some(stamp) = self.tps.stamp(id, offset) else {
             self.violation(
                 Invariant::I1,
                 step,
                 format!("{at} delivered {tp}@{offset}, whose stamp header does not decode"),
-            );
+            )
+            .on(at)
+            .about(tp, offset);
             return None;
         };
         let (instance, lane) = (instance?, lane?);
         // G3: the delivered record is the head of its lane.
         let head = instance.lanes.buffers[lane].front().copied();
         if head != Some(offset) {
-            self.violation(
-                Invariant::I2,
-                step,
-                format!("{at} delivered {tp}@{offset}, but the head of {tp} was {head:?}"),
-            );
+            let violation = self
+                .violation(
+                    Invariant::I2,
+                    step,
+                    format!("{at} delivered {tp}@{offset}, but the head of {tp} was {head:?}"),
+                )
+                .on(at)
+                .about(tp, offset);
+            if let Some(head) = head {
+                violation.naming(Relation::Due, tp, head, Some(Gate::Fetched));
+            }
         } else {
             instance.lanes.buffers[lane].pop_front();
         }
@@ -662,11 +1050,26 @@ impl<'a> Checker<'a> {
                 position > claim.offset
             };
             if !passed {
-                self.violation(
-                    Invariant::I1,
-                    step,
-                    format!("{at} delivered {tp}@{offset} before its claim {claim} was delivered (position of {} was {position})", claim.tp),
-                );
+                let violation = self
+                    .violation(
+                        Invariant::I1,
+                        step,
+                        format!("{at} delivered {tp}@{offset} before its claim {claim} was delivered (position of {} was {position})", claim.tp),
+                    )
+                    .on(at)
+                    .about(tp, offset)
+                    .stamped(&stamp);
+                // Every claim, with what the gate had done with it: the
+                // unresolved one is why, the others are its context.
+                for other in stamp.claims() {
+                    let relation = if other == claim {
+                        Relation::Unresolved
+                    } else {
+                        Relation::Claim
+                    };
+                    let gate = instance.lanes.gate(other, Some((lane, offset)));
+                    violation.naming(relation, &other.tp, other.offset, gate);
+                }
             }
         }
         instance.history.merge(&stamp);
@@ -690,22 +1093,29 @@ impl<'a> Checker<'a> {
             let actual: &Stamp = actual.as_deref().unwrap_or(&self.tps.empty);
             let mut inherited = (*stamp).clone();
             inherited.claim(tp, offset);
-            if !actual.dominates(&inherited) {
-                self.violation(
-                    Invariant::I5,
-                    step,
-                    format!("{at} emitted {sent_tp}@{sent_offset} while delivering {tp}@{offset} with stamp {actual}, which does not claim the delivered record and its causes {inherited}"),
-                );
+            let message = if !actual.dominates(&inherited) {
+                format!("{at} emitted {sent_tp}@{sent_offset} while delivering {tp}@{offset} with stamp {actual}, which does not claim the delivered record and its causes {inherited}")
             } else if *actual != **expected {
-                self.violation(
-                    Invariant::I5,
-                    step,
-                    format!("{at} emitted {sent_tp}@{sent_offset} while delivering {tp}@{offset} with stamp {actual}; the history merged with the held records is {expected}"),
-                );
+                format!("{at} emitted {sent_tp}@{sent_offset} while delivering {tp}@{offset} with stamp {actual}; the history merged with the held records is {expected}")
+            } else {
+                continue;
+            };
+            let difference = stamp_difference(actual, expected);
+            let actual = actual.clone();
+            let violation = self
+                .violation(Invariant::I5, step, message)
+                .on(at)
+                .about(sent_tp, *sent_offset)
+                .stamped(&actual)
+                .naming(Relation::Delivering, tp, offset, None);
+            for (relation, claim) in difference {
+                let gate = lanes.gate(&claim, None);
+                violation.naming(relation, &claim.tp, claim.offset, gate);
             }
         }
         Some(Delivery {
             step,
+            at,
             tp,
             id,
             offset,
@@ -739,16 +1149,23 @@ impl<'a> Checker<'a> {
             .unwrap_or(instance.started_at);
         let due = now - since >= interval;
         match (due, emitted) {
-            (true, None) => self.violation(
-                Invariant::I4,
-                step,
-                format!("{at} emitted no tick at {now}, though the last tick (or start) was at {since} and the interval is {interval} ms: an interval was lost"),
-            ),
-            (false, Some((tp, offset))) => self.violation(
-                Invariant::I4,
-                step,
-                format!("{at} emitted tick {tp}@{offset} at {now}, only {} ms after the last at {since} (interval {interval} ms)", now - since),
-            ),
+            (true, None) => {
+                self.violation(
+                    Invariant::I4,
+                    step,
+                    format!("{at} emitted no tick at {now}, though the last tick (or start) was at {since} and the interval is {interval} ms: an interval was lost"),
+                )
+                .on(at);
+            }
+            (false, Some((tp, offset))) => {
+                self.violation(
+                    Invariant::I4,
+                    step,
+                    format!("{at} emitted tick {tp}@{offset} at {now}, only {} ms after the last at {since} (interval {interval} ms)", now - since),
+                )
+                .on(at)
+                .about(tp, *offset);
+            }
             _ => {}
         }
         let Some((tp, offset)) = emitted else { return };
@@ -763,18 +1180,23 @@ impl<'a> Checker<'a> {
         }
         let actual = self.tps.stamp(id, *offset);
         let actual: &Stamp = actual.as_deref().unwrap_or(&self.tps.empty);
-        if !actual.dominates(&instance.history) {
-            self.violation(
-                Invariant::I5,
-                step,
-                format!("{at} emitted tick {tp}@{offset} with stamp {actual}, which does not claim the task's history {}", instance.history),
-            );
+        let message = if !actual.dominates(&instance.history) {
+            format!("{at} emitted tick {tp}@{offset} with stamp {actual}, which does not claim the task's history {}", instance.history)
         } else if *actual != *expected {
-            self.violation(
-                Invariant::I5,
-                step,
-                format!("{at} emitted tick {tp}@{offset} with stamp {actual}; the history merged with the held records is {expected}"),
-            );
+            format!("{at} emitted tick {tp}@{offset} with stamp {actual}; the history merged with the held records is {expected}")
+        } else {
+            return;
+        };
+        let difference = stamp_difference(actual, &expected);
+        let actual = actual.clone();
+        let violation = self
+            .violation(Invariant::I5, step, message)
+            .on(at)
+            .about(tp, *offset)
+            .stamped(&actual);
+        for (relation, claim) in difference {
+            let gate = instance.lanes.gate(&claim, None);
+            violation.naming(relation, &claim.tp, claim.offset, gate);
         }
     }
 
@@ -796,7 +1218,9 @@ impl<'a> Checker<'a> {
                 Invariant::I4,
                 step,
                 format!("{at} emitted a tick to {tp}@{offset}, but its own tick partition is {own} (T4)"),
-            );
+            )
+            .on(at)
+            .about(tp, offset);
         }
         let id = self.tps.id(tp);
         let Some(data) = self.tps.data(id, offset) else {
@@ -804,7 +1228,9 @@ impl<'a> Checker<'a> {
                 Invariant::I4,
                 step,
                 format!("{at} emitted a tick to {tp}@{offset}, where the log holds no record"),
-            );
+            )
+            .on(at)
+            .about(tp, offset);
             return;
         };
         let value_ok = data.value.as_deref() == Some(&now.to_be_bytes()[..]);
@@ -819,7 +1245,9 @@ impl<'a> Checker<'a> {
                     data.timestamp,
                     if value_ok { " holding that time" } else { " not holding that time" },
                 ),
-            );
+            )
+            .on(at)
+            .about(tp, offset);
         }
     }
 
@@ -842,7 +1270,13 @@ impl<'a> Checker<'a> {
                             Some(expected) => format!("task {task} delivered {tp}@{} again (or out of order) where {tp}@{expected} was due", delivery.offset),
                             None => format!("task {task} delivered {tp}@{}, beyond the committed records of {tp}", delivery.offset),
                         };
-                        self.violation(Invariant::I2, delivery.step, message);
+                        let violation = self
+                            .violation(Invariant::I2, delivery.step, message)
+                            .on(delivery.at)
+                            .about(&tp, delivery.offset);
+                        if let Some(expected) = expected {
+                            violation.naming(Relation::Due, &tp, expected, None);
+                        }
                         break;
                     }
                 }
@@ -908,7 +1342,9 @@ impl<'a> Checker<'a> {
                 let replayed = match replayed {
                     Ok(replayed) => replayed,
                     Err(error) => {
-                        self.violation(Invariant::I6, delivery.step, format!("task {task} committed the delivery of {}@{}, whose logic fails: {error}", delivery.tp, delivery.offset));
+                        self.violation(Invariant::I6, delivery.step, format!("task {task} committed the delivery of {}@{}, whose logic fails: {error}", delivery.tp, delivery.offset))
+                            .on(delivery.at)
+                            .about(delivery.tp, delivery.offset);
                         continue;
                     }
                 };
@@ -977,29 +1413,44 @@ impl<'a> Checker<'a> {
                     .filter(|&offset| !marks.get(offset as usize).copied().unwrap_or(false))
                     .collect();
                 for offset in unaccounted {
-                    let step = self.step_of_write(&tp, offset);
-                    self.violation(
-                        Invariant::I7,
-                        step,
-                        format!("{tp}@{offset} is committed but no committed delivery wrote it"),
-                    );
+                    let writer = self.writer_of(&tp, offset);
+                    let step = writer.map_or(0, |entry| entry.step);
+                    let violation = self
+                        .violation(
+                            Invariant::I7,
+                            step,
+                            format!(
+                                "{tp}@{offset} is committed but no committed delivery wrote it"
+                            ),
+                        )
+                        .about(&tp, offset);
+                    if let Some(Event::Delivered {
+                        at,
+                        tp: delivered,
+                        offset: delivered_offset,
+                        ..
+                    }) = writer.map(|entry| &entry.event)
+                    {
+                        violation.on(at).naming(
+                            Relation::Delivering,
+                            delivered,
+                            *delivered_offset,
+                            None,
+                        );
+                    }
                 }
             }
         }
     }
 
-    /// The step at which the trace shows `tp@offset` being written.
-    fn step_of_write(&self, tp: &Tp, offset: u64) -> u64 {
-        self.input
-            .trace
-            .iter()
-            .find(|entry| match &entry.event {
-                Event::Delivered { sent, .. } => sent
-                    .iter()
-                    .any(|(sent_tp, sent_offset)| sent_tp == tp && *sent_offset == offset),
-                _ => false,
-            })
-            .map_or(0, |entry| entry.step)
+    /// The delivery at which the trace shows `tp@offset` being written.
+    fn writer_of(&self, tp: &Tp, offset: u64) -> Option<&'a Entry> {
+        self.input.trace.iter().find(|entry| match &entry.event {
+            Event::Delivered { sent, .. } => sent
+                .iter()
+                .any(|(sent_tp, sent_offset)| sent_tp == tp && *sent_offset == offset),
+            _ => false,
+        })
     }
 
     fn compare_emissions(
@@ -1029,7 +1480,9 @@ impl<'a> Checker<'a> {
                 count,
                 describe(expected)
             );
-            self.violation(Invariant::I7, delivery.step, message);
+            self.violation(Invariant::I7, delivery.step, message)
+                .on(delivery.at)
+                .about(delivery.tp, delivery.offset);
             return;
         }
         for ((tp, offset), emission) in actual().zip(expected) {
@@ -1048,7 +1501,10 @@ impl<'a> Checker<'a> {
                     Invariant::I7,
                     delivery.step,
                     format!("task {task}: delivering {}@{} committed {tp}@{offset}, but its logic emits {emission:?}", delivery.tp, delivery.offset),
-                );
+                )
+                .on(delivery.at)
+                .about(tp, *offset)
+                .naming(Relation::Delivering, delivery.tp, delivery.offset, None);
             }
         }
     }
@@ -1113,7 +1569,7 @@ impl<'a> Checker<'a> {
                         render(actual),
                         render(expected)
                     );
-                    self.violation(Invariant::I6, step, message);
+                    self.violation(Invariant::I6, step, message).of_task(task);
                     return;
                 }
             }
@@ -1125,7 +1581,8 @@ impl<'a> Checker<'a> {
             Invariant::I6,
             0,
             format!("{tp}@{offset} has no valid slot key"),
-        );
+        )
+        .about(tp, offset);
     }
 
     /// I8: once faults and inputs stopped, the world quiesced within its
@@ -1174,7 +1631,9 @@ impl<'a> Checker<'a> {
                             Invariant::I2,
                             last_step,
                             format!("task {task}: the committed position of {tp} is {}, past {tp}@{undelivered}, which its committed history never delivered", position.offset),
-                        );
+                        )
+                        .of_task(&task)
+                        .about(&tp, undelivered);
                         continue;
                     }
                 }
@@ -1187,7 +1646,9 @@ impl<'a> Checker<'a> {
                             Invariant::I8,
                             last_step,
                             format!("task {task} never delivered {tp}@{undelivered} ({delivered} of {records} committed records delivered)"),
-                        );
+                        )
+                        .of_task(&task)
+                        .about(&tp, undelivered);
                     }
                 }
             }

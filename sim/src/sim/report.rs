@@ -1,12 +1,15 @@
 //! Failing runs: shrinking their tapes and writing them up.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-use crate::sim::checker::Invariant;
+use parsley::Tp;
+
+use crate::sim::checker::{Invariant, Related, Relation, Violation};
 use crate::sim::run::RunOutcome;
 use crate::sim::shrink::shrink;
 use crate::sim::simulation::Simulation;
-use crate::sim::trace::Event;
+use crate::sim::trace::{Entry, Event, TxnRef};
 
 /// A failing run and its shrunk counterexample.
 pub struct Failure {
@@ -64,37 +67,201 @@ fn worth_telling(event: &Event) -> bool {
     )
 }
 
-/// The shrunk trace as a short list of events, up to the violation's step.
+/// The story of a run (see [`story_of`]), centred on its first violation.
 pub fn story(outcome: &RunOutcome, events_max: usize) -> String {
-    let until = outcome
-        .violations
-        .first()
-        .map_or(u64::MAX, |violation| violation.step.max(1));
-    let events: Vec<_> = outcome
-        .trace
-        .iter()
-        .filter(|entry| entry.step <= until && worth_telling(&entry.event))
-        .collect();
-    let skipped = events.len().saturating_sub(events_max);
-    let mut out = String::new();
-    if skipped > 0 {
-        let _ = writeln!(out, "  … {skipped} earlier events");
+    story_of(&outcome.trace, outcome.violations.first(), events_max)
+}
+
+/// How many events around the violation a failure report tells.
+const STORY_EVENTS: usize = 30;
+
+/// How many of a story's window of events come after the violating one.
+const AFTER_MAX: usize = 5;
+
+/// How many related records the head of a story lists and tells the
+/// events of.
+const RELATED_MAX: usize = 8;
+
+/// How many events of each named record a story tells.
+const EVENTS_PER_RECORD: usize = 8;
+
+/// A run's trace as a short list of events, centred on `violation`: first
+/// what the violation names and where each related record was at the
+/// violating step; then the events around the violating step (up to
+/// `events_max`, a few of them after it) together with every event that
+/// concerns a record the violation names, wherever it is in the trace (a
+/// few per record), in trace order, with the events left out counted.
+/// `>` marks the violating event, `*` an event of a named record. Without a
+/// violation, the last `events_max` events.
+pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usize) -> String {
+    // told_before[i]: how many entries before entry i are worth telling.
+    let mut told_before = Vec::with_capacity(trace.len() + 1);
+    told_before.push(0);
+    for entry in trace {
+        let told = told_before.last().copied().unwrap_or(0);
+        told_before.push(told + usize::from(worth_telling(&entry.event)));
     }
-    for entry in events.iter().skip(skipped) {
-        let _ = writeln!(
+    let told: Vec<usize> = (0..trace.len())
+        .filter(|&index| worth_telling(&trace[index].event))
+        .collect();
+    let mut out = String::new();
+    // Trace index to the mark of its line and the records it concerns.
+    let mut lines: BTreeMap<usize, (char, Vec<String>)> = BTreeMap::new();
+    match violation.and_then(|violation| Some((violation, violation.entry_in(trace)?))) {
+        None => {
+            for &index in told.iter().skip(told.len().saturating_sub(events_max)) {
+                lines.insert(index, (' ', Vec::new()));
+            }
+        }
+        Some((violation, centre)) => {
+            head(&mut out, violation);
+            let after = (events_max / 4).min(AFTER_MAX);
+            let before = events_max - after;
+            // The window: told entries up to the centre, and a few after.
+            let upto = told.partition_point(|&index| index <= centre);
+            let window = upto.saturating_sub(before)..(upto + after).min(told.len());
+            for &index in &told[window] {
+                lines.insert(index, (' ', Vec::new()));
+            }
+            for (index, note) in concerning(trace, violation) {
+                let (mark, notes) = lines.entry(index).or_insert((' ', Vec::new()));
+                *mark = '*';
+                notes.push(note);
+            }
+            lines.entry(centre).or_insert((' ', Vec::new())).0 = '>';
+        }
+    }
+    let mut next = 0;
+    for (&index, (mark, notes)) in &lines {
+        gap(&mut out, told_before[index] - told_before[next]);
+        let entry = &trace[index];
+        let _ = write!(
             out,
-            "  step {:>5}  t={:>6}  {}",
+            " {mark} step {:>5}  t={:>6}  {}",
             entry.step,
             entry.now - 1_700_000_000_000,
             entry.event
         );
+        if !notes.is_empty() {
+            let _ = write!(out, "  ← {}", notes.join(", "));
+        }
+        out.push('\n');
+        next = index + 1;
     }
+    gap(
+        &mut out,
+        told_before[trace.len()] - told_before[next.min(trace.len())],
+    );
     out
 }
 
+/// Notes how many events a story leaves out.
+fn gap(out: &mut String, events: usize) {
+    match events {
+        0 => {}
+        1 => out.push_str("  … 1 event\n"),
+        events => {
+            let _ = writeln!(out, "  … {events} events");
+        }
+    }
+}
+
+/// The head of a story: the violation's record and where each related
+/// record was at the violating step.
+fn head(out: &mut String, violation: &Violation) {
+    let _ = write!(
+        out,
+        "  {:?} at step {}",
+        violation.invariant, violation.step
+    );
+    if let Some(at) = violation.at() {
+        let _ = write!(out, " on {at}");
+    } else if let Some(task) = &violation.task {
+        let _ = write!(out, " on task {task}");
+    }
+    if let Some((tp, offset)) = &violation.record {
+        let _ = write!(out, ", about {tp}@{offset}");
+    }
+    if let Some(stamp) = &violation.stamp {
+        let _ = write!(out, " (stamp {stamp})");
+    }
+    out.push('\n');
+    if violation.related.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "  where its records were at step {}:", violation.step);
+    let related = explaining_first(violation);
+    for related in related.iter().take(RELATED_MAX) {
+        let _ = writeln!(
+            out,
+            "    {}@{} ({}): {}",
+            related.tp,
+            related.offset,
+            related.relation,
+            related.whereabouts()
+        );
+    }
+    if related.len() > RELATED_MAX {
+        let _ = writeln!(out, "    … and {} more", related.len() - RELATED_MAX);
+    }
+}
+
+/// The records a violation names, those that explain it first and the
+/// context (the other claims of its record) last.
+fn explaining_first(violation: &Violation) -> Vec<&Related> {
+    let mut related: Vec<&Related> = violation.related.iter().collect();
+    related.sort_by_key(|related| related.relation == Relation::Claim);
+    related
+}
+
+/// The events that concern the records `violation` names, with a note of
+/// which record: their production, delivery, holds, stops, and the end of
+/// every transaction that delivered or wrote them; the first
+/// `EVENTS_PER_RECORD` of each, for the violation's own record and the
+/// first `RELATED_MAX` related ones (the claims that explain it first).
+fn concerning(trace: &[Entry], violation: &Violation) -> Vec<(usize, String)> {
+    let mut records: Vec<(&Tp, u64, String)> = Vec::new();
+    if let Some((tp, offset)) = &violation.record {
+        records.push((tp, *offset, format!("{tp}@{offset}")));
+    }
+    for related in explaining_first(violation).into_iter().take(RELATED_MAX) {
+        let note = format!("{}@{} ({})", related.tp, related.offset, related.relation);
+        records.push((&related.tp, related.offset, note));
+    }
+    // Where each transaction ended.
+    let mut ends: BTreeMap<TxnRef, usize> = BTreeMap::new();
+    for (index, entry) in trace.iter().enumerate() {
+        if let Event::Committed { txn, .. } | Event::Aborted { txn, .. } = &entry.event {
+            ends.entry(*txn).or_insert(index);
+        }
+    }
+    let mut found = Vec::new();
+    for (tp, offset, note) in records {
+        let mut events = BTreeSet::new();
+        for (index, entry) in trace.iter().enumerate() {
+            if !entry.event.concerns(tp, offset) {
+                continue;
+            }
+            events.insert(index);
+            let txn = match &entry.event {
+                Event::Delivered { txn, .. } | Event::TickChecked { txn, .. } => txn,
+                _ => continue,
+            };
+            if let Some(&end) = ends.get(txn) {
+                events.insert(end);
+            }
+        }
+        let events = events.into_iter().take(EVENTS_PER_RECORD);
+        found.extend(events.map(|index| (index, note.clone())));
+    }
+    found
+}
+
 /// The report of a failure: seed, invariant, violations, the shrunk story
-/// and the command that replays it.
-pub fn render(scenario_path: &str, failure: &Failure) -> String {
+/// and the commands that reproduce it. `replays` are printed as given, a
+/// label and a command each: the caller checks that they do reproduce the
+/// failure (a planted bug, for one, needs its `--mutation` flag).
+pub fn render(scenario_path: &str, failure: &Failure, replays: &[(&str, String)]) -> String {
     let mut out = String::new();
     let seed = failure
         .original
@@ -120,16 +287,160 @@ pub fn render(scenario_path: &str, failure: &Failure) -> String {
         let _ = writeln!(out, "  {violation}");
     }
     let _ = writeln!(out, "\nWhat happened (shrunk):");
-    out.push_str(&story(&failure.shrunk, 40));
-    if let Some(seed) = failure.original.seed {
-        let _ = writeln!(
-            out,
-            "\nReplay: cargo run -p parsley-sim -- replay {scenario_path} --seed {seed}"
-        );
-        let _ = writeln!(
-            out,
-            "Shrink: cargo run -p parsley-sim -- shrink {scenario_path} --seed {seed}"
-        );
+    let violation = failure
+        .shrunk
+        .violations
+        .iter()
+        .find(|violation| violation.invariant == failure.invariant);
+    out.push_str(&story_of(&failure.shrunk.trace, violation, STORY_EVENTS));
+    if !replays.is_empty() {
+        out.push('\n');
+    }
+    for (label, command) in replays {
+        let _ = writeln!(out, "{label}: {command}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parsley::task::TaskId;
+    use parsley::{Claim, Stamp};
+
+    use super::*;
+    use crate::model::EntryStatus;
+    use crate::sim::checker::{DeliveryOf, Gate, TxnEnd};
+    use crate::sim::trace::TaskAt;
+
+    fn ledger() -> TaskAt {
+        TaskAt {
+            task: Arc::new(TaskId {
+                stage: "ledger".to_string(),
+                partition: 0,
+            }),
+            instance: 0,
+        }
+    }
+
+    const TXN: TxnRef = TxnRef {
+        producer: 7,
+        epoch: 0,
+        number: 1,
+    };
+
+    fn entry(step: u64, event: Event) -> Entry {
+        Entry {
+            step,
+            now: 1_700_000_000_000 + step as i64 * 10,
+            event,
+        }
+    }
+
+    fn input(step: u64, topic: &str, offset: u64) -> Entry {
+        let tp = Tp::new(topic, 0);
+        let event = Event::InputProduced {
+            tp,
+            offset,
+            transactional: false,
+        };
+        entry(step, event)
+    }
+
+    fn delivered(step: u64, topic: &str, offset: u64) -> Entry {
+        let event = Event::Delivered {
+            at: ledger(),
+            txn: TXN,
+            tp: Tp::new(topic, 0),
+            offset,
+            sent: vec![],
+        };
+        entry(step, event)
+    }
+
+    /// The payment an order claims is produced first, then ten records of
+    /// noise, then the order is delivered before the payment (I1).
+    fn trace() -> Vec<Entry> {
+        let mut trace = vec![
+            entry(0, Event::TaskStarted { at: ledger() }),
+            input(1, "payments", 0),
+            input(2, "orders", 0),
+        ];
+        trace.extend((0..10).map(|offset| input(3 + offset, "noise", offset)));
+        trace.push(entry(13, Event::ClockAdvanced { now: 0 }));
+        trace.push(delivered(13, "orders", 0));
+        trace.push(delivered(14, "payments", 0));
+        trace.push(entry(
+            15,
+            Event::Committed {
+                at: ledger(),
+                txn: TXN,
+            },
+        ));
+        trace.extend((0..5).map(|offset| input(16 + offset, "noise", 10 + offset)));
+        trace
+    }
+
+    fn violation() -> Violation {
+        let payment = Tp::new("payments", 0);
+        let mut violation = Violation::new(
+            Invariant::I1,
+            13,
+            "ledger/0@i0 delivered orders-0@0 before its claim payments-0@0 was delivered"
+                .to_string(),
+        );
+        violation.task = Some(Arc::clone(&ledger().task));
+        violation.instance = Some(0);
+        violation.record = Some((Tp::new("orders", 0), 0));
+        violation.stamp = Some(Stamp::from_claims([Claim::new(payment.clone(), 0)]));
+        violation.related.push(Related {
+            relation: Relation::Unresolved,
+            tp: payment,
+            offset: 0,
+            gate: Some(Gate::Fetched),
+            status: Some(EntryStatus::Committed),
+            deliveries: vec![DeliveryOf {
+                step: 14,
+                at: ledger(),
+                ended: TxnEnd::Committed(15),
+                before: false,
+            }],
+        });
+        violation
+    }
+
+    #[test]
+    fn the_story_is_centred_on_the_violation_and_tells_its_records() {
+        let story = story_of(&trace(), Some(&violation()), 8);
+        let expected = "  I1 at step 13 on ledger/0@i0, about orders-0@0 (stamp {payments-0@0})
+  where its records were at step 13:
+    payments-0@0 (unresolved claim): fetched but not delivered yet; committed in the log; next delivered at step 14 by ledger/0@i0 (committed at step 15)
+  … 1 event
+ * step     1  t=    10  input payments-0@0  ← payments-0@0 (unresolved claim)
+ * step     2  t=    20  input orders-0@0  ← orders-0@0
+  … 5 events
+   step     8  t=    80  input noise-0@5
+   step     9  t=    90  input noise-0@6
+   step    10  t=   100  input noise-0@7
+   step    11  t=   110  input noise-0@8
+   step    12  t=   120  input noise-0@9
+ > step    13  t=   130  ledger/0@i0 delivered orders-0@0 in txn 7.0#1  ← orders-0@0
+ * step    14  t=   140  ledger/0@i0 delivered payments-0@0 in txn 7.0#1  ← payments-0@0 (unresolved claim)
+ * step    15  t=   150  ledger/0@i0 committed txn 7.0#1  ← orders-0@0, payments-0@0 (unresolved claim)
+  … 5 events
+";
+        assert_eq!(story, expected, "\n{story}");
+    }
+
+    #[test]
+    fn without_a_violation_the_story_is_the_last_events() {
+        let story = story_of(&trace(), None, 3);
+        let expected = "  … 18 events
+   step    18  t=   180  input noise-0@12
+   step    19  t=   190  input noise-0@13
+   step    20  t=   200  input noise-0@14
+";
+        assert_eq!(story, expected, "\n{story}");
+    }
 }

@@ -4,6 +4,7 @@
 
 use std::hash::{Hash, Hasher};
 
+use crate::model::Cluster;
 use crate::sim::checker::{check, CheckInput, Invariant, Violation};
 use crate::sim::choice::Choices;
 use crate::sim::property::Committed;
@@ -32,6 +33,8 @@ pub struct RunOutcome {
     pub reached: Vec<bool>,
     /// A hash of the whole trace, to compare runs byte for byte (I9).
     pub trace_hash: u64,
+    /// The model as the run left it: the logs that reports read stamps from.
+    pub cluster: Cluster,
 }
 
 /// Runs `simulation` with the choices of `seed`, on this thread, with
@@ -73,11 +76,11 @@ pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
     let last_step = world.trace.last().map_or(0, |entry| entry.step);
     for (index, property) in simulation.properties().iter().enumerate() {
         if let Err(error) = (property.check)(&committed) {
-            violations.push(Violation {
-                invariant: Invariant::Property(index as u16),
-                step: last_step,
-                message: format!("property {:?} failed: {error}", property.name),
-            });
+            violations.push(Violation::new(
+                Invariant::Property(index as u16),
+                last_step,
+                format!("property {:?} failed: {error}", property.name),
+            ));
         }
     }
     let mut reached = Vec::with_capacity(simulation.sometimes().len());
@@ -86,11 +89,11 @@ pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
             Ok(yes) => reached.push(yes),
             Err(error) => {
                 reached.push(false);
-                violations.push(Violation {
-                    invariant: Invariant::Property((simulation.properties().len() + index) as u16),
-                    step: last_step,
-                    message: format!("sometimes mark {:?} could not be read: {error}", mark.name),
-                });
+                violations.push(Violation::new(
+                    Invariant::Property((simulation.properties().len() + index) as u16),
+                    last_step,
+                    format!("sometimes mark {:?} could not be read: {error}", mark.name),
+                ));
             }
         }
     }
@@ -105,5 +108,6 @@ pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
         violations,
         reached,
         trace_hash: hasher.finish(),
+        cluster: world.cluster,
     }
 }

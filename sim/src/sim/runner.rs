@@ -26,7 +26,7 @@ use crate::sim::report;
 use crate::sim::run::RunOutcome;
 use crate::sim::simulation::{Regressions, Simulation};
 use crate::sim::tape;
-use crate::sim::timeline::render_html;
+use crate::sim::timeline::{render_html, stamps_in};
 use crate::sim::world::Stats;
 
 /// Shrink attempts before a failure is reported.
@@ -490,7 +490,9 @@ fn write_timeline(
     let which = seed.map_or_else(|| "tape".to_string(), |seed| format!("seed-{seed}"));
     let path = dir.join(format!("{test}-{which}.html"));
     let title = format!("{}: {which}", simulation.name());
-    std::fs::write(&path, render_html(&outcome.trace, &title)).ok()?;
+    let stamps = stamps_in(&outcome.cluster);
+    let html = render_html(&outcome.trace, &title, &outcome.violations, Some(&stamps));
+    std::fs::write(&path, html).ok()?;
     Some(path)
 }
 

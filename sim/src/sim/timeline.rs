@@ -3,7 +3,11 @@
 //! instance did (deliveries, holds, ticks, commits, aborts, stops, fences,
 //! starts), the run-wide events (crashes, restarts, moves, hanging and
 //! expired input transactions, the liveness phase) as faint full-height
-//! lines, and an arrow for every claim that held a record back.
+//! lines, and an arrow for every claim that held a record back. A
+//! violation is a red band across the lanes at the step it broke, labelled
+//! with its invariant and listed above the picture; a delivery's tooltip
+//! shows the record's stamp and, for each claim, whether its task had
+//! delivered the claimed record before.
 //!
 //! The x axis is trace position, not time: only events that draw something
 //! get a slot, one each, in trace order. Steps where nothing visible happened
@@ -13,14 +17,20 @@
 //! which step and wall-clock time a position stands for.
 //!
 //! Tooltips are SVG `<title>` children, so hovering works without a script.
-//! The output depends only on the trace and the title: same input, same
-//! bytes (ordered maps only, fixed float precision).
+//! The output depends only on its inputs (the trace, the title, the
+//! violations and the stamps): same input, same bytes (ordered maps only,
+//! fixed float precision).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
+use std::sync::Arc;
 
-use parsley::Tp;
+use parsley::header::{self, STAMP_HEADER};
+use parsley::task::TaskId;
+use parsley::{Stamp, Tp};
 
+use crate::model::Cluster;
+use crate::sim::checker::Violation;
 use crate::sim::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 
 /// Appends formatted text to a `String`; writing to a `String` cannot fail.
@@ -48,6 +58,10 @@ const LEGEND_WRAP: f64 = 1400.0;
 const GLOBAL_ROWS_MAX: usize = 4;
 const GLOBAL_ROW_H: f64 = 13.0;
 const AXIS_H: f64 = 34.0;
+/// The row of violation labels, between the run-wide events and the axis.
+const VIOLATION_ROW_H: f64 = 16.0;
+/// At most this many violations are marked and listed.
+const VIOLATIONS_MAX: usize = 20;
 /// Axis labels at least this far apart.
 const AXIS_SPACING: f64 = 110.0;
 /// Lane labels are repeated this often on wide pictures, so a reader who
@@ -63,15 +77,42 @@ const FENCE: &str = "#8e44ad";
 const TICK: &str = "#555555";
 const ARROW: &str = "#e07b00";
 const ARROW_LATE: &str = "#d62728";
+const VIOLATION: &str = "#d62728";
 /// Colours of delivered topics, in topic order; none of them is used by
 /// another mark (orange holds, green commits, red aborts, purple fences).
 const TOPIC_COLORS: [&str; 6] = [
     "#1f77b4", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
 ];
 
-/// Renders `trace` as a self-contained HTML page with an inline SVG.
-pub fn render_html(trace: &[Entry], title: &str) -> String {
-    let facts = Facts::gather(trace);
+/// A record's stamp as its log holds it: `None` when there is no such
+/// record or its header does not decode.
+pub type StampOf<'a> = &'a dyn Fn(&Tp, u64) -> Option<Stamp>;
+
+/// The stamps of `cluster`'s records, for [`render_html`]: a record without
+/// a stamp header claims nothing.
+pub fn stamps_in(cluster: &Cluster) -> impl Fn(&Tp, u64) -> Option<Stamp> + '_ {
+    move |tp, offset| {
+        let record = cluster.log(tp).ok()?.record(offset)?;
+        match record.header(STAMP_HEADER) {
+            Some(bytes) => header::decode(bytes).ok(),
+            None => Some(Stamp::empty()),
+        }
+    }
+}
+
+/// Renders `trace` as a self-contained HTML page with an inline SVG,
+/// marking `violations` (the run's, first ones first) at the steps they
+/// broke. With `stamps`, each delivery's tooltip shows the delivered
+/// record's stamp and its claims.
+pub fn render_html(
+    trace: &[Entry],
+    title: &str,
+    violations: &[Violation],
+    stamps: Option<StampOf<'_>>,
+) -> String {
+    let unshown = violations.len().saturating_sub(VIOLATIONS_MAX);
+    let violations = &violations[..violations.len() - unshown];
+    let facts = Facts::gather(trace, violations);
     let layout = Layout::new(trace, &facts);
     let mut svg = String::new();
     emit!(
@@ -88,10 +129,12 @@ pub fn render_html(trace: &[Entry], title: &str) -> String {
     lanes(&mut svg, &layout, &facts);
     axis(&mut svg, &layout, trace);
     global_events(&mut svg, &layout, trace);
+    violation_bands(&mut svg, &layout, trace, &facts, violations);
     lifetimes(&mut svg, &layout, trace);
     hold_spans(&mut svg, &layout, trace, &facts);
     arrows(&mut svg, &layout, trace, &facts);
-    lane_marks(&mut svg, &layout, trace, &facts);
+    lane_marks(&mut svg, &layout, trace, &facts, violations, stamps);
+    violating_rings(&mut svg, &layout, trace, &facts);
     if layout.slots == 0 {
         emit!(
             svg,
@@ -101,7 +144,7 @@ pub fn render_html(trace: &[Entry], title: &str) -> String {
         );
     }
     svg.push_str("</svg>\n");
-    page(title, &summary(trace, &facts), &svg)
+    page(title, &summary(trace, &facts), violations, unshown, &svg)
 }
 
 /// How a transaction ended, as far as the trace tells.
@@ -128,17 +171,33 @@ struct Facts {
     /// Delivery index to the hold that held it back, for its tooltip.
     held_by: BTreeMap<usize, usize>,
     lanes: Vec<TaskAt>,
+    /// Per task, claimed tp and offset: the indices of its deliveries, in
+    /// trace order, whichever instance made them.
+    task_deliveries: BTreeMap<(Arc<TaskId>, Tp, u64), Vec<usize>>,
+    /// The tps each task fetched or delivered: those it consumes.
+    task_tps: BTreeSet<(Arc<TaskId>, Tp)>,
+    /// Per violation, the trace entry where it broke.
+    violation_at: Vec<Option<usize>>,
+    /// Trace entry to the violations that broke there.
+    violations_of: BTreeMap<usize, Vec<usize>>,
+    /// The stamps the violations name, by record.
+    named_stamps: BTreeMap<(Tp, u64), Stamp>,
 }
 
 impl Facts {
-    fn gather(trace: &[Entry]) -> Facts {
+    fn gather(trace: &[Entry], violations: &[Violation]) -> Facts {
         let mut txn_end = BTreeMap::new();
         let mut topics = Vec::new();
         let mut deliveries: BTreeMap<(&TaskAt, &Tp, u64), Vec<usize>> = BTreeMap::new();
+        let mut task_deliveries: BTreeMap<(Arc<TaskId>, Tp, u64), Vec<usize>> = BTreeMap::new();
+        let mut task_tps = BTreeSet::new();
         let mut lanes = Vec::new();
         for (index, entry) in trace.iter().enumerate() {
             if let Some(at) = task_at(&entry.event) {
                 lanes.push(at.clone());
+            }
+            if let Event::Fetched { at, tp, .. } | Event::Delivered { at, tp, .. } = &entry.event {
+                task_tps.insert((Arc::clone(&at.task), tp.clone()));
             }
             match &entry.event {
                 Event::Committed { txn, .. } => {
@@ -152,6 +211,10 @@ impl Facts {
                         topics.push(tp.topic.as_str().to_string());
                     }
                     deliveries.entry((at, tp, *offset)).or_default().push(index);
+                    task_deliveries
+                        .entry((Arc::clone(&at.task), tp.clone(), *offset))
+                        .or_default()
+                        .push(index);
                 }
                 _ => {}
             }
@@ -203,12 +266,31 @@ impl Facts {
             }
             links.push(HoldLink { hold, held, cause });
         }
+        let violation_at: Vec<Option<usize>> = violations
+            .iter()
+            .map(|violation| violation.entry_in(trace))
+            .collect();
+        let mut violations_of: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (violation, at) in violation_at.iter().enumerate() {
+            if let Some(at) = at {
+                violations_of.entry(*at).or_default().push(violation);
+            }
+        }
+        let named_stamps = violations
+            .iter()
+            .filter_map(|violation| Some((violation.record.clone()?, violation.stamp.clone()?)))
+            .collect();
         Facts {
             txn_end,
             topic_color,
             links,
             held_by,
             lanes,
+            task_deliveries,
+            task_tps,
+            violation_at,
+            violations_of,
+            named_stamps,
         }
     }
 
@@ -242,6 +324,8 @@ struct Layout {
     /// The label row of each run-wide event, by trace index.
     global_row: BTreeMap<usize, usize>,
     global_rows: usize,
+    /// The top of the violation labels' row (empty without violations).
+    violation_top: f64,
     lanes_top: f64,
     width: f64,
     height: f64,
@@ -289,7 +373,13 @@ impl Layout {
         let global_rows = global_row.values().map(|row| row + 1).max().unwrap_or(1);
         // A label near the end (the liveness phase, typically) must not be cut off.
         let width = width.max(labels_end + MARGIN_RIGHT);
-        let lanes_top = global_top + global_rows as f64 * GLOBAL_ROW_H + 8.0 + AXIS_H;
+        let violation_top = global_top + global_rows as f64 * GLOBAL_ROW_H + 8.0;
+        let violation_h = if facts.violation_at.is_empty() {
+            0.0
+        } else {
+            VIOLATION_ROW_H
+        };
+        let lanes_top = violation_top + violation_h + AXIS_H;
         let height = lanes_top + lane_of.len().max(1) as f64 * LANE_H + 12.0;
         Layout {
             lane_of,
@@ -303,6 +393,7 @@ impl Layout {
             global_top,
             global_row,
             global_rows,
+            violation_top,
             lanes_top,
             width,
             height,
@@ -327,6 +418,15 @@ impl Layout {
             .copied()
             .flatten()
             .map(|slot| self.slot_x(slot))
+    }
+
+    /// The x of the drawn entry nearest to entry `index`: its own, else the
+    /// last drawn before it, else the first drawn after it.
+    fn x_near(&self, index: usize) -> Option<f64> {
+        let index = index.min(self.slot_of.len().checked_sub(1)?);
+        let before = self.slot_of[..=index].iter().rev().find_map(|slot| *slot);
+        let slot = before.or_else(|| self.slot_of[index..].iter().find_map(|slot| *slot))?;
+        Some(self.slot_x(slot))
     }
 
     /// The middle line of a task instance's lane.
@@ -364,18 +464,7 @@ fn draws(event: &Event) -> bool {
 
 /// The task instance an event happened on, if any.
 fn task_at(event: &Event) -> Option<&TaskAt> {
-    match event {
-        Event::TaskStarted { at }
-        | Event::Fetched { at, .. }
-        | Event::Held { at, .. }
-        | Event::Delivered { at, .. }
-        | Event::TickChecked { at, .. }
-        | Event::Committed { at, .. }
-        | Event::Aborted { at, .. }
-        | Event::TaskStopped { at, .. }
-        | Event::Fenced { at } => Some(at),
-        _ => None,
-    }
+    event.task_at()
 }
 
 /// Tick records go to a stage's `-ticks` topic.
@@ -440,6 +529,7 @@ enum Sample {
     Stopped,
     Started,
     Global,
+    Violation,
 }
 
 fn legend_items(facts: &Facts) -> Vec<(Sample, String)> {
@@ -467,6 +557,12 @@ fn legend_items(facts: &Facts) -> Vec<(Sample, String)> {
         (Sample::Started, "task started".to_string()),
         (Sample::Global, "run-wide event".to_string()),
     ]);
+    if !facts.violation_at.is_empty() {
+        items.push((
+            Sample::Violation,
+            "violation (hover for details)".to_string(),
+        ));
+    }
     items
 }
 
@@ -537,6 +633,15 @@ fn legend(svg: &mut String, layout: &Layout, facts: &Facts) {
             ),
             Sample::Stopped => emit!(svg, "<path d=\"{}\" {CROSS_STYLE}/>", cross_d(cx, y)),
             Sample::Started => emit!(svg, "<path d=\"{}\" {BRACKET_STYLE}/>", bracket_d(cx, y)),
+            Sample::Violation => emit!(
+                svg,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"6\" height=\"18\" fill=\"{VIOLATION}\" fill-opacity=\"0.15\"/>\
+                 <line x1=\"{cx:.1}\" y1=\"{:.1}\" x2=\"{cx:.1}\" y2=\"{:.1}\" stroke=\"{VIOLATION}\" stroke-width=\"1.5\"/>",
+                cx - 3.0,
+                y - 9.0,
+                y - 9.0,
+                y + 9.0
+            ),
             Sample::Global => emit!(
                 svg,
                 "<line x1=\"{cx:.1}\" y1=\"{:.1}\" x2=\"{cx:.1}\" y2=\"{:.1}\" stroke=\"{ABORT}\" stroke-width=\"1.5\" stroke-opacity=\"0.45\" stroke-dasharray=\"4 3\"/>",
@@ -747,6 +852,97 @@ fn global_events(svg: &mut String, layout: &Layout, trace: &[Entry]) {
     svg.push_str("</g>\n");
 }
 
+// ------------------------------------------------------------ violations
+
+/// A red band across every lane where each violation broke, its label in
+/// the row above the axis (left out where it would run into the previous
+/// one), and a tooltip with the violation and where the records it names
+/// were at its step.
+fn violation_bands(
+    svg: &mut String,
+    layout: &Layout,
+    trace: &[Entry],
+    facts: &Facts,
+    violations: &[Violation],
+) {
+    if violations.is_empty() {
+        return;
+    }
+    svg.push_str("<g class=\"violations\">\n");
+    let (top, bottom) = (layout.violation_top, layout.lanes_bottom());
+    let label_y = top + VIOLATION_ROW_H - 4.0;
+    let mut label_end = f64::NEG_INFINITY;
+    for (violation, at) in violations.iter().zip(&facts.violation_at) {
+        let Some(x) = at.and_then(|at| layout.x_near(at)) else {
+            continue;
+        };
+        let mut lines = vec![violation.to_string()];
+        if let Some(at) = at {
+            lines.push(format!("marked at {}", when(trace, *at)));
+        }
+        for related in &violation.related {
+            lines.push(format!(
+                "{}@{} ({}): {}",
+                related.tp,
+                related.offset,
+                related.relation,
+                related.whereabouts()
+            ));
+        }
+        let width = layout.slot_w.max(3.0);
+        emit!(
+            svg,
+            "<g class=\"violation\"><rect class=\"violation-band\" x=\"{:.1}\" y=\"{top:.1}\" width=\"{width:.1}\" height=\"{:.1}\" fill=\"{VIOLATION}\" fill-opacity=\"0.15\"/>\
+             <line x1=\"{x:.1}\" y1=\"{top:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" stroke=\"{VIOLATION}\" stroke-width=\"1.5\"/>",
+            x - width / 2.0,
+            bottom - top,
+        );
+        let label = format!("✗ {:?} at step {}", violation.invariant, violation.step);
+        let label_w = label.chars().count() as f64 * CHAR_W;
+        // Near the right edge the label goes to the left of its line.
+        let (label_x, anchor) = if x + 3.0 + label_w > layout.width - MARGIN_RIGHT {
+            (x - 3.0, "end")
+        } else {
+            (x + 3.0, "start")
+        };
+        let starts = if anchor == "end" {
+            label_x - label_w
+        } else {
+            label_x
+        };
+        if starts > label_end {
+            emit!(
+                svg,
+                "<text class=\"violation-label\" x=\"{label_x:.1}\" y=\"{label_y:.1}\" text-anchor=\"{anchor}\" fill=\"{VIOLATION}\" font-weight=\"bold\">{}</text>",
+                esc(&label)
+            );
+            label_end = starts + label_w + 6.0;
+        }
+        emit!(svg, "{}</g>\n", tooltip(&lines));
+    }
+    svg.push_str("</g>\n");
+}
+
+/// A red ring around the mark where each violation broke, when that is a
+/// mark on a lane, so the eye finds the delivery among its neighbours.
+fn violating_rings(svg: &mut String, layout: &Layout, trace: &[Entry], facts: &Facts) {
+    if facts.violations_of.is_empty() {
+        return;
+    }
+    svg.push_str("<g class=\"violating\">\n");
+    for &index in facts.violations_of.keys() {
+        let Some((x, y)) = task_at(&trace[index].event).and_then(|at| layout.at(index, at)) else {
+            continue;
+        };
+        emit!(
+            svg,
+            "<circle class=\"violating\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{:.1}\" fill=\"none\" stroke=\"{VIOLATION}\" stroke-width=\"2\" pointer-events=\"none\"/>\n",
+            layout.dot_r() + 3.5
+        );
+    }
+    svg.push_str("</g>\n");
+}
+
 // ------------------------------------------------------------ lane marks
 
 /// A thin line along each lane from its first to its last mark: when that
@@ -863,7 +1059,14 @@ fn arrows(svg: &mut String, layout: &Layout, trace: &[Entry], facts: &Facts) {
 }
 
 /// The marks on the lanes, one per event that happened on a task instance.
-fn lane_marks(svg: &mut String, layout: &Layout, trace: &[Entry], facts: &Facts) {
+fn lane_marks(
+    svg: &mut String,
+    layout: &Layout,
+    trace: &[Entry],
+    facts: &Facts,
+    violations: &[Violation],
+    stamps: Option<StampOf<'_>>,
+) {
     svg.push_str("<g class=\"marks\">\n");
     for (index, entry) in trace.iter().enumerate() {
         let Some(at) = task_at(&entry.event) else {
@@ -874,8 +1077,12 @@ fn lane_marks(svg: &mut String, layout: &Layout, trace: &[Entry], facts: &Facts)
         };
         let spot = Spot { index, x, y };
         let mut lines = vec![when(trace, index), entry.event.to_string()];
+        for &violation in facts.violations_of.get(&index).into_iter().flatten() {
+            lines.push(format!("VIOLATES {}", violations[violation]));
+        }
         match &entry.event {
             Event::Delivered { .. } => {
+                claims(&spot, trace, facts, stamps, &mut lines);
                 delivery(svg, &spot, trace, facts, layout.dot_r(), &mut lines)
             }
             Event::Held { .. } => hold(svg, &spot, trace, facts, &mut lines),
@@ -889,6 +1096,64 @@ fn lane_marks(svg: &mut String, layout: &Layout, trace: &[Entry], facts: &Facts)
         }
     }
     svg.push_str("</g>\n");
+}
+
+/// The tooltip lines of a delivery's stamp: the stamp, then each claim and
+/// whether the delivering task had delivered the claimed record before
+/// (on any of its instances; the last such delivery). Without a stamp
+/// lookup, the stamp a violation names for the record, if any.
+fn claims(
+    spot: &Spot,
+    trace: &[Entry],
+    facts: &Facts,
+    stamps: Option<StampOf<'_>>,
+    lines: &mut Vec<String>,
+) {
+    let Event::Delivered { at, tp, offset, .. } = &trace[spot.index].event else {
+        return;
+    };
+    let stamp = match stamps {
+        Some(stamps) => stamps(tp, *offset),
+        None => facts.named_stamps.get(&(tp.clone(), *offset)).cloned(),
+    };
+    let Some(stamp) = stamp else {
+        if stamps.is_some() {
+            lines.push("stamp: not in the log, or it does not decode".to_string());
+        }
+        return;
+    };
+    lines.push(format!("stamp {stamp}"));
+    for claim in stamp.claims() {
+        let key = (Arc::clone(&at.task), claim.tp.clone(), claim.offset);
+        let before = facts.task_deliveries.get(&key).and_then(|found| {
+            let earlier = found.partition_point(|&delivery| delivery < spot.index);
+            earlier.checked_sub(1).map(|last| found[last])
+        });
+        let state = match before {
+            Some(delivery) => {
+                let Event::Delivered { at: by, txn, .. } = &trace[delivery].event else {
+                    continue;
+                };
+                let ended = match facts.txn_end.get(txn) {
+                    Some(TxnEnd::Committed) => "committed",
+                    Some(TxnEnd::Aborted(_)) => "aborted",
+                    None => "never committed",
+                };
+                format!(
+                    "delivered at step {} on {by} ({ended})",
+                    trace[delivery].step
+                )
+            }
+            None if facts
+                .task_tps
+                .contains(&(Arc::clone(&at.task), claim.tp.clone())) =>
+            {
+                format!("NOT delivered by task {} before", at.task)
+            }
+            None => format!("on a tp task {} does not consume", at.task),
+        };
+        lines.push(format!("claim {claim}: {state}"));
+    }
 }
 
 /// Where a lane mark goes, and which trace entry it draws.
@@ -1142,9 +1407,22 @@ fn summary(trace: &[Entry], facts: &Facts) -> String {
     )
 }
 
-fn page(title: &str, summary: &str, svg: &str) -> String {
+/// The page: its title, the summary, the violations marked (and how many
+/// more there were) and the picture.
+fn page(title: &str, summary: &str, violations: &[Violation], unshown: usize, svg: &str) -> String {
     let title = esc(title);
-    let mut html = String::with_capacity(svg.len() + 2048);
+    let mut listed = String::new();
+    if !violations.is_empty() {
+        listed.push_str("<ul class=\"violations\">\n");
+        for violation in violations {
+            emit!(listed, "<li>{}</li>\n", esc(&violation.to_string()));
+        }
+        if unshown > 0 {
+            emit!(listed, "<li>… and {unshown} more, not marked</li>\n");
+        }
+        listed.push_str("</ul>\n");
+    }
+    let mut html = String::with_capacity(svg.len() + listed.len() + 2048);
     emit!(
         html,
         "<!DOCTYPE html>\n\
@@ -1153,12 +1431,13 @@ fn page(title: &str, summary: &str, svg: &str) -> String {
          body {{ margin: 16px; font-family: sans-serif; color: #222; background: #fff; }}\n\
          h1 {{ font-size: 18px; margin: 0 0 4px 0; }}\n\
          p.summary {{ font-size: 13px; color: #555; margin: 0 0 10px 0; }}\n\
+         ul.violations {{ font-size: 13px; color: {VIOLATION}; margin: 0 0 10px 0; padding-left: 20px; }}\n\
          div.timeline {{ overflow-x: auto; border: 1px solid #d0d5dd; }}\n\
          svg {{ display: block; }}\n\
          .mark:hover {{ stroke: #000; stroke-width: 2; }}\n\
          path.arrow:hover {{ stroke-width: 3; }}\n\
          </style>\n</head>\n<body>\n\
-         <h1>{title}</h1>\n<p class=\"summary\">{}</p>\n\
+         <h1>{title}</h1>\n<p class=\"summary\">{}</p>\n{listed}\
          <div class=\"timeline\">\n{svg}</div>\n</body>\n</html>\n",
         esc(summary)
     );

@@ -188,6 +188,68 @@ pub enum Event {
     LivenessPhase,
 }
 
+impl Event {
+    /// The task instance the event happened on, if any.
+    pub fn task_at(&self) -> Option<&TaskAt> {
+        match self {
+            Event::TaskStarted { at }
+            | Event::Fetched { at, .. }
+            | Event::Held { at, .. }
+            | Event::Delivered { at, .. }
+            | Event::TickChecked { at, .. }
+            | Event::Committed { at, .. }
+            | Event::Aborted { at, .. }
+            | Event::TaskStopped { at, .. }
+            | Event::Fenced { at } => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Whether the event writes, delivers, holds or stops on the record at
+    /// `offset` of `tp`, or holds another record on a claim on it.
+    pub fn concerns(&self, tp: &Tp, offset: u64) -> bool {
+        let is = |other: &Tp, other_offset: u64| other_offset == offset && other == tp;
+        match self {
+            Event::InputProduced {
+                tp: other,
+                offset: other_offset,
+                ..
+            }
+            | Event::TimerFired {
+                tp: other,
+                offset: other_offset,
+            }
+            | Event::TaskStopped {
+                tp: other,
+                offset: other_offset,
+                ..
+            } => is(other, *other_offset),
+            Event::Delivered {
+                tp: other,
+                offset: other_offset,
+                sent,
+                ..
+            } => {
+                is(other, *other_offset)
+                    || sent
+                        .iter()
+                        .any(|(sent_tp, sent_offset)| is(sent_tp, *sent_offset))
+            }
+            Event::TickChecked {
+                emitted: Some((other, other_offset)),
+                ..
+            } => is(other, *other_offset),
+            Event::Held {
+                tp: other,
+                offset: other_offset,
+                claim,
+                ..
+            } => is(other, *other_offset) || is(&claim.tp, claim.offset),
+            _ => false,
+        }
+    }
+}
+
 /// How an input transaction ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InputOutcome {
