@@ -115,6 +115,15 @@ pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usiz
         }
         Some((violation, centre)) => {
             head(&mut out, violation);
+            // A property is a verdict on what the whole run committed, dated
+            // at its end: the last few events are context, not cause.
+            let events_max = match violation.invariant {
+                Invariant::Property(_) => {
+                    out.push_str("  (a property reads the committed end state: the run's last events follow)\n");
+                    events_max.min(8)
+                }
+                _ => events_max,
+            };
             let after = (events_max / 4).min(AFTER_MAX);
             let before = events_max - after;
             // The window: told entries up to the centre, and a few after.
@@ -169,11 +178,11 @@ fn gap(out: &mut String, events: usize) {
 /// The head of a story: the violation's record and where each related
 /// record was at the violating step.
 fn head(out: &mut String, violation: &Violation) {
-    let _ = write!(
-        out,
-        "  {:?} at step {}",
-        violation.invariant, violation.step
-    );
+    let id = match violation.invariant {
+        Invariant::Property(_) => violation.invariant.to_string(),
+        rule => format!("{rule:?}"),
+    };
+    let _ = write!(out, "  {id} at step {}", violation.step);
     if let Some(at) = violation.at() {
         let _ = write!(out, " on {at}");
     } else if let Some(task) = &violation.task {
