@@ -51,6 +51,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a send waits for room in a full producer queue before failing.
 const QUEUE_FULL_PATIENCE: Duration = Duration::from_secs(30);
 
+/// How long [`LiveClient::new`] tries to reach the cluster before it says
+/// which bootstrap address failed and why.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Kafka's and librdkafka's default `transaction.timeout.ms`.
 pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -65,6 +69,8 @@ pub struct LiveConfig {
     /// The producers' `transaction.timeout.ms`: the broker aborts (and
     /// fences) a transaction open longer than this.
     pub transaction_timeout: Duration,
+    /// How long [`LiveClient::new`] tries to reach a bootstrap address.
+    pub connect_timeout: Duration,
     /// Extra librdkafka properties for every client, applied last, so they
     /// override the adapter's own settings.
     pub properties: Vec<(String, String)>,
@@ -78,6 +84,7 @@ impl LiveConfig {
             bootstrap_servers: bootstrap_servers.into(),
             timeout: DEFAULT_TIMEOUT,
             transaction_timeout: DEFAULT_TRANSACTION_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             properties: Vec::new(),
         }
     }
@@ -100,6 +107,12 @@ impl LiveConfig {
     /// The same with another `transaction.timeout.ms` for the producers.
     pub fn with_transaction_timeout(mut self, timeout: Duration) -> LiveConfig {
         self.transaction_timeout = timeout;
+        self
+    }
+
+    /// The same with another bound on reaching the cluster at start.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> LiveConfig {
+        self.connect_timeout = timeout;
         self
     }
 
@@ -312,9 +325,18 @@ pub struct LiveClient {
 }
 
 impl LiveClient {
-    /// Creates the admin client and the offset probes for the cluster
-    /// `config` names.
+    /// Reaches the cluster `config` names, then creates the admin client and
+    /// the offset probes. A cluster none of whose bootstrap addresses accepts
+    /// a connection within [`LiveConfig::connect_timeout`] is an
+    /// [`LiveError::Unreachable`] naming each address and its cause.
     pub fn new(config: LiveConfig) -> Result<LiveClient, LiveError> {
+        super::reach::probe(&config.bootstrap_servers, config.connect_timeout).map_err(
+            |failures| LiveError::Unreachable {
+                bootstrap: config.bootstrap_servers.clone(),
+                within: config.connect_timeout,
+                failures,
+            },
+        )?;
         let admin = config
             .client_config(&[])
             .create::<AdminClient<DefaultClientContext>>()

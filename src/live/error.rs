@@ -138,6 +138,18 @@ fn fenced_note(fenced: &bool) -> &'static str {
 /// being done and where: the topic, tp, offset, group or transactional id.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
+    /// No bootstrap address accepted a connection: each is named with why
+    /// (DNS, refused, timeout).
+    #[error("cannot reach the Kafka cluster at `{bootstrap}` within {}s: {}", within.as_secs_f64(), failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Unreachable {
+        /// `bootstrap.servers` as configured.
+        bootstrap: String,
+        /// How long it was tried.
+        within: std::time::Duration,
+        /// Each address and why it failed.
+        failures: Vec<super::reach::Unreachable>,
+    },
+
     /// librdkafka refused to create a client (a bad property, say).
     #[error("cannot create the Kafka {client} client: {source}")]
     Client {

@@ -34,6 +34,7 @@
 
 pub mod client;
 pub mod error;
+pub mod reach;
 pub mod runtime;
 
 pub use client::test_broker;

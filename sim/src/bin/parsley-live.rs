@@ -8,8 +8,10 @@
 //!   the log-only checks of the simulator's checker on them.
 //!
 //! The cluster is `--bootstrap`, or `KAFKA_BOOTSTRAP_SERVERS`.
-//! Exit codes: 0 success, 1 a task failed or the audit found violations,
-//! 2 bad arguments or a cluster that cannot be used.
+//! Exit codes: 0 done (or interrupted), 1 a task failed or the audit found
+//! violations, 2 bad arguments or a cluster that cannot be used, 3 fenced by
+//! another owner (the tasks moved: not a failure of this instance, but not
+//! done either), 4 the cluster is unreachable.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -18,8 +20,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parsley::live::{
-    assemble_on, create_topics, InstanceShare, LiveClient, LiveConfig, Runtime, RuntimeConfig,
-    BOOTSTRAP_ENV,
+    assemble_on, create_topics, InstanceShare, LiveClient, LiveConfig, LiveError, Runtime,
+    RuntimeConfig, BOOTSTRAP_ENV,
 };
 use parsley_sim::audit::audit;
 use parsley_sim::live::{namespaced, plan_inputs, produce_inputs, read_committed};
@@ -31,8 +33,9 @@ use parsley_sim::topologies::TopologyName;
     name = "parsley-live",
     version,
     about = "Runs Parsley's example topologies on a real Kafka cluster",
-    after_help = "Exit codes: 0 success, 1 a task failed or the audit found violations, \
-                  2 bad arguments or an unusable cluster.\n\n\
+    after_help = "Exit codes: 0 done or interrupted, 1 a task failed or the audit found \
+                  violations, 2 bad arguments or an unusable cluster, 3 fenced by another \
+                  owner, 4 cluster unreachable.\n\n\
                   Example (a broker from scripts/kafka/broker.sh):\n  \
                   parsley-live setup balances --partitions 4\n  \
                   parsley-live produce balances --count 1000\n  \
@@ -138,26 +141,41 @@ fn parse_share(text: &str) -> Result<InstanceShare, String> {
     InstanceShare::new(number(index)?, number(count)?).map_err(|error| error.to_string())
 }
 
+/// A task stopped on an error, or the audit found violations.
+const EXIT_FAILED: u8 = 1;
+/// Bad arguments, or a cluster that cannot be used.
+const EXIT_UNUSABLE: u8 = 2;
+/// Every failed task was fenced by a newer owner (X4).
+const EXIT_FENCED: u8 = 3;
+/// No bootstrap address could be reached.
+const EXIT_UNREACHABLE: u8 = 4;
+
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {message}");
-    ExitCode::from(2)
+    ExitCode::from(EXIT_UNUSABLE)
 }
 
-fn client_and_topology(common: &Common) -> Result<(LiveClient, ExampleTopology), String> {
+fn client_and_topology(common: &Common) -> Result<(LiveClient, ExampleTopology), ExitCode> {
     let servers = match &common.bootstrap {
         Some(servers) => servers.clone(),
         None => std::env::var(BOOTSTRAP_ENV)
             .ok()
             .filter(|servers| !servers.trim().is_empty())
-            .ok_or_else(|| format!("no --bootstrap and no {BOOTSTRAP_ENV}"))?,
+            .ok_or_else(|| fail(format!("no --bootstrap and no {BOOTSTRAP_ENV}")))?,
     };
-    let client = LiveClient::new(LiveConfig::new(servers)).map_err(|error| error.to_string())?;
+    let client = LiveClient::new(LiveConfig::new(servers)).map_err(|error| {
+        eprintln!("error: {error}");
+        match error {
+            LiveError::Unreachable { .. } => ExitCode::from(EXIT_UNREACHABLE),
+            _ => ExitCode::from(EXIT_UNUSABLE),
+        }
+    })?;
     let topology = namespaced(
         common.example.topology(),
         &common.namespace,
         Duration::from_millis(common.tick_ms),
     )
-    .map_err(|error| error.to_string())?;
+    .map_err(fail)?;
     Ok((client, topology))
 }
 
@@ -175,7 +193,7 @@ async fn main() -> ExitCode {
 async fn setup(args: SetupArgs) -> ExitCode {
     let (client, topology) = match client_and_topology(&args.common) {
         Ok(found) => found,
-        Err(error) => return fail(error),
+        Err(code) => return code,
     };
     match create_topics(&client, &topology.app, args.partitions, &BTreeMap::new()).await {
         Ok(topics) => {
@@ -192,7 +210,7 @@ async fn setup(args: SetupArgs) -> ExitCode {
 async fn produce(args: ProduceArgs) -> ExitCode {
     let (client, topology) = match client_and_topology(&args.common) {
         Ok(found) => found,
-        Err(error) => return fail(error),
+        Err(code) => return code,
     };
     let assembly = match assemble_on(&client, &topology.app).await {
         Ok(assembly) => assembly,
@@ -211,7 +229,7 @@ async fn produce(args: ProduceArgs) -> ExitCode {
 async fn run(args: RunArgs) -> ExitCode {
     let (client, topology) = match client_and_topology(&args.common) {
         Ok(found) => found,
-        Err(error) => return fail(error),
+        Err(code) => return code,
     };
     let config = RuntimeConfig::new(client.config().clone())
         .with_commit_interval(Duration::from_millis(args.commit_interval_ms))
@@ -223,7 +241,7 @@ async fn run(args: RunArgs) -> ExitCode {
     let tasks: Vec<String> = runtime.tasks().iter().map(ToString::to_string).collect();
     println!("running tasks: {}", tasks.join(", "));
     let runs = runtime.run_until_signal().await;
-    let mut failed = false;
+    let (mut failed, mut fenced) = (false, false);
     for run in runs {
         let delivered = run.metrics.records_delivered_total;
         let committed = run.metrics.transactions_committed_total;
@@ -233,6 +251,7 @@ async fn run(args: RunArgs) -> ExitCode {
                 run.task
             ),
             Err(error) if error.is_fenced() => {
+                fenced = true;
                 println!("task {}: fenced by a newer owner (X4)", run.task)
             }
             Err(error) => {
@@ -242,7 +261,9 @@ async fn run(args: RunArgs) -> ExitCode {
         }
     }
     if failed {
-        ExitCode::FAILURE
+        ExitCode::from(EXIT_FAILED)
+    } else if fenced {
+        ExitCode::from(EXIT_FENCED)
     } else {
         ExitCode::SUCCESS
     }
@@ -251,7 +272,7 @@ async fn run(args: RunArgs) -> ExitCode {
 async fn audit_command(common: Common) -> ExitCode {
     let (client, topology) = match client_and_topology(&common) {
         Ok(found) => found,
-        Err(error) => return fail(error),
+        Err(code) => return code,
     };
     let assembly = match assemble_on(&client, &topology.app).await {
         Ok(assembly) => assembly,

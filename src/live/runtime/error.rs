@@ -67,4 +67,9 @@ impl RuntimeError {
     pub fn is_fenced(&self) -> bool {
         matches!(self, RuntimeError::Live(error) if error.is_fenced())
     }
+
+    /// True when the cluster could not be reached at all.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, RuntimeError::Live(LiveError::Unreachable { .. }))
+    }
 }
