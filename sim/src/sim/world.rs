@@ -1071,10 +1071,13 @@ impl World {
                 .expect("request topics exist");
             *position = fetch.next_offset;
             for record in fetch.records {
-                scheduler
-                    .timers
-                    .observe(tp, &record)
-                    .expect("the timer stage writes readable requests");
+                // A request the scheduler cannot read is the app's bug, not
+                // the run's: the run cannot go on, and says which record.
+                if let Err(error) = scheduler.timers.observe(tp, &record) {
+                    panic!(
+                        "the timer scheduler cannot read a request the application wrote (requests need a key and an I64-encoded fire time): {error}"
+                    );
+                }
             }
         }
         let mut fired = Vec::new();
