@@ -88,15 +88,9 @@ fn main() {
         "{:<28} {:>10} {:>16} {:>14} {:>10}",
         "scenario", "seeds/s", "deliveries/s", "steps/seed", "failing"
     );
-    for name in [
-        "balances",
-        "audit-cut",
-        "timers",
-        "chain",
-        "fan-in",
-        "diamond",
-        "fan-out",
-    ] {
+    // Each example topology has a shipped scenario of its name.
+    let registry = parsley_sim::topologies::registry();
+    for name in registry.names() {
         if wanted(name) {
             throughput(name, &load(name));
         }

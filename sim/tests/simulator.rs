@@ -13,15 +13,12 @@ fn load(name: &str) -> Simulation {
     shipped::shipped(name)
 }
 
-const SCENARIOS: [&str; 7] = [
-    "balances",
-    "audit-cut",
-    "timers",
-    "chain",
-    "fan-in",
-    "diamond",
-    "fan-out",
-];
+/// Every shipped scenario: one per example topology, named after it
+/// (`scenario.rs` checks the folder holds exactly these).
+fn scenarios() -> Vec<String> {
+    let registry = parsley_sim::topologies::registry();
+    registry.names().into_iter().map(String::from).collect()
+}
 
 /// Runs `seeds` over all cores; the lowest failing one, written up.
 fn failure(simulation: &Simulation, seeds: std::ops::Range<u64>) -> Option<String> {
@@ -31,8 +28,8 @@ fn failure(simulation: &Simulation, seeds: std::ops::Range<u64>) -> Option<Strin
 /// I1–I8 hold on every seed of every shipped scenario.
 #[test]
 fn every_scenario_passes_its_whole_seed_range() {
-    for name in SCENARIOS {
-        let simulation = load(name);
+    for name in scenarios() {
+        let simulation = load(&name);
         if let Some(failure) = failure(&simulation, simulation.seeds()) {
             panic!("{failure}\nshrink it: cargo run -p parsley-sim --features cli -- shrink scenarios/{name}.toml --seed SEED");
         }
@@ -83,8 +80,8 @@ fn the_mutation_seeds_pass_without_the_mutation() {
 /// gives the same trace again.
 #[test]
 fn i9_runs_are_deterministic_and_tapes_replay_them() {
-    for name in SCENARIOS {
-        let simulation = load(name);
+    for name in scenarios() {
+        let simulation = load(&name);
         let first = simulation.run_seed(7);
         let second = simulation.run_seed(7);
         assert_eq!(
