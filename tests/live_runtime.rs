@@ -17,8 +17,8 @@ use bytes::Bytes;
 use parsley::assembly::AssemblyFailure;
 use parsley::header::STAMP_HEADER;
 use parsley::live::{
-    assemble_on, create_topics, Isolation, LiveClient, LiveConfig, Runtime, RuntimeConfig,
-    RuntimeError, TaskRun,
+    assemble_on, create_topics, FailurePolicy, Isolation, LiveClient, LiveConfig, Runtime,
+    RuntimeConfig, RuntimeError, TaskEndKind, TaskRun,
 };
 use parsley::{
     App, ConsumedRecord, Header, Json, Parsley, RecordData, Stage, Step, TaskError, Topic, Tp,
@@ -508,4 +508,85 @@ async fn x4_moving_a_task_fences_the_old_owner() {
     new.stopper().stop();
     new.wait().await;
     assert_eq!(values(&seen), ["1", "3", "6"]);
+}
+
+/// A failure is seen when it happens: by default a task that stops on a
+/// logic error (X5) stops the whole instance at once, its sibling stopping
+/// gracefully, so the process ends with the error instead of running on
+/// without it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_task_stops_the_instance_by_default() {
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_secs(600), 2).await;
+    let (bad, good) = (
+        Tp::new(app.input.name().clone(), 0),
+        Tp::new(app.input.name().clone(), 1),
+    );
+    append(&client, &good, record("k", json(1), Vec::new())).await;
+    append(&client, &bad, record("k", json(-1), Vec::new())).await;
+    let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
+        .await
+        .expect("start");
+    let runs = tokio::time::timeout(Duration::from_secs(60), runtime.run_until_signal())
+        .await
+        .expect("the instance stops without a signal once a task fails");
+    let outcome = |partition: u32| {
+        runs.iter()
+            .find(|run| run.task.partition == partition)
+            .map(|run| run.outcome.as_ref().map_err(ToString::to_string))
+            .expect("both tasks ran")
+    };
+    assert!(
+        matches!(outcome(0), Err(error) if error.contains("negative")),
+        "{:?}",
+        outcome(0)
+    );
+    assert_eq!(outcome(1), Ok(&()), "the sibling stops gracefully");
+}
+
+/// With `KeepOthersRunning`, the failed task is reported the moment it
+/// stops and its sibling keeps delivering.
+#[tokio::test(flavor = "multi_thread")]
+async fn keep_others_running_reports_the_failure_and_runs_on() {
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_secs(600), 2).await;
+    let (bad, good) = (
+        Tp::new(app.input.name().clone(), 0),
+        Tp::new(app.input.name().clone(), 1),
+    );
+    let totals = Tp::new(app.totals.name().clone(), 1);
+    append(&client, &bad, record("k", json(-1), Vec::new())).await;
+    let runtime = Runtime::start(
+        Arc::new(app.app.clone()),
+        config(live).with_failure_policy(FailurePolicy::KeepOthersRunning),
+    )
+    .await
+    .expect("start");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let failed = loop {
+        let ended = runtime.take_ended();
+        if let Some(end) = ended.into_iter().find(|end| end.task.partition == 0) {
+            break end;
+        }
+        assert!(Instant::now() < deadline, "the bad task never stopped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        matches!(&failed.how, TaskEndKind::Failed(error) if error.contains("negative")),
+        "{failed:?}"
+    );
+    assert!(!runtime.finished(), "the sibling still runs");
+    append(&client, &good, record("k", json(5), Vec::new())).await;
+    let seen = wait_for(
+        &client,
+        &totals,
+        Isolation::ReadCommitted,
+        "the sibling's total",
+        |records| !records.is_empty(),
+    )
+    .await;
+    assert_eq!(values(&seen), ["5"]);
+    runtime.stopper().stop();
+    let runs = runtime.wait().await;
+    assert_eq!(runs.iter().filter(|run| run.outcome.is_err()).count(), 1);
 }

@@ -44,6 +44,6 @@ pub use client::{
 };
 pub use error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
 pub use runtime::{
-    assemble_on, create_topics, InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper,
-    TaskRun, TopicSetup,
+    assemble_on, create_topics, FailurePolicy, InstanceShare, Runtime, RuntimeConfig, RuntimeError,
+    Stopper, TaskEnd, TaskEndKind, TaskRun, TopicSetup,
 };

@@ -25,7 +25,7 @@ mod setup;
 mod task_loop;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::app::App;
@@ -74,6 +74,22 @@ impl InstanceShare {
     }
 }
 
+/// What an instance does when one of its tasks stops on an error (bad
+/// input, a logic error (X5), a Kafka failure) while it runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Stop every other task gracefully, so the process ends with the
+    /// error (and a non-zero exit) for a supervisor to see: Kafka Streams'
+    /// `SHUTDOWN_CLIENT`.
+    #[default]
+    StopInstance,
+    /// Keep the other tasks running; the failed one stays stopped, with its
+    /// committed position before the record that stopped it, until the
+    /// instance restarts: Kafka Streams' `REPLACE_THREAD` without the
+    /// replacement.
+    KeepOthersRunning,
+}
+
 /// How an instance runs its tasks.
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
@@ -93,6 +109,8 @@ pub struct RuntimeConfig {
     /// How long a task with held records may see no delivery before it reads
     /// fresh log ends, to tell a claim that can never resolve (G6).
     pub stall_check: Duration,
+    /// What a task's failure does to the others.
+    pub on_failure: FailurePolicy,
 }
 
 impl RuntimeConfig {
@@ -108,7 +126,14 @@ impl RuntimeConfig {
             idle_poll: Duration::from_millis(10),
             busy_poll: Duration::from_millis(1),
             stall_check: Duration::from_secs(1),
+            on_failure: FailurePolicy::default(),
         }
+    }
+
+    /// The same with another [`FailurePolicy`].
+    pub fn with_failure_policy(mut self, policy: FailurePolicy) -> RuntimeConfig {
+        self.on_failure = policy;
+        self
     }
 
     /// The same with another commit interval (X2).
@@ -137,11 +162,35 @@ impl Stopper {
     }
 }
 
+/// A task that returned, as its thread reports it the moment it does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskEnd {
+    /// The task.
+    pub task: TaskId,
+    /// How it ended.
+    pub how: TaskEndKind,
+}
+
+/// How a task ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskEndKind {
+    /// A graceful stop.
+    Stopped,
+    /// A newer owner's producer fenced it (X4): the task moved.
+    Fenced,
+    /// An error stopped it; the message names the record, tp or call.
+    Failed(String),
+}
+
 /// A running instance of an application.
 pub struct Runtime {
     assembly: Assembly,
     stop: Arc<AtomicBool>,
     tasks: Vec<(TaskId, std::thread::JoinHandle<TaskRun>)>,
+    policy: FailurePolicy,
+    /// Tasks that returned, in the order they did; taken by
+    /// [`Runtime::take_ended`].
+    ended: Arc<Mutex<Vec<TaskEnd>>>,
 }
 
 impl Runtime {
@@ -152,20 +201,38 @@ impl Runtime {
         let client = LiveClient::new(config.live.clone())?;
         let assembly = assemble_on(&client, &app).await?;
         let stop = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(Mutex::new(Vec::new()));
         let shared = Arc::new(assembly.clone());
         let mut tasks = Vec::new();
         for id in config.share.tasks(&assembly) {
-            let (app, assembly, stop, config) = (
+            let (app, assembly, stop, config, ended) = (
                 Arc::clone(&app),
                 Arc::clone(&shared),
                 Arc::clone(&stop),
                 config.clone(),
+                Arc::clone(&ended),
             );
             let name = format!("parsley {id}");
             let task = id.clone();
             let handle = std::thread::Builder::new()
                 .name(name)
-                .spawn(move || task_loop::run_task(&app, &assembly, task, config, &stop))
+                .spawn(move || {
+                    let run = task_loop::run_task(&app, &assembly, task, config, &stop);
+                    let how = match &run.outcome {
+                        Ok(()) => TaskEndKind::Stopped,
+                        Err(error) if error.is_fenced() => TaskEndKind::Fenced,
+                        Err(error) => TaskEndKind::Failed(error.to_string()),
+                    };
+                    let end = TaskEnd {
+                        task: run.task.clone(),
+                        how,
+                    };
+                    ended
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .push(end);
+                    run
+                })
                 .map_err(|error| RuntimeError::Panicked {
                     task: id.clone(),
                     reason: format!("the task's thread could not start: {error}"),
@@ -176,6 +243,8 @@ impl Runtime {
             assembly,
             stop,
             tasks,
+            policy: config.on_failure,
+            ended,
         })
     }
 
@@ -228,8 +297,20 @@ impl Runtime {
         runs
     }
 
-    /// Runs until SIGINT or SIGTERM (or until every task has returned), then
-    /// stops gracefully: each task commits what is pending.
+    /// The tasks that returned since the last call, in the order they did.
+    pub fn take_ended(&self) -> Vec<TaskEnd> {
+        std::mem::take(
+            &mut *self
+                .ended
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
+    }
+
+    /// Runs until SIGINT or SIGTERM, until every task has returned, or (with
+    /// [`FailurePolicy::StopInstance`], the default) until a task fails;
+    /// then stops gracefully: each task commits what is pending. A task that
+    /// stops is said on stderr the moment it does, with its error.
     pub async fn run_until_signal(self) -> Vec<TaskRun> {
         let stopper = self.stopper();
         let mut terminate = shutdown_signal();
@@ -237,6 +318,11 @@ impl Runtime {
             tokio::select! {
                 _ = &mut terminate => break,
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                    let failed = self.report_ended();
+                    if failed && self.policy == FailurePolicy::StopInstance {
+                        eprintln!("parsley: stopping the other tasks (failure policy: stop the instance)");
+                        break;
+                    }
                     if self.finished() {
                         break;
                     }
@@ -245,6 +331,28 @@ impl Runtime {
         }
         stopper.stop();
         self.wait().await
+    }
+
+    /// Says on stderr which tasks returned since the last look; true if one
+    /// of them failed.
+    fn report_ended(&self) -> bool {
+        let mut failed = false;
+        for end in self.take_ended() {
+            match &end.how {
+                TaskEndKind::Stopped => {}
+                TaskEndKind::Fenced => {
+                    eprintln!(
+                        "parsley: task {} moved: fenced by a newer owner (X4)",
+                        end.task
+                    )
+                }
+                TaskEndKind::Failed(error) => {
+                    failed = true;
+                    eprintln!("parsley: task {} stopped: {error}", end.task);
+                }
+            }
+        }
+        failed
     }
 }
 
