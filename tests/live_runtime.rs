@@ -513,10 +513,12 @@ async fn x4_moving_a_task_fences_the_old_owner() {
 /// A failure is seen when it happens: by default a task that stops on a
 /// logic error (X5) stops the whole instance at once, its sibling stopping
 /// gracefully, so the process ends with the error instead of running on
-/// without it.
+/// without it; the log says each task's start and end, the failure with
+/// its record.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_task_stops_the_instance_by_default() {
     let Some(live) = live_config() else { return };
+    support::captured_logs();
     let (client, app) = set_up(&live, Duration::from_secs(600), 2).await;
     let (bad, good) = (
         Tp::new(app.input.name().clone(), 0),
@@ -542,6 +544,28 @@ async fn a_failed_task_stops_the_instance_by_default() {
         outcome(0)
     );
     assert_eq!(outcome(1), Ok(&()), "the sibling stops gracefully");
+    let logs = support::captured_logs();
+    let ours: Vec<&str> = logs
+        .lines()
+        .filter(|line| line.contains(app.app.id()))
+        .collect();
+    let has = |level: &str, message: &str, task: &str| {
+        ours.iter().any(|line| {
+            line.contains(level) && line.contains(message) && line.contains(&format!("task={task}"))
+        })
+    };
+    assert!(has("INFO", "task started", "sum/0"), "{ours:#?}");
+    assert!(has("INFO", "task started", "sum/1"), "{ours:#?}");
+    assert!(
+        has("ERROR", "task stopped on an error", "sum/0"),
+        "{ours:#?}"
+    );
+    assert!(
+        ours.iter()
+            .any(|line| line.contains("ERROR") && line.contains("negative")),
+        "{ours:#?}"
+    );
+    assert!(has("INFO", "task stopped gracefully", "sum/1"), "{ours:#?}");
 }
 
 /// With `KeepOthersRunning`, the failed task is reported the moment it

@@ -33,3 +33,38 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as i64)
 }
+
+#[cfg(feature = "live")]
+/// Everything the runtime logs in this test process, formatted: installed
+/// once as the global subscriber (task threads log there), read by tests
+/// that look for their own app's lines.
+pub fn captured_logs() -> String {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    let logs = LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&logs);
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || Capture(Arc::clone(&sink)))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
+        logs
+    });
+    String::from_utf8_lossy(&logs.lock().unwrap()).into_owned()
+}
+
+#[cfg(feature = "live")]
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+#[cfg(feature = "live")]
+impl std::io::Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

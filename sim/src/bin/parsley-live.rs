@@ -179,8 +179,23 @@ fn client_and_topology(common: &Common) -> Result<(LiveClient, ExampleTopology),
     Ok((client, topology))
 }
 
+/// The runtime's logs (task starts, retries, aborts, fencing, stops) and
+/// librdkafka's warnings go to stderr; `PARSLEY_LOG` filters them, in
+/// `tracing_subscriber::EnvFilter`'s syntax (default `info,librdkafka=warn`).
+fn install_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PARSLEY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,librdkafka=warn"));
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    install_logs();
     let cli = Cli::parse();
     match cli.command {
         Command::Setup(args) => setup(args).await,

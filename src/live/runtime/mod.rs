@@ -310,7 +310,7 @@ impl Runtime {
     /// Runs until SIGINT or SIGTERM, until every task has returned, or (with
     /// [`FailurePolicy::StopInstance`], the default) until a task fails;
     /// then stops gracefully: each task commits what is pending. A task that
-    /// stops is said on stderr the moment it does, with its error.
+    /// stops is logged (`tracing`) the moment it does, with its error.
     pub async fn run_until_signal(self) -> Vec<TaskRun> {
         let stopper = self.stopper();
         let mut terminate = shutdown_signal();
@@ -320,7 +320,7 @@ impl Runtime {
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {
                     let failed = self.report_ended();
                     if failed && self.policy == FailurePolicy::StopInstance {
-                        eprintln!("parsley: stopping the other tasks (failure policy: stop the instance)");
+                        tracing::error!("a task failed: stopping the instance's other tasks (failure policy: stop the instance)");
                         break;
                     }
                     if self.finished() {
@@ -333,26 +333,12 @@ impl Runtime {
         self.wait().await
     }
 
-    /// Says on stderr which tasks returned since the last look; true if one
-    /// of them failed.
+    /// Whether a task failed since the last look (each task logs its own
+    /// end as it happens).
     fn report_ended(&self) -> bool {
-        let mut failed = false;
-        for end in self.take_ended() {
-            match &end.how {
-                TaskEndKind::Stopped => {}
-                TaskEndKind::Fenced => {
-                    eprintln!(
-                        "parsley: task {} moved: fenced by a newer owner (X4)",
-                        end.task
-                    )
-                }
-                TaskEndKind::Failed(error) => {
-                    failed = true;
-                    eprintln!("parsley: task {} stopped: {error}", end.task);
-                }
-            }
-        }
-        failed
+        self.take_ended()
+            .iter()
+            .any(|end| matches!(end.how, TaskEndKind::Failed(_)))
     }
 }
 

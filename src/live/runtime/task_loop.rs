@@ -89,9 +89,13 @@ pub(crate) fn run_task(
     match TaskDriver::start(app, assembly, &id, config) {
         Ok(mut driver) => {
             let outcome = match driver.run(stop) {
-                Exit::Stopped => Ok(()),
+                Exit::Stopped => {
+                    tracing::info!(app = app.id(), task = %id, "task stopped gracefully");
+                    Ok(())
+                }
                 Exit::Failed(error) => {
                     driver.abort_quietly();
+                    log_end(app, &id, &error);
                     Err(error)
                 }
             };
@@ -101,11 +105,24 @@ pub(crate) fn run_task(
                 outcome,
             }
         }
-        Err(error) => TaskRun {
-            task: id,
-            metrics: TaskMetrics::default(),
-            outcome: Err(error),
-        },
+        Err(error) => {
+            log_end(app, &id, &error);
+            TaskRun {
+                task: id,
+                metrics: TaskMetrics::default(),
+                outcome: Err(error),
+            }
+        }
+    }
+}
+
+/// A task's end on an error, as the operator's log says it: a move (X4) is
+/// a warning, anything else an error naming the record or call.
+fn log_end(app: &App, id: &TaskId, error: &RuntimeError) {
+    if error.is_fenced() {
+        tracing::warn!(app = app.id(), task = %id, "task fenced by a newer owner (X4): it moved");
+    } else {
+        tracing::error!(app = app.id(), task = %id, error = %error, "task stopped on an error");
     }
 }
 
@@ -146,6 +163,7 @@ impl TaskDriver {
         producer.init_blocking()?;
         let consumer = consumer_for(&config.live, task.group())?;
         let probes = Probes::new(&config.live)?;
+        let mut restored = 0usize;
         if let Some(changelog) = task.changelog_tp().cloned() {
             let fetched = fetch_visible(
                 &consumer,
@@ -158,11 +176,19 @@ impl TaskDriver {
             for record in &fetched.records {
                 task.restore_state(record.offset, &record.data)?;
             }
+            restored = fetched.records.len();
         }
         let tps = task.consumed_tps();
         let committed: Vec<Option<CommittedOffset>> =
             committed_offsets(&consumer, task.group(), &tps, config.live.timeout)?;
         let positions = task.start(&committed, wall_clock_ms())?;
+        tracing::info!(
+            app = app.id(),
+            task = %id,
+            restored,
+            positions = ?positions,
+            "task started"
+        );
         let mut driver = TaskDriver {
             task,
             producer,
@@ -415,6 +441,7 @@ impl TaskDriver {
                     if error.txn_class() == Some(TxnErrorClass::Retriable) && tries < RETRIES =>
                 {
                     tries += 1;
+                    tracing::warn!(task = %self.task.id(), error = %error, try_number = tries, "transactional call failed; retrying");
                     std::thread::sleep(Duration::from_millis(100 << tries.min(4)));
                 }
                 other => return other,
@@ -428,6 +455,7 @@ impl TaskDriver {
     fn on_transaction_error(&mut self, error: LiveError) -> Result<(), Exit> {
         match error.txn_class() {
             Some(TxnErrorClass::Retriable | TxnErrorClass::RequiresAbort) => {
+                tracing::warn!(task = %self.task.id(), error = %error, "transaction aborted; rewinding to the committed positions (X3)");
                 self.abort()?;
                 Ok(())
             }
