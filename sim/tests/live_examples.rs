@@ -305,3 +305,79 @@ fn shares_deal_every_task_to_exactly_one_instance() {
     assert!(parsley::live::InstanceShare::new(2, 2).is_err());
     assert!(parsley::live::InstanceShare::new(0, 0).is_err());
 }
+
+// ----- metrics -----
+
+/// The body of an HTTP GET of `address`'s `/metrics`, or `None` while
+/// nothing answers.
+fn scrape(address: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: parsley\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+/// A metric's value per task, from the Prometheus text of one scrape.
+fn per_task(body: &str, metric: &str, app: &str) -> BTreeMap<String, f64> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix(metric)?.strip_prefix('{'))
+        .filter(|rest| rest.contains(&format!("app=\"{app}\"")))
+        .filter_map(|rest| {
+            let (labels, value) = rest.split_once("} ")?;
+            let task = labels.split("task=\"").nth(1)?.split('"').next()?;
+            Some((task.to_string(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Operators see each task's figures in the Prometheus text format while
+/// input flows: deliveries climb, and the consumer lag drains to zero once
+/// the instance has caught up.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_show_deliveries_and_lag_draining_to_zero() {
+    let Some(config) = test_broker() else { return };
+    let live = set_up(&config, TopologyName::Balances, "metrics", 2).await;
+    let address = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    live.produce(400, 3).await;
+    let mut child = live
+        .command("0/1")
+        .args(["--metrics", &address])
+        .spawn()
+        .expect("spawn parsley-live");
+    live.wait_caught_up().await;
+    let app = live.topology.app.id().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (delivered, lag) = loop {
+        let body = scrape(&address).unwrap_or_default();
+        let delivered = per_task(&body, "parsley_records_delivered_total", &app);
+        let lag = per_task(&body, "parsley_consumer_lag", &app);
+        let total: f64 = delivered.values().sum();
+        if (total >= 400.0 && lag.len() == 2 && lag.values().all(|lag| *lag == 0.0))
+            || std::time::Instant::now() > deadline
+        {
+            break (delivered, lag);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    terminate(&mut child);
+    assert_eq!(
+        delivered.keys().collect::<Vec<_>>(),
+        ["balances/0", "balances/1"],
+        "{delivered:?}"
+    );
+    assert!(delivered.values().sum::<f64>() >= 400.0, "{delivered:?}");
+    assert_eq!(
+        lag.values().copied().collect::<Vec<_>>(),
+        [0.0, 0.0],
+        "{lag:?}"
+    );
+}

@@ -1112,6 +1112,33 @@ pub(crate) fn fetch_visible(
     outcome
 }
 
+/// The high watermark of `topic`-`partition` as `consumer` last saw it in a
+/// fetch response, without asking the broker; `None` before any fetch.
+/// (rdkafka wraps only the variant that asks the broker.)
+pub(crate) fn cached_high_watermark(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+) -> Option<i64> {
+    let topic = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the client pointer is live for as long as `consumer` is
+    // borrowed; `topic` is a NUL-terminated string that outlives the call;
+    // librdkafka only reads its cache under its own lock and writes the two
+    // out parameters, which point at locals.
+    let code = unsafe {
+        rdkafka::bindings::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            partition,
+            &mut low,
+            &mut high,
+        )
+    };
+    (code == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
+        .then_some(high)
+}
+
 pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
     let headers = message
         .headers()

@@ -127,6 +127,11 @@ struct RunArgs {
     /// The commit interval, in milliseconds (X2).
     #[arg(long, default_value_t = 100)]
     commit_interval_ms: u64,
+    /// Serve the tasks' figures (counters, held records, consumer lag,
+    /// commit latency) in the Prometheus text format on ADDR, e.g.
+    /// `127.0.0.1:9464`, at any path.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 fn parse_share(text: &str) -> Result<InstanceShare, String> {
@@ -246,6 +251,15 @@ async fn run(args: RunArgs) -> ExitCode {
         Ok(found) => found,
         Err(code) => return code,
     };
+    if let Some(address) = args.metrics {
+        let installed = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(address)
+            .install();
+        if let Err(error) = installed {
+            return fail(format!("--metrics {address}: {error}"));
+        }
+        println!("metrics on http://{address}/metrics");
+    }
     let config = RuntimeConfig::new(client.config().clone())
         .with_commit_interval(Duration::from_millis(args.commit_interval_ms))
         .with_share(args.instance);

@@ -21,6 +21,7 @@
 //! rebalancing is involved, so no task ever runs twice un-fenced.
 
 mod error;
+mod exported;
 mod setup;
 mod task_loop;
 

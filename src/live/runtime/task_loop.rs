@@ -22,10 +22,11 @@ use crate::task::{CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
 use crate::tp::Tp;
 
 use super::super::client::{
-    committed_offsets, consumed, fetch_visible, kafka_offset, kafka_partition, Isolation,
-    LiveConfig, Probes, TxnProducer,
+    cached_high_watermark, committed_offsets, consumed, fetch_visible, kafka_offset,
+    kafka_partition, Isolation, LiveConfig, Probes, TxnProducer,
 };
 use super::super::error::{LiveError, TxnErrorClass};
+use super::exported::Exported;
 use super::{RuntimeConfig, RuntimeError};
 
 /// How many times a retriable transactional call is tried before the
@@ -76,6 +77,7 @@ pub(crate) struct TaskDriver {
     /// [`Task::consumed_tps`].
     positions: Vec<(Tp, u64)>,
     in_transaction: bool,
+    exported: Exported,
 }
 
 /// Starts the task `id` and runs it until `stop` is set or it fails.
@@ -197,6 +199,7 @@ impl TaskDriver {
             config,
             positions,
             in_transaction: false,
+            exported: Exported::new(app.id(), id),
         };
         driver.assign()?;
         Ok(driver)
@@ -242,6 +245,10 @@ impl TaskDriver {
                     Ok(()) => Exit::Stopped,
                     Err(exit) => exit,
                 };
+            }
+            if self.exported.due() {
+                let lag = self.lag();
+                self.exported.publish(&self.task.metrics(), lag);
             }
             match self.step() {
                 Ok(true) => last_progress = Instant::now(),
@@ -418,6 +425,7 @@ impl TaskDriver {
             .map(|(tp, offset)| (tp, CommittedOffset::new(offset, request.metadata.clone())))
             .collect();
         let group = request.group;
+        let started = Instant::now();
         let sent = self.retrying(|producer| producer.send_offsets_blocking(&group, &offsets));
         if let Err(error) = sent {
             return self.on_transaction_error(error);
@@ -427,7 +435,30 @@ impl TaskDriver {
         }
         self.in_transaction = false;
         self.task.handle_committed(now);
+        self.exported.commit_took(started.elapsed());
         Ok(())
+    }
+
+    /// Records between the consumer's positions (past transaction markers)
+    /// and the log ends it last saw, over the task's tps: no broker call.
+    fn lag(&self) -> u64 {
+        let Ok(assigned) = self.consumer.position() else {
+            return 0;
+        };
+        assigned
+            .elements()
+            .iter()
+            .map(|element| {
+                let position = match element.offset() {
+                    rdkafka::Offset::Offset(offset) => offset,
+                    _ => return 0,
+                };
+                let high =
+                    cached_high_watermark(&self.consumer, element.topic(), element.partition())
+                        .unwrap_or(position);
+                u64::try_from(high - position).unwrap_or(0)
+            })
+            .sum()
     }
 
     fn retrying(

@@ -1,0 +1,69 @@
+//! A task's figures for operators, through the `metrics` facade: the core's
+//! counters, the records held, the consumer lag and the commit latency,
+//! labelled by application and task. Nothing is exported unless the process
+//! installs a recorder (`parsley-live run --metrics ADDR` serves them in
+//! the Prometheus text format).
+
+use std::time::{Duration, Instant};
+
+use crate::task::{TaskId, TaskMetrics};
+
+/// How often a task refreshes its figures: often enough to watch lag drain,
+/// seldom enough to cost nothing next to its turns.
+const EVERY: Duration = Duration::from_millis(500);
+
+/// One task's labels and when it last published.
+pub(crate) struct Exported {
+    labels: [(&'static str, String); 2],
+    last: Option<Instant>,
+}
+
+impl Exported {
+    pub(crate) fn new(app: &str, task: &TaskId) -> Exported {
+        Exported {
+            labels: [("app", app.to_string()), ("task", task.to_string())],
+            last: None,
+        }
+    }
+
+    /// Whether the figures are due again.
+    pub(crate) fn due(&self) -> bool {
+        self.last.is_none_or(|last| last.elapsed() >= EVERY)
+    }
+
+    /// Publishes the task's counters, its held records and its lag: the
+    /// records between its consumer's positions and the log ends.
+    pub(crate) fn publish(&mut self, metrics: &TaskMetrics, lag: u64) {
+        let labels = &self.labels;
+        for (name, value) in [
+            (
+                "parsley_records_delivered_total",
+                metrics.records_delivered_total,
+            ),
+            ("parsley_ticks_emitted_total", metrics.ticks_emitted_total),
+            (
+                "parsley_transactions_committed_total",
+                metrics.transactions_committed_total,
+            ),
+            (
+                "parsley_transactions_aborted_total",
+                metrics.transactions_aborted_total,
+            ),
+            (
+                "parsley_records_redelivered_total",
+                metrics.records_redelivered_total,
+            ),
+        ] {
+            metrics::counter!(name, labels).absolute(value);
+        }
+        metrics::gauge!("parsley_records_held", labels).set(metrics.records_held as f64);
+        metrics::gauge!("parsley_consumer_lag", labels).set(lag as f64);
+        self.last = Some(Instant::now());
+    }
+
+    /// One commit's wall time, from sending the offsets to the end of the
+    /// commit.
+    pub(crate) fn commit_took(&self, took: Duration) {
+        metrics::histogram!("parsley_commit_seconds", &self.labels).record(took.as_secs_f64());
+    }
+}
