@@ -336,11 +336,12 @@ fn per_task(body: &str, metric: &str, app: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-/// Operators see each task's figures in the Prometheus text format while
-/// input flows: deliveries climb, and the consumer lag drains to zero once
-/// the instance has caught up.
+/// Operators see each task's figures: `status` reads every task behind
+/// before an instance runs; while it runs, the Prometheus text shows
+/// deliveries climbing and the consumer lag drained to zero once it has
+/// caught up; and `status` then reads every task caught up, with lag 0.
 #[tokio::test(flavor = "multi_thread")]
-async fn metrics_show_deliveries_and_lag_draining_to_zero() {
+async fn metrics_and_status_show_lag_draining_to_zero() {
     let Some(config) = test_broker() else { return };
     let live = set_up(&config, TopologyName::Balances, "metrics", 2).await;
     let address = {
@@ -348,6 +349,12 @@ async fn metrics_show_deliveries_and_lag_draining_to_zero() {
         listener.local_addr().unwrap().to_string()
     };
     live.produce(400, 3).await;
+    // Before any instance runs, the cluster shows every task behind.
+    let before = status(&live);
+    assert!(
+        before.iter().all(|row| row.ends_with("behind")) && before.len() == 2,
+        "{before:#?}"
+    );
     let mut child = live
         .command("0/1")
         .args(["--metrics", &address])
@@ -380,4 +387,31 @@ async fn metrics_show_deliveries_and_lag_draining_to_zero() {
         [0.0, 0.0],
         "{lag:?}"
     );
+    // And after, caught up with no lag, from the cluster alone.
+    let after = status(&live);
+    assert_eq!(after.len(), 2, "{after:#?}");
+    for row in &after {
+        let columns: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(columns[4], "0", "{row}");
+        assert!(row.ends_with("caught up"), "{row}");
+    }
+}
+
+/// `parsley-live status`'s task rows for this namespace.
+fn status(live: &Live) -> Vec<String> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+        .args(["status", "balances", "--namespace", &live.namespace])
+        .args(["--bootstrap", &live.client.config().bootstrap_servers])
+        .output()
+        .expect("parsley-live status runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .skip(1)
+        .map(str::to_string)
+        .collect()
 }

@@ -24,7 +24,7 @@ use parsley::live::{
     RuntimeConfig, BOOTSTRAP_ENV,
 };
 use parsley_sim::audit::audit;
-use parsley_sim::live::{namespaced, plan_inputs, produce_inputs, read_committed};
+use parsley_sim::live::{namespaced, plan_inputs, produce_inputs, read_committed, task_status};
 use parsley_sim::topologies::ExampleTopology;
 use parsley_sim::topologies::TopologyName;
 
@@ -57,6 +57,9 @@ enum Command {
     Run(RunArgs),
     /// Read the committed topics back and check their stamps and outputs.
     Audit(Common),
+    /// Print each task's committed position, log end, lag and state, read
+    /// from the cluster (whether or not an instance runs).
+    Status(Common),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -207,6 +210,7 @@ async fn main() -> ExitCode {
         Command::Produce(args) => produce(args).await,
         Command::Run(args) => run(args).await,
         Command::Audit(args) => audit_command(args).await,
+        Command::Status(args) => status(args).await,
     }
 }
 
@@ -318,4 +322,45 @@ async fn audit_command(common: Common) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+async fn status(common: Common) -> ExitCode {
+    let (client, topology) = match client_and_topology(&common) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let assembly = match assemble_on(&client, &topology.app).await {
+        Ok(assembly) => assembly,
+        Err(error) => return fail(error),
+    };
+    let statuses = match task_status(&client, &topology.app, &assembly).await {
+        Ok(statuses) => statuses,
+        Err(error) => return fail(error),
+    };
+    println!(
+        "{:<20} {:<36} {:>10} {:>10} {:>8}  state",
+        "task", "tp", "committed", "log end", "lag"
+    );
+    for task in &statuses {
+        for tp in &task.tps {
+            let committed = tp
+                .committed
+                .map_or("-".to_string(), |offset| offset.to_string());
+            let lag = if tp.exact {
+                tp.lag.to_string()
+            } else {
+                format!("~{}", tp.lag)
+            };
+            println!(
+                "{:<20} {:<36} {:>10} {:>10} {:>8}  {}",
+                format!("{}/{}", task.stage, task.partition),
+                tp.tp.to_string(),
+                committed,
+                tp.stable_end,
+                lag,
+                task.state()
+            );
+        }
+    }
+    ExitCode::SUCCESS
 }

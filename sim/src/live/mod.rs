@@ -11,6 +11,8 @@ pub use examples::{
     expected_balances, namespaced, plan_inputs, produce_inputs, ExampleError, PlannedInput,
     LIVE_RESERVATION_MS,
 };
-pub use progress::{caught_up, final_state, keyed_outputs, wait_caught_up};
+pub use progress::{
+    caught_up, final_state, keyed_outputs, task_status, wait_caught_up, TaskStatus, TpStatus,
+};
 pub use readback::{read_committed, ReadBack};
 pub use scheduler::{LiveScheduler, SchedulerError};

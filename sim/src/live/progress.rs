@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use parsley::app::StagePlan;
 use parsley::assembly::Assembly;
 use parsley::live::{Isolation, LiveClient, LiveError};
 use parsley::stage::SlotKey;
@@ -17,17 +18,18 @@ use crate::audit::CommittedLogs;
 fn source_tps<'a>(app: &'a App, assembly: &Assembly) -> Vec<(&'a str, Vec<Tp>)> {
     app.stages()
         .iter()
-        .map(|plan| {
-            let mut tps = Vec::new();
-            for source in plan.stage.sources() {
-                let partitions = assembly.partitions_of(source.name.as_str()).unwrap_or(0);
-                tps.extend(
-                    (0..partitions).map(|partition| Tp::new(source.name.clone(), partition)),
-                );
-            }
-            (plan.group.as_str(), tps)
-        })
+        .map(|plan| (plan.group.as_str(), stage_source_tps(plan, assembly)))
         .collect()
+}
+
+/// Every partition of a stage's declared sources.
+fn stage_source_tps(plan: &StagePlan, assembly: &Assembly) -> Vec<Tp> {
+    let mut tps = Vec::new();
+    for source in plan.stage.sources() {
+        let partitions = assembly.partitions_of(source.name.as_str()).unwrap_or(0);
+        tps.extend((0..partitions).map(|partition| Tp::new(source.name.clone(), partition)));
+    }
+    tps
 }
 
 /// True when every record committed on a source tp when the check began has
@@ -150,4 +152,107 @@ pub fn keyed_outputs(logs: &CommittedLogs, app: &App) -> BTreeMap<(String, Bytes
         }
     }
     outputs
+}
+
+/// Beyond this many offsets between a committed position and the log end,
+/// [`task_status`] reports the gap (markers included) instead of counting
+/// the records one by one.
+pub const COUNTED_LAG_MAX: u64 = 10_000;
+
+/// One consumed tp of a task, as the cluster shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TpStatus {
+    /// The tp.
+    pub tp: Tp,
+    /// The stage's committed position on it, `None` before its first commit.
+    pub committed: Option<u64>,
+    /// Its last stable offset: what a `read_committed` consumer can reach.
+    pub stable_end: u64,
+    /// Committed records between the position and the stable end: exact
+    /// when the gap is at most [`COUNTED_LAG_MAX`] offsets, else the gap.
+    pub lag: u64,
+    /// Whether `lag` was counted record by record.
+    pub exact: bool,
+}
+
+/// A task's position, lag and state, read from the cluster alone (group
+/// offsets and log ends), whether or not any instance runs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskStatus {
+    /// The stage.
+    pub stage: String,
+    /// The task's partition.
+    pub partition: u32,
+    /// Each source tp it consumes.
+    pub tps: Vec<TpStatus>,
+}
+
+impl TaskStatus {
+    /// The task's lag over its tps.
+    pub fn lag(&self) -> u64 {
+        self.tps.iter().map(|tp| tp.lag).sum()
+    }
+
+    /// "caught up" or "behind".
+    pub fn state(&self) -> &'static str {
+        if self.lag() == 0 {
+            "caught up"
+        } else {
+            "behind"
+        }
+    }
+}
+
+/// Every task's status: for task `p` of each stage, partition `p` of each
+/// source, the stage group's committed offset (read uncommitted, so an open
+/// transaction does not hold the answer back), the last stable offset, and
+/// the committed records in between.
+pub async fn task_status(
+    client: &LiveClient,
+    app: &App,
+    assembly: &Assembly,
+) -> Result<Vec<TaskStatus>, LiveError> {
+    let mut statuses = Vec::new();
+    for plan in app.stages() {
+        let tps = stage_source_tps(plan, assembly);
+        let offsets = client.consumer(&plan.group, Isolation::ReadUncommitted)?;
+        let committed = offsets.committed(&tps).await?;
+        let mut reader = client.consumer(&plan.group, Isolation::ReadCommitted)?;
+        let tasks = assembly.tasks_of(plan.name()).unwrap_or(0);
+        for partition in 0..tasks {
+            let mut task = TaskStatus {
+                stage: plan.name().to_string(),
+                partition,
+                tps: Vec::new(),
+            };
+            for (tp, committed) in tps.iter().zip(&committed) {
+                if tp.partition != partition {
+                    continue;
+                }
+                let stable_end = client.watermarks(tp).await?.last_stable_offset;
+                let from = committed.as_ref().map_or(0, |committed| committed.offset);
+                let gap = stable_end.saturating_sub(from);
+                let (lag, exact) = if gap == 0 || gap > COUNTED_LAG_MAX {
+                    (gap, gap == 0)
+                } else {
+                    let fetched = reader.fetch(tp, from).await?;
+                    let below = fetched
+                        .records
+                        .iter()
+                        .filter(|record| record.offset < stable_end)
+                        .count() as u64;
+                    (below, true)
+                };
+                task.tps.push(TpStatus {
+                    tp: tp.clone(),
+                    committed: committed.as_ref().map(|committed| committed.offset),
+                    stable_end,
+                    lag,
+                    exact,
+                });
+            }
+            statuses.push(task);
+        }
+    }
+    Ok(statuses)
 }
