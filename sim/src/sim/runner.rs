@@ -35,7 +35,7 @@ const SHRINK_ATTEMPTS: usize = 500;
 /// What [`Simulation::check_seeds`] found.
 #[derive(Debug)]
 pub struct Summary {
-    /// The seeds run, and the regression tapes replayed first.
+    /// The seeds run.
     pub seeds: u64,
     /// Regression tapes replayed before the seeds.
     pub regressions: u64,
