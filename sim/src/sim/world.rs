@@ -209,21 +209,21 @@ const ACTION_RANGE: u32 = 1_000_000;
 impl World {
     /// A world for `simulation`, drawing its setup from `choices`.
     pub fn new(simulation: &Simulation, choices: &mut Choices) -> World {
-        let scenario = simulation.settings();
+        let settings = simulation.settings();
         let mut cluster =
-            Cluster::with_transaction_timeout(scenario.clock.transaction_timeout_ms as i64);
+            Cluster::with_transaction_timeout(settings.clock.transaction_timeout_ms as i64);
         for contract in parsley::ContractProbes::probe(simulation.app()) {
             cluster
-                .create_topic_named(contract.name.clone(), scenario.partitions)
+                .create_topic_named(contract.name.clone(), settings.partitions)
                 .expect("each topic is created once");
         }
         let assembly = assemble(simulation.app(), &cluster)
             .expect("the world creates every topic the probe lists");
-        let faults = scenario.faults.swarm(choices);
-        let fault_ppm = World::fault_ppm(&faults, scenario.instances);
+        let faults = settings.faults.swarm(choices);
+        let fault_ppm = World::fault_ppm(&faults, settings.instances);
         let scheduler = simulation.timers().map(|(requests, _)| Scheduler {
             timers: TimerScheduler::new(),
-            requests: (0..scenario.partitions)
+            requests: (0..settings.partitions)
                 .map(|partition| (Tp::new(requests.clone(), partition), 0))
                 .collect(),
         });
@@ -242,12 +242,12 @@ impl World {
             now: 1_700_000_000_000,
             // About one entry per step: growing a trace of large entries by
             // doubling copied a few percent of a run.
-            trace: Vec::with_capacity(scenario.budget.safety_steps.min(1 << 20) as usize + 1024),
+            trace: Vec::with_capacity(settings.budget.safety_steps.min(1 << 20) as usize + 1024),
             stats: Stats::default(),
-            settings: *scenario,
+            settings: *settings,
             faults,
             fault_ppm,
-            instances: (0..scenario.instances)
+            instances: (0..settings.instances)
                 .map(|_| Instance {
                     alive: true,
                     hosts: Vec::new(),
@@ -256,7 +256,7 @@ impl World {
             owners: BTreeMap::new(),
             pending_starts: BTreeSet::new(),
             newest: BTreeMap::new(),
-            inputs_left: scenario.workload.inputs,
+            inputs_left: settings.workload.inputs,
             poison_left,
             input_transactions: 0,
             scheduler,
@@ -279,7 +279,7 @@ impl World {
                 };
                 world
                     .owners
-                    .insert(task.clone(), index % scenario.instances);
+                    .insert(task.clone(), index % settings.instances);
                 world.pending_starts.insert(task.clone());
                 world.task_ids.insert(task.clone(), (Arc::new(task), index));
                 index += 1;
