@@ -601,7 +601,7 @@ fn shrink(registry: &Registry, args: ShrinkArgs) -> Result<bool, CliError> {
             setup.path, args.seed, failure.invariant
         );
         for line in tape.chunks(32) {
-            text.extend(line.iter().map(|byte| format!("{byte:02x}")));
+            text.push_str(&tape::to_hex(line));
             text.push('\n');
         }
         write_file(path, &text)?;

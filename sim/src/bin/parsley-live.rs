@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use parsley::assembly::Assembly;
 use parsley::live::{
     assemble_on, create_topics, InstanceShare, LiveClient, LiveConfig, LiveError, Runtime,
     RuntimeConfig, BOOTSTRAP_ENV,
@@ -201,6 +202,14 @@ fn install_logs() {
         .try_init();
 }
 
+/// The client, the example and its assembly on the cluster (C3), or the
+/// exit code of what failed, said on stderr.
+async fn assembled(common: &Common) -> Result<(LiveClient, ExampleTopology, Assembly), ExitCode> {
+    let (client, topology) = client_and_topology(common)?;
+    let assembly = assemble_on(&client, &topology.app).await.map_err(fail)?;
+    Ok((client, topology, assembly))
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     install_logs();
@@ -232,13 +241,9 @@ async fn setup(args: SetupArgs) -> ExitCode {
 }
 
 async fn produce(args: ProduceArgs) -> ExitCode {
-    let (client, topology) = match client_and_topology(&args.common) {
+    let (client, topology, assembly) = match assembled(&args.common).await {
         Ok(found) => found,
         Err(code) => return code,
-    };
-    let assembly = match assemble_on(&client, &topology.app).await {
-        Ok(assembly) => assembly,
-        Err(error) => return fail(error),
     };
     let plan = plan_inputs(&topology, args.count, args.keys, args.seed);
     match produce_inputs(&client, &topology, &assembly, &plan).await {
@@ -303,13 +308,9 @@ async fn run(args: RunArgs) -> ExitCode {
 }
 
 async fn audit_command(common: Common) -> ExitCode {
-    let (client, topology) = match client_and_topology(&common) {
+    let (client, topology, assembly) = match assembled(&common).await {
         Ok(found) => found,
         Err(code) => return code,
-    };
-    let assembly = match assemble_on(&client, &topology.app).await {
-        Ok(assembly) => assembly,
-        Err(error) => return fail(error),
     };
     let read = match read_committed(&client, &topology.app, &assembly).await {
         Ok(read) => read,
@@ -325,13 +326,9 @@ async fn audit_command(common: Common) -> ExitCode {
 }
 
 async fn status(common: Common) -> ExitCode {
-    let (client, topology) = match client_and_topology(&common) {
+    let (client, topology, assembly) = match assembled(&common).await {
         Ok(found) => found,
         Err(code) => return code,
-    };
-    let assembly = match assemble_on(&client, &topology.app).await {
-        Ok(assembly) => assembly,
-        Err(error) => return fail(error),
     };
     let statuses = match task_status(&client, &topology.app, &assembly).await {
         Ok(statuses) => statuses,

@@ -993,22 +993,20 @@ impl World {
             Some(key) => partition_for(Some(key), self.settings.partitions, 0),
             None => choices.below(self.settings.partitions),
         };
-        let mut headers = Vec::new();
-        let claims = self.simulation.inputs()[input].claims.clone();
-        let mut stamp = Stamp::empty();
-        for (upstream, probability) in claims {
+        // Each declared cause is drawn in declaration order; the stamp
+        // claims the latest committed record of each one drawn.
+        let mut claims = Vec::new();
+        for &(upstream, probability) in &self.simulation.inputs()[input].claims {
             if choices.chance(probability) {
                 if let Some(&offset) = self.latest.get(&(upstream, partition)) {
-                    let upstream = &self.simulation.inputs()[upstream].topic;
-                    stamp.merge(&Stamp::from_claims([Claim::new(
-                        Tp::new(upstream.clone(), partition),
-                        offset,
-                    )]));
+                    let upstream = self.simulation.inputs()[upstream].topic.clone();
+                    claims.push(Claim::new(Tp::new(upstream, partition), offset));
                 }
             }
         }
-        if !stamp.is_empty() {
-            headers.push(parsley::header::stamp_header(&stamp));
+        let mut headers = Vec::new();
+        if !claims.is_empty() {
+            headers.push(parsley::header::stamp_header(&Stamp::from_claims(claims)));
         }
         let data = RecordData {
             key,

@@ -319,7 +319,7 @@ impl Runtime {
             tokio::select! {
                 _ = &mut terminate => break,
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                    let failed = self.report_ended();
+                    let failed = self.task_failed_since_last_look();
                     if failed && self.policy == FailurePolicy::StopInstance {
                         tracing::error!("a task failed: stopping the instance's other tasks (failure policy: stop the instance)");
                         break;
@@ -336,7 +336,7 @@ impl Runtime {
 
     /// Whether a task failed since the last look (each task logs its own
     /// end as it happens).
-    fn report_ended(&self) -> bool {
+    fn task_failed_since_last_look(&self) -> bool {
         self.take_ended()
             .iter()
             .any(|end| matches!(end.how, TaskEndKind::Failed(_)))
