@@ -32,6 +32,57 @@ mod live_common;
 
 use live_common::{set_up, terminate, Live, TICK};
 
+// ----- a call that never returns -----
+
+/// No call to Kafka blocks a task past its deadline (issue 13's wedge,
+/// planted): one `send_offsets_to_transaction` of task balances/0 sleeps
+/// far past the runtime's deadline, as librdkafka's does when the
+/// coordinator goes away. The runtime abandons it, drops the task's clients
+/// and restarts the task inside the instance from its committed checkpoint;
+/// the fresh producer fences the abandoned one. The task catches up, no task
+/// ends, and what was committed audits clean and folds to the inputs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_past_its_deadline_restarts_the_task_and_loses_nothing() {
+    let Some(config) = test_broker() else { return };
+    let live = set_up(&config, TopologyName::Balances, "stall", 2).await;
+    let timeout = Duration::from_secs(2);
+    let deadline = live
+        .client
+        .config()
+        .clone()
+        .with_timeout(timeout)
+        .deadline();
+    let transactional_id = format!("{}-balances-0", live.topology.app.id());
+    parsley::live::faults::stall_next(
+        parsley::live::TxnOp::SendOffsets,
+        &transactional_id,
+        deadline * 3,
+    );
+    let mut plan = live.produce(200, 21).await;
+    let runtime = Runtime::start(
+        Arc::new(live.topology.app.clone()),
+        RuntimeConfig::new(live.client.config().clone().with_timeout(timeout)),
+    )
+    .await
+    .expect("start");
+    plan.extend(live.produce(200, 22).await);
+    live.wait_caught_up().await;
+    let ended = runtime.take_ended();
+    assert!(
+        ended.is_empty(),
+        "no task ends on an abandoned call: {ended:?}"
+    );
+    runtime.stopper().stop();
+    let runs = runtime.wait().await;
+    for run in &runs {
+        assert!(run.outcome.is_ok(), "{}: {:?}", run.task, run.outcome);
+        let expected = u32::from(run.task.to_string() == "balances/0");
+        assert_eq!(run.restarts, expected, "restarts of {}", run.task);
+    }
+    let read = live.read_and_audit().await;
+    live.assert_state_is_the_fold(&read, &plan);
+}
+
 // ----- conformance -----
 
 /// The same inputs through the TestDriver: the committed logs of its model.

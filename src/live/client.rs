@@ -122,6 +122,15 @@ impl LiveConfig {
         self
     }
 
+    /// The runtime's own bound on a blocking librdkafka call: one and a half
+    /// times [`LiveConfig::timeout`] plus a second. librdkafka is given
+    /// `timeout` and usually keeps it, but a transactional call can block
+    /// past it when the coordinator goes away (librdkafka issue 5456); a call
+    /// still running at the deadline is abandoned ([`LiveError::Overran`]).
+    pub fn deadline(&self) -> Duration {
+        self.timeout + self.timeout / 2 + Duration::from_secs(1)
+    }
+
     /// `settings` on top of the bootstrap servers, then the user's properties.
     pub(crate) fn client_config(&self, settings: &[(&str, String)]) -> ClientConfig {
         let mut config = ClientConfig::new();
@@ -241,15 +250,56 @@ where
         })?
 }
 
+/// Runs a blocking librdkafka call on a thread of its own and waits for it
+/// until `deadline`. A call still running then is abandoned: its thread is
+/// left to finish (or not) and drops what it holds when it does, and the
+/// caller gets [`LiveError::Overran`] and must replace the client. Thus no
+/// task thread blocks on Kafka past a deadline, whatever librdkafka does.
+pub(crate) fn bounded<T, F>(
+    what: impl FnOnce() -> String,
+    deadline: Duration,
+    call: F,
+) -> Result<T, LiveError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let (reply, answer) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new()
+        .name("parsley kafka call".into())
+        .spawn(move || {
+            // The caller may have given up: then nobody listens.
+            let _ = reply.send(call());
+        });
+    if let Err(error) = spawned {
+        return Err(LiveError::Join {
+            what: what(),
+            reason: format!("the call's thread could not start: {error}"),
+        });
+    }
+    match answer.recv_timeout(deadline) {
+        Ok(value) => Ok(value),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(LiveError::Overran {
+            what: what(),
+            deadline,
+        }),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(LiveError::Join {
+            what: what(),
+            reason: "the call's thread panicked".into(),
+        }),
+    }
+}
+
 // ----- offset probes -----
 
 /// Two group-less consumers, one per isolation level, for ListOffsets: a
 /// `read_committed` ListOffsets(latest) answers the last stable offset, a
 /// `read_uncommitted` one the high watermark.
 pub(crate) struct Probes {
-    committed: BaseConsumer,
-    uncommitted: BaseConsumer,
+    committed: Arc<BaseConsumer>,
+    uncommitted: Arc<BaseConsumer>,
     timeout: Duration,
+    deadline: Duration,
 }
 
 impl Probes {
@@ -267,20 +317,32 @@ impl Probes {
                 })
         };
         Ok(Probes {
-            committed: probe(Isolation::ReadCommitted)?,
-            uncommitted: probe(Isolation::ReadUncommitted)?,
+            committed: Arc::new(probe(Isolation::ReadCommitted)?),
+            uncommitted: Arc::new(probe(Isolation::ReadUncommitted)?),
             timeout: config.timeout,
+            deadline: config.deadline(),
         })
     }
 
+    /// ListOffsets for `tp` at both isolation levels, each bounded by the
+    /// runtime's deadline ([`bounded`]).
     pub(crate) fn watermarks(&self, tp: &Tp) -> Result<Watermarks, LiveError> {
-        let query = |consumer: &BaseConsumer| {
-            consumer
-                .fetch_watermarks(tp.topic.as_str(), kafka_partition(tp), self.timeout)
-                .map_err(|source| LiveError::Watermarks {
-                    tp: tp.clone(),
-                    source: Box::new(source),
-                })
+        let query = |consumer: &Arc<BaseConsumer>| {
+            let (consumer, topic, partition, timeout) = (
+                Arc::clone(consumer),
+                tp.topic.as_str().to_owned(),
+                kafka_partition(tp),
+                self.timeout,
+            );
+            bounded(
+                || format!("reading the watermarks of {tp}"),
+                self.deadline,
+                move || consumer.fetch_watermarks(&topic, partition, timeout),
+            )?
+            .map_err(|source| LiveError::Watermarks {
+                tp: tp.clone(),
+                source: Box::new(source),
+            })
         };
         let (low, high) = query(&self.uncommitted)?;
         let (_, stable) = query(&self.committed)?;
@@ -711,14 +773,31 @@ impl TxnProducer {
         result.map_err(|source| self.failure(op, source))
     }
 
-    /// Runs a transactional call on this thread, with the configured
-    /// timeout. For drivers that run each task on a thread of its own.
+    /// Runs a transactional call with the configured timeout and waits for
+    /// it, blocking, until the runtime's deadline ([`bounded`]): past it,
+    /// [`LiveError::Overran`], and this producer must be dropped. For
+    /// drivers that run each task on a thread of its own.
     fn call_here(
         &self,
         op: TxnOp,
-        call: impl FnOnce(&KafkaProducer, Duration) -> Result<(), KafkaError>,
+        call: impl FnOnce(&KafkaProducer, Duration) -> Result<(), KafkaError> + Send + 'static,
     ) -> Result<(), LiveError> {
-        call(&self.inner, self.config.timeout).map_err(|source| self.failure(op, source))
+        let inner = Arc::clone(&self.inner);
+        let timeout = self.config.timeout;
+        #[cfg(feature = "mutations")]
+        let stall = super::faults::take(op, &self.transactional_id);
+        bounded(
+            || format!("{op} of `{}`", self.transactional_id),
+            self.config.deadline(),
+            move || {
+                #[cfg(feature = "mutations")]
+                if let Some(stall) = stall {
+                    std::thread::sleep(stall);
+                }
+                call(&inner, timeout)
+            },
+        )?
+        .map_err(|source| self.failure(op, source))
     }
 
     /// [`TxnProducer::init`] on this thread (blocks).
@@ -746,7 +825,7 @@ impl TxnProducer {
                 made
             }
         };
-        self.call_here(TxnOp::SendOffsets, |producer, timeout| {
+        self.call_here(TxnOp::SendOffsets, move |producer, timeout| {
             producer.send_offsets_to_transaction(&list, &metadata, timeout)
         })
     }
@@ -1194,4 +1273,61 @@ pub(crate) fn committed_offsets(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bounded_call_returns_what_the_call_returns() {
+        let answer = bounded(|| "adding".into(), Duration::from_secs(5), || 2 + 2);
+        assert_eq!(answer.expect("in time"), 4);
+    }
+
+    /// Issue 13's wedge, without a broker: a call that ignores its own
+    /// timeout is abandoned at the deadline, and the caller is told which.
+    #[test]
+    fn a_call_past_its_deadline_is_abandoned_and_named() {
+        let started = Instant::now();
+        let answer = bounded(
+            || "send_offsets_to_transaction of `app-stage-0`".into(),
+            Duration::from_millis(50),
+            || std::thread::sleep(Duration::from_secs(3)),
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "the caller did not wait for the call"
+        );
+        let error = answer.expect_err("overran");
+        assert!(matches!(error, LiveError::Overran { .. }), "{error:?}");
+        assert!(error.is_transient());
+        let text = error.to_string();
+        assert!(
+            text.contains("send_offsets_to_transaction of `app-stage-0`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("0.05s") && text.contains("abandoned"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_call_that_panics_is_an_error_not_a_panic() {
+        let answer: Result<(), LiveError> = bounded(
+            || "probing".into(),
+            Duration::from_secs(5),
+            || panic!("boom"),
+        );
+        let error = answer.expect_err("panicked");
+        assert!(matches!(error, LiveError::Join { .. }), "{error:?}");
+    }
+
+    #[test]
+    fn the_deadline_is_past_librdkafkas_own_timeout() {
+        let config = LiveConfig::new("localhost:9092").with_timeout(Duration::from_secs(10));
+        assert_eq!(config.deadline(), Duration::from_secs(16));
+        assert!(LiveConfig::new("x:1").deadline() > DEFAULT_TIMEOUT);
+    }
 }

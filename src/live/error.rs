@@ -366,6 +366,20 @@ pub enum LiveError {
         /// Tokio's join error.
         reason: String,
     },
+
+    /// A librdkafka call did not return within the runtime's deadline
+    /// ([`LiveConfig::deadline`](super::LiveConfig::deadline)), although
+    /// it was given a shorter timeout of its own: it was abandoned on the
+    /// thread it ran on. Its client is in an unknown state and must be
+    /// replaced; a task restarts from its committed checkpoint with a fresh
+    /// producer, whose `init_transactions` fences the abandoned one.
+    #[error("{what} did not return within {}s; the call was abandoned and its client must be replaced", deadline.as_secs_f64())]
+    Overran {
+        /// The call, such as "send_offsets_to_transaction of `app-stage-0`".
+        what: String,
+        /// How long it was waited for.
+        deadline: Duration,
+    },
 }
 
 impl LiveError {
@@ -383,6 +397,29 @@ impl LiveError {
     pub fn is_fenced(&self) -> bool {
         match self {
             LiveError::Transaction { fenced, .. } | LiveError::Send { fenced, .. } => *fenced,
+            _ => false,
+        }
+    }
+
+    /// True when the failure concerns the cluster or a client rather than
+    /// the data or the configuration, so a task that hit it can start again
+    /// from its committed checkpoint with fresh clients and expect to get
+    /// further: an abandoned call, a broker that did not answer, a producer
+    /// that failed fatally without being fenced. A fence is not transient:
+    /// a newer owner holds the task (X4), and re-initialising would fence it.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            LiveError::Overran { .. }
+            | LiveError::Metadata { .. }
+            | LiveError::TopicNotReady { .. }
+            | LiveError::DeliveryLost { .. }
+            | LiveError::Watermarks { .. }
+            | LiveError::Fetch { .. }
+            | LiveError::FetchIncomplete { .. }
+            | LiveError::NotStable { .. }
+            | LiveError::Committed { .. }
+            | LiveError::Join { .. } => true,
+            LiveError::Transaction { fenced, .. } | LiveError::Send { fenced, .. } => !fenced,
             _ => false,
         }
     }
@@ -418,6 +455,35 @@ mod tests {
             TxnErrorClass::of(&KafkaError::Canceled),
             TxnErrorClass::Fatal
         );
+    }
+
+    /// A fence is never transient (X4: re-initialising would fence the
+    /// newer owner); an abandoned call, a broker away or a producer failing
+    /// without a fence is.
+    #[test]
+    fn transient_failures_restart_a_task_but_a_fence_does_not() {
+        let transaction = |fenced: bool| LiveError::Transaction {
+            transactional_id: "app-stage-0".into(),
+            op: TxnOp::Commit,
+            class: TxnErrorClass::Fatal,
+            fenced,
+            source: Box::new(KafkaError::MessageProduction(
+                RDKafkaErrorCode::ProducerFenced,
+            )),
+        };
+        assert!(!transaction(true).is_transient());
+        assert!(transaction(false).is_transient());
+        let overran = LiveError::Overran {
+            what: "commit_transaction of `app-stage-0`".into(),
+            deadline: Duration::from_secs(16),
+        };
+        assert!(overran.is_transient());
+        let bad_offset = LiveError::OffsetOutOfRange {
+            tp: Tp::new("balances", 0),
+            offset: 9,
+            high_watermark: 3,
+        };
+        assert!(!bad_offset.is_transient());
     }
 
     #[test]

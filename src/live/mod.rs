@@ -34,6 +34,8 @@
 
 pub mod client;
 pub mod error;
+#[cfg(feature = "mutations")]
+pub mod faults;
 pub mod reach;
 pub mod runtime;
 

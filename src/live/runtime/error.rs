@@ -51,6 +51,34 @@ pub enum RuntimeError {
         count: u32,
     },
 
+    /// The broker aborted the task's transaction because it was open longer
+    /// than the producer's `transaction.timeout.ms`, and bumped the
+    /// producer's epoch, so the producer reports itself fenced although no
+    /// other owner exists. The task restarts from its committed checkpoint.
+    #[error("task {task}: the broker aborted its transaction, open for {}s, past the transaction timeout of {}s: {source}", open_for.as_secs_f64(), timeout.as_secs_f64())]
+    TransactionTimedOut {
+        /// The task.
+        task: TaskId,
+        /// How long the transaction had been open.
+        open_for: std::time::Duration,
+        /// The producer's `transaction.timeout.ms`.
+        timeout: std::time::Duration,
+        /// The fencing error the producer reported.
+        source: Box<LiveError>,
+    },
+
+    /// The task restarted `restarts` times in a row without committing once
+    /// in between, and stopped trying.
+    #[error("task {task}: gave up after {restarts} restarts in a row without a commit; the last failure: {last}")]
+    GaveUp {
+        /// The task.
+        task: TaskId,
+        /// How many restarts were tried.
+        restarts: u32,
+        /// What stopped the last run.
+        last: Box<RuntimeError>,
+    },
+
     /// The task's thread panicked, or could not be started.
     #[error("task {task}: its thread panicked: {reason}")]
     Panicked {
@@ -66,6 +94,19 @@ impl RuntimeError {
     /// it (X4): the task moved, which is not a failure of this instance.
     pub fn is_fenced(&self) -> bool {
         matches!(self, RuntimeError::Live(error) if error.is_fenced())
+    }
+
+    /// True when the task may restart from its committed checkpoint with
+    /// fresh clients and expect to get further: a transient Kafka failure
+    /// ([`LiveError::is_transient`]: an abandoned call, a broker away) or a
+    /// transaction the broker aborted on its timeout. Never for what the
+    /// core stopped on (bad input, X5), nor for a fence by a newer owner.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            RuntimeError::Live(error) => error.is_transient(),
+            RuntimeError::TransactionTimedOut { .. } => true,
+            _ => false,
+        }
     }
 
     /// True when the cluster could not be reached at all.

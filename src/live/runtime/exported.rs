@@ -12,10 +12,15 @@ use crate::task::{TaskId, TaskMetrics};
 /// seldom enough to cost nothing next to its turns.
 const EVERY: Duration = Duration::from_millis(500);
 
-/// One task's labels and when it last published.
+/// One task's labels, when it last published, and the counters of its
+/// earlier runs in this process.
 pub(crate) struct Exported {
     labels: [(&'static str, String); 2],
     last: Option<Instant>,
+    /// The counters of the runs before a restart: a restarted task's core
+    /// counts from zero, its exported counters go on from here.
+    earlier: TaskMetrics,
+    restarts: u64,
 }
 
 impl Exported {
@@ -23,6 +28,33 @@ impl Exported {
         Exported {
             labels: [("app", app.to_string()), ("task", task.to_string())],
             last: None,
+            earlier: TaskMetrics::default(),
+            restarts: 0,
+        }
+    }
+
+    /// The task restarts: `ended` holds what its last run counted.
+    pub(crate) fn restarted(&mut self, ended: &TaskMetrics) {
+        self.earlier = self.total(ended);
+        self.restarts += 1;
+        metrics::counter!("parsley_task_restarts_total", &self.labels).absolute(self.restarts);
+        self.last = None;
+    }
+
+    /// The counters of every run so far, `current` being the running one's.
+    pub(crate) fn total(&self, current: &TaskMetrics) -> TaskMetrics {
+        let earlier = &self.earlier;
+        TaskMetrics {
+            ticks_emitted_total: earlier.ticks_emitted_total + current.ticks_emitted_total,
+            records_delivered_total: earlier.records_delivered_total
+                + current.records_delivered_total,
+            records_held: current.records_held,
+            transactions_committed_total: earlier.transactions_committed_total
+                + current.transactions_committed_total,
+            transactions_aborted_total: earlier.transactions_aborted_total
+                + current.transactions_aborted_total,
+            records_redelivered_total: earlier.records_redelivered_total
+                + current.records_redelivered_total,
         }
     }
 
@@ -33,7 +65,8 @@ impl Exported {
 
     /// Publishes the task's counters, its held records and its lag: the
     /// records between its consumer's positions and the log ends.
-    pub(crate) fn publish(&mut self, metrics: &TaskMetrics, lag: u64) {
+    pub(crate) fn publish(&mut self, current: &TaskMetrics, lag: u64) {
+        let metrics = &self.total(current);
         let labels = &self.labels;
         for (name, value) in [
             (

@@ -112,12 +112,19 @@ pub struct RuntimeConfig {
     pub stall_check: Duration,
     /// What a task's failure does to the others.
     pub on_failure: FailurePolicy,
+    /// How many times in a row a task restarts after a transient failure
+    /// ([`RuntimeError::is_transient`]) without committing in between before
+    /// it gives up ([`RuntimeError::GaveUp`]).
+    pub max_restarts: u32,
 }
 
 impl RuntimeConfig {
     /// The defaults on `live`: every task, the core's default commit
     /// interval, batches of up to 5000 records, polls of 10 ms idle and 1 ms
-    /// inside a transaction, a stall check after 1 s.
+    /// inside a transaction, a stall check after 1 s, and up to 20 restarts
+    /// in a row (with pauses from 250 ms doubling to 8 s between them, and
+    /// each start bounded by the calls' deadlines, that rides out a broker
+    /// away for several minutes).
     pub fn new(live: LiveConfig) -> RuntimeConfig {
         RuntimeConfig {
             live,
@@ -128,6 +135,7 @@ impl RuntimeConfig {
             busy_poll: Duration::from_millis(1),
             stall_check: Duration::from_secs(1),
             on_failure: FailurePolicy::default(),
+            max_restarts: 20,
         }
     }
 
@@ -284,6 +292,7 @@ impl Runtime {
                         task: id,
                         reason: panic_message(panic.as_ref()),
                     }),
+                    restarts: 0,
                 },
                 Err(error) => TaskRun {
                     task: id.clone(),
@@ -292,6 +301,7 @@ impl Runtime {
                         task: id,
                         reason: error.to_string(),
                     }),
+                    restarts: 0,
                 },
             });
         }

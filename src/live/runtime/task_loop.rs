@@ -3,11 +3,14 @@
 //! of the harness's `TaskHost`: every rule is the core [`Task`]'s, this only
 //! moves bytes and reads the clock.
 //!
-//! Each task runs on a thread of its own and calls librdkafka's blocking
-//! APIs directly: a poll, a transactional call and a delivery all block
-//! only this task.
+//! Each task runs on a thread of its own. Polls and sends are librdkafka's
+//! own bounded calls; every transactional call and offset look-up runs on a
+//! thread of its own, waited for until the runtime's deadline
+//! ([`LiveConfig::deadline`]), so no call blocks the task past it. A call
+//! that overruns is abandoned, and the task restarts with fresh clients.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -22,7 +25,7 @@ use crate::task::{CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
 use crate::tp::Tp;
 
 use super::super::client::{
-    cached_high_watermark, committed_offsets, consumed, fetch_visible, kafka_offset,
+    bounded, cached_high_watermark, committed_offsets, consumed, fetch_visible, kafka_offset,
     kafka_partition, Isolation, LiveConfig, Probes, TxnProducer,
 };
 use super::super::error::{LiveError, TxnErrorClass};
@@ -53,6 +56,9 @@ pub struct TaskRun {
     pub metrics: TaskMetrics,
     /// `Ok` after a graceful stop; the error that stopped it otherwise.
     pub outcome: Result<(), RuntimeError>,
+    /// How many times the task restarted inside the instance after a
+    /// transient failure ([`RuntimeError::is_transient`]).
+    pub restarts: u32,
 }
 
 /// Why the loop left: a graceful stop or an error.
@@ -70,17 +76,22 @@ impl<E: Into<RuntimeError>> From<E> for Exit {
 pub(crate) struct TaskDriver {
     task: Task,
     producer: TxnProducer,
-    consumer: BaseConsumer,
+    consumer: Arc<BaseConsumer>,
     probes: Probes,
     config: RuntimeConfig,
     /// The next offset the gate expects per consumed tp, in the order of
     /// [`Task::consumed_tps`].
     positions: Vec<(Tp, u64)>,
-    in_transaction: bool,
-    exported: Exported,
+    /// When the open transaction began, if one is open.
+    transaction_began: Option<Instant>,
 }
 
-/// Starts the task `id` and runs it until `stop` is set or it fails.
+/// Starts the task `id` and runs it until `stop` is set or it fails. A
+/// transient failure ([`RuntimeError::is_transient`]: a Kafka call abandoned
+/// at its deadline, a broker away, a transaction the broker aborted) does
+/// not end the task: its clients are dropped and it starts again from its
+/// committed checkpoint with fresh ones, after a pause that doubles with
+/// each restart that did not commit, until `max_restarts` in a row.
 pub(crate) fn run_task(
     app: &App,
     assembly: &Assembly,
@@ -88,34 +99,86 @@ pub(crate) fn run_task(
     config: RuntimeConfig,
     stop: &AtomicBool,
 ) -> TaskRun {
-    match TaskDriver::start(app, assembly, &id, config) {
-        Ok(mut driver) => {
-            let outcome = match driver.run(stop) {
-                Exit::Stopped => {
+    let mut exported = Exported::new(app.id(), &id);
+    let mut metrics = TaskMetrics::default();
+    let (mut restarts, mut in_a_row) = (0u32, 0u32);
+    let ran = |metrics, outcome, restarts| TaskRun {
+        task: id.clone(),
+        metrics,
+        outcome,
+        restarts,
+    };
+    loop {
+        let (error, ended) = match TaskDriver::start(app, assembly, &id, config.clone()) {
+            Ok(mut driver) => {
+                let exit = driver.run(stop, &mut exported);
+                let ended = driver.task.metrics();
+                metrics = exported.total(&ended);
+                let Exit::Failed(error) = exit else {
                     tracing::info!(app = app.id(), task = %id, "task stopped gracefully");
-                    Ok(())
-                }
-                Exit::Failed(error) => {
+                    return ran(metrics, Ok(()), restarts);
+                };
+                if !error.is_transient() {
                     driver.abort_quietly();
-                    log_end(app, &id, &error);
-                    Err(error)
                 }
-            };
-            TaskRun {
-                task: id,
-                metrics: driver.task.metrics(),
-                outcome,
+                driver.abandon();
+                (error, ended)
             }
+            Err(error) => (error, TaskMetrics::default()),
+        };
+        if ended.transactions_committed_total > 0 {
+            in_a_row = 0;
         }
-        Err(error) => {
+        let gave_up = in_a_row >= config.max_restarts;
+        if !error.is_transient() || gave_up || stop.load(Ordering::Relaxed) {
+            let error = if error.is_transient() && gave_up {
+                RuntimeError::GaveUp {
+                    task: id.clone(),
+                    restarts: in_a_row,
+                    last: Box::new(error),
+                }
+            } else {
+                error
+            };
             log_end(app, &id, &error);
-            TaskRun {
-                task: id,
-                metrics: TaskMetrics::default(),
-                outcome: Err(error),
-            }
+            return ran(metrics, Err(error), restarts);
+        }
+        restarts += 1;
+        in_a_row += 1;
+        exported.restarted(&ended);
+        let pause = restart_pause(in_a_row);
+        tracing::warn!(
+            app = app.id(),
+            task = %id,
+            error = %error,
+            restart = restarts,
+            in_a_row,
+            pause_ms = pause.as_millis() as u64,
+            "task restarting from its committed checkpoint with fresh clients"
+        );
+        if !sleep_unless_stopped(pause, stop) {
+            tracing::info!(app = app.id(), task = %id, "task stopped gracefully while it waited to restart");
+            return ran(metrics, Ok(()), restarts);
         }
     }
+}
+
+/// The pause before restart number `restarts` (from 1): 250 ms, doubling,
+/// at most 8 s.
+fn restart_pause(restarts: u32) -> Duration {
+    Duration::from_millis(250 << restarts.saturating_sub(1).min(5))
+}
+
+/// Sleeps for `pause`, looking at `stop` every 50 ms; false if it was set.
+fn sleep_unless_stopped(pause: Duration, stop: &AtomicBool) -> bool {
+    let until = Instant::now() + pause;
+    while Instant::now() < until {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
+    }
+    !stop.load(Ordering::Relaxed)
 }
 
 /// A task's end on an error, as the operator's log says it: a move (X4) is
@@ -163,7 +226,7 @@ impl TaskDriver {
         // holding this group's offsets makes the broker answer "unstable"
         // until it ends, and initialising aborts it.
         producer.init_blocking()?;
-        let consumer = consumer_for(&config.live, task.group())?;
+        let consumer = Arc::new(consumer_for(&config.live, task.group())?);
         let probes = Probes::new(&config.live)?;
         let mut restored = 0usize;
         if let Some(changelog) = task.changelog_tp().cloned() {
@@ -181,8 +244,19 @@ impl TaskDriver {
             restored = fetched.records.len();
         }
         let tps = task.consumed_tps();
-        let committed: Vec<Option<CommittedOffset>> =
-            committed_offsets(&consumer, task.group(), &tps, config.live.timeout)?;
+        let committed: Vec<Option<CommittedOffset>> = {
+            let (consumer, group, tps, timeout) = (
+                Arc::clone(&consumer),
+                task.group().to_owned(),
+                tps.clone(),
+                config.live.timeout,
+            );
+            bounded(
+                || format!("reading the committed offsets of group `{}`", task.group()),
+                config.live.deadline(),
+                move || committed_offsets(&consumer, &group, &tps, timeout),
+            )??
+        };
         let positions = task.start(&committed, wall_clock_ms())?;
         tracing::info!(
             app = app.id(),
@@ -198,8 +272,7 @@ impl TaskDriver {
             probes,
             config,
             positions,
-            in_transaction: false,
-            exported: Exported::new(app.id(), id),
+            transaction_began: None,
         };
         driver.assign()?;
         Ok(driver)
@@ -237,7 +310,7 @@ impl TaskDriver {
         }
     }
 
-    fn run(&mut self, stop: &AtomicBool) -> Exit {
+    fn run(&mut self, stop: &AtomicBool, exported: &mut Exported) -> Exit {
         let mut last_progress = Instant::now();
         loop {
             if stop.load(Ordering::Relaxed) {
@@ -246,11 +319,11 @@ impl TaskDriver {
                     Err(exit) => exit,
                 };
             }
-            if self.exported.due() {
+            if exported.due() {
                 let lag = self.lag();
-                self.exported.publish(&self.task.metrics(), lag);
+                exported.publish(&self.task.metrics(), lag);
             }
-            match self.step() {
+            match self.step(exported) {
                 Ok(true) => last_progress = Instant::now(),
                 Ok(false) => {
                     if last_progress.elapsed() >= self.config.stall_check {
@@ -267,7 +340,7 @@ impl TaskDriver {
 
     /// One turn: fetch, deliver, tick, commit. True if anything was
     /// delivered.
-    fn step(&mut self) -> Result<bool, Exit> {
+    fn step(&mut self, exported: &Exported) -> Result<bool, Exit> {
         let now = wall_clock_ms();
         let wait = self.poll_wait(now);
         self.fetch(wait)?;
@@ -282,7 +355,9 @@ impl TaskDriver {
             self.send(vec![tick])?;
         }
         if self.task.wants_commit(now) {
+            let started = Instant::now();
             self.commit(now)?;
+            exported.commit_took(started.elapsed());
         }
         Ok(delivered)
     }
@@ -389,9 +464,9 @@ impl TaskDriver {
     }
 
     fn ensure_transaction(&mut self) -> Result<(), Exit> {
-        if !self.in_transaction {
+        if self.transaction_began.is_none() {
             self.producer.begin().map_err(|error| self.failed(error))?;
-            self.in_transaction = true;
+            self.transaction_began = Some(Instant::now());
         }
         Ok(())
     }
@@ -425,7 +500,6 @@ impl TaskDriver {
             .map(|(tp, offset)| (tp, CommittedOffset::new(offset, request.metadata.clone())))
             .collect();
         let group = request.group;
-        let started = Instant::now();
         let sent = self.retrying(|producer| producer.send_offsets_blocking(&group, &offsets));
         if let Err(error) = sent {
             return self.on_transaction_error(error);
@@ -433,9 +507,8 @@ impl TaskDriver {
         if let Err(error) = self.retrying(TxnProducer::commit_blocking) {
             return self.on_transaction_error(error);
         }
-        self.in_transaction = false;
+        self.transaction_began = None;
         self.task.handle_committed(now);
-        self.exported.commit_took(started.elapsed());
         Ok(())
     }
 
@@ -494,18 +567,51 @@ impl TaskDriver {
         }
     }
 
+    /// The error that ends this run. A fence while the transaction has been
+    /// open past the transaction timeout is the broker's abort of it, not a
+    /// newer owner (whose `init_transactions` would have fenced a young
+    /// transaction just the same): the task restarts instead of leaving.
     fn failed(&self, error: LiveError) -> Exit {
-        Exit::Failed(RuntimeError::Live(error))
+        let timeout = self.config.live.transaction_timeout;
+        let open_for = self.transaction_began.map(|began| began.elapsed());
+        Exit::Failed(match open_for {
+            Some(open_for) if error.is_fenced() && open_for >= timeout => {
+                RuntimeError::TransactionTimedOut {
+                    task: self.id(),
+                    open_for,
+                    timeout,
+                    source: Box::new(error),
+                }
+            }
+            _ => RuntimeError::Live(error),
+        })
+    }
+
+    /// Drops the task's clients on a thread of their own: after a call was
+    /// abandoned, a client's destructor may block as long as the call does.
+    fn abandon(self) {
+        let TaskDriver {
+            producer,
+            consumer,
+            probes,
+            ..
+        } = self;
+        let reaped = std::thread::Builder::new()
+            .name("parsley reaper".into())
+            .spawn(move || drop((producer, consumer, probes)));
+        if let Err(error) = reaped {
+            tracing::warn!(error = %error, "no thread to drop a task's old clients on; they are leaked");
+        }
     }
 
     /// Aborts the open transaction and rewinds the gate and the consumer to
     /// the committed positions (X3).
     fn abort(&mut self) -> Result<(), Exit> {
-        if self.in_transaction {
+        if self.transaction_began.is_some() {
             self.producer
                 .abort_blocking()
                 .map_err(|error| self.failed(error))?;
-            self.in_transaction = false;
+            self.transaction_began = None;
         }
         let seeks = self.task.handle_aborted();
         for (tp, offset) in seeks {
@@ -520,9 +626,9 @@ impl TaskDriver {
     /// After a failure: the open transaction is dropped so nothing of it
     /// becomes visible; the broker would abort it at its timeout anyway.
     fn abort_quietly(&mut self) {
-        if self.in_transaction {
+        if self.transaction_began.is_some() {
             let _ = self.producer.abort_blocking();
-            self.in_transaction = false;
+            self.transaction_began = None;
         }
     }
 
