@@ -30,7 +30,7 @@ use rand_core::{RngCore, SeedableRng};
 
 mod live_common;
 
-use live_common::{set_up, terminate, Live, TICK};
+use live_common::{set_up, terminate, Live, PATIENCE, TICK};
 
 // ----- a call that never returns -----
 
@@ -81,6 +81,95 @@ async fn a_call_past_its_deadline_restarts_the_task_and_loses_nothing() {
     }
     let read = live.read_and_audit().await;
     live.assert_state_is_the_fold(&read, &plan);
+}
+
+// ----- failover by group membership -----
+
+/// Waits until `log` holds `line`, for up to `patience`.
+async fn wait_for_log(log: &std::path::Path, line: &str, patience: Duration) -> bool {
+    let until = std::time::Instant::now() + patience;
+    while std::time::Instant::now() < until {
+        if std::fs::read_to_string(log).is_ok_and(|text| text.contains(line)) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+/// Issue 13's failover, with input flowing: two instances share balances'
+/// four tasks through the group `<app>.instances`; one is killed (-9) and
+/// its tasks come up on the other without anyone acting, within the session
+/// timeout plus restore time; a third instance joins and takes tasks over
+/// from the survivor. Lag returns to zero after each, and everything
+/// committed audits clean and folds to the inputs.
+#[tokio::test(flavor = "multi_thread")]
+async fn group_membership_moves_a_dead_instances_tasks_and_gives_a_new_one_its_share() {
+    let Some(config) = test_broker() else { return };
+    let live = set_up(&config, TopologyName::Balances, "failover", 4).await;
+    let logs = std::env::temp_dir().join(&live.namespace);
+    std::fs::create_dir_all(&logs).expect("a log directory");
+    let (log_a, log_b, log_c) = (logs.join("a.log"), logs.join("b.log"), logs.join("c.log"));
+    let mut a = live
+        .group_command(&log_a)
+        .spawn()
+        .expect("spawn instance a");
+    let mut b = live
+        .group_command(&log_b)
+        .spawn()
+        .expect("spawn instance b");
+    let taking = "group rebalance: taking tasks";
+    for log in [&log_a, &log_b] {
+        assert!(
+            wait_for_log(log, taking, PATIENCE).await,
+            "{} took no task: {}",
+            log.display(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+    }
+    let mut plan = live.produce(300, 31).await;
+    live.wait_caught_up().await;
+
+    b.kill().expect("kill -9 instance b");
+    b.wait().expect("instance b is gone");
+    let killed = std::time::Instant::now();
+    for seed in 32..36 {
+        plan.extend(live.produce(100, seed).await);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    live.wait_caught_up().await;
+    eprintln!(
+        "{}: caught up {:.1}s after instance b was killed",
+        live.namespace,
+        killed.elapsed().as_secs_f64()
+    );
+    assert!(
+        a.try_wait().expect("status").is_none(),
+        "instance a runs on"
+    );
+
+    let mut c = live
+        .group_command(&log_c)
+        .spawn()
+        .expect("spawn instance c");
+    assert!(
+        wait_for_log(&log_c, taking, PATIENCE).await,
+        "the new instance took no task: {}",
+        std::fs::read_to_string(&log_c).unwrap_or_default()
+    );
+    assert!(
+        wait_for_log(&log_a, "group rebalance: releasing tasks", PATIENCE).await,
+        "the survivor released nothing to the new instance"
+    );
+    plan.extend(live.produce(300, 36).await);
+    live.wait_caught_up().await;
+    terminate(&mut a);
+    terminate(&mut c);
+    let read = live.read_and_audit().await;
+    live.assert_state_is_the_fold(&read, &plan);
+    if std::env::var_os("PARSLEY_KEEP_LOGS").is_none() {
+        let _ = std::fs::remove_dir_all(&logs);
+    }
 }
 
 // ----- conformance -----

@@ -3,15 +3,18 @@
 //! - `setup` creates the topics the contract probe lists (C4);
 //! - `produce` writes a seeded plan of inputs;
 //! - `run` runs an instance of the application until SIGINT or SIGTERM,
-//!   then commits what is pending and exits;
+//!   then commits what is pending and exits; instances share the tasks
+//!   through Kafka's group membership (`--instance INDEX/COUNT` for a
+//!   static share instead);
 //! - `audit` reads the committed topics back with `read_committed` and runs
 //!   the log-only checks of the simulator's checker on them.
 //!
 //! The cluster is `--bootstrap`, or `KAFKA_BOOTSTRAP_SERVERS`.
 //! Exit codes: 0 done (or interrupted), 1 a task failed or the audit found
 //! violations, 2 bad arguments or a cluster that cannot be used, 3 fenced by
-//! another owner (the tasks moved: not a failure of this instance, but not
-//! done either), 4 the cluster is unreachable.
+//! another owner with a static share (the tasks moved: not a failure of
+//! this instance, but not done either; with group membership tasks move all
+//! the time, and a fence is not reported), 4 the cluster is unreachable.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -21,8 +24,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parsley::assembly::Assembly;
 use parsley::live::{
-    assemble_on, create_topics, InstanceShare, LiveClient, LiveConfig, LiveError, Runtime,
-    RuntimeConfig, BOOTSTRAP_ENV,
+    assemble_on, create_topics, membership_topic, GroupMembership, InstanceShare, LiveClient,
+    LiveConfig, LiveError, Runtime, RuntimeConfig, BOOTSTRAP_ENV,
 };
 use parsley_sim::audit::audit;
 use parsley_sim::live::{namespaced, plan_inputs, produce_inputs, read_committed, task_status};
@@ -125,9 +128,15 @@ struct ProduceArgs {
 struct RunArgs {
     #[command(flatten)]
     common: Common,
-    /// This instance's share of the tasks, `INDEX/COUNT`.
-    #[arg(long, default_value = "0/1", value_parser = parse_share)]
-    instance: InstanceShare,
+    /// A static share of the tasks, `INDEX/COUNT`. Without it the instances
+    /// share the tasks by joining the group `<app>.instances`, and tasks move
+    /// between them when one stops, dies or starts.
+    #[arg(long, value_parser = parse_share)]
+    instance: Option<InstanceShare>,
+    /// With group membership: how long the broker waits for a silent
+    /// instance before its tasks move to the others, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    session_timeout_ms: u64,
     /// The commit interval, in milliseconds (X2).
     #[arg(long, default_value_t = 100)]
     commit_interval_ms: u64,
@@ -270,14 +279,27 @@ async fn run(args: RunArgs) -> ExitCode {
         println!("metrics on http://{address}/metrics");
     }
     let config = RuntimeConfig::new(client.config().clone())
-        .with_commit_interval(Duration::from_millis(args.commit_interval_ms))
-        .with_share(args.instance);
+        .with_commit_interval(Duration::from_millis(args.commit_interval_ms));
+    let config = match args.instance {
+        Some(share) => config.with_share(share),
+        None => config.with_group(GroupMembership {
+            session_timeout: Duration::from_millis(args.session_timeout_ms),
+        }),
+    };
+    let app_id = topology.app.id().to_owned();
     let runtime = match Runtime::start(Arc::new(topology.app), config).await {
         Ok(runtime) => runtime,
         Err(error) => return fail(error),
     };
-    let tasks: Vec<String> = runtime.tasks().iter().map(ToString::to_string).collect();
-    println!("running tasks: {}", tasks.join(", "));
+    if args.instance.is_some() {
+        let tasks: Vec<String> = runtime.tasks().iter().map(ToString::to_string).collect();
+        println!("running tasks: {}", tasks.join(", "));
+    } else {
+        println!(
+            "sharing the tasks with the other instances in group `{}`",
+            membership_topic(&app_id)
+        );
+    }
     let runs = runtime.run_until_signal().await;
     let (mut failed, mut fenced) = (false, false);
     for run in runs {
@@ -289,7 +311,8 @@ async fn run(args: RunArgs) -> ExitCode {
                 run.task
             ),
             Err(error) if error.is_fenced() => {
-                fenced = true;
+                // With group membership a fenced task moved, as tasks do.
+                fenced |= args.instance.is_some();
                 println!("task {}: fenced by a newer owner (X4)", run.task)
             }
             Err(error) => {

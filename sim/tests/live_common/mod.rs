@@ -109,16 +109,35 @@ impl Live {
         );
     }
 
+    /// `parsley-live run` with the static share `share`.
     pub fn command(&self, share: &str) -> Command {
+        let mut command = self.run_command();
+        command
+            .args(["--instance", share])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        command
+    }
+
+    /// `parsley-live run` sharing the tasks by group membership, with a
+    /// short session; its log goes to `log`, where a test can read it.
+    pub fn group_command(&self, log: &std::path::Path) -> Command {
+        let mut command = self.run_command();
+        let file = std::fs::File::create(log).expect("the instance's log file");
+        command
+            .args(["--session-timeout-ms", "6000"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(file));
+        command
+    }
+
+    fn run_command(&self) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_parsley-live"));
         command
             .args(["run", example_name(self.topology.name)])
             .args(["--namespace", &self.namespace])
             .args(["--tick-ms", &TICK.as_millis().to_string()])
-            .args(["--instance", share])
-            .args(["--bootstrap", &self.client.config().bootstrap_servers])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .args(["--bootstrap", &self.client.config().bootstrap_servers]);
         command
     }
 }

@@ -79,6 +79,27 @@ pub enum RuntimeError {
         last: Box<RuntimeError>,
     },
 
+    /// The membership topic exists with a partition count other than the
+    /// application's number of tasks: the application's tasks changed.
+    #[error("topic `{topic}` has {found} partition(s) but the application has {tasks} task(s): its stages or partition counts changed since the topic was made; delete it (it holds no records) and start again")]
+    MembershipTopic {
+        /// The membership topic, `<app>.instances`.
+        topic: String,
+        /// Its partition count.
+        found: u32,
+        /// The application's tasks.
+        tasks: u32,
+    },
+
+    /// The instances' group could not be joined.
+    #[error("joining group `{group}` failed: {reason}")]
+    Membership {
+        /// The group, `<app>.instances`.
+        group: String,
+        /// librdkafka's error.
+        reason: String,
+    },
+
     /// The task's thread panicked, or could not be started.
     #[error("task {task}: its thread panicked: {reason}")]
     Panicked {

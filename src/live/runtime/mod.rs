@@ -11,19 +11,29 @@
 //!
 //! # Sharing tasks between instances
 //!
-//! Assignment is static: the application's tasks, in stage order and then
-//! by partition, are dealt round-robin to `count` instances, and instance
-//! `index` runs those at positions `index`, `index + count`, …. Moving tasks
-//! means restarting instances with a new `count` (or starting a replacement
-//! with a dead instance's index): each task's new owner initialises the
-//! task's producer, which fences the old owner and aborts its open
-//! transaction, then resumes from the committed positions. No consumer-group
-//! rebalancing is involved, so no task ever runs twice un-fenced.
+//! Two ways, chosen by [`Assignment`]:
+//!
+//! - **Group membership** ([`Assignment::Group`], what `parsley-live run`
+//!   does unless given `--instance`): the instances join one Kafka consumer
+//!   group and tasks move between them on every rebalance; a dead
+//!   instance's tasks move within its session timeout, a new instance takes
+//!   its share. See [`membership`](GroupMembership).
+//! - **Static shares** ([`Assignment::Share`], the library's default with
+//!   [`InstanceShare::ALL`]): the application's tasks, in stage order and
+//!   then by partition, are dealt round-robin to `count` instances, and
+//!   instance `index` runs those at positions `index`, `index + count`, ….
+//!   Moving tasks means restarting instances with a new `count`.
+//!
+//! Either way each task's new owner initialises the task's producer, which
+//! fences the old owner and aborts its open transaction, then resumes from
+//! the committed positions, so no task ever runs twice un-fenced.
 
 mod error;
 mod exported;
+mod membership;
 mod setup;
 mod task_loop;
+mod tasks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,8 +44,10 @@ use crate::assembly::Assembly;
 use crate::task::{TaskConfig, TaskId};
 
 use super::client::{LiveClient, LiveConfig};
+use tasks::TaskSet;
 
 pub use error::RuntimeError;
+pub use membership::{membership_topic, GroupMembership};
 pub use setup::{assemble_on, create_topics, TopicSetup};
 pub use task_loop::{wall_clock_ms, TaskRun};
 
@@ -91,6 +103,15 @@ pub enum FailurePolicy {
     KeepOthersRunning,
 }
 
+/// How an instance comes by its tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Assignment {
+    /// A fixed share of the tasks, for as long as the instance runs.
+    Share(InstanceShare),
+    /// Whatever Kafka's group membership assigns, moving on rebalances.
+    Group(GroupMembership),
+}
+
 /// How an instance runs its tasks.
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
@@ -99,7 +120,7 @@ pub struct RuntimeConfig {
     /// The commit interval (X2).
     pub task: TaskConfig,
     /// Which of the application's tasks this instance runs.
-    pub share: InstanceShare,
+    pub assignment: Assignment,
     /// The most records a task takes from its consumer per turn.
     pub max_batch: usize,
     /// The longest a task with nothing to commit waits for records before it
@@ -119,7 +140,7 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
-    /// The defaults on `live`: every task, the core's default commit
+    /// The defaults on `live`: every task (a static share of one), the core's default commit
     /// interval, batches of up to 5000 records, polls of 10 ms idle and 1 ms
     /// inside a transaction, a stall check after 1 s, and up to 20 restarts
     /// in a row (with pauses from 250 ms doubling to 8 s between them, and
@@ -129,7 +150,7 @@ impl RuntimeConfig {
         RuntimeConfig {
             live,
             task: TaskConfig::default(),
-            share: InstanceShare::ALL,
+            assignment: Assignment::Share(InstanceShare::ALL),
             max_batch: 5000,
             idle_poll: Duration::from_millis(10),
             busy_poll: Duration::from_millis(1),
@@ -151,9 +172,15 @@ impl RuntimeConfig {
         self
     }
 
-    /// The same with another share of the tasks.
+    /// The same with a static share of the tasks.
     pub fn with_share(mut self, share: InstanceShare) -> RuntimeConfig {
-        self.share = share;
+        self.assignment = Assignment::Share(share);
+        self
+    }
+
+    /// The same with tasks assigned by group membership.
+    pub fn with_group(mut self, membership: GroupMembership) -> RuntimeConfig {
+        self.assignment = Assignment::Group(membership);
         self
     }
 }
@@ -195,7 +222,10 @@ pub enum TaskEndKind {
 pub struct Runtime {
     assembly: Assembly,
     stop: Arc<AtomicBool>,
-    tasks: Vec<(TaskId, std::thread::JoinHandle<TaskRun>)>,
+    tasks: Arc<TaskSet>,
+    /// The thread that keeps the instance in its group, with group
+    /// membership.
+    membership: Option<std::thread::JoinHandle<()>>,
     policy: FailurePolicy,
     /// Tasks that returned, in the order they did; taken by
     /// [`Runtime::take_ended`].
@@ -204,54 +234,54 @@ pub struct Runtime {
 
 impl Runtime {
     /// Checks `app` against the cluster (C3) and starts this instance's
-    /// tasks. A missing or mis-sized topic stops start-up here, before any
-    /// task runs.
+    /// tasks: its share at once, or, with group membership, joins the
+    /// instances' group (making its topic if need be) and starts what the
+    /// group assigns. A missing or mis-sized topic stops start-up here,
+    /// before any task runs.
     pub async fn start(app: Arc<App>, config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
         let client = LiveClient::new(config.live.clone())?;
         let assembly = assemble_on(&client, &app).await?;
         let stop = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(Mutex::new(Vec::new()));
-        let shared = Arc::new(assembly.clone());
-        let mut tasks = Vec::new();
-        for id in config.share.tasks(&assembly) {
-            let (app, assembly, stop, config, ended) = (
-                Arc::clone(&app),
-                Arc::clone(&shared),
-                Arc::clone(&stop),
-                config.clone(),
-                Arc::clone(&ended),
-            );
-            let name = format!("parsley {id}");
-            let task = id.clone();
-            let handle = std::thread::Builder::new()
-                .name(name)
-                .spawn(move || {
-                    let run = task_loop::run_task(&app, &assembly, task, config, &stop);
-                    let how = match &run.outcome {
-                        Ok(()) => TaskEndKind::Stopped,
-                        Err(error) if error.is_fenced() => TaskEndKind::Fenced,
-                        Err(error) => TaskEndKind::Failed(error.to_string()),
-                    };
-                    let end = TaskEnd {
-                        task: run.task.clone(),
-                        how,
-                    };
-                    ended
-                        .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
-                        .push(end);
-                    run
-                })
-                .map_err(|error| RuntimeError::Panicked {
-                    task: id.clone(),
-                    reason: format!("the task's thread could not start: {error}"),
-                })?;
-            tasks.push((id, handle));
-        }
+        let tasks = Arc::new(TaskSet::new(
+            Arc::clone(&app),
+            Arc::new(assembly.clone()),
+            config.clone(),
+            Arc::clone(&stop),
+            Arc::clone(&ended),
+        ));
+        let membership = match config.assignment {
+            Assignment::Share(share) => {
+                for id in share.tasks(&assembly) {
+                    tasks.start(id)?;
+                }
+                None
+            }
+            Assignment::Group(membership) => {
+                let topic = membership_topic(app.id());
+                if app.declaration(&topic).is_some() {
+                    return Err(RuntimeError::Membership {
+                        group: topic,
+                        reason: "the application declares a topic of that name, which group membership needs for itself".into(),
+                    });
+                }
+                let all = assembly.task_ids();
+                membership::ensure_topic(&client, &topic, all.len()).await?;
+                Some(membership::spawn(
+                    &config.live,
+                    membership,
+                    app.id(),
+                    all,
+                    Arc::clone(&tasks),
+                    Arc::clone(&stop),
+                )?)
+            }
+        };
         Ok(Runtime {
             assembly,
             stop,
             tasks,
+            membership,
             policy: config.on_failure,
             ended,
         })
@@ -262,9 +292,9 @@ impl Runtime {
         &self.assembly
     }
 
-    /// The tasks this instance runs.
+    /// The tasks this instance runs now.
     pub fn tasks(&self) -> Vec<TaskId> {
-        self.tasks.iter().map(|(id, _)| id.clone()).collect()
+        self.tasks.running()
     }
 
     /// A handle that stops this instance, usable from another thread.
@@ -272,40 +302,35 @@ impl Runtime {
         Stopper(Arc::clone(&self.stop))
     }
 
-    /// True once every task has returned (stopped, failed or fenced).
+    /// True once every task has returned (stopped, failed, fenced or
+    /// released) and, with group membership, the instance has left its
+    /// group (which it does only when stopped).
     pub fn finished(&self) -> bool {
-        self.tasks.iter().all(|(_, handle)| handle.is_finished())
+        self.membership
+            .as_ref()
+            .is_none_or(std::thread::JoinHandle::is_finished)
+            && self.tasks.all_returned()
     }
 
-    /// Waits for every task to return; call [`Stopper::stop`] first for a
-    /// graceful stop.
+    /// Waits for every task to return, and with group membership for the
+    /// instance to leave its group; call [`Stopper::stop`] first for a
+    /// graceful stop. Every run of every task is returned, released ones
+    /// included.
     pub async fn wait(self) -> Vec<TaskRun> {
-        let mut runs = Vec::with_capacity(self.tasks.len());
-        for (id, handle) in self.tasks {
-            let joined = tokio::task::spawn_blocking(move || handle.join()).await;
-            runs.push(match joined {
-                Ok(Ok(run)) => run,
-                Ok(Err(panic)) => TaskRun {
-                    task: id.clone(),
-                    metrics: Default::default(),
-                    outcome: Err(RuntimeError::Panicked {
-                        task: id,
-                        reason: panic_message(panic.as_ref()),
-                    }),
-                    restarts: 0,
-                },
-                Err(error) => TaskRun {
-                    task: id.clone(),
-                    metrics: Default::default(),
-                    outcome: Err(RuntimeError::Panicked {
-                        task: id,
-                        reason: error.to_string(),
-                    }),
-                    restarts: 0,
-                },
-            });
-        }
-        runs
+        let (membership, tasks) = (self.membership, self.tasks);
+        let joined = tokio::task::spawn_blocking(move || {
+            if let Some(membership) = membership {
+                if membership.join().is_err() {
+                    tracing::error!("the group membership thread panicked");
+                }
+            }
+            tasks.join_all()
+        })
+        .await;
+        joined.unwrap_or_else(|error| {
+            tracing::error!(error = %error, "waiting for the tasks failed");
+            Vec::new()
+        })
     }
 
     /// The tasks that returned since the last call, in the order they did.
@@ -376,12 +401,4 @@ fn shutdown_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> +
             let _ = tokio::signal::ctrl_c().await;
         }
     })
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|text| (*text).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
 }

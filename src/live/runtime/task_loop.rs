@@ -9,7 +9,6 @@
 //! ([`LiveConfig::deadline`]), so no call blocks the task past it. A call
 //! that overruns is abandoned, and the task restarts with fresh clients.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -30,6 +29,7 @@ use super::super::client::{
 };
 use super::super::error::{LiveError, TxnErrorClass};
 use super::exported::Exported;
+use super::tasks::StopFlags;
 use super::{RuntimeConfig, RuntimeError};
 
 /// How many times a retriable transactional call is tried before the
@@ -97,7 +97,7 @@ pub(crate) fn run_task(
     assembly: &Assembly,
     id: TaskId,
     config: RuntimeConfig,
-    stop: &AtomicBool,
+    stop: &StopFlags,
 ) -> TaskRun {
     let mut exported = Exported::new(app.id(), &id);
     let mut metrics = TaskMetrics::default();
@@ -130,7 +130,7 @@ pub(crate) fn run_task(
             in_a_row = 0;
         }
         let gave_up = in_a_row >= config.max_restarts;
-        if !error.is_transient() || gave_up || stop.load(Ordering::Relaxed) {
+        if !error.is_transient() || gave_up || stop.is_set() {
             let error = if error.is_transient() && gave_up {
                 RuntimeError::GaveUp {
                     task: id.clone(),
@@ -170,15 +170,15 @@ fn restart_pause(restarts: u32) -> Duration {
 }
 
 /// Sleeps for `pause`, looking at `stop` every 50 ms; false if it was set.
-fn sleep_unless_stopped(pause: Duration, stop: &AtomicBool) -> bool {
+fn sleep_unless_stopped(pause: Duration, stop: &StopFlags) -> bool {
     let until = Instant::now() + pause;
     while Instant::now() < until {
-        if stop.load(Ordering::Relaxed) {
+        if stop.is_set() {
             return false;
         }
         std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
     }
-    !stop.load(Ordering::Relaxed)
+    !stop.is_set()
 }
 
 /// A task's end on an error, as the operator's log says it: a move (X4) is
@@ -310,10 +310,10 @@ impl TaskDriver {
         }
     }
 
-    fn run(&mut self, stop: &AtomicBool, exported: &mut Exported) -> Exit {
+    fn run(&mut self, stop: &StopFlags, exported: &mut Exported) -> Exit {
         let mut last_progress = Instant::now();
         loop {
-            if stop.load(Ordering::Relaxed) {
+            if stop.is_set() {
                 return match self.shut_down() {
                     Ok(()) => Exit::Stopped,
                     Err(exit) => exit,
