@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::dead_letter::dead_letter_topic_name;
 use crate::stage::{Stage, StageProblem};
 use crate::topic::TopicRef;
 use crate::tp::TopicName;
@@ -84,14 +85,14 @@ pub enum CompositionError {
         /// The stage of the conflicting declaration.
         second_stage: String,
     },
-    /// C1: a declared topic takes the name of a tick topic or changelog Parsley derives.
+    /// C1: a declared topic takes the name of a tick topic, changelog or dead-letter topic Parsley derives.
     #[error("C1 (docs/RULES.md#c1): topic {topic:?} used by stage {stage:?} collides with the {role} topic Parsley derives for stage {owner:?}")]
     ReservedTopicName {
         /// The topic at fault.
         topic: String,
         /// The stage at fault.
         stage: String,
-        /// "tick" or "changelog".
+        /// "tick", "changelog" or "dead-letter".
         role: &'static str,
         /// The stage that owns the derived topic.
         owner: String,
@@ -247,11 +248,15 @@ impl AppBuilder {
             let changelog = def
                 .stateful
                 .then(|| TopicName::from(changelog_topic_name(&self.id, &def.name)));
+            let dead_letter = def
+                .dead_letter
+                .then(|| TopicName::from(dead_letter_topic_name(&self.id, &def.name)));
             plans.push(StagePlan {
                 stage: stage.clone(),
                 group: group_name(&self.id, &def.name),
                 tick_topic,
                 changelog,
+                dead_letter,
             });
         }
         let app = App {
@@ -298,6 +303,9 @@ pub struct StagePlan {
     pub tick_topic: Option<TopicName>,
     /// The stage's changelog, when it is stateful.
     pub changelog: Option<TopicName>,
+    /// The stage's dead-letter topic, `<application.id>-<stage>-dlq`, when it
+    /// opts in (X5).
+    pub dead_letter: Option<TopicName>,
 }
 
 impl StagePlan {
@@ -378,6 +386,9 @@ impl App {
             }
             if let Some(changelog) = &plan.changelog {
                 derived.insert(changelog.as_str(), ("changelog", plan.name()));
+            }
+            if let Some(dead_letter) = &plan.dead_letter {
+                derived.insert(dead_letter.as_str(), ("dead-letter", plan.name()));
             }
         }
         let mut declared: BTreeMap<&str, (&TopicRef, &str)> = BTreeMap::new();
@@ -509,6 +520,48 @@ mod tests {
                 }
             ),
             "{error}"
+        );
+    }
+
+    /// C1, X5: a declared topic may not take the name of a dead-letter topic.
+    #[test]
+    fn c1_x5_declared_topic_may_not_shadow_a_dead_letter_topic() {
+        let shadow: Topic<String, i64> = Topic::new("payments-balances-dlq");
+        let opted_in = Stage::named("balances")
+            .on(&orders(), |_| Vec::new())
+            .dead_letter_queue()
+            .build();
+        let relay_into = Stage::named("other")
+            .on(&orders(), |_| Vec::new())
+            .into(&shadow)
+            .build();
+        let error = Parsley::named("payments")
+            .stage(opted_in.clone())
+            .stage(relay_into)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                CompositionError::ReservedTopicName { role: "dead-letter", owner, .. } if owner == "balances"
+            ),
+            "{error}"
+        );
+        // Without the opt-in the name is free.
+        let app = Parsley::named("payments")
+            .stage(relay("balances", &orders()))
+            .stage(relay("other", &shadow))
+            .build()
+            .unwrap();
+        assert_eq!(app.stage("balances").unwrap().dead_letter, None);
+        let app = Parsley::named("payments").stage(opted_in).build().unwrap();
+        assert_eq!(
+            app.stage("balances")
+                .unwrap()
+                .dead_letter
+                .as_ref()
+                .map(TopicName::as_str),
+            Some("payments-balances-dlq")
         );
     }
 

@@ -226,10 +226,13 @@ pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, Ass
 }
 
 impl TopicContract {
-    /// The stage that owns this derived topic (tick topic or changelog).
+    /// The stage that owns this derived topic (tick topic, changelog or
+    /// dead-letter topic).
     pub fn owner(&self) -> Option<&str> {
         self.roles.iter().find_map(|role| match role {
-            Role::Ticks { stage } | Role::Changelog { stage } => Some(stage.as_str()),
+            Role::Ticks { stage } | Role::Changelog { stage } | Role::DeadLetter { stage } => {
+                Some(stage.as_str())
+            }
             _ => None,
         })
     }
@@ -331,6 +334,39 @@ mod tests {
                 fix: "delete and recreate it with 4 partitions: kafka-topics.sh --create --topic payments-balances-ticks --partitions 4 --config cleanup.policy=delete --config retention.ms=3600000".into(),
             }]
         );
+    }
+
+    /// C3, X5: a stage that opts in to dead letters needs its `-dlq` topic,
+    /// with one partition per task.
+    #[test]
+    fn c3_x5_dead_letter_topic_must_exist() {
+        let orders: Topic<String, i64> = Topic::new("orders");
+        let picky = Stage::named("picky")
+            .on(&orders, |_| Vec::new())
+            .dead_letter_queue()
+            .build();
+        let app = Parsley::named("shop").stage(picky).build().unwrap();
+        let error = assemble(&app, &metadata(&[("orders", 3)])).unwrap_err();
+        assert_eq!(
+            error.failures,
+            vec![AssemblyFailure::Missing {
+                topic: "shop-picky-dlq".into(),
+                role: "dead letters of stage picky".into(),
+                expected_partitions: Some(3),
+                fix: "create it: kafka-topics.sh --create --topic shop-picky-dlq --partitions 3 --config cleanup.policy=delete".into(),
+            }]
+        );
+        let error = assemble(&app, &metadata(&[("orders", 3), ("shop-picky-dlq", 1)])).unwrap_err();
+        assert!(matches!(
+            error.failures[..],
+            [AssemblyFailure::WrongPartitionCount {
+                expected: 3,
+                found: 1,
+                ..
+            }]
+        ));
+        let assembly = assemble(&app, &metadata(&[("orders", 3), ("shop-picky-dlq", 3)])).unwrap();
+        assert_eq!(assembly.partitions_of("shop-picky-dlq"), Some(3));
     }
 
     /// C3: every failure is reported at once, sources and sinks included.

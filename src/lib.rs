@@ -98,6 +98,8 @@ pub mod assembly;
 pub mod probe;
 pub use assembly::{assemble, Assembly, AssemblyError, TopicMetadata};
 pub use probe::ContractProbes;
+pub mod dead_letter;
+pub use dead_letter::{DeadLetter, DeadLetterKind};
 pub mod task;
 pub use task::{Task, TaskConfig, TaskError};
 pub mod clock;

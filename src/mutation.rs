@@ -34,11 +34,14 @@ pub enum Mutation {
     /// Every stage commits its positions and checkpoints under the
     /// application id, one group shared by all stages (breaks X6).
     SharedGroup,
+    /// A dead-lettered record is passed but never written to the dead-letter
+    /// topic: a silent skip (breaks X5's opt-in, I10).
+    DeadLetterDropsRecord,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 11] = [
+    pub const ALL: [Mutation; 12] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -50,6 +53,7 @@ impl Mutation {
         Mutation::TickOnPartitionZero,
         Mutation::TickAtRecordTime,
         Mutation::SharedGroup,
+        Mutation::DeadLetterDropsRecord,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -66,6 +70,7 @@ impl Mutation {
             Mutation::TickOnPartitionZero => "tick-on-partition-zero",
             Mutation::TickAtRecordTime => "tick-at-record-time",
             Mutation::SharedGroup => "shared-group",
+            Mutation::DeadLetterDropsRecord => "dead-letter-drops-record",
         }
     }
 

@@ -31,6 +31,11 @@ pub enum Role {
         /// The stage.
         stage: String,
     },
+    /// The stage's dead-letter topic (X5), when it opts in.
+    DeadLetter {
+        /// The stage.
+        stage: String,
+    },
 }
 
 impl fmt::Display for Role {
@@ -40,6 +45,7 @@ impl fmt::Display for Role {
             Role::Sink { stage } => write!(f, "sink of stage {stage}"),
             Role::Ticks { stage } => write!(f, "ticks of stage {stage}"),
             Role::Changelog { stage } => write!(f, "changelog of stage {stage}"),
+            Role::DeadLetter { stage } => write!(f, "dead letters of stage {stage}"),
         }
     }
 }
@@ -146,6 +152,20 @@ impl ContractProbes {
                     vec![("cleanup.policy".into(), "compact".into())],
                 );
             }
+            // One partition per task, like the other derived topics: task p
+            // writes partition p, so each source partition's dead letters
+            // stay in offset order. Kept like any data topic (no retention
+            // suggested): an operator reads and replays them.
+            if let Some(dead_letter) = &plan.dead_letter {
+                add(
+                    dead_letter,
+                    Role::DeadLetter {
+                        stage: stage.clone(),
+                    },
+                    PartitionRule::MatchWidestOf(sources.clone()),
+                    vec![("cleanup.policy".into(), "delete".into())],
+                );
+            }
         }
         contracts.into_values().collect()
     }
@@ -200,6 +220,28 @@ mod tests {
                 "payments-balances-state-changelog  [changelog of stage balances]  partitions: = widest of orders, refunds  cleanup.policy=compact",
                 "payments-balances-ticks  [ticks of stage balances]  partitions: = widest of orders, refunds  cleanup.policy=delete  retention.ms=3600000",
                 "refunds  [source of stage balances]  partitions: any",
+            ]
+        );
+    }
+
+    /// C4, X5: a stage that opts in to dead letters needs its `-dlq` topic.
+    #[test]
+    fn c4_x5_probe_lists_the_dead_letter_topic() {
+        let orders: Topic<String, i64> = Topic::new("orders");
+        let picky = Stage::named("picky")
+            .on(&orders, |_| Vec::new())
+            .dead_letter_queue()
+            .build();
+        let app = Parsley::named("shop").stage(picky).build().unwrap();
+        let listing: Vec<String> = ContractProbes::probe(&app)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            listing,
+            [
+                "orders  [source of stage picky]  partitions: any",
+                "shop-picky-dlq  [dead letters of stage picky]  partitions: = widest of orders  cleanup.policy=delete",
             ]
         );
     }

@@ -69,7 +69,7 @@ fn every_planted_bug_is_caught_by_its_invariant() {
 /// bugs', not the checker's.
 #[test]
 fn the_mutation_seeds_pass_without_the_mutation() {
-    for name in ["fan-in", "balances", "audit-cut"] {
+    for name in ["fan-in", "balances", "audit-cut", "dead-letter"] {
         let simulation = load(name);
         let start = simulation.seeds().start;
         assert_eq!(failure(&simulation, start..start + 50), None);

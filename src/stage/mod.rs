@@ -49,6 +49,8 @@ pub(crate) struct StageDef {
     pub sinks: Vec<TopicRef>,
     pub ticks: Option<TickDecl>,
     pub stateful: bool,
+    /// X5's opt-in: refused records go to `<application.id>-<stage>-dlq`.
+    pub dead_letter: bool,
     pub logic: Arc<dyn StageLogic>,
     /// Declaration mistakes found while building, reported by
     /// [`crate::Parsley`]'s `build` with the rule they break.
@@ -112,6 +114,7 @@ impl Stage {
             sinks: Vec::new(),
             tick: None,
             state: None,
+            dead_letter: false,
             problems: Vec::new(),
             mode: PhantomData,
         }
@@ -140,6 +143,12 @@ impl Stage {
     /// Whether the stage declares state (S1).
     pub fn is_stateful(&self) -> bool {
         self.def.stateful
+    }
+
+    /// Whether the stage opted in to a dead-letter topic
+    /// ([`StageBuilder::dead_letter_queue`], X5).
+    pub fn has_dead_letter_queue(&self) -> bool {
+        self.def.dead_letter
     }
 }
 
@@ -250,6 +259,7 @@ pub struct StageBuilder<M, S = ()> {
     sinks: Vec<TopicRef>,
     tick: Option<(Duration, TickLogic<S>)>,
     state: Option<StateDecl<S>>,
+    dead_letter: bool,
     problems: Vec<StageProblem>,
     mode: PhantomData<M>,
 }
@@ -309,6 +319,43 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
         self.with_ticks(interval, TickLogic::Handler(handler))
     }
 
+    /// X5's opt-in: records the logic refuses are dead-lettered instead of
+    /// stopping the task. The stage then owns the derived topic
+    /// `<application.id>-<stage>-dlq` (one partition per task, like its tick
+    /// topic and changelog), which must exist before the application starts
+    /// (C3). A refused record — the logic returns an error or panics, the
+    /// source codec refuses its key or value, the state codec refuses the
+    /// state returned, or its stamp header does not decode — is written there
+    /// with its original key and value and `parsley.dlq.*` headers naming
+    /// the error and the record ([`crate::dead_letter`]); it counts as
+    /// delivered, with no effect. Everything else still stops the task.
+    /// Kafka Streams users know this as the dead-letter queue of KIP-1034
+    /// (`errors.dead.letter.queue.topic.name`).
+    ///
+    /// ```
+    /// use parsley::{Parsley, Stage, Topic};
+    ///
+    /// let orders: Topic<String, i64> = Topic::new("orders");
+    /// let picky = Stage::named("picky")
+    ///     .on(&orders, |order| {
+    ///         if *order.value() < 0 {
+    ///             Err(format!("negative amount {}", order.value()))
+    ///         } else {
+    ///             Ok(Vec::new())
+    ///         }
+    ///     })
+    ///     .dead_letter_queue()
+    ///     .build();
+    /// assert!(picky.has_dead_letter_queue());
+    /// let app = Parsley::named("shop").stage(picky).build().unwrap();
+    /// let dlq = app.stage("picky").unwrap().dead_letter.as_ref().unwrap();
+    /// assert_eq!(dlq.as_str(), "shop-picky-dlq");
+    /// ```
+    pub fn dead_letter_queue(mut self) -> Self {
+        self.dead_letter = true;
+        self
+    }
+
     /// S3: the topics this stage may emit to.
     pub fn into(mut self, sinks: impl Sinks) -> Self {
         self.sinks.extend(sinks.declarations());
@@ -337,6 +384,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 sinks: self.sinks,
                 ticks,
                 stateful,
+                dead_letter: self.dead_letter,
                 logic: Arc::new(logic),
                 problems: self.problems,
             }),
@@ -371,6 +419,7 @@ impl StageBuilder<Stateless> {
                 codec: Arc::new(codec),
                 init: Arc::new(init),
             }),
+            dead_letter: self.dead_letter,
             problems,
             mode: PhantomData,
         }

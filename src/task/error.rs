@@ -174,6 +174,19 @@ pub enum TaskError {
         /// How many tps the history claims.
         claims: usize,
     },
+    /// X5: an operator's skip named an offset that is not a record: the
+    /// lane's next record lies beyond it.
+    #[error("task {task}: the skip of {tp}@{offset} names no record; the next record of {tp} is at offset {next} (X5, docs/RULES.md#x5)")]
+    SkipMissed {
+        /// The task that stopped.
+        task: TaskId,
+        /// The tp the skip named.
+        tp: Tp,
+        /// The offset the skip named.
+        offset: u64,
+        /// The offset of the next record.
+        next: u64,
+    },
     /// The task is not part of the assembled application.
     #[error("task {task}: stage {:?} is not in the application, or has no task {}", task.stage, task.partition)]
     UnknownTask {
@@ -198,6 +211,7 @@ impl TaskError {
             | TaskError::BadChangelog { task, .. }
             | TaskError::BadCheckpoint { task, .. }
             | TaskError::CheckpointTooLarge { task, .. }
+            | TaskError::SkipMissed { task, .. }
             | TaskError::UnknownTask { task } => task,
         }
     }
@@ -214,10 +228,81 @@ impl TaskError {
             | TaskError::EmitToTickTopic { tp, offset, .. }
             | TaskError::EmissionCodec { tp, offset, .. }
             | TaskError::BadTick { tp, offset, .. }
-            | TaskError::BadChangelog { tp, offset, .. } => Some((tp, *offset)),
+            | TaskError::BadChangelog { tp, offset, .. }
+            | TaskError::SkipMissed { tp, offset, .. } => Some((tp, *offset)),
             TaskError::BadCheckpoint { .. }
             | TaskError::CheckpointTooLarge { .. }
             | TaskError::UnknownTask { .. } => None,
         }
     }
+}
+
+/// Why [`crate::Task::skip`] refused to skip a record (X5). Nothing was
+/// skipped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkipError {
+    /// The stage does not opt in to a dead-letter topic.
+    #[error("task {task}: stage {:?} has no dead-letter topic to skip records to; declare it with `dead_letter_queue()` (X5, docs/RULES.md#x5)", task.stage)]
+    NoDeadLetterTopic {
+        /// The task asked.
+        task: TaskId,
+    },
+    /// The task does not consume the tp named.
+    #[error("task {task} does not consume {tp}")]
+    NotConsumed {
+        /// The task asked.
+        task: TaskId,
+        /// The tp named.
+        tp: Tp,
+    },
+    /// The offset is behind the next record the task delivers on that tp:
+    /// it was delivered already.
+    #[error("task {task}: {tp}@{offset} is behind the next record it delivers on {tp}, at offset {next}; it was delivered already")]
+    Behind {
+        /// The task asked.
+        task: TaskId,
+        /// The tp named.
+        tp: Tp,
+        /// The offset named.
+        offset: u64,
+        /// The next offset to deliver.
+        next: u64,
+    },
+    /// The records fetched show no record at that offset (a transaction
+    /// marker or an aborted record).
+    #[error(
+        "task {task}: {tp}@{offset} is not a record (a transaction marker or an aborted record)"
+    )]
+    NotARecord {
+        /// The task asked.
+        task: TaskId,
+        /// The tp named.
+        tp: Tp,
+        /// The offset named.
+        offset: u64,
+    },
+    /// A skip is already pending.
+    #[error("task {task}: the skip of {tp}@{offset} is still pending")]
+    AlreadyPending {
+        /// The task asked.
+        task: TaskId,
+        /// The tp of the pending skip.
+        tp: Tp,
+        /// Its offset.
+        offset: u64,
+    },
+    /// The task has not started.
+    #[error("task {task} has not started; skip after `start`")]
+    NotStarted {
+        /// The task asked.
+        task: TaskId,
+    },
+    /// The task stopped: restart it from its committed positions, then skip.
+    #[error("task {task} stopped ({error}); restart it, then skip the record it stopped on")]
+    Stopped {
+        /// The task asked.
+        task: TaskId,
+        /// Why it stopped.
+        error: Box<TaskError>,
+    },
 }

@@ -16,11 +16,14 @@ pub struct TaskMetrics {
     pub transactions_aborted_total: u64,
     /// Deliveries of an offset that an aborted transaction had delivered before.
     pub records_redelivered_total: u64,
+    /// Deliveries that dead-lettered their record (X5's opt-in), including
+    /// ones later undone by an abort; each also counts as delivered.
+    pub records_dead_lettered_total: u64,
 }
 
 impl TaskMetrics {
     /// The metrics under their published names.
-    pub fn named(&self) -> [(&'static str, u64); 6] {
+    pub fn named(&self) -> [(&'static str, u64); 7] {
         [
             ("ticks-emitted-total", self.ticks_emitted_total),
             ("records-delivered-total", self.records_delivered_total),
@@ -34,6 +37,10 @@ impl TaskMetrics {
                 self.transactions_aborted_total,
             ),
             ("records-redelivered-total", self.records_redelivered_total),
+            (
+                "records-dead-lettered-total",
+                self.records_dead_lettered_total,
+            ),
         ]
     }
 }

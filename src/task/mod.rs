@@ -39,6 +39,7 @@ use bytes::Bytes;
 
 use crate::app::{App, StagePlan};
 use crate::assembly::Assembly;
+use crate::dead_letter::{self, DeadLetterKind};
 use crate::emission::{Emission, Tick};
 use crate::header;
 use crate::mutation::{self, Mutation};
@@ -50,7 +51,7 @@ use crate::stamp::{Claim, Stamp};
 use crate::tp::{TopicName, Tp};
 
 pub use checkpoint::{Checkpoint, CheckpointError};
-pub use error::{TaskError, TaskId};
+pub use error::{SkipError, TaskError, TaskId};
 pub use gate::{HeadStatus, Poison};
 pub use metrics::TaskMetrics;
 
@@ -161,6 +162,13 @@ pub struct Task {
     tick_topics: Vec<TopicName>,
     tick: Option<(Tp, i64)>,
     changelog: Option<Tp>,
+    /// X5's opt-in: the task's partition of its stage's dead-letter topic.
+    dead_letter: Option<Tp>,
+    /// The record the operator asked to skip ([`Task::skip`]), until the
+    /// transaction that dead-letters it commits.
+    skip: Option<(Tp, u64)>,
+    /// Whether the open transaction dead-lettered the skipped record.
+    skip_done: bool,
     config: TaskConfig,
     phase: Phase,
     failure: Option<TaskError>,
@@ -259,6 +267,12 @@ impl Task {
                 .changelog
                 .as_ref()
                 .map(|topic| Tp::new(topic.clone(), partition)),
+            dead_letter: plan
+                .dead_letter
+                .as_ref()
+                .map(|topic| Tp::new(topic.clone(), partition)),
+            skip: None,
+            skip_done: false,
             config,
             phase: Phase::Restoring,
             failure: None,
@@ -293,6 +307,18 @@ impl Task {
     /// The changelog partition to restore from before starting (S5).
     pub fn changelog_tp(&self) -> Option<&Tp> {
         self.changelog.as_ref()
+    }
+
+    /// The partition of its stage's dead-letter topic this task writes
+    /// refused records to, when the stage opts in (X5).
+    pub fn dead_letter_tp(&self) -> Option<&Tp> {
+        self.dead_letter.as_ref()
+    }
+
+    /// The record an operator's [`Task::skip`] names, until the transaction
+    /// that dead-letters it commits.
+    pub fn pending_skip(&self) -> Option<(&Tp, u64)> {
+        self.skip.as_ref().map(|(tp, offset)| (tp, *offset))
     }
 
     /// The tick partition this task emits to and consumes back (T2, T4).
@@ -367,7 +393,7 @@ impl Task {
     pub fn heads(&self) -> Vec<(Tp, u64, HeadStatus)> {
         (0..self.gate.lanes.len())
             .filter_map(|lane| {
-                let status = self.gate.head_status(lane)?;
+                let status = self.status(lane)?;
                 let head = self.gate.lanes[lane].queue.front()?;
                 Some((self.gate.lanes[lane].tp.clone(), head.record.offset, status))
             })
@@ -378,7 +404,7 @@ impl Task {
     /// them but without copying: the lane's index in [`Task::consumed_tps`],
     /// its tp, the head's offset and the claim it waits on.
     pub fn held_heads(&self) -> impl Iterator<Item = (usize, &Tp, u64, Claim)> + '_ {
-        (0..self.gate.lanes.len()).filter_map(|lane| match self.gate.head_status(lane)? {
+        (0..self.gate.lanes.len()).filter_map(|lane| match self.status(lane)? {
             HeadStatus::Held(claim) => {
                 let state = &self.gate.lanes[lane];
                 Some((lane, &state.tp, state.queue.front()?.record.offset, claim))
@@ -535,8 +561,9 @@ impl Task {
     pub fn deliverable_into(&mut self, ready: &mut Vec<Tp>) -> Result<(), TaskError> {
         ready.clear();
         self.check_running()?;
+        self.check_skip()?;
         for lane in 0..self.gate.lanes.len() {
-            match self.gate.head_status(lane) {
+            match self.status(lane) {
                 Some(HeadStatus::Deliverable) => ready.push(self.gate.lanes[lane].tp.clone()),
                 Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
                 Some(HeadStatus::Held(_)) | None => {}
@@ -562,9 +589,10 @@ impl Task {
     /// record timestamp, ties broken by tp.
     pub fn next_deliverable(&mut self) -> Result<Option<Tp>, TaskError> {
         self.check_running()?;
+        self.check_skip()?;
         let mut best: Option<(i64, usize)> = None;
         for lane in 0..self.gate.lanes.len() {
-            match self.gate.head_status(lane) {
+            match self.status(lane) {
                 Some(HeadStatus::Deliverable) => {
                     let state = &self.gate.lanes[lane];
                     let timestamp = state
@@ -623,12 +651,48 @@ impl Task {
     /// stamping site, and the slot's changelog update.
     pub fn deliver(&mut self, tp: &Tp) -> Result<Vec<ProducedRecord>, TaskError> {
         self.check_running()?;
+        self.check_skip()?;
         let lane = self
             .gate
             .lane_index(tp)
             .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id));
+        if self.skips_head(lane) {
+            let offset = self.gate.lanes[lane]
+                .queue
+                .front()
+                .expect("skips a head")
+                .record
+                .offset;
+            let merge = self.gate.head_status(lane) == Some(HeadStatus::Deliverable);
+            let message = format!(
+                "task {}: {tp}@{offset} was skipped by the operator (X5, docs/RULES.md#x5)",
+                self.id
+            );
+            self.skip_done = true;
+            return Ok(self.dead_letter(lane, DeadLetterKind::Skipped, message, merge));
+        }
         match self.gate.head_status(lane) {
             Some(HeadStatus::Deliverable) => {}
+            Some(HeadStatus::Poison(Poison::BadStamp(error))) if self.dead_letter.is_some() => {
+                let offset = self.gate.lanes[lane]
+                    .queue
+                    .front()
+                    .expect("poison is at a head")
+                    .record
+                    .offset;
+                let error = TaskError::BadStamp {
+                    task: self.id.clone(),
+                    tp: tp.clone(),
+                    offset,
+                    error,
+                };
+                return Ok(self.dead_letter(
+                    lane,
+                    DeadLetterKind::BadStamp,
+                    error.to_string(),
+                    false,
+                ));
+            }
             Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
             Some(HeadStatus::Held(claim)) => panic!(
                 "task {}: {tp} is held on {claim}; deliver only what `deliverable` lists",
@@ -659,6 +723,14 @@ impl Task {
             Ok(outcome) => outcome,
             Err(failure) => {
                 let error = self.failure_error(failure, tp, offset);
+                if self.dead_letter.is_some() {
+                    let kind = match &error {
+                        TaskError::Codec { .. } => DeadLetterKind::Codec,
+                        TaskError::StateCodec { .. } => DeadLetterKind::StateCodec,
+                        _ => DeadLetterKind::Logic,
+                    };
+                    return Ok(self.dead_letter(lane, kind, error.to_string(), true));
+                }
                 return Err(self.stop(error));
             }
         };
@@ -686,6 +758,211 @@ impl Task {
         self.open.dirty = true;
         self.last_delivered_at = Some(timestamp);
         Ok(self.produce(outcome, timestamp))
+    }
+
+    /// The gate's view of a lane's head, with what the task overrides: a
+    /// head the operator skips may go whatever it claims, and so may a head
+    /// whose stamp does not decode when the stage dead-letters (X5).
+    fn status(&self, lane: usize) -> Option<HeadStatus> {
+        let status = self.gate.head_status(lane)?;
+        if self.skips_head(lane) {
+            return Some(HeadStatus::Deliverable);
+        }
+        match status {
+            HeadStatus::Poison(Poison::BadStamp(_)) if self.dead_letter.is_some() => {
+                Some(HeadStatus::Deliverable)
+            }
+            status => Some(status),
+        }
+    }
+
+    /// Whether the head of `lane` is the record [`Task::skip`] names.
+    fn skips_head(&self, lane: usize) -> bool {
+        let Some((tp, offset)) = &self.skip else {
+            return false;
+        };
+        if self.skip_done {
+            return false;
+        }
+        let state = &self.gate.lanes[lane];
+        state.tp == *tp
+            && state
+                .queue
+                .front()
+                .is_some_and(|head| head.record.offset == *offset)
+    }
+
+    /// A skip names a record that is not there: the lane's head is already
+    /// past the offset (it was a transaction marker or an aborted record).
+    /// Stops the task rather than skip anything else.
+    fn check_skip(&mut self) -> Result<(), TaskError> {
+        let Some((tp, offset)) = &self.skip else {
+            return Ok(());
+        };
+        if self.skip_done {
+            return Ok(());
+        }
+        let lane = self.gate.lane_index(tp).expect("skip checked the tp");
+        let Some(head) = self.gate.lanes[lane].queue.front() else {
+            return Ok(());
+        };
+        if head.record.offset > *offset {
+            let error = TaskError::SkipMissed {
+                task: self.id.clone(),
+                tp: tp.clone(),
+                offset: *offset,
+                next: head.record.offset,
+            };
+            return Err(self.stop(error));
+        }
+        Ok(())
+    }
+
+    /// X5's opt-in: delivers the head of `lane` with no effect and returns
+    /// the one record to send instead of the logic's: the original key and
+    /// value on the task's partition of the dead-letter topic, with the
+    /// `parsley.dlq.*` headers ([`crate::dead_letter`]). The record counts as
+    /// delivered (its offset is passed, G4's history claims it, and merges
+    /// its stamp when `merge`: the gate let it through); no slot changes and
+    /// nothing is emitted.
+    fn dead_letter(
+        &mut self,
+        lane: usize,
+        kind: DeadLetterKind,
+        message: String,
+        merge: bool,
+    ) -> Vec<ProducedRecord> {
+        let dead_letter = self
+            .dead_letter
+            .clone()
+            .expect("only stages with a dead-letter topic dead-letter");
+        let queued = self.gate.pop_head(lane).expect("dead-letters a head");
+        let tp = self.gate.lanes[lane].tp.clone();
+        let offset = queued.record.offset;
+        if merge {
+            if let Ok(stamp) = &queued.stamp {
+                self.history.merge(stamp);
+            }
+        }
+        self.history.claim(&tp, offset);
+        let lane_state = &mut self.gate.lanes[lane];
+        if lane_state.delivered_max.is_some_and(|max| offset <= max) {
+            self.metrics.records_redelivered_total += 1;
+        }
+        lane_state.delivered_max = Some(
+            lane_state
+                .delivered_max
+                .map_or(offset, |max| max.max(offset)),
+        );
+        self.metrics.records_delivered_total += 1;
+        self.metrics.records_dead_lettered_total += 1;
+        self.open.dirty = true;
+        let record = queued.record;
+        let timestamp = record.data.timestamp;
+        self.last_delivered_at = Some(timestamp);
+        if mutation::active(Mutation::DeadLetterDropsRecord) {
+            return Vec::new();
+        }
+        let headers = dead_letter::headers(
+            header::stamp_header(&self.stamping_site()),
+            kind,
+            &message,
+            &self.id.stage,
+            &tp,
+            offset,
+            &record.data.headers,
+        );
+        vec![ProducedRecord {
+            tp: dead_letter,
+            data: RecordData {
+                key: record.data.key,
+                value: record.data.value,
+                headers,
+                timestamp,
+            },
+        }]
+    }
+
+    /// X5: the operator's skip. When the task reaches `offset` of `tp`, it
+    /// dead-letters that record (`parsley.dlq.error: skipped`) instead of
+    /// delivering it, whatever its logic, its codecs or its claims would do
+    /// with it: a skipped record that is held or poison passes on the claim
+    /// on itself, not its own claims. Call it on a started task, before it
+    /// delivers that record: after a stop, restart the task (its committed
+    /// position stays before the record it stopped on) and skip that record.
+    ///
+    /// The records before it on `tp` are delivered as usual; only the record
+    /// at exactly `offset` is skipped. (A restarted task may have to redeliver
+    /// a few records before it reaches the one it stopped on: its committed
+    /// position is that of its last commit.)
+    ///
+    /// It refuses, naming why, a stage without the dead-letter opt-in (the
+    /// record has nowhere to go), a tp the task does not consume, a second
+    /// skip while one is pending, a task not started or stopped, an offset
+    /// the task has already delivered ([`SkipError::Behind`]), and an offset
+    /// its fetched records show to be no record ([`SkipError::NotARecord`]).
+    /// If an offset not fetched yet turns out to be no record (a transaction
+    /// marker), the task stops with [`TaskError::SkipMissed`] when it gets
+    /// there, rather than skip another record. The skip is consumed when the
+    /// transaction that dead-letters the record commits; an abort keeps it
+    /// for the redelivery.
+    pub fn skip(&mut self, tp: &Tp, offset: u64) -> Result<(), SkipError> {
+        let task = self.id.clone();
+        if let Some(error) = &self.failure {
+            return Err(SkipError::Stopped {
+                task,
+                error: Box::new(error.clone()),
+            });
+        }
+        if self.phase != Phase::Running {
+            return Err(SkipError::NotStarted { task });
+        }
+        if self.dead_letter.is_none() {
+            return Err(SkipError::NoDeadLetterTopic { task });
+        }
+        let Some(lane) = self.gate.lane_index(tp) else {
+            return Err(SkipError::NotConsumed {
+                task,
+                tp: tp.clone(),
+            });
+        };
+        if let Some((pending, pending_offset)) = &self.skip {
+            return Err(SkipError::AlreadyPending {
+                task,
+                tp: pending.clone(),
+                offset: *pending_offset,
+            });
+        }
+        let state = &self.gate.lanes[lane];
+        let next = state.position();
+        if offset < next {
+            return Err(SkipError::Behind {
+                task,
+                tp: tp.clone(),
+                offset,
+                next,
+            });
+        }
+        // The queue holds data records only: an offset it has passed without
+        // holding is a transaction marker or an aborted record.
+        let fetched_past = state
+            .queue
+            .back()
+            .is_some_and(|last| last.record.offset >= offset);
+        if fetched_past
+            && !state
+                .queue
+                .iter()
+                .any(|queued| queued.record.offset == offset)
+        {
+            return Err(SkipError::NotARecord {
+                task,
+                tp: tp.clone(),
+                offset,
+            });
+        }
+        self.skip = Some((tp.clone(), offset));
+        Ok(())
     }
 
     fn failure_error(&self, failure: DeliveryFailure, tp: &Tp, offset: u64) -> TaskError {
@@ -922,6 +1199,10 @@ impl Task {
             positions: self.gate.lanes.iter().map(gate::Lane::position).collect(),
         };
         self.slots.commit();
+        if self.skip_done {
+            self.skip = None;
+            self.skip_done = false;
+        }
         self.metrics.transactions_committed_total += 1;
         self.metrics.ticks_emitted_total += self.open.ticks;
         self.open = OpenWork::default();
@@ -944,6 +1225,8 @@ impl Task {
             self.last_tick_at = self.committed.last_tick_at;
         }
         self.slots.abort();
+        // A skip done in the aborted transaction waits for the redelivery.
+        self.skip_done = false;
         self.gate.rewind(&self.committed.positions);
         self.open = OpenWork::default();
         self.gate

@@ -1,5 +1,7 @@
 use parsley::codec::CodecError;
+use parsley::dead_letter::NotADeadLetter;
 use parsley::header::HeaderError;
+use parsley::task::SkipError;
 use parsley::{AssemblyError, TaskError, Tp};
 
 use crate::host::HostError;
@@ -17,6 +19,25 @@ pub enum DriverError {
     /// The in-memory model refused a call.
     #[error("kafka model: {0}")]
     Model(#[from] ModelError),
+    /// X5: the task refused to skip the record named.
+    #[error(transparent)]
+    Skip(#[from] SkipError),
+    /// X5: the stage does not opt in to a dead-letter topic.
+    #[error("stage {stage:?} has no dead-letter topic; declare it with `dead_letter_queue()` (X5, docs/RULES.md#x5)")]
+    NoDeadLetterTopic {
+        /// The stage.
+        stage: String,
+    },
+    /// A record on a dead-letter topic does not read as a dead letter.
+    #[error("reading {tp}@{offset}: {error}")]
+    NotADeadLetter {
+        /// The tp read.
+        tp: Tp,
+        /// The offset read.
+        offset: u64,
+        /// What is wrong with it.
+        error: NotADeadLetter,
+    },
     /// `input` was asked for a topic no stage consumes.
     #[error("topic {topic:?} is not a source of any stage of application {app:?}")]
     NotASource {

@@ -47,7 +47,7 @@ use bytes::Bytes;
 use parsley::probe::{ContractProbes, PartitionRule, TopicContract};
 use parsley::stage::{SlotKey, Slots};
 use parsley::task::{TaskId, TaskMetrics};
-use parsley::{assemble, App, RawBytes, TaskConfig, Topic};
+use parsley::{assemble, App, RawBytes, TaskConfig, Topic, Tp};
 
 use crate::model::Cluster;
 
@@ -507,6 +507,60 @@ impl TestDriver {
                 known,
             }),
         }
+    }
+
+    /// X5's opt-in: what `stage` dead-lettered and committed, read back from
+    /// its dead-letter topic `<application.id>-<stage>-dlq`, partition by
+    /// partition, in offset order. Refused for a stage without the opt-in.
+    pub fn dead_letters(&self, stage: &str) -> Result<Vec<parsley::DeadLetter>, DriverError> {
+        let world = self.world();
+        world.check_stage(stage)?;
+        let plan = world.app.stage(stage).expect("checked above");
+        let topic = plan
+            .dead_letter
+            .clone()
+            .ok_or_else(|| DriverError::NoDeadLetterTopic {
+                stage: stage.to_string(),
+            })?;
+        let partitions = world.assembly.partitions_of(topic.as_str()).unwrap_or(0);
+        let mut letters = Vec::new();
+        for partition in 0..partitions {
+            let tp = Tp::new(topic.clone(), partition);
+            for (offset, data) in world.cluster.log(&tp)?.read_committed() {
+                let letter = parsley::DeadLetter::from_record(data).map_err(|error| {
+                    DriverError::NotADeadLetter {
+                        tp: tp.clone(),
+                        offset,
+                        error,
+                    }
+                })?;
+                letters.push(letter);
+            }
+        }
+        Ok(letters)
+    }
+
+    /// X5: the operator's skip, as the live runtime's `skip` command does it.
+    /// If task `partition` of `stage` stopped, it is restarted from what its
+    /// stage committed (its position stays before the record it stopped on);
+    /// then [`parsley::Task::skip`] names `offset` of `tp`, and the driver
+    /// processes to quiescence: the task dead-letters that record (as
+    /// `skipped`) when it reaches it. Refused, with nothing skipped, as
+    /// [`parsley::Task::skip`] refuses.
+    pub fn skip(
+        &self,
+        stage: &str,
+        partition: u32,
+        tp: &Tp,
+        offset: u64,
+    ) -> Result<(), DriverError> {
+        let mut world = self.world();
+        let index = world.task_index(stage, partition)?;
+        if world.hosts[index].task.failure().is_some() {
+            world.restart_task(stage, partition)?;
+        }
+        world.hosts[index].task.skip(tp, offset)?;
+        world.run()
     }
 
     /// The tasks that stopped on bad input or failing logic, with why.

@@ -1,4 +1,4 @@
-//! The independent checker: recomputes every guarantee (I1–I8) from the
+//! The independent checker: recomputes every guarantee (I1–I8, I10) from the
 //! recorded trace and the committed logs, trusting none of the runtime's own
 //! bookkeeping.
 //!
@@ -65,6 +65,14 @@ pub enum Invariant {
     /// Determinism: the same seed or tape gives the same trace, byte for byte
     /// (docs/RULES.md#i9).
     I9,
+    /// Dead letters: with X5's opt-in, a committed delivery of a record the
+    /// logic refuses wrote exactly one record, on the task's partition of
+    /// the stage's dead-letter topic, holding the refused key and value and
+    /// naming its stage, tp and offset, and nothing else; no record the
+    /// logic accepts is dead-lettered; every committed dead letter comes
+    /// from one committed delivery, and names a record no other does
+    /// (docs/RULES.md#i10).
+    I10,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -83,6 +91,7 @@ impl Invariant {
             Invariant::I7 => "exactly-once outputs",
             Invariant::I8 => "liveness",
             Invariant::I9 => "determinism",
+            Invariant::I10 => "dead letters",
             Invariant::Property(_) => "user property",
         }
     }
@@ -640,6 +649,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     let committed = checker.replay_trace();
     checker.check_committed_histories(&committed);
     checker.check_outputs_and_state(&committed);
+    checker.check_dead_letter_logs();
     checker.check_liveness(&committed);
     checker.locate_related();
     checker.violations.sort_by_key(|violation| violation.step);
@@ -1009,7 +1019,18 @@ impl<'a> Checker<'a> {
             .on(at)
             .about(tp, offset);
         }
-        let Some(stamp) = self.tps.stamp(id, offset) else {
+        let dead_letters = self
+            .input
+            .app
+            .stage(&at.task.stage)
+            .is_some_and(|plan| plan.dead_letter.is_some());
+        let stamp = match self.tps.stamp(id, offset) {
+            // X5's opt-in: a stamp that does not decode is dead-lettered,
+            // with no claims of its own (I10 checks the dead letter).
+            None if dead_letters => Some(Rc::clone(&self.tps.empty)),
+            stamp => stamp,
+        };
+        let Some(stamp) = stamp else {
             self.violation(
                 Invariant::I1,
                 step,
@@ -1339,6 +1360,33 @@ impl<'a> Checker<'a> {
                     plan.stage
                         .replay_record(&delivery.tp.topic, state, delivery.tp, &record)
                 };
+                if let Some(dead_letter) = &plan.dead_letter {
+                    let wrote_dead_letter =
+                        delivery.sent.iter().any(|(tp, _)| tp.topic == *dead_letter);
+                    match &replayed {
+                        Err(error) => {
+                            // Refused: a dead letter and nothing else, and
+                            // no slot change (the fold goes on without it).
+                            let error = error.clone();
+                            self.check_dead_letter(&task, dead_letter, delivery, &record, &error);
+                            continue;
+                        }
+                        Ok(_) if wrote_dead_letter => {
+                            self.violation(
+                                Invariant::I10,
+                                delivery.step,
+                                format!(
+                                    "task {task} dead-lettered {}@{}, which its logic accepts",
+                                    delivery.tp, delivery.offset
+                                ),
+                            )
+                            .on(delivery.at)
+                            .about(delivery.tp, delivery.offset);
+                            continue;
+                        }
+                        Ok(_) => {}
+                    }
+                }
                 let replayed = match replayed {
                     Ok(replayed) => replayed,
                     Err(error) => {
@@ -1392,7 +1440,13 @@ impl<'a> Checker<'a> {
                     .iter()
                     .map(|sink| sink.name.clone())
                     .chain(plan.changelog.clone())
+                    .chain(plan.dead_letter.clone())
             })
+            .collect();
+        let dead_letter_topics: BTreeSet<TopicName> = app
+            .stages()
+            .iter()
+            .filter_map(|plan| plan.dead_letter.clone())
             .collect();
         for topic in written {
             let partitions = self
@@ -1412,12 +1466,17 @@ impl<'a> Checker<'a> {
                     .map(|(offset, _)| offset)
                     .filter(|&offset| !marks.get(offset as usize).copied().unwrap_or(false))
                     .collect();
+                let invariant = if dead_letter_topics.contains(&topic) {
+                    Invariant::I10
+                } else {
+                    Invariant::I7
+                };
                 for offset in unaccounted {
                     let writer = self.writer_of(&tp, offset);
                     let step = writer.map_or(0, |entry| entry.step);
                     let violation = self
                         .violation(
-                            Invariant::I7,
+                            invariant,
                             step,
                             format!(
                                 "{tp}@{offset} is committed but no committed delivery wrote it"
@@ -1440,6 +1499,103 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// I10 over every committed record of every dead-letter topic: it reads
+    /// as a dead letter, and names a record no other committed dead letter
+    /// names (exactly once).
+    fn check_dead_letter_logs(&mut self) {
+        let app: &'a App = self.input.app;
+        for plan in app.stages() {
+            let Some(topic) = &plan.dead_letter else {
+                continue;
+            };
+            let partitions = self
+                .input
+                .assembly
+                .partitions_of(topic.as_str())
+                .unwrap_or(0);
+            let mut named: BTreeMap<(Tp, u64), (Tp, u64)> = BTreeMap::new();
+            for partition in 0..partitions {
+                let tp = Tp::new(topic.clone(), partition);
+                let id = self.tps.id(&tp);
+                let Some(log) = self.tps.log(id) else {
+                    continue;
+                };
+                for (offset, data) in log.read_committed() {
+                    match parsley::DeadLetter::from_record(data) {
+                        Err(error) => {
+                            self.violation(
+                                Invariant::I10,
+                                0,
+                                format!("{tp}@{offset} on dead-letter topic {topic} is not a dead letter: {error}"),
+                            )
+                            .about(&tp, offset);
+                        }
+                        Ok(letter) => {
+                            let source = (letter.tp.clone(), letter.offset);
+                            if let Some(first) = named.insert(source, (tp.clone(), offset)) {
+                                self.violation(
+                                    Invariant::I10,
+                                    0,
+                                    format!("{}@{} is dead-lettered twice in the committed logs: at {}@{} and {tp}@{offset}", letter.tp, letter.offset, first.0, first.1),
+                                )
+                                .about(&tp, offset)
+                                .naming(Relation::Delivering, &letter.tp, letter.offset, None);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// I10 for one committed delivery of a record the logic refuses, in a
+    /// stage with X5's opt-in: it wrote one record, on the task's partition
+    /// of the dead-letter topic, with the refused key and value and headers
+    /// naming its stage, tp and offset; no emission and no changelog record.
+    fn check_dead_letter(
+        &mut self,
+        task: &TaskId,
+        dead_letter: &TopicName,
+        delivery: &Delivery<'a>,
+        record: &ConsumedRecord,
+        error: &str,
+    ) {
+        let delivered = format!("{}@{}", delivery.tp, delivery.offset);
+        let expected_tp = Tp::new(dead_letter.clone(), task.partition);
+        let problem = match delivery.sent {
+            [] => Some(format!("task {task} committed the delivery of {delivered}, which its logic refuses ({error}), but wrote no dead letter")),
+            [(tp, offset)] if *tp == expected_tp => {
+                let id = self.tps.id(tp);
+                match self.tps.data(id, *offset).map(parsley::DeadLetter::from_record) {
+                    None => Some(format!("task {task}: the dead letter {tp}@{offset} of {delivered} is not in the log")),
+                    Some(Err(not)) => Some(format!("task {task}: {tp}@{offset}, written for {delivered}, is not a dead letter: {not}")),
+                    Some(Ok(letter)) => {
+                        if letter.tp != *delivery.tp || letter.offset != delivery.offset {
+                            Some(format!("task {task}: the dead letter {tp}@{offset} of {delivered} names {}@{}", letter.tp, letter.offset))
+                        } else if letter.stage != task.stage {
+                            Some(format!("task {task}: the dead letter {tp}@{offset} of {delivered} names stage {:?}", letter.stage))
+                        } else if letter.key != record.data.key || letter.value != record.data.value {
+                            Some(format!("task {task}: the dead letter {tp}@{offset} does not hold the key and value of {delivered}"))
+                        } else if letter.kind == parsley::DeadLetterKind::Skipped {
+                            Some(format!("task {task}: {delivered} is dead-lettered as skipped, but the simulation skips nothing"))
+                        } else {
+                            None
+                        }
+                    }
+                }
+            }
+            sent => Some(format!(
+                "task {task} committed the delivery of {delivered}, which its logic refuses ({error}); it must write one dead letter to {expected_tp} and nothing else, but wrote {}",
+                sent.iter().map(|(tp, offset)| format!("{tp}@{offset}")).collect::<Vec<_>>().join(", ")
+            )),
+        };
+        if let Some(message) = problem {
+            self.violation(Invariant::I10, delivery.step, message)
+                .on(delivery.at)
+                .about(delivery.tp, delivery.offset);
         }
     }
 

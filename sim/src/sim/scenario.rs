@@ -8,7 +8,7 @@
 //! 1-based line and the field (see [`ScenarioError`]).
 //!
 //! ```toml
-//! topology = "balances"          # required: a name of the registry (parsley-sim: balances, audit-cut, timers, chain, fan-in, diamond, fan-out)
+//! topology = "balances"          # required: a name of the registry (parsley-sim: balances, audit-cut, timers, chain, fan-in, diamond, fan-out, dead-letter)
 //! partitions = 4                 # required: partitions of every source topic, 1..=64
 //! instances = 2                  # application instances sharing the tasks, 1..=8 (default 1)
 //! seeds = { start = 0, count = 2000 }  # required: runs seeds start..start+count, count >= 1
@@ -765,6 +765,7 @@ mod tests {
             "fan-in",
             "diamond",
             "fan-out",
+            "dead-letter",
         ]
     }
 
@@ -956,6 +957,7 @@ mod tests {
                 "audit-cut",
                 "balances",
                 "chain",
+                "dead-letter",
                 "diamond",
                 "fan-in",
                 "fan-out",

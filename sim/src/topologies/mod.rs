@@ -114,6 +114,24 @@ pub fn balances_stage_every(topics: &PaymentsTopics, interval: Duration) -> Stag
         .build()
 }
 
+/// [`balances_stage_every`] with X5's opt-in: the orders its logic refuses
+/// (negative amounts) are dead-lettered to `<application.id>-balances-dlq`
+/// instead of stopping the task.
+pub fn balances_stage_dead_letters(topics: &PaymentsTopics, interval: Duration) -> Stage {
+    let audits = topics.audits.clone();
+    Stage::named("balances")
+        .state(I64, || 0i64)
+        .on(&topics.orders, |balance: i64, order| {
+            checked(order.value().total()).map(|total| Step::of(balance - total))
+        })
+        .ticks(interval, move |tick| {
+            vec![audits.send(None, format!("cut@{}", tick.timestamp))]
+        })
+        .into(&topics.audits)
+        .dead_letter_queue()
+        .build()
+}
+
 /// The `payments` application with the `balances` stage: a balance per account folded from orders, and a cut emitted on every tick.
 pub fn balances(topics: &PaymentsTopics) -> Result<App, CompositionError> {
     Parsley::named("payments")

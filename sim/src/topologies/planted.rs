@@ -7,7 +7,7 @@ use crate::sim::checker::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 11] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 12] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -23,6 +23,11 @@ pub const PLANTED: [(Mutation, &str, Invariant); 11] = [
     (Mutation::TickOnPartitionZero, "balances", Invariant::I4),
     (Mutation::TickAtRecordTime, "balances", Invariant::I4),
     (Mutation::SharedGroup, "diamond", Invariant::I2),
+    (
+        Mutation::DeadLetterDropsRecord,
+        "dead-letter",
+        Invariant::I10,
+    ),
 ];
 
 #[cfg(test)]

@@ -97,6 +97,15 @@ pub fn timers(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
         .timer_scheduler(&topics.requests, &topics.fires))
 }
 
+/// `dead-letter`: the balances stage with X5's opt-in: the orders its logic
+/// refuses go to `payments-balances-dlq` and the task keeps running.
+pub fn dead_letter(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = PaymentsTopics::new();
+    let stage = topologies::balances_stage_dead_letters(&topics, tick_interval(settings));
+    let app = parsley::Parsley::named("payments").stage(stage).build()?;
+    Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
+}
+
 /// Every example topology by the name scenario files use.
 pub fn registry() -> Registry {
     Registry::new()
@@ -107,4 +116,5 @@ pub fn registry() -> Registry {
         .topology("fan-in", fan_in)
         .topology("diamond", diamond)
         .topology("fan-out", fan_out)
+        .topology("dead-letter", dead_letter)
 }
