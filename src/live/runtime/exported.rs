@@ -55,6 +55,8 @@ impl Exported {
                 + current.transactions_aborted_total,
             records_redelivered_total: earlier.records_redelivered_total
                 + current.records_redelivered_total,
+            records_dead_lettered_total: earlier.records_dead_lettered_total
+                + current.records_dead_lettered_total,
         }
     }
 
@@ -85,6 +87,10 @@ impl Exported {
             (
                 "parsley_records_redelivered_total",
                 metrics.records_redelivered_total,
+            ),
+            (
+                "parsley_records_dead_lettered_total",
+                metrics.records_dead_lettered_total,
             ),
         ] {
             metrics::counter!(name, labels).absolute(value);
