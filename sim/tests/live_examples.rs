@@ -172,6 +172,137 @@ async fn group_membership_moves_a_dead_instances_tasks_and_gives_a_new_one_its_s
     }
 }
 
+// ----- past a poison record -----
+
+/// X5's operator path on a real broker. The stage declares its dead-letter
+/// topic: orders its logic refuses (negative amounts) go there with their
+/// error while the task runs on. A record whose claim can never resolve
+/// (G6) still stops the instance, exit code 1, with its committed position
+/// before it; `parsley-live skip` dead-letters that one record as skipped,
+/// and the instance started again drains the rest. Everything committed
+/// audits clean, the dead-letter topic holds exactly the refused and the
+/// skipped records, and the state is the fold of the accepted orders.
+#[tokio::test(flavor = "multi_thread")]
+async fn x5_dead_letters_and_the_skip_command_get_past_poison_records() {
+    let Some(config) = test_broker() else { return };
+    let live = set_up(&config, TopologyName::DeadLetter, "dlq", 2).await;
+    let producer = live.client.plain_producer().expect("a producer");
+    let orders = live.topology.inputs[0].name.clone();
+    let append = |key: &str, amount: i64, headers: Vec<parsley::Header>| {
+        let (key, value) = live.topology.encode_input(0, key, amount);
+        let data = parsley::RecordData {
+            key: Some(key),
+            value: Some(value),
+            headers,
+            timestamp: 0,
+        };
+        let tp = parsley::Tp::new(orders.clone(), 0);
+        let producer = &producer;
+        async move { producer.append(&tp, &data).await.expect("appended") }
+    };
+    let mut plan = live.produce(100, 41).await;
+    let refused = [
+        append("account-1", -5, vec![]).await,
+        append("account-2", -7, vec![]).await,
+    ];
+    // A claim far beyond the log end of its own tp: it never resolves (G6).
+    let beyond = parsley::Claim::new(parsley::Tp::new(orders.clone(), 0), 1_000_000);
+    let stamp = parsley::header::stamp_header(&parsley::Stamp::from_claims([beyond]));
+    let poison = append("account-3", 9, vec![stamp]).await;
+    let after = live.produce(100, 42).await;
+
+    let mut first = live.command("0/1").spawn().expect("spawn parsley-live");
+    let until = std::time::Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = first.try_wait().expect("status") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the poison record did not stop the instance"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a stopped task stops the instance with exit code 1"
+    );
+
+    let skipped = std::process::Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+        .args(["skip", "dead-letter", "--namespace", &live.namespace])
+        .args(["--bootstrap", &live.client.config().bootstrap_servers])
+        .args([
+            "--stage",
+            "balances",
+            "--topic",
+            "orders",
+            "--partition",
+            "0",
+        ])
+        .args(["--offset", &poison.to_string()])
+        .output()
+        .expect("parsley-live skip");
+    let said = String::from_utf8_lossy(&skipped.stdout);
+    assert!(
+        skipped.status.success() && said.contains(&format!("@{poison} dead-lettered as skipped")),
+        "skip: {said} {}",
+        String::from_utf8_lossy(&skipped.stderr)
+    );
+    // Skipping it again is refused: it is behind the committed position.
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+        .args(["skip", "dead-letter", "--namespace", &live.namespace])
+        .args(["--bootstrap", &live.client.config().bootstrap_servers])
+        .args([
+            "--stage",
+            "balances",
+            "--topic",
+            "orders",
+            "--partition",
+            "0",
+        ])
+        .args(["--offset", &poison.to_string()])
+        .output()
+        .expect("parsley-live skip");
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "a second skip of the same record is refused"
+    );
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("delivered already"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    let mut second = live.command("0/1").spawn().expect("spawn parsley-live");
+    live.wait_caught_up().await;
+    terminate(&mut second);
+    plan.extend(after);
+
+    let read = live.read_and_audit().await;
+    live.assert_state_is_the_fold(&read, &plan);
+    let dlq = format!("{}-balances-dlq", live.topology.app.id());
+    let mut dead: Vec<(parsley::DeadLetterKind, u64)> = read
+        .topic(&dlq)
+        .iter()
+        .map(|(_, record)| {
+            let letter = parsley::DeadLetter::from_record(&record.data).expect("a dead letter");
+            (letter.kind, letter.offset)
+        })
+        .collect();
+    dead.sort_by_key(|(_, offset)| *offset);
+    let expected = vec![
+        (parsley::DeadLetterKind::Logic, refused[0]),
+        (parsley::DeadLetterKind::Logic, refused[1]),
+        (parsley::DeadLetterKind::Skipped, poison),
+    ];
+    assert_eq!(
+        dead, expected,
+        "the dead-letter topic holds the refused and the skipped records"
+    );
+}
+
 // ----- conformance -----
 
 /// The same inputs through the TestDriver: the committed logs of its model.

@@ -46,7 +46,7 @@ pub use client::{
 };
 pub use error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
 pub use runtime::{
-    assemble_on, create_topics, membership_topic, Assignment, FailurePolicy, GroupMembership,
-    InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper, TaskEnd, TaskEndKind, TaskRun,
-    TopicSetup,
+    assemble_on, create_topics, membership_topic, skip_record, Assignment, FailurePolicy,
+    GroupMembership, InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper, TaskEnd,
+    TaskEndKind, TaskRun, TopicSetup,
 };

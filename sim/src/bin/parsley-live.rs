@@ -6,6 +6,8 @@
 //!   then commits what is pending and exits; instances share the tasks
 //!   through Kafka's group membership (`--instance INDEX/COUNT` for a
 //!   static share instead);
+//! - `skip` gets a stopped task past one named record: the record is
+//!   dead-lettered as skipped in the task's transaction (X5);
 //! - `audit` reads the committed topics back with `read_committed` and runs
 //!   the log-only checks of the simulator's checker on them.
 //!
@@ -24,8 +26,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parsley::assembly::Assembly;
 use parsley::live::{
-    assemble_on, create_topics, membership_topic, GroupMembership, InstanceShare, LiveClient,
-    LiveConfig, LiveError, Runtime, RuntimeConfig, BOOTSTRAP_ENV,
+    assemble_on, create_topics, membership_topic, skip_record, GroupMembership, InstanceShare,
+    LiveClient, LiveConfig, LiveError, Runtime, RuntimeConfig, BOOTSTRAP_ENV,
 };
 use parsley_sim::audit::audit;
 use parsley_sim::live::{namespaced, plan_inputs, produce_inputs, read_committed, task_status};
@@ -64,6 +66,29 @@ enum Command {
     /// Print each task's committed position, log end, lag and state, read
     /// from the cluster (whether or not an instance runs).
     Status(Common),
+    /// Get a stopped task past one record (X5): dead-letter the record at
+    /// TOPIC-PARTITION@OFFSET as skipped, in the task's own transaction, and
+    /// commit; then start the instances again. The stage must declare a
+    /// dead-letter topic.
+    Skip(SkipArgs),
+}
+
+#[derive(Args)]
+struct SkipArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The stage whose task stopped.
+    #[arg(long)]
+    stage: String,
+    /// The topic of the record to skip (a source of the stage).
+    #[arg(long)]
+    topic: String,
+    /// Its partition, which is the task's.
+    #[arg(long)]
+    partition: u32,
+    /// Its offset, as the task's stop error names it.
+    #[arg(long)]
+    offset: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -73,6 +98,7 @@ enum Example {
     Chain,
     FanIn,
     Diamond,
+    DeadLetter,
 }
 
 impl Example {
@@ -83,6 +109,7 @@ impl Example {
             Example::Chain => TopologyName::Chain,
             Example::FanIn => TopologyName::FanIn,
             Example::Diamond => TopologyName::Diamond,
+            Example::DeadLetter => TopologyName::DeadLetter,
         }
     }
 }
@@ -229,6 +256,7 @@ async fn main() -> ExitCode {
         Command::Run(args) => run(args).await,
         Command::Audit(args) => audit_command(args).await,
         Command::Status(args) => status(args).await,
+        Command::Skip(args) => skip(args).await,
     }
 }
 
@@ -327,6 +355,45 @@ async fn run(args: RunArgs) -> ExitCode {
         ExitCode::from(EXIT_FENCED)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+async fn skip(args: SkipArgs) -> ExitCode {
+    let (client, topology) = match client_and_topology(&args.common) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let topic = format!("{}{}", args.common.namespace, args.topic);
+    let tp = parsley::Tp::new(topic, args.partition);
+    let task = parsley::task::TaskId {
+        stage: args.stage,
+        partition: args.partition,
+    };
+    let config = RuntimeConfig::new(client.config().clone());
+    match skip_record(
+        Arc::new(topology.app),
+        config,
+        task.clone(),
+        tp.clone(),
+        args.offset,
+    )
+    .await
+    {
+        Ok(metrics) => {
+            println!(
+                "task {task}: {tp}@{} dead-lettered as skipped and committed ({} records delivered)",
+                args.offset, metrics.records_delivered_total
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) if error.is_unreachable() => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_FAILED)
+        }
     }
 }
 

@@ -41,12 +41,14 @@ pub fn namespaced(
         orders,
     };
     let (app, inputs, cross_claims) = match name {
-        TopologyName::Balances | TopologyName::AuditCut => {
+        TopologyName::Balances | TopologyName::AuditCut | TopologyName::DeadLetter => {
             let topics = PaymentsTopics::with_prefix(namespace);
-            let stage = if name == TopologyName::Balances {
-                topologies::balances_stage_every(&topics, tick_interval)
-            } else {
-                topologies::audit_cut_stage_every(&topics, tick_interval)
+            let stage = match name {
+                TopologyName::Balances => topologies::balances_stage_every(&topics, tick_interval),
+                TopologyName::DeadLetter => {
+                    topologies::balances_stage_dead_letters(&topics, tick_interval)
+                }
+                _ => topologies::audit_cut_stage_every(&topics, tick_interval),
             };
             let app = Parsley::named(topic("payments")).stage(stage).build()?;
             (app, vec![input(topics.orders.name(), true)], false)
@@ -133,7 +135,9 @@ pub fn expected_balances(
     let mut balances = BTreeMap::new();
     for input in plan {
         let change = match (topology.name, input.input) {
-            (TopologyName::Balances | TopologyName::AuditCut, _) => -input.amount,
+            (TopologyName::Balances | TopologyName::AuditCut | TopologyName::DeadLetter, _) => {
+                -input.amount
+            }
             (TopologyName::FanIn, 0) => input.amount,
             (TopologyName::FanIn, _) => -input.amount,
             _ => return None,

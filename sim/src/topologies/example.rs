@@ -29,17 +29,21 @@ pub enum TopologyName {
     FanIn,
     /// A diamond: two stages consume one source (X6), a third joins them.
     Diamond,
+    /// The balances stage with X5's dead-letter opt-in: refused orders go
+    /// to `<app>-balances-dlq`.
+    DeadLetter,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 6] = [
+    pub const ALL: [TopologyName; 7] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
         TopologyName::Chain,
         TopologyName::FanIn,
         TopologyName::Diamond,
+        TopologyName::DeadLetter,
     ];
 
     /// The name as written in scenario files.
@@ -51,6 +55,7 @@ impl TopologyName {
             TopologyName::Chain => "chain",
             TopologyName::FanIn => "fan-in",
             TopologyName::Diamond => "diamond",
+            TopologyName::DeadLetter => "dead-letter",
         }
     }
 }
@@ -95,6 +100,12 @@ impl ExampleTopology {
             TopologyName::Balances => {
                 let topics = PaymentsTopics::new();
                 let stage = topologies::balances_stage_every(&topics, tick_interval);
+                let app = parsley::Parsley::named("payments").stage(stage).build();
+                (app, vec![input(topics.orders.name(), true)], None, false)
+            }
+            TopologyName::DeadLetter => {
+                let topics = PaymentsTopics::new();
+                let stage = topologies::balances_stage_dead_letters(&topics, tick_interval);
                 let app = parsley::Parsley::named("payments").stage(stage).build();
                 (app, vec![input(topics.orders.name(), true)], None, false)
             }

@@ -150,6 +150,7 @@ fn example_name(name: TopologyName) -> &'static str {
         TopologyName::FanIn => "fan-in",
         TopologyName::Timers => "timers",
         TopologyName::Diamond => "diamond",
+        TopologyName::DeadLetter => "dead-letter",
     }
 }
 

@@ -1,7 +1,7 @@
 //! What stops a live task or an instance.
 
 use crate::assembly::AssemblyError;
-use crate::task::{TaskError, TaskId};
+use crate::task::{SkipError, TaskError, TaskId};
 use crate::tp::Tp;
 
 use super::super::error::LiveError;
@@ -98,6 +98,24 @@ pub enum RuntimeError {
         group: String,
         /// librdkafka's error.
         reason: String,
+    },
+
+    /// The operator's skip was refused: nothing was skipped.
+    #[error(transparent)]
+    Skip(#[from] SkipError),
+
+    /// The task did not reach the record to skip in time: nothing was
+    /// skipped.
+    #[error("task {task}: {tp}@{offset} was not reached within {}s; nothing was skipped", patience.as_secs_f64())]
+    SkipNotReached {
+        /// The task.
+        task: TaskId,
+        /// The record's tp.
+        tp: Tp,
+        /// Its offset.
+        offset: u64,
+        /// How long the task ran.
+        patience: std::time::Duration,
     },
 
     /// The task's thread panicked, or could not be started.

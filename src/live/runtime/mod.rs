@@ -378,6 +378,37 @@ impl Runtime {
     }
 }
 
+/// The operator's path past a record that stopped a task (X5, the skip):
+/// checks `app` against the cluster, starts `task` from its committed
+/// checkpoint, dead-letters the record at `tp`@`offset` (headers say it was
+/// skipped), and returns once that is committed, with the task's metrics.
+/// Run it while no instance runs the task: its producer fences one that
+/// does. The stage must declare a dead-letter topic
+/// ([`SkipError::NoDeadLetterTopic`](crate::task::SkipError) otherwise);
+/// an offset the task delivered already, one that is no record, or one not
+/// reached within the calls' deadline times four is refused, and nothing is
+/// skipped.
+pub async fn skip_record(
+    app: Arc<App>,
+    config: RuntimeConfig,
+    task: TaskId,
+    tp: crate::tp::Tp,
+    offset: u64,
+) -> Result<crate::task::TaskMetrics, RuntimeError> {
+    let client = LiveClient::new(config.live.clone())?;
+    let assembly = assemble_on(&client, &app).await?;
+    let patience = config.live.deadline() * 4;
+    let id = task.clone();
+    tokio::task::spawn_blocking(move || {
+        task_loop::skip_record(&app, &assembly, &id, config, &tp, offset, patience)
+    })
+    .await
+    .map_err(|error| RuntimeError::Panicked {
+        task,
+        reason: error.to_string(),
+    })?
+}
+
 /// Resolves on SIGINT or, on Unix, SIGTERM.
 fn shutdown_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
     Box::pin(async {

@@ -163,6 +163,48 @@ pub(crate) fn run_task(
     }
 }
 
+/// The operator's skip (X5): starts task `id` from its committed
+/// checkpoint, has it dead-letter the record at `tp`@`offset` as skipped,
+/// runs it until the transaction holding the dead letter commits, commits
+/// what else is pending and returns how many records it delivered. The
+/// task's producer fences any instance running the task (X4). Gives up with
+/// [`RuntimeError::SkipNotReached`] if the record is not reached within
+/// `patience`.
+pub(crate) fn skip_record(
+    app: &App,
+    assembly: &Assembly,
+    id: &TaskId,
+    config: RuntimeConfig,
+    tp: &Tp,
+    offset: u64,
+    patience: Duration,
+) -> Result<TaskMetrics, RuntimeError> {
+    let mut driver = TaskDriver::start(app, assembly, id, config)?;
+    driver.task.skip(tp, offset)?;
+    let exported = Exported::new(app.id(), id);
+    let until = Instant::now() + patience;
+    while driver.task.pending_skip().is_some() {
+        if Instant::now() >= until {
+            driver.abort_quietly();
+            return Err(RuntimeError::SkipNotReached {
+                task: id.clone(),
+                tp: tp.clone(),
+                offset,
+                patience,
+            });
+        }
+        if let Err(Exit::Failed(error)) = driver.step(&exported) {
+            driver.abort_quietly();
+            return Err(error);
+        }
+    }
+    if let Err(Exit::Failed(error)) = driver.shut_down() {
+        return Err(error);
+    }
+    tracing::info!(app = app.id(), task = %id, %tp, offset, "record skipped to the dead-letter topic");
+    Ok(driver.task.metrics())
+}
+
 /// The pause before restart number `restarts` (from 1): 250 ms, doubling,
 /// at most 8 s.
 fn restart_pause(restarts: u32) -> Duration {
