@@ -572,16 +572,35 @@ struct DeliveryContext;
 
 impl ClientContext for DeliveryContext {}
 
-impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = Box<oneshot::Sender<Reply>>;
+/// Who waits for a record's delivery report.
+enum Waiter {
+    /// Nobody: a transaction's commit fails if any of its records failed,
+    /// so the runtime sends without a report per record. One shared
+    /// instance serves every such record: no allocation per send.
+    Nobody,
+    /// A [`Delivery`].
+    One(Mutex<Option<oneshot::Sender<Reply>>>),
+}
 
-    fn delivery(&self, result: &DeliveryResult<'_>, reply: Self::DeliveryOpaque) {
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = Arc<Waiter>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, waiter: Self::DeliveryOpaque) {
+        let Waiter::One(reply) = &*waiter else {
+            return;
+        };
         let outcome = match result {
             Ok(message) => Ok(message.offset()),
             Err((error, _)) => Err(error.clone()),
         };
+        let taken = reply
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         // The receiver may be gone (a dropped Delivery): nobody is waiting.
-        let _ = reply.send(outcome);
+        if let Some(reply) = taken {
+            let _ = reply.send(outcome);
+        }
     }
 }
 
@@ -656,7 +675,8 @@ fn send_failure(producer: &KafkaProducer, name: &str, tp: &Tp, source: KafkaErro
     }
 }
 
-/// Queues `record` for `tp` on `producer`; never blocks.
+/// Queues `record` for `tp` on `producer` with a report for a [`Delivery`];
+/// never blocks.
 fn enqueue(
     producer: &Arc<KafkaProducer>,
     name: &str,
@@ -664,6 +684,25 @@ fn enqueue(
     record: &RecordData,
 ) -> Result<Delivery, LiveError> {
     let (reply, wait) = oneshot::channel();
+    let waiter = Arc::new(Waiter::One(Mutex::new(Some(reply))));
+    queue(producer, name, tp, record, waiter)?;
+    Ok(Delivery {
+        reply: wait,
+        tp: tp.clone(),
+        producer: name.to_owned(),
+        handle: Arc::downgrade(producer),
+    })
+}
+
+/// Queues `record` for `tp` on `producer`, reporting its delivery to
+/// `waiter`; never blocks, but waits out a full local queue.
+fn queue(
+    producer: &Arc<KafkaProducer>,
+    name: &str,
+    tp: &Tp,
+    record: &RecordData,
+    waiter: Arc<Waiter>,
+) -> Result<(), LiveError> {
     let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
     for header in &record.headers {
         headers = headers.insert(KafkaHeader {
@@ -672,7 +711,7 @@ fn enqueue(
         });
     }
     let mut base: BaseRecord<'_, [u8], [u8], _> =
-        BaseRecord::with_opaque_to(tp.topic.as_str(), Box::new(reply))
+        BaseRecord::with_opaque_to(tp.topic.as_str(), waiter)
             .partition(kafka_partition(tp))
             .headers(headers);
     // Kafka's "no timestamp" is -1: let the producer stamp the time then.
@@ -700,12 +739,7 @@ fn enqueue(
             Err((source, _)) => return Err(send_failure(producer, name, tp, source)),
         }
     }
-    Ok(Delivery {
-        reply: wait,
-        tp: tp.clone(),
-        producer: name.to_owned(),
-        handle: Arc::downgrade(producer),
-    })
+    Ok(())
 }
 
 /// A transactional producer: the model's producer handle plus its
@@ -718,6 +752,8 @@ pub struct TxnProducer {
     /// `send_offsets_to_transaction` needs a group's metadata, which only a
     /// consumer of the group can make; made once per group.
     groups: Mutex<HashMap<String, Arc<ConsumerGroupMetadata>>>,
+    /// The waiter of every record sent without a report.
+    nobody: Arc<Waiter>,
 }
 
 impl TxnProducer {
@@ -739,6 +775,7 @@ impl TxnProducer {
             transactional_id: transactional_id.to_owned(),
             config: config.clone(),
             groups: Mutex::new(HashMap::new()),
+            nobody: Arc::new(Waiter::Nobody),
         })
     }
 
@@ -881,6 +918,20 @@ impl TxnProducer {
     /// Queues a record in the open transaction without waiting for it.
     pub fn enqueue(&self, tp: &Tp, record: &RecordData) -> Result<Delivery, LiveError> {
         enqueue(&self.inner, &self.transactional_id, tp, record)
+    }
+
+    /// Queues a record in the open transaction with no delivery report:
+    /// [`TxnProducer::commit`] flushes it and fails if it failed. What the
+    /// runtime sends with; nothing is allocated per record beyond
+    /// librdkafka's own copy.
+    pub fn enqueue_unreported(&self, tp: &Tp, record: &RecordData) -> Result<(), LiveError> {
+        queue(
+            &self.inner,
+            &self.transactional_id,
+            tp,
+            record,
+            Arc::clone(&self.nobody),
+        )
     }
 
     /// Sends a record in the open transaction and returns its offset.

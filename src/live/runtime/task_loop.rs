@@ -522,9 +522,8 @@ impl TaskDriver {
         }
         self.ensure_transaction()?;
         for record in records {
-            match self.producer.enqueue(&record.tp, &record.data) {
-                Ok(delivery) => drop(delivery),
-                Err(error) => return self.on_transaction_error(error),
+            if let Err(error) = self.producer.enqueue_unreported(&record.tp, &record.data) {
+                return self.on_transaction_error(error);
             }
         }
         Ok(())
