@@ -210,6 +210,45 @@ async fn c3_wrong_tick_partition_count_stops_start_up() {
     );
 }
 
+/// Group membership: the instances' topic `<app>.instances` is made at
+/// start with a partition per task; one of another size (the application's
+/// tasks changed) stops start-up, naming the topic and both counts.
+#[tokio::test(flavor = "multi_thread")]
+async fn group_membership_refuses_a_membership_topic_of_another_size() {
+    let Some(live) = live_config() else { return };
+    let client = LiveClient::new(live.clone()).expect("client");
+    let app = sums(Duration::from_secs(60));
+    create_topics(&client, &app.app, 2, &Default::default())
+        .await
+        .expect("topics");
+    let topic = parsley::live::membership_topic(app.app.id());
+    client
+        .create_topic(&topic, 5)
+        .await
+        .expect("a membership topic of 5");
+    let group = config(live).with_group(parsley::live::GroupMembership::default());
+    let error = match Runtime::start(Arc::new(app.app), group).await {
+        Ok(_) => panic!("5 partitions for 2 tasks must stop start-up"),
+        Err(error) => error,
+    };
+    let text = error.to_string();
+    assert!(
+        matches!(
+            error,
+            RuntimeError::MembershipTopic {
+                found: 5,
+                tasks: 2,
+                ..
+            }
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&topic) && text.contains("delete it"),
+        "{text}"
+    );
+}
+
 /// C4: the helper creates every topic the probe lists, derived ones sized
 /// from the sources, with the suggested settings; the assembly then passes.
 #[tokio::test(flavor = "multi_thread")]
