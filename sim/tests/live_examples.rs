@@ -44,34 +44,50 @@ use live_common::{set_up, terminate, Live, PATIENCE, TICK};
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_past_its_deadline_restarts_the_task_and_loses_nothing() {
     let Some(config) = test_broker() else { return };
-    let live = set_up(&config, TopologyName::Balances, "stall", 2).await;
-    let timeout = Duration::from_secs(2);
-    let deadline = live
-        .client
-        .config()
-        .clone()
-        .with_timeout(timeout)
-        .deadline();
+    let config = config.with_timeout(Duration::from_secs(2));
+    let stall = config.deadline() * 3;
+    restarts_once_and_loses_nothing(config, "stall", stall).await;
+}
+
+/// A task whose transaction the broker aborted notices and restarts: with
+/// a 3 s `transaction.timeout.ms`, task balances/0's
+/// `send_offsets_to_transaction` is held back 6 s (inside the call's
+/// deadline), so the broker aborts the open transaction and bumps the
+/// producer's epoch meanwhile. The producer then reports itself fenced,
+/// although no other owner exists: the runtime tells the two apart by how
+/// long the transaction was open and restarts the task instead of ending it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transaction_the_broker_aborted_restarts_the_task_and_loses_nothing() {
+    let Some(config) = test_broker() else { return };
+    let config = config
+        .with_timeout(Duration::from_secs(10))
+        .with_transaction_timeout(Duration::from_secs(3));
+    restarts_once_and_loses_nothing(config, "txn-timeout", Duration::from_secs(6)).await;
+}
+
+/// Holds back one `send_offsets_to_transaction` of task balances/0 by
+/// `stall` under `config`, with input before and after; asserts that task
+/// restarted exactly once inside the instance, no task ended, and what was
+/// committed audits clean and folds to the inputs.
+async fn restarts_once_and_loses_nothing(
+    config: parsley::live::LiveConfig,
+    kind: &str,
+    stall: Duration,
+) {
+    let live = set_up(&config, TopologyName::Balances, kind, 2).await;
     let transactional_id = format!("{}-balances-0", live.topology.app.id());
-    parsley::live::faults::stall_next(
-        parsley::live::TxnOp::SendOffsets,
-        &transactional_id,
-        deadline * 3,
-    );
+    parsley::live::faults::stall_next(parsley::live::TxnOp::SendOffsets, &transactional_id, stall);
     let mut plan = live.produce(200, 21).await;
     let runtime = Runtime::start(
         Arc::new(live.topology.app.clone()),
-        RuntimeConfig::new(live.client.config().clone().with_timeout(timeout)),
+        RuntimeConfig::new(config),
     )
     .await
     .expect("start");
     plan.extend(live.produce(200, 22).await);
     live.wait_caught_up().await;
     let ended = runtime.take_ended();
-    assert!(
-        ended.is_empty(),
-        "no task ends on an abandoned call: {ended:?}"
-    );
+    assert!(ended.is_empty(), "no task ends: {ended:?}");
     runtime.stopper().stop();
     let runs = runtime.wait().await;
     for run in &runs {
