@@ -31,6 +31,12 @@
 //!   as an unexplained output).
 //! * **Checkpoint.** The metadata of the committed offsets is the task's
 //!   checkpoint (history stamp and last tick time, `parsley::task::Checkpoint`).
+//! * **Dead letters** (X5, docs/RULES.md#dead-letter). For a stage with the
+//!   opt-in, task `(stage, p)` alone writes partition `p` of
+//!   `<app>-<stage>-dlq`, in delivery order. A committed delivery whose
+//!   record a committed dead letter there names (`parsley.dlq.topic`,
+//!   `.partition`, `.offset`) is a *dead-lettered delivery*: its only effect
+//!   is that dead letter.
 //!
 //! # Reconstruction
 //!
@@ -51,9 +57,17 @@
 //!    dominates the task's history after the delivery (G5: the history, which
 //!    includes the delivered record's stamp and a claim on it); and each slot
 //!    change must be the next record of the task's changelog partition (slot
-//!    key and value, a tombstone for a deletion);
-//! 4. ends with every committed output of the task matched and every record
-//!    of its changelog partition matched.
+//!    key and value, a tombstone for a deletion). A dead-lettered delivery
+//!    instead matches its dead letter, which must be the next one of the
+//!    task's dead-letter partition, with a stamp that dominates the history
+//!    after the delivery; it emits nothing, changes no slot (the fold goes
+//!    on without it), and the logic must refuse it (or its stamp not decode)
+//!    unless its dead letter is `skipped`. A skipped record goes whatever
+//!    its claims, and the history merges its stamp only if the gate would
+//!    have let it through (docs/RULES.md#skip);
+//! 4. ends with every committed output of the task matched, every record of
+//!    its changelog partition matched and every dead letter of its
+//!    dead-letter partition matched.
 //!
 //! The search is a depth-first search over the deliverable heads, oldest
 //! record timestamp first (the live runtime's order), with backtracking and
@@ -100,19 +114,40 @@
 //!   effects appearing once is the I6/I7 check.
 //! * **I5 (stamp inheritance).** An output whose content matches the
 //!   emission but whose stamp does not dominate the history (in particular
-//!   the delivered record's stamp plus a claim on it); an output of the
-//!   application (sink or tick record) whose stamp header does not decode;
-//!   a checkpoint whose history is not exactly the merge of the stamps of
-//!   the prefix records plus a claim on each (G4, G7: independent of the
-//!   interleaving), or whose lanes carry different checkpoints (X1).
+//!   the delivered record's stamp plus a claim on it), and likewise a dead
+//!   letter; a record of the application (sink, tick or dead-letter record)
+//!   whose stamp header does not decode; a checkpoint whose history is not
+//!   exactly the merge of the stamps of the prefix records plus a claim on
+//!   each (G4, G7: independent of the interleaving; with skipped records, at
+//!   least that without their stamps and at most that with them), or whose
+//!   lanes carry different checkpoints (X1).
 //! * **I6 (state).** A slot change missing from the changelog, a changelog
 //!   record that differs from the fold, a changelog record no committed
-//!   delivery writes, or a committed delivery whose logic fails.
+//!   delivery writes, or a committed delivery whose logic fails (in a stage
+//!   without the dead-letter opt-in; with it, that is I10).
 //! * **I7 (exactly-once outputs).** An emission of a committed delivery with
 //!   no committed record (*lost*); a committed output no committed delivery
 //!   emits (*extra*, or *duplicated* when it repeats an output matched
 //!   before); an output whose stamp claims no lane of any task that writes to
 //!   its topic.
+//! * **I10 (dead letters).** Interleaving-independent, for every committed
+//!   record of a task's dead-letter partition: one that does not read as a
+//!   dead letter (`parsley::DeadLetter::from_record`); one naming another
+//!   stage; one naming a record that is not a committed delivery of the
+//!   task (not in its prefix; an altered offset header shows up here); one
+//!   whose key and value are not those of the record it names; a record
+//!   named by two dead letters (*dead-lettered twice*). From the
+//!   reconstruction: a committed delivery the logic refuses, or whose stamp
+//!   does not decode, with no dead letter, in a stage with the opt-in
+//!   (*record lost*); a dead letter, not `skipped`, for a record the logic
+//!   accepts; dead letters out of delivery order. A dead letter whose stamp
+//!   falls short of the history is I5. `skipped` dead letters are allowed
+//!   (operators skip in real deployments; the simulator's checker, which
+//!   knows nothing was skipped, rejects them): each must still name a
+//!   committed delivery of the task, once. The claims of a skipped record
+//!   are not checked (G6), since skipping is how an operator gets past a
+//!   claim that can never resolve; and with the opt-in a prefix record whose
+//!   stamp does not decode is not I1 but must be dead-lettered.
 //! * **I2 (exactly-once, in order).** A committed group offset beyond its
 //!   tp's log end.
 //!
@@ -128,6 +163,11 @@
 //!   its missing effects (I6, I7); a record whose delivery has no effect can
 //!   be skipped unseen.
 //! * Liveness (I8) and determinism (I9) need runs, not logs.
+//! * Whether a `skipped` dead letter was really the operator's: the logs
+//!   cannot tell a skip from a runtime that dead-lettered a record it should
+//!   have delivered and labelled it `skipped`. Nor is the kind of a refusal
+//!   (`logic`, `codec`, `state-codec`, `bad-stamp`) compared with why the
+//!   replay refuses, nor the `parsley.dlq.message` and `.stamp` headers.
 //! * Claims on tps that were not read, or below a tp's log start
 //!   (retention, compaction), are counted as unverifiable.
 //! * The order in which records became committed is not in a broker's
@@ -143,7 +183,7 @@
 //!   needs two tasks emitting identical bytes to one partition with
 //!   mutually dominating stamps.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use bytes::Bytes;
@@ -152,9 +192,9 @@ use parsley::assembly::Assembly;
 use parsley::header::{self, STAMP_HEADER};
 use parsley::partitioner::partition_for;
 use parsley::record::ConsumedRecord;
-use parsley::stage::{SlotChange, SlotKey};
+use parsley::stage::{Replayed, SlotChange, SlotKey};
 use parsley::task::{tick_of, Checkpoint, CommittedOffset, TaskId};
-use parsley::{App, Claim, Emission, Stamp, Tp};
+use parsley::{App, Claim, DeadLetter, DeadLetterKind, Emission, Stamp, Tp};
 
 use crate::model::{Cluster, Isolation};
 use crate::sim::checker::{Invariant, Violation};
@@ -346,6 +386,12 @@ pub struct AuditSummary {
     pub ticks: usize,
     /// Ticks in a committed history.
     pub ticks_delivered: usize,
+    /// Committed records on dead-letter topics (X5).
+    pub dead_letters: usize,
+    /// Dead letters matched to a committed delivery they stand in for.
+    pub dead_letters_matched: usize,
+    /// Of the dead letters, how many the operator skipped (`skipped`).
+    pub dead_letters_skipped: usize,
     /// Claims found to name a committed record.
     pub claims_checked: usize,
     /// Claims on tps not read, or below a log start.
@@ -394,7 +440,7 @@ impl fmt::Display for AuditReport {
         }
         write!(
             f,
-            "{} records on {} tps; {}/{} tasks reconstructed, {} committed deliveries; {}/{} outputs and {}/{} changelog records matched; {} ticks ({} delivered); {} claims checked, {} unverifiable",
+            "{} records on {} tps; {}/{} tasks reconstructed, {} committed deliveries; {}/{} outputs and {}/{} changelog records matched; {}/{} dead letters matched ({} skipped); {} ticks ({} delivered); {} claims checked, {} unverifiable",
             s.records,
             s.tps,
             s.tasks_reconstructed,
@@ -404,6 +450,9 @@ impl fmt::Display for AuditReport {
             s.outputs,
             s.changelog_matched,
             s.changelog_records,
+            s.dead_letters_matched,
+            s.dead_letters,
+            s.dead_letters_skipped,
             s.ticks,
             s.ticks_delivered,
             s.claims_checked,
@@ -438,7 +487,7 @@ impl fmt::Display for AuditReport {
 /// let cluster = driver.cluster();
 /// let assembly = assemble(&app, &*cluster)?;
 /// let logs = CommittedLogs::from_cluster(&cluster, &app, &assembly);
-/// // ... and check it: no violation of I1, I3-I7.
+/// // ... and check it: no violation of I1, I3-I7, I10.
 /// let report = audit(&app, &assembly, &logs);
 /// assert!(report.is_clean(), "{report}");
 /// assert_eq!(report.summary.outputs_matched, 1);
@@ -466,14 +515,26 @@ pub fn audit_with(
         violations: Vec::new(),
         summary,
     };
-    auditor.check_claims();
-    auditor.check_ticks();
     let tasks = auditor.tasks();
     auditor.summary.tasks = tasks.len();
-    for task in &tasks {
-        auditor.check_checkpoint(task);
+    let dead = auditor.check_dead_letters(&tasks);
+    let skipped: HashSet<(Tp, u64)> = tasks
+        .iter()
+        .zip(&dead)
+        .filter_map(|(task, dead)| Some((task, dead.as_ref()?)))
+        .flat_map(|(task, dead)| {
+            dead.by_source
+                .iter()
+                .filter(|(_, &entry)| dead.entries[entry].1 == DeadLetterKind::Skipped)
+                .map(|(&(lane, offset), _)| (task.lanes[lane].tp.clone(), offset))
+        })
+        .collect();
+    auditor.check_claims(&skipped);
+    auditor.check_ticks();
+    for (task, dead) in tasks.iter().zip(&dead) {
+        auditor.check_checkpoint(task, dead.as_ref());
     }
-    auditor.reconstruct(&tasks);
+    auditor.reconstruct(&tasks, &dead);
     AuditReport {
         violations: auditor.violations,
         summary: auditor.summary,
@@ -526,6 +587,37 @@ struct Out<'a> {
     entries: Vec<(usize, bool)>,
 }
 
+/// A task's partition of its stage's dead-letter topic (X5), with the dead
+/// letters there that name a record of the task's committed prefix.
+struct DeadLetters<'a> {
+    /// `None` when the partition was not read.
+    log: Option<&'a Log<'a>>,
+    /// The dead letters the task's committed deliveries must have written,
+    /// in offset order (so in delivery order): index in `log`, and kind.
+    entries: Vec<(usize, DeadLetterKind)>,
+    /// `(lane, offset)` of the record each entry names, to the entry.
+    by_source: HashMap<(usize, u64), usize>,
+}
+
+impl DeadLetters<'_> {
+    /// The entry that dead-letters `offset` of `lane`, if any.
+    fn entry(&self, lane: usize, offset: u64) -> Option<usize> {
+        self.by_source.get(&(lane, offset)).copied()
+    }
+
+    /// Whether the operator skipped `offset` of `lane`: it goes whatever
+    /// its claims (docs/RULES.md#skip).
+    fn skips(&self, lane: usize, offset: u64) -> bool {
+        self.entry(lane, offset)
+            .is_some_and(|entry| self.entries[entry].1 == DeadLetterKind::Skipped)
+    }
+
+    fn record(&self, entry: usize) -> (&Log<'_>, &ConsumedRecord) {
+        let log = self.log.expect("entries come from a read partition");
+        (log, &log.records[self.entries[entry].0])
+    }
+}
+
 struct TaskPlan<'a> {
     id: TaskId,
     plan: &'a StagePlan,
@@ -540,6 +632,8 @@ struct Node {
     pos: Vec<usize>,
     out: Vec<usize>,
     changelog: usize,
+    /// Dead letters matched: the next entry of the task's [`DeadLetters`].
+    dead: usize,
     slots: BTreeMap<SlotKey, Bytes>,
     history: Stamp,
 }
@@ -549,6 +643,7 @@ impl Node {
         let mut key = self.pos.clone();
         key.extend(&self.out);
         key.push(self.changelog);
+        key.push(self.dead);
         key
     }
 }
@@ -573,6 +668,7 @@ enum Search {
         /// Matched outputs: (out, entry).
         matched: Vec<(usize, usize)>,
         changelog: usize,
+        dead: usize,
     },
     Failed {
         best: Option<(usize, Failure)>,
@@ -585,6 +681,8 @@ struct Ctx<'a, 'b> {
     task: &'b TaskPlan<'a>,
     outs: Vec<Out<'a>>,
     changelog: Option<&'a Log<'a>>,
+    /// The task's dead letters, when its stage has the opt-in (X5).
+    dead: Option<&'b DeadLetters<'a>>,
     /// Outputs matched by tasks searched before.
     taken: &'b HashSet<(Tp, u64)>,
     gate: bool,
@@ -672,17 +770,24 @@ impl<'a> Auditor<'a> {
     fn is_written_by_app(&self, tp: &Tp) -> bool {
         self.app.stages().iter().any(|plan| {
             plan.tick_topic.as_ref() == Some(&tp.topic)
+                || plan.dead_letter.as_ref() == Some(&tp.topic)
                 || plan.stage.sinks().iter().any(|sink| sink.name == tp.topic)
         })
     }
 
-    /// G6 over every record read: each claim names a committed record.
-    fn check_claims(&mut self) {
+    /// G6 over every record read: each claim names a committed record. The
+    /// claims of a record the operator skipped are not checked: a skip is
+    /// how an operator gets past a claim that can never resolve
+    /// (docs/RULES.md#skip).
+    fn check_claims(&mut self, skipped: &HashSet<(Tp, u64)>) {
         // Bad claims, grouped so that one missing record is reported once.
         let mut bad: BTreeMap<Claim, BadClaim> = BTreeMap::new();
         let mut undecodable = Vec::new();
         for log in self.index.values() {
             for (index, record) in log.records.iter().enumerate() {
+                if skipped.contains(&(log.tp.clone(), record.offset)) {
+                    continue;
+                }
                 let stamp = match &log.stamps[index] {
                     Ok(stamp) => stamp,
                     Err(error) => {
@@ -906,13 +1011,32 @@ impl<'a> Auditor<'a> {
 
     /// G4, G7, T6: the committed checkpoint against the committed prefix and
     /// the committed ticks; I1 for prefix records whose stamps do not decode.
-    fn check_checkpoint(&mut self, task: &TaskPlan<'a>) {
+    ///
+    /// With the dead-letter opt-in a prefix record whose stamp does not
+    /// decode is not I1: the task dead-letters it (`bad-stamp`), which the
+    /// reconstruction checks. A record the operator skipped is claimed by
+    /// the history, but its stamp merged only if the gate let it through
+    /// (docs/RULES.md#skip), which depends on the interleaving: the
+    /// checkpoint must lie between the two.
+    fn check_checkpoint(&mut self, task: &TaskPlan<'a>, dead: Option<&DeadLetters<'a>>) {
         let id = &task.id;
         let mut expected = Stamp::empty();
-        for lane in &task.lanes {
+        let mut skipped_stamps = Stamp::empty();
+        let mut skips = 0;
+        for (lane_index, lane) in task.lanes.iter().enumerate() {
             for index in 0..lane.len {
                 let record = &lane.log.records[index];
+                if dead.is_some_and(|dead| dead.skips(lane_index, record.offset)) {
+                    skipped_stamps.merge(lane.log.stamp(index));
+                    expected.claim(&lane.tp, record.offset);
+                    skips += 1;
+                    continue;
+                }
                 if let Err(error) = &lane.log.stamps[index] {
+                    if dead.is_some() {
+                        expected.claim(&lane.tp, record.offset);
+                        continue;
+                    }
                     self.violation(
                         Invariant::I1,
                         0,
@@ -962,12 +1086,24 @@ impl<'a> Auditor<'a> {
                 }
             }
         }
-        if checkpoint.history != expected {
+        let upper = expected.merged(&skipped_stamps);
+        if skips == 0 && checkpoint.history != expected {
             self.violation(
                 Invariant::I5,
                 0,
                 format!(
                     "task {id}: the committed history {} is not the merge of the stamps of its committed deliveries plus a claim on each, {expected} (G4, G7)",
+                    checkpoint.history
+                ),
+            );
+        } else if skips > 0
+            && !(checkpoint.history.dominates(&expected) && upper.dominates(&checkpoint.history))
+        {
+            self.violation(
+                Invariant::I5,
+                0,
+                format!(
+                    "task {id}: the committed history {} is not the merge of the stamps of its committed deliveries plus a claim on each, {expected}, with at most the stamps of its {skips} skipped records, {upper} (G4, G7)",
                     checkpoint.history
                 ),
             );
@@ -994,6 +1130,124 @@ impl<'a> Auditor<'a> {
                 );
             }
         }
+    }
+
+    /// I10 over every committed record of every task's partition of its
+    /// stage's dead-letter topic (X5), independent of the interleaving: it
+    /// reads as a dead letter (`parsley::DeadLetter::from_record`), names the
+    /// stage, names a record of the task's committed prefix (a committed
+    /// delivery), holds that record's key and value, and no other committed
+    /// dead letter names the same record. Returns, per task (`None` without
+    /// the opt-in), the dead letters that name a committed delivery, for the
+    /// reconstruction to match; a dead letter that names none is reported
+    /// here and not matched.
+    fn check_dead_letters(&mut self, tasks: &[TaskPlan<'a>]) -> Vec<Option<DeadLetters<'a>>> {
+        let index = self.index;
+        let mut all = Vec::with_capacity(tasks.len());
+        // Per stage, the record each dead letter names, to the first dead
+        // letter naming it.
+        let mut named: BTreeMap<(&str, Tp, u64), (Tp, u64)> = BTreeMap::new();
+        for task in tasks {
+            let Some(topic) = &task.plan.dead_letter else {
+                all.push(None);
+                continue;
+            };
+            let id = &task.id;
+            let tp = Tp::new(topic.clone(), id.partition);
+            let log = index.get(&tp);
+            let mut dead = DeadLetters {
+                log,
+                entries: Vec::new(),
+                by_source: HashMap::new(),
+            };
+            for (record_index, record) in log.map_or(&[][..], |log| log.records).iter().enumerate()
+            {
+                self.summary.dead_letters += 1;
+                let at = format!("{tp}@{}", record.offset);
+                let letter = match DeadLetter::from_record(&record.data) {
+                    Ok(letter) => letter,
+                    Err(error) => {
+                        self.violation(
+                            Invariant::I10,
+                            0,
+                            format!(
+                                "{at} on dead-letter topic {topic} is not a dead letter: {error}"
+                            ),
+                        );
+                        continue;
+                    }
+                };
+                if letter.kind == DeadLetterKind::Skipped {
+                    self.summary.dead_letters_skipped += 1;
+                }
+                let source = format!("{}@{}", letter.tp, letter.offset);
+                if let Some((first_tp, first)) = named.insert(
+                    (id.stage.as_str(), letter.tp.clone(), letter.offset),
+                    (tp.clone(), record.offset),
+                ) {
+                    self.violation(
+                        Invariant::I10,
+                        0,
+                        format!("{source} is dead-lettered twice in the committed logs: at {first_tp}@{first} and {at}"),
+                    );
+                    continue;
+                }
+                if letter.stage != id.stage {
+                    self.violation(
+                        Invariant::I10,
+                        0,
+                        format!(
+                            "{at}, the dead letter of {source}, names stage {:?}, but {topic} is stage {:?}'s",
+                            letter.stage, id.stage
+                        ),
+                    );
+                }
+                let delivered = task
+                    .lanes
+                    .iter()
+                    .position(|lane| lane.tp == letter.tp)
+                    .and_then(|lane| {
+                        let at = task.lanes[lane].log.index_of(letter.offset)?;
+                        (at < task.lanes[lane].len).then_some((lane, at))
+                    });
+                let Some((lane, named_index)) = delivered else {
+                    if task.unreadable.is_none() {
+                        self.violation(
+                            Invariant::I10,
+                            0,
+                            format!(
+                                "{at} ({}) dead-letters {source}, which is not a committed delivery of task {id} (task {id} writes {tp}; it consumes {})",
+                                letter.kind,
+                                task.lanes
+                                    .iter()
+                                    .map(|lane| format!("{} below {}", lane.tp, lane.committed))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        );
+                    }
+                    continue;
+                };
+                let original = &task.lanes[lane].log.records[named_index];
+                if original.data.key != record.data.key || original.data.value != record.data.value
+                {
+                    self.violation(
+                        Invariant::I10,
+                        0,
+                        format!(
+                            "{at} {}, the dead letter of {source}, does not hold that record's key and value {}",
+                            describe_record(record),
+                            describe_record(original)
+                        ),
+                    );
+                }
+                dead.by_source
+                    .insert((lane, letter.offset), dead.entries.len());
+                dead.entries.push((record_index, letter.kind));
+            }
+            all.push(Some(dead));
+        }
+        all
     }
 
     /// The tasks that may have written each record of each sink partition.
@@ -1052,7 +1306,7 @@ impl<'a> Auditor<'a> {
         candidates
     }
 
-    fn reconstruct(&mut self, tasks: &[TaskPlan<'a>]) {
+    fn reconstruct(&mut self, tasks: &[TaskPlan<'a>], dead: &[Option<DeadLetters<'a>>]) {
         let index = self.index;
         let candidates = self.attribute(tasks);
         self.summary.outputs = candidates.len();
@@ -1110,11 +1364,20 @@ impl<'a> Auditor<'a> {
                 excused.insert(task_index);
                 continue;
             }
+            let dead = dead[task_index].as_ref();
+            if dead.is_some_and(|dead| dead.log.is_none()) {
+                self.summary.notes.push(format!(
+                    "task {id} was not reconstructed: its dead-letter partition was not read"
+                ));
+                excused.insert(task_index);
+                continue;
+            }
             self.summary.changelog_records += changelog.map_or(0, |log| log.records.len());
             let mut ctx = Ctx {
                 task,
                 outs,
                 changelog,
+                dead,
                 taken: &taken,
                 gate: true,
                 assembly: self.assembly,
@@ -1125,13 +1388,14 @@ impl<'a> Auditor<'a> {
                     path,
                     matched,
                     changelog,
+                    dead,
                 } => {
                     debug_assert_eq!(
                         path.len(),
                         task.lanes.iter().map(|lane| lane.len).sum::<usize>()
                     );
                     self.summary.tasks_reconstructed += 1;
-                    Some((matched, changelog))
+                    Some((matched, changelog, dead))
                 }
                 Search::Exhausted => {
                     self.summary.notes.push(format!(
@@ -1148,10 +1412,11 @@ impl<'a> Auditor<'a> {
                             path,
                             matched,
                             changelog,
+                            dead,
                         } => {
-                            let (step, message) = self.gate_breach(task, &path);
+                            let (step, message) = self.gate_breach(task, ctx.dead, &path);
                             self.violation(Invariant::I1, step, message);
-                            Some((matched, changelog))
+                            Some((matched, changelog, dead))
                         }
                         _ => {
                             let (depth, failure) = best.unwrap_or((
@@ -1170,9 +1435,10 @@ impl<'a> Auditor<'a> {
                     }
                 }
             };
-            if let Some((matched, changelog)) = found {
+            if let Some((matched, changelog, dead)) = found {
                 self.summary.outputs_matched += matched.len();
                 self.summary.changelog_matched += changelog;
+                self.summary.dead_letters_matched += dead;
                 let matched: Vec<(Tp, u64)> = matched
                     .into_iter()
                     .map(|(out, entry)| {
@@ -1227,9 +1493,19 @@ impl<'a> Auditor<'a> {
     }
 
     /// The first delivery of `path` that the gate would have held.
-    fn gate_breach(&self, task: &TaskPlan<'a>, path: &[usize]) -> (u64, String) {
+    fn gate_breach(
+        &self,
+        task: &TaskPlan<'a>,
+        dead: Option<&DeadLetters<'a>>,
+        path: &[usize],
+    ) -> (u64, String) {
         let mut pos = vec![0; task.lanes.len()];
         for (step, &lane) in path.iter().enumerate() {
+            let offset = task.lanes[lane].log.records[pos[lane]].offset;
+            if dead.is_some_and(|dead| dead.skips(lane, offset)) {
+                pos[lane] += 1;
+                continue;
+            }
             if let Some((claim, position)) = blocker(task, &pos, lane) {
                 let record = &task.lanes[lane].log.records[pos[lane]];
                 let never = if claim.offset >= task_threshold_end(task, &claim.tp) {
@@ -1268,6 +1544,7 @@ impl<'a> Auditor<'a> {
             pos: vec![0; task.lanes.len()],
             out: vec![0; ctx.outs.len()],
             changelog: 0,
+            dead: 0,
             slots: BTreeMap::new(),
             history: Stamp::empty(),
         };
@@ -1311,10 +1588,12 @@ impl<'a> Auditor<'a> {
                             }
                         }
                         let changelog = stack.last().map_or(0, |frame| frame.node.changelog);
+                        let dead = stack.last().map_or(0, |frame| frame.node.dead);
                         return Search::Found {
                             path,
                             matched,
                             changelog,
+                            dead,
                         };
                     }
                     Some(failure) => keep_deepest(&mut best, depth, failure),
@@ -1399,7 +1678,13 @@ fn ready_lanes(ctx: &Ctx<'_, '_>, node: &Node) -> Vec<usize> {
     let task = ctx.task;
     let mut ready: Vec<usize> = (0..task.lanes.len())
         .filter(|&lane| node.pos[lane] < task.lanes[lane].len)
-        .filter(|&lane| !ctx.gate || blocker(task, &node.pos, lane).is_none())
+        .filter(|&lane| {
+            !ctx.gate
+                || blocker(task, &node.pos, lane).is_none()
+                || ctx.dead.is_some_and(|dead| {
+                    dead.skips(lane, task.lanes[lane].log.records[node.pos[lane]].offset)
+                })
+        })
         .collect();
     ready.sort_by_key(|&lane| {
         let record = &task.lanes[lane].log.records[node.pos[lane]];
@@ -1471,6 +1756,18 @@ fn end_failure(ctx: &Ctx<'_, '_>, node: &Node) -> Option<Failure> {
             });
         }
     }
+    if let Some(dead) = ctx.dead {
+        if node.dead < dead.entries.len() {
+            let (log, record) = dead.record(node.dead);
+            return Some(Failure {
+                invariant: Invariant::I10,
+                message: format!(
+                    "task {}: {}@{} is a committed dead letter, but no committed delivery wrote it",
+                    task.id, log.tp, record.offset
+                ),
+            });
+        }
+    }
     if let Some(changelog) = ctx.changelog {
         if let Some(record) = changelog.records.get(node.changelog) {
             return Some(Failure {
@@ -1502,41 +1799,78 @@ fn deliver(
     let at = &task.lanes[lane];
     let record = &at.log.records[node.pos[lane]];
     let stamp = at.log.stamp(node.pos[lane]);
+    let bad_stamp = at.log.stamps[node.pos[lane]].as_ref().err();
+    let delivered = format!("{}@{}", at.tp, record.offset);
     let mut next = node.clone();
     next.pos[lane] += 1;
-    next.history.merge(stamp);
-    next.history.claim(&at.tp, record.offset);
     let slot = if at.tick {
         SlotKey::Tick
     } else {
         SlotKey::for_key(record.data.key.as_ref())
     };
     let state = node.slots.get(&slot);
-    let replayed = if at.tick {
-        match tick_of(record) {
-            Some(tick) => plan.stage.replay_tick(state.map(|bytes| &bytes[..]), tick),
-            None => {
-                return Err(Failure {
+    let replay = || -> Result<Result<Replayed, String>, Failure> {
+        if at.tick {
+            match tick_of(record) {
+                Some(tick) => Ok(plan.stage.replay_tick(state.map(|bytes| &bytes[..]), tick)),
+                None => Err(Failure {
                     invariant: Invariant::I4,
                     message: format!(
-                        "task {id} delivered {}@{} in its committed history, which is not a tick record",
-                        at.tp, record.offset
+                        "task {id} delivered {delivered} in its committed history, which is not a tick record"
                     ),
-                })
+                }),
             }
+        } else {
+            Ok(plan.stage.replay_record(
+                &at.tp.topic,
+                state.map(|bytes| &bytes[..]),
+                &at.tp,
+                record,
+            ))
         }
-    } else {
-        plan.stage
-            .replay_record(&at.tp.topic, state.map(|bytes| &bytes[..]), &at.tp, record)
     };
-    let replayed = replayed.map_err(|error| Failure {
+    let mut replayed = None;
+    if let Some(dead) = ctx.dead {
+        if let Some(entry) = dead.entry(lane, record.offset) {
+            return dead_lettered(ctx, dead, entry, node, next, lane, depth, replay);
+        }
+        // Not dead-lettered, in a stage that dead-letters what it refuses.
+        let refusal = match bad_stamp {
+            Some(error) => Some(format!("its stamp header does not decode ({error})")),
+            None => {
+                let outcome = replay()?;
+                let refusal = outcome
+                    .as_ref()
+                    .err()
+                    .map(|error| format!("its logic refuses it ({error})"));
+                replayed = Some(outcome);
+                refusal
+            }
+        };
+        if let Some(refusal) = refusal {
+            let dlq = dead
+                .log
+                .map_or_else(String::new, |log| format!(" on {}", log.tp));
+            return Err(Failure {
+                invariant: Invariant::I10,
+                message: format!(
+                    "task {id} delivered {delivered} in its committed history (after {depth} deliveries), but {refusal}, and no committed dead letter{dlq} names it (record lost)"
+                ),
+            });
+        }
+    }
+    next.history.merge(stamp);
+    next.history.claim(&at.tp, record.offset);
+    let replayed = match replayed {
+        Some(outcome) => outcome,
+        None => replay()?,
+    }
+    .map_err(|error| Failure {
         invariant: Invariant::I6,
         message: format!(
-            "task {id} delivered {}@{} in its committed history (after {depth} deliveries), but its logic fails there: {error}",
-            at.tp, record.offset
+            "task {id} delivered {delivered} in its committed history (after {depth} deliveries), but its logic fails there: {error}"
         ),
     })?;
-    let delivered = format!("{}@{}", at.tp, record.offset);
     let mut took = Vec::new();
     for emission in &replayed.emissions {
         let Ok((key, _)) = emission.encoded() else {
@@ -1655,6 +1989,75 @@ fn deliver(
         }
     }
     Ok((next, took))
+}
+
+/// A delivery that the task's dead letter `entry` stands in for (X5): it
+/// wrote that dead letter, as the next of its partition of the dead-letter
+/// topic, with a stamp that dominates the history after it (G5), and
+/// nothing else; the fold goes on without it. Unless the operator skipped
+/// the record, the logic must refuse it (or its stamp not decode). The
+/// history claims the record, and merges its stamp unless it was skipped
+/// while the gate held it (docs/RULES.md#skip).
+#[allow(clippy::too_many_arguments)]
+fn dead_lettered(
+    ctx: &Ctx<'_, '_>,
+    dead: &DeadLetters<'_>,
+    entry: usize,
+    node: &Node,
+    mut next: Node,
+    lane: usize,
+    depth: usize,
+    replay: impl Fn() -> Result<Result<Replayed, String>, Failure>,
+) -> Result<(Node, Vec<(usize, usize)>), Failure> {
+    let task = ctx.task;
+    let id = &task.id;
+    let at = &task.lanes[lane];
+    let index = node.pos[lane];
+    let record = &at.log.records[index];
+    let delivered = format!("{}@{}", at.tp, record.offset);
+    let (log, letter) = dead.record(entry);
+    let kind = dead.entries[entry].1;
+    let bad_stamp = at.log.stamps[index].is_err();
+    if kind != DeadLetterKind::Skipped && !bad_stamp {
+        if let Ok(replayed) = replay()? {
+            let effects = replayed.emissions.len()
+                + usize::from(!matches!(replayed.slot, SlotChange::Unchanged));
+            return Err(Failure {
+                invariant: Invariant::I10,
+                message: format!(
+                    "task {id}: {}@{} dead-letters {delivered} ({kind}), but its logic accepts that record (after {depth} deliveries, with {effects} effect(s)) and it is not skipped",
+                    log.tp, letter.offset
+                ),
+            });
+        }
+    }
+    if node.dead != entry {
+        let (_, expected) = dead.record(node.dead);
+        return Err(Failure {
+            invariant: Invariant::I10,
+            message: format!(
+                "task {id}: delivering {delivered} (after {depth} deliveries) writes its dead letter {}@{}, but the task's next dead letter is {}@{} (a task writes its dead letters in delivery order)",
+                log.tp, letter.offset, log.tp, expected.offset
+            ),
+        });
+    }
+    next.dead += 1;
+    let held = kind == DeadLetterKind::Skipped && blocker(task, &node.pos, lane).is_some();
+    if !held {
+        next.history.merge(at.log.stamp(index));
+    }
+    next.history.claim(&at.tp, record.offset);
+    let letter_stamp = log.stamp(dead.entries[entry].0);
+    if !letter_stamp.dominates(&next.history) {
+        return Err(Failure {
+            invariant: Invariant::I5,
+            message: format!(
+                "task {id}: {}@{}, the dead letter of {delivered}, has stamp {letter_stamp}, which does not dominate the task's history after that delivery, {}, in the reconstructed order (G5)",
+                log.tp, letter.offset, next.history
+            ),
+        });
+    }
+    Ok((next, Vec::new()))
 }
 
 /// I5: the record that carries an emission's bytes has a stamp that does not

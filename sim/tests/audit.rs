@@ -5,10 +5,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use parsley::dead_letter::{ERROR, OFFSET};
 use parsley::header::{self, STAMP_HEADER};
 use parsley::mutation::{self, Mutation};
 use parsley::record::ConsumedRecord;
-use parsley::{assemble, App, Assembly, Claim, Header, Stamp, Tp};
+use parsley::{
+    assemble, App, Assembly, Claim, DeadLetter, DeadLetterKind, Header, Parsley, Stamp, Tp,
+};
 use parsley_sim::audit::{audit, AuditReport, CommittedLogs, LogBounds};
 use parsley_sim::sim::scenario::Scenario;
 use parsley_sim::sim::world::World;
@@ -42,6 +45,10 @@ fn assert_clean(report: &AuditReport) {
     );
     assert_eq!(
         report.summary.changelog_matched, report.summary.changelog_records,
+        "{report}"
+    );
+    assert_eq!(
+        report.summary.dead_letters_matched, report.summary.dead_letters,
         "{report}"
     );
 }
@@ -263,7 +270,15 @@ fn simulate(scenario: &Scenario, seed: u64, planted: Option<Mutation>) -> (usize
 /// audit clean, timers' cross-partition scheduler stamps included.
 #[test]
 fn audit_is_clean_on_simulated_runs_of_every_scenario() {
-    for name in ["balances", "audit-cut", "chain", "fan-in", "timers"] {
+    let mut dead_letters = 0;
+    for name in [
+        "balances",
+        "audit-cut",
+        "chain",
+        "fan-in",
+        "timers",
+        "dead-letter",
+    ] {
         let scenario = load(name);
         for seed in 0..3 {
             let (checker, report) = simulate(&scenario, seed, None);
@@ -274,8 +289,14 @@ fn audit_is_clean_on_simulated_runs_of_every_scenario() {
                 "{name} seed {seed}: {report}"
             );
             assert!(report.summary.deliveries > 0, "{name} seed {seed}");
+            assert_eq!(
+                report.summary.dead_letters_matched, report.summary.dead_letters,
+                "{name} seed {seed}: {report}"
+            );
+            dead_letters += report.summary.dead_letters;
         }
     }
+    assert!(dead_letters > 0, "the dead-letter scenario dead-letters");
 }
 
 /// A planted bug is reported by the audit, with `invariant`, within the
@@ -321,6 +342,15 @@ fn i6_audit_catches_a_tick_slot_that_is_the_null_slot() {
 #[test]
 fn i4_audit_catches_a_tick_time_not_rolled_back() {
     audit_catches(Mutation::TickTimeNotRolledBack, "balances", Invariant::I4);
+}
+
+#[test]
+fn i10_audit_catches_a_dead_letter_dropped() {
+    audit_catches(
+        Mutation::DeadLetterDropsRecord,
+        "dead-letter",
+        Invariant::I10,
+    );
 }
 
 #[test]
@@ -629,4 +659,296 @@ fn i5_audit_reports_a_checkpoint_history_that_is_not_the_committed_one() {
     let report = audit(&app, &assembly, &logs);
     assert_reports(&report, Invariant::I5, "is not the merge");
     assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+// ----- dead letters (X5, I10) -----
+
+const DLQ: &str = "payments-balances-dlq";
+
+/// `balances` with X5's opt-in on two partitions: negative orders are
+/// refused and dead-lettered, with an aborted commit and a restart between.
+fn dead_letter_run() -> (App, TestDriver, PaymentsTopics) {
+    let topics = PaymentsTopics::new();
+    let app = Parsley::named("payments")
+        .stage(topologies::balances_stage_dead_letters(&topics, MINUTE))
+        .build()
+        .unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .partitions("orders", 2)
+        .build()
+        .unwrap();
+    let orders = driver.input(&topics.orders).unwrap();
+    for (key, total) in [
+        ("alice", 10),
+        ("bob", -5),
+        ("carol", 3),
+        ("alice", -1),
+        ("dave", 7),
+    ] {
+        orders.pipe(key.to_string(), Order { total }).unwrap();
+    }
+    driver.advance_wall_clock(MINUTE).unwrap();
+    driver.fail_next_commit("balances", 0).unwrap();
+    orders
+        .pipe("erin".to_string(), Order { total: -2 })
+        .unwrap();
+    orders.pipe("bob".to_string(), Order { total: 4 }).unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    driver.restart().unwrap();
+    orders
+        .pipe("carol".to_string(), Order { total: -8 })
+        .unwrap();
+    orders
+        .pipe("alice".to_string(), Order { total: 1 })
+        .unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    assert!(driver.stopped_tasks().is_empty());
+    (app, driver, topics)
+}
+
+/// The committed dead letters of `logs`: (dead-letter tp, index), the
+/// letter.
+fn dead_letters(logs: &CommittedLogs) -> Vec<((Tp, usize), DeadLetter)> {
+    (0..2)
+        .flat_map(|partition| {
+            let dlq = tp(DLQ, partition);
+            logs.records(&dlq)
+                .iter()
+                .enumerate()
+                .map(|(index, record)| {
+                    (
+                        (dlq.clone(), index),
+                        DeadLetter::from_record(&record.data).unwrap(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn set_header(record: &mut ConsumedRecord, name: &str, value: &str) {
+    for header in &mut record.data.headers {
+        if header.name == name {
+            header.value = Bytes::copy_from_slice(value.as_bytes());
+        }
+    }
+}
+
+/// I10 in the audit: every refused order is dead-lettered, and the
+/// dead-lettered deliveries have no other effect; the audit matches each
+/// dead letter to its delivery and counts them.
+#[test]
+fn i10_audit_is_clean_on_dead_letters_under_the_test_driver() {
+    let (app, driver, _) = dead_letter_run();
+    let (assembly, logs) = read(&driver, &app);
+    let report = audit(&app, &assembly, &logs);
+    assert_clean(&report);
+    assert_eq!(report.summary.dead_letters, 4, "{report}");
+    assert_eq!(report.summary.dead_letters_skipped, 0, "{report}");
+    assert_eq!(driver.dead_letters("balances").unwrap().len(), 4);
+    assert!(
+        report
+            .to_string()
+            .contains("4/4 dead letters matched (0 skipped)"),
+        "{report}"
+    );
+}
+
+/// I10: a dead letter removed from the log leaves a committed delivery the
+/// logic refuses with no dead letter: a lost record, named.
+#[test]
+fn i10_audit_reports_a_refused_record_with_no_dead_letter() {
+    let (app, driver, _) = dead_letter_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let ((dlq, index), letter) = dead_letters(&logs).remove(0);
+    let mut records = logs.records(&dlq).to_vec();
+    records.remove(index);
+    logs.insert_records(dlq, records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(
+        &report,
+        Invariant::I10,
+        &format!(
+            "delivered {}@{} in its committed history",
+            letter.tp, letter.offset
+        ),
+    );
+    assert_reports(&report, Invariant::I10, "(record lost)");
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I10: a dead letter added for an order the logic accepts (whose effects
+/// are committed too) is reported, naming the record.
+#[test]
+fn i10_audit_reports_a_dead_letter_for_an_accepted_record() {
+    let (app, driver, _) = dead_letter_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let ((dlq, index), letter) = dead_letters(&logs).remove(0);
+    let orders = letter.tp.clone();
+    let refused: Vec<u64> = dead_letters(&logs)
+        .iter()
+        .map(|(_, letter)| letter.offset)
+        .collect();
+    let accepted = logs
+        .records(&orders)
+        .iter()
+        .find(|record| !refused.contains(&record.offset))
+        .expect("some orders are accepted")
+        .clone();
+    let bounds = logs.bounds(&dlq).unwrap();
+    let mut forged = logs.records(&dlq)[index].clone();
+    forged.offset = bounds.end;
+    forged.data.key = accepted.data.key.clone();
+    forged.data.value = accepted.data.value.clone();
+    set_header(&mut forged, OFFSET, &accepted.offset.to_string());
+    let mut records = logs.records(&dlq).to_vec();
+    records.push(forged);
+    logs.insert_records(dlq.clone(), records);
+    logs.insert_bounds(
+        dlq,
+        LogBounds {
+            start: 0,
+            read_until: bounds.end + 1,
+            end: bounds.end + 1,
+        },
+    );
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(
+        &report,
+        Invariant::I10,
+        &format!(
+            "dead-letters {orders}@{} (logic), but its logic accepts that record",
+            accepted.offset
+        ),
+    );
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I10: a dead letter whose offset header is altered names a record that
+/// is no committed delivery; the record it stood in for is lost.
+#[test]
+fn i10_audit_reports_a_dead_letter_whose_offset_was_altered() {
+    let (app, driver, _) = dead_letter_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let ((dlq, index), letter) = dead_letters(&logs).remove(0);
+    let beyond = logs.bounds(&letter.tp).unwrap().end + 10;
+    let mut records = logs.records(&dlq).to_vec();
+    set_header(&mut records[index], OFFSET, &beyond.to_string());
+    logs.insert_records(dlq.clone(), records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(
+        &report,
+        Invariant::I10,
+        &format!(
+            "dead-letters {}@{beyond}, which is not a committed delivery",
+            letter.tp
+        ),
+    );
+    assert_reports(
+        &report,
+        Invariant::I10,
+        &format!(
+            "delivered {}@{} in its committed history",
+            letter.tp, letter.offset
+        ),
+    );
+}
+
+/// I10: one record dead-lettered twice (a copy of a dead letter appended).
+#[test]
+fn i10_audit_reports_a_record_dead_lettered_twice() {
+    let (app, driver, _) = dead_letter_run();
+    let (assembly, mut logs) = read(&driver, &app);
+    let ((dlq, index), letter) = dead_letters(&logs).remove(0);
+    let bounds = logs.bounds(&dlq).unwrap();
+    let mut records = logs.records(&dlq).to_vec();
+    let mut copy = records[index].clone();
+    copy.offset = bounds.end;
+    records.push(copy);
+    logs.insert_records(dlq.clone(), records);
+    logs.insert_bounds(
+        dlq,
+        LogBounds {
+            start: 0,
+            read_until: bounds.end + 1,
+            end: bounds.end + 1,
+        },
+    );
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(
+        &report,
+        Invariant::I10,
+        &format!("{}@{} is dead-lettered twice", letter.tp, letter.offset),
+    );
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// The operator's skip (docs/RULES.md#skip) of a record the logic accepts,
+/// and of a poison record a task stopped on: both `skipped` dead letters
+/// audit clean, the poison record's claim on itself included.
+#[test]
+fn i10_audit_is_clean_on_records_the_operator_skipped() {
+    let (app, driver, topics) = dead_letter_run();
+    let orders = driver.input(&topics.orders).unwrap();
+    let orders0 = tp("orders", 0);
+    // Skipped before it is fetched: an order the logic would accept.
+    let next = driver.cluster().log(&orders0).unwrap().high_watermark();
+    driver.skip("balances", 0, &orders0, next).unwrap();
+    let (at, offset) = orders
+        .pipe_record(TestRecord::new("zed".to_string(), Order { total: 6 }).partition(0))
+        .unwrap();
+    assert_eq!((at, offset), (orders0.clone(), next));
+    // A poison record (it claims itself) stops the task; the operator
+    // skips it.
+    let poison = Stamp::from_claims([Claim::new(orders0.clone(), next + 1)]);
+    orders
+        .pipe_record(
+            TestRecord::new("zed".to_string(), Order { total: 2 })
+                .partition(0)
+                .stamped(poison),
+        )
+        .unwrap_err();
+    driver.skip("balances", 0, &orders0, next + 1).unwrap();
+    orders
+        .pipe("alice".to_string(), Order { total: 2 })
+        .unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    assert!(driver.stopped_tasks().is_empty());
+    let kinds: Vec<DeadLetterKind> = driver
+        .dead_letters("balances")
+        .unwrap()
+        .iter()
+        .map(|letter| letter.kind)
+        .collect();
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|kind| **kind == DeadLetterKind::Skipped)
+            .count(),
+        2,
+        "{kinds:?}"
+    );
+    let (assembly, logs) = read(&driver, &app);
+    let report = audit(&app, &assembly, &logs);
+    assert_clean(&report);
+    assert_eq!(report.summary.dead_letters, 6, "{report}");
+    assert_eq!(report.summary.dead_letters_skipped, 2, "{report}");
+    // The skipped kind is what lets an accepted record be dead-lettered:
+    // relabelled as a logic refusal, it is reported.
+    let (assembly, mut logs) = read(&driver, &app);
+    let dlq = tp(DLQ, 0);
+    let mut records = logs.records(&dlq).to_vec();
+    let skipped = records
+        .iter()
+        .position(|record| record.data.header(ERROR).map(|b| &b[..]) == Some(&b"skipped"[..]))
+        .unwrap();
+    set_header(&mut records[skipped], ERROR, "logic");
+    logs.insert_records(dlq, records);
+    let report = audit(&app, &assembly, &logs);
+    assert_reports(
+        &report,
+        Invariant::I10,
+        &format!("dead-letters orders-0@{next} (logic), but its logic accepts"),
+    );
 }
