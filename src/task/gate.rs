@@ -215,7 +215,11 @@ impl Gate {
         })
     }
 
-    /// Every queued record that is held, in lane order.
+    /// Every queued record that is held, in lane order. A record that
+    /// claims its own tp at or beyond its own offset is not held but poison
+    /// on sight (G6): it can never be delivered, so its claims are not
+    /// causes anything waits for, and the stamping site (G5) must not carry
+    /// them into emissions made before the task reaches it.
     pub fn held(&self) -> impl Iterator<Item = &Queued> {
         let lanes = match self.claiming {
             0 => &self.lanes[..0],
@@ -223,8 +227,13 @@ impl Gate {
         };
         lanes
             .iter()
-            .flat_map(|lane| lane.queue.iter())
-            .filter(|queued| queued.claims_consumed && self.unresolved_claim(queued).is_some())
+            .flat_map(|lane| lane.queue.iter().map(move |queued| (lane, queued)))
+            .filter(|(lane, queued)| {
+                queued.claims_consumed
+                    && self.unresolved_claim(queued).is_some()
+                    && !claims_itself_forward(lane, queued)
+            })
+            .map(|(_, queued)| queued)
     }
 
     /// Takes the head of `lane` off its queue, once it is delivered.
@@ -299,4 +308,15 @@ impl Gate {
             .filter(|queued| queued.claims_consumed)
             .count();
     }
+}
+
+/// G6 on sight: `queued`, on `lane`, claims its own tp at or beyond its
+/// own offset, which no delivery order can satisfy.
+fn claims_itself_forward(lane: &Lane, queued: &Queued) -> bool {
+    queued.stamp.as_ref().is_ok_and(|stamp| {
+        stamp
+            .claims()
+            .iter()
+            .any(|claim| claim.tp == lane.tp && claim.offset >= queued.record.offset)
+    })
 }

@@ -595,6 +595,32 @@ fn g5_emissions_and_ticks_are_stamped_with_history_merged_with_held_stamps() {
     assert_eq!(stamp_of(&tick), site);
 }
 
+/// G5 with G6: a record that claims its own tp at or beyond itself is
+/// poison on sight, not held: emissions made before the task reaches it do
+/// not carry its claims (they would name a cause that never exists), and
+/// it stops the task when it is the head.
+#[test]
+fn g5_a_record_poison_on_sight_lends_no_claims_to_emissions() {
+    let f = fixture(echo(&[orders(), payments(), refunds()], true));
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    feed(
+        &mut task,
+        &o,
+        vec![rec(0), rec(1).stamp(&[(ORDERS, 0, 1_000_000), ("b", 0, 9)])],
+        2,
+    );
+    assert_eq!(task.metrics().records_held, 0, "poison is not held");
+    let first = deliver(&mut task, &o);
+    assert_eq!(stamp_of(&first[0]), stamp(&[(ORDERS, 0, 0)]));
+    let tick = task.poll_tick(T0 + INTERVAL_MS).expect("a tick is due");
+    assert_eq!(stamp_of(&tick), stamp(&[(ORDERS, 0, 0)]));
+    assert!(matches!(
+        task.next_deliverable(),
+        Err(TaskError::UnresolvableClaim { offset: 1, .. })
+    ));
+}
+
 // ----- G6: liveness and poison -----
 
 /// Checks an `UnresolvableClaim` error field by field.
