@@ -271,8 +271,82 @@ async fn loaded(live: &LiveConfig, kind: &str, records: usize) -> (Setup, Vec<Tp
     (setup, tps, ends)
 }
 
-async fn parsley_throughput(live: &LiveConfig, records: usize) -> f64 {
+/// CPU time so far: the machine's busy and total jiffies (`/proc/stat`)
+/// and this process's (`/proc/self/stat`), to tell what a side's
+/// throughput was bound by: with the broker on the same cores, a machine
+/// near 100 % busy while the application uses little is a broker-bound run.
+#[derive(Clone, Copy)]
+struct CpuSample {
+    busy: u64,
+    total: u64,
+    process: u64,
+}
+
+impl CpuSample {
+    fn now() -> Option<CpuSample> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|field| field.parse().ok())
+            .collect();
+        let total: u64 = fields.iter().take(8).sum();
+        let idle = fields.get(3)? + fields.get(4)?;
+        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // Fields after the command name, which is in parentheses.
+        let after = own.rsplit_once(')')?.1;
+        let numbers: Vec<u64> = after
+            .split_whitespace()
+            .filter_map(|field| field.parse().ok())
+            .collect();
+        // utime and stime are fields 14 and 15; 11 and 12 of these (the
+        // state, a letter, is not a number).
+        let process = numbers.get(10)? + numbers.get(11)?;
+        Some(CpuSample {
+            busy: total - idle,
+            total,
+            process,
+        })
+    }
+
+    /// Busy cores of the whole machine and of this process since `self`.
+    fn cores_since(self, wall: Duration) -> Option<(f64, f64)> {
+        let now = CpuSample::now()?;
+        let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+        let share = (now.busy - self.busy) as f64 / (now.total - self.total).max(1) as f64;
+        // USER_HZ is 100 on Linux.
+        let process = (now.process - self.process) as f64 / 100.0 / wall.as_secs_f64();
+        Some((share * cores, process))
+    }
+}
+
+/// A side's throughput and, where `/proc` tells, the busy cores of the
+/// machine and of this process while it ran.
+struct Measured {
+    records_per_second: f64,
+    cores: Option<(f64, f64)>,
+}
+
+impl Measured {
+    fn of(records: usize, elapsed: Duration, cpu: Option<CpuSample>) -> Measured {
+        Measured {
+            records_per_second: records as f64 / elapsed.as_secs_f64(),
+            cores: cpu.and_then(|cpu| cpu.cores_since(elapsed)),
+        }
+    }
+
+    fn cores(&self) -> String {
+        self.cores.map_or("cpu n/a".into(), |(machine, process)| {
+            format!("machine {machine:.2} cores busy, this process {process:.2}")
+        })
+    }
+}
+
+async fn parsley_throughput(live: &LiveConfig, records: usize) -> Measured {
     let (setup, tps, ends) = loaded(live, "parsley", records).await;
+    let cpu = CpuSample::now();
     let started = Instant::now();
     let config = RuntimeConfig::new(live.clone()).with_commit_interval(COMMIT_INTERVAL);
     let runtime = Runtime::start(Arc::new(setup.topology.app.clone()), config)
@@ -281,21 +355,22 @@ async fn parsley_throughput(live: &LiveConfig, records: usize) -> f64 {
     // The balances topology has one stage: its group (X6) commits the inputs.
     let group = &setup.topology.app.stages()[0].group;
     wait_committed(&setup.client, group, &tps, &ends).await;
-    let elapsed = started.elapsed();
+    let measured = Measured::of(records, started.elapsed(), cpu);
     runtime.stopper().stop();
     runtime.wait().await;
-    records as f64 / elapsed.as_secs_f64()
+    measured
 }
 
-async fn raw_throughput(live: &LiveConfig, records: usize) -> f64 {
+async fn raw_throughput(live: &LiveConfig, records: usize) -> Measured {
     let (setup, tps, ends) = loaded(live, "raw", records).await;
     let group = format!("{}raw", namespace("group"));
+    let cpu = CpuSample::now();
     let started = Instant::now();
     let raw = RawApp::start(live, &setup, &group);
     wait_committed(&setup.client, &group, &tps, &ends).await;
-    let elapsed = started.elapsed();
+    let measured = Measured::of(records, started.elapsed(), cpu);
     raw.stop();
-    records as f64 / elapsed.as_secs_f64()
+    measured
 }
 
 /// Produces at `rate` inputs/s for the latency run while a reader of
@@ -417,10 +492,13 @@ async fn main() {
             let parsley = parsley_throughput(&live, records).await;
             (raw_throughput(&live, records).await, parsley)
         };
-        let ratio = 100.0 * parsley / raw;
+        let ratio = 100.0 * parsley.records_per_second / raw.records_per_second;
         println!(
-            "round {round}      raw {raw:>8.0}  parsley {parsley:>8.0} records/s  ratio {ratio:>5.1} %"
+            "round {round}      raw {:>8.0}  parsley {:>8.0} records/s  ratio {ratio:>5.1} %",
+            raw.records_per_second, parsley.records_per_second
         );
+        println!("            raw:     {}", raw.cores());
+        println!("            parsley: {}", parsley.cores());
         ratios.push(ratio);
     }
     ratios.sort_by(f64::total_cmp);

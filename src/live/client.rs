@@ -764,6 +764,13 @@ impl TxnProducer {
                 ("transactional.id", transactional_id.to_owned()),
                 ("transaction.timeout.ms", millis(config.transaction_timeout)),
                 ("enable.idempotence", "true".into()),
+                // A transaction begun right after a commit is refused with
+                // CONCURRENT_TRANSACTIONS until the coordinator has written
+                // the last one's markers, and librdkafka retries only after
+                // `retry.backoff.ms`: 100 ms by default, a whole commit
+                // interval lost; in the live benchmark most commits waited
+                // it out. The Java producer retries this case after 20 ms.
+                ("retry.backoff.ms", "10".into()),
             ])
             .create_with_context::<_, KafkaProducer>(DeliveryContext)
             .map_err(|source| LiveError::Client {
