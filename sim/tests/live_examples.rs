@@ -245,20 +245,23 @@ async fn x5_dead_letters_and_the_skip_command_get_past_poison_records() {
         "a stopped task stops the instance with exit code 1"
     );
 
-    let skipped = std::process::Command::new(env!("CARGO_BIN_EXE_parsley-live"))
-        .args(["skip", "dead-letter", "--namespace", &live.namespace])
-        .args(["--bootstrap", &live.client.config().bootstrap_servers])
-        .args([
-            "--stage",
-            "balances",
-            "--topic",
-            "orders",
-            "--partition",
-            "0",
-        ])
-        .args(["--offset", &poison.to_string()])
-        .output()
-        .expect("parsley-live skip");
+    let skip = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+            .args(["skip", "dead-letter", "--namespace", &live.namespace])
+            .args(["--bootstrap", &live.client.config().bootstrap_servers])
+            .args([
+                "--stage",
+                "balances",
+                "--topic",
+                "orders",
+                "--partition",
+                "0",
+            ])
+            .args(["--offset", &poison.to_string()])
+            .output()
+            .expect("parsley-live skip")
+    };
+    let skipped = skip();
     let said = String::from_utf8_lossy(&skipped.stdout);
     assert!(
         skipped.status.success() && said.contains(&format!("@{poison} dead-lettered as skipped")),
@@ -266,20 +269,7 @@ async fn x5_dead_letters_and_the_skip_command_get_past_poison_records() {
         String::from_utf8_lossy(&skipped.stderr)
     );
     // Skipping it again is refused: it is behind the committed position.
-    let again = std::process::Command::new(env!("CARGO_BIN_EXE_parsley-live"))
-        .args(["skip", "dead-letter", "--namespace", &live.namespace])
-        .args(["--bootstrap", &live.client.config().bootstrap_servers])
-        .args([
-            "--stage",
-            "balances",
-            "--topic",
-            "orders",
-            "--partition",
-            "0",
-        ])
-        .args(["--offset", &poison.to_string()])
-        .output()
-        .expect("parsley-live skip");
+    let again = skip();
     assert_eq!(
         again.status.code(),
         Some(1),

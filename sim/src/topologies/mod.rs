@@ -101,25 +101,19 @@ pub fn balances_stage(topics: &PaymentsTopics) -> Stage {
 
 /// `balances` with another tick interval.
 pub fn balances_stage_every(topics: &PaymentsTopics, interval: Duration) -> Stage {
-    let audits = topics.audits.clone();
-    Stage::named("balances")
-        .state(I64, || 0i64)
-        .on(&topics.orders, |balance: i64, order| {
-            checked(order.value().total()).map(|total| Step::of(balance - total))
-        })
-        .ticks(interval, move |tick| {
-            vec![audits.send(None, format!("cut@{}", tick.timestamp))]
-        })
-        .into(&topics.audits)
-        .build()
+    balances_stage_with(topics, interval, false)
 }
 
 /// [`balances_stage_every`] with X5's opt-in: the orders its logic refuses
 /// (negative amounts) are dead-lettered to `<application.id>-balances-dlq`
 /// instead of stopping the task.
 pub fn balances_stage_dead_letters(topics: &PaymentsTopics, interval: Duration) -> Stage {
+    balances_stage_with(topics, interval, true)
+}
+
+fn balances_stage_with(topics: &PaymentsTopics, interval: Duration, dead_letters: bool) -> Stage {
     let audits = topics.audits.clone();
-    Stage::named("balances")
+    let mut stage = Stage::named("balances")
         .state(I64, || 0i64)
         .on(&topics.orders, |balance: i64, order| {
             checked(order.value().total()).map(|total| Step::of(balance - total))
@@ -127,9 +121,11 @@ pub fn balances_stage_dead_letters(topics: &PaymentsTopics, interval: Duration) 
         .ticks(interval, move |tick| {
             vec![audits.send(None, format!("cut@{}", tick.timestamp))]
         })
-        .into(&topics.audits)
-        .dead_letter_queue()
-        .build()
+        .into(&topics.audits);
+    if dead_letters {
+        stage = stage.dead_letter_queue();
+    }
+    stage.build()
 }
 
 /// The `payments` application with the `balances` stage: a balance per account folded from orders, and a cut emitted on every tick.
