@@ -140,12 +140,12 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
-    /// The defaults on `live`: every task (a static share of one), the core's default commit
-    /// interval, batches of up to 5000 records, polls of 10 ms idle and 1 ms
-    /// inside a transaction, a stall check after 1 s, and up to 20 restarts
-    /// in a row (with pauses from 250 ms doubling to 8 s between them, and
-    /// each start bounded by the calls' deadlines, that rides out a broker
-    /// away for several minutes).
+    /// The defaults on `live`: every task (a static share of one), the
+    /// core's default commit interval, batches of up to 5000 records, polls
+    /// of 10 ms idle and 1 ms inside a transaction, a stall check after 1 s,
+    /// and up to 20 restarts in a row. With pauses of 250 ms doubling to 8 s
+    /// between restarts, and each start bounded by the calls' deadlines,
+    /// that rides out a broker away for several minutes.
     pub fn new(live: LiveConfig) -> RuntimeConfig {
         RuntimeConfig {
             live,
