@@ -141,7 +141,7 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// The defaults on `live`: every task (a static share of one), the
-    /// core's default commit interval, batches of up to 5000 records, polls
+    /// core's default commit interval, batches of up to 50,000 records, polls
     /// of 10 ms idle and 1 ms inside a transaction, a stall check after 1 s,
     /// and up to 20 restarts in a row. With pauses of 250 ms doubling to 8 s
     /// between restarts, and each start bounded by the calls' deadlines,
@@ -151,7 +151,7 @@ impl RuntimeConfig {
             live,
             task: TaskConfig::default(),
             assignment: Assignment::Share(InstanceShare::ALL),
-            max_batch: 5000,
+            max_batch: 50_000,
             idle_poll: Duration::from_millis(10),
             busy_poll: Duration::from_millis(1),
             stall_check: Duration::from_secs(1),
