@@ -744,19 +744,7 @@ impl Task {
             .stamp
             .expect("a deliverable head has a decoded stamp");
         self.history.merge(&stamp);
-        self.history.claim(tp, offset);
-        let lane_state = &mut self.gate.lanes[lane];
-        if lane_state.delivered_max.is_some_and(|max| offset <= max) {
-            self.metrics.records_redelivered_total += 1;
-        }
-        lane_state.delivered_max = Some(
-            lane_state
-                .delivered_max
-                .map_or(offset, |max| max.max(offset)),
-        );
-        self.metrics.records_delivered_total += 1;
-        self.open.dirty = true;
-        self.last_delivered_at = Some(timestamp);
+        self.account_delivery(lane, offset, timestamp);
         Ok(self.produce(outcome, timestamp))
     }
 
@@ -818,6 +806,25 @@ impl Task {
         Ok(())
     }
 
+    /// What every delivery of `offset` on `lane` records, whatever its
+    /// outcome: G4's claim on it, the lane's highest delivered offset (to
+    /// count redeliveries), the counters, and the open work to commit.
+    fn account_delivery(&mut self, lane: usize, offset: u64, timestamp: i64) {
+        let lane_state = &mut self.gate.lanes[lane];
+        self.history.claim(&lane_state.tp, offset);
+        if lane_state.delivered_max.is_some_and(|max| offset <= max) {
+            self.metrics.records_redelivered_total += 1;
+        }
+        lane_state.delivered_max = Some(
+            lane_state
+                .delivered_max
+                .map_or(offset, |max| max.max(offset)),
+        );
+        self.metrics.records_delivered_total += 1;
+        self.open.dirty = true;
+        self.last_delivered_at = Some(timestamp);
+    }
+
     /// X5's opt-in: delivers the head of `lane` with no effect and returns
     /// the one record to send instead of the logic's: the original key and
     /// value on the task's partition of the dead-letter topic, with the
@@ -844,22 +851,10 @@ impl Task {
                 self.history.merge(stamp);
             }
         }
-        self.history.claim(&tp, offset);
-        let lane_state = &mut self.gate.lanes[lane];
-        if lane_state.delivered_max.is_some_and(|max| offset <= max) {
-            self.metrics.records_redelivered_total += 1;
-        }
-        lane_state.delivered_max = Some(
-            lane_state
-                .delivered_max
-                .map_or(offset, |max| max.max(offset)),
-        );
-        self.metrics.records_delivered_total += 1;
-        self.metrics.records_dead_lettered_total += 1;
-        self.open.dirty = true;
         let record = queued.record;
         let timestamp = record.data.timestamp;
-        self.last_delivered_at = Some(timestamp);
+        self.account_delivery(lane, offset, timestamp);
+        self.metrics.records_dead_lettered_total += 1;
         if mutation::active(Mutation::DeadLetterDropsRecord) {
             return Vec::new();
         }

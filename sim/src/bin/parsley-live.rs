@@ -386,13 +386,13 @@ async fn skip(args: SkipArgs) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(error) if error.is_unreachable() => {
-            eprintln!("error: {error}");
-            ExitCode::from(EXIT_UNREACHABLE)
-        }
         Err(error) => {
             eprintln!("error: {error}");
-            ExitCode::from(EXIT_FAILED)
+            ExitCode::from(if error.is_unreachable() {
+                EXIT_UNREACHABLE
+            } else {
+                EXIT_FAILED
+            })
         }
     }
 }
