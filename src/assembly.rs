@@ -61,7 +61,7 @@ impl Assembly {
             .iter()
             .flat_map(|(stage, tasks)| {
                 (0..*tasks).map(|partition| TaskId {
-                    stage: stage.clone(),
+                    stage: stage.as_str().into(),
                     partition,
                 })
             })

@@ -9,7 +9,7 @@
 use std::any::TypeId;
 use std::fmt;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -19,6 +19,29 @@ pub trait Codec<T>: Send + Sync + 'static {
     fn encode(&self, value: &T) -> Result<Bytes, CodecError>;
     /// Decodes bytes, or refuses them; never panics on bad input.
     fn decode(&self, bytes: &[u8]) -> Result<T, CodecError>;
+    /// Encodes `value` by appending its bytes to `out`, or refuses it (what
+    /// it appended before refusing is discarded). Topics encode through
+    /// this method, into shared chunks, so that a record's bytes need no
+    /// allocation of their own. The built-in codecs write in place; the
+    /// default copies what [`Codec::encode`] returns, so a codec need not
+    /// implement it.
+    fn encode_to(&self, value: &T, out: &mut BytesMut) -> Result<(), CodecError> {
+        out.extend_from_slice(&self.encode(value)?);
+        Ok(())
+    }
+}
+
+/// The free bytes a key, value or state is encoded into before its chunk
+/// grows: most are smaller.
+const ENCODED_HINT: usize = 64;
+
+/// Encodes `value` with `codec` into the thread's shared chunk
+/// ([`Codec::encode_to`]): how Parsley encodes every key, value and state.
+pub(crate) fn encode_chunked<T, C: Codec<T> + ?Sized>(
+    codec: &C,
+    value: &T,
+) -> Result<Bytes, CodecError> {
+    crate::chunks::write(ENCODED_HINT, |out| codec.encode_to(value, out))
 }
 
 /// Why a codec refused a value.
@@ -61,12 +84,11 @@ impl<T: Serialize + DeserializeOwned + 'static> Codec<T> for Json {
     fn encode(&self, value: &T) -> Result<Bytes, CodecError> {
         serde_json::to_vec(value)
             .map(Bytes::from)
-            .map_err(|error| CodecError {
-                codec: "json",
-                direction: Direction::Encode,
-                type_name: std::any::type_name::<T>(),
-                message: error.to_string(),
-            })
+            .map_err(json_encode_error::<T>)
+    }
+
+    fn encode_to(&self, value: &T, out: &mut BytesMut) -> Result<(), CodecError> {
+        serde_json::to_writer(out.writer(), value).map_err(json_encode_error::<T>)
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<T, CodecError> {
@@ -79,6 +101,15 @@ impl<T: Serialize + DeserializeOwned + 'static> Codec<T> for Json {
     }
 }
 
+fn json_encode_error<T>(error: serde_json::Error) -> CodecError {
+    CodecError {
+        codec: "json",
+        direction: Direction::Encode,
+        type_name: std::any::type_name::<T>(),
+        message: error.to_string(),
+    }
+}
+
 /// Strings as plain UTF-8 text, like Kafka's `StringSerializer`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Utf8;
@@ -86,6 +117,11 @@ pub struct Utf8;
 impl Codec<String> for Utf8 {
     fn encode(&self, value: &String) -> Result<Bytes, CodecError> {
         Ok(Bytes::copy_from_slice(value.as_bytes()))
+    }
+
+    fn encode_to(&self, value: &String, out: &mut BytesMut) -> Result<(), CodecError> {
+        out.extend_from_slice(value.as_bytes());
+        Ok(())
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<String, CodecError> {
@@ -110,6 +146,11 @@ impl Codec<i64> for I64 {
         Ok(Bytes::copy_from_slice(&value.to_be_bytes()))
     }
 
+    fn encode_to(&self, value: &i64, out: &mut BytesMut) -> Result<(), CodecError> {
+        out.put_i64(*value);
+        Ok(())
+    }
+
     fn decode(&self, bytes: &[u8]) -> Result<i64, CodecError> {
         let bytes: [u8; 8] = bytes.try_into().map_err(|_| CodecError {
             codec: "i64",
@@ -130,6 +171,11 @@ impl Codec<Bytes> for RawBytes {
         Ok(value.clone())
     }
 
+    fn encode_to(&self, value: &Bytes, out: &mut BytesMut) -> Result<(), CodecError> {
+        out.extend_from_slice(value);
+        Ok(())
+    }
+
     fn decode(&self, bytes: &[u8]) -> Result<Bytes, CodecError> {
         Ok(Bytes::copy_from_slice(bytes))
     }
@@ -138,6 +184,11 @@ impl Codec<Bytes> for RawBytes {
 impl Codec<Vec<u8>> for RawBytes {
     fn encode(&self, value: &Vec<u8>) -> Result<Bytes, CodecError> {
         Ok(Bytes::copy_from_slice(value))
+    }
+
+    fn encode_to(&self, value: &Vec<u8>, out: &mut BytesMut) -> Result<(), CodecError> {
+        out.extend_from_slice(value);
+        Ok(())
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<Vec<u8>, CodecError> {

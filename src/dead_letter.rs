@@ -182,8 +182,8 @@ pub(crate) fn headers(
     offset: u64,
     original: &[Header],
 ) -> Vec<Header> {
-    let text = |name: &str, value: String| Header {
-        name: name.to_string(),
+    let text = |name: &'static str, value: String| Header {
+        name: name.into(),
         value: Bytes::from(value),
     };
     let mut headers = vec![
@@ -198,7 +198,7 @@ pub(crate) fn headers(
     for header in original {
         if header.name == STAMP_HEADER {
             headers.push(Header {
-                name: STAMP.to_string(),
+                name: STAMP.into(),
                 value: header.value.clone(),
             });
         } else {
@@ -218,11 +218,11 @@ mod tests {
         let tp = Tp::new("orders", 3);
         let original = vec![
             Header {
-                name: STAMP_HEADER.to_string(),
+                name: STAMP_HEADER.into(),
                 value: Bytes::from_static(b"\x01garbage"),
             },
             Header {
-                name: "trace-id".to_string(),
+                name: "trace-id".into(),
                 value: Bytes::from_static(b"abc"),
             },
         ];

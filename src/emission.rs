@@ -38,6 +38,13 @@ impl Emission {
             Err(error) => Err(error),
         }
     }
+
+    /// The topic and the encoded key and value, taken out without copying,
+    /// or the codec's refusal.
+    pub(crate) fn into_encoded(self) -> Result<(TopicName, Option<Bytes>, Bytes), CodecError> {
+        let (key, value) = self.encoded?;
+        Ok((self.topic, key, value))
+    }
 }
 
 /// Renders bytes as text when they are text (JSON and UTF-8 codecs), else hex.

@@ -18,7 +18,7 @@
 //! header that decodes re-encodes to the very same bytes, and every malformed
 //! header gets a typed [`HeaderError`] saying what and at which byte.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 
 use crate::record::Header;
 use crate::stamp::{Claim, Stamp};
@@ -111,16 +111,14 @@ pub enum HeaderError {
 /// The stamp header carrying `stamp`.
 pub fn stamp_header(stamp: &Stamp) -> Header {
     Header {
-        name: STAMP_HEADER.to_string(),
+        name: STAMP_HEADER.into(),
         value: encode(stamp),
     }
 }
 
 /// Encodes a stamp into its header bytes.
 pub fn encode(stamp: &Stamp) -> Bytes {
-    let mut out = Vec::with_capacity(encoded_len_hint(stamp));
-    encode_into(stamp, &mut out);
-    Bytes::from(out)
+    crate::chunks::fill(encoded_len_hint(stamp), |out| encode_into(stamp, out))
 }
 
 /// How many bytes to reserve for a stamp's encoding: enough while topic
@@ -140,8 +138,8 @@ pub(crate) fn encoded_len_hint(stamp: &Stamp) -> usize {
 }
 
 /// Appends a stamp's header bytes to `out`.
-pub fn encode_into(stamp: &Stamp, out: &mut Vec<u8>) {
-    out.push(STAMP_VERSION);
+pub fn encode_into(stamp: &Stamp, out: &mut impl BufMut) {
+    out.put_u8(STAMP_VERSION);
     let claims = stamp.claims();
     let topic_count = count_topics(claims);
     put_varint(out, topic_count as u64);
@@ -154,7 +152,7 @@ pub fn encode_into(stamp: &Stamp, out: &mut Vec<u8>) {
                 .take_while(|claim| claim.tp.topic.same(topic))
                 .count();
         put_varint(out, topic.as_str().len() as u64);
-        out.extend_from_slice(topic.as_str().as_bytes());
+        out.put_slice(topic.as_str().as_bytes());
         put_varint(out, (end - start) as u64);
         for claim in &claims[start..end] {
             put_varint(out, u64::from(claim.tp.partition));
@@ -204,12 +202,12 @@ fn count_topics(claims: &[Claim]) -> usize {
     count
 }
 
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+fn put_varint(out: &mut impl BufMut, mut value: u64) {
     while value >= 0x80 {
-        out.push((value as u8) | 0x80);
+        out.put_u8((value as u8) | 0x80);
         value >>= 7;
     }
-    out.push(value as u8);
+    out.put_u8(value as u8);
 }
 
 /// Decodes header bytes into a stamp, accepting only the canonical encoding.

@@ -75,6 +75,7 @@
 //! (feature `live`) against Kafka.
 
 #![warn(missing_docs)]
+mod chunks;
 pub mod record;
 pub mod tp;
 

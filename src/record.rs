@@ -2,6 +2,8 @@
 //! codec has looked at them. Drivers translate their transport's records into
 //! these and back; the core never touches a socket.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 
 use crate::tp::Tp;
@@ -9,8 +11,10 @@ use crate::tp::Tp;
 /// A record header: Kafka allows repeated names, so headers are a list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// The header key.
-    pub name: String,
+    /// The header key. Borrowed for the names Parsley writes itself (the
+    /// stamp header's, the dead-letter headers'), owned for names read off
+    /// the wire, so writing a header allocates no name.
+    pub name: Cow<'static, str>,
     /// The header value.
     pub value: Bytes,
 }

@@ -41,9 +41,22 @@ impl fmt::Display for Claim {
 
 /// A set of claims, at most one per tp, kept sorted by tp so that merging and
 /// comparing are linear and the encoding is canonical.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Default, PartialEq, Eq, Hash)]
 pub struct Stamp {
     claims: Vec<Claim>,
+}
+
+impl Clone for Stamp {
+    fn clone(&self) -> Self {
+        Stamp {
+            claims: self.claims.clone(),
+        }
+    }
+
+    // A task snapshots its history at every commit: reuse the buffer.
+    fn clone_from(&mut self, source: &Self) {
+        self.claims.clone_from(&source.claims);
+    }
 }
 
 impl Stamp {

@@ -8,9 +8,9 @@ use serde::Serialize;
 
 use bytes::Bytes;
 
-use crate::codec::{Codec, CodecError, CodecIdentity, Direction, Json};
+use crate::codec::{encode_chunked, Codec, CodecError, CodecIdentity, Direction, Json};
 use crate::emission::{Emission, Record};
-use crate::record::ConsumedRecord;
+use crate::record::{ConsumedRecord, RecordData};
 use crate::tp::{TopicName, Tp};
 
 /// Which part of a record a codec refused.
@@ -153,16 +153,14 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         value: &V,
     ) -> Result<(Option<Bytes>, Bytes), RecordCodecError> {
         let key = key
-            .map(|key| self.key_codec.encode(key))
+            .map(|key| encode_chunked(&*self.key_codec, key))
             .transpose()
             .map_err(|error| RecordCodecError {
                 part: RecordPart::Key,
                 error,
             })?;
-        let value = self
-            .value_codec
-            .encode(value)
-            .map_err(|error| RecordCodecError {
+        let value =
+            encode_chunked(&*self.value_codec, value).map_err(|error| RecordCodecError {
                 part: RecordPart::Value,
                 error,
             })?;
@@ -176,8 +174,18 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         tp: &Tp,
         consumed: &ConsumedRecord,
     ) -> Result<Record<K, V>, RecordCodecError> {
-        let key = consumed
-            .data
+        self.decode_at(tp, consumed.offset, &consumed.data)
+    }
+
+    /// [`Topic::decode`] of a record's data at `offset` of `tp`, borrowed
+    /// where it lies (a driver's log, say).
+    pub fn decode_at(
+        &self,
+        tp: &Tp,
+        offset: u64,
+        data: &RecordData,
+    ) -> Result<Record<K, V>, RecordCodecError> {
+        let key = data
             .key
             .as_ref()
             .map(|key| self.key_codec.decode(key))
@@ -186,7 +194,7 @@ impl<K: 'static, V: 'static> Topic<K, V> {
                 part: RecordPart::Key,
                 error,
             })?;
-        let value = match &consumed.data.value {
+        let value = match &data.value {
             Some(value) => self.value_codec.decode(value),
             None => Err(CodecError {
                 codec: "parsley",
@@ -202,10 +210,10 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         Ok(Record {
             key,
             value,
-            timestamp: consumed.data.timestamp,
+            timestamp: data.timestamp,
             topic: tp.topic.clone(),
             partition: tp.partition,
-            offset: consumed.offset,
+            offset,
         })
     }
 }

@@ -449,7 +449,7 @@ async fn stops_on(bad: RecordData) -> Option<(Tp, u64, RuntimeError)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_stamp_on_the_wire_stops_the_task_before_it() {
     let corrupt = vec![Header {
-        name: STAMP_HEADER.to_string(),
+        name: STAMP_HEADER.into(),
         value: Bytes::from_static(&[0xff, 0x01, 0x02]),
     }];
     let Some((input, bad, error)) = stops_on(record("k", json(2), corrupt)).await else {

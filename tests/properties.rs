@@ -461,7 +461,7 @@ fn consumed(offset: u64, stamp: &Stamp) -> ConsumedRecord {
             key: None,
             value: Some(Bytes::from_static(b"1")),
             headers: vec![Header {
-                name: STAMP_HEADER.to_string(),
+                name: STAMP_HEADER.into(),
                 value: header::encode(stamp),
             }],
             timestamp: T0 + offset as i64,

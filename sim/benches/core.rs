@@ -85,7 +85,7 @@ fn gate_fixture(claims: u32) -> Task {
             key: None,
             value: Some(Bytes::from_static(b"1")),
             headers: vec![Header {
-                name: STAMP_HEADER.to_string(),
+                name: STAMP_HEADER.into(),
                 value: header::encode(&stamp),
             }],
             timestamp: 0,

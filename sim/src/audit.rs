@@ -948,7 +948,7 @@ impl<'a> Auditor<'a> {
             };
             for partition in 0..*count {
                 let id = TaskId {
-                    stage: stage.clone(),
+                    stage: stage.as_str().into(),
                     partition,
                 };
                 let mut lanes = Vec::new();
@@ -1182,7 +1182,7 @@ impl<'a> Auditor<'a> {
                 }
                 let source = format!("{}@{}", letter.tp, letter.offset);
                 if let Some((first_tp, first)) = named.insert(
-                    (id.stage.as_str(), letter.tp.clone(), letter.offset),
+                    (&*id.stage, letter.tp.clone(), letter.offset),
                     (tp.clone(), record.offset),
                 ) {
                     self.violation(
@@ -1192,7 +1192,7 @@ impl<'a> Auditor<'a> {
                     );
                     continue;
                 }
-                if letter.stage != id.stage {
+                if *letter.stage != *id.stage {
                     self.violation(
                         Invariant::I10,
                         0,

@@ -6,6 +6,8 @@
 //! rules decide — what is deliverable, how records are stamped, what commits —
 //! stays in the core's [`Task`]; the host only moves bytes.
 
+use std::sync::Arc;
+
 use parsley::assembly::Assembly;
 use parsley::mutation::{self, Mutation};
 use parsley::task::{CommitRequest, Fetched};
@@ -76,6 +78,8 @@ pub struct TaskHost {
     producer: ProducerId,
     /// The consumer's fetch position per consumed tp.
     positions: Vec<(Tp, u64)>,
+    /// Per consumed tp, the log end its last fetch reported.
+    log_ends: Vec<u64>,
     in_transaction: bool,
     /// Counts this host's transactions: the open work belongs to transaction
     /// `transaction_number`, whether or not it has begun on the broker yet.
@@ -116,6 +120,7 @@ impl TaskHost {
         Ok(TaskHost {
             task,
             producer,
+            log_ends: vec![u64::MAX; positions.len()],
             positions,
             in_transaction: false,
             transaction_number: 0,
@@ -154,6 +159,7 @@ impl TaskHost {
         let fetch = cluster.fetch(&tp, position, max_records, Isolation::ReadCommitted)?;
         let count = fetch.records.len();
         self.positions[index].1 = fetch.next_offset;
+        self.log_ends[index] = fetch.high_watermark;
         self.task.handle_fetched(
             &tp,
             Fetched {
@@ -163,6 +169,15 @@ impl TaskHost {
             },
         );
         Ok(count)
+    }
+
+    /// Whether a fetch of the consumed tp at `index` would tell the task
+    /// anything: records to read, or a log end it has not been told. A
+    /// driver with nothing buffered may skip the fetches this says no to.
+    pub fn has_news(&self, cluster: &Cluster, index: usize) -> Result<bool, HostError> {
+        let (tp, position) = &self.positions[index];
+        let log = cluster.log(tp)?;
+        Ok(log.last_stable_offset() > *position || log.high_watermark() != self.log_ends[index])
     }
 
     fn ensure_transaction(&mut self, cluster: &mut Cluster, now: i64) -> Result<(), ModelError> {
@@ -255,19 +270,13 @@ impl TaskHost {
             metadata,
         } = self.task.prepare_commit()?;
         let attempt = self.ensure_transaction(cluster, now).and_then(|()| {
-            let count = offsets.len();
-            let mut metadata = Some(metadata);
+            // Every tp carries the same checkpoint, shared.
             let offsets: Vec<_> = offsets
                 .into_iter()
-                .enumerate()
-                .map(|(index, (tp, offset))| {
-                    // Every tp carries the same checkpoint; the last takes
-                    // the original.
-                    let metadata = match index + 1 == count {
-                        true => metadata.take().unwrap_or_default(),
-                        false => metadata.clone().unwrap_or_default(),
-                    };
-                    (tp, crate::model::CommittedOffset::new(offset, metadata))
+                .map(|(tp, offset)| {
+                    let committed =
+                        crate::model::CommittedOffset::new(offset, Arc::clone(&metadata));
+                    (tp, committed)
                 })
                 .collect();
             cluster.send_offsets_owned(self.producer, &group, offsets)?;

@@ -170,7 +170,7 @@ mod tests {
         ));
         let mut bad = request(2, Some("k"), &1i64.to_be_bytes());
         bad.data.headers.push(Header {
-            name: STAMP_HEADER.to_string(),
+            name: STAMP_HEADER.into(),
             value: Bytes::from_static(&[0xff]),
         });
         assert!(matches!(

@@ -70,7 +70,7 @@ fn with_stamp(record: &ConsumedRecord, stamp: &Stamp) -> ConsumedRecord {
         .headers
         .retain(|header| header.name != STAMP_HEADER);
     record.data.headers.push(Header {
-        name: STAMP_HEADER.to_string(),
+        name: STAMP_HEADER.into(),
         value: header::encode(stamp),
     });
     record
@@ -653,7 +653,7 @@ fn i5_audit_reports_a_checkpoint_history_that_is_not_the_committed_one() {
     let metadata = checkpoint.encode();
     for lane in [orders, ticks] {
         let mut offset = logs.committed(&group, &lane).unwrap().clone();
-        offset.metadata = metadata.clone();
+        offset.metadata = metadata.as_str().into();
         logs.insert_committed(&group, lane, offset);
     }
     let report = audit(&app, &assembly, &logs);

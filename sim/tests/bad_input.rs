@@ -39,7 +39,7 @@ fn bad_stamp_header_stops_the_task_at_the_record() {
         .pipe("alice".to_string(), Order { total: 5 })
         .unwrap();
     let garbage = vec![Header {
-        name: STAMP_HEADER.to_string(),
+        name: STAMP_HEADER.into(),
         value: Bytes::from_static(&[1, 9]),
     }];
     let error = orders

@@ -178,7 +178,7 @@ fn an_empty_trace_still_renders() {
 fn task(stage: &str, partition: u32, instance: u32) -> TaskAt {
     TaskAt {
         task: std::sync::Arc::new(TaskId {
-            stage: stage.to_string(),
+            stage: stage.into(),
             partition,
         }),
         instance,

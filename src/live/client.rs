@@ -899,7 +899,7 @@ impl TxnProducer {
             element
                 .set_offset(offset)
                 .map_err(|source| self.failure(TxnOp::SendOffsets, source))?;
-            element.set_metadata(committed.metadata.as_str());
+            element.set_metadata(&committed.metadata);
         }
         Ok(list)
     }
@@ -1283,7 +1283,7 @@ pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
             headers
                 .iter()
                 .map(|header| Header {
-                    name: header.key.to_owned(),
+                    name: header.key.to_owned().into(),
                     // The core writes no null header values; read one as empty.
                     value: header.value.map(Bytes::copy_from_slice).unwrap_or_default(),
                 })

@@ -199,7 +199,7 @@ impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
                 let encoded = step
                     .state
                     .as_ref()
-                    .map(|state| decl.codec.encode(state))
+                    .map(|state| crate::codec::encode_chunked(&*decl.codec, state))
                     .transpose()
                     .map_err(DeliveryFailure::StateCodec)?;
                 Some(SlotWrite {

@@ -51,12 +51,10 @@ impl SlotKey {
         match self {
             SlotKey::Null => Bytes::from_static(&[TAG_NULL]),
             SlotKey::Tick => Bytes::from_static(&[TAG_TICK]),
-            SlotKey::Key(key) => {
-                let mut bytes = Vec::with_capacity(key.len() + 1);
-                bytes.push(TAG_KEY);
+            SlotKey::Key(key) => crate::chunks::fill(key.len() + 1, |bytes| {
+                bytes.extend_from_slice(&[TAG_KEY]);
                 bytes.extend_from_slice(key);
-                Bytes::from(bytes)
-            }
+            }),
         }
     }
 

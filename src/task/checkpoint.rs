@@ -36,7 +36,20 @@ impl Checkpoint {
     /// [`Checkpoint::encode`] of a borrowed history: a task commits often and
     /// need not copy its history to write it.
     pub fn encode_parts(history: &Stamp, last_tick_at: Option<i64>) -> String {
-        let mut bytes = Vec::with_capacity(9 + header::encoded_len_hint(history));
+        let mut scratch = (Vec::new(), String::new());
+        Self::encode_parts_into(history, last_tick_at, &mut scratch).to_string()
+    }
+
+    /// [`Checkpoint::encode_parts`] written into `scratch` (the binary
+    /// encoding, then its text), whose buffers the caller keeps from one
+    /// commit to the next.
+    pub fn encode_parts_into<'s>(
+        history: &Stamp,
+        last_tick_at: Option<i64>,
+        scratch: &'s mut (Vec<u8>, String),
+    ) -> &'s str {
+        let (bytes, text) = scratch;
+        bytes.clear();
         match last_tick_at {
             Some(at) => {
                 bytes.push(1);
@@ -44,16 +57,16 @@ impl Checkpoint {
             }
             None => bytes.push(0),
         }
-        header::encode_into(history, &mut bytes);
+        header::encode_into(history, bytes);
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut text = vec![0; PREFIX.len() + bytes.len() * 2];
-        let (prefix, digits) = text.split_at_mut(PREFIX.len());
-        prefix.copy_from_slice(PREFIX.as_bytes());
-        for (pair, byte) in digits.chunks_exact_mut(2).zip(bytes) {
-            pair[0] = HEX[usize::from(byte >> 4)];
-            pair[1] = HEX[usize::from(byte & 0xf)];
+        text.clear();
+        text.reserve(PREFIX.len() + bytes.len() * 2);
+        text.push_str(PREFIX);
+        for &byte in bytes.iter() {
+            text.push(char::from(HEX[usize::from(byte >> 4)]));
+            text.push(char::from(HEX[usize::from(byte & 0xf)]));
         }
-        String::from_utf8(text).expect("a prefix and hex digits are ASCII")
+        text
     }
 
     /// Reads a metadata string written by [`Checkpoint::encode`].

@@ -3,6 +3,7 @@
 //! that record (docs/RULES.md#bad-input, X5).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::codec::CodecError;
 use crate::header::HeaderError;
@@ -10,11 +11,12 @@ use crate::stamp::Claim;
 use crate::topic::RecordPart;
 use crate::tp::Tp;
 
-/// One stage's task: its unit of work and of parallelism.
+/// One stage's task: its unit of work and of parallelism. Cheap to clone
+/// (the stage's name is shared): drivers put it in every trace event.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskId {
     /// The stage's name.
-    pub stage: String,
+    pub stage: Arc<str>,
     /// The partition of each source the task consumes.
     pub partition: u32,
 }

@@ -35,8 +35,6 @@ mod metrics;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use crate::app::{App, StagePlan};
 use crate::assembly::Assembly;
 use crate::dead_letter::{self, DeadLetterKind};
@@ -94,11 +92,12 @@ pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommitRequest {
     /// The consumer group the offsets commit under (X6).
-    pub group: String,
+    pub group: Arc<str>,
     /// The next position of every consumed tp (G7).
     pub offsets: Vec<(Tp, u64)>,
-    /// The task's checkpoint, on every tp (X1).
-    pub metadata: String,
+    /// The task's checkpoint, on every tp (X1). Shared: every tp carries
+    /// the same one.
+    pub metadata: Arc<str>,
 }
 
 /// An offset committed for the task's group, as the driver read it back.
@@ -107,12 +106,12 @@ pub struct CommittedOffset {
     /// The committed position: the next offset to read.
     pub offset: u64,
     /// The task's checkpoint, on every tp (X1).
-    pub metadata: String,
+    pub metadata: Arc<str>,
 }
 
 impl CommittedOffset {
     /// A committed position with its metadata.
-    pub fn new(offset: u64, metadata: impl Into<String>) -> Self {
+    pub fn new(offset: u64, metadata: impl Into<Arc<str>>) -> Self {
         CommittedOffset {
             offset,
             metadata: metadata.into(),
@@ -152,7 +151,7 @@ struct OpenWork {
 /// One stage's task as a sans-IO state machine; see the [module documentation](self) for how to drive it.
 pub struct Task {
     id: TaskId,
-    group: String,
+    group: Arc<str>,
     transactional_id: String,
     kinds: Vec<LaneKind>,
     gate: Gate,
@@ -169,6 +168,8 @@ pub struct Task {
     skip: Option<(Tp, u64)>,
     /// Whether the open transaction dead-lettered the skipped record.
     skip_done: bool,
+    /// The buffers a commit encodes the checkpoint in (binary, then text).
+    checkpoint_scratch: (Vec<u8>, String),
     config: TaskConfig,
     phase: Phase,
     failure: Option<TaskError>,
@@ -199,7 +200,7 @@ impl Task {
         config: TaskConfig,
     ) -> Result<Task, TaskError> {
         let id = TaskId {
-            stage: stage.to_string(),
+            stage: stage.into(),
             partition,
         };
         let unknown = || TaskError::UnknownTask { task: id.clone() };
@@ -247,9 +248,9 @@ impl Task {
             // as one shared group (breaks X6); the transactional id never
             // depends on it.
             group: if mutation::active(Mutation::SharedGroup) {
-                app.id().to_string()
+                app.id().into()
             } else {
-                plan.group.clone()
+                plan.group.as_str().into()
             },
             transactional_id: format!("{}-{partition}", plan.group),
             kinds,
@@ -273,6 +274,7 @@ impl Task {
                 .map(|topic| Tp::new(topic.clone(), partition)),
             skip: None,
             skip_done: false,
+            checkpoint_scratch: (Vec::new(), String::new()),
             config,
             phase: Phase::Restoring,
             failure: None,
@@ -859,7 +861,7 @@ impl Task {
             return Vec::new();
         }
         let headers = dead_letter::headers(
-            header::stamp_header(&self.stamping_site()),
+            self.at_stamping_site(header::stamp_header),
             kind,
             &message,
             &self.id.stage,
@@ -1027,40 +1029,56 @@ impl Task {
     /// G5: the one stamping site. Every emission and every tick carries the
     /// task's history merged with the stamps of every record it holds.
     fn stamping_site(&self) -> Stamp {
+        self.at_stamping_site(Stamp::clone)
+    }
+
+    /// [`Task::stamping_site`] lent to `use_stamp`: with nothing held, the
+    /// stamp is the history itself, and is not copied.
+    fn at_stamping_site<R>(&self, use_stamp: impl FnOnce(&Stamp) -> R) -> R {
+        let forget_held = mutation::active(Mutation::StampingForgetsHeld);
+        let mut held = self
+            .gate
+            .held()
+            .filter_map(|queued| queued.stamp.as_ref().ok())
+            .filter(|_| !forget_held)
+            .peekable();
+        if held.peek().is_none() {
+            return use_stamp(&self.history);
+        }
         let mut stamp = self.history.clone();
-        if mutation::active(Mutation::StampingForgetsHeld) {
-            return stamp;
+        for held in held {
+            stamp.merge(held);
         }
-        for queued in self.gate.held() {
-            if let Ok(held) = &queued.stamp {
-                stamp.merge(held);
-            }
-        }
-        stamp
+        use_stamp(&stamp)
     }
 
     fn produce(&mut self, outcome: Outcome, timestamp: i64) -> Vec<ProducedRecord> {
         let mut produced = Vec::with_capacity(outcome.emissions.len() + 1);
-        if !outcome.emissions.is_empty() {
-            let stamp_header = header::stamp_header(&self.stamping_site());
-            for emission in outcome.emissions {
-                let (key, value) = emission
-                    .encoded()
+        let count = outcome.emissions.len();
+        if count > 0 {
+            let mut stamp_header = Some(self.at_stamping_site(header::stamp_header));
+            for (index, emission) in outcome.emissions.into_iter().enumerate() {
+                let (topic, key, value) = emission
+                    .into_encoded()
                     .expect("emissions were checked before delivery");
                 let partitions = self
                     .sinks
                     .iter()
-                    .find(|(sink, _)| sink.same(emission.topic()))
+                    .find(|(sink, _)| sink.same(&topic))
                     .map(|(_, partitions)| *partitions)
                     .expect("emissions were checked before delivery");
-                let partition =
-                    partition_for(key.map(|key| &key[..]), partitions, self.id.partition);
+                let partition = partition_for(key.as_deref(), partitions, self.id.partition);
+                // The last emission takes the header; the others copy it.
+                let header = match index + 1 == count {
+                    true => stamp_header.take(),
+                    false => stamp_header.clone(),
+                };
                 produced.push(ProducedRecord {
-                    tp: Tp::new(emission.topic().clone(), partition),
+                    tp: Tp::new(topic, partition),
                     data: RecordData {
-                        key: key.cloned(),
-                        value: Some(value.clone()),
-                        headers: vec![stamp_header.clone()],
+                        key,
+                        value: Some(value),
+                        headers: vec![header.expect("the header is taken once, by the last")],
                         timestamp,
                     },
                 });
@@ -1124,7 +1142,7 @@ impl Task {
             tp,
             data: RecordData {
                 key: None,
-                value: Some(Bytes::copy_from_slice(&at.to_be_bytes())),
+                value: Some(crate::chunks::copy(&at.to_be_bytes())),
                 headers: vec![header::stamp_header(&stamp)],
                 timestamp: at,
             },
@@ -1157,7 +1175,12 @@ impl Task {
     /// with [`TaskError::CheckpointTooLarge`]: a broker would refuse every
     /// commit, and the task would stall silently.
     pub fn prepare_commit(&mut self) -> Result<CommitRequest, TaskError> {
-        let metadata = Checkpoint::encode_parts(&self.history, self.last_tick_at);
+        let metadata: Arc<str> = Checkpoint::encode_parts_into(
+            &self.history,
+            self.last_tick_at,
+            &mut self.checkpoint_scratch,
+        )
+        .into();
         if metadata.len() > OFFSET_METADATA_BYTES_MAX {
             let error = TaskError::CheckpointTooLarge {
                 task: self.id.clone(),
@@ -1188,11 +1211,13 @@ impl Task {
     /// The transaction committed: what it held is now the snapshot to return
     /// to on any later abort.
     pub fn handle_committed(&mut self, now: i64) {
-        self.committed = Committed {
-            history: self.history.clone(),
-            last_tick_at: self.last_tick_at,
-            positions: self.gate.lanes.iter().map(gate::Lane::position).collect(),
-        };
+        // Into the snapshot's own buffers: a task commits often.
+        self.committed.history.clone_from(&self.history);
+        self.committed.last_tick_at = self.last_tick_at;
+        self.committed.positions.clear();
+        self.committed
+            .positions
+            .extend(self.gate.lanes.iter().map(gate::Lane::position));
         self.slots.commit();
         if self.skip_done {
             self.skip = None;

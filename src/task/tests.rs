@@ -70,7 +70,7 @@ fn tp(topic: &str, partition: u32) -> Tp {
 
 fn id(partition: u32) -> TaskId {
     TaskId {
-        stage: "s".to_string(),
+        stage: "s".into(),
         partition,
     }
 }
@@ -203,7 +203,7 @@ impl Rec {
 
     fn raw_stamp(mut self, bytes: &[u8]) -> Self {
         self.0.data.headers.push(Header {
-            name: STAMP_HEADER.to_string(),
+            name: STAMP_HEADER.into(),
             value: Bytes::copy_from_slice(bytes),
         });
         self
@@ -882,7 +882,7 @@ fn x1_commit_carries_positions_and_checkpoint_and_a_restart_resumes_them() {
     let request = task.prepare_commit().unwrap();
     let history = stamp(&[("a", 0, 3), (ORDERS, 0, 0), (PAYMENTS, 0, 0)]);
     // X6: the stage's own group, `<application.id>-<stage>`.
-    assert_eq!(request.group, "app-s");
+    assert_eq!(&*request.group, "app-s");
     assert_eq!(
         request.offsets,
         [(o.clone(), 1), (p.clone(), 1), (k.clone(), 0)]
@@ -1669,7 +1669,7 @@ fn t4_tick_record_has_its_exact_shape() {
                     0, 0, 0x01, 0x8b, 0xcf, 0xe5, 0x6c, 0xd2
                 ])),
                 headers: vec![Header {
-                    name: STAMP_HEADER.to_string(),
+                    name: STAMP_HEADER.into(),
                     value: header::encode(&stamp(&[("a", 0, 4), (ORDERS, 1, 0), (REFUNDS, 1, 2)])),
                 }],
                 timestamp: now,
@@ -1980,7 +1980,7 @@ fn g7_bad_checkpoint_is_refused_at_start() {
         .start(
             &[Some(CommittedOffset {
                 offset: 3,
-                metadata: "hello".to_string(),
+                metadata: "hello".into(),
             })],
             T0,
         )

@@ -366,7 +366,7 @@ async fn skip(args: SkipArgs) -> ExitCode {
     let topic = format!("{}{}", args.common.namespace, args.topic);
     let tp = parsley::Tp::new(topic, args.partition);
     let task = parsley::task::TaskId {
-        stage: args.stage,
+        stage: args.stage.into(),
         partition: args.partition,
     };
     let config = RuntimeConfig::new(client.config().clone());

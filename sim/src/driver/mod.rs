@@ -394,7 +394,7 @@ impl TestDriver {
         let mut world = self.world();
         world.task_index(stage, partition)?;
         world.failing_commits.push(TaskId {
-            stage: stage.to_string(),
+            stage: stage.into(),
             partition,
         });
         Ok(())
@@ -488,7 +488,7 @@ impl TestDriver {
         for host in world
             .hosts
             .iter()
-            .filter(|host| host.task.id().stage == stage)
+            .filter(|host| *host.task.id().stage == *stage)
         {
             for (metric, value) in host.task.metrics().named() {
                 if metric == name {

@@ -12,7 +12,6 @@ use parsley::{Stamp, Topic, Tp};
 use crate::driver::error::DriverError;
 use crate::driver::world::World;
 use crate::driver::Shared;
-use crate::model::Isolation;
 
 /// A record to pipe, with optional timestamp, partition and stamp.
 #[derive(Clone, Debug, PartialEq)]
@@ -200,17 +199,29 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len();
-        self.read_from(&mut vec![0; partitions])
+        self.read_from(&vec![0; partitions], &mut Vec::new())
     }
 
     /// The committed records not returned by an earlier `read_new`, in the
     /// order they were written. Costs what it returns: each call reads on
-    /// from where the last one stopped, like a consumer's position.
+    /// from where the last one stopped, like a consumer's position. A
+    /// record that does not decode fails the read, and the next read starts
+    /// where this one did.
     pub fn read_new(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
         let mut read = self.read.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut positions = read.clone();
-        let fresh = self.read_from(&mut positions)?;
-        *read = positions;
+        if let [position] = read.as_mut_slice() {
+            // One partition: read on in place, no merge.
+            let world = self.world.lock();
+            let mut fresh = Vec::new();
+            *position =
+                self.read_partition(&world, &self.topic.tp(0), *position, |_, record| {
+                    fresh.push(record);
+                })?;
+            return Ok(fresh);
+        }
+        let mut next = Vec::with_capacity(read.len());
+        let fresh = self.read_from(&read, &mut next)?;
+        *read = next;
         Ok(fresh)
     }
 
@@ -223,52 +234,77 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             .collect())
     }
 
-    /// Reads every partition from `positions` on, moves each position past
-    /// what it read, and returns the records in the order they were written.
-    fn read_from(&self, positions: &mut [u64]) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
+    /// Reads every partition from `positions` on, in place in the logs:
+    /// returns the records in the order they were written, and puts in
+    /// `next` where each partition's reads go on.
+    fn read_from(
+        &self,
+        positions: &[u64],
+        next: &mut Vec<u64>,
+    ) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
         let world = self.world.lock();
-        // One partition is in write order already; several are merged by
-        // where each record was appended, cluster-wide.
-        let merge = positions.len() > 1;
-        let mut records = Vec::new();
-        for (partition, position) in (0..).zip(positions.iter_mut()) {
+        // Records of several partitions are merged by where each was
+        // appended, cluster-wide.
+        let mut sequenced = Vec::new();
+        for (partition, &position) in (0..).zip(positions) {
             let tp = self.topic.tp(partition);
-            let fetch =
-                world
-                    .cluster
-                    .fetch(&tp, *position, usize::MAX, Isolation::ReadCommitted)?;
-            *position = fetch.next_offset;
-            records.reserve(fetch.records.len());
-            for consumed in fetch.records {
-                let sequence = match merge {
-                    true => world.cluster.append_sequence(&tp, consumed.offset),
-                    false => None,
-                };
-                records.push((sequence.unwrap_or(u64::MAX), self.decode(&tp, consumed)?));
+            let log = world.cluster.log(&tp)?;
+            next.push(
+                self.read_partition(&world, &tp, position, |offset, record| {
+                    let sequence = log.sequence(offset).unwrap_or(u64::MAX);
+                    sequenced.push((sequence, record));
+                })?,
+            );
+        }
+        sequenced.sort_by_key(|(sequence, _)| *sequence);
+        Ok(sequenced.into_iter().map(|(_, record)| record).collect())
+    }
+
+    /// Decodes the committed records of `tp` from `position` to its last
+    /// stable offset (what a `read_committed` fetch returns) into `found`,
+    /// with their offsets; returns the last stable offset.
+    fn read_partition(
+        &self,
+        world: &World,
+        tp: &Tp,
+        position: u64,
+        mut found: impl FnMut(u64, OutputRecord<K, V>),
+    ) -> Result<u64, DriverError> {
+        let log = world.cluster.log(tp)?;
+        let stable = log.last_stable_offset();
+        if position > log.high_watermark() {
+            return Err(crate::model::ModelError::OffsetOutOfRange {
+                tp: tp.clone(),
+                offset: position,
+                high_watermark: log.high_watermark(),
             }
+            .into());
         }
-        if merge {
-            records.sort_by_key(|(sequence, _)| *sequence);
+        for offset in log.committed_offsets(position, stable) {
+            let data = log
+                .record(offset)
+                .expect("a committed offset holds a record");
+            found(offset, self.decode(tp, offset, data)?);
         }
-        Ok(records.into_iter().map(|(_, record)| record).collect())
+        Ok(stable.max(position))
     }
 
     fn decode(
         &self,
         tp: &Tp,
-        consumed: parsley::ConsumedRecord,
+        offset: u64,
+        data: &parsley::RecordData,
     ) -> Result<OutputRecord<K, V>, DriverError> {
-        let offset = consumed.offset;
         let record =
             self.topic
-                .decode(tp, &consumed)
+                .decode_at(tp, offset, data)
                 .map_err(|refused| DriverError::OutputCodec {
                     tp: tp.clone(),
                     offset,
                     part: refused.part.name(),
                     error: refused.error,
                 })?;
-        let stamp = match consumed.data.header(STAMP_HEADER) {
+        let stamp = match data.header(STAMP_HEADER) {
             Some(bytes) => header::decode(bytes).map_err(|error| DriverError::OutputStamp {
                 tp: tp.clone(),
                 offset,

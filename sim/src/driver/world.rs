@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use parsley::assembly::Assembly;
-use parsley::task::{HeadStatus, TaskId};
+use parsley::task::TaskId;
 use parsley::{App, TaskConfig, TaskError, Tp};
 
 use crate::driver::error::{closest, DriverError};
@@ -89,7 +89,7 @@ impl World {
             .iter()
             .position(|host| {
                 let id = host.task.id();
-                id.stage == stage && id.partition == partition
+                *id.stage == *stage && id.partition == partition
             })
             .ok_or_else(|| DriverError::UnknownTask {
                 stage: stage.to_string(),
@@ -236,6 +236,12 @@ impl World {
             {
                 continue;
             }
+            // With nothing buffered, an empty fetch changes nothing the gate
+            // decides on (a held head needs fresh log ends, so it always
+            // fetches).
+            if host.task.buffered() == 0 && !host.has_news(&self.cluster, lane)? {
+                continue;
+            }
             progressed |= host.fetch(&self.cluster, lane, usize::MAX)? > 0;
         }
         loop {
@@ -245,7 +251,9 @@ impl World {
                 Err(error) => return self.stop(index, error).map(|()| true),
             };
             let Some(tp) = next else {
-                self.trace_holds(index);
+                if self.hosts[index].task.buffered() > 0 {
+                    self.trace_holds(index);
+                }
                 break;
             };
             let offset = host
@@ -289,18 +297,19 @@ impl World {
     fn trace_holds(&mut self, index: usize) {
         let host = &self.hosts[index];
         let task = host.task.id();
-        for (tp, offset, status) in host.task.heads() {
-            if let HeadStatus::Held(claim) = status {
-                if self.held_seen.insert((task.clone(), tp.clone(), offset)) {
-                    self.trace.push(TraceEvent::Held {
-                        task: task.clone(),
-                        at: self.now,
-                        tick: host.task.tick_tp() == Some(&tp),
-                        tp,
-                        offset,
-                        claim,
-                    });
-                }
+        let tick_tp = host.task.tick_tp();
+        for (_, tp, offset, claim) in host.task.held_heads() {
+            let key = (task.clone(), tp.clone(), offset);
+            if !self.held_seen.contains(&key) {
+                self.held_seen.insert(key);
+                self.trace.push(TraceEvent::Held {
+                    task: task.clone(),
+                    at: self.now,
+                    tick: tick_tp == Some(tp),
+                    tp: tp.clone(),
+                    offset,
+                    claim,
+                });
             }
         }
     }

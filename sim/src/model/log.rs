@@ -168,6 +168,11 @@ impl<'a> LogView<'a> {
         self.log.high_watermark()
     }
 
+    /// As [`crate::model::Cluster::append_sequence`].
+    pub fn sequence(&self, offset: u64) -> Option<u64> {
+        self.log.sequence(offset)
+    }
+
     /// The last stable offset: `read_committed` reads stop here.
     pub fn last_stable_offset(&self) -> u64 {
         self.log.last_stable_offset()

@@ -1575,7 +1575,7 @@ impl<'a> Checker<'a> {
                     Some(Ok(letter)) => {
                         if letter.tp != *delivery.tp || letter.offset != delivery.offset {
                             Some(format!("task {task}: the dead letter {tp}@{offset} of {delivered} names {}@{}", letter.tp, letter.offset))
-                        } else if letter.stage != task.stage {
+                        } else if *letter.stage != *task.stage {
                             Some(format!("task {task}: the dead letter {tp}@{offset} of {delivered} names stage {:?}", letter.stage))
                         } else if letter.key != record.data.key || letter.value != record.data.value {
                             Some(format!("task {task}: the dead letter {tp}@{offset} does not hold the key and value of {delivered}"))

@@ -326,7 +326,7 @@ mod tests {
     fn ledger() -> TaskAt {
         TaskAt {
             task: Arc::new(TaskId {
-                stage: "ledger".to_string(),
+                stage: "ledger".into(),
                 partition: 0,
             }),
             instance: 0,

@@ -274,7 +274,7 @@ impl World {
         for (stage, tasks) in world.assembly.tasks.clone() {
             for partition in 0..tasks {
                 let task = TaskId {
-                    stage: stage.clone(),
+                    stage: stage.as_str().into(),
                     partition,
                 };
                 world
