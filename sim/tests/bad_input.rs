@@ -137,6 +137,47 @@ fn g6_claim_beyond_another_tps_log_end_is_poison() {
     );
 }
 
+/// §8, G6: after earlier traffic on both sources, a claim beyond the other
+/// tp's log end is still poison, whichever of the two tps the record is on.
+/// The driver skips fetches that have nothing new for a task with nothing
+/// buffered; a task holding a record must fetch again, or the claim would
+/// wait silently on a log end it was told before the record arrived.
+#[test]
+fn g6_claim_beyond_the_log_end_is_poison_after_earlier_traffic_on_either_tp() {
+    for (on_orders, claimed) in [(true, "payments"), (false, "orders")] {
+        let ledger = ledger();
+        let driver = TestDriver::builder(&ledger.app)
+            .initial_wall_clock(START)
+            .build()
+            .unwrap();
+        let orders = driver.input(&ledger.orders).unwrap();
+        let payments = driver.input(&ledger.payments).unwrap();
+        for _ in 0..3 {
+            orders
+                .pipe_record(TestRecord::new("alice".to_string(), 1).partition(0))
+                .unwrap();
+            payments
+                .pipe_record(TestRecord::new("alice".to_string(), 2).partition(0))
+                .unwrap();
+        }
+        let stamp = Stamp::from_claims([Claim::new(Tp::new(claimed, 0), 9)]);
+        let record = TestRecord::new("alice".to_string(), 1)
+            .partition(0)
+            .stamped(stamp);
+        let error = match on_orders {
+            true => orders.pipe_record(record),
+            false => payments.pipe_record(record),
+        }
+        .unwrap_err();
+        assert!(
+            error.to_string().contains(&format!(
+                "its claim {claimed}-0@9 can never resolve: it is at or beyond the log end 3 of {claimed}-0"
+            )),
+            "{error}"
+        );
+    }
+}
+
 /// §8: a value the topic's codec rejects stops the task naming topic, tp and
 /// offset; nothing after it is delivered and the position stays.
 #[test]
