@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use parsley::assembly::Assembly;
 use parsley::mutation::{self, Mutation};
-use parsley::task::{CommitRequest, Fetched};
-use parsley::{App, ProducedRecord, Stamp, Task, TaskConfig, TaskError, Tp};
+use parsley::task::CommitRequest;
+use parsley::{App, ConsumedRecord, ProducedRecord, Stamp, Task, TaskConfig, TaskError, Tp};
 
 use crate::model::{Cluster, Isolation, ModelError, ProducerId};
 
@@ -80,6 +80,10 @@ pub struct TaskHost {
     positions: Vec<(Tp, u64)>,
     /// Per consumed tp, the log end its last fetch reported.
     log_ends: Vec<u64>,
+    /// The records a delivery produces, kept from one delivery to the next.
+    produced: Vec<ProducedRecord>,
+    /// The records a fetch returns, kept from one fetch to the next.
+    fetched: Vec<ConsumedRecord>,
     in_transaction: bool,
     /// Counts this host's transactions: the open work belongs to transaction
     /// `transaction_number`, whether or not it has begun on the broker yet.
@@ -121,6 +125,8 @@ impl TaskHost {
             task,
             producer,
             log_ends: vec![u64::MAX; positions.len()],
+            produced: Vec::new(),
+            fetched: Vec::new(),
             positions,
             in_transaction: false,
             transaction_number: 0,
@@ -155,19 +161,20 @@ impl TaskHost {
         index: usize,
         max_records: usize,
     ) -> Result<usize, HostError> {
-        let (tp, position) = self.positions[index].clone();
-        let fetch = cluster.fetch(&tp, position, max_records, Isolation::ReadCommitted)?;
-        let count = fetch.records.len();
-        self.positions[index].1 = fetch.next_offset;
-        self.log_ends[index] = fetch.high_watermark;
-        self.task.handle_fetched(
-            &tp,
-            Fetched {
-                records: fetch.records,
-                next_offset: fetch.next_offset,
-                log_end: fetch.high_watermark,
-            },
-        );
+        let (tp, position) = &self.positions[index];
+        self.fetched.clear();
+        let end = cluster.fetch_into(
+            tp,
+            *position,
+            max_records,
+            Isolation::ReadCommitted,
+            &mut self.fetched,
+        )?;
+        let count = self.fetched.len();
+        self.task
+            .handle_fetched_from(tp, &mut self.fetched, end.next_offset, end.high_watermark);
+        self.positions[index].1 = end.next_offset;
+        self.log_ends[index] = end.high_watermark;
         Ok(count)
     }
 
@@ -191,11 +198,11 @@ impl TaskHost {
     fn send(
         &mut self,
         cluster: &mut Cluster,
-        records: Vec<ProducedRecord>,
+        records: &mut Vec<ProducedRecord>,
         now: i64,
     ) -> Result<Vec<Sent>, ModelError> {
         let mut sent = Vec::with_capacity(records.len());
-        for record in records {
+        for record in records.drain(..) {
             if mutation::active(Mutation::EmissionsOutsideTransaction)
                 && !record.tp.topic.as_str().ends_with("-state-changelog")
             {
@@ -223,8 +230,16 @@ impl TaskHost {
         tp: &Tp,
         now: i64,
     ) -> Result<Vec<Sent>, HostError> {
-        let produced = self.task.deliver(tp)?;
-        Ok(self.send(cluster, produced, now)?)
+        // The list is the host's, kept from one delivery to the next.
+        let mut produced = std::mem::take(&mut self.produced);
+        produced.clear();
+        let sent = self
+            .task
+            .deliver_into(tp, &mut produced)
+            .map_err(HostError::from)
+            .and_then(|()| Ok(self.send(cluster, &mut produced, now)?));
+        self.produced = produced;
+        sent
     }
 
     /// Emits a tick if one is due (T3) and sends it.
@@ -236,7 +251,7 @@ impl TaskHost {
         let Some((tick, stamp)) = self.task.poll_tick_stamped(now) else {
             return Ok(None);
         };
-        let sent = self.send(cluster, vec![tick], now)?;
+        let sent = self.send(cluster, &mut vec![tick], now)?;
         let sent = sent.into_iter().next().expect("one tick was sent");
         Ok(Some(SentTick {
             tp: sent.tp,
@@ -271,14 +286,10 @@ impl TaskHost {
         } = self.task.prepare_commit()?;
         let attempt = self.ensure_transaction(cluster, now).and_then(|()| {
             // Every tp carries the same checkpoint, shared.
-            let offsets: Vec<_> = offsets
-                .into_iter()
-                .map(|(tp, offset)| {
-                    let committed =
-                        crate::model::CommittedOffset::new(offset, Arc::clone(&metadata));
-                    (tp, committed)
-                })
-                .collect();
+            let offsets = offsets.into_iter().map(|(tp, offset)| {
+                let committed = crate::model::CommittedOffset::new(offset, Arc::clone(&metadata));
+                (tp, committed)
+            });
             cluster.send_offsets_owned(self.producer, &group, offsets)?;
             match markers {
                 Markers::Now => cluster.commit(self.producer),

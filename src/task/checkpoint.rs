@@ -36,7 +36,7 @@ impl Checkpoint {
     /// [`Checkpoint::encode`] of a borrowed history: a task commits often and
     /// need not copy its history to write it.
     pub fn encode_parts(history: &Stamp, last_tick_at: Option<i64>) -> String {
-        let mut scratch = (Vec::new(), String::new());
+        let mut scratch = (Vec::new(), Vec::new());
         Self::encode_parts_into(history, last_tick_at, &mut scratch).to_string()
     }
 
@@ -46,7 +46,7 @@ impl Checkpoint {
     pub fn encode_parts_into<'s>(
         history: &Stamp,
         last_tick_at: Option<i64>,
-        scratch: &'s mut (Vec<u8>, String),
+        scratch: &'s mut (Vec<u8>, Vec<u8>),
     ) -> &'s str {
         let (bytes, text) = scratch;
         bytes.clear();
@@ -60,13 +60,14 @@ impl Checkpoint {
         header::encode_into(history, bytes);
         const HEX: &[u8; 16] = b"0123456789abcdef";
         text.clear();
-        text.reserve(PREFIX.len() + bytes.len() * 2);
-        text.push_str(PREFIX);
-        for &byte in bytes.iter() {
-            text.push(char::from(HEX[usize::from(byte >> 4)]));
-            text.push(char::from(HEX[usize::from(byte & 0xf)]));
+        text.resize(PREFIX.len() + bytes.len() * 2, 0);
+        let (prefix, digits) = text.split_at_mut(PREFIX.len());
+        prefix.copy_from_slice(PREFIX.as_bytes());
+        for (pair, &byte) in digits.chunks_exact_mut(2).zip(bytes.iter()) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0xf)];
         }
-        text
+        std::str::from_utf8(text).expect("a prefix and hex digits are ASCII")
     }
 
     /// Reads a metadata string written by [`Checkpoint::encode`].

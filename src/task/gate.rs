@@ -111,7 +111,7 @@ impl Gate {
     pub fn push_fetched(
         &mut self,
         index: usize,
-        records: Vec<ConsumedRecord>,
+        records: impl ExactSizeIterator<Item = ConsumedRecord>,
         next_offset: u64,
         log_end: u64,
     ) {
@@ -234,6 +234,11 @@ impl Gate {
                     && !claims_itself_forward(lane, queued)
             })
             .map(|(_, queued)| queued)
+    }
+
+    /// Whether no lane holds a record.
+    pub fn is_empty(&self) -> bool {
+        self.lanes.iter().all(|lane| lane.queue.is_empty())
     }
 
     /// Takes the head of `lane` off its queue, once it is delivered.

@@ -169,7 +169,7 @@ pub struct Task {
     /// Whether the open transaction dead-lettered the skipped record.
     skip_done: bool,
     /// The buffers a commit encodes the checkpoint in (binary, then text).
-    checkpoint_scratch: (Vec<u8>, String),
+    checkpoint_scratch: (Vec<u8>, Vec<u8>),
     config: TaskConfig,
     phase: Phase,
     failure: Option<TaskError>,
@@ -274,7 +274,7 @@ impl Task {
                 .map(|topic| Tp::new(topic.clone(), partition)),
             skip: None,
             skip_done: false,
-            checkpoint_scratch: (Vec::new(), String::new()),
+            checkpoint_scratch: (Vec::new(), Vec::new()),
             config,
             phase: Phase::Restoring,
             failure: None,
@@ -546,8 +546,30 @@ impl Task {
             .gate
             .lane_index(tp)
             .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id));
+        self.gate.push_fetched(
+            lane,
+            fetched.records.into_iter(),
+            fetched.next_offset,
+            fetched.log_end,
+        );
+    }
+
+    /// [`Task::handle_fetched`] of records in a list the driver keeps from
+    /// one fetch to the next: takes them out of `records`, which it leaves
+    /// empty.
+    pub fn handle_fetched_from(
+        &mut self,
+        tp: &Tp,
+        records: &mut Vec<ConsumedRecord>,
+        next_offset: u64,
+        log_end: u64,
+    ) {
+        let lane = self
+            .gate
+            .lane_index(tp)
+            .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id));
         self.gate
-            .push_fetched(lane, fetched.records, fetched.next_offset, fetched.log_end);
+            .push_fetched(lane, records.drain(..), next_offset, log_end);
     }
 
     /// Every tp whose head may be delivered now (G2, G3). A poison head stops
@@ -563,6 +585,9 @@ impl Task {
     pub fn deliverable_into(&mut self, ready: &mut Vec<Tp>) -> Result<(), TaskError> {
         ready.clear();
         self.check_running()?;
+        if self.gate.is_empty() {
+            return Ok(());
+        }
         self.check_skip()?;
         for lane in 0..self.gate.lanes.len() {
             match self.status(lane) {
@@ -591,6 +616,10 @@ impl Task {
     /// record timestamp, ties broken by tp.
     pub fn next_deliverable(&mut self) -> Result<Option<Tp>, TaskError> {
         self.check_running()?;
+        if self.gate.is_empty() {
+            // No heads: nothing to deliver, hold, refuse or skip.
+            return Ok(None);
+        }
         self.check_skip()?;
         let mut best: Option<(i64, usize)> = None;
         for lane in 0..self.gate.lanes.len() {
@@ -652,6 +681,19 @@ impl Task {
     /// to send in the task's transaction: the emissions, stamped at the
     /// stamping site, and the slot's changelog update.
     pub fn deliver(&mut self, tp: &Tp) -> Result<Vec<ProducedRecord>, TaskError> {
+        let mut produced = Vec::new();
+        self.deliver_into(tp, &mut produced)?;
+        Ok(produced)
+    }
+
+    /// [`Task::deliver`], appending the records to send to `produced`: a
+    /// driver that keeps the list from one delivery to the next allocates
+    /// none.
+    pub fn deliver_into(
+        &mut self,
+        tp: &Tp,
+        produced: &mut Vec<ProducedRecord>,
+    ) -> Result<(), TaskError> {
         self.check_running()?;
         self.check_skip()?;
         let lane = self
@@ -671,7 +713,8 @@ impl Task {
                 self.id
             );
             self.skip_done = true;
-            return Ok(self.dead_letter(lane, DeadLetterKind::Skipped, message, merge));
+            produced.extend(self.dead_letter(lane, DeadLetterKind::Skipped, message, merge));
+            return Ok(());
         }
         match self.gate.head_status(lane) {
             Some(HeadStatus::Deliverable) => {}
@@ -688,12 +731,13 @@ impl Task {
                     offset,
                     error,
                 };
-                return Ok(self.dead_letter(
+                produced.extend(self.dead_letter(
                     lane,
                     DeadLetterKind::BadStamp,
                     error.to_string(),
                     false,
                 ));
+                return Ok(());
             }
             Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
             Some(HeadStatus::Held(claim)) => panic!(
@@ -731,7 +775,8 @@ impl Task {
                         TaskError::StateCodec { .. } => DeadLetterKind::StateCodec,
                         _ => DeadLetterKind::Logic,
                     };
-                    return Ok(self.dead_letter(lane, kind, error.to_string(), true));
+                    produced.extend(self.dead_letter(lane, kind, error.to_string(), true));
+                    return Ok(());
                 }
                 return Err(self.stop(error));
             }
@@ -747,7 +792,8 @@ impl Task {
             .expect("a deliverable head has a decoded stamp");
         self.history.merge(&stamp);
         self.account_delivery(lane, offset, timestamp);
-        Ok(self.produce(outcome, timestamp))
+        self.produce(outcome, timestamp, produced);
+        Ok(())
     }
 
     /// The gate's view of a lane's head, with what the task overrides: a
@@ -1052,8 +1098,8 @@ impl Task {
         use_stamp(&stamp)
     }
 
-    fn produce(&mut self, outcome: Outcome, timestamp: i64) -> Vec<ProducedRecord> {
-        let mut produced = Vec::with_capacity(outcome.emissions.len() + 1);
+    fn produce(&mut self, outcome: Outcome, timestamp: i64, produced: &mut Vec<ProducedRecord>) {
+        produced.reserve(outcome.emissions.len() + 1);
         let count = outcome.emissions.len();
         if count > 0 {
             let mut stamp_header = Some(self.at_stamping_site(header::stamp_header));
@@ -1100,7 +1146,6 @@ impl Task {
             });
             self.slots.apply(write.slot, write.state);
         }
-        produced
     }
 
     // ----- ticks -----

@@ -144,10 +144,9 @@ pub fn render_ticks(trace: &[TraceEvent], origin: i64, cluster: &Cluster) -> Str
                     .filter(|(sent_tp, _)| !sent_tp.topic.as_str().ends_with("-state-changelog"))
                 {
                     let Some(data) = cluster
-                        .entries(sent_tp)
+                        .log(sent_tp)
                         .ok()
-                        .and_then(|entries| entries.get(*sent_offset as usize))
-                        .and_then(|entry| entry.record())
+                        .and_then(|log| log.record(*sent_offset))
                     else {
                         continue;
                     };

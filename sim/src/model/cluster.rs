@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use parsley::{RecordData, TopicName, Tp};
+use parsley::{ConsumedRecord, RecordData, TopicName, Tp};
 
 use super::error::ModelError;
 use super::log::{
-    AbortedTxn, ControlKind, Entry, EntryStatus, Fetch, Isolation, LogView, PartitionLog,
+    AbortedTxn, ControlKind, Entry, EntryStatus, Fetch, FetchEnd, Isolation, LogView, PartitionLog,
 };
 
 /// Kafka's default `transaction.timeout.ms`.
@@ -301,21 +301,23 @@ impl Cluster {
         self.send_offsets_owned(producer, group, offsets.to_vec())
     }
 
-    /// [`Cluster::send_offsets`] taking the offsets by value, which spares
-    /// copying them into the transaction.
+    /// [`Cluster::send_offsets`] taking the offsets by value (a list, or
+    /// an iterator that makes them), which spares copying them into the
+    /// transaction.
     pub fn send_offsets_owned(
         &mut self,
         producer: ProducerId,
         group: &str,
-        offsets: Vec<(Tp, CommittedOffset)>,
+        offsets: impl IntoIterator<Item = (Tp, CommittedOffset)>,
     ) -> Result<(), ModelError> {
+        let offsets = offsets.into_iter();
         let state = producer_mut(&mut self.producers, producer)?;
         let txn = open_txn(state)?;
         // Interning a group that then stages nothing is harmless: it has no
         // committed offsets either way.
         let group = self.groups.intern(group);
         let staged_before = txn.offsets.len();
-        txn.offsets.reserve(offsets.len());
+        txn.offsets.reserve(offsets.size_hint().0);
         let staged = offsets.into_iter().try_for_each(|(tp, offset)| {
             let log = self.topics.log_id(&tp)?;
             // The broker's `offset.metadata.max.bytes` (4096 by default).
@@ -475,6 +477,28 @@ impl Cluster {
         Ok(log.fetch(from_offset, max_records, isolation))
     }
 
+    /// [`Cluster::fetch`], appending the records to `records` (a list the
+    /// caller keeps from one fetch to the next).
+    pub fn fetch_into(
+        &self,
+        tp: &Tp,
+        from_offset: u64,
+        max_records: usize,
+        isolation: Isolation,
+        records: &mut Vec<ConsumedRecord>,
+    ) -> Result<FetchEnd, ModelError> {
+        let log = partition(&self.topics, tp)?;
+        let high_watermark = log.high_watermark();
+        if from_offset > high_watermark {
+            return Err(ModelError::OffsetOutOfRange {
+                tp: tp.clone(),
+                offset: from_offset,
+                high_watermark,
+            });
+        }
+        Ok(log.fetch_into(from_offset, max_records, isolation, records))
+    }
+
     /// `group`'s committed offset on `tp`, as written by committed
     /// transactions only: what a `read_uncommitted` consumer's lookup
     /// answers, at once.
@@ -531,7 +555,7 @@ impl Cluster {
     }
 
     /// The raw log of `tp`, markers and aborted records included.
-    pub fn entries(&self, tp: &Tp) -> Result<&[Entry], ModelError> {
+    pub fn entries(&self, tp: &Tp) -> Result<Vec<Entry<'_>>, ModelError> {
         Ok(partition(&self.topics, tp)?.entries())
     }
 

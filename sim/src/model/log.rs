@@ -1,7 +1,9 @@
 //! One partition's log: the entries at their offsets, plus the bookkeeping that
 //! makes `read_committed` fetches cheap.
 //!
-//! Next to the public [`Entry`] vector the log keeps, per offset, a small
+//! The log keeps, per offset, a small entry (a data record's index, or a
+//! marker), its records in fixed-size chunks beside them (no record is
+//! allocated on its own, and none moves as the log grows), and a small
 //! status word (committed, open, aborted, control) and the global append
 //! sequence. A transaction's records are written as *open*; when the
 //! transaction ends, its records on this partition are flipped to committed or
@@ -34,15 +36,14 @@ pub enum ControlKind {
     Abort,
 }
 
-/// What a log stores at one offset.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Entry {
+/// What a log stores at one offset, borrowed from the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry<'a> {
     /// A record as produced. `producer` is the producer id of a transactional
     /// producer, `None` for a plain append.
     Data {
-        /// The record, boxed so that a log's entries stay small: markers
-        /// take an offset each, and a growing log copies its entries.
-        record: Box<RecordData>,
+        /// The record.
+        record: &'a RecordData,
         /// The producer id, `None` for a plain append.
         producer: Option<u64>,
         /// Whether it was written inside a transaction.
@@ -58,11 +59,11 @@ pub enum Entry {
     },
 }
 
-impl Entry {
+impl<'a> Entry<'a> {
     /// The record, if this is a data entry.
-    pub fn record(&self) -> Option<&RecordData> {
+    pub fn record(&self) -> Option<&'a RecordData> {
         match self {
-            Entry::Data { record, .. } => Some(record.as_ref()),
+            Entry::Data { record, .. } => Some(record),
             Entry::Control { .. } => None,
         }
     }
@@ -70,6 +71,53 @@ impl Entry {
     /// Whether this is a transaction marker.
     pub fn is_control(&self) -> bool {
         matches!(self, Entry::Control { .. })
+    }
+}
+
+/// What the log keeps at one offset: a data entry's record lives in the
+/// log's record chunks, so that entries stay small (markers take an offset
+/// each, and a growing log copies its entries) and no record is allocated
+/// on its own.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Data {
+        /// The record's index in [`Records`].
+        record: usize,
+        producer: Option<u64>,
+        transactional: bool,
+    },
+    Control {
+        kind: ControlKind,
+        producer: u64,
+    },
+}
+
+/// A log's records in fixed-size chunks: appending never moves a record,
+/// and a chunk is allocated for every [`RECORDS_PER_CHUNK`] records.
+#[derive(Clone, Debug, Default)]
+struct Records {
+    chunks: Vec<Vec<RecordData>>,
+    len: usize,
+}
+
+/// Records per chunk of [`Records`] (about 24 KiB).
+const RECORDS_PER_CHUNK: usize = 256;
+
+impl Records {
+    fn push(&mut self, record: RecordData) -> usize {
+        if self.len % RECORDS_PER_CHUNK == 0 {
+            self.chunks.push(Vec::with_capacity(RECORDS_PER_CHUNK));
+        }
+        self.chunks
+            .last_mut()
+            .expect("a chunk was just made if none had room")
+            .push(record);
+        self.len += 1;
+        self.len - 1
+    }
+
+    fn get(&self, index: usize) -> &RecordData {
+        &self.chunks[index / RECORDS_PER_CHUNK][index % RECORDS_PER_CHUNK]
     }
 }
 
@@ -116,9 +164,22 @@ pub struct Fetch {
     pub last_stable_offset: u64,
 }
 
+/// Where a fetch that appended its records to a caller's list ended
+/// ([`crate::model::Cluster::fetch_into`]): [`Fetch`] without the records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchEnd {
+    /// As [`Fetch::next_offset`].
+    pub next_offset: u64,
+    /// The log's end offset.
+    pub high_watermark: u64,
+    /// As [`Fetch::last_stable_offset`].
+    pub last_stable_offset: u64,
+}
+
 /// The entries a log makes room for on its first append: a simulated
 /// partition commonly grows to hundreds of entries, and the reservation
-/// (about 34 KiB, entries and bookkeeping) spares the early doublings, each
+/// (about 12 KiB, entries and bookkeeping; records live in chunks of their
+/// own) spares the early doublings, each
 /// of which copies the whole log. Kept small because a test driver may
 /// hold hundreds of partitions.
 const INITIAL_CAPACITY: usize = 256;
@@ -146,16 +207,13 @@ impl<'a> LogView<'a> {
     }
 
     /// The raw log, markers and aborted records included.
-    pub fn entries(&self) -> &'a [Entry] {
-        &self.log.entries
+    pub fn entries(&self) -> Vec<Entry<'a>> {
+        self.log.entries()
     }
 
     /// The data record at `offset`, whatever its status.
     pub fn record(&self, offset: u64) -> Option<&'a RecordData> {
-        self.log
-            .entries
-            .get(usize::try_from(offset).ok()?)?
-            .record()
+        self.log.entry(offset)?.record()
     }
 
     /// As [`crate::model::Cluster::entry_status`].
@@ -201,11 +259,11 @@ impl<'a> LogView<'a> {
         // A committed transaction's marker may lie beyond the last stable
         // offset (a later transaction opened before it), so markers are
         // looked for in the whole log.
-        for (offset, (entry, meta)) in log.entries.iter().zip(&log.meta).enumerate() {
+        for (offset, (slot, meta)) in log.entries.iter().zip(&log.meta).enumerate() {
             let readable = offset < upper;
-            match entry {
-                Entry::Data { .. } if !readable => {}
-                Entry::Data {
+            match slot {
+                Slot::Data { .. } if !readable => {}
+                Slot::Data {
                     producer: Some(producer),
                     transactional: true,
                     ..
@@ -215,10 +273,10 @@ impl<'a> LogView<'a> {
                         None => waiting.push((*producer, vec![offset as u64])),
                     }
                 }
-                Entry::Data { .. } if meta.status == EntryStatus::Committed => {
+                Slot::Data { .. } if meta.status == EntryStatus::Committed => {
                     order.push((offset as u64, meta.sequence));
                 }
-                Entry::Control {
+                Slot::Control {
                     kind: ControlKind::Commit,
                     producer,
                 } => {
@@ -243,9 +301,9 @@ impl<'a> LogView<'a> {
             .iter()
             .zip(&log.meta[..upper])
             .enumerate()
-            .filter_map(|(offset, (entry, meta))| match entry {
-                Entry::Data { record, .. } if meta.status == EntryStatus::Committed => {
-                    Some((offset as u64, record.as_ref()))
+            .filter_map(move |(offset, (slot, meta))| match slot {
+                Slot::Data { record, .. } if meta.status == EntryStatus::Committed => {
+                    Some((offset as u64, log.records.get(*record)))
                 }
                 _ => None,
             })
@@ -261,7 +319,8 @@ struct OpenTxn {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PartitionLog {
-    entries: Vec<Entry>,
+    entries: Vec<Slot>,
+    records: Records,
     meta: Vec<Meta>,
     /// Open transactions on this partition, in order of their first offset
     /// (the order they opened in): the first one's is the last stable offset.
@@ -284,8 +343,29 @@ impl PartitionLog {
             .map_or_else(|| self.high_watermark(), |open| open.first_offset)
     }
 
-    pub(crate) fn entries(&self) -> &[Entry] {
-        &self.entries
+    pub(crate) fn entries(&self) -> Vec<Entry<'_>> {
+        self.entries.iter().map(|slot| self.view(slot)).collect()
+    }
+
+    /// The entry at `offset`, if there is one.
+    pub(crate) fn entry(&self, offset: u64) -> Option<Entry<'_>> {
+        let slot = self.entries.get(usize::try_from(offset).ok()?)?;
+        Some(self.view(slot))
+    }
+
+    fn view(&self, slot: &Slot) -> Entry<'_> {
+        match *slot {
+            Slot::Data {
+                record,
+                producer,
+                transactional,
+            } => Entry::Data {
+                record: self.records.get(record),
+                producer,
+                transactional,
+            },
+            Slot::Control { kind, producer } => Entry::Control { kind, producer },
+        }
     }
 
     pub(crate) fn aborted(&self) -> &[AbortedTxn] {
@@ -305,9 +385,10 @@ impl PartitionLog {
 
     /// Appends a plain record, visible as soon as it is written.
     pub(crate) fn append_plain(&mut self, record: RecordData, sequence: u64) -> u64 {
+        let record = self.records.push(record);
         self.push(
-            Entry::Data {
-                record: Box::new(record),
+            Slot::Data {
+                record,
                 producer: None,
                 transactional: false,
             },
@@ -327,9 +408,10 @@ impl PartitionLog {
         producer: u64,
         sequence: u64,
     ) -> u64 {
+        let record = self.records.push(record);
         let offset = self.push(
-            Entry::Data {
-                record: Box::new(record),
+            Slot::Data {
+                record,
                 producer: Some(producer),
                 transactional: true,
             },
@@ -363,7 +445,7 @@ impl PartitionLog {
         sequence: u64,
     ) -> u64 {
         let marker = self.push(
-            Entry::Control { kind, producer },
+            Slot::Control { kind, producer },
             Meta {
                 sequence,
                 status: EntryStatus::Control,
@@ -393,6 +475,24 @@ impl PartitionLog {
     /// `[from, upper)`, stopping at the first visible record past
     /// `max_records`, so a fetch costs what it returns plus what it skips.
     pub(crate) fn fetch(&self, from: u64, max_records: usize, isolation: Isolation) -> Fetch {
+        let mut records = Vec::new();
+        let end = self.fetch_into(from, max_records, isolation, &mut records);
+        Fetch {
+            records,
+            next_offset: end.next_offset,
+            high_watermark: end.high_watermark,
+            last_stable_offset: end.last_stable_offset,
+        }
+    }
+
+    /// [`PartitionLog::fetch`], appending the records to `records`.
+    pub(crate) fn fetch_into(
+        &self,
+        from: u64,
+        max_records: usize,
+        isolation: Isolation,
+        records: &mut Vec<ConsumedRecord>,
+    ) -> FetchEnd {
         let high_watermark = self.high_watermark();
         let last_stable_offset = self.last_stable_offset();
         debug_assert!(from <= high_watermark);
@@ -400,26 +500,27 @@ impl PartitionLog {
             Isolation::ReadCommitted => last_stable_offset,
             Isolation::ReadUncommitted => high_watermark,
         };
-        let mut records = Vec::new();
         let mut next_offset = from;
+        let mut taken = 0;
         if from < upper {
             let (start, end) = (from as usize, upper as usize);
             records.reserve((end - start).min(max_records));
             let window = self.entries[start..end].iter().zip(&self.meta[start..end]);
-            for (offset, (entry, meta)) in (from..).zip(window) {
+            for (offset, (slot, meta)) in (from..).zip(window) {
                 let visible = match isolation {
                     Isolation::ReadCommitted => meta.status == EntryStatus::Committed,
                     Isolation::ReadUncommitted => meta.status != EntryStatus::Control,
                 };
                 if visible {
-                    if records.len() == max_records {
+                    if taken == max_records {
                         break;
                     }
-                    if let Entry::Data { record, .. } = entry {
+                    if let Slot::Data { record, .. } = slot {
                         records.push(ConsumedRecord {
                             offset,
-                            data: RecordData::clone(record),
+                            data: self.records.get(*record).clone(),
                         });
+                        taken += 1;
                     }
                 }
                 // Skipped markers and aborted records move the position too,
@@ -427,15 +528,14 @@ impl PartitionLog {
                 next_offset = offset + 1;
             }
         }
-        Fetch {
-            records,
+        FetchEnd {
             next_offset,
             high_watermark,
             last_stable_offset,
         }
     }
 
-    fn push(&mut self, entry: Entry, meta: Meta) -> u64 {
+    fn push(&mut self, entry: Slot, meta: Meta) -> u64 {
         let offset = self.high_watermark();
         if self.entries.capacity() == 0 {
             // Every doubling of a log copies all its entries; reserving

@@ -64,7 +64,7 @@ mod log;
 
 pub use cluster::{Cluster, CommittedOffset, ProducerId, DEFAULT_TRANSACTION_TIMEOUT_MS};
 pub use error::ModelError;
-pub use log::{AbortedTxn, ControlKind, Entry, EntryStatus, Fetch, Isolation, LogView};
+pub use log::{AbortedTxn, ControlKind, Entry, EntryStatus, Fetch, FetchEnd, Isolation, LogView};
 
 #[cfg(test)]
 mod tests;
