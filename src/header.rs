@@ -18,6 +18,8 @@
 //! header that decodes re-encodes to the very same bytes, and every malformed
 //! header gets a typed [`HeaderError`] saying what and at which byte.
 
+use std::cell::RefCell;
+
 use bytes::{BufMut, Bytes};
 
 use crate::record::Header;
@@ -242,7 +244,7 @@ pub fn decode(bytes: &[u8]) -> Result<Stamp, HeaderError> {
                 what: "topics not in ascending order",
             });
         }
-        let topic = TopicName::new(name);
+        let topic = decoded_topic(name);
         let count_at = reader.at;
         let claim_count = reader.count("claim count", CLAIMS_PER_TOPIC_MAX, 2)?;
         if claim_count == 0 {
@@ -275,6 +277,35 @@ pub fn decode(bytes: &[u8]) -> Result<Stamp, HeaderError> {
         });
     }
     Ok(Stamp::from_sorted_unique(claims))
+}
+
+/// Topic names decoded lately, at most this many per thread.
+const DECODED_TOPICS_MAX: usize = 16;
+
+thread_local! {
+    /// Topic names this thread decoded lately: stamps name the same few
+    /// topics over and over, and sharing a name spares an allocation per
+    /// topic per decoded stamp (and lets comparisons of names match by
+    /// pointer).
+    static DECODED_TOPICS: RefCell<Vec<TopicName>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The topic called `name`, shared with an earlier decode when there was one.
+fn decoded_topic(name: &str) -> TopicName {
+    DECODED_TOPICS.with(|cell| {
+        let Ok(mut known) = cell.try_borrow_mut() else {
+            return TopicName::new(name);
+        };
+        if let Some(topic) = known.iter().find(|topic| topic.as_str() == name) {
+            return topic.clone();
+        }
+        let topic = TopicName::new(name);
+        if known.len() == DECODED_TOPICS_MAX {
+            known.remove(0);
+        }
+        known.push(topic.clone());
+        topic
+    })
 }
 
 struct Reader<'a> {
@@ -358,6 +389,23 @@ fn within(what: &'static str, value: u64, max: u64, at: usize) -> Result<u64, He
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Decoding the same topic twice shares its name, and a stamp decoded
+    /// on a thread whose recent names are all other topics still decodes.
+    #[test]
+    fn decoded_stamps_share_their_topic_names() {
+        let bytes = encode(&sample());
+        let (first, second) = (decode(&bytes).unwrap(), decode(&bytes).unwrap());
+        assert_eq!(first, sample());
+        for (a, b) in first.claims().iter().zip(second.claims()) {
+            assert!(a.tp.topic.ptr_eq(&b.tp.topic), "{} is not shared", a.tp);
+        }
+        for index in 0..DECODED_TOPICS_MAX * 2 {
+            let other = Stamp::from_claims([Claim::new(Tp::new(format!("t{index}"), 0), 1)]);
+            assert_eq!(decode(&encode(&other)).unwrap(), other);
+        }
+        assert_eq!(decode(&bytes).unwrap(), sample());
+    }
 
     fn sample() -> Stamp {
         Stamp::from_claims([
