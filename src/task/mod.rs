@@ -542,16 +542,21 @@ impl Task {
 
     /// Queues what a `read_committed` fetch of `tp` returned.
     pub fn handle_fetched(&mut self, tp: &Tp, fetched: Fetched) {
-        let lane = self
-            .gate
-            .lane_index(tp)
-            .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id));
+        let lane = self.consumed_lane(tp);
         self.gate.push_fetched(
             lane,
             fetched.records.into_iter(),
             fetched.next_offset,
             fetched.log_end,
         );
+    }
+
+    /// The lane of a tp the task consumes; a driver that names another
+    /// has a bug.
+    fn consumed_lane(&self, tp: &Tp) -> usize {
+        self.gate
+            .lane_index(tp)
+            .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id))
     }
 
     /// [`Task::handle_fetched`] of records in a list the driver keeps from
@@ -564,10 +569,7 @@ impl Task {
         next_offset: u64,
         log_end: u64,
     ) {
-        let lane = self
-            .gate
-            .lane_index(tp)
-            .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id));
+        let lane = self.consumed_lane(tp);
         self.gate
             .push_fetched(lane, records.drain(..), next_offset, log_end);
     }
@@ -696,10 +698,7 @@ impl Task {
     ) -> Result<(), TaskError> {
         self.check_running()?;
         self.check_skip()?;
-        let lane = self
-            .gate
-            .lane_index(tp)
-            .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id));
+        let lane = self.consumed_lane(tp);
         if self.skips_head(lane) {
             let offset = self.gate.lanes[lane]
                 .queue

@@ -465,16 +465,14 @@ impl Cluster {
         max_records: usize,
         isolation: Isolation,
     ) -> Result<Fetch, ModelError> {
-        let log = partition(&self.topics, tp)?;
-        let high_watermark = log.high_watermark();
-        if from_offset > high_watermark {
-            return Err(ModelError::OffsetOutOfRange {
-                tp: tp.clone(),
-                offset: from_offset,
-                high_watermark,
-            });
-        }
-        Ok(log.fetch(from_offset, max_records, isolation))
+        let mut records = Vec::new();
+        let end = self.fetch_into(tp, from_offset, max_records, isolation, &mut records)?;
+        Ok(Fetch {
+            records,
+            next_offset: end.next_offset,
+            high_watermark: end.high_watermark,
+            last_stable_offset: end.last_stable_offset,
+        })
     }
 
     /// [`Cluster::fetch`], appending the records to `records` (a list the

@@ -471,21 +471,11 @@ impl PartitionLog {
         marker
     }
 
-    /// Reads from `from` (which must be at most the high watermark). Walks only
-    /// `[from, upper)`, stopping at the first visible record past
-    /// `max_records`, so a fetch costs what it returns plus what it skips.
-    pub(crate) fn fetch(&self, from: u64, max_records: usize, isolation: Isolation) -> Fetch {
-        let mut records = Vec::new();
-        let end = self.fetch_into(from, max_records, isolation, &mut records);
-        Fetch {
-            records,
-            next_offset: end.next_offset,
-            high_watermark: end.high_watermark,
-            last_stable_offset: end.last_stable_offset,
-        }
-    }
-
-    /// [`PartitionLog::fetch`], appending the records to `records`.
+    /// Reads from `from` (which must be at most the high watermark), appending
+    /// to `records` at most `max_records` records visible to `isolation`, and
+    /// says where the fetch ended. Walks only `[from, upper)`, stopping at the
+    /// first visible record past `max_records`, so a fetch costs what it
+    /// returns plus what it skips.
     pub(crate) fn fetch_into(
         &self,
         from: u64,
