@@ -1080,14 +1080,12 @@ impl Task {
     /// [`Task::stamping_site`] lent to `use_stamp`: with nothing held, the
     /// stamp is the history itself, and is not copied.
     fn at_stamping_site<R>(&self, use_stamp: impl FnOnce(&Stamp) -> R) -> R {
-        let forget_held = mutation::active(Mutation::StampingForgetsHeld);
         let mut held = self
             .gate
             .held()
             .filter_map(|queued| queued.stamp.as_ref().ok())
-            .filter(|_| !forget_held)
             .peekable();
-        if held.peek().is_none() {
+        if held.peek().is_none() || mutation::active(Mutation::StampingForgetsHeld) {
             return use_stamp(&self.history);
         }
         let mut stamp = self.history.clone();
@@ -1099,10 +1097,9 @@ impl Task {
 
     fn produce(&mut self, outcome: Outcome, timestamp: i64, produced: &mut Vec<ProducedRecord>) {
         produced.reserve(outcome.emissions.len() + 1);
-        let count = outcome.emissions.len();
-        if count > 0 {
-            let mut stamp_header = Some(self.at_stamping_site(header::stamp_header));
-            for (index, emission) in outcome.emissions.into_iter().enumerate() {
+        if !outcome.emissions.is_empty() {
+            let stamp_header = self.at_stamping_site(header::stamp_header);
+            for emission in outcome.emissions {
                 let (topic, key, value) = emission
                     .into_encoded()
                     .expect("emissions were checked before delivery");
@@ -1113,17 +1110,14 @@ impl Task {
                     .map(|(_, partitions)| *partitions)
                     .expect("emissions were checked before delivery");
                 let partition = partition_for(key.as_deref(), partitions, self.id.partition);
-                // The last emission takes the header; the others copy it.
-                let header = match index + 1 == count {
-                    true => stamp_header.take(),
-                    false => stamp_header.clone(),
-                };
                 produced.push(ProducedRecord {
                     tp: Tp::new(topic, partition),
                     data: RecordData {
                         key,
                         value: Some(value),
-                        headers: vec![header.expect("the header is taken once, by the last")],
+                        // A copy counts a reference: the name is static and
+                        // the bytes are shared.
+                        headers: vec![stamp_header.clone()],
                         timestamp,
                     },
                 });

@@ -97,7 +97,6 @@ enum Slot {
 #[derive(Clone, Debug, Default)]
 struct Records {
     chunks: Vec<Vec<RecordData>>,
-    len: usize,
 }
 
 /// Records per chunk of [`Records`] (about 24 KiB).
@@ -105,15 +104,20 @@ const RECORDS_PER_CHUNK: usize = 256;
 
 impl Records {
     fn push(&mut self, record: RecordData) -> usize {
-        if self.len % RECORDS_PER_CHUNK == 0 {
+        if self
+            .chunks
+            .last()
+            .is_none_or(|chunk| chunk.len() == RECORDS_PER_CHUNK)
+        {
             self.chunks.push(Vec::with_capacity(RECORDS_PER_CHUNK));
         }
-        self.chunks
+        let full_chunks = self.chunks.len() - 1;
+        let chunk = self
+            .chunks
             .last_mut()
-            .expect("a chunk was just made if none had room")
-            .push(record);
-        self.len += 1;
-        self.len - 1
+            .expect("a chunk was just made if none had room");
+        chunk.push(record);
+        full_chunks * RECORDS_PER_CHUNK + chunk.len() - 1
     }
 
     fn get(&self, index: usize) -> &RecordData {
