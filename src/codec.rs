@@ -33,7 +33,7 @@ pub trait Codec<T>: Send + Sync + 'static {
 
 /// The free bytes a key, value or state is encoded into before its chunk
 /// grows: most are smaller.
-const ENCODED_HINT: usize = 64;
+pub(crate) const ENCODED_HINT: usize = 64;
 
 /// Encodes `value` with `codec` into the thread's shared chunk
 /// ([`Codec::encode_to`]): how Parsley encodes every key, value and state.

@@ -2,6 +2,7 @@
 //! and [`Tick`] out (S4). All compare with `==` and print with `{:?}`, so
 //! logic is tested with `assert_eq!` and no runtime.
 
+use std::cell::Cell;
 use std::fmt;
 
 use bytes::Bytes;
@@ -107,6 +108,9 @@ impl<S> Step<S> {
 
     /// Adds an emission.
     pub fn emit(mut self, emission: Emission) -> Self {
+        if self.emissions.capacity() == 0 {
+            self.emissions = spare_emissions();
+        }
         self.emissions.push(emission);
         self
     }
@@ -115,6 +119,28 @@ impl<S> Step<S> {
     pub fn emit_all(mut self, emissions: impl IntoIterator<Item = Emission>) -> Self {
         self.emissions.extend(emissions);
         self
+    }
+}
+
+/// The most emissions a list kept for reuse may have room for.
+const SPARE_EMISSIONS_MAX: usize = 64;
+
+thread_local! {
+    /// One emptied list of emissions per thread: a task empties every step's
+    /// list, and the next step's first emission takes it instead of
+    /// allocating one.
+    static SPARE_EMISSIONS: Cell<Vec<Emission>> = const { Cell::new(Vec::new()) };
+}
+
+fn spare_emissions() -> Vec<Emission> {
+    SPARE_EMISSIONS.take()
+}
+
+/// Keeps `emissions`' room (emptied) for the next step on this thread.
+pub(crate) fn recycle_emissions(mut emissions: Vec<Emission>) {
+    if emissions.capacity() <= SPARE_EMISSIONS_MAX {
+        emissions.clear();
+        SPARE_EMISSIONS.set(emissions);
     }
 }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use bytes::Bytes;
 
-use crate::codec::{encode_chunked, Codec, CodecError, CodecIdentity, Direction, Json};
+use crate::codec::{Codec, CodecError, CodecIdentity, Direction, Json, ENCODED_HINT};
 use crate::emission::{Emission, Record};
 use crate::record::{ConsumedRecord, RecordData};
 use crate::tp::{TopicName, Tp};
@@ -152,19 +152,27 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         key: Option<&K>,
         value: &V,
     ) -> Result<(Option<Bytes>, Bytes), RecordCodecError> {
-        let key = key
-            .map(|key| encode_chunked(&*self.key_codec, key))
-            .transpose()
-            .map_err(|error| RecordCodecError {
-                part: RecordPart::Key,
-                error,
-            })?;
-        let value =
-            encode_chunked(&*self.value_codec, value).map_err(|error| RecordCodecError {
-                part: RecordPart::Value,
-                error,
-            })?;
-        Ok((key, value))
+        // Key and value are written back to back in one cut, then split.
+        let mut key_len = None;
+        let mut written = crate::chunks::write(2 * ENCODED_HINT, |out| {
+            if let Some(key) = key {
+                self.key_codec
+                    .encode_to(key, out)
+                    .map_err(|error| RecordCodecError {
+                        part: RecordPart::Key,
+                        error,
+                    })?;
+                key_len = Some(out.len());
+            }
+            self.value_codec
+                .encode_to(value, out)
+                .map_err(|error| RecordCodecError {
+                    part: RecordPart::Value,
+                    error,
+                })
+        })?;
+        let key = key_len.map(|len| written.split_to(len));
+        Ok((key, written))
     }
 
     /// Decodes a record read from `tp` with this topic's codecs. A null value

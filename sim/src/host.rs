@@ -13,7 +13,7 @@ use parsley::mutation::{self, Mutation};
 use parsley::task::CommitRequest;
 use parsley::{App, ConsumedRecord, ProducedRecord, Stamp, Task, TaskConfig, TaskError, Tp};
 
-use crate::model::{Cluster, Isolation, ModelError, ProducerId};
+use crate::model::{Cluster, Isolation, LogId, ModelError, ProducerId};
 
 /// Why a host could not carry out a step.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,12 +78,17 @@ pub struct TaskHost {
     producer: ProducerId,
     /// The consumer's fetch position per consumed tp.
     positions: Vec<(Tp, u64)>,
+    /// Per consumed tp, where its log is: a host fetches the same tps over
+    /// and over.
+    logs: Vec<LogId>,
     /// Per consumed tp, the log end its last fetch reported.
     log_ends: Vec<u64>,
     /// The records a delivery produces, kept from one delivery to the next.
     produced: Vec<ProducedRecord>,
     /// The records a fetch returns, kept from one fetch to the next.
     fetched: Vec<ConsumedRecord>,
+    /// The last commit's request, its list reused by the next.
+    commit_request: CommitRequest,
     in_transaction: bool,
     /// Counts this host's transactions: the open work belongs to transaction
     /// `transaction_number`, whether or not it has begun on the broker yet.
@@ -121,13 +126,24 @@ impl TaskHost {
             .map(|tp| cluster.committed_stable(task.group(), tp))
             .collect::<Result<Vec<_>, _>>()?;
         let positions = task.start(&committed, now)?;
+        let logs = positions
+            .iter()
+            .map(|(tp, _)| cluster.log_id(tp))
+            .collect::<Result<_, _>>()?;
+        let commit_request = CommitRequest {
+            group: Arc::from(task.group()),
+            offsets: Vec::with_capacity(positions.len()),
+            metadata: Arc::from(""),
+        };
         Ok(TaskHost {
             task,
             producer,
             log_ends: vec![u64::MAX; positions.len()],
             produced: Vec::new(),
             fetched: Vec::new(),
+            commit_request,
             positions,
+            logs,
             in_transaction: false,
             transaction_number: 0,
         })
@@ -163,8 +179,8 @@ impl TaskHost {
     ) -> Result<usize, HostError> {
         let (tp, position) = &self.positions[index];
         self.fetched.clear();
-        let end = cluster.fetch_into(
-            tp,
+        let end = cluster.fetch_into_at(
+            self.logs[index],
             *position,
             max_records,
             Isolation::ReadCommitted,
@@ -180,11 +196,12 @@ impl TaskHost {
 
     /// Whether a fetch of the consumed tp at `index` would tell the task
     /// anything: records to read, or a log end it has not been told. A
-    /// driver with nothing buffered may skip the fetches this says no to.
-    pub fn has_news(&self, cluster: &Cluster, index: usize) -> Result<bool, HostError> {
-        let (tp, position) = &self.positions[index];
-        let log = cluster.log(tp)?;
-        Ok(log.last_stable_offset() > *position || log.high_watermark() != self.log_ends[index])
+    /// driver whose task holds no record may skip the fetches this says no
+    /// to.
+    pub fn has_news(&self, cluster: &Cluster, index: usize) -> bool {
+        let position = self.positions[index].1;
+        let log = cluster.log_at(self.logs[index]);
+        log.last_stable_offset() > position || log.high_watermark() != self.log_ends[index]
     }
 
     fn ensure_transaction(&mut self, cluster: &mut Cluster, now: i64) -> Result<(), ModelError> {
@@ -195,13 +212,15 @@ impl TaskHost {
         Ok(())
     }
 
+    /// Sends `records`, appending where each landed to `sent`.
     fn send(
         &mut self,
         cluster: &mut Cluster,
         records: &mut Vec<ProducedRecord>,
         now: i64,
-    ) -> Result<Vec<Sent>, ModelError> {
-        let mut sent = Vec::with_capacity(records.len());
+        sent: &mut Vec<Sent>,
+    ) -> Result<(), ModelError> {
+        sent.reserve(records.len());
         for record in records.drain(..) {
             if mutation::active(Mutation::EmissionsOutsideTransaction)
                 && !record.tp.topic.as_str().ends_with("-state-changelog")
@@ -220,26 +239,41 @@ impl TaskHost {
                 offset,
             });
         }
-        Ok(sent)
+        Ok(())
     }
 
-    /// Delivers the head of `tp` and sends what the task emitted.
+    /// Delivers the head of `tp` and sends what the task emitted; returns
+    /// where each sent record landed.
     pub fn deliver(
         &mut self,
         cluster: &mut Cluster,
         tp: &Tp,
         now: i64,
     ) -> Result<Vec<Sent>, HostError> {
+        let mut sent = Vec::new();
+        self.deliver_into(cluster, tp, now, &mut sent)?;
+        Ok(sent)
+    }
+
+    /// [`TaskHost::deliver`], appending where each sent record landed to
+    /// `sent`, a list the caller keeps.
+    pub fn deliver_into(
+        &mut self,
+        cluster: &mut Cluster,
+        tp: &Tp,
+        now: i64,
+        sent: &mut Vec<Sent>,
+    ) -> Result<(), HostError> {
         // The list is the host's, kept from one delivery to the next.
         let mut produced = std::mem::take(&mut self.produced);
         produced.clear();
-        let sent = self
+        let delivered = self
             .task
             .deliver_into(tp, &mut produced)
             .map_err(HostError::from)
-            .and_then(|()| Ok(self.send(cluster, &mut produced, now)?));
+            .and_then(|()| Ok(self.send(cluster, &mut produced, now, sent)?));
         self.produced = produced;
-        sent
+        delivered
     }
 
     /// Emits a tick if one is due (T3) and sends it.
@@ -251,8 +285,9 @@ impl TaskHost {
         let Some((tick, stamp)) = self.task.poll_tick_stamped(now) else {
             return Ok(None);
         };
-        let sent = self.send(cluster, &mut vec![tick], now)?;
-        let sent = sent.into_iter().next().expect("one tick was sent");
+        let mut sent = Vec::with_capacity(1);
+        self.send(cluster, &mut vec![tick], now, &mut sent)?;
+        let sent = sent.pop().expect("one tick was sent");
         Ok(Some(SentTick {
             tp: sent.tp,
             offset: sent.offset,
@@ -279,18 +314,19 @@ impl TaskHost {
         if !self.task.has_open_work() {
             return Ok(CommitOutcome::Nothing);
         }
-        let CommitRequest {
-            group,
-            offsets,
-            metadata,
-        } = self.task.prepare_commit()?;
+        self.task.prepare_commit_into(&mut self.commit_request)?;
         let attempt = self.ensure_transaction(cluster, now).and_then(|()| {
+            let CommitRequest {
+                group,
+                offsets,
+                metadata,
+            } = &self.commit_request;
             // Every tp carries the same checkpoint, shared.
-            let offsets = offsets.into_iter().map(|(tp, offset)| {
-                let committed = crate::model::CommittedOffset::new(offset, Arc::clone(&metadata));
-                (tp, committed)
+            let offsets = offsets.iter().map(|(tp, offset)| {
+                let committed = crate::model::CommittedOffset::new(*offset, Arc::clone(metadata));
+                (tp.clone(), committed)
             });
-            cluster.send_offsets_owned(self.producer, &group, offsets)?;
+            cluster.send_offsets_owned(self.producer, group, offsets)?;
             match markers {
                 Markers::Now => cluster.commit(self.producer),
                 Markers::Later => cluster.commit_later(self.producer),

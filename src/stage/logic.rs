@@ -21,11 +21,11 @@ pub(crate) struct Outcome {
     pub write: Option<SlotWrite>,
 }
 
-/// A staged slot change: the typed state for the slots and its encoding for
-/// the changelog (`None` deletes the slot).
+/// A slot change, encoded for the changelog (`None` deletes the slot). In a
+/// task the typed state waits in the slots, proposed, until the task
+/// accepts the outcome ([`SlotStore::accept`]).
 pub(crate) struct SlotWrite {
     pub slot: SlotKey,
-    pub state: Option<Box<dyn Any + Send>>,
     pub encoded: Option<Bytes>,
 }
 
@@ -45,14 +45,16 @@ pub use crate::topic::RecordPart;
 /// The erased logic of a stage.
 pub(crate) trait StageLogic: Send + Sync {
     fn new_slots(&self) -> Box<dyn SlotStore>;
+    /// Runs the fold or handler of `source` on `record`; a new state is
+    /// proposed to `slots`, for the task to accept with the outcome.
     fn on_record(
         &self,
-        slots: &dyn SlotStore,
+        slots: &mut dyn SlotStore,
         source: usize,
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, DeliveryFailure>;
-    fn on_tick(&self, slots: &dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure>;
+    fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure>;
     /// [`StageLogic::on_record`] with the record's slot holding `state`
     /// (encoded; `None`: unseen) and no other slot: the pure fold, without
     /// building slots.
@@ -142,21 +144,31 @@ pub(crate) struct TypedLogic<S> {
 }
 
 impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
-    fn slots<'a>(&self, slots: &'a dyn SlotStore) -> &'a Slots<S> {
+    fn slots<'a>(&self, slots: &'a mut dyn SlotStore) -> &'a mut Slots<S> {
         slots
-            .as_any()
-            .downcast_ref::<Slots<S>>()
+            .as_any_mut()
+            .downcast_mut::<Slots<S>>()
             .expect("a task's slots have its stage's state type")
     }
 
-    fn read(&self, slots: &dyn SlotStore, slot: &SlotKey) -> Option<S> {
+    fn read(&self, slots: &Slots<S>, slot: &SlotKey) -> Option<S> {
         let decl = self.state.as_ref()?;
-        Some(
-            self.slots(slots)
-                .get(slot)
-                .cloned()
-                .unwrap_or_else(|| (decl.init)()),
-        )
+        Some(slots.get(slot).cloned().unwrap_or_else(|| (decl.init)()))
+    }
+
+    /// The outcome of a delivery in a task: the new state is proposed to
+    /// the slots rather than carried in the outcome.
+    fn delivered(
+        &self,
+        slots: &mut Slots<S>,
+        slot: SlotKey,
+        step: Step<S>,
+    ) -> Result<Outcome, DeliveryFailure> {
+        let (outcome, state) = self.outcome(slot, step)?;
+        if outcome.write.is_some() {
+            slots.propose(state);
+        }
+        Ok(outcome)
     }
 
     /// The state a replay reads from `slot` when only `restored` holds the
@@ -192,7 +204,12 @@ impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
         }
     }
 
-    fn outcome(&self, slot: SlotKey, step: Step<S>) -> Result<Outcome, DeliveryFailure> {
+    /// The outcome of `step` on `slot`, and the step's new state.
+    fn outcome(
+        &self,
+        slot: SlotKey,
+        step: Step<S>,
+    ) -> Result<(Outcome, Option<S>), DeliveryFailure> {
         let write = match &self.state {
             None => None,
             Some(decl) => {
@@ -202,19 +219,14 @@ impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
                     .map(|state| crate::codec::encode_chunked(&*decl.codec, state))
                     .transpose()
                     .map_err(DeliveryFailure::StateCodec)?;
-                Some(SlotWrite {
-                    slot,
-                    state: step
-                        .state
-                        .map(|state| Box::new(state) as Box<dyn Any + Send>),
-                    encoded,
-                })
+                Some(SlotWrite { slot, encoded })
             }
         };
-        Ok(Outcome {
+        let outcome = Outcome {
             emissions: step.emissions,
             write,
-        })
+        };
+        Ok((outcome, step.state))
     }
 }
 
@@ -237,18 +249,19 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
 
     fn on_record(
         &self,
-        slots: &dyn SlotStore,
+        slots: &mut dyn SlotStore,
         source: usize,
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, DeliveryFailure> {
+        let slots = self.slots(slots);
         let slot = SlotKey::for_key(record.data.key.as_ref());
         let state = state_or_unit(self.read(slots, &slot));
         let step = (self.sources[source])(state, tp, record)?;
-        self.outcome(slot, step)
+        self.delivered(slots, slot, step)
     }
 
-    fn on_tick(&self, slots: &dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
+    fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
         match self
             .tick
             .as_ref()
@@ -259,10 +272,11 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
                 write: None,
             }),
             TickLogic::Fold(fold) => {
+                let slots = self.slots(slots);
                 let slot = Self::tick_slot();
                 let state = state_or_unit(self.read(slots, &slot));
                 let step = fold(state, &tick)?;
-                self.outcome(slot, step)
+                self.delivered(slots, slot, step)
             }
         }
     }
@@ -279,7 +293,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
             .replay_read(&slot, &slot, state)
             .map_err(ReplayFailure::State)?;
         let step = (self.sources[source])(state_or_unit(state), tp, record)?;
-        Ok(self.outcome(slot, step)?)
+        Ok(self.outcome(slot, step)?.0)
     }
 
     fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Outcome, ReplayFailure> {
@@ -300,7 +314,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
             }),
             TickLogic::Fold(fold) => {
                 let step = fold(state_or_unit(state), &tick)?;
-                Ok(self.outcome(slot, step)?)
+                Ok(self.outcome(slot, step)?.0)
             }
         }
     }

@@ -6,6 +6,7 @@
 //! (X3) instead of undoing them.
 
 use std::any::Any;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -82,13 +83,16 @@ impl SlotKey {
 
 /// The erased face of a task's slots, as the task drives them.
 pub(crate) trait SlotStore: Send {
-    /// Stages a change made by a delivery in the open transaction.
-    fn apply(&mut self, slot: SlotKey, state: Option<Box<dyn Any + Send>>);
+    /// Stages the state the last delivery proposed for `slot` in the open
+    /// transaction: the task accepts a delivery's outcome only after
+    /// checking it, and the typed state waits in the slots till then.
+    fn accept(&mut self, slot: SlotKey);
     /// Loads one changelog record before delivery starts (S5).
     fn restore(&mut self, slot: SlotKey, bytes: Option<&[u8]>) -> Result<(), CodecError>;
     fn commit(&mut self);
     fn abort(&mut self);
     fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 /// The slots' maps. Keys are user data, so the hasher is seeded (per process
@@ -97,18 +101,43 @@ pub(crate) trait SlotStore: Send {
 /// record hashes its slot.
 type SlotMap<V> = HashMap<SlotKey, V, foldhash::fast::RandomState>;
 
+/// One slot's state in the open transaction.
+struct Slot<S> {
+    /// `None`: deleted in the open transaction, removed when it commits.
+    state: Option<S>,
+    /// The transaction that last changed the slot: a slot changed in the
+    /// open one has its committed state in the undo list.
+    changed_in: u64,
+}
+
 /// The slots of one task of a stage with state type `S`.
+///
+/// One map holds every slot's current state, open transaction included, so
+/// a read and a write hash the key once each. The first change of a slot in
+/// a transaction saves the slot's committed state in an undo list: a commit
+/// forgets the list, an abort puts the saved states back (X3).
 pub struct Slots<S> {
-    committed: SlotMap<S>,
-    pending: SlotMap<Option<S>>,
+    current: SlotMap<Slot<S>>,
+    /// Per slot changed in the open transaction, its state as of the last
+    /// commit (`None`: it had none), in the order of first change.
+    undo: Vec<(SlotKey, Option<S>)>,
+    /// Slots deleted in the open transaction, to remove when it commits.
+    deleted: Vec<SlotKey>,
+    /// The open transaction's number.
+    transaction: u64,
+    /// The new state of the delivery being checked (`Some(None)`: delete).
+    proposed: Option<Option<S>>,
     codec: Option<Arc<dyn Codec<S>>>,
 }
 
 impl<S> Slots<S> {
     pub(crate) fn new(codec: Option<Arc<dyn Codec<S>>>) -> Self {
         Slots {
-            committed: SlotMap::default(),
-            pending: SlotMap::default(),
+            current: SlotMap::default(),
+            undo: Vec::new(),
+            deleted: Vec::new(),
+            transaction: 0,
+            proposed: None,
             codec,
         }
     }
@@ -116,67 +145,130 @@ impl<S> Slots<S> {
     /// The slot's current state (open transaction included), or `None` when it
     /// is unseen or deleted and so reads as the initial value.
     pub fn get(&self, slot: &SlotKey) -> Option<&S> {
-        match self.pending.get(slot) {
-            Some(pending) => pending.as_ref(),
-            None => self.committed.get(slot),
-        }
+        self.current.get(slot)?.state.as_ref()
     }
 
     /// The slot's state as of the last commit.
     pub fn committed(&self, slot: &SlotKey) -> Option<&S> {
-        self.committed.get(slot)
+        self.committed_state(slot, self.current.get(slot)?)
     }
 
     /// Every slot holding a committed state.
     pub fn committed_slots(&self) -> impl Iterator<Item = (&SlotKey, &S)> {
-        self.committed.iter()
+        self.current
+            .iter()
+            .filter_map(|(slot, entry)| Some((slot, self.committed_state(slot, entry)?)))
+    }
+
+    fn committed_state<'a>(&'a self, slot: &SlotKey, entry: &'a Slot<S>) -> Option<&'a S> {
+        if entry.changed_in != self.transaction {
+            return entry.state.as_ref();
+        }
+        let (_, committed) = self
+            .undo
+            .iter()
+            .find(|(changed, _)| changed == slot)
+            .expect("a slot changed in the open transaction saved its committed state");
+        committed.as_ref()
+    }
+
+    /// Holds a delivery's new state (`None` deletes the slot) until the task
+    /// accepts the delivery; a later proposal replaces an unaccepted one.
+    pub(crate) fn propose(&mut self, state: Option<S>) {
+        self.proposed = Some(state);
     }
 }
 
 impl<S: Send + 'static> SlotStore for Slots<S> {
-    fn apply(&mut self, slot: SlotKey, state: Option<Box<dyn Any + Send>>) {
-        let state = state.map(|state| {
-            *state
-                .downcast::<S>()
-                .expect("a stage's logic writes states of the stage's own type")
-        });
-        self.pending.insert(slot, state);
+    fn accept(&mut self, slot: SlotKey) {
+        let state = self
+            .proposed
+            .take()
+            .expect("a delivery that writes a slot proposed its state");
+        if state.is_none() {
+            self.deleted.push(slot.clone());
+        }
+        let transaction = self.transaction;
+        match self.current.entry(slot) {
+            Entry::Occupied(mut occupied) => {
+                let entry = occupied.get_mut();
+                let committed = std::mem::replace(&mut entry.state, state);
+                if entry.changed_in != transaction {
+                    entry.changed_in = transaction;
+                    self.undo.push((occupied.key().clone(), committed));
+                }
+            }
+            Entry::Vacant(vacant) => {
+                self.undo.push((vacant.key().clone(), None));
+                vacant.insert(Slot {
+                    state,
+                    changed_in: transaction,
+                });
+            }
+        }
     }
 
     fn restore(&mut self, slot: SlotKey, bytes: Option<&[u8]>) -> Result<(), CodecError> {
         assert!(
-            self.pending.is_empty(),
+            self.undo.is_empty(),
             "slots are restored before any delivery"
         );
         match bytes {
             None => {
-                self.committed.remove(&slot);
+                self.current.remove(&slot);
             }
             Some(bytes) => {
                 let codec = self
                     .codec
                     .as_ref()
                     .expect("only stateful stages have a changelog to restore from");
-                self.committed.insert(slot, codec.decode(bytes)?);
+                let state = Some(codec.decode(bytes)?);
+                // Changed in no transaction that is open.
+                let changed_in = self.transaction.wrapping_sub(1);
+                self.current.insert(slot, Slot { state, changed_in });
             }
         }
         Ok(())
     }
 
     fn commit(&mut self) {
-        for (slot, state) in self.pending.drain() {
-            match state {
-                Some(state) => self.committed.insert(slot, state),
-                None => self.committed.remove(&slot),
-            };
+        self.undo.clear();
+        for slot in self.deleted.drain(..) {
+            // Deleted, unless set again later in the transaction.
+            if let Entry::Occupied(entry) = self.current.entry(slot) {
+                if entry.get().state.is_none() {
+                    entry.remove();
+                }
+            }
         }
+        self.transaction += 1;
     }
 
     fn abort(&mut self) {
-        self.pending.clear();
+        for (slot, committed) in self.undo.drain(..) {
+            match committed {
+                Some(state) => {
+                    let entry = self
+                        .current
+                        .get_mut(&slot)
+                        .expect("a changed slot stays in the map until its transaction ends");
+                    entry.state = Some(state);
+                }
+                None => {
+                    self.current.remove(&slot);
+                }
+            }
+        }
+        self.deleted.clear();
+        self.proposed = None;
+        self.transaction += 1;
     }
 
     fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
 }
@@ -217,17 +309,84 @@ mod tests {
         }
     }
 
+    fn set(slots: &mut Slots<i64>, slot: &SlotKey, state: Option<i64>) {
+        slots.propose(state);
+        slots.accept(slot.clone());
+    }
+
+    fn committed_of(slots: &Slots<i64>) -> Vec<(SlotKey, i64)> {
+        let mut all: Vec<_> = slots
+            .committed_slots()
+            .map(|(slot, state)| (slot.clone(), *state))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// X3: in an open transaction, reads see its changes and the committed
+    /// view does not, whether a slot was set, changed twice, deleted, or
+    /// deleted and set again; an abort puts every committed state back.
+    #[test]
+    fn x3_open_changes_are_seen_by_reads_and_undone_by_abort() {
+        let (a, b, c, d) = (
+            SlotKey::Key(Bytes::from_static(b"a")),
+            SlotKey::Key(Bytes::from_static(b"b")),
+            SlotKey::Key(Bytes::from_static(b"c")),
+            SlotKey::Null,
+        );
+        let mut slots: Slots<i64> = Slots::new(None);
+        set(&mut slots, &a, Some(1));
+        set(&mut slots, &b, Some(2));
+        set(&mut slots, &c, Some(3));
+        slots.commit();
+        let before = committed_of(&slots);
+        assert_eq!(before, [(a.clone(), 1), (b.clone(), 2), (c.clone(), 3)]);
+
+        set(&mut slots, &a, Some(10));
+        set(&mut slots, &a, Some(11));
+        set(&mut slots, &b, None);
+        set(&mut slots, &c, None);
+        set(&mut slots, &c, Some(30));
+        set(&mut slots, &d, Some(40));
+        assert_eq!(
+            [&a, &b, &c, &d].map(|slot| slots.get(slot).copied()),
+            [Some(11), None, Some(30), Some(40)]
+        );
+        assert_eq!(slots.committed(&a), Some(&1));
+        assert_eq!(slots.committed(&d), None);
+        assert_eq!(committed_of(&slots), before);
+
+        slots.abort();
+        assert_eq!(
+            [&a, &b, &c, &d].map(|slot| slots.get(slot).copied()),
+            [Some(1), Some(2), Some(3), None]
+        );
+        assert_eq!(committed_of(&slots), before);
+
+        set(&mut slots, &b, None);
+        set(&mut slots, &c, None);
+        set(&mut slots, &c, Some(31));
+        slots.commit();
+        assert_eq!(committed_of(&slots), [(a.clone(), 1), (c.clone(), 31)]);
+        assert_eq!(slots.get(&b), None);
+        // A slot deleted and committed is gone, not kept as a tombstone.
+        assert_eq!(slots.current.len(), 2);
+    }
+
     /// X3: an abort forgets pending changes; a commit makes them durable.
     #[test]
     fn x3_pending_changes_are_dropped_on_abort() {
         let mut slots: Slots<i64> = Slots::new(None);
-        slots.apply(SlotKey::Null, Some(Box::new(5i64)));
+        slots.propose(Some(5));
+        slots.accept(SlotKey::Null);
         slots.commit();
-        slots.apply(SlotKey::Null, Some(Box::new(9i64)));
+        slots.propose(Some(9));
+        slots.accept(SlotKey::Null);
         assert_eq!(slots.get(&SlotKey::Null), Some(&9));
         slots.abort();
         assert_eq!(slots.get(&SlotKey::Null), Some(&5));
-        slots.apply(SlotKey::Null, None);
+        slots.propose(None);
+        slots.accept(SlotKey::Null);
         slots.commit();
         assert_eq!(slots.get(&SlotKey::Null), None);
     }

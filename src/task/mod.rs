@@ -750,10 +750,11 @@ impl Task {
         let timestamp = head.record.data.timestamp;
         let outcome = match self.kinds[lane] {
             LaneKind::Source(source) => {
-                self.logic.on_record(&*self.slots, source, tp, &head.record)
+                self.logic
+                    .on_record(&mut *self.slots, source, tp, &head.record)
             }
             LaneKind::Ticks => match tick_of(&head.record) {
-                Some(tick) => self.logic.on_tick(&*self.slots, tick),
+                Some(tick) => self.logic.on_tick(&mut *self.slots, tick),
                 None => {
                     let error = TaskError::BadTick {
                         task: self.id.clone(),
@@ -1095,11 +1096,16 @@ impl Task {
         use_stamp(&stamp)
     }
 
-    fn produce(&mut self, outcome: Outcome, timestamp: i64, produced: &mut Vec<ProducedRecord>) {
+    fn produce(
+        &mut self,
+        mut outcome: Outcome,
+        timestamp: i64,
+        produced: &mut Vec<ProducedRecord>,
+    ) {
         produced.reserve(outcome.emissions.len() + 1);
         if !outcome.emissions.is_empty() {
             let stamp_header = self.at_stamping_site(header::stamp_header);
-            for emission in outcome.emissions {
+            for emission in outcome.emissions.drain(..) {
                 let (topic, key, value) = emission
                     .into_encoded()
                     .expect("emissions were checked before delivery");
@@ -1123,6 +1129,7 @@ impl Task {
                 });
             }
         }
+        crate::emission::recycle_emissions(outcome.emissions);
         if let Some(write) = outcome.write {
             let changelog = self
                 .changelog
@@ -1137,7 +1144,7 @@ impl Task {
                     timestamp,
                 },
             });
-            self.slots.apply(write.slot, write.state);
+            self.slots.accept(write.slot);
         }
     }
 
@@ -1213,12 +1220,23 @@ impl Task {
     /// with [`TaskError::CheckpointTooLarge`]: a broker would refuse every
     /// commit, and the task would stall silently.
     pub fn prepare_commit(&mut self) -> Result<CommitRequest, TaskError> {
-        let metadata: Arc<str> = Checkpoint::encode_parts_into(
+        let mut request = CommitRequest {
+            group: Arc::clone(&self.group),
+            offsets: Vec::with_capacity(self.gate.lanes.len()),
+            metadata: Arc::from(""),
+        };
+        self.prepare_commit_into(&mut request)?;
+        Ok(request)
+    }
+
+    /// [`Task::prepare_commit`] into a request the caller keeps from one
+    /// commit to the next, so that its list of offsets is reused.
+    pub fn prepare_commit_into(&mut self, request: &mut CommitRequest) -> Result<(), TaskError> {
+        let metadata = Checkpoint::encode_parts_into(
             &self.history,
             self.last_tick_at,
             &mut self.checkpoint_scratch,
-        )
-        .into();
+        );
         if metadata.len() > OFFSET_METADATA_BYTES_MAX {
             let error = TaskError::CheckpointTooLarge {
                 task: self.id.clone(),
@@ -1228,22 +1246,19 @@ impl Task {
             };
             return Err(self.stop(error));
         }
-        Ok(CommitRequest {
-            group: self.group.clone(),
-            offsets: self
-                .gate
-                .lanes
-                .iter()
-                .map(|lane| {
-                    let position = match mutation::active(Mutation::PositionsPastHeld) {
-                        true => lane.fetch_position,
-                        false => lane.position(),
-                    };
-                    (lane.tp.clone(), position)
-                })
-                .collect(),
-            metadata,
-        })
+        request.metadata = metadata.into();
+        if !Arc::ptr_eq(&request.group, &self.group) {
+            request.group = Arc::clone(&self.group);
+        }
+        request.offsets.clear();
+        request.offsets.extend(self.gate.lanes.iter().map(|lane| {
+            let position = match mutation::active(Mutation::PositionsPastHeld) {
+                true => lane.fetch_position,
+                false => lane.position(),
+            };
+            (lane.tp.clone(), position)
+        }));
+        Ok(())
     }
 
     /// The transaction committed: what it held is now the snapshot to return

@@ -303,6 +303,7 @@ impl TestDriver {
         Ok(TestInputTopic {
             topic: topic.clone(),
             world: Arc::clone(&self.world),
+            partitions: world.cluster.partitions(topic.name().as_str()),
         })
     }
 
@@ -319,6 +320,7 @@ impl TestDriver {
         Ok(TestInputTopic {
             topic: Topic::with_codecs(topic.as_ref(), RawBytes, RawBytes),
             world: Arc::clone(&self.world),
+            partitions: world.cluster.partitions(topic.as_ref()),
         })
     }
 
@@ -425,13 +427,17 @@ impl TestDriver {
 
     /// Everything the driver saw happen, in order.
     pub fn trace(&self) -> Vec<TraceEvent> {
-        self.world().trace.clone()
+        self.world().trace.events()
     }
 
     /// The ticks so far, rendered for snapshots (see [`render_ticks`]).
     pub fn tick_report(&self) -> String {
         let world = self.world();
-        render_ticks(&world.trace, world.initial_wall_clock, &world.cluster)
+        render_ticks(
+            &world.trace.events(),
+            world.initial_wall_clock,
+            &world.cluster,
+        )
     }
 
     /// The in-memory Kafka model, to inspect logs and offsets. Drop the view
@@ -459,14 +465,8 @@ impl TestDriver {
         let world = self.world();
         let mut topics: Vec<String> = world
             .trace
-            .iter()
-            .flat_map(|event| match event {
-                TraceEvent::Delivered { sent, .. } => {
-                    sent.iter().map(|(tp, _)| tp.topic.to_string()).collect()
-                }
-                TraceEvent::TickEmitted { tp, .. } => vec![tp.topic.to_string()],
-                _ => Vec::new(),
-            })
+            .written_tps()
+            .map(|tp| tp.topic.to_string())
             .collect();
         topics.sort();
         topics.dedup();

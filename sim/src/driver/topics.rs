@@ -64,6 +64,9 @@ impl<K, V> TestRecord<K, V> {
 pub struct TestInputTopic<K, V> {
     pub(crate) topic: Topic<K, V>,
     pub(crate) world: Arc<Shared>,
+    /// The topic's partitions in the model (`None`: it has no such topic),
+    /// looked up once: the model's topics never change their partitions.
+    pub(crate) partitions: Option<u32>,
 }
 
 impl<K: 'static, V: 'static> TestInputTopic<K, V> {
@@ -108,13 +111,9 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
                 part: refused.part.name(),
                 error: refused.error,
             })?;
-        let partitions =
-            world
-                .cluster
-                .partitions(name)
-                .ok_or_else(|| DriverError::UnknownTopic {
-                    topic: name.to_string(),
-                })?;
+        let partitions = self.partitions.ok_or_else(|| DriverError::UnknownTopic {
+            topic: name.to_string(),
+        })?;
         let partition = record
             .partition
             .unwrap_or_else(|| partition_for(key.as_deref(), partitions, 0));

@@ -2,10 +2,12 @@
 //! snapshot tests: ticks with their timestamps, stamps and emissions.
 
 use std::fmt::Write;
+use std::ops::Range;
 
 use parsley::task::TaskId;
 use parsley::{Claim, Stamp, Tp};
 
+use crate::host::Sent;
 use crate::model::Cluster;
 
 /// What the test driver saw happen, for assertions and snapshots.
@@ -70,6 +72,101 @@ pub enum TraceEvent {
         /// Why the transaction aborted.
         reason: String,
     },
+}
+
+/// The trace as the driver records it. A delivery's sent records go to one
+/// list shared by all deliveries, so recording a delivery allocates nothing
+/// of its own; [`Trace::events`] builds the [`TraceEvent`]s a test reads.
+#[derive(Default)]
+pub(crate) struct Trace {
+    recorded: Vec<Recorded>,
+    sent: Vec<Sent>,
+    /// How much of `sent` recorded deliveries own; the rest is what a
+    /// delivery being recorded sent so far.
+    sent_recorded: usize,
+}
+
+enum Recorded {
+    Event(TraceEvent),
+    /// [`TraceEvent::Delivered`], its sent records at `sent` in the list.
+    Delivered {
+        task: TaskId,
+        at: i64,
+        tp: Tp,
+        offset: u64,
+        tick: Option<i64>,
+        sent: Range<usize>,
+    },
+}
+
+impl Trace {
+    /// Records an event other than a delivery.
+    pub fn push(&mut self, event: TraceEvent) {
+        self.recorded.push(Recorded::Event(event));
+    }
+
+    /// Where a delivery about to be recorded puts what it sent: the host
+    /// appends to this list, then [`Trace::delivered`] records the delivery.
+    pub fn sent_list(&mut self) -> &mut Vec<Sent> {
+        // What a failed delivery sent before it failed is not traced.
+        self.sent.truncate(self.sent_recorded);
+        &mut self.sent
+    }
+
+    /// Records a delivery, with what was appended to [`Trace::sent_list`]
+    /// since it was last asked for.
+    pub fn delivered(&mut self, task: TaskId, at: i64, tp: Tp, offset: u64, tick: Option<i64>) {
+        let sent = self.sent_recorded..self.sent.len();
+        self.sent_recorded = self.sent.len();
+        self.recorded.push(Recorded::Delivered {
+            task,
+            at,
+            tp,
+            offset,
+            tick,
+            sent,
+        });
+    }
+
+    /// Every event, in order.
+    pub fn events(&self) -> Vec<TraceEvent> {
+        self.recorded
+            .iter()
+            .map(|recorded| match recorded {
+                Recorded::Event(event) => event.clone(),
+                Recorded::Delivered {
+                    task,
+                    at,
+                    tp,
+                    offset,
+                    tick,
+                    sent,
+                } => TraceEvent::Delivered {
+                    task: task.clone(),
+                    at: *at,
+                    tp: tp.clone(),
+                    offset: *offset,
+                    tick: *tick,
+                    sent: self.sent[sent.clone()]
+                        .iter()
+                        .map(|sent| (sent.tp.clone(), sent.offset))
+                        .collect(),
+                },
+            })
+            .collect()
+    }
+
+    /// The tps the deliveries and ticks wrote to, repeats included.
+    pub fn written_tps(&self) -> impl Iterator<Item = &Tp> {
+        let ticks = self.recorded.iter().filter_map(|recorded| match recorded {
+            Recorded::Event(TraceEvent::TickEmitted { tp, .. }) => Some(tp),
+            _ => None,
+        });
+        self.sent[..self.sent_recorded]
+            .iter()
+            .map(|sent| &sent.tp)
+            .chain(ticks)
+    }
 }
 
 fn render_bytes(bytes: Option<&[u8]>) -> String {

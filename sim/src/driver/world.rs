@@ -8,7 +8,7 @@ use parsley::task::TaskId;
 use parsley::{App, TaskConfig, TaskError, Tp};
 
 use crate::driver::error::{closest, DriverError};
-use crate::driver::trace::TraceEvent;
+use crate::driver::trace::{Trace, TraceEvent};
 use crate::host::{CommitOutcome, TaskHost};
 use crate::model::Cluster;
 
@@ -25,7 +25,7 @@ pub(crate) struct World {
     pub paused: BTreeSet<String>,
     /// Tasks whose next commit the test asked to fail.
     pub failing_commits: Vec<TaskId>,
-    pub trace: Vec<TraceEvent>,
+    pub trace: Trace,
     held_seen: HashSet<(TaskId, Tp, u64)>,
     /// Errors of tasks that stopped, in the order they stopped.
     pub stopped: Vec<TaskError>,
@@ -55,7 +55,7 @@ impl World {
             rounds_max: 10_000,
             paused: BTreeSet::new(),
             failing_commits: Vec::new(),
-            trace: Vec::new(),
+            trace: Trace::default(),
             held_seen: HashSet::new(),
             stopped: Vec::new(),
             reported: 0,
@@ -229,6 +229,10 @@ impl World {
             Err(error) => return Err(error.into()),
         }
         let host = &mut self.hosts[index];
+        // Records still buffered when this round starts are held: the last
+        // round delivered all it could. A held head is judged on log ends
+        // fetched after it was held (G6), so such a task fetches every lane.
+        let holding = host.task.buffered() > 0;
         for lane in 0..host.positions().len() {
             if self
                 .paused
@@ -236,10 +240,9 @@ impl World {
             {
                 continue;
             }
-            // With nothing buffered, an empty fetch changes nothing the gate
-            // decides on (a held head needs fresh log ends, so it always
-            // fetches).
-            if host.task.buffered() == 0 && !host.has_news(&self.cluster, lane)? {
+            // Otherwise a fetch with no records and no new log end changes
+            // nothing the gate decides on.
+            if !holding && !host.has_news(&self.cluster, lane) {
                 continue;
             }
             progressed |= host.fetch(&self.cluster, lane, usize::MAX)? > 0;
@@ -269,20 +272,11 @@ impl World {
                 false => None,
             };
             let host = &mut self.hosts[index];
-            match host.deliver(&mut self.cluster, &tp, now) {
-                Ok(sent) => {
+            match host.deliver_into(&mut self.cluster, &tp, now, self.trace.sent_list()) {
+                Ok(()) => {
                     progressed = true;
-                    self.trace.push(TraceEvent::Delivered {
-                        task: self.hosts[index].task.id().clone(),
-                        at: now,
-                        tp,
-                        offset,
-                        tick: tick_timestamp,
-                        sent: sent
-                            .into_iter()
-                            .map(|sent| (sent.tp, sent.offset))
-                            .collect(),
-                    });
+                    let task = host.task.id().clone();
+                    self.trace.delivered(task, now, tp, offset, tick_timestamp);
                 }
                 Err(crate::host::HostError::Task(error)) => {
                     return self.stop(index, error).map(|()| true)

@@ -36,10 +36,12 @@ pub use parsley::task::CommittedOffset;
 /// offset metadata, and so does the model.
 pub use parsley::task::OFFSET_METADATA_BYTES_MAX;
 
-/// One partition's log: its topic's slot in [`Topics`] and its partition.
-/// Topics are never removed or reordered, so an id stays valid for good.
+/// Where one partition's log is in a [`Cluster`] ([`Cluster::log_id`]):
+/// a caller that reaches the same logs over and over (a consumer's
+/// partitions) looks each up once. Topics are never removed or reordered, so
+/// an id stays valid for good, in the cluster that gave it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct LogId {
+pub struct LogId {
     topic: u32,
     partition: u32,
 }
@@ -485,16 +487,29 @@ impl Cluster {
         isolation: Isolation,
         records: &mut Vec<ConsumedRecord>,
     ) -> Result<FetchEnd, ModelError> {
-        let log = partition(&self.topics, tp)?;
-        let high_watermark = log.high_watermark();
+        let log = self.topics.log_id(tp)?;
+        self.fetch_into_at(log, from_offset, max_records, isolation, records)
+    }
+
+    /// [`Cluster::fetch_into`] from the log at `log`.
+    pub fn fetch_into_at(
+        &self,
+        log: LogId,
+        from_offset: u64,
+        max_records: usize,
+        isolation: Isolation,
+        records: &mut Vec<ConsumedRecord>,
+    ) -> Result<FetchEnd, ModelError> {
+        let partition = self.topics.log(log);
+        let high_watermark = partition.high_watermark();
         if from_offset > high_watermark {
             return Err(ModelError::OffsetOutOfRange {
-                tp: tp.clone(),
+                tp: self.topics.tp(log),
                 offset: from_offset,
                 high_watermark,
             });
         }
-        Ok(log.fetch_into(from_offset, max_records, isolation, records))
+        Ok(partition.fetch_into(from_offset, max_records, isolation, records))
     }
 
     /// `group`'s committed offset on `tp`, as written by committed
@@ -561,6 +576,21 @@ impl Cluster {
     /// partition up again for every offset.
     pub fn log(&self, tp: &Tp) -> Result<LogView<'_>, ModelError> {
         Ok(LogView::new(partition(&self.topics, tp)?))
+    }
+
+    /// Where `tp`'s log is, for [`Cluster::log_at`] and
+    /// [`Cluster::fetch_into_at`].
+    pub fn log_id(&self, tp: &Tp) -> Result<LogId, ModelError> {
+        self.topics.log_id(tp)
+    }
+
+    /// [`Cluster::log`] of the log at `log`.
+    ///
+    /// # Panics
+    ///
+    /// If `log` was given by another cluster that has more topics.
+    pub fn log_at(&self, log: LogId) -> LogView<'_> {
+        LogView::new(self.topics.log(log))
     }
 
     /// Whether the entry at `offset` of `tp` is committed, open, aborted or a
@@ -772,6 +802,11 @@ impl Topics {
             topic: slot as u32,
             partition: tp.partition,
         })
+    }
+
+    /// The tp of the log at `id`.
+    fn tp(&self, id: LogId) -> Tp {
+        Tp::new(self.names[id.topic as usize].clone(), id.partition)
     }
 
     fn log(&self, id: LogId) -> &PartitionLog {

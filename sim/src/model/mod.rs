@@ -62,7 +62,7 @@ mod cluster;
 mod error;
 mod log;
 
-pub use cluster::{Cluster, CommittedOffset, ProducerId, DEFAULT_TRANSACTION_TIMEOUT_MS};
+pub use cluster::{Cluster, CommittedOffset, LogId, ProducerId, DEFAULT_TRANSACTION_TIMEOUT_MS};
 pub use error::ModelError;
 pub use log::{AbortedTxn, ControlKind, Entry, EntryStatus, Fetch, FetchEnd, Isolation, LogView};
 
