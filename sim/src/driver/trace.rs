@@ -2,7 +2,6 @@
 //! snapshot tests: ticks with their timestamps, stamps and emissions.
 
 use std::fmt::Write;
-use std::ops::Range;
 
 use parsley::task::TaskId;
 use parsley::{Claim, Stamp, Tp};
@@ -74,84 +73,146 @@ pub enum TraceEvent {
     },
 }
 
-/// The trace as the driver records it. A delivery's sent records go to one
-/// list shared by all deliveries, so recording a delivery allocates nothing
-/// of its own; [`Trace::events`] builds the [`TraceEvent`]s a test reads.
+/// The trace as the driver records it, compact: the driver records two
+/// events per piped record and keeps them all, so deliveries and commits
+/// name their task and tp by number, and a delivery's sent records go to
+/// one list shared by all deliveries. [`Trace::events`] builds the
+/// [`TraceEvent`]s a test reads.
 #[derive(Default)]
 pub(crate) struct Trace {
     recorded: Vec<Recorded>,
-    sent: Vec<Sent>,
-    /// How much of `sent` recorded deliveries own; the rest is what a
-    /// delivery being recorded sent so far.
-    sent_recorded: usize,
+    /// Where each delivery's sent records landed, deliveries one after the
+    /// other: a tp by its number in `tps`, and an offset.
+    sent: Vec<(u32, u64)>,
+    /// The tasks and the tps the events name, each once.
+    tasks: Names<TaskId>,
+    tps: Names<Tp>,
+    /// Where the host appends what a delivery being recorded sends.
+    sending: Vec<Sent>,
 }
 
 enum Recorded {
-    Event(TraceEvent),
-    /// [`TraceEvent::Delivered`], its sent records at `sent` in the list.
+    /// [`TraceEvent::Delivered`], its sent records up to `sent_end` in the
+    /// list (from where the delivery before it ended).
     Delivered {
-        task: TaskId,
-        at: i64,
-        tp: Tp,
+        task: u32,
+        tp: u32,
+        sent_end: u32,
         offset: u64,
+        at: i64,
         tick: Option<i64>,
-        sent: Range<usize>,
     },
+    /// [`TraceEvent::Committed`].
+    Committed { task: u32, at: i64 },
+    /// Any other event: ticks, holds and aborts are rare.
+    Other(Box<TraceEvent>),
+}
+
+/// Names numbered in the order first seen; the last one looked up is tried
+/// first, as consecutive events mostly name the same one.
+struct Names<T> {
+    names: Vec<T>,
+    last: usize,
+}
+
+impl<T> Default for Names<T> {
+    fn default() -> Self {
+        Names {
+            names: Vec::new(),
+            last: 0,
+        }
+    }
+}
+
+impl<T: Clone + PartialEq> Names<T> {
+    fn number(&mut self, name: &T) -> u32 {
+        if self.names.get(self.last) != Some(name) {
+            self.last = match self.names.iter().position(|known| known == name) {
+                Some(at) => at,
+                None => {
+                    self.names.push(name.clone());
+                    self.names.len() - 1
+                }
+            };
+        }
+        u32::try_from(self.last).expect("fewer than 2^32 names")
+    }
+
+    fn name(&self, number: u32) -> &T {
+        &self.names[number as usize]
+    }
 }
 
 impl Trace {
     /// Records an event other than a delivery.
     pub fn push(&mut self, event: TraceEvent) {
-        self.recorded.push(Recorded::Event(event));
+        let recorded = match event {
+            TraceEvent::Committed { task, at } => Recorded::Committed {
+                task: self.tasks.number(&task),
+                at,
+            },
+            event => Recorded::Other(Box::new(event)),
+        };
+        self.recorded.push(recorded);
     }
 
     /// Where a delivery about to be recorded puts what it sent: the host
     /// appends to this list, then [`Trace::delivered`] records the delivery.
     pub fn sent_list(&mut self) -> &mut Vec<Sent> {
         // What a failed delivery sent before it failed is not traced.
-        self.sent.truncate(self.sent_recorded);
-        &mut self.sent
+        self.sending.clear();
+        &mut self.sending
     }
 
     /// Records a delivery, with what was appended to [`Trace::sent_list`]
     /// since it was last asked for.
-    pub fn delivered(&mut self, task: TaskId, at: i64, tp: Tp, offset: u64, tick: Option<i64>) {
-        let sent = self.sent_recorded..self.sent.len();
-        self.sent_recorded = self.sent.len();
+    pub fn delivered(&mut self, task: &TaskId, at: i64, tp: &Tp, offset: u64, tick: Option<i64>) {
+        for sent in self.sending.drain(..) {
+            self.sent.push((self.tps.number(&sent.tp), sent.offset));
+        }
         self.recorded.push(Recorded::Delivered {
-            task,
-            at,
-            tp,
+            task: self.tasks.number(task),
+            tp: self.tps.number(tp),
+            sent_end: u32::try_from(self.sent.len()).expect("fewer than 2^32 sent records"),
             offset,
+            at,
             tick,
-            sent,
         });
     }
 
     /// Every event, in order.
     pub fn events(&self) -> Vec<TraceEvent> {
+        let mut sent_start = 0;
         self.recorded
             .iter()
             .map(|recorded| match recorded {
-                Recorded::Event(event) => event.clone(),
+                Recorded::Other(event) => (**event).clone(),
+                Recorded::Committed { task, at } => TraceEvent::Committed {
+                    task: self.tasks.name(*task).clone(),
+                    at: *at,
+                },
                 Recorded::Delivered {
                     task,
-                    at,
                     tp,
+                    sent_end,
                     offset,
+                    at,
                     tick,
-                    sent,
-                } => TraceEvent::Delivered {
-                    task: task.clone(),
-                    at: *at,
-                    tp: tp.clone(),
-                    offset: *offset,
-                    tick: *tick,
-                    sent: self.sent[sent.clone()]
-                        .iter()
-                        .map(|sent| (sent.tp.clone(), sent.offset))
-                        .collect(),
-                },
+                } => {
+                    let sent = &self.sent[sent_start..*sent_end as usize];
+                    sent_start = *sent_end as usize;
+                    TraceEvent::Delivered {
+                        task: self.tasks.name(*task).clone(),
+                        at: *at,
+                        tp: self.tps.name(*tp).clone(),
+                        offset: *offset,
+                        tick: *tick,
+                        sent: sent
+                            .iter()
+                            .map(|&(tp, offset)| (self.tps.name(tp).clone(), offset))
+                            .collect(),
+                    }
+                }
             })
             .collect()
     }
@@ -159,12 +220,15 @@ impl Trace {
     /// The tps the deliveries and ticks wrote to, repeats included.
     pub fn written_tps(&self) -> impl Iterator<Item = &Tp> {
         let ticks = self.recorded.iter().filter_map(|recorded| match recorded {
-            Recorded::Event(TraceEvent::TickEmitted { tp, .. }) => Some(tp),
+            Recorded::Other(event) => match &**event {
+                TraceEvent::TickEmitted { tp, .. } => Some(tp),
+                _ => None,
+            },
             _ => None,
         });
-        self.sent[..self.sent_recorded]
+        self.sent
             .iter()
-            .map(|sent| &sent.tp)
+            .map(|&(tp, _)| self.tps.name(tp))
             .chain(ticks)
     }
 }
@@ -266,4 +330,94 @@ pub fn render_ticks(trace: &[TraceEvent], origin: i64, cluster: &Cluster) -> Str
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(stage: &str, partition: u32) -> TaskId {
+        TaskId {
+            stage: stage.into(),
+            partition,
+        }
+    }
+
+    fn sent(topic: &str, partition: u32, offset: u64) -> Sent {
+        Sent {
+            tp: Tp::new(topic, partition),
+            offset,
+        }
+    }
+
+    /// The compact trace gives every event back as it was recorded, each
+    /// delivery with its own sent records, and leaves out what a delivery
+    /// that failed had sent.
+    #[test]
+    fn events_come_back_as_recorded() {
+        let (a, b) = (task("a", 0), task("b", 1));
+        let (orders, payments) = (Tp::new("orders", 0), Tp::new("payments", 1));
+        let mut trace = Trace::default();
+        trace
+            .sent_list()
+            .extend([sent("out", 0, 4), sent("a-state-changelog", 0, 7)]);
+        trace.delivered(&a, 10, &orders, 3, None);
+        trace.push(TraceEvent::Committed {
+            task: a.clone(),
+            at: 10,
+        });
+        // A delivery that fails after sending one record is not traced.
+        trace.sent_list().push(sent("out", 1, 9));
+        trace.push(TraceEvent::Aborted {
+            task: b.clone(),
+            at: 11,
+            reason: "logic failed".to_string(),
+        });
+        trace.sent_list();
+        trace.delivered(&b, 12, &payments, 5, Some(60_000));
+        trace.sent_list().push(sent("out", 0, 5));
+        trace.delivered(&a, 13, &orders, 4, None);
+
+        let events = trace.events();
+        assert_eq!(
+            events,
+            [
+                TraceEvent::Delivered {
+                    task: a.clone(),
+                    at: 10,
+                    tp: orders.clone(),
+                    offset: 3,
+                    tick: None,
+                    sent: vec![(Tp::new("out", 0), 4), (Tp::new("a-state-changelog", 0), 7)],
+                },
+                TraceEvent::Committed {
+                    task: a.clone(),
+                    at: 10
+                },
+                TraceEvent::Aborted {
+                    task: b.clone(),
+                    at: 11,
+                    reason: "logic failed".to_string(),
+                },
+                TraceEvent::Delivered {
+                    task: b,
+                    at: 12,
+                    tp: payments,
+                    offset: 5,
+                    tick: Some(60_000),
+                    sent: vec![],
+                },
+                TraceEvent::Delivered {
+                    task: a,
+                    at: 13,
+                    tp: orders,
+                    offset: 4,
+                    tick: None,
+                    sent: vec![(Tp::new("out", 0), 5)],
+                },
+            ]
+        );
+        let written: Vec<String> = trace.written_tps().map(Tp::to_string).collect();
+        assert_eq!(written, ["out-0", "a-state-changelog-0", "out-0"]);
+    }
 }

@@ -275,8 +275,8 @@ impl World {
             match host.deliver_into(&mut self.cluster, &tp, now, self.trace.sent_list()) {
                 Ok(()) => {
                     progressed = true;
-                    let task = host.task.id().clone();
-                    self.trace.delivered(task, now, tp, offset, tick_timestamp);
+                    self.trace
+                        .delivered(host.task.id(), now, &tp, offset, tick_timestamp);
                 }
                 Err(crate::host::HostError::Task(error)) => {
                     return self.stop(index, error).map(|()| true)

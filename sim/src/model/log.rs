@@ -82,14 +82,23 @@ impl<'a> Entry<'a> {
 enum Slot {
     Data {
         /// The record's index in [`Records`].
-        record: usize,
-        producer: Option<u64>,
+        record: u32,
+        producer: Option<u32>,
         transactional: bool,
     },
     Control {
         kind: ControlKind,
-        producer: u64,
+        producer: u32,
     },
+}
+
+// Every offset of every log holds one: a test driver keeps them all.
+const _: () = assert!(std::mem::size_of::<Slot>() <= 16, "a log entry stays small");
+
+/// A producer id as a [`Slot`] keeps it: the model hands ids out as 0, 1,
+/// 2, …, so they fit in half the room.
+fn slot_producer(producer: u64) -> u32 {
+    u32::try_from(producer).expect("the model hands out fewer than 2^32 producer ids")
 }
 
 /// A log's records in fixed-size chunks: appending never moves a record,
@@ -103,7 +112,7 @@ struct Records {
 const RECORDS_PER_CHUNK: usize = 256;
 
 impl Records {
-    fn push(&mut self, record: RecordData) -> usize {
+    fn push(&mut self, record: RecordData) -> u32 {
         if self
             .chunks
             .last()
@@ -117,10 +126,12 @@ impl Records {
             .last_mut()
             .expect("a chunk was just made if none had room");
         chunk.push(record);
-        full_chunks * RECORDS_PER_CHUNK + chunk.len() - 1
+        let index = full_chunks * RECORDS_PER_CHUNK + chunk.len() - 1;
+        u32::try_from(index).expect("a log holds fewer than 2^32 records")
     }
 
-    fn get(&self, index: usize) -> &RecordData {
+    fn get(&self, index: u32) -> &RecordData {
+        let index = index as usize;
         &self.chunks[index / RECORDS_PER_CHUNK][index % RECORDS_PER_CHUNK]
     }
 }
@@ -258,7 +269,7 @@ impl<'a> LogView<'a> {
         let upper = log.last_stable_offset() as usize;
         // A transaction's records wait for its marker, which comes later in
         // the log; each producer has at most one transaction open at a time.
-        let mut waiting: Vec<(u64, Vec<u64>)> = Vec::new();
+        let mut waiting: Vec<(u32, Vec<u64>)> = Vec::new();
         let mut order = Vec::new();
         // A committed transaction's marker may lie beyond the last stable
         // offset (a later transaction opened before it), so markers are
@@ -365,10 +376,13 @@ impl PartitionLog {
                 transactional,
             } => Entry::Data {
                 record: self.records.get(record),
-                producer,
+                producer: producer.map(u64::from),
                 transactional,
             },
-            Slot::Control { kind, producer } => Entry::Control { kind, producer },
+            Slot::Control { kind, producer } => Entry::Control {
+                kind,
+                producer: u64::from(producer),
+            },
         }
     }
 
@@ -416,7 +430,7 @@ impl PartitionLog {
         let offset = self.push(
             Slot::Data {
                 record,
-                producer: Some(producer),
+                producer: Some(slot_producer(producer)),
                 transactional: true,
             },
             Meta {
@@ -449,7 +463,10 @@ impl PartitionLog {
         sequence: u64,
     ) -> u64 {
         let marker = self.push(
-            Slot::Control { kind, producer },
+            Slot::Control {
+                kind,
+                producer: slot_producer(producer),
+            },
             Meta {
                 sequence,
                 status: EntryStatus::Control,
