@@ -76,19 +76,20 @@ pub enum TraceEvent {
 /// The trace as the driver records it, compact: the driver records two
 /// events per piped record and keeps them all, so deliveries and commits
 /// name their task and tp by number, and a delivery's sent records go to
-/// one list shared by all deliveries. [`Trace::events`] builds the
-/// [`TraceEvent`]s a test reads.
+/// one list shared by all deliveries (where the host appends them).
+/// [`Trace::events`] builds the [`TraceEvent`]s a test reads.
 #[derive(Default)]
 pub(crate) struct Trace {
     recorded: Vec<Recorded>,
     /// Where each delivery's sent records landed, deliveries one after the
-    /// other: a tp by its number in `tps`, and an offset.
-    sent: Vec<(u32, u64)>,
-    /// The tasks and the tps the events name, each once.
+    /// other.
+    sent: Vec<Sent>,
+    /// How much of `sent` recorded deliveries own; the rest is what a
+    /// delivery being recorded sent so far.
+    sent_recorded: usize,
+    /// The tasks and the delivered tps the events name, each once.
     tasks: Names<TaskId>,
     tps: Names<Tp>,
-    /// Where the host appends what a delivery being recorded sends.
-    sending: Vec<Sent>,
 }
 
 enum Recorded {
@@ -124,10 +125,33 @@ impl<T> Default for Names<T> {
     }
 }
 
-impl<T: Clone + PartialEq> Names<T> {
+/// Equality that tries the pointers first: the names a driver hands in
+/// share their allocations.
+trait Same {
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl Same for Tp {
+    fn same(&self, other: &Tp) -> bool {
+        Tp::same(self, other)
+    }
+}
+
+impl Same for TaskId {
+    fn same(&self, other: &TaskId) -> bool {
+        self.partition == other.partition
+            && (std::sync::Arc::ptr_eq(&self.stage, &other.stage) || self.stage == other.stage)
+    }
+}
+
+impl<T: Clone + Same> Names<T> {
     fn number(&mut self, name: &T) -> u32 {
-        if self.names.get(self.last) != Some(name) {
-            self.last = match self.names.iter().position(|known| known == name) {
+        if !self
+            .names
+            .get(self.last)
+            .is_some_and(|last| last.same(name))
+        {
+            self.last = match self.names.iter().position(|known| known.same(name)) {
                 Some(at) => at,
                 None => {
                     self.names.push(name.clone());
@@ -160,16 +184,14 @@ impl Trace {
     /// appends to this list, then [`Trace::delivered`] records the delivery.
     pub fn sent_list(&mut self) -> &mut Vec<Sent> {
         // What a failed delivery sent before it failed is not traced.
-        self.sending.clear();
-        &mut self.sending
+        self.sent.truncate(self.sent_recorded);
+        &mut self.sent
     }
 
     /// Records a delivery, with what was appended to [`Trace::sent_list`]
     /// since it was last asked for.
     pub fn delivered(&mut self, task: &TaskId, at: i64, tp: &Tp, offset: u64, tick: Option<i64>) {
-        for sent in self.sending.drain(..) {
-            self.sent.push((self.tps.number(&sent.tp), sent.offset));
-        }
+        self.sent_recorded = self.sent.len();
         self.recorded.push(Recorded::Delivered {
             task: self.tasks.number(task),
             tp: self.tps.number(tp),
@@ -209,7 +231,7 @@ impl Trace {
                         tick: *tick,
                         sent: sent
                             .iter()
-                            .map(|&(tp, offset)| (self.tps.name(tp).clone(), offset))
+                            .map(|sent| (sent.tp.clone(), sent.offset))
                             .collect(),
                     }
                 }
@@ -226,9 +248,9 @@ impl Trace {
             },
             _ => None,
         });
-        self.sent
+        self.sent[..self.sent_recorded]
             .iter()
-            .map(|&(tp, _)| self.tps.name(tp))
+            .map(|sent| &sent.tp)
             .chain(ticks)
     }
 }

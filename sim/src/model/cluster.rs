@@ -704,10 +704,13 @@ fn producer_mut(
     producers: &mut [ProducerState],
     producer: ProducerId,
 ) -> Result<&mut ProducerState, ModelError> {
-    let state = usize::try_from(producer.id)
+    // Not `ok_or`: that would build (and drop) the error on every call.
+    let Some(state) = usize::try_from(producer.id)
         .ok()
         .and_then(|index| producers.get_mut(index))
-        .ok_or(ModelError::UnknownProducer)?;
+    else {
+        return Err(ModelError::UnknownProducer);
+    };
     if state.epoch != producer.epoch {
         return Err(ModelError::Fenced {
             transactional_id: state.transactional_id.clone(),
