@@ -50,6 +50,10 @@ pub fn murmur2(data: &[u8]) -> i32 {
 /// the task of partition `task_partition`.
 pub fn partition_for(key: Option<&[u8]>, partitions: u32, task_partition: u32) -> u32 {
     assert!(partitions > 0, "a topic has at least one partition");
+    if partitions == 1 {
+        // Whatever the key hashes to.
+        return 0;
+    }
     match key {
         Some(key) => ((murmur2(key) & 0x7fff_ffff) as u32) % partitions,
         None => task_partition % partitions,

@@ -49,7 +49,7 @@ use parsley::stage::{SlotKey, Slots};
 use parsley::task::{TaskId, TaskMetrics};
 use parsley::{assemble, App, RawBytes, TaskConfig, Topic, Tp};
 
-use crate::model::Cluster;
+use crate::model::{Cluster, LogId};
 
 pub use error::DriverError;
 pub use topics::{OutputRecord, TestInputTopic, TestOutputTopic, TestRecord};
@@ -99,6 +99,15 @@ impl Shared {
             }
         }
     }
+}
+
+/// Where each partition of `topic` is in `cluster`; `None` if it has no
+/// such topic.
+fn input_logs(cluster: &Cluster, topic: &str) -> Option<Vec<LogId>> {
+    let partitions = cluster.partitions(topic)?;
+    (0..partitions)
+        .map(|partition| cluster.log_id(&Tp::new(topic, partition)).ok())
+        .collect()
 }
 
 /// A read-only view of the driver's in-memory Kafka model. Other threads
@@ -303,7 +312,7 @@ impl TestDriver {
         Ok(TestInputTopic {
             topic: topic.clone(),
             world: Arc::clone(&self.world),
-            partitions: world.cluster.partitions(topic.name().as_str()),
+            logs: input_logs(&world.cluster, topic.name().as_str()),
         })
     }
 
@@ -320,7 +329,7 @@ impl TestDriver {
         Ok(TestInputTopic {
             topic: Topic::with_codecs(topic.as_ref(), RawBytes, RawBytes),
             world: Arc::clone(&self.world),
-            partitions: world.cluster.partitions(topic.as_ref()),
+            logs: input_logs(&world.cluster, topic.as_ref()),
         })
     }
 
@@ -353,10 +362,14 @@ impl TestDriver {
             }
         };
         check_codecs("output", &world.app, topic)?;
+        let logs = (0..partitions)
+            .map(|partition| world.cluster.log_id(&topic.tp(partition)))
+            .collect::<Result<_, _>>()?;
         Ok(TestOutputTopic {
             topic: topic.clone(),
             world: Arc::clone(&self.world),
             read: Mutex::new(vec![0; partitions as usize]),
+            logs,
         })
     }
 

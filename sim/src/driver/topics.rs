@@ -12,6 +12,7 @@ use parsley::{Stamp, Topic, Tp};
 use crate::driver::error::DriverError;
 use crate::driver::world::World;
 use crate::driver::Shared;
+use crate::model::LogId;
 
 /// A record to pipe, with optional timestamp, partition and stamp.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,9 +65,10 @@ impl<K, V> TestRecord<K, V> {
 pub struct TestInputTopic<K, V> {
     pub(crate) topic: Topic<K, V>,
     pub(crate) world: Arc<Shared>,
-    /// The topic's partitions in the model (`None`: it has no such topic),
-    /// looked up once: the model's topics never change their partitions.
-    pub(crate) partitions: Option<u32>,
+    /// Per partition, where its log is in the model (`None`: the model has
+    /// no such topic), looked up once: the model's topics never change
+    /// their partitions.
+    pub(crate) logs: Option<Vec<LogId>>,
 }
 
 impl<K: 'static, V: 'static> TestInputTopic<K, V> {
@@ -111,9 +113,13 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
                 part: refused.part.name(),
                 error: refused.error,
             })?;
-        let partitions = self.partitions.ok_or_else(|| DriverError::UnknownTopic {
-            topic: name.to_string(),
-        })?;
+        let logs = self
+            .logs
+            .as_deref()
+            .ok_or_else(|| DriverError::UnknownTopic {
+                topic: name.to_string(),
+            })?;
+        let partitions = logs.len() as u32;
         let partition = record
             .partition
             .unwrap_or_else(|| partition_for(key.as_deref(), partitions, 0));
@@ -134,9 +140,8 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
             headers,
             timestamp: record.timestamp.unwrap_or(world.now),
         };
-        let tp = self.topic.tp(partition);
-        let offset = world.cluster.append(&tp, data)?;
-        Ok((tp, offset))
+        let offset = world.cluster.append_at(logs[partition as usize], data);
+        Ok((self.topic.tp(partition), offset))
     }
 
     /// Appends raw bytes, bypassing the codecs: for tests of bad input.
@@ -187,6 +192,8 @@ pub struct TestOutputTopic<K, V> {
     pub(crate) world: Arc<Shared>,
     /// Where [`TestOutputTopic::read_new`] goes on, per partition.
     pub(crate) read: Mutex<Vec<u64>>,
+    /// Per partition, where its log is in the model.
+    pub(crate) logs: Vec<LogId>,
 }
 
 impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
@@ -212,10 +219,9 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             // One partition: read on in place, no merge.
             let world = self.world.lock();
             let mut fresh = Vec::new();
-            *position =
-                self.read_partition(&world, &self.topic.tp(0), *position, |_, record| {
-                    fresh.push(record);
-                })?;
+            *position = self.read_partition(&world, 0, *position, |_, record| {
+                fresh.push(record);
+            })?;
             return Ok(fresh);
         }
         let mut next = Vec::with_capacity(read.len());
@@ -245,11 +251,10 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
         // Records of several partitions are merged by where each was
         // appended, cluster-wide.
         let mut sequenced = Vec::new();
-        for (partition, &position) in (0..).zip(positions) {
-            let tp = self.topic.tp(partition);
-            let log = world.cluster.log(&tp)?;
+        for (partition, &position) in positions.iter().enumerate() {
+            let log = world.cluster.log_at(self.logs[partition]);
             next.push(
-                self.read_partition(&world, &tp, position, |offset, record| {
+                self.read_partition(&world, partition, position, |offset, record| {
                     let sequence = log.sequence(offset).unwrap_or(u64::MAX);
                     sequenced.push((sequence, record));
                 })?,
@@ -259,18 +264,22 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
         Ok(sequenced.into_iter().map(|(_, record)| record).collect())
     }
 
-    /// Decodes the committed records of `tp` from `position` to its last
-    /// stable offset (what a `read_committed` fetch returns) into `found`,
-    /// with their offsets; returns the last stable offset.
+    /// Decodes the committed records of `partition` from `position` to its
+    /// last stable offset (what a `read_committed` fetch returns) into
+    /// `found`, with their offsets; returns the last stable offset.
     fn read_partition(
         &self,
         world: &World,
-        tp: &Tp,
+        partition: usize,
         position: u64,
         mut found: impl FnMut(u64, OutputRecord<K, V>),
     ) -> Result<u64, DriverError> {
-        let log = world.cluster.log(tp)?;
+        let log = world.cluster.log_at(self.logs[partition]);
         let stable = log.last_stable_offset();
+        if stable <= position {
+            return Ok(position);
+        }
+        let tp = self.topic.tp(partition as u32);
         // Positions come from earlier reads, and logs never shrink.
         assert!(
             position <= log.high_watermark(),
@@ -281,9 +290,9 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             let data = log
                 .record(offset)
                 .expect("a committed offset holds a record");
-            found(offset, self.decode(tp, offset, data)?);
+            found(offset, self.decode(&tp, offset, data)?);
         }
-        Ok(stable.max(position))
+        Ok(stable)
     }
 
     fn decode(

@@ -185,9 +185,14 @@ impl Cluster {
     /// A plain (non-transactional, idempotent) produce. The record is visible
     /// to `read_committed` consumers once no open transaction precedes it.
     pub fn append(&mut self, tp: &Tp, record: RecordData) -> Result<u64, ModelError> {
-        let log = partition_mut(&mut self.topics, tp)?;
+        let log = self.topics.log_id(tp)?;
+        Ok(self.append_at(log, record))
+    }
+
+    /// [`Cluster::append`] to the log at `log`.
+    pub fn append_at(&mut self, log: LogId, record: RecordData) -> u64 {
         let sequence = next(&mut self.next_sequence);
-        Ok(log.append_plain(record, sequence))
+        self.topics.log_mut(log).append_plain(record, sequence)
     }
 
     // ----- transactional producers -----
@@ -823,11 +828,6 @@ impl Topics {
 
 fn partition<'a>(topics: &'a Topics, tp: &Tp) -> Result<&'a PartitionLog, ModelError> {
     Ok(topics.log(topics.log_id(tp)?))
-}
-
-fn partition_mut<'a>(topics: &'a mut Topics, tp: &Tp) -> Result<&'a mut PartitionLog, ModelError> {
-    let id = topics.log_id(tp)?;
-    Ok(topics.log_mut(id))
 }
 
 /// Committed consumer-group offsets. A group id is interned to a number the
