@@ -1,9 +1,9 @@
 //! State slots (S1, S2, T7): one per key, one for the null key, and one
 //! reserved tick slot per task, each distinct from the others.
 //!
-//! A task's slots keep what the last commit made durable apart from what the
-//! open transaction changed, so an abort simply forgets the pending changes
-//! (X3) instead of undoing them.
+//! A task's slots keep every slot's current state in one map and, for each
+//! slot the open transaction changed, what the last commit made durable, so
+//! that an abort puts exactly that back (X3).
 
 use std::any::Any;
 use std::collections::hash_map::Entry;
@@ -153,7 +153,9 @@ impl<S> Slots<S> {
         self.committed_state(slot, self.current.get(slot)?)
     }
 
-    /// Every slot holding a committed state.
+    /// Every slot holding a committed state. Between transactions this walks
+    /// the map; inside one, each slot the transaction changed is looked up in
+    /// its undo list.
     pub fn committed_slots(&self) -> impl Iterator<Item = (&SlotKey, &S)> {
         self.current
             .iter()
