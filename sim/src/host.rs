@@ -130,11 +130,7 @@ impl TaskHost {
             .iter()
             .map(|(tp, _)| cluster.log_id(tp))
             .collect::<Result<_, _>>()?;
-        let commit_request = CommitRequest {
-            group: Arc::from(task.group()),
-            offsets: Vec::with_capacity(positions.len()),
-            metadata: Arc::from(""),
-        };
+        let commit_request = task.commit_request();
         Ok(TaskHost {
             task,
             producer,

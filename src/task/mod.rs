@@ -1220,13 +1220,19 @@ impl Task {
     /// with [`TaskError::CheckpointTooLarge`]: a broker would refuse every
     /// commit, and the task would stall silently.
     pub fn prepare_commit(&mut self) -> Result<CommitRequest, TaskError> {
-        let mut request = CommitRequest {
+        let mut request = self.commit_request();
+        self.prepare_commit_into(&mut request)?;
+        Ok(request)
+    }
+
+    /// An empty request of this task's group, with room for its offsets,
+    /// for [`Task::prepare_commit_into`] to fill commit after commit.
+    pub fn commit_request(&self) -> CommitRequest {
+        CommitRequest {
             group: Arc::clone(&self.group),
             offsets: Vec::with_capacity(self.gate.lanes.len()),
             metadata: Arc::from(""),
-        };
-        self.prepare_commit_into(&mut request)?;
-        Ok(request)
+        }
     }
 
     /// [`Task::prepare_commit`] into a request the caller keeps from one

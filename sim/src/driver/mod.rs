@@ -101,13 +101,18 @@ impl Shared {
     }
 }
 
-/// Where each partition of `topic` is in `cluster`; `None` if it has no
-/// such topic.
-fn input_logs(cluster: &Cluster, topic: &str) -> Option<Vec<LogId>> {
+/// Where each partition of `topic` is in `cluster`, looked up once for a
+/// typed handle; `None` if it has no such topic.
+fn partition_logs(cluster: &Cluster, topic: &str) -> Option<Vec<LogId>> {
     let partitions = cluster.partitions(topic)?;
-    (0..partitions)
-        .map(|partition| cluster.log_id(&Tp::new(topic, partition)).ok())
-        .collect()
+    let logs = (0..partitions)
+        .map(|partition| {
+            cluster
+                .log_id(&Tp::new(topic, partition))
+                .expect("every partition the model counts has a log")
+        })
+        .collect();
+    Some(logs)
 }
 
 /// A read-only view of the driver's in-memory Kafka model. Other threads
@@ -312,7 +317,7 @@ impl TestDriver {
         Ok(TestInputTopic {
             topic: topic.clone(),
             world: Arc::clone(&self.world),
-            logs: input_logs(&world.cluster, topic.name().as_str()),
+            logs: partition_logs(&world.cluster, topic.name().as_str()),
         })
     }
 
@@ -329,7 +334,7 @@ impl TestDriver {
         Ok(TestInputTopic {
             topic: Topic::with_codecs(topic.as_ref(), RawBytes, RawBytes),
             world: Arc::clone(&self.world),
-            logs: input_logs(&world.cluster, topic.as_ref()),
+            logs: partition_logs(&world.cluster, topic.as_ref()),
         })
     }
 
@@ -346,8 +351,8 @@ impl TestDriver {
         let known = ContractProbes::probe(&world.app)
             .iter()
             .any(|contract| contract.name.as_str() == name);
-        let partitions = match world.cluster.partitions(name) {
-            Some(partitions) if known => partitions,
+        let logs = match partition_logs(&world.cluster, name) {
+            Some(logs) if known => logs,
             _ => {
                 return Err(DriverError::NotATopicOfTheApp {
                     topic: name.to_string(),
@@ -362,13 +367,10 @@ impl TestDriver {
             }
         };
         check_codecs("output", &world.app, topic)?;
-        let logs = (0..partitions)
-            .map(|partition| world.cluster.log_id(&topic.tp(partition)))
-            .collect::<Result<_, _>>()?;
         Ok(TestOutputTopic {
             topic: topic.clone(),
             world: Arc::clone(&self.world),
-            read: Mutex::new(vec![0; partitions as usize]),
+            read: Mutex::new(vec![0; logs.len()]),
             logs,
         })
     }
