@@ -49,24 +49,21 @@ impl Emission {
 }
 
 /// Renders bytes as text when they are text (JSON and UTF-8 codecs), else hex.
-pub(crate) fn render_bytes(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(text) if !text.chars().any(char::is_control) => text.to_string(),
-        _ => {
-            let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-            format!("0x{hex}")
-        }
-    }
-}
-
 impl fmt::Debug for Emission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.encoded {
             Ok((key, value)) => {
-                let key = key
-                    .as_ref()
-                    .map_or_else(|| "None".to_string(), |key| render_bytes(key));
-                write!(f, "{}.send({}, {})", self.topic, key, render_bytes(value))
+                let key = key.as_ref().map_or_else(
+                    || "None".to_string(),
+                    |key| crate::text::bytes_for_humans(key),
+                );
+                write!(
+                    f,
+                    "{}.send({}, {})",
+                    self.topic,
+                    key,
+                    crate::text::bytes_for_humans(value)
+                )
             }
             Err(error) => write!(f, "{}.send(<{error}>)", self.topic),
         }

@@ -28,8 +28,8 @@
 //! * **A sans-IO task, several drivers.** [`Task`] never reads a clock or a
 //!   socket: a driver feeds it fetched records and the time, and sends what
 //!   it returns. The `parsley-sim` crate drives it over an in-memory Kafka
-//!   model (its `TestDriver` and simulator); the `live` feature drives it over
-//!   a real cluster.
+//!   model (its `TestDriver` and simulator); the `parsley-live` crate drives
+//!   it over a real cluster.
 //!
 //! Every rule id (G2, T3, X5, …) is defined in `docs/RULES.md` of the
 //! repository; `docs/CONCEPTS.md` explains ticks per task, the tick slot, the
@@ -71,8 +71,8 @@
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 //!
-//! To run it, use `parsley_sim::TestDriver` in tests, or the live runtime
-//! (feature `live`) against Kafka.
+//! To run it, use `parsley_sim::TestDriver` in tests, and the
+//! `parsley-live` crate against Kafka.
 
 #![warn(missing_docs)]
 mod chunks;
@@ -105,9 +105,10 @@ pub mod task;
 pub use task::{Task, TaskConfig, TaskError};
 pub mod clock;
 pub use clock::CausalClock;
-#[cfg(feature = "live")]
-pub mod live;
+pub mod audit;
+mod invariant;
 pub mod mutation;
+pub mod text;
 
 /// The examples of `docs/RULES.md`, run as doc tests so the rules reference
 /// cannot drift from the API.

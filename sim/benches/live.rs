@@ -27,12 +27,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parsley::assembly::Assembly;
-use parsley::live::runtime::wall_clock_ms;
-use parsley::live::{
+use parsley::{RecordData, Tp};
+use parsley_live::runtime::wall_clock_ms;
+use parsley_live::{
     assemble_on, create_topics, test_broker, Isolation, LiveClient, LiveConfig, Runtime,
     RuntimeConfig,
 };
-use parsley::{RecordData, Tp};
 use parsley_sim::live::{namespaced, plan_inputs, produce_inputs};
 use parsley_sim::topologies::ExampleTopology;
 use parsley_sim::topologies::Order;

@@ -17,8 +17,8 @@
 //!   source, so a run replays exactly from its seed or tape and shrinks; an
 //!   independent checker recomputes the invariants I1–I9 from the trace and
 //!   the logs ([`sim::Invariant`]).
-//! * [`audit`]: the log-only audit, the checks that committed topics alone
-//!   can show, for the model's logs and a real cluster's alike.
+//! * [`audit`]: the log-only audit of `parsley::audit` over the model's
+//!   committed logs (`parsley_live::read_committed` reads a cluster's).
 //! * [`topologies`], [`scheduler`]: the example topologies and the timer
 //!   scheduler of the request/reply shape (K2).
 //!
@@ -59,19 +59,12 @@ pub mod live;
 pub mod model;
 pub mod scheduler;
 pub mod sim;
-pub mod text;
 pub mod topologies;
 
 pub use driver::{
     DriverError, OutputRecord, TestDriver, TestInputTopic, TestOutputTopic, TestRecord,
 };
 pub use host::TaskHost;
-
-/// The snippets of `README.md`, run as doc tests so that "Test your
-/// topology" cannot drift from the API.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct Readme;
 
 /// The examples of `docs/CONCEPTS.md`, run as doc tests under the
 /// `TestDriver` so the concepts page cannot drift from the behaviour.

@@ -12,7 +12,7 @@ use parsley::record::ConsumedRecord;
 use parsley::{
     assemble, App, Assembly, Claim, DeadLetter, DeadLetterKind, Header, Parsley, Stamp, Tp,
 };
-use parsley_sim::audit::{audit, AuditReport, CommittedLogs, LogBounds};
+use parsley_sim::audit::{audit, committed_logs, AuditReport, CommittedLogs, LogBounds};
 use parsley_sim::sim::scenario::Scenario;
 use parsley_sim::sim::world::World;
 use parsley_sim::sim::{Choices, Invariant};
@@ -28,7 +28,7 @@ const MINUTE: Duration = Duration::from_secs(60);
 fn read(driver: &TestDriver, app: &App) -> (Assembly, CommittedLogs) {
     let cluster = driver.cluster();
     let assembly = assemble(app, &*cluster).expect("the driver assembled the app");
-    let logs = CommittedLogs::from_cluster(&cluster, app, &assembly);
+    let logs = committed_logs(&cluster, app, &assembly);
     (assembly, logs)
 }
 
@@ -260,7 +260,7 @@ fn simulate(scenario: &Scenario, seed: u64, planted: Option<Mutation>) -> (usize
         quiesced,
         liveness_steps: scenario.settings.budget.liveness_steps,
     });
-    let logs = CommittedLogs::from_cluster(&world.cluster, world.simulation.app(), &world.assembly);
+    let logs = committed_logs(&world.cluster, world.simulation.app(), &world.assembly);
     let report = audit(world.simulation.app(), &world.assembly, &logs);
     (violations.len(), report)
 }

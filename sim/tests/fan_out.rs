@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use parsley::mutation::{self, Mutation};
 use parsley::{assemble, App, Parsley, Stage, Step, Topic, Tp, Utf8, I64};
-use parsley_sim::audit::{audit, CommittedLogs};
+use parsley_sim::audit::{audit, committed_logs};
 use parsley_sim::TestDriver;
 
 const START: i64 = 1_700_000_000_000;
@@ -98,7 +98,7 @@ fn x6_a_restarted_stage_resumes_from_its_own_position_not_a_sibling_stage() {
     );
     let cluster = driver.cluster();
     let assembly = assemble(&shop.app, &*cluster).unwrap();
-    let logs = CommittedLogs::from_cluster(&cluster, &shop.app, &assembly);
+    let logs = committed_logs(&cluster, &shop.app, &assembly);
     let report = audit(&shop.app, &assembly, &logs);
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.summary.outputs_matched, 2, "{report}");

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use live_common::{set_up, terminate};
-use parsley::live::{test_broker, Runtime, RuntimeConfig};
-use parsley_sim::live::wait_caught_up;
+use parsley_live::wait_caught_up;
+use parsley_live::{test_broker, Runtime, RuntimeConfig};
 use parsley_sim::topologies::TopologyName;
 
 /// One bounce at a time: the tests of this file share the broker.
@@ -69,7 +69,7 @@ async fn broker_bounce_under_flowing_input_recovers_without_a_process_restart() 
     let _alone = BROKER.lock().await;
     // The runtime's log on stderr: what the tasks did about the outage.
     let _ = tracing_subscriber::fmt()
-        .with_env_filter("parsley=info")
+        .with_env_filter("parsley_live=info")
         .with_writer(std::io::stderr)
         .try_init();
     let live = set_up(&config, TopologyName::Balances, "bounce-flow", 4).await;

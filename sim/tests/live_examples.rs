@@ -21,9 +21,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parsley::assemble;
-use parsley::live::{test_broker, Runtime, RuntimeConfig};
-use parsley_sim::audit::CommittedLogs;
-use parsley_sim::live::{final_state, keyed_outputs, namespaced, LiveScheduler, ReadBack};
+use parsley_live::{final_state, keyed_outputs, ReadBack};
+use parsley_live::{test_broker, Runtime, RuntimeConfig};
+use parsley_sim::audit::{committed_logs, CommittedLogs};
+use parsley_sim::live::{namespaced, LiveScheduler};
 use parsley_sim::topologies::TopologyName;
 use parsley_sim::TestDriver;
 use rand_core::{RngCore, SeedableRng};
@@ -70,13 +71,13 @@ async fn a_transaction_the_broker_aborted_restarts_the_task_and_loses_nothing() 
 /// restarted exactly once inside the instance, no task ended, and what was
 /// committed audits clean and folds to the inputs.
 async fn restarts_once_and_loses_nothing(
-    config: parsley::live::LiveConfig,
+    config: parsley_live::LiveConfig,
     kind: &str,
     stall: Duration,
 ) {
     let live = set_up(&config, TopologyName::Balances, kind, 2).await;
     let transactional_id = format!("{}-balances-0", live.topology.app.id());
-    parsley::live::faults::stall_next(parsley::live::TxnOp::SendOffsets, &transactional_id, stall);
+    parsley_live::faults::stall_next(parsley_live::TxnOp::SendOffsets, &transactional_id, stall);
     let mut plan = live.produce(200, 21).await;
     let runtime = Runtime::start(
         Arc::new(live.topology.app.clone()),
@@ -333,7 +334,7 @@ fn under_the_test_driver(live: &Live, read: &ReadBack) -> CommittedLogs {
     }
     let cluster = driver.cluster();
     let assembly = assemble(app, &*cluster).expect("the driver's assembly");
-    CommittedLogs::from_cluster(&cluster, app, &assembly)
+    committed_logs(&cluster, app, &assembly)
 }
 
 async fn conformance(name: TopologyName, kind: &str) {
@@ -416,7 +417,7 @@ async fn k2_timers_run_live_with_a_live_scheduler() {
     .expect("start");
     let timers = live.topology.timers.clone().expect("the timer topics");
     let scheduler = LiveScheduler::start(
-        parsley::live::LiveClient::new(config).expect("client"),
+        parsley_live::LiveClient::new(config).expect("client"),
         &timers,
         &live.assembly,
     );
@@ -570,7 +571,7 @@ fn shares_deal_every_task_to_exactly_one_instance() {
     assert_eq!(all.len(), 9, "three stages of three tasks");
     let mut dealt: Vec<_> = (0..2)
         .flat_map(|index| {
-            parsley::live::InstanceShare::new(index, 2)
+            parsley_live::InstanceShare::new(index, 2)
                 .unwrap()
                 .tasks(&assembly)
         })
@@ -579,8 +580,8 @@ fn shares_deal_every_task_to_exactly_one_instance() {
     let mut expected = all.clone();
     expected.sort();
     assert_eq!(dealt, expected);
-    assert!(parsley::live::InstanceShare::new(2, 2).is_err());
-    assert!(parsley::live::InstanceShare::new(0, 0).is_err());
+    assert!(parsley_live::InstanceShare::new(2, 2).is_err());
+    assert!(parsley_live::InstanceShare::new(0, 0).is_err());
 }
 
 // ----- metrics -----

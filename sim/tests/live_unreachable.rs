@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use parsley::live::{LiveClient, LiveConfig, LiveError};
+use parsley_live::{LiveClient, LiveConfig, LiveError};
 
 /// A loopback port nothing listens on: port 1 (tcpmux) is privileged and
 /// outside the ephemeral range. A freed ephemeral port would do on most

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use parsley::assembly::Assembly;
-use parsley::live::{LiveClient, LiveError};
 use parsley::partitioner::partition_for;
 use parsley::{Claim, Parsley, RecordData, Stamp, Tp};
+use parsley_live::{LiveClient, LiveError};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
@@ -148,7 +148,7 @@ pub fn expected_balances(
 }
 
 fn now_ms() -> i64 {
-    parsley::live::runtime::wall_clock_ms()
+    parsley_live::runtime::wall_clock_ms()
 }
 
 /// Produces `plan` with an idempotent producer and returns where each record

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parsley::assembly::Assembly;
-use parsley::live::{Isolation, LiveClient, LiveError};
 use parsley::Tp;
+use parsley_live::{Isolation, LiveClient, LiveError};
 
 use crate::scheduler::{TimerRequestError, TimerScheduler};
 use crate::topologies::TimerTopics;
@@ -69,7 +69,7 @@ impl LiveScheduler {
                         scheduler.observe(tp, record)?;
                     }
                 }
-                for (partition, data) in scheduler.due(parsley::live::runtime::wall_clock_ms()) {
+                for (partition, data) in scheduler.due(parsley_live::runtime::wall_clock_ms()) {
                     producer.append(&fires.tp(partition), &data).await?;
                     counting.fetch_add(1, Ordering::Relaxed);
                 }

@@ -9,12 +9,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use parsley::assembly::Assembly;
-use parsley::live::{assemble_on, create_topics, LiveClient, LiveConfig};
-use parsley_sim::audit::audit;
-use parsley_sim::live::{
-    expected_balances, final_state, namespaced, plan_inputs, produce_inputs, read_committed,
-    wait_caught_up, PlannedInput, ReadBack,
+use parsley::audit::audit;
+use parsley_live::{
+    assemble_on, create_topics, final_state, read_committed, wait_caught_up, LiveClient,
+    LiveConfig, ReadBack,
 };
+use parsley_sim::live::{expected_balances, namespaced, plan_inputs, produce_inputs, PlannedInput};
 use parsley_sim::topologies::ExampleTopology;
 use parsley_sim::topologies::TopologyName;
 
@@ -136,7 +136,7 @@ impl Live {
         command
             .args(["run", example_name(self.topology.name)])
             .args(["--namespace", &self.namespace])
-            .args(["--tick-ms", &TICK.as_millis().to_string()])
+            .args(["--set", &format!("tick-ms={}", TICK.as_millis())])
             .args(["--bootstrap", &self.client.config().bootstrap_servers]);
         command
     }

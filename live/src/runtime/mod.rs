@@ -39,9 +39,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::app::App;
-use crate::assembly::Assembly;
-use crate::task::{TaskConfig, TaskId};
+use parsley::app::App;
+use parsley::assembly::Assembly;
+use parsley::task::{TaskConfig, TaskId};
 
 use super::client::{LiveClient, LiveConfig};
 use tasks::TaskSet;
@@ -384,7 +384,7 @@ impl Runtime {
 /// skipped), and returns once that is committed, with the task's metrics.
 /// Run it while no instance runs the task: its producer fences one that
 /// does. The stage must declare a dead-letter topic
-/// ([`SkipError::NoDeadLetterTopic`](crate::task::SkipError) otherwise);
+/// ([`SkipError::NoDeadLetterTopic`](parsley::task::SkipError) otherwise);
 /// an offset the task delivered already, one that is no record, or one not
 /// reached within the calls' deadline times four is refused, and nothing is
 /// skipped.
@@ -392,9 +392,9 @@ pub async fn skip_record(
     app: Arc<App>,
     config: RuntimeConfig,
     task: TaskId,
-    tp: crate::tp::Tp,
+    tp: parsley::tp::Tp,
     offset: u64,
-) -> Result<crate::task::TaskMetrics, RuntimeError> {
+) -> Result<parsley::task::TaskMetrics, RuntimeError> {
     let client = LiveClient::new(config.live.clone())?;
     let assembly = assemble_on(&client, &app).await?;
     let patience = config.live.deadline() * 4;

@@ -1,8 +1,8 @@
 //! What stops a live task or an instance.
 
-use crate::assembly::AssemblyError;
-use crate::task::{SkipError, TaskError, TaskId};
-use crate::tp::Tp;
+use parsley::assembly::AssemblyError;
+use parsley::task::{SkipError, TaskError, TaskId};
+use parsley::tp::Tp;
 
 use super::super::error::LiveError;
 

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::app::App;
-use crate::assembly::Assembly;
-use crate::task::TaskId;
+use parsley::app::App;
+use parsley::assembly::Assembly;
+use parsley::task::TaskId;
 
 use super::task_loop::{self, TaskRun};
 use super::{RuntimeConfig, RuntimeError, TaskEnd, TaskEndKind};

@@ -1,15 +1,15 @@
 //! Reading an application's committed topics back from a cluster, with
-//! `read_committed`, for the log-only checks of [`crate::audit`].
+//! `read_committed`, for the log-only checks of [`parsley::audit`].
 
 use std::collections::BTreeMap;
 
+use crate::{Isolation, LiveClient, LiveError};
 use parsley::assembly::Assembly;
-use parsley::live::{Isolation, LiveClient, LiveError};
 use parsley::probe::ContractProbes;
 use parsley::task::CommittedOffset;
 use parsley::{App, ConsumedRecord, Tp};
 
-use crate::audit::{CommittedLogs, LogBounds};
+use parsley::audit::{CommittedLogs, LogBounds};
 
 /// Everything committed on the application's topics, and each stage group's
 /// committed offsets (X6), keyed by (group, tp).

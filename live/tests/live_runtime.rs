@@ -6,8 +6,6 @@
 //! parallel on one broker. The example topologies run live in
 //! `sim/tests/live_examples.rs` (conformance, kill -9, broker restart).
 
-#![cfg(feature = "live")]
-
 mod support;
 
 use std::sync::Arc;
@@ -16,12 +14,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parsley::assembly::AssemblyFailure;
 use parsley::header::STAMP_HEADER;
-use parsley::live::{
-    assemble_on, create_topics, FailurePolicy, Isolation, LiveClient, LiveConfig, Runtime,
-    RuntimeConfig, RuntimeError, TaskEndKind, TaskRun,
-};
 use parsley::{
     App, ConsumedRecord, Header, Json, Parsley, RecordData, Stage, Step, TaskError, Topic, Tp,
+};
+use parsley_live::{
+    assemble_on, create_topics, FailurePolicy, Isolation, LiveClient, LiveConfig, Runtime,
+    RuntimeConfig, RuntimeError, TaskEndKind, TaskRun,
 };
 
 use support::{live_config, now_ms, unique};
@@ -221,12 +219,12 @@ async fn group_membership_refuses_a_membership_topic_of_another_size() {
     create_topics(&client, &app.app, 2, &Default::default())
         .await
         .expect("topics");
-    let topic = parsley::live::membership_topic(app.app.id());
+    let topic = parsley_live::membership_topic(app.app.id());
     client
         .create_topic(&topic, 5)
         .await
         .expect("a membership topic of 5");
-    let group = config(live).with_group(parsley::live::GroupMembership::default());
+    let group = config(live).with_group(parsley_live::GroupMembership::default());
     let error = match Runtime::start(Arc::new(app.app), group).await {
         Ok(_) => panic!("5 partitions for 2 tasks must stop start-up"),
         Err(error) => error,

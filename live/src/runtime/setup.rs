@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::app::App;
-use crate::assembly::{assemble, Assembly};
-use crate::probe::{ContractProbes, PartitionRule};
+use parsley::app::App;
+use parsley::assembly::{assemble, Assembly};
+use parsley::probe::{ContractProbes, PartitionRule};
 
 use super::super::client::LiveClient;
 use super::RuntimeError;
@@ -14,7 +14,7 @@ use super::RuntimeError;
 /// C3 on the cluster `client` reaches: reads the partition count of every
 /// topic the application needs and assembles. A missing topic, or a tick or
 /// changelog topic whose partition count does not match its stage's tasks,
-/// is an [`crate::assembly::AssemblyError`] listing every problem.
+/// is an [`parsley::assembly::AssemblyError`] listing every problem.
 pub async fn assemble_on(client: &LiveClient, app: &App) -> Result<Assembly, RuntimeError> {
     let mut known: BTreeMap<String, u32> = BTreeMap::new();
     for contract in ContractProbes::probe(app) {

@@ -35,9 +35,9 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::oneshot;
 
-use crate::record::{ConsumedRecord, Header, RecordData};
-use crate::task::CommittedOffset;
-use crate::tp::Tp;
+use parsley::record::{ConsumedRecord, Header, RecordData};
+use parsley::task::CommittedOffset;
+use parsley::tp::Tp;
 
 use super::error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, TopicPartitionList};
 
-use crate::task::TaskId;
+use parsley::task::TaskId;
 
 use super::super::client::{bounded, LiveClient, LiveConfig};
 use super::super::error::LiveError;

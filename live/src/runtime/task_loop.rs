@@ -17,11 +17,11 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::TopicPartitionList;
 
-use crate::app::App;
-use crate::assembly::Assembly;
-use crate::record::{ConsumedRecord, ProducedRecord};
-use crate::task::{CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
-use crate::tp::Tp;
+use parsley::app::App;
+use parsley::assembly::Assembly;
+use parsley::record::{ConsumedRecord, ProducedRecord};
+use parsley::task::{CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
+use parsley::tp::Tp;
 
 use super::super::client::{
     bounded, cached_high_watermark, committed_offsets, consumed, fetch_visible, kafka_offset,

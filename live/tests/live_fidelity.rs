@@ -15,14 +15,12 @@
 //! unless `CI` is set, where they fail. Every test makes its own topics,
 //! groups and transactional ids, so they run in parallel on one broker.
 
-#![cfg(feature = "live")]
-
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parsley::live::{Isolation, LiveClient, LiveConfig, LiveError, TxnErrorClass, TxnProducer};
 use parsley::task::CommittedOffset;
 use parsley::{ConsumedRecord, Header, RecordData, Tp};
+use parsley_live::{Isolation, LiveClient, LiveConfig, LiveError, TxnErrorClass, TxnProducer};
 use rdkafka::error::RDKafkaErrorCode;
 
 // ----- set-up -----
@@ -102,7 +100,7 @@ impl World {
 
     /// Everything visible at `isolation` from `from`, as the model's fetch
     /// with `usize::MAX` records.
-    async fn fetch(&self, tp: &Tp, from: u64, isolation: Isolation) -> parsley::live::LiveFetch {
+    async fn fetch(&self, tp: &Tp, from: u64, isolation: Isolation) -> parsley_live::LiveFetch {
         let mut consumer = self
             .client
             .consumer(&unique("reader"), isolation)

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::task::{TaskId, TaskMetrics};
+use parsley::task::{TaskId, TaskMetrics};
 
 /// How often a task refreshes its figures: often enough to watch lag drain,
 /// seldom enough to cost nothing next to its turns.

@@ -1,11 +1,24 @@
-//! The live-broker adapter: the same core, driven against a real
-//! Kafka cluster through rust-rdkafka and tokio. Built only with the `live`
-//! feature, which brings in rdkafka (with librdkafka compiled from source and
-//! linked statically) and tokio.
+//! Runs Parsley applications on Apache Kafka: the same sans-IO core that
+//! the harness tests, driven against a real cluster through rust-rdkafka
+//! (librdkafka compiled from source and linked statically) and tokio.
+//!
+//! This is the crate a production binary depends on; it does not depend on
+//! the harness (`parsley-sim`), as Kafka Streams' runtime does not depend on
+//! its test utilities. It holds:
+//!
+//! - [`runtime`]: an application's tasks on a cluster, with group
+//!   membership, failover, fencing, logs and metrics;
+//! - [`cli`]: the operator commands (`setup`, `run`, `status`, `skip`,
+//!   `audit`) over a registry of the user's applications, in one call from
+//!   `main`;
+//! - [`status`] and [`readback`]: what a cluster says of an application,
+//!   read from outside, and the committed topics read back for
+//!   [`parsley::audit`];
+//! - [`client`]: rdkafka wrapped with the in-memory model's operations.
 //!
 //! # How it relates to the in-memory model
 //!
-//! The simulator drives a [`Task`](crate::Task) over the in-memory model
+//! The simulator drives a [`Task`](parsley::Task) over the in-memory model
 //! (`parsley_sim::model::Cluster`) through `parsley_sim::TaskHost`.
 //! The live driver does the same against Kafka, so the model must behave like
 //! Kafka wherever the task can observe it:
@@ -32,12 +45,15 @@
 //! them as [`TxnErrorClass`] and says what a driver does with each. Every
 //! other failure is a [`LiveError`] naming what was being done and where.
 
+pub mod cli;
 pub mod client;
 pub mod error;
 #[cfg(feature = "mutations")]
 pub mod faults;
 pub mod reach;
+pub mod readback;
 pub mod runtime;
+pub mod status;
 
 pub use client::test_broker;
 pub use client::{
@@ -45,8 +61,19 @@ pub use client::{
     TxnProducer, Watermarks, BOOTSTRAP_ENV,
 };
 pub use error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
+pub use readback::{read_committed, ReadBack};
 pub use runtime::{
     assemble_on, create_topics, membership_topic, skip_record, Assignment, FailurePolicy,
     GroupMembership, InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper, TaskEnd,
     TaskEndKind, TaskRun, TopicSetup,
 };
+pub use status::{
+    caught_up, final_state, keyed_outputs, task_status, wait_caught_up, TaskStatus, TpStatus,
+};
+
+/// The snippets of `README.md`, run as doc tests here, where both the
+/// runtime (for "Run it on Kafka") and the harness (a dev-dependency, for
+/// "Test your topology") are at hand, so that neither can drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct Readme;

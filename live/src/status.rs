@@ -5,14 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::{Isolation, LiveClient, LiveError};
 use bytes::Bytes;
 use parsley::app::StagePlan;
 use parsley::assembly::Assembly;
-use parsley::live::{Isolation, LiveClient, LiveError};
 use parsley::stage::SlotKey;
 use parsley::{App, Tp};
 
-use crate::audit::CommittedLogs;
+use parsley::audit::CommittedLogs;
 
 /// The non-tick tps each stage's tasks consume, with the stage's group (X6).
 fn source_tps<'a>(app: &'a App, assembly: &Assembly) -> Vec<(&'a str, Vec<Tp>)> {

@@ -7,12 +7,12 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parsley::live::LiveConfig;
+use parsley_live::LiveConfig;
 
 /// The broker's address, or `None` (after a note) when the tests should
-/// skip; see [`parsley::live::test_broker`].
+/// skip; see [`parsley_live::test_broker`].
 pub fn live_config() -> Option<LiveConfig> {
-    parsley::live::test_broker()
+    parsley_live::test_broker()
 }
 
 /// A name no other test, and no earlier run on the same broker, uses.
@@ -34,7 +34,6 @@ pub fn now_ms() -> i64 {
         .map_or(0, |since| since.as_millis() as i64)
 }
 
-#[cfg(feature = "live")]
 /// Everything the runtime logs in this test process, formatted: installed
 /// once as the global subscriber (task threads log there), read by tests
 /// that look for their own app's lines.
@@ -54,10 +53,8 @@ pub fn captured_logs() -> String {
     String::from_utf8_lossy(&logs.lock().unwrap()).into_owned()
 }
 
-#[cfg(feature = "live")]
 struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
-#[cfg(feature = "live")]
 impl std::io::Write for Capture {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         self.0.lock().unwrap().extend_from_slice(bytes);

@@ -1,0 +1,691 @@
+//! The operator commands over a [`Registry`] of applications, in one call
+//! from a user's `main`:
+//!
+//! ```no_run
+//! use parsley::{Parsley, Stage, Topic};
+//! use parsley_live::cli::{LiveApp, Registry};
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let registry = Registry::new().app("copy", |settings| {
+//!         let orders: Topic<String, i64> = Topic::new(settings.topic("orders"));
+//!         let copies: Topic<String, i64> = Topic::new(settings.topic("copies"));
+//!         let out = copies.clone();
+//!         let copy = Stage::named("copy")
+//!             .on(&orders, move |order| vec![out.send(order.key().cloned(), *order.value())])
+//!             .into(&copies)
+//!             .build();
+//!         Ok(LiveApp::new(Parsley::named(settings.topic("shop")).stage(copy).build()?))
+//!     });
+//!     parsley_live::cli::main(registry)
+//! }
+//! ```
+//!
+//! The commands:
+//!
+//! - `setup APP` creates the topics the contract probe lists (C4);
+//! - `produce APP` writes input records, for an application registered with
+//!   a [`LiveApp::producer`];
+//! - `run APP` runs an instance until SIGINT or SIGTERM, then commits what
+//!   is pending and exits; instances share the tasks through Kafka's group
+//!   membership (`--instance INDEX/COUNT` for a static share instead);
+//! - `status APP` prints each task's committed position, log end and lag,
+//!   read from the cluster whether or not an instance runs;
+//! - `skip APP` gets a stopped task past one named record: the record is
+//!   dead-lettered as skipped in the task's transaction (X5);
+//! - `audit APP` reads the committed topics back with `read_committed` and
+//!   runs the log-only checks of [`parsley::audit`] on them.
+//!
+//! The cluster is `--bootstrap`, or `KAFKA_BOOTSTRAP_SERVERS`. Logs go to
+//! stderr, filtered by `PARSLEY_LOG` (`tracing_subscriber::EnvFilter`'s
+//! syntax, default `info,librdkafka=warn`).
+//!
+//! Exit codes: 0 done (or interrupted), 1 a task failed or the audit found
+//! violations, 2 bad arguments or a cluster that cannot be used, 3 fenced by
+//! another owner with a static share (the tasks moved: not a failure of this
+//! instance, but not done either; with group membership tasks move all the
+//! time, and a fence is not reported), 4 the cluster is unreachable.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use parsley::assembly::Assembly;
+use parsley::task::TaskId;
+use parsley::{App, Tp};
+
+use crate::{
+    assemble_on, create_topics, membership_topic, read_committed, skip_record, task_status,
+    GroupMembership, InstanceShare, LiveClient, LiveConfig, LiveError, Runtime, RuntimeConfig,
+    BOOTSTRAP_ENV,
+};
+
+/// An error of a user's application factory or producer.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a registered producer returns: how many records it wrote.
+pub type ProduceFuture = Pin<Box<dyn Future<Output = Result<usize, BoxError>> + Send>>;
+
+type Build = Box<dyn Fn(&Settings) -> Result<LiveApp, BoxError> + Send + Sync>;
+type Produce = Arc<dyn Fn(ProduceRequest) -> ProduceFuture + Send + Sync>;
+
+/// The applications a runner knows, by name.
+#[derive(Default)]
+pub struct Registry {
+    entries: Vec<(String, Build)>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Registers `name`: `build` makes the application from the command
+    /// line's [`Settings`] (its namespace and `--set` values).
+    pub fn app(
+        mut self,
+        name: impl Into<String>,
+        build: impl Fn(&Settings) -> Result<LiveApp, BoxError> + Send + Sync + 'static,
+    ) -> Registry {
+        self.entries.push((name.into(), Box::new(build)));
+        self
+    }
+
+    /// The applications' names, in the order they were registered.
+    pub fn names(&self) -> Vec<&str> {
+        self.entries.iter().map(|(name, _)| name.as_str()).collect()
+    }
+
+    fn build(&self, name: &str, settings: &Settings) -> Result<LiveApp, String> {
+        let Some((_, build)) = self.entries.iter().find(|(known, _)| known == name) else {
+            return Err(format!(
+                "unknown application {name:?}: expected one of {}",
+                self.names().join(", ")
+            ));
+        };
+        build(settings).map_err(|error| format!("application {name:?} cannot be built: {error}"))
+    }
+}
+
+/// An application as the runner runs it, and how to produce its inputs.
+pub struct LiveApp {
+    app: App,
+    producer: Option<Produce>,
+}
+
+impl fmt::Debug for LiveApp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveApp")
+            .field("app", &self.app.id())
+            .field("producer", &self.producer.is_some())
+            .finish()
+    }
+}
+
+impl LiveApp {
+    /// Runs `app`; `produce` refuses it until a producer is given.
+    pub fn new(app: App) -> LiveApp {
+        LiveApp {
+            app,
+            producer: None,
+        }
+    }
+
+    /// What `produce APP` does: write `count` records over `keys` keys from
+    /// `seed`, and return how many it wrote.
+    pub fn producer(
+        mut self,
+        produce: impl Fn(ProduceRequest) -> ProduceFuture + Send + Sync + 'static,
+    ) -> LiveApp {
+        self.producer = Some(Arc::new(produce));
+        self
+    }
+
+    /// The application.
+    pub fn app(&self) -> &App {
+        &self.app
+    }
+}
+
+/// What `produce` asks of a registered producer.
+pub struct ProduceRequest {
+    /// The cluster.
+    pub client: LiveClient,
+    /// The application's assembly on it (C3).
+    pub assembly: Assembly,
+    /// How many records (`--count`).
+    pub count: usize,
+    /// Over how many keys (`--keys`).
+    pub keys: usize,
+    /// The seed of the plan (`--seed`).
+    pub seed: u64,
+}
+
+impl fmt::Debug for ProduceRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProduceRequest")
+            .field("count", &self.count)
+            .field("keys", &self.keys)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the command line tells an application's factory.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// `--namespace`: a prefix for the application id and every topic, so
+    /// that several runs share one cluster.
+    pub namespace: String,
+    /// `--set KEY=VALUE`, in the order given (a later one wins).
+    pub values: BTreeMap<String, String>,
+}
+
+impl Settings {
+    /// `name` under the namespace.
+    pub fn topic(&self, name: &str) -> String {
+        format!("{}{name}", self.namespace)
+    }
+
+    /// The value of `--set KEY=...`, if given.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+
+    /// `--set KEY=MILLISECONDS` as a duration, or `default`; an error names
+    /// the key and the value that is not a number.
+    pub fn millis(&self, key: &str, default: Duration) -> Result<Duration, BoxError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(text) => text
+                .trim()
+                .parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|error| {
+                    format!("--set {key}={text}: not a number of milliseconds ({error})").into()
+                }),
+        }
+    }
+}
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Runs Parsley applications on a Kafka cluster",
+    after_help = "Exit codes: 0 done or interrupted, 1 a task failed or the audit found \
+                  violations, 2 bad arguments or an unusable cluster, 3 fenced by another \
+                  owner, 4 cluster unreachable.\n\n\
+                  Example:\n  \
+                  setup APP --partitions 4\n  \
+                  run APP          # Ctrl-C stops it gracefully\n  \
+                  status APP\n  \
+                  audit APP"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the application's topics (existing ones are left alone).
+    Setup(SetupArgs),
+    /// Produce input records (applications registered with a producer).
+    Produce(ProduceArgs),
+    /// Run an instance of the application until SIGINT or SIGTERM.
+    Run(RunArgs),
+    /// Read the committed topics back and check their stamps and outputs.
+    Audit(Common),
+    /// Print each task's committed position, log end, lag and state, read
+    /// from the cluster (whether or not an instance runs).
+    Status(Common),
+    /// Get a stopped task past one record (X5): dead-letter the record at
+    /// TOPIC-PARTITION@OFFSET as skipped, in the task's own transaction, and
+    /// commit; then start the instances again. The stage must declare a
+    /// dead-letter topic.
+    Skip(SkipArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// The application, by its name in the runner's registry.
+    app: String,
+    /// Prefix of the application id and every topic, so runs can share a
+    /// cluster (applications that honour it).
+    #[arg(long, default_value = "")]
+    namespace: String,
+    /// Bootstrap servers [default: $KAFKA_BOOTSTRAP_SERVERS].
+    #[arg(long)]
+    bootstrap: Option<String>,
+    /// A setting for the application's factory, KEY=VALUE (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    settings: Vec<(String, String)>,
+}
+
+#[derive(Args)]
+struct SetupArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Partitions of each source and sink topic.
+    #[arg(long, default_value_t = 4)]
+    partitions: u32,
+}
+
+#[derive(Args)]
+struct ProduceArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long, default_value_t = 1000)]
+    count: usize,
+    #[arg(long, default_value_t = 16)]
+    keys: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    /// A static share of the tasks, `INDEX/COUNT`. Without it the instances
+    /// share the tasks by joining the group `<app>.instances`, and tasks move
+    /// between them when one stops, dies or starts.
+    #[arg(long, value_parser = parse_share)]
+    instance: Option<InstanceShare>,
+    /// With group membership: how long the broker waits for a silent
+    /// instance before its tasks move to the others, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    session_timeout_ms: u64,
+    /// The commit interval, in milliseconds (X2).
+    #[arg(long, default_value_t = 100)]
+    commit_interval_ms: u64,
+    /// Serve the tasks' figures (counters, held records, consumer lag,
+    /// commit latency) in the Prometheus text format on ADDR, e.g.
+    /// `127.0.0.1:9464`, at any path.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
+}
+
+#[derive(Args)]
+struct SkipArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The stage whose task stopped.
+    #[arg(long)]
+    stage: String,
+    /// The topic of the record to skip (a source of the stage), without
+    /// the namespace.
+    #[arg(long)]
+    topic: String,
+    /// Its partition, which is the task's.
+    #[arg(long)]
+    partition: u32,
+    /// Its offset, as the task's stop error names it.
+    #[arg(long)]
+    offset: u64,
+}
+
+fn parse_share(text: &str) -> Result<InstanceShare, String> {
+    let (index, count) = text
+        .split_once('/')
+        .ok_or_else(|| format!("`{text}` is not INDEX/COUNT"))?;
+    let number = |part: &str| {
+        part.trim()
+            .parse::<u32>()
+            .map_err(|error| format!("`{part}` in `{text}`: {error}"))
+    };
+    InstanceShare::new(number(index)?, number(count)?).map_err(|error| error.to_string())
+}
+
+fn parse_setting(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        _ => Err(format!("`{text}` is not KEY=VALUE")),
+    }
+}
+
+/// A task stopped on an error, or the audit found violations.
+const EXIT_FAILED: u8 = 1;
+/// Bad arguments, or a cluster that cannot be used.
+const EXIT_UNUSABLE: u8 = 2;
+/// Every failed task was fenced by a newer owner (X4).
+const EXIT_FENCED: u8 = 3;
+/// No bootstrap address could be reached.
+const EXIT_UNREACHABLE: u8 = 4;
+
+fn fail(message: impl fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(EXIT_UNUSABLE)
+}
+
+/// Runs the command line over `registry`'s applications and returns the
+/// exit code; see the [module docs](self).
+pub fn main(registry: Registry) -> ExitCode {
+    install_logs();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(format!("cannot start the async runtime: {error}")),
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Setup(args) => setup(&registry, args).await,
+            Command::Produce(args) => produce(&registry, args).await,
+            Command::Run(args) => run(&registry, args).await,
+            Command::Audit(args) => audit(&registry, args).await,
+            Command::Status(args) => status(&registry, args).await,
+            Command::Skip(args) => skip(&registry, args).await,
+        }
+    })
+}
+
+/// The runtime's logs (task starts, retries, aborts, fencing, stops) and
+/// librdkafka's warnings go to stderr; `PARSLEY_LOG` filters them.
+fn install_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PARSLEY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,librdkafka=warn"));
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The client and the application, or the exit code of what failed, said
+/// on stderr.
+fn client_and_app(registry: &Registry, common: &Common) -> Result<(LiveClient, LiveApp), ExitCode> {
+    let settings = Settings {
+        namespace: common.namespace.clone(),
+        values: common.settings.iter().cloned().collect(),
+    };
+    let app = registry.build(&common.app, &settings).map_err(fail)?;
+    let servers = match &common.bootstrap {
+        Some(servers) => servers.clone(),
+        None => std::env::var(BOOTSTRAP_ENV)
+            .ok()
+            .filter(|servers| !servers.trim().is_empty())
+            .ok_or_else(|| fail(format!("no --bootstrap and no {BOOTSTRAP_ENV}")))?,
+    };
+    let client = LiveClient::new(LiveConfig::new(servers)).map_err(|error| {
+        eprintln!("error: {error}");
+        match error {
+            LiveError::Unreachable { .. } => ExitCode::from(EXIT_UNREACHABLE),
+            _ => ExitCode::from(EXIT_UNUSABLE),
+        }
+    })?;
+    Ok((client, app))
+}
+
+/// The client, the application and its assembly on the cluster (C3).
+async fn assembled(
+    registry: &Registry,
+    common: &Common,
+) -> Result<(LiveClient, LiveApp, Assembly), ExitCode> {
+    let (client, app) = client_and_app(registry, common)?;
+    let assembly = assemble_on(&client, &app.app).await.map_err(fail)?;
+    Ok((client, app, assembly))
+}
+
+async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
+    let (client, app) = match client_and_app(registry, &args.common) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    match create_topics(&client, &app.app, args.partitions, &BTreeMap::new()).await {
+        Ok(topics) => {
+            for topic in topics {
+                let what = if topic.created { "created" } else { "exists" };
+                println!("{what} {} ({} partitions)", topic.topic, topic.partitions);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error),
+    }
+}
+
+async fn produce(registry: &Registry, args: ProduceArgs) -> ExitCode {
+    let (client, app, assembly) = match assembled(registry, &args.common).await {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let Some(producer) = app.producer.clone() else {
+        return fail(format!(
+            "application {:?} has no producer: produce its input with your own tools",
+            args.common.app
+        ));
+    };
+    let request = ProduceRequest {
+        client,
+        assembly,
+        count: args.count,
+        keys: args.keys,
+        seed: args.seed,
+    };
+    match producer(request).await {
+        Ok(count) => {
+            println!("produced {count} records");
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error),
+    }
+}
+
+async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
+    let (client, app) = match client_and_app(registry, &args.common) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    if let Some(address) = args.metrics {
+        let installed = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(address)
+            .install();
+        if let Err(error) = installed {
+            return fail(format!("--metrics {address}: {error}"));
+        }
+        println!("metrics on http://{address}/metrics");
+    }
+    let config = RuntimeConfig::new(client.config().clone())
+        .with_commit_interval(Duration::from_millis(args.commit_interval_ms));
+    let config = match args.instance {
+        Some(share) => config.with_share(share),
+        None => config.with_group(GroupMembership {
+            session_timeout: Duration::from_millis(args.session_timeout_ms),
+        }),
+    };
+    let app_id = app.app.id().to_owned();
+    let runtime = match Runtime::start(Arc::new(app.app), config).await {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(error),
+    };
+    if args.instance.is_some() {
+        let tasks: Vec<String> = runtime.tasks().iter().map(ToString::to_string).collect();
+        println!("running tasks: {}", tasks.join(", "));
+    } else {
+        println!(
+            "sharing the tasks with the other instances in group `{}`",
+            membership_topic(&app_id)
+        );
+    }
+    let runs = runtime.run_until_signal().await;
+    let (mut failed, mut fenced) = (false, false);
+    for run in runs {
+        let delivered = run.metrics.records_delivered_total;
+        let committed = run.metrics.transactions_committed_total;
+        match run.outcome {
+            Ok(()) => println!(
+                "task {}: stopped, {delivered} delivered, {committed} commits",
+                run.task
+            ),
+            Err(error) if error.is_fenced() => {
+                // With group membership a fenced task moved, as tasks do.
+                fenced |= args.instance.is_some();
+                println!("task {}: fenced by a newer owner (X4)", run.task)
+            }
+            Err(error) => {
+                failed = true;
+                eprintln!("task {}: {error}", run.task);
+            }
+        }
+    }
+    if failed {
+        ExitCode::from(EXIT_FAILED)
+    } else if fenced {
+        ExitCode::from(EXIT_FENCED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn skip(registry: &Registry, args: SkipArgs) -> ExitCode {
+    let (client, app) = match client_and_app(registry, &args.common) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let tp = Tp::new(
+        format!("{}{}", args.common.namespace, args.topic),
+        args.partition,
+    );
+    let task = TaskId {
+        stage: args.stage.into(),
+        partition: args.partition,
+    };
+    let config = RuntimeConfig::new(client.config().clone());
+    match skip_record(
+        Arc::new(app.app),
+        config,
+        task.clone(),
+        tp.clone(),
+        args.offset,
+    )
+    .await
+    {
+        Ok(metrics) => {
+            println!(
+                "task {task}: {tp}@{} dead-lettered as skipped and committed ({} records delivered)",
+                args.offset, metrics.records_delivered_total
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(if error.is_unreachable() {
+                EXIT_UNREACHABLE
+            } else {
+                EXIT_FAILED
+            })
+        }
+    }
+}
+
+async fn audit(registry: &Registry, common: Common) -> ExitCode {
+    let (client, app, assembly) = match assembled(registry, &common).await {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let read = match read_committed(&client, &app.app, &assembly).await {
+        Ok(read) => read,
+        Err(error) => return fail(error),
+    };
+    let report = parsley::audit::audit(&app.app, &assembly, &read.to_logs());
+    println!("{report}");
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    }
+}
+
+async fn status(registry: &Registry, common: Common) -> ExitCode {
+    let (client, app, assembly) = match assembled(registry, &common).await {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let statuses = match task_status(&client, &app.app, &assembly).await {
+        Ok(statuses) => statuses,
+        Err(error) => return fail(error),
+    };
+    println!(
+        "{:<20} {:<36} {:>10} {:>10} {:>8}  state",
+        "task", "tp", "committed", "log end", "lag"
+    );
+    for task in &statuses {
+        for tp in &task.tps {
+            let committed = tp
+                .committed
+                .map_or("-".to_string(), |offset| offset.to_string());
+            let lag = if tp.exact {
+                tp.lag.to_string()
+            } else {
+                format!("~{}", tp.lag)
+            };
+            println!(
+                "{:<20} {:<36} {:>10} {:>10} {:>8}  {}",
+                format!("{}/{}", task.stage, task.partition),
+                tp.tp.to_string(),
+                committed,
+                tp.stable_end,
+                lag,
+                task.state()
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A registry names what it knows when asked for what it does not.
+    #[test]
+    fn an_unknown_application_is_named_with_the_known_ones() {
+        let registry = Registry::new().app("copy", |_| Err("unused".into()));
+        let error = registry.build("cpy", &Settings::default()).unwrap_err();
+        assert_eq!(error, "unknown application \"cpy\": expected one of copy");
+        let error = registry.build("copy", &Settings::default()).unwrap_err();
+        assert_eq!(error, "application \"copy\" cannot be built: unused");
+    }
+
+    /// `--set` values are KEY=VALUE, and a duration names a bad one.
+    #[test]
+    fn settings_parse_and_name_what_is_wrong() {
+        assert_eq!(
+            parse_setting("tick-ms=250"),
+            Ok(("tick-ms".into(), "250".into()))
+        );
+        assert!(parse_setting("tick-ms").is_err());
+        assert!(parse_setting("=3").is_err());
+        let settings = Settings {
+            namespace: "t1-".into(),
+            values: [("tick-ms".to_string(), "soon".to_string())].into(),
+        };
+        assert_eq!(settings.topic("orders"), "t1-orders");
+        let error = settings
+            .millis("tick-ms", Duration::from_secs(1))
+            .unwrap_err();
+        assert!(error.to_string().contains("--set tick-ms=soon"), "{error}");
+        assert_eq!(
+            Settings::default()
+                .millis("tick-ms", Duration::from_secs(1))
+                .unwrap(),
+            Duration::from_secs(1)
+        );
+    }
+}

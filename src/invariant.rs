@@ -1,0 +1,88 @@
+//! The invariants that the simulator's checker verifies on every run and
+//! the audit verifies on committed logs, each defined in `docs/RULES.md`
+//! under its id.
+
+use std::fmt;
+
+/// The invariants the checker verifies on every simulated run, and the audit
+/// on committed logs. Each is defined, with the rules it rests on, in
+/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i9`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Invariant {
+    /// Causal delivery: every committed delivery came after the task had
+    /// delivered each claim the record makes on its tps (G2;
+    /// docs/RULES.md#i1).
+    I1,
+    /// Exactly once, in order: every committed record of a consumed tp is
+    /// delivered once in the committed history, in offset order (G3, X3;
+    /// docs/RULES.md#i2).
+    I2,
+    /// No aborted reads: nothing from an aborted transaction is delivered or
+    /// claimed (docs/RULES.md#i3).
+    I3,
+    /// Tick durability and cadence: every committed tick is delivered once,
+    /// no due tick is skipped and no check emits two (T3, T6;
+    /// docs/RULES.md#i4).
+    I4,
+    /// Stamp inheritance: an emission's stamp dominates the delivered
+    /// record's stamp plus a claim on it; a tick's dominates the history
+    /// (G5, T4; docs/RULES.md#i5).
+    I5,
+    /// State: committed key slots and tick slots equal the pure fold of the
+    /// committed deliveries (S1, S2, T7; docs/RULES.md#i6).
+    I6,
+    /// Exactly-once outputs: committed outputs are exactly the emissions of
+    /// committed deliveries (X1; docs/RULES.md#i7).
+    I7,
+    /// Liveness: once faults and inputs stop, the world quiesces with nothing
+    /// held and every committed input delivered (G6; docs/RULES.md#i8).
+    I8,
+    /// Determinism: the same seed or tape gives the same trace, byte for byte
+    /// (docs/RULES.md#i9).
+    I9,
+    /// Dead letters: with X5's opt-in, a committed delivery of a record the
+    /// logic refuses wrote exactly one record, on the task's partition of
+    /// the stage's dead-letter topic, holding the refused key and value and
+    /// naming its stage, tp and offset, and nothing else; no record the
+    /// logic accepts is dead-lettered; every committed dead letter comes
+    /// from one committed delivery, and names a record no other does
+    /// (docs/RULES.md#i10).
+    I10,
+    /// A property of the simulation's own (its index among the properties,
+    /// then the "sometimes" marks): the violation's message names it.
+    Property(u16),
+}
+
+impl Invariant {
+    /// The invariant's short title, as reports print it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Invariant::I1 => "causal delivery",
+            Invariant::I2 => "exactly-once, in order",
+            Invariant::I3 => "no aborted reads",
+            Invariant::I4 => "tick durability and cadence",
+            Invariant::I5 => "stamp inheritance",
+            Invariant::I6 => "state",
+            Invariant::I7 => "exactly-once outputs",
+            Invariant::I8 => "liveness",
+            Invariant::I9 => "determinism",
+            Invariant::I10 => "dead letters",
+            Invariant::Property(_) => "user property",
+        }
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Invariant::Property(index) = self {
+            return write!(f, "user property #{}", index + 1);
+        }
+        let id = format!("{self:?}");
+        write!(
+            f,
+            "{id} {} (docs/RULES.md#{})",
+            self.title(),
+            id.to_lowercase()
+        )
+    }
+}
