@@ -215,6 +215,32 @@ pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, Ass
             }
         }
     }
+    // C3, K2: a timer service's fires land on its requests' partitions.
+    for plan in app.stages() {
+        let Some(timer) = plan.stage.timer_service() else {
+            continue;
+        };
+        let requests = metadata.partitions(timer.requests.as_str());
+        let fires = metadata.partitions(timer.fires.as_str());
+        if let (Some(expected), Some(found)) = (requests, fires) {
+            if expected != found {
+                failures.push(AssemblyFailure::WrongPartitionCount {
+                    topic: timer.fires.to_string(),
+                    role: format!(
+                        "fires of timer service {}, which must match its requests {}",
+                        plan.name(),
+                        timer.requests
+                    ),
+                    expected,
+                    found,
+                    fix: format!(
+                        "give {} and {} the same partition count",
+                        timer.fires, timer.requests
+                    ),
+                });
+            }
+        }
+    }
     if failures.is_empty() {
         Ok(Assembly { tasks, partitions })
     } else {
@@ -309,6 +335,29 @@ mod tests {
             ),
             "{message}"
         );
+    }
+
+    /// C3, K2: a timer service's fire topic must have as many partitions
+    /// as its request topic.
+    #[test]
+    fn c3_a_fire_topic_of_the_wrong_size_is_named() {
+        let requests = Topic::<String, i64>::with_codecs("requests", crate::Utf8, crate::I64);
+        let fires = Topic::<String, i64>::with_codecs("fires", crate::Utf8, crate::I64);
+        let timers = crate::timer::TimerService::named("timers").build(&requests, &fires);
+        let app = Parsley::named("app").stage(timers).build().unwrap();
+        let error = assemble(
+            &app,
+            &metadata(&[
+                ("requests", 4),
+                ("fires", 2),
+                ("app-timers-ticks", 4),
+                ("app-timers-state-changelog", 4),
+            ]),
+        )
+        .unwrap_err();
+        let message = error.to_string();
+        assert_eq!(error.failures.len(), 1, "{message}");
+        assert!(message.contains("topic \"fires\" (fires of timer service timers, which must match its requests requests) has 2 partitions, expected 4"), "{message}");
     }
 
     /// C3: a tick topic's partition count must equal the widest source's.

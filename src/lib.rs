@@ -109,6 +109,7 @@ pub mod audit;
 mod invariant;
 pub mod mutation;
 pub mod text;
+pub mod timer;
 
 /// The examples of `docs/RULES.md`, run as doc tests so the rules reference
 /// cannot drift from the API.

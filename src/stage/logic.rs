@@ -15,10 +15,14 @@ use crate::record::ConsumedRecord;
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::tp::Tp;
 
-/// What one delivery asks of the task: emissions, and a slot change.
+/// What one delivery asks of the task: emissions, and slot changes: the
+/// delivery's own slot (the record's key slot, or the tick slot) in
+/// `write`, and, for the timer service's ticks alone (K2), the key slots it
+/// changes, in order.
 pub(crate) struct Outcome {
     pub emissions: Vec<Emission>,
     pub write: Option<SlotWrite>,
+    pub more_writes: Vec<SlotWrite>,
 }
 
 /// A slot change, encoded for the changelog (`None` deletes the slot). In a
@@ -67,6 +71,15 @@ pub(crate) trait StageLogic: Send + Sync {
     ) -> Result<Outcome, ReplayFailure>;
     /// [`StageLogic::on_tick`] with the tick slot holding `state`.
     fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Outcome, ReplayFailure>;
+    /// [`StageLogic::on_tick`] for logic whose ticks read every key slot
+    /// (the timer service, K2), given every slot's encoded state.
+    fn replay_tick_over_slots(
+        &self,
+        _slots: &[(SlotKey, &[u8])],
+        _tick: Tick,
+    ) -> Result<Outcome, ReplayFailure> {
+        unreachable!("only the timer service's ticks read every slot")
+    }
 }
 
 /// Why a replay failed: the given state does not decode, or the delivery
@@ -225,6 +238,7 @@ impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
         let outcome = Outcome {
             emissions: step.emissions,
             write,
+            more_writes: Vec::new(),
         };
         Ok((outcome, step.state))
     }
@@ -270,6 +284,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
             TickLogic::Handler(handler) => Ok(Outcome {
                 emissions: handler(&tick)?,
                 write: None,
+                more_writes: Vec::new(),
             }),
             TickLogic::Fold(fold) => {
                 let slots = self.slots(slots);
@@ -311,6 +326,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
             TickLogic::Handler(handler) => Ok(Outcome {
                 emissions: handler(&tick)?,
                 write: None,
+                more_writes: Vec::new(),
             }),
             TickLogic::Fold(fold) => {
                 let step = fold(state_or_unit(state), &tick)?;

@@ -51,6 +51,8 @@ pub(crate) struct StageDef {
     pub stateful: bool,
     /// X5's opt-in: refused records go to `<application.id>-<stage>-dlq`.
     pub dead_letter: bool,
+    /// The timer service's topics, when the stage is one (K2).
+    pub timer: Option<crate::timer::TimerDecl>,
     pub logic: Arc<dyn StageLogic>,
     /// Declaration mistakes found while building, reported by
     /// [`crate::Parsley`]'s `build` with the rule they break.
@@ -168,6 +170,9 @@ pub enum SlotChange {
 pub struct Replayed {
     /// What the delivery does to its slot.
     pub slot: SlotChange,
+    /// What it does to other slots, in the order their changelog records
+    /// are written: only a timer service's tick changes any (K2).
+    pub other_slots: Vec<(SlotKey, SlotChange)>,
     /// What the delivery emits, in order.
     pub emissions: Vec<Emission>,
 }
@@ -220,17 +225,49 @@ impl Stage {
     }
 
     fn replayed(outcome: logic::Outcome) -> Replayed {
-        let slot = match outcome.write {
-            None => SlotChange::Unchanged,
-            Some(write) => match write.encoded {
-                Some(bytes) => SlotChange::Set(bytes),
-                None => SlotChange::Deleted,
-            },
+        let change = |encoded: Option<bytes::Bytes>| match encoded {
+            Some(bytes) => SlotChange::Set(bytes),
+            None => SlotChange::Deleted,
         };
         Replayed {
-            slot,
+            slot: outcome
+                .write
+                .map_or(SlotChange::Unchanged, |write| change(write.encoded)),
+            other_slots: outcome
+                .more_writes
+                .into_iter()
+                .map(|write| (write.slot, change(write.encoded)))
+                .collect(),
             emissions: outcome.emissions,
         }
+    }
+
+    /// Runs a tick of a stage whose ticks read every key slot (the timer
+    /// service, K2: [`Stage::timer_service`]), given every slot's encoded
+    /// state; its changes are in [`Replayed::other_slots`].
+    pub fn replay_tick_over_slots(
+        &self,
+        slots: &[(SlotKey, &[u8])],
+        tick: Tick,
+    ) -> Result<Replayed, String> {
+        if self.def.timer.is_none() {
+            return Err(format!(
+                "stage {:?} is not a timer service: replay its ticks with replay_tick",
+                self.def.name
+            ));
+        }
+        let outcome = self
+            .def
+            .logic
+            .replay_tick_over_slots(slots, tick)
+            .map_err(Self::replay_error)?;
+        Ok(Self::replayed(outcome))
+    }
+
+    /// The timer service's declaration, when this stage is one (K2,
+    /// [`crate::timer::TimerService`]).
+    pub fn timer_service(&self) -> Option<&crate::timer::TimerDecl> {
+        self.def.timer.as_ref()
     }
 }
 
@@ -385,6 +422,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 ticks,
                 stateful,
                 dead_letter: self.dead_letter,
+                timer: None,
                 logic: Arc::new(logic),
                 problems: self.problems,
             }),

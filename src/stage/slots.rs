@@ -7,7 +7,7 @@
 
 use std::any::Any;
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -127,6 +127,9 @@ pub struct Slots<S> {
     transaction: u64,
     /// The new state of the delivery being checked (`Some(None)`: delete).
     proposed: Option<Option<S>>,
+    /// The timer service's ticks change several slots (K2): the states
+    /// after the first, in the order the task accepts them.
+    proposed_more: VecDeque<Option<S>>,
     codec: Option<Arc<dyn Codec<S>>>,
 }
 
@@ -138,6 +141,7 @@ impl<S> Slots<S> {
             deleted: Vec::new(),
             transaction: 0,
             proposed: None,
+            proposed_more: VecDeque::new(),
             codec,
         }
     }
@@ -178,15 +182,36 @@ impl<S> Slots<S> {
     /// accepts the delivery; a later proposal replaces an unaccepted one.
     pub(crate) fn propose(&mut self, state: Option<S>) {
         self.proposed = Some(state);
+        self.proposed_more.clear();
+    }
+
+    /// Holds one more new state of the same delivery, accepted after the
+    /// first and the ones proposed before it.
+    pub(crate) fn propose_more(&mut self, state: Option<S>) {
+        assert!(
+            self.proposed.is_some(),
+            "a delivery proposes its first state before more"
+        );
+        self.proposed_more.push_back(state);
+    }
+
+    /// Every slot's current state, the open transaction's changes included.
+    pub(crate) fn current_slots(&self) -> impl Iterator<Item = (&SlotKey, &S)> {
+        self.current
+            .iter()
+            .filter_map(|(slot, entry)| Some((slot, entry.state.as_ref()?)))
     }
 }
 
 impl<S: Send + 'static> SlotStore for Slots<S> {
     fn accept(&mut self, slot: SlotKey) {
-        let state = self
-            .proposed
-            .take()
-            .expect("a delivery that writes a slot proposed its state");
+        let state = match self.proposed.take() {
+            Some(state) => state,
+            None => self
+                .proposed_more
+                .pop_front()
+                .expect("a delivery that writes a slot proposed its state"),
+        };
         if state.is_none() {
             self.deleted.push(slot.clone());
         }

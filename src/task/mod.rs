@@ -1130,7 +1130,9 @@ impl Task {
             }
         }
         crate::emission::recycle_emissions(outcome.emissions);
-        if let Some(write) = outcome.write {
+        // The delivery's own slot, then (a timer service's tick, K2) the
+        // others it changed, in the order the slots accept them.
+        for write in outcome.write.into_iter().chain(outcome.more_writes) {
             let changelog = self
                 .changelog
                 .clone()

@@ -1,0 +1,587 @@
+//! The timer service of the request/reply shape (K2): per-entity timers as
+//! a stage of the application, so that every driver runs the same one.
+//!
+//! A stage that wants "wake me at time T for key K" emits a *timer request*:
+//! a record keyed K whose value is T, in milliseconds, on a request topic.
+//! The timer service consumes the requests and, once T has come, writes one
+//! *fire* record to the fire topic: keyed K, valued T. The stage consumes
+//! the fires like any source, through its gate.
+//!
+//! The service is a stage ([`TimerService::build`] returns a
+//! [`Stage`]) with built-in logic, so it runs as tasks of the application,
+//! one per request partition, under the same transactions, fencing, group
+//! membership and failover as every stage:
+//!
+//! - **Pending timers are state.** A request's delivery adds its time to its
+//!   key's slot (the slot holds that key's pending times, sorted), written
+//!   to the service's changelog in the same transaction (S5): a restarted or
+//!   moved task restores its pending timers from the changelog, without
+//!   reading the requests again.
+//! - **Time comes from ticks.** The service ticks every
+//!   [`TimerServiceBuilder::resolution`] (T3); a tick's delivery fires every
+//!   pending timer due at the tick's timestamp, earliest first, and removes
+//!   them from their slots, in the tick's transaction: a crash neither loses
+//!   nor repeats a fire (X1), and no fire precedes its time. A fire is at
+//!   most one resolution (plus the commit interval) late. In the
+//!   `TestDriver`, `advance_wall_clock` ticks, so it fires what is due.
+//! - **Fires are stamped at the stamping site (G5).** The service's history
+//!   is the causal clock of K1 over the requests it delivered: a fire claims
+//!   its request and everything the request claims, so the stage that
+//!   consumes it is held until it has delivered the request's causes.
+//! - **Every committed request fires exactly once.** Two requests for one
+//!   key at the same time fire twice; a request is never replaced.
+//!
+//! Requests the service refuses stop its task, or go to its dead-letter
+//! topic with [`TimerServiceBuilder::dead_letter_queue`] (X5): a request
+//! without a key, a value the request topic's codec rejects, and a time
+//! before the request's own timestamp (a timer "in the past", which could
+//! not fire at its time). Assembly requires the fire topic to have as many
+//! partitions as the request topic (C3), so a key's fire lands where its
+//! request did and where the requesting stage's task reads it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use parsley::timer::TimerService;
+//! use parsley::{Parsley, Stage, Step, Topic, Utf8, I64};
+//!
+//! let clicks = Topic::<String, i64>::with_codecs("clicks", Utf8, I64);
+//! let requests = Topic::<String, i64>::with_codecs("session-timer-requests", Utf8, I64);
+//! let fires = Topic::<String, i64>::with_codecs("session-timer-fires", Utf8, I64);
+//! let closed = Topic::<String, i64>::with_codecs("closed-sessions", Utf8, I64);
+//! let sessions = Stage::named("sessions")
+//!     .state(I64, || 0i64)
+//!     .on(&clicks, {
+//!         let requests = requests.clone();
+//!         // Remember the last click; ask to be woken 30 s after it.
+//!         move |_last: i64, click| {
+//!             let at = click.timestamp + 30_000;
+//!             Step::of(click.timestamp).emit(requests.send(click.key().cloned(), at))
+//!         }
+//!     })
+//!     .on(&fires, {
+//!         let closed = closed.clone();
+//!         // A fire for the last click's timer closes the session.
+//!         move |last: i64, fire| match last + 30_000 == *fire.value() {
+//!             true => Step::delete().emit(closed.send(fire.key().cloned(), last)),
+//!             false => Step::of(last),
+//!         }
+//!     })
+//!     .into(&requests)
+//!     .into(&closed)
+//!     .build();
+//! let timers = TimerService::named("session-timers").build(&requests, &fires);
+//! let app = Parsley::named("shop").stage(sessions).stage(timers).build()?;
+//! assert!(app.stage("session-timers").unwrap().stage.timer_service().is_some());
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::codec::{Codec, CodecError, Direction};
+use crate::emission::Tick;
+use crate::record::ConsumedRecord;
+use crate::stage::logic::{DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic};
+use crate::stage::slots::{SlotKey, SlotStore, Slots};
+use crate::stage::{Stage, StageDef, TickDecl, TickKind};
+use crate::topic::{RecordPart, Topic, TopicRef};
+use crate::tp::{TopicName, Tp};
+
+/// The default [`TimerServiceBuilder::resolution`]: one second.
+pub const DEFAULT_RESOLUTION: Duration = Duration::from_secs(1);
+
+/// A timer service's declaration, as [`Stage::timer_service`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerDecl {
+    /// The topic the service reads requests from.
+    pub requests: TopicName,
+    /// The topic it writes fires to.
+    pub fires: TopicName,
+    /// Its tick interval: how late a fire may be.
+    pub resolution: Duration,
+}
+
+/// The timer service of K2; see the [module docs](self).
+#[derive(Debug)]
+pub struct TimerService;
+
+impl TimerService {
+    /// Starts the declaration of a timer service, a stage named `name`
+    /// (unique in its application, C1; it also names the service's tick
+    /// topic and changelog).
+    pub fn named(name: impl Into<String>) -> TimerServiceBuilder {
+        TimerServiceBuilder {
+            name: name.into(),
+            resolution: DEFAULT_RESOLUTION,
+            dead_letter: false,
+        }
+    }
+}
+
+/// A timer service being declared.
+#[derive(Debug)]
+pub struct TimerServiceBuilder {
+    name: String,
+    resolution: Duration,
+    dead_letter: bool,
+}
+
+impl TimerServiceBuilder {
+    /// How often the service looks for due timers (its tick interval, T3):
+    /// a fire is at most this late. Default one second.
+    pub fn resolution(mut self, resolution: Duration) -> Self {
+        self.resolution = resolution;
+        self
+    }
+
+    /// X5's opt-in: requests the service refuses go to
+    /// `<application.id>-<name>-dlq` instead of stopping its task.
+    pub fn dead_letter_queue(mut self) -> Self {
+        self.dead_letter = true;
+        self
+    }
+
+    /// The service as a stage that reads `requests` and writes `fires`.
+    pub fn build<K: Clone + Send + Sync + 'static>(
+        self,
+        requests: &Topic<K, i64>,
+        fires: &Topic<K, i64>,
+    ) -> Stage {
+        let mut problems = Vec::new();
+        if self.resolution.is_zero() {
+            problems.push(crate::stage::StageProblem::ZeroTickInterval);
+        }
+        let logic = TimerLogic {
+            requests: requests.clone(),
+            fires: fires.clone(),
+        };
+        Stage {
+            def: Arc::new(StageDef {
+                name: self.name,
+                sources: vec![TopicRef::from(requests)],
+                sinks: vec![TopicRef::from(fires)],
+                ticks: Some(TickDecl {
+                    interval: self.resolution,
+                    kind: TickKind::Fold,
+                }),
+                stateful: true,
+                dead_letter: self.dead_letter,
+                timer: Some(TimerDecl {
+                    requests: requests.name().clone(),
+                    fires: fires.name().clone(),
+                    resolution: self.resolution,
+                }),
+                logic: Arc::new(logic),
+                problems,
+            }),
+        }
+    }
+}
+
+/// A key's pending timers: their times, earliest first.
+type Pending = Vec<i64>;
+
+/// The pending times of a slot on the changelog: 8 big-endian bytes each,
+/// as Kafka's `LongSerializer` writes one.
+struct PendingCodec;
+
+impl Codec<Pending> for PendingCodec {
+    fn encode(&self, value: &Pending) -> Result<Bytes, CodecError> {
+        let mut out = BytesMut::with_capacity(8 * value.len());
+        self.encode_to(value, &mut out)?;
+        Ok(out.freeze())
+    }
+
+    fn encode_to(&self, value: &Pending, out: &mut BytesMut) -> Result<(), CodecError> {
+        for time in value {
+            out.put_i64(*time);
+        }
+        Ok(())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Pending, CodecError> {
+        if bytes.len() % 8 != 0 {
+            return Err(CodecError {
+                codec: "timer-pending",
+                direction: Direction::Decode,
+                type_name: "pending timer times",
+                message: format!("expected a multiple of 8 bytes, got {}", bytes.len()),
+            });
+        }
+        let times: Pending = bytes
+            .chunks_exact(8)
+            .map(|chunk| i64::from_be_bytes(chunk.try_into().expect("chunks of 8")))
+            .collect();
+        if times.windows(2).any(|pair| pair[0] > pair[1]) {
+            return Err(CodecError {
+                codec: "timer-pending",
+                direction: Direction::Decode,
+                type_name: "pending timer times",
+                message: "times are not in order".into(),
+            });
+        }
+        Ok(times)
+    }
+}
+
+/// The timer service's built-in logic.
+struct TimerLogic<K> {
+    requests: Topic<K, i64>,
+    fires: Topic<K, i64>,
+}
+
+impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
+    fn slots<'a>(slots: &'a mut dyn SlotStore) -> &'a mut Slots<Pending> {
+        slots
+            .as_any_mut()
+            .downcast_mut::<Slots<Pending>>()
+            .expect("a timer service's slots hold pending times")
+    }
+
+    /// The request's key and time, or why the service refuses it.
+    fn request(&self, tp: &Tp, record: &ConsumedRecord) -> Result<(Bytes, i64), DeliveryFailure> {
+        let key = match &record.data.key {
+            Some(key) => key.clone(),
+            None => {
+                return Err(DeliveryFailure::Logic(format!(
+                    "K2 (docs/RULES.md#k2): timer request {tp}@{} has no key, so its fire could have none",
+                    record.offset
+                )))
+            }
+        };
+        self.requests
+            .key_codec()
+            .decode(&key)
+            .map_err(|error| DeliveryFailure::Codec {
+                part: RecordPart::Key,
+                error,
+            })?;
+        let value = record.data.value.as_deref().unwrap_or_default();
+        let at =
+            self.requests
+                .value_codec()
+                .decode(value)
+                .map_err(|error| DeliveryFailure::Codec {
+                    part: RecordPart::Value,
+                    error,
+                })?;
+        if at < record.data.timestamp {
+            return Err(DeliveryFailure::Logic(format!(
+                "K2 (docs/RULES.md#k2): timer request {tp}@{} asks for {at}, before its own timestamp {}: a timer in the past",
+                record.offset, record.data.timestamp
+            )));
+        }
+        Ok((key, at))
+    }
+
+    /// A request's new pending times for its key.
+    fn add(pending: Option<Pending>, at: i64) -> Pending {
+        let mut pending = pending.unwrap_or_default();
+        let index = pending.partition_point(|time| *time <= at);
+        pending.insert(index, at);
+        pending
+    }
+
+    fn write(slot: SlotKey, pending: &Pending) -> Result<SlotWrite, DeliveryFailure> {
+        let encoded = match pending.is_empty() {
+            true => None,
+            false => Some(
+                crate::codec::encode_chunked(&PendingCodec, pending)
+                    .map_err(DeliveryFailure::StateCodec)?,
+            ),
+        };
+        Ok(SlotWrite { slot, encoded })
+    }
+
+    /// A tick at `now` over `slots` (every key's pending times): the fires
+    /// due, earliest first (then by key), and each changed slot's remaining
+    /// times, in the same order.
+    fn fire<'a>(
+        &self,
+        slots: impl Iterator<Item = (&'a SlotKey, Pending)>,
+        now: i64,
+    ) -> Result<(Outcome, Vec<Option<Pending>>), DeliveryFailure> {
+        let mut due: Vec<(i64, Bytes, Pending)> = Vec::new();
+        for (slot, pending) in slots {
+            let SlotKey::Key(key) = slot else { continue };
+            if pending.first().is_some_and(|first| *first <= now) {
+                due.push((pending[0], key.clone(), pending));
+            }
+        }
+        // The map's order is a hash's: fires go out in an order of their own.
+        due.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut emissions = Vec::new();
+        let mut writes = Vec::with_capacity(due.len());
+        let mut states = Vec::with_capacity(due.len());
+        for (_, key, pending) in due {
+            let split = pending.partition_point(|time| *time <= now);
+            let decoded =
+                self.requests
+                    .key_codec()
+                    .decode(&key)
+                    .map_err(|error| DeliveryFailure::Codec {
+                        part: RecordPart::Key,
+                        error,
+                    })?;
+            let (fired, left) = pending.split_at(split);
+            for at in fired {
+                emissions.push(self.fires.send(decoded.clone(), *at));
+            }
+            let left: Pending = left.to_vec();
+            writes.push(Self::write(SlotKey::Key(key), &left)?);
+            states.push((!left.is_empty()).then_some(left));
+        }
+        // A tick's own slot (the tick slot) is untouched: every change is
+        // to another slot.
+        let outcome = Outcome {
+            emissions,
+            write: None,
+            more_writes: writes,
+        };
+        Ok((outcome, states))
+    }
+}
+
+impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
+    fn new_slots(&self) -> Box<dyn SlotStore> {
+        Box::new(Slots::<Pending>::new(Some(Arc::new(PendingCodec))))
+    }
+
+    fn on_record(
+        &self,
+        slots: &mut dyn SlotStore,
+        _source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, DeliveryFailure> {
+        let (key, at) = self.request(tp, record)?;
+        let slots = Self::slots(slots);
+        let slot = SlotKey::Key(key);
+        let pending = Self::add(slots.get(&slot).cloned(), at);
+        let write = Self::write(slot, &pending)?;
+        slots.propose(Some(pending));
+        Ok(Outcome {
+            emissions: Vec::new(),
+            write: Some(write),
+            more_writes: Vec::new(),
+        })
+    }
+
+    fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
+        let slots = Self::slots(slots);
+        let (outcome, states) = self.fire(
+            slots
+                .current_slots()
+                .map(|(slot, pending)| (slot, pending.clone())),
+            tick.timestamp,
+        )?;
+        let mut states = states.into_iter();
+        if let Some(first) = states.next() {
+            slots.propose(first);
+            for state in states {
+                slots.propose_more(state);
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn replay_record(
+        &self,
+        state: Option<&[u8]>,
+        _source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, ReplayFailure> {
+        let pending = state
+            .map(|bytes| PendingCodec.decode(bytes))
+            .transpose()
+            .map_err(ReplayFailure::State)?;
+        let (key, at) = self.request(tp, record)?;
+        let pending = Self::add(pending, at);
+        Ok(Outcome {
+            emissions: Vec::new(),
+            write: Some(Self::write(SlotKey::Key(key), &pending)?),
+            more_writes: Vec::new(),
+        })
+    }
+
+    fn replay_tick(&self, _state: Option<&[u8]>, tick: Tick) -> Result<Outcome, ReplayFailure> {
+        // A tick with no slots given fires nothing.
+        self.replay_tick_over_slots(&[], tick)
+    }
+
+    fn replay_tick_over_slots(
+        &self,
+        slots: &[(SlotKey, &[u8])],
+        tick: Tick,
+    ) -> Result<Outcome, ReplayFailure> {
+        let mut decoded = Vec::with_capacity(slots.len());
+        for (slot, bytes) in slots {
+            decoded.push((
+                slot,
+                PendingCodec.decode(bytes).map_err(ReplayFailure::State)?,
+            ));
+        }
+        let (outcome, _) = self.fire(decoded.into_iter(), tick.timestamp)?;
+        Ok(outcome)
+    }
+}
+
+/// The pending timers of a timer service's task, as `(key, time)` pairs in
+/// time order, from its slots (`Task::slots`); `None` when the slots are not
+/// a timer service's.
+pub fn pending_of(task: &crate::Task) -> Option<Vec<(Bytes, i64)>> {
+    let slots = task.slots::<Pending>()?;
+    let mut pending: Vec<(Bytes, i64)> = slots
+        .current_slots()
+        .filter_map(|(slot, times)| match slot {
+            SlotKey::Key(key) => Some(times.iter().map(move |time| (key.clone(), *time))),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    pending.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    Some(pending)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Parsley, RecordData, Utf8, I64};
+
+    fn topics() -> (Topic<String, i64>, Topic<String, i64>) {
+        (
+            Topic::with_codecs("requests", Utf8, I64),
+            Topic::with_codecs("fires", Utf8, I64),
+        )
+    }
+
+    fn request(offset: u64, key: Option<&str>, value: &[u8], timestamp: i64) -> ConsumedRecord {
+        ConsumedRecord {
+            offset,
+            data: RecordData {
+                key: key.map(|key| Bytes::copy_from_slice(key.as_bytes())),
+                value: Some(Bytes::copy_from_slice(value)),
+                headers: Vec::new(),
+                timestamp,
+            },
+        }
+    }
+
+    fn stage() -> (Stage, Topic<String, i64>) {
+        let (requests, fires) = topics();
+        (
+            TimerService::named("timers").build(&requests, &fires),
+            fires,
+        )
+    }
+
+    /// K2: a request adds its time to its key's slot, sorted; a tick fires
+    /// what is due at its time, earliest first, and keeps the rest.
+    #[test]
+    fn k2_a_tick_fires_what_is_due_and_keeps_the_rest() {
+        let (stage, fires) = stage();
+        let tp = Tp::new("requests", 0);
+        let name = TopicName::new("requests");
+        let first = stage
+            .replay_record(
+                &name,
+                None,
+                &tp,
+                &request(0, Some("k"), &300i64.to_be_bytes(), 0),
+            )
+            .unwrap();
+        let crate::stage::SlotChange::Set(state) = first.slot else {
+            panic!("a request sets its key's slot")
+        };
+        let second = stage
+            .replay_record(
+                &name,
+                Some(&state),
+                &tp,
+                &request(1, Some("k"), &100i64.to_be_bytes(), 0),
+            )
+            .unwrap();
+        let crate::stage::SlotChange::Set(state) = second.slot else {
+            panic!("a request sets its key's slot")
+        };
+        assert_eq!(PendingCodec.decode(&state).unwrap(), vec![100, 300]);
+        let slot = SlotKey::Key(Bytes::from_static(b"k"));
+        let early = stage
+            .replay_tick_over_slots(&[(slot.clone(), &state)], Tick::new(99))
+            .unwrap();
+        assert!(early.emissions.is_empty());
+        assert!(early.other_slots.is_empty());
+        let fired = stage
+            .replay_tick_over_slots(&[(slot.clone(), &state)], Tick::new(100))
+            .unwrap();
+        assert_eq!(fired.emissions, vec![fires.send("k".to_string(), 100)]);
+        let crate::stage::SlotChange::Set(left) = &fired.other_slots[0].1 else {
+            panic!("one timer is left")
+        };
+        assert_eq!(PendingCodec.decode(left).unwrap(), vec![300]);
+        let all = stage
+            .replay_tick_over_slots(&[(slot, &state)], Tick::new(1_000))
+            .unwrap();
+        assert_eq!(
+            all.emissions,
+            vec![
+                fires.send("k".to_string(), 100),
+                fires.send("k".to_string(), 300)
+            ]
+        );
+        assert_eq!(all.other_slots[0].1, crate::stage::SlotChange::Deleted);
+    }
+
+    /// K2, §8: a request without a key, with a time the codec rejects, or
+    /// with a time before its own timestamp is refused, naming the record.
+    #[test]
+    fn k2_bad_requests_are_refused_naming_the_record() {
+        let (stage, _) = stage();
+        let tp = Tp::new("requests", 2);
+        let name = TopicName::new("requests");
+        let no_key = stage
+            .replay_record(&name, None, &tp, &request(4, None, &1i64.to_be_bytes(), 0))
+            .unwrap_err();
+        assert!(no_key.contains("requests-2@4 has no key"), "{no_key}");
+        let bad_time = stage
+            .replay_record(&name, None, &tp, &request(5, Some("k"), b"soon", 0))
+            .unwrap_err();
+        assert!(bad_time.contains("Value"), "{bad_time}");
+        let past = stage
+            .replay_record(
+                &name,
+                None,
+                &tp,
+                &request(6, Some("k"), &5i64.to_be_bytes(), 10),
+            )
+            .unwrap_err();
+        assert!(
+            past.contains("requests-2@6 asks for 5, before its own timestamp 10"),
+            "{past}"
+        );
+    }
+
+    /// A pending slot that does not decode is refused, not misread.
+    #[test]
+    fn pending_times_decode_only_whole_and_in_order() {
+        assert!(PendingCodec.decode(&[0; 7]).is_err());
+        let mut bytes = 2i64.to_be_bytes().to_vec();
+        bytes.extend(1i64.to_be_bytes());
+        assert!(PendingCodec.decode(&bytes).is_err());
+        assert_eq!(PendingCodec.decode(&[]).unwrap(), Vec::<i64>::new());
+    }
+
+    /// C1: the service is a stage; a zero resolution is refused like a
+    /// zero tick interval.
+    #[test]
+    fn a_zero_resolution_is_refused_at_build() {
+        let (requests, fires) = topics();
+        let timers = TimerService::named("timers")
+            .resolution(Duration::ZERO)
+            .build(&requests, &fires);
+        assert!(Parsley::named("app").stage(timers).build().is_err());
+    }
+}
