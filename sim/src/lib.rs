@@ -19,8 +19,8 @@
 //!   the logs ([`sim::Invariant`]).
 //! * [`audit`]: the log-only audit of `parsley::audit` over the model's
 //!   committed logs (`parsley_live::read_committed` reads a cluster's).
-//! * [`topologies`], [`scheduler`]: the example topologies and the timer
-//!   scheduler of the request/reply shape (K2).
+//! * [`topologies`]: the example topologies, their simulations and the
+//!   registry `parsley-sim` runs.
 //!
 //! The rule ids are defined in `docs/RULES.md` of the repository;
 //! `docs/CONCEPTS.md` has runnable examples of how ticks, state, fan-outs and
@@ -57,7 +57,6 @@ pub mod host;
 #[cfg(feature = "live")]
 pub mod live;
 pub mod model;
-pub mod scheduler;
 pub mod sim;
 pub mod topologies;
 

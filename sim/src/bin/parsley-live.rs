@@ -14,27 +14,25 @@ use parsley_sim::live::{namespaced, plan_inputs, produce_inputs};
 use parsley_sim::topologies::TopologyName;
 
 fn main() -> ExitCode {
-    // The timers example needs a scheduler beside its stages; the others
-    // run on the runtime alone.
-    let examples = TopologyName::ALL
+    let registry = TopologyName::ALL
         .into_iter()
-        .filter(|name| *name != TopologyName::Timers);
-    let registry = examples.fold(Registry::new(), |registry, name| {
-        registry.app(name.as_str(), move |settings| {
-            let tick = settings.millis("tick-ms", Duration::from_millis(1000))?;
-            let topology = Arc::new(namespaced(name, &settings.namespace, tick)?);
-            let app = topology.app.clone();
-            Ok(LiveApp::new(app).producer(move |request| {
-                let topology = Arc::clone(&topology);
-                Box::pin(async move {
-                    let plan = plan_inputs(&topology, request.count, request.keys, request.seed);
-                    let landed =
-                        produce_inputs(&request.client, &topology, &request.assembly, &plan)
-                            .await?;
-                    Ok(landed.len())
-                })
-            }))
-        })
-    });
+        .fold(Registry::new(), |registry, name| {
+            registry.app(name.as_str(), move |settings| {
+                let tick = settings.millis("tick-ms", Duration::from_millis(1000))?;
+                let topology = Arc::new(namespaced(name, &settings.namespace, tick)?);
+                let app = topology.app.clone();
+                Ok(LiveApp::new(app).producer(move |request| {
+                    let topology = Arc::clone(&topology);
+                    Box::pin(async move {
+                        let plan =
+                            plan_inputs(&topology, request.count, request.keys, request.seed);
+                        let landed =
+                            produce_inputs(&request.client, &topology, &request.assembly, &plan)
+                                .await?;
+                        Ok(landed.len())
+                    })
+                }))
+            })
+        });
     parsley_live::cli::main(registry)
 }

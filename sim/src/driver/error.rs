@@ -114,6 +114,12 @@ pub enum DriverError {
         /// The known stage closest to the name asked for, when one is close.
         suggestion: Option<String>,
     },
+    /// The stage exists but is not a timer service (K2).
+    #[error("stage {stage:?} is not a timer service (parsley::timer::TimerService): it has no pending timers")]
+    NotATimerService {
+        /// The stage.
+        stage: String,
+    },
     /// The stage exists but has no task for that partition.
     #[error("stage {stage:?} has no task {partition}: it has {tasks} task(s), numbered from 0")]
     UnknownTask {

@@ -651,6 +651,33 @@ impl TestDriver {
         self.committed_slot(stage, partition, &SlotKey::Null)
     }
 
+    /// The pending timers of a timer service (K2,
+    /// `parsley::timer::TimerService`): every timer its tasks hold that has
+    /// not fired, as the times they are due, earliest first. After a pipe or
+    /// [`TestDriver::advance_wall_clock`] everything is committed, so these
+    /// are the committed pending timers; `advance_wall_clock` past a time
+    /// fires its timers (at the service's next tick: at most one resolution
+    /// late).
+    pub fn pending_timers(&self, stage: &str) -> Result<Vec<i64>, DriverError> {
+        let world = self.world();
+        world.check_stage(stage)?;
+        let mut due = Vec::new();
+        for host in world
+            .hosts
+            .iter()
+            .filter(|host| *host.task.id().stage == *stage)
+        {
+            let pending = parsley::timer::pending_of(&host.task).ok_or_else(|| {
+                DriverError::NotATimerService {
+                    stage: stage.to_string(),
+                }
+            })?;
+            due.extend(pending.into_iter().map(|(_, at)| at));
+        }
+        due.sort_unstable();
+        Ok(due)
+    }
+
     /// The committed state of one task's tick slot (T7).
     pub fn tick_slot<S: Clone + 'static>(
         &self,

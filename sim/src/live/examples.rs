@@ -72,6 +72,11 @@ pub fn namespaced(
             let app = topologies::diamond_named(&topic("diamond"), &topics, tick_interval)?;
             (app, vec![input(topics.events.name(), false)], false)
         }
+        TopologyName::Sessions => {
+            let topics = topologies::SessionTopics::with_prefix(namespace);
+            let app = topologies::sessions_named(&topic("sessions"), &topics, LIVE_RESERVATION_MS)?;
+            (app, vec![input(topics.clicks.name(), false)], false)
+        }
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = topologies::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

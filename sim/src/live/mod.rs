@@ -3,10 +3,8 @@
 //! their inputs. Reading them back and their status are `parsley-live`'s.
 
 pub mod examples;
-pub mod scheduler;
 
 pub use examples::{
     expected_balances, namespaced, plan_inputs, produce_inputs, ExampleError, PlannedInput,
     LIVE_RESERVATION_MS,
 };
-pub use scheduler::{LiveScheduler, SchedulerError};

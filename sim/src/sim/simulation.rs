@@ -1,5 +1,5 @@
 //! The public simulation API: any [`App`] with typed input generators,
-//! declared upstream causality, the timer scheduler, the run's knobs and the
+//! declared upstream causality, the run's knobs and the
 //! user's own properties, built into a [`Simulation`] that runs seeds.
 //!
 //! Every input a generator makes is drawn from the run's choice source
@@ -249,7 +249,7 @@ pub enum SimulationError {
         topic: String,
     },
     /// An external source of the application has no input generator.
-    #[error("application {app:?} consumes {topics:?}, which no stage writes and no input generates: add an Input for each (or name it as the timer scheduler's fire topic)")]
+    #[error("application {app:?} consumes {topics:?}, which no stage writes and no input generates: add an Input for each")]
     MissingInput {
         /// The application id.
         app: String,
@@ -282,12 +282,6 @@ pub enum SimulationError {
         /// The allowed range.
         allowed: String,
     },
-    /// The timer scheduler's topics do not fit the application.
-    #[error("timer scheduler: {message}")]
-    Timers {
-        /// What is wrong.
-        message: String,
-    },
     /// Planted bugs need `parsley`'s `mutations` feature.
     #[error("cannot plant {mutation:?}: this build of parsley lacks the `mutations` feature")]
     MutationsUnavailable {
@@ -317,7 +311,6 @@ pub struct SimulationBuilder {
     name: String,
     app: App,
     inputs: Vec<DeclaredInput>,
-    timers: Option<(TopicName, TopicName)>,
     settings: Settings,
     seeds: SeedRange,
     properties: Vec<Property>,
@@ -359,19 +352,6 @@ impl SimulationBuilder {
             rejected: input.rejected,
             claims: input.claims,
         });
-        self
-    }
-
-    /// Runs the timer scheduler of the request/reply shape (K2): it reads
-    /// the committed requests of `requests` (a sink of the application; the
-    /// value is the time to fire, in the `I64` codec) and writes each due
-    /// fire record to `fires` (a source), stamped with what it observed.
-    pub fn timer_scheduler<K: 'static, K2: 'static>(
-        mut self,
-        requests: &Topic<K, i64>,
-        fires: &Topic<K2, i64>,
-    ) -> Self {
-        self.timers = Some((requests.name().clone(), fires.name().clone()));
         self
     }
 
@@ -566,35 +546,12 @@ impl SimulationBuilder {
                 )?;
             }
         }
-        if let Some((requests, fires)) = &self.timers {
-            if written_by(requests).is_none() {
-                return Err(SimulationError::Timers {
-                    message: format!("the request topic {requests:?} is written by no stage"),
-                });
-            }
-            if !consumed(fires) {
-                return Err(SimulationError::Timers {
-                    message: format!("the fire topic {fires:?} is consumed by no stage"),
-                });
-            }
-            if written_by(fires).is_some() || names.contains(fires) {
-                return Err(SimulationError::Timers {
-                    message: format!(
-                        "the fire topic {fires:?} must be written by the scheduler alone"
-                    ),
-                });
-            }
-        }
         let mut missing = Vec::new();
         for plan in app.stages() {
             for source in plan.stage.sources() {
                 let external = written_by(&source.name).is_none()
                     && app.tick_topic_owner(source.name.as_str()).is_none();
-                let fed = names.contains(&source.name)
-                    || self
-                        .timers
-                        .as_ref()
-                        .is_some_and(|(_, fires)| *fires == source.name);
+                let fed = names.contains(&source.name);
                 let name = source.name.to_string();
                 if external && !fed && !missing.contains(&name) {
                     missing.push(name);
@@ -652,7 +609,6 @@ impl SimulationBuilder {
                 name: self.name,
                 app: self.app,
                 inputs,
-                timers: self.timers,
                 settings: self.settings,
                 seeds: self.seeds,
                 properties: self.properties,
@@ -765,7 +721,6 @@ struct Inner {
     name: String,
     app: App,
     inputs: Vec<ErasedInput>,
-    timers: Option<(TopicName, TopicName)>,
     settings: Settings,
     seeds: SeedRange,
     properties: Vec<Property>,
@@ -798,7 +753,6 @@ impl Simulation {
             name: app.id().to_string(),
             app,
             inputs: Vec::new(),
-            timers: None,
             settings: Settings::default(),
             seeds: SeedRange {
                 start: 0,
@@ -861,10 +815,6 @@ impl Simulation {
 
     pub(crate) fn inputs(&self) -> &[ErasedInput] {
         &self.inner.inputs
-    }
-
-    pub(crate) fn timers(&self) -> Option<&(TopicName, TopicName)> {
-        self.inner.timers.as_ref()
     }
 
     pub(crate) fn properties(&self) -> &[Property] {

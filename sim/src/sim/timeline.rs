@@ -323,7 +323,6 @@ struct Layout {
     global_top: f64,
     /// The label row of each run-wide event, by trace index.
     global_row: BTreeMap<usize, usize>,
-    global_rows: usize,
     /// The top of the violation labels' row (empty without violations).
     violation_top: f64,
     lanes_top: f64,
@@ -392,7 +391,6 @@ impl Layout {
             legend_wrap,
             global_top,
             global_row,
-            global_rows,
             violation_top,
             lanes_top,
             width,
@@ -806,22 +804,11 @@ fn place_global_labels(
 
 /// Run-wide events: a label in the band above the axis and a faint line
 /// down through every lane, so what a crash or a move did to each lane lines
-/// up under it. Scheduler fires get only a small tick in
-/// the band: they can be many.
+/// up under it.
 fn global_events(svg: &mut String, layout: &Layout, trace: &[Entry]) {
     svg.push_str("<g class=\"global\">\n");
-    let band_bottom = layout.global_top + layout.global_rows as f64 * GLOBAL_ROW_H + 6.0;
     for (index, entry) in trace.iter().enumerate() {
         let Some(x) = layout.x(index) else { continue };
-        if let Event::TimerFired { .. } = entry.event {
-            emit!(
-                svg,
-                "<line class=\"mark\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{band_bottom:.1}\" stroke=\"#888\" stroke-width=\"1.5\">{}</line>\n",
-                band_bottom - 6.0,
-                tooltip(&[when(trace, index), entry.event.to_string()])
-            );
-            continue;
-        }
         let (Some((color, label, dashed)), Some(&row)) =
             (global_style(&entry.event), layout.global_row.get(&index))
         else {

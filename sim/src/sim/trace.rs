@@ -177,13 +177,6 @@ pub enum Event {
         /// The new owner instance.
         to: u32,
     },
-    /// The scheduler (K2) produced a fire record.
-    TimerFired {
-        /// The tp.
-        tp: Tp,
-        /// The offset.
-        offset: u64,
-    },
     /// Faults and inputs stop; the world must quiesce (I8).
     LivenessPhase,
 }
@@ -214,10 +207,6 @@ impl Event {
                 tp: other,
                 offset: other_offset,
                 ..
-            }
-            | Event::TimerFired {
-                tp: other,
-                offset: other_offset,
             }
             | Event::TaskStopped {
                 tp: other,
@@ -367,7 +356,6 @@ impl fmt::Display for Event {
             Event::Moved { task, from, to } => {
                 write!(f, "task {task} moved from instance {from} to {to}")
             }
-            Event::TimerFired { tp, offset } => write!(f, "scheduler fired {tp}@{offset}"),
             Event::LivenessPhase => write!(f, "faults and inputs off: liveness phase"),
         }
     }

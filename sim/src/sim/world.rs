@@ -1,5 +1,5 @@
 //! The simulated world: the Kafka model, application instances owning task
-//! hosts, input producers, the timer scheduler (K2) and the wall clock.
+//! hosts, input producers and the wall clock.
 //!
 //! The world runs the *same* core `Task` (through the same [`TaskHost`]) as
 //! the test driver and the live runtime; it only decides, from its
@@ -18,14 +18,12 @@ use parsley::task::TaskId;
 use parsley::{assemble, Claim, Stamp, TaskConfig, Tp};
 
 use crate::host::{CommitOutcome, HostError, Markers, Sent, TaskHost};
-use crate::model::{Cluster, Isolation, ModelError};
+use crate::model::{Cluster, ModelError};
 use crate::sim::choice::Choices;
 use crate::sim::settings::{FaultRates, Settings};
 use crate::sim::simulation::{Draw, Encoded, Simulation};
 use crate::sim::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 use rustc_hash::{FxHashMap, FxHashSet};
-
-use crate::scheduler::TimerScheduler;
 
 /// Rare states the run reached, counted to show that the simulator really
 /// exercises the hard cases.
@@ -130,13 +128,6 @@ struct Hosted {
     host: TaskHost,
 }
 
-/// The timer scheduler of the request/reply shape (K2) over the model: its
-/// read position per request tp, and the scheduler itself.
-struct Scheduler {
-    timers: TimerScheduler,
-    requests: Vec<(Tp, u64)>,
-}
-
 /// Every action and fault the world can take in one step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Action {
@@ -146,7 +137,6 @@ enum Action {
     Commit,
     Tick,
     AdvanceClock,
-    Schedule,
     Recover,
     FaultAbort,
     FaultCommitFailure,
@@ -156,7 +146,7 @@ enum Action {
     FaultLogicError,
 }
 
-/// The simulated world: the model, the application instances and their tasks, inputs, the scheduler and the wall clock. Every choice comes from the run's choice source.
+/// The simulated world: the model, the application instances and their tasks, inputs and the wall clock. Every choice comes from the run's choice source.
 pub struct World {
     /// The simulation that runs.
     pub simulation: Simulation,
@@ -184,7 +174,6 @@ pub struct World {
     inputs_left: u64,
     poison_left: u32,
     input_transactions: u64,
-    scheduler: Option<Scheduler>,
     /// The latest committed record of each claimed input, by (input,
     /// partition): what a claiming input's records may claim.
     latest: FxHashMap<(usize, u32), u64>,
@@ -221,12 +210,6 @@ impl World {
             .expect("the world creates every topic the probe lists");
         let faults = settings.faults.swarm(choices);
         let fault_ppm = World::fault_ppm(&faults, settings.instances);
-        let scheduler = simulation.timers().map(|(requests, _)| Scheduler {
-            timers: TimerScheduler::new(),
-            requests: (0..settings.partitions)
-                .map(|partition| (Tp::new(requests.clone(), partition), 0))
-                .collect(),
-        });
         // Without a generator of rejected records, the logic-error fault
         // has nothing to produce.
         let poison_left = u32::from(
@@ -259,7 +242,6 @@ impl World {
             inputs_left: settings.workload.inputs,
             poison_left,
             input_transactions: 0,
-            scheduler,
             latest: FxHashMap::default(),
             held_seen: FxHashSet::default(),
             task_ids: BTreeMap::new(),
@@ -447,7 +429,6 @@ impl World {
                 );
                 self.advance_clock(step as i64);
             }
-            Action::Schedule => self.schedule(),
             Action::Recover => self.recover(choices),
             Action::FaultAbort => self.fault_abort(choices, AbortCause::Fault),
             Action::FaultCommitFailure => self.fault_abort(choices, AbortCause::CommitFailed),
@@ -507,9 +488,6 @@ impl World {
         };
         if self.inputs_left > 0 {
             push(Action::Produce, 12);
-        }
-        if self.scheduler.is_some() {
-            push(Action::Schedule, 5);
         }
         if !self.pending_starts.is_empty() || self.instances.iter().any(|instance| !instance.alive)
         {
@@ -1050,45 +1028,42 @@ impl World {
         });
     }
 
-    /// K2: the scheduler reads new committed timer requests and fires the due
-    /// ones, stamped by its causal clock.
-    fn schedule(&mut self) {
-        let Some(scheduler) = self.scheduler.as_mut() else {
-            return;
-        };
-        let fires = self
-            .simulation
-            .timers()
-            .expect("a scheduler runs the timer shape")
-            .1
-            .clone();
-        for (tp, position) in scheduler.requests.iter_mut() {
-            let fetch = self
-                .cluster
-                .fetch(tp, *position, usize::MAX, Isolation::ReadCommitted)
-                .expect("request topics exist");
-            *position = fetch.next_offset;
-            for record in fetch.records {
-                // A request the scheduler cannot read is the app's bug, not
-                // the run's: the run cannot go on, and says which record.
-                if let Err(error) = scheduler.timers.observe(tp, &record) {
-                    panic!(
-                        "the timer scheduler cannot read a request the application wrote (requests need a key and an I64-encoded fire time): {error}"
-                    );
+    /// K2 in the liveness phase: a timer service's task with pending timers
+    /// and nothing else to do gets its next tick once the earliest timer
+    /// is due, the clock jumping there if it must (as a simulated clock
+    /// jumps to its next timer), so every committed request fires before
+    /// the run ends.
+    fn tick_pending_timers(&mut self) {
+        for (instance, task) in self.active_tasks() {
+            let Some(host) = self.host_index(instance, &task) else {
+                continue;
+            };
+            let Some(due) = pending_timer_due(&self.host(instance, host).task) else {
+                continue;
+            };
+            let next_tick = self.host(instance, host).task.next_tick_at().unwrap_or(due);
+            let ready = due.max(next_tick);
+            if ready > self.now {
+                self.advance_clock(ready - self.now);
+            }
+            if let Some(host) = self.host_index(instance, &task) {
+                let (at, txn, now) = (self.at(instance, host), self.txn(instance, host), self.now);
+                let polled = self.instances[instance].hosts[host]
+                    .host
+                    .poll_tick(&mut self.cluster, now);
+                match polled {
+                    Ok(tick) => {
+                        let emitted = tick.map(|tick| (tick.tp, tick.offset));
+                        self.record(Event::TickChecked {
+                            at,
+                            txn,
+                            now,
+                            emitted,
+                        });
+                    }
+                    Err(error) => self.host_error(instance, host, error),
                 }
             }
-        }
-        let mut fired = Vec::new();
-        for (partition, data) in scheduler.timers.due(self.now) {
-            let tp = Tp::new(fires.clone(), partition);
-            let offset = self
-                .cluster
-                .append(&tp, data)
-                .expect("the fire topic exists");
-            fired.push((tp, offset));
-        }
-        for (tp, offset) in fired {
-            self.record(Event::TimerFired { tp, offset });
         }
     }
 
@@ -1254,7 +1229,7 @@ impl World {
                     }
                 }
             }
-            self.schedule();
+            self.tick_pending_timers();
             // Let the commit interval pass, then commit everything.
             self.advance_clock(commit_interval);
             for (instance, task) in self.active_tasks() {
@@ -1267,40 +1242,19 @@ impl World {
     }
 
     /// Nothing left to do: no open transaction anywhere, every running task
-    /// has committed everything and read its tps to the end, and no timer is
-    /// pending.
+    /// has committed everything and read its tps to the end, and no timer
+    /// service holds a pending timer (K2).
     pub fn quiesced(&self) -> bool {
         if !self.cluster.open_transactions().is_empty()
             || !self.cluster.unwritten_markers().is_empty()
         {
             return false;
         }
-        if self
-            .scheduler
-            .as_ref()
-            .is_some_and(|scheduler| scheduler.timers.pending() > 0)
-        {
-            return false;
-        }
-        if let Some(scheduler) = &self.scheduler {
-            for (tp, position) in &scheduler.requests {
-                if self
-                    .cluster
-                    .high_watermark(tp)
-                    .map(|end| end > *position)
-                    .unwrap_or(false)
-                    && self
-                        .cluster
-                        .fetch(tp, *position, 1, Isolation::ReadCommitted)
-                        .map(|fetch| !fetch.records.is_empty())
-                        .unwrap_or(false)
-                {
-                    return false;
-                }
-            }
-        }
         for (_, _, host) in self.active_hosts() {
-            if host.task.has_open_work() || host.task.buffered() > 0 {
+            if host.task.has_open_work()
+                || host.task.buffered() > 0
+                || pending_timer_due(&host.task).is_some()
+            {
                 return false;
             }
             for (tp, position) in host.positions() {
@@ -1351,4 +1305,9 @@ impl World {
         }
         stopped
     }
+}
+
+/// The earliest pending timer of a timer service's task (K2), if any.
+fn pending_timer_due(task: &parsley::Task) -> Option<i64> {
+    parsley::timer::pending_of(task)?.first().map(|(_, at)| *at)
 }

@@ -32,11 +32,13 @@ pub enum TopologyName {
     /// The balances stage with X5's dead-letter opt-in: refused orders go
     /// to `<app>-balances-dlq`.
     DeadLetter,
+    /// Sessions closed by timers (K2), and a report of the summaries.
+    Sessions,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 7] = [
+    pub const ALL: [TopologyName; 8] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -44,6 +46,7 @@ impl TopologyName {
         TopologyName::FanIn,
         TopologyName::Diamond,
         TopologyName::DeadLetter,
+        TopologyName::Sessions,
     ];
 
     /// The name as written in scenario files.
@@ -56,6 +59,7 @@ impl TopologyName {
             TopologyName::FanIn => "fan-in",
             TopologyName::Diamond => "diamond",
             TopologyName::DeadLetter => "dead-letter",
+            TopologyName::Sessions => "sessions",
         }
     }
 }
@@ -133,6 +137,11 @@ impl ExampleTopology {
                 let topics = DiamondTopics::new();
                 let app = topologies::diamond(&topics, tick_interval);
                 (app, vec![input(topics.events.name(), false)], None, false)
+            }
+            TopologyName::Sessions => {
+                let topics = topologies::SessionTopics::new();
+                let app = topologies::sessions(&topics);
+                (app, vec![input(topics.clicks.name(), false)], None, false)
             }
             TopologyName::Timers => {
                 let topics = TimerTopics::new();

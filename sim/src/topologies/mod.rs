@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use parsley::timer::TimerService;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
 
 /// An order against an account; the key is the account.
@@ -371,7 +372,7 @@ pub struct TimerTopics {
     pub orders: Topic<String, Order>,
     /// Timer requests: key and fire time (K2).
     pub requests: Topic<String, i64>,
-    /// The scheduler's fire records (K2).
+    /// The timer service's fire records (K2).
     pub fires: Topic<String, i64>,
     /// Expired reservations.
     pub expiries: Topic<String, i64>,
@@ -404,12 +405,18 @@ impl Default for TimerTopics {
 /// How long a reservation is held before its timer fires.
 pub const RESERVATION_MS: i64 = 30_000;
 
+/// How often the timers example's service looks for due timers.
+pub const TIMER_RESOLUTION: Duration = Duration::from_secs(1);
+
 /// Per-entity timers as a topology shape (K2): `reserve` holds each order's
-/// total against its key and asks a scheduler for a timer; the scheduler
-/// (outside the application, stamping with a `CausalClock`) writes the fire
-/// record when the time comes, and `reserve` releases the reservation to
-/// `expiries`. The fire record claims the request and so its causes, so the
-/// release is gated behind the orders it releases.
+/// total against its key and asks the application's timer service
+/// (`parsley::timer`, the stage `timers`) for a timer; the service writes
+/// the fire record when the time comes, and `reserve` releases the
+/// reservation to `expiries`. The fire record claims the request and so its
+/// causes, so the release is gated behind the orders it releases. Every
+/// request fires once: a second order on a key before the first fire asks
+/// for a second timer, whose fire releases what is left (nothing, if the
+/// first fire released it all).
 pub fn timers(topics: &TimerTopics) -> Result<App, CompositionError> {
     timers_with("timers", topics, RESERVATION_MS)
 }
@@ -436,7 +443,110 @@ pub fn timers_with(
         })
         .into((&topics.requests, &topics.expiries))
         .build();
-    Parsley::named(app_id).stage(reserve).build()
+    let timers = TimerService::named("timers")
+        .resolution(TIMER_RESOLUTION)
+        .build(&topics.requests, &topics.fires);
+    Parsley::named(app_id).stage(reserve).stage(timers).build()
+}
+
+/// The topics of the sessions example (K2).
+#[derive(Clone, Debug)]
+pub struct SessionTopics {
+    /// Clicks, keyed by user; the value is the page (unused by the logic).
+    pub clicks: Topic<String, i64>,
+    /// Timer requests: the time a user's session would close (K2).
+    pub requests: Topic<String, i64>,
+    /// The timer service's fires (K2).
+    pub fires: Topic<String, i64>,
+    /// Closed sessions: the user and the session's click count.
+    pub summaries: Topic<String, i64>,
+}
+
+impl SessionTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        SessionTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name.
+    pub fn with_prefix(prefix: &str) -> Self {
+        SessionTopics {
+            clicks: long_topic(format!("{prefix}clicks")),
+            requests: long_topic(format!("{prefix}session-timer-requests")),
+            fires: long_topic(format!("{prefix}session-timer-fires")),
+            summaries: long_topic(format!("{prefix}session-summaries")),
+        }
+    }
+}
+
+impl Default for SessionTopics {
+    fn default() -> Self {
+        SessionTopics::new()
+    }
+}
+
+/// How long a user stays idle before their session closes.
+pub const SESSION_GAP_MS: i64 = 30_000;
+
+/// A user's open session: its clicks and the time of the last one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// Clicks so far.
+    pub clicks: i64,
+    /// The last click's timestamp.
+    pub last_click: i64,
+}
+
+/// Sessions with timers (K2): `sessions` keeps each user's open session and
+/// asks the timer service (`session-timers`) for a timer at every click, a
+/// gap after it; a fire closes the session when it is the last click's
+/// timer (later clicks asked for later timers, so earlier fires find the
+/// session still going) and writes its summary; `report` folds the
+/// summaries into a count of clicks per user in closed sessions.
+pub fn sessions(topics: &SessionTopics) -> Result<App, CompositionError> {
+    sessions_named("sessions", topics, SESSION_GAP_MS)
+}
+
+/// [`sessions`] under another application id and gap.
+pub fn sessions_named(
+    app_id: &str,
+    topics: &SessionTopics,
+    gap_ms: i64,
+) -> Result<App, CompositionError> {
+    let requests = topics.requests.clone();
+    let summaries = topics.summaries.clone();
+    let sessions = Stage::named("sessions")
+        .state(Json, Session::default)
+        .on(&topics.clicks, move |session: Session, click| {
+            let next = Session {
+                clicks: session.clicks + 1,
+                last_click: click.timestamp,
+            };
+            Step::of(next).emit(requests.send(click.key().cloned(), click.timestamp + gap_ms))
+        })
+        .on(&topics.fires, move |session: Session, fire| {
+            if session.clicks > 0 && session.last_click + gap_ms == *fire.value() {
+                Step::delete().emit(summaries.send(fire.key().cloned(), session.clicks))
+            } else {
+                Step::of(session)
+            }
+        })
+        .into((&topics.requests, &topics.summaries))
+        .build();
+    let report = Stage::named("report")
+        .state(I64, || 0i64)
+        .on(&topics.summaries, |clicks: i64, summary| {
+            Step::of(clicks + summary.value())
+        })
+        .build();
+    let timers = TimerService::named("session-timers")
+        .resolution(TIMER_RESOLUTION)
+        .build(&topics.requests, &topics.fires);
+    Parsley::named(app_id)
+        .stage(sessions)
+        .stage(timers)
+        .stage(report)
+        .build()
 }
 
 /// The topics of the fan-in.

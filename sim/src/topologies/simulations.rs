@@ -1,14 +1,14 @@
 //! The example topologies as simulations, built with the public simulation
 //! API like any user's application: an input generator per source, the
-//! records their logic rejects, the fan-in's declared causality and the
-//! timer scheduler.
+//! records their logic rejects and the fan-in's declared causality.
 
 use std::time::Duration;
 
 use crate::sim::property::BoxError;
 use crate::sim::{Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 use crate::topologies::{
-    self, ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics, TimerTopics,
+    self, ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics,
+    SessionTopics, TimerTopics,
 };
 
 /// An amount the examples accept.
@@ -88,13 +88,40 @@ pub fn fan_out(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     Ok(Simulation::builder(app).input(amounts(&topics.clicks)))
 }
 
-/// `timers`: reservations released by the timer scheduler (K2).
+/// `timers`: reservations released by the application's timer service (K2).
 pub fn timers(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     let topics = TimerTopics::new();
     let app = topologies::timers(&topics)?;
+    Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
+}
+
+/// `sessions`: sessions closed by the timer service (K2); every click ends
+/// up in exactly one closed session once every timer has fired.
+pub fn sessions(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = SessionTopics::new();
+    let app = topologies::sessions(&topics)?;
+    let (clicks, summaries) = (topics.clicks.clone(), topics.summaries.clone());
     Ok(Simulation::builder(app)
-        .input(orders_input(&topics.orders))
-        .timer_scheduler(&topics.requests, &topics.fires))
+        .input(Input::new(&topics.clicks, |draw| {
+            (Some(draw.key()), draw.range(1, 9))
+        }))
+        .property("every click is in exactly one closed session", move |run| {
+            let mut counted: std::collections::BTreeMap<Option<String>, i64> =
+                std::collections::BTreeMap::new();
+            for click in run.records(&clicks)? {
+                *counted.entry(click.key.clone()).or_default() += 1;
+            }
+            for summary in run.records(&summaries)? {
+                *counted.entry(summary.key.clone()).or_default() -= summary.value;
+            }
+            match counted.iter().find(|(_, left)| **left != 0) {
+                None => Ok(()),
+                Some((user, left)) => Err(format!(
+                    "user {user:?}: {left} clicks more than its closed sessions hold"
+                )
+                .into()),
+            }
+        }))
 }
 
 /// `dead-letter`: the balances stage with X5's opt-in: the orders its logic
@@ -117,4 +144,5 @@ pub fn registry() -> Registry {
         .topology("diamond", diamond)
         .topology("fan-out", fan_out)
         .topology("dead-letter", dead_letter)
+        .topology("sessions", sessions)
 }

@@ -151,6 +151,7 @@ fn example_name(name: TopologyName) -> &'static str {
         TopologyName::Timers => "timers",
         TopologyName::Diamond => "diamond",
         TopologyName::DeadLetter => "dead-letter",
+        TopologyName::Sessions => "sessions",
     }
 }
 

@@ -1,0 +1,206 @@
+//! The timer service (K2) under the `TestDriver`: an application declares
+//! it, and `advance_wall_clock` alone fires what is due (no pump in the
+//! test), in the same call that fires ticks. The application here is not an
+//! example: carts that are abandoned when no item is added for ten minutes,
+//! unless they were checked out.
+
+use std::time::Duration;
+
+use parsley::timer::TimerService;
+use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
+use parsley_sim::{DriverError, TestDriver};
+
+const IDLE_MS: i64 = 600_000;
+const START: i64 = 1_700_000_000_000;
+
+struct Carts {
+    items: Topic<String, i64>,
+    checkouts: Topic<String, i64>,
+    abandoned: Topic<String, i64>,
+    app: App,
+}
+
+/// `carts` keeps each cart's item count and asks for a timer ten minutes
+/// after each item; a fire that finds the cart idle since its time marks
+/// it abandoned. A checkout empties the cart, so later fires find nothing.
+fn carts() -> Carts {
+    let topic = |name: &str| Topic::<String, i64>::with_codecs(name, Utf8, I64);
+    let (items, checkouts, requests, fires, abandoned) = (
+        topic("items"),
+        topic("checkouts"),
+        topic("cart-timer-requests"),
+        topic("cart-timer-fires"),
+        topic("abandoned-carts"),
+    );
+    let carts = Stage::named("carts")
+        .state(I64, || 0i64)
+        .on(&items, {
+            let requests = requests.clone();
+            move |count: i64, item| {
+                Step::of(count + item.value())
+                    .emit(requests.send(item.key().cloned(), item.timestamp + IDLE_MS))
+            }
+        })
+        .on(&checkouts, |_count: i64, _checkout| Step::delete())
+        .on(&fires, {
+            let abandoned = abandoned.clone();
+            move |count: i64, fire| match count {
+                0 => Step::of(0),
+                _ => Step::delete().emit(abandoned.send(fire.key().cloned(), count)),
+            }
+        })
+        .into((&requests, &abandoned))
+        .build();
+    let timers = TimerService::named("cart-timers")
+        .resolution(Duration::from_secs(1))
+        .build(&requests, &fires);
+    let app = Parsley::named("shop")
+        .stage(carts)
+        .stage(timers)
+        .build()
+        .unwrap();
+    Carts {
+        items,
+        checkouts,
+        abandoned,
+        app,
+    }
+}
+
+fn driver(carts: &Carts) -> TestDriver {
+    TestDriver::builder(&carts.app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap()
+}
+
+/// K2: a timer fires once its time has come, by `advance_wall_clock` alone,
+/// and never before it.
+#[test]
+fn k2_advance_wall_clock_fires_due_timers_and_no_others() {
+    let carts = carts();
+    let driver = driver(&carts);
+    driver
+        .input(&carts.items)
+        .unwrap()
+        .pipe("ann".to_string(), 2)
+        .unwrap();
+    assert_eq!(
+        driver.pending_timers("cart-timers").unwrap(),
+        [START + IDLE_MS]
+    );
+    driver
+        .advance_wall_clock(Duration::from_millis(IDLE_MS as u64 - 1_000))
+        .unwrap();
+    let abandoned = driver.output(&carts.abandoned).unwrap();
+    assert!(abandoned.read_values().unwrap().is_empty(), "not yet due");
+    assert_eq!(driver.pending_timers("cart-timers").unwrap().len(), 1);
+    driver.advance_wall_clock(Duration::from_secs(1)).unwrap();
+    assert_eq!(abandoned.read_values().unwrap(), [2]);
+    assert!(driver.pending_timers("cart-timers").unwrap().is_empty());
+}
+
+/// K2: every request fires exactly once; a checkout before the fires means
+/// the fires find nothing to abandon.
+#[test]
+fn k2_each_request_fires_once_and_the_stage_decides_what_it_means() {
+    let carts = carts();
+    let driver = driver(&carts);
+    let items = driver.input(&carts.items).unwrap();
+    items.pipe("ann".to_string(), 1).unwrap();
+    items.pipe("bob".to_string(), 1).unwrap();
+    driver.advance_wall_clock(Duration::from_secs(60)).unwrap();
+    items.pipe("ann".to_string(), 1).unwrap();
+    driver
+        .input(&carts.checkouts)
+        .unwrap()
+        .pipe("bob".to_string(), 0)
+        .unwrap();
+    assert_eq!(driver.pending_timers("cart-timers").unwrap().len(), 3);
+    driver
+        .advance_wall_clock(Duration::from_millis(IDLE_MS as u64 + 60_000))
+        .unwrap();
+    // ann's first fire abandons her cart of two; her second finds it empty.
+    let abandoned = driver.output(&carts.abandoned).unwrap().read_all().unwrap();
+    let abandoned: Vec<(Option<String>, i64)> = abandoned
+        .into_iter()
+        .map(|record| (record.key, record.value))
+        .collect();
+    assert_eq!(abandoned, [(Some("ann".to_string()), 2)]);
+    assert!(driver.pending_timers("cart-timers").unwrap().is_empty());
+}
+
+/// K2, G5: a fire claims its request, and so the item that asked for it:
+/// the stage is gated behind the request's causes.
+#[test]
+fn k2_a_fire_claims_its_request_and_the_requests_causes() {
+    let carts = carts();
+    let driver = driver(&carts);
+    driver
+        .input(&carts.items)
+        .unwrap()
+        .pipe("ann".to_string(), 1)
+        .unwrap();
+    driver
+        .advance_wall_clock(Duration::from_millis(IDLE_MS as u64 + 1_000))
+        .unwrap();
+    let fires: Topic<String, i64> = Topic::with_codecs("cart-timer-fires", Utf8, I64);
+    let fired = driver.output(&fires).unwrap().read_all().unwrap();
+    assert_eq!(fired.len(), 1);
+    let claims: Vec<String> = fired[0]
+        .stamp
+        .claims()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        claims.contains(&"cart-timer-requests-0@0".to_string()),
+        "{claims:?}"
+    );
+    assert!(claims.contains(&"items-0@0".to_string()), "{claims:?}");
+}
+
+/// A stage that is not a timer service has no pending timers to read.
+#[test]
+fn pending_timers_of_another_stage_is_a_typed_error() {
+    let carts = carts();
+    let driver = driver(&carts);
+    assert!(matches!(
+        driver.pending_timers("carts"),
+        Err(DriverError::NotATimerService { .. })
+    ));
+    assert!(matches!(
+        driver.pending_timers("cart"),
+        Err(DriverError::UnknownStage { .. })
+    ));
+}
+
+/// The shipped sessions example under the driver: clicks within the gap
+/// are one session; the gap closes it and the report counts its clicks.
+#[test]
+fn k2_sessions_close_a_gap_after_the_last_click() {
+    use parsley_sim::topologies::{sessions, SessionTopics, SESSION_GAP_MS};
+    let topics = SessionTopics::new();
+    let app = sessions(&topics).unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let clicks = driver.input(&topics.clicks).unwrap();
+    clicks.pipe("ann".to_string(), 1).unwrap();
+    driver.advance_wall_clock(Duration::from_secs(20)).unwrap();
+    clicks.pipe("ann".to_string(), 2).unwrap();
+    let summaries = driver.output(&topics.summaries).unwrap();
+    driver.advance_wall_clock(Duration::from_secs(20)).unwrap();
+    assert!(summaries.read_values().unwrap().is_empty(), "still open");
+    driver
+        .advance_wall_clock(Duration::from_millis(SESSION_GAP_MS as u64))
+        .unwrap();
+    assert_eq!(summaries.read_values().unwrap(), [2]);
+    assert_eq!(
+        driver
+            .key_slot::<i64, _, _>("report", &topics.summaries, &"ann".to_string())
+            .unwrap(),
+        Some(2)
+    );
+}
