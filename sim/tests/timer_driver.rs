@@ -204,3 +204,84 @@ fn k2_sessions_close_a_gap_after_the_last_click() {
         Some(2)
     );
 }
+
+/// An app whose stage asks for timers `offset_ms` after each reading (a
+/// negative offset is a timer in the past), with or without the timer
+/// service's dead-letter opt-in.
+fn reminders(offset_ms: i64, dead_letters: bool) -> (Topic<String, i64>, App) {
+    let topic = |name: &str| Topic::<String, i64>::with_codecs(name, Utf8, I64);
+    let (readings, requests, fires) = (topic("readings"), topic("requests"), topic("fires"));
+    let remind =
+        Stage::named("remind")
+            .on(&readings, {
+                let requests = requests.clone();
+                move |reading| {
+                    vec![requests.send(reading.key().cloned(), reading.timestamp + offset_ms)]
+                }
+            })
+            .on(&fires, |_fire| Vec::new())
+            .into(&requests)
+            .build();
+    let timers = TimerService::named("timers");
+    let timers = match dead_letters {
+        true => timers.dead_letter_queue(),
+        false => timers,
+    };
+    let app = Parsley::named("care")
+        .stage(remind)
+        .stage(timers.build(&requests, &fires))
+        .build()
+        .unwrap();
+    (readings, app)
+}
+
+/// K2, bad input: a request for a time before its own timestamp stops the
+/// timer service's task, naming the record and the rule.
+#[test]
+fn k2_a_timer_in_the_past_stops_the_service_naming_the_record() {
+    let (readings, app) = reminders(-1, false);
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let error = driver
+        .input(&readings)
+        .unwrap()
+        .pipe("s1".to_string(), 1)
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(
+            error,
+            DriverError::Task(parsley::TaskError::Logic { offset: 0, .. })
+        ),
+        "{message}"
+    );
+    assert!(message.contains("requests-0@0"), "{message}");
+    assert!(message.contains("a timer in the past"), "{message}");
+}
+
+/// K2, X5: with the service's dead-letter opt-in the refused request is
+/// dead-lettered and the service goes on with the next one.
+#[test]
+fn k2_a_refused_request_is_dead_lettered_with_the_opt_in() {
+    let (readings, app) = reminders(-1, true);
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    driver
+        .input(&readings)
+        .unwrap()
+        .pipe("s1".to_string(), 1)
+        .unwrap();
+    let letters = driver.dead_letters("timers").unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].tp, parsley::Tp::new("requests", 0));
+    assert!(
+        letters[0].message.contains("a timer in the past"),
+        "{}",
+        letters[0].message
+    );
+    assert!(driver.pending_timers("timers").unwrap().is_empty());
+}
