@@ -1,0 +1,162 @@
+//! The timer service's figures (K2), printed as a table: the memory a
+//! pending timer holds in the service's task, and how many timers a tick
+//! fires per second. It drives the core's `Task` of a timer service
+//! directly, without a model or a cluster, so the figures are the service's
+//! own (the live runtime runs this same task; Kafka's costs come on top).
+//!
+//! `cargo bench -p parsley-sim --bench timers`
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use parsley::record::{ConsumedRecord, RecordData};
+use parsley::task::Fetched;
+use parsley::timer::TimerService;
+use parsley::{assemble, Codec, Parsley, Task, TaskConfig, Topic, Tp, Utf8, I64};
+
+/// Counts the bytes live on the heap, so a figure is what the task holds,
+/// not what the process's allocator keeps around.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const START: i64 = 1_700_000_000_000;
+
+/// A started task of a timer service reading `requests`.
+fn service() -> (Task, Tp, Tp) {
+    let requests: Topic<String, i64> = Topic::with_codecs("requests", Utf8, I64);
+    let fires: Topic<String, i64> = Topic::with_codecs("fires", Utf8, I64);
+    let timers = TimerService::named("timers").build(&requests, &fires);
+    let app = Parsley::named("bench").stage(timers).build().unwrap();
+    let metadata: BTreeMap<String, u32> = [
+        "requests",
+        "fires",
+        "bench-timers-ticks",
+        "bench-timers-state-changelog",
+    ]
+    .into_iter()
+    .map(|topic| (topic.to_string(), 1))
+    .collect();
+    let assembly = assemble(&app, &metadata).unwrap();
+    let mut task = Task::new(&app, &assembly, "timers", 0, TaskConfig::default()).unwrap();
+    let lanes = task.consumed_tps().len();
+    task.start(&vec![None; lanes], START).unwrap();
+    let tick_tp = task.tick_tp().cloned().expect("the service ticks");
+    (task, Tp::new("requests", 0), tick_tp)
+}
+
+/// `count` requests over `keys` keys, due one millisecond apart.
+fn requests(count: u64, keys: u64) -> Vec<ConsumedRecord> {
+    (0..count)
+        .map(|offset| ConsumedRecord {
+            offset,
+            data: RecordData {
+                key: Some(
+                    Codec::<String>::encode(&Utf8, &format!("user-{:06}", offset % keys)).unwrap(),
+                ),
+                value: Some(Bytes::copy_from_slice(
+                    &(START + 1_000 + offset as i64).to_be_bytes(),
+                )),
+                headers: Vec::new(),
+                timestamp: START,
+            },
+        })
+        .collect()
+}
+
+/// Delivers every request, committing every `batch`.
+fn fill(task: &mut Task, tp: &Tp, records: Vec<ConsumedRecord>, batch: usize) {
+    let count = records.len() as u64;
+    task.handle_fetched(
+        tp,
+        Fetched {
+            records,
+            next_offset: count,
+            log_end: count,
+        },
+    );
+    let mut delivered = 0;
+    while task.deliverable().unwrap().contains(tp) {
+        drop(task.deliver(tp).unwrap());
+        delivered += 1;
+        if delivered % batch == 0 {
+            commit(task, START);
+        }
+    }
+    commit(task, START);
+}
+
+/// Commits the open transaction as a driver would once Kafka said yes.
+fn commit(task: &mut Task, now: i64) {
+    drop(task.prepare_commit().unwrap());
+    task.handle_committed(now);
+}
+
+fn main() {
+    println!("timer service (K2): the core's task, one partition");
+    println!(
+        "{:>10} {:>8} {:>16} {:>16} {:>14}",
+        "pending", "keys", "bytes/timer", "fires/s (tick)", "tick ms"
+    );
+    for (count, keys) in [(10_000u64, 10_000u64), (100_000, 100_000), (100_000, 1_000)] {
+        let (mut task, tp, tick_tp) = service();
+        let records = requests(count, keys);
+        let before = LIVE.load(Ordering::Relaxed);
+        fill(&mut task, &tp, records, 1_000);
+        let held = LIVE.load(Ordering::Relaxed) - before;
+        assert_eq!(
+            parsley::timer::pending_of(&task).unwrap().len() as u64,
+            count,
+            "every request is pending"
+        );
+        // One tick after every timer is due fires them all.
+        let now = START + 1_000 + count as i64 + 1_000;
+        let tick = task.poll_tick(now).expect("the interval has passed");
+        commit(&mut task, now);
+        task.handle_fetched(
+            &tick_tp,
+            Fetched {
+                records: vec![ConsumedRecord {
+                    offset: 0,
+                    data: tick.data,
+                }],
+                next_offset: 1,
+                log_end: 1,
+            },
+        );
+        let started = Instant::now();
+        let produced = task.deliver(&tick_tp).unwrap();
+        let elapsed = started.elapsed();
+        let fires = produced
+            .iter()
+            .filter(|record| record.tp.topic.as_str() == "fires")
+            .count() as u64;
+        assert_eq!(fires, count, "the tick fires every due timer");
+        println!(
+            "{:>10} {:>8} {:>16.0} {:>16.0} {:>14.1}",
+            count,
+            keys,
+            held as f64 / count as f64,
+            fires as f64 / elapsed.as_secs_f64(),
+            elapsed.as_secs_f64() * 1_000.0
+        );
+    }
+}
