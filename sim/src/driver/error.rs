@@ -174,6 +174,34 @@ pub enum DriverError {
         /// The published names.
         known: Vec<&'static str>,
     },
+    /// A consuming read found this handle's queue empty: every committed
+    /// record was consumed (Kafka Streams' `readValue` throws
+    /// `NoSuchElementException`).
+    #[error("no record to read on topic {topic:?}: this handle consumed every committed record (check `is_empty()` first when none is expected)")]
+    NoRecordToRead {
+        /// The topic read.
+        topic: String,
+    },
+    /// `read_key_values_to_map` met a record with a null key, which has no
+    /// place in a map (Kafka Streams throws `IllegalStateException`).
+    #[error("reading {tp}@{offset} into a map: the record has a null key; read it with `read_key_values_to_list` instead")]
+    NullKeyInMap {
+        /// The tp of the record.
+        tp: Tp,
+        /// Its offset.
+        offset: u64,
+    },
+    /// A store key's type and codec are not the key type and codec of any
+    /// source topic of the stage, so the driver cannot tell its slot.
+    #[error("stage {stage:?} has no source topic with keys of type {key_type}; its sources: {}; read a key of a codec of your own with `key_slot(stage, &topic, &key)`", .sources.join(", "))]
+    StoreKeyType {
+        /// The stage.
+        stage: String,
+        /// The Rust type of the key passed.
+        key_type: &'static str,
+        /// The stage's sources, each with its codecs.
+        sources: Vec<String>,
+    },
     /// A slot was read as a type that is not the stage's state type.
     #[error("stage {stage:?} does not hold state of type {type_name}")]
     WrongStateType {

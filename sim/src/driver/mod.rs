@@ -25,14 +25,20 @@
 //! let app = Parsley::named("payments").stage(balances).build()?;
 //!
 //! let driver = TestDriver::builder(&app).initial_wall_clock(1_700_000_000_000).build()?;
-//! driver.input(&orders)?.pipe("alice".to_string(), 30)?;
+//! driver.input(&orders)?.pipe("alice", 30)?;
 //! driver.advance_wall_clock(Duration::from_secs(60))?;
-//! assert_eq!(driver.output(&audits)?.read_values()?, ["cut@1700000060000"]);
+//! let audits = driver.output(&audits)?;
+//! assert_eq!(audits.read_value()?, "cut@1700000060000"); // consumes it
+//! assert!(audits.is_empty());
+//! assert_eq!(audits.read_values()?, ["cut@1700000060000"]); // reads all, consumes nothing
+//! assert_eq!(driver.store::<i64>("balances")?.get("alice")?, Some(-30));
 //! assert_eq!(driver.key_slot::<i64, _, _>("balances", &orders, &"alice".to_string())?, Some(-30));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod error;
+mod keys;
+mod store;
 mod topics;
 mod trace;
 mod world;
@@ -52,7 +58,9 @@ use parsley::{assemble, App, RawBytes, TaskConfig, Topic, Tp};
 use crate::model::{Cluster, LogId};
 
 pub use error::DriverError;
-pub use topics::{OutputRecord, TestInputTopic, TestOutputTopic, TestRecord};
+pub use keys::{IntoKey, IntoValue, JsonKey, StoreKey};
+pub use store::KeyValueStore;
+pub use topics::{render_records, OutputRecord, TestInputTopic, TestOutputTopic, TestRecord};
 pub use trace::{render_ticks, TraceEvent};
 
 use world::World;
@@ -370,7 +378,7 @@ impl TestDriver {
         Ok(TestOutputTopic {
             topic: topic.clone(),
             world: Arc::clone(&self.world),
-            read: Mutex::new(vec![0; logs.len()]),
+            queue: Mutex::new(topics::Queue::new(logs.len())),
             logs,
         })
     }
@@ -446,12 +454,16 @@ impl TestDriver {
     }
 
     /// The ticks so far, rendered for snapshots (see [`render_ticks`]).
+    /// Keys and values of topics the application declares with the `I64`
+    /// codec print as numbers; others as text when they are printable
+    /// UTF-8 (`Utf8` and `Json`), as hex otherwise.
     pub fn tick_report(&self) -> String {
         let world = self.world();
-        render_ticks(
+        trace::render_ticks_decoded(
             &world.trace.events(),
             world.initial_wall_clock,
             &world.cluster,
+            &world.app,
         )
     }
 
@@ -640,6 +652,40 @@ impl TestDriver {
             })?;
         let partition = parsley::partitioner::partition_for(Some(&bytes), partitions, 0);
         self.committed_slot(stage, partition, &SlotKey::Key(bytes))
+    }
+
+    /// A view of the committed state of a stateful stage by key, with no
+    /// source topic named (Kafka Streams' `getKeyValueStore(name)`): the
+    /// driver encodes a key as the stage's sources encode theirs and finds
+    /// its task itself. `driver.store::<i64>("report")?.get("home")?` reads
+    /// as `driver.key_slot::<i64, _, _>("report", &views, &"home".to_string())?`.
+    /// Refused for an unknown stage, and when `S` is not the stage's state
+    /// type (a stateless stage has none).
+    #[doc(alias = "getKeyValueStore")]
+    pub fn store<S: Clone + 'static>(&self, stage: &str) -> Result<KeyValueStore<S>, DriverError> {
+        let world = self.world();
+        world.check_stage(stage)?;
+        let typed = world
+            .hosts
+            .iter()
+            .filter(|host| *host.task.id().stage == *stage)
+            .all(|host| host.task.slots::<S>().is_some());
+        if !typed
+            || world
+                .app
+                .stage(stage)
+                .is_some_and(|plan| !plan.stage.is_stateful())
+        {
+            return Err(DriverError::WrongStateType {
+                stage: stage.to_string(),
+                type_name: std::any::type_name::<S>(),
+            });
+        }
+        Ok(KeyValueStore {
+            world: Arc::clone(&self.world),
+            stage: stage.to_string(),
+            state: std::marker::PhantomData,
+        })
     }
 
     /// The committed state of the null key's slot of one task.

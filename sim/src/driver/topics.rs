@@ -1,6 +1,9 @@
 //! Typed input and output handles, like Kafka Streams' `TestInputTopic` and
 //! `TestOutputTopic`.
 
+use std::collections::{HashMap, VecDeque};
+use std::fmt::{self, Debug, Write};
+use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -10,6 +13,7 @@ use parsley::record::{Header, RecordData};
 use parsley::{Stamp, Topic, Tp};
 
 use crate::driver::error::DriverError;
+use crate::driver::keys::{IntoKey, IntoValue};
 use crate::driver::world::World;
 use crate::driver::Shared;
 use crate::model::LogId;
@@ -30,11 +34,14 @@ pub struct TestRecord<K, V> {
 }
 
 impl<K, V> TestRecord<K, V> {
-    /// A record with `key` and `value`, stamped with the wall clock, partitioned like a producer would.
-    pub fn new(key: impl Into<Option<K>>, value: V) -> Self {
+    /// A record with `key` and `value`, stamped with the wall clock,
+    /// partitioned like a producer would. The key may be a `K`, an
+    /// `Option<K>` or, for `String` keys, a `&str` ([`IntoKey`]); the value
+    /// a `V` or, for `String` values, a `&str` ([`IntoValue`]).
+    pub fn new(key: impl IntoKey<K>, value: impl IntoValue<V>) -> Self {
         TestRecord {
-            key: key.into(),
-            value,
+            key: key.into_key(),
+            value: value.into_value(),
             timestamp: None,
             partition: None,
             stamp: None,
@@ -72,8 +79,14 @@ pub struct TestInputTopic<K, V> {
 }
 
 impl<K: 'static, V: 'static> TestInputTopic<K, V> {
-    /// Pipes one record with `key` and `value`, processes to quiescence and commits; returns the tp it landed on.
-    pub fn pipe(&self, key: impl Into<Option<K>>, value: V) -> Result<Tp, DriverError> {
+    /// Pipes one record with `key` and `value`, processes to quiescence and
+    /// commits; returns the tp it landed on. Like Kafka Streams'
+    /// `pipeInput(key, value)`: the key may be a `K`, an `Option<K>` (`None`
+    /// for a null key) or, for `String` keys, a `&str` ([`IntoKey`]); the
+    /// value a `V` or, for `String` values, a `&str` ([`IntoValue`]). So on a
+    /// `Topic<String, i64>`, `pipe("alice", 5)`, `pipe("alice".to_string(),
+    /// 5)` and `pipe(None, 5)` all compile.
+    pub fn pipe(&self, key: impl IntoKey<K>, value: impl IntoValue<V>) -> Result<Tp, DriverError> {
         self.pipe_record(TestRecord::new(key, value))
             .map(|(tp, _)| tp)
     }
@@ -186,57 +199,270 @@ pub struct OutputRecord<K, V> {
     pub stamp: Stamp,
 }
 
-/// Reads what was committed to a topic, `read_committed`.
+/// Reads what was committed to a topic, `read_committed`, in two ways:
+///
+/// - **Consuming reads**, like Kafka Streams' `TestOutputTopic`: each handle
+///   has its own queue of the records committed since it last read, and
+///   [`read_value`](Self::read_value), [`read_key_value`](Self::read_key_value),
+///   [`read_record`](Self::read_record), the `read_*_to_list`/`_to_map` reads
+///   and [`read_new`](Self::read_new) take records off it;
+///   [`is_empty`](Self::is_empty) and [`queue_size`](Self::queue_size) look
+///   at it. Two handles of one topic read independently.
+/// - **Non-consuming reads**: [`read_all`](Self::read_all),
+///   [`read_values`](Self::read_values) and [`render`](Self::render) always
+///   see everything committed to the topic, from its first record, and leave
+///   the queue as it is.
+///
+/// ```
+/// use parsley::{Parsley, Stage, Topic};
+/// use parsley_sim::TestDriver;
+///
+/// let words: Topic<String, i64> = Topic::new("words");
+/// let echoes: Topic<String, i64> = Topic::new("echoes");
+/// let out = echoes.clone();
+/// let echo = Stage::named("echo")
+///     .on(&words, move |word| vec![out.send(word.key().cloned(), *word.value())])
+///     .into(&echoes)
+///     .build();
+/// let driver = TestDriver::new(&Parsley::named("echo").stage(echo).build()?)?;
+/// let output = driver.output(&echoes)?;
+/// driver.input(&words)?.pipe("a", 1)?;
+/// driver.input(&words)?.pipe("b", 2)?;
+/// assert_eq!(output.read_value()?, 1);                          // consumes a
+/// assert_eq!(output.read_key_value()?, (Some("b".to_string()), 2)); // consumes b
+/// assert!(output.is_empty());
+/// assert!(output.read_value().is_err());                        // nothing left
+/// assert_eq!(output.read_values()?, [1, 2]);                    // non-consuming
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct TestOutputTopic<K, V> {
     pub(crate) topic: Topic<K, V>,
     pub(crate) world: Arc<Shared>,
-    /// Where [`TestOutputTopic::read_new`] goes on, per partition.
-    pub(crate) read: Mutex<Vec<u64>>,
+    /// This handle's own queue of records to consume.
+    pub(crate) queue: Mutex<Queue<K, V>>,
     /// Per partition, where its log is in the model.
     pub(crate) logs: Vec<LogId>,
 }
 
+/// A handle's queue: where it read each partition up to, and what it read
+/// there but has not handed out yet.
+pub(crate) struct Queue<K, V> {
+    /// Per partition, where the next fetch from the log starts.
+    pub(crate) positions: Vec<u64>,
+    /// Decoded records not consumed yet, in the order they were written.
+    pub(crate) fetched: VecDeque<OutputRecord<K, V>>,
+}
+
+impl<K, V> Queue<K, V> {
+    pub(crate) fn new(partitions: usize) -> Self {
+        Queue {
+            positions: vec![0; partitions],
+            fetched: VecDeque::new(),
+        }
+    }
+}
+
 impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     /// Every committed record, across partitions in the order they were
-    /// written.
+    /// written. Non-consuming: it reads from the topic's first record each
+    /// time and leaves this handle's queue as it is.
     pub fn read_all(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
-        let partitions = self
-            .read
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len();
+        let partitions = self.logs.len();
         self.read_from(&vec![0; partitions], &mut Vec::new())
     }
 
-    /// The committed records not returned by an earlier `read_new`, in the
-    /// order they were written. Costs what it returns: each call reads on
-    /// from where the last one stopped, like a consumer's position. A
-    /// record that does not decode fails the read, and the next read starts
-    /// where this one did.
-    pub fn read_new(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
-        let mut read = self.read.lock().unwrap_or_else(PoisonError::into_inner);
-        if let [position] = read.as_mut_slice() {
-            // One partition: read on in place, no merge.
-            let world = self.world.lock();
-            let mut fresh = Vec::new();
-            *position = self.read_partition(&world, 0, *position, |_, record| {
-                fresh.push(record);
-            })?;
-            return Ok(fresh);
-        }
-        let mut next = Vec::with_capacity(read.len());
-        let fresh = self.read_from(&read, &mut next)?;
-        *read = next;
-        Ok(fresh)
-    }
-
-    /// The committed values, in write order.
+    /// The committed values, in write order. Non-consuming, like
+    /// [`read_all`](Self::read_all): every call returns every value
+    /// committed so far; [`read_values_to_list`](Self::read_values_to_list)
+    /// is the consuming read (Kafka Streams' `readValuesToList`).
     pub fn read_values(&self) -> Result<Vec<V>, DriverError> {
         Ok(self
             .read_all()?
             .into_iter()
             .map(|record| record.value)
             .collect())
+    }
+
+    /// Consumes every record in this handle's queue: the committed records
+    /// not returned by an earlier consuming read, in the order they were
+    /// written (Kafka Streams' `readRecordsToList`). Costs what it returns:
+    /// each call reads on from where the last one stopped, like a consumer's
+    /// position. A record that does not decode fails the read, and the next
+    /// read starts where this one did.
+    pub fn read_new(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
+        let mut queue = self.fetch()?;
+        Ok(queue.fetched.drain(..).collect())
+    }
+
+    /// The same as [`read_new`](Self::read_new), under Kafka Streams' name.
+    #[doc(alias = "readRecordsToList")]
+    pub fn read_records_to_list(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
+        self.read_new()
+    }
+
+    /// Consumes the next record of this handle's queue (Kafka Streams'
+    /// `readRecord`). An empty queue is an error,
+    /// [`DriverError::NoRecordToRead`], as Kafka Streams throws
+    /// `NoSuchElementException`: check [`is_empty`](Self::is_empty) first
+    /// when an empty queue is expected.
+    #[doc(alias = "readRecord")]
+    pub fn read_record(&self) -> Result<OutputRecord<K, V>, DriverError> {
+        let mut queue = self.fetch()?;
+        queue
+            .fetched
+            .pop_front()
+            .ok_or_else(|| DriverError::NoRecordToRead {
+                topic: self.topic.name().to_string(),
+            })
+    }
+
+    /// Consumes the next record and returns its value (Kafka Streams'
+    /// `readValue`); [`DriverError::NoRecordToRead`] when the queue is empty.
+    #[doc(alias = "readValue")]
+    pub fn read_value(&self) -> Result<V, DriverError> {
+        Ok(self.read_record()?.value)
+    }
+
+    /// Consumes the next record and returns its key (`None` for a null
+    /// key) and value (Kafka Streams' `readKeyValue`);
+    /// [`DriverError::NoRecordToRead`] when the queue is empty.
+    #[doc(alias = "readKeyValue")]
+    pub fn read_key_value(&self) -> Result<(Option<K>, V), DriverError> {
+        let record = self.read_record()?;
+        Ok((record.key, record.value))
+    }
+
+    /// Consumes every record of the queue and returns their values, in write
+    /// order (Kafka Streams' `readValuesToList`); empty when the queue is.
+    #[doc(alias = "readValuesToList")]
+    pub fn read_values_to_list(&self) -> Result<Vec<V>, DriverError> {
+        let mut queue = self.fetch()?;
+        Ok(queue.fetched.drain(..).map(|record| record.value).collect())
+    }
+
+    /// Consumes every record of the queue and returns their keys and values,
+    /// in write order (Kafka Streams' `readKeyValuesToList`).
+    #[doc(alias = "readKeyValuesToList")]
+    pub fn read_key_values_to_list(&self) -> Result<Vec<(Option<K>, V)>, DriverError> {
+        let mut queue = self.fetch()?;
+        Ok(queue
+            .fetched
+            .drain(..)
+            .map(|record| (record.key, record.value))
+            .collect())
+    }
+
+    /// Consumes every record of the queue into a map from key to the last
+    /// value written under it (Kafka Streams' `readKeyValuesToMap`: a later
+    /// record replaces an earlier one of the same key). A record with a null
+    /// key cannot go in the map: the read is refused with
+    /// [`DriverError::NullKeyInMap`] and consumes nothing (Kafka Streams
+    /// throws `IllegalStateException`).
+    #[doc(alias = "readKeyValuesToMap")]
+    pub fn read_key_values_to_map(&self) -> Result<HashMap<K, V>, DriverError>
+    where
+        K: Eq + Hash,
+    {
+        let mut queue = self.fetch()?;
+        if let Some(record) = queue.fetched.iter().find(|record| record.key.is_none()) {
+            return Err(DriverError::NullKeyInMap {
+                tp: record.tp.clone(),
+                offset: record.offset,
+            });
+        }
+        Ok(queue
+            .fetched
+            .drain(..)
+            .filter_map(|record| Some((record.key?, record.value)))
+            .collect())
+    }
+
+    /// How many records this handle's queue holds: committed and not
+    /// consumed yet (Kafka Streams' `getQueueSize`). Counts without
+    /// decoding, so it never fails.
+    #[doc(alias = "getQueueSize")]
+    pub fn queue_size(&self) -> usize {
+        let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let world = self.world.lock();
+        let unread: usize = queue
+            .positions
+            .iter()
+            .zip(&self.logs)
+            .map(|(&position, &log)| {
+                let log = world.cluster.log_at(log);
+                log.committed_offsets(position, log.last_stable_offset().max(position))
+                    .count()
+            })
+            .sum();
+        queue.fetched.len() + unread
+    }
+
+    /// Whether this handle's queue is empty: every committed record was
+    /// consumed (Kafka Streams' `isEmpty`).
+    #[doc(alias = "isEmpty")]
+    pub fn is_empty(&self) -> bool {
+        self.queue_size() == 0
+    }
+
+    /// Every committed record, rendered one per line for snapshots (see
+    /// [`render_records`]): `tp@offset  key …  value …  stamp {…}`, keys and
+    /// values decoded and printed with `Debug`. Non-consuming.
+    ///
+    /// ```
+    /// use parsley::{Parsley, Stage, Topic};
+    /// use parsley_sim::TestDriver;
+    ///
+    /// let words: Topic<String, i64> = Topic::new("words");
+    /// let echoes: Topic<String, i64> = Topic::new("echoes");
+    /// let out = echoes.clone();
+    /// let echo = Stage::named("echo")
+    ///     .on(&words, move |word| vec![out.send(word.key().cloned(), *word.value())])
+    ///     .into(&echoes)
+    ///     .build();
+    /// let driver = TestDriver::new(&Parsley::named("echo").stage(echo).build()?)?;
+    /// driver.input(&words)?.pipe("a", 1)?;
+    /// driver.input(&words)?.pipe(None, 2)?;
+    /// assert_eq!(
+    ///     driver.output(&echoes)?.render()?,
+    ///     "echoes-0@0  key \"a\"  value 1  stamp {words-0@0}\n\
+    ///      echoes-0@2  key null  value 2  stamp {words-0@1}\n"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn render(&self) -> Result<String, DriverError>
+    where
+        K: Debug,
+        V: Debug,
+    {
+        Ok(render_records(&self.read_all()?))
+    }
+
+    /// Reads what was committed since this handle's queue last fetched into
+    /// the queue, and returns the queue. A record that does not decode fails
+    /// the fetch and leaves the queue as it was.
+    fn fetch(&self) -> Result<std::sync::MutexGuard<'_, Queue<K, V>>, DriverError> {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let queue_ref = &mut *queue;
+        if let [position] = queue_ref.positions.as_mut_slice() {
+            // One partition: read on in place, no merge.
+            let world = self.world.lock();
+            let fetched = &mut queue_ref.fetched;
+            let before = fetched.len();
+            match self.read_partition(&world, 0, *position, |_, record| fetched.push_back(record)) {
+                Ok(next) => *position = next,
+                Err(error) => {
+                    fetched.truncate(before);
+                    return Err(error);
+                }
+            }
+            drop(world);
+            return Ok(queue);
+        }
+        let mut next = Vec::with_capacity(queue_ref.positions.len());
+        let fresh = self.read_from(&queue_ref.positions, &mut next)?;
+        queue_ref.positions = next;
+        queue_ref.fetched.extend(fresh);
+        Ok(queue)
     }
 
     /// Reads every partition from `positions` on, in place in the logs:
@@ -326,5 +552,36 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             offset,
             stamp,
         })
+    }
+}
+
+/// Renders records one per line, for snapshots: `tp@offset  key …  value …
+/// stamp {…}`, a null key as `null`, keys and values with `Debug` (so a
+/// string is quoted and a number is a number).
+pub fn render_records<K: Debug, V: Debug>(records: &[OutputRecord<K, V>]) -> String {
+    let mut out = String::new();
+    for record in records {
+        let _ = writeln!(
+            out,
+            "{}@{}  key {}  value {:?}  stamp {}",
+            record.tp,
+            record.offset,
+            NullOr(record.key.as_ref()),
+            record.value,
+            record.stamp
+        );
+    }
+    out
+}
+
+/// `null`, or the value with `Debug`.
+struct NullOr<'a, T>(Option<&'a T>);
+
+impl<T: Debug> fmt::Display for NullOr<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(value) => write!(f, "{value:?}"),
+            None => f.write_str("null"),
+        }
     }
 }

@@ -4,7 +4,9 @@
 use std::fmt::Write;
 
 use parsley::task::TaskId;
-use parsley::{Claim, Stamp, Tp};
+use parsley::{App, Claim, RecordPart, Stamp, TopicRef, Tp, I64};
+
+use crate::driver::keys::{declares_key, declares_value};
 
 use crate::host::Sent;
 use crate::model::Cluster;
@@ -277,8 +279,45 @@ fn clock(at: i64, origin: i64) -> String {
 /// Renders the tick-related events: each tick's emission (time, record,
 /// stamp), any hold, and its delivery with what the delivery emitted (read
 /// back from `cluster`'s logs).
-/// Changelog writes are left out. Times are relative to `origin`.
+/// Changelog writes are left out. Times are relative to `origin`. Keys and
+/// values print as text when they are printable UTF-8, as hex otherwise;
+/// [`crate::TestDriver::tick_report`] also prints `I64` ones as numbers.
 pub fn render_ticks(trace: &[TraceEvent], origin: i64, cluster: &Cluster) -> String {
+    render_ticks_with(trace, origin, cluster, |_, _, bytes| render_bytes(bytes))
+}
+
+/// [`render_ticks`], with the keys and values of topics `app` declares with
+/// the `I64` codec printed as numbers.
+pub(crate) fn render_ticks_decoded(
+    trace: &[TraceEvent],
+    origin: i64,
+    cluster: &Cluster,
+    app: &App,
+) -> String {
+    render_ticks_with(trace, origin, cluster, |topic, part, bytes| {
+        let codecs = app
+            .declaration(topic)
+            .and_then(TopicRef::codecs)
+            .unwrap_or_default();
+        let long = match part {
+            RecordPart::Key => declares_key::<i64, I64>(&codecs),
+            RecordPart::Value => declares_value::<i64, I64>(&codecs),
+        };
+        match bytes.map(<[u8; 8]>::try_from) {
+            Some(Ok(long_bytes)) if long => i64::from_be_bytes(long_bytes).to_string(),
+            _ => render_bytes(bytes),
+        }
+    })
+}
+
+/// [`render_ticks`], printing each key and value with `render(topic, part,
+/// bytes)`.
+fn render_ticks_with(
+    trace: &[TraceEvent],
+    origin: i64,
+    cluster: &Cluster,
+    render: impl Fn(&str, RecordPart, Option<&[u8]>) -> String,
+) -> String {
     let mut out = String::new();
     for event in trace {
         match event {
@@ -343,8 +382,12 @@ pub fn render_ticks(trace: &[TraceEvent], origin: i64, cluster: &Cluster) -> Str
                         "",
                         sent_tp,
                         sent_offset,
-                        render_bytes(data.key.as_deref()),
-                        render_bytes(data.value.as_deref()),
+                        render(sent_tp.topic.as_str(), RecordPart::Key, data.key.as_deref()),
+                        render(
+                            sent_tp.topic.as_str(),
+                            RecordPart::Value,
+                            data.value.as_deref()
+                        ),
                     );
                 }
             }
