@@ -52,13 +52,16 @@
 //!    must be below the record;
 //! 3. reproduces the committed outputs: replaying the stage's pure logic
 //!    (`Stage::replay_record`, `Stage::replay_tick`, with the stage's own slot
-//!    map, the tick slot apart) over the interleaving, each emission must be,
+//!    map, the tick slot apart; a timer service's ticks with
+//!    `Stage::replay_tick_over_slots` over every key slot, K2) over the
+//!    interleaving, each emission must be,
 //!    in order, the next committed record the task wrote to the partition the
 //!    emission goes to (same key and value bytes), with a stamp that
 //!    dominates the task's history after the delivery (G5: the history, which
 //!    includes the delivered record's stamp and a claim on it); and each slot
 //!    change must be the next record of the task's changelog partition (slot
-//!    key and value, a tombstone for a deletion). A dead-lettered delivery
+//!    key and value, a tombstone for a deletion; a timer service's tick
+//!    changes several slots, in order). A dead-lettered delivery
 //!    instead matches its dead letter, which must be the next one of the
 //!    task's dead-letter partition, with a stamp that dominates the history
 //!    after the delivery; it emits nothing, changes no slot (the fold goes
@@ -1780,6 +1783,16 @@ fn deliver(
     let replay = || -> Result<Result<Replayed, String>, Failure> {
         if at.tick {
             match tick_of(record) {
+                // K2: a timer service's tick reads every key slot; its
+                // changes are to those, in `other_slots`.
+                Some(tick) if plan.stage.timer_service().is_some() => {
+                    let slots: Vec<(SlotKey, &[u8])> = node
+                        .slots
+                        .iter()
+                        .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
+                        .collect();
+                    Ok(plan.stage.replay_tick_over_slots(&slots, tick))
+                }
                 Some(tick) => Ok(plan.stage.replay_tick(state.map(|bytes| &bytes[..]), tick)),
                 None => Err(Failure {
                     invariant: Invariant::I4,
@@ -1903,56 +1916,59 @@ fn deliver(
             entry += 1;
         }
     }
-    match replayed.slot {
-        SlotChange::Unchanged => {}
-        change => {
-            let changelog = ctx.changelog.ok_or_else(|| Failure {
+    // The delivery's own slot first, then the others (a timer service's
+    // tick), each the next record of the changelog.
+    let changes = std::iter::once((slot, replayed.slot)).chain(replayed.other_slots);
+    for (slot, change) in changes {
+        if change == SlotChange::Unchanged {
+            continue;
+        }
+        let changelog = ctx.changelog.ok_or_else(|| Failure {
+            invariant: Invariant::I6,
+            message: format!("task {id}: delivering {delivered} changes slot {slot:?}, but the stage has no changelog"),
+        })?;
+        let value = match &change {
+            SlotChange::Set(bytes) => Some(bytes.clone()),
+            _ => None,
+        };
+        let expected_key = slot.changelog_key();
+        let describe_change = || match &value {
+            Some(bytes) => format!(
+                "sets slot {slot:?} to {}",
+                crate::text::bytes_for_humans(bytes)
+            ),
+            None => format!("deletes slot {slot:?}"),
+        };
+        let Some(logged) = changelog.records.get(next.changelog) else {
+            return Err(Failure {
                 invariant: Invariant::I6,
-                message: format!("task {id}: delivering {delivered} changes slot {slot:?}, but the stage has no changelog"),
-            })?;
-            let value = match &change {
-                SlotChange::Set(bytes) => Some(bytes.clone()),
-                _ => None,
-            };
-            let expected_key = slot.changelog_key();
-            let describe_change = || match &value {
-                Some(bytes) => format!(
-                    "sets slot {slot:?} to {}",
-                    crate::text::bytes_for_humans(bytes)
+                message: format!(
+                    "task {id}: delivering {delivered} {}, but {} holds no such change (state change lost)",
+                    describe_change(),
+                    changelog.tp
                 ),
-                None => format!("deletes slot {slot:?}"),
-            };
-            let Some(logged) = changelog.records.get(next.changelog) else {
-                return Err(Failure {
-                    invariant: Invariant::I6,
-                    message: format!(
-                        "task {id}: delivering {delivered} {}, but {} holds no such change (state change lost)",
-                        describe_change(),
-                        changelog.tp
-                    ),
-                });
-            };
-            if logged.data.key.as_ref() != Some(&expected_key) || logged.data.value != value {
-                return Err(Failure {
-                    invariant: Invariant::I6,
-                    message: format!(
-                        "task {id}: delivering {delivered} {}, but the next change on {} is {}@{} {}",
-                        describe_change(),
-                        changelog.tp,
-                        changelog.tp,
-                        logged.offset,
-                        describe_record(logged)
-                    ),
-                });
+            });
+        };
+        if logged.data.key.as_ref() != Some(&expected_key) || logged.data.value != value {
+            return Err(Failure {
+                invariant: Invariant::I6,
+                message: format!(
+                    "task {id}: delivering {delivered} {}, but the next change on {} is {}@{} {}",
+                    describe_change(),
+                    changelog.tp,
+                    changelog.tp,
+                    logged.offset,
+                    describe_record(logged)
+                ),
+            });
+        }
+        next.changelog += 1;
+        match change {
+            SlotChange::Set(bytes) => {
+                next.slots.insert(slot, bytes);
             }
-            next.changelog += 1;
-            match change {
-                SlotChange::Set(bytes) => {
-                    next.slots.insert(slot, bytes);
-                }
-                _ => {
-                    next.slots.remove(&slot);
-                }
+            _ => {
+                next.slots.remove(&slot);
             }
         }
     }
@@ -1989,7 +2005,8 @@ fn dead_lettered(
     if kind != DeadLetterKind::Skipped && !bad_stamp {
         if let Ok(replayed) = replay()? {
             let effects = replayed.emissions.len()
-                + usize::from(!matches!(replayed.slot, SlotChange::Unchanged));
+                + usize::from(!matches!(replayed.slot, SlotChange::Unchanged))
+                + replayed.other_slots.len();
             return Err(Failure {
                 invariant: Invariant::I10,
                 message: format!(

@@ -6,7 +6,7 @@ use std::fmt;
 
 /// The invariants the checker verifies on every simulated run, and the audit
 /// on committed logs. Each is defined, with the rules it rests on, in
-/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i9`).
+/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i11`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Invariant {
     /// Causal delivery: every committed delivery came after the task had
@@ -48,6 +48,12 @@ pub enum Invariant {
     /// from one committed delivery, and names a record no other does
     /// (docs/RULES.md#i10).
     I10,
+    /// Timers: every request a timer service delivered in its committed
+    /// history and accepted fires exactly once once a tick past its time
+    /// claims it, never before its time, with a stamp that claims the
+    /// request and its causes; no fire without such a request (K2;
+    /// docs/RULES.md#i11).
+    I11,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -67,6 +73,7 @@ impl Invariant {
             Invariant::I8 => "liveness",
             Invariant::I9 => "determinism",
             Invariant::I10 => "dead letters",
+            Invariant::I11 => "timers",
             Invariant::Property(_) => "user property",
         }
     }

@@ -37,11 +37,21 @@ pub enum Mutation {
     /// A dead-lettered record is passed but never written to the dead-letter
     /// topic: a silent skip (breaks X5's opt-in, I10).
     DeadLetterDropsRecord,
+    /// The timer service fires what is due one resolution ahead of a
+    /// tick's time: a fire before its due time (breaks K2, I11).
+    TimerFiresEarly,
+    /// The timer service fires what is due but keeps what came due within
+    /// the last resolution pending, so the next tick fires it again (breaks
+    /// K2, I11: duplicate fires).
+    TimerKeepsFired,
+    /// The timer service drops a request whose time is odd instead of
+    /// holding it: a timer that never fires (breaks K2, I11; and I6).
+    TimerDropsOddRequests,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 12] = [
+    pub const ALL: [Mutation; 15] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -54,6 +64,9 @@ impl Mutation {
         Mutation::TickAtRecordTime,
         Mutation::SharedGroup,
         Mutation::DeadLetterDropsRecord,
+        Mutation::TimerFiresEarly,
+        Mutation::TimerKeepsFired,
+        Mutation::TimerDropsOddRequests,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -71,6 +84,9 @@ impl Mutation {
             Mutation::TickAtRecordTime => "tick-at-record-time",
             Mutation::SharedGroup => "shared-group",
             Mutation::DeadLetterDropsRecord => "dead-letter-drops-record",
+            Mutation::TimerFiresEarly => "timer-fires-early",
+            Mutation::TimerKeepsFired => "timer-keeps-fired",
+            Mutation::TimerDropsOddRequests => "timer-drops-odd-requests",
         }
     }
 

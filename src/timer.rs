@@ -156,6 +156,7 @@ impl TimerServiceBuilder {
         let logic = TimerLogic {
             requests: requests.clone(),
             fires: fires.clone(),
+            resolution: self.resolution,
         };
         Stage {
             def: Arc::new(StageDef {
@@ -180,8 +181,19 @@ impl TimerServiceBuilder {
     }
 }
 
-/// A key's pending timers: their times, earliest first.
-type Pending = Vec<i64>;
+/// A key's pending timers: their times, earliest first. A type of its own,
+/// so that only a timer service's slots downcast to `Slots<Pending>` (a
+/// stage of the user's may well keep a `Vec<i64>`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Pending(Vec<i64>);
+
+impl std::ops::Deref for Pending {
+    type Target = Vec<i64>;
+
+    fn deref(&self) -> &Vec<i64> {
+        &self.0
+    }
+}
 
 /// The pending times of a slot on the changelog: 8 big-endian bytes each,
 /// as Kafka's `LongSerializer` writes one.
@@ -195,7 +207,7 @@ impl Codec<Pending> for PendingCodec {
     }
 
     fn encode_to(&self, value: &Pending, out: &mut BytesMut) -> Result<(), CodecError> {
-        for time in value {
+        for time in value.iter() {
             out.put_i64(*time);
         }
         Ok(())
@@ -210,7 +222,7 @@ impl Codec<Pending> for PendingCodec {
                 message: format!("expected a multiple of 8 bytes, got {}", bytes.len()),
             });
         }
-        let times: Pending = bytes
+        let times: Vec<i64> = bytes
             .chunks_exact(8)
             .map(|chunk| i64::from_be_bytes(chunk.try_into().expect("chunks of 8")))
             .collect();
@@ -222,7 +234,7 @@ impl Codec<Pending> for PendingCodec {
                 message: "times are not in order".into(),
             });
         }
-        Ok(times)
+        Ok(Pending(times))
     }
 }
 
@@ -230,10 +242,12 @@ impl Codec<Pending> for PendingCodec {
 struct TimerLogic<K> {
     requests: Topic<K, i64>,
     fires: Topic<K, i64>,
+    /// Read only by the planted bug `TimerFiresEarly`.
+    resolution: Duration,
 }
 
 impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
-    fn slots<'a>(slots: &'a mut dyn SlotStore) -> &'a mut Slots<Pending> {
+    fn slots(slots: &mut dyn SlotStore) -> &mut Slots<Pending> {
         slots
             .as_any_mut()
             .downcast_mut::<Slots<Pending>>()
@@ -280,7 +294,7 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
     fn add(pending: Option<Pending>, at: i64) -> Pending {
         let mut pending = pending.unwrap_or_default();
         let index = pending.partition_point(|time| *time <= at);
-        pending.insert(index, at);
+        pending.0.insert(index, at);
         pending
     }
 
@@ -303,6 +317,11 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
         slots: impl Iterator<Item = (&'a SlotKey, Pending)>,
         now: i64,
     ) -> Result<(Outcome, Vec<Option<Pending>>), DeliveryFailure> {
+        // Planted bug (I11): fire what is due a resolution from now.
+        let now = match crate::mutation::active(crate::mutation::Mutation::TimerFiresEarly) {
+            true => now.saturating_add(self.resolution.as_millis() as i64),
+            false => now,
+        };
         let mut due: Vec<(i64, Bytes, Pending)> = Vec::new();
         for (slot, pending) in slots {
             let SlotKey::Key(key) = slot else { continue };
@@ -329,7 +348,22 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
             for at in fired {
                 emissions.push(self.fires.send(decoded.clone(), *at));
             }
-            let left: Pending = left.to_vec();
+            // Planted bug (I11): what fired within the last resolution stays
+            // pending, so the next tick fires it again (once: by then it is
+            // older than that).
+            let left = match crate::mutation::active(crate::mutation::Mutation::TimerKeepsFired) {
+                true => {
+                    let recent = now.saturating_sub(self.resolution.as_millis() as i64);
+                    Pending(
+                        pending
+                            .iter()
+                            .copied()
+                            .filter(|time| *time > recent)
+                            .collect(),
+                    )
+                }
+                false => Pending(left.to_vec()),
+            };
             writes.push(Self::write(SlotKey::Key(key), &left)?);
             states.push((!left.is_empty()).then_some(left));
         }
@@ -359,9 +393,16 @@ impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
         let (key, at) = self.request(tp, record)?;
         let slots = Self::slots(slots);
         let slot = SlotKey::Key(key);
-        let pending = Self::add(slots.get(&slot).cloned(), at);
+        // Planted bug (I11, I6): the task forgets a request with an odd time
+        // (the pure replay still holds it).
+        let forget = crate::mutation::active(crate::mutation::Mutation::TimerDropsOddRequests)
+            && at % 2 != 0;
+        let pending = match forget {
+            true => slots.get(&slot).cloned().unwrap_or_default(),
+            false => Self::add(slots.get(&slot).cloned(), at),
+        };
         let write = Self::write(slot, &pending)?;
-        slots.propose(Some(pending));
+        slots.propose((!pending.is_empty()).then_some(pending));
         Ok(Outcome {
             emissions: Vec::new(),
             write: Some(write),
@@ -507,7 +548,10 @@ mod tests {
         let crate::stage::SlotChange::Set(state) = second.slot else {
             panic!("a request sets its key's slot")
         };
-        assert_eq!(PendingCodec.decode(&state).unwrap(), vec![100, 300]);
+        assert_eq!(
+            PendingCodec.decode(&state).unwrap(),
+            Pending(vec![100, 300])
+        );
         let slot = SlotKey::Key(Bytes::from_static(b"k"));
         let early = stage
             .replay_tick_over_slots(&[(slot.clone(), &state)], Tick::new(99))
@@ -521,7 +565,7 @@ mod tests {
         let crate::stage::SlotChange::Set(left) = &fired.other_slots[0].1 else {
             panic!("one timer is left")
         };
-        assert_eq!(PendingCodec.decode(left).unwrap(), vec![300]);
+        assert_eq!(PendingCodec.decode(left).unwrap(), Pending(vec![300]));
         let all = stage
             .replay_tick_over_slots(&[(slot, &state)], Tick::new(1_000))
             .unwrap();
@@ -571,7 +615,7 @@ mod tests {
         let mut bytes = 2i64.to_be_bytes().to_vec();
         bytes.extend(1i64.to_be_bytes());
         assert!(PendingCodec.decode(&bytes).is_err());
-        assert_eq!(PendingCodec.decode(&[]).unwrap(), Vec::<i64>::new());
+        assert_eq!(PendingCodec.decode(&[]).unwrap(), Pending::default());
     }
 
     /// C1: the service is a stage; a zero resolution is refused like a

@@ -1,4 +1,4 @@
-//! The independent checker: recomputes every guarantee (I1–I8, I10) from the
+//! The independent checker: recomputes every guarantee (I1–I8, I10, I11) from the
 //! recorded trace and the committed logs, trusting none of the runtime's own
 //! bookkeeping.
 //!
@@ -569,6 +569,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     checker.check_committed_histories(&committed);
     checker.check_outputs_and_state(&committed);
     checker.check_dead_letter_logs();
+    checker.check_timers();
     checker.check_liveness(&committed);
     checker.locate_related();
     checker.violations.sort_by_key(|violation| violation.step);
@@ -1260,6 +1261,25 @@ impl<'a> Checker<'a> {
                     continue;
                 };
                 let is_tick = tick_topic == Some(&delivery.tp.topic);
+                let tick = match is_tick {
+                    true => match parsley::task::tick_of(&record) {
+                        Some(tick) => Some(tick),
+                        None => continue,
+                    },
+                    false => None,
+                };
+                // K2: a timer service's tick reads every key slot, and its
+                // changes are to those (`other_slots`), not to the tick slot.
+                let over_slots = match tick {
+                    Some(tick) if plan.stage.timer_service().is_some() => {
+                        let current: Vec<(SlotKey, &[u8])> = slots
+                            .iter()
+                            .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
+                            .collect();
+                        Some(plan.stage.replay_tick_over_slots(&current, tick))
+                    }
+                    _ => None,
+                };
                 let slot = if is_tick {
                     SlotKey::Tick
                 } else {
@@ -1270,14 +1290,13 @@ impl<'a> Checker<'a> {
                     MapEntry::Occupied(slot) => Some(&slot.get()[..]),
                     MapEntry::Vacant(_) => None,
                 };
-                let replayed = if is_tick {
-                    let Some(tick) = parsley::task::tick_of(&record) else {
-                        continue;
-                    };
-                    plan.stage.replay_tick(state, tick)
-                } else {
-                    plan.stage
-                        .replay_record(&delivery.tp.topic, state, delivery.tp, &record)
+                let replayed = match (over_slots, tick) {
+                    (Some(replayed), _) => replayed,
+                    (None, Some(tick)) => plan.stage.replay_tick(state, tick),
+                    (None, None) => {
+                        plan.stage
+                            .replay_record(&delivery.tp.topic, state, delivery.tp, &record)
+                    }
                 };
                 if let Some(dead_letter) = &plan.dead_letter {
                     let wrote_dead_letter =
@@ -1326,6 +1345,17 @@ impl<'a> Checker<'a> {
                         slot.remove();
                     }
                     (SlotChange::Unchanged | SlotChange::Deleted, _) => {}
+                }
+                for (slot, change) in replayed.other_slots {
+                    match change {
+                        SlotChange::Set(bytes) => {
+                            slots.insert(slot, bytes);
+                        }
+                        SlotChange::Deleted => {
+                            slots.remove(&slot);
+                        }
+                        SlotChange::Unchanged => {}
+                    }
                 }
                 self.compare_emissions(&task, delivery, &replayed.emissions);
             }
@@ -1416,6 +1446,253 @@ impl<'a> Checker<'a> {
                             None,
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// I11 (K2), from the committed logs alone, for every timer service: each
+    /// request of its committed history (below its group's committed offset)
+    /// that it accepts has exactly one committed fire once it is due (a
+    /// committed tick of that history claims it and is at or past its time;
+    /// pending timers are fine), at a record timestamp not before its time,
+    /// with a stamp that claims the request and its causes; no fire lacks
+    /// such a request. The service's pure logic only reads a request's time
+    /// and encodes the fire it asks for (`Stage::replay_record`,
+    /// `Stage::replay_tick_over_slots`), since its topics' codecs are the
+    /// user's.
+    fn check_timers(&mut self) {
+        /// A request the service accepted, and what it asks for.
+        struct Asked {
+            task: TaskId,
+            tp: Tp,
+            offset: u64,
+            time: i64,
+            /// A committed tick at or past its time claims it.
+            due: bool,
+        }
+        let app: &'a App = self.input.app;
+        let last_step = self.input.trace.last().map_or(0, |entry| entry.step);
+        for plan in app.stages() {
+            let Some(timer) = plan.stage.timer_service() else {
+                continue;
+            };
+            let partitions = |topic: &TopicName| {
+                self.input
+                    .assembly
+                    .partitions_of(topic.as_str())
+                    .unwrap_or(0)
+            };
+            // By the fire's key and value bytes: the requests asking for it,
+            // in (partition, offset) order.
+            let mut asked: BTreeMap<(Option<Bytes>, Option<Bytes>), Vec<Asked>> = BTreeMap::new();
+            for partition in 0..partitions(&timer.requests) {
+                let task = TaskId {
+                    stage: plan.name().into(),
+                    partition,
+                };
+                let tp = Tp::new(timer.requests.clone(), partition);
+                let id = self.tps.id(&tp);
+                let end = self
+                    .input
+                    .cluster
+                    .committed(&plan.group, &tp)
+                    .map_or(0, |position| position.offset);
+                // The committed ticks of the task's history: how far each
+                // claims the request partition, and its time.
+                let mut ticks: Vec<(u64, i64)> = Vec::new();
+                if let Some(tick_topic) = &plan.tick_topic {
+                    let tick_tp = Tp::new(tick_topic.clone(), partition);
+                    let tick_id = self.tps.id(&tick_tp);
+                    let tick_end = self
+                        .input
+                        .cluster
+                        .committed(&plan.group, &tick_tp)
+                        .map_or(0, |position| position.offset);
+                    for offset in self.tps.committed_offsets(tick_id, 0, tick_end) {
+                        let Some(data) = self.tps.data(tick_id, offset) else {
+                            continue;
+                        };
+                        let time = data.timestamp;
+                        let claimed = self
+                            .tps
+                            .stamp(tick_id, offset)
+                            .and_then(|stamp| stamp.offset(&tp));
+                        if let Some(claimed) = claimed {
+                            ticks.push((claimed, time));
+                        }
+                    }
+                }
+                for offset in self.tps.committed_offsets(id, 0, end) {
+                    let Some(record) = self.record(id, offset) else {
+                        continue;
+                    };
+                    // Refused requests (no key, a value that does not
+                    // decode, a time in the past) ask for nothing.
+                    let Ok(replayed) =
+                        plan.stage
+                            .replay_record(&timer.requests, None, &tp, &record)
+                    else {
+                        continue;
+                    };
+                    let (Some(key), SlotChange::Set(pending)) = (&record.data.key, &replayed.slot)
+                    else {
+                        continue;
+                    };
+                    let Ok(time) = <[u8; 8]>::try_from(&pending[..]).map(i64::from_be_bytes) else {
+                        continue;
+                    };
+                    let slot = [(SlotKey::Key(key.clone()), &pending[..])];
+                    let Ok(fired) = plan
+                        .stage
+                        .replay_tick_over_slots(&slot, parsley::Tick::new(time))
+                    else {
+                        continue;
+                    };
+                    let Some(Ok((fire_key, fire_value))) =
+                        fired.emissions.first().map(|fire| fire.encoded())
+                    else {
+                        continue;
+                    };
+                    let due = ticks
+                        .iter()
+                        .any(|(claimed, at)| *claimed >= offset && *at >= time);
+                    asked
+                        .entry((fire_key.cloned(), Some(fire_value.clone())))
+                        .or_default()
+                        .push(Asked {
+                            task: task.clone(),
+                            tp: tp.clone(),
+                            offset,
+                            time,
+                            due,
+                        });
+                }
+            }
+            // Every committed fire, matched in order to a request asking
+            // for it.
+            let mut matched: BTreeMap<(Option<Bytes>, Option<Bytes>), usize> = BTreeMap::new();
+            for partition in 0..partitions(&timer.fires) {
+                let tp = Tp::new(timer.fires.clone(), partition);
+                let id = self.tps.id(&tp);
+                let Some(log) = self.tps.log(id) else {
+                    continue;
+                };
+                for (offset, data) in log.read_committed() {
+                    let wanted = (data.key.clone(), data.value.clone());
+                    let count = matched.entry(wanted.clone()).or_default();
+                    let index = *count;
+                    *count += 1;
+                    let requests = asked.get(&wanted).map_or(&[][..], Vec::as_slice);
+                    let key = data.key.as_ref().map_or("no key".to_string(), |key| {
+                        format!("key {}", parsley::text::bytes_for_humans(key))
+                    });
+                    let writer = self.writer_of(&tp, offset);
+                    let step = writer.map_or(last_step, |entry| entry.step);
+                    let at = writer.and_then(|entry| entry.event.task_at());
+                    let Some(request) = requests.get(index) else {
+                        let message = match requests.first() {
+                            Some(first) => format!(
+                                "{tp}@{offset} fires {key} at {} again: {} committed request(s) ask for it ({}@{} first), and the fires before it answered them all (a duplicate fire)",
+                                first.time,
+                                requests.len(),
+                                first.tp,
+                                first.offset
+                            ),
+                            None => format!(
+                                "{tp}@{offset} ({key}) is a fire of timer service {} that no committed request of its committed history asks for (an invented fire)",
+                                plan.name()
+                            ),
+                        };
+                        let violation = self
+                            .violation(Invariant::I11, step, message)
+                            .about(&tp, offset);
+                        if let Some(at) = at {
+                            violation.on(at);
+                        }
+                        continue;
+                    };
+                    let (request_tp, request_offset, time) =
+                        (request.tp.clone(), request.offset, request.time);
+                    if data.timestamp < time {
+                        let message = format!(
+                            "{tp}@{offset} fires {request_tp}@{request_offset} ({key}, time {time}) with record timestamp {}: {} ms before its due time",
+                            data.timestamp,
+                            time - data.timestamp
+                        );
+                        let violation = self
+                            .violation(Invariant::I11, step, message)
+                            .about(&tp, offset);
+                        if let Some(at) = at {
+                            violation.on(at);
+                        }
+                    }
+                    let request_id = self.tps.id(&request_tp);
+                    let mut inherited = self
+                        .tps
+                        .stamp(request_id, request_offset)
+                        .map_or_else(Stamp::empty, |stamp| (*stamp).clone());
+                    inherited.claim(&request_tp, request_offset);
+                    let actual = self.tps.stamp(id, offset);
+                    let actual: &Stamp = actual.as_deref().unwrap_or(&self.tps.empty);
+                    if !actual.dominates(&inherited) {
+                        let actual = actual.clone();
+                        let message = format!(
+                            "{tp}@{offset}, the fire of {request_tp}@{request_offset}, has stamp {actual}, which does not claim the request and its causes {inherited} (G5)"
+                        );
+                        let violation = self
+                            .violation(Invariant::I11, step, message)
+                            .about(&tp, offset)
+                            .stamped(&actual);
+                        if let Some(at) = at {
+                            violation.on(at);
+                        }
+                    }
+                }
+            }
+            // Every due request fired.
+            for (wanted, requests) in &asked {
+                let fired = matched.get(wanted).copied().unwrap_or(0);
+                let Some(request) = requests.iter().skip(fired).find(|request| request.due) else {
+                    continue;
+                };
+                let key = wanted.0.as_ref().map_or("no key".to_string(), |key| {
+                    format!("key {}", parsley::text::bytes_for_humans(key))
+                });
+                let message = format!(
+                    "task {}: timer request {}@{} ({key}, time {}) is in its committed history and due (a committed tick at or past its time claims it), but no committed fire on {} answers it ({fired} of {} requests for it fired)",
+                    request.task,
+                    request.tp,
+                    request.offset,
+                    request.time,
+                    timer.fires,
+                    requests.len()
+                );
+                let (task, tp, offset) = (request.task.clone(), request.tp.clone(), request.offset);
+                // At the request's last delivery: the committed one.
+                let delivered =
+                    self.input
+                        .trace
+                        .iter()
+                        .rev()
+                        .find_map(|entry| match &entry.event {
+                            Event::Delivered {
+                                at,
+                                tp: delivered,
+                                offset: delivered_offset,
+                                ..
+                            } if *delivered == tp && *delivered_offset == offset => {
+                                Some((entry.step, at))
+                            }
+                            _ => None,
+                        });
+                let step = delivered.map_or(last_step, |(step, _)| step);
+                let violation = self
+                    .violation(Invariant::I11, step, message)
+                    .of_task(&task)
+                    .about(&tp, offset);
+                if let Some((_, at)) = delivered {
+                    violation.on(at);
                 }
             }
         }
