@@ -61,7 +61,8 @@ pub mod sim;
 pub mod topologies;
 
 pub use driver::{
-    DriverError, OutputRecord, TestDriver, TestInputTopic, TestOutputTopic, TestRecord,
+    DriverError, IntoKey, IntoValue, KeyValueStore, OutputRecord, TestDriver, TestInputTopic,
+    TestOutputTopic, TestRecord,
 };
 pub use host::TaskHost;
 

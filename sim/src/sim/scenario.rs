@@ -962,6 +962,7 @@ mod tests {
                 "diamond",
                 "fan-in",
                 "fan-out",
+                "sessions",
                 "timers"
             ]
         );
