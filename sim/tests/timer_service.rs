@@ -2,11 +2,12 @@
 //! test's own: sessions that ask to be woken a gap after each click, and
 //! close when woken. The checker's I6/I7 replay the service's ticks over
 //! every key slot and I11 holds on every seed; the audit is clean on a
-//! driver run; and each planted timer bug is caught by I11.
+//! driver run; each planted timer bug is caught by I11, and a forgotten
+//! request by the audit's I6.
 
 use std::time::Duration;
 
-use parsley::mutation::Mutation;
+use parsley::mutation::{self, Mutation};
 use parsley::timer::TimerService;
 use parsley::{assemble, App, Parsley, Stage, Topic, Utf8, I64};
 use parsley_sim::audit::{audit, committed_logs};
@@ -212,6 +213,40 @@ fn the_audit_is_clean_on_a_driver_run_of_the_timer_service() {
     assert!(report.summary.changelog_records > 0, "{report}");
     assert_eq!(
         report.summary.outputs_matched, report.summary.outputs,
+        "{report}"
+    );
+}
+
+/// I6 in the audit: a task that forgets a request (planted: its time is
+/// odd) writes a changelog record the pure fold does not, and the audit's
+/// replay of the service says which.
+#[test]
+fn i6_audit_catches_a_timer_request_the_task_forgets() {
+    let sessions = sessions();
+    let driver = TestDriver::builder(&sessions.app)
+        .initial_wall_clock(START + 1)
+        .default_partitions(1)
+        .build()
+        .unwrap();
+    mutation::set(Some(Mutation::TimerDropsOddRequests));
+    let piped = driver
+        .input(&sessions.clicks)
+        .unwrap()
+        .pipe("alice".to_string(), 1);
+    mutation::set(None);
+    piped.unwrap();
+    let cluster = driver.cluster();
+    let assembly = assemble(&sessions.app, &*cluster).expect("the driver assembled the app");
+    let logs = committed_logs(&cluster, &sessions.app, &assembly);
+    let report = audit(&sessions.app, &assembly, &logs);
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|violation| violation.invariant == Invariant::I6
+                && violation
+                    .message
+                    .contains("delivering session-requests-0@0 sets slot")),
         "{report}"
     );
 }
