@@ -285,3 +285,34 @@ fn k2_a_refused_request_is_dead_lettered_with_the_opt_in() {
     );
     assert!(driver.pending_timers("timers").unwrap().is_empty());
 }
+
+/// K2, bad input: a request whose time the request topic's codec rejects
+/// stops the service with a codec error naming the topic, tp and offset.
+#[test]
+fn k2_a_request_that_does_not_decode_is_a_codec_error_naming_the_record() {
+    let (_, app) = reminders(0, false);
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let requests = Topic::<String, i64>::with_codecs("requests", Utf8, I64);
+    let error = driver
+        .input(&requests)
+        .unwrap()
+        .pipe_raw(
+            0,
+            Some(bytes::Bytes::from_static(b"s1")),
+            Some(bytes::Bytes::from_static(b"soon")),
+            Vec::new(),
+        )
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(
+            &error,
+            DriverError::Task(parsley::TaskError::Codec { offset: 0, tp, .. })
+                if *tp == parsley::Tp::new("requests", 0)
+        ),
+        "{message}"
+    );
+}
