@@ -74,19 +74,7 @@ async fn broker_bounce_under_flowing_input_recovers_without_a_process_restart() 
         .with_writer(std::io::stderr)
         .try_init();
     let live = set_up(&config, TopologyName::Balances, "bounce-flow", 4).await;
-    let runtime = Runtime::start(
-        Arc::new(live.topology.app.clone()),
-        RuntimeConfig::new(
-            live.client
-                .config()
-                .clone()
-                .with_timeout(Duration::from_secs(10))
-                .with_transaction_timeout(Duration::from_secs(30)),
-        )
-        .with_commit_interval(Duration::from_millis(100)),
-    )
-    .await
-    .expect("start");
+    let runtime = start_in_process(&live).await;
 
     let flowing = AtomicBool::new(true);
     let flow = async {
@@ -140,17 +128,10 @@ async fn broker_bounce_under_flowing_input_recovers_without_a_process_restart() 
     live.assert_state_is_the_fold(&read, &plan);
 }
 
-/// K2 through a broker bounce: the sessions example (its timer service a
-/// stage of the application) with clicks flowing while the broker restarts.
-/// Afterwards, read back from the committed topics: every timer request
-/// fired exactly once and never before its time, every click is in exactly
-/// one closed session, lag is zero and the audit is clean; no task ended.
-#[tokio::test(flavor = "multi_thread")]
-async fn k2_broker_bounce_under_flowing_clicks_fires_every_timer_once() {
-    let Some(config) = test_broker() else { return };
-    let _alone = BROKER.lock().await;
-    let live = set_up(&config, TopologyName::Sessions, "bounce-timers", 2).await;
-    let runtime = Runtime::start(
+/// The application's instance in this process, with deadlines short
+/// enough for a bounce and a commit every 100 ms.
+async fn start_in_process(live: &live_common::Live) -> Runtime {
+    Runtime::start(
         Arc::new(live.topology.app.clone()),
         RuntimeConfig::new(
             live.client
@@ -162,7 +143,20 @@ async fn k2_broker_bounce_under_flowing_clicks_fires_every_timer_once() {
         .with_commit_interval(Duration::from_millis(100)),
     )
     .await
-    .expect("start");
+    .expect("start")
+}
+
+/// K2 through a broker bounce: the sessions example (its timer service a
+/// stage of the application) with clicks flowing while the broker restarts.
+/// Afterwards, read back from the committed topics: every timer request
+/// fired exactly once and never before its time, every click is in exactly
+/// one closed session, lag is zero and the audit is clean; no task ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn k2_broker_bounce_under_flowing_clicks_fires_every_timer_once() {
+    let Some(config) = test_broker() else { return };
+    let _alone = BROKER.lock().await;
+    let live = set_up(&config, TopologyName::Sessions, "bounce-timers", 2).await;
+    let runtime = start_in_process(&live).await;
     let flowing = AtomicBool::new(true);
     let flow = async {
         let mut plan = Vec::new();

@@ -828,6 +828,12 @@ impl World {
         else {
             return;
         };
+        self.tick_check(instance, host);
+    }
+
+    /// One tick check of a host at the current time (T3), recorded for the
+    /// checker's I4 whether or not it emits.
+    fn tick_check(&mut self, instance: usize, host: usize) {
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
         let now = self.now;
@@ -1047,22 +1053,7 @@ impl World {
                 self.advance_clock(ready - self.now);
             }
             if let Some(host) = self.host_index(instance, &task) {
-                let (at, txn, now) = (self.at(instance, host), self.txn(instance, host), self.now);
-                let polled = self.instances[instance].hosts[host]
-                    .host
-                    .poll_tick(&mut self.cluster, now);
-                match polled {
-                    Ok(tick) => {
-                        let emitted = tick.map(|tick| (tick.tp, tick.offset));
-                        self.record(Event::TickChecked {
-                            at,
-                            txn,
-                            now,
-                            emitted,
-                        });
-                    }
-                    Err(error) => self.host_error(instance, host, error),
-                }
+                self.tick_check(instance, host);
             }
         }
     }
