@@ -47,11 +47,15 @@ pub enum Mutation {
     /// The timer service drops a request whose time is odd instead of
     /// holding it: a timer that never fires (breaks K2, I11; and I6).
     TimerDropsOddRequests,
+    /// The timer service stamps its fires with an empty stamp, so a fire
+    /// claims neither its request nor the request's causes (breaks K2, G5,
+    /// I11, I5).
+    TimerFireUnstamped,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 15] = [
+    pub const ALL: [Mutation; 16] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -67,6 +71,7 @@ impl Mutation {
         Mutation::TimerFiresEarly,
         Mutation::TimerKeepsFired,
         Mutation::TimerDropsOddRequests,
+        Mutation::TimerFireUnstamped,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -87,6 +92,7 @@ impl Mutation {
             Mutation::TimerFiresEarly => "timer-fires-early",
             Mutation::TimerKeepsFired => "timer-keeps-fired",
             Mutation::TimerDropsOddRequests => "timer-drops-odd-requests",
+            Mutation::TimerFireUnstamped => "timer-fire-unstamped",
         }
     }
 

@@ -148,6 +148,13 @@ fn i11_a_request_that_never_fires_is_caught() {
     caught(Mutation::TimerDropsOddRequests, "no committed fire");
 }
 
+/// I11: a fire that does not claim its request lets the stage deliver it
+/// before the request's causes (G5).
+#[test]
+fn i11_a_fire_that_does_not_claim_its_request_is_caught() {
+    caught(Mutation::TimerFireUnstamped, "does not claim the request");
+}
+
 /// The audit (I1, I3–I7) is clean on a driver run of the sessions: the
 /// service's ticks are replayed over every key slot, and each slot they
 /// change is the next record of its changelog.

@@ -156,6 +156,8 @@ pub struct Task {
     kinds: Vec<LaneKind>,
     gate: Gate,
     logic: Arc<dyn StageLogic>,
+    /// Whether the stage is a timer service (K2), for its planted bug.
+    timer_service: bool,
     slots: Box<dyn SlotStore>,
     sinks: Vec<(TopicName, u32)>,
     tick_topics: Vec<TopicName>,
@@ -256,6 +258,7 @@ impl Task {
             kinds,
             gate: Gate::new(tps),
             logic: Arc::clone(&def.logic),
+            timer_service: def.timer.is_some(),
             slots: def.logic.new_slots(),
             sinks,
             tick_topics: app
@@ -1104,7 +1107,11 @@ impl Task {
     ) {
         produced.reserve(outcome.emissions.len() + 1);
         if !outcome.emissions.is_empty() {
-            let stamp_header = self.at_stamping_site(header::stamp_header);
+            let stamp_header =
+                match self.timer_service && mutation::active(Mutation::TimerFireUnstamped) {
+                    true => header::stamp_header(&Stamp::empty()),
+                    false => self.at_stamping_site(header::stamp_header),
+                };
             for emission in outcome.emissions.drain(..) {
                 let (topic, key, value) = emission
                     .into_encoded()

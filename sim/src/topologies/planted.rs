@@ -7,7 +7,7 @@ use crate::sim::checker::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 15] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 16] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -31,6 +31,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 15] = [
     (Mutation::TimerFiresEarly, "timers", Invariant::I11),
     (Mutation::TimerKeepsFired, "timers", Invariant::I11),
     (Mutation::TimerDropsOddRequests, "timers", Invariant::I11),
+    (Mutation::TimerFireUnstamped, "timers", Invariant::I5),
 ];
 
 #[cfg(test)]
