@@ -538,6 +538,11 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
                 fenced |= args.instance.is_some();
                 println!("task {}: fenced by a newer owner (X4)", run.task)
             }
+            Err(error) if error.is_released() => {
+                // The group moved it while the cluster was away: its next
+                // owner resumes from the last commit.
+                println!("task {}: {error}", run.task)
+            }
             Err(error) => {
                 failed = true;
                 eprintln!("task {}: {error}", run.task);

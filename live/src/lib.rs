@@ -63,9 +63,9 @@ pub use client::{
 pub use error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
 pub use readback::{read_committed, ReadBack};
 pub use runtime::{
-    assemble_on, create_topics, membership_topic, skip_record, Assignment, FailurePolicy,
-    GroupMembership, InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper, TaskEnd,
-    TaskEndKind, TaskRun, TopicSetup,
+    assemble_on, create_topics, group_identity, membership_topic, skip_record, Assignment,
+    FailurePolicy, GroupMembership, InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper,
+    TaskEnd, TaskEndKind, TaskRun, TopicSetup,
 };
 pub use status::{
     caught_up, final_state, keyed_outputs, task_status, wait_caught_up, TaskStatus, TpStatus,

@@ -10,6 +10,13 @@
 #   broker.sh restart [--port N] [--controller-port N]
 #   broker.sh bounce  [--port N]   stop and start the running broker, keeping
 #                                  its storage (topics, offsets, transactions)
+#   broker.sh down    [--port N]   stop the running broker, keeping its storage
+#                                  (an outage; `up` ends it)
+#   broker.sh up      [--port N]   start the broker again on the storage `down`
+#                                  kept
+#   broker.sh pause   [--port N]   freeze the running broker (SIGSTOP): it keeps
+#                                  its connections but answers nothing
+#   broker.sh resume  [--port N]   thaw it (SIGCONT)
 #   broker.sh classpath            print the path of the cached classpath file
 #   broker.sh tool MAIN [ARGS...]  run a Kafka main class (tools) on that classpath
 #
@@ -412,6 +419,36 @@ cmd_bounce() {
     launch "$(classpath)" "$t0"
 }
 
+# ---------------------------------------------------------------- outages
+cmd_down() {
+    local pid
+    lock_state
+    pid="$(our_pid)" || die "no broker started by this script runs on $BOOTSTRAP"
+    KEEP_DATA=1 stop_pid "$pid"
+}
+
+cmd_up() {
+    local t0=$SECONDS
+    lock_state
+    if our_pid >/dev/null; then
+        log "our broker already runs on $BOOTSTRAP"
+        ready_line
+        return 0
+    fi
+    [ -s "$PROPS" ] && [ -d "$DATA" ] || die "no kept storage in $STATE (run \`start\` first, \`down\` to stop keeping it)"
+    port_open "$PORT" && die "port $PORT is in use"
+    launch "$(classpath)" "$t0"
+}
+
+# SIGSTOP / SIGCONT the whole broker JVM (a frozen machine, a long GC).
+cmd_signal() {
+    local sig="$1" pid
+    lock_state
+    pid="$(our_pid)" || die "no broker started by this script runs on $BOOTSTRAP"
+    kill "-$sig" "$pid"
+    log "sent SIG$sig to the broker (pid $pid)"
+}
+
 # ---------------------------------------------------------------- status
 cmd_status() {
     local pid
@@ -438,6 +475,10 @@ case "$CMD" in
     status) cmd_status ;;
     restart) cmd_stop; exec 9>&-; cmd_start ;;
     bounce) cmd_bounce ;;
+    down) cmd_down ;;
+    up) cmd_up ;;
+    pause) cmd_signal STOP ;;
+    resume) cmd_signal CONT ;;
     classpath) classpath >/dev/null; classpath_file ;;
     tool)
         [ ${#TOOL_ARGS[@]} -ge 1 ] || die "usage: broker.sh tool MAIN_CLASS [ARGS...]"

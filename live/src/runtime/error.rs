@@ -100,6 +100,34 @@ pub enum RuntimeError {
         reason: String,
     },
 
+    /// The group took the task away from this instance (a rebalance, or
+    /// the instance's session expiring while the cluster was away) and the
+    /// task stopped without finishing its final commit. Not a failure: the
+    /// next owner's producer fences this one and settles its open
+    /// transaction, and resumes from the last commit.
+    #[error("task {task}: released by the group without its final commit ({reason}); its next owner resumes from the last commit")]
+    Released {
+        /// The task.
+        task: TaskId,
+        /// Why the final commit did not finish.
+        reason: String,
+    },
+
+    /// Another application, or another topology of this application, is a
+    /// live member of the instances' group `<app>.instances`: two
+    /// assemblies must never share one group, or each would run a part of
+    /// the tasks and the rest would never run. Nothing was started.
+    #[error("group `{group}` is in use by another application or topology under the same id: this instance is `{ours}`, the group holds {}; stop those instances, or give this application another id", theirs.iter().map(|member| format!("`{member}`")).collect::<Vec<_>>().join(", "))]
+    GroupConflict {
+        /// The group, `<app>.instances`.
+        group: String,
+        /// This instance's identity in the group: the application's id,
+        /// the fingerprint of its assembly and its stages.
+        ours: String,
+        /// The identities of the members that differ from it.
+        theirs: Vec<String>,
+    },
+
     /// The operator's skip was refused: nothing was skipped.
     #[error(transparent)]
     Skip(#[from] SkipError),
@@ -146,6 +174,13 @@ impl RuntimeError {
             RuntimeError::TransactionTimedOut { .. } => true,
             _ => false,
         }
+    }
+
+    /// True when the group took the task away before it could finish its
+    /// final commit ([`RuntimeError::Released`]): the task moved, which is
+    /// not a failure of this instance.
+    pub fn is_released(&self) -> bool {
+        matches!(self, RuntimeError::Released { .. })
     }
 
     /// True when the cluster could not be reached at all.

@@ -22,6 +22,9 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, TopicPartitionList};
 
+use parsley::app::App;
+use parsley::assembly::Assembly;
+use parsley::probe::ContractProbes;
 use parsley::task::TaskId;
 
 use super::super::client::{bounded, LiveClient, LiveConfig};
@@ -50,6 +53,139 @@ impl Default for GroupMembership {
 /// The group and topic through which `app_id`'s instances share its tasks.
 pub fn membership_topic(app_id: &str) -> String {
     format!("{app_id}.instances")
+}
+
+/// This instance's identity in the instances' group, carried as the
+/// membership consumer's `client.id` (which every member of the group can
+/// read): `parsley;app=<id>;topology=<fingerprint>;stages=<stage>x<tasks>,…`.
+/// The fingerprint is a 64-bit FNV-1a hash of the assembly's shape: each
+/// stage's name, group, consumed, tick, changelog and dead-letter topics and
+/// task count, and every topic the application touches with its partition
+/// count. Two instances of one application and topology have the same
+/// identity; another application, or another topology, under the same id
+/// has another, and is refused at join ([`RuntimeError::GroupConflict`]).
+pub fn group_identity(app: &App, assembly: &Assembly) -> String {
+    let mut shape = String::new();
+    for plan in app.stages() {
+        let mut consumed: Vec<String> = plan
+            .consumed_topics()
+            .iter()
+            .map(|topic| topic.as_str().to_owned())
+            .collect();
+        consumed.sort();
+        shape.push_str(&format!(
+            "stage {} group {} consumes {:?} ticks {:?} changelog {:?} dlq {:?} tasks {:?}\n",
+            plan.name(),
+            plan.group,
+            consumed,
+            plan.tick_topic.as_ref().map(|topic| topic.as_str()),
+            plan.changelog.as_ref().map(|topic| topic.as_str()),
+            plan.dead_letter.as_ref().map(|topic| topic.as_str()),
+            assembly.tasks_of(plan.name()),
+        ));
+    }
+    let mut topics: Vec<(String, Option<u32>)> = ContractProbes::probe(app)
+        .iter()
+        .map(|contract| {
+            let name = contract.name.as_str();
+            (name.to_owned(), assembly.partitions_of(name))
+        })
+        .collect();
+    topics.sort();
+    for (topic, partitions) in topics {
+        shape.push_str(&format!("topic {topic} partitions {partitions:?}\n"));
+    }
+    let stages: Vec<String> = app
+        .stages()
+        .iter()
+        .map(|plan| {
+            format!(
+                "{}x{}",
+                plan.name(),
+                assembly.tasks_of(plan.name()).unwrap_or(0)
+            )
+        })
+        .collect();
+    let mut identity = format!(
+        "parsley;app={};topology={:016x};stages={}",
+        app.id(),
+        fnv1a(shape.as_bytes()),
+        stages.join(",")
+    );
+    // librdkafka and the broker take long client ids, but logs do not.
+    if identity.len() > 240 {
+        let mut cut = 240;
+        while !identity.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        identity.truncate(cut);
+        identity.push('…');
+    }
+    identity
+}
+
+/// The topology part of an identity (`topology=<fingerprint>`), or the whole
+/// of it for a member that is no Parsley instance.
+fn topology_of(identity: &str) -> &str {
+    identity
+        .split(';')
+        .find(|part| part.starts_with("topology="))
+        .unwrap_or(identity)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The identities of the group's live members that are not `ours`: another
+/// application or topology under the same id. Reads the group from its
+/// coordinator (bounded by the runtime's deadline).
+pub(crate) fn foreign_members(
+    live: &LiveConfig,
+    group: &str,
+    ours: &str,
+) -> Result<Vec<String>, RuntimeError> {
+    let consumer: BaseConsumer = live
+        .client_config(&[("group.id", format!("{group}.check"))])
+        .create()
+        .map_err(|source| LiveError::Client {
+            client: "group check consumer",
+            source: Box::new(source),
+        })?;
+    let (timeout, name) = (live.timeout, group.to_owned());
+    let listed = bounded(
+        || format!("describing group `{group}`"),
+        live.deadline(),
+        move || {
+            let found = consumer.fetch_group_list(Some(&name), timeout);
+            found.map(|list| {
+                list.groups()
+                    .iter()
+                    .filter(|info| info.name() == name)
+                    .flat_map(|info| {
+                        info.members()
+                            .iter()
+                            .map(|member| member.client_id().to_owned())
+                    })
+                    .collect::<Vec<String>>()
+            })
+        },
+    )?
+    .map_err(|source| RuntimeError::Membership {
+        group: group.to_owned(),
+        reason: format!("its members could not be read: {source}"),
+    })?;
+    let mut theirs: Vec<String> = listed
+        .into_iter()
+        .filter(|member| {
+            topology_of(member) != topology_of(ours) || !member.starts_with("parsley;")
+        })
+        .collect();
+    theirs.sort();
+    theirs.dedup();
+    Ok(theirs)
 }
 
 /// Makes sure the membership topic exists with one partition per task.
@@ -95,10 +231,21 @@ impl MembershipContext {
 impl ClientContext for MembershipContext {}
 
 impl ConsumerContext for MembershipContext {
-    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(list) = rebalance {
             let released = self.tasks_of(list);
             if released.is_empty() {
+                return;
+            }
+            if consumer.assignment_lost() {
+                // The session expired (the cluster away, or this instance
+                // silent): the group may have dealt the tasks out already,
+                // and the cluster may not answer a commit. Stop them all at
+                // once, without waiting and without a final commit; rejoin;
+                // whatever the group assigns again starts once its earlier
+                // run has returned.
+                tracing::warn!(app = %self.app, tasks = ?released.iter().map(ToString::to_string).collect::<Vec<_>>(), "group assignment lost (the session expired): stopping the tasks without their final commit, rejoining the group");
+                self.tasks.lose_all();
                 return;
             }
             tracing::info!(app = %self.app, tasks = ?released.iter().map(ToString::to_string).collect::<Vec<_>>(), "group rebalance: releasing tasks (each commits what is pending)");
@@ -114,11 +261,7 @@ impl ConsumerContext for MembershipContext {
                     return;
                 }
                 tracing::info!(app = %self.app, tasks = ?taken.iter().map(ToString::to_string).collect::<Vec<_>>(), "group rebalance: taking tasks");
-                for task in taken {
-                    if let Err(error) = self.tasks.start(task) {
-                        tracing::error!(app = %self.app, error = %error, "a task assigned to this instance could not start");
-                    }
-                }
+                self.tasks.assign(&taken);
             }
             Rebalance::Revoke(_) => {}
             Rebalance::Error(error) => {
@@ -135,6 +278,7 @@ pub(crate) fn spawn(
     live: &LiveConfig,
     membership: GroupMembership,
     app: &str,
+    identity: &str,
     task_of_partition: Vec<TaskId>,
     tasks: Arc<TaskSet>,
     stop: Arc<AtomicBool>,
@@ -147,19 +291,24 @@ pub(crate) fn spawn(
         task_of_partition: task_of_partition.clone(),
         patience: live.deadline() * 2,
     };
-    let consumer: BaseConsumer<MembershipContext> = live
-        .client_config(&[
-            ("group.id", topic.clone()),
-            ("partition.assignment.strategy", "cooperative-sticky".into()),
-            ("session.timeout.ms", session.as_millis().to_string()),
-            (
-                "heartbeat.interval.ms",
-                (session.as_millis() / 4).max(1).to_string(),
-            ),
-            ("enable.auto.commit", "false".into()),
-            ("enable.auto.offset.store", "false".into()),
-            ("auto.offset.reset", "earliest".into()),
-        ])
+    let mut client_config = live.client_config(&[
+        ("group.id", topic.clone()),
+        ("partition.assignment.strategy", "cooperative-sticky".into()),
+        ("session.timeout.ms", session.as_millis().to_string()),
+        (
+            "heartbeat.interval.ms",
+            (session.as_millis() / 4).max(1).to_string(),
+        ),
+        ("enable.auto.commit", "false".into()),
+        ("enable.auto.offset.store", "false".into()),
+        ("auto.offset.reset", "earliest".into()),
+        // Back in the group within a second of the cluster's return.
+        ("reconnect.backoff.max.ms", "1000".into()),
+    ]);
+    // After the user's properties: the identity is how the group tells
+    // one application and topology from another.
+    client_config.set("client.id", identity);
+    let consumer: BaseConsumer<MembershipContext> = client_config
         .create_with_context(context)
         .map_err(|source| LiveError::Client {
             client: "group membership consumer",
@@ -188,6 +337,10 @@ pub(crate) fn spawn(
                         last_error = text;
                     }
                 }
+                // Tasks the group assigns this instance whose earlier run
+                // returned (released while the cluster was away, then
+                // assigned again) start again here.
+                tasks.reconcile();
             }
             // Commit and stop every task before leaving, as a revocation
             // would; then leave, bounded, on a thread of its own.

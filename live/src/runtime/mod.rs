@@ -47,7 +47,7 @@ use super::client::{LiveClient, LiveConfig};
 use tasks::TaskSet;
 
 pub use error::RuntimeError;
-pub use membership::{membership_topic, GroupMembership};
+pub use membership::{group_identity, membership_topic, GroupMembership};
 pub use setup::{assemble_on, create_topics, TopicSetup};
 pub use task_loop::{wall_clock_ms, TaskRun};
 
@@ -214,6 +214,10 @@ pub enum TaskEndKind {
     Stopped,
     /// A newer owner's producer fenced it (X4): the task moved.
     Fenced,
+    /// The group took it away before it finished its final commit
+    /// ([`RuntimeError::Released`]): the task moved, and its next owner
+    /// resumes from the last commit. Not a failure.
+    Released(String),
     /// An error stopped it; the message names the record, tp or call.
     Failed(String),
 }
@@ -266,11 +270,29 @@ impl Runtime {
                     });
                 }
                 let all = assembly.task_ids();
+                let identity = group_identity(&app, &assembly);
+                let (live, group, ours) = (config.live.clone(), topic.clone(), identity.clone());
+                let theirs = tokio::task::spawn_blocking(move || {
+                    membership::foreign_members(&live, &group, &ours)
+                })
+                .await
+                .map_err(|error| RuntimeError::Membership {
+                    group: topic.clone(),
+                    reason: error.to_string(),
+                })??;
+                if !theirs.is_empty() {
+                    return Err(RuntimeError::GroupConflict {
+                        group: topic,
+                        ours: identity,
+                        theirs,
+                    });
+                }
                 membership::ensure_topic(&client, &topic, all.len()).await?;
                 Some(membership::spawn(
                     &config.live,
                     membership,
                     app.id(),
+                    &identity,
                     all,
                     Arc::clone(&tasks),
                     Arc::clone(&stop),

@@ -30,7 +30,7 @@ use super::super::client::{
 use super::super::error::{LiveError, TxnErrorClass};
 use super::exported::Exported;
 use super::tasks::StopFlags;
-use super::{RuntimeConfig, RuntimeError};
+use super::{Assignment, RuntimeConfig, RuntimeError};
 
 /// How many times a retriable transactional call is tried before the
 /// transaction is aborted instead.
@@ -92,6 +92,15 @@ pub(crate) struct TaskDriver {
 /// not end the task: its clients are dropped and it starts again from its
 /// committed checkpoint with fresh ones, after a pause that doubles with
 /// each restart that did not commit, until `max_restarts` in a row.
+///
+/// Under group membership (`Assignment::Group`) the group, not a count,
+/// decides how long a task keeps trying: transient failures restart it for
+/// as long as the instance holds it, however long the cluster is away; a
+/// fence while the instance still holds it restarts it too (its new
+/// producer fences whoever fenced it); and a task released by the group
+/// (its own stop flag) that cannot finish its final commit ends as
+/// [`RuntimeError::Released`], not as a failure: the next owner's fence
+/// settles its open transaction.
 pub(crate) fn run_task(
     app: &App,
     assembly: &Assembly,
@@ -99,6 +108,7 @@ pub(crate) fn run_task(
     config: RuntimeConfig,
     stop: &StopFlags,
 ) -> TaskRun {
+    let grouped = matches!(config.assignment, Assignment::Group(_));
     let mut exported = Exported::new(app.id(), &id);
     let mut metrics = TaskMetrics::default();
     let (mut restarts, mut in_a_row) = (0u32, 0u32);
@@ -118,7 +128,7 @@ pub(crate) fn run_task(
                     tracing::info!(app = app.id(), task = %id, "task stopped gracefully");
                     return ran(metrics, Ok(()), restarts);
                 };
-                if !error.is_transient() {
+                if !error.is_transient() && !error.is_fenced() {
                     driver.abort_quietly();
                 }
                 driver.abandon();
@@ -129,8 +139,25 @@ pub(crate) fn run_task(
         if ended.transactions_committed_total > 0 {
             in_a_row = 0;
         }
-        let gave_up = in_a_row >= config.max_restarts;
-        if !error.is_transient() || gave_up || stop.is_set() {
+        if let RuntimeError::Released { .. } = &error {
+            tracing::warn!(app = app.id(), task = %id, error = %error, "task released");
+            return ran(metrics, Err(error), restarts);
+        }
+        let movable = error.is_transient() || error.is_fenced();
+        if grouped && movable && stop.is_set() {
+            // Released by the group (or the instance leaving it) while the
+            // cluster was away, or fenced by the task's next owner: what
+            // was pending is the next owner's to redo.
+            tracing::warn!(app = app.id(), task = %id, error = %error, "task released without its final commit: its next owner's fence settles the open transaction");
+            let error = RuntimeError::Released {
+                task: id.clone(),
+                reason: error.to_string(),
+            };
+            return ran(metrics, Err(error), restarts);
+        }
+        let fenced_but_held = grouped && error.is_fenced();
+        let gave_up = !grouped && in_a_row >= config.max_restarts;
+        if !(error.is_transient() || fenced_but_held) || gave_up || stop.is_set() {
             let error = if error.is_transient() && gave_up {
                 RuntimeError::GaveUp {
                     task: id.clone(),
@@ -147,15 +174,26 @@ pub(crate) fn run_task(
         in_a_row += 1;
         exported.restarted(&ended);
         let pause = restart_pause(in_a_row);
-        tracing::warn!(
-            app = app.id(),
-            task = %id,
-            error = %error,
-            restart = restarts,
-            in_a_row,
-            pause_ms = pause.as_millis() as u64,
-            "task restarting from its committed checkpoint with fresh clients"
-        );
+        if fenced_but_held {
+            tracing::warn!(
+                app = app.id(),
+                task = %id,
+                error = %error,
+                restart = restarts,
+                pause_ms = pause.as_millis() as u64,
+                "task fenced while the group still assigns it to this instance: restarting it (its new producer fences whoever fenced it)"
+            );
+        } else {
+            tracing::warn!(
+                app = app.id(),
+                task = %id,
+                error = %error,
+                restart = restarts,
+                in_a_row,
+                pause_ms = pause.as_millis() as u64,
+                "task restarting from its committed checkpoint with fresh clients"
+            );
+        }
         if !sleep_unless_stopped(pause, stop) {
             tracing::info!(app = app.id(), task = %id, "task stopped gracefully while it waited to restart");
             return ran(metrics, Ok(()), restarts);
@@ -355,6 +393,16 @@ impl TaskDriver {
     fn run(&mut self, stop: &StopFlags, exported: &mut Exported) -> Exit {
         let mut last_progress = Instant::now();
         loop {
+            if stop.is_lost() {
+                // The group took the task away when this instance lost its
+                // session: another instance may run it already, and the
+                // cluster may be away. No final commit: the next owner's
+                // fence aborts the open transaction.
+                return Exit::Failed(RuntimeError::Released {
+                    task: self.id(),
+                    reason: "the group assignment was lost (the instance's session expired), so the task stopped without its final commit".into(),
+                });
+            }
             if stop.is_set() {
                 return match self.shut_down() {
                     Ok(()) => Exit::Stopped,

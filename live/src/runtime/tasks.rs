@@ -19,18 +19,33 @@ use super::{RuntimeConfig, RuntimeError, TaskEnd, TaskEndKind};
 pub(crate) struct StopFlags {
     instance: Arc<AtomicBool>,
     task: Arc<AtomicBool>,
+    /// Set with `task` when the group assignment was lost (the session
+    /// expired): the task stops without its final commit.
+    lost: Arc<AtomicBool>,
 }
 
 impl StopFlags {
     pub(crate) fn is_set(&self) -> bool {
         self.instance.load(Ordering::Relaxed) || self.task.load(Ordering::Relaxed)
     }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
 }
 
 struct Running {
     id: TaskId,
     stop: Arc<AtomicBool>,
+    lost: Arc<AtomicBool>,
     handle: JoinHandle<TaskRun>,
+}
+
+impl Running {
+    /// Running, and not told to stop.
+    fn is_live(&self) -> bool {
+        !self.handle.is_finished() && !self.stop.load(Ordering::Relaxed)
+    }
 }
 
 /// The instance's task threads, running and returned.
@@ -45,6 +60,12 @@ pub(crate) struct TaskSet {
     threads: Mutex<Vec<Running>>,
     /// What joined threads returned.
     joined: Mutex<Vec<TaskRun>>,
+    /// With group membership: the tasks the group assigns this instance
+    /// now, which [`TaskSet::reconcile`] keeps running.
+    owned: Mutex<Vec<TaskId>>,
+    /// Tasks that stopped on a real failure: never started again by
+    /// [`TaskSet::reconcile`] (the failure policy decides what follows).
+    failed: Arc<Mutex<Vec<TaskId>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -69,6 +90,64 @@ impl TaskSet {
             ended,
             threads: Mutex::new(Vec::new()),
             joined: Mutex::new(Vec::new()),
+            owned: Mutex::new(Vec::new()),
+            failed: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// With group membership: the group assigned `ids` to this instance;
+    /// each starts now, or, if an earlier run of it is still stopping, as
+    /// soon as that run returns ([`TaskSet::reconcile`]).
+    pub(crate) fn assign(&self, ids: &[TaskId]) {
+        {
+            let mut owned = lock(&self.owned);
+            for id in ids {
+                if !owned.contains(id) {
+                    owned.push(id.clone());
+                }
+            }
+        }
+        for id in ids {
+            if let Err(error) = self.start(id.clone()) {
+                tracing::error!(app = self.app.id(), task = %id, error = %error, "a task assigned to this instance could not start");
+            }
+        }
+    }
+
+    /// With group membership: starts every task the group assigns this
+    /// instance whose thread returned without a real failure (released by
+    /// an earlier rebalance and assigned again, or stopped while the
+    /// cluster was away). Called on every turn of the membership thread.
+    pub(crate) fn reconcile(&self) {
+        let owned = lock(&self.owned).clone();
+        let failed = lock(&self.failed).clone();
+        for id in owned {
+            if failed.contains(&id) {
+                continue;
+            }
+            let busy = lock(&self.threads)
+                .iter()
+                .any(|running| running.id == id && !running.handle.is_finished());
+            if busy {
+                continue;
+            }
+            tracing::info!(app = self.app.id(), task = %id, "starting a task the group assigns this instance, whose earlier run has returned");
+            if let Err(error) = self.start(id.clone()) {
+                tracing::error!(app = self.app.id(), task = %id, error = %error, "a task assigned to this instance could not start");
+            }
+        }
+    }
+
+    /// With group membership: the group's assignment was lost (this
+    /// instance's session expired, the cluster away): every task is told to
+    /// stop at once, without its final commit, and nothing is waited for.
+    /// The tasks the group assigns again start once their runs return.
+    pub(crate) fn lose_all(&self) {
+        lock(&self.owned).clear();
+        let threads = lock(&self.threads);
+        for running in threads.iter() {
+            running.lost.store(true, Ordering::Relaxed);
+            running.stop.store(true, Ordering::Relaxed);
         }
     }
 
@@ -80,23 +159,34 @@ impl TaskSet {
             return Ok(());
         }
         let mut threads = lock(&self.threads);
-        if let Some(index) = threads.iter().position(|running| running.id == id) {
-            if !threads[index].handle.is_finished() {
-                return Ok(());
-            }
-            let earlier = threads.remove(index);
+        // An earlier run still stopping (released, its final commit under
+        // way) must return first: reconcile starts the task after it.
+        if threads
+            .iter()
+            .any(|running| running.id == id && !running.handle.is_finished())
+        {
+            return Ok(());
+        }
+        let (finished, others): (Vec<Running>, Vec<Running>) = std::mem::take(&mut *threads)
+            .into_iter()
+            .partition(|running| running.id == id);
+        *threads = others;
+        for earlier in finished {
             lock(&self.joined).push(join(earlier));
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let lost = Arc::new(AtomicBool::new(false));
         let flags = StopFlags {
             instance: Arc::clone(&self.instance_stop),
             task: Arc::clone(&stop),
+            lost: Arc::clone(&lost),
         };
-        let (app, assembly, config, ended) = (
+        let (app, assembly, config, ended, failed) = (
             Arc::clone(&self.app),
             Arc::clone(&self.assembly),
             self.config.clone(),
             Arc::clone(&self.ended),
+            Arc::clone(&self.failed),
         );
         let task = id.clone();
         let handle = std::thread::Builder::new()
@@ -106,7 +196,11 @@ impl TaskSet {
                 let how = match &run.outcome {
                     Ok(()) => TaskEndKind::Stopped,
                     Err(error) if error.is_fenced() => TaskEndKind::Fenced,
-                    Err(error) => TaskEndKind::Failed(error.to_string()),
+                    Err(error) if error.is_released() => TaskEndKind::Released(error.to_string()),
+                    Err(error) => {
+                        lock(&failed).push(run.task.clone());
+                        TaskEndKind::Failed(error.to_string())
+                    }
                 };
                 lock(&ended).push(TaskEnd {
                     task: run.task.clone(),
@@ -118,7 +212,12 @@ impl TaskSet {
                 task: id.clone(),
                 reason: format!("the task's thread could not start: {error}"),
             })?;
-        threads.push(Running { id, stop, handle });
+        threads.push(Running {
+            id,
+            stop,
+            lost,
+            handle,
+        });
         Ok(())
     }
 
@@ -127,6 +226,7 @@ impl TaskSet {
     /// their last commit. One still running then is left to finish: the
     /// next owner's producer fences it (X4).
     pub(crate) fn release(&self, ids: &[TaskId], patience: Duration) {
+        lock(&self.owned).retain(|owned| !ids.contains(owned));
         let released: Vec<Running> = {
             let mut threads = lock(&self.threads);
             let (released, kept) = std::mem::take(&mut *threads)
@@ -156,7 +256,7 @@ impl TaskSet {
     pub(crate) fn running(&self) -> Vec<TaskId> {
         lock(&self.threads)
             .iter()
-            .filter(|running| !running.handle.is_finished())
+            .filter(|running| running.is_live())
             .map(|running| running.id.clone())
             .collect()
     }
