@@ -297,21 +297,30 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
                 let Some(&seed) = seeds.get(index) else {
                     break;
                 };
+                // A run turns its own panics into violations; one that
+                // escapes still fails only its seed, never the whole run.
                 let run = std::panic::AssertUnwindSafe(|| setup.run_seed(seed));
-                let outcome = std::panic::catch_unwind(run).unwrap_or_else(|panic| {
-                    // The replay command is printed once it has panicked again.
-                    let again = std::panic::AssertUnwindSafe(|| setup.run_seed(seed));
-                    if std::panic::catch_unwind(again).is_err() {
-                        let replay = setup.command(&format!("replay {} --seed {seed}", setup.path));
-                        eprintln!("seed {seed} panicked; replay it with: {replay}");
-                    }
-                    std::panic::resume_unwind(panic)
+                let outcome = std::panic::catch_unwind(run).map_err(|panic| {
+                    let message = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    Violation::new(
+                        Invariant::I8,
+                        0,
+                        format!("{}: seed {seed}: {message}", crate::sim::stops::PANICKED),
+                    )
                 });
+                let (stats, violations) = match outcome {
+                    Ok(outcome) => (outcome.stats, outcome.violations),
+                    Err(violation) => (Stats::default(), vec![violation]),
+                };
                 let result = SeedResult {
                     index,
                     seed,
-                    stats: outcome.stats,
-                    violations: outcome.violations,
+                    stats,
+                    violations,
                 };
                 if sender.send(result).is_err() {
                     break;
@@ -593,6 +602,14 @@ fn shrink(registry: &Registry, args: ShrinkArgs) -> Result<bool, CliError> {
         );
         return Ok(false);
     };
+    if !failure.reproduces() {
+        println!(
+            "seed {} failed, but not again when replayed from its tape ({}): no tape written",
+            args.seed,
+            report::not_reproduced(&failure)
+        );
+        return Ok(true);
+    }
     if let Some(path) = &args.tape_out {
         // A tape reads zeros past its end, so trailing zeros can go.
         let tape = tape::trimmed(&failure.shrunk.tape);

@@ -10,6 +10,7 @@
 pub mod checker;
 pub mod choice;
 pub mod property;
+pub mod purity;
 pub mod registry;
 pub mod report;
 pub mod run;
@@ -19,6 +20,7 @@ pub mod scenario;
 pub mod settings;
 pub mod shrink;
 pub mod simulation;
+pub mod stops;
 pub mod tape;
 pub mod timeline;
 pub mod trace;
@@ -33,4 +35,6 @@ pub use runner::Summary;
 #[cfg(feature = "scenario-files")]
 pub use scenario::Scenario;
 pub use settings::{Budget, ClockConfig, FaultRates, Settings, StepRange, Workload};
-pub use simulation::{Draw, Input, Regressions, Simulation, SimulationBuilder, SimulationError};
+pub use simulation::{
+    Draw, Input, Regressions, Simulation, SimulationBuilder, SimulationError, Stop,
+};

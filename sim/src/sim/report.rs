@@ -7,8 +7,9 @@ use parsley::Tp;
 
 use crate::sim::checker::{Invariant, Related, Relation, Violation};
 use crate::sim::run::RunOutcome;
-use crate::sim::shrink::shrink;
+use crate::sim::shrink::try_shrink;
 use crate::sim::simulation::Simulation;
+use crate::sim::stops::{has_cause, Cause};
 use crate::sim::trace::{Entry, Event, TxnRef};
 
 /// A failing run and its shrunk counterexample.
@@ -23,30 +24,63 @@ pub struct Failure {
     pub attempts: usize,
 }
 
-/// Shrinks a failing run's tape while the same invariant still fails
-/// (planting the simulation's bug on this thread). Returns `None` when the
-/// run did not fail.
+/// Shrinks a failing run's tape while the same invariant, with the same
+/// cause ([`Cause`]), still fails (planting the simulation's bug on this
+/// thread). Returns `None` when the run did not fail.
+///
+/// Never panics: when the original tape does not fail again, nothing is
+/// shrunk and `shrunk` is that passing replay; when the shrunk tape, replayed
+/// once more, does not fail, `shrunk` is that replay. Either way
+/// [`Failure::reproduces`] is false and a report must fall back on the
+/// original run.
 pub fn shrink_failure(
     simulation: &Simulation,
     original: RunOutcome,
     attempts_max: usize,
 ) -> Option<Failure> {
-    let invariant = original.violations.first()?.invariant;
+    let first = original.violations.first()?;
+    let invariant = first.invariant;
+    let cause = Cause::of(first);
+    // The original tape must fail again before anything is shrunk.
+    let replay = simulation.run_tape(&original.tape);
+    if !has_cause(&replay.violations, &cause) {
+        return Some(Failure {
+            original,
+            shrunk: replay,
+            invariant,
+            attempts: 0,
+        });
+    }
+    let mut checked = false;
     let fails = |tape: &[u8]| {
-        simulation
-            .run_tape(tape)
-            .violations
-            .iter()
-            .any(|violation| violation.invariant == invariant)
+        if !checked {
+            checked = true;
+            return true;
+        }
+        has_cause(&simulation.run_tape(tape).violations, &cause)
     };
-    let outcome = shrink(&original.tape, fails, attempts_max);
-    let shrunk = simulation.run_tape(&outcome.tape);
+    let (tape, attempts) = match try_shrink(&original.tape, fails, attempts_max) {
+        Some(outcome) => (outcome.tape, outcome.attempts),
+        None => (original.tape.clone(), 0),
+    };
+    let shrunk = simulation.run_tape(&tape);
     Some(Failure {
         original,
         shrunk,
         invariant,
-        attempts: outcome.attempts,
+        attempts,
     })
+}
+
+impl Failure {
+    /// Whether the shrunk run, replayed from its tape, fails with the
+    /// original's first cause: only then may its tape be reported or kept.
+    pub fn reproduces(&self) -> bool {
+        self.original
+            .violations
+            .first()
+            .is_some_and(|first| has_cause(&self.shrunk.violations, &Cause::of(first)))
+    }
 }
 
 /// Choices that are not the default (zero) one: what a counterexample needs.
@@ -266,6 +300,50 @@ fn concerning(trace: &[Entry], violation: &Violation) -> Vec<(usize, String)> {
     found
 }
 
+/// What a replay that did not reproduce a failure found instead.
+pub fn not_reproduced(failure: &Failure) -> String {
+    match failure.shrunk.violations.first() {
+        None => "the replay passed".to_string(),
+        Some(violation) => format!("the replay failed otherwise: {violation}"),
+    }
+}
+
+/// Violations listed a few per cause and task's stage, then a count of the
+/// rest of that group: one cause repeated a hundred times takes a few lines.
+pub fn grouped(violations: &[Violation], per_group: usize) -> String {
+    /// A cause and the stage of the task it broke on.
+    type Group = (Cause, Option<String>);
+    let mut groups: Vec<(Group, Vec<&Violation>)> = Vec::new();
+    for violation in violations {
+        let key = (
+            Cause::of(violation),
+            violation.task.as_ref().map(|task| task.stage.to_string()),
+        );
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(violation),
+            None => groups.push((key, vec![violation])),
+        }
+    }
+    let mut out = String::new();
+    for ((cause, stage), members) in &groups {
+        for violation in members.iter().take(per_group) {
+            let _ = writeln!(out, "  {violation}");
+        }
+        if members.len() > per_group {
+            let on = stage
+                .as_ref()
+                .map(|stage| format!(" on stage {stage}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  … and {} more of {cause}{on}",
+                members.len() - per_group
+            );
+        }
+    }
+    out
+}
+
 /// The report of a failure: seed, invariant, violations, the shrunk story
 /// and the commands that reproduce it. `replays` are printed as given, a
 /// label and a command each: the caller checks that they do reproduce the
@@ -281,27 +359,33 @@ pub fn render(scenario_path: &str, failure: &Failure, replays: &[(&str, String)]
         "FAILED: seed {seed} of {scenario_path} violates {}",
         failure.invariant
     );
-    for violation in failure.original.violations.iter().take(5) {
-        let _ = writeln!(out, "  {violation}");
+    out.push_str(&grouped(&failure.original.violations, 3));
+    if !failure.reproduces() {
+        let _ = writeln!(
+            out,
+            "\nThe failure did not reproduce when its tape was replayed ({}), so no shrunk \
+             tape is shown; what happened in the run as it failed:",
+            not_reproduced(failure)
+        );
+        out.push_str(&story(&failure.original, STORY_EVENTS));
+    } else {
+        let _ = writeln!(
+            out,
+            "\nShrunk in {} attempts from {} to {} non-zero choices ({} trace events); it violates:",
+            failure.attempts,
+            nonzero_words(&failure.original.tape),
+            nonzero_words(&failure.shrunk.tape),
+            failure.shrunk.trace.len()
+        );
+        out.push_str(&grouped(&failure.shrunk.violations, 2));
+        let _ = writeln!(out, "\nWhat happened (shrunk):");
+        let violation = failure
+            .shrunk
+            .violations
+            .iter()
+            .find(|violation| violation.invariant == failure.invariant);
+        out.push_str(&story_of(&failure.shrunk.trace, violation, STORY_EVENTS));
     }
-    let _ = writeln!(
-        out,
-        "\nShrunk in {} attempts from {} to {} non-zero choices ({} trace events); it violates:",
-        failure.attempts,
-        nonzero_words(&failure.original.tape),
-        nonzero_words(&failure.shrunk.tape),
-        failure.shrunk.trace.len()
-    );
-    for violation in failure.shrunk.violations.iter().take(3) {
-        let _ = writeln!(out, "  {violation}");
-    }
-    let _ = writeln!(out, "\nWhat happened (shrunk):");
-    let violation = failure
-        .shrunk
-        .violations
-        .iter()
-        .find(|violation| violation.invariant == failure.invariant);
-    out.push_str(&story_of(&failure.shrunk.trace, violation, STORY_EVENTS));
     if !replays.is_empty() {
         out.push('\n');
     }

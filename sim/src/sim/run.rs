@@ -2,16 +2,18 @@
 //! faults and inputs off, then the checker over the trace and the logs, and
 //! the user's properties over what was committed.
 
-use std::hash::{Hash, Hasher};
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::model::Cluster;
 use crate::sim::checker::{check, CheckInput, Invariant, Violation};
 use crate::sim::choice::Choices;
 use crate::sim::property::Committed;
+use crate::sim::purity::fingerprint;
 use crate::sim::simulation::Simulation;
+use crate::sim::stops::{self, PANICKED};
 use crate::sim::trace::Entry;
 use crate::sim::world::{Stats, World};
-use rustc_hash::FxHasher;
 
 /// Everything a run produced.
 pub struct RunOutcome {
@@ -31,7 +33,8 @@ pub struct RunOutcome {
     /// Whether this run reached each of the simulation's "sometimes" marks,
     /// in the order of [`Simulation::sometimes_names`].
     pub reached: Vec<bool>,
-    /// A hash of the whole trace, to compare runs byte for byte (I9).
+    /// A hash of the whole trace and of every record the run wrote, values
+    /// included, to compare runs byte for byte (I9).
     pub trace_hash: u64,
     /// The model as the run left it: the logs that reports read stamps from.
     pub cluster: Cluster,
@@ -45,27 +48,99 @@ pub fn run_seed(simulation: &Simulation, seed: u64) -> RunOutcome {
     outcome
 }
 
-/// Runs `simulation` with the given choice source.
+/// Runs `simulation` with the given choice source, on an application of its
+/// own when the simulation has a factory ([`Simulation::builder_fn`]).
+///
+/// A run never panics: a panic of the harness, of an input generator or of
+/// a property ends the run with a violation that says so (the logic's own
+/// panics stop its task, X5), and every task that stops unexpectedly or is
+/// refused its start is a violation too ([`crate::sim::stops`]).
 pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
     let budget = simulation.settings().budget;
     // A step draws about three words; regrowing the tape by doubling cost
     // more than drawing them.
     choices.reserve_words(budget.safety_steps.min(1 << 20) as usize * 3);
-    let mut world = World::new(simulation, &mut choices);
-    for _ in 0..budget.safety_steps {
-        world.step(&mut choices);
-    }
-    let quiesced = world.run_liveness(&mut choices);
-    let mut violations = check(&CheckInput {
-        app: simulation.app(),
-        assembly: &world.assembly,
-        cluster: &world.cluster,
-        trace: &world.trace,
-        quiesced,
-        liveness_steps: budget.liveness_steps,
-    });
+    let app = simulation.fresh_app();
+    let mut world: Option<World> = None;
+    let phases = catch_unwind(AssertUnwindSafe(|| {
+        let world = world.insert(World::with_app(simulation, app, &mut choices));
+        for _ in 0..budget.safety_steps {
+            world.step(&mut choices);
+        }
+        world.run_liveness(&mut choices)
+    }));
+    let mut world = match world {
+        Some(world) => world,
+        // The world could not even be built: nothing happened.
+        None => {
+            let panic = phases
+                .err()
+                .map_or_else(String::new, |p| panic_message(&*p));
+            let violation = Violation::new(
+                Invariant::I8,
+                0,
+                format!("{PANICKED} while setting up the world: {panic}"),
+            );
+            return RunOutcome {
+                seed: None,
+                tape: choices.into_tape(),
+                trace: Vec::new(),
+                stats: Stats::default(),
+                quiesced: false,
+                violations: vec![violation],
+                reached: vec![false; simulation.sometimes().len()],
+                trace_hash: 0,
+                cluster: Cluster::default(),
+            };
+        }
+    };
+    let last_step = world.trace.last().map_or(0, |entry| entry.step);
+    let (quiesced, mut violations) = match phases {
+        Ok(quiesced) => {
+            // The checker replays the logic on an application of its own, so
+            // that what a run left in captured state does not leak into it.
+            let checked_app = if simulation.app_per_run() {
+                simulation.fresh_app()
+            } else {
+                world.app.clone()
+            };
+            let checked = catch_unwind(AssertUnwindSafe(|| {
+                check(&CheckInput {
+                    app: &checked_app,
+                    assembly: &world.assembly,
+                    cluster: &world.cluster,
+                    trace: &world.trace,
+                    quiesced,
+                    liveness_steps: budget.liveness_steps,
+                })
+            }));
+            let violations = checked.unwrap_or_else(|panic| {
+                vec![Violation::new(
+                    Invariant::I8,
+                    last_step,
+                    format!("{PANICKED} in the checker: {}", panic_message(&*panic)),
+                )]
+            });
+            (quiesced, violations)
+        }
+        Err(panic) => {
+            let violation = Violation::new(
+                Invariant::I8,
+                last_step,
+                format!(
+                    "{PANICKED} at step {last_step} (after {} events): {}",
+                    world.trace.len(),
+                    panic_message(&*panic)
+                ),
+            );
+            (false, vec![violation])
+        }
+    };
+    let mut stopped = stops::judge(&world);
+    violations.append(&mut stopped);
+    violations.sort_by_key(|violation| violation.step);
     let committed = Committed {
-        app: simulation.app(),
+        app: &world.app,
         cluster: &world.cluster,
         hosts: world.final_hosts(),
         stats: &world.stats,
@@ -73,9 +148,10 @@ pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
     };
     // A property's verdict is about the end of the run: it is dated at the
     // last step.
-    let last_step = world.trace.last().map_or(0, |entry| entry.step);
     for (index, property) in simulation.properties().iter().enumerate() {
-        if let Err(error) = (property.check)(&committed) {
+        let verdict = catch_unwind(AssertUnwindSafe(|| (property.check)(&committed)))
+            .unwrap_or_else(|panic| Err(format!("it panicked: {}", panic_message(&*panic)).into()));
+        if let Err(error) = verdict {
             violations.push(Violation::new(
                 Invariant::Property(index as u16),
                 last_step,
@@ -85,7 +161,9 @@ pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
     }
     let mut reached = Vec::with_capacity(simulation.sometimes().len());
     for (index, mark) in simulation.sometimes().iter().enumerate() {
-        match (mark.reached)(&committed) {
+        let verdict = catch_unwind(AssertUnwindSafe(|| (mark.reached)(&committed)))
+            .unwrap_or_else(|panic| Err(format!("it panicked: {}", panic_message(&*panic)).into()));
+        match verdict {
             Ok(yes) => reached.push(yes),
             Err(error) => {
                 reached.push(false);
@@ -97,17 +175,27 @@ pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
             }
         }
     }
-    let mut hasher = FxHasher::default();
-    world.trace.hash(&mut hasher);
+    drop(committed);
+    let trace_hash = fingerprint(&world.trace, &world.cluster);
+    let trace = std::mem::take(&mut world.trace);
     RunOutcome {
         seed: None,
         tape: choices.into_tape(),
-        trace: world.trace,
+        trace,
         stats: world.stats,
         quiesced,
         violations,
         reached,
-        trace_hash: hasher.finish(),
+        trace_hash,
         cluster: world.cluster,
     }
+}
+
+/// A panic's message, as `panic!` formatted it.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|text| text.to_string()))
+        .unwrap_or_else(|| "(a panic without a message)".to_string())
 }

@@ -22,15 +22,33 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::sim::checker::Invariant;
+use crate::sim::purity::divergence;
 use crate::sim::report;
 use crate::sim::run::RunOutcome;
 use crate::sim::simulation::{Regressions, Simulation};
+use crate::sim::stops::{Cause, IMPURE};
 use crate::sim::tape;
 use crate::sim::timeline::{render_html, stamps_in};
 use crate::sim::world::Stats;
 
 /// Shrink attempts before a failure is reported.
 const SHRINK_ATTEMPTS: usize = 500;
+
+/// One seed in this many (by index) runs twice even when it passes, to
+/// check that runs are deterministic and the logic pure (I9, S4).
+const PURITY_SAMPLE: u64 = 16;
+
+/// Added to a seed to pick the run that disturbs shared state before the
+/// seed runs again.
+const DISTURBING_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// How many times a replay on a shared application is repeated to
+/// look for impure logic.
+const REPLAY_ROUNDS: u64 = 12;
+
+/// How many violations of one cause on one stage a report lists.
+const LISTED_PER_CAUSE: usize = 3;
 
 /// What [`Simulation::check_seeds`] found.
 #[derive(Debug)]
@@ -184,7 +202,18 @@ impl Simulation {
                         {
                             break;
                         }
-                        let outcome = self.run_seed(seeds[index as usize]);
+                        let seed = seeds[index as usize];
+                        let mut outcome = self.run_seed(seed);
+                        // I9 and S4: a failing seed, and a sample of the
+                        // passing ones, must run the same way twice.
+                        if !outcome.violations.is_empty() || index % PURITY_SAMPLE == 0 {
+                            self.disturb(seed);
+                            let again = self.run_seed(seed);
+                            let what = format!("seed {seed}");
+                            if let Some(violation) = divergence(&what, &outcome, &again) {
+                                outcome.violations.insert(0, violation);
+                            }
+                        }
                         stats.add(&outcome.stats);
                         for (count, yes) in reached.iter_mut().zip(&outcome.reached) {
                             *count += u64::from(*yes);
@@ -225,17 +254,76 @@ impl Simulation {
         summary
     }
 
+    /// Before a run is repeated to check that it is deterministic: on a
+    /// shared application ([`Simulation::builder`]), runs another seed, so
+    /// that state the logic keeps outside Parsley is not where the first
+    /// run found it and shows up as a difference between the two runs.
+    fn disturb(&self, seed: u64) {
+        if !self.app_per_run() {
+            let _ = self.run_seed(seed.wrapping_add(DISTURBING_SEED));
+        }
+    }
+
     /// Shrinks a failing run, writes its timeline and regression line, and
-    /// returns the report a test panics with.
+    /// returns the report a test panics with. A tape is reported and kept
+    /// only once it has failed again, with the same cause, when replayed;
+    /// otherwise the run is reported as it failed, with its seed, what did
+    /// not reproduce, and no tape. Logic found impure (S4) is not shrunk.
     fn write_up(&self, outcome: RunOutcome, context: Option<&Context>, what: &str) -> String {
         self.plant();
         let seed = outcome.seed;
+        let Some(first) = outcome.violations.first() else {
+            return format!("{}: {what} passed", self.name());
+        };
+        let cause = Cause::of(first);
+        let mut out = String::new();
+        let _ = writeln!(out, "{}: {what} fails {cause}", self.name());
+        out.push_str(&report::grouped(&outcome.violations, LISTED_PER_CAUSE));
+        if cause == Cause::Harness(IMPURE) {
+            let _ = writeln!(
+                out,
+                "\nA run of impure logic cannot be shrunk or kept as a tape: make the logic a \
+                 pure function of its state and record (no state captured outside Parsley), or \
+                 build the simulation with Simulation::builder_fn so that each run gets its own \
+                 application.\n\nWhat happened (the first run):"
+            );
+            out.push_str(&report::story(&outcome, 40));
+            self.replay_lines(&mut out, context, seed, None);
+            if let Some(context) = context {
+                if let Some(path) = write_timeline(self, &outcome, context.caller, seed) {
+                    let _ = writeln!(out, "Timeline of the run: {}", path.display());
+                }
+            }
+            return out;
+        }
         let failure = report::shrink_failure(self, outcome, SHRINK_ATTEMPTS)
             .expect("only failing runs are written up");
-        let mut out = String::new();
-        let _ = writeln!(out, "{}: {what} fails {}", self.name(), failure.invariant);
-        for violation in failure.original.violations.iter().take(5) {
-            let _ = writeln!(out, "  {violation}");
+        if !failure.reproduces() {
+            // The same choices gave another run: the logic is not pure.
+            let mut out = String::new();
+            let _ = writeln!(out, "{}: {what} fails {IMPURE}", self.name());
+            let _ = writeln!(
+                out,
+                "  {}: {what} failed with {cause}, but not again when its choices were \
+                 replayed ({}): the run depends on something besides its choices, such as \
+                 state the logic keeps outside Parsley (docs/RULES.md#s4). No tape is shown \
+                 or kept. As it failed:",
+                IMPURE,
+                report::not_reproduced(&failure)
+            );
+            out.push_str(&report::grouped(
+                &failure.original.violations,
+                LISTED_PER_CAUSE,
+            ));
+            let _ = writeln!(out, "\nWhat happened (as it failed):");
+            out.push_str(&report::story(&failure.original, 40));
+            self.replay_lines(&mut out, context, seed, None);
+            if let Some(context) = context {
+                if let Some(path) = write_timeline(self, &failure.original, context.caller, seed) {
+                    let _ = writeln!(out, "Timeline of the run: {}", path.display());
+                }
+            }
+            return out;
         }
         let _ = writeln!(
             out,
@@ -244,33 +332,21 @@ impl Simulation {
             report::nonzero_words(&failure.original.tape),
             report::nonzero_words(&failure.shrunk.tape),
         );
-        for violation in failure.shrunk.violations.iter().take(3) {
-            let _ = writeln!(out, "  {violation}");
+        out.push_str(&report::grouped(&failure.shrunk.violations, 2));
+        if matches!(cause, Cause::Rule(Invariant::I6 | Invariant::I7)) {
+            let _ = writeln!(
+                out,
+                "\nThe committed state or output differs from what the stage's logic gives when \
+                 the checker calls it again on the same state and record: either Parsley broke \
+                 {cause}, or the logic is not a pure function of them (S4), e.g. it keeps state \
+                 outside Parsley that tasks, calls or runs share (docs/RULES.md#s4)."
+            );
         }
         let _ = writeln!(out, "\nWhat happened (shrunk):");
         out.push_str(&report::story(&failure.shrunk, 40));
         let hex = tape::to_hex(tape::trimmed(&failure.shrunk.tape));
+        self.replay_lines(&mut out, context, seed, Some(&hex));
         if let Some(context) = context {
-            let filter = context
-                .caller
-                .test
-                .as_deref()
-                .map(|test| format!(" -- {test} --exact"))
-                .unwrap_or_default();
-            let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "PACKAGE".into());
-            let target =
-                test_target().map_or_else(String::new, |target| format!(" --test {target}"));
-            let _ = writeln!(out, "\nReplay:");
-            if let Some(seed) = seed {
-                let _ = writeln!(
-                    out,
-                    "  PARSLEY_SIM_REPLAY=seed={seed} cargo test -p {package}{target}{filter}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "  PARSLEY_SIM_REPLAY=tape={hex} cargo test -p {package}{target}{filter}"
-            );
             if let Some(path) = write_timeline(self, &failure.shrunk, context.caller, seed) {
                 let _ = writeln!(out, "Timeline of the shrunk run: {}", path.display());
             }
@@ -294,6 +370,44 @@ impl Simulation {
             }
         }
         out
+    }
+
+    /// The lines that replay a failure from `cargo test`: its seed, and its
+    /// (shrunk) tape when it has one that reproduces it.
+    fn replay_lines(
+        &self,
+        out: &mut String,
+        context: Option<&Context>,
+        seed: Option<u64>,
+        hex: Option<&str>,
+    ) {
+        let Some(context) = context else {
+            if let Some(seed) = seed {
+                let _ = writeln!(out, "\nReplay: run seed {seed} (Simulation::run_seed)");
+            }
+            return;
+        };
+        let filter = context
+            .caller
+            .test
+            .as_deref()
+            .map(|test| format!(" -- {test} --exact"))
+            .unwrap_or_default();
+        let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "PACKAGE".into());
+        let target = test_target().map_or_else(String::new, |target| format!(" --test {target}"));
+        let _ = writeln!(out, "\nReplay:");
+        if let Some(seed) = seed {
+            let _ = writeln!(
+                out,
+                "  PARSLEY_SIM_REPLAY=seed={seed} cargo test -p {package}{target}{filter}"
+            );
+        }
+        if let Some(hex) = hex {
+            let _ = writeln!(
+                out,
+                "  PARSLEY_SIM_REPLAY=tape={hex} cargo test -p {package}{target}{filter}"
+            );
+        }
     }
 
     /// Runs `data` as a choice tape and panics, listing every violation, if
@@ -332,6 +446,24 @@ impl Simulation {
             },
             _ => panic!("PARSLEY_SIM_REPLAY={replay:?}: expected seed=N or tape=HEX"),
         };
+        // The same choices must give the same run (I9, S4).
+        // On a shared application the run is repeated a few more times:
+        // state kept outside Parsley may need many calls to show (a fold
+        // wrong once in a thousand calls).
+        let mut outcome = outcome;
+        let rounds = if !self.app_per_run() {
+            REPLAY_ROUNDS
+        } else {
+            1
+        };
+        for round in 0..rounds {
+            self.disturb(outcome.seed.unwrap_or(0).wrapping_add(round));
+            let again = self.run_tape(&outcome.tape);
+            if let Some(violation) = divergence(replay, &outcome, &again) {
+                outcome.violations.insert(0, violation);
+                break;
+            }
+        }
         eprintln!(
             "{}: replaying {replay}\n{}",
             self.name(),
@@ -346,9 +478,7 @@ impl Simulation {
         };
         if !outcome.violations.is_empty() {
             let mut out = format!("{}: the replayed run fails\n", self.name());
-            for violation in &outcome.violations {
-                let _ = writeln!(out, "  {violation}");
-            }
+            out.push_str(&report::grouped(&outcome.violations, LISTED_PER_CAUSE));
             if let Some(path) = write_timeline(self, &outcome, caller, outcome.seed) {
                 let _ = writeln!(out, "Timeline: {}", path.display());
             }
@@ -399,16 +529,26 @@ fn source_file(file: &str) -> Option<PathBuf> {
 }
 
 /// `tests/diamond.rs` keeps its failing tapes in
-/// `tests/sim-regressions/diamond.txt`.
+/// `tests/sim-regressions/diamond.txt`. A check called from outside a
+/// `tests` directory (a unit test in `src/`, an example) keeps them in the
+/// crate's `tests/sim-regressions/`, named after its file: never in `src/`.
 fn regressions_file(file: &str) -> Option<PathBuf> {
     let source = source_file(file)?;
     let stem = source.file_stem()?.to_str()?.to_string();
-    Some(
-        source
-            .parent()?
-            .join("sim-regressions")
-            .join(format!("{stem}.txt")),
-    )
+    let name = format!("{stem}.txt");
+    let parent = source.parent()?;
+    if parent.file_name().is_some_and(|dir| dir == "tests") {
+        return Some(parent.join("sim-regressions").join(name));
+    }
+    let root = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            source
+                .ancestors()
+                .find(|dir| dir.join("Cargo.toml").exists())
+                .map(Path::to_path_buf)
+        })?;
+    Some(root.join("tests").join("sim-regressions").join(name))
 }
 
 /// The tapes kept for `test` (lines `<test> <hex tape>`; `#` comments).

@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parsley::mutation::Mutation;
-use parsley::{App, RecordCodecError, Topic, TopicName, TopicRef};
+use parsley::{App, RecordCodecError, Topic, TopicName, TopicRef, Tp};
 
 use crate::sim::choice::Choices;
 use crate::sim::property::{Committed, PropertyResult};
@@ -202,6 +202,29 @@ pub(crate) struct Property {
     pub(crate) check: Check,
 }
 
+/// Builds the application a run simulates: called once per run, so that
+/// state the logic captures starts afresh in every seed.
+pub(crate) type AppFactory = Arc<dyn Fn() -> App + Send + Sync>;
+
+/// A task stop that [`SimulationBuilder::expect_stop`] is asked about: which
+/// task stopped, on which record, and why.
+#[derive(Clone, Copy, Debug)]
+pub struct Stop<'a> {
+    /// The stage of the task.
+    pub stage: &'a str,
+    /// The task's partition.
+    pub partition: u32,
+    /// The record the task stopped on (`-`@0 when the error names none).
+    pub tp: &'a Tp,
+    /// Its offset.
+    pub offset: u64,
+    /// The task's error, as it prints.
+    pub error: &'a str,
+}
+
+/// A predicate over task stops that a simulation expects.
+pub(crate) type ExpectedStop = Arc<dyn Fn(&Stop<'_>) -> bool + Send + Sync>;
+
 /// A user "sometimes" mark, named.
 pub(crate) struct Sometimes {
     pub(crate) name: String,
@@ -310,6 +333,8 @@ struct DeclaredInput {
 pub struct SimulationBuilder {
     name: String,
     app: App,
+    factory: Option<AppFactory>,
+    expected_stops: Vec<(String, ExpectedStop)>,
     inputs: Vec<DeclaredInput>,
     settings: Settings,
     seeds: SeedRange,
@@ -461,6 +486,20 @@ impl SimulationBuilder {
         self
     }
 
+    /// A task stop this simulation expects, besides those the simulation
+    /// itself causes (a record of an [`Input::rejected`] generator, which
+    /// the logic-error fault produces, and what it caused downstream): a
+    /// stop for which `expected` returns true is not a violation. Every
+    /// other stop is: the checker names the task, the record and the error.
+    /// `name` says why the stop is expected, for the reader of the test.
+    pub fn expect_stop<F>(mut self, name: impl Into<String>, expected: F) -> Self
+    where
+        F: Fn(&Stop<'_>) -> bool + Send + Sync + 'static,
+    {
+        self.expected_stops.push((name.into(), Arc::new(expected)));
+        self
+    }
+
     /// Where failing tapes are kept and replayed from ([`Regressions`]).
     pub fn regressions(mut self, regressions: Regressions) -> Self {
         self.regressions = regressions;
@@ -608,6 +647,8 @@ impl SimulationBuilder {
             inner: Arc::new(Inner {
                 name: self.name,
                 app: self.app,
+                factory: self.factory,
+                expected_stops: self.expected_stops,
                 inputs,
                 settings: self.settings,
                 seeds: self.seeds,
@@ -720,6 +761,8 @@ fn check_settings(settings: &Settings) -> Result<(), SimulationError> {
 struct Inner {
     name: String,
     app: App,
+    factory: Option<AppFactory>,
+    expected_stops: Vec<(String, ExpectedStop)>,
     inputs: Vec<ErasedInput>,
     settings: Settings,
     seeds: SeedRange,
@@ -748,10 +791,19 @@ impl fmt::Debug for Simulation {
 
 impl Simulation {
     /// Starts a simulation of `app` with the default knobs ([`Settings`]).
+    ///
+    /// Every seed, thread and shrink attempt runs this one `app`: state its
+    /// logic captures (a counter, a dedupe set, a buffer behind a mutex)
+    /// outlives a run and makes seeds depend on each other, which S4
+    /// forbids. [`Simulation::check`] runs seeds twice to catch that and
+    /// reports it as "logic is not a pure function". To give every run its
+    /// own copy of such state, build with [`Simulation::builder_fn`].
     pub fn builder(app: App) -> SimulationBuilder {
         SimulationBuilder {
             name: app.id().to_string(),
             app,
+            factory: None,
+            expected_stops: Vec::new(),
             inputs: Vec::new(),
             settings: Settings::default(),
             seeds: SeedRange {
@@ -763,6 +815,37 @@ impl Simulation {
             mutation: None,
             regressions: Regressions::default(),
         }
+    }
+
+    /// Starts a simulation of the application `app` builds, with the
+    /// default knobs ([`Settings`]): `app` is called once to check the
+    /// inputs against, then once per run (every seed, every replay and every
+    /// shrink attempt), and the checker replays the logic on a copy of its
+    /// own. State the closures capture therefore starts afresh in every run,
+    /// and seeds stay independent even when the logic keeps state it should
+    /// not (S4); such a run then fails on its own, reproducibly.
+    pub fn builder_fn<F>(app: F) -> SimulationBuilder
+    where
+        F: Fn() -> App + Send + Sync + 'static,
+    {
+        let mut builder = Simulation::builder(app());
+        builder.factory = Some(Arc::new(app));
+        builder
+    }
+
+    /// The application one run simulates: a fresh one from the factory of
+    /// [`Simulation::builder_fn`], otherwise the one shared application.
+    pub fn fresh_app(&self) -> App {
+        match &self.inner.factory {
+            Some(factory) => factory(),
+            None => self.inner.app.clone(),
+        }
+    }
+
+    /// Whether every run gets an application of its own
+    /// ([`Simulation::builder_fn`]).
+    pub fn app_per_run(&self) -> bool {
+        self.inner.factory.is_some()
     }
 
     /// The simulation's name in reports.
@@ -823,6 +906,10 @@ impl Simulation {
 
     pub(crate) fn regressions(&self) -> &Regressions {
         &self.inner.regressions
+    }
+
+    pub(crate) fn expected_stops(&self) -> &[(String, ExpectedStop)] {
+        &self.inner.expected_stops
     }
 
     pub(crate) fn sometimes(&self) -> &[Sometimes] {

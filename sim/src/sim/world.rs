@@ -15,7 +15,7 @@ use parsley::assembly::Assembly;
 use parsley::partitioner::partition_for;
 use parsley::record::RecordData;
 use parsley::task::TaskId;
-use parsley::{assemble, Claim, Stamp, TaskConfig, Tp};
+use parsley::{assemble, App, Claim, Stamp, TaskConfig, Tp};
 
 use crate::host::{CommitOutcome, HostError, Markers, Sent, TaskHost};
 use crate::model::{Cluster, ModelError};
@@ -150,6 +150,15 @@ enum Action {
 pub struct World {
     /// The simulation that runs.
     pub simulation: Simulation,
+    /// The application this run simulates (its own, with
+    /// [`Simulation::builder_fn`]).
+    pub app: App,
+    /// The records the logic-error fault produced (X5): stops on them, or
+    /// on what they caused, are expected.
+    pub rejected: Vec<(Tp, u64)>,
+    /// Task starts the model refused, with the step and why: each also
+    /// stops its task (see [`Event::TaskStopped`]).
+    pub refused: Vec<(u64, TaskAt, String)>,
     /// Its assembly on the model.
     pub assembly: Assembly,
     /// The in-memory Kafka model.
@@ -196,18 +205,26 @@ const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
 const ACTION_RANGE: u32 = 1_000_000;
 
 impl World {
-    /// A world for `simulation`, drawing its setup from `choices`.
+    /// A world for `simulation`, drawing its setup from `choices`, on the
+    /// simulation's shared application.
     pub fn new(simulation: &Simulation, choices: &mut Choices) -> World {
+        World::with_app(simulation, simulation.app().clone(), choices)
+    }
+
+    /// A world for `simulation` running `app` (an application built for
+    /// this run, see [`Simulation::fresh_app`]), drawing its setup from
+    /// `choices`.
+    pub fn with_app(simulation: &Simulation, app: App, choices: &mut Choices) -> World {
         let settings = simulation.settings();
         let mut cluster =
             Cluster::with_transaction_timeout(settings.clock.transaction_timeout_ms as i64);
-        for contract in parsley::ContractProbes::probe(simulation.app()) {
+        for contract in parsley::ContractProbes::probe(&app) {
             cluster
                 .create_topic_named(contract.name.clone(), settings.partitions)
                 .expect("each topic is created once");
         }
-        let assembly = assemble(simulation.app(), &cluster)
-            .expect("the world creates every topic the probe lists");
+        let assembly =
+            assemble(&app, &cluster).expect("the world creates every topic the probe lists");
         let faults = settings.faults.swarm(choices);
         let fault_ppm = World::fault_ppm(&faults, settings.instances);
         // Without a generator of rejected records, the logic-error fault
@@ -220,6 +237,9 @@ impl World {
         );
         let mut world = World {
             simulation: simulation.clone(),
+            app,
+            rejected: Vec::new(),
+            refused: Vec::new(),
             assembly,
             cluster,
             now: 1_700_000_000_000,
@@ -299,7 +319,7 @@ impl World {
         let config = self.config();
         let host = TaskHost::start(
             &mut self.cluster,
-            self.simulation.app(),
+            &self.app,
             &self.assembly,
             &task.stage,
             task.partition,
@@ -326,7 +346,20 @@ impl World {
             // A task that cannot even start (a bad checkpoint, a bad
             // changelog record) is a stopped task.
             Err(HostError::Task(error)) => self.record_stopped(at, &error),
-            Err(HostError::Model(error)) => panic!("starting {task}: the model refused: {error}"),
+            // The model refusing a start (offsets of the group still pending,
+            // as when two stages share a group) is the app's or the
+            // harness's fault, not the run's end: the task stays stopped and
+            // the run's checks name the refusal.
+            Err(HostError::Model(error)) => {
+                let error = format!("the model refused to start the task: {error}");
+                self.refused.push((self.step, at.clone(), error.clone()));
+                self.record(Event::TaskStopped {
+                    at,
+                    tp: Tp::new("-", 0),
+                    offset: 0,
+                    error,
+                });
+            }
         }
         self.pending_starts.remove(task);
     }
@@ -926,6 +959,9 @@ impl World {
         } else {
             for (input, tp, data) in records {
                 let offset = self.cluster.append(&tp, data).expect("input topics exist");
+                if poison {
+                    self.rejected.push((tp.clone(), offset));
+                }
                 self.note_committed(input, &tp, offset);
                 self.record(Event::InputProduced {
                     tp,

@@ -1,0 +1,436 @@
+//! Apps with bugs of their own that used to break the simulator's report
+//! (issue 22): logic that keeps state outside Parsley (S4), a stage whose
+//! task stops on one key, a harness panic. Each ends in a report that names
+//! the seed and the cause, with a replay line that reproduces it in a fresh
+//! process; none panics the runner, and no tape that does not reproduce is
+//! kept.
+
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
+use parsley_sim::sim::{Input, Regressions, Simulation, SimulationBuilder};
+
+fn views() -> Topic<String, i64> {
+    Topic::with_codecs("views", Utf8, I64)
+}
+
+fn counts() -> Topic<String, i64> {
+    Topic::with_codecs("counts", Utf8, I64)
+}
+
+/// Views with a unique-ish id as their value, on a few keys.
+fn knobs(builder: SimulationBuilder) -> SimulationBuilder {
+    builder
+        .input(Input::new(&views(), |draw| {
+            (Some(draw.key()), draw.range(1, 1_000_000))
+        }))
+        .partitions(2)
+        .instances(2)
+        .inputs(40)
+        .keys(5)
+        .budget(600, 3_000)
+        .seeds(0..40)
+}
+
+/// A count per key that skips ids it has "seen": a dedupe set in memory,
+/// outside Parsley's state, so a redelivery after an abort is skipped and
+/// the set outlives the run.
+fn dedupe_app() -> App {
+    let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
+    let counts = counts();
+    let count = Stage::named("count")
+        .state(I64, || 0i64)
+        .on(&views(), move |count: i64, view| {
+            if !seen.lock().unwrap().insert(*view.value()) {
+                return Step::of(count);
+            }
+            Step::of(count + 1).emit(counts.send(view.key().cloned(), count + 1))
+        })
+        .into(&self::counts())
+        .build();
+    Parsley::named("dedupe").stage(count).build().unwrap()
+}
+
+/// A fold wrong once in a thousand calls, counted by a static: no run of
+/// its own can make it pure.
+fn once_in_a_thousand_app() -> App {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let counts = counts();
+    let count = Stage::named("count")
+        .state(I64, || 0i64)
+        .on(&views(), move |count: i64, view| {
+            let call = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+            let bump = if call % 1000 == 0 { 2 } else { 1 };
+            Step::of(count + bump).emit(counts.send(view.key().cloned(), count + bump))
+        })
+        .into(&self::counts())
+        .build();
+    Parsley::named("thousand").stage(count).build().unwrap()
+}
+
+/// The fold pushes each view into a buffer shared with the tick, which
+/// flushes it as one sum.
+fn shared_buffer_app() -> App {
+    let buffer: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let sums: Topic<String, i64> = Topic::with_codecs("sums", Utf8, I64);
+    let batch = Stage::named("batch")
+        .state(I64, || 0i64)
+        .on(&views(), {
+            let buffer = Arc::clone(&buffer);
+            move |seen: i64, view| {
+                buffer.lock().unwrap().push(*view.value());
+                Step::of(seen + 1)
+            }
+        })
+        .tick_fold(Duration::from_millis(200), {
+            let sums = sums.clone();
+            move |flushes: i64, _tick| {
+                let sum: i64 = buffer.lock().unwrap().drain(..).sum();
+                Step::of(flushes + 1).emit(sums.send(None, sum))
+            }
+        })
+        .into(&sums)
+        .build();
+    Parsley::named("buffer").stage(batch).build().unwrap()
+}
+
+/// Forwards views, but sends key `k3`'s to a topic the stage never
+/// declared (S3): its task stops on the first one.
+fn undeclared_sink_app() -> App {
+    let counts = counts();
+    let elsewhere: Topic<String, i64> = Topic::with_codecs("elsewhere", Utf8, I64);
+    let forward = Stage::named("forward")
+        .on(&views(), move |view| {
+            let topic = if view.key().map(String::as_str) == Some("k3") {
+                &elsewhere
+            } else {
+                &counts
+            };
+            vec![topic.send(view.key().cloned(), *view.value())]
+        })
+        .into(&self::counts())
+        .build();
+    Parsley::named("forward").stage(forward).build().unwrap()
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// The report `check` panics with.
+fn report_of(simulation: &Simulation) -> String {
+    panic_text(catch_unwind(AssertUnwindSafe(|| simulation.check())).expect_err("check fails"))
+}
+
+/// The value of `PARSLEY_SIM_REPLAY=` on the report's `kind` replay line.
+fn replay_value<'a>(report: &'a str, kind: &str) -> &'a str {
+    let start = report
+        .find(&format!("PARSLEY_SIM_REPLAY={kind}="))
+        .unwrap_or_else(|| panic!("no {kind} replay line in:\n{report}"));
+    let value = &report[start + "PARSLEY_SIM_REPLAY=".len()..];
+    value.split(' ').next().unwrap()
+}
+
+/// The seed the report's first line names.
+fn seed_of(report: &str) -> u64 {
+    let after = report
+        .split("seed ")
+        .nth(1)
+        .expect("the report names a seed");
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().expect("a seed number")
+}
+
+/// Runs this test binary again with `PARSLEY_SIM_REPLAY`, only `test`.
+fn rerun(test: &str, replay: &str) -> (bool, String) {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--include-ignored", "--nocapture"])
+        .env("PARSLEY_SIM_REPLAY", replay)
+        .output()
+        .expect("the test binary runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+/// A regressions file of this test's own, absent.
+fn kept(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("parsley-sim-{name}-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// A report of impure logic names the seed, S4 and the stage, has a seed
+/// replay line, keeps no tape, and its replay fails with S4 in a fresh
+/// process.
+fn assert_impure(report: &str, stage: &str, replay_test: &str, kept: &std::path::Path) {
+    assert!(report.contains("seed "), "{report}");
+    assert!(
+        report.contains("S4 (logic is not a pure function)"),
+        "{report}"
+    );
+    assert!(report.contains(stage), "{report}");
+    assert!(!report.contains("PARSLEY_SIM_REPLAY=tape="), "{report}");
+    assert!(
+        !kept.exists(),
+        "a tape that does not reproduce was kept:\n{report}"
+    );
+    let (passed, output) = rerun(replay_test, replay_value(report, "seed"));
+    assert!(!passed, "the replay passed:\n{output}");
+    assert!(
+        output.contains("S4 (logic is not a pure function)"),
+        "{output}"
+    );
+}
+
+fn dedupe_shared(regressions: Regressions) -> Simulation {
+    knobs(Simulation::builder(dedupe_app()))
+        .regressions(regressions)
+        .build()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "run by an_impure_dedupe_fold_is_named_s4"]
+fn replay_dedupe_shared() {
+    dedupe_shared(Regressions::Off).check();
+}
+
+#[test]
+fn an_impure_dedupe_fold_is_named_s4() {
+    let kept = kept("dedupe");
+    let report = report_of(&dedupe_shared(Regressions::File(kept.clone())));
+    assert_impure(&report, "count", "replay_dedupe_shared", &kept);
+}
+
+fn thousand(regressions: Regressions) -> Simulation {
+    knobs(Simulation::builder(once_in_a_thousand_app()))
+        .seeds(0..60)
+        .regressions(regressions)
+        .build()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "run by a_fold_wrong_once_in_a_thousand_calls_is_named_s4"]
+fn replay_thousand() {
+    thousand(Regressions::Off).check();
+}
+
+#[test]
+fn a_fold_wrong_once_in_a_thousand_calls_is_named_s4() {
+    let kept = kept("thousand");
+    let report = report_of(&thousand(Regressions::File(kept.clone())));
+    assert_impure(&report, "count", "replay_thousand", &kept);
+}
+
+fn shared_buffer(regressions: Regressions) -> Simulation {
+    knobs(Simulation::builder(shared_buffer_app()))
+        .regressions(regressions)
+        .build()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "run by a_tick_flushing_a_shared_buffer_is_named_s4"]
+fn replay_shared_buffer() {
+    shared_buffer(Regressions::Off).check();
+}
+
+/// The buffer is shared by the stage's two tasks, so a tick of one flushes
+/// the views of the other: deterministic within a run (the simulator runs
+/// one step at a time), so the seed fails the same way every time and its
+/// shrunk tape is kept; the report says the logic's outputs differ from a
+/// second call of it, naming S4 as the likely cause, and both replay lines
+/// reproduce it.
+#[test]
+fn a_tick_flushing_a_shared_buffer_is_named_s4() {
+    let kept = kept("buffer");
+    let report = report_of(&shared_buffer(Regressions::File(kept.clone())));
+    assert!(report.contains("seed "), "{report}");
+    assert!(report.contains("batch/"), "{report}");
+    if report.contains("fails S4 (logic is not a pure function)") {
+        return assert_impure(&report, "batch", "replay_shared_buffer", &kept);
+    }
+    assert!(report.contains("I7"), "{report}");
+    assert!(
+        report.contains("not a pure function of them (S4)"),
+        "{report}"
+    );
+    assert!(kept.exists(), "a reproducing tape is kept:\n{report}");
+    let _ = std::fs::remove_file(&kept);
+    for kind in ["seed", "tape"] {
+        let (passed, output) = rerun("replay_shared_buffer", replay_value(&report, kind));
+        assert!(!passed, "the {kind} replay passed:\n{output}");
+        assert!(output.contains("I7"), "{output}");
+    }
+}
+
+fn dedupe_per_run(regressions: Regressions) -> Simulation {
+    knobs(Simulation::builder_fn(dedupe_app))
+        .regressions(regressions)
+        .build()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "run by with_an_app_per_run_the_dedupe_fold_fails_reproducibly"]
+fn replay_dedupe_per_run() {
+    dedupe_per_run(Regressions::Off).check();
+}
+
+/// With an application per run, seeds are independent: the dedupe set
+/// still skips redeliveries within a run, which the checker finds, but the
+/// run is deterministic, so it shrinks and its kept tape reproduces it.
+#[test]
+fn with_an_app_per_run_the_dedupe_fold_fails_reproducibly() {
+    let kept = kept("dedupe-per-run");
+    let report = report_of(&dedupe_per_run(Regressions::File(kept.clone())));
+    assert!(!report.contains("S4 (logic"), "{report}");
+    assert!(report.contains("Shrunk in"), "{report}");
+    let text = std::fs::read_to_string(&kept).expect("the shrunk tape is kept");
+    assert!(text.contains("with_an_app_per_run"), "{text}");
+    let _ = std::fs::remove_file(&kept);
+    for kind in ["seed", "tape"] {
+        let (passed, output) = rerun("replay_dedupe_per_run", replay_value(&report, kind));
+        assert!(!passed, "the {kind} replay passed:\n{output}");
+        assert!(output.contains("the replayed run fails"), "{output}");
+        assert!(!output.contains("S4 (logic"), "{output}");
+    }
+}
+
+/// The pure version of the same app passes with an app per run, and the
+/// sampled re-runs find every run deterministic.
+#[test]
+fn a_pure_app_per_run_passes() {
+    let app = || {
+        let counts = counts();
+        let count = Stage::named("count")
+            .state(I64, || 0i64)
+            .on(&views(), move |count: i64, view| {
+                Step::of(count + 1).emit(counts.send(view.key().cloned(), count + 1))
+            })
+            .into(&self::counts())
+            .build();
+        Parsley::named("pure").stage(count).build().unwrap()
+    };
+    let summary = knobs(Simulation::builder_fn(app))
+        .build()
+        .unwrap()
+        .check_seeds(0..40);
+    assert!(summary.failure.is_none(), "{}", summary.failure.unwrap());
+}
+
+fn undeclared(regressions: Regressions) -> Simulation {
+    knobs(Simulation::builder(undeclared_sink_app()))
+        .regressions(regressions)
+        .build()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "run by a_task_that_stops_on_one_key_is_a_violation"]
+fn replay_undeclared() {
+    undeclared(Regressions::Off).check();
+}
+
+/// A stage that emits to an undeclared topic for one key stops its task:
+/// the report names the task, the record and the error, and both replay
+/// lines reproduce it.
+#[test]
+fn a_task_that_stops_on_one_key_is_a_violation() {
+    let kept = kept("undeclared");
+    let report = report_of(&undeclared(Regressions::File(kept.clone())));
+    assert!(report.contains("unexpected stop"), "{report}");
+    assert!(report.contains("task forward/"), "{report}");
+    assert!(report.contains("elsewhere"), "{report}");
+    assert!(report.contains("stopped on views-"), "{report}");
+    let seed = seed_of(&report);
+    assert!(report.contains(&format!("seed={seed}")), "{report}");
+    assert!(kept.exists(), "a reproducing tape is kept:\n{report}");
+    let _ = std::fs::remove_file(&kept);
+    for kind in ["seed", "tape"] {
+        let (passed, output) = rerun("replay_undeclared", replay_value(&report, kind));
+        assert!(!passed, "the {kind} replay passed:\n{output}");
+        assert!(output.contains("unexpected stop"), "{output}");
+    }
+}
+
+/// Most seeds stop the task, and every one of them is flagged; a stop the
+/// user declares is not.
+#[test]
+fn every_seed_with_the_stop_is_flagged_unless_declared() {
+    let simulation = undeclared(Regressions::Off);
+    let mut flagged = 0;
+    for seed in 0..30 {
+        let outcome = simulation.run_seed(seed);
+        let stopped = outcome.trace.iter().any(|entry| {
+            matches!(
+                &entry.event,
+                parsley_sim::sim::trace::Event::TaskStopped { .. }
+            )
+        });
+        let violated = outcome
+            .violations
+            .iter()
+            .any(|violation| violation.message.starts_with("unexpected stop"));
+        assert_eq!(stopped, violated, "seed {seed}: {:?}", outcome.violations);
+        flagged += usize::from(violated);
+    }
+    assert!(flagged >= 20, "only {flagged} of 30 seeds stopped the task");
+
+    let summary = knobs(Simulation::builder(undeclared_sink_app()))
+        .expect_stop(
+            "k3's views go to a topic the stage does not declare",
+            |stop| stop.stage == "forward" && stop.error.contains("elsewhere"),
+        )
+        .build()
+        .unwrap()
+        .check_seeds(0..30);
+    assert!(summary.failure.is_none(), "{}", summary.failure.unwrap());
+}
+
+/// An input generator that panics fails its seed, named, with the panic's
+/// message; the other seeds run and the runner does not panic.
+#[test]
+fn a_panic_in_a_run_is_a_violation_of_its_seed() {
+    let app = || {
+        let counts = counts();
+        let count = Stage::named("count")
+            .state(I64, || 0i64)
+            .on(&views(), move |count: i64, view| {
+                Step::of(count + 1).emit(counts.send(view.key().cloned(), count + 1))
+            })
+            .into(&self::counts())
+            .build();
+        Parsley::named("panicky").stage(count).build().unwrap()
+    };
+    let summary = Simulation::builder_fn(app)
+        .input(Input::new(&views(), |draw| {
+            let value = draw.range(1, 400);
+            assert!(value != 7, "the generator cannot make a view worth 7");
+            (Some(draw.key()), value)
+        }))
+        .inputs(40)
+        .budget(600, 3_000)
+        .build()
+        .unwrap()
+        .check_seeds(0..40);
+    let failure = summary.failure.expect("some seed draws a 7");
+    assert!(failure.contains("the run panicked"), "{failure}");
+    assert!(failure.contains("cannot make a view worth 7"), "{failure}");
+    assert!(failure.contains("seed "), "{failure}");
+}
