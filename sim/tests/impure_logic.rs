@@ -263,7 +263,17 @@ fn a_tick_flushing_a_shared_buffer_is_named_s4() {
     assert!(report.contains("seed "), "{report}");
     assert!(report.contains("batch/"), "{report}");
     if report.contains("fails S4 (logic is not a pure function)") {
-        return assert_impure(&report, "batch", "replay_shared_buffer", &kept);
+        // Found by two threads racing on the buffer: a replay in a fresh
+        // process runs alone, so it reproduces the I7 it causes, or S4.
+        assert!(!report.contains("PARSLEY_SIM_REPLAY=tape="), "{report}");
+        assert!(!kept.exists(), "a non-reproducing tape was kept");
+        let (passed, output) = rerun("replay_shared_buffer", replay_value(&report, "seed"));
+        assert!(!passed, "the replay passed:\n{output}");
+        assert!(
+            output.contains("I7") || output.contains("S4 (logic"),
+            "{output}"
+        );
+        return;
     }
     assert!(report.contains("I7"), "{report}");
     assert!(
