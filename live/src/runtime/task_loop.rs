@@ -84,6 +84,9 @@ pub(crate) struct TaskDriver {
     positions: Vec<(Tp, u64)>,
     /// When the open transaction began, if one is open.
     transaction_began: Option<Instant>,
+    /// The run's stop flags, once it runs under them: a retry loop gives
+    /// up, and an abort is skipped, once the group's assignment was lost.
+    flags: Option<StopFlags>,
 }
 
 /// Starts the task `id` and runs it until `stop` is set or it fails. A
@@ -121,6 +124,7 @@ pub(crate) fn run_task(
     loop {
         let (error, ended) = match TaskDriver::start(app, assembly, &id, config.clone()) {
             Ok(mut driver) => {
+                driver.flags = Some(stop.clone());
                 let exit = driver.run(stop, &mut exported);
                 let ended = driver.task.metrics();
                 metrics = exported.total(&ended);
@@ -353,6 +357,7 @@ impl TaskDriver {
             config,
             positions,
             transaction_began: None,
+            flags: None,
         };
         driver.assign()?;
         Ok(driver)
@@ -623,6 +628,12 @@ impl TaskDriver {
             .sum()
     }
 
+    /// True once the group's assignment of this task was lost: no retry,
+    /// no abort, no final commit (the next owner's fence settles them).
+    fn lost(&self) -> bool {
+        self.flags.as_ref().is_some_and(StopFlags::is_lost)
+    }
+
     fn retrying(
         &self,
         mut call: impl FnMut(&TxnProducer) -> Result<(), LiveError>,
@@ -631,7 +642,9 @@ impl TaskDriver {
         loop {
             match call(&self.producer) {
                 Err(error)
-                    if error.txn_class() == Some(TxnErrorClass::Retriable) && tries < RETRIES =>
+                    if error.txn_class() == Some(TxnErrorClass::Retriable)
+                        && tries < RETRIES
+                        && !self.lost() =>
                 {
                     tries += 1;
                     tracing::warn!(task = %self.task.id(), error = %error, try_number = tries, "transactional call failed; retrying");
@@ -646,6 +659,14 @@ impl TaskDriver {
     /// requires-abort (and retriable ones that kept failing) abort the
     /// transaction and rewind; fatal ones stop the task.
     fn on_transaction_error(&mut self, error: LiveError) -> Result<(), Exit> {
+        if self.lost() {
+            return Err(Exit::Failed(RuntimeError::Released {
+                task: self.id(),
+                reason: format!(
+                    "the group assignment was lost while a transactional call failed: {error}"
+                ),
+            }));
+        }
         match error.txn_class() {
             Some(TxnErrorClass::Retriable | TxnErrorClass::RequiresAbort) => {
                 tracing::warn!(task = %self.task.id(), error = %error, "transaction aborted; rewinding to the committed positions (X3)");

@@ -16,6 +16,7 @@ use super::{RuntimeConfig, RuntimeError, TaskEnd, TaskEndKind};
 
 /// What a task thread looks at to know it should stop: the instance's flag
 /// (a graceful stop of everything) or its own (released on a rebalance).
+#[derive(Clone)]
 pub(crate) struct StopFlags {
     instance: Arc<AtomicBool>,
     task: Arc<AtomicBool>,
