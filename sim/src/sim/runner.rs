@@ -43,9 +43,10 @@ const PURITY_SAMPLE: u64 = 16;
 /// seed runs again.
 const DISTURBING_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// How many times a replay on a shared application is repeated to
-/// look for impure logic.
-const REPLAY_ROUNDS: u64 = 12;
+/// How many times a replay on a shared application is repeated to look
+/// for impure logic: a fold wrong once in a thousand calls needs a
+/// thousand calls in the replaying process before it shows.
+const REPLAY_ROUNDS: u64 = 64;
 
 /// How many violations of one cause on one stage a report lists.
 const LISTED_PER_CAUSE: usize = 3;
