@@ -202,7 +202,7 @@ async fn a_second_application_under_the_same_id_is_refused_naming_both() {
     eprintln!("refused: {text}");
     assert!(
         matches!(&error, RuntimeError::GroupConflict { ours: refused, theirs: holders, .. }
-            if *refused == theirs && holders == &[ours.clone()]),
+            if *refused == theirs && holders == std::slice::from_ref(&ours)),
         "{text}"
     );
     assert!(

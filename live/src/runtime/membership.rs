@@ -327,14 +327,17 @@ pub(crate) fn spawn(
         .name("parsley membership".into())
         .spawn(move || {
             tracing::info!(app = %app, group = %topic, "joining the instances' group");
-            let mut last_error = String::new();
+            // Each distinct error at most every 30 s: with the cluster
+            // away librdkafka reports a few in turn, many times a second.
+            let mut logged: Vec<(String, std::time::Instant)> = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 // Rebalances run inside poll, on this thread.
                 if let Some(Err(error)) = consumer.poll(Duration::from_millis(100)) {
                     let text = error.to_string();
-                    if text != last_error {
-                        tracing::warn!(app = %app, group = %topic, error = %text, "group membership: librdkafka retries");
-                        last_error = text;
+                    logged.retain(|(_, at)| at.elapsed() < Duration::from_secs(30));
+                    if !logged.iter().any(|(seen, _)| *seen == text) {
+                        tracing::warn!(app = %app, group = %topic, error = %text, "group membership: librdkafka retries (the same error is not logged again for 30 s)");
+                        logged.push((text, std::time::Instant::now()));
                     }
                 }
                 // Tasks the group assigns this instance whose earlier run
