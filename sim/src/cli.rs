@@ -367,7 +367,7 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
         "seeds",
         format!("{}..{} ({count} seeds{slice})", range.start, range.end),
     );
-    print_stats(&total, "summed over seeds");
+    print_stats(&total, "summed over seeds", count);
     row("violations", format!("{} failing seeds", failing.len()));
     if !failing.is_empty() {
         let listed: Vec<String> = failing
@@ -472,7 +472,7 @@ fn merge(args: MergeArgs) -> Result<bool, CliError> {
             summaries.len()
         ),
     );
-    print_stats(&total, "summed over seeds");
+    print_stats(&total, "summed over seeds", seeds);
     row("violations", format!("{} failing seeds", failing.len()));
     if !failing.is_empty() {
         let listed: Vec<String> = failing.iter().take(10).map(u64::to_string).collect();
@@ -567,7 +567,7 @@ fn replay(registry: &Registry, args: ReplayArgs) -> Result<bool, CliError> {
     print!("{}", report::story(&outcome, 200));
     println!();
     row("quiesced", outcome.quiesced.to_string());
-    print_stats(&outcome.stats, "this run");
+    print_stats(&outcome.stats, "this run", 1);
     row("violations", outcome.violations.len().to_string());
     for violation in &outcome.violations {
         println!("  {violation}");
@@ -686,7 +686,7 @@ fn resolve_mutation(name: Option<&str>) -> Result<Option<Mutation>, CliError> {
     })
 }
 
-fn print_stats(stats: &Stats, marks_note: &str) {
+fn print_stats(stats: &Stats, marks_note: &str, seeds: u64) {
     row("steps", stats.steps.to_string());
     row("inputs", stats.inputs.to_string());
     row(
@@ -699,9 +699,14 @@ fn print_stats(stats: &Stats, marks_note: &str) {
     row("crashes", stats.crashes.to_string());
     row("fences", stats.fences.to_string());
     row("max held", stats.held_max.to_string());
+    row("a seed, on average", report::seed_size(stats, seeds));
     println!("sometimes ({marks_note}):");
     for (name, count) in stats.marks.named() {
-        let never = if count == 0 { "  (never reached)" } else { "" };
+        let never = if count == 0 {
+            format!("  (never reached: {})", report::RAISE_HINT)
+        } else {
+            String::new()
+        };
         row(&format!("  {name}"), format!("{count}{never}"));
     }
 }

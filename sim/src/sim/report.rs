@@ -395,6 +395,24 @@ pub fn render(scenario_path: &str, failure: &Failure, replays: &[(&str, String)]
     out
 }
 
+/// What a "sometimes" mark that no seed reached should make a user try.
+pub const RAISE_HINT: &str = "raise the inputs (`inputs`), the safety steps \
+    (`budget`), the partitions or instances, or the fault rates that lead \
+    there, or run more seeds (unless the application's shape cannot reach it)";
+
+/// The size of an average seed of `stats` (summed over `seeds` runs): its
+/// steps, inputs and deliveries, and the simulated time it spans.
+pub fn seed_size(stats: &crate::sim::world::Stats, seeds: u64) -> String {
+    let seeds = seeds.max(1);
+    format!(
+        "{} steps, {} inputs, {} deliveries, {:.1} s simulated",
+        stats.steps / seeds,
+        stats.inputs / seeds,
+        stats.deliveries / seeds,
+        stats.simulated_ms as f64 / seeds as f64 / 1_000.0
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -106,7 +106,7 @@ impl Simulation {
         let never = summary.never_reached();
         if !never.is_empty() {
             panic!(
-                "{}: {} seeds passed, but no run reached {}: the workload or the faults never exercise {}",
+                "{}: {} seeds passed, but no run reached {}: the workload or the faults never exercise {}; {}. A seed, on average: {}",
                 self.name(),
                 summary.seeds,
                 never
@@ -114,17 +114,20 @@ impl Simulation {
                     .map(|name| format!("{name:?}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                if never.len() == 1 { "it" } else { "them" }
+                if never.len() == 1 { "it" } else { "them" },
+                report::RAISE_HINT,
+                report::seed_size(&summary.stats, summary.seeds)
             );
         }
         eprintln!(
-            "{}: {} seeds passed ({} regressions replayed first; {} deliveries, {} aborts, {} crashes)",
+            "{}: {} seeds passed ({} regressions replayed first; {} deliveries, {} aborts, {} crashes; a seed, on average: {})",
             self.name(),
             summary.seeds,
             summary.regressions,
             summary.stats.deliveries,
             summary.stats.aborts,
-            summary.stats.crashes
+            summary.stats.crashes,
+            report::seed_size(&summary.stats, summary.seeds)
         );
     }
 

@@ -94,6 +94,9 @@ pub struct Stats {
     pub fences: u64,
     /// The most records held at once by one task.
     pub held_max: u64,
+    /// Simulated wall-clock time the runs spanned, in milliseconds: how far
+    /// their clocks moved, both phases together.
+    pub simulated_ms: u64,
     /// The rare states reached.
     pub marks: Marks,
 }
@@ -110,6 +113,7 @@ impl Stats {
         self.crashes += other.crashes;
         self.fences += other.fences;
         self.held_max = self.held_max.max(other.held_max);
+        self.simulated_ms += other.simulated_ms;
         self.marks.add(&other.marks);
     }
 }
@@ -145,6 +149,9 @@ enum Action {
     FaultHanging,
     FaultLogicError,
 }
+
+/// Where every world's wall clock starts.
+const WORLD_START_MS: i64 = 1_700_000_000_000;
 
 /// The simulated world: the model, the application instances and their tasks, inputs and the wall clock. Every choice comes from the run's choice source.
 pub struct World {
@@ -242,7 +249,7 @@ impl World {
             refused: Vec::new(),
             assembly,
             cluster,
-            now: 1_700_000_000_000,
+            now: WORLD_START_MS,
             // About one entry per step: growing a trace of large entries by
             // doubling copied a few percent of a run.
             trace: Vec::with_capacity(settings.budget.safety_steps.min(1 << 20) as usize + 1024),
@@ -889,6 +896,7 @@ impl World {
 
     fn advance_clock(&mut self, by: i64) {
         self.now += by;
+        self.stats.simulated_ms = (self.now - WORLD_START_MS).max(0) as u64;
         self.record(Event::ClockAdvanced { now: self.now });
         self.write_due_markers();
         let expired = self.cluster.expire_transactions(self.now);
