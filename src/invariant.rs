@@ -79,6 +79,17 @@ impl Invariant {
     }
 }
 
+impl Invariant {
+    /// The short name that labels use: the rule id (`I4`), or a property's
+    /// number as reports count them (`property #3`, from 1).
+    pub fn short(self) -> String {
+        match self {
+            Invariant::Property(index) => format!("property #{}", index + 1),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
 impl fmt::Display for Invariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Invariant::Property(index) = self {

@@ -884,7 +884,11 @@ fn violation_bands(
             x - width / 2.0,
             bottom - top,
         );
-        let label = format!("✗ {:?} at step {}", violation.invariant, violation.step);
+        let label = format!(
+            "✗ {} at step {}",
+            violation.invariant.short(),
+            violation.step
+        );
         let label_w = label.chars().count() as f64 * CHAR_W;
         // Near the right edge the label goes to the left of its line.
         let (label_x, anchor) = if x + 3.0 + label_w > layout.width - MARGIN_RIGHT {
