@@ -234,3 +234,69 @@ async fn a_second_application_under_the_same_id_is_refused_naming_both() {
     running.wait().await;
     again.wait().await;
 }
+
+/// Item 3, the race the check at join cannot see: two topologies under one
+/// id started at the same instant. Either one is refused at join, or both
+/// join and the check after the group's assignment logs the conflict,
+/// naming both.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_topologies_started_together_are_refused_or_reported() {
+    let Some(live) = live_config() else { return };
+    support::captured_logs();
+    let client = LiveClient::new(live.clone()).expect("client");
+    let id = unique("app");
+    let (input, output) = (Topic::new(unique("in")), Topic::new(unique("totals")));
+    let first = summing(&id, "sum", &input, &output);
+    let (other_input, other_output) = (Topic::new(unique("in")), Topic::new(unique("totals")));
+    let second = summing(&id, "count", &other_input, &other_output);
+    for app in [&first, &second] {
+        create_topics(&client, app, 2, &Default::default())
+            .await
+            .expect("topics");
+    }
+    let (a, b) = tokio::join!(
+        Runtime::start(Arc::new(first), grouped(live.clone())),
+        Runtime::start(Arc::new(second), grouped(live.clone())),
+    );
+    let started: Vec<Runtime> = match (a, b) {
+        (Ok(a), Ok(b)) => {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let logs = support::captured_logs();
+                let reported = logs.lines().any(|line| {
+                    line.contains("another application or topology shares this instance's group")
+                        && line.contains(&format!("{id}.instances"))
+                        && line.contains("stages=sumx2")
+                        && line.contains("stages=countx2")
+                });
+                if reported {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "both joined and the conflict was not logged"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            eprintln!(
+                "both passed the check at join; the conflict was logged after the assignment"
+            );
+            vec![a, b]
+        }
+        (Ok(one), Err(error)) | (Err(error), Ok(one)) => {
+            assert!(
+                matches!(error, RuntimeError::GroupConflict { .. }),
+                "{error}"
+            );
+            eprintln!("refused at join: {error}");
+            vec![one]
+        }
+        (Err(a), Err(b)) => panic!("one of them must start: {a}; {b}"),
+    };
+    for runtime in &started {
+        runtime.stopper().stop();
+    }
+    for runtime in started {
+        runtime.wait().await;
+    }
+}

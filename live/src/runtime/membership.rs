@@ -216,6 +216,41 @@ struct MembershipContext {
     task_of_partition: Vec<TaskId>,
     /// How long a revoked task may take to commit and stop.
     patience: Duration,
+    /// For the check after each assignment: the cluster, the group and
+    /// this instance's identity.
+    live: LiveConfig,
+    group: String,
+    identity: String,
+}
+
+impl MembershipContext {
+    /// The check at join reads the group before joining it, so two
+    /// different topologies started at the same instant can both pass it.
+    /// After every assignment the group is read again, on a thread of its
+    /// own, and a foreign member is logged as an error naming both.
+    fn check_members_later(&self) {
+        let (live, group, ours, app) = (
+            self.live.clone(),
+            self.group.clone(),
+            self.identity.clone(),
+            self.app.clone(),
+        );
+        let checked = std::thread::Builder::new()
+            .name("parsley group check".into())
+            .spawn(move || match foreign_members(&live, &group, &ours) {
+                Ok(theirs) if !theirs.is_empty() => {
+                    let conflict = RuntimeError::GroupConflict { group, ours, theirs };
+                    tracing::error!(app = %app, error = %conflict, "another application or topology shares this instance's group: part of each one's tasks runs in the other; stop one of them");
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(app = %app, error = %error, "the group's members could not be read after an assignment");
+                }
+            });
+        if let Err(error) = checked {
+            tracing::debug!(error = %error, "no thread for the group check");
+        }
+    }
 }
 
 impl MembershipContext {
@@ -256,6 +291,7 @@ impl ConsumerContext for MembershipContext {
     fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(list) => {
+                self.check_members_later();
                 let taken = self.tasks_of(list);
                 if taken.is_empty() {
                     return;
@@ -290,6 +326,9 @@ pub(crate) fn spawn(
         tasks: Arc::clone(&tasks),
         task_of_partition: task_of_partition.clone(),
         patience: live.deadline() * 2,
+        live: live.clone(),
+        group: topic.clone(),
+        identity: identity.to_owned(),
     };
     let mut client_config = live.client_config(&[
         ("group.id", topic.clone()),
