@@ -205,12 +205,15 @@ pub enum Relation {
     Missing,
     /// A claim the violation's record carries and should not (I5).
     Extra,
+    /// Another record a failing property names as what it is about.
+    Named,
 }
 
 impl fmt::Display for Relation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Relation::Unresolved => "unresolved claim",
+            Relation::Named => "named by the property",
             Relation::Claim => "claim",
             Relation::Delivering => "being delivered",
             Relation::Due => "due",

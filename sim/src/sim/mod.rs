@@ -28,7 +28,7 @@ pub mod world;
 
 pub use checker::{Invariant, Violation};
 pub use choice::Choices;
-pub use property::{BoxError, Committed, PropertyResult, ReadError};
+pub use property::{BoxError, Committed, PropertyFailure, PropertyResult, ReadError};
 pub use registry::{Registry, RegistryError};
 pub use run::{run, run_seed, RunOutcome};
 pub use runner::Summary;

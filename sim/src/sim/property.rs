@@ -20,6 +20,81 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// What a property returns: `Err` says what is wrong.
 pub type PropertyResult = Result<(), BoxError>;
 
+/// A property's failure that names the committed records it is about (the
+/// click counted twice, the order that lost its update), so that the
+/// report's story and the timeline follow those records and the task that
+/// wrote the first of them, not the run's last events. Return it as a
+/// property's error:
+///
+/// ```
+/// use parsley_sim::sim::{Committed, PropertyFailure, PropertyResult};
+/// use parsley::{Topic, Utf8, I64};
+///
+/// fn no_negative_counts(run: &Committed<'_>) -> PropertyResult {
+///     let counts = Topic::<String, i64>::with_codecs("counts", Utf8, I64);
+///     for count in run.records(&counts)? {
+///         if count.value < 0 {
+///             return Err(PropertyFailure::new(format!("{:?} counted {}", count.key, count.value))
+///                 .about(&count)
+///                 .into());
+///         }
+///     }
+///     Ok(())
+/// }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PropertyFailure {
+    message: String,
+    records: Vec<(Tp, u64)>,
+}
+
+impl PropertyFailure {
+    /// A failure saying `message`, about no record yet.
+    pub fn new(message: impl Into<String>) -> PropertyFailure {
+        PropertyFailure {
+            message: message.into(),
+            records: Vec::new(),
+        }
+    }
+
+    /// Names a committed record (as `Committed::records` returns it) the
+    /// failure is about; the first named leads the report.
+    pub fn about<K, V>(self, record: &Record<K, V>) -> PropertyFailure {
+        self.about_offset(
+            Tp::new(record.topic.clone(), record.partition),
+            record.offset,
+        )
+    }
+
+    /// Names a record by its tp and offset.
+    pub fn about_offset(mut self, tp: Tp, offset: u64) -> PropertyFailure {
+        self.records.push((tp, offset));
+        self
+    }
+
+    /// The records named, the first leading.
+    pub fn records(&self) -> &[(Tp, u64)] {
+        &self.records
+    }
+}
+
+impl std::fmt::Display for PropertyFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)?;
+        if !self.records.is_empty() {
+            let named: Vec<String> = self
+                .records
+                .iter()
+                .map(|(tp, offset)| format!("{tp}@{offset}"))
+                .collect();
+            write!(f, " (about {})", named.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PropertyFailure {}
+
 /// A property could not read what it asked for: each names the topic, stage
 /// or record.
 #[derive(Debug, thiserror::Error)]

@@ -4,11 +4,12 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use crate::model::Cluster;
-use crate::sim::checker::{check, CheckInput, Invariant, Violation};
+use crate::sim::checker::{check, CheckInput, Invariant, Related, Relation, Violation};
 use crate::sim::choice::Choices;
-use crate::sim::property::Committed;
+use crate::sim::property::{Committed, PropertyFailure};
 use crate::sim::purity::fingerprint;
 use crate::sim::simulation::Simulation;
 use crate::sim::stops::{self, PANICKED};
@@ -152,11 +153,15 @@ pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
         let verdict = catch_unwind(AssertUnwindSafe(|| (property.check)(&committed)))
             .unwrap_or_else(|panic| Err(format!("it panicked: {}", panic_message(&*panic)).into()));
         if let Err(error) = verdict {
-            violations.push(Violation::new(
+            let mut violation = Violation::new(
                 Invariant::Property(index as u16),
                 last_step,
                 format!("property {:?} failed: {error}", property.name),
-            ));
+            );
+            if let Some(failure) = error.downcast_ref::<PropertyFailure>() {
+                about_named_records(&mut violation, failure, &world.trace);
+            }
+            violations.push(violation);
         }
     }
     let mut reached = Vec::with_capacity(simulation.sometimes().len());
@@ -198,4 +203,35 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
         .cloned()
         .or_else(|| payload.downcast_ref::<&str>().map(|text| text.to_string()))
         .unwrap_or_else(|| "(a panic without a message)".to_string())
+}
+
+/// A failing property that names its records is told from them: the
+/// violation is about the first, dated where it was written and on the task
+/// that wrote it, and names the others.
+fn about_named_records(violation: &mut Violation, failure: &PropertyFailure, trace: &[Entry]) {
+    let Some(((tp, offset), others)) = failure.records().split_first() else {
+        return;
+    };
+    violation.record = Some((tp.clone(), *offset));
+    let written = trace
+        .iter()
+        .find(|entry| entry.event.concerns(tp, *offset) && entry.event.task_at().is_some())
+        .or_else(|| trace.iter().find(|entry| entry.event.concerns(tp, *offset)));
+    if let Some(entry) = written {
+        violation.step = entry.step;
+        if let Some(at) = entry.event.task_at() {
+            violation.task = Some(Arc::clone(&at.task));
+            violation.instance = Some(at.instance);
+        }
+    }
+    for (tp, offset) in others {
+        violation.related.push(Related {
+            relation: Relation::Named,
+            tp: tp.clone(),
+            offset: *offset,
+            gate: None,
+            status: None,
+            deliveries: Vec::new(),
+        });
+    }
 }
