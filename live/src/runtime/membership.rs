@@ -405,3 +405,52 @@ pub(crate) fn spawn(
             reason: format!("the membership thread could not start: {error}"),
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use parsley::assembly::assemble;
+    use parsley::probe::ContractProbes;
+    use parsley::{Json, Parsley, Stage, Step, Topic};
+
+    use super::*;
+
+    fn app(id: &str, stage: &str, input: &str) -> App {
+        let (input, output): (Topic<String, i64>, Topic<String, i64>) =
+            (Topic::new(input), Topic::new("totals"));
+        let emit = output.clone();
+        let stage = Stage::named(stage)
+            .state(Json, || 0i64)
+            .on(&input, move |sum: i64, record| {
+                let total = sum + record.value();
+                Ok::<_, String>(Step::of(total).emit(emit.send(record.key().cloned(), total)))
+            })
+            .into(&output)
+            .build();
+        Parsley::named(id).stage(stage).build().expect("composes")
+    }
+
+    fn identity(app: &App, partitions: u32) -> String {
+        let known: BTreeMap<String, u32> = ContractProbes::probe(app)
+            .iter()
+            .map(|contract| (contract.name.as_str().to_owned(), partitions))
+            .collect();
+        group_identity(app, &assemble(app, &known).expect("assembles"))
+    }
+
+    #[test]
+    fn the_identity_is_the_same_for_one_topology_and_differs_for_another() {
+        let ours = identity(&app("shop", "sum", "orders"), 2);
+        assert_eq!(ours, identity(&app("shop", "sum", "orders"), 2));
+        assert!(ours.starts_with("parsley;app=shop;topology="), "{ours}");
+        assert!(ours.ends_with(";stages=sumx2"), "{ours}");
+        for other in [
+            identity(&app("shop", "count", "orders"), 2),
+            identity(&app("shop", "sum", "payments"), 2),
+            identity(&app("shop", "sum", "orders"), 3),
+        ] {
+            assert_ne!(topology_of(&ours), topology_of(&other), "{ours} vs {other}");
+        }
+    }
+}
