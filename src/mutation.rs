@@ -51,11 +51,15 @@ pub enum Mutation {
     /// claims neither its request nor the request's causes (breaks K2, G5,
     /// I11, I5).
     TimerFireUnstamped,
+    /// A checkpoint keeps the history's claims on its first 16 tps only, as
+    /// a fixed-size buffer would: a restarted task of a wide application
+    /// forgets causes (breaks G7, I5).
+    CheckpointKeeps16Tps,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 16] = [
+    pub const ALL: [Mutation; 17] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -72,6 +76,7 @@ impl Mutation {
         Mutation::TimerKeepsFired,
         Mutation::TimerDropsOddRequests,
         Mutation::TimerFireUnstamped,
+        Mutation::CheckpointKeeps16Tps,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -93,6 +98,7 @@ impl Mutation {
             Mutation::TimerKeepsFired => "timer-keeps-fired",
             Mutation::TimerDropsOddRequests => "timer-drops-odd-requests",
             Mutation::TimerFireUnstamped => "timer-fire-unstamped",
+            Mutation::CheckpointKeeps16Tps => "checkpoint-keeps-16-tps",
         }
     }
 

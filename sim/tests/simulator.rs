@@ -65,6 +65,24 @@ fn every_planted_bug_is_caught_by_its_invariant() {
     }
 }
 
+/// Coverage where the bug lives: a checkpoint that keeps only its first 16
+/// tps (a fixed-size buffer) is caught by the wide `regroup` scenario (24
+/// partitions, histories of dozens of tps), and by no other shipped
+/// scenario, whose histories stay small.
+#[test]
+fn a_checkpoint_cut_at_16_tps_is_caught_only_by_the_wide_scenario() {
+    for name in scenarios() {
+        let simulation = shipped::planted(
+            &shipped::scenario(&name),
+            Some(Mutation::CheckpointKeeps16Tps),
+        );
+        let start = simulation.seeds().start;
+        let caught =
+            (start..start + 30).any(|seed| !simulation.run_seed(seed).violations.is_empty());
+        assert_eq!(caught, name == "regroup", "scenario {name}");
+    }
+}
+
 /// Without a planted bug the same seeds pass: the detections above are the
 /// bugs', not the checker's.
 #[test]

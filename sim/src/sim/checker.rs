@@ -570,6 +570,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     };
     let committed = checker.replay_trace();
     checker.check_committed_histories(&committed);
+    checker.check_committed_checkpoints(&committed);
     checker.check_outputs_and_state(&committed);
     checker.check_dead_letter_logs();
     checker.check_timers();
@@ -1223,6 +1224,71 @@ impl<'a> Checker<'a> {
                         }
                         break;
                     }
+                }
+            }
+        }
+    }
+
+    /// I5 (G4, G7): the history a task committed in its checkpoint is the
+    /// merge of the stamps of its committed deliveries plus a claim on each:
+    /// what a restarted task resumes from, so a history cut short (a lost
+    /// claim on a wide application) is seen even before a restart.
+    fn check_committed_checkpoints(&mut self, committed: &Committed<'a>) {
+        let tasks: Vec<TaskId> = self.input.assembly.task_ids();
+        for task in tasks {
+            let plan = self
+                .input
+                .app
+                .stage(&task.stage)
+                .expect("tasks belong to stages");
+            let Some(checkpoint) = self.consumed_tps(&task).iter().find_map(|tp| {
+                let offset = self.input.cluster.committed(&plan.group, tp)?;
+                parsley::task::Checkpoint::decode(&offset.metadata).ok()
+            }) else {
+                continue;
+            };
+            let deliveries = committed_of(committed, &task);
+            let mut expected = Stamp::empty();
+            // The first delivery whose stamp or claim the history lost.
+            let mut lost: Option<(&Delivery<'a>, Rc<Stamp>)> = None;
+            for delivery in deliveries {
+                // A stamp that does not decode is I1's to report.
+                let Some(stamp) = self.tps.stamp(delivery.id, delivery.offset) else {
+                    continue;
+                };
+                let mut caused = (*stamp).clone();
+                caused.merge(&Stamp::from_claims([Claim::new(
+                    delivery.tp.clone(),
+                    delivery.offset,
+                )]));
+                if lost.is_none() && !checkpoint.history.dominates(&caused) {
+                    lost = Some((delivery, Rc::clone(&stamp)));
+                }
+                expected.merge(&caused);
+            }
+            if checkpoint.history != expected {
+                // Dated at the delivery whose cause was lost, if one was.
+                let step = lost
+                    .as_ref()
+                    .map(|(delivery, _)| delivery.step)
+                    .or_else(|| deliveries.last().map(|delivery| delivery.step))
+                    .unwrap_or(0);
+                let violation = self
+                    .violation(
+                        Invariant::I5,
+                        step,
+                        format!(
+                            "task {task}: the committed history {} is not the merge of the stamps of its committed deliveries plus a claim on each, {expected} (G4, G7)",
+                            checkpoint.history
+                        ),
+                    )
+                    .of_task(&task);
+                if let Some((delivery, stamp)) = lost {
+                    violation
+                        .on(delivery.at)
+                        .about(delivery.tp, delivery.offset)
+                        .stamped(&stamp)
+                        .naming(Relation::Delivering, delivery.tp, delivery.offset, None);
                 }
             }
         }

@@ -8,7 +8,7 @@
 //! 1-based line and the field (see [`ScenarioError`]).
 //!
 //! ```toml
-//! topology = "balances"          # required: a name of the registry (parsley-sim: balances, audit-cut, timers, chain, fan-in, diamond, fan-out, dead-letter, sessions)
+//! topology = "balances"          # required: a name of the registry (parsley-sim: balances, audit-cut, timers, chain, fan-in, diamond, fan-out, dead-letter, sessions, regroup)
 //! partitions = 4                 # required: partitions of every source topic, 1..=64
 //! instances = 2                  # application instances sharing the tasks, 1..=8 (default 1)
 //! seeds = { start = 0, count = 2000 }  # required: runs seeds start..start+count, count >= 1
@@ -767,6 +767,7 @@ mod tests {
             "fan-out",
             "dead-letter",
             "sessions",
+            "regroup",
         ]
     }
 
@@ -962,6 +963,7 @@ mod tests {
                 "diamond",
                 "fan-in",
                 "fan-out",
+                "regroup",
                 "sessions",
                 "timers"
             ]

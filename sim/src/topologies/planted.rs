@@ -7,7 +7,7 @@ use crate::sim::checker::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 16] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 17] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -32,6 +32,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 16] = [
     (Mutation::TimerKeepsFired, "timers", Invariant::I11),
     (Mutation::TimerDropsOddRequests, "timers", Invariant::I11),
     (Mutation::TimerFireUnstamped, "timers", Invariant::I5),
+    (Mutation::CheckpointKeeps16Tps, "regroup", Invariant::I5),
 ];
 
 #[cfg(test)]

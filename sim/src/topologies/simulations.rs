@@ -8,7 +8,7 @@ use crate::sim::property::BoxError;
 use crate::sim::{Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 use crate::topologies::{
     self, ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics,
-    SessionTopics, TimerTopics,
+    RegroupTopics, SessionTopics, TimerTopics,
 };
 
 /// An amount the examples accept.
@@ -95,6 +95,13 @@ pub fn timers(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
 }
 
+/// `regroup`: a wide topic regrouped, with holds behind another topic.
+pub fn regroup(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = RegroupTopics::new();
+    let app = topologies::regroup(&topics)?;
+    Ok(Simulation::builder(app).input(amounts(&topics.clicks)))
+}
+
 /// `sessions`: sessions closed by the timer service (K2); every click ends
 /// up in exactly one closed session once every timer has fired.
 pub fn sessions(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
@@ -145,4 +152,5 @@ pub fn registry() -> Registry {
         .topology("fan-out", fan_out)
         .topology("dead-letter", dead_letter)
         .topology("sessions", sessions)
+        .topology("regroup", regroup)
 }
