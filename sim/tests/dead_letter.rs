@@ -257,3 +257,55 @@ fn x5_i10_simulated_dead_letters_pass_the_checker() {
         .sum::<usize>();
     assert!(dead_lettered > 0, "no seed dead-lettered anything");
 }
+
+/// X5, I10, bad input: an input that writes bytes the topic's codec refuses
+/// (`Input::malformed`) takes the codec path in the simulator: the opted-in
+/// stage dead-letters each as a codec refusal and the checker passes; some
+/// seeds really do. Without the opt-in the task stops on it, as expected.
+#[test]
+fn x5_i10_simulated_malformed_records_reach_the_codec_and_the_dead_letter_topic() {
+    for dead_letters in [true, false] {
+        let sensors = sensors(dead_letters);
+        let readings = sensors.readings.clone();
+        let simulation = Simulation::builder(sensors.app)
+            .name("sensors")
+            .input(
+                Input::new(&readings, |draw| (Some(draw.key()), draw.range(0, LIMIT)))
+                    .malformed(|draw| (Some(Bytes::from(draw.key())), Bytes::from_static(b"n/a"))),
+            )
+            .partitions(2)
+            .instances(2)
+            .inputs(80)
+            .faults(FaultRates {
+                logic_error: 0.05,
+                ..FaultRates::default()
+            })
+            .seeds(0..100)
+            .build()
+            .unwrap();
+        let summary = simulation.check_seeds(simulation.seeds());
+        assert_eq!(summary.failure, None, "dead letters: {dead_letters}");
+        let mut kinds = Vec::new();
+        for seed in 0..20u64 {
+            let outcome = simulation.run_seed(seed);
+            for partition in 0..2 {
+                let tp = Tp::new("plant-peaks-dlq", partition);
+                if let Ok(log) = outcome.cluster.log(&tp) {
+                    for (_, data) in log.read_committed() {
+                        kinds.push(parsley::DeadLetter::from_record(data).unwrap().kind);
+                    }
+                }
+            }
+        }
+        match dead_letters {
+            true => {
+                assert!(!kinds.is_empty(), "no seed dead-lettered anything");
+                assert!(
+                    kinds.iter().all(|kind| *kind == DeadLetterKind::Codec),
+                    "{kinds:?}"
+                );
+            }
+            false => assert!(kinds.is_empty()),
+        }
+    }
+}

@@ -153,6 +153,20 @@ impl<K: 'static, V: 'static> Input<K, V> {
         self
     }
 
+    /// Records whose bytes the topic's codecs refuse (a key or value that
+    /// does not decode), written as they are: the path of bad input through
+    /// the codec to the task's stop or its dead-letter topic (X5). Like
+    /// [`Input::rejected`], which it replaces, the run's `logic_error`
+    /// fault rate decides when one is produced, at most one per run, and
+    /// the task that stops on it stops as expected.
+    pub fn malformed<G>(mut self, generate: G) -> Self
+    where
+        G: Fn(&mut Draw<'_>) -> (Option<Bytes>, Bytes) + Send + Sync + 'static,
+    {
+        self.rejected = Some(Arc::new(move |draw: &mut Draw<'_>| Ok(generate(draw))));
+        self
+    }
+
     /// Upstream causality, declared: each record of this input claims, with
     /// probability `probability`, the latest committed record of `upstream`
     /// (another input) on the same partition, so the gate holds it until
