@@ -540,8 +540,9 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
             }
             Err(error) if error.is_released() => {
                 // The group moved it while the cluster was away: its next
-                // owner resumes from the last commit.
-                println!("task {}: {error}", run.task)
+                // owner resumes from the last commit. The error names the
+                // task.
+                println!("{error}")
             }
             Err(error) => {
                 failed = true;
