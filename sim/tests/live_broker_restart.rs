@@ -161,7 +161,9 @@ async fn k2_broker_bounce_under_flowing_clicks_fires_every_timer_once() {
     let flow = async {
         let mut plan = Vec::new();
         let mut seed = 300;
-        while flowing.load(Ordering::Relaxed) {
+        // Flowing through the bounce, and on until enough clicks went in,
+        // however slow a busy machine makes each batch.
+        while flowing.load(Ordering::Relaxed) || plan.len() < 200 {
             plan.extend(live.produce(20, seed).await);
             seed += 1;
             tokio::time::sleep(Duration::from_millis(100)).await;
