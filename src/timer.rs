@@ -254,6 +254,17 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
             .expect("a timer service's slots hold pending times")
     }
 
+    /// A request's key, decoded with the request topic's key codec.
+    fn key(&self, key: &[u8]) -> Result<K, DeliveryFailure> {
+        self.requests
+            .key_codec()
+            .decode(key)
+            .map_err(|error| DeliveryFailure::Codec {
+                part: RecordPart::Key,
+                error,
+            })
+    }
+
     /// The request's key and time, or why the service refuses it.
     fn request(&self, tp: &Tp, record: &ConsumedRecord) -> Result<(Bytes, i64), DeliveryFailure> {
         let key = match &record.data.key {
@@ -265,13 +276,7 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
                 )))
             }
         };
-        self.requests
-            .key_codec()
-            .decode(&key)
-            .map_err(|error| DeliveryFailure::Codec {
-                part: RecordPart::Key,
-                error,
-            })?;
+        self.key(&key)?;
         let value = record.data.value.as_deref().unwrap_or_default();
         let at =
             self.requests
@@ -336,14 +341,7 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
         let mut states = Vec::with_capacity(due.len());
         for (_, key, pending) in due {
             let split = pending.partition_point(|time| *time <= now);
-            let decoded =
-                self.requests
-                    .key_codec()
-                    .decode(&key)
-                    .map_err(|error| DeliveryFailure::Codec {
-                        part: RecordPart::Key,
-                        error,
-                    })?;
+            let decoded = self.key(&key)?;
             let (fired, left) = pending.split_at(split);
             for at in fired {
                 emissions.push(self.fires.send(decoded.clone(), *at));
