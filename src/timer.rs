@@ -7,7 +7,7 @@
 //! *fire* record to the fire topic: keyed K, valued T. The stage consumes
 //! the fires like any source, through its gate.
 //!
-//! The service is a stage ([`TimerService::build`] returns a
+//! The service is a stage ([`TimerServiceBuilder::build`] returns a
 //! [`Stage`]) with built-in logic, so it runs as tasks of the application,
 //! one per request partition, under the same transactions, fencing, group
 //! membership and failover as every stage:
