@@ -485,6 +485,16 @@ pub fn pending_of(task: &crate::Task) -> Option<Vec<(Bytes, i64)>> {
     Some(pending)
 }
 
+/// When a timer service's task next has a timer due: its earliest pending
+/// time, without listing them all (`None` when nothing is pending or the
+/// task is not a timer service's). A driver asks this often.
+pub fn next_due(task: &crate::Task) -> Option<i64> {
+    task.slots::<Pending>()?
+        .current_slots()
+        .filter_map(|(_, times)| times.first().copied())
+        .min()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -211,14 +211,6 @@ async fn rides_out(outage: Outage) {
         "lag returned to 0 only {:.1}s after the broker was back (bound {bound:?})",
         took.as_secs_f64()
     );
-    let failed: Vec<&TaskEnd> = ends
-        .iter()
-        .filter(|end| matches!(end.how, TaskEndKind::Failed(_)))
-        .collect();
-    assert!(
-        failed.is_empty(),
-        "no task may fail on an outage (each would stop its instance): {failed:?}"
-    );
     // Lag 0 can come while the group still re-forms (a task whose partition
     // had nothing new may be between owners): every task must run again
     // within a bound, on one instance or the other.
@@ -249,7 +241,7 @@ async fn rides_out(outage: Outage) {
         .collect();
     assert!(
         failed.is_empty(),
-        "no task may fail while the group re-forms: {failed:?}"
+        "no task may fail on an outage or while the group re-forms (each would stop its instance): {failed:?}"
     );
 
     for runtime in &instances {

@@ -1088,7 +1088,7 @@ impl World {
             let Some(host) = self.host_index(instance, &task) else {
                 continue;
             };
-            let Some(due) = pending_timer_due(&self.host(instance, host).task) else {
+            let Some(due) = parsley::timer::next_due(&self.host(instance, host).task) else {
                 continue;
             };
             let next_tick = self.host(instance, host).task.next_tick_at().unwrap_or(due);
@@ -1288,7 +1288,7 @@ impl World {
         for (_, _, host) in self.active_hosts() {
             if host.task.has_open_work()
                 || host.task.buffered() > 0
-                || pending_timer_due(&host.task).is_some()
+                || parsley::timer::next_due(&host.task).is_some()
             {
                 return false;
             }
@@ -1340,9 +1340,4 @@ impl World {
         }
         stopped
     }
-}
-
-/// The earliest pending timer of a timer service's task (K2), if any.
-fn pending_timer_due(task: &parsley::Task) -> Option<i64> {
-    parsley::timer::pending_of(task)?.first().map(|(_, at)| *at)
 }
