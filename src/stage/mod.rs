@@ -209,6 +209,12 @@ impl Stage {
         if self.def.ticks.is_none() {
             return Err(format!("stage {:?} declares no ticks", self.def.name));
         }
+        if self.def.timer.is_some() {
+            return Err(format!(
+                "stage {:?} is a timer service, whose ticks read every key slot: replay them with replay_tick_over_slots",
+                self.def.name
+            ));
+        }
         let outcome = self
             .def
             .logic
