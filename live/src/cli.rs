@@ -492,14 +492,16 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
         Ok(found) => found,
         Err(code) => return code,
     };
+    let mut endpoints = None;
     if let Some(address) = args.metrics {
-        let installed = metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(address)
-            .install();
-        if let Err(error) = installed {
-            return fail(format!("--metrics {address}: {error}"));
+        match crate::endpoints::serve(address).await {
+            Ok(serving) => {
+                let at = serving.address();
+                println!("metrics on http://{at}/metrics, health on http://{at}/health and http://{at}/ready");
+                endpoints = Some(serving);
+            }
+            Err(error) => return fail(format!("--metrics {address}: {error}")),
         }
-        println!("metrics on http://{address}/metrics");
     }
     let config = RuntimeConfig::new(client.config().clone())
         .with_commit_interval(Duration::from_millis(args.commit_interval_ms));
@@ -514,6 +516,9 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => return fail(error),
     };
+    if let Some(endpoints) = &endpoints {
+        endpoints.attach(runtime.health());
+    }
     if args.instance.is_some() {
         let tasks: Vec<String> = runtime.tasks().iter().map(ToString::to_string).collect();
         println!("running tasks: {}", tasks.join(", "));

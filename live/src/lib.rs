@@ -14,6 +14,8 @@
 //! - [`status`] and [`readback`]: what a cluster says of an application,
 //!   read from outside, and the committed topics read back for
 //!   [`parsley::audit`];
+//! - [`endpoints`]: an instance's `/metrics`, `/health` and `/ready`;
+//! - [`instance`]: an instance's name and state, and its tasks' states;
 //! - [`client`]: rdkafka wrapped with the in-memory model's operations.
 //!
 //! # How it relates to the in-memory model
@@ -47,12 +49,15 @@
 
 pub mod cli;
 pub mod client;
+pub mod endpoints;
 pub mod error;
+pub mod instance;
 #[cfg(feature = "mutations")]
 pub mod faults;
 pub mod reach;
 pub mod readback;
 pub mod runtime;
+mod stats;
 pub mod status;
 
 pub use client::test_broker;
@@ -61,10 +66,11 @@ pub use client::{
     TxnProducer, Watermarks, BOOTSTRAP_ENV,
 };
 pub use error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
+pub use instance::{instance_name, InstanceState, TaskReport, TaskState};
 pub use readback::{read_committed, ReadBack};
 pub use runtime::{
     assemble_on, create_topics, group_identity, membership_topic, skip_record, Assignment,
-    FailurePolicy, GroupMembership, InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper,
+    FailurePolicy, GroupMembership, Health, InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper,
     TaskEnd, TaskEndKind, TaskRun, TopicSetup,
 };
 pub use status::{

@@ -1,8 +1,13 @@
 //! A task's figures for operators, through the `metrics` facade: the core's
-//! counters, the records held, the consumer lag and the commit latency,
-//! labelled by application and task. Nothing is exported unless the process
-//! installs a recorder (`parsley-live run --metrics ADDR` serves them in
-//! the Prometheus text format).
+//! counters, the records held and the commit latency, labelled by
+//! application and task. Nothing is exported unless the process installs a
+//! recorder (`parsley-live run --metrics ADDR` serves them in the Prometheus
+//! text format). The instance-wide figures (state, lag, restore, last
+//! commit) are [`figures`](super::figures)'.
+//!
+//! Counters only grow: each publication adds what the running task's core
+//! counted since the last one, so a task that restarts, moves away and
+//! comes back adds to the same counters instead of starting them again.
 
 use std::time::{Duration, Instant};
 
@@ -12,15 +17,16 @@ use parsley::task::{TaskId, TaskMetrics};
 /// seldom enough to cost nothing next to its turns.
 const EVERY: Duration = Duration::from_millis(500);
 
-/// One task's labels, when it last published, and the counters of its
-/// earlier runs in this process.
+/// One task's labels, when it last published, what the running core's
+/// counters stood at then, and the counters of its earlier runs.
 pub(crate) struct Exported {
     labels: [(&'static str, String); 2],
     last: Option<Instant>,
+    /// The running core's counters as last added to the exported ones.
+    published: TaskMetrics,
     /// The counters of the runs before a restart: a restarted task's core
-    /// counts from zero, its exported counters go on from here.
+    /// counts from zero, the run's totals go on from here.
     earlier: TaskMetrics,
-    restarts: u64,
 }
 
 impl Exported {
@@ -28,16 +34,18 @@ impl Exported {
         Exported {
             labels: [("app", app.to_string()), ("task", task.to_string())],
             last: None,
+            published: TaskMetrics::default(),
             earlier: TaskMetrics::default(),
-            restarts: 0,
         }
     }
 
-    /// The task restarts: `ended` holds what its last run counted.
+    /// The task restarts: `ended` holds what its last run counted, which
+    /// is published first.
     pub(crate) fn restarted(&mut self, ended: &TaskMetrics) {
+        self.publish(ended);
         self.earlier = self.total(ended);
-        self.restarts += 1;
-        metrics::counter!("parsley_task_restarts_total", &self.labels).absolute(self.restarts);
+        self.published = TaskMetrics::default();
+        metrics::counter!("parsley_task_restarts_total", &self.labels).increment(1);
         self.last = None;
     }
 
@@ -65,38 +73,48 @@ impl Exported {
         self.last.is_none_or(|last| last.elapsed() >= EVERY)
     }
 
-    /// Publishes the task's counters, its held records and its lag: the
-    /// records between its consumer's positions and the log ends.
-    pub(crate) fn publish(&mut self, current: &TaskMetrics, lag: u64) {
-        let metrics = &self.total(current);
+    /// Adds what the running core counted since the last publication to
+    /// the exported counters, and sets its held records.
+    pub(crate) fn publish(&mut self, current: &TaskMetrics) {
         let labels = &self.labels;
-        for (name, value) in [
+        let before = &self.published;
+        for (name, now, then) in [
             (
                 "parsley_records_delivered_total",
-                metrics.records_delivered_total,
+                current.records_delivered_total,
+                before.records_delivered_total,
             ),
-            ("parsley_ticks_emitted_total", metrics.ticks_emitted_total),
+            (
+                "parsley_ticks_emitted_total",
+                current.ticks_emitted_total,
+                before.ticks_emitted_total,
+            ),
             (
                 "parsley_transactions_committed_total",
-                metrics.transactions_committed_total,
+                current.transactions_committed_total,
+                before.transactions_committed_total,
             ),
             (
                 "parsley_transactions_aborted_total",
-                metrics.transactions_aborted_total,
+                current.transactions_aborted_total,
+                before.transactions_aborted_total,
             ),
             (
                 "parsley_records_redelivered_total",
-                metrics.records_redelivered_total,
+                current.records_redelivered_total,
+                before.records_redelivered_total,
             ),
             (
                 "parsley_records_dead_lettered_total",
-                metrics.records_dead_lettered_total,
+                current.records_dead_lettered_total,
+                before.records_dead_lettered_total,
             ),
         ] {
-            metrics::counter!(name, labels).absolute(value);
+            // A core's counters only grow within its run.
+            metrics::counter!(name, labels).increment(now.saturating_sub(then));
         }
-        metrics::gauge!("parsley_records_held", labels).set(metrics.records_held as f64);
-        metrics::gauge!("parsley_consumer_lag", labels).set(lag as f64);
+        metrics::gauge!("parsley_records_held", labels).set(current.records_held as f64);
+        self.published = current.clone();
         self.last = Some(Instant::now());
     }
 

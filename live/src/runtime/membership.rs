@@ -13,14 +13,22 @@
 //! un-fenced. A dead instance's tasks move once the broker ends its session
 //! (the session timeout); a new instance takes its share at its first
 //! rebalance.
+//!
+//! Each instance also reports its owned tasks' states to the group: for
+//! each owned task it commits offset 0 of the task's partition with a
+//! [`TaskReport`](crate::instance::TaskReport) as the offset's metadata,
+//! whenever a state changes and every 10 s, which is how `status` shows who
+//! runs each task and how. The membership consumer's `client.id` is the
+//! instance's [`group_identity`] followed by `;instance=<host>-<pid>`, so
+//! Kafka's own tools tell the processes apart.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::{ClientContext, TopicPartitionList};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use parsley::app::App;
 use parsley::assembly::Assembly;
@@ -29,6 +37,7 @@ use parsley::task::TaskId;
 
 use super::super::client::{bounded, LiveClient, LiveConfig};
 use super::super::error::LiveError;
+use super::super::instance::instance_name;
 use super::tasks::TaskSet;
 use super::RuntimeError;
 
@@ -263,10 +272,17 @@ impl MembershipContext {
     }
 }
 
-impl ClientContext for MembershipContext {}
+impl ClientContext for MembershipContext {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        crate::stats::publish(&statistics);
+    }
+}
 
 impl ConsumerContext for MembershipContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if !matches!(rebalance, Rebalance::Error(_)) {
+            self.tasks.figures().rebalancing(true);
+        }
         if let Rebalance::Revoke(list) = rebalance {
             let released = self.tasks_of(list);
             if released.is_empty() {
@@ -291,6 +307,8 @@ impl ConsumerContext for MembershipContext {
     fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(list) => {
+                // Every rebalance ends with an assignment, empty or not.
+                self.tasks.figures().rebalancing(false);
                 self.check_members_later();
                 let taken = self.tasks_of(list);
                 if taken.is_empty() {
@@ -301,9 +319,56 @@ impl ConsumerContext for MembershipContext {
             }
             Rebalance::Revoke(_) => {}
             Rebalance::Error(error) => {
+                self.tasks.figures().rebalancing(false);
                 tracing::warn!(app = %self.app, error = %error, "group rebalance failed; librdkafka retries");
             }
         }
+    }
+}
+
+/// How often the owned tasks' states are reported again, unchanged: the
+/// group forgets nothing, but a report lost while the cluster was away is
+/// made good.
+const REPORT_EVERY: Duration = Duration::from_secs(10);
+
+/// Commits, for each reported task the group assigns this instance now,
+/// offset 0 of its partition with its report as metadata. Asynchronous: a
+/// commit lost while the cluster is away is made good by the next report.
+fn report_states<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    task_of_partition: &[TaskId],
+    reports: &[(TaskId, crate::instance::TaskReport)],
+) {
+    let Ok(assigned) = consumer.assignment() else {
+        return;
+    };
+    let mut list = TopicPartitionList::new();
+    for (id, report) in reports {
+        let Some(partition) = task_of_partition.iter().position(|task| task == id) else {
+            continue;
+        };
+        let Ok(partition) = i32::try_from(partition) else {
+            continue;
+        };
+        if assigned.find_partition(topic, partition).is_none() {
+            continue;
+        }
+        if list
+            .add_partition_offset(topic, partition, Offset::Offset(0))
+            .is_err()
+        {
+            continue;
+        }
+        if let Some(mut element) = list.find_partition(topic, partition) {
+            element.set_metadata(report.to_json());
+        }
+    }
+    if list.count() == 0 {
+        return;
+    }
+    if let Err(error) = consumer.commit(&list, CommitMode::Async) {
+        tracing::debug!(error = %error, "the tasks' states could not be reported to the group; reported again later");
     }
 }
 
@@ -343,10 +408,15 @@ pub(crate) fn spawn(
         ("auto.offset.reset", "earliest".into()),
         // Back in the group within a second of the cluster's return.
         ("reconnect.backoff.max.ms", "1000".into()),
+        ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
     ]);
     // After the user's properties: the identity is how the group tells
-    // one application and topology from another.
-    client_config.set("client.id", identity);
+    // one application and topology from another, and the instance's name
+    // one process from another.
+    client_config.set(
+        "client.id",
+        format!("{identity};instance={}", instance_name()),
+    );
     let consumer: BaseConsumer<MembershipContext> = client_config
         .create_with_context(context)
         .map_err(|source| LiveError::Client {
@@ -369,6 +439,8 @@ pub(crate) fn spawn(
             // Each distinct error at most every 30 s: with the cluster
             // away librdkafka reports a few in turn, many times a second.
             let mut logged: Vec<(String, std::time::Instant)> = Vec::new();
+            let figures = Arc::clone(tasks.figures());
+            let (mut reported, mut last_report) = (0u64, std::time::Instant::now());
             while !stop.load(Ordering::Relaxed) {
                 // Rebalances run inside poll, on this thread.
                 if let Some(Err(error)) = consumer.poll(Duration::from_millis(100)) {
@@ -383,7 +455,13 @@ pub(crate) fn spawn(
                 // returned (released while the cluster was away, then
                 // assigned again) start again here.
                 tasks.reconcile();
+                let force = last_report.elapsed() >= REPORT_EVERY;
+                if let Some(reports) = figures.reports(&mut reported, force) {
+                    report_states(&consumer, &topic, &task_of_partition, &reports);
+                    last_report = std::time::Instant::now();
+                }
             }
+            figures.shutting_down();
             // Commit and stop every task before leaving, as a revocation
             // would; then leave, bounded, on a thread of its own.
             tasks.release(&task_of_partition, deadline * 2);

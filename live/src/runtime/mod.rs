@@ -30,6 +30,7 @@
 
 mod error;
 mod exported;
+mod figures;
 mod membership;
 mod setup;
 mod task_loop;
@@ -44,9 +45,11 @@ use parsley::assembly::Assembly;
 use parsley::task::{TaskConfig, TaskId};
 
 use super::client::{LiveClient, LiveConfig};
+use figures::Figures;
 use tasks::TaskSet;
 
 pub use error::RuntimeError;
+pub use figures::Health;
 pub use membership::{group_identity, membership_topic, GroupMembership};
 pub use setup::{assemble_on, create_topics, TopicSetup};
 pub use task_loop::{wall_clock_ms, TaskRun};
@@ -188,12 +191,14 @@ impl RuntimeConfig {
 /// Stops a running instance gracefully: each task commits what is pending
 /// and returns.
 #[derive(Clone, Debug)]
-pub struct Stopper(Arc<AtomicBool>);
+pub struct Stopper(Arc<AtomicBool>, Arc<Figures>);
 
 impl Stopper {
     /// Asks every task of the instance to stop; returns at once, without
-    /// waiting for them (see [`Runtime::wait`]).
+    /// waiting for them (see [`Runtime::wait`]). The instance is
+    /// `PENDING_SHUTDOWN` from here.
     pub fn stop(&self) {
+        self.1.shutting_down();
         self.0.store(true, Ordering::Relaxed);
     }
 }
@@ -234,6 +239,8 @@ pub struct Runtime {
     /// Tasks that returned, in the order they did; taken by
     /// [`Runtime::take_ended`].
     ended: Arc<Mutex<Vec<TaskEnd>>>,
+    /// The instance's board, for its figures and health.
+    figures: Arc<Figures>,
 }
 
 impl Runtime {
@@ -243,19 +250,30 @@ impl Runtime {
     /// group assigns. A missing or mis-sized topic stops start-up here,
     /// before any task runs.
     pub async fn start(app: Arc<App>, config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
-        let client = LiveClient::new(config.live.clone())?;
+        let client = Arc::new(LiveClient::new(config.live.clone())?);
         let assembly = assemble_on(&client, &app).await?;
         let stop = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(Mutex::new(Vec::new()));
+        let figures = Figures::new(app.id(), config.live.deadline());
+        let shared_assembly = Arc::new(assembly.clone());
         let tasks = Arc::new(TaskSet::new(
             Arc::clone(&app),
-            Arc::new(assembly.clone()),
+            Arc::clone(&shared_assembly),
             config.clone(),
             Arc::clone(&stop),
             Arc::clone(&ended),
+            Arc::clone(&figures),
+        ));
+        tokio::spawn(figures::refresh(
+            Arc::clone(&figures),
+            Arc::clone(&client),
+            Arc::clone(&app),
+            shared_assembly,
+            Arc::clone(&stop),
         ));
         let membership = match config.assignment {
             Assignment::Share(share) => {
+                figures.own(&share.tasks(&assembly));
                 for id in share.tasks(&assembly) {
                     tasks.start(id)?;
                 }
@@ -306,7 +324,14 @@ impl Runtime {
             membership,
             policy: config.on_failure,
             ended,
+            figures,
         })
+    }
+
+    /// The instance's state and the answers of its `/health` and `/ready`
+    /// endpoints, usable from another thread.
+    pub fn health(&self) -> Health {
+        Health(Arc::clone(&self.figures))
     }
 
     /// The application as assembled against the cluster's metadata (C3).
@@ -321,7 +346,7 @@ impl Runtime {
 
     /// A handle that stops this instance, usable from another thread.
     pub fn stopper(&self) -> Stopper {
-        Stopper(Arc::clone(&self.stop))
+        Stopper(Arc::clone(&self.stop), Arc::clone(&self.figures))
     }
 
     /// True once every task has returned (stopped, failed, fenced or

@@ -24,11 +24,13 @@ use parsley::task::{CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
 use parsley::tp::Tp;
 
 use super::super::client::{
-    bounded, cached_high_watermark, committed_offsets, consumed, fetch_visible, kafka_offset,
+    bounded, committed_offsets, consumed, fetch_visible, kafka_offset,
     kafka_partition, Isolation, LiveConfig, Probes, TxnProducer,
 };
 use super::super::error::{LiveError, TxnErrorClass};
+use super::super::instance::TaskState;
 use super::exported::Exported;
+use super::figures::Figures;
 use super::tasks::StopFlags;
 use super::{Assignment, RuntimeConfig, RuntimeError};
 
@@ -87,6 +89,8 @@ pub(crate) struct TaskDriver {
     /// The run's stop flags, once it runs under them: a retry loop gives
     /// up, and an abort is skipped, once the group's assignment was lost.
     flags: Option<StopFlags>,
+    /// The instance's board: this task's state, turns and commits.
+    figures: Arc<Figures>,
 }
 
 /// Starts the task `id` and runs it until `stop` is set or it fails. A
@@ -110,6 +114,7 @@ pub(crate) fn run_task(
     id: TaskId,
     config: RuntimeConfig,
     stop: &StopFlags,
+    figures: &Arc<Figures>,
 ) -> TaskRun {
     let grouped = matches!(config.assignment, Assignment::Group(_));
     let mut exported = Exported::new(app.id(), &id);
@@ -122,8 +127,11 @@ pub(crate) fn run_task(
         restarts,
     };
     loop {
-        let (error, ended) = match TaskDriver::start(app, assembly, &id, config.clone()) {
+        figures.task_state(&id, TaskState::Restoring, None);
+        let started = TaskDriver::start(app, assembly, &id, config.clone(), figures);
+        let (error, ended) = match started {
             Ok(mut driver) => {
+                figures.task_state(&id, TaskState::Running, None);
                 driver.flags = Some(stop.clone());
                 let exit = driver.run(stop, &mut exported);
                 let ended = driver.task.metrics();
@@ -177,6 +185,7 @@ pub(crate) fn run_task(
         restarts += 1;
         in_a_row += 1;
         exported.restarted(&ended);
+        figures.task_state(&id, TaskState::Retrying, None);
         let pause = restart_pause(in_a_row);
         if fenced_but_held {
             tracing::warn!(
@@ -221,7 +230,8 @@ pub(crate) fn skip_record(
     offset: u64,
     patience: Duration,
 ) -> Result<TaskMetrics, RuntimeError> {
-    let mut driver = TaskDriver::start(app, assembly, id, config)?;
+    let figures = Figures::new(app.id(), config.live.deadline());
+    let mut driver = TaskDriver::start(app, assembly, id, config, &figures)?;
     driver.task.skip(tp, offset)?;
     let exported = Exported::new(app.id(), id);
     let until = Instant::now() + patience;
@@ -303,6 +313,7 @@ impl TaskDriver {
         assembly: &Assembly,
         id: &TaskId,
         config: RuntimeConfig,
+        figures: &Arc<Figures>,
     ) -> Result<TaskDriver, RuntimeError> {
         let mut task = Task::new(app, assembly, &id.stage, id.partition, config.task)?;
         let producer = TxnProducer::new(&config.live, task.transactional_id())?;
@@ -314,6 +325,8 @@ impl TaskDriver {
         let probes = Probes::new(&config.live)?;
         let mut restored = 0usize;
         if let Some(changelog) = task.changelog_tp().cloned() {
+            let end = probes.watermarks(&changelog)?.high_watermark;
+            figures.restoring(id, end);
             let fetched = fetch_visible(
                 &consumer,
                 &probes,
@@ -326,6 +339,7 @@ impl TaskDriver {
                 task.restore_state(record.offset, &record.data)?;
             }
             restored = fetched.records.len();
+            figures.restoring(id, 0);
         }
         let tps = task.consumed_tps();
         let committed: Vec<Option<CommittedOffset>> = {
@@ -358,6 +372,7 @@ impl TaskDriver {
             positions,
             transaction_began: None,
             flags: None,
+            figures: Arc::clone(figures),
         };
         driver.assign()?;
         Ok(driver)
@@ -414,9 +429,9 @@ impl TaskDriver {
                     Err(exit) => exit,
                 };
             }
+            self.figures.turned(self.task.id());
             if exported.due() {
-                let lag = self.lag();
-                exported.publish(&self.task.metrics(), lag);
+                exported.publish(&self.task.metrics());
             }
             match self.step(exported) {
                 Ok(true) => last_progress = Instant::now(),
@@ -453,6 +468,7 @@ impl TaskDriver {
             let started = Instant::now();
             self.commit(now)?;
             exported.commit_took(started.elapsed());
+            self.figures.committed(self.task.id());
         }
         Ok(delivered)
     }
@@ -575,6 +591,9 @@ impl TaskDriver {
         }
         self.ensure_transaction()?;
         for record in records {
+            if self.task.dead_letter_tp() == Some(&record.tp) {
+                log_dead_letter(self.task.id(), &record);
+            }
             if let Err(error) = self.producer.enqueue_unreported(&record.tp, &record.data) {
                 return self.on_transaction_error(error);
             }
@@ -604,28 +623,6 @@ impl TaskDriver {
         self.transaction_began = None;
         self.task.handle_committed(now);
         Ok(())
-    }
-
-    /// Records between the consumer's positions (past transaction markers)
-    /// and the log ends it last saw, over the task's tps: no broker call.
-    fn lag(&self) -> u64 {
-        let Ok(assigned) = self.consumer.position() else {
-            return 0;
-        };
-        assigned
-            .elements()
-            .iter()
-            .map(|element| {
-                let position = match element.offset() {
-                    rdkafka::Offset::Offset(offset) => offset,
-                    _ => return 0,
-                };
-                let high =
-                    cached_high_watermark(&self.consumer, element.topic(), element.partition())
-                        .unwrap_or(position);
-                u64::try_from(high - position).unwrap_or(0)
-            })
-            .sum()
     }
 
     /// True once the group's assignment of this task was lost: no retry,
@@ -749,6 +746,27 @@ impl TaskDriver {
         }
         Ok(())
     }
+}
+
+/// One warning per dead letter (X5), naming the record and why, from the
+/// headers the core wrote on it.
+fn log_dead_letter(id: &TaskId, record: &ProducedRecord) {
+    use parsley::dead_letter::{ERROR, MESSAGE, OFFSET, PARTITION, TOPIC};
+    let header = |name: &str| {
+        record
+            .data
+            .header(name)
+            .map(|value| String::from_utf8_lossy(value).into_owned())
+            .unwrap_or_default()
+    };
+    tracing::warn!(
+        task = %id,
+        dead_letter_topic = %record.tp,
+        kind = %header(ERROR),
+        record = %format!("{}-{}@{}", header(TOPIC), header(PARTITION), header(OFFSET)),
+        error = %header(MESSAGE),
+        "record dead-lettered (X5)"
+    );
 }
 
 /// Consumer errors that no retry will cure: an offset out of range (the

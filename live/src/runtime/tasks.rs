@@ -11,6 +11,8 @@ use parsley::app::App;
 use parsley::assembly::Assembly;
 use parsley::task::TaskId;
 
+use super::super::instance::TaskState;
+use super::figures::Figures;
 use super::task_loop::{self, TaskRun};
 use super::{RuntimeConfig, RuntimeError, TaskEnd, TaskEndKind};
 
@@ -67,6 +69,8 @@ pub(crate) struct TaskSet {
     /// Tasks that stopped on a real failure: never started again by
     /// [`TaskSet::reconcile`] (the failure policy decides what follows).
     failed: Arc<Mutex<Vec<TaskId>>>,
+    /// The instance's board: owned tasks and their states.
+    figures: Arc<Figures>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -82,6 +86,7 @@ impl TaskSet {
         config: RuntimeConfig,
         instance_stop: Arc<AtomicBool>,
         ended: Arc<Mutex<Vec<TaskEnd>>>,
+        figures: Arc<Figures>,
     ) -> TaskSet {
         TaskSet {
             app,
@@ -93,13 +98,20 @@ impl TaskSet {
             joined: Mutex::new(Vec::new()),
             owned: Mutex::new(Vec::new()),
             failed: Arc::new(Mutex::new(Vec::new())),
+            figures,
         }
+    }
+
+    /// The instance's board.
+    pub(crate) fn figures(&self) -> &Arc<Figures> {
+        &self.figures
     }
 
     /// With group membership: the group assigned `ids` to this instance;
     /// each starts now, or, if an earlier run of it is still stopping, as
     /// soon as that run returns ([`TaskSet::reconcile`]).
     pub(crate) fn assign(&self, ids: &[TaskId]) {
+        self.figures.own(ids);
         {
             let mut owned = lock(&self.owned);
             for id in ids {
@@ -145,6 +157,7 @@ impl TaskSet {
     /// The tasks the group assigns again start once their runs return.
     pub(crate) fn lose_all(&self) {
         lock(&self.owned).clear();
+        self.figures.disown_all();
         let threads = lock(&self.threads);
         for running in threads.iter() {
             running.lost.store(true, Ordering::Relaxed);
@@ -182,18 +195,19 @@ impl TaskSet {
             task: Arc::clone(&stop),
             lost: Arc::clone(&lost),
         };
-        let (app, assembly, config, ended, failed) = (
+        let (app, assembly, config, ended, failed, figures) = (
             Arc::clone(&self.app),
             Arc::clone(&self.assembly),
             self.config.clone(),
             Arc::clone(&self.ended),
             Arc::clone(&self.failed),
+            Arc::clone(&self.figures),
         );
         let task = id.clone();
         let handle = std::thread::Builder::new()
             .name(format!("parsley {id}"))
             .spawn(move || {
-                let run = task_loop::run_task(&app, &assembly, task, config, &flags);
+                let run = task_loop::run_task(&app, &assembly, task, config, &flags, &figures);
                 let how = match &run.outcome {
                     Ok(()) => TaskEndKind::Stopped,
                     Err(error) if error.is_fenced() => TaskEndKind::Fenced,
@@ -203,6 +217,16 @@ impl TaskSet {
                         TaskEndKind::Failed(error.to_string())
                     }
                 };
+                let state = match &how {
+                    TaskEndKind::Stopped | TaskEndKind::Released(_) => TaskState::Stopped,
+                    TaskEndKind::Fenced => TaskState::Fenced,
+                    TaskEndKind::Failed(_) => TaskState::Failed,
+                };
+                let failure = match &how {
+                    TaskEndKind::Failed(reason) => Some(reason.clone()),
+                    _ => None,
+                };
+                figures.task_state(&run.task, state, failure);
                 lock(&ended).push(TaskEnd {
                     task: run.task.clone(),
                     how,
@@ -228,6 +252,7 @@ impl TaskSet {
     /// next owner's producer fences it (X4).
     pub(crate) fn release(&self, ids: &[TaskId], patience: Duration) {
         lock(&self.owned).retain(|owned| !ids.contains(owned));
+        self.figures.disown(ids);
         let released: Vec<Running> = {
             let mut threads = lock(&self.threads);
             let (released, kept) = std::mem::take(&mut *threads)
