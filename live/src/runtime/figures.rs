@@ -69,8 +69,11 @@ struct Board {
 pub(crate) struct Figures {
     app: String,
     instance: &'static str,
-    /// How long a turn may take before the task counts as stalled: the
-    /// bound on every call.
+    /// How long a turn may take before the task counts as stalled:
+    /// librdkafka's bound on one call ([`LiveConfig::timeout`]); a turn
+    /// longer than that is a call overrunning it, or retrying.
+    ///
+    /// [`LiveConfig::timeout`]: crate::LiveConfig::timeout
     stall_after: Duration,
     board: Mutex<Board>,
     rebalances: std::sync::atomic::AtomicU64,

@@ -254,7 +254,7 @@ impl Runtime {
         let assembly = assemble_on(&client, &app).await?;
         let stop = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(Mutex::new(Vec::new()));
-        let figures = Figures::new(app.id(), config.live.deadline());
+        let figures = Figures::new(app.id(), config.live.timeout);
         let shared_assembly = Arc::new(assembly.clone());
         let tasks = Arc::new(TaskSet::new(
             Arc::clone(&app),

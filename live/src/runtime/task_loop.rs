@@ -135,6 +135,9 @@ pub(crate) fn run_task(
                 driver.flags = Some(stop.clone());
                 let exit = driver.run(stop, &mut exported);
                 let ended = driver.task.metrics();
+                // What the run counted after its last publication, its
+                // final commit's deliveries among them.
+                exported.publish(&ended);
                 metrics = exported.total(&ended);
                 let Exit::Failed(error) = exit else {
                     tracing::info!(app = app.id(), task = %id, "task stopped gracefully");
