@@ -26,9 +26,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, ConsumerGroupMetadata};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Header as KafkaHeader, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
@@ -131,10 +130,18 @@ impl LiveConfig {
         self.timeout + self.timeout / 2 + Duration::from_secs(1)
     }
 
-    /// `settings` on top of the bootstrap servers, then the user's properties.
+    /// `settings` on top of the bootstrap servers and this instance's client
+    /// id, then the user's properties. Every client the process makes
+    /// carries `client.id` = `parsley-<instance>` ([`instance_name`]:
+    /// `<host>-<pid>`), so the broker's logs, quotas and Kafka's own tools
+    /// tell the processes apart, unless a setting or a property
+    /// ([`LiveConfig::with_property`]) names another.
+    ///
+    /// [`instance_name`]: crate::instance::instance_name
     pub(crate) fn client_config(&self, settings: &[(&str, String)]) -> ClientConfig {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.bootstrap_servers);
+        config.set("client.id", client_id());
         for (key, value) in settings {
             config.set(*key, value);
         }
@@ -143,6 +150,12 @@ impl LiveConfig {
         }
         config
     }
+}
+
+/// The `client.id` of every client this process makes unless configured
+/// otherwise: `parsley-<host>-<pid>`.
+pub fn client_id() -> String {
+    format!("parsley-{}", crate::instance::instance_name())
 }
 
 /// For tests against a broker: the one `KAFKA_BOOTSTRAP_SERVERS` names.
@@ -290,14 +303,160 @@ where
     }
 }
 
+// ----- librdkafka's log -----
+
+/// The context of every client made here: librdkafka's log lines and
+/// global errors go to `tracing` under the target `librdkafka`, at the level
+/// librdkafka gives them ([`tracing_level`]), so `PARSLEY_LOG`'s
+/// `librdkafka=…` directive filters all of them; and an error librdkafka
+/// both logs and reports (a broker connection that failed, say) is printed
+/// once, not twice.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogContext;
+
+impl ClientContext for LogContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        log_librdkafka(level, fac, log_message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        error_librdkafka(&error, reason);
+    }
+}
+
+impl ConsumerContext for LogContext {}
+
+/// librdkafka's syslog level as a `tracing` level: emergency to error are
+/// errors, warning a warning, notice and info info, debug debug.
+pub fn tracing_level(level: RDKafkaLogLevel) -> tracing::Level {
+    match level {
+        RDKafkaLogLevel::Emerg
+        | RDKafkaLogLevel::Alert
+        | RDKafkaLogLevel::Critical
+        | RDKafkaLogLevel::Error => tracing::Level::ERROR,
+        RDKafkaLogLevel::Warning => tracing::Level::WARN,
+        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => tracing::Level::INFO,
+        RDKafkaLogLevel::Debug => tracing::Level::DEBUG,
+    }
+}
+
+/// One event under the target `librdkafka` at `level`.
+macro_rules! librdkafka_event {
+    ($level:expr, $($rest:tt)+) => {
+        match $level {
+            tracing::Level::ERROR => tracing::event!(target: "librdkafka", tracing::Level::ERROR, $($rest)+),
+            tracing::Level::WARN => tracing::event!(target: "librdkafka", tracing::Level::WARN, $($rest)+),
+            tracing::Level::INFO => tracing::event!(target: "librdkafka", tracing::Level::INFO, $($rest)+),
+            tracing::Level::DEBUG => tracing::event!(target: "librdkafka", tracing::Level::DEBUG, $($rest)+),
+            tracing::Level::TRACE => tracing::event!(target: "librdkafka", tracing::Level::TRACE, $($rest)+),
+        }
+    };
+}
+
+/// What a client context does with one of librdkafka's log lines: logs it
+/// under the target `librdkafka` at its level ([`tracing_level`]), unless it
+/// repeats an error just reported through [`error_librdkafka`]. For
+/// `ClientContext::log` of every context in the crate.
+pub(crate) fn log_librdkafka(level: RDKafkaLogLevel, fac: &str, message: &str) {
+    if echoes().log_line(Instant::now(), message) {
+        librdkafka_event!(tracing_level(level), facility = fac, "{message}");
+    }
+}
+
+/// What a client context does with one of librdkafka's global errors: logs
+/// it under the target `librdkafka`, as an error if it is fatal and a
+/// warning otherwise (librdkafka retries the rest by itself), unless a log
+/// line just said the same. For `ClientContext::error` of every context in
+/// the crate.
+pub(crate) fn error_librdkafka(error: &KafkaError, reason: &str) {
+    if !echoes().error_line(Instant::now(), reason) {
+        return;
+    }
+    let fatal = error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal);
+    let level = if fatal {
+        tracing::Level::ERROR
+    } else {
+        tracing::Level::WARN
+    };
+    librdkafka_event!(level, error = %error, "{reason}");
+}
+
+fn echoes() -> std::sync::MutexGuard<'static, Echoes> {
+    static ECHOES: Mutex<Echoes> = Mutex::new(Echoes::new());
+    ECHOES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// librdkafka says most failures twice: once as a log line (`FAIL`,
+/// `ERROR`, …) and once as a global error whose reason is the same text.
+/// This remembers what was said in the last few seconds, so the second
+/// saying is dropped whichever comes first.
+#[derive(Debug)]
+struct Echoes {
+    /// (when, log line) and (when, error reason), newest last.
+    lines: std::collections::VecDeque<(Instant, bool, String)>,
+}
+
+impl Echoes {
+    /// How long a line is remembered.
+    const WINDOW: Duration = Duration::from_secs(5);
+    /// How many lines are remembered.
+    const KEEP: usize = 64;
+
+    const fn new() -> Echoes {
+        Echoes {
+            lines: std::collections::VecDeque::new(),
+        }
+    }
+
+    fn forget_old(&mut self, now: Instant) {
+        while self.lines.len() >= Self::KEEP
+            || self
+                .lines
+                .front()
+                .is_some_and(|(at, _, _)| now.saturating_duration_since(*at) > Self::WINDOW)
+        {
+            self.lines.pop_front();
+        }
+    }
+
+    /// Whether a log line is to be printed: not when it repeats an error
+    /// reason said in the window.
+    fn log_line(&mut self, now: Instant, message: &str) -> bool {
+        self.forget_old(now);
+        let echo = self
+            .lines
+            .iter()
+            .any(|(_, error, reason)| *error && !reason.is_empty() && message.contains(reason));
+        self.lines.push_back((now, false, message.to_owned()));
+        !echo
+    }
+
+    /// Whether an error is to be printed: not when a log line in the window
+    /// said it (or the same error was just printed).
+    fn error_line(&mut self, now: Instant, reason: &str) -> bool {
+        self.forget_old(now);
+        let echo = self.lines.iter().any(|(_, error, line)| {
+            if *error {
+                line == reason
+            } else {
+                !reason.is_empty() && line.contains(reason)
+            }
+        });
+        self.lines.push_back((now, true, reason.to_owned()));
+        !echo
+    }
+}
+
 // ----- offset probes -----
 
 /// Two group-less consumers, one per isolation level, for ListOffsets: a
 /// `read_committed` ListOffsets(latest) answers the last stable offset, a
 /// `read_uncommitted` one the high watermark.
 pub(crate) struct Probes {
-    committed: Arc<BaseConsumer>,
-    uncommitted: Arc<BaseConsumer>,
+    committed: Arc<BaseConsumer<LogContext>>,
+    uncommitted: Arc<BaseConsumer<LogContext>>,
     timeout: Duration,
     deadline: Duration,
 }
@@ -310,7 +469,7 @@ impl Probes {
                     ("isolation.level", isolation.property().into()),
                     ("enable.auto.commit", "false".into()),
                 ])
-                .create::<BaseConsumer>()
+                .create_with_context::<_, BaseConsumer<LogContext>>(LogContext)
                 .map_err(|source| LiveError::Client {
                     client: "offset probe consumer",
                     source: Box::new(source),
@@ -327,7 +486,7 @@ impl Probes {
     /// ListOffsets for `tp` at both isolation levels, each bounded by the
     /// runtime's deadline ([`bounded`]).
     pub(crate) fn watermarks(&self, tp: &Tp) -> Result<Watermarks, LiveError> {
-        let query = |consumer: &Arc<BaseConsumer>| {
+        let query = |consumer: &Arc<BaseConsumer<LogContext>>| {
             let (consumer, topic, partition, timeout) = (
                 Arc::clone(consumer),
                 tp.topic.as_str().to_owned(),
@@ -382,17 +541,25 @@ impl Probes {
 /// the factory of producers and consumers.
 pub struct LiveClient {
     config: LiveConfig,
-    admin: Arc<AdminClient<DefaultClientContext>>,
+    admin: Arc<AdminClient<LogContext>>,
     probes: Arc<Probes>,
 }
 
 impl LiveClient {
     /// Reaches the cluster `config` names, then creates the admin client and
     /// the offset probes. A cluster none of whose bootstrap addresses accepts
-    /// a connection within [`LiveConfig::connect_timeout`] is an
-    /// [`LiveError::Unreachable`] naming each address and its cause.
+    /// a connection and answers Kafka's `ApiVersions` within
+    /// [`LiveConfig::connect_timeout`] is an [`LiveError::Unreachable`]
+    /// naming each address and its cause ([`crate::reach`]).
     pub fn new(config: LiveConfig) -> Result<LiveClient, LiveError> {
-        super::reach::probe(&config.bootstrap_servers, config.connect_timeout).map_err(
+        let protocol = config
+            .properties
+            .iter()
+            .rev()
+            .find(|(key, _)| key == "security.protocol")
+            .map(|(_, value)| value.as_str());
+        let depth = super::reach::Depth::for_protocol(protocol);
+        super::reach::probe(&config.bootstrap_servers, config.connect_timeout, depth).map_err(
             |failures| LiveError::Unreachable {
                 bootstrap: config.bootstrap_servers.clone(),
                 within: config.connect_timeout,
@@ -401,7 +568,7 @@ impl LiveClient {
         )?;
         let admin = config
             .client_config(&[])
-            .create::<AdminClient<DefaultClientContext>>()
+            .create_with_context::<_, AdminClient<LogContext>>(LogContext)
             .map_err(|source| LiveError::Client {
                 client: "admin",
                 source: Box::new(source),
@@ -550,6 +717,46 @@ impl LiveClient {
         Ok(producer)
     }
 
+    /// The live members of consumer group `group`, as its coordinator
+    /// describes them (empty for a group with none, or none at all): each
+    /// one's client id, host and assigned partitions.
+    pub async fn group_members(&self, group: &str) -> Result<Vec<GroupMember>, LiveError> {
+        let probes = Arc::clone(&self.probes);
+        let (name, timeout, deadline) = (group.to_owned(), self.config.timeout, self.config.deadline());
+        let what = format!("describing group `{group}`");
+        let described = blocking(what.clone(), move || {
+            bounded(
+                || what,
+                deadline,
+                move || {
+                    probes
+                        .uncommitted
+                        .fetch_group_list(Some(&name), timeout)
+                        .map(|list| {
+                            list.groups()
+                                .iter()
+                                .filter(|info| info.name() == name)
+                                .flat_map(|info| info.members())
+                                .map(|member| GroupMember {
+                                    client_id: member.client_id().to_owned(),
+                                    client_host: member.client_host().to_owned(),
+                                    assignment: member
+                                        .assignment()
+                                        .filter(|bytes| !bytes.is_empty())
+                                        .map(decode_assignment),
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                },
+            )
+        })
+        .await?;
+        described.map_err(|source| LiveError::Group {
+            group: group.to_owned(),
+            source: Box::new(source),
+        })
+    }
+
     /// An idempotent producer outside any transaction.
     pub fn plain_producer(&self) -> Result<PlainProducer, LiveError> {
         PlainProducer::new(&self.config)
@@ -563,6 +770,76 @@ impl LiveClient {
     }
 }
 
+/// One live member of a consumer group ([`LiveClient::group_members`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupMember {
+    /// Its `client.id`.
+    pub client_id: String,
+    /// The host it connects from, as the broker sees it (`/127.0.0.1`).
+    pub client_host: String,
+    /// Its assignment, decoded ([`decode_assignment`]); `None` while it has
+    /// none (the group is rebalancing).
+    pub assignment: Option<Result<Vec<(String, Vec<i32>)>, String>>,
+}
+
+/// Decodes a member's assignment in Kafka's consumer protocol
+/// (`ConsumerProtocolAssignment`): an i16 version, an i32 topic count, per
+/// topic an i16-length UTF-8 name, an i32 partition count and the i32
+/// partitions, then user data (ignored, as are the fields later versions
+/// add). All big-endian. An error names what was cut short or malformed.
+pub fn decode_assignment(bytes: &[u8]) -> Result<Vec<(String, Vec<i32>)>, String> {
+    struct Reader<'a>(&'a [u8], usize);
+    impl Reader<'_> {
+        fn take(&mut self, count: usize, what: &str) -> Result<&[u8], String> {
+            let end = self.1.checked_add(count).filter(|end| *end <= self.0.len());
+            let Some(end) = end else {
+                return Err(format!(
+                    "the assignment ends at byte {} in the middle of {what} ({count} byte(s) needed)",
+                    self.0.len()
+                ));
+            };
+            let taken = &self.0[self.1..end];
+            self.1 = end;
+            Ok(taken)
+        }
+        fn i16(&mut self, what: &str) -> Result<i16, String> {
+            let bytes = self.take(2, what)?;
+            Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
+        }
+        fn i32(&mut self, what: &str) -> Result<i32, String> {
+            let bytes = self.take(4, what)?;
+            Ok(i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+        }
+        fn count(&mut self, what: &str) -> Result<usize, String> {
+            let count = self.i32(what)?;
+            // -1 is a null array: none.
+            Ok(usize::try_from(count.max(0)).unwrap_or(0))
+        }
+    }
+    let mut reader = Reader(bytes, 0);
+    let version = reader.i16("the version")?;
+    if version < 0 {
+        return Err(format!("the assignment has version {version}"));
+    }
+    let topics = reader.count("the topic count")?;
+    let mut assignment = Vec::new();
+    for _ in 0..topics {
+        let length = reader.i16("a topic name's length")?;
+        let length = usize::try_from(length)
+            .map_err(|_| format!("a topic name has length {length}"))?;
+        let name = std::str::from_utf8(reader.take(length, "a topic name")?)
+            .map_err(|error| format!("a topic name is not UTF-8: {error}"))?
+            .to_owned();
+        let partitions = reader.count("a partition count")?;
+        let mut list = Vec::with_capacity(partitions.min(bytes.len() / 4));
+        for _ in 0..partitions {
+            list.push(reader.i32("a partition")?);
+        }
+        assignment.push((name, list));
+    }
+    Ok(assignment)
+}
+
 // ----- producing -----
 
 type Reply = Result<i64, KafkaError>;
@@ -570,7 +847,15 @@ type Reply = Result<i64, KafkaError>;
 /// Routes each delivery report to the [`Delivery`] waiting for it.
 struct DeliveryContext;
 
-impl ClientContext for DeliveryContext {}
+impl ClientContext for DeliveryContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        log_librdkafka(level, fac, log_message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        error_librdkafka(&error, reason);
+    }
+}
 
 /// Who waits for a record's delivery report.
 enum Waiter {
@@ -615,6 +900,8 @@ pub struct Delivery {
     /// To ask, on failure, whether the producer failed fatally and why;
     /// weak, so a pending delivery does not keep a dropped producer alive.
     handle: Weak<KafkaProducer>,
+    /// When waiting gives up, and the bound it was queued with.
+    bound: Option<(Instant, Duration)>,
 }
 
 impl Delivery {
@@ -625,9 +912,27 @@ impl Delivery {
 
     /// Waits for the delivery report. Bounded by librdkafka's
     /// `message.timeout.ms`, which for a transactional producer is at most
-    /// its transaction timeout.
+    /// its transaction timeout; for a [`PlainProducer`] also by the runtime's
+    /// deadline from when the record was queued ([`LiveError::Overran`]).
     pub async fn wait(self) -> Result<u64, LiveError> {
-        match self.reply.await {
+        let reply = match self.bound {
+            None => self.reply.await,
+            Some((until, deadline)) => {
+                match tokio::time::timeout_at(until.into(), self.reply).await {
+                    Ok(reply) => reply,
+                    Err(_) => {
+                        return Err(LiveError::Overran {
+                            what: format!(
+                                "the delivery of a record to {} by producer `{}`",
+                                self.tp, self.producer
+                            ),
+                            deadline,
+                        })
+                    }
+                }
+            }
+        };
+        match reply {
             // With acks=all, which idempotence implies, the broker always
             // reports the offset; a missing one is not a place to guess.
             Ok(Ok(offset)) => our_offset(offset).ok_or(LiveError::NoOffset {
@@ -691,6 +996,7 @@ fn enqueue(
         tp: tp.clone(),
         producer: name.to_owned(),
         handle: Arc::downgrade(producer),
+        bound: None,
     })
 }
 
@@ -1017,7 +1323,7 @@ fn group_metadata(config: &LiveConfig, group: &str) -> Result<ConsumerGroupMetad
             ("group.id", group.to_owned()),
             ("enable.auto.commit", "false".into()),
         ])
-        .create::<BaseConsumer>()
+        .create_with_context::<_, BaseConsumer<LogContext>>(LogContext)
         .map_err(|source| LiveError::Client {
             client: "group metadata consumer",
             source: Box::new(source),
@@ -1031,15 +1337,25 @@ fn group_metadata(config: &LiveConfig, group: &str) -> Result<ConsumerGroupMetad
 }
 
 /// An idempotent producer outside any transaction: the model's `append`.
+///
+/// Each record's delivery is bounded by the configured timeout
+/// ([`LiveConfig::timeout`], librdkafka's `message.timeout.ms`), and waiting
+/// for it by the runtime's deadline ([`LiveConfig::deadline`]): a broker that
+/// dies mid-batch fails every record still on its way within that bound,
+/// naming the tp, instead of librdkafka's default five minutes.
 pub struct PlainProducer {
     inner: Arc<KafkaProducer>,
+    deadline: Duration,
 }
 
 impl PlainProducer {
     /// Creates the producer; idempotent, with no transactional id.
     pub fn new(config: &LiveConfig) -> Result<PlainProducer, LiveError> {
         let inner = config
-            .client_config(&[("enable.idempotence", "true".into())])
+            .client_config(&[
+                ("enable.idempotence", "true".into()),
+                ("message.timeout.ms", millis(config.timeout)),
+            ])
             .create_with_context::<_, KafkaProducer>(DeliveryContext)
             .map_err(|source| LiveError::Client {
                 client: "plain producer",
@@ -1047,12 +1363,15 @@ impl PlainProducer {
             })?;
         Ok(PlainProducer {
             inner: Arc::new(inner),
+            deadline: config.deadline(),
         })
     }
 
     /// Queues a record without waiting for it.
     pub fn enqueue(&self, tp: &Tp, record: &RecordData) -> Result<Delivery, LiveError> {
-        enqueue(&self.inner, "plain", tp, record)
+        let mut delivery = enqueue(&self.inner, "plain", tp, record)?;
+        delivery.bound = Some((Instant::now() + self.deadline, self.deadline));
+        Ok(delivery)
     }
 
     /// Appends a record and returns its offset.
@@ -1065,7 +1384,7 @@ impl PlainProducer {
 
 /// A hand-assigned consumer of one group at one isolation level.
 pub struct LiveConsumer {
-    inner: Arc<BaseConsumer>,
+    inner: Arc<BaseConsumer<LogContext>>,
     probes: Arc<Probes>,
     group: String,
     isolation: Isolation,
@@ -1092,7 +1411,7 @@ impl LiveConsumer {
                 // since a fetch polls until it reaches its target offset.
                 ("fetch.wait.max.ms", "50".into()),
             ])
-            .create::<BaseConsumer>()
+            .create_with_context::<_, BaseConsumer<LogContext>>(LogContext)
             .map_err(|source| LiveError::Client {
                 client: "consumer",
                 source: Box::new(source),
@@ -1162,7 +1481,7 @@ impl LiveConsumer {
     }
 }
 
-fn position_of(consumer: &BaseConsumer, tp: &Tp) -> Option<u64> {
+fn position_of<C: ConsumerContext>(consumer: &BaseConsumer<C>, tp: &Tp) -> Option<u64> {
     let positions = consumer.position().ok()?;
     let element = positions.find_partition(tp.topic.as_str(), kafka_partition(tp))?;
     match element.offset() {
@@ -1171,8 +1490,8 @@ fn position_of(consumer: &BaseConsumer, tp: &Tp) -> Option<u64> {
     }
 }
 
-pub(crate) fn fetch_visible(
-    consumer: &BaseConsumer,
+pub(crate) fn fetch_visible<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
     probes: &Probes,
     isolation: Isolation,
     tp: &Tp,
@@ -1252,8 +1571,8 @@ pub(crate) fn fetch_visible(
 /// The high watermark of `topic`-`partition` as `consumer` last saw it in a
 /// fetch response, without asking the broker; `None` before any fetch.
 /// (rdkafka wraps only the variant that asks the broker.)
-pub(crate) fn cached_high_watermark(
-    consumer: &BaseConsumer,
+pub(crate) fn cached_high_watermark<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
     topic: &str,
     partition: i32,
 ) -> Option<i64> {
@@ -1301,8 +1620,8 @@ pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
     }
 }
 
-pub(crate) fn committed_offsets(
-    consumer: &BaseConsumer,
+pub(crate) fn committed_offsets<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
     group: &str,
     tps: &[Tp],
     timeout: Duration,
@@ -1380,6 +1699,129 @@ mod tests {
         );
         let error = answer.expect_err("panicked");
         assert!(matches!(error, LiveError::Join { .. }), "{error:?}");
+    }
+
+    /// Issue 21: every client carries the instance's client id, unless a
+    /// setting or the user's property names another.
+    #[test]
+    fn every_client_carries_the_instance_client_id_unless_set() {
+        let config = LiveConfig::new("localhost:9092");
+        let expected = format!("parsley-{}", crate::instance::instance_name());
+        assert_eq!(config.client_config(&[]).get("client.id"), Some(expected.as_str()));
+        assert_eq!(client_id(), expected);
+        let mine = config.client_config(&[("client.id", "membership".into())]);
+        assert_eq!(mine.get("client.id"), Some("membership"));
+        let user = LiveConfig::new("localhost:9092").with_property("client.id", "billing-7");
+        assert_eq!(
+            user.client_config(&[("client.id", "membership".into())])
+                .get("client.id"),
+            Some("billing-7")
+        );
+    }
+
+    /// librdkafka's syslog levels land on tracing's levels.
+    #[test]
+    fn librdkafka_levels_map_to_tracing_levels() {
+        use tracing::Level;
+        for (level, expected) in [
+            (RDKafkaLogLevel::Emerg, Level::ERROR),
+            (RDKafkaLogLevel::Alert, Level::ERROR),
+            (RDKafkaLogLevel::Critical, Level::ERROR),
+            (RDKafkaLogLevel::Error, Level::ERROR),
+            (RDKafkaLogLevel::Warning, Level::WARN),
+            (RDKafkaLogLevel::Notice, Level::INFO),
+            (RDKafkaLogLevel::Info, Level::INFO),
+            (RDKafkaLogLevel::Debug, Level::DEBUG),
+        ] {
+            assert_eq!(tracing_level(level), expected, "{level:?}");
+        }
+    }
+
+    /// A failure librdkafka says twice (a log line, then a global error
+    /// with the same text, or the other way round) is printed once; another
+    /// failure, or the same one after the window, is printed again.
+    #[test]
+    fn an_error_said_twice_is_printed_once() {
+        let now = Instant::now();
+        let reason = "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms in state CONNECT)";
+        let mut echoes = Echoes::new();
+        assert!(echoes.log_line(now, &format!("[thrd:127.0.0.1:1/bootstrap]: {reason}")));
+        assert!(!echoes.error_line(now, reason));
+        let mut echoes = Echoes::new();
+        assert!(echoes.error_line(now, reason));
+        assert!(!echoes.log_line(now, &format!("[thrd:127.0.0.1:1/bootstrap]: {reason}")));
+        assert!(!echoes.error_line(now, reason), "the same error again at once");
+        assert!(echoes.error_line(now, "1/1 brokers are down"));
+        let later = now + Echoes::WINDOW + Duration::from_secs(1);
+        assert!(echoes.error_line(later, reason));
+    }
+
+    /// librdkafka's lines reach tracing under the target `librdkafka` at
+    /// their level, and an error it also logged is printed once.
+    #[test]
+    fn librdkafka_lines_are_logged_under_its_target_once() {
+        use std::io::Write as _;
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().write(bytes)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info,librdkafka=warn"))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let reason = "test-capture:1/bootstrap: Connect failed: Connection refused";
+            LogContext.log(RDKafkaLogLevel::Error, "FAIL", &format!("[thrd:x]: {reason}"));
+            LogContext.error(KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure), reason);
+            LogContext.log(RDKafkaLogLevel::Notice, "CONFWARN", "test-capture: a notice");
+            LogContext.error(
+                KafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
+                "test-capture: 1/1 brokers are down",
+            );
+        });
+        let _ = captured.clone().flush();
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().filter(|line| line.contains("test-capture")).collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].contains("ERROR librdkafka") && lines[0].contains("facility=\"FAIL\""), "{text}");
+        assert!(lines[1].contains("WARN librdkafka") && lines[1].contains("brokers are down"), "{text}");
+    }
+
+    /// The consumer protocol's assignment decodes to topics and
+    /// partitions; a cut one names where it ends.
+    #[test]
+    fn an_assignment_decodes_and_a_cut_one_is_named() {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&1i16.to_be_bytes());
+        bytes.extend_from_slice(&2i32.to_be_bytes());
+        for (topic, partitions) in [("app.instances", vec![0, 3]), ("x", vec![])] {
+            bytes.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+            bytes.extend_from_slice(topic.as_bytes());
+            bytes.extend_from_slice(&(partitions.len() as i32).to_be_bytes());
+            for partition in partitions {
+                bytes.extend_from_slice(&(partition as i32).to_be_bytes());
+            }
+        }
+        bytes.extend_from_slice(&(-1i32).to_be_bytes()); // no user data
+        assert_eq!(
+            decode_assignment(&bytes),
+            Ok(vec![
+                ("app.instances".to_string(), vec![0, 3]),
+                ("x".to_string(), vec![])
+            ])
+        );
+        let error = decode_assignment(&bytes[..20]).unwrap_err();
+        assert!(error.contains("ends at byte 20"), "{error}");
+        assert_eq!(decode_assignment(&[0, 0, 0, 0, 0, 0]), Ok(vec![]));
     }
 
     #[test]

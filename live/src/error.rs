@@ -348,6 +348,17 @@ pub enum LiveError {
         source: Box<KafkaError>,
     },
 
+    /// Describing a consumer group (its members and their assignments)
+    /// failed.
+    #[error("describing group `{group}` failed: {source}")]
+    Group {
+        /// The consumer group.
+        group: String,
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+
     /// An offset beyond `i64::MAX`, which Kafka cannot represent.
     #[error("offset {offset} of {tp} does not fit Kafka's signed 64-bit offsets")]
     OffsetTooLarge {
@@ -418,6 +429,7 @@ impl LiveError {
             | LiveError::FetchIncomplete { .. }
             | LiveError::NotStable { .. }
             | LiveError::Committed { .. }
+            | LiveError::Group { .. }
             | LiveError::Join { .. } => true,
             LiveError::Transaction { fenced, .. } | LiveError::Send { fenced, .. } => !fenced,
             _ => false,
@@ -433,7 +445,8 @@ impl LiveError {
             | LiveError::Send { source, .. }
             | LiveError::Watermarks { source, .. }
             | LiveError::Fetch { source, .. }
-            | LiveError::Committed { source, .. } => source.rdkafka_error_code(),
+            | LiveError::Committed { source, .. }
+            | LiveError::Group { source, .. } => source.rdkafka_error_code(),
             _ => None,
         }
     }

@@ -2,12 +2,21 @@
 //! is made: librdkafka retries an unreachable bootstrap address quietly and
 //! the first call that needs the cluster fails only at its own timeout, with
 //! a message about metadata that never names the address. Here each
-//! bootstrap address is resolved and connected to over TCP, within one
-//! deadline, and the error names each address with its cause.
+//! bootstrap address is resolved and connected to over TCP, and asked
+//! Kafka's `ApiVersions` (the first request every client sends, answered
+//! before any authentication), all addresses at once within one deadline;
+//! the error names each address with its cause. An address that accepts
+//! connections but never answers (a process that is no broker, a broker
+//! frozen) fails as [`UnreachableCause::Silent`] within the deadline.
+//!
+//! The Kafka-level question is asked only over a plaintext connection: with
+//! `security.protocol` `ssl` or `sasl_ssl` the probe stops at TCP, and
+//! librdkafka's own handshake says the rest.
 
 use std::fmt;
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Kafka's port when a bootstrap address names none (librdkafka's default).
@@ -24,6 +33,12 @@ pub enum UnreachableCause {
     Refused,
     /// No answer within the deadline.
     Timeout,
+    /// The connection was accepted, but no Kafka answer to `ApiVersions`
+    /// came within the deadline.
+    Silent,
+    /// The connection was accepted, but what came back is not Kafka's
+    /// answer (a closed connection, another protocol).
+    NotKafka(String),
     /// Any other network error (no route to the host, say).
     Network(String),
 }
@@ -35,6 +50,10 @@ impl fmt::Display for UnreachableCause {
             UnreachableCause::Dns(why) => write!(f, "the host name does not resolve (DNS: {why})"),
             UnreachableCause::Refused => f.write_str("connection refused: nothing listens there"),
             UnreachableCause::Timeout => f.write_str("no answer: the connection timed out"),
+            UnreachableCause::Silent => f.write_str(
+                "the connection was accepted but no Kafka answer came (ApiVersions went unanswered): is a Kafka broker listening there, and is it alive?",
+            ),
+            UnreachableCause::NotKafka(why) => write!(f, "not a Kafka broker: {why}"),
             UnreachableCause::Network(why) => write!(f, "network error: {why}"),
         }
     }
@@ -55,15 +74,39 @@ impl fmt::Display for Unreachable {
     }
 }
 
-/// Resolves and connects to each address of `bootstrap` (comma-separated)
-/// until one accepts a TCP connection, all within `within`. Returns every
-/// address's failure when none does.
-pub fn probe(bootstrap: &str, within: Duration) -> Result<(), Vec<Unreachable>> {
+/// How far [`probe`] goes with each address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// A TCP connection is enough (TLS listeners, where a plaintext request
+    /// would not be understood).
+    Tcp,
+    /// A TCP connection and an answer to Kafka's `ApiVersions` request.
+    Kafka,
+}
+
+impl Depth {
+    /// How far to go given librdkafka's `security.protocol` (`None`:
+    /// plaintext): Kafka over plaintext and SASL over plaintext, TCP over
+    /// TLS.
+    pub fn for_protocol(protocol: Option<&str>) -> Depth {
+        match protocol.map(str::to_ascii_lowercase).as_deref() {
+            Some("ssl") | Some("sasl_ssl") => Depth::Tcp,
+            _ => Depth::Kafka,
+        }
+    }
+}
+
+/// Resolves and connects to every address of `bootstrap` (comma-separated)
+/// at once, and with [`Depth::Kafka`] asks each for its API versions; `Ok`
+/// as soon as one answers, all within `within`. Returns every address's
+/// failure, in the order given, when none does.
+pub fn probe(bootstrap: &str, within: Duration, depth: Depth) -> Result<(), Vec<Unreachable>> {
     let deadline = Instant::now() + within;
-    let addresses: Vec<&str> = bootstrap
+    let addresses: Vec<String> = bootstrap
         .split(',')
         .map(str::trim)
         .filter(|address| !address.is_empty())
+        .map(str::to_owned)
         .collect();
     if addresses.is_empty() {
         return Err(vec![Unreachable {
@@ -71,22 +114,43 @@ pub fn probe(bootstrap: &str, within: Duration) -> Result<(), Vec<Unreachable>> 
             cause: UnreachableCause::BadAddress("no address given".to_string()),
         }]);
     }
-    let mut failures = Vec::new();
-    for address in addresses {
-        match reach(address, deadline) {
-            Ok(()) => return Ok(()),
-            Err(cause) => failures.push(Unreachable {
-                address: address.to_string(),
-                cause,
-            }),
+    // One thread per address, so a silent one does not use up the others'
+    // time; a thread still waiting when another address answered finishes
+    // by itself at the deadline.
+    let (report, reports) = mpsc::channel();
+    for (index, address) in addresses.iter().enumerate() {
+        let (sender, address) = (report.clone(), address.clone());
+        let spawned = std::thread::Builder::new()
+            .name("parsley reach".into())
+            .spawn(move || {
+                let _ = sender.send((index, reach(&address, deadline, depth)));
+            });
+        if let Err(error) = spawned {
+            let _ = report.send((index, Err(UnreachableCause::Network(error.to_string()))));
         }
     }
-    Err(failures)
+    drop(report);
+    let mut failures: Vec<Option<UnreachableCause>> = vec![None; addresses.len()];
+    for (index, outcome) in reports {
+        match outcome {
+            Ok(()) => return Ok(()),
+            Err(cause) => failures[index] = Some(cause),
+        }
+    }
+    Err(addresses
+        .into_iter()
+        .zip(failures)
+        .map(|(address, cause)| Unreachable {
+            address,
+            cause: cause.unwrap_or(UnreachableCause::Timeout),
+        })
+        .collect())
 }
 
-/// One address: resolve it, then connect to each resolved socket address
-/// until one answers or the deadline passes.
-fn reach(address: &str, deadline: Instant) -> Result<(), UnreachableCause> {
+/// One address: resolve it, connect to each resolved socket address until
+/// one accepts, and with [`Depth::Kafka`] ask it for its API versions, all
+/// before the deadline.
+fn reach(address: &str, deadline: Instant, depth: Depth) -> Result<(), UnreachableCause> {
     // librdkafka accepts a protocol prefix (`PLAINTEXT://host:9092`).
     let bare = address.rsplit("://").next().unwrap_or(address);
     let sockets: Vec<SocketAddr> = resolve(bare)?;
@@ -97,7 +161,12 @@ fn reach(address: &str, deadline: Instant) -> Result<(), UnreachableCause> {
             return Err(UnreachableCause::Timeout);
         }
         match TcpStream::connect_timeout(&socket, left) {
-            Ok(_) => return Ok(()),
+            Ok(stream) => {
+                return match depth {
+                    Depth::Tcp => Ok(()),
+                    Depth::Kafka => api_versions(stream, deadline),
+                }
+            }
             Err(error) => {
                 last = match error.kind() {
                     ErrorKind::ConnectionRefused => UnreachableCause::Refused,
@@ -108,6 +177,63 @@ fn reach(address: &str, deadline: Instant) -> Result<(), UnreachableCause> {
         }
     }
     Err(last)
+}
+
+/// The correlation id of the probe's request.
+const CORRELATION_ID: i32 = 0x7061_7273; // "pars"
+
+/// Kafka's `ApiVersions` request, version 0, with request header v1:
+/// size, api key 18, api version 0, correlation id, client id; no body.
+fn api_versions_request() -> Vec<u8> {
+    let client_id = b"parsley-reach";
+    let mut body = Vec::new();
+    body.extend_from_slice(&18i16.to_be_bytes());
+    body.extend_from_slice(&0i16.to_be_bytes());
+    body.extend_from_slice(&CORRELATION_ID.to_be_bytes());
+    body.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    body.extend_from_slice(client_id);
+    let mut request = (body.len() as i32).to_be_bytes().to_vec();
+    request.extend_from_slice(&body);
+    request
+}
+
+/// Sends `ApiVersions` and waits, until the deadline, for the first eight
+/// bytes of the answer: its size and the request's correlation id. Any
+/// answer will do (a broker that does not support version 0 still answers,
+/// with an error code): it is a Kafka broker, alive.
+fn api_versions(mut stream: TcpStream, deadline: Instant) -> Result<(), UnreachableCause> {
+    let left = |now: Instant| {
+        let left = deadline.saturating_duration_since(now);
+        (!left.is_zero()).then_some(left).ok_or(UnreachableCause::Silent)
+    };
+    let io = |error: std::io::Error| match error.kind() {
+        ErrorKind::TimedOut | ErrorKind::WouldBlock => UnreachableCause::Silent,
+        _ => UnreachableCause::NotKafka(format!("the connection failed: {error}")),
+    };
+    stream.set_write_timeout(Some(left(Instant::now())?)).map_err(io)?;
+    stream.write_all(&api_versions_request()).map_err(io)?;
+    let mut answer = [0u8; 8];
+    let mut got = 0;
+    while got < answer.len() {
+        stream.set_read_timeout(Some(left(Instant::now())?)).map_err(io)?;
+        match stream.read(&mut answer[got..]) {
+            Ok(0) => {
+                return Err(UnreachableCause::NotKafka(format!(
+                    "the connection was closed after {got} byte(s) of an answer to ApiVersions"
+                )))
+            }
+            Ok(read) => got += read,
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(error) => return Err(io(error)),
+        }
+    }
+    let correlation = i32::from_be_bytes([answer[4], answer[5], answer[6], answer[7]]);
+    if correlation != CORRELATION_ID {
+        return Err(UnreachableCause::NotKafka(format!(
+            "the answer to ApiVersions carries correlation id {correlation}, not {CORRELATION_ID}"
+        )));
+    }
+    Ok(())
 }
 
 fn resolve(address: &str) -> Result<Vec<SocketAddr>, UnreachableCause> {
@@ -139,17 +265,109 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
+    /// A listener that answers the first eight bytes of an ApiVersions
+    /// response (size, correlation id) to whatever it is sent, as a broker
+    /// does.
+    fn fake_broker() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                std::thread::spawn(move || {
+                    let mut size = [0u8; 4];
+                    stream.read_exact(&mut size).unwrap();
+                    let mut request = vec![0u8; i32::from_be_bytes(size) as usize];
+                    stream.read_exact(&mut request).unwrap();
+                    assert_eq!(&request[..4], &[0, 18, 0, 0], "ApiVersions v0");
+                    let mut answer = 6i32.to_be_bytes().to_vec();
+                    answer.extend_from_slice(&request[4..8]);
+                    answer.extend_from_slice(&[0, 0]);
+                    stream.write_all(&answer).unwrap();
+                });
+            }
+        });
+        address
+    }
+
     #[test]
     fn a_listening_address_is_reached() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();
-        assert_eq!(probe(&address, SECOND), Ok(()));
+        assert_eq!(probe(&address, SECOND, Depth::Tcp), Ok(()));
+        let broker = fake_broker();
+        assert_eq!(probe(&broker, SECOND, Depth::Kafka), Ok(()));
         // One reachable address of several is enough.
         let free = free_port();
         assert_eq!(
-            probe(&format!("127.0.0.1:{free},{address}"), SECOND),
+            probe(&format!("127.0.0.1:{free},{broker}"), SECOND, Depth::Kafka),
             Ok(())
         );
+    }
+
+    /// Issue 21: an address that accepts connections and never answers
+    /// fails within the deadline as silent, naming it; a silent address
+    /// does not keep a live one from being reached.
+    #[test]
+    fn a_silent_listener_is_unreachable_within_the_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let started = Instant::now();
+        let failures = probe(&address, SECOND, Depth::Kafka).unwrap_err();
+        assert!(started.elapsed() < SECOND * 3, "{:?}", started.elapsed());
+        assert_eq!(
+            failures,
+            [Unreachable {
+                address: address.clone(),
+                cause: UnreachableCause::Silent
+            }]
+        );
+        assert!(failures[0].to_string().contains("no Kafka answer"), "{}", failures[0]);
+        let broker = fake_broker();
+        let started = Instant::now();
+        assert_eq!(
+            probe(&format!("{address},{broker}"), SECOND * 5, Depth::Kafka),
+            Ok(())
+        );
+        assert!(started.elapsed() < SECOND, "{:?}", started.elapsed());
+        drop(listener);
+    }
+
+    /// A listener that closes each connection at once is no broker.
+    #[test]
+    fn a_closing_listener_is_not_kafka() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                drop(stream);
+            }
+        });
+        let failures = probe(&address, SECOND, Depth::Kafka).unwrap_err();
+        assert!(
+            matches!(failures[0].cause, UnreachableCause::NotKafka(_)),
+            "{failures:?}"
+        );
+    }
+
+    /// The real broker answers the probe (when one is configured).
+    #[test]
+    fn a_real_broker_answers_api_versions() {
+        let Some(config) = crate::client::LiveConfig::from_env() else {
+            return;
+        };
+        assert_eq!(
+            probe(&config.bootstrap_servers, SECOND * 5, Depth::Kafka),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn tls_is_probed_over_tcp_only() {
+        assert_eq!(Depth::for_protocol(None), Depth::Kafka);
+        assert_eq!(Depth::for_protocol(Some("SASL_PLAINTEXT")), Depth::Kafka);
+        assert_eq!(Depth::for_protocol(Some("SSL")), Depth::Tcp);
+        assert_eq!(Depth::for_protocol(Some("sasl_ssl")), Depth::Tcp);
     }
 
     /// A loopback port nothing listens on: port 1 is privileged and outside
@@ -162,7 +380,7 @@ mod tests {
     #[test]
     fn a_closed_port_is_refused() {
         let address = format!("127.0.0.1:{}", free_port());
-        let failures = probe(&address, SECOND).unwrap_err();
+        let failures = probe(&address, SECOND, Depth::Kafka).unwrap_err();
         assert_eq!(
             failures,
             [Unreachable {
@@ -177,7 +395,7 @@ mod tests {
 
     #[test]
     fn an_unknown_host_is_a_dns_failure() {
-        let failures = probe("no-such-broker.invalid:9092", SECOND).unwrap_err();
+        let failures = probe("no-such-broker.invalid:9092", SECOND, Depth::Kafka).unwrap_err();
         assert!(
             matches!(failures[0].cause, UnreachableCause::Dns(_)),
             "{failures:?}"
@@ -186,12 +404,12 @@ mod tests {
 
     #[test]
     fn bad_addresses_are_named() {
-        let failures = probe("localhost:nine", SECOND).unwrap_err();
+        let failures = probe("localhost:nine", SECOND, Depth::Kafka).unwrap_err();
         assert_eq!(
             failures[0].cause,
             UnreachableCause::BadAddress("\"nine\" is not a port number".into())
         );
-        let failures = probe(" , ", SECOND).unwrap_err();
+        let failures = probe(" , ", SECOND, Depth::Kafka).unwrap_err();
         assert!(matches!(failures[0].cause, UnreachableCause::BadAddress(_)));
     }
 
