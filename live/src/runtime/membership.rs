@@ -273,6 +273,14 @@ impl MembershipContext {
 }
 
 impl ClientContext for MembershipContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        crate::client::log_librdkafka(level, fac, log_message);
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        crate::client::error_librdkafka(&error, reason);
+    }
+
     fn stats(&self, statistics: rdkafka::Statistics) {
         crate::stats::publish(&statistics);
     }
