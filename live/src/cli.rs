@@ -29,21 +29,56 @@
 //!   is pending and exits; instances share the tasks through Kafka's group
 //!   membership (`--instance INDEX/COUNT` for a static share instead);
 //! - `status APP` prints each task's committed position, log end and lag,
-//!   read from the cluster whether or not an instance runs;
+//!   its owner (the instance the group `<app>.instances` assigns it to, `-`
+//!   for none) and state (as the owner last reported it, `unowned` if none
+//!   ever did), read from the cluster whether or not an instance runs;
+//!   `--json` prints the same as one JSON document;
 //! - `skip APP` gets a stopped task past one named record: the record is
 //!   dead-lettered as skipped in the task's transaction (X5);
 //! - `audit APP` reads the committed topics back with `read_committed` and
 //!   runs the log-only checks of [`parsley::audit`] on them.
 //!
-//! The cluster is `--bootstrap`, or `KAFKA_BOOTSTRAP_SERVERS`. Logs go to
-//! stderr, filtered by `PARSLEY_LOG` (`tracing_subscriber::EnvFilter`'s
-//! syntax, default `info,librdkafka=warn`).
+//! The cluster is `--bootstrap`, or `KAFKA_BOOTSTRAP_SERVERS`. A bootstrap
+//! address must accept a connection and answer Kafka's `ApiVersions` within
+//! 10 s ([`crate::reach`]). Logs go to stderr, filtered by `PARSLEY_LOG`
+//! (`tracing_subscriber::EnvFilter`'s syntax, default
+//! `info,librdkafka=warn`); librdkafka's own lines come under the target
+//! `librdkafka`, at their level, once.
 //!
-//! Exit codes: 0 done (or interrupted), 1 a task failed or the audit found
-//! violations, 2 bad arguments or a cluster that cannot be used, 3 fenced by
-//! another owner with a static share (the tasks moved: not a failure of this
-//! instance, but not done either; with group membership tasks move all the
-//! time, and a fence is not reported), 4 the cluster is unreachable.
+//! # Settings checked at start
+//!
+//! A value out of range is refused before anything runs (exit 2, naming
+//! the flag, the value and the range):
+//!
+//! | flag | range | why |
+//! |---|---|---|
+//! | `run --session-timeout-ms` | 6000..=300000 | the broker's default `group.min.session.timeout.ms` and `group.max.session.timeout.ms`: a broker refuses to let an instance join outside them |
+//! | `run --commit-interval-ms` | 1..=30000 | above 0; at most half the producers' 60 s transaction timeout, past which the broker aborts a transaction |
+//! | `setup --partitions` | 1.. | a topic has at least one partition |
+//! | `produce --keys` | 1.. | records need a key to go to |
+//! | `run --metrics` | `HOST:PORT` that resolves | e.g. `localhost:9464` or `0.0.0.0:9464` |
+//!
+//! A broker configured with other session bounds than Kafka's defaults
+//! still refuses a session timeout outside its own; this range is the
+//! default one.
+//!
+//! # Exit codes
+//!
+//! One meaning per code, whatever the command:
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | done (or interrupted by SIGINT or SIGTERM) |
+//! | 1 | the command acted and failed: a task stopped on an error, a skip that started did not complete, the audit found violations, a producer failed |
+//! | 2 | refused before acting: bad arguments, an unknown application or stage, a cluster the application cannot use as it is (a missing or mis-sized topic, C3), a skip refused (no dead-letter topic, a tp the task does not consume, an offset beyond the log end or delivered already) |
+//! | 3 | fenced by another owner (the tasks moved): with a static share (`--instance`), or a skip whose task was taken by an instance meanwhile; with group membership tasks move all the time, and a fence is not reported |
+//! | 4 | the cluster is unreachable: no bootstrap address answered |
+//!
+//! `skip` checks everything it can before it starts the task (whose
+//! producer fences the instance running it, X4): the stage, its dead-letter
+//! topic, the tp, and the offset against the tp's log end and the stage's
+//! committed position. `setup` refuses, before creating anything, a topic
+//! that exists with another partition count than the application needs.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -58,10 +93,13 @@ use parsley::assembly::Assembly;
 use parsley::task::TaskId;
 use parsley::{App, Tp};
 
+use parsley::task::SkipError;
+
+use crate::status::{task_owners, TaskOwner, TaskStatus};
 use crate::{
     assemble_on, create_topics, membership_topic, read_committed, skip_record, task_status,
-    GroupMembership, InstanceShare, LiveClient, LiveConfig, LiveError, Runtime, RuntimeConfig,
-    BOOTSTRAP_ENV,
+    FailurePolicy, GroupMembership, InstanceShare, Isolation, LiveClient, LiveConfig, LiveError,
+    Runtime, RuntimeConfig, RuntimeError, BOOTSTRAP_ENV,
 };
 
 /// An error of a user's application factory or producer.
@@ -223,9 +261,11 @@ impl Settings {
 #[command(
     version,
     about = "Runs Parsley applications on a Kafka cluster",
-    after_help = "Exit codes: 0 done or interrupted, 1 a task failed or the audit found \
-                  violations, 2 bad arguments or an unusable cluster, 3 fenced by another \
-                  owner, 4 cluster unreachable.\n\n\
+    after_help = "Exit codes (every command): 0 done or interrupted; 1 the command acted \
+                  and failed (a task failed, a skip did not complete, the audit found \
+                  violations); 2 refused before acting (bad arguments, a cluster the \
+                  application cannot use, a refused skip); 3 fenced by another owner; \
+                  4 cluster unreachable.\n\n\
                   Example:\n  \
                   setup APP --partitions 4\n  \
                   run APP          # Ctrl-C stops it gracefully\n  \
@@ -247,9 +287,9 @@ enum Command {
     Run(RunArgs),
     /// Read the committed topics back and check their stamps and outputs.
     Audit(Common),
-    /// Print each task's committed position, log end, lag and state, read
-    /// from the cluster (whether or not an instance runs).
-    Status(Common),
+    /// Print each task's committed position, log end, lag, owner and state,
+    /// read from the cluster (whether or not an instance runs).
+    Status(StatusArgs),
     /// Get a stopped task past one record (X5): dead-letter the record at
     /// TOPIC-PARTITION@OFFSET as skipped, in the task's own transaction, and
     /// commit; then start the instances again. The stage must declare a
@@ -274,24 +314,64 @@ struct Common {
 }
 
 #[derive(Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Print one JSON document instead of the table: per task its owner,
+    /// state, since when, and per tp the committed offset, log end, lag and
+    /// whether the lag was counted exactly.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The partitions a source or sink gets when `setup` creates it without
+/// `--partitions`.
+const DEFAULT_PARTITIONS: u32 = 4;
+
+#[derive(Args)]
 struct SetupArgs {
     #[command(flatten)]
     common: Common,
-    /// Partitions of each source and sink topic.
-    #[arg(long, default_value_t = 4)]
-    partitions: u32,
+    /// Partitions of each source and sink topic to create [default: 4].
+    /// Given, an existing source or sink with another count is refused;
+    /// left out, existing ones are used as they are.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(i32::MAX)))]
+    partitions: Option<u32>,
 }
 
 #[derive(Args)]
 struct ProduceArgs {
     #[command(flatten)]
     common: Common,
+    /// How many records.
     #[arg(long, default_value_t = 1000)]
     count: usize,
-    #[arg(long, default_value_t = 16)]
+    /// Over how many keys.
+    #[arg(long, default_value_t = 16, value_parser = parse_keys)]
     keys: usize,
+    /// The seed of the plan.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+}
+
+/// `--on-failure`: what a task's failure does to the instance's others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OnFailure {
+    /// Stop the instance's other tasks gracefully and exit 1 (Kafka
+    /// Streams' SHUTDOWN_CLIENT).
+    StopInstance,
+    /// Keep the other tasks running; the failed one stays stopped until the
+    /// instance restarts.
+    KeepOthersRunning,
+}
+
+impl From<OnFailure> for FailurePolicy {
+    fn from(choice: OnFailure) -> FailurePolicy {
+        match choice {
+            OnFailure::StopInstance => FailurePolicy::StopInstance,
+            OnFailure::KeepOthersRunning => FailurePolicy::KeepOthersRunning,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -304,16 +384,21 @@ struct RunArgs {
     #[arg(long, value_parser = parse_share)]
     instance: Option<InstanceShare>,
     /// With group membership: how long the broker waits for a silent
-    /// instance before its tasks move to the others, in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
+    /// instance before its tasks move to the others, in milliseconds;
+    /// within the broker's default bounds (group.min/max.session.timeout.ms).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(6_000..=300_000))]
     session_timeout_ms: u64,
-    /// The commit interval, in milliseconds (X2).
-    #[arg(long, default_value_t = 100)]
+    /// The commit interval, in milliseconds (X2); at most half the
+    /// producers' 60 s transaction timeout.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=30_000))]
     commit_interval_ms: u64,
+    /// What a task's failure does to the instance's other tasks.
+    #[arg(long, value_enum, default_value_t = OnFailure::StopInstance)]
+    on_failure: OnFailure,
     /// Serve the tasks' figures (counters, held records, consumer lag,
-    /// commit latency) in the Prometheus text format on ADDR, e.g.
-    /// `127.0.0.1:9464`, at any path.
-    #[arg(long, value_name = "ADDR")]
+    /// commit latency) in the Prometheus text format on HOST:PORT, e.g.
+    /// `localhost:9464` or `0.0.0.0:9464`, at any path.
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_address)]
     metrics: Option<std::net::SocketAddr>,
 }
 
@@ -348,6 +433,25 @@ fn parse_share(text: &str) -> Result<InstanceShare, String> {
     InstanceShare::new(number(index)?, number(count)?).map_err(|error| error.to_string())
 }
 
+/// `HOST:PORT` resolved to its first socket address.
+fn parse_address(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let mut found = text
+        .to_socket_addrs()
+        .map_err(|error| format!("`{text}` is not a HOST:PORT that resolves: {error}"))?;
+    found
+        .next()
+        .ok_or_else(|| format!("`{text}` resolves to no address"))
+}
+
+fn parse_keys(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("0 is not in 1..: records need at least one key".into()),
+        Ok(keys) => Ok(keys),
+        Err(error) => Err(format!("`{text}`: {error}")),
+    }
+}
+
 fn parse_setting(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => {
@@ -357,11 +461,13 @@ fn parse_setting(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// A task stopped on an error, or the audit found violations.
+/// The command acted and failed: a task stopped on an error, a skip did
+/// not complete, the audit found violations.
 const EXIT_FAILED: u8 = 1;
-/// Bad arguments, or a cluster that cannot be used.
+/// Refused before acting: bad arguments, or a cluster the application
+/// cannot use as it is.
 const EXIT_UNUSABLE: u8 = 2;
-/// Every failed task was fenced by a newer owner (X4).
+/// Fenced by a newer owner (X4).
 const EXIT_FENCED: u8 = 3;
 /// No bootstrap address could be reached.
 const EXIT_UNREACHABLE: u8 = 4;
@@ -369,6 +475,38 @@ const EXIT_UNREACHABLE: u8 = 4;
 fn fail(message: impl fmt::Display) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(EXIT_UNUSABLE)
+}
+
+/// The exit code of a command that failed before it acted: 4 when the
+/// cluster is unreachable, else 2.
+fn refused_code(unreachable: bool) -> u8 {
+    if unreachable {
+        EXIT_UNREACHABLE
+    } else {
+        EXIT_UNUSABLE
+    }
+}
+
+/// The exit code of a command that acted and failed with `error`: 4
+/// unreachable, 2 refused before anything was done, 3 fenced, else 1.
+fn acted_code(error: &RuntimeError) -> u8 {
+    if error.is_unreachable() {
+        EXIT_UNREACHABLE
+    } else if error.is_refusal() {
+        EXIT_UNUSABLE
+    } else if error.is_fenced() {
+        EXIT_FENCED
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// Says `error` on stderr and returns the exit code of a command refused
+/// before it acted.
+fn refuse(error: impl Into<RuntimeError>) -> ExitCode {
+    let error = error.into();
+    eprintln!("error: {error}");
+    ExitCode::from(refused_code(error.is_unreachable()))
 }
 
 /// Runs the command line over `registry`'s applications and returns the
@@ -439,7 +577,7 @@ async fn assembled(
     common: &Common,
 ) -> Result<(LiveClient, LiveApp, Assembly), ExitCode> {
     let (client, app) = client_and_app(registry, common)?;
-    let assembly = assemble_on(&client, &app.app).await.map_err(fail)?;
+    let assembly = assemble_on(&client, &app.app).await.map_err(refuse)?;
     Ok((client, app, assembly))
 }
 
@@ -448,7 +586,17 @@ async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
         Ok(found) => found,
         Err(code) => return code,
     };
-    match create_topics(&client, &app.app, args.partitions, &BTreeMap::new()).await {
+    // Asked for, a partition count is demanded of every source and sink.
+    let demanded: BTreeMap<String, u32> = match args.partitions {
+        Some(partitions) => parsley::probe::ContractProbes::probe(&app.app)
+            .iter()
+            .filter(|contract| contract.partitions == parsley::probe::PartitionRule::Any)
+            .map(|contract| (contract.name.to_string(), partitions))
+            .collect(),
+        None => BTreeMap::new(),
+    };
+    let default = args.partitions.unwrap_or(DEFAULT_PARTITIONS);
+    match create_topics(&client, &app.app, default, &demanded).await {
         Ok(topics) => {
             for topic in topics {
                 let what = if topic.created { "created" } else { "exists" };
@@ -456,7 +604,7 @@ async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(error) => fail(error),
+        Err(error) => refuse(error),
     }
 }
 
@@ -483,7 +631,10 @@ async fn produce(registry: &Registry, args: ProduceArgs) -> ExitCode {
             println!("produced {count} records");
             ExitCode::SUCCESS
         }
-        Err(error) => fail(error),
+        Err(error) => {
+            eprintln!("error: producing failed: {error}");
+            ExitCode::from(EXIT_FAILED)
+        }
     }
 }
 
@@ -504,7 +655,8 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
         }
     }
     let config = RuntimeConfig::new(client.config().clone())
-        .with_commit_interval(Duration::from_millis(args.commit_interval_ms));
+        .with_commit_interval(Duration::from_millis(args.commit_interval_ms))
+        .with_failure_policy(args.on_failure.into());
     let config = match args.instance {
         Some(share) => config.with_share(share),
         None => config.with_group(GroupMembership {
@@ -514,7 +666,7 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
     let app_id = app.app.id().to_owned();
     let runtime = match Runtime::start(Arc::new(app.app), config).await {
         Ok(runtime) => runtime,
-        Err(error) => return fail(error),
+        Err(error) => return refuse(error),
     };
     if let Some(endpoints) = &endpoints {
         endpoints.attach(runtime.health());
@@ -551,7 +703,7 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
             }
             Err(error) => {
                 failed = true;
-                eprintln!("task {}: {error}", run.task);
+                eprintln!("{}", error.about_task(&run.task));
             }
         }
     }
@@ -565,7 +717,7 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
 }
 
 async fn skip(registry: &Registry, args: SkipArgs) -> ExitCode {
-    let (client, app) = match client_and_app(registry, &args.common) {
+    let (client, app, assembly) = match assembled(registry, &args.common).await {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -577,6 +729,11 @@ async fn skip(registry: &Registry, args: SkipArgs) -> ExitCode {
         stage: args.stage.into(),
         partition: args.partition,
     };
+    // Everything that can refuse the skip is checked before the task
+    // starts: its producer fences the instance that runs it (X4).
+    if let Err(error) = check_skip(&client, &app.app, &assembly, &task, &tp, args.offset).await {
+        return refuse(error);
+    }
     let config = RuntimeConfig::new(client.config().clone());
     match skip_record(
         Arc::new(app.app),
@@ -595,14 +752,80 @@ async fn skip(registry: &Registry, args: SkipArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::from(if error.is_unreachable() {
-                EXIT_UNREACHABLE
-            } else {
-                EXIT_FAILED
-            })
+            eprintln!("error: {}", error.about_task(&task));
+            ExitCode::from(acted_code(&error))
         }
     }
+}
+
+/// The checks of an operator's skip that need no task: run before the
+/// task starts, whose producer would fence the instance running it (X4).
+/// The stage must exist and declare a dead-letter topic, its task
+/// `task.partition` must consume `tp`, `offset` must be below the tp's log
+/// end (high watermark) and not behind the stage's committed position on
+/// it. Each refusal names the task, the tp and the offset; nothing is
+/// touched.
+async fn check_skip(
+    client: &LiveClient,
+    app: &App,
+    assembly: &Assembly,
+    task: &TaskId,
+    tp: &Tp,
+    offset: u64,
+) -> Result<(), RuntimeError> {
+    let Some(plan) = app.stage(&task.stage) else {
+        return Err(RuntimeError::UnknownStage {
+            app: app.id().to_owned(),
+            stage: task.stage.to_string(),
+            known: app.stages().iter().map(|plan| plan.name().to_owned()).collect(),
+        });
+    };
+    if plan.dead_letter.is_none() {
+        return Err(SkipError::NoDeadLetterTopic { task: task.clone() }.into());
+    }
+    let consumed = tp.partition == task.partition
+        && plan
+            .consumed_topics()
+            .iter()
+            .any(|topic| *topic == tp.topic)
+        && assembly
+            .partitions_of(tp.topic.as_str())
+            .is_some_and(|partitions| tp.partition < partitions)
+        && assembly
+            .tasks_of(plan.name())
+            .is_some_and(|tasks| task.partition < tasks);
+    if !consumed {
+        return Err(SkipError::NotConsumed {
+            task: task.clone(),
+            tp: tp.clone(),
+        }
+        .into());
+    }
+    let marks = client.watermarks(tp).await?;
+    if offset >= marks.high_watermark {
+        return Err(RuntimeError::SkipBeyondLogEnd {
+            task: task.clone(),
+            tp: tp.clone(),
+            offset,
+            log_end: marks.high_watermark,
+        });
+    }
+    let committed = client
+        .consumer(&plan.group, Isolation::ReadUncommitted)?
+        .committed(std::slice::from_ref(tp))
+        .await?;
+    if let Some(Some(committed)) = committed.first() {
+        if offset < committed.offset {
+            return Err(SkipError::Behind {
+                task: task.clone(),
+                tp: tp.clone(),
+                offset,
+                next: committed.offset,
+            }
+            .into());
+        }
+    }
+    Ok(())
 }
 
 async fn audit(registry: &Registry, common: Common) -> ExitCode {
@@ -612,7 +835,7 @@ async fn audit(registry: &Registry, common: Common) -> ExitCode {
     };
     let read = match read_committed(&client, &app.app, &assembly).await {
         Ok(read) => read,
-        Err(error) => return fail(error),
+        Err(error) => return refuse(error),
     };
     let report = parsley::audit::audit(&app.app, &assembly, &read.to_logs());
     println!("{report}");
@@ -623,20 +846,52 @@ async fn audit(registry: &Registry, common: Common) -> ExitCode {
     }
 }
 
-async fn status(registry: &Registry, common: Common) -> ExitCode {
-    let (client, app, assembly) = match assembled(registry, &common).await {
+async fn status(registry: &Registry, args: StatusArgs) -> ExitCode {
+    let (client, app, assembly) = match assembled(registry, &args.common).await {
         Ok(found) => found,
         Err(code) => return code,
     };
     let statuses = match task_status(&client, &app.app, &assembly).await {
         Ok(statuses) => statuses,
-        Err(error) => return fail(error),
+        Err(error) => return refuse(error),
     };
+    // Who runs what is a second question: without an answer the positions
+    // are still worth printing.
+    let owners = match task_owners(&client, &app.app, &assembly).await {
+        Ok(owners) => Some(owners),
+        Err(error) => {
+            eprintln!("warning: the owners of the tasks are unknown: {error}");
+            None
+        }
+    };
+    let owner_of = |task: &TaskStatus| {
+        owners.as_ref().and_then(|owners| {
+            owners.iter().find(|owner| {
+                owner.task.stage.as_ref() == task.stage.as_str()
+                    && owner.task.partition == task.partition
+            })
+        })
+    };
+    if args.json {
+        let tasks: Vec<serde_json::Value> = statuses
+            .iter()
+            .map(|task| status_json(task, owners.is_some(), owner_of(task)))
+            .collect();
+        let document = serde_json::json!({ "app": app.app.id(), "tasks": tasks });
+        println!("{document:#}");
+        return ExitCode::SUCCESS;
+    }
     println!(
-        "{:<20} {:<36} {:>10} {:>10} {:>8}  state",
-        "task", "tp", "committed", "log end", "lag"
+        "{:<20} {:<36} {:>10} {:>10} {:>8}  {:<24} state",
+        "task", "tp", "committed", "log end", "lag", "owner"
     );
     for task in &statuses {
+        let owner = owner_of(task);
+        let (owner_name, state) = match (owners.is_some(), owner) {
+            (false, _) => ("?", "unknown"),
+            (true, Some(owner)) => (owner.owner_name(), owner.state()),
+            (true, None) => ("-", "unowned"),
+        };
         for tp in &task.tps {
             let committed = tp
                 .committed
@@ -647,17 +902,52 @@ async fn status(registry: &Registry, common: Common) -> ExitCode {
                 format!("~{}", tp.lag)
             };
             println!(
-                "{:<20} {:<36} {:>10} {:>10} {:>8}  {}",
+                "{:<20} {:<36} {:>10} {:>10} {:>8}  {:<24} {}, {}",
                 format!("{}/{}", task.stage, task.partition),
                 tp.tp.to_string(),
                 committed,
                 tp.stable_end,
                 lag,
+                owner_name,
+                state,
                 task.state()
             );
         }
     }
     ExitCode::SUCCESS
+}
+
+/// One task of `status --json`: `known` is false when the group could not
+/// be read (owner `?`, state `unknown`).
+fn status_json(task: &TaskStatus, known: bool, owner: Option<&TaskOwner>) -> serde_json::Value {
+    let (name, state) = match (known, owner) {
+        (false, _) => ("?", "unknown"),
+        (true, Some(owner)) => (owner.owner_name(), owner.state()),
+        (true, None) => ("-", "unowned"),
+    };
+    let member = owner.and_then(|owner| owner.owner.as_ref());
+    serde_json::json!({
+        "task": format!("{}/{}", task.stage, task.partition),
+        "stage": task.stage,
+        "partition": task.partition,
+        "owner": name,
+        "owner_client_id": member.map(|member| member.client_id.clone()),
+        "owner_host": member.map(|member| member.client_host.clone()),
+        "state": state,
+        "reported_by": owner.and_then(|owner| owner.report.as_ref()).map(|report| report.instance.clone()),
+        "since_ms": owner.and_then(|owner| owner.report.as_ref()).map(|report| report.since_ms),
+        "lag": task.lag(),
+        "caught_up": task.lag() == 0,
+        "tps": task.tps.iter().map(|tp| serde_json::json!({
+            "tp": tp.tp.to_string(),
+            "topic": tp.tp.topic.as_str(),
+            "partition": tp.tp.partition,
+            "committed": tp.committed,
+            "log_end": tp.stable_end,
+            "lag": tp.lag,
+            "exact": tp.exact,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 #[cfg(test)]

@@ -1,15 +1,26 @@
 //! Watching a live application from outside: whether its tasks have
-//! delivered and committed everything visible, and what state and keyed
-//! outputs its committed logs hold.
+//! delivered and committed everything visible, who runs each task and in
+//! what state ([`task_owners`]), and what state and keyed outputs its
+//! committed logs hold.
+//!
+//! Who runs a task is read from the instances' group `<app>.instances`
+//! (Kafka's DescribeGroups): partition `i` of its topic stands for the
+//! `i`-th of the application's tasks, and the member assigned it is the
+//! owner. What state the task is in is what its owner last reported, as the
+//! metadata of the group's committed offset on that partition
+//! ([`TaskReport`]). Instances with a static share (`--instance i/n`) do not
+//! join the group: their tasks show no owner.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::{Isolation, LiveClient, LiveError};
+use crate::instance::TaskReport;
+use crate::{membership_topic, Isolation, LiveClient, LiveError};
 use bytes::Bytes;
 use parsley::app::StagePlan;
 use parsley::assembly::Assembly;
 use parsley::stage::SlotKey;
+use parsley::task::TaskId;
 use parsley::{App, Tp};
 
 use parsley::audit::CommittedLogs;
@@ -255,4 +266,143 @@ pub async fn task_status(
         }
     }
     Ok(statuses)
+}
+
+/// A live member of the instances' group, as `status` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// The instance's name (`<host>-<pid>`), from its client id's
+    /// `instance=` part, or the whole client id of a member that is no
+    /// Parsley instance.
+    pub instance: String,
+    /// Its `client.id`.
+    pub client_id: String,
+    /// The host it connects from, as the broker sees it.
+    pub client_host: String,
+}
+
+/// Who runs a task and what it last said of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskOwner {
+    /// The task.
+    pub task: TaskId,
+    /// The member of `<app>.instances` the group assigns it to; `None`
+    /// when no member holds it (no instance runs with group membership, the
+    /// group is rebalancing, or the instances have static shares).
+    pub owner: Option<Owner>,
+    /// The last report of the task's state, by whichever instance ran it
+    /// last with group membership; `None` if none ever did.
+    pub report: Option<TaskReport>,
+}
+
+impl TaskOwner {
+    /// The owner's instance name, or `-`.
+    pub fn owner_name(&self) -> &str {
+        self.owner
+            .as_ref()
+            .map_or("-", |owner| owner.instance.as_str())
+    }
+
+    /// The reported state (`running`, `restoring`, …); without a report,
+    /// `assigned` when a member holds the task and `unowned` when none does.
+    pub fn state(&self) -> &str {
+        match (&self.report, &self.owner) {
+            (Some(report), _) => report.state.as_str(),
+            (None, Some(_)) => "assigned",
+            (None, None) => "unowned",
+        }
+    }
+}
+
+/// The instance name in a Parsley member's client id
+/// (`parsley;app=…;instance=<host>-<pid>`), or the client id itself.
+fn instance_of(client_id: &str) -> &str {
+    client_id
+        .split(';')
+        .find_map(|part| part.strip_prefix("instance="))
+        .unwrap_or(client_id)
+}
+
+/// Each of `assembly`'s tasks, in [`Assembly::task_ids`] order, with its
+/// owner in the group `<app>.instances` and its last reported state. An
+/// application that never ran with group membership has neither.
+pub async fn task_owners(
+    client: &LiveClient,
+    app: &App,
+    assembly: &Assembly,
+) -> Result<Vec<TaskOwner>, LiveError> {
+    let tasks = assembly.task_ids();
+    let topic = membership_topic(app.id());
+    let mut owners: Vec<TaskOwner> = tasks
+        .iter()
+        .map(|task| TaskOwner {
+            task: task.clone(),
+            owner: None,
+            report: None,
+        })
+        .collect();
+    let Some(partitions) = client.partitions(&topic).await? else {
+        return Ok(owners);
+    };
+    // A topic sized for another set of tasks says nothing of these.
+    if usize::try_from(partitions).ok() != Some(tasks.len()) {
+        return Ok(owners);
+    }
+    for member in client.group_members(&topic).await? {
+        let Some(Ok(assignment)) = &member.assignment else {
+            continue;
+        };
+        for (assigned, partitions) in assignment {
+            if *assigned != topic {
+                continue;
+            }
+            for partition in partitions {
+                if let Some(task) = usize::try_from(*partition)
+                    .ok()
+                    .and_then(|index| owners.get_mut(index))
+                {
+                    task.owner = Some(Owner {
+                        instance: instance_of(&member.client_id).to_owned(),
+                        client_id: member.client_id.clone(),
+                        client_host: member.client_host.clone(),
+                    });
+                }
+            }
+        }
+    }
+    let tps: Vec<Tp> = (0..partitions)
+        .map(|partition| Tp::new(topic.clone(), partition))
+        .collect();
+    let reports = client
+        .consumer(&topic, Isolation::ReadUncommitted)?
+        .committed(&tps)
+        .await?;
+    for (task, committed) in owners.iter_mut().zip(reports) {
+        task.report =
+            committed.and_then(|committed| TaskReport::from_json(&committed.metadata).ok());
+    }
+    Ok(owners)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_is_named_by_its_instance() {
+        assert_eq!(
+            instance_of("parsley;app=shop;topology=00ff;stages=a x4;instance=host-1-42"),
+            "host-1-42"
+        );
+        assert_eq!(instance_of("rdkafka"), "rdkafka");
+        let unowned = TaskOwner {
+            task: TaskId {
+                stage: "a".into(),
+                partition: 0,
+            },
+            owner: None,
+            report: None,
+        };
+        assert_eq!((unowned.owner_name(), unowned.state()), ("-", "unowned"));
+    }
 }

@@ -69,7 +69,7 @@ pub enum RuntimeError {
 
     /// The task restarted `restarts` times in a row without committing once
     /// in between, and stopped trying.
-    #[error("task {task}: gave up after {restarts} restarts in a row without a commit; the last failure: {last}")]
+    #[error("task {task}: gave up after {restarts} restarts in a row without a commit; the last failure: {}", without_task(task, &last.to_string()))]
     GaveUp {
         /// The task.
         task: TaskId,
@@ -146,6 +146,31 @@ pub enum RuntimeError {
         patience: std::time::Duration,
     },
 
+    /// The operator's skip names an offset at or past the tp's log end:
+    /// there is no record there to skip. Refused before anything ran.
+    #[error("task {task}: {tp}@{offset} is not in the log: its log end (high watermark) is {log_end}; nothing was skipped")]
+    SkipBeyondLogEnd {
+        /// The task.
+        task: TaskId,
+        /// The record's tp.
+        tp: Tp,
+        /// The offset named.
+        offset: u64,
+        /// The tp's high watermark.
+        log_end: u64,
+    },
+
+    /// The operator named a stage the application does not have.
+    #[error("stage {stage:?} is not in application {app:?}: its stages are {}", known.join(", "))]
+    UnknownStage {
+        /// The application.
+        app: String,
+        /// The stage named.
+        stage: String,
+        /// The application's stages.
+        known: Vec<String>,
+    },
+
     /// The task's thread panicked, or could not be started.
     #[error("task {task}: its thread panicked: {reason}")]
     Panicked {
@@ -186,5 +211,98 @@ impl RuntimeError {
     /// True when the cluster could not be reached at all.
     pub fn is_unreachable(&self) -> bool {
         matches!(self, RuntimeError::Live(LiveError::Unreachable { .. }))
+    }
+
+    /// True when the error refused what was asked before anything was
+    /// done: the application does not fit the cluster (C3), the operator's
+    /// input names no stage, task or record that can be acted on, or the
+    /// group is another's. The operator commands exit 2 on these.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            RuntimeError::Assembly(_)
+                | RuntimeError::Skip(_)
+                | RuntimeError::SkipBeyondLogEnd { .. }
+                | RuntimeError::UnknownStage { .. }
+                | RuntimeError::InvalidInstance { .. }
+                | RuntimeError::MembershipTopic { .. }
+                | RuntimeError::GroupConflict { .. }
+        ) || matches!(
+            self,
+            RuntimeError::Live(
+                LiveError::InvalidPartitionCount { .. }
+                    | LiveError::Client { .. }
+                    | LiveError::OffsetTooLarge { .. }
+            )
+        )
+    }
+
+    /// The error as a line about `task`: prefixed with `task <task>: `
+    /// unless it names the task first already, so the summary of a run
+    /// never says `task X: task X: …`.
+    pub fn about_task(&self, task: &TaskId) -> String {
+        let text = self.to_string();
+        let named = [format!("task {task}:"), format!("task {task} ")]
+            .iter()
+            .any(|prefix| text.starts_with(prefix.as_str()));
+        if named {
+            text
+        } else {
+            format!("task {task}: {text}")
+        }
+    }
+}
+
+/// `text` without a leading `task <task>: `.
+fn without_task<'a>(task: &TaskId, text: &'a str) -> &'a str {
+    text.strip_prefix(&format!("task {task}: ")).unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> TaskId {
+        TaskId {
+            stage: "balances".into(),
+            partition: 0,
+        }
+    }
+
+    /// Issue 21: a run's summary names a task once, whether or not the
+    /// error names it itself, and a task that gave up names it once too.
+    #[test]
+    fn a_task_is_named_once() {
+        let named = RuntimeError::Released {
+            task: task(),
+            reason: "away".into(),
+        };
+        let line = named.about_task(&task());
+        assert!(line.starts_with("task balances/0: released"), "{line}");
+        assert_eq!(line.matches("balances/0").count(), 1, "{line}");
+        let unnamed = RuntimeError::Live(LiveError::Join {
+            what: "fetch of orders-0 from 3".into(),
+            reason: "cancelled".into(),
+        });
+        assert_eq!(
+            unnamed.about_task(&task()),
+            "task balances/0: fetch of orders-0 from 3: the blocking call did not finish: cancelled"
+        );
+        let gave_up = RuntimeError::GaveUp {
+            task: task(),
+            restarts: 20,
+            last: Box::new(named),
+        };
+        let line = gave_up.about_task(&task());
+        assert_eq!(line.matches("task balances/0").count(), 1, "{line}");
+        assert!(line.contains("the last failure: released"), "{line}");
+        let skip = RuntimeError::Skip(parsley::task::SkipError::NotConsumed {
+            task: task(),
+            tp: Tp::new("orders", 1),
+        });
+        assert_eq!(
+            skip.about_task(&task()),
+            "task balances/0 does not consume orders-1"
+        );
     }
 }

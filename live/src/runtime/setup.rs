@@ -1,15 +1,63 @@
 //! Start-up against a real cluster: the assembly check (C3) on the
 //! cluster's metadata, and a helper that creates the topics the contract
 //! probe (C4) lists.
+//!
+//! A topic the application derives (a stage's changelog, tick topic or
+//! dead-letter topic) with the wrong partition count can only be deleted
+//! and recreated, and that discards what it holds; the fix each error
+//! suggests says what is lost.
 
 use std::collections::BTreeMap;
 
 use parsley::app::App;
-use parsley::assembly::{assemble, Assembly};
+use parsley::assembly::{assemble, Assembly, AssemblyError, AssemblyFailure};
 use parsley::probe::{ContractProbes, PartitionRule};
 
 use super::super::client::LiveClient;
 use super::RuntimeError;
+
+/// What deleting `topic` discards, when the application derives it: its
+/// stage's state, pending ticks or dead letters.
+pub(crate) fn what_deleting_discards(app: &App, topic: &str) -> Option<String> {
+    app.stages().iter().find_map(|plan| {
+        let is = |derived: &Option<parsley::TopicName>| {
+            derived.as_ref().is_some_and(|name| name.as_str() == topic)
+        };
+        if is(&plan.changelog) {
+            Some(format!(
+                "deleting it discards stage {:?}'s state (the changelog is its only durable copy): every key starts again from its initial value, while the stage's committed positions stay where they are, so the records delivered before are not delivered again",
+                plan.name()
+            ))
+        } else if is(&plan.tick_topic) {
+            Some(format!(
+                "deleting it discards stage {:?}'s ticks not yet delivered",
+                plan.name()
+            ))
+        } else if is(&plan.dead_letter) {
+            Some(format!(
+                "deleting it discards the dead letters stage {:?} wrote there; read them first",
+                plan.name()
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+/// `error` with each mis-sized derived topic's fix saying what deleting
+/// it discards.
+fn with_what_is_lost(app: &App, mut error: AssemblyError) -> AssemblyError {
+    for failure in &mut error.failures {
+        if let AssemblyFailure::WrongPartitionCount { topic, fix, .. } = failure {
+            if fix.starts_with("delete") {
+                if let Some(lost) = what_deleting_discards(app, topic) {
+                    fix.push_str(&format!(" (warning: {lost})"));
+                }
+            }
+        }
+    }
+    error
+}
 
 /// C3 on the cluster `client` reaches: reads the partition count of every
 /// topic the application needs and assembles. A missing topic, or a tick or
@@ -23,7 +71,7 @@ pub async fn assemble_on(client: &LiveClient, app: &App) -> Result<Assembly, Run
             known.insert(name.to_owned(), partitions);
         }
     }
-    Ok(assemble(app, &known)?)
+    assemble(app, &known).map_err(|error| RuntimeError::Assembly(with_what_is_lost(app, error)))
 }
 
 /// What [`create_topics`] did with one topic.
@@ -41,7 +89,13 @@ pub struct TopicSetup {
 /// yet, with its suggested settings. Sources and sinks (the user's choice of
 /// partition count) get `partitions_of(topic)`, or `default_partitions`; a
 /// derived topic gets the partition count of the widest topic its rule
-/// names. Existing topics are left alone: the assembly check judges them.
+/// names. Existing topics are left alone.
+///
+/// Before creating anything, every existing topic is checked: a derived
+/// topic whose partition count is not its rule's, or a source or sink
+/// named in `partitions_of` with another count than asked, refuses the
+/// whole setup ([`RuntimeError::Assembly`], every such topic named with its
+/// count, the expected one and the fix), and nothing is created.
 pub async fn create_topics(
     client: &LiveClient,
     app: &App,
@@ -64,19 +118,65 @@ pub async fn create_topics(
             chosen.insert(name.to_owned(), partitions);
         }
     }
-    let mut done = Vec::new();
+    let mut planned = Vec::new();
+    let mut failures = Vec::new();
     for contract in &contracts {
         let name = contract.name.as_str();
-        let partitions = match &contract.partitions {
-            PartitionRule::Any => chosen[name],
-            PartitionRule::MatchWidestOf(topics) => topics
-                .iter()
-                .filter_map(|topic| chosen.get(topic.as_str()))
-                .copied()
-                .max()
-                .unwrap_or(default_partitions),
+        let (partitions, demanded) = match &contract.partitions {
+            PartitionRule::Any => (chosen[name], partitions_of.get(name).copied()),
+            PartitionRule::MatchWidestOf(topics) => {
+                let widest = topics
+                    .iter()
+                    .filter_map(|topic| chosen.get(topic.as_str()))
+                    .copied()
+                    .max()
+                    .unwrap_or(default_partitions);
+                (widest, Some(widest))
+            }
         };
-        if let Some(existing) = client.partitions(name).await? {
+        let existing = client.partitions(name).await?;
+        if let (Some(found), Some(expected)) = (existing, demanded) {
+            if found != expected {
+                let fix = match &contract.partitions {
+                    PartitionRule::Any => format!(
+                        "use it with its {found} partitions (leave out the partition count asked), or delete and recreate it with {expected}"
+                    ),
+                    PartitionRule::MatchWidestOf(_) => {
+                        let mut fix = format!(
+                            "delete and recreate it with {expected} partitions: kafka-topics.sh --delete --topic {name}, then run setup again"
+                        );
+                        if let Some(lost) = what_deleting_discards(app, name) {
+                            fix.push_str(&format!(" (warning: {lost})"));
+                        }
+                        fix
+                    }
+                };
+                failures.push(AssemblyFailure::WrongPartitionCount {
+                    topic: name.to_owned(),
+                    role: contract
+                        .roles
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    expected,
+                    found,
+                    fix,
+                });
+            }
+        }
+        planned.push((contract, partitions, existing));
+    }
+    if !failures.is_empty() {
+        return Err(RuntimeError::Assembly(AssemblyError {
+            app: app.id().to_owned(),
+            failures,
+        }));
+    }
+    let mut done = Vec::new();
+    for (contract, partitions, existing) in planned {
+        let name = contract.name.as_str();
+        if let Some(existing) = existing {
             done.push(TopicSetup {
                 topic: name.to_owned(),
                 partitions: existing,
