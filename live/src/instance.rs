@@ -196,8 +196,8 @@ mod tests {
             since_ms: 1_700_000_000_000,
         };
         assert_eq!(TaskReport::from_json(&report.to_json()), Ok(report));
-        let error = TaskReport::from_json(r#"{"instance":"a","state":"dozing","since_ms":1}"#)
-            .unwrap_err();
+        let error =
+            TaskReport::from_json(r#"{"instance":"a","state":"dozing","since_ms":1}"#).unwrap_err();
         assert!(error.contains("\"state\" is no task state"), "{error}");
         assert!(TaskReport::from_json("").unwrap_err().contains("not JSON"));
     }

@@ -51,9 +51,9 @@ pub mod cli;
 pub mod client;
 pub mod endpoints;
 pub mod error;
-pub mod instance;
 #[cfg(feature = "mutations")]
 pub mod faults;
+pub mod instance;
 pub mod reach;
 pub mod readback;
 pub mod runtime;
@@ -70,8 +70,8 @@ pub use instance::{instance_name, InstanceState, TaskReport, TaskState};
 pub use readback::{read_committed, ReadBack};
 pub use runtime::{
     assemble_on, create_topics, group_identity, membership_topic, skip_record, Assignment,
-    FailurePolicy, GroupMembership, Health, InstanceShare, Runtime, RuntimeConfig, RuntimeError, Stopper,
-    TaskEnd, TaskEndKind, TaskRun, TopicSetup,
+    FailurePolicy, GroupMembership, Health, InstanceShare, Runtime, RuntimeConfig, RuntimeError,
+    Stopper, TaskEnd, TaskEndKind, TaskRun, TopicSetup,
 };
 pub use status::{
     caught_up, final_state, keyed_outputs, task_status, wait_caught_up, TaskStatus, TpStatus,

@@ -298,7 +298,8 @@ impl Figures {
         for each in InstanceState::ALL {
             let mut labels = labels.to_vec();
             labels.push(("state", each.as_str().to_owned()));
-            metrics::gauge!("parsley_instance_state", &labels).set(f64::from(u8::from(each == state)));
+            metrics::gauge!("parsley_instance_state", &labels)
+                .set(f64::from(u8::from(each == state)));
         }
     }
 
@@ -468,13 +469,9 @@ impl LagReaders {
         if !self.by_group.contains_key(&plan.group) {
             let offsets = client.consumer(&plan.group, Isolation::ReadUncommitted)?;
             let reader = client.consumer(&plan.group, Isolation::ReadCommitted)?;
-            self.by_group
-                .insert(plan.group.clone(), (offsets, reader));
+            self.by_group.insert(plan.group.clone(), (offsets, reader));
         }
-        let (offsets, reader) = self
-            .by_group
-            .get_mut(&plan.group)
-            .expect("inserted above");
+        let (offsets, reader) = self.by_group.get_mut(&plan.group).expect("inserted above");
         let committed = offsets.committed(&tps).await?;
         let mut lag = 0;
         for (tp, committed) in tps.iter().zip(committed) {
@@ -527,10 +524,17 @@ mod tests {
         figures.task_state(&task(0), TaskState::Running, None);
         assert_eq!(figures.state(), InstanceState::Running);
         assert_eq!(figures.ready(), Ok("RUNNING: 2 tasks running".into()));
-        figures.task_state(&task(1), TaskState::Failed, Some("poison at orders-1@7".into()));
+        figures.task_state(
+            &task(1),
+            TaskState::Failed,
+            Some("poison at orders-1@7".into()),
+        );
         assert_eq!(figures.state(), InstanceState::Error);
         let unhealthy = figures.health().unwrap_err();
-        assert!(unhealthy.contains("task sum/1 failed: poison at orders-1@7"), "{unhealthy}");
+        assert!(
+            unhealthy.contains("task sum/1 failed: poison at orders-1@7"),
+            "{unhealthy}"
+        );
         figures.shutting_down();
         assert_eq!(figures.state(), InstanceState::PendingShutdown);
     }

@@ -24,8 +24,8 @@ use parsley::task::{CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
 use parsley::tp::Tp;
 
 use super::super::client::{
-    bounded, committed_offsets, consumed, fetch_visible, kafka_offset,
-    kafka_partition, Isolation, LiveConfig, Probes, TxnProducer,
+    bounded, committed_offsets, consumed, fetch_visible, kafka_offset, kafka_partition, Isolation,
+    LiveConfig, Probes, TxnProducer,
 };
 use super::super::error::{LiveError, TxnErrorClass};
 use super::super::instance::TaskState;
