@@ -1,0 +1,419 @@
+//! The operator's input and output (issue 21 item 6), through the
+//! `parsley-live` binary: settings out of range refused at start, an
+//! address that accepts and stays silent said unreachable, a skip refused
+//! before it fences anyone, a mis-sized topic refused by `setup`, `status`
+//! with owners and `--json`, and one meaning per exit code. The tests that
+//! need a broker skip without one (`KAFKA_BOOTSTRAP_SERVERS`).
+
+#![cfg(feature = "live")]
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use parsley_live::{test_broker, LiveClient};
+
+fn parsley_live(args: &[&str]) -> (Output, Duration) {
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+        .args(args)
+        .env("PARSLEY_LOG", "warn")
+        .output()
+        .expect("parsley-live runs");
+    (output, started.elapsed())
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A namespace no other run uses.
+fn namespace(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("op-{test}-{}-{nanos}-", std::process::id())
+}
+
+/// Pins item 1: a value out of range is refused before anything runs,
+/// with exit code 2 and a message naming the flag, the value and the
+/// range; no cluster is needed (the address given is never dialled).
+#[test]
+fn settings_out_of_range_are_refused_at_start_with_the_range() {
+    for (args, flag, range) in [
+        (
+            vec!["--session-timeout-ms", "1000"],
+            "--session-timeout-ms",
+            "6000..=300000",
+        ),
+        (
+            vec!["--session-timeout-ms", "300001"],
+            "--session-timeout-ms",
+            "6000..=300000",
+        ),
+        (
+            vec!["--commit-interval-ms", "0"],
+            "--commit-interval-ms",
+            "1..=30000",
+        ),
+        (
+            vec!["--commit-interval-ms", "60000"],
+            "--commit-interval-ms",
+            "1..=30000",
+        ),
+    ] {
+        let mut command = vec!["run", "balances", "--bootstrap", "127.0.0.1:1"];
+        command.extend(&args);
+        let (output, took) = parsley_live(&command);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(flag), "{text}");
+        assert!(text.contains(args[1]), "{text}");
+        assert!(text.contains(range), "{text}");
+        assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
+    }
+    let (output, _) = parsley_live(&["setup", "balances", "--partitions", "0"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--partitions"), "{}", stderr(&output));
+}
+
+/// Pins item 10: `--metrics` takes a host name, and refuses one that does
+/// not resolve with exit 2 naming it; `--on-failure` (item 9) takes the two
+/// policies and refuses anything else.
+#[test]
+fn metrics_take_a_host_name_and_on_failure_a_policy() {
+    let (output, took) = parsley_live(&[
+        "run",
+        "balances",
+        "--bootstrap",
+        "127.0.0.1:1",
+        "--metrics",
+        "no-such-host.invalid:9464",
+    ]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("no-such-host.invalid:9464"), "{text}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    // A host name that resolves passes parsing: the run goes on to the
+    // cluster, which is unreachable (exit 4), not a refused argument.
+    let (output, _) = parsley_live(&[
+        "run",
+        "balances",
+        "--bootstrap",
+        "127.0.0.1:1",
+        "--metrics",
+        "localhost:0",
+        "--on-failure",
+        "keep-others-running",
+    ]);
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    let (output, _) = parsley_live(&["run", "balances", "--on-failure", "retry"]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("stop-instance") && text.contains("keep-others-running"), "{text}");
+}
+
+/// Pins item 2: an address that accepts TCP connections and never answers
+/// fails with exit code 4 naming the address, within the 10 s connect
+/// bound (it took 30 s and exited 2, naming no address, before).
+#[test]
+fn a_silent_listener_is_unreachable_naming_it_within_the_connect_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            // Accept, never write: hold the connection open.
+            held.push(stream);
+        }
+    });
+    let (output, took) = parsley_live(&["status", "balances", "--bootstrap", &address]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(4), "{text}");
+    assert!(text.contains(&address), "{text}");
+    assert!(text.contains("no Kafka answer"), "{text}");
+    assert!(took < Duration::from_secs(14), "took {took:?}");
+}
+
+/// Pins item 4 without a broker: the same unreachable cluster is exit 4
+/// for every command, `skip` included.
+#[test]
+fn an_unreachable_cluster_is_exit_4_for_every_command() {
+    for command in [
+        vec!["setup", "balances"],
+        vec!["status", "balances"],
+        vec!["audit", "balances"],
+        vec![
+            "skip",
+            "dead-letter",
+            "--stage",
+            "balances",
+            "--topic",
+            "orders",
+            "--partition",
+            "0",
+            "--offset",
+            "0",
+        ],
+    ] {
+        let mut args = command.clone();
+        args.extend(["--bootstrap", "127.0.0.1:1"]);
+        let (output, _) = parsley_live(&args);
+        assert_eq!(output.status.code(), Some(4), "{command:?}: {}", stderr(&output));
+    }
+}
+
+fn broker() -> Option<String> {
+    test_broker().map(|config| config.bootstrap_servers)
+}
+
+fn set_up(bootstrap: &str, app: &str, ns: &str, partitions: &str) {
+    let (output, _) = parsley_live(&[
+        "setup",
+        app,
+        "--namespace",
+        ns,
+        "--partitions",
+        partitions,
+        "--bootstrap",
+        bootstrap,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}
+
+/// Pins items 3 and 4 on the real broker: a skip to an offset beyond the
+/// log end is refused at once (it blocked 184 s before) with exit 2,
+/// naming the tp, the offset and the log end; it does so before its
+/// producer could fence the instance running the task, which here has a
+/// static share and would exit 3 if fenced. A skip on a stage without a
+/// dead-letter topic, or of an unusable cluster (no topics), is exit 2
+/// too, as every refused command is.
+#[test]
+fn a_skip_beyond_the_log_end_is_refused_at_once_and_fences_nobody() {
+    let Some(bootstrap) = broker() else { return };
+    let ns = namespace("skip");
+    let skip = |app: &str, ns: &str, offset: &str| {
+        parsley_live(&[
+            "skip",
+            app,
+            "--namespace",
+            ns,
+            "--stage",
+            "balances",
+            "--topic",
+            "orders",
+            "--partition",
+            "0",
+            "--offset",
+            offset,
+            "--bootstrap",
+            &bootstrap,
+        ])
+    };
+    // No topics: an unusable cluster is 2, as for every other command.
+    let (output, _) = skip("dead-letter", &ns, "0");
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("does not exist"), "{}", stderr(&output));
+
+    set_up(&bootstrap, "dead-letter", &ns, "1");
+    let (output, _) = parsley_live(&[
+        "produce",
+        "dead-letter",
+        "--namespace",
+        &ns,
+        "--count",
+        "20",
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let mut instance = Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+        .args([
+            "run",
+            "dead-letter",
+            "--namespace",
+            &ns,
+            "--instance",
+            "0/1",
+            "--bootstrap",
+            &bootstrap,
+        ])
+        .env("PARSLEY_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("parsley-live runs");
+    std::thread::sleep(Duration::from_secs(5));
+
+    let (output, took) = skip("dead-letter", &ns, "1000000");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    let tp = format!("{ns}orders-0");
+    assert!(text.contains(&format!("{tp}@1000000")), "{text}");
+    assert!(text.contains("log end"), "{text}");
+    assert!(text.contains("nothing was skipped"), "{text}");
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+
+    // The running instance was not fenced: stopped now, it exits 0, not 3.
+    let code = stop(&mut instance);
+    assert_eq!(code.0, Some(0), "the instance: {}", code.1);
+    assert!(!code.1.contains("fenced"), "{}", code.1);
+
+    // A stage without a dead-letter topic: refused, 2.
+    let plain = namespace("skip-plain");
+    set_up(&bootstrap, "balances", &plain, "1");
+    let (output, _) = skip("balances", &plain, "0");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("no dead-letter topic"), "{text}");
+}
+
+/// SIGINT to a child, then its exit code and stdout and stderr.
+fn stop(child: &mut Child) -> (Option<i32>, String) {
+    let pid = child.id().to_string();
+    let _ = Command::new("kill").args(["-INT", &pid]).status();
+    let until = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < until, "the instance did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut text = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut text).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut text).unwrap();
+    (status.code(), text)
+}
+
+/// Pins item 5 on the real broker: `setup` refuses a derived topic that
+/// exists with the wrong partition count (it printed `exists` and exited 0
+/// before), naming the topic, its count and the expected one, creates
+/// nothing, and says that recreating a changelog discards the stage's
+/// state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_refuses_a_mis_sized_topic_and_says_what_recreating_it_loses() {
+    let Some(bootstrap) = broker() else { return };
+    let ns = namespace("setup");
+    let client = LiveClient::new(parsley_live::LiveConfig::new(bootstrap.clone())).unwrap();
+    let changelog = format!("{ns}payments-balances-state-changelog");
+    client.create_topic(&changelog, 3).await.unwrap();
+    let (output, took) = parsley_live(&[
+        "setup",
+        "balances",
+        "--namespace",
+        &ns,
+        "--partitions",
+        "2",
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(&format!("{changelog:?}")) && text.contains("has 3 partitions, expected 2"),
+        "{text}"
+    );
+    assert!(text.contains("discards stage \"balances\"'s state"), "{text}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert_eq!(
+        client.partitions(&format!("{ns}orders")).await.unwrap(),
+        None,
+        "nothing is created when setup is refused"
+    );
+    // An existing source asked for with another count is refused too.
+    let other = namespace("setup-src");
+    client.create_topic(&format!("{other}orders"), 1).await.unwrap();
+    let (output, _) = parsley_live(&[
+        "setup",
+        "balances",
+        "--namespace",
+        &other,
+        "--partitions",
+        "2",
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("has 1 partitions, expected 2"), "{}", stderr(&output));
+    // Left out, the existing source is used as it is.
+    let (output, _) = parsley_live(&[
+        "setup",
+        "balances",
+        "--namespace",
+        &other,
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).contains(&format!("exists {other}orders (1 partitions)")));
+}
+
+/// Pins item 8 on the real broker: `status --json` is one JSON document
+/// with, per task, its owner (`-` with no instance running), state
+/// (`unowned`), and per tp the committed offset, log end, lag and whether
+/// the lag is exact; the table has an owner column.
+#[test]
+fn status_json_names_owner_state_and_positions() {
+    let Some(bootstrap) = broker() else { return };
+    let ns = namespace("status");
+    set_up(&bootstrap, "balances", &ns, "2");
+    let (output, _) = parsley_live(&[
+        "produce",
+        "balances",
+        "--namespace",
+        &ns,
+        "--count",
+        "10",
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let (output, _) = parsley_live(&[
+        "status",
+        "balances",
+        "--namespace",
+        &ns,
+        "--json",
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let document: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(document["app"], format!("{ns}payments"));
+    let tasks = document["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 2);
+    let mut produced = 0;
+    for (partition, task) in tasks.iter().enumerate() {
+        assert_eq!(task["task"], format!("balances/{partition}"));
+        assert_eq!(task["owner"], "-");
+        assert_eq!(task["state"], "unowned");
+        assert!(task["since_ms"].is_null());
+        let tps = task["tps"].as_array().expect("tps");
+        assert_eq!(tps.len(), 1);
+        let tp = &tps[0];
+        assert_eq!(tp["tp"], format!("{ns}orders-{partition}"));
+        assert!(tp["committed"].is_null());
+        assert_eq!(tp["lag"], tp["log_end"]);
+        assert_eq!(tp["exact"], true);
+        produced += tp["log_end"].as_u64().unwrap();
+    }
+    assert_eq!(produced, 10);
+    let (output, _) = parsley_live(&[
+        "status",
+        "balances",
+        "--namespace",
+        &ns,
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    let table = stdout(&output);
+    assert!(table.lines().next().unwrap().contains("owner"), "{table}");
+    assert!(table.contains("unowned, behind"), "{table}");
+}
