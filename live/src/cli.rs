@@ -777,7 +777,11 @@ async fn check_skip(
         return Err(RuntimeError::UnknownStage {
             app: app.id().to_owned(),
             stage: task.stage.to_string(),
-            known: app.stages().iter().map(|plan| plan.name().to_owned()).collect(),
+            known: app
+                .stages()
+                .iter()
+                .map(|plan| plan.name().to_owned())
+                .collect(),
         });
     };
     if plan.dead_letter.is_none() {

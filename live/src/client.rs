@@ -722,7 +722,11 @@ impl LiveClient {
     /// one's client id, host and assigned partitions.
     pub async fn group_members(&self, group: &str) -> Result<Vec<GroupMember>, LiveError> {
         let probes = Arc::clone(&self.probes);
-        let (name, timeout, deadline) = (group.to_owned(), self.config.timeout, self.config.deadline());
+        let (name, timeout, deadline) = (
+            group.to_owned(),
+            self.config.timeout,
+            self.config.deadline(),
+        );
         let what = format!("describing group `{group}`");
         let described = blocking(what.clone(), move || {
             bounded(
@@ -825,8 +829,8 @@ pub fn decode_assignment(bytes: &[u8]) -> Result<Vec<(String, Vec<i32>)>, String
     let mut assignment = Vec::new();
     for _ in 0..topics {
         let length = reader.i16("a topic name's length")?;
-        let length = usize::try_from(length)
-            .map_err(|_| format!("a topic name has length {length}"))?;
+        let length =
+            usize::try_from(length).map_err(|_| format!("a topic name has length {length}"))?;
         let name = std::str::from_utf8(reader.take(length, "a topic name")?)
             .map_err(|error| format!("a topic name is not UTF-8: {error}"))?
             .to_owned();
@@ -1707,7 +1711,10 @@ mod tests {
     fn every_client_carries_the_instance_client_id_unless_set() {
         let config = LiveConfig::new("localhost:9092");
         let expected = format!("parsley-{}", crate::instance::instance_name());
-        assert_eq!(config.client_config(&[]).get("client.id"), Some(expected.as_str()));
+        assert_eq!(
+            config.client_config(&[]).get("client.id"),
+            Some(expected.as_str())
+        );
         assert_eq!(client_id(), expected);
         let mine = config.client_config(&[("client.id", "membership".into())]);
         assert_eq!(mine.get("client.id"), Some("membership"));
@@ -1750,7 +1757,10 @@ mod tests {
         let mut echoes = Echoes::new();
         assert!(echoes.error_line(now, reason));
         assert!(!echoes.log_line(now, &format!("[thrd:127.0.0.1:1/bootstrap]: {reason}")));
-        assert!(!echoes.error_line(now, reason), "the same error again at once");
+        assert!(
+            !echoes.error_line(now, reason),
+            "the same error again at once"
+        );
         assert!(echoes.error_line(now, "1/1 brokers are down"));
         let later = now + Echoes::WINDOW + Duration::from_secs(1);
         assert!(echoes.error_line(later, reason));
@@ -1780,9 +1790,20 @@ mod tests {
             .finish();
         tracing::subscriber::with_default(subscriber, || {
             let reason = "test-capture:1/bootstrap: Connect failed: Connection refused";
-            LogContext.log(RDKafkaLogLevel::Error, "FAIL", &format!("[thrd:x]: {reason}"));
-            LogContext.error(KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure), reason);
-            LogContext.log(RDKafkaLogLevel::Notice, "CONFWARN", "test-capture: a notice");
+            LogContext.log(
+                RDKafkaLogLevel::Error,
+                "FAIL",
+                &format!("[thrd:x]: {reason}"),
+            );
+            LogContext.error(
+                KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure),
+                reason,
+            );
+            LogContext.log(
+                RDKafkaLogLevel::Notice,
+                "CONFWARN",
+                "test-capture: a notice",
+            );
             LogContext.error(
                 KafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
                 "test-capture: 1/1 brokers are down",
@@ -1790,10 +1811,19 @@ mod tests {
         });
         let _ = captured.clone().flush();
         let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        let lines: Vec<&str> = text.lines().filter(|line| line.contains("test-capture")).collect();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|line| line.contains("test-capture"))
+            .collect();
         assert_eq!(lines.len(), 2, "{text}");
-        assert!(lines[0].contains("ERROR librdkafka") && lines[0].contains("facility=\"FAIL\""), "{text}");
-        assert!(lines[1].contains("WARN librdkafka") && lines[1].contains("brokers are down"), "{text}");
+        assert!(
+            lines[0].contains("ERROR librdkafka") && lines[0].contains("facility=\"FAIL\""),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("WARN librdkafka") && lines[1].contains("brokers are down"),
+            "{text}"
+        );
     }
 
     /// The consumer protocol's assignment decodes to topics and

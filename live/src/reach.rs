@@ -204,18 +204,24 @@ fn api_versions_request() -> Vec<u8> {
 fn api_versions(mut stream: TcpStream, deadline: Instant) -> Result<(), UnreachableCause> {
     let left = |now: Instant| {
         let left = deadline.saturating_duration_since(now);
-        (!left.is_zero()).then_some(left).ok_or(UnreachableCause::Silent)
+        (!left.is_zero())
+            .then_some(left)
+            .ok_or(UnreachableCause::Silent)
     };
     let io = |error: std::io::Error| match error.kind() {
         ErrorKind::TimedOut | ErrorKind::WouldBlock => UnreachableCause::Silent,
         _ => UnreachableCause::NotKafka(format!("the connection failed: {error}")),
     };
-    stream.set_write_timeout(Some(left(Instant::now())?)).map_err(io)?;
+    stream
+        .set_write_timeout(Some(left(Instant::now())?))
+        .map_err(io)?;
     stream.write_all(&api_versions_request()).map_err(io)?;
     let mut answer = [0u8; 8];
     let mut got = 0;
     while got < answer.len() {
-        stream.set_read_timeout(Some(left(Instant::now())?)).map_err(io)?;
+        stream
+            .set_read_timeout(Some(left(Instant::now())?))
+            .map_err(io)?;
         match stream.read(&mut answer[got..]) {
             Ok(0) => {
                 return Err(UnreachableCause::NotKafka(format!(
@@ -322,7 +328,11 @@ mod tests {
                 cause: UnreachableCause::Silent
             }]
         );
-        assert!(failures[0].to_string().contains("no Kafka answer"), "{}", failures[0]);
+        assert!(
+            failures[0].to_string().contains("no Kafka answer"),
+            "{}",
+            failures[0]
+        );
         let broker = fake_broker();
         let started = Instant::now();
         assert_eq!(

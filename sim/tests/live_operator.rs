@@ -80,7 +80,11 @@ fn settings_out_of_range_are_refused_at_start_with_the_range() {
     }
     let (output, _) = parsley_live(&["setup", "balances", "--partitions", "0"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(stderr(&output).contains("--partitions"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--partitions"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// Pins item 10: `--metrics` takes a host name, and refuses one that does
@@ -116,7 +120,10 @@ fn metrics_take_a_host_name_and_on_failure_a_policy() {
     let (output, _) = parsley_live(&["run", "balances", "--on-failure", "retry"]);
     let text = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{text}");
-    assert!(text.contains("stop-instance") && text.contains("keep-others-running"), "{text}");
+    assert!(
+        text.contains("stop-instance") && text.contains("keep-others-running"),
+        "{text}"
+    );
 }
 
 /// Pins item 2: an address that accepts TCP connections and never answers
@@ -165,7 +172,12 @@ fn an_unreachable_cluster_is_exit_4_for_every_command() {
         let mut args = command.clone();
         args.extend(["--bootstrap", "127.0.0.1:1"]);
         let (output, _) = parsley_live(&args);
-        assert_eq!(output.status.code(), Some(4), "{command:?}: {}", stderr(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(4),
+            "{command:?}: {}",
+            stderr(&output)
+        );
     }
 }
 
@@ -219,7 +231,11 @@ fn a_skip_beyond_the_log_end_is_refused_at_once_and_fences_nobody() {
     // No topics: an unusable cluster is 2, as for every other command.
     let (output, _) = skip("dead-letter", &ns, "0");
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(stderr(&output).contains("does not exist"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("does not exist"),
+        "{}",
+        stderr(&output)
+    );
 
     set_up(&bootstrap, "dead-letter", &ns, "1");
     let (output, _) = parsley_live(&[
@@ -287,8 +303,18 @@ fn stop(child: &mut Child) -> (Option<i32>, String) {
         std::thread::sleep(Duration::from_millis(100));
     };
     let mut text = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut text).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut text).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
     (status.code(), text)
 }
 
@@ -320,7 +346,10 @@ async fn setup_refuses_a_mis_sized_topic_and_says_what_recreating_it_loses() {
         text.contains(&format!("{changelog:?}")) && text.contains("has 3 partitions, expected 2"),
         "{text}"
     );
-    assert!(text.contains("discards stage \"balances\"'s state"), "{text}");
+    assert!(
+        text.contains("discards stage \"balances\"'s state"),
+        "{text}"
+    );
     assert!(took < Duration::from_secs(30), "took {took:?}");
     assert_eq!(
         client.partitions(&format!("{ns}orders")).await.unwrap(),
@@ -329,7 +358,10 @@ async fn setup_refuses_a_mis_sized_topic_and_says_what_recreating_it_loses() {
     );
     // An existing source asked for with another count is refused too.
     let other = namespace("setup-src");
-    client.create_topic(&format!("{other}orders"), 1).await.unwrap();
+    client
+        .create_topic(&format!("{other}orders"), 1)
+        .await
+        .unwrap();
     let (output, _) = parsley_live(&[
         "setup",
         "balances",
@@ -341,7 +373,11 @@ async fn setup_refuses_a_mis_sized_topic_and_says_what_recreating_it_loses() {
         &bootstrap,
     ]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(stderr(&output).contains("has 1 partitions, expected 2"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("has 1 partitions, expected 2"),
+        "{}",
+        stderr(&output)
+    );
     // Left out, the existing source is used as it is.
     let (output, _) = parsley_live(&[
         "setup",
