@@ -790,8 +790,7 @@ async fn check_skip(
     let consumed = tp.partition == task.partition
         && plan
             .consumed_topics()
-            .iter()
-            .any(|topic| *topic == tp.topic)
+            .contains(&tp.topic)
         && assembly
             .partitions_of(tp.topic.as_str())
             .is_some_and(|partitions| tp.partition < partitions)

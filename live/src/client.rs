@@ -774,6 +774,9 @@ impl LiveClient {
     }
 }
 
+/// A member's assigned partitions, per topic.
+pub type Assigned = Vec<(String, Vec<i32>)>;
+
 /// One live member of a consumer group ([`LiveClient::group_members`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupMember {
@@ -783,7 +786,7 @@ pub struct GroupMember {
     pub client_host: String,
     /// Its assignment, decoded ([`decode_assignment`]); `None` while it has
     /// none (the group is rebalancing).
-    pub assignment: Option<Result<Vec<(String, Vec<i32>)>, String>>,
+    pub assignment: Option<Result<Assigned, String>>,
 }
 
 /// Decodes a member's assignment in Kafka's consumer protocol
@@ -791,7 +794,7 @@ pub struct GroupMember {
 /// topic an i16-length UTF-8 name, an i32 partition count and the i32
 /// partitions, then user data (ignored, as are the fields later versions
 /// add). All big-endian. An error names what was cut short or malformed.
-pub fn decode_assignment(bytes: &[u8]) -> Result<Vec<(String, Vec<i32>)>, String> {
+pub fn decode_assignment(bytes: &[u8]) -> Result<Assigned, String> {
     struct Reader<'a>(&'a [u8], usize);
     impl Reader<'_> {
         fn take(&mut self, count: usize, what: &str) -> Result<&[u8], String> {
@@ -1572,33 +1575,6 @@ pub(crate) fn fetch_visible<C: ConsumerContext>(
     outcome
 }
 
-/// The high watermark of `topic`-`partition` as `consumer` last saw it in a
-/// fetch response, without asking the broker; `None` before any fetch.
-/// (rdkafka wraps only the variant that asks the broker.)
-pub(crate) fn cached_high_watermark<C: ConsumerContext>(
-    consumer: &BaseConsumer<C>,
-    topic: &str,
-    partition: i32,
-) -> Option<i64> {
-    let topic = std::ffi::CString::new(topic).ok()?;
-    let (mut low, mut high) = (-1i64, -1i64);
-    // SAFETY: the client pointer is live for as long as `consumer` is
-    // borrowed; `topic` is a NUL-terminated string that outlives the call;
-    // librdkafka only reads its cache under its own lock and writes the two
-    // out parameters, which point at locals.
-    let code = unsafe {
-        rdkafka::bindings::rd_kafka_get_watermark_offsets(
-            consumer.client().native_ptr(),
-            topic.as_ptr(),
-            partition,
-            &mut low,
-            &mut high,
-        )
-    };
-    (code == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
-        .then_some(high)
-}
-
 pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
     let headers = message
         .headers()
@@ -1833,12 +1809,12 @@ mod tests {
         let mut bytes = Vec::new();
         bytes.extend_from_slice(&1i16.to_be_bytes());
         bytes.extend_from_slice(&2i32.to_be_bytes());
-        for (topic, partitions) in [("app.instances", vec![0, 3]), ("x", vec![])] {
+        for (topic, partitions) in [("app.instances", vec![0i32, 3]), ("x", vec![])] {
             bytes.extend_from_slice(&(topic.len() as i16).to_be_bytes());
             bytes.extend_from_slice(topic.as_bytes());
             bytes.extend_from_slice(&(partitions.len() as i32).to_be_bytes());
             for partition in partitions {
-                bytes.extend_from_slice(&(partition as i32).to_be_bytes());
+                bytes.extend_from_slice(&partition.to_be_bytes());
             }
         }
         bytes.extend_from_slice(&(-1i32).to_be_bytes()); // no user data
