@@ -788,9 +788,7 @@ async fn check_skip(
         return Err(SkipError::NoDeadLetterTopic { task: task.clone() }.into());
     }
     let consumed = tp.partition == task.partition
-        && plan
-            .consumed_topics()
-            .contains(&tp.topic)
+        && plan.consumed_topics().contains(&tp.topic)
         && assembly
             .partitions_of(tp.topic.as_str())
             .is_some_and(|partitions| tp.partition < partitions)
