@@ -322,6 +322,12 @@ impl ClientContext for LogContext {
     fn error(&self, error: KafkaError, reason: &str) {
         error_librdkafka(&error, reason);
     }
+
+    // Only the clients made with `statistics.interval.ms` report any: the
+    // runtime's task consumers.
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        crate::stats::publish(&statistics);
+    }
 }
 
 impl ConsumerContext for LogContext {}
@@ -862,6 +868,12 @@ impl ClientContext for DeliveryContext {
     fn error(&self, error: KafkaError, reason: &str) {
         error_librdkafka(&error, reason);
     }
+
+    // Only the clients made with `statistics.interval.ms` report any: the
+    // runtime's transactional producers.
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        crate::stats::publish(&statistics);
+    }
 }
 
 /// Who waits for a record's delivery report.
@@ -1084,6 +1096,7 @@ impl TxnProducer {
                 // interval lost; in the live benchmark most commits waited
                 // it out. The Java producer retries this case after 20 ms.
                 ("retry.backoff.ms", "10".into()),
+                ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
             ])
             .create_with_context::<_, KafkaProducer>(DeliveryContext)
             .map_err(|source| LiveError::Client {

@@ -55,7 +55,9 @@ struct Board {
     owned: BTreeSet<TaskId>,
     /// Whether the instance was given its tasks yet.
     assigned: bool,
-    rebalancing: bool,
+    /// Since when a rebalance of the group has been under way without
+    /// its assignment reaching this instance.
+    rebalancing: Option<Instant>,
     shutting_down: bool,
     /// The state last logged.
     logged: Option<InstanceState>,
@@ -76,7 +78,6 @@ pub(crate) struct Figures {
     /// [`LiveConfig::timeout`]: crate::LiveConfig::timeout
     stall_after: Duration,
     board: Mutex<Board>,
-    rebalances: std::sync::atomic::AtomicU64,
 }
 
 fn lock(board: &Mutex<Board>) -> MutexGuard<'_, Board> {
@@ -91,7 +92,6 @@ impl Figures {
             instance: instance_name(),
             stall_after,
             board: Mutex::new(Board::default()),
-            rebalances: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -127,14 +127,31 @@ impl Figures {
         self.log_state(&mut board);
     }
 
-    /// A rebalance begins (`true`) or ends (`false`); each beginning counts.
+    /// A rebalance begins (`true`) or ends (`false`). Each beginning
+    /// counts once: a cooperative rebalance calls back twice (revoke, then
+    /// assign).
     pub(crate) fn rebalancing(&self, now: bool) {
-        if now {
-            self.rebalances.fetch_add(1, Ordering::Relaxed);
+        let mut board = lock(&self.board);
+        if !now {
+            board.rebalancing = None;
+        } else if board.rebalancing.is_none() {
+            board.rebalancing = Some(Instant::now());
             metrics::counter!("parsley_rebalances_total", &self.labels()).increment(1);
         }
+        self.log_state(&mut board);
+    }
+
+    /// How long the group's current rebalance has waited for this
+    /// instance's assignment, if one is under way.
+    pub(crate) fn rebalancing_for(&self) -> Option<Duration> {
+        lock(&self.board).rebalancing.map(|since| since.elapsed())
+    }
+
+    /// The instance rejoined its group with a fresh consumer: a rebalance
+    /// begins again from now.
+    pub(crate) fn rejoined(&self) {
         let mut board = lock(&self.board);
-        board.rebalancing = now;
+        board.rebalancing = Some(Instant::now());
         self.log_state(&mut board);
     }
 
@@ -286,6 +303,30 @@ impl Figures {
         )
     }
 
+    /// The tasks the instance owns now.
+    pub(crate) fn owned(&self) -> Vec<TaskId> {
+        lock(&self.board).owned.iter().cloned().collect()
+    }
+
+    /// The reports of `ids`, owned or not (the last ones, as the instance
+    /// leaves its group).
+    pub(crate) fn reports_of(&self, ids: &[TaskId]) -> Vec<(TaskId, TaskReport)> {
+        let board = lock(&self.board);
+        ids.iter()
+            .filter_map(|id| {
+                let entry = board.tasks.get(id)?;
+                Some((
+                    id.clone(),
+                    TaskReport {
+                        instance: self.instance.to_owned(),
+                        state: entry.state,
+                        since_ms: entry.since_ms,
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// Logs a change of the instance's state, and sets its gauge.
     fn log_state(&self, board: &mut Board) {
         let state = derive_state(board);
@@ -369,7 +410,7 @@ fn derive_state(board: &Board) -> InstanceState {
             .get(id)
             .is_some_and(|entry| entry.state == TaskState::Running)
     });
-    if board.rebalancing || !all_running {
+    if board.rebalancing.is_some() || !all_running {
         InstanceState::Rebalancing
     } else {
         InstanceState::Running

@@ -218,6 +218,7 @@ pub(crate) async fn ensure_topic(
     }
 }
 
+#[derive(Clone)]
 struct MembershipContext {
     app: String,
     tasks: Arc<TaskSet>,
@@ -380,36 +381,37 @@ fn report_states<C: ConsumerContext>(
     }
 }
 
-/// Joins the group and runs the membership thread until `stop` is set;
-/// then releases every task (each commits) and leaves the group, so the
-/// other instances take the tasks at once instead of after the session.
-pub(crate) fn spawn(
+/// How long the cluster must have answered, while this instance still
+/// waits for the group to assign it anything, before it rejoins with a
+/// fresh consumer, beyond the rebalance timeout's other parts (a revoked
+/// task's final commit) and a session timeout; also the slack of the
+/// rebalance timeout over that final commit.
+const REJOIN_GRACE: Duration = Duration::from_secs(10);
+
+/// Makes the membership consumer and subscribes it to the group's topic.
+fn join_group(
     live: &LiveConfig,
     membership: GroupMembership,
-    app: &str,
+    topic: &str,
     identity: &str,
-    task_of_partition: Vec<TaskId>,
-    tasks: Arc<TaskSet>,
-    stop: Arc<AtomicBool>,
-) -> Result<JoinHandle<()>, RuntimeError> {
-    let topic = membership_topic(app);
+    context: MembershipContext,
+) -> Result<BaseConsumer<MembershipContext>, RuntimeError> {
     let session = membership.session_timeout;
-    let context = MembershipContext {
-        app: app.to_owned(),
-        tasks: Arc::clone(&tasks),
-        task_of_partition: task_of_partition.clone(),
-        patience: live.deadline() * 2,
-        live: live.clone(),
-        group: topic.clone(),
-        identity: identity.to_owned(),
-    };
     let mut client_config = live.client_config(&[
-        ("group.id", topic.clone()),
+        ("group.id", topic.to_owned()),
         ("partition.assignment.strategy", "cooperative-sticky".into()),
         ("session.timeout.ms", session.as_millis().to_string()),
         (
             "heartbeat.interval.ms",
             (session.as_millis() / 4).max(1).to_string(),
+        ),
+        // The rebalance timeout, and librdkafka's bound on a JoinGroup
+        // request: long enough for a revoked task's final commit (the
+        // callback waits for it), short enough that a join lost to a
+        // frozen broker is retried within a minute, not five.
+        (
+            "max.poll.interval.ms",
+            (context.patience + REJOIN_GRACE).as_millis().to_string(),
         ),
         ("enable.auto.commit", "false".into()),
         ("enable.auto.offset.store", "false".into()),
@@ -432,14 +434,79 @@ pub(crate) fn spawn(
             source: Box::new(source),
         })?;
     consumer
-        .subscribe(&[topic.as_str()])
+        .subscribe(&[topic])
         .map_err(|source| RuntimeError::Membership {
-            group: topic.clone(),
+            group: topic.to_owned(),
             reason: source.to_string(),
         })?;
+    Ok(consumer)
+}
+
+/// Drops a membership consumer, leaving the group, on a thread of its own
+/// bounded by `deadline`: with the cluster away its destructor may block.
+fn leave(consumer: BaseConsumer<MembershipContext>, app: &str, topic: &str, deadline: Duration) {
+    let left = bounded(
+        || format!("leaving group `{topic}`"),
+        deadline,
+        move || {
+            consumer.unsubscribe();
+            drop(consumer);
+        },
+    );
+    match left {
+        Ok(()) => tracing::info!(app = %app, group = %topic, "left the instances' group"),
+        Err(error) => {
+            tracing::warn!(app = %app, error = %error, "the group is left when the session ends")
+        }
+    }
+}
+
+/// Whether the cluster answers a metadata request for `topic` now.
+fn cluster_answers(consumer: &BaseConsumer<MembershipContext>, topic: &str) -> bool {
+    consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(5))
+        .is_ok()
+}
+
+/// Joins the group and runs the membership thread until `stop` is set;
+/// then releases every task (each commits) and leaves the group, so the
+/// other instances take the tasks at once instead of after the session.
+///
+/// A join can be lost to a cluster that froze mid-request: librdkafka then
+/// waits for an answer that never comes while the group forms without this
+/// instance. So when the cluster has answered for longer than a rebalance
+/// may take (the rebalance timeout plus a session timeout) and the group
+/// has still assigned this instance nothing since its last rebalance
+/// began, it rejoins with a fresh consumer.
+pub(crate) fn spawn(
+    live: &LiveConfig,
+    membership: GroupMembership,
+    app: &str,
+    identity: &str,
+    task_of_partition: Vec<TaskId>,
+    tasks: Arc<TaskSet>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, RuntimeError> {
+    let topic = membership_topic(app);
+    let session = membership.session_timeout;
+    let context = MembershipContext {
+        app: app.to_owned(),
+        tasks: Arc::clone(&tasks),
+        task_of_partition: task_of_partition.clone(),
+        patience: live.deadline() * 2,
+        live: live.clone(),
+        group: topic.clone(),
+        identity: identity.to_owned(),
+    };
+    let mut consumer = join_group(live, membership, &topic, identity, context.clone())?;
     let app = app.to_owned();
     let group = topic.clone();
     let deadline = live.deadline();
+    let (live, identity) = (live.clone(), identity.to_owned());
+    // A rebalance may take the rebalance timeout (max.poll.interval.ms)
+    // while another member finishes its callbacks, plus a session for the
+    // coordinator to notice a silent member.
+    let stuck_after = context.patience + REJOIN_GRACE + session;
     std::thread::Builder::new()
         .name("parsley membership".into())
         .spawn(move || {
@@ -449,6 +516,8 @@ pub(crate) fn spawn(
             let mut logged: Vec<(String, std::time::Instant)> = Vec::new();
             let figures = Arc::clone(tasks.figures());
             let (mut reported, mut last_report) = (0u64, std::time::Instant::now());
+            let mut answering_since: Option<std::time::Instant> = None;
+            let mut last_probe = std::time::Instant::now();
             while !stop.load(Ordering::Relaxed) {
                 // Rebalances run inside poll, on this thread.
                 if let Some(Err(error)) = consumer.poll(Duration::from_millis(100)) {
@@ -468,23 +537,54 @@ pub(crate) fn spawn(
                     report_states(&consumer, &topic, &task_of_partition, &reports);
                     last_report = std::time::Instant::now();
                 }
+                let waiting = figures.rebalancing_for();
+                if waiting.is_none_or(|waiting| waiting < session) {
+                    answering_since = None;
+                    continue;
+                }
+                if last_probe.elapsed() < Duration::from_secs(1) {
+                    continue;
+                }
+                last_probe = std::time::Instant::now();
+                if !cluster_answers(&consumer, &topic) {
+                    answering_since = None;
+                    continue;
+                }
+                let answering = *answering_since.get_or_insert_with(std::time::Instant::now);
+                if answering.elapsed() < stuck_after {
+                    continue;
+                }
+                tracing::warn!(
+                    app = %app,
+                    group = %topic,
+                    waited_s = waiting.map_or(0, |waited| waited.as_secs()),
+                    "the cluster answers but the group has assigned this instance nothing since its last rebalance began: rejoining with a fresh consumer"
+                );
+                tasks.lose_all();
+                let fresh = join_group(&live, membership, &topic, &identity, context.clone());
+                match fresh {
+                    Ok(fresh) => {
+                        let stale = std::mem::replace(&mut consumer, fresh);
+                        let (app, topic) = (app.clone(), topic.clone());
+                        let _ = std::thread::Builder::new()
+                            .name("parsley leave".into())
+                            .spawn(move || leave(stale, &app, &topic, deadline));
+                        figures.rejoined();
+                    }
+                    Err(error) => {
+                        tracing::warn!(app = %app, error = %error, "a fresh membership consumer could not be made; trying again later");
+                    }
+                }
+                answering_since = None;
             }
             figures.shutting_down();
             // Commit and stop every task before leaving, as a revocation
-            // would; then leave, bounded, on a thread of its own.
+            // would; report them stopped (the commit goes out as the
+            // consumer closes); then leave, bounded, on a thread of its own.
+            let owned = figures.owned();
             tasks.release(&task_of_partition, deadline * 2);
-            let left = bounded(
-                || format!("leaving group `{topic}`"),
-                deadline,
-                move || {
-                    consumer.unsubscribe();
-                    drop(consumer);
-                },
-            );
-            match left {
-                Ok(()) => tracing::info!(app = %app, group = %topic, "left the instances' group"),
-                Err(error) => tracing::warn!(app = %app, error = %error, "the group is left when the session ends"),
-            }
+            report_states(&consumer, &topic, &task_of_partition, &figures.reports_of(&owned));
+            leave(consumer, &app, &topic, deadline);
         })
         .map_err(|error| RuntimeError::Membership {
             group,

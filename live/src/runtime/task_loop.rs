@@ -25,7 +25,7 @@ use parsley::tp::Tp;
 
 use super::super::client::{
     bounded, committed_offsets, consumed, fetch_visible, kafka_offset, kafka_partition, Isolation,
-    LiveConfig, Probes, TxnProducer,
+    LiveConfig, LogContext, Probes, TxnProducer,
 };
 use super::super::error::{LiveError, TxnErrorClass};
 use super::super::instance::TaskState;
@@ -78,7 +78,7 @@ impl<E: Into<RuntimeError>> From<E> for Exit {
 pub(crate) struct TaskDriver {
     task: Task,
     producer: TxnProducer,
-    consumer: Arc<BaseConsumer>,
+    consumer: Arc<TaskConsumer>,
     probes: Probes,
     config: RuntimeConfig,
     /// The next offset the gate expects per consumed tp, in the order of
@@ -288,7 +288,10 @@ fn log_end(app: &App, id: &TaskId, error: &RuntimeError) {
     }
 }
 
-fn consumer_for(config: &LiveConfig, group: &str) -> Result<BaseConsumer, LiveError> {
+/// A task's consumer: librdkafka's log and statistics go to the runtime's.
+type TaskConsumer = BaseConsumer<LogContext>;
+
+fn consumer_for(config: &LiveConfig, group: &str) -> Result<TaskConsumer, LiveError> {
     config
         .client_config(&[
             ("group.id", group.to_owned()),
@@ -299,8 +302,9 @@ fn consumer_for(config: &LiveConfig, group: &str) -> Result<BaseConsumer, LiveEr
             // range is a loud error, never a silent jump (§8).
             ("auto.offset.reset", "error".into()),
             ("fetch.wait.max.ms", "10".into()),
+            ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
         ])
-        .create::<BaseConsumer>()
+        .create_with_context::<_, TaskConsumer>(LogContext)
         .map_err(|source| LiveError::Client {
             client: "task consumer",
             source: Box::new(source),
@@ -776,7 +780,7 @@ fn log_dead_letter(id: &TaskId, record: &ProducedRecord) {
 /// log was truncated under the task), a topic that vanished, or a fatal
 /// client error. Everything else — a broker restarting, a leader moving — is
 /// retried by librdkafka, and the task waits.
-fn consumer_error_is_fatal(consumer: &BaseConsumer, error: &KafkaError) -> bool {
+fn consumer_error_is_fatal(consumer: &TaskConsumer, error: &KafkaError) -> bool {
     if consumer.client().fatal_error().is_some() {
         return true;
     }
