@@ -55,11 +55,21 @@ pub enum Mutation {
     /// a fixed-size buffer would: a restarted task of a wide application
     /// forgets causes (breaks G7, I5).
     CheckpointKeeps16Tps,
+    /// The gate finds a claim's lane by its topic alone, as if every claim
+    /// named the task's own partition of that topic (co-partitioning taken
+    /// for granted): a claim on another partition of a consumed topic, which
+    /// the task must carry forward, is waited for on its own partition of it
+    /// instead, where it may never resolve (breaks G2, I8).
+    GateMatchesTopicOnly,
+    /// A record its source's codec refuses is dead-lettered without its
+    /// value: the bytes the codec could not read are dropped rather than
+    /// kept as they were (breaks X5's opt-in, I10).
+    CodecDeadLetterLosesValue,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 17] = [
+    pub const ALL: [Mutation; 19] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -77,6 +87,8 @@ impl Mutation {
         Mutation::TimerDropsOddRequests,
         Mutation::TimerFireUnstamped,
         Mutation::CheckpointKeeps16Tps,
+        Mutation::GateMatchesTopicOnly,
+        Mutation::CodecDeadLetterLosesValue,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -99,6 +111,8 @@ impl Mutation {
             Mutation::TimerDropsOddRequests => "timer-drops-odd-requests",
             Mutation::TimerFireUnstamped => "timer-fire-unstamped",
             Mutation::CheckpointKeeps16Tps => "checkpoint-keeps-16-tps",
+            Mutation::GateMatchesTopicOnly => "gate-matches-topic-only",
+            Mutation::CodecDeadLetterLosesValue => "codec-dead-letter-loses-value",
         }
     }
 

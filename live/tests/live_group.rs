@@ -202,7 +202,8 @@ async fn a_second_application_under_the_same_id_is_refused_naming_both() {
     eprintln!("refused: {text}");
     assert!(
         matches!(&error, RuntimeError::GroupConflict { ours: refused, theirs: holders, .. }
-            if *refused == theirs && holders == std::slice::from_ref(&ours)),
+            if *refused == theirs
+                && holders == &[format!("{ours};instance={}", parsley_live::instance_name())]),
         "{text}"
     );
     assert!(

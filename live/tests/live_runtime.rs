@@ -188,9 +188,23 @@ async fn c3_wrong_tick_partition_count_stops_start_up() {
         .create_topic(tick_topic.as_str(), 3)
         .await
         .expect("tick topic");
-    create_topics(&client, &app.app, 2, &Default::default())
+    // Setup refuses it first, and creates nothing.
+    let refused = create_topics(&client, &app.app, 2, &Default::default())
         .await
-        .expect("the other topics");
+        .expect_err("setup refuses 3 tick partitions for 2 tasks");
+    assert!(refused.to_string().contains(tick_topic.as_str()), "{refused}");
+    for topic in [app.input.name(), app.totals.name()] {
+        client
+            .create_topic(topic.as_str(), 2)
+            .await
+            .expect("the other topics");
+    }
+    if let Some(changelog) = app.app.stages()[0].changelog.clone() {
+        client
+            .create_topic(changelog.as_str(), 2)
+            .await
+            .expect("the changelog");
+    }
     let error = assemble_on(&client, &app.app)
         .await
         .expect_err("3 tick partitions for 2 tasks");

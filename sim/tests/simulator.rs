@@ -4,7 +4,7 @@
 
 use parsley::mutation::Mutation;
 use parsley_sim::sim::trace::Event;
-use parsley_sim::sim::Simulation;
+use parsley_sim::sim::{Invariant, Simulation};
 use parsley_sim::topologies::planted::PLANTED;
 
 mod shipped;
@@ -83,11 +83,67 @@ fn a_checkpoint_cut_at_16_tps_is_caught_only_by_the_wide_scenario() {
     }
 }
 
+/// G2, coverage where the bug lives: a gate that looks a claim up by its
+/// topic alone (taking a claim on another partition of a consumed topic
+/// for one on its own partition) is caught by `regroup`, the second
+/// scenario whose records are held behind claims on another topic, and by
+/// no other shipped scenario: `fan-in`'s orders claim only the payment of
+/// their own partition number, so there the bug changes nothing.
+#[test]
+fn g2_a_gate_matching_claims_by_topic_alone_is_caught_only_by_regroup() {
+    for name in scenarios() {
+        let simulation = shipped::planted(
+            &shipped::scenario(&name),
+            Some(Mutation::GateMatchesTopicOnly),
+        );
+        let start = simulation.seeds().start;
+        let caught = (start..start + 30).find_map(|seed| {
+            let outcome = simulation.run_seed(seed);
+            (!outcome.violations.is_empty()).then_some(outcome.violations)
+        });
+        assert_eq!(caught.is_some(), name == "regroup", "scenario {name}");
+        if let Some(violations) = caught {
+            assert_eq!(violations[0].invariant, Invariant::I8, "{}", violations[0]);
+            // Waited for on the task's own partition of `clicks`.
+            assert!(violations[0].message.contains("clicks-"), "{}", violations[0]);
+        }
+    }
+}
+
+/// X5, I10, bad input, coverage where the bug lives: a codec refusal
+/// dead-lettered without its value is caught by `bad-bytes`, whose input
+/// writes bytes the codec refuses (`Input::malformed`), and by no other
+/// shipped scenario: `dead-letter`'s refusals are the logic's, whose dead
+/// letters the bug leaves alone.
+#[test]
+fn i10_a_codec_dead_letter_without_its_value_is_caught_only_by_malformed_input() {
+    for name in scenarios() {
+        let simulation = shipped::planted(
+            &shipped::scenario(&name),
+            Some(Mutation::CodecDeadLetterLosesValue),
+        );
+        let start = simulation.seeds().start;
+        let caught = (start..start + 30).find_map(|seed| {
+            let outcome = simulation.run_seed(seed);
+            (!outcome.violations.is_empty()).then_some(outcome.violations)
+        });
+        assert_eq!(caught.is_some(), name == "bad-bytes", "scenario {name}");
+        if let Some(violations) = caught {
+            assert_eq!(violations[0].invariant, Invariant::I10, "{}", violations[0]);
+            assert!(
+                violations[0].message.contains("does not hold the key and value"),
+                "{}",
+                violations[0]
+            );
+        }
+    }
+}
+
 /// Without a planted bug the same seeds pass: the detections above are the
 /// bugs', not the checker's.
 #[test]
 fn the_mutation_seeds_pass_without_the_mutation() {
-    for name in ["fan-in", "balances", "audit-cut", "dead-letter"] {
+    for name in ["fan-in", "balances", "audit-cut", "dead-letter", "bad-bytes", "regroup"] {
         let simulation = load(name);
         let start = simulation.seeds().start;
         assert_eq!(failure(&simulation, start..start + 50), None);

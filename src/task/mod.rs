@@ -918,11 +918,17 @@ impl Task {
             offset,
             &record.data.headers,
         );
+        let value = match kind == DeadLetterKind::Codec
+            && mutation::active(Mutation::CodecDeadLetterLosesValue)
+        {
+            true => None,
+            false => record.data.value,
+        };
         vec![ProducedRecord {
             tp: dead_letter,
             data: RecordData {
                 key: record.data.key,
-                value: record.data.value,
+                value,
                 headers,
                 timestamp,
             },

@@ -8,7 +8,7 @@
 //! 1-based line and the field (see [`ScenarioError`]).
 //!
 //! ```toml
-//! topology = "balances"          # required: a name of the registry (parsley-sim: balances, audit-cut, timers, chain, fan-in, diamond, fan-out, dead-letter, sessions, regroup)
+//! topology = "balances"          # required: a name of the registry (parsley-sim: balances, audit-cut, timers, chain, fan-in, diamond, fan-out, dead-letter, sessions, regroup, bad-bytes)
 //! partitions = 4                 # required: partitions of every source topic, 1..=64
 //! instances = 2                  # application instances sharing the tasks, 1..=8 (default 1)
 //! seeds = { start = 0, count = 2000 }  # required: runs seeds start..start+count, count >= 1
@@ -768,6 +768,7 @@ mod tests {
             "dead-letter",
             "sessions",
             "regroup",
+            "bad-bytes",
         ]
     }
 
@@ -957,6 +958,7 @@ mod tests {
             names,
             [
                 "audit-cut",
+                "bad-bytes",
                 "balances",
                 "chain",
                 "dead-letter",

@@ -7,7 +7,7 @@ use crate::sim::checker::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 17] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 19] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -33,6 +33,12 @@ pub const PLANTED: [(Mutation, &str, Invariant); 17] = [
     (Mutation::TimerDropsOddRequests, "timers", Invariant::I11),
     (Mutation::TimerFireUnstamped, "timers", Invariant::I5),
     (Mutation::CheckpointKeeps16Tps, "regroup", Invariant::I5),
+    (Mutation::GateMatchesTopicOnly, "regroup", Invariant::I8),
+    (
+        Mutation::CodecDeadLetterLosesValue,
+        "bad-bytes",
+        Invariant::I10,
+    ),
 ];
 
 #[cfg(test)]

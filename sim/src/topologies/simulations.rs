@@ -140,6 +140,32 @@ pub fn dead_letter(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
 }
 
+/// `bad-bytes`: the dead-letter stage fed orders some of which are not
+/// JSON ([`Input::malformed`]): its source's codec refuses them, so they
+/// take the codec path to `payments-balances-dlq` (X5, bad input) where
+/// `dead-letter`'s refusals take the logic's.
+pub fn bad_bytes(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = PaymentsTopics::new();
+    let stage = topologies::balances_stage_dead_letters(&topics, tick_interval(settings));
+    let app = parsley::Parsley::named("payments").stage(stage).build()?;
+    Ok(Simulation::builder(app).input(
+        Input::new(&topics.orders, |draw| {
+            (
+                Some(draw.key()),
+                Order {
+                    total: amount(draw),
+                },
+            )
+        })
+        .malformed(|draw| {
+            (
+                Some(bytes::Bytes::from(draw.key())),
+                bytes::Bytes::from_static(b"{\"total\": ten}"),
+            )
+        }),
+    ))
+}
+
 /// Every example topology by the name scenario files use.
 pub fn registry() -> Registry {
     Registry::new()
@@ -153,4 +179,5 @@ pub fn registry() -> Registry {
         .topology("dead-letter", dead_letter)
         .topology("sessions", sessions)
         .topology("regroup", regroup)
+        .topology("bad-bytes", bad_bytes)
 }
