@@ -516,3 +516,136 @@ fn write_an_example_when_asked() {
     let html = render_html(&outcome.trace, &title, &outcome.violations, Some(&stamps));
     std::fs::write(out, html).expect("the example is written");
 }
+
+/// `clicks` → `count` (which counts `k3`'s clicks twice: the bug) →
+/// `counted` → `echo` → `echoed`, with a property that names the wrong
+/// count it finds; `echo` is the last stage.
+fn double_count() -> parsley_sim::sim::Simulation {
+    use parsley::{Parsley, Stage, Step, Topic, Utf8, I64};
+    use parsley_sim::sim::{Input, PropertyFailure, Simulation};
+    let topic = |name: &str| Topic::<String, i64>::with_codecs(name, Utf8, I64);
+    let (clicks, counted, echoed) = (topic("clicks"), topic("counted"), topic("echoed"));
+    let count = Stage::named("count")
+        .state(I64, || 0i64)
+        .on(&clicks, {
+            let counted = counted.clone();
+            move |seen: i64, click| {
+                let bump = 1 + i64::from(click.key().map(String::as_str) == Some("k3"));
+                Step::of(seen + bump).emit(counted.send(click.key().cloned(), seen + bump))
+            }
+        })
+        .into(&counted)
+        .build();
+    let echo = Stage::named("echo")
+        .on(&counted, {
+            let echoed = echoed.clone();
+            move |record| vec![echoed.send(record.key().cloned(), *record.value())]
+        })
+        .into(&echoed)
+        .build();
+    let app = Parsley::named("clicks")
+        .stage(count)
+        .stage(echo)
+        .build()
+        .unwrap();
+    Simulation::builder(app)
+        .input(Input::new(&clicks, |draw| (Some(draw.key()), 1)))
+        .partitions(2)
+        .inputs(30)
+        .budget(600, 3_000)
+        .property("a count never runs ahead of the clicks", move |run| {
+            let clicks = run.records(&clicks)?;
+            for record in run.records(&counted)? {
+                let seen = clicks.iter().filter(|c| c.key == record.key).count() as i64;
+                if record.value > seen {
+                    let message = format!("{:?} counted {} of {seen}", record.key, record.value);
+                    return Err(PropertyFailure::new(message).about(&record).into());
+                }
+            }
+            Ok(())
+        })
+        .build()
+        .unwrap()
+}
+
+/// The numbers of every `name="…"` attribute of the tags that start with
+/// `open`, in order.
+fn numbers_of(html: &str, open: &str, name: &str) -> Vec<f64> {
+    html.match_indices(open)
+        .filter_map(|(at, _)| {
+            let tag = &html[at..at + html[at..].find('>')?];
+            attribute(tag, name)?.parse().ok()
+        })
+        .collect()
+}
+
+/// The lane label's text and its `y` for each lane.
+fn lane_labels(html: &str) -> Vec<(String, f64)> {
+    html.match_indices("<text class=\"lane-label\" ")
+        .map(|(at, _)| {
+            let tag = &html[at..at + html[at..].find('>').unwrap()];
+            let text = &html[at + tag.len() + 1..];
+            let text = &text[..text.find("</text>").unwrap()];
+            (text.to_string(), attribute(tag, "y").unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+/// S4 and stories about the cause: a property that fails naming the wrong
+/// record (`PropertyFailure::about`) marks the stage that emitted it, not
+/// the app's last stage. On a two-stage app whose first stage is wrong, the
+/// timeline's ring stands on the lane of the `count` task that wrote the
+/// record, at the delivery that wrote it, and the red band goes through it.
+#[test]
+fn a_property_failure_marks_the_lane_of_the_stage_that_wrote_the_record() {
+    let simulation = double_count();
+    let outcome = (0..40)
+        .map(|seed| simulation.run_seed(seed))
+        .find(|outcome| !outcome.violations.is_empty())
+        .expect("the double count fails some seed");
+    let violation = &outcome.violations[0];
+    assert_eq!(violation.invariant, Invariant::Property(0));
+    let writer = violation.task.as_ref().expect("the writer is named");
+    assert_eq!(&*writer.stage, "count");
+    let (tp, offset) = violation.record.clone().expect("the record is named");
+    let html = render_html(&outcome.trace, "double count", &outcome.violations, None);
+
+    // One ring, on a `count` lane: the lane of the task instance that wrote it.
+    let rings_x = numbers_of(&html, "<circle class=\"violating\"", "cx");
+    let rings_y = numbers_of(&html, "<circle class=\"violating\"", "cy");
+    assert_eq!(rings_y.len(), 1, "one violation, one ring");
+    let labels = lane_labels(&html);
+    assert!(labels.iter().any(|(name, _)| name.starts_with("echo/")));
+    let (lane, _) = labels
+        .iter()
+        .find(|(_, y)| (y - 4.0 - rings_y[0]).abs() < 0.05)
+        .expect("the ring stands on a lane");
+    assert!(
+        lane.starts_with(&format!("{writer}@i")),
+        "the ring is on {lane}, not on the lane of {writer}"
+    );
+
+    // At the delivery that wrote the record: its mark is under the ring and
+    // tells the violation.
+    let at = violation.entry_in(&outcome.trace).expect("dated in the trace");
+    match &outcome.trace[at].event {
+        Event::Delivered { at, sent, .. } => {
+            assert_eq!(&at.task, writer);
+            assert!(sent.contains(&(tp.clone(), offset)), "{sent:?}");
+        }
+        other => panic!("marked at {other:?}, not at the delivery that wrote {tp}@{offset}"),
+    }
+    let (tag, _) = mark_with(&html, &format!("VIOLATES {}", esc(&violation.to_string())))
+        .expect("the delivery's tooltip names the violation");
+    assert!(tag.starts_with("<circle class=\"delivery"), "{tag}");
+    assert_eq!(
+        attribute(tag, "cx"),
+        Some(format!("{:.1}", rings_x[0]).as_str())
+    );
+    // And the band's line goes through it.
+    let band = &html[html.find("class=\"violation-band\"").unwrap()..];
+    assert!(
+        band[..band.find("</g>").unwrap()].contains(&format!("<line x1=\"{:.1}\" ", rings_x[0])),
+        "the band is not at the ring's x"
+    );
+}
