@@ -172,3 +172,33 @@ fn caused_by_rejected(world: &World, tp: &Tp, offset: u64) -> bool {
         .iter()
         .any(|(rejected, at)| stamp.offset(rejected) == Some(*at))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// I8, I9, S4: every message prefix a report groups violations by is
+    /// defined in docs/RULES.md, under the invariant its violations cite.
+    #[test]
+    fn i8_i9_every_prefix_is_defined_in_the_rules() {
+        let rules = include_str!("../../../docs/RULES.md");
+        let section = |id: &str| {
+            let start = rules
+                .find(&format!("<a id=\"{id}\"></a>"))
+                .unwrap_or_else(|| panic!("RULES.md has no {id}"));
+            let rest = &rules[start + 1..];
+            &rest[..rest.find("<a id=").unwrap_or(rest.len())]
+        };
+        for prefix in [STOPPED, REFUSED, PANICKED] {
+            assert!(
+                section("i8").contains(&format!("`{prefix}`")),
+                "RULES.md#i8 does not name `{prefix}`"
+            );
+        }
+        assert!(
+            section("i9").contains(&format!("\"{IMPURE}\"")),
+            "RULES.md#i9 does not name {IMPURE:?}"
+        );
+        assert!(section("s4").contains("pure logic"));
+    }
+}
