@@ -339,6 +339,11 @@ fn a_mark_never_reached_fails_the_check() {
     let report = panic_text(catch_unwind(AssertUnwindSafe(|| simulation.check())).unwrap_err());
     assert!(report.contains("no run reached"), "{report}");
     assert!(report.contains("\"a view of key k99\""), "{report}");
+    // What to raise, and from what: the simulation's own knobs.
+    assert!(
+        report.contains("(`inputs`, now 60), the safety steps (`budget`, now 1200)"),
+        "{report}"
+    );
 }
 
 /// Inputs are checked against the app: a topic no stage reads, a source

@@ -586,12 +586,16 @@ fn lane_labels(html: &str) -> Vec<(String, f64)> {
             let tag = &html[at..at + html[at..].find('>').unwrap()];
             let text = &html[at + tag.len() + 1..];
             let text = &text[..text.find("</text>").unwrap()];
-            (text.to_string(), attribute(tag, "y").unwrap().parse().unwrap())
+            (
+                text.to_string(),
+                attribute(tag, "y").unwrap().parse().unwrap(),
+            )
         })
         .collect()
 }
 
-/// S4 and stories about the cause: a property that fails naming the wrong
+/// Stories about the cause (`user property #n`, docs/RULES.md#invariants):
+/// a property that fails naming the wrong
 /// record (`PropertyFailure::about`) marks the stage that emitted it, not
 /// the app's last stage. On a two-stage app whose first stage is wrong, the
 /// timeline's ring stands on the lane of the `count` task that wrote the
@@ -627,7 +631,9 @@ fn a_property_failure_marks_the_lane_of_the_stage_that_wrote_the_record() {
 
     // At the delivery that wrote the record: its mark is under the ring and
     // tells the violation.
-    let at = violation.entry_in(&outcome.trace).expect("dated in the trace");
+    let at = violation
+        .entry_in(&outcome.trace)
+        .expect("dated in the trace");
     match &outcome.trace[at].event {
         Event::Delivered { at, sent, .. } => {
             assert_eq!(&at.task, writer);

@@ -400,6 +400,20 @@ pub const RAISE_HINT: &str = "raise the inputs (`inputs`), the safety steps \
     (`budget`), the partitions or instances, or the fault rates that lead \
     there, or run more seeds (unless the application's shape cannot reach it)";
 
+/// [`RAISE_HINT`] with the knobs `settings` has now, so that a user sees
+/// which inputs or steps to raise, and from what.
+pub fn raise_hint(settings: &crate::sim::Settings) -> String {
+    format!(
+        "raise the inputs (`inputs`, now {}), the safety steps (`budget`, now {}), \
+         the partitions or instances (now {} and {}), or the fault rates that lead \
+         there, or run more seeds (unless the application's shape cannot reach it)",
+        settings.workload.inputs,
+        settings.budget.safety_steps,
+        settings.partitions,
+        settings.instances
+    )
+}
+
 /// The size of an average seed of `stats` (summed over `seeds` runs): its
 /// steps, inputs and deliveries, and the simulated time it spans.
 pub fn seed_size(stats: &crate::sim::world::Stats, seeds: u64) -> String {

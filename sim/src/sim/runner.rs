@@ -115,7 +115,7 @@ impl Simulation {
                     .collect::<Vec<_>>()
                     .join(", "),
                 if never.len() == 1 { "it" } else { "them" },
-                report::RAISE_HINT,
+                report::raise_hint(self.settings()),
                 report::seed_size(&summary.stats, summary.seeds)
             );
         }

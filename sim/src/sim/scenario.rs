@@ -10,16 +10,16 @@
 //! ```toml
 //! topology = "balances"          # required: a name of the registry (parsley-sim: balances, audit-cut, timers, chain, fan-in, diamond, fan-out, dead-letter, sessions, regroup, bad-bytes)
 //! partitions = 4                 # required: partitions of every source topic, 1..=64
-//! instances = 2                  # application instances sharing the tasks, 1..=8 (default 1)
+//! instances = 2                  # application instances sharing the tasks, 1..=8 (default 2)
 //! seeds = { start = 0, count = 2000 }  # required: runs seeds start..start+count, count >= 1
 //!
 //! [workload]                     # optional; every key has the default shown
-//! inputs = 1000                  # input records produced during the safety phase, >= 1
-//! keys = 16                      # distinct keys, >= 1
+//! inputs = 100                   # input records produced during the safety phase, >= 1
+//! keys = 8                       # distinct keys, >= 1
 //! transactional = 0.2            # fraction of input batches produced in a transaction, [0, 1]
 //!
 //! [clock]                        # optional; every key has the default shown
-//! step_ms = { min = 1, max = 2000 }  # how far one clock advance moves the wall clock, 1 <= min <= max
+//! step_ms = { min = 1, max = 500 }   # how far one clock advance moves the wall clock, 1 <= min <= max
 //! tick_interval_ms = 1000        # the topology's tick interval, >= 1
 //! commit_interval_ms = 100       # the commit interval, >= 1
 //! transaction_timeout_ms = 10000 # the broker aborts hanging transactions after this, >= 1
@@ -38,7 +38,7 @@
 //! marker_lag_ms = { min = 5, max = 65 }  # how late: the broker was measured at 5-65 ms, 0 <= min <= max
 //!
 //! [budget]                       # optional; every key has the default shown
-//! safety_steps = 20000           # steps with inputs and faults, >= 1
+//! safety_steps = 2000            # steps with inputs and faults, >= 1
 //! liveness_steps = 50000         # steps after inputs and faults stop, within which the world must quiesce (I8), >= 1
 //! ```
 //!
@@ -347,7 +347,13 @@ impl Checker<'_> {
             return Err(self.error(topology_span, "topology", message));
         }
         let partitions = self.within("partitions", Some(raw.partitions), 0, 1, PARTITIONS_MAX)?;
-        let instances = self.within("instances", raw.instances, 1, 1, INSTANCES_MAX)?;
+        let instances = self.within(
+            "instances",
+            raw.instances,
+            Settings::default().instances,
+            1,
+            INSTANCES_MAX,
+        )?;
 
         let start = raw.seeds.start.into_inner();
         let count_span = raw.seeds.count.span();
@@ -984,12 +990,12 @@ instances = 2
 seeds = { start = 0, count = 2000 }
 
 [workload]
-inputs = 1000
-keys = 16
+inputs = 100
+keys = 8
 transactional = 0.2
 
 [clock]
-step_ms = { min = 1, max = 2000 }
+step_ms = { min = 1, max = 500 }
 tick_interval_ms = 1000
 commit_interval_ms = 100
 transaction_timeout_ms = 10000
@@ -1006,7 +1012,7 @@ partial_fetch = 0.3
 empty_fetch = 0.1
 
 [budget]
-safety_steps = 20000
+safety_steps = 2000
 liveness_steps = 50000
 "#;
 
@@ -1036,16 +1042,12 @@ liveness_steps = 50000
 
         let minimal = "topology = \"fan-in\"\npartitions = 4\nseeds = { start = 0, count = 2000 }\n[workload]\n[clock]\n";
         let minimal = parse("full", "minimal.toml", minimal).unwrap();
-        assert_eq!(minimal.settings.instances, 1);
+        assert_eq!(minimal.settings.instances, Settings::default().instances);
         assert_eq!(minimal.topology, "fan-in");
         assert_eq!(
             minimal,
             Scenario {
                 topology: "fan-in".into(),
-                settings: Settings {
-                    instances: 1,
-                    ..full.settings
-                },
                 ..full
             }
         );
