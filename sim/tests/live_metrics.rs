@@ -162,13 +162,25 @@ fn wait_for(
 /// An instance with its endpoints on `address`. Ticks are rare (every ten
 /// minutes), so that a count read from one instance just before the other
 /// is killed stays the count it committed.
-fn start(live: &Live, address: SocketAddr, log: &std::path::Path) -> Child {
-    live.group_command(log)
+/// An instance's process, killed if the test fails while it runs.
+struct Instance(Child);
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn start(live: &Live, address: SocketAddr, log: &std::path::Path) -> Instance {
+    Instance(live.group_command(log)
         .args(["--set", "tick-ms=600000"])
         .args(["--metrics", &address.to_string()])
         .args(["--on-failure", "keep-others-running"])
         .spawn()
-        .expect("an instance")
+        .expect("an instance"))
 }
 
 fn task_label(stage: &str, partition: u32) -> String {
@@ -396,8 +408,8 @@ async fn figures_follow_moves_kills_and_a_stopped_task_and_agree_with_the_cluste
 
     // SIGKILL the second: its tasks come back to the first, whose counters
     // go on from what their earlier runs there counted.
-    second.kill().expect("SIGKILL");
-    second.wait().expect("the second instance is gone");
+    second.0.kill().expect("SIGKILL");
+    second.0.wait().expect("the second instance is gone");
     live.produce(400, 3).await;
     wait_for(
         first_address,
@@ -472,11 +484,11 @@ async fn figures_follow_moves_kills_and_a_stopped_task_and_agree_with_the_cluste
     // SIGTERM: a task failed, so the instance exits 1 after the others
     // commit.
     let status = std::process::Command::new("kill")
-        .args(["-TERM", &first.id().to_string()])
+        .args(["-TERM", &first.0.id().to_string()])
         .status()
         .expect("kill -TERM");
     assert!(status.success());
-    let exit = first.wait().expect("the first instance exits");
+    let exit = first.0.wait().expect("the first instance exits");
     assert_eq!(exit.code(), Some(1), "a failed task makes the exit code 1");
 }
 
