@@ -4,6 +4,8 @@
 //! `rdkafka#producer-3`, unique within the process) and, per broker, by
 //! `broker`.
 
+use std::sync::{Mutex, PoisonError};
+
 use rdkafka::Statistics;
 
 /// How often librdkafka reports its statistics to a runtime client, in
@@ -27,6 +29,13 @@ pub(crate) fn publish(stats: &Statistics) {
         metrics::gauge!("rdkafka_txn_state_age_seconds", &client)
             .set(eos.txn_stateage as f64 / 1e6);
     }
+    if let Some(group) = &stats.cgrp {
+        metrics::counter!("rdkafka_cgrp_rebalances_total", &client)
+            .absolute(non_negative(group.rebalance_cnt));
+        metrics::gauge!("rdkafka_cgrp_assignment_size", &client)
+            .set(f64::from(group.assignment_size));
+        log_rebalance(&stats.name, group);
+    }
     for broker in stats.brokers.values() {
         // librdkafka's bootstrap pseudo-brokers have no node id.
         if broker.nodeid < 0 {
@@ -46,6 +55,32 @@ pub(crate) fn publish(stats: &Statistics) {
             metrics::gauge!("rdkafka_broker_rtt_avg_seconds", &labels).set(rtt.avg as f64 / 1e6);
             metrics::gauge!("rdkafka_broker_rtt_p99_seconds", &labels).set(rtt.p99 as f64 / 1e6);
         }
+    }
+}
+
+/// Logs each rebalance librdkafka counted since the last report of
+/// `client`, with its reason (what Kafka's group protocol gives no callback
+/// for).
+fn log_rebalance(client: &str, group: &rdkafka::statistics::ConsumerGroup) {
+    static SEEN: Mutex<Vec<(String, i64)>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+    let count = match seen.iter_mut().find(|(name, _)| name == client) {
+        Some((_, count)) => count,
+        None => {
+            seen.push((client.to_owned(), 0));
+            &mut seen.last_mut().expect("pushed").1
+        }
+    };
+    if group.rebalance_cnt > *count {
+        *count = group.rebalance_cnt;
+        tracing::info!(
+            client,
+            rebalances = group.rebalance_cnt,
+            reason = %group.rebalance_reason,
+            join_state = %group.join_state,
+            assigned = group.assignment_size,
+            "group rebalance seen by librdkafka"
+        );
     }
 }
 
@@ -99,6 +134,14 @@ pub(crate) fn describe() {
         "rdkafka_txn_state_age_seconds",
         Unit::Seconds,
         "librdkafka: seconds the transactional producer has been in its current transaction state."
+    );
+    describe_counter!(
+        "rdkafka_cgrp_rebalances_total",
+        "librdkafka: rebalances of the instances' group this member went through."
+    );
+    describe_gauge!(
+        "rdkafka_cgrp_assignment_size",
+        "librdkafka: partitions of `<app>.instances` (tasks) assigned to this member."
     );
     describe_gauge!(
         "rdkafka_broker_up",

@@ -674,3 +674,68 @@ async fn keep_others_running_reports_the_failure_and_runs_on() {
     let runs = runtime.wait().await;
     assert_eq!(runs.iter().filter(|run| run.outcome.is_err()).count(), 1);
 }
+
+/// X5, seen by an operator: each record a stage's logic refuses and the
+/// task dead-letters writes one warning naming the task, the record
+/// (`topic-partition@offset`) and the error; a record it accepts writes
+/// none.
+#[tokio::test(flavor = "multi_thread")]
+async fn x5_each_dead_letter_writes_one_log_line_naming_the_record() {
+    let Some(live) = live_config() else { return };
+    support::captured_logs();
+    let client = LiveClient::new(live.clone()).expect("client");
+    let input: Topic<String, i64> = Topic::new(unique("in"));
+    let totals: Topic<String, i64> = Topic::new(unique("totals"));
+    let emit = totals.clone();
+    let stage = Stage::named("sum")
+        .state(Json, || 0i64)
+        .on(&input, move |sum: i64, record| {
+            if *record.value() < 0 {
+                return Err(format!("value {} is negative", record.value()));
+            }
+            let total = sum + record.value();
+            Ok(Step::of(total).emit(emit.send(record.key().cloned(), total)))
+        })
+        .into(&totals)
+        .dead_letter_queue()
+        .build();
+    let app = Parsley::named(unique("app"))
+        .stage(stage)
+        .build()
+        .expect("the test app composes");
+    create_topics(&client, &app, 1, &Default::default())
+        .await
+        .expect("topics");
+    let tp = Tp::new(input.name().clone(), 0);
+    append(&client, &tp, record("k", json(1), Vec::new())).await;
+    let refused = append(&client, &tp, record("k", json(-7), Vec::new())).await;
+    append(&client, &tp, record("k", json(2), Vec::new())).await;
+    let runtime = Runtime::start(Arc::new(app.clone()), config(live))
+        .await
+        .expect("start");
+    let dead_letters = Tp::new(
+        parsley::dead_letter::dead_letter_topic_name(app.id(), "sum"),
+        0,
+    );
+    wait_for(
+        &client,
+        &dead_letters,
+        Isolation::ReadCommitted,
+        "the dead letter",
+        |records| !records.is_empty(),
+    )
+    .await;
+    runtime.stopper().stop();
+    runtime.wait().await;
+    let logs = support::captured_logs();
+    let lines: Vec<&str> = logs
+        .lines()
+        .filter(|line| line.contains("record dead-lettered (X5)") && line.contains(&tp.to_string()))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line per dead letter: {lines:#?}");
+    let line = lines[0];
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("task=sum/0"), "{line}");
+    assert!(line.contains(&format!("{tp}@{refused}")), "{line}");
+    assert!(line.contains("negative"), "{line}");
+}
