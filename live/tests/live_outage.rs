@@ -374,7 +374,11 @@ async fn a_producer_fails_within_its_bound_when_the_broker_dies_mid_batch() {
     let producer = parsley_live::PlainProducer::new(&live).expect("producer");
     let mut deliveries = Vec::new();
     for key in 0..2_000 {
-        deliveries.push(producer.enqueue(&tp, &one(&format!("k{key}"))).expect("enqueue"));
+        deliveries.push(
+            producer
+                .enqueue(&tp, &one(&format!("k{key}")))
+                .expect("enqueue"),
+        );
     }
     tokio::task::spawn_blocking(|| broker("down"))
         .await
@@ -395,9 +399,17 @@ async fn a_producer_fails_within_its_bound_when_the_broker_dies_mid_batch() {
     }
     let took = stopped.elapsed();
     comeback.0 = None;
-    tokio::task::spawn_blocking(|| broker("up")).await.expect("back");
-    eprintln!("{landed} landed, {} failed, the last {took:?} after the stop", failed.len());
-    assert!(!failed.is_empty(), "records sent after the stop cannot land");
+    tokio::task::spawn_blocking(|| broker("up"))
+        .await
+        .expect("back");
+    eprintln!(
+        "{landed} landed, {} failed, the last {took:?} after the stop",
+        failed.len()
+    );
+    assert!(
+        !failed.is_empty(),
+        "records sent after the stop cannot land"
+    );
     assert!(
         failed.iter().all(|error| error.contains(&tp.to_string())),
         "each failure names its tp: {:?}",
