@@ -192,7 +192,10 @@ async fn c3_wrong_tick_partition_count_stops_start_up() {
     let refused = create_topics(&client, &app.app, 2, &Default::default())
         .await
         .expect_err("setup refuses 3 tick partitions for 2 tasks");
-    assert!(refused.to_string().contains(tick_topic.as_str()), "{refused}");
+    assert!(
+        refused.to_string().contains(tick_topic.as_str()),
+        "{refused}"
+    );
     for topic in [app.input.name(), app.totals.name()] {
         client
             .create_topic(topic.as_str(), 2)

@@ -175,12 +175,14 @@ impl Drop for Instance {
 }
 
 fn start(live: &Live, address: SocketAddr, log: &std::path::Path) -> Instance {
-    Instance(live.group_command(log)
-        .args(["--set", "tick-ms=600000"])
-        .args(["--metrics", &address.to_string()])
-        .args(["--on-failure", "keep-others-running"])
-        .spawn()
-        .expect("an instance"))
+    Instance(
+        live.group_command(log)
+            .args(["--set", "tick-ms=600000"])
+            .args(["--metrics", &address.to_string()])
+            .args(["--on-failure", "keep-others-running"])
+            .spawn()
+            .expect("an instance"),
+    )
 }
 
 fn task_label(stage: &str, partition: u32) -> String {
