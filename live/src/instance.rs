@@ -111,18 +111,21 @@ impl TaskState {
         }
     }
 
+    /// Every state.
+    pub const ALL: [TaskState; 6] = [
+        TaskState::Restoring,
+        TaskState::Running,
+        TaskState::Retrying,
+        TaskState::Fenced,
+        TaskState::Failed,
+        TaskState::Stopped,
+    ];
+
     /// The state named `text`, as [`TaskState::as_str`] writes it.
     pub fn parse(text: &str) -> Option<TaskState> {
-        [
-            TaskState::Restoring,
-            TaskState::Running,
-            TaskState::Retrying,
-            TaskState::Fenced,
-            TaskState::Failed,
-            TaskState::Stopped,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == text)
+        TaskState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
     }
 }
 

@@ -33,11 +33,16 @@ struct Sums {
 }
 
 fn sums(tick: Duration) -> Sums {
+    sums_with(tick, false)
+}
+
+/// [`sums`], refused records dead-lettered (X5) when `dead_letters`.
+fn sums_with(tick: Duration, dead_letters: bool) -> Sums {
     let input: Topic<String, i64> = Topic::new(unique("in"));
     let totals: Topic<String, i64> = Topic::new(unique("totals"));
     let emit = totals.clone();
     let cut = totals.clone();
-    let stage = Stage::named("sum")
+    let mut stage = Stage::named("sum")
         .state(Json, || 0i64)
         .on(&input, move |sum: i64, record| {
             if *record.value() < 0 {
@@ -47,8 +52,11 @@ fn sums(tick: Duration) -> Sums {
             Ok(Step::of(total).emit(emit.send(record.key().cloned(), total)))
         })
         .ticks(tick, move |tick| vec![cut.send(None, tick.timestamp)])
-        .into(&totals)
-        .build();
+        .into(&totals);
+    if dead_letters {
+        stage = stage.dead_letter_queue();
+    }
+    let stage = stage.build();
     let app = Parsley::named(unique("app"))
         .stage(stage)
         .build()
@@ -687,25 +695,7 @@ async fn x5_each_dead_letter_writes_one_log_line_naming_the_record() {
     let Some(live) = live_config() else { return };
     support::captured_logs();
     let client = LiveClient::new(live.clone()).expect("client");
-    let input: Topic<String, i64> = Topic::new(unique("in"));
-    let totals: Topic<String, i64> = Topic::new(unique("totals"));
-    let emit = totals.clone();
-    let stage = Stage::named("sum")
-        .state(Json, || 0i64)
-        .on(&input, move |sum: i64, record| {
-            if *record.value() < 0 {
-                return Err(format!("value {} is negative", record.value()));
-            }
-            let total = sum + record.value();
-            Ok(Step::of(total).emit(emit.send(record.key().cloned(), total)))
-        })
-        .into(&totals)
-        .dead_letter_queue()
-        .build();
-    let app = Parsley::named(unique("app"))
-        .stage(stage)
-        .build()
-        .expect("the test app composes");
+    let Sums { app, input, .. } = sums_with(Duration::from_secs(600), true);
     create_topics(&client, &app, 1, &Default::default())
         .await
         .expect("topics");

@@ -351,14 +351,7 @@ impl Figures {
         metrics::gauge!("parsley_owned_tasks", &labels).set(board.owned.len() as f64);
         for (id, entry) in &board.tasks {
             let task = [("app", self.app.clone()), ("task", id.to_string())];
-            for state in [
-                TaskState::Restoring,
-                TaskState::Running,
-                TaskState::Retrying,
-                TaskState::Fenced,
-                TaskState::Failed,
-                TaskState::Stopped,
-            ] {
+            for state in TaskState::ALL {
                 let mut labels = task.to_vec();
                 labels.push(("state", state.as_str().to_owned()));
                 metrics::gauge!("parsley_task_state", &labels)
