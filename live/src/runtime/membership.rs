@@ -381,11 +381,10 @@ fn report_states<C: ConsumerContext>(
     }
 }
 
-/// How long the cluster must have answered, while this instance still
-/// waits for the group to assign it anything, before it rejoins with a
-/// fresh consumer, beyond the rebalance timeout's other parts (a revoked
-/// task's final commit) and a session timeout; also the slack of the
-/// rebalance timeout over that final commit.
+/// The rebalance timeout's slack over a revoked task's final commit; and
+/// how much longer than a rebalance may take (that timeout plus a session)
+/// the cluster must have answered, while the group has assigned this
+/// instance nothing, before it rejoins with a fresh consumer.
 const REJOIN_GRACE: Duration = Duration::from_secs(10);
 
 /// Makes the membership consumer and subscribes it to the group's topic.
