@@ -367,7 +367,8 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
         "seeds",
         format!("{}..{} ({count} seeds{slice})", range.start, range.end),
     );
-    print_stats(&total, "summed over seeds", count);
+    let hint = report::raise_hint(&setup.scenario.settings);
+    print_stats(&total, "summed over seeds", count, &hint);
     row("violations", format!("{} failing seeds", failing.len()));
     if !failing.is_empty() {
         let listed: Vec<String> = failing
@@ -472,7 +473,7 @@ fn merge(args: MergeArgs) -> Result<bool, CliError> {
             summaries.len()
         ),
     );
-    print_stats(&total, "summed over seeds", seeds);
+    print_stats(&total, "summed over seeds", seeds, report::RAISE_HINT);
     row("violations", format!("{} failing seeds", failing.len()));
     if !failing.is_empty() {
         let listed: Vec<String> = failing.iter().take(10).map(u64::to_string).collect();
@@ -567,7 +568,8 @@ fn replay(registry: &Registry, args: ReplayArgs) -> Result<bool, CliError> {
     print!("{}", report::story(&outcome, 200));
     println!();
     row("quiesced", outcome.quiesced.to_string());
-    print_stats(&outcome.stats, "this run", 1);
+    let hint = report::raise_hint(&setup.scenario.settings);
+    print_stats(&outcome.stats, "this run", 1, &hint);
     row("violations", outcome.violations.len().to_string());
     for violation in &outcome.violations {
         println!("  {violation}");
@@ -686,7 +688,9 @@ fn resolve_mutation(name: Option<&str>) -> Result<Option<Mutation>, CliError> {
     })
 }
 
-fn print_stats(stats: &Stats, marks_note: &str, seeds: u64) {
+/// `hint` says what to raise for a mark never reached: with the run's own
+/// knobs where they are known.
+fn print_stats(stats: &Stats, marks_note: &str, seeds: u64, hint: &str) {
     row("steps", stats.steps.to_string());
     row("inputs", stats.inputs.to_string());
     row(
@@ -703,7 +707,7 @@ fn print_stats(stats: &Stats, marks_note: &str, seeds: u64) {
     println!("sometimes ({marks_note}):");
     for (name, count) in stats.marks.named() {
         let never = if count == 0 {
-            format!("  (never reached: {})", report::RAISE_HINT)
+            format!("  (never reached: {hint})")
         } else {
             String::new()
         };
