@@ -573,6 +573,19 @@ mod tests {
         assert_eq!(figures.state(), InstanceState::PendingShutdown);
     }
 
+    /// An instance the group gives nothing (more instances than tasks) is
+    /// RUNNING and ready once the rebalance ends, not CREATED for ever.
+    #[test]
+    fn an_instance_given_no_task_is_running_and_ready() {
+        let figures = Figures::new("shop", Duration::from_secs(30));
+        figures.rebalancing(true);
+        figures.own(&[]);
+        assert_eq!(figures.state(), InstanceState::Rebalancing);
+        figures.rebalancing(false);
+        assert_eq!(figures.state(), InstanceState::Running);
+        assert_eq!(figures.ready(), Ok("RUNNING: 0 tasks running".into()));
+    }
+
     /// A task whose loop has not turned within the bound on its calls is
     /// stalled, and the instance is not ready.
     #[test]

@@ -316,10 +316,13 @@ impl ConsumerContext for MembershipContext {
     fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(list) => {
-                // Every rebalance ends with an assignment, empty or not.
+                // Every rebalance ends with an assignment, empty or not;
+                // an instance given nothing (more instances than tasks) is
+                // assigned too, and RUNNING.
+                let taken = self.tasks_of(list);
+                self.tasks.figures().own(&taken);
                 self.tasks.figures().rebalancing(false);
                 self.check_members_later();
-                let taken = self.tasks_of(list);
                 if taken.is_empty() {
                     return;
                 }
