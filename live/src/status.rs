@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::instance::TaskReport;
-use crate::{membership_topic, Isolation, LiveClient, LiveError};
+use crate::{membership_topic, Isolation, LiveClient, LiveConsumer, LiveError};
 use bytes::Bytes;
 use parsley::app::StagePlan;
 use parsley::assembly::Assembly;
@@ -214,6 +214,32 @@ impl TaskStatus {
     }
 }
 
+/// One tp's last stable offset and the committed records between
+/// `committed` (the group's position, `None` before its first commit) and
+/// it: counted with `reader` (a `read_committed` consumer) when the gap is
+/// at most [`COUNTED_LAG_MAX`] offsets, so markers do not count (`exact`);
+/// the gap beyond. Shared by `status` and the runtime's lag figure.
+pub(crate) async fn tp_lag(
+    client: &LiveClient,
+    reader: &mut LiveConsumer,
+    tp: &Tp,
+    committed: Option<u64>,
+) -> Result<(u64, u64, bool), LiveError> {
+    let stable_end = client.watermarks(tp).await?.last_stable_offset;
+    let from = committed.unwrap_or(0);
+    let gap = stable_end.saturating_sub(from);
+    if gap == 0 || gap > COUNTED_LAG_MAX {
+        return Ok((stable_end, gap, gap == 0));
+    }
+    let fetched = reader.fetch(tp, from).await?;
+    let below = fetched
+        .records
+        .iter()
+        .filter(|record| record.offset < stable_end)
+        .count() as u64;
+    Ok((stable_end, below, true))
+}
+
 /// Every task's status: for task `p` of each stage, partition `p` of each
 /// source, the stage group's committed offset (read uncommitted, so an open
 /// transaction does not hold the answer back), the last stable offset, and
@@ -240,20 +266,8 @@ pub async fn task_status(
                 if tp.partition != partition {
                     continue;
                 }
-                let stable_end = client.watermarks(tp).await?.last_stable_offset;
-                let from = committed.as_ref().map_or(0, |committed| committed.offset);
-                let gap = stable_end.saturating_sub(from);
-                let (lag, exact) = if gap == 0 || gap > COUNTED_LAG_MAX {
-                    (gap, gap == 0)
-                } else {
-                    let fetched = reader.fetch(tp, from).await?;
-                    let below = fetched
-                        .records
-                        .iter()
-                        .filter(|record| record.offset < stable_end)
-                        .count() as u64;
-                    (below, true)
-                };
+                let from = committed.as_ref().map(|committed| committed.offset);
+                let (stable_end, lag, exact) = tp_lag(client, &mut reader, tp, from).await?;
                 task.tps.push(TpStatus {
                     tp: tp.clone(),
                     committed: committed.as_ref().map(|committed| committed.offset),

@@ -25,7 +25,7 @@ use parsley::tp::Tp;
 use super::super::client::{Isolation, LiveClient, LiveConsumer};
 use super::super::error::LiveError;
 use super::super::instance::{instance_name, InstanceState, TaskReport, TaskState};
-use super::super::status::COUNTED_LAG_MAX;
+use super::super::status::tp_lag;
 use super::task_loop::wall_clock_ms;
 
 /// How often the instance's gauges and the tasks' lag are refreshed.
@@ -479,10 +479,8 @@ struct LagReaders {
 }
 
 impl LagReaders {
-    /// A task's lag over its source tps, from the cluster: per tp, the
-    /// committed records between the stage group's committed position and
-    /// the last stable offset, counted when the gap is at most
-    /// [`COUNTED_LAG_MAX`] offsets (markers do not count), the gap beyond.
+    /// A task's lag over its source tps, from the cluster, as `status`
+    /// reads it ([`tp_lag`]).
     async fn task_lag(
         &mut self,
         client: &LiveClient,
@@ -509,19 +507,8 @@ impl LagReaders {
         let committed = offsets.committed(&tps).await?;
         let mut lag = 0;
         for (tp, committed) in tps.iter().zip(committed) {
-            let stable_end = client.watermarks(tp).await?.last_stable_offset;
-            let from = committed.map_or(0, |committed| committed.offset);
-            let gap = stable_end.saturating_sub(from);
-            lag += if gap == 0 || gap > COUNTED_LAG_MAX {
-                gap
-            } else {
-                let fetched = reader.fetch(tp, from).await?;
-                fetched
-                    .records
-                    .iter()
-                    .filter(|record| record.offset < stable_end)
-                    .count() as u64
-            };
+            let from = committed.map(|committed| committed.offset);
+            lag += tp_lag(client, reader, tp, from).await?.1;
         }
         Ok(lag)
     }
