@@ -31,7 +31,7 @@ pub fn simulations() -> &'static [Simulation] {
     static LOADED: OnceLock<Vec<Simulation>> = OnceLock::new();
     LOADED.get_or_init(|| {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
-        let registry = parsley_sim::topologies::registry();
+        let registry = parsley_examples::registry();
         SCENARIOS
             .iter()
             .map(|name| {

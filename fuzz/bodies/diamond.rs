@@ -21,7 +21,7 @@ pub fn simulation() -> &'static Simulation {
         settings.workload.inputs = 60;
         settings.budget.safety_steps = 400;
         settings.budget.liveness_steps = 3_000;
-        parsley_sim::topologies::registry()
+        parsley_examples::registry()
             .simulation_with("diamond", &settings)
             .unwrap_or_else(|error| panic!("{error}"))
             .build()

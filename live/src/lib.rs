@@ -76,10 +76,3 @@ pub use runtime::{
 pub use status::{
     caught_up, final_state, keyed_outputs, task_status, wait_caught_up, TaskStatus, TpStatus,
 };
-
-/// The snippets of `README.md`, run as doc tests here, where both the
-/// runtime (for "Run it on Kafka") and the harness (a dev-dependency, for
-/// "Test your topology") are at hand, so that neither can drift from the API.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct Readme;

@@ -18,9 +18,10 @@
 //!   independent checker recomputes the invariants I1–I9 from the trace and
 //!   the logs ([`sim::Invariant`]).
 //! * [`audit`]: the log-only audit of `parsley::audit` over the model's
-//!   committed logs (`parsley_live::read_committed` reads a cluster's).
-//! * [`topologies`]: the example topologies, their simulations and the
-//!   registry `parsley-sim` runs.
+//!   committed logs (`parsley-live` reads a cluster's the same way).
+//! * [`cli`] (feature `cli`): the command-line runner over a registry of
+//!   topologies; the example topologies and the `parsley-sim` binary that
+//!   runs it over them live in the `parsley-examples` crate.
 //!
 //! The rule ids are defined in `docs/RULES.md` of the repository;
 //! `docs/CONCEPTS.md` has runnable examples of how ticks, state, fan-outs and
@@ -54,20 +55,11 @@ pub mod audit;
 pub mod cli;
 pub mod driver;
 pub mod host;
-#[cfg(feature = "live")]
-pub mod live;
 pub mod model;
 pub mod sim;
-pub mod topologies;
 
 pub use driver::{
     DriverError, IntoKey, IntoValue, KeyValueStore, OutputRecord, TestDriver, TestInputTopic,
     TestOutputTopic, TestRecord,
 };
 pub use host::TaskHost;
-
-/// The examples of `docs/CONCEPTS.md`, run as doc tests under the
-/// `TestDriver` so the concepts page cannot drift from the behaviour.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/CONCEPTS.md")]
-pub struct Concepts;

@@ -175,36 +175,6 @@ fn pending_timers_of_another_stage_is_a_typed_error() {
     ));
 }
 
-/// The shipped sessions example under the driver: clicks within the gap
-/// are one session; the gap closes it and the report counts its clicks.
-#[test]
-fn k2_sessions_close_a_gap_after_the_last_click() {
-    use parsley_sim::topologies::{sessions, SessionTopics, SESSION_GAP_MS};
-    let topics = SessionTopics::new();
-    let app = sessions(&topics).unwrap();
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
-    let clicks = driver.input(&topics.clicks).unwrap();
-    clicks.pipe("ann".to_string(), 1).unwrap();
-    driver.advance_wall_clock(Duration::from_secs(20)).unwrap();
-    clicks.pipe("ann".to_string(), 2).unwrap();
-    let summaries = driver.output(&topics.summaries).unwrap();
-    driver.advance_wall_clock(Duration::from_secs(20)).unwrap();
-    assert!(summaries.read_values().unwrap().is_empty(), "still open");
-    driver
-        .advance_wall_clock(Duration::from_millis(SESSION_GAP_MS as u64))
-        .unwrap();
-    assert_eq!(summaries.read_values().unwrap(), [2]);
-    assert_eq!(
-        driver
-            .key_slot::<i64, _, _>("report", &topics.summaries, &"ann".to_string())
-            .unwrap(),
-        Some(2)
-    );
-}
-
 /// An app whose stage asks for timers `offset_ms` after each reading (a
 /// negative offset is a timer in the past), with or without the timer
 /// service's dead-letter opt-in.

@@ -1,0 +1,760 @@
+//! Parsley's example topologies, as Kafka Streams keeps its own in
+//! `streams/examples`: worked applications built with the public API of
+//! `parsley`, run by both drivers.
+//!
+//! * the topologies themselves (this module), for the docs, the test
+//!   driver's tests and the benchmarks;
+//! * [`TopologyName`]: the one list of them, from which both registries
+//!   are built;
+//! * [`simulations`]: each as a simulation, through the public simulation
+//!   API like any user's application, and [`registry`], which the
+//!   `parsley-sim` binary of this crate runs scenario files over;
+//! * [`planted`]: which shipped scenario exposes each planted bug;
+//! * [`live`] (feature `live`): their inputs on a real Kafka cluster, for
+//!   the `parsley-live` binary of this crate and the live tests.
+//!
+//! Nothing here is part of the harness (`parsley-sim`) or the runtime
+//! (`parsley-live`): this crate sits above both, and neither depends on it.
+
+#![warn(missing_docs)]
+
+pub mod example;
+#[cfg(feature = "live")]
+pub mod live;
+pub mod planted;
+pub mod simulations;
+
+pub use example::{
+    namespaced, ExampleError, ExampleTopology, InputTopic, TopologyName, LIVE_RESERVATION_MS,
+};
+pub use simulations::registry;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use parsley::timer::TimerService;
+use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
+
+/// An order against an account; the key is the account.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Order {
+    /// The amount.
+    pub total: i64,
+}
+
+impl Order {
+    /// The amount.
+    pub fn total(&self) -> i64 {
+        self.total
+    }
+}
+
+/// The examples refuse negative amounts: their logic fails (X5), which is how
+/// the simulator plants a logic error on a chosen record.
+pub fn checked(amount: i64) -> Result<i64, String> {
+    if amount < 0 {
+        Err(format!("amount {amount} is negative"))
+    } else {
+        Ok(amount)
+    }
+}
+
+// The examples' wire formats are the serdes a Kafka Streams user would pick:
+// keys and text values as UTF-8 (`Serdes.String()`), longs as 8 big-endian
+// bytes (`Serdes.Long()`), and JSON for the order struct.
+
+/// A topic of text keyed by text.
+fn text_topic(name: String) -> Topic<String, String> {
+    Topic::with_codecs(name, Utf8, Utf8)
+}
+
+/// A topic of longs keyed by text.
+fn long_topic(name: String) -> Topic<String, i64> {
+    Topic::with_codecs(name, Utf8, I64)
+}
+
+/// A topic of JSON orders keyed by account.
+fn order_topic(name: String) -> Topic<String, Order> {
+    Topic::with_codecs(name, Utf8, Json)
+}
+
+/// The topics of the `payments` examples.
+#[derive(Clone, Debug)]
+pub struct PaymentsTopics {
+    /// Orders, keyed by account.
+    pub orders: Topic<String, Order>,
+    /// Audit cuts and balances.
+    pub audits: Topic<String, String>,
+}
+
+impl PaymentsTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        PaymentsTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name (the live tests run
+    /// each example in its own namespace).
+    pub fn with_prefix(prefix: &str) -> Self {
+        PaymentsTopics {
+            orders: order_topic(format!("{prefix}orders")),
+            audits: text_topic(format!("{prefix}audits")),
+        }
+    }
+}
+
+impl Default for PaymentsTopics {
+    fn default() -> Self {
+        PaymentsTopics::new()
+    }
+}
+
+/// The seed's `balances` stage: each order's total is taken off its
+/// account's balance, and every minute the stage cuts an audit marker.
+///
+/// The tick's stamp claims everything the task had delivered when the minute
+/// fired, so whoever reads `cut@…` from `audits` is gated behind those
+/// orders.
+pub fn balances_stage(topics: &PaymentsTopics) -> Stage {
+    balances_stage_every(topics, Duration::from_secs(60))
+}
+
+/// `balances` with another tick interval.
+pub fn balances_stage_every(topics: &PaymentsTopics, interval: Duration) -> Stage {
+    balances_stage_with(topics, interval, false)
+}
+
+/// [`balances_stage_every`] with X5's opt-in: the orders its logic refuses
+/// (negative amounts) are dead-lettered to `<application.id>-balances-dlq`
+/// instead of stopping the task.
+pub fn balances_stage_dead_letters(topics: &PaymentsTopics, interval: Duration) -> Stage {
+    balances_stage_with(topics, interval, true)
+}
+
+fn balances_stage_with(topics: &PaymentsTopics, interval: Duration, dead_letters: bool) -> Stage {
+    let audits = topics.audits.clone();
+    let mut stage = Stage::named("balances")
+        .state(I64, || 0i64)
+        .on(&topics.orders, |balance: i64, order| {
+            checked(order.value().total()).map(|total| Step::of(balance - total))
+        })
+        .ticks(interval, move |tick| {
+            vec![audits.send(None, format!("cut@{}", tick.timestamp))]
+        })
+        .into(&topics.audits);
+    if dead_letters {
+        stage = stage.dead_letter_queue();
+    }
+    stage.build()
+}
+
+/// The `payments` application with the `balances` stage: a balance per account folded from orders, and a cut emitted on every tick.
+pub fn balances(topics: &PaymentsTopics) -> Result<App, CompositionError> {
+    Parsley::named("payments")
+        .stage(balances_stage(topics))
+        .build()
+}
+
+/// The fifth-tick audit cut: the tick slot counts quiet ticks, and every
+/// fifth one emits a cut marker and resets the count.
+pub fn audit_cut_policy(audits: &Topic<String, String>, quiet: i64, tick: &Tick) -> Step<i64> {
+    if quiet + 1 >= 5 {
+        Step::of(0).emit(audits.send(None, format!("cut@{}", tick.timestamp)))
+    } else {
+        Step::of(quiet + 1)
+    }
+}
+
+/// The `audit-cut` stage: balances folded per account as in `balances`, with
+/// the fifth-tick cut as its tick fold over the integer tick slot.
+pub fn audit_cut_stage(topics: &PaymentsTopics) -> Stage {
+    audit_cut_stage_every(topics, Duration::from_secs(60))
+}
+
+/// The audit cut with another tick interval.
+pub fn audit_cut_stage_every(topics: &PaymentsTopics, interval: Duration) -> Stage {
+    let audits = topics.audits.clone();
+    Stage::named("audit-cut")
+        .state(I64, || 0i64)
+        .on(&topics.orders, |balance: i64, order| {
+            checked(order.value().total()).map(|total| Step::of(balance - total))
+        })
+        .tick_fold(interval, move |quiet, tick| {
+            audit_cut_policy(&audits, quiet, tick)
+        })
+        .into(&topics.audits)
+        .build()
+}
+
+/// The `payments` application with the `audit-cut` stage (its tick fold emits a cut on every fifth quiet tick).
+pub fn audit_cut(topics: &PaymentsTopics) -> Result<App, CompositionError> {
+    Parsley::named("payments")
+        .stage(audit_cut_stage(topics))
+        .build()
+}
+
+/// The topics of the three-stage chain.
+#[derive(Clone, Debug)]
+pub struct ChainTopics {
+    /// The chain's input.
+    pub input: Topic<String, i64>,
+    /// The first stage's output.
+    pub enriched: Topic<String, i64>,
+    /// The second stage's output.
+    pub metered: Topic<String, i64>,
+    /// The chain's output.
+    pub output: Topic<String, i64>,
+}
+
+impl ChainTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        ChainTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name (the live tests run
+    /// each example in its own namespace).
+    pub fn with_prefix(prefix: &str) -> Self {
+        ChainTopics {
+            input: long_topic(format!("{prefix}input")),
+            enriched: long_topic(format!("{prefix}enriched")),
+            metered: long_topic(format!("{prefix}metered")),
+            output: long_topic(format!("{prefix}output")),
+        }
+    }
+}
+
+impl Default for ChainTopics {
+    fn default() -> Self {
+        ChainTopics::new()
+    }
+}
+
+/// A three-stage chain with ticks in the middle stage: `enrich` doubles each
+/// value, `meter` keeps a running total per key and emits it, and on every
+/// tick emits the tick's time without a key; `settle` forwards everything.
+/// Keys are preserved and keyless ticks stay on their task's partition, so
+/// the chain is co-partitioned (a tick under one key would send every task's
+/// ticks to one partition of `metered`, a fan-in).
+pub fn chain(topics: &ChainTopics, tick_interval: Duration) -> Result<App, CompositionError> {
+    chain_named("chain", topics, tick_interval)
+}
+
+/// [`chain`] under another application id.
+pub fn chain_named(
+    app_id: &str,
+    topics: &ChainTopics,
+    tick_interval: Duration,
+) -> Result<App, CompositionError> {
+    let enriched = topics.enriched.clone();
+    let enrich = Stage::named("enrich")
+        .on(&topics.input, move |record| {
+            checked(*record.value())
+                .map(|value| vec![enriched.send(record.key().cloned(), value * 2)])
+        })
+        .into(&topics.enriched)
+        .build();
+    let metered = topics.metered.clone();
+    let metered_ticks = topics.metered.clone();
+    let meter = Stage::named("meter")
+        .state(I64, || 0i64)
+        .on(&topics.enriched, move |total: i64, record| {
+            let total = total + record.value();
+            Step::of(total).emit(metered.send(record.key().cloned(), total))
+        })
+        .ticks(tick_interval, move |tick| {
+            vec![metered_ticks.send(None, tick.timestamp)]
+        })
+        .into(&topics.metered)
+        .build();
+    let output = topics.output.clone();
+    let settle = Stage::named("settle")
+        .on(&topics.metered, move |record| {
+            vec![output.send(record.key().cloned(), *record.value())]
+        })
+        .into(&topics.output)
+        .build();
+    Parsley::named(app_id)
+        .stage(enrich)
+        .stage(meter)
+        .stage(settle)
+        .build()
+}
+
+/// The topics of the diamond.
+#[derive(Clone, Debug)]
+pub struct DiamondTopics {
+    /// The source both `enrich` and `score` consume.
+    pub events: Topic<String, i64>,
+    /// `enrich`'s output: each event doubled.
+    pub enriched: Topic<String, i64>,
+    /// `score`'s output: the count of events per key, and its keyless ticks.
+    pub scored: Topic<String, i64>,
+    /// `join`'s output: the running total per key over both branches.
+    pub joined: Topic<String, i64>,
+}
+
+impl DiamondTopics {
+    /// The diamond's topics under their plain names.
+    pub fn new() -> Self {
+        DiamondTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name (the live tests run
+    /// each example in its own namespace).
+    pub fn with_prefix(prefix: &str) -> Self {
+        DiamondTopics {
+            events: long_topic(format!("{prefix}events")),
+            enriched: long_topic(format!("{prefix}enriched")),
+            scored: long_topic(format!("{prefix}scored")),
+            joined: long_topic(format!("{prefix}joined")),
+        }
+    }
+}
+
+impl Default for DiamondTopics {
+    fn default() -> Self {
+        DiamondTopics::new()
+    }
+}
+
+/// A diamond: two stages consume the same source (a fan-out, each under its
+/// own consumer group, X6) and a third joins their outputs. `enrich` doubles
+/// each event into `enriched`; `score` counts events per key, emits the count
+/// into `scored`, and on every tick emits the tick's time without a key;
+/// `join` consumes only the two branches, keeps a running total per key and
+/// emits it, and counts its own ticks in its tick slot. `join` never consumes
+/// `events`, so the claims its inputs carry on `events` are carried forward,
+/// not waited on (G2, G5).
+pub fn diamond(topics: &DiamondTopics, tick_interval: Duration) -> Result<App, CompositionError> {
+    diamond_named("diamond", topics, tick_interval)
+}
+
+/// [`diamond`] under another application id.
+pub fn diamond_named(
+    app_id: &str,
+    topics: &DiamondTopics,
+    tick_interval: Duration,
+) -> Result<App, CompositionError> {
+    let enriched = topics.enriched.clone();
+    let enrich = Stage::named("enrich")
+        .on(&topics.events, move |record| {
+            checked(*record.value())
+                .map(|value| vec![enriched.send(record.key().cloned(), value * 2)])
+        })
+        .into(&topics.enriched)
+        .build();
+    let scored = topics.scored.clone();
+    let scored_ticks = topics.scored.clone();
+    let score = Stage::named("score")
+        .state(I64, || 0i64)
+        .on(&topics.events, move |count: i64, record| {
+            checked(*record.value()).map(|_| {
+                let count = count + 1;
+                Step::of(count).emit(scored.send(record.key().cloned(), count))
+            })
+        })
+        .ticks(tick_interval, move |tick| {
+            vec![scored_ticks.send(None, tick.timestamp)]
+        })
+        .into(&topics.scored)
+        .build();
+    let joined = topics.joined.clone();
+    let joined_scores = topics.joined.clone();
+    let joined_ticks = topics.joined.clone();
+    let join = Stage::named("join")
+        .state(I64, || 0i64)
+        .on(&topics.enriched, move |total: i64, record| {
+            let total = total.wrapping_add(*record.value());
+            Step::of(total).emit(joined.send(record.key().cloned(), total))
+        })
+        .on(&topics.scored, move |total: i64, record| {
+            let total = total.wrapping_sub(*record.value());
+            Step::of(total).emit(joined_scores.send(record.key().cloned(), total))
+        })
+        .tick_fold(tick_interval, move |ticks: i64, _tick| {
+            Step::of(ticks + 1).emit(joined_ticks.send(None, ticks + 1))
+        })
+        .into(&topics.joined)
+        .build();
+    Parsley::named(app_id)
+        .stage(enrich)
+        .stage(score)
+        .stage(join)
+        .build()
+}
+
+/// The topics of the timer request/reply shape (K2).
+#[derive(Clone, Debug)]
+pub struct TimerTopics {
+    /// Orders, keyed by account.
+    pub orders: Topic<String, Order>,
+    /// Timer requests: key and fire time (K2).
+    pub requests: Topic<String, i64>,
+    /// The timer service's fire records (K2).
+    pub fires: Topic<String, i64>,
+    /// Expired reservations.
+    pub expiries: Topic<String, i64>,
+}
+
+impl TimerTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        TimerTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name (the live tests run
+    /// each example in its own namespace).
+    pub fn with_prefix(prefix: &str) -> Self {
+        TimerTopics {
+            orders: order_topic(format!("{prefix}orders")),
+            requests: long_topic(format!("{prefix}timer-requests")),
+            fires: long_topic(format!("{prefix}timer-fires")),
+            expiries: long_topic(format!("{prefix}expiries")),
+        }
+    }
+}
+
+impl Default for TimerTopics {
+    fn default() -> Self {
+        TimerTopics::new()
+    }
+}
+
+/// How long a reservation is held before its timer fires.
+pub const RESERVATION_MS: i64 = 30_000;
+
+/// How often the timers example's service looks for due timers.
+pub const TIMER_RESOLUTION: Duration = Duration::from_secs(1);
+
+/// Per-entity timers as a topology shape (K2): `reserve` holds each order's
+/// total against its key and asks the application's timer service
+/// (`parsley::timer`, the stage `timers`) for a timer; the service writes
+/// the fire record when the time comes, and `reserve` releases the
+/// reservation to `expiries`. The fire record claims the request and so its
+/// causes, so the release is gated behind the orders it releases. Every
+/// request fires once: a second order on a key before the first fire asks
+/// for a second timer, whose fire releases what is left (nothing, if the
+/// first fire released it all).
+pub fn timers(topics: &TimerTopics) -> Result<App, CompositionError> {
+    timers_with("timers", topics, RESERVATION_MS)
+}
+
+/// [`timers`] under another application id, holding reservations for
+/// `reservation_ms`.
+pub fn timers_with(
+    app_id: &str,
+    topics: &TimerTopics,
+    reservation_ms: i64,
+) -> Result<App, CompositionError> {
+    let requests = topics.requests.clone();
+    let expiries = topics.expiries.clone();
+    let reserve = Stage::named("reserve")
+        .state(I64, || 0i64)
+        .on(&topics.orders, move |held: i64, order| {
+            checked(order.value().total()).map(|total| {
+                Step::of(held + total)
+                    .emit(requests.send(order.key().cloned(), order.timestamp + reservation_ms))
+            })
+        })
+        .on(&topics.fires, move |held: i64, fire| {
+            Step::delete().emit(expiries.send(fire.key().cloned(), held))
+        })
+        .into((&topics.requests, &topics.expiries))
+        .build();
+    let timers = TimerService::named("timers")
+        .resolution(TIMER_RESOLUTION)
+        .build(&topics.requests, &topics.fires);
+    Parsley::named(app_id).stage(reserve).stage(timers).build()
+}
+
+/// The topics of the regrouping example: wide histories and cross-topic
+/// holds.
+#[derive(Clone, Debug)]
+pub struct RegroupTopics {
+    /// Clicks, keyed by user; the value is a score.
+    pub clicks: Topic<String, i64>,
+    /// Every click again, once under its own key and once under its user
+    /// and score (so spread over every partition).
+    pub regrouped: Topic<String, i64>,
+}
+
+impl RegroupTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        RegroupTopics {
+            clicks: long_topic("clicks".into()),
+            regrouped: long_topic("regrouped".into()),
+        }
+    }
+}
+
+impl Default for RegroupTopics {
+    fn default() -> Self {
+        RegroupTopics::new()
+    }
+}
+
+/// Regrouping on a wide topic: `regroup` writes each click twice to
+/// `regrouped`, under its own key (the click's partition) and under its
+/// user and score (any partition); `tally` folds both `clicks` and
+/// `regrouped` per key. A regrouped record under the click's own key claims
+/// the click on the partition `tally`'s task consumes too, so it is held
+/// until that task has delivered the click (G2, a cause on another topic);
+/// the ones under other keys carry claims on every partition of `clicks`
+/// into `tally`'s histories, which grow to dozens of tps on a wide topic
+/// (the checkpoints of C3's wide applications).
+pub fn regroup(topics: &RegroupTopics) -> Result<App, CompositionError> {
+    let out = topics.regrouped.clone();
+    let regroup = Stage::named("regroup")
+        .on(&topics.clicks, move |click| {
+            let user = click.key().cloned().unwrap_or_default();
+            vec![
+                out.send(Some(user.clone()), *click.value()),
+                out.send(Some(format!("{user}/{}", click.value())), *click.value()),
+            ]
+        })
+        .into(&topics.regrouped)
+        .build();
+    let tally = Stage::named("tally")
+        .state(I64, || 0i64)
+        .on(&topics.clicks, |total: i64, _click| Step::of(total + 1))
+        .on(&topics.regrouped, |total: i64, record| {
+            Step::of(total + record.value())
+        })
+        .build();
+    Parsley::named("regroup")
+        .stage(regroup)
+        .stage(tally)
+        .build()
+}
+
+/// The topics of the sessions example (K2).
+#[derive(Clone, Debug)]
+pub struct SessionTopics {
+    /// Clicks, keyed by user; the value is the page (unused by the logic).
+    pub clicks: Topic<String, i64>,
+    /// Timer requests: the time a user's session would close (K2).
+    pub requests: Topic<String, i64>,
+    /// The timer service's fires (K2).
+    pub fires: Topic<String, i64>,
+    /// Closed sessions: the user and the session's click count.
+    pub summaries: Topic<String, i64>,
+}
+
+impl SessionTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        SessionTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name.
+    pub fn with_prefix(prefix: &str) -> Self {
+        SessionTopics {
+            clicks: long_topic(format!("{prefix}clicks")),
+            requests: long_topic(format!("{prefix}session-timer-requests")),
+            fires: long_topic(format!("{prefix}session-timer-fires")),
+            summaries: long_topic(format!("{prefix}session-summaries")),
+        }
+    }
+}
+
+impl Default for SessionTopics {
+    fn default() -> Self {
+        SessionTopics::new()
+    }
+}
+
+/// How long a user stays idle before their session closes.
+pub const SESSION_GAP_MS: i64 = 30_000;
+
+/// A user's open session: its clicks and the time of the last one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// Clicks so far.
+    pub clicks: i64,
+    /// The last click's timestamp.
+    pub last_click: i64,
+}
+
+/// Sessions with timers (K2): `sessions` keeps each user's open session and
+/// asks the timer service (`session-timers`) for a timer at every click, a
+/// gap after it; a fire closes the session when it is the last click's
+/// timer (later clicks asked for later timers, so earlier fires find the
+/// session still going) and writes its summary; `report` folds the
+/// summaries into a count of clicks per user in closed sessions.
+pub fn sessions(topics: &SessionTopics) -> Result<App, CompositionError> {
+    sessions_named("sessions", topics, SESSION_GAP_MS)
+}
+
+/// [`sessions`] under another application id and gap.
+pub fn sessions_named(
+    app_id: &str,
+    topics: &SessionTopics,
+    gap_ms: i64,
+) -> Result<App, CompositionError> {
+    let requests = topics.requests.clone();
+    let summaries = topics.summaries.clone();
+    let sessions = Stage::named("sessions")
+        .state(Json, Session::default)
+        .on(&topics.clicks, move |session: Session, click| {
+            let next = Session {
+                clicks: session.clicks + 1,
+                last_click: click.timestamp,
+            };
+            Step::of(next).emit(requests.send(click.key().cloned(), click.timestamp + gap_ms))
+        })
+        .on(&topics.fires, move |session: Session, fire| {
+            if session.clicks > 0 && session.last_click + gap_ms == *fire.value() {
+                Step::delete().emit(summaries.send(fire.key().cloned(), session.clicks))
+            } else {
+                Step::of(session)
+            }
+        })
+        .into((&topics.requests, &topics.summaries))
+        .build();
+    let report = Stage::named("report")
+        .state(I64, || 0i64)
+        .on(&topics.summaries, |clicks: i64, summary| {
+            Step::of(clicks + summary.value())
+        })
+        .build();
+    let timers = TimerService::named("session-timers")
+        .resolution(TIMER_RESOLUTION)
+        .build(&topics.requests, &topics.fires);
+    Parsley::named(app_id)
+        .stage(sessions)
+        .stage(timers)
+        .stage(report)
+        .build()
+}
+
+/// The topics of the fan-in.
+#[derive(Clone, Debug)]
+pub struct FanInTopics {
+    /// Payments, keyed by account.
+    pub payments: Topic<String, i64>,
+    /// Orders, keyed by account.
+    pub orders: Topic<String, i64>,
+    /// Audit cuts and balances.
+    pub audits: Topic<String, String>,
+}
+
+impl FanInTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        FanInTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name (the live tests run
+    /// each example in its own namespace).
+    pub fn with_prefix(prefix: &str) -> Self {
+        FanInTopics {
+            payments: long_topic(format!("{prefix}payments")),
+            orders: long_topic(format!("{prefix}orders")),
+            audits: text_topic(format!("{prefix}audits")),
+        }
+    }
+}
+
+impl Default for FanInTopics {
+    fn default() -> Self {
+        FanInTopics::new()
+    }
+}
+
+/// A fan-in of two sources where orders may claim the payments that funded
+/// them: `ledger` folds both per key and cuts on every tick, and the gate
+/// holds an order until its payment is delivered.
+pub fn fan_in(topics: &FanInTopics, tick_interval: Duration) -> Result<App, CompositionError> {
+    fan_in_named("fan-in", topics, tick_interval)
+}
+
+/// [`fan_in`] under another application id.
+pub fn fan_in_named(
+    app_id: &str,
+    topics: &FanInTopics,
+    tick_interval: Duration,
+) -> Result<App, CompositionError> {
+    let audits = topics.audits.clone();
+    let ledger = Stage::named("ledger")
+        .state(I64, || 0i64)
+        .on(&topics.payments, |balance: i64, payment| {
+            checked(*payment.value()).map(|amount| Step::of(balance + amount))
+        })
+        .on(&topics.orders, |balance: i64, order| {
+            checked(*order.value()).map(|amount| Step::of(balance - amount))
+        })
+        .ticks(tick_interval, move |tick| {
+            vec![audits.send(None, format!("cut@{}", tick.timestamp))]
+        })
+        .into(&topics.audits)
+        .build();
+    Parsley::named(app_id).stage(ledger).build()
+}
+
+/// The topics of the fan-out.
+#[derive(Clone, Debug)]
+pub struct FanOutTopics {
+    /// The source both stages consume.
+    pub clicks: Topic<String, i64>,
+    /// `count`'s output: the running count of clicks per key.
+    pub counts: Topic<String, i64>,
+    /// `mirror`'s output: each click as it came.
+    pub mirrored: Topic<String, i64>,
+}
+
+impl FanOutTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        FanOutTopics {
+            clicks: long_topic("clicks".to_string()),
+            counts: long_topic("counts".to_string()),
+            mirrored: long_topic("mirrored".to_string()),
+        }
+    }
+}
+
+impl Default for FanOutTopics {
+    fn default() -> Self {
+        FanOutTopics::new()
+    }
+}
+
+/// A fan-out: `count` (stateful) and `mirror` (stateless) both consume
+/// `clicks`, each under its own consumer group (X6), so a restart of one
+/// stage's task resumes from that stage's own position.
+pub fn fan_out(topics: &FanOutTopics) -> Result<App, CompositionError> {
+    let counts = topics.counts.clone();
+    let count = Stage::named("count")
+        .state(I64, || 0i64)
+        .on(&topics.clicks, move |seen: i64, click| {
+            checked(*click.value())
+                .map(|_| Step::of(seen + 1).emit(counts.send(click.key().cloned(), seen + 1)))
+        })
+        .into(&topics.counts)
+        .build();
+    let mirrored = topics.mirrored.clone();
+    let mirror = Stage::named("mirror")
+        .on(&topics.clicks, move |click| {
+            checked(*click.value()).map(|value| vec![mirrored.send(click.key().cloned(), value)])
+        })
+        .into(&topics.mirrored)
+        .build();
+    Parsley::named("shop").stage(count).stage(mirror).build()
+}
+
+/// The snippets of `README.md`, run as doc tests here, where the runtime
+/// (for "Run it on Kafka", feature `live`), the harness (for "Test your
+/// topology") and the examples are all at hand, so that none of them can
+/// drift from the API.
+#[cfg(all(doctest, feature = "live"))]
+#[doc = include_str!("../../../README.md")]
+pub struct Readme;
+
+/// The examples of `docs/CONCEPTS.md`, run as doc tests under the
+/// `TestDriver` so the concepts page cannot drift from the behaviour.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/CONCEPTS.md")]
+pub struct Concepts;

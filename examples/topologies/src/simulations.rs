@@ -1,0 +1,177 @@
+//! The example topologies as simulations, built with the public simulation
+//! API like any user's application: an input generator per source, the
+//! records their logic rejects and the fan-in's declared causality.
+
+use std::time::Duration;
+
+use parsley_sim::sim::property::BoxError;
+use parsley_sim::sim::{Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
+use crate::{
+    TopologyName,     ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics,
+    RegroupTopics, SessionTopics, TimerTopics,
+};
+
+/// An amount the examples accept.
+fn amount(draw: &mut Draw<'_>) -> i64 {
+    draw.range(1, 100)
+}
+
+/// The examples refuse negative amounts ([`crate::checked`]).
+const REJECTED: i64 = -1;
+
+fn tick_interval(settings: &Settings) -> Duration {
+    Duration::from_millis(settings.clock.tick_interval_ms)
+}
+
+fn orders_input(orders: &parsley::Topic<String, Order>) -> Input<String, Order> {
+    Input::new(orders, |draw| {
+        (
+            Some(draw.key()),
+            Order {
+                total: amount(draw),
+            },
+        )
+    })
+    .rejected(|draw| (Some(draw.key()), Order { total: REJECTED }))
+}
+
+/// A source of integer amounts under `k<N>` keys, with rejected ones.
+fn amounts(topic: &parsley::Topic<String, i64>) -> Input<String, i64> {
+    Input::new(topic, |draw| (Some(draw.key()), amount(draw)))
+        .rejected(|draw| (Some(draw.key()), REJECTED))
+}
+
+/// `balances`: orders folded per account, a cut on every tick.
+pub fn balances(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = PaymentsTopics::new();
+    let stage = crate::balances_stage_every(&topics, tick_interval(settings));
+    let app = parsley::Parsley::named("payments").stage(stage).build()?;
+    Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
+}
+
+/// `audit-cut`: the fifth-tick cut over a tick slot.
+pub fn audit_cut(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = PaymentsTopics::new();
+    let stage = crate::audit_cut_stage_every(&topics, tick_interval(settings));
+    let app = parsley::Parsley::named("payments").stage(stage).build()?;
+    Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
+}
+
+/// `chain`: three stages in a row, ticks in the middle one.
+pub fn chain(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = ChainTopics::new();
+    let app = crate::chain(&topics, tick_interval(settings))?;
+    Ok(Simulation::builder(app).input(amounts(&topics.input)))
+}
+
+/// `fan-in`: payments and orders into one ledger; an order may claim the
+/// latest committed payment of its partition.
+pub fn fan_in(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = FanInTopics::new();
+    let app = crate::fan_in(&topics, tick_interval(settings))?;
+    Ok(Simulation::builder(app)
+        .input(amounts(&topics.payments))
+        .input(amounts(&topics.orders).claims_latest(&topics.payments, 0.5)))
+}
+
+/// `diamond`: two stages on one source, a third joining their outputs.
+pub fn diamond(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = DiamondTopics::new();
+    let app = crate::diamond(&topics, tick_interval(settings))?;
+    Ok(Simulation::builder(app).input(amounts(&topics.events)))
+}
+
+/// `fan-out`: two stages, one stateful and one not, on the same source.
+pub fn fan_out(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = FanOutTopics::new();
+    let app = crate::fan_out(&topics)?;
+    Ok(Simulation::builder(app).input(amounts(&topics.clicks)))
+}
+
+/// `timers`: reservations released by the application's timer service (K2).
+pub fn timers(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = TimerTopics::new();
+    let app = crate::timers(&topics)?;
+    Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
+}
+
+/// `regroup`: a wide topic regrouped, with holds behind another topic.
+pub fn regroup(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = RegroupTopics::new();
+    let app = crate::regroup(&topics)?;
+    Ok(Simulation::builder(app).input(amounts(&topics.clicks)))
+}
+
+/// `sessions`: sessions closed by the timer service (K2); every click ends
+/// up in exactly one closed session once every timer has fired.
+pub fn sessions(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = SessionTopics::new();
+    let app = crate::sessions(&topics)?;
+    let (clicks, summaries) = (topics.clicks.clone(), topics.summaries.clone());
+    Ok(Simulation::builder(app)
+        .input(Input::new(&topics.clicks, |draw| {
+            (Some(draw.key()), draw.range(1, 9))
+        }))
+        .property("every click is in exactly one closed session", move |run| {
+            let mut counted: std::collections::BTreeMap<Option<String>, i64> =
+                std::collections::BTreeMap::new();
+            for click in run.records(&clicks)? {
+                *counted.entry(click.key.clone()).or_default() += 1;
+            }
+            for summary in run.records(&summaries)? {
+                *counted.entry(summary.key.clone()).or_default() -= summary.value;
+            }
+            match counted.iter().find(|(_, left)| **left != 0) {
+                None => Ok(()),
+                Some((user, left)) => Err(format!(
+                    "user {user:?}: {left} clicks more than its closed sessions hold"
+                )
+                .into()),
+            }
+        }))
+}
+
+/// `dead-letter`: the balances stage with X5's opt-in: the orders its logic
+/// refuses go to `payments-balances-dlq` and the task keeps running.
+pub fn dead_letter(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = PaymentsTopics::new();
+    let stage = crate::balances_stage_dead_letters(&topics, tick_interval(settings));
+    let app = parsley::Parsley::named("payments").stage(stage).build()?;
+    Ok(Simulation::builder(app).input(orders_input(&topics.orders)))
+}
+
+/// `bad-bytes`: the dead-letter stage fed orders some of which are not
+/// JSON ([`Input::malformed`]): its source's codec refuses them, so they
+/// take the codec path to `payments-balances-dlq` (X5, bad input) where
+/// `dead-letter`'s refusals take the logic's.
+pub fn bad_bytes(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = PaymentsTopics::new();
+    let stage = crate::balances_stage_dead_letters(&topics, tick_interval(settings));
+    let app = parsley::Parsley::named("payments").stage(stage).build()?;
+    Ok(Simulation::builder(app).input(
+        Input::new(&topics.orders, |draw| {
+            (
+                Some(draw.key()),
+                Order {
+                    total: amount(draw),
+                },
+            )
+        })
+        .malformed(|draw| {
+            (
+                Some(bytes::Bytes::from(draw.key())),
+                bytes::Bytes::from_static(b"{\"total\": ten}"),
+            )
+        }),
+    ))
+}
+
+/// Every example topology by the name scenario files use
+/// ([`TopologyName::ALL`]).
+pub fn registry() -> Registry {
+    TopologyName::ALL
+        .into_iter()
+        .fold(Registry::new(), |registry, name| {
+            registry.topology(name.as_str(), name.simulation())
+        })
+}

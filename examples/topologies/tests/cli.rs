@@ -1,0 +1,443 @@
+//! The `parsley-sim` command-line runner, run as a process.
+//!
+//! The binary the tests run is built with the tests' `parsley`, which has
+//! planted bugs (`mutations`), so `--mutation` works here; a build without
+//! them refuses the flag with exit code 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use parsley_sim::sim::world::Marks;
+use parsley_sim::sim::Simulation;
+
+const BALANCES: &str = "scenarios/balances.toml";
+
+/// The balances scenario's simulation, as the binary builds it.
+fn balances() -> Simulation {
+    let registry = parsley_examples::registry();
+    let scenario = registry
+        .load(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(BALANCES),
+        )
+        .unwrap();
+    registry.simulation(&scenario).unwrap()
+}
+
+/// Runs the binary from the workspace root, where the scenario paths of the
+/// docs (`scenarios/balances.toml`) work.
+fn sim(args: &[&str]) -> Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    Command::new(env!("CARGO_BIN_EXE_parsley-sim"))
+        .args(args)
+        .current_dir(root)
+        .output()
+        .expect("the parsley-sim binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("exited, not killed")
+}
+
+/// A file in the temp dir that no other test (or test run) uses.
+fn temp_file(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("parsley-sim-cli-{}-{name}", std::process::id()))
+}
+
+/// The value of a `label   value` row of the output.
+fn row<'a>(text: &'a str, label: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix(label)
+                .filter(|rest| rest.starts_with(' '))
+        })
+        .map(str::trim)
+}
+
+#[test]
+fn run_prints_a_summary_and_exits_0_when_every_seed_passes() {
+    let output = sim(&["run", BALANCES, "--seeds", "10..16", "--jobs", "2"]);
+    let out = stdout(&output);
+    assert_eq!(code(&output), 0, "{out}\n{}", stderr(&output));
+    assert_eq!(
+        row(&out, "scenario"),
+        Some("balances (scenarios/balances.toml)")
+    );
+    assert_eq!(row(&out, "seeds"), Some("10..16 (6 seeds)"));
+    assert_eq!(row(&out, "violations"), Some("0 failing seeds"));
+    for label in [
+        "steps",
+        "deliveries",
+        "commits",
+        "aborts",
+        "crashes",
+        "fences",
+        "max held",
+    ] {
+        let value = row(&out, label).unwrap_or_else(|| panic!("no {label} row in\n{out}"));
+        assert!(value.parse::<u64>().is_ok(), "{label}: {value}");
+    }
+    for (name, _) in Marks::default().named() {
+        assert!(
+            row(&out, &format!("  {name}")).is_some(),
+            "no {name} row in\n{out}"
+        );
+    }
+    let wall = row(&out, "wall time").expect("a wall time row");
+    assert!(wall.contains("seeds/s"), "{wall}");
+
+    // The steps are the sum over the seeds, whatever the number of threads.
+    let simulation = balances();
+    let steps: u64 = (10..16)
+        .map(|seed| simulation.run_seed(seed).stats.steps)
+        .sum();
+    assert_eq!(row(&out, "steps"), Some(steps.to_string().as_str()));
+    let one_thread = stdout(&sim(&["run", BALANCES, "--seeds", "10..16", "--jobs", "1"]));
+    assert_eq!(row(&one_thread, "steps"), row(&out, "steps"));
+}
+
+#[test]
+fn a_bad_scenario_file_exits_2_naming_file_line_and_field() {
+    let path = temp_file("bad.toml");
+    std::fs::write(
+        &path,
+        "topology = \"balances\"\npartitions = 4\nseeds = { start = 0, count = 2 }\n\n[faults]\nabort = 2.5\n",
+    )
+    .unwrap();
+    let output = sim(&["run", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code(&output), 2, "{}", stdout(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!("{}:6: faults.abort: ", path.display())),
+        "{err}"
+    );
+
+    let output = sim(&["replay", "no/such/scenario.toml", "--seed", "1"]);
+    assert_eq!(code(&output), 2);
+    assert!(stderr(&output).contains("no/such/scenario.toml: cannot read"));
+}
+
+#[test]
+fn bad_seed_ranges_and_job_counts_exit_2() {
+    for (seeds, says) in [
+        ("5..2", "5..2 holds no seed"),
+        ("3..3", "3..3 holds no seed"),
+        ("7", "expected a half-open range A..B"),
+        ("x..9", "the start of \"x..9\" is not a seed"),
+    ] {
+        let output = sim(&["run", BALANCES, "--seeds", seeds]);
+        assert_eq!(code(&output), 2, "--seeds {seeds}");
+        assert!(
+            stderr(&output).contains(says),
+            "--seeds {seeds}: {}",
+            stderr(&output)
+        );
+        assert!(stdout(&output).is_empty());
+    }
+    let output = sim(&["run", BALANCES, "--jobs", "0"]);
+    assert_eq!(code(&output), 2);
+    assert!(
+        stderr(&output).contains("at least one worker thread"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn replay_is_deterministic_and_prints_story_stats_and_trace_hash() {
+    let first = sim(&["replay", BALANCES, "--seed", "3"]);
+    let second = sim(&["replay", BALANCES, "--seed", "3"]);
+    let out = stdout(&first);
+    assert_eq!(code(&first), 0, "{out}\n{}", stderr(&first));
+    assert!(out.contains("What happened:"), "{out}");
+    assert!(out.contains("delivered"), "{out}");
+    assert!(row(&out, "steps").is_some(), "{out}");
+    assert_eq!(row(&out, "violations"), Some("0"));
+    let hash = row(&out, "trace hash").expect("a trace hash row");
+    assert_eq!(hash.len(), 16, "{hash}");
+    assert_eq!(row(&stdout(&second), "trace hash"), Some(hash));
+    assert_eq!(out, stdout(&second));
+
+    let other = stdout(&sim(&["replay", BALANCES, "--seed", "4"]));
+    assert_ne!(row(&other, "trace hash"), Some(hash));
+}
+
+#[test]
+fn replaying_a_seeds_tape_gives_the_seeds_run() {
+    let tape = balances().run_seed(3).tape;
+    let path = temp_file("seed3.tape");
+    let mut text = String::from("# the tape of seed 3\n");
+    for line in tape.chunks(32) {
+        text.extend(line.iter().map(|byte| format!("{byte:02x}")));
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    let from_tape = sim(&["replay", BALANCES, "--tape", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    let from_seed = sim(&["replay", BALANCES, "--seed", "3"]);
+    assert_eq!(code(&from_tape), 0, "{}", stderr(&from_tape));
+    assert_eq!(
+        row(&stdout(&from_tape), "trace hash"),
+        row(&stdout(&from_seed), "trace hash")
+    );
+
+    let bad = temp_file("bad.tape");
+    std::fs::write(&bad, "00ff0g\n").unwrap();
+    let output = sim(&["replay", BALANCES, "--tape", bad.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&bad);
+    assert_eq!(code(&output), 2);
+    assert!(
+        stderr(&output).contains("not a hex tape"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = sim(&["replay", BALANCES]);
+    assert_eq!(code(&output), 2, "replay needs --seed or --tape");
+}
+
+#[test]
+fn replay_writes_a_timeline() {
+    let path = temp_file("timeline.html");
+    let output = sim(&[
+        "replay",
+        BALANCES,
+        "--seed",
+        "3",
+        "--timeline",
+        path.to_str().unwrap(),
+    ]);
+    if !output.status.success() && stderr(&output).contains("being written") {
+        eprintln!("skipped: timeline::render_html is still being written");
+        return;
+    }
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let html = std::fs::read_to_string(&path).expect("the timeline file");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        html.starts_with("<!DOCTYPE html>"),
+        "{}",
+        &html[..html.len().min(200)]
+    );
+}
+
+#[test]
+fn shrinking_a_passing_seed_says_so_and_exits_0() {
+    let output = sim(&["shrink", BALANCES, "--seed", "3"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("passes: nothing to shrink"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn a_planted_bug_fails_the_run_with_its_invariant() {
+    let output = sim(&[
+        "run",
+        "scenarios/fan-in.toml",
+        "--seeds",
+        "0..3",
+        "--mutation",
+        "gate-ignores-claims",
+    ]);
+    let out = stdout(&output);
+    assert_eq!(code(&output), 1, "{out}\n{}", stderr(&output));
+    assert!(out.contains("I1"), "{out}");
+    assert!(out.contains("FAILED: seed"), "{out}");
+    assert_eq!(row(&out, "mutation"), Some("gate-ignores-claims (planted)"));
+}
+
+#[test]
+fn unknown_mutations_are_listed() {
+    let output = sim(&["run", BALANCES, "--mutation", "no-such-bug"]);
+    assert_eq!(code(&output), 2);
+    let err = stderr(&output);
+    for mutation in parsley::mutation::Mutation::ALL {
+        assert!(err.contains(mutation.name()), "{err}");
+    }
+}
+
+/// The commands a report prints (this very binary, then its arguments),
+/// each as the binary's arguments.
+fn printed_commands(out: &str) -> Vec<Vec<String>> {
+    let program = env!("CARGO_BIN_EXE_parsley-sim");
+    out.lines()
+        .filter_map(|line| {
+            let (before, args) = line.split_once(program)?;
+            assert!(
+                before.ends_with(": ") || before.trim().is_empty(),
+                "not a command line: {line}"
+            );
+            assert!(
+                args.ends_with(" --mutation gate-ignores-claims"),
+                "a replay of a planted bug needs its --mutation flag: {line}"
+            );
+            Some(args.split_whitespace().map(str::to_string).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn every_command_a_planted_failure_prints_reproduces_it() {
+    let output = sim(&[
+        "run",
+        "scenarios/fan-in.toml",
+        "--seeds",
+        "0..3",
+        "--mutation",
+        "gate-ignores-claims",
+    ]);
+    let out = stdout(&output);
+    assert_eq!(code(&output), 1, "{out}\n{}", stderr(&output));
+    let commands = printed_commands(&out);
+    let subcommands: Vec<&str> = commands.iter().map(|args| args[0].as_str()).collect();
+    assert_eq!(subcommands, ["replay", "shrink"], "{out}");
+    for mut args in commands {
+        if args[0] == "shrink" {
+            args.extend(["--attempts".to_string(), "20".to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = sim(&args);
+        assert_eq!(
+            code(&output),
+            1,
+            "{args:?} does not fail:\n{}",
+            stdout(&output)
+        );
+        assert!(stdout(&output).contains("I1"), "{args:?}");
+    }
+}
+
+#[test]
+fn a_shrunk_tape_replays_the_failure() {
+    let tape = temp_file("shrunk.tape");
+    let tape = tape.to_str().unwrap();
+    let mutation = ["--mutation", "gate-ignores-claims"];
+    let mut args = vec![
+        "shrink",
+        "scenarios/fan-in.toml",
+        "--seed",
+        "0",
+        "--attempts",
+        "300",
+        "--tape-out",
+        tape,
+    ];
+    args.extend(mutation);
+    let output = sim(&args);
+    let out = stdout(&output);
+    assert_eq!(code(&output), 1, "{out}\n{}", stderr(&output));
+    assert!(out.contains("FAILED: seed 0"), "{out}");
+
+    // The tape's replay command, as printed.
+    let commands = printed_commands(&out);
+    let replay = commands
+        .iter()
+        .find(|args| args.contains(&"--tape".to_string()))
+        .unwrap_or_else(|| panic!("no tape replay in\n{out}"));
+    assert_eq!(
+        replay[..4],
+        ["replay", "scenarios/fan-in.toml", "--tape", tape]
+    );
+    let args: Vec<&str> = replay.iter().map(String::as_str).collect();
+    let output = sim(&args);
+    let _ = std::fs::remove_file(tape);
+    assert_eq!(code(&output), 1, "{}\n{}", stdout(&output), stderr(&output));
+    assert!(stdout(&output).contains("I1"), "{}", stdout(&output));
+}
+
+/// `--partition I/N` slices a range into interleaved, disjoint parts whose
+/// summaries `merge` adds up to the whole run's.
+#[test]
+fn partitions_merge_into_the_whole_run() {
+    let whole = stdout(&sim(&["run", BALANCES, "--seeds", "0..9"]));
+    let mut files = Vec::new();
+    for index in 1..=3 {
+        let path = temp_file(&format!("slice-{index}.json"));
+        let slice = format!("{index}/3");
+        let output = sim(&[
+            "run",
+            BALANCES,
+            "--seeds",
+            "0..9",
+            "--partition",
+            &slice,
+            "--summary-out",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        assert!(
+            row(&stdout(&output), "seeds")
+                .unwrap()
+                .contains(&format!("3 seeds, slice {slice}")),
+            "{}",
+            stdout(&output)
+        );
+        files.push(path);
+    }
+    let mut args = vec!["merge"];
+    args.extend(files.iter().map(|path| path.to_str().unwrap()));
+    let merged = sim(&args);
+    assert_eq!(code(&merged), 0, "{}", stderr(&merged));
+    let merged_out = stdout(&merged);
+    assert_eq!(row(&merged_out, "steps"), row(&whole, "steps"));
+    assert_eq!(row(&merged_out, "deliveries"), row(&whole, "deliveries"));
+    assert!(
+        row(&merged_out, "seeds").unwrap().contains("every seed"),
+        "{merged_out}"
+    );
+
+    // A missing slice is named, not merged quietly.
+    let partial = sim(&[
+        "merge",
+        files[0].to_str().unwrap(),
+        files[1].to_str().unwrap(),
+    ]);
+    assert_eq!(code(&partial), 2);
+    assert!(
+        stderr(&partial).contains("cover 6 of the 9 seeds"),
+        "{}",
+        stderr(&partial)
+    );
+    for path in files {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn shrink_writes_the_shrunk_runs_timeline_with_its_violation() {
+    let path = temp_file("shrunk-timeline.html");
+    let output = sim(&[
+        "shrink",
+        "scenarios/fan-in.toml",
+        "--seed",
+        "0",
+        "--attempts",
+        "100",
+        "--timeline",
+        path.to_str().unwrap(),
+        "--mutation",
+        "gate-ignores-claims",
+    ]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    let html = std::fs::read_to_string(&path).expect("the timeline file");
+    let _ = std::fs::remove_file(&path);
+    assert!(html.contains("class=\"violation-band\""));
+    assert!(html.contains("<ul class=\"violations\">\n<li>I1 causal delivery"));
+    assert!(
+        html.contains("\nstamp {payments-"),
+        "deliveries show their stamps"
+    );
+}

@@ -1,0 +1,256 @@
+//! Failure reports centred on the violation: the checker names the records
+//! each violation is about, and the story of a shrunk planted bug tells the
+//! violating delivery and the claimed records' events, however far apart
+//! they are in the trace.
+
+use parsley::mutation::Mutation;
+use parsley_sim::sim::checker::{Gate, Invariant, Relation, Violation};
+use parsley_sim::sim::report::{shrink_failure, story_of, Failure};
+use parsley_sim::sim::trace::{Entry, Event};
+use parsley_sim::sim::RunOutcome;
+use parsley_examples::planted::PLANTED;
+
+mod shipped;
+
+/// The first of the scenario's first 50 seeds that violates `invariant`
+/// with `planted` planted, and that violation.
+fn caught(planted: Mutation, name: &str, invariant: Invariant) -> (RunOutcome, Violation) {
+    let simulation = shipped::planted(&shipped::scenario(name), Some(planted));
+    let start = simulation.seeds().start;
+    let found = (start..start + 50).find_map(|seed| {
+        let outcome = simulation.run_seed(seed);
+        let violation = outcome
+            .violations
+            .iter()
+            .find(|violation| violation.invariant == invariant)
+            .cloned()?;
+        Some((outcome, violation))
+    });
+    found.unwrap_or_else(|| panic!("{} is not caught by {invariant}", planted.name()))
+}
+
+/// The fan-in with the gate ignoring claims, seed 0, shrunk.
+fn shrunk_fan_in() -> Failure {
+    let simulation = shipped::planted(
+        &shipped::scenario("fan-in"),
+        Some(Mutation::GateIgnoresClaims),
+    );
+    let original = simulation.run_seed(0);
+    let failure = shrink_failure(&simulation, original, 300);
+    let failure = failure.expect("the planted bug fails seed 0");
+    assert_eq!(failure.invariant, Invariant::I1);
+    failure
+}
+
+/// The report's notion of an event worth a line: not fetches, clock moves
+/// or quiet tick checks.
+fn told(entry: &Entry) -> bool {
+    !matches!(
+        entry.event,
+        Event::Fetched { .. }
+            | Event::ClockAdvanced { .. }
+            | Event::TickChecked { emitted: None, .. }
+    )
+}
+
+#[test]
+fn a_causal_delivery_violation_names_the_delivery_its_stamp_and_its_claims() {
+    let (outcome, violation) = caught(Mutation::GateIgnoresClaims, "fan-in", Invariant::I1);
+    let at = violation.at().expect("I1 names the task instance");
+    let (tp, offset) = violation.record.clone().expect("I1 names the delivery");
+    let stamp = violation.stamp.clone().expect("I1 names the stamp");
+    // The entry it points at is that delivery, on that instance.
+    let entry = &outcome.trace[violation.entry_in(&outcome.trace).unwrap()];
+    assert_eq!(entry.step, violation.step);
+    assert!(
+        matches!(&entry.event, Event::Delivered { at: by, tp: t, offset: o, .. }
+            if *by == at && *t == tp && *o == offset),
+        "{violation}: the entry is {}",
+        entry.event
+    );
+    // Every claim is named once, and the unresolved one is the message's.
+    let claims: Vec<_> = violation
+        .related
+        .iter()
+        .map(|related| parsley::Claim::new(related.tp.clone(), related.offset))
+        .collect();
+    assert_eq!(claims, stamp.claims().to_vec());
+    let unresolved: Vec<_> = violation
+        .related
+        .iter()
+        .filter(|related| related.relation == Relation::Unresolved)
+        .collect();
+    assert_eq!(unresolved.len(), 1, "{violation}");
+    let claim = unresolved[0];
+    let named = format!("its claim {}@{} was delivered", claim.tp, claim.offset);
+    assert!(violation.message.contains(&named), "{violation}");
+    // Where it was: the gate had not passed it, and no delivery of it by the
+    // violating instance came before.
+    assert_ne!(claim.gate, Some(Gate::Delivered), "{violation}");
+    assert!(
+        claim
+            .deliveries
+            .iter()
+            .all(|delivery| !(delivery.before && delivery.at == at)),
+        "{violation}: {:?}",
+        claim.deliveries
+    );
+    assert!(
+        claim.status.is_some(),
+        "fan-in orders claim logged payments"
+    );
+}
+
+#[test]
+fn every_planted_bug_is_reported_on_a_task_and_a_record() {
+    for (planted, name, invariant) in PLANTED {
+        let (outcome, violation) = caught(planted, name, invariant);
+        assert!(
+            violation.task.is_some(),
+            "{}: {violation} names no task",
+            planted.name()
+        );
+        // Lost ticks and wrong state are about a tick check and a slot, not
+        // about one record.
+        let about_a_record = !matches!(
+            violation.message.as_str(),
+            message if message.contains("emitted no tick") || message.contains("committed slot")
+        );
+        if !about_a_record {
+            continue;
+        }
+        let (tp, offset) = violation
+            .record
+            .clone()
+            .unwrap_or_else(|| panic!("{}: {violation} names no record", planted.name()));
+        let entry = &outcome.trace[violation.entry_in(&outcome.trace).unwrap()];
+        assert!(
+            entry.event.concerns(&tp, offset),
+            "{}: {violation} points at {}",
+            planted.name(),
+            entry.event
+        );
+        match invariant {
+            Invariant::I5 => {
+                assert!(violation.stamp.is_some(), "{violation}");
+                let delivering = violation
+                    .related
+                    .iter()
+                    .find(|related| related.relation == Relation::Delivering);
+                // An emission names the delivery it was made in; a tick,
+                // made at a tick check, names none.
+                match (&entry.event, delivering) {
+                    (Event::Delivered { tp, offset, .. }, Some(delivering)) => assert!(
+                        *tp == delivering.tp && *offset == delivering.offset,
+                        "{violation}: {}",
+                        entry.event
+                    ),
+                    (Event::TickChecked { .. }, None) => {}
+                    (event, _) => panic!("{violation}: {event}"),
+                }
+            }
+            Invariant::I1 => assert!(!violation.related.is_empty(), "{violation}"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn the_shrunk_story_tells_the_violating_delivery_and_the_claimed_records() {
+    let failure = shrunk_fan_in();
+    let trace = &failure.shrunk.trace;
+    let violation = failure
+        .shrunk
+        .violations
+        .iter()
+        .find(|violation| violation.invariant == Invariant::I1)
+        .expect("the shrunk run violates I1");
+    let (tp, offset) = violation.record.clone().expect("I1 names the delivery");
+    // A small window, so that what lies outside it must come from the
+    // records the violation names.
+    let events_max = 6;
+    let story = story_of(trace, Some(violation), events_max);
+    let centre = violation.entry_in(trace).unwrap();
+    let lines: Vec<&str> = story.lines().collect();
+    let marked = |mark: &str, what: &str| {
+        lines
+            .iter()
+            .any(|line| line.starts_with(mark) && line.contains(what))
+    };
+    assert!(
+        marked(" > step", &format!("delivered {tp}@{offset} ")),
+        "no violating delivery in\n{story}"
+    );
+    assert!(
+        marked(" * step", &format!("input {tp}@{offset}")),
+        "the delivered record's production is missing in\n{story}"
+    );
+    let unresolved: Vec<_> = violation
+        .related
+        .iter()
+        .filter(|related| related.relation == Relation::Unresolved)
+        .collect();
+    assert!(!unresolved.is_empty(), "{violation}");
+    for claim in unresolved {
+        let record = format!("{}@{}", claim.tp, claim.offset);
+        let head = format!("    {record} (unresolved claim): {}", claim.whereabouts());
+        assert!(lines.contains(&head.as_str()), "no {head:?} in\n{story}");
+        // Its production, far before the window: more told events lie
+        // between it and the violating delivery than the window holds.
+        let produced = trace
+            .iter()
+            .position(|entry| {
+                matches!(&entry.event, Event::InputProduced { tp, offset, .. }
+                    if *tp == claim.tp && *offset == claim.offset)
+            })
+            .expect("the claimed payment was produced");
+        let between = trace[produced..centre].iter().filter(|e| told(e)).count();
+        assert!(
+            between > events_max,
+            "the test needs the claim far from the violation: {between} events apart"
+        );
+        assert!(
+            marked(" * step", &format!("input {record}")),
+            "{record}'s production is missing in\n{story}"
+        );
+        for delivery in &claim.deliveries {
+            let line = format!("step {:>5}", delivery.step);
+            assert!(
+                lines.iter().any(|l| l.contains(&line)
+                    && l.contains(&format!("{} delivered {record} ", delivery.at))),
+                "{record}'s delivery at step {} is missing in\n{story}",
+                delivery.step
+            );
+        }
+    }
+    // What was left out is counted, and the story stays short.
+    assert!(story.contains("  … "), "{story}");
+    assert!(lines.len() < 3 * events_max + 10, "{story}");
+}
+
+#[test]
+fn the_report_of_a_shrunk_failure_is_centred_on_its_violation() {
+    let failure = shrunk_fan_in();
+    let replays = [("Replay", "a checked command".to_string())];
+    let report = parsley_sim::sim::report::render("scenarios/fan-in.toml", &failure, &replays);
+    let violation = failure
+        .shrunk
+        .violations
+        .iter()
+        .find(|violation| violation.invariant == failure.invariant)
+        .unwrap();
+    let (tp, offset) = violation.record.clone().unwrap();
+    assert!(
+        report.lines().any(|line| line.starts_with(" > step")
+            && line.contains(&format!("delivered {tp}@{offset} "))),
+        "{report}"
+    );
+    assert!(
+        report.contains("where its records were at step"),
+        "{report}"
+    );
+    assert!(
+        report.ends_with("\nReplay: a checked command\n"),
+        "{report}"
+    );
+}
