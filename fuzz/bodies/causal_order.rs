@@ -1,5 +1,5 @@
 //! The body of the `causal_order` fuzz target, shared with the stable test
-//! suite (`sim/tests/fuzz_corpus.rs`), which runs it over the checked-in
+//! suite (`examples/topologies/tests/fuzz_corpus.rs`), which runs it over the checked-in
 //! corpus.
 //!
 //! The fuzzer's bytes drive one whole simulated run: the first
@@ -9,7 +9,6 @@
 //! the tape every choice is the simplest one, so short inputs are short,
 //! fault-free stories.
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 use parsley_sim::sim::Simulation;
@@ -24,18 +23,16 @@ pub const SAFETY_STEPS: u64 = 400;
 /// to quiesce (I8).
 pub const LIVENESS_STEPS: u64 = 3_000;
 
-/// The five scenarios' simulations, read once per process from `scenarios/`
-/// beside the crate that includes this file (the fuzz crate or `sim`), with
-/// the budgets shortened.
+/// The five scenarios' simulations, read once per process from the
+/// repository's `scenarios/`, with the budgets shortened.
 pub fn simulations() -> &'static [Simulation] {
     static LOADED: OnceLock<Vec<Simulation>> = OnceLock::new();
     LOADED.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
         let registry = parsley_examples::registry();
         SCENARIOS
             .iter()
             .map(|name| {
-                let path = dir.join(format!("{name}.toml"));
+                let path = parsley_examples::scenario_path(name);
                 let mut scenario = registry
                     .load(&path)
                     .unwrap_or_else(|error| panic!("{error}"));

@@ -1,5 +1,5 @@
 //! The body of the `stamp_decode` fuzz target, shared with the stable test
-//! suite (`sim/tests/fuzz_corpus.rs`), which runs it over the checked-in
+//! suite (`examples/topologies/tests/fuzz_corpus.rs`), which runs it over the checked-in
 //! corpus: one copy of what the target checks, two ways to feed it.
 //!
 //! Bad input (docs/RULES.md#bad-input) and the header codec's contract: the decoder never panics, whatever

@@ -4,7 +4,7 @@
 //!
 //! Each test builds a small application under unique names, so they run in
 //! parallel on one broker. The example topologies run live in
-//! `sim/tests/live_examples.rs` (conformance, kill -9, broker restart).
+//! `examples/topologies/tests/live_examples.rs` (conformance, kill -9, broker restart).
 
 mod support;
 

@@ -88,7 +88,7 @@ struct Common {
     /// The scenario file (TOML, see scenarios/README.md).
     scenario: PathBuf,
     /// Plant a bug (parsley::mutation) to show the checker catching it.
-    /// Needs a binary built with `--features cli,mutations`.
+    /// Needs a binary built with parsley's `mutations` feature.
     #[arg(long, value_name = "NAME")]
     mutation: Option<String>,
 }
@@ -675,8 +675,8 @@ fn resolve_mutation(name: Option<&str>) -> Result<Option<Mutation>, CliError> {
     if !parsley::mutation::AVAILABLE {
         return Err(CliError(format!(
             "--mutation {name}: this binary was built without planted bugs; \
-             build it with `--features cli,mutations`, e.g. \
-             cargo run -p parsley-sim --features cli,mutations -- run SCENARIO --mutation {name}"
+             build it with parsley's `mutations` feature, e.g. for the examples' runner \
+             cargo run -p parsley-examples --features mutations -- run SCENARIO --mutation {name}"
         )));
     }
     Mutation::from_name(name).map(Some).ok_or_else(|| {

@@ -1,6 +1,6 @@
 //! The core's speed and size figures, printed as a table.
 //!
-//! `cargo bench -p parsley-sim --bench core`
+//! `cargo bench -p parsley-examples --bench core`
 //!
 //! Figures are best-of-N wall-clock measurements on one thread; compare them
 //! with each other and with the targets, not across machines.
@@ -237,7 +237,7 @@ fn main() {
     // `cargo test --benches` runs bench targets with `--bench`-less args; only
     // measure under `cargo bench`.
     if !std::env::args().any(|arg| arg == "--bench") {
-        println!("run with `cargo bench -p parsley-sim --bench core`");
+        println!("run with `cargo bench -p parsley-examples --bench core`");
         return;
     }
     let (checks_per_second, ns_per_claim) = gate_check_ns_per_claim();

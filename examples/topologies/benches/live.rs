@@ -15,7 +15,7 @@
 //!
 //! ```text
 //! export "$(bash scripts/kafka/broker.sh start)"
-//! cargo bench -p parsley-sim --features live --bench live
+//! cargo bench -p parsley-examples --features live --bench live
 //! ```
 //! `PARSLEY_BENCH_RECORDS` (default 300000), `PARSLEY_BENCH_ROUNDS` (default
 //! 3) and `PARSLEY_BENCH_RATE` (inputs per second in the latency run,
@@ -28,16 +28,16 @@ use std::time::{Duration, Instant};
 
 use parsley::assembly::Assembly;
 use parsley::{RecordData, Tp};
-use parsley_live::runtime::wall_clock_ms;
-use parsley_live::{
-    assemble_on, create_topics, test_broker, Isolation, LiveClient, LiveConfig, Runtime,
-    RuntimeConfig,
-};
 use parsley_examples::live::{plan_inputs, produce_inputs};
 use parsley_examples::namespaced;
 use parsley_examples::ExampleTopology;
 use parsley_examples::Order;
 use parsley_examples::TopologyName;
+use parsley_live::runtime::wall_clock_ms;
+use parsley_live::{
+    assemble_on, create_topics, test_broker, Isolation, LiveClient, LiveConfig, Runtime,
+    RuntimeConfig,
+};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;

@@ -1,6 +1,6 @@
 //! The simulator's speed, and how fast it finds each planted bug.
 //!
-//! `cargo bench -p parsley-sim --bench simulator`
+//! `cargo bench -p parsley-examples --bench simulator`
 //!
 //! Further arguments keep only the rows whose name contains one of them
 //! (`-- "1000 inputs"`, `-- planted`), for profiling one row.
@@ -9,13 +9,12 @@
 //! per seed, on one thread. Then, for each planted bug, the wall time until
 //! the first failing seed, over 20 different seed ranges: median and max.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use parsley::mutation;
+use parsley_examples::planted::PLANTED;
 use parsley_sim::sim::scenario::Scenario;
 use parsley_sim::sim::{run_seed, Invariant, Simulation};
-use parsley_examples::planted::PLANTED;
 
 /// Every record the simulator moves allocates; mimalloc is far cheaper at
 /// that than the system allocator (BENCHMARKS.md).
@@ -23,9 +22,7 @@ use parsley_examples::planted::PLANTED;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn scenario(name: &str) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios")
-        .join(format!("{name}.toml"));
+    let path = parsley_examples::scenario_path(name);
     parsley_examples::registry()
         .load(&path)
         .unwrap_or_else(|error| panic!("{error}"))
@@ -75,7 +72,7 @@ fn time_to_detection(scenario: &Simulation, first: u64, invariant: Invariant) ->
 
 fn main() {
     if !std::env::args().any(|arg| arg == "--bench") {
-        println!("run with `cargo bench -p parsley-sim --bench simulator`");
+        println!("run with `cargo bench -p parsley-examples --bench simulator`");
         return;
     }
     let filters: Vec<String> = std::env::args()

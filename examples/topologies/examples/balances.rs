@@ -1,7 +1,7 @@
 //! Runs the seed's `balances` topology under the test driver and prints what
 //! it emitted: four partitions, a few accounts, three minutes of wall clock.
 //!
-//! `cargo run -p parsley-sim --example balances`
+//! `cargo run -p parsley-examples --example balances`
 
 use std::time::Duration;
 

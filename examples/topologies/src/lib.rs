@@ -29,6 +29,14 @@ pub use example::{
 };
 pub use simulations::registry;
 
+/// The shipped scenario file `scenarios/<name>.toml` of the repository,
+/// wherever the caller is built from (this crate's tests, the fuzz crate).
+pub fn scenario_path(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(format!("{name}.toml"))
+}
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};

@@ -3,9 +3,9 @@
 //! runs are deterministic (I9).
 
 use parsley::mutation::Mutation;
+use parsley_examples::planted::PLANTED;
 use parsley_sim::sim::trace::Event;
 use parsley_sim::sim::{Invariant, Simulation};
-use parsley_examples::planted::PLANTED;
 
 mod shipped;
 
@@ -34,7 +34,7 @@ fn every_scenario_passes_its_whole_seed_range() {
         let simulation = load(&name);
         let summary = simulation.check_seeds(simulation.seeds());
         if let Some(failure) = summary.failure {
-            panic!("{failure}\nshrink it: cargo run -p parsley-sim --features cli -- shrink scenarios/{name}.toml --seed SEED");
+            panic!("{failure}\nshrink it: cargo run -p parsley-examples -- shrink scenarios/{name}.toml --seed SEED");
         }
         let missed = shipped::missed(&name, &summary.stats.marks);
         assert!(missed.is_empty(), "{name} never reached {missed:?}");

@@ -483,7 +483,7 @@ fn a_shrunk_run_is_drawn_on_its_real_steps_and_times() {
 }
 
 /// Writes the picture of one run for a person to look at:
-/// `TIMELINE_EXAMPLE=$PWD/target/timeline-example.html cargo test -p parsley-sim --test timeline`
+/// `TIMELINE_EXAMPLE=$PWD/target/timeline-example.html cargo test -p parsley-examples --test timeline`
 /// (`TIMELINE_SEED=n` picks the seed, `TIMELINE_FULL=1` keeps the scenario's
 /// full budget: a long, compressed picture).
 #[test]

@@ -2,19 +2,12 @@
 //! `parsley-sim` binary loads them.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-
 use parsley::mutation::Mutation;
 use parsley_sim::sim::scenario::Scenario;
 use parsley_sim::sim::world::Marks;
 use parsley_sim::sim::Simulation;
 
-/// `scenarios/<name>.toml`.
-pub fn scenario_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios")
-        .join(format!("{name}.toml"))
-}
+pub use parsley_examples::scenario_path;
 
 /// The shipped scenario `name`.
 pub fn scenario(name: &str) -> Scenario {
