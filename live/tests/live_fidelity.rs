@@ -1,5 +1,5 @@
 //! Model fidelity: the transactional cases of the in-memory Kafka model
-//! (`sim/src/model/tests.rs`), run against a real broker through the live
+//! (`sim/src/model/tests/`), run against a real broker through the live
 //! adapter, asserting the same observations.
 //!
 //! The root crate cannot depend on `parsley-sim` (it depends on us), so each

@@ -48,7 +48,7 @@ fn diamond_seeds_per_second() {
         .ok()
         .and_then(|seeds| seeds.parse().ok())
         .unwrap_or(200);
-    let simulation = parsley_sim::topologies::registry()
+    let simulation = parsley_examples::registry()
         .simulation_with("diamond", &diamond_settings())
         .unwrap()
         .build()
