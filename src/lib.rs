@@ -111,6 +111,13 @@ pub mod mutation;
 pub mod text;
 pub mod timer;
 
+/// Any error a user's code hands back to a driver that only reports it: a
+/// simulation's property or app factory, a live app's factory or producer.
+/// A `String` or `&str` converts with `?` or `.into()`. One definition for
+/// every crate, so a user's helper returning it serves the harness and the
+/// runtime alike.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The examples of `docs/RULES.md`, run as doc tests so the rules reference
 /// cannot drift from the API.
 #[cfg(doctest)]

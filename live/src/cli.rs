@@ -102,8 +102,9 @@ use crate::{
     Runtime, RuntimeConfig, RuntimeError, BOOTSTRAP_ENV,
 };
 
-/// An error of a user's application factory or producer.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// An error of a user's application factory or producer
+/// ([`parsley::BoxError`]).
+pub use parsley::BoxError;
 
 /// What a registered producer returns: how many records it wrote.
 pub type ProduceFuture = Pin<Box<dyn Future<Output = Result<usize, BoxError>> + Send>>;

@@ -450,3 +450,32 @@ fn tick_report_prints_i64_values_as_numbers() {
            count/0    -> totals-0@2  key null  value 2  stamp {words-0@0, words-count-ticks-0@2}
     ");
 }
+
+/// §9.2: the driver lists the topics the application's tasks wrote to —
+/// sinks, changelogs and tick topics, never the input the test piped — and
+/// the list grows with what the tasks write.
+#[test]
+fn produced_topics_lists_what_the_tasks_wrote() {
+    let app = word_count();
+    let driver = driver(&app);
+    assert!(driver.produced_topics().is_empty(), "nothing written yet");
+
+    driver.input(&app.words).unwrap().pipe("a", 1).unwrap();
+    assert_eq!(
+        driver.produced_topics(),
+        ["counts", "words-count-state-changelog"]
+    );
+
+    driver.input(&app.lines).unwrap().pipe("a", "hi").unwrap();
+    driver.advance_wall_clock(Duration::from_secs(60)).unwrap();
+    assert_eq!(
+        driver.produced_topics(),
+        [
+            "counts",
+            "shouts",
+            "totals",
+            "words-count-state-changelog",
+            "words-count-ticks"
+        ]
+    );
+}

@@ -164,6 +164,27 @@ fn simulation(shop: Shop) -> parsley_sim::sim::SimulationBuilder {
                 Ok(())
             }
         })
+        .property("device's key slots are exactly the keys viewed", {
+            let views = views.clone();
+            move |run| {
+                let mut slots: BTreeMap<String, i64> = BTreeMap::new();
+                for partition in 0..run.partitions(&views)? {
+                    for (key, count) in run.key_slots::<i64, _, _>("device", &views, partition)? {
+                        if slots.insert(key.clone(), count).is_some() {
+                            return Err(format!("{key} has a slot on two partitions").into());
+                        }
+                    }
+                }
+                let viewed: BTreeMap<String, i64> = views_by_key(run, &views)
+                    .into_iter()
+                    .map(|(key, (count, _))| (key, count))
+                    .collect();
+                match slots == viewed {
+                    true => Ok(()),
+                    false => Err(format!("slots {slots:?}, committed views {viewed:?}").into()),
+                }
+            }
+        })
         .sometimes("an instance crashed", |run| Ok(run.stats().crashes > 0))
         .sometimes("a report was emitted", {
             let reports = reports.clone();

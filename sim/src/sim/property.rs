@@ -13,9 +13,9 @@ use crate::host::TaskHost;
 use crate::model::{Cluster, Isolation};
 use crate::sim::world::Stats;
 
-/// Any error a property returns; a `String` or `&str` converts with `?` or
-/// `.into()`.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// Any error a property returns ([`parsley::BoxError`]); a `String` or
+/// `&str` converts with `?` or `.into()`.
+pub use parsley::BoxError;
 
 /// What a property returns: `Err` says what is wrong.
 pub type PropertyResult = Result<(), BoxError>;

@@ -1321,11 +1321,6 @@ impl World {
         hosts
     }
 
-    /// Whether faults and inputs have stopped (the liveness phase, I8).
-    pub fn is_live_phase(&self) -> bool {
-        self.live
-    }
-
     /// The tasks that stopped, with where (for the checker's I8 exemption).
     pub fn stopped(&self) -> Vec<(TaskId, Tp, u64)> {
         let mut stopped = Vec::new();
