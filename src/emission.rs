@@ -111,12 +111,6 @@ impl<S> Step<S> {
         self.emissions.push(emission);
         self
     }
-
-    /// Adds several emissions.
-    pub fn emit_all(mut self, emissions: impl IntoIterator<Item = Emission>) -> Self {
-        self.emissions.extend(emissions);
-        self
-    }
 }
 
 /// The most emissions a list kept for reuse may have room for.
