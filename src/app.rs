@@ -377,6 +377,16 @@ impl App {
         })
     }
 
+    /// The stage whose state changelog (S5) `topic` is, if any: drivers ask
+    /// the application for a topic's role instead of reading its name.
+    pub fn changelog_owner(&self, topic: &str) -> Option<&StagePlan> {
+        self.stages.iter().find(|plan| {
+            plan.changelog
+                .as_ref()
+                .is_some_and(|changelog| changelog.as_str() == topic)
+        })
+    }
+
     /// C1 and C2 over every topic any stage names.
     fn check_topics(&self) -> Result<(), CompositionError> {
         let mut derived: BTreeMap<&str, (&'static str, &str)> = BTreeMap::new();
@@ -462,6 +472,39 @@ mod tests {
 
     fn relay(name: &str, source: &Topic<String, i64>) -> Stage {
         Stage::named(name).on(source, |_| Vec::new()).build()
+    }
+
+    /// S5, T2: a topic's role comes from the application, not from its
+    /// name: a stateful stage owns its changelog and a ticking one its tick
+    /// topic; a source named like a changelog is no changelog.
+    #[test]
+    fn s5_t2_the_app_names_each_derived_topics_owner() {
+        let lookalike: Topic<String, i64> = Topic::new("other-state-changelog");
+        let counts = Stage::named("counts")
+            .state(Json, || 0i64)
+            .on(&orders(), |count: i64, _order| Step::of(count + 1))
+            .ticks(Duration::from_secs(60), |_tick| Vec::new())
+            .build();
+        let app = Parsley::named("shop")
+            .stage(counts)
+            .stage(relay("relay", &lookalike))
+            .build()
+            .unwrap();
+        let owner = |plan: Option<&StagePlan>| plan.map(|plan| plan.name().to_string());
+        assert_eq!(
+            owner(app.changelog_owner("shop-counts-state-changelog")),
+            Some("counts".into())
+        );
+        assert_eq!(
+            owner(app.tick_topic_owner("shop-counts-ticks")),
+            Some("counts".into())
+        );
+        assert_eq!(owner(app.changelog_owner("shop-counts-ticks")), None);
+        assert_eq!(owner(app.changelog_owner("other-state-changelog")), None);
+        assert_eq!(
+            owner(app.changelog_owner("shop-relay-state-changelog")),
+            None
+        );
     }
 
     /// C1: stage names are unique in an application.

@@ -219,7 +219,7 @@ impl TaskHost {
         sent.reserve(records.len());
         for record in records.drain(..) {
             if mutation::active(Mutation::EmissionsOutsideTransaction)
-                && !record.tp.topic.as_str().ends_with("-state-changelog")
+                && self.task.changelog_tp() != Some(&record.tp)
             {
                 let offset = cluster.append(&record.tp, record.data)?;
                 sent.push(Sent {

@@ -279,11 +279,13 @@ fn clock(at: i64, origin: i64) -> String {
 /// Renders the tick-related events: each tick's emission (time, record,
 /// stamp), any hold, and its delivery with what the delivery emitted (read
 /// back from `cluster`'s logs).
-/// Changelog writes are left out. Times are relative to `origin`. Keys and
+/// Writes to `app`'s changelogs are left out. Times are relative to `origin`. Keys and
 /// values print as text when they are printable UTF-8, as hex otherwise;
 /// [`crate::TestDriver::tick_report`] also prints `I64` ones as numbers.
-pub fn render_ticks(trace: &[TraceEvent], origin: i64, cluster: &Cluster) -> String {
-    render_ticks_with(trace, origin, cluster, |_, _, bytes| render_bytes(bytes))
+pub fn render_ticks(trace: &[TraceEvent], origin: i64, cluster: &Cluster, app: &App) -> String {
+    render_ticks_with(trace, origin, cluster, app, |_, _, bytes| {
+        render_bytes(bytes)
+    })
 }
 
 /// [`render_ticks`], with the keys and values of topics `app` declares with
@@ -294,7 +296,7 @@ pub(crate) fn render_ticks_decoded(
     cluster: &Cluster,
     app: &App,
 ) -> String {
-    render_ticks_with(trace, origin, cluster, |topic, part, bytes| {
+    render_ticks_with(trace, origin, cluster, app, |topic, part, bytes| {
         let codecs = app
             .declaration(topic)
             .and_then(TopicRef::codecs)
@@ -316,6 +318,7 @@ fn render_ticks_with(
     trace: &[TraceEvent],
     origin: i64,
     cluster: &Cluster,
+    app: &App,
     render: impl Fn(&str, RecordPart, Option<&[u8]>) -> String,
 ) -> String {
     let mut out = String::new();
@@ -363,7 +366,7 @@ fn render_ticks_with(
                 );
                 for (sent_tp, sent_offset) in sent
                     .iter()
-                    .filter(|(sent_tp, _)| !sent_tp.topic.as_str().ends_with("-state-changelog"))
+                    .filter(|(sent_tp, _)| app.changelog_owner(sent_tp.topic.as_str()).is_none())
                 {
                     let Some(data) = cluster
                         .log(sent_tp)
