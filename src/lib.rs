@@ -79,7 +79,7 @@ mod chunks;
 pub mod record;
 pub mod tp;
 
-pub use record::{ConsumedRecord, Header, ProducedRecord, RecordData};
+pub use record::{ConsumedRecord, Header, Isolation, ProducedRecord, RecordData};
 pub use tp::{TopicName, Tp};
 pub mod header;
 pub mod stamp;

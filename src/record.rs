@@ -60,3 +60,49 @@ pub struct ProducedRecord {
     /// What the record holds.
     pub data: RecordData,
 }
+
+/// Which records a fetch may return, as Kafka's `isolation.level`: one
+/// definition for the harness's Kafka model and the live client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// Only records of committed transactions and plain records, and only
+    /// below the last stable offset. What every Parsley consumer uses.
+    ReadCommitted,
+    /// Every data record up to the high watermark, including those of open and
+    /// aborted transactions.
+    ReadUncommitted,
+}
+
+impl Isolation {
+    /// The offset a fetch reads up to: the last stable offset under
+    /// `read_committed`, the high watermark under `read_uncommitted`.
+    pub fn read_limit(self, last_stable_offset: u64, high_watermark: u64) -> u64 {
+        match self {
+            Isolation::ReadCommitted => last_stable_offset,
+            Isolation::ReadUncommitted => high_watermark,
+        }
+    }
+
+    /// The value of librdkafka's and Kafka's `isolation.level` property.
+    pub fn property(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
+}
+
+#[cfg(test)]
+mod isolation_tests {
+    use super::Isolation;
+
+    /// §9.1: `read_committed` stops at the last stable offset, which an open
+    /// transaction holds back; `read_uncommitted` reads to the high watermark.
+    #[test]
+    fn read_committed_stops_at_the_last_stable_offset() {
+        assert_eq!(Isolation::ReadCommitted.read_limit(3, 7), 3);
+        assert_eq!(Isolation::ReadUncommitted.read_limit(3, 7), 7);
+        assert_eq!(Isolation::ReadCommitted.property(), "read_committed");
+        assert_eq!(Isolation::ReadUncommitted.property(), "read_uncommitted");
+    }
+}

@@ -16,16 +16,9 @@
 
 use parsley::{ConsumedRecord, RecordData};
 
-/// Which records a fetch may return, as Kafka's `isolation.level`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Isolation {
-    /// Only records of committed transactions and plain records, and only
-    /// below the last stable offset. What every Parsley consumer uses.
-    ReadCommitted,
-    /// Every data record up to the high watermark, including those of open and
-    /// aborted transactions.
-    ReadUncommitted,
-}
+/// Which records a fetch may return, as Kafka's `isolation.level`: the
+/// core's, shared with the live client.
+pub use parsley::Isolation;
 
 /// The outcome a transaction control marker records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -507,10 +500,7 @@ impl PartitionLog {
         let high_watermark = self.high_watermark();
         let last_stable_offset = self.last_stable_offset();
         debug_assert!(from <= high_watermark);
-        let upper = match isolation {
-            Isolation::ReadCommitted => last_stable_offset,
-            Isolation::ReadUncommitted => high_watermark,
-        };
+        let upper = isolation.read_limit(last_stable_offset, high_watermark);
         let mut next_offset = from;
         let mut taken = 0;
         if from < upper {
