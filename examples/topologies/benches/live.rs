@@ -28,16 +28,16 @@ use std::time::{Duration, Instant};
 
 use parsley::assembly::Assembly;
 use parsley::{RecordData, Tp};
-use parsley_live::runtime::wall_clock_ms;
-use parsley_live::{
-    assemble_on, create_topics, test_broker, Isolation, LiveClient, LiveConfig, Runtime,
-    RuntimeConfig,
-};
 use parsley_examples::live::{plan_inputs, produce_inputs};
 use parsley_examples::namespaced;
 use parsley_examples::ExampleTopology;
 use parsley_examples::Order;
 use parsley_examples::TopologyName;
+use parsley_live::runtime::wall_clock_ms;
+use parsley_live::{
+    assemble_on, create_topics, test_broker, Isolation, LiveClient, LiveConfig, Runtime,
+    RuntimeConfig,
+};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;

@@ -15,7 +15,6 @@ use rand_core::{RngCore, SeedableRng};
 use crate::example::ExampleTopology;
 use crate::TopologyName;
 
-
 /// One input record of a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedInput {

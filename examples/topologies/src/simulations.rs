@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
+use crate::{
+    ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics, RegroupTopics,
+    SessionTopics, TimerTopics, TopologyName,
+};
 use parsley_sim::sim::property::BoxError;
 use parsley_sim::sim::{Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
-use crate::{
-    TopologyName,     ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics,
-    RegroupTopics, SessionTopics, TimerTopics,
-};
 
 /// An amount the examples accept.
 fn amount(draw: &mut Draw<'_>) -> i64 {

@@ -12,11 +12,11 @@ use parsley::record::ConsumedRecord;
 use parsley::{
     assemble, App, Assembly, Claim, DeadLetter, DeadLetterKind, Header, Parsley, Stamp, Tp,
 };
+use parsley_examples::{ChainTopics, FanInTopics, Order, PaymentsTopics};
 use parsley_sim::audit::{audit, committed_logs, AuditReport, CommittedLogs, LogBounds};
 use parsley_sim::sim::scenario::Scenario;
 use parsley_sim::sim::world::World;
 use parsley_sim::sim::{Choices, Invariant};
-use parsley_examples::{ChainTopics, FanInTopics, Order, PaymentsTopics};
 use parsley_sim::{TestDriver, TestRecord};
 
 mod shipped;
@@ -670,7 +670,9 @@ const DLQ: &str = "payments-balances-dlq";
 fn dead_letter_run() -> (App, TestDriver, PaymentsTopics) {
     let topics = PaymentsTopics::new();
     let app = Parsley::named("payments")
-        .stage(parsley_examples::balances_stage_dead_letters(&topics, MINUTE))
+        .stage(parsley_examples::balances_stage_dead_letters(
+            &topics, MINUTE,
+        ))
         .build()
         .unwrap();
     let driver = TestDriver::builder(&app)

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use live_common::{set_up, terminate};
 use parsley::{Codec, I64};
-use parsley_live::{read_committed, test_broker, wait_caught_up, ReadBack, Runtime, RuntimeConfig};
 use parsley_examples::{SessionTopics, TopologyName};
+use parsley_live::{read_committed, test_broker, wait_caught_up, ReadBack, Runtime, RuntimeConfig};
 
 /// One bounce at a time: the tests of this file share the broker.
 static BROKER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -21,11 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parsley::assemble;
+use parsley_examples::namespaced;
+use parsley_examples::TopologyName;
 use parsley_live::{final_state, keyed_outputs, read_committed, ReadBack};
 use parsley_live::{test_broker, Runtime, RuntimeConfig};
 use parsley_sim::audit::{committed_logs, CommittedLogs};
-use parsley_examples::namespaced;
-use parsley_examples::TopologyName;
 use parsley_sim::TestDriver;
 use rand_core::{RngCore, SeedableRng};
 

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parsley::record::RecordData;
 use parsley::Tp;
-use parsley_live::{read_committed, task_status, test_broker, Isolation};
 use parsley_examples::TopologyName;
+use parsley_live::{read_committed, task_status, test_broker, Isolation};
 
 mod live_common;
 

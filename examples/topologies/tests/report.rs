@@ -4,11 +4,11 @@
 //! they are in the trace.
 
 use parsley::mutation::Mutation;
+use parsley_examples::planted::PLANTED;
 use parsley_sim::sim::checker::{Gate, Invariant, Relation, Violation};
 use parsley_sim::sim::report::{shrink_failure, story_of, Failure};
 use parsley_sim::sim::trace::{Entry, Event};
 use parsley_sim::sim::RunOutcome;
-use parsley_examples::planted::PLANTED;
 
 mod shipped;
 

@@ -3,9 +3,9 @@
 //! runs are deterministic (I9).
 
 use parsley::mutation::Mutation;
+use parsley_examples::planted::PLANTED;
 use parsley_sim::sim::trace::Event;
 use parsley_sim::sim::{Invariant, Simulation};
-use parsley_examples::planted::PLANTED;
 
 mod shipped;
 

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use common::{deliveries, MINUTE, START};
 use parsley::{assemble, Parsley, Stage, TaskConfig, Topic, Tp};
+use parsley_examples::{balances, Order, PaymentsTopics};
 use parsley_sim::host::{CommitOutcome, TaskHost};
 use parsley_sim::model::{Cluster, ModelError};
-use parsley_examples::{balances, Order, PaymentsTopics};
 use parsley_sim::{TestDriver, TestRecord};
 
 /// A relay stage: every order is forwarded to `forwarded` with the same key.

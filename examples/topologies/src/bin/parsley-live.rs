@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parsley_live::cli::{LiveApp, Registry};
 use parsley_examples::live::{plan_inputs, produce_inputs};
 use parsley_examples::namespaced;
 use parsley_examples::TopologyName;
+use parsley_live::cli::{LiveApp, Registry};
 
 fn main() -> ExitCode {
     let registry = TopologyName::ALL

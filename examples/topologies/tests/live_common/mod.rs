@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use parsley::assembly::Assembly;
 use parsley::audit::audit;
-use parsley_live::{
-    assemble_on, create_topics, final_state, read_committed, wait_caught_up, LiveClient,
-    LiveConfig, ReadBack,
-};
 use parsley_examples::live::{expected_balances, plan_inputs, produce_inputs, PlannedInput};
 use parsley_examples::namespaced;
 use parsley_examples::ExampleTopology;
 use parsley_examples::TopologyName;
+use parsley_live::{
+    assemble_on, create_topics, final_state, read_committed, wait_caught_up, LiveClient,
+    LiveConfig, ReadBack,
+};
 
 pub const TICK: Duration = Duration::from_millis(500);
 pub const PATIENCE: Duration = Duration::from_secs(120);
