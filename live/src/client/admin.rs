@@ -10,7 +10,7 @@ use rdkafka::error::RDKafkaErrorCode;
 
 use super::util::{blocking, bounded};
 use super::LiveClient;
-use crate::error::LiveError;
+use crate::error::{CreateTopicFailure, LiveError};
 
 impl LiveClient {
     /// Creates `topic` with `partitions` partitions and the broker's default
@@ -36,7 +36,7 @@ impl LiveClient {
         let count = i32::try_from(partitions).map_err(|_| LiveError::CreateTopic {
             topic: topic.to_owned(),
             partitions,
-            reason: "Kafka allows at most 2^31 - 1 partitions".into(),
+            source: CreateTopicFailure::TooManyPartitions,
         })?;
         let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
         for (key, value) in settings {
@@ -45,16 +45,16 @@ impl LiveClient {
         let options = AdminOptions::new()
             .operation_timeout(Some(self.config.timeout))
             .request_timeout(Some(self.config.timeout));
-        let failed = |reason: String| LiveError::CreateTopic {
+        let failed = |source: CreateTopicFailure| LiveError::CreateTopic {
             topic: topic.to_owned(),
             partitions,
-            reason,
+            source,
         };
         let results = self
             .admin
             .create_topics([&new], &options)
             .await
-            .map_err(|error| failed(error.to_string()))?;
+            .map_err(|error| failed(CreateTopicFailure::Admin(error)))?;
         for result in results {
             match result {
                 Ok(_) => {}
@@ -63,7 +63,7 @@ impl LiveClient {
                         topic: topic.to_owned(),
                     })
                 }
-                Err((_, code)) => return Err(failed(code.to_string())),
+                Err((_, code)) => return Err(failed(CreateTopicFailure::Refused(code))),
             }
         }
         let deadline = Instant::now() + self.config.timeout;
@@ -156,7 +156,31 @@ pub struct GroupMember {
     pub client_host: String,
     /// Its assignment, decoded ([`decode_assignment`]); `None` while it has
     /// none (the group is rebalancing).
-    pub assignment: Option<Result<Assigned, String>>,
+    pub assignment: Option<Result<Assigned, AssignmentError>>,
+}
+
+/// Why a member's assignment could not be decoded ([`decode_assignment`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AssignmentError {
+    /// The bytes end in the middle of a field.
+    #[error("the assignment ends at byte {at} in the middle of {what} ({needed} byte(s) needed)")]
+    Cut {
+        /// Where the bytes end.
+        at: usize,
+        /// The field cut short.
+        what: &'static str,
+        /// How many bytes the field needed.
+        needed: usize,
+    },
+    /// A negative version.
+    #[error("the assignment has version {0}")]
+    Version(i16),
+    /// A negative topic name length.
+    #[error("a topic name has length {0}")]
+    NameLength(i16),
+    /// A topic name that is not UTF-8.
+    #[error("a topic name is not UTF-8: {0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
 }
 
 /// Decodes a member's assignment in Kafka's consumer protocol
@@ -164,30 +188,31 @@ pub struct GroupMember {
 /// topic an i16-length UTF-8 name, an i32 partition count and the i32
 /// partitions, then user data (ignored, as are the fields later versions
 /// add). All big-endian. An error names what was cut short or malformed.
-pub fn decode_assignment(bytes: &[u8]) -> Result<Assigned, String> {
+pub fn decode_assignment(bytes: &[u8]) -> Result<Assigned, AssignmentError> {
     struct Reader<'a>(&'a [u8], usize);
     impl Reader<'_> {
-        fn take(&mut self, count: usize, what: &str) -> Result<&[u8], String> {
+        fn take(&mut self, count: usize, what: &'static str) -> Result<&[u8], AssignmentError> {
             let end = self.1.checked_add(count).filter(|end| *end <= self.0.len());
             let Some(end) = end else {
-                return Err(format!(
-                    "the assignment ends at byte {} in the middle of {what} ({count} byte(s) needed)",
-                    self.0.len()
-                ));
+                return Err(AssignmentError::Cut {
+                    at: self.0.len(),
+                    what,
+                    needed: count,
+                });
             };
             let taken = &self.0[self.1..end];
             self.1 = end;
             Ok(taken)
         }
-        fn i16(&mut self, what: &str) -> Result<i16, String> {
+        fn i16(&mut self, what: &'static str) -> Result<i16, AssignmentError> {
             let bytes = self.take(2, what)?;
             Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
         }
-        fn i32(&mut self, what: &str) -> Result<i32, String> {
+        fn i32(&mut self, what: &'static str) -> Result<i32, AssignmentError> {
             let bytes = self.take(4, what)?;
             Ok(i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
         }
-        fn count(&mut self, what: &str) -> Result<usize, String> {
+        fn count(&mut self, what: &'static str) -> Result<usize, AssignmentError> {
             let count = self.i32(what)?;
             // -1 is a null array: none.
             Ok(usize::try_from(count.max(0)).unwrap_or(0))
@@ -196,16 +221,15 @@ pub fn decode_assignment(bytes: &[u8]) -> Result<Assigned, String> {
     let mut reader = Reader(bytes, 0);
     let version = reader.i16("the version")?;
     if version < 0 {
-        return Err(format!("the assignment has version {version}"));
+        return Err(AssignmentError::Version(version));
     }
     let topics = reader.count("the topic count")?;
     let mut assignment = Vec::new();
     for _ in 0..topics {
         let length = reader.i16("a topic name's length")?;
-        let length =
-            usize::try_from(length).map_err(|_| format!("a topic name has length {length}"))?;
+        let length = usize::try_from(length).map_err(|_| AssignmentError::NameLength(length))?;
         let name = std::str::from_utf8(reader.take(length, "a topic name")?)
-            .map_err(|error| format!("a topic name is not UTF-8: {error}"))?
+            .map_err(AssignmentError::NotUtf8)?
             .to_owned();
         let partitions = reader.count("a partition count")?;
         let mut list = Vec::with_capacity(partitions.min(bytes.len() / 4));
@@ -244,7 +268,7 @@ mod tests {
             ])
         );
         let error = decode_assignment(&bytes[..20]).unwrap_err();
-        assert!(error.contains("ends at byte 20"), "{error}");
+        assert!(error.to_string().contains("ends at byte 20"), "{error}");
         assert_eq!(decode_assignment(&[0, 0, 0, 0, 0, 0]), Ok(vec![]));
     }
 }

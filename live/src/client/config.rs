@@ -71,12 +71,6 @@ impl LiveConfig {
         self
     }
 
-    /// The same with another bound on reaching the cluster at start.
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> LiveConfig {
-        self.connect_timeout = timeout;
-        self
-    }
-
     /// The same with one more librdkafka property for every client.
     pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> LiveConfig {
         self.properties.push((key.into(), value.into()));

@@ -41,7 +41,7 @@ mod offsets;
 mod producer;
 mod util;
 
-pub use admin::{decode_assignment, Assigned, GroupMember};
+pub use admin::{decode_assignment, Assigned, AssignmentError, GroupMember};
 pub use config::{
     client_id, test_broker, Isolation, LiveConfig, BOOTSTRAP_ENV, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_TIMEOUT, DEFAULT_TRANSACTION_TIMEOUT,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::error::LiveError;
+use crate::error::{JoinFailure, LiveError};
 
 /// Runs a blocking librdkafka call on tokio's blocking pool.
 pub(super) async fn blocking<T, F>(what: impl Into<String>, call: F) -> Result<T, LiveError>
@@ -16,7 +16,7 @@ where
         .await
         .map_err(|error| LiveError::Join {
             what: what.into(),
-            reason: error.to_string(),
+            source: JoinFailure::Task(error),
         })?
 }
 
@@ -44,7 +44,7 @@ where
     if let Err(error) = spawned {
         return Err(LiveError::Join {
             what: what(),
-            reason: format!("the call's thread could not start: {error}"),
+            source: JoinFailure::Spawn(error),
         });
     }
     match answer.recv_timeout(deadline) {
@@ -55,7 +55,7 @@ where
         }),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(LiveError::Join {
             what: what(),
-            reason: "the call's thread panicked".into(),
+            source: JoinFailure::Panicked,
         }),
     }
 }
