@@ -22,7 +22,8 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::runtime::Health;
+use crate::instance::InstanceState;
+use crate::runtime::{Health, HealthError};
 
 /// The commit latency's histogram buckets, in seconds.
 const COMMIT_BUCKETS: [f64; 14] = [
@@ -140,7 +141,13 @@ fn answer(
             Ok(state) => (StatusCode::OK, format!("{state}\n")),
             Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
         },
-        "/ready" => match health.map_or(Err("CREATED".to_string()), |health| health.ready()) {
+        "/ready" => match health.map_or(
+            Err(HealthError::NotReady {
+                state: InstanceState::Created,
+                not_ready: Vec::new(),
+            }),
+            |health| health.ready(),
+        ) {
             Ok(state) => (StatusCode::OK, format!("{state}\n")),
             Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
         },

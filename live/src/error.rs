@@ -134,6 +134,34 @@ fn fenced_note(fenced: &bool) -> &'static str {
     }
 }
 
+/// Why a topic could not be created ([`LiveError::CreateTopic`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CreateTopicFailure {
+    /// More partitions than Kafka's i32 allows.
+    #[error("Kafka allows at most 2^31 - 1 partitions")]
+    TooManyPartitions,
+    /// The admin client's request failed.
+    #[error(transparent)]
+    Admin(KafkaError),
+    /// The broker refused the topic with this code.
+    #[error(transparent)]
+    Refused(RDKafkaErrorCode),
+}
+
+/// Why a blocking call did not finish ([`LiveError::Join`]).
+#[derive(Debug, thiserror::Error)]
+pub enum JoinFailure {
+    /// Tokio's blocking task panicked or was cancelled.
+    #[error(transparent)]
+    Task(tokio::task::JoinError),
+    /// The call's own thread could not be started.
+    #[error("the call's thread could not start: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// The call's own thread panicked.
+    #[error("the call's thread panicked")]
+    Panicked,
+}
+
 /// Everything the live adapter can fail with. Each variant names what was
 /// being done and where: the topic, tp, offset, group or transactional id.
 #[derive(Debug, thiserror::Error)]
@@ -175,14 +203,15 @@ pub enum LiveError {
     },
 
     /// The admin client could not create a topic.
-    #[error("creating topic `{topic}` with {partitions} partition(s) failed: {reason}")]
+    #[error("creating topic `{topic}` with {partitions} partition(s) failed: {source}")]
     CreateTopic {
         /// The topic to create.
         topic: String,
         /// The partition count asked for.
         partitions: u32,
         /// What the admin client or the broker said.
-        reason: String,
+        #[source]
+        source: CreateTopicFailure,
     },
 
     /// A metadata request for a topic (its partition count) failed.
@@ -370,12 +399,13 @@ pub enum LiveError {
 
     /// A blocking call run on tokio's blocking pool panicked or was
     /// cancelled.
-    #[error("{what}: the blocking call did not finish: {reason}")]
+    #[error("{what}: the blocking call did not finish: {source}")]
     Join {
         /// What the call was doing, such as "fetch of balances-0 from 0".
         what: String,
-        /// Tokio's join error.
-        reason: String,
+        /// Why it did not finish.
+        #[source]
+        source: JoinFailure,
     },
 
     /// A librdkafka call did not return within the runtime's deadline
@@ -497,6 +527,46 @@ mod tests {
             high_watermark: 3,
         };
         assert!(!bad_offset.is_transient());
+    }
+
+    /// A topic the broker refused, and a blocking call that did not finish,
+    /// keep what failed as their typed source; the messages read as before.
+    #[test]
+    fn create_topic_and_join_failures_keep_their_source() {
+        use std::error::Error as _;
+        let refused = LiveError::CreateTopic {
+            topic: "orders".into(),
+            partitions: 3,
+            source: CreateTopicFailure::Refused(RDKafkaErrorCode::PolicyViolation),
+        };
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "creating topic `orders` with 3 partition(s) failed: {}",
+                RDKafkaErrorCode::PolicyViolation
+            )
+        );
+        assert!(refused
+            .source()
+            .is_some_and(|source| source.downcast_ref::<CreateTopicFailure>().is_some()));
+        let too_many = LiveError::CreateTopic {
+            topic: "orders".into(),
+            partitions: u32::MAX,
+            source: CreateTopicFailure::TooManyPartitions,
+        };
+        assert_eq!(
+            too_many.to_string(),
+            "creating topic `orders` with 4294967295 partition(s) failed: Kafka allows at most 2^31 - 1 partitions"
+        );
+        let spawn = LiveError::Join {
+            what: "probing".into(),
+            source: JoinFailure::Spawn(std::io::Error::other("no threads")),
+        };
+        assert_eq!(
+            spawn.to_string(),
+            "probing: the blocking call did not finish: the call's thread could not start: no threads"
+        );
+        assert!(spawn.source().and_then(|source| source.source()).is_some());
     }
 
     #[test]

@@ -160,31 +160,71 @@ impl TaskReport {
     }
 
     /// The report in `metadata`, or a message naming what is wrong with it.
-    pub fn from_json(metadata: &str) -> Result<TaskReport, String> {
-        let value: serde_json::Value = serde_json::from_str(metadata)
-            .map_err(|error| format!("task report {metadata:?} is not JSON: {error}"))?;
-        let field = |name: &str| {
-            value
-                .get(name)
-                .ok_or_else(|| format!("task report {metadata:?} has no {name:?}"))
+    pub fn from_json(metadata: &str) -> Result<TaskReport, ReportError> {
+        let value: serde_json::Value =
+            serde_json::from_str(metadata).map_err(|source| ReportError::NotJson {
+                metadata: metadata.to_owned(),
+                source,
+            })?;
+        let field = |name: &'static str| {
+            value.get(name).ok_or_else(|| ReportError::Missing {
+                metadata: metadata.to_owned(),
+                field: name,
+            })
+        };
+        let malformed = |field: &'static str, wrong: &'static str| ReportError::Malformed {
+            metadata: metadata.to_owned(),
+            field,
+            wrong,
         };
         let instance = field("instance")?
             .as_str()
-            .ok_or_else(|| format!("task report {metadata:?}: \"instance\" is not a string"))?
+            .ok_or_else(|| malformed("instance", "is not a string"))?
             .to_owned();
         let state = field("state")?
             .as_str()
             .and_then(TaskState::parse)
-            .ok_or_else(|| format!("task report {metadata:?}: \"state\" is no task state"))?;
+            .ok_or_else(|| malformed("state", "is no task state"))?;
         let since_ms = field("since_ms")?
             .as_u64()
-            .ok_or_else(|| format!("task report {metadata:?}: \"since_ms\" is not a number"))?;
+            .ok_or_else(|| malformed("since_ms", "is not a number"))?;
         Ok(TaskReport {
             instance,
             state,
             since_ms,
         })
     }
+}
+
+/// What is wrong with a task report read back ([`TaskReport::from_json`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The metadata is not JSON.
+    #[error("task report {metadata:?} is not JSON: {source}")]
+    NotJson {
+        /// The metadata read.
+        metadata: String,
+        /// serde_json's error.
+        source: serde_json::Error,
+    },
+    /// A field is missing.
+    #[error("task report {metadata:?} has no {field:?}")]
+    Missing {
+        /// The metadata read.
+        metadata: String,
+        /// The missing field.
+        field: &'static str,
+    },
+    /// A field holds the wrong kind of value.
+    #[error("task report {metadata:?}: {field:?} {wrong}")]
+    Malformed {
+        /// The metadata read.
+        metadata: String,
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        wrong: &'static str,
+    },
 }
 
 #[cfg(test)]
@@ -198,11 +238,17 @@ mod tests {
             state: TaskState::Restoring,
             since_ms: 1_700_000_000_000,
         };
-        assert_eq!(TaskReport::from_json(&report.to_json()), Ok(report));
+        assert_eq!(TaskReport::from_json(&report.to_json()).unwrap(), report);
         let error =
             TaskReport::from_json(r#"{"instance":"a","state":"dozing","since_ms":1}"#).unwrap_err();
-        assert!(error.contains("\"state\" is no task state"), "{error}");
-        assert!(TaskReport::from_json("").unwrap_err().contains("not JSON"));
+        assert!(
+            error.to_string().contains("\"state\" is no task state"),
+            "{error}"
+        );
+        assert!(TaskReport::from_json("")
+            .unwrap_err()
+            .to_string()
+            .contains("not JSON"));
     }
 
     #[test]

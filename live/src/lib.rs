@@ -65,13 +65,16 @@ pub use client::{
     Delivery, Isolation, LiveClient, LiveConfig, LiveConsumer, LiveFetch, PlainProducer,
     TxnProducer, Watermarks, BOOTSTRAP_ENV,
 };
-pub use error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
-pub use instance::{instance_name, InstanceState, TaskReport, TaskState};
+pub use error::{
+    is_fenced, is_fenced_code, CreateTopicFailure, JoinFailure, LiveError, TxnErrorClass, TxnOp,
+};
+pub use instance::{instance_name, InstanceState, ReportError, TaskReport, TaskState};
 pub use readback::{read_committed, ReadBack};
 pub use runtime::{
     assemble_on, create_topics, group_identity, membership_topic, skip_record, Assignment,
-    FailurePolicy, GroupMembership, Health, InstanceShare, Runtime, RuntimeConfig, RuntimeError,
-    Stopper, TaskEnd, TaskEndKind, TaskRun, TopicSetup,
+    FailurePolicy, GroupMembership, Health, HealthError, InstanceShare, MembershipFailure,
+    ReleaseCause, Runtime, RuntimeConfig, RuntimeError, Stopper, TaskEnd, TaskEndKind, TaskRun,
+    TopicSetup,
 };
 pub use status::{
     caught_up, final_state, keyed_outputs, task_status, wait_caught_up, TaskStatus, TpStatus,

@@ -175,7 +175,7 @@ async fn rides_out(outage: Outage) {
                 seen.extend(runtime.take_ended());
                 let health = runtime.health();
                 if let Err(why) = health.health() {
-                    unhealthy.push(why);
+                    unhealthy.push(why.to_string());
                 }
                 let state = health.state();
                 if states.last() != Some(&state) {

@@ -4,7 +4,47 @@ use parsley::assembly::AssemblyError;
 use parsley::task::{SkipError, TaskError, TaskId};
 use parsley::tp::Tp;
 
+use rdkafka::error::KafkaError;
+
 use super::super::error::LiveError;
+
+/// Why the instances' group could not be joined
+/// ([`RuntimeError::Membership`]).
+#[derive(Debug, thiserror::Error)]
+pub enum MembershipFailure {
+    /// The application declares the membership topic itself.
+    #[error(
+        "the application declares a topic of that name, which group membership needs for itself"
+    )]
+    TopicTaken,
+    /// The group's members could not be described.
+    #[error("its members could not be read: {0}")]
+    Members(#[source] KafkaError),
+    /// The membership consumer could not subscribe.
+    #[error(transparent)]
+    Subscribe(KafkaError),
+    /// The look-up of the group's members did not finish.
+    #[error(transparent)]
+    Join(tokio::task::JoinError),
+    /// The membership thread could not be started.
+    #[error("the membership thread could not start: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// Why a task released by the group did not finish its final commit
+/// ([`RuntimeError::Released`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseCause {
+    /// The instance's session expired and the group took its assignment.
+    #[error("the group assignment was lost (the instance's session expired), so the task stopped without its final commit")]
+    Lost,
+    /// The assignment was lost while a transactional call failed.
+    #[error("the group assignment was lost while a transactional call failed: {0}")]
+    LostInCall(#[source] Box<LiveError>),
+    /// The task failed while the group was taking it away.
+    #[error(transparent)]
+    Failed(Box<RuntimeError>),
+}
 
 /// Why the live runtime could not start, or why one of its tasks stopped.
 /// Each names the task, tp, offset or topic involved.
@@ -28,7 +68,7 @@ pub enum RuntimeError {
 
     /// The task's consumer could not be assigned its tps, or failed fatally
     /// while polling.
-    #[error("task {task}: consuming {} failed: {reason}", tp.as_ref().map_or("its tps".to_string(), Tp::to_string))]
+    #[error("task {task}: consuming {} failed: {source}", tp.as_ref().map_or("its tps".to_string(), Tp::to_string))]
     Consume {
         /// The task whose consumer failed.
         task: TaskId,
@@ -36,7 +76,8 @@ pub enum RuntimeError {
         /// task's tps.
         tp: Option<Tp>,
         /// librdkafka's error.
-        reason: String,
+        #[source]
+        source: Box<KafkaError>,
     },
 
     /// An [`InstanceShare`](super::InstanceShare) whose index is not below
@@ -92,12 +133,13 @@ pub enum RuntimeError {
     },
 
     /// The instances' group could not be joined.
-    #[error("joining group `{group}` failed: {reason}")]
+    #[error("joining group `{group}` failed: {source}")]
     Membership {
         /// The group, `<app>.instances`.
         group: String,
-        /// librdkafka's error.
-        reason: String,
+        /// What failed.
+        #[source]
+        source: MembershipFailure,
     },
 
     /// The group took the task away from this instance (a rebalance, or
@@ -105,12 +147,13 @@ pub enum RuntimeError {
     /// task stopped without finishing its final commit. Not a failure: the
     /// next owner's producer fences this one and settles its open
     /// transaction, and resumes from the last commit.
-    #[error("task {task}: released by the group without its final commit ({reason}); its next owner resumes from the last commit")]
+    #[error("task {task}: released by the group without its final commit ({cause}); its next owner resumes from the last commit")]
     Released {
         /// The task.
         task: TaskId,
         /// Why the final commit did not finish.
-        reason: String,
+        #[source]
+        cause: ReleaseCause,
     },
 
     /// Another application, or another topology of this application, is a
@@ -261,6 +304,7 @@ fn without_task<'a>(task: &TaskId, text: &'a str) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::JoinFailure;
 
     fn task() -> TaskId {
         TaskId {
@@ -275,18 +319,18 @@ mod tests {
     fn a_task_is_named_once() {
         let named = RuntimeError::Released {
             task: task(),
-            reason: "away".into(),
+            cause: ReleaseCause::Lost,
         };
         let line = named.about_task(&task());
         assert!(line.starts_with("task balances/0: released"), "{line}");
         assert_eq!(line.matches("balances/0").count(), 1, "{line}");
         let unnamed = RuntimeError::Live(LiveError::Join {
             what: "fetch of orders-0 from 3".into(),
-            reason: "cancelled".into(),
+            source: JoinFailure::Panicked,
         });
         assert_eq!(
             unnamed.about_task(&task()),
-            "task balances/0: fetch of orders-0 from 3: the blocking call did not finish: cancelled"
+            "task balances/0: fetch of orders-0 from 3: the blocking call did not finish: the call's thread panicked"
         );
         let gave_up = RuntimeError::GaveUp {
             task: task(),

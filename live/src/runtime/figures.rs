@@ -237,18 +237,21 @@ impl Figures {
     }
 
     /// `/health`: alive and not in `ERROR`; the failures otherwise.
-    pub(crate) fn health(&self) -> Result<String, String> {
+    pub(crate) fn health(&self) -> Result<String, HealthError> {
         let board = lock(&self.board);
         let state = derive_state(&board);
         if state == InstanceState::Error {
-            return Err(format!("{state}: {}", Figures::failures(&board).join("; ")));
+            return Err(HealthError::Unhealthy {
+                state,
+                failures: Figures::failures(&board),
+            });
         }
         Ok(state.to_string())
     }
 
     /// `/ready`: every owned task runs and none is stalled; what is not,
     /// otherwise.
-    pub(crate) fn ready(&self) -> Result<String, String> {
+    pub(crate) fn ready(&self) -> Result<String, HealthError> {
         let board = lock(&self.board);
         let state = derive_state(&board);
         let mut not_ready = Vec::new();
@@ -269,10 +272,8 @@ impl Figures {
         }
         if state == InstanceState::Running && not_ready.is_empty() {
             Ok(format!("{state}: {} tasks running", board.owned.len()))
-        } else if not_ready.is_empty() {
-            Err(state.to_string())
         } else {
-            Err(format!("{state}: {}", not_ready.join("; ")))
+            Err(HealthError::NotReady { state, not_ready })
         }
     }
 
@@ -410,6 +411,38 @@ fn derive_state(board: &Board) -> InstanceState {
     }
 }
 
+/// Why an instance is not healthy ([`Health::health`]) or not ready
+/// ([`Health::ready`]): its state and what is wrong, one line a task.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HealthError {
+    /// The instance is in [`InstanceState::Error`]: its failed tasks and why.
+    #[error("{state}: {}", failures.join("; "))]
+    Unhealthy {
+        /// The instance's state.
+        state: InstanceState,
+        /// Each failed task and why.
+        failures: Vec<String>,
+    },
+    /// Not every owned task runs, or one is stalled: which, and how.
+    #[error("{}", state_and(*state, not_ready))]
+    NotReady {
+        /// The instance's state.
+        state: InstanceState,
+        /// Each task that is not ready and why; empty when the state alone
+        /// says it.
+        not_ready: Vec<String>,
+    },
+}
+
+/// `STATE`, or `STATE: line; line` when there are lines.
+fn state_and(state: InstanceState, lines: &[String]) -> String {
+    if lines.is_empty() {
+        state.to_string()
+    } else {
+        format!("{state}: {}", lines.join("; "))
+    }
+}
+
 /// A view of a running instance for its `/health` and `/ready` endpoints
 /// ([`Runtime::health`](super::Runtime::health)).
 #[derive(Clone, Debug)]
@@ -423,13 +456,13 @@ impl Health {
 
     /// `Ok` with the state while the process is alive and not in
     /// [`InstanceState::Error`]; the failed tasks and why otherwise.
-    pub fn health(&self) -> Result<String, String> {
+    pub fn health(&self) -> Result<String, HealthError> {
         self.0.health()
     }
 
     /// `Ok` while every owned task runs and none is stalled in a call; what
     /// is not ready otherwise.
-    pub fn ready(&self) -> Result<String, String> {
+    pub fn ready(&self) -> Result<String, HealthError> {
         self.0.ready()
     }
 }
@@ -541,7 +574,10 @@ mod tests {
         figures.task_state(&task(1), TaskState::Running, None);
         assert_eq!(figures.state(), InstanceState::Rebalancing);
         let not_ready = figures.ready().unwrap_err();
-        assert!(not_ready.contains("task sum/0 restoring"), "{not_ready}");
+        assert!(
+            not_ready.to_string().contains("task sum/0 restoring"),
+            "{not_ready}"
+        );
         figures.task_state(&task(0), TaskState::Running, None);
         assert_eq!(figures.state(), InstanceState::Running);
         assert_eq!(figures.ready(), Ok("RUNNING: 2 tasks running".into()));
@@ -553,11 +589,35 @@ mod tests {
         assert_eq!(figures.state(), InstanceState::Error);
         let unhealthy = figures.health().unwrap_err();
         assert!(
-            unhealthy.contains("task sum/1 failed: poison at orders-1@7"),
+            unhealthy
+                .to_string()
+                .contains("task sum/1 failed: poison at orders-1@7"),
             "{unhealthy}"
         );
         figures.shutting_down();
         assert_eq!(figures.state(), InstanceState::PendingShutdown);
+    }
+
+    /// What `/ready` and `/health` print: the state alone, or the state and
+    /// each line.
+    #[test]
+    fn a_health_error_reads_as_the_state_and_its_lines() {
+        let alone = HealthError::NotReady {
+            state: InstanceState::Created,
+            not_ready: Vec::new(),
+        };
+        assert_eq!(alone.to_string(), "CREATED");
+        let lines = HealthError::NotReady {
+            state: InstanceState::Rebalancing,
+            not_ready: vec![
+                "task sum/0 restoring".into(),
+                "task sum/1 not started".into(),
+            ],
+        };
+        assert_eq!(
+            lines.to_string(),
+            "REBALANCING: task sum/0 restoring; task sum/1 not started"
+        );
     }
 
     /// An instance the group gives nothing (more instances than tasks) is
@@ -583,7 +643,10 @@ mod tests {
         assert!(figures.ready().is_ok());
         std::thread::sleep(Duration::from_millis(80));
         let stalled = figures.ready().unwrap_err();
-        assert!(stalled.contains("task sum/0 stalled"), "{stalled}");
+        assert!(
+            stalled.to_string().contains("task sum/0 stalled"),
+            "{stalled}"
+        );
         figures.turned(&task(0));
         assert!(figures.ready().is_ok());
     }

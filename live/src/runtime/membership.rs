@@ -39,7 +39,7 @@ use super::super::client::{bounded, LiveClient, LiveConfig};
 use super::super::error::LiveError;
 use super::super::instance::instance_name;
 use super::tasks::TaskSet;
-use super::RuntimeError;
+use super::{MembershipFailure, RuntimeError};
 
 /// How instances share tasks through group membership.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,7 +184,7 @@ pub(crate) fn foreign_members(
     )?
     .map_err(|source| RuntimeError::Membership {
         group: group.to_owned(),
-        reason: format!("its members could not be read: {source}"),
+        source: MembershipFailure::Members(source),
     })?;
     let mut theirs: Vec<String> = listed
         .into_iter()
@@ -439,7 +439,7 @@ fn join_group(
         .subscribe(&[topic])
         .map_err(|source| RuntimeError::Membership {
             group: topic.to_owned(),
-            reason: source.to_string(),
+            source: MembershipFailure::Subscribe(source),
         })?;
     Ok(consumer)
 }
@@ -590,7 +590,7 @@ pub(crate) fn spawn(
         })
         .map_err(|error| RuntimeError::Membership {
             group,
-            reason: format!("the membership thread could not start: {error}"),
+            source: MembershipFailure::Thread(error),
         })
 }
 

@@ -48,8 +48,8 @@ use super::client::{LiveClient, LiveConfig};
 use figures::Figures;
 use tasks::TaskSet;
 
-pub use error::RuntimeError;
-pub use figures::Health;
+pub use error::{MembershipFailure, ReleaseCause, RuntimeError};
+pub use figures::{Health, HealthError};
 pub use membership::{group_identity, membership_topic, GroupMembership};
 pub use setup::{assemble_on, create_topics, TopicSetup};
 pub use task_loop::{wall_clock_ms, TaskRun};
@@ -284,7 +284,7 @@ impl Runtime {
                 if app.declaration(&topic).is_some() {
                     return Err(RuntimeError::Membership {
                         group: topic,
-                        reason: "the application declares a topic of that name, which group membership needs for itself".into(),
+                        source: MembershipFailure::TopicTaken,
                     });
                 }
                 let all = assembly.task_ids();
@@ -296,7 +296,7 @@ impl Runtime {
                 .await
                 .map_err(|error| RuntimeError::Membership {
                     group: topic.clone(),
-                    reason: error.to_string(),
+                    source: MembershipFailure::Join(error),
                 })??;
                 if !theirs.is_empty() {
                     return Err(RuntimeError::GroupConflict {

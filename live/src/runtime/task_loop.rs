@@ -32,7 +32,7 @@ use super::super::instance::TaskState;
 use super::exported::Exported;
 use super::figures::Figures;
 use super::tasks::StopFlags;
-use super::{Assignment, RuntimeConfig, RuntimeError};
+use super::{Assignment, ReleaseCause, RuntimeConfig, RuntimeError};
 
 /// How many times a retriable transactional call is tried before the
 /// transaction is aborted instead.
@@ -166,7 +166,7 @@ pub(crate) fn run_task(
             tracing::warn!(app = app.id(), task = %id, error = %error, "task released without its final commit: its next owner's fence settles the open transaction");
             let error = RuntimeError::Released {
                 task: id.clone(),
-                reason: error.to_string(),
+                cause: ReleaseCause::Failed(Box::new(error)),
             };
             return ran(metrics, Err(error), restarts);
         }
@@ -413,7 +413,7 @@ impl TaskDriver {
         RuntimeError::Consume {
             task: self.id(),
             tp: tp.cloned(),
-            reason: source.to_string(),
+            source: Box::new(source),
         }
     }
 
@@ -427,7 +427,7 @@ impl TaskDriver {
                 // fence aborts the open transaction.
                 return Exit::Failed(RuntimeError::Released {
                     task: self.id(),
-                    reason: "the group assignment was lost (the instance's session expired), so the task stopped without its final commit".into(),
+                    cause: ReleaseCause::Lost,
                 });
             }
             if stop.is_set() {
@@ -515,7 +515,7 @@ impl TaskDriver {
                         return Err(Exit::Failed(RuntimeError::Consume {
                             task: self.task.id().clone(),
                             tp: None,
-                            reason: error.to_string(),
+                            source: Box::new(error),
                         }));
                     }
                     // Broker down, a leader moving: librdkafka retries by
@@ -666,9 +666,7 @@ impl TaskDriver {
         if self.lost() {
             return Err(Exit::Failed(RuntimeError::Released {
                 task: self.id(),
-                reason: format!(
-                    "the group assignment was lost while a transactional call failed: {error}"
-                ),
+                cause: ReleaseCause::LostInCall(Box::new(error)),
             }));
         }
         match error.txn_class() {

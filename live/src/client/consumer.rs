@@ -1,0 +1,280 @@
+//! Consuming: a hand-assigned consumer of one group ([`LiveConsumer`]),
+//! fetches of what is visible at an isolation level, and a group's
+//! committed offsets.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+
+use parsley::record::{ConsumedRecord, Header, RecordData};
+use parsley::task::CommittedOffset;
+use parsley::tp::Tp;
+
+use super::log::LogContext;
+use super::offsets::{kafka_offset, kafka_partition, our_offset, Probes};
+use super::util::blocking;
+use super::{Isolation, LiveConfig};
+use crate::error::LiveError;
+
+/// What [`LiveConsumer::fetch`] returned, with the fields of the model's
+/// `Fetch`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveFetch {
+    /// Visible data records in offset order.
+    pub records: Vec<ConsumedRecord>,
+    /// The consumer's position after the fetch: past the last record and
+    /// past any markers or aborted records skipped after it.
+    pub next_offset: u64,
+    /// The high watermark when the fetch began.
+    pub high_watermark: u64,
+    /// The last stable offset when the fetch began.
+    pub last_stable_offset: u64,
+}
+
+/// A hand-assigned consumer of one group at one isolation level.
+pub struct LiveConsumer {
+    inner: Arc<BaseConsumer<LogContext>>,
+    probes: Arc<Probes>,
+    group: String,
+    isolation: Isolation,
+    timeout: Duration,
+}
+
+impl LiveConsumer {
+    pub(super) fn new(
+        config: &LiveConfig,
+        probes: Arc<Probes>,
+        group: &str,
+        isolation: Isolation,
+    ) -> Result<LiveConsumer, LiveError> {
+        let inner = config
+            .client_config(&[
+                ("group.id", group.to_owned()),
+                ("isolation.level", isolation.property().into()),
+                ("enable.auto.commit", "false".into()),
+                ("enable.auto.offset.store", "false".into()),
+                // A fetch starts at an offset the caller checked; if it is
+                // out of range after all, fail rather than jump elsewhere.
+                ("auto.offset.reset", "error".into()),
+                // The broker holds an empty fetch this long: keep it short,
+                // since a fetch polls until it reaches its target offset.
+                ("fetch.wait.max.ms", "50".into()),
+            ])
+            .create_with_context::<_, BaseConsumer<LogContext>>(LogContext)
+            .map_err(|source| LiveError::Client {
+                client: "consumer",
+                source: Box::new(source),
+            })?;
+        Ok(LiveConsumer {
+            inner: Arc::new(inner),
+            probes,
+            group: group.to_owned(),
+            isolation,
+            timeout: config.timeout,
+        })
+    }
+
+    /// The consumer group whose committed offsets it reads.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// The isolation level its fetches and committed-offset reads use.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// Fetches every record of `tp` from `from` that is visible now: up to
+    /// the last stable offset for `read_committed`, the high watermark for
+    /// `read_uncommitted`, both read when the fetch begins. Like the model's
+    /// fetch, `from` may be at the high watermark (an empty fetch) but not
+    /// beyond it; `from` at or past the last stable offset returns nothing
+    /// and leaves the position at `from`.
+    ///
+    /// The consumer polls until its position reaches that offset, so markers
+    /// and aborted records after the last returned record are skipped too;
+    /// not reaching it within the timeout is [`LiveError::FetchIncomplete`].
+    /// `&mut self`: the fetch reassigns the consumer to `tp` alone.
+    pub async fn fetch(&mut self, tp: &Tp, from: u64) -> Result<LiveFetch, LiveError> {
+        let consumer = Arc::clone(&self.inner);
+        let probes = Arc::clone(&self.probes);
+        let (isolation, timeout, at) = (self.isolation, self.timeout, tp.clone());
+        blocking(format!("fetch of {tp} from {from}"), move || {
+            fetch_visible(&consumer, &probes, isolation, &at, from, timeout)
+        })
+        .await
+    }
+
+    /// The consumer's position on `tp`: the offset it fetches next, if it has
+    /// one.
+    pub fn position(&self, tp: &Tp) -> Option<u64> {
+        position_of(&self.inner, tp)
+    }
+
+    /// The group's committed offsets (with metadata) on `tps`, in order;
+    /// `None` where the group has none.
+    ///
+    /// A `read_committed` consumer asks the broker for *stable* offsets
+    /// (KIP-447): while a transaction with offsets for the group is open, the
+    /// broker answers UNSTABLE_OFFSET_COMMIT and librdkafka retries until the
+    /// transaction ends or the timeout passes. A `read_uncommitted` consumer
+    /// gets the last committed offsets at once.
+    pub async fn committed(&self, tps: &[Tp]) -> Result<Vec<Option<CommittedOffset>>, LiveError> {
+        let consumer = Arc::clone(&self.inner);
+        let (group, timeout, tps) = (self.group.clone(), self.timeout, tps.to_vec());
+        blocking(
+            format!("committed offsets of `{}`", self.group),
+            move || committed_offsets(&consumer, &group, &tps, timeout),
+        )
+        .await
+    }
+}
+
+fn position_of<C: ConsumerContext>(consumer: &BaseConsumer<C>, tp: &Tp) -> Option<u64> {
+    let positions = consumer.position().ok()?;
+    let element = positions.find_partition(tp.topic.as_str(), kafka_partition(tp))?;
+    match element.offset() {
+        Offset::Offset(offset) => our_offset(offset),
+        _ => None,
+    }
+}
+
+pub(crate) fn fetch_visible<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    probes: &Probes,
+    isolation: Isolation,
+    tp: &Tp,
+    from: u64,
+    timeout: Duration,
+) -> Result<LiveFetch, LiveError> {
+    let marks = probes.watermarks(tp)?;
+    if from > marks.high_watermark {
+        return Err(LiveError::OffsetOutOfRange {
+            tp: tp.clone(),
+            offset: from,
+            high_watermark: marks.high_watermark,
+        });
+    }
+    let target = match isolation {
+        Isolation::ReadCommitted => marks.last_stable_offset,
+        Isolation::ReadUncommitted => marks.high_watermark,
+    };
+    let mut fetched = LiveFetch {
+        records: Vec::new(),
+        next_offset: from,
+        high_watermark: marks.high_watermark,
+        last_stable_offset: marks.last_stable_offset,
+    };
+    if from >= target {
+        return Ok(fetched);
+    }
+    let failed = |source: KafkaError| LiveError::Fetch {
+        tp: tp.clone(),
+        from,
+        source: Box::new(source),
+    };
+    let mut assignment = TopicPartitionList::with_capacity(1);
+    assignment
+        .add_partition_offset(
+            tp.topic.as_str(),
+            kafka_partition(tp),
+            kafka_offset(tp, from)?,
+        )
+        .map_err(failed)?;
+    consumer.assign(&assignment).map_err(failed)?;
+    let deadline = Instant::now() + timeout;
+    let outcome = loop {
+        let position = position_of(consumer, tp);
+        if let Some(position) = position.filter(|&position| position >= target) {
+            fetched.next_offset = position;
+            break Ok(fetched);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break Err(LiveError::FetchIncomplete {
+                tp: tp.clone(),
+                from,
+                target,
+                position,
+                records: fetched.records.len(),
+                timeout,
+            });
+        }
+        match consumer.poll(left.min(Duration::from_millis(100))) {
+            None | Some(Err(KafkaError::PartitionEOF(_))) => {}
+            Some(Ok(message)) => {
+                if message.topic() == tp.topic.as_str()
+                    && message.partition() == kafka_partition(tp)
+                {
+                    fetched.records.push(consumed(&message));
+                }
+            }
+            Some(Err(source)) => break Err(failed(source)),
+        }
+    };
+    // Stop fetching in the background; the next fetch assigns afresh.
+    let _ = consumer.unassign();
+    outcome
+}
+
+pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
+    let headers = message
+        .headers()
+        .map(|headers| {
+            headers
+                .iter()
+                .map(|header| Header {
+                    name: header.key.to_owned().into(),
+                    // The core writes no null header values; read one as empty.
+                    value: header.value.map(Bytes::copy_from_slice).unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ConsumedRecord {
+        offset: our_offset(message.offset()).unwrap_or(0),
+        data: RecordData {
+            key: message.key().map(Bytes::copy_from_slice),
+            value: message.payload().map(Bytes::copy_from_slice),
+            headers,
+            timestamp: message.timestamp().to_millis().unwrap_or(-1),
+        },
+    }
+}
+
+pub(crate) fn committed_offsets<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    group: &str,
+    tps: &[Tp],
+    timeout: Duration,
+) -> Result<Vec<Option<CommittedOffset>>, LiveError> {
+    let failed = |source: KafkaError| LiveError::Committed {
+        group: group.to_owned(),
+        tps: tps.to_vec(),
+        source: Box::new(source),
+    };
+    let mut list = TopicPartitionList::with_capacity(tps.len());
+    for tp in tps {
+        list.add_partition(tp.topic.as_str(), kafka_partition(tp));
+    }
+    let answer = consumer.committed_offsets(list, timeout).map_err(failed)?;
+    tps.iter()
+        .map(|tp| {
+            let Some(element) = answer.find_partition(tp.topic.as_str(), kafka_partition(tp))
+            else {
+                return Ok(None);
+            };
+            element.error().map_err(failed)?;
+            Ok(match element.offset() {
+                Offset::Offset(offset) => our_offset(offset)
+                    .map(|offset| CommittedOffset::new(offset, element.metadata())),
+                _ => None,
+            })
+        })
+        .collect()
+}

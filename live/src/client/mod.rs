@@ -1,0 +1,129 @@
+//! A thin wrapper over rust-rdkafka with the operations of the in-memory
+//! model (`parsley_sim::model::Cluster`) where the two overlap: topics,
+//! transactional and plain producers, `read_committed` and
+//! `read_uncommitted` fetches from an offset, watermarks, and committed group
+//! offsets with their metadata. The model-fidelity tests run the model's
+//! transactional cases through it against a real broker.
+//!
+//! Every call is `async`. librdkafka's transactional calls, metadata
+//! requests, offset look-ups and consumer polls block, so they run on tokio's
+//! blocking pool ([`tokio::task::spawn_blocking`]); each is bounded by
+//! [`LiveConfig::timeout`]. The runtime must therefore be tokio's.
+//!
+//! | model (`Cluster`) | here |
+//! |---|---|
+//! | `create_topic`, `partitions` | [`LiveClient::create_topic`], [`LiveClient::partitions`] |
+//! | `init_producer` | [`LiveClient::producer`] (creates the producer and runs `init_transactions`) |
+//! | `begin`, `send`, `send_offsets`, `commit`, `abort` | [`TxnProducer`]'s methods of the same names |
+//! | `append` | [`PlainProducer::append`] (idempotent, no transaction) |
+//! | `fetch(tp, from, usize::MAX, isolation)` | [`LiveConsumer::fetch`] |
+//! | `high_watermark`, `last_stable_offset` | [`LiveClient::watermarks`] |
+//! | `committed(group, tp)` | [`LiveConsumer::committed`] |
+//!
+//! Its files follow rust-rdkafka's modules: `config` (how to reach the
+//! cluster, [`LiveConfig`]), `log` (the client contexts and librdkafka's
+//! log, [`LogContext`]), `admin` (topics and groups), `offsets` (Kafka's
+//! offsets, [`Watermarks`] and the offset probes), `producer`
+//! ([`TxnProducer`], [`PlainProducer`]), `consumer` ([`LiveConsumer`]) and
+//! `util` (blocking calls, bounded by a deadline). This file holds
+//! [`LiveClient`], the entry point, and re-exports each file's public items,
+//! so every path is `crate::client::…`.
+
+use std::sync::Arc;
+
+use rdkafka::admin::AdminClient;
+
+mod admin;
+mod config;
+mod consumer;
+mod log;
+mod offsets;
+mod producer;
+mod util;
+
+pub use admin::{decode_assignment, Assigned, AssignmentError, GroupMember};
+pub use config::{
+    client_id, test_broker, Isolation, LiveConfig, BOOTSTRAP_ENV, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_TIMEOUT, DEFAULT_TRANSACTION_TIMEOUT,
+};
+pub(crate) use consumer::{committed_offsets, consumed, fetch_visible};
+pub use consumer::{LiveConsumer, LiveFetch};
+pub(crate) use log::{error_librdkafka, log_librdkafka};
+pub use log::{tracing_level, LogContext};
+pub use offsets::Watermarks;
+pub(crate) use offsets::{kafka_offset, kafka_partition, Probes};
+pub use producer::{Delivery, PlainProducer, TxnProducer};
+pub(crate) use util::bounded;
+
+use crate::error::LiveError;
+
+/// The entry point: an admin client and offset probes for one cluster, and
+/// the factory of producers and consumers.
+pub struct LiveClient {
+    config: LiveConfig,
+    admin: Arc<AdminClient<LogContext>>,
+    probes: Arc<Probes>,
+}
+
+impl LiveClient {
+    /// Reaches the cluster `config` names, then creates the admin client and
+    /// the offset probes. A cluster none of whose bootstrap addresses accepts
+    /// a connection and answers Kafka's `ApiVersions` within
+    /// [`LiveConfig::connect_timeout`] is an [`LiveError::Unreachable`]
+    /// naming each address and its cause ([`crate::reach`]).
+    pub fn new(config: LiveConfig) -> Result<LiveClient, LiveError> {
+        let protocol = config
+            .properties
+            .iter()
+            .rev()
+            .find(|(key, _)| key == "security.protocol")
+            .map(|(_, value)| value.as_str());
+        let depth = crate::reach::Depth::for_protocol(protocol);
+        crate::reach::probe(&config.bootstrap_servers, config.connect_timeout, depth).map_err(
+            |failures| LiveError::Unreachable {
+                bootstrap: config.bootstrap_servers.clone(),
+                within: config.connect_timeout,
+                failures,
+            },
+        )?;
+        let admin = config
+            .client_config(&[])
+            .create_with_context::<_, AdminClient<LogContext>>(LogContext)
+            .map_err(|source| LiveError::Client {
+                client: "admin",
+                source: Box::new(source),
+            })?;
+        let probes = Probes::new(&config)?;
+        Ok(LiveClient {
+            config,
+            admin: Arc::new(admin),
+            probes: Arc::new(probes),
+        })
+    }
+
+    /// The configuration every client it makes is created with.
+    pub fn config(&self) -> &LiveConfig {
+        &self.config
+    }
+
+    /// A transactional producer for `transactional_id`, initialised: like the
+    /// model's `init_producer`, this fences every older producer with the
+    /// same id and aborts its open transaction (X4).
+    pub async fn producer(&self, transactional_id: &str) -> Result<TxnProducer, LiveError> {
+        let producer = TxnProducer::new(&self.config, transactional_id)?;
+        producer.init().await?;
+        Ok(producer)
+    }
+
+    /// An idempotent producer outside any transaction.
+    pub fn plain_producer(&self) -> Result<PlainProducer, LiveError> {
+        PlainProducer::new(&self.config)
+    }
+
+    /// A consumer of `group` (whose committed offsets it reads) at
+    /// `isolation`, assigned by hand: no subscription, no rebalances, no
+    /// automatic commits.
+    pub fn consumer(&self, group: &str, isolation: Isolation) -> Result<LiveConsumer, LiveError> {
+        LiveConsumer::new(&self.config, Arc::clone(&self.probes), group, isolation)
+    }
+}

@@ -1,0 +1,576 @@
+//! Producing: transactional producers ([`TxnProducer`]), idempotent plain
+//! ones ([`PlainProducer`]), and the delivery of a record ([`Delivery`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header as KafkaHeader, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, TopicPartitionList};
+use tokio::sync::oneshot;
+
+use parsley::record::RecordData;
+use parsley::task::CommittedOffset;
+use parsley::tp::Tp;
+
+use super::log::{error_librdkafka, log_librdkafka, LogContext};
+use super::offsets::{kafka_offset, kafka_partition, our_offset};
+use super::util::{blocking, bounded};
+use super::LiveConfig;
+use crate::error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
+
+/// How long a send waits for room in a full producer queue before failing.
+const QUEUE_FULL_PATIENCE: Duration = Duration::from_secs(30);
+
+fn millis(duration: Duration) -> String {
+    duration.as_millis().to_string()
+}
+
+type Reply = Result<i64, KafkaError>;
+
+/// Routes each delivery report to the [`Delivery`] waiting for it.
+struct DeliveryContext;
+
+impl ClientContext for DeliveryContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        log_librdkafka(level, fac, log_message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        error_librdkafka(&error, reason);
+    }
+
+    // Only the clients made with `statistics.interval.ms` report any: the
+    // runtime's transactional producers.
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        crate::stats::publish(&statistics);
+    }
+}
+
+/// Who waits for a record's delivery report.
+enum Waiter {
+    /// Nobody: a transaction's commit fails if any of its records failed,
+    /// so the runtime sends without a report per record. One shared
+    /// instance serves every such record: no allocation per send.
+    Nobody,
+    /// A [`Delivery`].
+    One(Mutex<Option<oneshot::Sender<Reply>>>),
+}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = Arc<Waiter>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, waiter: Self::DeliveryOpaque) {
+        let Waiter::One(reply) = &*waiter else {
+            return;
+        };
+        let outcome = match result {
+            Ok(message) => Ok(message.offset()),
+            Err((error, _)) => Err(error.clone()),
+        };
+        let taken = reply
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        // The receiver may be gone (a dropped Delivery): nobody is waiting.
+        if let Some(reply) = taken {
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+type KafkaProducer = ThreadedProducer<DeliveryContext>;
+
+/// A record on its way: [`Delivery::wait`] gives the offset it landed at.
+#[must_use = "a delivery tells where the record landed, or that it failed"]
+pub struct Delivery {
+    reply: oneshot::Receiver<Reply>,
+    tp: Tp,
+    producer: String,
+    /// To ask, on failure, whether the producer failed fatally and why;
+    /// weak, so a pending delivery does not keep a dropped producer alive.
+    handle: Weak<KafkaProducer>,
+    /// When waiting gives up, and the bound it was queued with.
+    bound: Option<(Instant, Duration)>,
+}
+
+impl Delivery {
+    /// Where the record is going.
+    pub fn tp(&self) -> &Tp {
+        &self.tp
+    }
+
+    /// Waits for the delivery report. Bounded by librdkafka's
+    /// `message.timeout.ms`, which for a transactional producer is at most
+    /// its transaction timeout; for a [`PlainProducer`] also by the runtime's
+    /// deadline from when the record was queued ([`LiveError::Overran`]).
+    pub async fn wait(self) -> Result<u64, LiveError> {
+        let reply = match self.bound {
+            None => self.reply.await,
+            Some((until, deadline)) => {
+                match tokio::time::timeout_at(until.into(), self.reply).await {
+                    Ok(reply) => reply,
+                    Err(_) => {
+                        return Err(LiveError::Overran {
+                            what: format!(
+                                "the delivery of a record to {} by producer `{}`",
+                                self.tp, self.producer
+                            ),
+                            deadline,
+                        })
+                    }
+                }
+            }
+        };
+        match reply {
+            // With acks=all, which idempotence implies, the broker always
+            // reports the offset; a missing one is not a place to guess.
+            Ok(Ok(offset)) => our_offset(offset).ok_or(LiveError::NoOffset {
+                producer: self.producer,
+                tp: self.tp,
+            }),
+            Ok(Err(source)) => Err(match self.handle.upgrade() {
+                Some(producer) => send_failure(&producer, &self.producer, &self.tp, source),
+                None => LiveError::Send {
+                    producer: self.producer,
+                    tp: self.tp,
+                    class: TxnErrorClass::of(&source),
+                    fenced: is_fenced(&source),
+                    source: Box::new(source),
+                },
+            }),
+            Err(_) => Err(LiveError::DeliveryLost {
+                producer: self.producer,
+                tp: self.tp,
+            }),
+        }
+    }
+}
+
+/// True when `source` says the producer was fenced, or when it is fatal and
+/// the producer's remembered fatal error says so: after a fatal error
+/// librdkafka fails every later call with the generic code `_FATAL`, and only
+/// the remembered error tells that it was a fencing.
+fn fenced(producer: &KafkaProducer, source: &KafkaError) -> bool {
+    is_fenced(source)
+        || (TxnErrorClass::of(source) == TxnErrorClass::Fatal
+            && producer
+                .client()
+                .fatal_error()
+                .is_some_and(|(code, _)| is_fenced_code(code)))
+}
+
+fn send_failure(producer: &KafkaProducer, name: &str, tp: &Tp, source: KafkaError) -> LiveError {
+    LiveError::Send {
+        producer: name.to_owned(),
+        tp: tp.clone(),
+        class: TxnErrorClass::of(&source),
+        fenced: fenced(producer, &source),
+        source: Box::new(source),
+    }
+}
+
+/// Queues `record` for `tp` on `producer` with a report for a [`Delivery`];
+/// never blocks.
+fn enqueue(
+    producer: &Arc<KafkaProducer>,
+    name: &str,
+    tp: &Tp,
+    record: &RecordData,
+) -> Result<Delivery, LiveError> {
+    let (reply, wait) = oneshot::channel();
+    let waiter = Arc::new(Waiter::One(Mutex::new(Some(reply))));
+    queue(producer, name, tp, record, waiter)?;
+    Ok(Delivery {
+        reply: wait,
+        tp: tp.clone(),
+        producer: name.to_owned(),
+        handle: Arc::downgrade(producer),
+        bound: None,
+    })
+}
+
+/// Queues `record` for `tp` on `producer`, reporting its delivery to
+/// `waiter`; never blocks, but waits out a full local queue.
+fn queue(
+    producer: &Arc<KafkaProducer>,
+    name: &str,
+    tp: &Tp,
+    record: &RecordData,
+    waiter: Arc<Waiter>,
+) -> Result<(), LiveError> {
+    let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+    for header in &record.headers {
+        headers = headers.insert(KafkaHeader {
+            key: &header.name,
+            value: Some(header.value.as_ref()),
+        });
+    }
+    let mut base: BaseRecord<'_, [u8], [u8], _> =
+        BaseRecord::with_opaque_to(tp.topic.as_str(), waiter)
+            .partition(kafka_partition(tp))
+            .headers(headers);
+    // Kafka's "no timestamp" is -1: let the producer stamp the time then.
+    if record.timestamp >= 0 {
+        base = base.timestamp(record.timestamp);
+    }
+    if let Some(key) = &record.key {
+        base = base.key(key.as_ref());
+    }
+    if let Some(value) = &record.value {
+        base = base.payload(value.as_ref());
+    }
+    // A full local queue is back-pressure, not a failure: wait for the
+    // background thread to hand records to the broker, then retry.
+    let deadline = Instant::now() + QUEUE_FULL_PATIENCE;
+    loop {
+        match producer.send(base) {
+            Ok(()) => break,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned))
+                if Instant::now() < deadline =>
+            {
+                base = returned;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err((source, _)) => return Err(send_failure(producer, name, tp, source)),
+        }
+    }
+    Ok(())
+}
+
+/// A transactional producer: the model's producer handle plus its
+/// transaction calls. Every error of a call carries its
+/// [`TxnErrorClass`] and whether the producer was fenced.
+pub struct TxnProducer {
+    inner: Arc<KafkaProducer>,
+    transactional_id: String,
+    config: LiveConfig,
+    /// `send_offsets_to_transaction` needs a group's metadata, which only a
+    /// consumer of the group can make; made once per group.
+    groups: Mutex<HashMap<String, Arc<ConsumerGroupMetadata>>>,
+    /// The waiter of every record sent without a report.
+    nobody: Arc<Waiter>,
+}
+
+impl TxnProducer {
+    /// Creates the producer without initialising it; see [`TxnProducer::init`].
+    pub fn new(config: &LiveConfig, transactional_id: &str) -> Result<TxnProducer, LiveError> {
+        let inner = config
+            .client_config(&[
+                ("transactional.id", transactional_id.to_owned()),
+                ("transaction.timeout.ms", millis(config.transaction_timeout)),
+                ("enable.idempotence", "true".into()),
+                // A transaction begun right after a commit is refused with
+                // CONCURRENT_TRANSACTIONS until the coordinator has written
+                // the last one's markers, and librdkafka retries only after
+                // `retry.backoff.ms`: 100 ms by default, a whole commit
+                // interval lost; in the live benchmark most commits waited
+                // it out. The Java producer retries this case after 20 ms.
+                ("retry.backoff.ms", "10".into()),
+                ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
+            ])
+            .create_with_context::<_, KafkaProducer>(DeliveryContext)
+            .map_err(|source| LiveError::Client {
+                client: "transactional producer",
+                source: Box::new(source),
+            })?;
+        Ok(TxnProducer {
+            inner: Arc::new(inner),
+            transactional_id: transactional_id.to_owned(),
+            config: config.clone(),
+            groups: Mutex::new(HashMap::new()),
+            nobody: Arc::new(Waiter::Nobody),
+        })
+    }
+
+    /// The producer's `transactional.id`; for a task,
+    /// `<app>-<stage>-<partition>`.
+    pub fn transactional_id(&self) -> &str {
+        &self.transactional_id
+    }
+
+    fn failure(&self, op: TxnOp, source: KafkaError) -> LiveError {
+        LiveError::Transaction {
+            transactional_id: self.transactional_id.clone(),
+            op,
+            class: TxnErrorClass::of(&source),
+            fenced: fenced(&self.inner, &source),
+            source: Box::new(source),
+        }
+    }
+
+    /// Runs a blocking transactional call with the configured timeout.
+    async fn call(
+        &self,
+        op: TxnOp,
+        call: impl FnOnce(&KafkaProducer, Duration) -> Result<(), KafkaError> + Send + 'static,
+    ) -> Result<(), LiveError> {
+        let inner = Arc::clone(&self.inner);
+        let timeout = self.config.timeout;
+        let result = blocking(format!("{op} of `{}`", self.transactional_id), move || {
+            Ok(call(&inner, timeout))
+        })
+        .await?;
+        result.map_err(|source| self.failure(op, source))
+    }
+
+    /// Runs a transactional call with the configured timeout and waits for
+    /// it, blocking, until the runtime's deadline ([`bounded`]): past it,
+    /// [`LiveError::Overran`], and this producer must be dropped. For
+    /// drivers that run each task on a thread of its own.
+    fn call_here(
+        &self,
+        op: TxnOp,
+        call: impl FnOnce(&KafkaProducer, Duration) -> Result<(), KafkaError> + Send + 'static,
+    ) -> Result<(), LiveError> {
+        let inner = Arc::clone(&self.inner);
+        let timeout = self.config.timeout;
+        #[cfg(feature = "mutations")]
+        let stall = crate::faults::take(op, &self.transactional_id);
+        bounded(
+            || format!("{op} of `{}`", self.transactional_id),
+            self.config.deadline(),
+            move || {
+                #[cfg(feature = "mutations")]
+                if let Some(stall) = stall {
+                    std::thread::sleep(stall);
+                }
+                call(&inner, timeout)
+            },
+        )?
+        .map_err(|source| self.failure(op, source))
+    }
+
+    /// [`TxnProducer::init`] on this thread (blocks).
+    pub fn init_blocking(&self) -> Result<(), LiveError> {
+        self.call_here(TxnOp::Init, |producer, timeout| {
+            producer.init_transactions(timeout)
+        })
+    }
+
+    /// [`TxnProducer::send_offsets`] on this thread (blocks).
+    pub fn send_offsets_blocking(
+        &self,
+        group: &str,
+        offsets: &[(Tp, CommittedOffset)],
+    ) -> Result<(), LiveError> {
+        let list = self.offset_list(offsets)?;
+        // Not a `match` on the lookup: its guard would live through the arms.
+        let known = self.lock_groups().get(group).cloned();
+        let metadata = match known {
+            Some(known) => known,
+            None => {
+                let made = Arc::new(group_metadata(&self.config, group)?);
+                self.lock_groups()
+                    .insert(group.to_owned(), Arc::clone(&made));
+                made
+            }
+        };
+        self.call_here(TxnOp::SendOffsets, move |producer, timeout| {
+            producer.send_offsets_to_transaction(&list, &metadata, timeout)
+        })
+    }
+
+    /// [`TxnProducer::commit`] on this thread (blocks).
+    pub fn commit_blocking(&self) -> Result<(), LiveError> {
+        self.call_here(TxnOp::Commit, |producer, timeout| {
+            producer.commit_transaction(timeout)
+        })
+    }
+
+    /// [`TxnProducer::abort`] on this thread (blocks).
+    pub fn abort_blocking(&self) -> Result<(), LiveError> {
+        self.call_here(TxnOp::Abort, |producer, timeout| {
+            producer.abort_transaction(timeout)
+        })
+    }
+
+    fn offset_list(
+        &self,
+        offsets: &[(Tp, CommittedOffset)],
+    ) -> Result<TopicPartitionList, LiveError> {
+        let mut list = TopicPartitionList::with_capacity(offsets.len());
+        for (tp, committed) in offsets {
+            let offset = kafka_offset(tp, committed.offset)?;
+            let mut element = list.add_partition(tp.topic.as_str(), kafka_partition(tp));
+            element
+                .set_offset(offset)
+                .map_err(|source| self.failure(TxnOp::SendOffsets, source))?;
+            element.set_metadata(&committed.metadata);
+        }
+        Ok(list)
+    }
+
+    /// `init_transactions`: registers the transactional id with the
+    /// coordinator, fencing older producers and aborting their open
+    /// transaction.
+    pub async fn init(&self) -> Result<(), LiveError> {
+        self.call(TxnOp::Init, |producer, timeout| {
+            producer.init_transactions(timeout)
+        })
+        .await
+    }
+
+    /// Opens a transaction. Local to the producer: the broker learns of it
+    /// with the first send or offsets.
+    pub fn begin(&self) -> Result<(), LiveError> {
+        self.inner
+            .begin_transaction()
+            .map_err(|source| self.failure(TxnOp::Begin, source))
+    }
+
+    /// Queues a record in the open transaction without waiting for it.
+    pub fn enqueue(&self, tp: &Tp, record: &RecordData) -> Result<Delivery, LiveError> {
+        enqueue(&self.inner, &self.transactional_id, tp, record)
+    }
+
+    /// Queues a record in the open transaction with no delivery report:
+    /// [`TxnProducer::commit`] flushes it and fails if it failed. What the
+    /// runtime sends with; nothing is allocated per record beyond
+    /// librdkafka's own copy.
+    pub fn enqueue_unreported(&self, tp: &Tp, record: &RecordData) -> Result<(), LiveError> {
+        queue(
+            &self.inner,
+            &self.transactional_id,
+            tp,
+            record,
+            Arc::clone(&self.nobody),
+        )
+    }
+
+    /// Sends a record in the open transaction and returns its offset.
+    pub async fn send(&self, tp: &Tp, record: &RecordData) -> Result<u64, LiveError> {
+        self.enqueue(tp, record)?.wait().await
+    }
+
+    /// Stages `group`'s offsets, each with its metadata string, in the open
+    /// transaction: they become the group's committed offsets only if it
+    /// commits.
+    pub async fn send_offsets(
+        &self,
+        group: &str,
+        offsets: &[(Tp, CommittedOffset)],
+    ) -> Result<(), LiveError> {
+        let list = self.offset_list(offsets)?;
+        let metadata = self.group_metadata(group).await?;
+        self.call(TxnOp::SendOffsets, move |producer, timeout| {
+            producer.send_offsets_to_transaction(&list, &metadata, timeout)
+        })
+        .await
+    }
+
+    async fn group_metadata(&self, group: &str) -> Result<Arc<ConsumerGroupMetadata>, LiveError> {
+        if let Some(known) = self.lock_groups().get(group) {
+            return Ok(Arc::clone(known));
+        }
+        let config = self.config.clone();
+        let name = group.to_owned();
+        let metadata = blocking(format!("metadata of group `{group}`"), move || {
+            group_metadata(&config, &name)
+        })
+        .await?;
+        let metadata = Arc::new(metadata);
+        self.lock_groups()
+            .insert(group.to_owned(), Arc::clone(&metadata));
+        Ok(metadata)
+    }
+
+    fn lock_groups(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ConsumerGroupMetadata>>> {
+        // The map is only ever inserted into whole: a panic while holding the
+        // lock cannot leave it half-written, so a poisoned lock is fine.
+        self.groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Flushes the transaction's records and commits it: a commit marker on
+    /// every partition it wrote to, and its group offsets applied.
+    pub async fn commit(&self) -> Result<(), LiveError> {
+        self.call(TxnOp::Commit, |producer, timeout| {
+            producer.commit_transaction(timeout)
+        })
+        .await
+    }
+
+    /// Aborts the open transaction: queued records are purged, an abort
+    /// marker goes on every partition it wrote to, its offsets are dropped.
+    pub async fn abort(&self) -> Result<(), LiveError> {
+        self.call(TxnOp::Abort, |producer, timeout| {
+            producer.abort_transaction(timeout)
+        })
+        .await
+    }
+}
+
+/// The metadata of `group` for `send_offsets_to_transaction`, from a
+/// consumer that never joins: it carries the group id with no generation,
+/// which the broker accepts from a producer whose consumer assigns partitions
+/// by hand.
+fn group_metadata(config: &LiveConfig, group: &str) -> Result<ConsumerGroupMetadata, LiveError> {
+    let consumer = config
+        .client_config(&[
+            ("group.id", group.to_owned()),
+            ("enable.auto.commit", "false".into()),
+        ])
+        .create_with_context::<_, BaseConsumer<LogContext>>(LogContext)
+        .map_err(|source| LiveError::Client {
+            client: "group metadata consumer",
+            source: Box::new(source),
+        })?;
+    consumer.group_metadata().ok_or(LiveError::Client {
+        client: "group metadata consumer",
+        source: Box::new(KafkaError::ClientCreation(
+            "the consumer has no group metadata".into(),
+        )),
+    })
+}
+
+/// An idempotent producer outside any transaction: the model's `append`.
+///
+/// Each record's delivery is bounded by the configured timeout
+/// ([`LiveConfig::timeout`], librdkafka's `message.timeout.ms`), and waiting
+/// for it by the runtime's deadline ([`LiveConfig::deadline`]): a broker that
+/// dies mid-batch fails every record still on its way within that bound,
+/// naming the tp, instead of librdkafka's default five minutes.
+pub struct PlainProducer {
+    inner: Arc<KafkaProducer>,
+    deadline: Duration,
+}
+
+impl PlainProducer {
+    /// Creates the producer; idempotent, with no transactional id.
+    pub fn new(config: &LiveConfig) -> Result<PlainProducer, LiveError> {
+        let inner = config
+            .client_config(&[
+                ("enable.idempotence", "true".into()),
+                ("message.timeout.ms", millis(config.timeout)),
+            ])
+            .create_with_context::<_, KafkaProducer>(DeliveryContext)
+            .map_err(|source| LiveError::Client {
+                client: "plain producer",
+                source: Box::new(source),
+            })?;
+        Ok(PlainProducer {
+            inner: Arc::new(inner),
+            deadline: config.deadline(),
+        })
+    }
+
+    /// Queues a record without waiting for it.
+    pub fn enqueue(&self, tp: &Tp, record: &RecordData) -> Result<Delivery, LiveError> {
+        let mut delivery = enqueue(&self.inner, "plain", tp, record)?;
+        delivery.bound = Some((Instant::now() + self.deadline, self.deadline));
+        Ok(delivery)
+    }
+
+    /// Appends a record and returns its offset.
+    pub async fn append(&self, tp: &Tp, record: &RecordData) -> Result<u64, LiveError> {
+        self.enqueue(tp, record)?.wait().await
+    }
+}
