@@ -134,24 +134,10 @@ pub fn test_broker() -> Option<LiveConfig> {
     None
 }
 
-/// Which records a fetch may return: Kafka's `isolation.level`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Isolation {
-    /// Records of committed transactions and plain records, below the last
-    /// stable offset. What every Parsley consumer uses.
-    ReadCommitted,
-    /// Every data record up to the high watermark.
-    ReadUncommitted,
-}
+/// Which records a fetch may return: Kafka's `isolation.level` (the
+/// core's, shared with the harness's Kafka model).
+pub use parsley::Isolation;
 
-impl Isolation {
-    pub(crate) fn property(self) -> &'static str {
-        match self {
-            Isolation::ReadCommitted => "read_committed",
-            Isolation::ReadUncommitted => "read_uncommitted",
-        }
-    }
-}
 #[cfg(test)]
 mod tests {
     use super::*;

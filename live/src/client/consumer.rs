@@ -160,10 +160,7 @@ pub(crate) fn fetch_visible<C: ConsumerContext>(
             high_watermark: marks.high_watermark,
         });
     }
-    let target = match isolation {
-        Isolation::ReadCommitted => marks.last_stable_offset,
-        Isolation::ReadUncommitted => marks.high_watermark,
-    };
+    let target = isolation.read_limit(marks.last_stable_offset, marks.high_watermark);
     let mut fetched = LiveFetch {
         records: Vec::new(),
         next_offset: from,
