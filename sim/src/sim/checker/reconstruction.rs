@@ -260,6 +260,38 @@ pub(super) struct Instance {
     pub(super) open_tick: Option<i64>,
 }
 
+impl Snapshot {
+    /// The instance's transaction committed: its positions, history and
+    /// open tick are the task's committed ones now.
+    fn commit(&mut self, instance: &mut Instance) {
+        instance.lanes.positions_into(&mut self.positions);
+        self.history.clone_from(&instance.history);
+        if let Some(tick) = instance.open_tick.take() {
+            self.last_tick_at = Some(tick);
+        }
+    }
+}
+
+impl Instance {
+    /// The instance's transaction aborted: it returns to the task's
+    /// committed snapshot (the start of every tp and an empty history
+    /// without one), its buffers emptied and its open tick forgotten.
+    fn abort_to(&mut self, snapshot: Option<&Snapshot>) {
+        match snapshot {
+            Some(snapshot) => {
+                self.lanes.rewind(&snapshot.positions);
+                self.history.clone_from(&snapshot.history);
+            }
+            None => {
+                let positions = vec![0; self.lanes.tps.len()];
+                self.lanes.rewind(&positions);
+                self.history = Stamp::empty();
+            }
+        }
+        self.open_tick = None;
+    }
+}
+
 /// A delivery in a transaction, waiting to learn whether it commits; it
 /// points into the trace.
 #[derive(Clone, Copy)]
@@ -361,6 +393,37 @@ impl<'a> Checker<'a> {
         Cow::Owned(expected)
     }
 
+    /// A task instance started at `now`: its gate starts from the task's
+    /// committed snapshot (the start of every consumed tp without one),
+    /// its buffers empty.
+    fn start_instance(
+        &mut self,
+        task: &Arc<TaskId>,
+        now: i64,
+        snapshots: &mut FxHashMap<Arc<TaskId>, Snapshot>,
+    ) -> Instance {
+        let tps = self.consumed_tps(task);
+        let ids = tps.iter().map(|tp| self.tps.id(tp)).collect();
+        let snapshot = snapshots
+            .entry(Arc::clone(task))
+            .or_insert_with(|| Snapshot {
+                positions: vec![0; tps.len()],
+                ..Snapshot::default()
+            });
+        let lanes = Lanes {
+            buffers: vec![VecDeque::new(); tps.len()],
+            fetch_next: snapshot.positions.clone(),
+            tps,
+            ids,
+        };
+        Instance {
+            lanes,
+            history: snapshot.history.clone(),
+            started_at: now,
+            open_tick: None,
+        }
+    }
+
     /// Walks the trace, rebuilding every instance's gate, and checks what
     /// depends on the moment: I1, I3, I4 and I5. Returns the committed
     /// deliveries per task.
@@ -376,31 +439,8 @@ impl<'a> Checker<'a> {
             let step = entry.step;
             match &entry.event {
                 Event::TaskStarted { at } => {
-                    let tps = self.consumed_tps(&at.task);
-                    let ids = tps.iter().map(|tp| self.tps.id(tp)).collect();
-                    let snapshot =
-                        snapshots
-                            .entry(Arc::clone(&at.task))
-                            .or_insert_with(|| Snapshot {
-                                positions: vec![0; tps.len()],
-                                ..Snapshot::default()
-                            });
-                    let lanes = Lanes {
-                        buffers: vec![VecDeque::new(); tps.len()],
-                        fetch_next: snapshot.positions.clone(),
-                        tps,
-                        ids,
-                    };
-                    let history = snapshot.history.clone();
-                    instances.insert(
-                        at.clone(),
-                        Instance {
-                            lanes,
-                            history,
-                            started_at: entry.now,
-                            open_tick: None,
-                        },
-                    );
+                    let instance = self.start_instance(&at.task, entry.now, &mut snapshots);
+                    instances.insert(at.clone(), instance);
                 }
                 Event::Fetched {
                     at,
@@ -456,11 +496,7 @@ impl<'a> Checker<'a> {
                         continue;
                     };
                     let snapshot = snapshots.entry(Arc::clone(&at.task)).or_default();
-                    instance.lanes.positions_into(&mut snapshot.positions);
-                    snapshot.history.clone_from(&instance.history);
-                    if let Some(tick) = instance.open_tick.take() {
-                        snapshot.last_tick_at = Some(tick);
-                    }
+                    snapshot.commit(instance);
                     let task = committed.entry(Arc::clone(&at.task)).or_default();
                     let deliveries = if task.is_empty() {
                         std::mem::replace(task, deliveries)
@@ -477,18 +513,7 @@ impl<'a> Checker<'a> {
                     let Some(instance) = instances.get_mut(at) else {
                         continue;
                     };
-                    match snapshots.get(&at.task) {
-                        Some(snapshot) => {
-                            instance.lanes.rewind(&snapshot.positions);
-                            instance.history.clone_from(&snapshot.history);
-                        }
-                        None => {
-                            let positions = vec![0; instance.lanes.tps.len()];
-                            instance.lanes.rewind(&positions);
-                            instance.history = Stamp::empty();
-                        }
-                    }
-                    instance.open_tick = None;
+                    instance.abort_to(snapshots.get(&at.task));
                 }
                 Event::Crashed { instance } => {
                     instances.retain(|at, _| at.instance != *instance);
