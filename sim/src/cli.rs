@@ -26,6 +26,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use parsley::mutation::Mutation;
+use parsley::App;
 
 use crate::sim::checker::{Invariant, Violation};
 use crate::sim::report::{self, Failure};
@@ -576,16 +577,27 @@ fn replay(registry: &Registry, args: ReplayArgs) -> Result<bool, CliError> {
     }
     row("trace hash", format!("{:016x}", outcome.trace_hash));
     if let Some(path) = &args.timeline {
-        write_timeline(path, &outcome, &title)?;
+        write_timeline(path, setup.simulation.app(), &outcome, &title)?;
     }
     Ok(!outcome.violations.is_empty())
 }
 
 /// Writes the picture of a run, its violations marked and its records'
 /// stamps in the tooltips.
-fn write_timeline(path: &Path, outcome: &RunOutcome, title: &str) -> Result<(), CliError> {
+fn write_timeline(
+    path: &Path,
+    app: &App,
+    outcome: &RunOutcome,
+    title: &str,
+) -> Result<(), CliError> {
     let stamps = timeline::stamps_in(&outcome.cluster);
-    let html = timeline::render_html(&outcome.trace, title, &outcome.violations, Some(&stamps));
+    let html = timeline::render_html(
+        &outcome.trace,
+        title,
+        &outcome.violations,
+        Some(&stamps),
+        &timeline::tick_topics(app),
+    );
     write_file(path, &html)?;
     println!("timeline written to {}", path.display());
     Ok(())
@@ -645,7 +657,7 @@ fn shrink(registry: &Registry, args: ShrinkArgs) -> Result<bool, CliError> {
     }
     if let Some(path) = &args.timeline {
         let title = format!("{}: seed {} shrunk", setup.scenario.name, args.seed);
-        write_timeline(path, &failure.shrunk, &title)?;
+        write_timeline(path, setup.simulation.app(), &failure.shrunk, &title)?;
     }
     Ok(true)
 }

@@ -5,11 +5,11 @@ use std::collections::BTreeSet;
 
 use parsley::mutation::Mutation;
 use parsley::task::TaskId;
-use parsley::{Claim, Stamp, Tp};
+use parsley::{Claim, Stamp, TopicName, Tp};
 use parsley_sim::sim::checker::{Invariant, Relation};
 use parsley_sim::sim::report::shrink_failure;
 use parsley_sim::sim::scenario::Scenario;
-use parsley_sim::sim::timeline::{render_html, stamps_in};
+use parsley_sim::sim::timeline::{render_html, stamps_in, tick_topics};
 use parsley_sim::sim::trace::{Entry, Event, TaskAt, TxnRef};
 use parsley_sim::sim::RunOutcome;
 
@@ -21,6 +21,16 @@ fn fan_in() -> Scenario {
     scenario.settings.budget.safety_steps = 600;
     scenario.settings.budget.liveness_steps = 2000;
     scenario
+}
+
+/// The fan-in application's tick topics, as its stages declare them.
+fn fan_in_ticks() -> Vec<TopicName> {
+    tick_topics(shipped::simulation(&fan_in()).app())
+}
+
+/// The tick topic of the hand-made traces' `ledger` stage.
+fn hand_made_ticks() -> Vec<TopicName> {
+    vec![TopicName::from("ledger-ticks")]
 }
 
 fn trace_of(seed: u64) -> Vec<Entry> {
@@ -62,7 +72,7 @@ fn seed_with_arrow() -> (u64, Vec<Entry>) {
 
 #[test]
 fn the_page_is_self_contained_html() {
-    let html = render_html(&trace_of(0), "fan-in seed 0", &[], None);
+    let html = render_html(&trace_of(0), "fan-in seed 0", &[], None, &fan_in_ticks());
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(html.matches("<svg").count(), 1, "one inline SVG");
     assert!(html.contains("<style>"));
@@ -82,7 +92,7 @@ fn the_page_is_self_contained_html() {
 #[test]
 fn one_lane_label_per_task_instance() {
     let (_, trace) = seed_with_arrow();
-    let html = render_html(&trace, "lanes", &[], None);
+    let html = render_html(&trace, "lanes", &[], None, &fan_in_ticks());
     let lanes: BTreeSet<String> = trace
         .iter()
         .filter_map(|entry| match &entry.event {
@@ -119,7 +129,7 @@ fn one_delivery_mark_per_delivery() {
             .filter(|entry| matches!(entry.event, Event::Delivered { .. }))
             .count();
         assert!(delivered > 0);
-        let html = render_html(&trace, "deliveries", &[], None);
+        let html = render_html(&trace, "deliveries", &[], None, &fan_in_ticks());
         assert_eq!(
             html.matches("class=\"delivery ").count(),
             delivered,
@@ -131,7 +141,7 @@ fn one_delivery_mark_per_delivery() {
 #[test]
 fn claims_that_held_a_delivered_record_draw_arrows() {
     let (seed, trace) = seed_with_arrow();
-    let html = render_html(&trace, "arrows", &[], None);
+    let html = render_html(&trace, "arrows", &[], None, &fan_in_ticks());
     let arrows = html.matches("<path class=\"arrow").count();
     assert!(arrows >= 1, "seed {seed}: no arrow drawn");
     let holds = trace
@@ -146,13 +156,13 @@ fn claims_that_held_a_delivered_record_draw_arrows() {
 fn rendering_is_deterministic() {
     let (_, trace) = seed_with_arrow();
     assert_eq!(
-        render_html(&trace, "again", &[], None),
-        render_html(&trace, "again", &[], None)
+        render_html(&trace, "again", &[], None, &fan_in_ticks()),
+        render_html(&trace, "again", &[], None, &fan_in_ticks())
     );
     // And a second run of the same seed gives the same picture (I9).
     assert_eq!(
-        render_html(&trace_of(3), "again", &[], None),
-        render_html(&trace_of(3), "again", &[], None)
+        render_html(&trace_of(3), "again", &[], None, &fan_in_ticks()),
+        render_html(&trace_of(3), "again", &[], None, &fan_in_ticks())
     );
 }
 
@@ -163,6 +173,7 @@ fn the_title_is_escaped() {
         "<script>alert(\"x\") & co</script>",
         &[],
         None,
+        &fan_in_ticks(),
     );
     assert!(!html.contains("<script>"));
     assert!(html.contains("&lt;script&gt;alert(&quot;x&quot;) &amp; co&lt;/script&gt;"));
@@ -170,7 +181,7 @@ fn the_title_is_escaped() {
 
 #[test]
 fn an_empty_trace_still_renders() {
-    let html = render_html(&[], "empty", &[], None);
+    let html = render_html(&[], "empty", &[], None, &[]);
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("nothing to draw"));
 }
@@ -238,7 +249,7 @@ fn arrows_join_the_cause_to_the_released_record() {
             },
         ),
     ];
-    let html = render_html(&trace, "hand-made", &[], None);
+    let html = render_html(&trace, "hand-made", &[], None, &hand_made_ticks());
     assert_eq!(html.matches("<path class=\"arrow\"").count(), 1);
     assert_eq!(html.matches("class=\"hold mark\"").count(), 2);
     assert_eq!(html.matches("class=\"delivery ").count(), 3);
@@ -255,7 +266,7 @@ fn long_traces_are_capped_in_width() {
     let trace: Vec<Entry> = (0..20_000)
         .map(|step| entry(step, delivered(&at, "orders", step)))
         .collect();
-    let html = render_html(&trace, "long", &[], None);
+    let html = render_html(&trace, "long", &[], None, &hand_made_ticks());
     let width: f64 = html
         .split("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"")
         .nth(1)
@@ -321,6 +332,7 @@ fn the_violation_is_a_band_at_its_delivery_with_its_text() {
         "planted",
         &outcome.violations,
         Some(&stamps),
+        &fan_in_ticks(),
     );
     let first = &outcome.violations[0];
     // Listed above the picture, and labelled at its step.
@@ -379,6 +391,7 @@ fn a_passing_run_has_no_violation_marks() {
         "passing",
         &outcome.violations,
         Some(&stamps),
+        &fan_in_ticks(),
     );
     assert!(!html.contains("class=\"violation"), "a mark of a violation");
     assert!(!html.contains("<ul class=\"violations\">"));
@@ -423,7 +436,7 @@ fn a_delivery_tooltip_tells_each_claim() {
         };
         Some(Stamp::from_claims(claims))
     };
-    let html = render_html(&trace, "claims", &[], Some(&stamps));
+    let html = render_html(&trace, "claims", &[], Some(&stamps), &hand_made_ticks());
     let (_, title) = mark_with(&html, "delivered orders-0@0 ").unwrap();
     assert!(title.contains("stamp {payments-0@3}"), "{title}");
     assert!(
@@ -453,7 +466,13 @@ fn a_shrunk_run_is_drawn_on_its_real_steps_and_times() {
     let failure = shrink_failure(&simulation, simulation.run_seed(0), 200);
     let shrunk = failure.expect("the planted bug fails seed 0").shrunk;
     let stamps = stamps_in(&shrunk.cluster);
-    let html = render_html(&shrunk.trace, "shrunk", &shrunk.violations, Some(&stamps));
+    let html = render_html(
+        &shrunk.trace,
+        "shrunk",
+        &shrunk.violations,
+        Some(&stamps),
+        &fan_in_ticks(),
+    );
     let start = shrunk.trace[0].now;
     let real: BTreeSet<(String, String)> = shrunk
         .trace
@@ -513,7 +532,13 @@ fn write_an_example_when_asked() {
     );
     let outcome = shipped::simulation(&scenario).run_seed(seed);
     let stamps = stamps_in(&outcome.cluster);
-    let html = render_html(&outcome.trace, &title, &outcome.violations, Some(&stamps));
+    let html = render_html(
+        &outcome.trace,
+        &title,
+        &outcome.violations,
+        Some(&stamps),
+        &fan_in_ticks(),
+    );
     std::fs::write(out, html).expect("the example is written");
 }
 
@@ -612,7 +637,13 @@ fn a_property_failure_marks_the_lane_of_the_stage_that_wrote_the_record() {
     let writer = violation.task.as_ref().expect("the writer is named");
     assert_eq!(&*writer.stage, "count");
     let (tp, offset) = violation.record.clone().expect("the record is named");
-    let html = render_html(&outcome.trace, "double count", &outcome.violations, None);
+    let html = render_html(
+        &outcome.trace,
+        "double count",
+        &outcome.violations,
+        None,
+        &tick_topics(simulation.app()),
+    );
 
     // One ring, on a `count` lane: the lane of the task instance that wrote it.
     let rings_x = numbers_of(&html, "<circle class=\"violating\"", "cx");

@@ -29,7 +29,7 @@ use crate::sim::run::RunOutcome;
 use crate::sim::simulation::{Regressions, Simulation};
 use crate::sim::stops::{Cause, IMPURE};
 use crate::sim::tape;
-use crate::sim::timeline::{render_html, stamps_in};
+use crate::sim::timeline::{render_html, stamps_in, tick_topics};
 use crate::sim::world::Stats;
 
 /// Shrink attempts before a failure is reported.
@@ -635,7 +635,13 @@ fn write_timeline(
     let path = dir.join(format!("{test}-{which}.html"));
     let title = format!("{}: {which}", simulation.name());
     let stamps = stamps_in(&outcome.cluster);
-    let html = render_html(&outcome.trace, &title, &outcome.violations, Some(&stamps));
+    let html = render_html(
+        &outcome.trace,
+        &title,
+        &outcome.violations,
+        Some(&stamps),
+        &tick_topics(simulation.app()),
+    );
     std::fs::write(&path, html).ok()?;
     Some(path)
 }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use parsley::header::{self, STAMP_HEADER};
 use parsley::task::TaskId;
-use parsley::{Stamp, Tp};
+use parsley::{App, Stamp, TopicName, Tp};
 
 use crate::model::Cluster;
 use crate::sim::checker::Violation;
@@ -100,19 +100,30 @@ pub fn stamps_in(cluster: &Cluster) -> impl Fn(&Tp, u64) -> Option<Stamp> + '_ {
     }
 }
 
+/// The stages' tick topics (T2), for [`render_html`]: the application says
+/// which topics are tick topics, not their names.
+pub fn tick_topics(app: &App) -> Vec<TopicName> {
+    app.stages()
+        .iter()
+        .filter_map(|plan| plan.tick_topic.clone())
+        .collect()
+}
+
 /// Renders `trace` as a self-contained HTML page with an inline SVG,
 /// marking `violations` (the run's, first ones first) at the steps they
 /// broke. With `stamps`, each delivery's tooltip shows the delivered
-/// record's stamp and its claims.
+/// record's stamp and its claims. Deliveries of `tick_topics` (see
+/// [`tick_topics`]) are drawn as ticks.
 pub fn render_html(
     trace: &[Entry],
     title: &str,
     violations: &[Violation],
     stamps: Option<StampOf<'_>>,
+    tick_topics: &[TopicName],
 ) -> String {
     let unshown = violations.len().saturating_sub(VIOLATIONS_MAX);
     let violations = &violations[..violations.len() - unshown];
-    let facts = Facts::gather(trace, violations);
+    let facts = Facts::gather(trace, violations, tick_topics);
     let layout = Layout::new(trace, &facts);
     let mut svg = String::new();
     emit!(
@@ -182,10 +193,12 @@ struct Facts {
     violations_of: BTreeMap<usize, Vec<usize>>,
     /// The stamps the violations name, by record.
     named_stamps: BTreeMap<(Tp, u64), Stamp>,
+    /// The stages' tick topics.
+    tick_topics: Vec<TopicName>,
 }
 
 impl Facts {
-    fn gather(trace: &[Entry], violations: &[Violation]) -> Facts {
+    fn gather(trace: &[Entry], violations: &[Violation], tick_topics: &[TopicName]) -> Facts {
         let mut txn_end = BTreeMap::new();
         let mut topics = Vec::new();
         let mut deliveries: BTreeMap<(&TaskAt, &Tp, u64), Vec<usize>> = BTreeMap::new();
@@ -207,7 +220,7 @@ impl Facts {
                     txn_end.insert(*txn, TxnEnd::Aborted(cause.clone()));
                 }
                 Event::Delivered { at, tp, offset, .. } => {
-                    if !is_tick_tp(tp) {
+                    if !tick_topics.contains(&tp.topic) {
                         topics.push(tp.topic.as_str().to_string());
                     }
                     deliveries.entry((at, tp, *offset)).or_default().push(index);
@@ -291,11 +304,17 @@ impl Facts {
             violation_at,
             violations_of,
             named_stamps,
+            tick_topics: tick_topics.to_vec(),
         }
     }
 
+    /// Whether `tp` is a partition of a tick topic.
+    fn is_tick(&self, tp: &Tp) -> bool {
+        self.tick_topics.contains(&tp.topic)
+    }
+
     fn topic_color(&self, tp: &Tp) -> &'static str {
-        if is_tick_tp(tp) {
+        if self.is_tick(tp) {
             return TICK;
         }
         self.topic_color
@@ -463,11 +482,6 @@ fn draws(event: &Event) -> bool {
 /// The task instance an event happened on, if any.
 fn task_at(event: &Event) -> Option<&TaskAt> {
     event.task_at()
-}
-
-/// Tick records go to a stage's `-ticks` topic.
-fn is_tick_tp(tp: &Tp) -> bool {
-    tp.topic.as_str().ends_with("-ticks")
 }
 
 /// Escapes text for HTML and SVG, in content and in quoted attributes.
@@ -1195,7 +1209,7 @@ fn delivery(
     };
     let tip = tooltip(lines);
     let Spot { x, y, .. } = *spot;
-    if is_tick_tp(tp) {
+    if facts.is_tick(tp) {
         emit!(
             svg,
             "<path class=\"delivery tick mark\" d=\"{}\" fill=\"{color}\"{fill}>{tip}</path>\n",

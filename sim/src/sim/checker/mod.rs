@@ -1,0 +1,173 @@
+//! The independent checker: recomputes every guarantee (I1–I8, I10, I11) from the
+//! recorded trace and the committed logs, trusting none of the runtime's own
+//! bookkeeping.
+//!
+//! It rebuilds, per task instance, what the gate must have looked like: the
+//! records each fetch brought (read back from the logs), the position of each
+//! consumed tp, the history, the held records and the committed snapshot that
+//! aborts and restarts return to. From that it knows what every stamp should
+//! have been (G5 is exact: history merged with the stamps of held records),
+//! and by replaying the stages' pure logic over the committed deliveries it
+//! knows what state and outputs the committed history must have produced.
+//!
+//! One oracle a file, each reading the shared reconstruction
+//! ([`reconstruction`]) and the input and pushing what it finds:
+//! [`delivery`] (I1, I2, I3), [`ticks`] (I4), [`stamps`] (I5), [`state`]
+//! (I6, the fold of the committed history), [`outputs`] (I7),
+//! [`liveness`] (I8), [`dead_letters`] (I10) and [`timers`] (I11).
+//! [`check`] builds the reconstruction once and runs them in turn.
+
+mod dead_letters;
+mod delivery;
+mod liveness;
+mod outputs;
+mod reconstruction;
+mod stamps;
+mod state;
+mod ticks;
+mod timers;
+mod violation;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+use parsley::assembly::Assembly;
+use parsley::{App, Tp};
+
+use crate::model::Cluster;
+use crate::sim::trace::{Entry, Event, TaskAt, TxnRef};
+use reconstruction::{Roles, Tps};
+use rustc_hash::FxHashMap;
+
+pub use parsley::audit::Invariant;
+pub use violation::{DeliveryOf, Gate, Related, Relation, TxnEnd, Violation};
+
+/// What the checker needs besides the trace and the logs.
+pub struct CheckInput<'a> {
+    /// The application that ran.
+    pub app: &'a App,
+    /// Its assembly on the model.
+    pub assembly: &'a Assembly,
+    /// The model, with every log.
+    pub cluster: &'a Cluster,
+    /// The run's trace.
+    pub trace: &'a [Entry],
+    /// Whether the world quiesced within its liveness budget.
+    pub quiesced: bool,
+    /// The liveness budget, for the I8 message.
+    pub liveness_steps: u64,
+}
+
+/// What every oracle shares: the input, the violations found so far, the
+/// tps looked at (their logs and decoded stamps) and the topics' roles.
+struct Checker<'a> {
+    input: &'a CheckInput<'a>,
+    violations: Vec<Violation>,
+    tps: Tps<'a>,
+    roles: Rc<Roles>,
+}
+
+/// Runs every check and returns the violations found, first ones first.
+pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
+    let mut checker = Checker {
+        input,
+        violations: Vec::new(),
+        tps: Tps::new(input.cluster, input.app),
+        roles: Rc::new(Roles::of(input.app)),
+    };
+    let committed = checker.replay_trace();
+    checker.check_committed_histories(&committed);
+    checker.check_committed_checkpoints(&committed);
+    let accounted = checker.check_committed_folds(&committed);
+    checker.check_outputs_accounted(accounted);
+    checker.check_dead_letter_logs();
+    checker.check_timers();
+    checker.check_liveness(&committed);
+    checker.locate_related();
+    checker.violations.sort_by_key(|violation| violation.step);
+    checker.violations
+}
+
+impl<'a> Checker<'a> {
+    /// Records a violation; the caller names its task and records on the
+    /// returned value.
+    fn violation(&mut self, invariant: Invariant, step: u64, message: String) -> &mut Violation {
+        self.violations
+            .push(Violation::new(invariant, step, message));
+        self.violations.last_mut().expect("just pushed")
+    }
+
+    /// Fills in where each related record was: its status in the log and
+    /// every delivery of it in the trace, with how its transaction ended.
+    /// Runs only for a failing run, in two passes over the trace.
+    fn locate_related(&mut self) {
+        let wanted: BTreeSet<(Tp, u64)> = self
+            .violations
+            .iter()
+            .flat_map(|violation| &violation.related)
+            .map(|related| (related.tp.clone(), related.offset))
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        /// A delivery of a wanted record: its trace index, task instance and
+        /// transaction.
+        struct Seen<'t> {
+            index: usize,
+            at: &'t TaskAt,
+            txn: TxnRef,
+        }
+        let trace: &'a [Entry] = self.input.trace;
+        let mut deliveries: BTreeMap<(Tp, u64), Vec<Seen>> = BTreeMap::new();
+        let mut ends: FxHashMap<TxnRef, TxnEnd> = FxHashMap::default();
+        for (index, entry) in trace.iter().enumerate() {
+            if let Event::Delivered {
+                at,
+                txn,
+                tp,
+                offset,
+                ..
+            } = &entry.event
+            {
+                let key = (tp.clone(), *offset);
+                if wanted.contains(&key) {
+                    let txn = *txn;
+                    deliveries
+                        .entry(key)
+                        .or_default()
+                        .push(Seen { index, at, txn });
+                    ends.insert(txn, TxnEnd::Unfinished);
+                }
+            }
+        }
+        for entry in trace {
+            let (txn, end) = match &entry.event {
+                Event::Committed { txn, .. } => (txn, TxnEnd::Committed(entry.step)),
+                Event::Aborted { txn, .. } => (txn, TxnEnd::Aborted(entry.step)),
+                _ => continue,
+            };
+            if let Some(known) = ends.get_mut(txn) {
+                *known = end;
+            }
+        }
+        let tps = &mut self.tps;
+        for violation in &mut self.violations {
+            let happened = violation.entry_in(trace).unwrap_or(0);
+            for related in &mut violation.related {
+                let id = tps.id(&related.tp);
+                related.status = tps.status(id, related.offset);
+                let key = (related.tp.clone(), related.offset);
+                let seen = deliveries.get(&key).map_or(&[][..], Vec::as_slice);
+                related.deliveries = seen
+                    .iter()
+                    .map(|seen| DeliveryOf {
+                        step: trace[seen.index].step,
+                        at: seen.at.clone(),
+                        ended: ends[&seen.txn],
+                        before: seen.index < happened,
+                    })
+                    .collect();
+            }
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! I6: state. Replays the stages' pure logic over each task's committed
+//! deliveries (the fold of its committed history) and compares the state it
+//! gives with the committed changelog; on the way it asks the oracles of
+//! what each committed delivery wrote: its dead letter (I10) and its
+//! emissions (I7).
+
+use std::collections::hash_map::Entry as MapEntry;
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use parsley::app::StagePlan;
+use parsley::stage::{SlotChange, SlotKey};
+use parsley::task::TaskId;
+use parsley::{App, TopicName, Tp};
+
+use rustc_hash::FxHashMap;
+
+use super::outputs::Accounted;
+use super::reconstruction::{committed_of, Committed, Delivery};
+use super::{Checker, Invariant};
+
+/// A task's state as the fold has it, slot by slot. Compared whole, and slot
+/// by slot in key order only on a mismatch: a hash map does.
+type Slots = FxHashMap<SlotKey, Bytes>;
+
+impl<'a> Checker<'a> {
+    /// I6 and I7: folds each task's committed deliveries, comparing the
+    /// emissions with the committed outputs as it goes and the state with
+    /// the committed changelog at the end. Returns the records the
+    /// committed deliveries wrote, for [`Checker::check_outputs_accounted`].
+    pub(super) fn check_committed_folds(&mut self, committed: &Committed<'a>) -> Accounted {
+        let mut accounted = Accounted::default();
+        let app: &'a App = self.input.app;
+        for task in self.input.assembly.task_ids() {
+            let plan = app.stage(&task.stage).expect("tasks belong to stages");
+            let deliveries = committed_of(committed, &task);
+            let mut slots = Slots::default();
+            for delivery in deliveries {
+                for (tp, offset) in delivery.sent {
+                    accounted.mark(&mut self.tps, tp, *offset);
+                }
+                self.fold_delivery(&task, plan, delivery, &mut slots);
+            }
+            if let Some(changelog) = &plan.changelog {
+                let step = deliveries.last().map_or(0, |delivery| delivery.step);
+                self.compare_state(&task, changelog, &slots, step);
+            }
+        }
+        accounted
+    }
+
+    /// One committed delivery of the fold: replays the stage's logic over
+    /// the delivered record (or tick) and its slot, checks a refusal's dead
+    /// letter, applies the slot changes and compares the emissions.
+    fn fold_delivery(
+        &mut self,
+        task: &TaskId,
+        plan: &StagePlan,
+        delivery: &Delivery<'a>,
+        slots: &mut Slots,
+    ) {
+        let Some(record) = self.record(delivery.id, delivery.offset) else {
+            return;
+        };
+        let is_tick = plan.tick_topic.as_ref() == Some(&delivery.tp.topic);
+        let tick = match is_tick {
+            true => match parsley::task::tick_of(&record) {
+                Some(tick) => Some(tick),
+                None => return,
+            },
+            false => None,
+        };
+        // K2: a timer service's tick reads every key slot, and its
+        // changes are to those (`other_slots`), not to the tick slot.
+        let over_slots = match tick {
+            Some(tick) if plan.stage.timer_service().is_some() => {
+                let current: Vec<(SlotKey, &[u8])> = slots
+                    .iter()
+                    .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
+                    .collect();
+                Some(plan.stage.replay_tick_over_slots(&current, tick))
+            }
+            _ => None,
+        };
+        let slot = if is_tick {
+            SlotKey::Tick
+        } else {
+            SlotKey::for_key(record.data.key.as_ref())
+        };
+        let slot = slots.entry(slot);
+        let state = match &slot {
+            MapEntry::Occupied(slot) => Some(&slot.get()[..]),
+            MapEntry::Vacant(_) => None,
+        };
+        let replayed = match (over_slots, tick) {
+            (Some(replayed), _) => replayed,
+            (None, Some(tick)) => plan.stage.replay_tick(state, tick),
+            (None, None) => {
+                plan.stage
+                    .replay_record(&delivery.tp.topic, state, delivery.tp, &record)
+            }
+        };
+        if let Some(dead_letter) = &plan.dead_letter {
+            if !self.check_refusal(task, dead_letter, delivery, &record, &replayed) {
+                return;
+            }
+        }
+        let replayed = match replayed {
+            Ok(replayed) => replayed,
+            Err(error) => {
+                self.violation(
+                    Invariant::I6,
+                    delivery.step,
+                    format!(
+                        "task {task} committed the delivery of {}@{}, whose logic fails: {error}",
+                        delivery.tp, delivery.offset
+                    ),
+                )
+                .on(delivery.at)
+                .about(delivery.tp, delivery.offset);
+                return;
+            }
+        };
+        match (replayed.slot, slot) {
+            (SlotChange::Set(bytes), MapEntry::Occupied(mut slot)) => {
+                slot.insert(bytes);
+            }
+            (SlotChange::Set(bytes), MapEntry::Vacant(slot)) => {
+                slot.insert(bytes);
+            }
+            (SlotChange::Deleted, MapEntry::Occupied(slot)) => {
+                slot.remove();
+            }
+            (SlotChange::Unchanged | SlotChange::Deleted, _) => {}
+        }
+        apply_other_slots(slots, replayed.other_slots);
+        self.compare_emissions(task, delivery, &replayed.emissions);
+    }
+
+    /// `step` is that of the task's last committed delivery: the state is
+    /// compared once, at the end.
+    fn compare_state(&mut self, task: &TaskId, changelog: &TopicName, slots: &Slots, step: u64) {
+        let tp = Tp::new(changelog.clone(), task.partition);
+        let id = self.tps.id(&tp);
+        // By changelog key as logged, each key parsed once (a slot has one
+        // key), with its slot and its value borrowed from the log (`None`:
+        // deleted).
+        let mut logged: FxHashMap<&[u8], (SlotKey, Option<&Bytes>)> = FxHashMap::default();
+        let records = self
+            .tps
+            .log(id)
+            .into_iter()
+            .flat_map(|log| log.read_committed());
+        for (offset, data) in records {
+            let Some(key) = data.key.as_deref() else {
+                self.invalid_slot_key(&tp, offset);
+                continue;
+            };
+            let value = data.value.as_ref();
+            match logged.entry(key) {
+                MapEntry::Occupied(mut entry) => entry.get_mut().1 = value,
+                MapEntry::Vacant(entry) => match SlotKey::from_changelog_key(key) {
+                    Ok(slot) => {
+                        entry.insert((slot, value));
+                    }
+                    Err(_) => self.invalid_slot_key(&tp, offset),
+                },
+            }
+        }
+        let live = || {
+            logged
+                .values()
+                .filter_map(|(slot, value)| Some((slot, (*value)?)))
+        };
+        let same = live().count() == slots.len()
+            && live().all(|(slot, value)| slots.get(slot) == Some(value));
+        if !same {
+            let logged: BTreeMap<&SlotKey, &Bytes> = live().collect();
+            let slot_keys: BTreeSet<&SlotKey> =
+                logged.keys().copied().chain(slots.keys()).collect();
+            for slot in slot_keys {
+                let (actual, expected) = (logged.get(slot).copied(), slots.get(slot));
+                if actual != expected {
+                    let render = |bytes: Option<&Bytes>| {
+                        bytes.map_or("unset".to_string(), |bytes| {
+                            parsley::text::bytes_for_humans(bytes)
+                        })
+                    };
+                    let message = format!(
+                        "task {task}: committed slot {slot:?} is {} on {tp}, but the fold of its committed deliveries gives {}",
+                        render(actual),
+                        render(expected)
+                    );
+                    self.violation(Invariant::I6, step, message).of_task(task);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn invalid_slot_key(&mut self, tp: &Tp, offset: u64) {
+        self.violation(
+            Invariant::I6,
+            0,
+            format!("{tp}@{offset} has no valid slot key"),
+        )
+        .about(tp, offset);
+    }
+}
+
+/// A delivery's changes to slots other than its own (K2: a timer service's
+/// tick).
+fn apply_other_slots(slots: &mut Slots, changes: Vec<(SlotKey, SlotChange)>) {
+    for (slot, change) in changes {
+        match change {
+            SlotChange::Set(bytes) => {
+                slots.insert(slot, bytes);
+            }
+            SlotChange::Deleted => {
+                slots.remove(&slot);
+            }
+            SlotChange::Unchanged => {}
+        }
+    }
+}
