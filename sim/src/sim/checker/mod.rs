@@ -29,14 +29,13 @@ mod timers;
 mod violation;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::rc::Rc;
 
 use parsley::assembly::Assembly;
 use parsley::{App, Tp};
 
 use crate::model::Cluster;
 use crate::sim::trace::{Entry, Event, TaskAt, TxnRef};
-use reconstruction::{Roles, Tps};
+use reconstruction::Tps;
 use rustc_hash::FxHashMap;
 
 pub use parsley::audit::Invariant;
@@ -59,12 +58,12 @@ pub struct CheckInput<'a> {
 }
 
 /// What every oracle shares: the input, the violations found so far, the
-/// tps looked at (their logs and decoded stamps) and the topics' roles.
+/// tps looked at (their logs and decoded stamps). A topic's role comes
+/// from the application (`App::changelog_owner`), never from its name.
 struct Checker<'a> {
     input: &'a CheckInput<'a>,
     violations: Vec<Violation>,
     tps: Tps<'a>,
-    roles: Rc<Roles>,
 }
 
 /// Runs every check and returns the violations found, first ones first.
@@ -73,7 +72,6 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
         input,
         violations: Vec::new(),
         tps: Tps::new(input.cluster, input.app),
-        roles: Rc::new(Roles::of(input.app)),
     };
     let committed = checker.replay_trace();
     checker.check_committed_histories(&committed);

@@ -3,7 +3,6 @@
 //! committed delivery or tick.
 
 use std::collections::BTreeSet;
-use std::rc::Rc;
 
 use parsley::task::TaskId;
 use parsley::{TopicName, Tp};
@@ -145,8 +144,11 @@ impl<'a> Checker<'a> {
         expected: &[parsley::Emission],
     ) {
         let sent = delivery.sent;
-        let roles = Rc::clone(&self.roles);
-        let actual = || sent.iter().filter(|(tp, _)| !roles.is_changelog(&tp.topic));
+        let app = self.input.app;
+        let actual = || {
+            sent.iter()
+                .filter(|(tp, _)| app.changelog_owner(tp.topic.as_str()).is_none())
+        };
         let describe = |emissions: &[parsley::Emission]| {
             emissions
                 .iter()

@@ -21,30 +21,6 @@ use rustc_hash::FxHashMap;
 
 use super::{Checker, Gate};
 
-/// The roles the application gives its derived topics, read from the
-/// application rather than from topic names.
-pub(super) struct Roles {
-    /// Every stage's changelog (S5).
-    changelogs: Vec<TopicName>,
-}
-
-impl Roles {
-    pub(super) fn of(app: &App) -> Roles {
-        Roles {
-            changelogs: app
-                .stages()
-                .iter()
-                .filter_map(|plan| plan.changelog.clone())
-                .collect(),
-        }
-    }
-
-    /// Whether `topic` is a stage's changelog.
-    pub(super) fn is_changelog(&self, topic: &TopicName) -> bool {
-        self.changelogs.contains(topic)
-    }
-}
-
 /// Every tp the checker looks at, numbered on first sight, with its log
 /// (looked up once) and the stamps of its records (decoded once).
 pub(super) struct Tps<'a> {

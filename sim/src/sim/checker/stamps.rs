@@ -51,7 +51,12 @@ impl<'a> Checker<'a> {
         let (history, lanes) = (&instance.history, &instance.lanes);
         let mut expected: Option<Cow<Stamp>> = None;
         for (sent_tp, sent_offset) in sent {
-            if self.roles.is_changelog(&sent_tp.topic) {
+            if self
+                .input
+                .app
+                .changelog_owner(sent_tp.topic.as_str())
+                .is_some()
+            {
                 continue;
             }
             let expected = expected.get_or_insert_with(|| self.expected_stamp(history, lanes));
