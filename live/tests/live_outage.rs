@@ -357,6 +357,73 @@ async fn group_mode_rides_out_the_broker_frozen_for_75_s() {
     rides_out(Outage::Frozen(Duration::from_secs(75))).await;
 }
 
+/// Start-up retries what Kafka says to retry (issue 29, item 2): right
+/// after the broker starts, its coordinators load for a while and answer
+/// `COORDINATOR_LOAD_IN_PROGRESS`; three instances started in that second
+/// all start, share the tasks, and none exits.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "restarts the broker: CI runs it last and alone"]
+async fn instances_started_as_the_broker_comes_back_all_start() {
+    let Some(live) = live_config() else { return };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("parsley_live=info,librdkafka=warn")
+        .with_writer(std::io::stderr)
+        .try_init();
+    let client = LiveClient::new(live.clone()).expect("client");
+    let (input, output) = (Topic::new(unique("in")), Topic::new(unique("totals")));
+    let app = Arc::new(summing(&input, &output));
+    create_topics(&client, &app, PARTITIONS, &Default::default())
+        .await
+        .expect("topics");
+    drop(client);
+    tokio::task::spawn_blocking(|| broker("down"))
+        .await
+        .expect("down");
+    let mut comeback = BrokerBack(Some("up"));
+    tokio::task::spawn_blocking(|| broker("up"))
+        .await
+        .expect("up");
+    comeback.0 = None;
+    let config = RuntimeConfig::new(live.clone())
+        .with_commit_interval(Duration::from_millis(100))
+        .with_group(GroupMembership::default());
+    let (a, b, c) = tokio::join!(
+        Runtime::start(Arc::clone(&app), config.clone()),
+        Runtime::start(Arc::clone(&app), config.clone()),
+        Runtime::start(Arc::clone(&app), config.clone()),
+    );
+    let instances: Vec<Runtime> = [a, b, c]
+        .into_iter()
+        .map(|started| started.unwrap_or_else(|error| panic!("an instance did not start: {error}")))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(
+            instances.iter().all(|runtime| !runtime.finished()),
+            "an instance exited"
+        );
+        let running: usize = instances.iter().map(|runtime| runtime.tasks().len()).sum();
+        if running == PARTITIONS as usize {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the three instances run {running} of {PARTITIONS} tasks 120 s after the broker came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for runtime in &instances {
+        runtime.stopper().stop();
+    }
+    for runtime in instances {
+        for run in runtime.wait().await {
+            if let Err(error) = &run.outcome {
+                assert!(error.is_released(), "{}: {error}", run.task);
+            }
+        }
+    }
+}
+
 /// Issue 21, defect 10: a producer (`parsley-live produce`'s) no longer
 /// outlives its bound when the broker dies mid-batch. With a 3 s timeout
 /// the broker is stopped while records are on their way; every delivery

@@ -32,6 +32,7 @@ mod error;
 mod exported;
 mod figures;
 mod membership;
+mod retry;
 mod setup;
 mod task_loop;
 mod tasks;
@@ -51,6 +52,7 @@ use tasks::TaskSet;
 pub use error::{MembershipFailure, ReleaseCause, RuntimeError};
 pub use figures::{Health, HealthError};
 pub use membership::{group_identity, membership_topic, GroupMembership};
+pub use retry::is_retriable_at_start;
 pub use setup::{assemble_on, create_topics, TopicSetup};
 pub use task_loop::{wall_clock_ms, TaskRun};
 
@@ -251,7 +253,14 @@ impl Runtime {
     /// before any task runs.
     pub async fn start(app: Arc<App>, config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
         let client = Arc::new(LiveClient::new(config.live.clone())?);
-        let assembly = assemble_on(&client, &app).await?;
+        // Every call to Kafka before the tasks run retries what Kafka says
+        // to retry, within the connect bound (a broker just started loads
+        // its coordinators for a while).
+        let bound = config.live.connect_timeout;
+        let assembly = retry::at_start(app.id(), "reading the topics' metadata", bound, || {
+            assemble_on(&client, &app)
+        })
+        .await?;
         let stop = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(Mutex::new(Vec::new()));
         let figures = Figures::new(app.id(), config.live.timeout);
@@ -289,15 +298,24 @@ impl Runtime {
                 }
                 let all = assembly.task_ids();
                 let identity = group_identity(&app, &assembly);
-                let (live, group, ours) = (config.live.clone(), topic.clone(), identity.clone());
-                let theirs = tokio::task::spawn_blocking(move || {
-                    membership::foreign_members(&live, &group, &ours)
-                })
-                .await
-                .map_err(|error| RuntimeError::Membership {
-                    group: topic.clone(),
-                    source: MembershipFailure::Join(error),
-                })??;
+                let theirs =
+                    retry::at_start(app.id(), "describing the instances' group", bound, || {
+                        let (live, group, ours) =
+                            (config.live.clone(), topic.clone(), identity.clone());
+                        async {
+                            tokio::task::spawn_blocking(move || {
+                                membership::foreign_members(&live, &group, &ours)
+                            })
+                            .await
+                            .map_err(|error| {
+                                RuntimeError::Membership {
+                                    group: topic.clone(),
+                                    source: MembershipFailure::Join(error),
+                                }
+                            })?
+                        }
+                    })
+                    .await?;
                 if !theirs.is_empty() {
                     return Err(RuntimeError::GroupConflict {
                         group: topic,
@@ -305,7 +323,10 @@ impl Runtime {
                         theirs,
                     });
                 }
-                membership::ensure_topic(&client, &topic, all.len()).await?;
+                retry::at_start(app.id(), "making the membership topic", bound, || {
+                    membership::ensure_topic(&client, &topic, all.len())
+                })
+                .await?;
                 Some(membership::spawn(
                     &config.live,
                     membership,
