@@ -37,9 +37,10 @@
 //!   checkpoint), become the group's committed offsets only when it commits.
 //!
 //! [`client`] wraps rdkafka with the model's operations, and the
-//! model-fidelity tests (`tests/live_fidelity.rs`) run the model's own
-//! transactional cases against a broker started by `scripts/kafka/broker.sh`,
-//! asserting the numbers the model's tests assert.
+//! model-fidelity tests (`tests/live_fidelity.rs`) run the table of
+//! transactional cases the model runs too (`fidelity/cases.rs` at the
+//! workspace root) against a broker started by `scripts/kafka/broker.sh`,
+//! each case asserting the same numbers on both.
 //!
 //! # Errors
 //!

@@ -2,8 +2,9 @@
 //! model (`parsley_sim::model::Cluster`) where the two overlap: topics,
 //! transactional and plain producers, `read_committed` and
 //! `read_uncommitted` fetches from an offset, watermarks, and committed group
-//! offsets with their metadata. The model-fidelity tests run the model's
-//! transactional cases through it against a real broker.
+//! offsets with their metadata. The model-fidelity tests run the table of
+//! transactional cases the model runs too (`fidelity/cases.rs`) through it
+//! against a real broker.
 //!
 //! Every call is `async`. librdkafka's transactional calls, metadata
 //! requests, offset look-ups and consumer polls block, so they run on tokio's

@@ -1,49 +1,12 @@
-//! Fencing: a re-initialised transactional id, and transaction state errors.
+//! Transaction state errors (fencing itself is in the table,
+//! `fidelity/cases.rs`).
 
 use super::fixtures::*;
 use crate::model::*;
 
-/// Kafka (`testFencingOnCommit`, `testFencingOnSend`): once a new producer with
-/// the same transactional id is initialised, every call of the old one fails
-/// with a fencing error, its open transaction is aborted, and the new one
-/// works.
-#[test]
-fn fenced_producer_fails_and_its_open_transaction_is_aborted() {
-    let mut c = cluster();
-    let t = tp("out", 0);
-    let old = c.init_producer("task-0", 0);
-    c.begin(old, 0).unwrap();
-    c.send(old, &t, rec("zombie")).unwrap();
-    c.send_offsets(old, "g", &[(tp("in", 0), CommittedOffset::new(7, ""))])
-        .unwrap();
-
-    let new = c.init_producer("task-0", 0);
-    let fenced = ModelError::Fenced {
-        transactional_id: "task-0".into(),
-        epoch: 0,
-        current_epoch: 1,
-    };
-    assert_eq!(c.commit(old).unwrap_err(), fenced);
-    assert_eq!(c.send(old, &t, rec("more")).unwrap_err(), fenced);
-    assert_eq!(c.abort(old).unwrap_err(), fenced);
-    assert_eq!(c.begin(old, 0).unwrap_err(), fenced);
-    assert_eq!(
-        c.send_offsets(old, "g", &[(tp("in", 0), CommittedOffset::new(8, ""))])
-            .unwrap_err(),
-        fenced
-    );
-
-    assert_eq!(kinds(&c, &t), ["txn", "ABORT"]);
-    assert_eq!(c.entry_status(&t, 0), Some(EntryStatus::Aborted));
-    assert_eq!(c.committed("g", &tp("in", 0)), None);
-
-    c.begin(new, 0).unwrap();
-    assert_eq!(c.send(new, &t, rec("fresh")).unwrap(), 2);
-    c.commit(new).unwrap();
-    assert_eq!(committed_view(&c, &t), pairs(&[(2, "fresh")]));
-    assert_eq!(c.producer("task-0"), Some(new));
-}
-
+/// Model only: librdkafka checks a transaction's state in the client, with
+/// errors of its own, and cannot be handed another cluster's producer.
+///
 /// The coordinator's bookkeeping errors: a second `begin`, ending or sending
 /// without a transaction, and a handle this cluster never issued.
 #[test]

@@ -35,10 +35,6 @@ pub(super) fn committed_view(cluster: &Cluster, tp: &Tp) -> Vec<(u64, String)> {
     offsets_and_values(&fetch(cluster, tp, 0, Isolation::ReadCommitted))
 }
 
-pub(super) fn uncommitted_view(cluster: &Cluster, tp: &Tp) -> Vec<(u64, String)> {
-    offsets_and_values(&fetch(cluster, tp, 0, Isolation::ReadUncommitted))
-}
-
 pub(super) fn offsets_and_values(fetch: &Fetch) -> Vec<(u64, String)> {
     fetch
         .records

@@ -1,32 +1,20 @@
-//! Group offsets: staged in a transaction, visible only once it commits.
+//! Group offsets: stable lookups against late markers, and what the model
+//! refuses of `send_offsets` (staging and committing them is in the table,
+//! `fidelity/cases.rs`).
 
 use parsley::Tp;
 
 use super::fixtures::*;
 use crate::model::*;
 
-/// Kafka (`sendOffsetsToTransaction`): offsets sent to a transaction are not
-/// visible as the group's committed offsets until the transaction commits.
-#[test]
-fn group_offsets_are_invisible_until_commit() {
-    let mut c = cluster();
-    let input = tp("in", 0);
-    let p = c.init_producer("p", 0);
-    c.begin(p, 0).unwrap();
-    c.send(p, &tp("out", 0), rec("x")).unwrap();
-    c.send_offsets(p, "g", &[(input.clone(), CommittedOffset::new(5, "m"))])
-        .unwrap();
-    assert_eq!(c.committed("g", &input), None);
-    c.commit(p).unwrap();
-    assert_eq!(c.committed("g", &input), Some(CommittedOffset::new(5, "m")));
-    assert_eq!(c.committed("other-group", &input), None);
-}
-
+/// Model only: it ends with a commit whose markers are written later, which
+/// only the model can hold back; the rest is the table's
+/// `group_offsets_are_invisible_until_commit`, on the broker too.
+///
 /// KIP-447: while a transaction holding a group's offsets on a tp is open,
 /// a stable (`read_committed`) lookup of that group's offset on that tp
 /// waits (the broker answers UNSTABLE_OFFSET_COMMIT); other groups and tps
-/// answer at once, and so does the plain lookup. The broker side is
-/// `group_offsets_are_invisible_until_commit` in `tests/live_fidelity.rs`.
+/// answer at once, and so does the plain lookup.
 #[test]
 fn stable_offset_lookups_wait_while_the_group_s_offsets_are_pending() {
     let mut c = cluster();
@@ -61,6 +49,9 @@ fn stable_offset_lookups_wait_while_the_group_s_offsets_are_pending() {
     );
 }
 
+/// Model only: the model writes the markers when told; a broker's lag is its
+/// own (the broker-only `markers_land_after_commit_returns_and_pin_the_lso_until_then`).
+///
 /// A broker answers `EndTxn` before it writes the markers: between the two,
 /// the transaction's records stay invisible to `read_committed`, the last
 /// stable offset stays where it began, and its group offsets are not
@@ -96,6 +87,8 @@ fn a_commit_with_markers_written_later_becomes_visible_when_they_are() {
     assert_eq!(c.committed("g", &input), Some(CommittedOffset::new(1, "")));
 }
 
+/// Model only: late markers, as above.
+///
 /// An abort with late markers: the records are never visible, and the
 /// partition stays stalled at them until the markers are written.
 #[test]
@@ -113,6 +106,8 @@ fn an_abort_with_markers_written_later_stalls_until_they_are() {
     assert_eq!(committed_view(&c, &out), [(1, "plain".to_string())]);
 }
 
+/// Model only: late markers, as above.
+///
 /// The producer's next transaction, or a new producer with its id, makes
 /// the coordinator write the pending markers first: a broker holds the
 /// next transaction's first write (CONCURRENT_TRANSACTIONS) and completes a
@@ -138,51 +133,9 @@ fn late_markers_are_written_before_the_next_transaction_or_a_fencing() {
     assert!(c.unwritten_markers().is_empty());
 }
 
-/// Kafka: offsets sent to an aborted transaction are discarded; the group
-/// keeps its previously committed offsets.
-#[test]
-fn group_offsets_are_dropped_on_abort() {
-    let mut c = cluster();
-    let input = tp("in", 0);
-    let p = c.init_producer("p", 0);
-    c.begin(p, 0).unwrap();
-    c.send_offsets(p, "g", &[(input.clone(), CommittedOffset::new(3, ""))])
-        .unwrap();
-    c.commit(p).unwrap();
-    c.begin(p, 0).unwrap();
-    c.send_offsets(p, "g", &[(input.clone(), CommittedOffset::new(9, ""))])
-        .unwrap();
-    c.abort(p).unwrap();
-    assert_eq!(c.committed("g", &input), Some(CommittedOffset::new(3, "")));
-}
-
-/// Kafka: a transaction that only commits offsets (no records) commits fine
-/// and writes no markers; the last `send_offsets` per tp wins.
-#[test]
-fn transaction_touching_no_partition_commits_offsets() {
-    let mut c = cluster();
-    let input = tp("in", 0);
-    let p = c.init_producer("p", 0);
-    c.begin(p, 0).unwrap();
-    c.send_offsets(p, "g", &[(input.clone(), CommittedOffset::new(1, ""))])
-        .unwrap();
-    c.send_offsets(p, "g", &[(input.clone(), CommittedOffset::new(2, ""))])
-        .unwrap();
-    c.commit(p).unwrap();
-    assert_eq!(c.committed("g", &input), Some(CommittedOffset::new(2, "")));
-    for (topic, partitions) in c.topics() {
-        for partition in 0..partitions {
-            assert!(c
-                .entries(&Tp::new(topic.clone(), partition))
-                .unwrap()
-                .is_empty());
-        }
-    }
-    // An empty transaction commits too.
-    c.begin(p, 0).unwrap();
-    c.commit(p).unwrap();
-}
-
+/// Model only: what a broker answers to offsets of a partition it does not
+/// have (TxnOffsetCommit, UNKNOWN_TOPIC_OR_PARTITION, retried) is not pinned.
+///
 /// Offsets for a tp that does not exist are refused, and nothing is staged.
 #[test]
 fn send_offsets_for_unknown_partition_stages_nothing() {
@@ -207,6 +160,10 @@ fn send_offsets_for_unknown_partition_stages_nothing() {
     assert_eq!(c.committed("g", &tp("in", 0)), None);
 }
 
+/// Model only: after the refusal the model lets the transaction go on and
+/// commit; librdkafka makes it abortable, so the table's
+/// `offset_metadata_over_the_broker_limit_is_refused` aborts it on both.
+///
 /// Kafka's `offset.metadata.max.bytes` (4096 by default): longer offset
 /// metadata is refused, and nothing is staged.
 #[test]
