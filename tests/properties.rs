@@ -526,12 +526,14 @@ proptest! {
         let mut fetched = [0usize; 2];
         let mut delivered = 0usize;
         let mut choices = schedule.into_iter();
+        // A driver's buffers, kept from step to step.
+        let (mut ready, mut fetch_buffer, mut produced) = (Vec::new(), Fetched::default(), Vec::new());
         // Each step fetches at least one record or delivers one.
         for _ in 0..2 * total {
             if delivered == total {
                 break;
             }
-            let ready = task.deliverable().expect("a causal history has no poison");
+            task.deliverable(&mut ready).expect("a causal history has no poison");
             let before = deliverable_heads(&task);
             prop_assert_eq!(ready.iter().cloned().collect::<BTreeSet<_>>(),
                 before.keys().cloned().collect::<BTreeSet<_>>());
@@ -555,14 +557,11 @@ proptest! {
             if fetch {
                 let chunk = 1 + choice / options.len() % 3;
                 let end = (fetched[lane] + chunk).min(logs[lane].len());
-                let records: Vec<ConsumedRecord> = (fetched[lane]..end)
-                    .map(|offset| consumed(offset as u64, &logs[lane][offset]))
-                    .collect();
-                task.handle_fetched(tp, Fetched {
-                    records,
-                    next_offset: end as u64,
-                    log_end: logs[lane].len() as u64,
-                });
+                fetch_buffer.records.extend((fetched[lane]..end)
+                    .map(|offset| consumed(offset as u64, &logs[lane][offset])));
+                fetch_buffer.next_offset = end as u64;
+                fetch_buffer.log_end = logs[lane].len() as u64;
+                task.handle_fetched(tp, &mut fetch_buffer);
                 fetched[lane] = end;
             } else {
                 let offset = task.position(tp).expect("a consumed tp");
@@ -574,7 +573,8 @@ proptest! {
                         "{}@{} is deliverable with {} unresolved", tp, offset, claim
                     );
                 }
-                let produced = task.deliver(tp).expect("the delivery succeeds");
+                produced.clear();
+                task.deliver(tp, &mut produced).expect("the delivery succeeds");
                 let mut caused = stamp.clone();
                 caused.claim(tp, offset);
                 for record in &produced {

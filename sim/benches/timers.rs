@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use parsley::record::{ConsumedRecord, RecordData};
-use parsley::task::Fetched;
+use parsley::task::{CommitRequest, Fetched};
 use parsley::timer::TimerService;
 use parsley::{assemble, Codec, Parsley, Task, TaskConfig, Topic, Tp, Utf8, I64};
 
@@ -87,26 +87,34 @@ fn fill(task: &mut Task, tp: &Tp, records: Vec<ConsumedRecord>, batch: usize) {
     let count = records.len() as u64;
     task.handle_fetched(
         tp,
-        Fetched {
+        &mut Fetched {
             records,
             next_offset: count,
             log_end: count,
         },
     );
+    // The driver's buffers, kept from delivery to delivery (and freed
+    // before the caller counts what the timers hold).
+    let (mut ready, mut produced, mut request) = (Vec::new(), Vec::new(), CommitRequest::default());
     let mut delivered = 0;
-    while task.deliverable().unwrap().contains(tp) {
-        drop(task.deliver(tp).unwrap());
+    loop {
+        task.deliverable(&mut ready).unwrap();
+        if !ready.contains(tp) {
+            break;
+        }
+        task.deliver(tp, &mut produced).unwrap();
+        produced.clear();
         delivered += 1;
         if delivered % batch == 0 {
-            commit(task, START);
+            commit(task, &mut request, START);
         }
     }
-    commit(task, START);
+    commit(task, &mut request, START);
 }
 
 /// Commits the open transaction as a driver would once Kafka said yes.
-fn commit(task: &mut Task, now: i64) {
-    drop(task.prepare_commit().unwrap());
+fn commit(task: &mut Task, request: &mut CommitRequest, now: i64) {
+    task.prepare_commit(request).unwrap();
     task.handle_committed(now);
 }
 
@@ -129,11 +137,11 @@ fn main() {
         );
         // One tick after every timer is due fires them all.
         let now = START + 1_000 + count as i64 + 1_000;
-        let tick = task.poll_tick(now).expect("the interval has passed");
-        commit(&mut task, now);
+        let (tick, _) = task.poll_tick(now).expect("the interval has passed");
+        commit(&mut task, &mut CommitRequest::default(), now);
         task.handle_fetched(
             &tick_tp,
-            Fetched {
+            &mut Fetched {
                 records: vec![ConsumedRecord {
                     offset: 0,
                     data: tick.data,
@@ -142,8 +150,9 @@ fn main() {
                 log_end: 1,
             },
         );
+        let mut produced = Vec::new();
         let started = Instant::now();
-        let produced = task.deliver(&tick_tp).unwrap();
+        task.deliver(&tick_tp, &mut produced).unwrap();
         let elapsed = started.elapsed();
         let fires = produced
             .iter()

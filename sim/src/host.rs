@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use parsley::assembly::Assembly;
 use parsley::mutation::{self, Mutation};
-use parsley::task::CommitRequest;
-use parsley::{App, ConsumedRecord, ProducedRecord, Stamp, Task, TaskConfig, TaskError, Tp};
+use parsley::task::{CommitRequest, Fetched};
+use parsley::{App, ProducedRecord, Stamp, Task, TaskConfig, TaskError, Tp};
 
 use crate::model::{Cluster, Isolation, LogId, ModelError, ProducerId};
 
@@ -85,8 +85,8 @@ pub struct TaskHost {
     log_ends: Vec<u64>,
     /// The records a delivery produces, kept from one delivery to the next.
     produced: Vec<ProducedRecord>,
-    /// The records a fetch returns, kept from one fetch to the next.
-    fetched: Vec<ConsumedRecord>,
+    /// What a fetch returns, kept from one fetch to the next.
+    fetched: Fetched,
     /// The last commit's request, its list reused by the next.
     commit_request: CommitRequest,
     in_transaction: bool,
@@ -130,14 +130,13 @@ impl TaskHost {
             .iter()
             .map(|(tp, _)| cluster.log_id(tp))
             .collect::<Result<_, _>>()?;
-        let commit_request = task.commit_request();
         Ok(TaskHost {
             task,
             producer,
             log_ends: vec![u64::MAX; positions.len()],
             produced: Vec::new(),
-            fetched: Vec::new(),
-            commit_request,
+            fetched: Fetched::default(),
+            commit_request: CommitRequest::default(),
             positions,
             logs,
             in_transaction: false,
@@ -174,17 +173,18 @@ impl TaskHost {
         max_records: usize,
     ) -> Result<usize, HostError> {
         let (tp, position) = &self.positions[index];
-        self.fetched.clear();
+        self.fetched.records.clear();
         let end = cluster.fetch_into_at(
             self.logs[index],
             *position,
             max_records,
             Isolation::ReadCommitted,
-            &mut self.fetched,
+            &mut self.fetched.records,
         )?;
-        let count = self.fetched.len();
-        self.task
-            .handle_fetched_from(tp, &mut self.fetched, end.next_offset, end.high_watermark);
+        let count = self.fetched.records.len();
+        self.fetched.next_offset = end.next_offset;
+        self.fetched.log_end = end.high_watermark;
+        self.task.handle_fetched(tp, &mut self.fetched);
         self.positions[index].1 = end.next_offset;
         self.log_ends[index] = end.high_watermark;
         Ok(count)
@@ -218,42 +218,38 @@ impl TaskHost {
     ) -> Result<(), ModelError> {
         sent.reserve(records.len());
         for record in records.drain(..) {
-            if mutation::active(Mutation::EmissionsOutsideTransaction)
-                && self.task.changelog_tp() != Some(&record.tp)
-            {
-                let offset = cluster.append(&record.tp, record.data)?;
-                sent.push(Sent {
-                    tp: record.tp,
-                    offset,
-                });
-                continue;
-            }
-            self.ensure_transaction(cluster, now)?;
-            let offset = cluster.send(self.producer, &record.tp, record.data)?;
-            sent.push(Sent {
-                tp: record.tp,
-                offset,
-            });
+            sent.push(self.send_one(cluster, record, now)?);
         }
         Ok(())
     }
 
-    /// Delivers the head of `tp` and sends what the task emitted; returns
-    /// where each sent record landed.
-    pub fn deliver(
+    /// Sends one record; returns where it landed.
+    fn send_one(
         &mut self,
         cluster: &mut Cluster,
-        tp: &Tp,
+        record: ProducedRecord,
         now: i64,
-    ) -> Result<Vec<Sent>, HostError> {
-        let mut sent = Vec::new();
-        self.deliver_into(cluster, tp, now, &mut sent)?;
-        Ok(sent)
+    ) -> Result<Sent, ModelError> {
+        if mutation::active(Mutation::EmissionsOutsideTransaction)
+            && self.task.changelog_tp() != Some(&record.tp)
+        {
+            let offset = cluster.append(&record.tp, record.data)?;
+            return Ok(Sent {
+                tp: record.tp,
+                offset,
+            });
+        }
+        self.ensure_transaction(cluster, now)?;
+        let offset = cluster.send(self.producer, &record.tp, record.data)?;
+        Ok(Sent {
+            tp: record.tp,
+            offset,
+        })
     }
 
-    /// [`TaskHost::deliver`], appending where each sent record landed to
-    /// `sent`, a list the caller keeps.
-    pub fn deliver_into(
+    /// Delivers the head of `tp` and sends what the task emitted, appending
+    /// where each sent record landed to `sent`, a list the caller keeps.
+    pub fn deliver(
         &mut self,
         cluster: &mut Cluster,
         tp: &Tp,
@@ -265,7 +261,7 @@ impl TaskHost {
         produced.clear();
         let delivered = self
             .task
-            .deliver_into(tp, &mut produced)
+            .deliver(tp, &mut produced)
             .map_err(HostError::from)
             .and_then(|()| Ok(self.send(cluster, &mut produced, now, sent)?));
         self.produced = produced;
@@ -278,12 +274,10 @@ impl TaskHost {
         cluster: &mut Cluster,
         now: i64,
     ) -> Result<Option<SentTick>, HostError> {
-        let Some((tick, stamp)) = self.task.poll_tick_stamped(now) else {
+        let Some((tick, stamp)) = self.task.poll_tick(now) else {
             return Ok(None);
         };
-        let mut sent = Vec::with_capacity(1);
-        self.send(cluster, &mut vec![tick], now, &mut sent)?;
-        let sent = sent.pop().expect("one tick was sent");
+        let sent = self.send_one(cluster, tick, now)?;
         Ok(Some(SentTick {
             tp: sent.tp,
             offset: sent.offset,
@@ -310,7 +304,7 @@ impl TaskHost {
         if !self.task.has_open_work() {
             return Ok(CommitOutcome::Nothing);
         }
-        self.task.prepare_commit_into(&mut self.commit_request)?;
+        self.task.prepare_commit(&mut self.commit_request)?;
         let attempt = self.ensure_transaction(cluster, now).and_then(|()| {
             let CommitRequest {
                 group,

@@ -7,7 +7,7 @@ use super::search::{blocker, Ctx, Failure, Node};
 use super::Invariant;
 use crate::partitioner::partition_for;
 use crate::record::ConsumedRecord;
-use crate::stage::{Replayed, SlotChange, SlotKey};
+use crate::stage::{ReplayError, Replayed, SlotChange, SlotKey};
 use crate::task::tick_of;
 use crate::{DeadLetterKind, Emission, Stamp};
 
@@ -35,7 +35,7 @@ pub(super) fn deliver(
         SlotKey::for_key(record.data.key.as_ref())
     };
     let state = node.slots.get(&slot);
-    let replay = || -> Result<Result<Replayed, String>, Failure> {
+    let replay = || -> Result<Result<Replayed, ReplayError>, Failure> {
         if at.tick {
             match tick_of(record) {
                 // K2: a timer service's tick reads every key slot; its
@@ -246,7 +246,7 @@ pub(super) fn dead_lettered(
     mut next: Node,
     lane: usize,
     depth: usize,
-    replay: impl Fn() -> Result<Result<Replayed, String>, Failure>,
+    replay: impl Fn() -> Result<Result<Replayed, ReplayError>, Failure>,
 ) -> Result<(Node, Vec<(usize, usize)>), Failure> {
     let task = ctx.task;
     let id = &task.id;

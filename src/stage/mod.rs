@@ -25,14 +25,14 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::codec::Codec;
+use crate::codec::{Codec, CodecError};
 use crate::emission::{Emission, Record, Step, Tick};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{
     guarded, DeliveryFailure, SourceFn, StageLogic, StateDecl, TickLogic, TypedLogic,
 };
-use crate::topic::{Sinks, Topic, TopicRef};
-use crate::tp::Tp;
+use crate::topic::{RecordPart, Sinks, Topic, TopicRef};
+use crate::tp::{TopicName, Tp};
 
 pub use logic::Fallible;
 pub use slots::{SlotKey, Slots};
@@ -177,6 +177,76 @@ pub struct Replayed {
     pub emissions: Vec<Emission>,
 }
 
+/// Why [`Stage::replay_record`], [`Stage::replay_tick`] or
+/// [`Stage::replay_tick_over_slots`] has no [`Replayed`]: the replay was
+/// asked of the wrong stage, or the delivery fails as it would in a task.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayError {
+    /// A record of a topic the stage does not consume.
+    #[error("stage {stage:?} does not consume {topic}")]
+    UnknownSource {
+        /// The stage.
+        stage: String,
+        /// The topic of the record.
+        topic: TopicName,
+    },
+    /// A tick of a stage that declares no ticks.
+    #[error("stage {stage:?} declares no ticks")]
+    NoTicks {
+        /// The stage.
+        stage: String,
+    },
+    /// [`Stage::replay_tick`] of a timer service, whose ticks read every key
+    /// slot.
+    #[error("stage {stage:?} is a timer service, whose ticks read every key slot: replay them with replay_tick_over_slots")]
+    TimerService {
+        /// The stage.
+        stage: String,
+    },
+    /// [`Stage::replay_tick_over_slots`] of a stage that is not a timer
+    /// service.
+    #[error("stage {stage:?} is not a timer service: replay its ticks with replay_tick")]
+    NotTimerService {
+        /// The stage.
+        stage: String,
+    },
+    /// The given state does not decode with the stage's state codec.
+    #[error("{0}")]
+    State(CodecError),
+    /// The record's key or value does not decode (X5: the task would
+    /// dead-letter it or stop).
+    #[error("the record's {part} was rejected: {error}")]
+    Record {
+        /// Which part the codec refused.
+        part: RecordPart,
+        /// The codec's error.
+        error: CodecError,
+    },
+    /// The fold's new state does not encode.
+    #[error("the new state was rejected: {0}")]
+    NewState(CodecError),
+    /// The fold or handler returned an error or panicked.
+    #[error("the logic failed: {0}")]
+    Logic(String),
+}
+
+impl From<logic::ReplayFailure> for ReplayError {
+    fn from(failure: logic::ReplayFailure) -> Self {
+        match failure {
+            logic::ReplayFailure::State(error) => ReplayError::State(error),
+            logic::ReplayFailure::Delivery(DeliveryFailure::Codec { part, error }) => {
+                ReplayError::Record { part, error }
+            }
+            logic::ReplayFailure::Delivery(DeliveryFailure::StateCodec(error)) => {
+                ReplayError::NewState(error)
+            }
+            logic::ReplayFailure::Delivery(DeliveryFailure::Logic(message)) => {
+                ReplayError::Logic(message)
+            }
+        }
+    }
+}
+
 impl Stage {
     /// Runs the stage's logic for one record of `source`, given the slot's
     /// encoded state (`None`: unseen). Nothing else is touched: this is the
@@ -188,46 +258,32 @@ impl Stage {
         state: Option<&[u8]>,
         tp: &Tp,
         record: &ConsumedRecord,
-    ) -> Result<Replayed, String> {
+    ) -> Result<Replayed, ReplayError> {
         let index = self
             .def
             .sources
             .iter()
             .position(|declared| declared.name == *source)
-            .ok_or_else(|| format!("stage {:?} does not consume {source}", self.def.name))?;
-        let outcome = self
-            .def
-            .logic
-            .replay_record(state, index, tp, record)
-            .map_err(Self::replay_error)?;
+            .ok_or_else(|| ReplayError::UnknownSource {
+                stage: self.def.name.clone(),
+                topic: source.clone(),
+            })?;
+        let outcome = self.def.logic.replay_record(state, index, tp, record)?;
         Ok(Self::replayed(outcome))
     }
 
     /// Runs the stage's tick logic for one tick, given the tick slot's
     /// encoded state (`None`: unseen).
-    pub fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Replayed, String> {
+    pub fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Replayed, ReplayError> {
+        let stage = || self.def.name.clone();
         if self.def.ticks.is_none() {
-            return Err(format!("stage {:?} declares no ticks", self.def.name));
+            return Err(ReplayError::NoTicks { stage: stage() });
         }
         if self.def.timer.is_some() {
-            return Err(format!(
-                "stage {:?} is a timer service, whose ticks read every key slot: replay them with replay_tick_over_slots",
-                self.def.name
-            ));
+            return Err(ReplayError::TimerService { stage: stage() });
         }
-        let outcome = self
-            .def
-            .logic
-            .replay_tick(state, tick)
-            .map_err(Self::replay_error)?;
+        let outcome = self.def.logic.replay_tick(state, tick)?;
         Ok(Self::replayed(outcome))
-    }
-
-    fn replay_error(failure: logic::ReplayFailure) -> String {
-        match failure {
-            logic::ReplayFailure::State(error) => error.to_string(),
-            logic::ReplayFailure::Delivery(failure) => format!("{failure:?}"),
-        }
     }
 
     fn replayed(outcome: logic::Outcome) -> Replayed {
@@ -255,18 +311,13 @@ impl Stage {
         &self,
         slots: &[(SlotKey, &[u8])],
         tick: Tick,
-    ) -> Result<Replayed, String> {
+    ) -> Result<Replayed, ReplayError> {
         if self.def.timer.is_none() {
-            return Err(format!(
-                "stage {:?} is not a timer service: replay its ticks with replay_tick",
-                self.def.name
-            ));
+            return Err(ReplayError::NotTimerService {
+                stage: self.def.name.clone(),
+            });
         }
-        let outcome = self
-            .def
-            .logic
-            .replay_tick_over_slots(slots, tick)
-            .map_err(Self::replay_error)?;
+        let outcome = self.def.logic.replay_tick_over_slots(slots, tick)?;
         Ok(Self::replayed(outcome))
     }
 
@@ -632,13 +683,15 @@ mod tests {
         let error = stage
             .replay_record(&numbers, Some(b"42"), &Tp::new("numbers", 0), &number(2))
             .unwrap_err();
+        assert!(matches!(error, ReplayError::State(_)), "{error:?}");
         assert_eq!(
-            error,
+            error.to_string(),
             "i64 codec could not decode i64: expected 8 bytes, got 2"
         );
         let error = stage.replay_tick(Some(b"42"), Tick::new(0)).unwrap_err();
+        assert!(matches!(error, ReplayError::State(_)), "{error:?}");
         assert_eq!(
-            error,
+            error.to_string(),
             "i64 codec could not decode i64: expected 8 bytes, got 2"
         );
     }
@@ -666,6 +719,34 @@ mod tests {
                 &number(1),
             )
             .unwrap_err();
-        assert_eq!(error, "stage \"sum\" does not consume elsewhere");
+        assert_eq!(
+            error,
+            ReplayError::UnknownSource {
+                stage: "sum".into(),
+                topic: crate::tp::TopicName::new("elsewhere"),
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "stage \"sum\" does not consume elsewhere"
+        );
+    }
+
+    /// A tick replayed on the wrong kind of stage is refused, naming the
+    /// method to use.
+    #[test]
+    fn replay_of_a_tick_the_stage_cannot_take_is_refused() {
+        let stage = summing();
+        let error = stage.replay_tick_over_slots(&[], Tick::new(0)).unwrap_err();
+        assert_eq!(
+            error,
+            ReplayError::NotTimerService {
+                stage: "sum".into()
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "stage \"sum\" is not a timer service: replay its ticks with replay_tick"
+        );
     }
 }

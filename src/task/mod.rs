@@ -8,24 +8,8 @@
 //!
 //! # Driving a task
 //!
-//! 1. [`Task::new`], then [`Task::restore_state`] with every committed record
-//!    of the task's changelog partition (S5), then [`Task::start`] with the
-//!    committed offsets of [`Task::consumed_tps`]; seek the consumer to the
-//!    positions it returns.
-//! 2. Loop:
-//!    - [`Task::handle_fetched`] with each `read_committed` fetch;
-//!    - [`Task::deliverable`] (or [`Task::next_deliverable`] for the live
-//!      order of G3) and [`Task::deliver`]: send what it returns inside the
-//!      task's transaction;
-//!    - [`Task::poll_tick`] with the current time: send the tick it returns;
-//!    - when [`Task::wants_commit`], send [`Task::prepare_commit`]'s offsets
-//!      to the transaction and commit it, then call [`Task::handle_committed`],
-//!      or on any failure abort and call [`Task::handle_aborted`] and seek the
-//!      consumer to the positions it returns (Kafka's consumer does not rewind
-//!      by itself).
-//! 3. A [`TaskError`] stops the task: abort its transaction; nothing it
-//!    delivered since its last commit is kept, and its committed position stays
-//!    before the record named in the error.
+//! [`Task`]'s own documentation gives the calling order, and the buffers a
+//! driver keeps for it.
 
 mod checkpoint;
 mod error;
@@ -71,8 +55,10 @@ impl Default for TaskConfig {
     }
 }
 
-/// What a fetch returned for one tp.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a fetch returned for one tp. A driver keeps one (or one per tp) and
+/// refills it: [`Task::handle_fetched`] takes the records out and leaves the
+/// list empty, its capacity kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Fetched {
     /// Data records in offset order, starting at or after the fetch position.
     pub records: Vec<ConsumedRecord>,
@@ -89,7 +75,10 @@ pub struct Fetched {
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 
 /// The offsets to send to the transaction, each with the task's checkpoint.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A driver keeps one from commit to commit (start from
+/// `CommitRequest::default()`): [`Task::prepare_commit`] overwrites it, so
+/// its list of offsets is reused.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CommitRequest {
     /// The consumer group the offsets commit under (X6).
     pub group: Arc<str>,
@@ -148,7 +137,47 @@ struct OpenWork {
     ticks: u64,
 }
 
-/// One stage's task as a sans-IO state machine; see the [module documentation](self) for how to drive it.
+/// One stage's task as a sans-IO state machine.
+///
+/// # Calling order
+///
+/// 1. [`Task::new`]; [`Task::restore_state`] with every committed record of
+///    [`Task::changelog_tp`] (S5); [`Task::start`] with the committed offsets
+///    of [`Task::consumed_tps`] (G7, T3): seek the consumer to the positions
+///    it returns.
+/// 2. Loop:
+///    1. [`Task::handle_fetched`] with each `read_committed` fetch;
+///    2. [`Task::deliverable`] (or [`Task::next_deliverable`], for the live
+///       order of G3), then [`Task::deliver`] a tp it named, and send the
+///       records it appended inside the task's transaction; ask again after
+///       each delivery;
+///    3. [`Task::poll_tick`] with the current time: send the tick it returns;
+///    4. when [`Task::wants_commit`]: [`Task::prepare_commit`], send its
+///       offsets to the transaction and commit it, then
+///       [`Task::handle_committed`]; on any failure, abort it, call
+///       [`Task::handle_aborted`] and seek the consumer to the positions it
+///       returns (Kafka's consumer does not rewind by itself).
+/// 3. A [`TaskError`] from any of these stops the task: abort its
+///    transaction; nothing it delivered since its last commit is kept, and
+///    its committed position stays before the record named in the error.
+///
+/// # The driver's buffers
+///
+/// Each output has one method. Where an output is a list, the method writes
+/// into a buffer the driver owns and passes in every time, as quinn's
+/// `Connection::poll_transmit` does: a driver that keeps its buffers for the
+/// task's life allocates none per record.
+///
+/// | buffer | method | what it does with it |
+/// |---|---|---|
+/// | a [`Fetched`] (one, or one per tp) | [`Task::handle_fetched`] | takes the records out, leaves the list empty |
+/// | a `Vec<Tp>` | [`Task::deliverable`] | clears it, then fills it |
+/// | a `Vec<ProducedRecord>` | [`Task::deliver`] | appends; the driver sends and drains it |
+/// | a [`CommitRequest`] | [`Task::prepare_commit`] | overwrites it |
+///
+/// A tick is one record, so [`Task::poll_tick`] returns it by value; the
+/// seek positions of [`Task::start`] and [`Task::handle_aborted`] come once
+/// per start or abort, and are returned too.
 pub struct Task {
     id: TaskId,
     group: Arc<str>,
@@ -543,12 +572,14 @@ impl Task {
 
     // ----- input -----
 
-    /// Queues what a `read_committed` fetch of `tp` returned.
-    pub fn handle_fetched(&mut self, tp: &Tp, fetched: Fetched) {
+    /// Queues what a `read_committed` fetch of `tp` returned: takes the
+    /// records out of `fetched`, which it leaves empty for the driver's next
+    /// fetch.
+    pub fn handle_fetched(&mut self, tp: &Tp, fetched: &mut Fetched) {
         let lane = self.consumed_lane(tp);
         self.gate.push_fetched(
             lane,
-            fetched.records.into_iter(),
+            fetched.records.drain(..),
             fetched.next_offset,
             fetched.log_end,
         );
@@ -562,32 +593,11 @@ impl Task {
             .unwrap_or_else(|| panic!("task {} does not consume {tp}", self.id))
     }
 
-    /// [`Task::handle_fetched`] of records in a list the driver keeps from
-    /// one fetch to the next: takes them out of `records`, which it leaves
-    /// empty.
-    pub fn handle_fetched_from(
-        &mut self,
-        tp: &Tp,
-        records: &mut Vec<ConsumedRecord>,
-        next_offset: u64,
-        log_end: u64,
-    ) {
-        let lane = self.consumed_lane(tp);
-        self.gate
-            .push_fetched(lane, records.drain(..), next_offset, log_end);
-    }
-
-    /// Every tp whose head may be delivered now (G2, G3). A poison head stops
-    /// the task with its error.
-    pub fn deliverable(&mut self) -> Result<Vec<Tp>, TaskError> {
-        let mut ready = Vec::new();
-        self.deliverable_into(&mut ready)?;
-        Ok(ready)
-    }
-
-    /// [`Task::deliverable`] into a buffer the caller reuses: `ready` is
-    /// cleared, then filled.
-    pub fn deliverable_into(&mut self, ready: &mut Vec<Tp>) -> Result<(), TaskError> {
+    /// Every tp whose head may be delivered now (G2, G3), into `ready`, a
+    /// list the driver keeps: cleared, then filled. A poison head stops the
+    /// task with its error.
+    #[must_use = "an error stops the task: its transaction is to be aborted"]
+    pub fn deliverable(&mut self, ready: &mut Vec<Tp>) -> Result<(), TaskError> {
         ready.clear();
         self.check_running()?;
         if self.gate.is_empty() {
@@ -682,19 +692,12 @@ impl Task {
         self.stop(error)
     }
 
-    /// Delivers the head of `tp` to the stage's logic and returns the records
-    /// to send in the task's transaction: the emissions, stamped at the
-    /// stamping site, and the slot's changelog update.
-    pub fn deliver(&mut self, tp: &Tp) -> Result<Vec<ProducedRecord>, TaskError> {
-        let mut produced = Vec::new();
-        self.deliver_into(tp, &mut produced)?;
-        Ok(produced)
-    }
-
-    /// [`Task::deliver`], appending the records to send to `produced`: a
-    /// driver that keeps the list from one delivery to the next allocates
-    /// none.
-    pub fn deliver_into(
+    /// Delivers the head of `tp` to the stage's logic and appends the records
+    /// to send in the task's transaction to `produced`, a list the driver
+    /// keeps and drains: the emissions, stamped at the stamping site, and the
+    /// slot's changelog update.
+    #[must_use = "an error stops the task: its transaction is to be aborted"]
+    pub fn deliver(
         &mut self,
         tp: &Tp,
         produced: &mut Vec<ProducedRecord>,
@@ -1167,15 +1170,14 @@ impl Task {
 
     /// T3, T4: emits one tick if at least the interval has passed since the
     /// last tick (or since start). Never more than one, however late.
-    #[must_use]
-    pub fn poll_tick(&mut self, now: i64) -> Option<ProducedRecord> {
-        self.poll_tick_stamped(now).map(|(tick, _)| tick)
-    }
-
-    /// [`Task::poll_tick`], also returning the stamp the tick's header
-    /// carries, for drivers that want it without decoding the header.
-    #[must_use]
-    pub fn poll_tick_stamped(&mut self, now: i64) -> Option<(ProducedRecord, Stamp)> {
+    ///
+    /// Returns the tick and the stamp its header carries. By value, not into
+    /// a buffer: a tick is one record, moved out (as quinn's `poll` returns
+    /// its event); and the stamp is made for the header anyway, so a driver
+    /// that records it need not decode the header, and one that does not
+    /// loses nothing.
+    #[must_use = "the task counts the tick as emitted: a dropped tick is lost"]
+    pub fn poll_tick(&mut self, now: i64) -> Option<(ProducedRecord, Stamp)> {
         if self.failure.is_some() || self.phase != Phase::Running {
             return None;
         }
@@ -1230,29 +1232,13 @@ impl Task {
     }
 
     /// X1: the offsets (every consumed tp's first undelivered offset) and the
-    /// checkpoint to send to the transaction before committing it. A
+    /// checkpoint to send to the transaction before committing it, written
+    /// over `request`, which the driver keeps from one commit to the next. A
     /// checkpoint larger than Kafka's offset metadata limit stops the task
     /// with [`TaskError::CheckpointTooLarge`]: a broker would refuse every
     /// commit, and the task would stall silently.
-    pub fn prepare_commit(&mut self) -> Result<CommitRequest, TaskError> {
-        let mut request = self.commit_request();
-        self.prepare_commit_into(&mut request)?;
-        Ok(request)
-    }
-
-    /// An empty request of this task's group, with room for its offsets,
-    /// for [`Task::prepare_commit_into`] to fill commit after commit.
-    pub fn commit_request(&self) -> CommitRequest {
-        CommitRequest {
-            group: Arc::clone(&self.group),
-            offsets: Vec::with_capacity(self.gate.lanes.len()),
-            metadata: Arc::from(""),
-        }
-    }
-
-    /// [`Task::prepare_commit`] into a request the caller keeps from one
-    /// commit to the next, so that its list of offsets is reused.
-    pub fn prepare_commit_into(&mut self, request: &mut CommitRequest) -> Result<(), TaskError> {
+    #[must_use = "an error stops the task: its transaction is to be aborted"]
+    pub fn prepare_commit(&mut self, request: &mut CommitRequest) -> Result<(), TaskError> {
         let metadata = Checkpoint::encode_parts_into(
             &self.history,
             self.last_tick_at,

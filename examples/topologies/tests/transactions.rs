@@ -151,7 +151,8 @@ fn x1_aborted_transaction_leaves_no_output_state_or_position() {
     )
     .unwrap();
     host.fetch(&cluster, 0, usize::MAX).unwrap();
-    host.deliver(&mut cluster, &orders, START).unwrap();
+    host.deliver(&mut cluster, &orders, START, &mut Vec::new())
+        .unwrap();
     host.abort(&mut cluster);
     let changelog = Tp::new("payments-balances-state-changelog", 0);
     let read = |cluster: &Cluster, tp: &Tp| {
@@ -174,7 +175,8 @@ fn x1_aborted_transaction_leaves_no_output_state_or_position() {
         "the consumer was rewound"
     );
     host.fetch(&cluster, 0, usize::MAX).unwrap();
-    host.deliver(&mut cluster, &orders, START).unwrap();
+    host.deliver(&mut cluster, &orders, START, &mut Vec::new())
+        .unwrap();
     assert_eq!(
         host.commit(&mut cluster, START).unwrap(),
         CommitOutcome::Committed
@@ -221,7 +223,9 @@ fn x4_newer_instance_fences_the_zombie() {
     )
     .unwrap();
     zombie.fetch(&cluster, 0, usize::MAX).unwrap();
-    zombie.deliver(&mut cluster, &orders, START).unwrap();
+    zombie
+        .deliver(&mut cluster, &orders, START, &mut Vec::new())
+        .unwrap();
     let mut successor = TaskHost::start(
         &mut cluster,
         &app,
@@ -239,7 +243,9 @@ fn x4_newer_instance_fences_the_zombie() {
         "{outcome:?}"
     );
     successor.fetch(&cluster, 0, usize::MAX).unwrap();
-    successor.deliver(&mut cluster, &orders, START).unwrap();
+    successor
+        .deliver(&mut cluster, &orders, START, &mut Vec::new())
+        .unwrap();
     assert_eq!(
         successor.commit(&mut cluster, START).unwrap(),
         CommitOutcome::Committed

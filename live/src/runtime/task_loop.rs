@@ -19,8 +19,8 @@ use rdkafka::TopicPartitionList;
 
 use parsley::app::App;
 use parsley::assembly::Assembly;
-use parsley::record::{ConsumedRecord, ProducedRecord};
-use parsley::task::{CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
+use parsley::record::ProducedRecord;
+use parsley::task::{CommitRequest, CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
 use parsley::tp::Tp;
 
 use super::super::client::{
@@ -91,6 +91,12 @@ pub(crate) struct TaskDriver {
     flags: Option<StopFlags>,
     /// The instance's board: this task's state, turns and commits.
     figures: Arc<Figures>,
+    /// The task's buffers (see [`Task`]'s docs), kept from turn to turn: a
+    /// fetch per consumed tp, in the order of `positions`; the records a
+    /// delivery produces; the last commit's request.
+    fetched: Vec<Fetched>,
+    produced: Vec<ProducedRecord>,
+    commit_request: CommitRequest,
 }
 
 /// Starts the task `id` and runs it until `stop` is set or it fails. A
@@ -380,7 +386,13 @@ impl TaskDriver {
             transaction_began: None,
             flags: None,
             figures: Arc::clone(figures),
+            fetched: Vec::new(),
+            produced: Vec::new(),
+            commit_request: CommitRequest::default(),
         };
+        driver
+            .fetched
+            .resize_with(driver.positions.len(), Fetched::default);
         driver.assign()?;
         Ok(driver)
     }
@@ -463,13 +475,20 @@ impl TaskDriver {
         self.fetch(wait)?;
         let mut delivered = false;
         while let Some(tp) = self.task.next_deliverable()? {
-            let produced = self.task.deliver(&tp)?;
-            self.send(produced)?;
+            let mut produced = std::mem::take(&mut self.produced);
+            produced.clear();
+            let sent = self
+                .task
+                .deliver(&tp, &mut produced)
+                .map_err(Exit::from)
+                .and_then(|()| self.send(produced.drain(..)));
+            self.produced = produced;
+            sent?;
             delivered = true;
         }
         let now = wall_clock_ms();
-        if let Some(tick) = self.task.poll_tick(now) {
-            self.send(vec![tick])?;
+        if let Some((tick, _)) = self.task.poll_tick(now) {
+            self.send(std::iter::once(tick))?;
         }
         if self.task.wants_commit(now) {
             let started = Instant::now();
@@ -500,7 +519,10 @@ impl TaskDriver {
     /// Polls up to `max_batch` records (waiting at most `wait` for the first)
     /// and hands them to the gate, grouped by tp.
     fn fetch(&mut self, wait: Duration) -> Result<(), Exit> {
-        let mut batch: Vec<Vec<ConsumedRecord>> = vec![Vec::new(); self.positions.len()];
+        // Each turn's batch starts empty (a failed turn may have left some).
+        for fetched in &mut self.fetched {
+            fetched.records.clear();
+        }
         let mut timeout = wait;
         for _ in 0..self.config.max_batch {
             let Some(polled) = self.consumer.poll(timeout) else {
@@ -536,24 +558,18 @@ impl TaskDriver {
                 continue;
             }
             self.positions[lane].1 = offset + 1;
-            batch[lane].push(consumed(&message));
+            self.fetched[lane].records.push(consumed(&message));
         }
-        for (lane, records) in batch.into_iter().enumerate() {
-            if records.is_empty() {
+        for (fetched, (tp, next_offset)) in self.fetched.iter_mut().zip(&self.positions) {
+            if fetched.records.is_empty() {
                 continue;
             }
-            let (tp, next_offset) = self.positions[lane].clone();
+            fetched.next_offset = *next_offset;
             // No log end here: a fetch's cached high watermark may predate a
             // record that claims beyond it. A fresh one is read when the
             // task stalls (refresh_log_ends).
-            self.task.handle_fetched(
-                &tp,
-                Fetched {
-                    records,
-                    next_offset,
-                    log_end: u64::MAX,
-                },
-            );
+            fetched.log_end = u64::MAX;
+            self.task.handle_fetched(tp, fetched);
         }
         Ok(())
     }
@@ -565,16 +581,14 @@ impl TaskDriver {
         if self.task.metrics().records_held == 0 {
             return Ok(());
         }
-        for (tp, next_offset) in self.positions.clone() {
-            let marks = self.probes.watermarks(&tp)?;
-            self.task.handle_fetched(
-                &tp,
-                Fetched {
-                    records: Vec::new(),
-                    next_offset,
-                    log_end: marks.high_watermark,
-                },
-            );
+        for (lane, (tp, next_offset)) in self.positions.iter().enumerate() {
+            let marks = self.probes.watermarks(tp)?;
+            // No records: only the log end is news.
+            let fetched = &mut self.fetched[lane];
+            fetched.records.clear();
+            fetched.next_offset = *next_offset;
+            fetched.log_end = marks.high_watermark;
+            self.task.handle_fetched(tp, fetched);
         }
         // Surfaces the poison, if any.
         self.task.next_deliverable()?;
@@ -592,8 +606,8 @@ impl TaskDriver {
     /// Queues records in the open transaction. Their delivery reports are
     /// not awaited one by one: committing flushes them, and fails if any
     /// failed.
-    fn send(&mut self, records: Vec<ProducedRecord>) -> Result<(), Exit> {
-        if records.is_empty() {
+    fn send(&mut self, records: impl ExactSizeIterator<Item = ProducedRecord>) -> Result<(), Exit> {
+        if records.len() == 0 {
             return Ok(());
         }
         self.ensure_transaction()?;
@@ -612,14 +626,20 @@ impl TaskDriver {
     /// it commits. A failure that requires an abort aborts and rewinds (X3);
     /// a retriable one is retried; a fatal one stops the task.
     fn commit(&mut self, now: i64) -> Result<(), Exit> {
-        let request = self.task.prepare_commit()?;
+        self.task.prepare_commit(&mut self.commit_request)?;
         self.ensure_transaction()?;
+        let request = &self.commit_request;
         let offsets: Vec<(Tp, CommittedOffset)> = request
             .offsets
-            .into_iter()
-            .map(|(tp, offset)| (tp, CommittedOffset::new(offset, request.metadata.clone())))
+            .iter()
+            .map(|(tp, offset)| {
+                (
+                    tp.clone(),
+                    CommittedOffset::new(*offset, request.metadata.clone()),
+                )
+            })
             .collect();
-        let group = request.group;
+        let group = Arc::clone(&request.group);
         let sent = self.retrying(|producer| producer.send_offsets_blocking(&group, &offsets));
         if let Err(error) = sent {
             return self.on_transaction_error(error);

@@ -272,7 +272,7 @@ impl World {
                 false => None,
             };
             let host = &mut self.hosts[index];
-            match host.deliver_into(&mut self.cluster, &tp, now, self.trace.sent_list()) {
+            match host.deliver(&mut self.cluster, &tp, now, self.trace.sent_list()) {
                 Ok(()) => {
                     progressed = true;
                     self.trace

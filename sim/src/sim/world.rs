@@ -567,7 +567,7 @@ impl World {
         let found = self.instances[instance].hosts[host]
             .host
             .task
-            .deliverable_into(&mut ready);
+            .deliverable(&mut ready);
         if let Err(error) = found {
             self.ready = ready;
             return self.task_failed(instance, host, error);
@@ -589,9 +589,11 @@ impl World {
             .expect("a deliverable tp is consumed");
         let redelivered_before = self.host(instance, host).task.records_redelivered_total();
         let now = self.now;
+        let mut sent = Vec::new();
         let result = self.instances[instance].hosts[host]
             .host
-            .deliver(&mut self.cluster, tp, now);
+            .deliver(&mut self.cluster, tp, now, &mut sent)
+            .map(|()| sent);
         match result {
             Ok(sent) => {
                 self.stats.deliveries += 1;

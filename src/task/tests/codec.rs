@@ -27,7 +27,7 @@ fn codec_rejected_value_or_key_names_topic_tp_and_offset() {
         3,
     );
     deliver(&mut task, &o);
-    let error = task.deliver(&o).unwrap_err();
+    let error = task.delivered(&o).unwrap_err();
     match &error {
         TaskError::Codec {
             task: who,
@@ -49,8 +49,8 @@ fn codec_rejected_value_or_key_names_topic_tp_and_offset() {
         message.contains("orders-0@1") && message.contains("codec of topic orders"),
         "{message}"
     );
-    assert_eq!(task.deliverable().unwrap_err(), error);
-    assert_eq!(task.prepare_commit().unwrap().offsets, [(o.clone(), 1)]);
+    assert_eq!(task.ready().unwrap_err(), error);
+    assert_eq!(task.committing().unwrap().offsets, [(o.clone(), 1)]);
 
     // A key that does not decode, and a null value on a source.
     for (record, expected) in [
@@ -59,12 +59,12 @@ fn codec_rejected_value_or_key_names_topic_tp_and_offset() {
     ] {
         let mut task = f.started(0);
         feed(&mut task, &o, vec![record], 1);
-        let error = task.deliver(&o).unwrap_err();
+        let error = task.delivered(&o).unwrap_err();
         assert!(
             matches!(&error, TaskError::Codec { tp, offset: 0, part, .. } if tp == &o && *part == expected),
             "{error:?}"
         );
-        assert_eq!(task.prepare_commit().unwrap().offsets, [(o.clone(), 0)]);
+        assert_eq!(task.committing().unwrap().offsets, [(o.clone(), 0)]);
     }
 }
 
@@ -77,7 +77,7 @@ fn codec_malformed_tick_value_is_a_bad_tick() {
     for value in [Some(&[1u8, 2, 3][..]), Some(&[0u8; 9][..]), None] {
         let mut task = f.started(0);
         feed(&mut task, &k, vec![rec(3).raw_value(value)], 4);
-        let error = task.deliver(&k).unwrap_err();
+        let error = task.delivered(&k).unwrap_err();
         assert_eq!(
             error,
             TaskError::BadTick {
@@ -88,7 +88,7 @@ fn codec_malformed_tick_value_is_a_bad_tick() {
         );
         assert_eq!(task.failure(), Some(&error));
         assert_eq!(
-            task.prepare_commit().unwrap().offsets,
+            task.committing().unwrap().offsets,
             [(o.clone(), 0), (k.clone(), 3)]
         );
     }
@@ -110,7 +110,7 @@ fn codec_emission_that_does_not_encode_is_an_error() {
     let mut task = f.started(0);
     let o = tp(ORDERS, 0);
     feed(&mut task, &o, vec![rec(0)], 1);
-    let error = task.deliver(&o).unwrap_err();
+    let error = task.delivered(&o).unwrap_err();
     assert!(
         matches!(&error, TaskError::EmissionCodec { task, topic, tp, offset: 0, .. }
             if task == &id(0) && topic == MAPS && tp == &o),

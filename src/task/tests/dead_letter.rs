@@ -98,7 +98,7 @@ fn x5_dead_letter_routes_a_refused_record_and_the_task_keeps_running() {
         ),
         (3, 1)
     );
-    assert_eq!(task.prepare_commit().unwrap().offsets, [(o.clone(), 3)]);
+    assert_eq!(task.committing().unwrap().offsets, [(o.clone(), 3)]);
 }
 
 /// X5 (opt-in), §8: a key or value the source codec refuses and a stamp
@@ -123,8 +123,8 @@ fn x5_dead_letter_routes_codec_errors_and_bad_stamps() {
     );
     let kinds: Vec<_> = (0..4)
         .map(|offset| {
-            assert_eq!(task.deliverable().unwrap(), only(&o));
-            let produced = task.deliver(&o).unwrap();
+            assert_eq!(task.ready().unwrap(), only(&o));
+            let produced = task.delivered(&o).unwrap();
             let letter = dead_letter_of(&produced);
             assert_eq!(letter.offset, offset);
             letter.kind
@@ -167,7 +167,7 @@ fn x5_without_the_opt_in_a_refusal_still_stops_the_task() {
         vec![rec(0).key("k").raw_value(Some(b"?"))],
         1,
     );
-    assert!(matches!(task.deliver(&o), Err(TaskError::Codec { .. })));
+    assert!(matches!(task.delivered(&o), Err(TaskError::Codec { .. })));
     assert_eq!(task.metrics().records_dead_lettered_total, 0);
 }
 
@@ -192,10 +192,10 @@ fn x5_skip_dead_letters_the_named_record_once_and_refuses_any_other() {
     let mut task = f.started(0);
     feed(&mut task, &o, records(), 5);
     deliver(&mut task, &o);
-    let request = task.prepare_commit().unwrap();
+    let request = task.committing().unwrap();
     task.handle_committed(T0);
     deliver(&mut task, &o);
-    let stopped = task.deliverable().unwrap_err();
+    let stopped = task.ready().unwrap_err();
     assert!(matches!(
         stopped,
         TaskError::UnresolvableClaim { offset: 2, .. }
@@ -239,7 +239,7 @@ fn x5_skip_dead_letters_the_named_record_once_and_refuses_any_other() {
     // A poison record's own claims are not passed on: only the claim on it.
     assert_eq!(stamp_of(&produced[0]), stamp(&[(ORDERS, 0, 2)]));
     assert_eq!(emitted(&deliver(&mut task, &o)), ["6"]);
-    task.prepare_commit().unwrap();
+    task.committing().unwrap();
     task.handle_committed(T0 + 1);
     assert_eq!(task.pending_skip(), None);
 
@@ -262,7 +262,7 @@ fn x5_skip_of_an_offset_that_is_no_record_stops_the_task() {
     let mut task = f.started(0);
     task.skip(&o, 0).unwrap();
     feed(&mut task, &o, vec![rec(1).key("k").value(1)], 2);
-    let error = task.deliverable().unwrap_err();
+    let error = task.ready().unwrap_err();
     assert_eq!(
         error,
         TaskError::SkipMissed {

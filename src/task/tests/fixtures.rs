@@ -15,7 +15,7 @@ use crate::header::{self, STAMP_HEADER};
 use crate::record::{ConsumedRecord, Header, ProducedRecord, RecordData};
 use crate::stage::{SlotKey, Stage, StageBuilder, Stateful};
 use crate::stamp::{Claim, Stamp};
-use crate::task::{CommittedOffset, Fetched, Task, TaskConfig, TaskId};
+use crate::task::{CommitRequest, CommittedOffset, Fetched, Task, TaskConfig, TaskError, TaskId};
 use crate::topic::Topic;
 use crate::tp::Tp;
 
@@ -213,7 +213,7 @@ pub(super) fn feed(task: &mut Task, tp: &Tp, records: Vec<Rec>, log_end: u64) {
     };
     task.handle_fetched(
         tp,
-        Fetched {
+        &mut Fetched {
             records,
             next_offset,
             log_end,
@@ -221,14 +221,49 @@ pub(super) fn feed(task: &mut Task, tp: &Tp, records: Vec<Rec>, log_end: u64) {
     );
 }
 
+/// The task's outputs as values, for scripts that assert on them: each calls
+/// the task's one method for the output with a fresh buffer, as a driver
+/// that keeps none would.
+pub(super) trait Outputs {
+    /// [`Task::deliverable`]'s list.
+    fn ready(&mut self) -> Result<Vec<Tp>, TaskError>;
+    /// What [`Task::deliver`] appends.
+    fn delivered(&mut self, tp: &Tp) -> Result<Vec<ProducedRecord>, TaskError>;
+    /// [`Task::poll_tick`]'s tick, without its stamp.
+    fn tick(&mut self, now: i64) -> Option<ProducedRecord>;
+    /// [`Task::prepare_commit`]'s request.
+    fn committing(&mut self) -> Result<CommitRequest, TaskError>;
+}
+
+impl Outputs for Task {
+    fn ready(&mut self) -> Result<Vec<Tp>, TaskError> {
+        let mut ready = Vec::new();
+        self.deliverable(&mut ready).map(|()| ready)
+    }
+
+    fn delivered(&mut self, tp: &Tp) -> Result<Vec<ProducedRecord>, TaskError> {
+        let mut produced = Vec::new();
+        self.deliver(tp, &mut produced).map(|()| produced)
+    }
+
+    fn tick(&mut self, now: i64) -> Option<ProducedRecord> {
+        self.poll_tick(now).map(|(tick, _)| tick)
+    }
+
+    fn committing(&mut self) -> Result<CommitRequest, TaskError> {
+        let mut request = CommitRequest::default();
+        self.prepare_commit(&mut request).map(|()| request)
+    }
+}
+
 /// Delivers the head of `tp`, which must be deliverable.
 pub(super) fn deliver(task: &mut Task, tp: &Tp) -> Vec<ProducedRecord> {
-    let ready = task.deliverable().expect("no poison head");
+    let ready = task.ready().expect("no poison head");
     assert!(
         ready.contains(tp),
         "{tp} is not deliverable; deliverable: {ready:?}"
     );
-    task.deliver(tp).expect("the delivery succeeds")
+    task.delivered(tp).expect("the delivery succeeds")
 }
 
 /// Stateless: every record of `sources` emits `sink.send(key, "<topic>@<offset>")`;

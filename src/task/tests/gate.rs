@@ -18,7 +18,7 @@ fn g2_claim_on_undelivered_offset_holds_until_exactly_that_offset_is_delivered()
     feed(&mut task, &o, vec![rec(0).stamp(&[(PAYMENTS, 0, 1)])], 1);
     feed(&mut task, &p, vec![rec(0), rec(1)], 2);
     // payments@1 is fetched but not delivered: orders@0 is held.
-    assert_eq!(task.deliverable().unwrap(), only(&p));
+    assert_eq!(task.ready().unwrap(), only(&p));
     assert_eq!(
         task.heads(),
         [
@@ -29,10 +29,10 @@ fn g2_claim_on_undelivered_offset_holds_until_exactly_that_offset_is_delivered()
 
     assert_eq!(emitted(&deliver(&mut task, &p)), ["payments@0"]);
     // payments@0 is delivered, payments@1 is not: still held.
-    assert_eq!(task.deliverable().unwrap(), only(&p));
+    assert_eq!(task.ready().unwrap(), only(&p));
 
     assert_eq!(emitted(&deliver(&mut task, &p)), ["payments@1"]);
-    assert_eq!(task.deliverable().unwrap(), only(&o));
+    assert_eq!(task.ready().unwrap(), only(&o));
     assert_eq!(emitted(&deliver(&mut task, &o)), ["orders@0"]);
 }
 
@@ -47,7 +47,7 @@ fn g2_claims_on_tps_not_consumed_are_not_waited_on() {
     let claims = [("elsewhere", 0, 3), (ORDERS, 1, 50), (PAYMENTS, 1, 7)];
 
     feed(&mut task, &o, vec![rec(0).stamp(&claims)], 1);
-    assert_eq!(task.deliverable().unwrap(), only(&o));
+    assert_eq!(task.ready().unwrap(), only(&o));
     assert_eq!(task.heads(), [(o.clone(), 0, HeadStatus::Deliverable)]);
 
     let produced = deliver(&mut task, &o);
@@ -80,16 +80,16 @@ fn g3_held_head_blocks_its_tp_while_other_tps_proceed() {
         2,
     );
     feed(&mut task, &p, vec![rec(0)], 2);
-    assert_eq!(task.deliverable().unwrap(), only(&p));
+    assert_eq!(task.ready().unwrap(), only(&p));
     assert_eq!(emitted(&deliver(&mut task, &p)), ["payments@0"]);
 
-    assert_eq!(task.deliverable().unwrap(), Vec::<Tp>::new());
+    assert_eq!(task.ready().unwrap(), Vec::<Tp>::new());
     assert_eq!(task.position(&o), Some(0));
     assert_eq!(task.buffered(), 2);
 
     feed(&mut task, &p, vec![rec(1)], 2);
     assert_eq!(emitted(&deliver(&mut task, &p)), ["payments@1"]);
-    assert_eq!(task.deliverable().unwrap(), only(&o));
+    assert_eq!(task.ready().unwrap(), only(&o));
     assert_eq!(emitted(&deliver(&mut task, &o)), ["orders@0"]);
     assert_eq!(emitted(&deliver(&mut task, &o)), ["orders@1"]);
     assert_eq!(task.position(&o), Some(2));

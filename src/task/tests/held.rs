@@ -22,8 +22,8 @@ fn g5_a_record_held_behind_a_deliverable_head_is_merged_into_the_stamp() {
         vec![rec(0), rec(1).stamp(&[(PAYMENTS, 0, 4)])],
         2,
     );
-    assert_eq!(task.deliverable().unwrap(), only(&o));
-    let tick = task.poll_tick(T0 + INTERVAL_MS).expect("a tick is due");
+    assert_eq!(task.ready().unwrap(), only(&o));
+    let tick = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
     assert_eq!(stamp_of(&tick), stamp(&[(PAYMENTS, 0, 4)]));
     assert_eq!(task.metrics().records_held, 1);
 }
@@ -41,7 +41,7 @@ fn g6_a_claim_cycle_between_consumed_tps_is_reported_not_waited_on() {
     feed(&mut task, &p, vec![rec(0).stamp(&[(ORDERS, 0, 0)])], 1);
     feed(&mut task, &o, Vec::new(), 1);
     assert!(
-        matches!(task.deliverable(), Err(TaskError::UnresolvableClaim { .. })),
+        matches!(task.ready(), Err(TaskError::UnresolvableClaim { .. })),
         "heads: {:?}",
         task.heads()
     );
@@ -64,7 +64,7 @@ fn g6_a_cycle_through_a_record_behind_a_head_is_reported() {
         6,
     );
     feed(&mut task, &o, Vec::new(), 1);
-    let error = task.deliverable().unwrap_err();
+    let error = task.ready().unwrap_err();
     assert!(
         matches!(&error, TaskError::UnresolvableClaim { reason, .. } if reason.contains("cycle")),
         "{error}"
@@ -84,7 +84,7 @@ fn g6_a_chain_of_holds_ending_at_an_unfetched_record_is_not_a_cycle() {
     feed(&mut task, &o, vec![rec(0).stamp(&[(PAYMENTS, 0, 0)])], 1);
     feed(&mut task, &p, vec![rec(0).stamp(&[(REFUNDS, 0, 0)])], 1);
     feed(&mut task, &r, Vec::new(), 1);
-    assert_eq!(task.deliverable().unwrap(), Vec::<Tp>::new());
+    assert_eq!(task.ready().unwrap(), Vec::<Tp>::new());
     feed(&mut task, &r, vec![rec(0)], 1);
     deliver(&mut task, &r);
     deliver(&mut task, &p);
@@ -101,7 +101,7 @@ fn g3_the_same_record_fetched_twice_is_refused() {
     let o = tp(ORDERS, 0);
     task.handle_fetched(
         &o,
-        Fetched {
+        &mut Fetched {
             records: vec![rec(0).0, rec(0).0],
             next_offset: 1,
             log_end: 1,
@@ -122,14 +122,10 @@ fn x1_checkpoint_beyond_the_offset_metadata_limit_stops_the_task() {
     let claims: Vec<(&str, u32, u64)> = names.iter().map(|name| (name.as_str(), 0, 7)).collect();
     feed(&mut task, &o, vec![rec(0).stamp(&claims)], 1);
     deliver(&mut task, &o);
-    let error = task.prepare_commit().unwrap_err();
+    let error = task.committing().unwrap_err();
     assert!(
         matches!(&error, TaskError::CheckpointTooLarge { bytes, max: 4096, claims: 151, .. } if *bytes > 4096),
         "{error}"
     );
-    assert_eq!(
-        task.deliverable().unwrap_err(),
-        error,
-        "the task stays stopped"
-    );
+    assert_eq!(task.ready().unwrap_err(), error, "the task stays stopped");
 }

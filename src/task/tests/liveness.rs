@@ -45,14 +45,14 @@ fn g6_claim_at_or_beyond_own_offset_is_poison() {
         3,
     );
     deliver(&mut task, &o);
-    let error = task.deliverable().unwrap_err();
+    let error = task.ready().unwrap_err();
     assert_unresolvable(&error, &o, 1, claim(ORDERS, 0, 1));
     assert_eq!(task.failure(), Some(&error));
     // The task stays stopped with the same error, its position before the record.
-    assert_eq!(task.deliverable().unwrap_err(), error);
-    assert_eq!(task.deliver(&o).unwrap_err(), error);
+    assert_eq!(task.ready().unwrap_err(), error);
+    assert_eq!(task.delivered(&o).unwrap_err(), error);
     assert_eq!(
-        task.prepare_commit().unwrap().offsets,
+        task.committing().unwrap().offsets,
         [(o.clone(), 1), (p.clone(), 0)]
     );
     assert!(!task.wants_commit(T0 + 10_000));
@@ -60,10 +60,10 @@ fn g6_claim_at_or_beyond_own_offset_is_poison() {
     // Beyond its own offset.
     let mut task = f.started(0);
     feed(&mut task, &o, vec![rec(0).stamp(&[(ORDERS, 0, 7)])], 8);
-    let error = task.deliverable().unwrap_err();
+    let error = task.ready().unwrap_err();
     assert_unresolvable(&error, &o, 0, claim(ORDERS, 0, 7));
     assert_eq!(
-        task.prepare_commit().unwrap().offsets,
+        task.committing().unwrap().offsets,
         [(o.clone(), 0), (p.clone(), 0)]
     );
 }
@@ -79,10 +79,10 @@ fn g6_claim_beyond_fresh_log_end_is_poison() {
     let mut task = f.started(0);
     feed(&mut task, &o, vec![rec(0).stamp(&[(PAYMENTS, 0, 3)])], 1);
     feed(&mut task, &p, vec![rec(0), rec(1), rec(2)], 3);
-    let error = task.deliverable().unwrap_err();
+    let error = task.ready().unwrap_err();
     assert_unresolvable(&error, &o, 0, claim(PAYMENTS, 0, 3));
     assert_eq!(
-        task.prepare_commit().unwrap().offsets,
+        task.committing().unwrap().offsets,
         [(o.clone(), 0), (p.clone(), 0)]
     );
 
@@ -96,10 +96,10 @@ fn g6_claim_beyond_fresh_log_end_is_poison() {
     );
     deliver(&mut task, &o);
     feed(&mut task, &p, Vec::new(), 4);
-    let error = task.deliverable().unwrap_err();
+    let error = task.ready().unwrap_err();
     assert_unresolvable(&error, &o, 1, claim(PAYMENTS, 0, 9));
     assert_eq!(
-        task.prepare_commit().unwrap().offsets,
+        task.committing().unwrap().offsets,
         [(o.clone(), 1), (p.clone(), 0)]
     );
 }
@@ -114,7 +114,7 @@ fn g6_claim_beyond_stale_log_end_only_holds() {
 
     feed(&mut task, &p, vec![rec(0), rec(1), rec(2)], 3);
     feed(&mut task, &o, vec![rec(0).stamp(&[(PAYMENTS, 0, 4)])], 1);
-    assert_eq!(task.deliverable().unwrap(), only(&p));
+    assert_eq!(task.ready().unwrap(), only(&p));
     assert_eq!(
         task.heads()[0],
         (o.clone(), 0, HeadStatus::Held(claim(PAYMENTS, 0, 4)))
@@ -124,10 +124,10 @@ fn g6_claim_beyond_stale_log_end_only_holds() {
     feed(&mut task, &p, vec![rec(3), rec(4)], 5);
     for _ in 0..4 {
         deliver(&mut task, &p);
-        assert_eq!(task.deliverable().unwrap(), only(&p));
+        assert_eq!(task.ready().unwrap(), only(&p));
     }
     deliver(&mut task, &p);
-    assert_eq!(task.deliverable().unwrap(), only(&o));
+    assert_eq!(task.ready().unwrap(), only(&o));
     assert_eq!(emitted(&deliver(&mut task, &o)), ["orders@0"]);
 }
 
@@ -146,7 +146,7 @@ fn g6_bad_stamp_header_stops_the_task_naming_tp_and_offset() {
         3,
     );
     deliver(&mut task, &o);
-    let error = task.deliverable().unwrap_err();
+    let error = task.ready().unwrap_err();
     assert_eq!(
         error,
         TaskError::BadStamp {
@@ -156,9 +156,9 @@ fn g6_bad_stamp_header_stops_the_task_naming_tp_and_offset() {
             error: HeaderError::UnknownVersion { version: 9 },
         }
     );
-    assert_eq!(task.deliver(&o).unwrap_err(), error);
+    assert_eq!(task.delivered(&o).unwrap_err(), error);
     assert_eq!(
-        task.prepare_commit().unwrap().offsets,
+        task.committing().unwrap().offsets,
         [(o.clone(), 1), (p.clone(), 0)]
     );
     assert_eq!(task.history(), &stamp(&[(ORDERS, 0, 0)]));
@@ -173,7 +173,7 @@ fn g6_bad_stamp_header_stops_the_task_naming_tp_and_offset() {
             HeaderError::Truncated { .. } | HeaderError::Empty
         ));
         assert_eq!(
-            task.deliverable().unwrap_err(),
+            task.ready().unwrap_err(),
             TaskError::BadStamp {
                 task: id(0),
                 tp: p.clone(),
@@ -182,7 +182,7 @@ fn g6_bad_stamp_header_stops_the_task_naming_tp_and_offset() {
             }
         );
         assert_eq!(
-            task.prepare_commit().unwrap().offsets,
+            task.committing().unwrap().offsets,
             [(o.clone(), 0), (p.clone(), 0)]
         );
     }

@@ -34,7 +34,7 @@ fn x5_handler_error_stops_the_task_and_keeps_the_record() {
         3,
     );
     assert_eq!(emitted(&deliver(&mut task, &o)), ["1"]);
-    let error = task.deliver(&o).unwrap_err();
+    let error = task.delivered(&o).unwrap_err();
     assert_eq!(
         error,
         TaskError::Logic {
@@ -51,10 +51,10 @@ fn x5_handler_error_stops_the_task_and_keeps_the_record() {
     assert_eq!(error.record(), Some((&o, 1)));
 
     assert_eq!(task.failure(), Some(&error));
-    assert_eq!(task.deliverable().unwrap_err(), error);
+    assert_eq!(task.ready().unwrap_err(), error);
     assert_eq!(task.position(&o), Some(1));
     assert_eq!(task.buffered(), 2);
-    assert_eq!(task.prepare_commit().unwrap().offsets, [(o.clone(), 1)]);
+    assert_eq!(task.committing().unwrap().offsets, [(o.clone(), 1)]);
     assert_eq!(task.history(), &stamp(&[(ORDERS, 0, 0)]));
     assert_eq!(task.metrics().records_delivered_total, 1);
 }
@@ -78,8 +78,8 @@ fn x5_a_stopped_task_emits_no_ticks() {
     let o = tp(ORDERS, 0);
 
     feed(&mut task, &o, vec![rec(0).value(-1)], 1);
-    task.deliver(&o).unwrap_err();
-    assert!(task.poll_tick(T0 + 10 * INTERVAL_MS).is_none());
+    task.delivered(&o).unwrap_err();
+    assert!(task.tick(T0 + 10 * INTERVAL_MS).is_none());
     assert_eq!(task.metrics().ticks_emitted_total, 0);
 }
 
@@ -107,7 +107,7 @@ fn x5_fold_panic_stops_the_task_and_keeps_the_record() {
         2,
     );
     deliver(&mut task, &o);
-    let error = task.deliver(&o).unwrap_err();
+    let error = task.delivered(&o).unwrap_err();
     assert_eq!(
         error,
         TaskError::Logic {
@@ -118,6 +118,6 @@ fn x5_fold_panic_stops_the_task_and_keeps_the_record() {
         }
     );
     assert_eq!(slot(&task, &key_slot("k")), Some(4));
-    assert_eq!(task.prepare_commit().unwrap().offsets, [(o.clone(), 1)]);
-    assert_eq!(task.deliverable().unwrap_err(), error);
+    assert_eq!(task.committing().unwrap().offsets, [(o.clone(), 1)]);
+    assert_eq!(task.ready().unwrap_err(), error);
 }

@@ -53,7 +53,7 @@ fn g4_history_merges_delivered_stamps_and_claims_on_delivered_records() {
     ]);
     assert_eq!(task.history(), &expected);
 
-    assert_eq!(task.deliverable().unwrap(), Vec::<Tp>::new());
+    assert_eq!(task.ready().unwrap(), Vec::<Tp>::new());
     assert_eq!(task.history(), &expected);
 }
 
@@ -112,7 +112,7 @@ fn g5_emissions_and_ticks_are_stamped_with_history_merged_with_held_stamps() {
         &stamp(&[("a", 0, 5), ("c", 0, 1), (ORDERS, 0, 1)])
     );
 
-    let tick = task.poll_tick(T0 + INTERVAL_MS).expect("a tick is due");
+    let tick = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
     assert_eq!(stamp_of(&tick), site);
 }
 
@@ -134,7 +134,7 @@ fn g5_a_record_poison_on_sight_lends_no_claims_to_emissions() {
     assert_eq!(task.metrics().records_held, 0, "poison is not held");
     let first = deliver(&mut task, &o);
     assert_eq!(stamp_of(&first[0]), stamp(&[(ORDERS, 0, 0)]));
-    let tick = task.poll_tick(T0 + INTERVAL_MS).expect("a tick is due");
+    let tick = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
     assert_eq!(stamp_of(&tick), stamp(&[(ORDERS, 0, 0)]));
     assert!(matches!(
         task.next_deliverable(),

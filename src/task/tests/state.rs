@@ -77,7 +77,7 @@ fn s3_emission_to_an_undeclared_topic_is_an_error() {
     let o = tp(ORDERS, 0);
 
     feed(&mut task, &o, vec![rec(0)], 1);
-    let error = task.deliver(&o).unwrap_err();
+    let error = task.delivered(&o).unwrap_err();
     assert_eq!(
         error,
         TaskError::UndeclaredSink {
@@ -117,7 +117,7 @@ fn t2_emission_to_a_tick_topic_is_an_error() {
     let f = fixture(stage);
     let mut task = f.started(0);
     feed(&mut task, &o, vec![rec(0)], 1);
-    let error = task.deliver(&o).unwrap_err();
+    let error = task.delivered(&o).unwrap_err();
     assert_eq!(
         error,
         TaskError::EmitToTickTopic {
@@ -144,11 +144,11 @@ fn t2_emission_to_a_tick_topic_is_an_error() {
         .build();
     let f = fixture(stage);
     let mut task = f.started(0);
-    let tick = task.poll_tick(T0 + INTERVAL_MS).expect("a tick is due");
+    let tick = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
     task.handle_committed(T0 + INTERVAL_MS);
     feed(&mut task, &k, vec![back(0, &tick)], 2);
     assert_eq!(
-        task.deliver(&k).unwrap_err(),
+        task.delivered(&k).unwrap_err(),
         TaskError::EmitToTickTopic {
             task: id(0),
             topic: TICKS.to_string(),

@@ -21,23 +21,20 @@ fn t3_ticks_one_per_poll_never_before_the_interval() {
     let mut task = f.started(0);
     assert_eq!(task.next_tick_at(), Some(T0 + INTERVAL_MS));
 
-    assert_eq!(task.poll_tick(T0), None);
-    assert_eq!(task.poll_tick(T0 + INTERVAL_MS - 1), None);
+    assert_eq!(task.tick(T0), None);
+    assert_eq!(task.tick(T0 + INTERVAL_MS - 1), None);
     let first = task
-        .poll_tick(T0 + INTERVAL_MS)
+        .tick(T0 + INTERVAL_MS)
         .expect("due one interval after start");
     assert_eq!(first.data.timestamp, T0 + INTERVAL_MS);
-    assert_eq!(task.poll_tick(T0 + INTERVAL_MS), None);
+    assert_eq!(task.tick(T0 + INTERVAL_MS), None);
 
     // Four and a half intervals late: one tick, no catch-up burst.
     let late = T0 + 5 * INTERVAL_MS + 500;
-    assert_eq!(
-        task.poll_tick(late).map(|tick| tick.data.timestamp),
-        Some(late)
-    );
-    assert_eq!(task.poll_tick(late), None);
-    assert_eq!(task.poll_tick(late + INTERVAL_MS - 1), None);
-    assert!(task.poll_tick(late + INTERVAL_MS).is_some());
+    assert_eq!(task.tick(late).map(|tick| tick.data.timestamp), Some(late));
+    assert_eq!(task.tick(late), None);
+    assert_eq!(task.tick(late + INTERVAL_MS - 1), None);
+    assert!(task.tick(late + INTERVAL_MS).is_some());
     assert_eq!(task.last_tick_at(), Some(late + INTERVAL_MS));
 
     // A stage without ticks never ticks.
@@ -45,7 +42,7 @@ fn t3_ticks_one_per_poll_never_before_the_interval() {
     let mut task = f.started(0);
     assert_eq!(task.next_tick_at(), None);
     assert_eq!(task.tick_tp(), None);
-    assert_eq!(task.poll_tick(T0 + 100 * INTERVAL_MS), None);
+    assert_eq!(task.tick(T0 + 100 * INTERVAL_MS), None);
 }
 
 /// T3: the time of the last tick is committed, so a restart keeps the cadence
@@ -54,15 +51,15 @@ fn t3_ticks_one_per_poll_never_before_the_interval() {
 fn t3_cadence_survives_a_restart() {
     let f = fixture(echo(&[orders()], true));
     let mut task = f.started(0);
-    assert!(task.poll_tick(T0 + INTERVAL_MS).is_some());
-    let request = task.prepare_commit().unwrap();
+    assert!(task.tick(T0 + INTERVAL_MS).is_some());
+    let request = task.committing().unwrap();
     task.handle_committed(T0 + INTERVAL_MS);
 
     let mut task = f.task(0);
     task.start(&committed_offsets(&request), T0 + INTERVAL_MS + 200)
         .unwrap();
-    assert_eq!(task.poll_tick(T0 + 2 * INTERVAL_MS - 1), None);
-    assert!(task.poll_tick(T0 + 2 * INTERVAL_MS).is_some());
+    assert_eq!(task.tick(T0 + 2 * INTERVAL_MS - 1), None);
+    assert!(task.tick(T0 + 2 * INTERVAL_MS).is_some());
 }
 
 // ----- T4: the tick record -----
@@ -83,7 +80,7 @@ fn t4_tick_record_has_its_exact_shape() {
     feed(&mut task, &p, vec![rec(0).stamp(&[(REFUNDS, 1, 2)])], 1);
 
     let now = T0 + 1_234;
-    let tick = task.poll_tick(now).expect("a tick is due");
+    let tick = task.tick(now).expect("a tick is due");
     assert_eq!(
         tick,
         ProducedRecord {
@@ -120,12 +117,12 @@ fn t5_a_tick_fed_back_is_held_until_its_claim_is_delivered() {
 
     // payments@0 is held on orders@2 (orders not fetched yet).
     feed(&mut task, &p, vec![rec(0).stamp(&[(ORDERS, 0, 2)])], 1);
-    let tick = task.poll_tick(T0 + INTERVAL_MS).expect("a tick is due");
+    let tick = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
     assert_eq!(stamp_of(&tick), stamp(&[(ORDERS, 0, 2)]));
     task.handle_committed(T0 + INTERVAL_MS);
 
     feed(&mut task, &k, vec![back(0, &tick)], 2);
-    assert_eq!(task.deliverable().unwrap(), Vec::<Tp>::new());
+    assert_eq!(task.ready().unwrap(), Vec::<Tp>::new());
     assert_eq!(
         task.heads(),
         [
@@ -137,9 +134,9 @@ fn t5_a_tick_fed_back_is_held_until_its_claim_is_delivered() {
     feed(&mut task, &o, vec![rec(0), rec(1), rec(2)], 3);
     deliver(&mut task, &o);
     deliver(&mut task, &o);
-    assert_eq!(task.deliverable().unwrap(), only(&o));
+    assert_eq!(task.ready().unwrap(), only(&o));
     deliver(&mut task, &o);
-    assert_eq!(task.deliverable().unwrap(), [p.clone(), k.clone()]);
+    assert_eq!(task.ready().unwrap(), [p.clone(), k.clone()]);
     assert_eq!(
         emitted(&deliver(&mut task, &k)),
         [format!("tick@{}", T0 + INTERVAL_MS)]
@@ -166,7 +163,7 @@ fn t7_tick_fold_steps_the_tick_slot_not_the_null_slot() {
     deliver(&mut task, &o);
     assert_eq!(slot(&task, &SlotKey::Null), Some(105));
 
-    let first = task.poll_tick(T0 + INTERVAL_MS).expect("a tick is due");
+    let first = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
     task.handle_committed(T0 + INTERVAL_MS);
     feed(&mut task, &k, vec![back(0, &first)], 2);
     assert_eq!(
@@ -184,7 +181,7 @@ fn t7_tick_fold_steps_the_tick_slot_not_the_null_slot() {
         (Some(1_100), Some(105))
     );
 
-    let second = task.poll_tick(T0 + 2 * INTERVAL_MS).expect("a tick is due");
+    let second = task.tick(T0 + 2 * INTERVAL_MS).expect("a tick is due");
     task.handle_committed(T0 + 2 * INTERVAL_MS);
     feed(&mut task, &k, vec![back(2, &second)], 4);
     deliver(&mut task, &k);
@@ -211,7 +208,7 @@ fn t7_tick_handler_on_a_stateful_stage_leaves_the_tick_slot_untouched() {
 
     feed(&mut task, &o, vec![rec(0).value(5)], 1);
     deliver(&mut task, &o);
-    let tick = task.poll_tick(T0 + INTERVAL_MS).expect("a tick is due");
+    let tick = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
     task.handle_committed(T0 + INTERVAL_MS);
     feed(&mut task, &k, vec![back(0, &tick)], 2);
 
@@ -236,7 +233,7 @@ fn t8_metrics_count_committed_ticks_transactions_and_held_records() {
     let mut task = f.started(0);
     let (o, p) = (tp(ORDERS, 0), tp(PAYMENTS, 0));
 
-    assert!(task.poll_tick(T0 + INTERVAL_MS).is_some());
+    assert!(task.tick(T0 + INTERVAL_MS).is_some());
     assert_eq!(task.metrics().ticks_emitted_total, 0, "not committed yet");
     let _ = task.handle_aborted();
     let metrics = task.metrics();
@@ -250,7 +247,7 @@ fn t8_metrics_count_committed_ticks_transactions_and_held_records() {
     );
 
     // The retry emits a fresh tick (T6), which commits.
-    assert!(task.poll_tick(T0 + INTERVAL_MS).is_some());
+    assert!(task.tick(T0 + INTERVAL_MS).is_some());
     task.handle_committed(T0 + INTERVAL_MS);
     task.handle_committed(T0 + INTERVAL_MS + 100);
     let metrics = task.metrics();

@@ -26,14 +26,14 @@ fn g7_x3_abort_returns_to_the_committed_snapshot_and_redelivers_the_same() {
     };
     feed(&mut task, &o, inputs().into(), 3);
     deliver(&mut task, &o);
-    assert!(task.poll_tick(T0 + INTERVAL_MS).is_some());
-    let committed = task.prepare_commit().unwrap();
+    assert!(task.tick(T0 + INTERVAL_MS).is_some());
+    let committed = task.committing().unwrap();
     task.handle_committed(T0 + INTERVAL_MS);
 
     // The open transaction: two deliveries and a tick.
     let a_then = deliver(&mut task, &o);
     let b_then = deliver(&mut task, &o);
-    let tick_then = task.poll_tick(T0 + 2 * INTERVAL_MS).expect("a tick is due");
+    let tick_then = task.tick(T0 + 2 * INTERVAL_MS).expect("a tick is due");
     assert_eq!(task.history(), &stamp(&[(ORDERS, 0, 2)]));
     assert_eq!(task.last_tick_at(), Some(T0 + 2 * INTERVAL_MS));
     assert_eq!((slot(&task, &a), slot(&task, &b)), (Some(103), Some(105)));
@@ -48,14 +48,14 @@ fn g7_x3_abort_returns_to_the_committed_snapshot_and_redelivers_the_same() {
     assert_eq!((task.position(&o), task.position(&k)), (Some(1), Some(0)));
     assert_eq!(task.buffered(), 0);
     assert!(!task.has_open_work());
-    assert_eq!(task.prepare_commit().unwrap(), committed);
+    assert_eq!(task.committing().unwrap(), committed);
 
     // Re-consume from the committed position: the same outputs, stamps included.
     let [_, again_a, again_b] = inputs();
     feed(&mut task, &o, vec![again_a, again_b], 3);
     assert_eq!(deliver(&mut task, &o), a_then);
     assert_eq!(deliver(&mut task, &o), b_then);
-    assert_eq!(task.poll_tick(T0 + 2 * INTERVAL_MS), Some(tick_then));
+    assert_eq!(task.tick(T0 + 2 * INTERVAL_MS), Some(tick_then));
 
     let metrics = task.metrics();
     assert_eq!(metrics.records_redelivered_total, 2);
@@ -79,9 +79,9 @@ fn x1_commit_carries_positions_and_checkpoint_and_a_restart_resumes_them() {
     feed(&mut task, &p, vec![rec(0)], 1);
     deliver(&mut task, &o);
     deliver(&mut task, &p);
-    assert!(task.poll_tick(T0 + 1_500).is_some());
+    assert!(task.tick(T0 + 1_500).is_some());
 
-    let request = task.prepare_commit().unwrap();
+    let request = task.committing().unwrap();
     let history = stamp(&[("a", 0, 3), (ORDERS, 0, 0), (PAYMENTS, 0, 0)]);
     // X6: the stage's own group, `<application.id>-<stage>`.
     assert_eq!(&*request.group, "app-s");
@@ -109,7 +109,7 @@ fn x1_commit_carries_positions_and_checkpoint_and_a_restart_resumes_them() {
     assert_eq!(task.committed_history(), &history);
     assert_eq!(task.last_tick_at(), Some(T0 + 1_500));
     assert_eq!(task.next_tick_at(), Some(T0 + 2_500));
-    assert_eq!(task.poll_tick(T0 + 2_499), None);
+    assert_eq!(task.tick(T0 + 2_499), None);
 
     // The history goes on from the checkpoint.
     feed(&mut task, &o, vec![rec(1)], 2);
@@ -118,7 +118,7 @@ fn x1_commit_carries_positions_and_checkpoint_and_a_restart_resumes_them() {
         stamp_of(&produced[0]),
         stamp(&[("a", 0, 3), (ORDERS, 0, 1), (PAYMENTS, 0, 0)])
     );
-    assert!(task.poll_tick(T0 + 2_500).is_some());
+    assert!(task.tick(T0 + 2_500).is_some());
 }
 
 // ----- X2: commit interval -----
@@ -150,7 +150,7 @@ fn x2_wants_commit_only_after_the_interval_with_open_work() {
     task.handle_committed(T0 + 200);
 
     // A tick is work too.
-    assert!(task.poll_tick(T0 + INTERVAL_MS).is_some());
+    assert!(task.tick(T0 + INTERVAL_MS).is_some());
     assert!(task.wants_commit(T0 + INTERVAL_MS));
 
     // The interval comes from the task's configuration.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use parsley::record::ConsumedRecord;
-use parsley::stage::Replayed;
+use parsley::stage::{ReplayError, Replayed};
 use parsley::task::TaskId;
 use parsley::{App, TopicName, Tp};
 
@@ -72,7 +72,7 @@ impl<'a> Checker<'a> {
         dead_letter: &TopicName,
         delivery: &Delivery<'a>,
         record: &ConsumedRecord,
-        replayed: &Result<Replayed, String>,
+        replayed: &Result<Replayed, ReplayError>,
     ) -> bool {
         let wrote_dead_letter = delivery.sent.iter().any(|(tp, _)| tp.topic == *dead_letter);
         match replayed {
@@ -109,7 +109,7 @@ impl<'a> Checker<'a> {
         dead_letter: &TopicName,
         delivery: &Delivery<'a>,
         record: &ConsumedRecord,
-        error: &str,
+        error: &ReplayError,
     ) {
         let delivered = format!("{}@{}", delivery.tp, delivery.offset);
         let expected_tp = Tp::new(dead_letter.clone(), task.partition);
