@@ -1,13 +1,13 @@
 //! Ticks under the test driver (T3–T8): held, aborted, redelivered, restarted.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{deliveries, ledger, ticks_delivered, ticks_emitted, MINUTE, START};
 use parsley::{Claim, Stamp, Tp};
-use parsley_examples::{audit_cut, balances, Order, PaymentsTopics};
 use parsley_sim::{TestDriver, TestRecord};
+use support::{deliveries, ledger, ticks_delivered, ticks_emitted, MINUTE, START};
+use support::{shop, tally, Sale, ShopTopics};
 
 /// T5: a tick emitted while a record is held on an unresolved claim claims
 /// that record's causes, so it is held too, and delivered only after the
@@ -63,12 +63,12 @@ fn t5_tick_held_behind_unresolved_claim_is_delivered_after_it_resolves() {
 /// visible, the tick time rolls back, and the retry emits a fresh tick.
 #[test]
 fn t6_abort_of_emitting_transaction_reemits_the_tick() {
-    let topics = PaymentsTopics::new();
-    let driver = TestDriver::builder(&balances(&topics).unwrap())
+    let topics = ShopTopics::new();
+    let driver = TestDriver::builder(&shop(&topics).unwrap())
         .initial_wall_clock(START)
         .build()
         .unwrap();
-    driver.fail_next_commit("balances", 0).unwrap();
+    driver.fail_next_commit("till", 0).unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
     // Offset 0 held the aborted tick, offset 1 its abort marker.
     assert_eq!(
@@ -77,46 +77,46 @@ fn t6_abort_of_emitting_transaction_reemits_the_tick() {
     );
     assert_eq!(
         ticks_delivered(&driver.trace()),
-        [("payments-balances-ticks-0".to_string(), 2)]
+        [("shop-till-ticks-0".to_string(), 2)]
     );
     assert_eq!(
         driver
-            .output(&topics.audits)
+            .output(&topics.receipts)
             .unwrap()
             .read_values()
             .unwrap(),
-        [format!("cut@{}", START + 60_000)]
+        [format!("close@{}", START + 60_000)]
     );
-    assert_eq!(driver.metric("balances", "ticks-emitted-total").unwrap(), 1);
+    assert_eq!(driver.metric("till", "ticks-emitted-total").unwrap(), 1);
 }
 
 /// T6: if the transaction that processes a tick aborts, the retry redelivers
 /// the same tick, in order, and its effects commit exactly once.
 #[test]
 fn t6_abort_of_processing_transaction_redelivers_the_same_tick() {
-    let topics = PaymentsTopics::new();
-    let driver = TestDriver::builder(&balances(&topics).unwrap())
+    let topics = ShopTopics::new();
+    let driver = TestDriver::builder(&shop(&topics).unwrap())
         .initial_wall_clock(START)
         .build()
         .unwrap();
-    driver.pause("payments-balances-ticks");
+    driver.pause("shop-till-ticks");
     driver.advance_wall_clock(MINUTE).unwrap();
-    driver.fail_next_commit("balances", 0).unwrap();
-    driver.resume("payments-balances-ticks").unwrap();
-    let tick = "payments-balances-ticks-0".to_string();
+    driver.fail_next_commit("till", 0).unwrap();
+    driver.resume("shop-till-ticks").unwrap();
+    let tick = "shop-till-ticks-0".to_string();
     assert_eq!(
         ticks_delivered(&driver.trace()),
         [(tick.clone(), 0), (tick, 0)]
     );
     assert_eq!(
         driver
-            .output(&topics.audits)
+            .output(&topics.receipts)
             .unwrap()
             .read_values()
             .unwrap(),
-        [format!("cut@{}", START + 60_000)]
+        [format!("close@{}", START + 60_000)]
     );
-    let metrics = driver.metrics("balances", 0).unwrap();
+    let metrics = driver.metrics("till", 0).unwrap();
     assert_eq!(metrics.records_redelivered_total, 1);
     assert_eq!(metrics.transactions_aborted_total, 1);
 }
@@ -125,8 +125,8 @@ fn t6_abort_of_processing_transaction_redelivers_the_same_tick() {
 /// cadence instead of counting from the restart.
 #[test]
 fn t3_cadence_survives_a_restart() {
-    let topics = PaymentsTopics::new();
-    let driver = TestDriver::builder(&balances(&topics).unwrap())
+    let topics = ShopTopics::new();
+    let driver = TestDriver::builder(&shop(&topics).unwrap())
         .initial_wall_clock(START)
         .build()
         .unwrap();
@@ -144,8 +144,8 @@ fn t3_cadence_survives_a_restart() {
 /// T3: one tick per firing, never a burst of catch-up ticks.
 #[test]
 fn t3_a_long_pause_gives_one_tick_not_a_burst() {
-    let topics = PaymentsTopics::new();
-    let driver = TestDriver::builder(&balances(&topics).unwrap())
+    let topics = ShopTopics::new();
+    let driver = TestDriver::builder(&shop(&topics).unwrap())
         .initial_wall_clock(START)
         .build()
         .unwrap();
@@ -164,25 +164,22 @@ fn t3_a_long_pause_gives_one_tick_not_a_burst() {
 /// changelog.
 #[test]
 fn t7_tick_slot_is_never_the_null_key_slot() {
-    let topics = PaymentsTopics::new();
-    let driver = TestDriver::builder(&audit_cut(&topics).unwrap())
+    let topics = ShopTopics::new();
+    let driver = TestDriver::builder(&tally(&topics).unwrap())
         .initial_wall_clock(START)
         .build()
         .unwrap();
     driver
-        .input(&topics.orders)
+        .input(&topics.sales)
         .unwrap()
-        .pipe(None, Order { total: 40 })
+        .pipe(None, Sale { amount: 40 })
         .unwrap();
     for _ in 0..3 {
         driver.advance_wall_clock(MINUTE).unwrap();
     }
     let check = |driver: &TestDriver| {
-        assert_eq!(
-            driver.null_key_slot::<i64>("audit-cut", 0).unwrap(),
-            Some(-40)
-        );
-        assert_eq!(driver.tick_slot::<i64>("audit-cut", 0).unwrap(), Some(3));
+        assert_eq!(driver.null_key_slot::<i64>("tally", 0).unwrap(), Some(40));
+        assert_eq!(driver.tick_slot::<i64>("tally", 0).unwrap(), Some(3));
     };
     check(&driver);
     driver.restart().unwrap();
@@ -192,24 +189,19 @@ fn t7_tick_slot_is_never_the_null_key_slot() {
 /// T8: `ticks-emitted-total` counts committed tick records only.
 #[test]
 fn t8_ticks_emitted_total_counts_committed_ticks_once() {
-    let topics = PaymentsTopics::new();
-    let driver = TestDriver::builder(&balances(&topics).unwrap())
+    let topics = ShopTopics::new();
+    let driver = TestDriver::builder(&shop(&topics).unwrap())
         .initial_wall_clock(START)
-        .partitions("orders", 3)
+        .partitions("sales", 3)
         .build()
         .unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
-    driver.fail_next_commit("balances", 1).unwrap();
+    driver.fail_next_commit("till", 1).unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
-    assert_eq!(driver.metric("balances", "ticks-emitted-total").unwrap(), 6);
+    assert_eq!(driver.metric("till", "ticks-emitted-total").unwrap(), 6);
+    assert_eq!(driver.metrics("till", 1).unwrap().ticks_emitted_total, 2);
     assert_eq!(
-        driver.metrics("balances", 1).unwrap().ticks_emitted_total,
-        2
-    );
-    assert_eq!(
-        driver
-            .metric("balances", "transactions-aborted-total")
-            .unwrap(),
+        driver.metric("till", "transactions-aborted-total").unwrap(),
         1
     );
 }

@@ -2,17 +2,17 @@
 //! what and where, the task stops, and its committed position stays before
 //! the bad record, so nothing committed is lost.
 
-mod common;
+mod support;
 
 use bytes::Bytes;
-use common::{ledger, START};
 use parsley::header::{self, HeaderError, STAMP_HEADER};
 use parsley::record::Header;
 use parsley::{
     AssemblyError, Claim, CompositionError, Parsley, Stage, Stamp, TaskError, Topic, Tp,
 };
-use parsley_examples::{balances, Order, PaymentsTopics};
 use parsley_sim::{DriverError, TestDriver, TestRecord};
+use support::{ledger, START};
+use support::{shop, Sale, ShopTopics};
 
 fn committed_offset(driver: &TestDriver, group: &str, tp: &Tp) -> Option<u64> {
     driver
@@ -21,8 +21,8 @@ fn committed_offset(driver: &TestDriver, group: &str, tp: &Tp) -> Option<u64> {
         .map(|committed| committed.offset)
 }
 
-fn balances_driver(topics: &PaymentsTopics) -> TestDriver {
-    TestDriver::builder(&balances(topics).unwrap())
+fn shop_driver(topics: &ShopTopics) -> TestDriver {
+    TestDriver::builder(&shop(topics).unwrap())
         .initial_wall_clock(START)
         .build()
         .unwrap()
@@ -32,21 +32,19 @@ fn balances_driver(topics: &PaymentsTopics) -> TestDriver {
 /// offset; the committed position stays at that record.
 #[test]
 fn bad_stamp_header_stops_the_task_at_the_record() {
-    let topics = PaymentsTopics::new();
-    let driver = balances_driver(&topics);
-    let orders = driver.input(&topics.orders).unwrap();
-    orders
-        .pipe("alice".to_string(), Order { total: 5 })
-        .unwrap();
+    let topics = ShopTopics::new();
+    let driver = shop_driver(&topics);
+    let sales = driver.input(&topics.sales).unwrap();
+    sales.pipe("alice".to_string(), Sale { amount: 5 }).unwrap();
     let garbage = vec![Header {
         name: STAMP_HEADER.into(),
         value: Bytes::from_static(&[1, 9]),
     }];
-    let error = orders
+    let error = sales
         .pipe_raw(
             0,
             Some(Bytes::from_static(b"\"bob\"")),
-            Some(Bytes::from_static(b"{\"total\":1}")),
+            Some(Bytes::from_static(b"{\"amount\":1}")),
             garbage,
         )
         .unwrap_err();
@@ -56,7 +54,7 @@ fn bad_stamp_header_stops_the_task_at_the_record() {
     else {
         panic!("expected a bad stamp, got {error}");
     };
-    assert_eq!((tp.to_string().as_str(), *offset), ("orders-0", 1));
+    assert_eq!((tp.to_string().as_str(), *offset), ("sales-0", 1));
     assert!(
         matches!(error, HeaderError::AbsurdValue { .. }),
         "{error:?}"
@@ -66,24 +64,24 @@ fn bad_stamp_header_stops_the_task_at_the_record() {
         "the error says what is wrong: {error}"
     );
     assert_eq!(
-        committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),
+        committed_offset(&driver, "shop-till", &Tp::new("sales", 0)),
         Some(1)
     );
     // The task stays stopped, loudly: later input is not silently skipped,
     // and the error says the task is stopped instead of repeating the stop.
-    let again = orders
-        .pipe("carol".to_string(), Order { total: 2 })
+    let again = sales
+        .pipe("carol".to_string(), Sale { amount: 2 })
         .unwrap_err();
     let DriverError::TaskStopped { tasks, first } = &again else {
         panic!("expected the task to be reported stopped, got {again}");
     };
-    assert_eq!(tasks, &["balances/0"]);
+    assert_eq!(tasks, &["till/0"]);
     assert!(
-        first.starts_with("task balances/0: ") && first.contains("topic count 9"),
+        first.starts_with("task till/0: ") && first.contains("topic count 9"),
         "the first stop is named: {first}"
     );
     assert_eq!(
-        committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),
+        committed_offset(&driver, "shop-till", &Tp::new("sales", 0)),
         Some(1)
     );
 }
@@ -92,13 +90,13 @@ fn bad_stamp_header_stops_the_task_at_the_record() {
 /// never resolve: reported as poison with the claim, not waited on.
 #[test]
 fn g6_claim_on_own_future_offset_is_poison() {
-    let topics = PaymentsTopics::new();
-    let driver = balances_driver(&topics);
-    let stamp = Stamp::from_claims([Claim::new(Tp::new("orders", 0), 7)]);
+    let topics = ShopTopics::new();
+    let driver = shop_driver(&topics);
+    let stamp = Stamp::from_claims([Claim::new(Tp::new("sales", 0), 7)]);
     let error = driver
-        .input(&topics.orders)
+        .input(&topics.sales)
         .unwrap()
-        .pipe_record(TestRecord::new("alice".to_string(), Order { total: 1 }).stamped(stamp))
+        .pipe_record(TestRecord::new("alice".to_string(), Sale { amount: 1 }).stamped(stamp))
         .unwrap_err();
     let DriverError::Task(TaskError::UnresolvableClaim {
         tp, offset, claim, ..
@@ -108,10 +106,10 @@ fn g6_claim_on_own_future_offset_is_poison() {
     };
     assert_eq!(
         (tp.to_string(), *offset, claim.to_string()),
-        ("orders-0".to_string(), 0, "orders-0@7".to_string())
+        ("sales-0".to_string(), 0, "sales-0@7".to_string())
     );
     assert_eq!(
-        committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),
+        committed_offset(&driver, "shop-till", &Tp::new("sales", 0)),
         None
     );
 }
@@ -182,10 +180,10 @@ fn g6_claim_beyond_the_log_end_is_poison_after_earlier_traffic_on_either_tp() {
 /// offset; nothing after it is delivered and the position stays.
 #[test]
 fn codec_rejected_value_names_topic_tp_and_offset() {
-    let topics = PaymentsTopics::new();
-    let driver = balances_driver(&topics);
-    let orders = driver.input(&topics.orders).unwrap();
-    let error = orders
+    let topics = ShopTopics::new();
+    let driver = shop_driver(&topics);
+    let sales = driver.input(&topics.sales).unwrap();
+    let error = sales
         .pipe_raw(
             0,
             Some(Bytes::from_static(b"\"alice\"")),
@@ -196,15 +194,14 @@ fn codec_rejected_value_names_topic_tp_and_offset() {
     let DriverError::Task(task_error @ TaskError::Codec { tp, offset, .. }) = &error else {
         panic!("expected a codec error, got {error}");
     };
-    assert_eq!((tp.to_string().as_str(), *offset), ("orders-0", 0));
+    assert_eq!((tp.to_string().as_str(), *offset), ("sales-0", 0));
     let message = task_error.to_string();
     assert!(
-        message
-            .contains("the value of record orders-0@0 was rejected by the codec of topic orders"),
+        message.contains("the value of record sales-0@0 was rejected by the codec of topic sales"),
         "{message}"
     );
     assert_eq!(
-        committed_offset(&driver, "payments-balances", &Tp::new("orders", 0)),
+        committed_offset(&driver, "shop-till", &Tp::new("sales", 0)),
         None
     );
 }
@@ -244,7 +241,7 @@ fn t2_emission_to_a_tick_topic_names_stage_and_topic() {
             &orders,
             move |order| vec![forged.send(None, *order.value())],
         )
-        .ticks(common::MINUTE, |_| Vec::new())
+        .ticks(support::MINUTE, |_| Vec::new())
         .build();
     let app = Parsley::named("shop").stage(forger).build().unwrap();
     let driver = TestDriver::new(&app).unwrap();
@@ -261,12 +258,12 @@ fn t2_emission_to_a_tick_topic_names_stage_and_topic() {
 /// naming the topic and the fix.
 #[test]
 fn c3_missing_topics_fail_before_anything_runs() {
-    let topics = PaymentsTopics::new();
-    let app = balances(&topics).unwrap();
+    let topics = ShopTopics::new();
+    let app = shop(&topics).unwrap();
     let result = TestDriver::builder(&app)
         .create_topics(false)
-        .existing_topic("orders", 4)
-        .existing_topic("audits", 1)
+        .existing_topic("sales", 4)
+        .existing_topic("receipts", 1)
         .build();
     let Err(DriverError::Assembly(AssemblyError { failures, .. })) = result else {
         panic!("assembly must fail");
@@ -275,8 +272,8 @@ fn c3_missing_topics_fail_before_anything_runs() {
     assert_eq!(
         messages,
         [
-            "C3 (docs/RULES.md#c3): topic \"payments-balances-state-changelog\" (changelog of stage balances) does not exist; expected 4 partitions; fix: create it: kafka-topics.sh --create --topic payments-balances-state-changelog --partitions 4 --config cleanup.policy=compact",
-            "C3 (docs/RULES.md#c3): topic \"payments-balances-ticks\" (ticks of stage balances) does not exist; expected 4 partitions; fix: create it: kafka-topics.sh --create --topic payments-balances-ticks --partitions 4 --config cleanup.policy=delete --config retention.ms=3600000",
+            "C3 (docs/RULES.md#c3): topic \"shop-till-state-changelog\" (changelog of stage till) does not exist; expected 4 partitions; fix: create it: kafka-topics.sh --create --topic shop-till-state-changelog --partitions 4 --config cleanup.policy=compact",
+            "C3 (docs/RULES.md#c3): topic \"shop-till-ticks\" (ticks of stage till) does not exist; expected 4 partitions; fix: create it: kafka-topics.sh --create --topic shop-till-ticks --partitions 4 --config cleanup.policy=delete --config retention.ms=3600000",
         ]
     );
 }
@@ -285,17 +282,17 @@ fn c3_missing_topics_fail_before_anything_runs() {
 /// source's fails assembly.
 #[test]
 fn c3_wrong_tick_partition_count_fails() {
-    let topics = PaymentsTopics::new();
-    let app = balances(&topics).unwrap();
+    let topics = ShopTopics::new();
+    let app = shop(&topics).unwrap();
     let result = TestDriver::builder(&app)
-        .partitions("orders", 4)
-        .existing_topic("payments-balances-ticks", 3)
+        .partitions("sales", 4)
+        .existing_topic("shop-till-ticks", 3)
         .build();
     let error = result.err().expect("assembly must fail");
     assert!(
-        error.to_string().contains(
-            "\"payments-balances-ticks\" (ticks of stage balances) has 3 partitions, expected 4"
-        ),
+        error
+            .to_string()
+            .contains("\"shop-till-ticks\" (ticks of stage till) has 3 partitions, expected 4"),
         "{error}"
     );
 }
@@ -303,10 +300,10 @@ fn c3_wrong_tick_partition_count_fails() {
 /// §8, C1: duplicate names fail the build naming the rule.
 #[test]
 fn c1_duplicate_stage_names_fail_the_build() {
-    let topics = PaymentsTopics::new();
-    let error = Parsley::named("payments")
-        .stage(parsley_examples::balances_stage(&topics))
-        .stage(parsley_examples::balances_stage(&topics))
+    let topics = ShopTopics::new();
+    let error = Parsley::named("shop")
+        .stage(support::till(&topics))
+        .stage(support::till(&topics))
         .build()
         .unwrap_err();
     assert!(matches!(error, CompositionError::DuplicateStage { .. }));

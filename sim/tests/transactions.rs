@@ -1,16 +1,16 @@
 //! Transactions, restarts and fencing under the test driver and the task host
 //! (G7, G8, X1–X4, S5).
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{deliveries, MINUTE, START};
 use parsley::{assemble, Parsley, Stage, TaskConfig, Topic, Tp};
-use parsley_examples::{balances, Order, PaymentsTopics};
 use parsley_sim::host::{CommitOutcome, TaskHost};
 use parsley_sim::model::{Cluster, ModelError};
 use parsley_sim::{TestDriver, TestRecord};
+use support::{deliveries, MINUTE, START};
+use support::{shop, Sale, ShopTopics};
 
 /// A relay stage: every order is forwarded to `forwarded` with the same key.
 fn relay() -> (parsley::App, Topic<String, i64>, Topic<String, i64>) {
@@ -72,69 +72,65 @@ fn x3_failed_commit_redelivers_in_order_and_outputs_once() {
 /// history and slots: nothing committed is lost, nothing is redone.
 #[test]
 fn g7_restart_resumes_from_committed_positions_history_and_state() {
-    let topics = PaymentsTopics::new();
-    let driver = TestDriver::builder(&balances(&topics).unwrap())
+    let topics = ShopTopics::new();
+    let driver = TestDriver::builder(&shop(&topics).unwrap())
         .initial_wall_clock(START)
         .build()
         .unwrap();
-    let orders = driver.input(&topics.orders).unwrap();
-    orders
-        .pipe("alice".to_string(), Order { total: 10 })
+    let sales = driver.input(&topics.sales).unwrap();
+    sales
+        .pipe("alice".to_string(), Sale { amount: 10 })
         .unwrap();
-    orders
-        .pipe("alice".to_string(), Order { total: 5 })
-        .unwrap();
+    sales.pipe("alice".to_string(), Sale { amount: 5 }).unwrap();
     driver.restart().unwrap();
     assert_eq!(
         driver
-            .key_slot::<i64, _, _>("balances", &topics.orders, &"alice".to_string())
+            .key_slot::<i64, _, _>("till", &topics.sales, &"alice".to_string())
             .unwrap(),
-        Some(-15),
+        Some(15),
         "state restored from the changelog (S5)"
     );
-    orders
-        .pipe("alice".to_string(), Order { total: 1 })
-        .unwrap();
+    sales.pipe("alice".to_string(), Sale { amount: 1 }).unwrap();
     assert_eq!(
         driver
-            .key_slot::<i64, _, _>("balances", &topics.orders, &"alice".to_string())
+            .key_slot::<i64, _, _>("till", &topics.sales, &"alice".to_string())
             .unwrap(),
-        Some(-16)
+        Some(16)
     );
     // Each record was delivered once: the restart re-read nothing.
     assert_eq!(
         deliveries(&driver.trace()),
-        ["orders-0@0", "orders-0@1", "orders-0@2"]
+        ["sales-0@0", "sales-0@1", "sales-0@2"]
     );
     // The history survived too: the next tick claims every order.
     driver.advance_wall_clock(MINUTE).unwrap();
-    let cut = &driver.output(&topics.audits).unwrap().read_all().unwrap()[0];
-    assert_eq!(cut.stamp.offset(&Tp::new("orders", 0)), Some(2));
+    let cut = &driver.output(&topics.receipts).unwrap().read_all().unwrap()[0];
+    assert_eq!(cut.stamp.offset(&Tp::new("sales", 0)), Some(2));
 }
 
 /// X1: outputs, state, positions and checkpoint commit together; an abort
 /// leaves none of them behind.
 #[test]
 fn x1_aborted_transaction_leaves_no_output_state_or_position() {
-    let topics = PaymentsTopics::new();
-    let app = balances(&topics).unwrap();
+    let topics = ShopTopics::new();
+    let app = shop(&topics).unwrap();
     let mut cluster = Cluster::new();
     for (topic, partitions) in [
-        ("orders", 1),
-        ("audits", 1),
-        ("payments-balances-ticks", 1),
-        ("payments-balances-state-changelog", 1),
+        ("sales", 1),
+        ("receipts", 1),
+        ("shop-till-ticks", 1),
+        ("shop-till-state-changelog", 1),
     ] {
         cluster.create_topic(topic, partitions).unwrap();
     }
     let assembly = assemble(&app, &cluster).unwrap();
-    let orders = Tp::new("orders", 0);
+    let sales = Tp::new("sales", 0);
     cluster
         .append(
-            &orders,
+            &sales,
             parsley::RecordData {
                 key: Some(bytes::Bytes::from_static(b"\"alice\"")),
-                value: Some(bytes::Bytes::from_static(b"{\"total\":7}")),
+                value: Some(bytes::Bytes::from_static(b"{\"amount\":7}")),
                 headers: Vec::new(),
                 timestamp: START,
             },
@@ -144,17 +140,17 @@ fn x1_aborted_transaction_leaves_no_output_state_or_position() {
         &mut cluster,
         &app,
         &assembly,
-        "balances",
+        "till",
         0,
         TaskConfig::default(),
         START,
     )
     .unwrap();
     host.fetch(&cluster, 0, usize::MAX).unwrap();
-    host.deliver(&mut cluster, &orders, START, &mut Vec::new())
+    host.deliver(&mut cluster, &sales, START, &mut Vec::new())
         .unwrap();
     host.abort(&mut cluster);
-    let changelog = Tp::new("payments-balances-state-changelog", 0);
+    let changelog = Tp::new("shop-till-state-changelog", 0);
     let read = |cluster: &Cluster, tp: &Tp| {
         cluster
             .fetch(
@@ -168,14 +164,14 @@ fn x1_aborted_transaction_leaves_no_output_state_or_position() {
             .len()
     };
     assert_eq!(read(&cluster, &changelog), 0);
-    assert_eq!(cluster.committed("payments-balances", &orders), None);
+    assert_eq!(cluster.committed("shop-till", &sales), None);
     assert_eq!(
         host.positions()[0],
-        (orders.clone(), 0),
+        (sales.clone(), 0),
         "the consumer was rewound"
     );
     host.fetch(&cluster, 0, usize::MAX).unwrap();
-    host.deliver(&mut cluster, &orders, START, &mut Vec::new())
+    host.deliver(&mut cluster, &sales, START, &mut Vec::new())
         .unwrap();
     assert_eq!(
         host.commit(&mut cluster, START).unwrap(),
@@ -184,7 +180,7 @@ fn x1_aborted_transaction_leaves_no_output_state_or_position() {
     assert_eq!(read(&cluster, &changelog), 1);
     assert_eq!(
         cluster
-            .committed("payments-balances", &orders)
+            .committed("shop-till", &sales)
             .map(|committed| committed.offset),
         Some(1)
     );

@@ -1,0 +1,172 @@
+//! The harness's own small apps for its driver tests, and helpers that
+//! read a driver's trace. They belong to no example: the examples crate
+//! tests the examples, these files test the harness.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
+use parsley_sim::driver::TraceEvent;
+
+/// 2023-11-14T22:13:20Z: a fixed initial wall clock.
+pub const START: i64 = 1_700_000_000_000;
+pub const MINUTE: Duration = Duration::from_secs(60);
+
+/// A ledger that consumes orders and payments, where an order may claim the
+/// payment that caused it; it ticks every minute and folds per key.
+pub struct Ledger {
+    pub orders: Topic<String, i64>,
+    pub payments: Topic<String, i64>,
+    pub audits: Topic<String, String>,
+    pub app: App,
+}
+
+pub fn ledger() -> Ledger {
+    let orders: Topic<String, i64> = Topic::new("orders");
+    let payments: Topic<String, i64> = Topic::new("payments");
+    let audits: Topic<String, String> = Topic::new("audits");
+    let cut = audits.clone();
+    let stage = Stage::named("ledger")
+        .state(Json, || 0i64)
+        .on(&orders, |balance: i64, order| {
+            Step::of(balance - order.value())
+        })
+        .on(&payments, |balance: i64, payment| {
+            Step::of(balance + payment.value())
+        })
+        .ticks(MINUTE, move |tick| {
+            vec![cut.send(None, format!("cut@{}", tick.timestamp))]
+        })
+        .into(&audits)
+        .build();
+    let app = Parsley::named("books").stage(stage).build().unwrap();
+    Ledger {
+        orders,
+        payments,
+        audits,
+        app,
+    }
+}
+
+/// A sale at a till; the key is the till.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sale {
+    /// The amount taken.
+    pub amount: i64,
+}
+
+/// The topics of the shop: sales in (JSON values, text keys), receipts out.
+#[derive(Clone, Debug)]
+pub struct ShopTopics {
+    pub sales: Topic<String, Sale>,
+    pub receipts: Topic<String, String>,
+}
+
+impl ShopTopics {
+    pub fn new() -> Self {
+        ShopTopics {
+            sales: Topic::with_codecs("sales", Utf8, Json),
+            receipts: Topic::with_codecs("receipts", Utf8, Utf8),
+        }
+    }
+}
+
+/// The till's logic refuses a negative sale (X5: a logic error).
+pub fn taken(sale: &Sale) -> Result<i64, String> {
+    if sale.amount < 0 {
+        Err(format!("sale of {} is negative", sale.amount))
+    } else {
+        Ok(sale.amount)
+    }
+}
+
+/// The `shop` application with its one stage `till`: the takings per till
+/// folded from sales into an integer slot, and a `close@<time>` receipt
+/// emitted on every tick (every minute). A tick's stamp claims every sale
+/// the task had delivered when it fired.
+pub fn shop(topics: &ShopTopics) -> Result<App, CompositionError> {
+    Parsley::named("shop").stage(till(topics)).build()
+}
+
+/// The shop's `till` stage.
+pub fn till(topics: &ShopTopics) -> Stage {
+    let receipts = topics.receipts.clone();
+    Stage::named("till")
+        .state(I64, || 0i64)
+        .on(&topics.sales, |takings: i64, sale| {
+            taken(sale.value()).map(|amount| Step::of(takings + amount))
+        })
+        .ticks(MINUTE, move |tick| {
+            vec![receipts.send(None, format!("close@{}", tick.timestamp))]
+        })
+        .into(&topics.receipts)
+        .build()
+}
+
+/// Every fifth quiet tick the tick slot (an integer) resets and a receipt
+/// goes out.
+fn every_fifth(receipts: &Topic<String, String>, quiet: i64, tick: &Tick) -> Step<i64> {
+    if quiet + 1 >= 5 {
+        Step::of(0).emit(receipts.send(None, format!("close@{}", tick.timestamp)))
+    } else {
+        Step::of(quiet + 1)
+    }
+}
+
+/// The `shop` with the stage `tally` instead: the same takings per till,
+/// with a tick fold over the integer tick slot that closes on every fifth
+/// quiet tick.
+pub fn tally(topics: &ShopTopics) -> Result<App, CompositionError> {
+    let receipts = topics.receipts.clone();
+    let tally = Stage::named("tally")
+        .state(I64, || 0i64)
+        .on(&topics.sales, |takings: i64, sale| {
+            taken(sale.value()).map(|amount| Step::of(takings + amount))
+        })
+        .tick_fold(MINUTE, move |quiet, tick| {
+            every_fifth(&receipts, quiet, tick)
+        })
+        .into(&topics.receipts)
+        .build();
+    Parsley::named("shop").stage(tally).build()
+}
+
+/// The offsets of the ticks a task emitted, in order.
+pub fn ticks_emitted(trace: &[TraceEvent]) -> Vec<(i64, u64)> {
+    trace
+        .iter()
+        .filter_map(|event| match event {
+            TraceEvent::TickEmitted { at, offset, .. } => Some((*at, *offset)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The (tp, offset) of every tick delivery, in order.
+pub fn ticks_delivered(trace: &[TraceEvent]) -> Vec<(String, u64)> {
+    trace
+        .iter()
+        .filter_map(|event| match event {
+            TraceEvent::Delivered {
+                tp,
+                offset,
+                tick: Some(_),
+                ..
+            } => Some((tp.to_string(), *offset)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every delivery as `tp@offset`, in order.
+pub fn deliveries(trace: &[TraceEvent]) -> Vec<String> {
+    trace
+        .iter()
+        .filter_map(|event| match event {
+            TraceEvent::Delivered { tp, offset, .. } => Some(format!("{tp}@{offset}")),
+            _ => None,
+        })
+        .collect()
+}
