@@ -58,9 +58,9 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_spanned::Spanned;
 
-pub use crate::sim::settings::{
+use crate::sim::world::settings::{
     Budget, ClockConfig, FaultRates, SeedRange, Settings, StepRange, Workload, INSTANCES_MAX,
-    PARTITIONS_MAX, SWARM_LEVELS,
+    PARTITIONS_MAX,
 };
 
 /// A scenario, checked: every value is in range.
@@ -758,7 +758,7 @@ impl<'de> Visitor<'de> for LocatedVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::choice::Choices;
+    use crate::sim::world::choice::Choices;
     use std::path::PathBuf;
 
     /// The topology names these tests' registry would accept (the

@@ -13,9 +13,9 @@ use rustc_hash::FxHasher;
 
 use crate::model::{Cluster, Entry as LogEntry};
 use crate::sim::checker::{Invariant, Violation};
-use crate::sim::run::RunOutcome;
-use crate::sim::stops::IMPURE;
-use crate::sim::trace::{Entry, Event};
+use crate::sim::report::cause::IMPURE;
+use crate::sim::report::outcome::RunOutcome;
+use crate::sim::world::trace::{Entry, Event};
 
 /// A hash of the trace and of every log the run left: keys, values,
 /// headers, timestamps and markers. Two runs of one tape must have the same

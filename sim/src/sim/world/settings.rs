@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use crate::sim::choice::Choices;
+use crate::sim::world::choice::Choices;
 
 /// Every knob of a run but the application and its inputs.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 /// `tape` as lowercase hex.
-pub fn to_hex(tape: &[u8]) -> String {
+pub(crate) fn to_hex(tape: &[u8]) -> String {
     let mut hex = String::with_capacity(tape.len() * 2);
     for byte in tape {
         write!(hex, "{byte:02x}").expect("writing to a String cannot fail");
@@ -14,7 +14,7 @@ pub fn to_hex(tape: &[u8]) -> String {
 
 /// `tape` without its trailing zero bytes: a tape reads zeros past its end,
 /// so they replay the same run.
-pub fn trimmed(tape: &[u8]) -> &[u8] {
+pub(crate) fn trimmed(tape: &[u8]) -> &[u8] {
     &tape[..tape
         .iter()
         .rposition(|byte| *byte != 0)
@@ -23,7 +23,7 @@ pub fn trimmed(tape: &[u8]) -> &[u8] {
 
 /// A hex tape back to bytes; whitespace and `#` comment lines are ignored.
 /// The error says what is wrong with the text.
-pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn from_hex(text: &str) -> Result<Vec<u8>, String> {
     let digits: Vec<u8> = text
         .lines()
         .filter(|line| !line.trim_start().starts_with('#'))
