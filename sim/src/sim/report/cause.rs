@@ -6,20 +6,20 @@
 use crate::sim::checker::{Invariant, Violation};
 
 /// The message prefix of a task stop the simulation did not expect.
-pub const STOPPED: &str = "unexpected stop";
+pub(crate) const STOPPED: &str = "unexpected stop";
 /// The message prefix of a task start the model refused.
-pub const REFUSED: &str = "refused start";
+pub(crate) const REFUSED: &str = "refused start";
 /// The message prefix of a run that panicked (the harness, an input
 /// generator or a property).
-pub const PANICKED: &str = "the run panicked";
+pub(crate) const PANICKED: &str = "the run panicked";
 /// The message prefix of logic found not to be a pure function.
-pub const IMPURE: &str = "S4 (logic is not a pure function)";
+pub(crate) const IMPURE: &str = "S4 (logic is not a pure function)";
 
 /// What a violation is about, finer than its invariant: the simulator's own
 /// findings that share an invariant with the checker's are told apart, so
 /// that shrinking keeps the cause and a report groups by it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Cause {
+pub(crate) enum Cause {
     /// A violation the checker or a property found.
     Rule(Invariant),
     /// One of the simulator's own findings: its message prefix.

@@ -94,7 +94,7 @@ impl Failure {
 }
 
 /// Choices that are not the default (zero) one: what a counterexample needs.
-pub fn nonzero_words(tape: &[u8]) -> usize {
+pub(crate) fn nonzero_words(tape: &[u8]) -> usize {
     tape.chunks(4)
         .filter(|word| word.iter().any(|byte| *byte != 0))
         .count()
@@ -311,7 +311,7 @@ fn concerning(trace: &[Entry], violation: &Violation) -> Vec<(usize, String)> {
 }
 
 /// What a replay that did not reproduce a failure found instead.
-pub fn not_reproduced(failure: &Failure) -> String {
+pub(crate) fn not_reproduced(failure: &Failure) -> String {
     match failure.shrunk.violations.first() {
         None => "the replay passed".to_string(),
         Some(violation) => format!("the replay failed otherwise: {violation}"),
@@ -320,7 +320,7 @@ pub fn not_reproduced(failure: &Failure) -> String {
 
 /// Violations listed a few per cause and task's stage, then a count of the
 /// rest of that group: one cause repeated a hundred times takes a few lines.
-pub fn grouped(violations: &[Violation], per_group: usize) -> String {
+pub(crate) fn grouped(violations: &[Violation], per_group: usize) -> String {
     /// A cause and the stage of the task it broke on.
     type Group = (Cause, Option<String>);
     let mut groups: Vec<(Group, Vec<&Violation>)> = Vec::new();
@@ -406,13 +406,13 @@ pub fn render(scenario_path: &str, failure: &Failure, replays: &[(&str, String)]
 }
 
 /// What a "sometimes" mark that no seed reached should make a user try.
-pub const RAISE_HINT: &str = "raise the inputs (`inputs`), the safety steps \
+pub(crate) const RAISE_HINT: &str = "raise the inputs (`inputs`), the safety steps \
     (`budget`), the partitions or instances, or the fault rates that lead \
     there, or run more seeds (unless the application's shape cannot reach it)";
 
 /// [`RAISE_HINT`] with the knobs `settings` has now, so that a user sees
 /// which inputs or steps to raise, and from what.
-pub fn raise_hint(settings: &Settings) -> String {
+pub(crate) fn raise_hint(settings: &Settings) -> String {
     format!(
         "raise the inputs (`inputs`, now {}), the safety steps (`budget`, now {}), \
          the partitions or instances (now {} and {}), or the fault rates that lead \
@@ -426,7 +426,7 @@ pub fn raise_hint(settings: &Settings) -> String {
 
 /// The size of an average seed of `stats` (summed over `seeds` runs): its
 /// steps, inputs and deliveries, and the simulated time it spans.
-pub fn seed_size(stats: &Stats, seeds: u64) -> String {
+pub(crate) fn seed_size(stats: &Stats, seeds: u64) -> String {
     let seeds = seeds.max(1);
     format!(
         "{} steps, {} inputs, {} deliveries, {:.1} s simulated",

@@ -32,7 +32,7 @@ use crate::sim::world::choice::WORD_BYTES;
 
 /// A shrunk tape and how many candidates were tried to find it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShrinkOutcome {
+pub(crate) struct ShrinkOutcome {
     /// The simplest failing tape found; `still_fails(&tape)` is true.
     pub tape: Vec<u8>,
     /// How many candidates were passed to `still_fails` (not counting the

@@ -684,7 +684,7 @@ fn partition_from_env(seeds: Range<u64>) -> Result<Vec<u64>, String> {
 }
 
 /// `I/N` with `1 <= I <= N`.
-pub fn parse_partition(text: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_partition(text: &str) -> Option<(u64, u64)> {
     let (index, count) = text.split_once('/')?;
     let index: u64 = index.trim().parse().ok()?;
     let count: u64 = count.trim().parse().ok()?;
@@ -693,7 +693,7 @@ pub fn parse_partition(text: &str) -> Option<(u64, u64)> {
 
 /// The `index`-th (1-based) of `count` interleaved slices of `seeds`: the
 /// slices are disjoint and together are every seed.
-pub fn partition(seeds: Range<u64>, index: u64, count: u64) -> Vec<u64> {
+pub(crate) fn partition(seeds: Range<u64>, index: u64, count: u64) -> Vec<u64> {
     let start = seeds.start;
     seeds
         .filter(|seed| (seed - start) % count == index - 1)

@@ -107,7 +107,7 @@ fn field_part(field: &Option<String>) -> String {
 /// Reads and checks the scenario file at `path`; its name is the file stem.
 /// Its `topology` must be one of `topologies` (see
 /// [`Registry::load`](crate::sim::Registry::load)).
-pub fn load(path: &Path, topologies: &[&str]) -> Result<Scenario, ScenarioError> {
+pub(crate) fn load(path: &Path, topologies: &[&str]) -> Result<Scenario, ScenarioError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
         file: file.clone(),
@@ -124,7 +124,7 @@ pub fn load(path: &Path, topologies: &[&str]) -> Result<Scenario, ScenarioError>
 
 /// Parses and checks a scenario named `name` from `text`; `file` is what
 /// errors call it, and `topology` must be one of `topologies`.
-pub fn parse(
+pub(crate) fn parse(
     name: &str,
     file: &str,
     text: &str,
