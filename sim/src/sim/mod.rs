@@ -17,7 +17,8 @@
 //!   stopped tasks and impure logic, the registry and scenario files;
 //! * `report`: a run's outcome and the causes violations are grouped by,
 //!   shrinking, stories and the timeline picture;
-//! * `checker`: the independent oracle of the invariants I1–I9;
+//! * `checker`: the independent oracle of the invariants, over the trace
+//!   and the logs;
 //! * `world`: the world itself, the choice source and its tapes, the
 //!   knobs, the plain inputs a world is built from, the trace and counters.
 
