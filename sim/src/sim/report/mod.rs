@@ -406,6 +406,7 @@ pub fn render(scenario_path: &str, failure: &Failure, replays: &[(&str, String)]
 }
 
 /// What a "sometimes" mark that no seed reached should make a user try.
+#[cfg(feature = "cli")]
 pub(crate) const RAISE_HINT: &str = "raise the inputs (`inputs`), the safety steps \
     (`budget`), the partitions or instances, or the fault rates that lead \
     there, or run more seeds (unless the application's shape cannot reach it)";
