@@ -1,5 +1,5 @@
 //! Running: the public builder of a [`Simulation`], its knobs' checks, the
-//! user's properties, one run ([`run()`]) and many ([`runner`]), the judging
+//! user's properties, one run ([`run`]) and many ([`runner`]), the judging
 //! of stopped tasks and of impure logic, the registry of named topologies
 //! and the scenario files that pick one.
 //!

@@ -6,6 +6,12 @@
 //! [`Choices`], what happens next: which action, on which task, which
 //! deliverable head, how far the clock moves, whether a fault fires. Every
 //! decision is recorded on the choice tape and every effect in the trace.
+//!
+//! The bottom wing of the simulator: the world is built from a plain
+//! [`Plan`] (the app, the inputs with their types erased in [`input`], the
+//! knobs in [`settings`]), draws from [`choice`] (its tapes as text in
+//! [`tape`]), and writes [`trace`] and [`stats`]. Nothing here imports the
+//! checker, the reports or the running wing above.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
