@@ -29,11 +29,13 @@ use parsley::mutation::Mutation;
 use parsley::App;
 
 use crate::sim::checker::{Invariant, Violation};
+use crate::sim::report::timeline;
 use crate::sim::report::{self, Failure};
-use crate::sim::runner::{parse_partition, partition};
-use crate::sim::scenario::{Scenario, ScenarioError};
-use crate::sim::world::Stats;
-use crate::sim::{tape, timeline, Registry, RegistryError, RunOutcome, Simulation};
+use crate::sim::running::runner::{parse_partition, partition};
+use crate::sim::running::scenario::{Scenario, ScenarioError};
+use crate::sim::world::stats::Stats;
+use crate::sim::world::tape;
+use crate::sim::{Registry, RegistryError, RunOutcome, Simulation};
 
 #[derive(Parser)]
 #[command(
@@ -220,7 +222,7 @@ impl Setup {
         let seed = outcome.seed;
         let what = seed.map_or_else(|| "the tape".to_string(), |seed| format!("seed {seed}"));
         eprintln!("shrinking {what} (up to {attempts} attempts)…");
-        let failure = report::shrink_failure(&self.simulation, outcome, attempts)?;
+        let failure = self.simulation.shrink(outcome, attempts)?;
         let mut replays = Vec::new();
         if let Some(seed) = seed {
             // Printed only once the seed has failed again, as the command
@@ -310,7 +312,10 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
                     Violation::new(
                         Invariant::I8,
                         0,
-                        format!("{}: seed {seed}: {message}", crate::sim::stops::PANICKED),
+                        format!(
+                            "{}: seed {seed}: {message}",
+                            crate::sim::report::cause::PANICKED
+                        ),
                     )
                 });
                 let (stats, violations) = match outcome {

@@ -19,7 +19,7 @@
 //!   the logs ([`sim::Invariant`]).
 //! * [`audit`]: the log-only audit of `parsley::audit` over the model's
 //!   committed logs (`parsley-live` reads a cluster's the same way).
-//! * [`cli`] (feature `cli`): the command-line runner over a registry of
+//! * `cli` (feature `cli`): the command-line runner over a registry of
 //!   topologies; the example topologies and the `parsley-sim` binary that
 //!   runs it over them live in the `parsley-examples` crate.
 //!

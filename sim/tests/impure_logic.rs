@@ -387,12 +387,10 @@ fn every_seed_with_the_stop_is_flagged_unless_declared() {
     let mut flagged = 0;
     for seed in 0..30 {
         let outcome = simulation.run_seed(seed);
-        let stopped = outcome.trace.iter().any(|entry| {
-            matches!(
-                &entry.event,
-                parsley_sim::sim::trace::Event::TaskStopped { .. }
-            )
-        });
+        let stopped = outcome
+            .trace
+            .iter()
+            .any(|entry| matches!(&entry.event, parsley_sim::sim::Event::TaskStopped { .. }));
         let violated = outcome
             .violations
             .iter()

@@ -4,7 +4,7 @@
 //! events.
 
 use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
-use parsley_sim::sim::report::story;
+use parsley_sim::sim::story;
 use parsley_sim::sim::{Input, Invariant, PropertyFailure, Simulation};
 
 fn topic(name: &str) -> Topic<String, i64> {

@@ -1,8 +1,9 @@
 //! The log-only causal audit: the simulator's causal checks, run over nothing
 //! but what a `read_committed` consumer can read back from a cluster.
 //!
-//! The simulator's checker (`parsley_sim::sim::checker`) has the trace: it knows
-//! which instance fetched and delivered what, in which order. An audit of a
+//! The simulator's checker (in `parsley-sim`, `sim/src/sim/checker/`) has
+//! the trace: it knows which instance fetched and delivered what, in which
+//! order. An audit of a
 //! real cluster has only the committed logs and the application's committed
 //! group offsets. This module is the pure part of such an audit: it takes
 //! [`CommittedLogs`] (read from the in-memory model by

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use parsley::mutation;
 use parsley_examples::planted::PLANTED;
-use parsley_sim::sim::scenario::Scenario;
-use parsley_sim::sim::{run_seed, Invariant, Simulation};
+use parsley_sim::sim::{run_seed, Invariant, Scenario, Simulation};
 
 /// Every record the simulator moves allocates; mimalloc is far cheaper at
 /// that than the system allocator (BENCHMARKS.md).

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parsley::{App, Codec, Json, Parsley, TopicName, Utf8, I64};
-use parsley_sim::sim::property::BoxError;
-use parsley_sim::sim::{Settings, SimulationBuilder};
+use parsley_sim::sim::{BoxError, Settings, SimulationBuilder};
 
 use crate::simulations;
 use crate::{ChainTopics, DiamondTopics, FanInTopics, Order, PaymentsTopics, TimerTopics};

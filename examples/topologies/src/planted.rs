@@ -3,7 +3,7 @@
 
 use parsley::mutation::Mutation;
 
-use parsley_sim::sim::checker::Invariant;
+use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.

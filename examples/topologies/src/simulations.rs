@@ -8,8 +8,7 @@ use crate::{
     ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics, RegroupTopics,
     SessionTopics, TimerTopics, TopologyName,
 };
-use parsley_sim::sim::property::BoxError;
-use parsley_sim::sim::{Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
+use parsley_sim::sim::{BoxError, Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 
 /// An amount the examples accept.
 fn amount(draw: &mut Draw<'_>) -> i64 {

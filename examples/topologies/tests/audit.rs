@@ -14,9 +14,7 @@ use parsley::{
 };
 use parsley_examples::{ChainTopics, FanInTopics, Order, PaymentsTopics};
 use parsley_sim::audit::{audit, committed_logs, AuditReport, CommittedLogs, LogBounds};
-use parsley_sim::sim::scenario::Scenario;
-use parsley_sim::sim::world::World;
-use parsley_sim::sim::{Choices, Invariant};
+use parsley_sim::sim::{run_seed, Invariant, Scenario};
 use parsley_sim::{TestDriver, TestRecord};
 
 mod shipped;
@@ -241,28 +239,19 @@ fn load(name: &str) -> Scenario {
 }
 
 /// One simulated run of `seed` (with `planted` active during the run only),
-/// its checker's violations and the audit of its committed logs.
+/// its violations (the checker's, and any stop or property the run judged)
+/// and the audit of its committed logs.
 fn simulate(scenario: &Scenario, seed: u64, planted: Option<Mutation>) -> (usize, AuditReport) {
     let simulation = shipped::simulation(scenario);
     mutation::set(planted);
-    let mut choices = Choices::seeded(seed);
-    let mut world = World::new(&simulation, &mut choices);
-    for _ in 0..scenario.settings.budget.safety_steps {
-        world.step(&mut choices);
-    }
-    let quiesced = world.run_liveness(&mut choices);
+    // The free `run_seed` runs with whatever this thread planted.
+    let outcome = run_seed(&simulation, seed);
     mutation::set(None);
-    let violations = parsley_sim::sim::checker::check(&parsley_sim::sim::checker::CheckInput {
-        app: world.simulation.app(),
-        assembly: &world.assembly,
-        cluster: &world.cluster,
-        trace: &world.trace,
-        quiesced,
-        liveness_steps: scenario.settings.budget.liveness_steps,
-    });
-    let logs = committed_logs(&world.cluster, world.simulation.app(), &world.assembly);
-    let report = audit(world.simulation.app(), &world.assembly, &logs);
-    (violations.len(), report)
+    let app = simulation.app();
+    let assembly = assemble(app, &outcome.cluster).expect("the run assembled the app");
+    let logs = committed_logs(&outcome.cluster, app, &assembly);
+    let report = audit(app, &assembly, &logs);
+    (outcome.violations.len(), report)
 }
 
 /// Every shipped scenario, a few seeds each: the simulator's committed logs

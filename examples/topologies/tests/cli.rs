@@ -7,8 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use parsley_sim::sim::world::Marks;
-use parsley_sim::sim::Simulation;
+use parsley_sim::sim::{Marks, Simulation};
 
 const BALANCES: &str = "scenarios/balances.toml";
 

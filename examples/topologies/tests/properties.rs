@@ -4,7 +4,7 @@
 //!
 //! Tapes come from a proptest strategy and from a quickcheck `Arbitrary`
 //! newtype; both shrink toward shorter tapes and zero words, which the tape
-//! format makes the simplest decisions (`parsley_sim::sim::choice`), so a
+//! format makes the simplest decisions (`parsley_sim::sim::Choices`), so a
 //! failure shrinks to a short, mostly fault-free story. Budgets are shortened
 //! as in the `causal_order` fuzz target (whose scenario loader this file
 //! shares) so that each case takes milliseconds.
@@ -139,7 +139,7 @@ impl Arbitrary for Tape {
     /// Shrinks the way the tape format wants: cut the tail (half, then one
     /// word), then zero one non-zero word, each a simpler decision.
     fn shrink(&self) -> Box<dyn Iterator<Item = Self>> {
-        const WORD: usize = parsley_sim::sim::choice::WORD_BYTES;
+        const WORD: usize = parsley_sim::sim::Choices::WORD_BYTES;
         let tape = self.0.clone();
         let mut smaller = Vec::new();
         if !tape.is_empty() {

@@ -5,10 +5,9 @@
 
 use parsley::mutation::Mutation;
 use parsley_examples::planted::PLANTED;
-use parsley_sim::sim::checker::{Gate, Invariant, Relation, Violation};
-use parsley_sim::sim::report::{shrink_failure, story_of, Failure};
-use parsley_sim::sim::trace::{Entry, Event};
-use parsley_sim::sim::RunOutcome;
+use parsley_sim::sim::{
+    story_of, Entry, Event, Failure, Gate, Invariant, Relation, RunOutcome, Violation,
+};
 
 mod shipped;
 
@@ -36,7 +35,7 @@ fn shrunk_fan_in() -> Failure {
         Some(Mutation::GateIgnoresClaims),
     );
     let original = simulation.run_seed(0);
-    let failure = shrink_failure(&simulation, original, 300);
+    let failure = simulation.shrink(original, 300);
     let failure = failure.expect("the planted bug fails seed 0");
     assert_eq!(failure.invariant, Invariant::I1);
     failure
@@ -232,7 +231,7 @@ fn the_shrunk_story_tells_the_violating_delivery_and_the_claimed_records() {
 fn the_report_of_a_shrunk_failure_is_centred_on_its_violation() {
     let failure = shrunk_fan_in();
     let replays = [("Replay", "a checked command".to_string())];
-    let report = parsley_sim::sim::report::render("scenarios/fan-in.toml", &failure, &replays);
+    let report = parsley_sim::sim::render_report("scenarios/fan-in.toml", &failure, &replays);
     let violation = failure
         .shrunk
         .violations

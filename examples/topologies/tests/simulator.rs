@@ -4,8 +4,7 @@
 
 use parsley::mutation::Mutation;
 use parsley_examples::planted::PLANTED;
-use parsley_sim::sim::trace::Event;
-use parsley_sim::sim::{Invariant, Simulation};
+use parsley_sim::sim::{Event, Invariant, Simulation};
 
 mod shipped;
 
@@ -239,7 +238,7 @@ fn a_short_safety_phase_still_runs_the_whole_workload() {
 #[test]
 fn the_simulator_reaches_the_hard_cases() {
     let simulation = load("fan-in");
-    let mut marks = parsley_sim::sim::world::Marks::default();
+    let mut marks = parsley_sim::sim::Marks::default();
     let (mut aborts, mut crashes, mut fences) = (0, 0, 0);
     for seed in 0..20 {
         let outcome = simulation.run_seed(seed);

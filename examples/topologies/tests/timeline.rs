@@ -6,12 +6,10 @@ use std::collections::BTreeSet;
 use parsley::mutation::Mutation;
 use parsley::task::TaskId;
 use parsley::{Claim, Stamp, TopicName, Tp};
-use parsley_sim::sim::checker::{Invariant, Relation};
-use parsley_sim::sim::report::shrink_failure;
-use parsley_sim::sim::scenario::Scenario;
-use parsley_sim::sim::timeline::{render_html, stamps_in, tick_topics};
-use parsley_sim::sim::trace::{Entry, Event, TaskAt, TxnRef};
-use parsley_sim::sim::RunOutcome;
+use parsley_sim::sim::{
+    render_timeline, stamps_in, tick_topics, Entry, Event, Invariant, Relation, RunOutcome,
+    Scenario, TaskAt, TxnRef,
+};
 
 mod shipped;
 
@@ -72,7 +70,7 @@ fn seed_with_arrow() -> (u64, Vec<Entry>) {
 
 #[test]
 fn the_page_is_self_contained_html() {
-    let html = render_html(&trace_of(0), "fan-in seed 0", &[], None, &fan_in_ticks());
+    let html = render_timeline(&trace_of(0), "fan-in seed 0", &[], None, &fan_in_ticks());
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(html.matches("<svg").count(), 1, "one inline SVG");
     assert!(html.contains("<style>"));
@@ -92,7 +90,7 @@ fn the_page_is_self_contained_html() {
 #[test]
 fn one_lane_label_per_task_instance() {
     let (_, trace) = seed_with_arrow();
-    let html = render_html(&trace, "lanes", &[], None, &fan_in_ticks());
+    let html = render_timeline(&trace, "lanes", &[], None, &fan_in_ticks());
     let lanes: BTreeSet<String> = trace
         .iter()
         .filter_map(|entry| match &entry.event {
@@ -129,7 +127,7 @@ fn one_delivery_mark_per_delivery() {
             .filter(|entry| matches!(entry.event, Event::Delivered { .. }))
             .count();
         assert!(delivered > 0);
-        let html = render_html(&trace, "deliveries", &[], None, &fan_in_ticks());
+        let html = render_timeline(&trace, "deliveries", &[], None, &fan_in_ticks());
         assert_eq!(
             html.matches("class=\"delivery ").count(),
             delivered,
@@ -141,7 +139,7 @@ fn one_delivery_mark_per_delivery() {
 #[test]
 fn claims_that_held_a_delivered_record_draw_arrows() {
     let (seed, trace) = seed_with_arrow();
-    let html = render_html(&trace, "arrows", &[], None, &fan_in_ticks());
+    let html = render_timeline(&trace, "arrows", &[], None, &fan_in_ticks());
     let arrows = html.matches("<path class=\"arrow").count();
     assert!(arrows >= 1, "seed {seed}: no arrow drawn");
     let holds = trace
@@ -156,19 +154,19 @@ fn claims_that_held_a_delivered_record_draw_arrows() {
 fn rendering_is_deterministic() {
     let (_, trace) = seed_with_arrow();
     assert_eq!(
-        render_html(&trace, "again", &[], None, &fan_in_ticks()),
-        render_html(&trace, "again", &[], None, &fan_in_ticks())
+        render_timeline(&trace, "again", &[], None, &fan_in_ticks()),
+        render_timeline(&trace, "again", &[], None, &fan_in_ticks())
     );
     // And a second run of the same seed gives the same picture (I9).
     assert_eq!(
-        render_html(&trace_of(3), "again", &[], None, &fan_in_ticks()),
-        render_html(&trace_of(3), "again", &[], None, &fan_in_ticks())
+        render_timeline(&trace_of(3), "again", &[], None, &fan_in_ticks()),
+        render_timeline(&trace_of(3), "again", &[], None, &fan_in_ticks())
     );
 }
 
 #[test]
 fn the_title_is_escaped() {
-    let html = render_html(
+    let html = render_timeline(
         &trace_of(1),
         "<script>alert(\"x\") & co</script>",
         &[],
@@ -181,7 +179,7 @@ fn the_title_is_escaped() {
 
 #[test]
 fn an_empty_trace_still_renders() {
-    let html = render_html(&[], "empty", &[], None, &[]);
+    let html = render_timeline(&[], "empty", &[], None, &[]);
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("nothing to draw"));
 }
@@ -249,7 +247,7 @@ fn arrows_join_the_cause_to_the_released_record() {
             },
         ),
     ];
-    let html = render_html(&trace, "hand-made", &[], None, &hand_made_ticks());
+    let html = render_timeline(&trace, "hand-made", &[], None, &hand_made_ticks());
     assert_eq!(html.matches("<path class=\"arrow\"").count(), 1);
     assert_eq!(html.matches("class=\"hold mark\"").count(), 2);
     assert_eq!(html.matches("class=\"delivery ").count(), 3);
@@ -266,7 +264,7 @@ fn long_traces_are_capped_in_width() {
     let trace: Vec<Entry> = (0..20_000)
         .map(|step| entry(step, delivered(&at, "orders", step)))
         .collect();
-    let html = render_html(&trace, "long", &[], None, &hand_made_ticks());
+    let html = render_timeline(&trace, "long", &[], None, &hand_made_ticks());
     let width: f64 = html
         .split("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"")
         .nth(1)
@@ -327,7 +325,7 @@ fn attribute<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
 fn the_violation_is_a_band_at_its_delivery_with_its_text() {
     let outcome = failing_run();
     let stamps = stamps_in(&outcome.cluster);
-    let html = render_html(
+    let html = render_timeline(
         &outcome.trace,
         "planted",
         &outcome.violations,
@@ -386,7 +384,7 @@ fn a_passing_run_has_no_violation_marks() {
     let outcome = shipped::simulation(&fan_in()).run_seed(0);
     assert!(outcome.violations.is_empty());
     let stamps = stamps_in(&outcome.cluster);
-    let html = render_html(
+    let html = render_timeline(
         &outcome.trace,
         "passing",
         &outcome.violations,
@@ -436,7 +434,7 @@ fn a_delivery_tooltip_tells_each_claim() {
         };
         Some(Stamp::from_claims(claims))
     };
-    let html = render_html(&trace, "claims", &[], Some(&stamps), &hand_made_ticks());
+    let html = render_timeline(&trace, "claims", &[], Some(&stamps), &hand_made_ticks());
     let (_, title) = mark_with(&html, "delivered orders-0@0 ").unwrap();
     assert!(title.contains("stamp {payments-0@3}"), "{title}");
     assert!(
@@ -463,10 +461,10 @@ fn a_delivery_tooltip_tells_each_claim() {
 #[test]
 fn a_shrunk_run_is_drawn_on_its_real_steps_and_times() {
     let simulation = shipped::planted(&fan_in(), Some(Mutation::GateIgnoresClaims));
-    let failure = shrink_failure(&simulation, simulation.run_seed(0), 200);
+    let failure = simulation.shrink(simulation.run_seed(0), 200);
     let shrunk = failure.expect("the planted bug fails seed 0").shrunk;
     let stamps = stamps_in(&shrunk.cluster);
-    let html = render_html(
+    let html = render_timeline(
         &shrunk.trace,
         "shrunk",
         &shrunk.violations,
@@ -532,7 +530,7 @@ fn write_an_example_when_asked() {
     );
     let outcome = shipped::simulation(&scenario).run_seed(seed);
     let stamps = stamps_in(&outcome.cluster);
-    let html = render_html(
+    let html = render_timeline(
         &outcome.trace,
         &title,
         &outcome.violations,
@@ -637,7 +635,7 @@ fn a_property_failure_marks_the_lane_of_the_stage_that_wrote_the_record() {
     let writer = violation.task.as_ref().expect("the writer is named");
     assert_eq!(&*writer.stage, "count");
     let (tp, offset) = violation.record.clone().expect("the record is named");
-    let html = render_html(
+    let html = render_timeline(
         &outcome.trace,
         "double count",
         &outcome.violations,

@@ -6,35 +6,44 @@
 //! [`Input`] per external source, the run's knobs ([`Settings`]), properties
 //! over what was committed ([`Committed`]), and [`Simulation::check`] to run
 //! many seeds from `cargo test`.
+//!
+//! What is here is what a user writes against: the builder and its knobs,
+//! the properties' view of a run, a run's outcome with its trace and
+//! violations, and the stories and pictures reports are made of. The
+//! simulator's inside is four wings, private to the crate, each importing
+//! only the ones below it:
+//!
+//! * `running`: the builder, properties, one run and many, the judging of
+//!   stopped tasks and impure logic, the registry and scenario files;
+//! * `report`: a run's outcome and the causes violations are grouped by,
+//!   shrinking, stories and the timeline picture;
+//! * `checker`: the independent oracle of the invariants, over the trace
+//!   and the logs;
+//! * `world`: the world itself, the choice source and its tapes, the
+//!   knobs, the plain inputs a world is built from, the trace and counters.
 
-pub mod checker;
-pub mod choice;
-pub mod property;
-pub mod purity;
-pub mod registry;
-pub mod report;
-pub mod run;
-pub mod runner;
-#[cfg(feature = "scenario-files")]
-pub mod scenario;
-pub mod settings;
-pub mod shrink;
-pub mod simulation;
-pub mod stops;
-pub mod tape;
-pub mod timeline;
-pub mod trace;
-pub mod world;
+pub(crate) mod checker;
+pub(crate) mod report;
+pub(crate) mod running;
+pub(crate) mod world;
 
-pub use checker::{Invariant, Violation};
-pub use choice::Choices;
-pub use property::{BoxError, Committed, PropertyFailure, PropertyResult, ReadError};
-pub use registry::{Registry, RegistryError};
-pub use run::{run, run_seed, RunOutcome};
-pub use runner::Summary;
+pub use checker::{DeliveryOf, Gate, Invariant, Related, Relation, TxnEnd, Violation};
+pub use report::outcome::RunOutcome;
+pub use report::timeline::{render_html as render_timeline, stamps_in, tick_topics, StampOf};
+pub use report::{render as render_report, story, story_of, Failure};
+pub use running::property::{BoxError, Committed, PropertyFailure, PropertyResult, ReadError};
+pub use running::registry::{Registry, RegistryError};
+pub use running::run::{run, run_seed};
+pub use running::runner::Summary;
 #[cfg(feature = "scenario-files")]
-pub use scenario::Scenario;
-pub use settings::{Budget, ClockConfig, FaultRates, Settings, StepRange, Workload};
-pub use simulation::{
-    Draw, Input, Regressions, Simulation, SimulationBuilder, SimulationError, Stop,
+pub use running::scenario::{Scenario, ScenarioError};
+pub use running::simulation::{
+    Input, Regressions, Simulation, SimulationBuilder, SimulationError, Stop,
 };
+pub use world::choice::Choices;
+pub use world::input::Draw;
+pub use world::settings::{
+    Budget, ClockConfig, FaultRates, SeedRange, Settings, StepRange, Workload,
+};
+pub use world::stats::{Marks, Stats};
+pub use world::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};

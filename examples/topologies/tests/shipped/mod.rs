@@ -3,9 +3,7 @@
 #![allow(dead_code)]
 
 use parsley::mutation::Mutation;
-use parsley_sim::sim::scenario::Scenario;
-use parsley_sim::sim::world::Marks;
-use parsley_sim::sim::Simulation;
+use parsley_sim::sim::{Marks, Scenario, Simulation};
 
 pub use parsley_examples::scenario_path;
 

@@ -9,7 +9,7 @@ use parsley::task::TaskId;
 use parsley::{Stamp, Tp};
 
 use crate::model::EntryStatus;
-use crate::sim::trace::TaskAt;
+use crate::sim::world::trace::TaskAt;
 use rustc_hash::FxHashMap;
 
 use super::reconstruction::{committed_of, Committed, Delivery, Instance, Lanes};

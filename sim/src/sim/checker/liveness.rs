@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use parsley::task::TaskId;
 use parsley::Tp;
 
-use crate::sim::trace::Event;
+use crate::sim::world::trace::Event;
 
 use super::reconstruction::{committed_of, Committed};
 use super::{Checker, Invariant};

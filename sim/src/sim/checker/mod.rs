@@ -34,7 +34,7 @@ use parsley::assembly::Assembly;
 use parsley::{App, Tp};
 
 use crate::model::Cluster;
-use crate::sim::trace::{Entry, Event, TaskAt, TxnRef};
+use crate::sim::world::trace::{Entry, Event, TaskAt, TxnRef};
 use reconstruction::Tps;
 use rustc_hash::FxHashMap;
 

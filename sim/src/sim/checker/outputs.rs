@@ -8,7 +8,7 @@ use parsley::task::TaskId;
 use parsley::{TopicName, Tp};
 
 use crate::model::EntryStatus;
-use crate::sim::trace::Event;
+use crate::sim::world::trace::Event;
 
 use super::reconstruction::{Delivery, Tps};
 use super::{Checker, Invariant, Relation};

@@ -16,7 +16,7 @@ use parsley::task::TaskId;
 use parsley::{App, Claim, Stamp, TopicName, Tp};
 
 use crate::model::{Cluster, EntryStatus, LogView};
-use crate::sim::trace::{Entry, Event, TaskAt, TxnRef};
+use crate::sim::world::trace::{Entry, Event, TaskAt, TxnRef};
 use rustc_hash::FxHashMap;
 
 use super::{Checker, Gate};

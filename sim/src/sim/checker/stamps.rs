@@ -8,7 +8,7 @@ use std::rc::Rc;
 use parsley::task::TaskId;
 use parsley::{Claim, Stamp, Tp};
 
-use crate::sim::trace::TaskAt;
+use crate::sim::world::trace::TaskAt;
 
 use super::reconstruction::{committed_of, Committed, Delivery, Instance};
 use super::{Checker, Invariant, Relation};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use parsley::task::TaskId;
 use parsley::Tp;
 
-use crate::sim::trace::TaskAt;
+use crate::sim::world::trace::TaskAt;
 use rustc_hash::FxHashMap;
 
 use super::reconstruction::{Instance, Snapshot};

@@ -9,7 +9,7 @@ use parsley::task::TaskId;
 use parsley::timer::TimerDecl;
 use parsley::{App, RecordData, Stamp, Tp};
 
-use crate::sim::trace::{Event, TaskAt};
+use crate::sim::world::trace::{Event, TaskAt};
 
 use super::{Checker, Invariant};
 

@@ -8,7 +8,7 @@ use parsley::task::TaskId;
 use parsley::{Stamp, Tp};
 
 use crate::model::EntryStatus;
-use crate::sim::trace::{Entry, TaskAt};
+use crate::sim::world::trace::{Entry, TaskAt};
 
 use super::Invariant;
 

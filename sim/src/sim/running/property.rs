@@ -11,7 +11,7 @@ use parsley::{App, Record, Topic, Tp};
 
 use crate::host::TaskHost;
 use crate::model::{Cluster, Isolation};
-use crate::sim::world::Stats;
+use crate::sim::world::stats::Stats;
 
 /// Any error a property returns ([`parsley::BoxError`]); a `String` or
 /// `&str` converts with `?` or `.into()`.

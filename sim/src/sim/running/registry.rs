@@ -5,14 +5,14 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::sim::property::BoxError;
-use crate::sim::settings::Settings;
-use crate::sim::simulation::{SimulationBuilder, SimulationError};
+use crate::sim::running::property::BoxError;
+use crate::sim::running::simulation::{SimulationBuilder, SimulationError};
+use crate::sim::world::settings::Settings;
 
 #[cfg(feature = "scenario-files")]
-use crate::sim::scenario::{self, Scenario, ScenarioError};
+use crate::sim::running::scenario::{self, Scenario, ScenarioError};
 #[cfg(feature = "scenario-files")]
-use crate::sim::simulation::Simulation;
+use crate::sim::running::simulation::Simulation;
 
 /// Builds one topology's simulation from a scenario's settings.
 type Build = Arc<dyn Fn(&Settings) -> Result<SimulationBuilder, BoxError> + Send + Sync>;

@@ -1,5 +1,4 @@
-//! Judging the run's stopped tasks, and naming the causes a report groups
-//! violations by.
+//! Judging the run's stopped tasks.
 //!
 //! A task that stops has stopped processing its partition for good: Parsley
 //! stops a task on input it cannot use or on logic that fails (X5, bad
@@ -14,6 +13,8 @@
 //! I8 (liveness: a stopped task never makes progress again), told apart by
 //! the prefix of their message ([`Cause`]).
 //!
+//! [`Cause`]: crate::sim::report::cause::Cause
+//!
 //! [`Input::rejected`]: crate::sim::Input::rejected
 //! [`SimulationBuilder::expect_stop`]: crate::sim::SimulationBuilder::expect_stop
 
@@ -24,62 +25,15 @@ use parsley::header::{self, STAMP_HEADER};
 use parsley::Tp;
 
 use crate::sim::checker::{Invariant, Violation};
-use crate::sim::simulation::Stop;
-use crate::sim::trace::Event;
+use crate::sim::report::cause::{REFUSED, STOPPED};
+use crate::sim::running::simulation::{ExpectedStop, Stop};
+use crate::sim::world::trace::Event;
 use crate::sim::world::World;
 
-/// The message prefix of a task stop the simulation did not expect.
-pub const STOPPED: &str = "unexpected stop";
-/// The message prefix of a task start the model refused.
-pub const REFUSED: &str = "refused start";
-/// The message prefix of a run that panicked (the harness, an input
-/// generator or a property).
-pub const PANICKED: &str = "the run panicked";
-/// The message prefix of logic found not to be a pure function.
-pub const IMPURE: &str = "S4 (logic is not a pure function)";
-
-/// What a violation is about, finer than its invariant: the simulator's own
-/// findings that share an invariant with the checker's are told apart, so
-/// that shrinking keeps the cause and a report groups by it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Cause {
-    /// A violation the checker or a property found.
-    Rule(Invariant),
-    /// One of the simulator's own findings: its message prefix.
-    Harness(&'static str),
-}
-
-impl Cause {
-    /// The cause of `violation`.
-    pub fn of(violation: &Violation) -> Cause {
-        for prefix in [STOPPED, REFUSED, PANICKED, IMPURE] {
-            if violation.message.starts_with(prefix) {
-                return Cause::Harness(prefix);
-            }
-        }
-        Cause::Rule(violation.invariant)
-    }
-}
-
-impl std::fmt::Display for Cause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Cause::Rule(invariant) => write!(f, "{invariant}"),
-            Cause::Harness(prefix) => f.write_str(prefix),
-        }
-    }
-}
-
-/// Whether any violation of `violations` has `cause`.
-pub fn has_cause(violations: &[Violation], cause: &Cause) -> bool {
-    violations
-        .iter()
-        .any(|violation| Cause::of(violation) == *cause)
-}
-
 /// The violations of the world's stopped tasks: each refused start, and each
-/// stop (one per task and record) the simulation does not expect.
-pub fn judge(world: &World) -> Vec<Violation> {
+/// stop (one per task and record) that no rejected input caused and none of
+/// `expected` (the simulation's `expect_stop`s) accepts.
+pub(crate) fn judge(world: &World, expected: &[(String, ExpectedStop)]) -> Vec<Violation> {
     let mut violations = Vec::new();
     let mut seen = BTreeSet::new();
     for (step, at, error) in &world.refused {
@@ -120,12 +74,7 @@ pub fn judge(world: &World) -> Vec<Violation> {
             offset: *offset,
             error,
         };
-        if world
-            .simulation
-            .expected_stops()
-            .iter()
-            .any(|(_, expected)| expected(&stop))
-        {
+        if expected.iter().any(|(_, expected)| expected(&stop)) {
             continue;
         }
         let mut violation = Violation::new(
@@ -171,34 +120,4 @@ fn caused_by_rejected(world: &World, tp: &Tp, offset: u64) -> bool {
         .rejected
         .iter()
         .any(|(rejected, at)| stamp.offset(rejected) == Some(*at))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// I8, I9, S4: every message prefix a report groups violations by is
-    /// defined in docs/RULES.md, under the invariant its violations cite.
-    #[test]
-    fn i8_i9_every_prefix_is_defined_in_the_rules() {
-        let rules = include_str!("../../../docs/RULES.md");
-        let section = |id: &str| {
-            let start = rules
-                .find(&format!("<a id=\"{id}\"></a>"))
-                .unwrap_or_else(|| panic!("RULES.md has no {id}"));
-            let rest = &rules[start + 1..];
-            &rest[..rest.find("<a id=").unwrap_or(rest.len())]
-        };
-        for prefix in [STOPPED, REFUSED, PANICKED] {
-            assert!(
-                section("i8").contains(&format!("`{prefix}`")),
-                "RULES.md#i8 does not name `{prefix}`"
-            );
-        }
-        assert!(
-            section("i9").contains(&format!("\"{IMPURE}\"")),
-            "RULES.md#i9 does not name {IMPURE:?}"
-        );
-        assert!(section("s4").contains("pure logic"));
-    }
 }

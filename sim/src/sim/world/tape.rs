@@ -3,8 +3,19 @@
 
 use std::fmt::Write;
 
+/// Why a text is not a hex tape.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TapeError {
+    /// The digits do not pair up into bytes.
+    #[error("an odd number of hex digits")]
+    OddDigits,
+    /// Two characters that are not a hex byte.
+    #[error("{0:?} is not a hex byte")]
+    NotAByte(String),
+}
+
 /// `tape` as lowercase hex.
-pub fn to_hex(tape: &[u8]) -> String {
+pub(crate) fn to_hex(tape: &[u8]) -> String {
     let mut hex = String::with_capacity(tape.len() * 2);
     for byte in tape {
         write!(hex, "{byte:02x}").expect("writing to a String cannot fail");
@@ -14,7 +25,7 @@ pub fn to_hex(tape: &[u8]) -> String {
 
 /// `tape` without its trailing zero bytes: a tape reads zeros past its end,
 /// so they replay the same run.
-pub fn trimmed(tape: &[u8]) -> &[u8] {
+pub(crate) fn trimmed(tape: &[u8]) -> &[u8] {
     &tape[..tape
         .iter()
         .rposition(|byte| *byte != 0)
@@ -23,14 +34,14 @@ pub fn trimmed(tape: &[u8]) -> &[u8] {
 
 /// A hex tape back to bytes; whitespace and `#` comment lines are ignored.
 /// The error says what is wrong with the text.
-pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn from_hex(text: &str) -> Result<Vec<u8>, TapeError> {
     let digits: Vec<u8> = text
         .lines()
         .filter(|line| !line.trim_start().starts_with('#'))
         .flat_map(|line| line.bytes().filter(|byte| !byte.is_ascii_whitespace()))
         .collect();
     if digits.len() % 2 != 0 {
-        return Err("an odd number of hex digits".to_string());
+        return Err(TapeError::OddDigits);
     }
     digits
         .chunks(2)
@@ -38,7 +49,7 @@ pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
             std::str::from_utf8(pair)
                 .ok()
                 .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-                .ok_or_else(|| format!("{:?} is not a hex byte", String::from_utf8_lossy(pair)))
+                .ok_or_else(|| TapeError::NotAByte(String::from_utf8_lossy(pair).into_owned()))
         })
         .collect()
 }
@@ -62,7 +73,10 @@ mod tests {
 
     #[test]
     fn bad_hex_is_named() {
-        assert_eq!(from_hex("abc"), Err("an odd number of hex digits".into()));
-        assert_eq!(from_hex("zz"), Err("\"zz\" is not a hex byte".into()));
+        assert_eq!(from_hex("abc"), Err(TapeError::OddDigits));
+        assert_eq!(
+            from_hex("zz").map_err(|error| error.to_string()),
+            Err("\"zz\" is not a hex byte".to_string())
+        );
     }
 }

@@ -6,6 +6,12 @@
 //! [`Choices`], what happens next: which action, on which task, which
 //! deliverable head, how far the clock moves, whether a fault fires. Every
 //! decision is recorded on the choice tape and every effect in the trace.
+//!
+//! The bottom wing of the simulator: the world is built from a plain
+//! [`Plan`] (the app, the inputs with their types erased in [`input`], the
+//! knobs in [`settings`]), draws from [`choice`] (its tapes as text in
+//! [`tape`]), and writes [`trace`] and [`stats`]. Nothing here imports the
+//! checker, the reports or the running wing above.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,104 +25,22 @@ use parsley::{assemble, App, Claim, Stamp, TaskConfig, Tp};
 
 use crate::host::{CommitOutcome, HostError, Markers, Sent, TaskHost};
 use crate::model::{Cluster, ModelError};
-use crate::sim::choice::Choices;
-use crate::sim::settings::{FaultRates, Settings};
-use crate::sim::simulation::{Draw, Encoded, Simulation};
-use crate::sim::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-/// Rare states the run reached, counted to show that the simulator really
-/// exercises the hard cases.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Marks {
-    /// Ticks held behind a claim (T5).
-    pub tick_held: u64,
-    /// Zombies fenced by a newer instance (X4).
-    pub zombie_fenced: u64,
-    /// Fetches stalled at the last stable offset by a hanging transaction.
-    pub lso_stalled: u64,
-    /// Records redelivered after an abort (X3).
-    pub redelivered_after_abort: u64,
-    /// Records held on a claim on another topic (G2).
-    pub held_behind_other_topic: u64,
-    /// A task's commit whose markers were written late (its records and
-    /// offsets invisible for a while after the commit returned).
-    pub markers_lagged: u64,
-}
+use choice::Choices;
+use input::{Draw, Encoded, PlainInput};
+use plan::Plan;
+use settings::{FaultRates, Settings};
+use stats::Stats;
+use trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 
-impl Marks {
-    /// Each counter with a readable name, for summaries.
-    pub fn named(&self) -> [(&'static str, u64); 6] {
-        [
-            ("tick held behind a claim", self.tick_held),
-            ("zombie fenced", self.zombie_fenced),
-            ("LSO stalled by a hanging transaction", self.lso_stalled),
-            ("redelivery after an abort", self.redelivered_after_abort),
-            (
-                "record held behind another topic",
-                self.held_behind_other_topic,
-            ),
-            ("commit markers written late", self.markers_lagged),
-        ]
-    }
-
-    /// Adds another run's counts.
-    pub fn add(&mut self, other: &Marks) {
-        self.tick_held += other.tick_held;
-        self.zombie_fenced += other.zombie_fenced;
-        self.lso_stalled += other.lso_stalled;
-        self.redelivered_after_abort += other.redelivered_after_abort;
-        self.held_behind_other_topic += other.held_behind_other_topic;
-        self.markers_lagged += other.markers_lagged;
-    }
-}
-
-/// Counters of one run.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Stats {
-    /// Steps taken.
-    pub steps: u64,
-    /// Input records produced (the scenario's workload, plus the planted
-    /// logic errors).
-    pub inputs: u64,
-    /// Of those, the ones still left when the safety phase ended, produced
-    /// with faults off: a sign the step budget is short for the workload.
-    pub inputs_after_faults: u64,
-    /// Deliveries, aborted ones included.
-    pub deliveries: u64,
-    /// Task commits.
-    pub commits: u64,
-    /// Task aborts.
-    pub aborts: u64,
-    /// Instance crashes.
-    pub crashes: u64,
-    /// Producers fenced.
-    pub fences: u64,
-    /// The most records held at once by one task.
-    pub held_max: u64,
-    /// Simulated wall-clock time the runs spanned, in milliseconds: how far
-    /// their clocks moved, both phases together.
-    pub simulated_ms: u64,
-    /// The rare states reached.
-    pub marks: Marks,
-}
-
-impl Stats {
-    /// Adds another run's counters; `held_max` is a maximum.
-    pub fn add(&mut self, other: &Stats) {
-        self.steps += other.steps;
-        self.inputs += other.inputs;
-        self.inputs_after_faults += other.inputs_after_faults;
-        self.deliveries += other.deliveries;
-        self.commits += other.commits;
-        self.aborts += other.aborts;
-        self.crashes += other.crashes;
-        self.fences += other.fences;
-        self.held_max = self.held_max.max(other.held_max);
-        self.simulated_ms += other.simulated_ms;
-        self.marks.add(&other.marks);
-    }
-}
+pub(crate) mod choice;
+pub(crate) mod input;
+pub(crate) mod plan;
+pub(crate) mod settings;
+pub(crate) mod stats;
+pub(crate) mod tape;
+pub(crate) mod trace;
 
 struct Instance {
     alive: bool,
@@ -154,28 +78,27 @@ enum Action {
 const WORLD_START_MS: i64 = 1_700_000_000_000;
 
 /// The simulated world: the model, the application instances and their tasks, inputs and the wall clock. Every choice comes from the run's choice source.
-pub struct World {
-    /// The simulation that runs.
-    pub simulation: Simulation,
-    /// The application this run simulates (its own, with
-    /// [`Simulation::builder_fn`]).
-    pub app: App,
+pub(crate) struct World {
+    /// Each external source's generators (the plan's).
+    inputs: Arc<[PlainInput]>,
+    /// The application this run simulates (the plan's).
+    pub(crate) app: App,
     /// The records the logic-error fault produced (X5): stops on them, or
     /// on what they caused, are expected.
-    pub rejected: Vec<(Tp, u64)>,
+    pub(crate) rejected: Vec<(Tp, u64)>,
     /// Task starts the model refused, with the step and why: each also
     /// stops its task (see [`Event::TaskStopped`]).
-    pub refused: Vec<(u64, TaskAt, String)>,
+    pub(crate) refused: Vec<(u64, TaskAt, String)>,
     /// Its assembly on the model.
-    pub assembly: Assembly,
+    pub(crate) assembly: Assembly,
     /// The in-memory Kafka model.
-    pub cluster: Cluster,
+    pub(crate) cluster: Cluster,
     /// The wall clock, milliseconds since the epoch.
-    pub now: i64,
+    pub(crate) now: i64,
     /// Everything that happened so far.
-    pub trace: Vec<Entry>,
+    pub(crate) trace: Vec<Entry>,
     /// The counters so far.
-    pub stats: Stats,
+    pub(crate) stats: Stats,
     settings: Settings,
     faults: FaultRates,
     /// Each fault's share of the action draw's range, in draws per million
@@ -212,17 +135,14 @@ const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
 const ACTION_RANGE: u32 = 1_000_000;
 
 impl World {
-    /// A world for `simulation`, drawing its setup from `choices`, on the
-    /// simulation's shared application.
-    pub fn new(simulation: &Simulation, choices: &mut Choices) -> World {
-        World::with_app(simulation, simulation.app().clone(), choices)
-    }
-
-    /// A world for `simulation` running `app` (an application built for
-    /// this run, see [`Simulation::fresh_app`]), drawing its setup from
-    /// `choices`.
-    pub fn with_app(simulation: &Simulation, app: App, choices: &mut Choices) -> World {
-        let settings = simulation.settings();
+    /// A world built from `plan`, drawing its setup from `choices`.
+    pub(crate) fn new(plan: Plan, choices: &mut Choices) -> World {
+        let Plan {
+            app,
+            inputs,
+            settings,
+        } = plan;
+        let settings = &settings;
         let mut cluster =
             Cluster::with_transaction_timeout(settings.clock.transaction_timeout_ms as i64);
         for contract in parsley::ContractProbes::probe(&app) {
@@ -236,14 +156,9 @@ impl World {
         let fault_ppm = World::fault_ppm(&faults, settings.instances);
         // Without a generator of rejected records, the logic-error fault
         // has nothing to produce.
-        let poison_left = u32::from(
-            simulation
-                .inputs()
-                .iter()
-                .any(|input| input.rejected.is_some()),
-        );
+        let poison_left = u32::from(inputs.iter().any(|input| input.rejected.is_some()));
         let mut world = World {
-            simulation: simulation.clone(),
+            inputs,
             app,
             rejected: Vec::new(),
             refused: Vec::new(),
@@ -452,7 +367,7 @@ impl World {
     // ----- the safety phase -----
 
     /// Takes one step: one action or fault, drawn from `choices`.
-    pub fn step(&mut self, choices: &mut Choices) {
+    pub(crate) fn step(&mut self, choices: &mut Choices) {
         self.step += 1;
         self.stats.steps += 1;
         let action = self.draw_action(choices);
@@ -926,7 +841,7 @@ impl World {
             let (input, tp, data) = if poison {
                 self.rejected_record(choices)
             } else {
-                let input = choices.below(self.simulation.inputs().len() as u32) as usize;
+                let input = choices.below(self.inputs.len() as u32) as usize;
                 self.input_record(choices, input)
             };
             records.push((input, tp, data));
@@ -985,7 +900,7 @@ impl World {
     /// A record of `input` from its generator: its tp, and its claim on the
     /// latest committed record of each upstream input it may claim.
     fn input_record(&mut self, choices: &mut Choices, input: usize) -> (usize, Tp, RecordData) {
-        let generate = Arc::clone(&self.simulation.inputs()[input].generate);
+        let generate = Arc::clone(&self.inputs[input].generate);
         let encoded = generate(&mut Draw::new(choices, self.settings.workload.keys));
         self.place(choices, input, encoded)
     }
@@ -993,12 +908,12 @@ impl World {
     /// A record the logic rejects (X5), from one of the inputs that can make
     /// one.
     fn rejected_record(&mut self, choices: &mut Choices) -> (usize, Tp, RecordData) {
-        let able: Vec<usize> = (0..self.simulation.inputs().len())
-            .filter(|&input| self.simulation.inputs()[input].rejected.is_some())
+        let able: Vec<usize> = (0..self.inputs.len())
+            .filter(|&input| self.inputs[input].rejected.is_some())
             .collect();
         let input = *choices.pick(&able);
         let generate = Arc::clone(
-            self.simulation.inputs()[input]
+            self.inputs[input]
                 .rejected
                 .as_ref()
                 .expect("only inputs with a rejected generator are picked"),
@@ -1015,7 +930,7 @@ impl World {
         input: usize,
         encoded: Encoded,
     ) -> (usize, Tp, RecordData) {
-        let topic = self.simulation.inputs()[input].topic.clone();
+        let topic = self.inputs[input].topic.clone();
         let (key, value) = encoded.unwrap_or_else(|error| {
             panic!("the input generator of topic {topic:?} made a record its own codecs refuse: {error}")
         });
@@ -1026,10 +941,10 @@ impl World {
         // Each declared cause is drawn in declaration order; the stamp
         // claims the latest committed record of each one drawn.
         let mut claims = Vec::new();
-        for &(upstream, probability) in &self.simulation.inputs()[input].claims {
+        for &(upstream, probability) in &self.inputs[input].claims {
             if choices.chance(probability) {
                 if let Some(&offset) = self.latest.get(&(upstream, partition)) {
-                    let upstream = self.simulation.inputs()[upstream].topic.clone();
+                    let upstream = self.inputs[upstream].topic.clone();
                     claims.push(Claim::new(Tp::new(upstream, partition), offset));
                 }
             }
@@ -1049,7 +964,7 @@ impl World {
 
     /// Remembers a committed input record that other inputs may claim.
     fn note_committed(&mut self, input: usize, tp: &Tp, offset: u64) {
-        if self.simulation.inputs()[input].claimed {
+        if self.inputs[input].claimed {
             self.latest.insert((input, tp.partition), offset);
         }
     }
@@ -1063,7 +978,7 @@ impl World {
         self.cluster
             .begin(producer, self.now)
             .expect("a fresh producer begins");
-        let input = choices.below(self.simulation.inputs().len() as u32) as usize;
+        let input = choices.below(self.inputs.len() as u32) as usize;
         let (_, tp, data) = self.input_record(choices, input);
         let offset = self
             .cluster
@@ -1210,7 +1125,7 @@ impl World {
     /// Every instance comes back, every task starts on its owner, zombies
     /// are gone. Then the world must quiesce within `liveness_steps` steps
     /// (I8). Returns whether it did.
-    pub fn run_liveness(&mut self, choices: &mut Choices) -> bool {
+    pub(crate) fn run_liveness(&mut self, choices: &mut Choices) -> bool {
         self.live = true;
         self.record(Event::LivenessPhase);
         while self.inputs_left > 0 {
@@ -1281,7 +1196,7 @@ impl World {
     /// Nothing left to do: no open transaction anywhere, every running task
     /// has committed everything and read its tps to the end, and no timer
     /// service holds a pending timer (K2).
-    pub fn quiesced(&self) -> bool {
+    pub(crate) fn quiesced(&self) -> bool {
         if !self.cluster.open_transactions().is_empty()
             || !self.cluster.unwritten_markers().is_empty()
         {
@@ -1310,7 +1225,7 @@ impl World {
 
     /// Every task's host at the end of a run, stopped ones included: on
     /// each task's owner, one per task (zombies are gone by then).
-    pub fn final_hosts(&self) -> Vec<&TaskHost> {
+    pub(crate) fn final_hosts(&self) -> Vec<&TaskHost> {
         let mut hosts: Vec<&TaskHost> = Vec::new();
         for (instance, state) in self.instances.iter().enumerate() {
             for hosted in &state.hosts {
@@ -1321,20 +1236,5 @@ impl World {
             }
         }
         hosts
-    }
-
-    /// The tasks that stopped, with where (for the checker's I8 exemption).
-    pub fn stopped(&self) -> Vec<(TaskId, Tp, u64)> {
-        let mut stopped = Vec::new();
-        for state in &self.instances {
-            for hosted in &state.hosts {
-                if let Some(error) = hosted.host.task.failure() {
-                    if let Some((tp, offset)) = error.record() {
-                        stopped.push((hosted.host.task.id().clone(), tp.clone(), offset));
-                    }
-                }
-            }
-        }
-        stopped
     }
 }

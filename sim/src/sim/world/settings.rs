@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use crate::sim::choice::Choices;
+use crate::sim::world::choice::Choices;
 
 /// Every knob of a run but the application and its inputs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -43,9 +43,9 @@ impl Default for Settings {
 }
 
 /// The largest partition count a run may have.
-pub const PARTITIONS_MAX: u32 = 64;
+pub(crate) const PARTITIONS_MAX: u32 = 64;
 /// The largest instance count a run may have.
-pub const INSTANCES_MAX: u32 = 8;
+pub(crate) const INSTANCES_MAX: u32 = 8;
 
 /// The seeds `start..start + count`; `count >= 1` and the end fits a `u64`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,7 +167,7 @@ impl Default for FaultRates {
 
 /// The per-seed factors [`FaultRates::swarm`] scales rates by are
 /// `k / (SWARM_LEVELS - 1)` for `k` in `0..SWARM_LEVELS`.
-pub const SWARM_LEVELS: u32 = 5;
+pub(crate) const SWARM_LEVELS: u32 = 5;
 
 impl FaultRates {
     /// No faults at all: every rate zero, no swarm. Interleavings and

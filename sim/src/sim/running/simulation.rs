@@ -34,87 +34,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parsley::mutation::Mutation;
-use parsley::{App, RecordCodecError, Topic, TopicName, TopicRef, Tp};
+use parsley::{App, Topic, TopicName, TopicRef, Tp};
 
-use crate::sim::choice::Choices;
-use crate::sim::property::{Committed, PropertyResult};
-use crate::sim::run::{run, run_seed, RunOutcome};
-use crate::sim::settings::{
+use crate::sim::report::outcome::RunOutcome;
+use crate::sim::report::{shrink_failure, Failure};
+use crate::sim::running::property::{BoxError, Committed, PropertyResult};
+use crate::sim::running::run::{run, run_seed};
+use crate::sim::world::choice::Choices;
+use crate::sim::world::input::{Draw, Generator, PlainInput};
+use crate::sim::world::plan::Plan;
+use crate::sim::world::settings::{
     Budget, ClockConfig, FaultRates, SeedRange, Settings, INSTANCES_MAX, PARTITIONS_MAX,
 };
-
-/// The choices an input generator draws from: every draw is one word of the
-/// run's choice tape, so a shrunk tape shrinks inputs too (a zero word is the
-/// first option: the smallest number, the first key, `false`).
-pub struct Draw<'a> {
-    choices: &'a mut Choices,
-    keys: u32,
-}
-
-impl<'a> Draw<'a> {
-    pub(crate) fn new(choices: &'a mut Choices, keys: u32) -> Self {
-        Draw { choices, keys }
-    }
-
-    /// A number in `[0, n)`.
-    ///
-    /// # Panics
-    ///
-    /// If `n` is zero.
-    pub fn below(&mut self, n: u32) -> u32 {
-        self.choices.below(n)
-    }
-
-    /// True with probability `probability`, in `[0, 1]`.
-    ///
-    /// # Panics
-    ///
-    /// If `probability` is not in `[0, 1]`.
-    pub fn chance(&mut self, probability: f64) -> bool {
-        self.choices.chance(probability)
-    }
-
-    /// A number in `[lo, hi]`; a span wider than 2³² reaches only its first
-    /// 2³² values.
-    ///
-    /// # Panics
-    ///
-    /// If `lo > hi`.
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        assert!(
-            lo <= hi,
-            "Draw::range(lo, hi) needs lo <= hi, got {lo} > {hi}"
-        );
-        let span = hi.abs_diff(lo);
-        lo.wrapping_add(self.choices.range_inclusive(0, span) as i64)
-    }
-
-    /// One of `items`.
-    ///
-    /// # Panics
-    ///
-    /// If `items` is empty.
-    pub fn pick<'i, T>(&mut self, items: &'i [T]) -> &'i T {
-        self.choices.pick(items)
-    }
-
-    /// A key number in `[0, keys)`, where `keys` is the run's workload knob
-    /// ([`SimulationBuilder::keys`], a scenario's `workload.keys`).
-    pub fn key_number(&mut self) -> u32 {
-        self.choices.below(self.keys)
-    }
-
-    /// A key `k<N>` with `N` in `[0, keys)`: see [`Draw::key_number`].
-    pub fn key(&mut self) -> String {
-        format!("k{}", self.key_number())
-    }
-}
-
-/// A generator's record, encoded with its topic's codecs.
-pub(crate) type Encoded = Result<(Option<Bytes>, Bytes), RecordCodecError>;
-
-/// A type-erased generator of encoded records.
-type Generator = Arc<dyn Fn(&mut Draw<'_>) -> Encoded + Send + Sync>;
 
 /// The input of one source topic: a typed generator of its records, drawn
 /// from the run's choices; optionally a generator of records the logic
@@ -192,23 +123,11 @@ where
     })
 }
 
-/// An input with its types erased, as the world uses it.
-pub(crate) struct ErasedInput {
-    pub(crate) topic: TopicName,
-    pub(crate) generate: Generator,
-    pub(crate) rejected: Option<Generator>,
-    /// The inputs (by index) this input's records may claim, and how often.
-    pub(crate) claims: Vec<(usize, f64)>,
-    /// Whether another input claims this one's records.
-    pub(crate) claimed: bool,
-}
-
 /// A check over what a run committed.
 pub(crate) type Check = Arc<dyn Fn(&Committed<'_>) -> PropertyResult + Send + Sync>;
 
 /// A condition some seed of a run of many must reach.
-pub(crate) type Reached =
-    Arc<dyn Fn(&Committed<'_>) -> Result<bool, crate::sim::property::BoxError> + Send + Sync>;
+pub(crate) type Reached = Arc<dyn Fn(&Committed<'_>) -> Result<bool, BoxError> + Send + Sync>;
 
 /// A user property, named.
 pub(crate) struct Property {
@@ -488,10 +407,7 @@ impl SimulationBuilder {
     /// never exercise the case). An error from `reached` fails that seed.
     pub fn sometimes<F>(mut self, name: impl Into<String>, reached: F) -> Self
     where
-        F: Fn(&Committed<'_>) -> Result<bool, crate::sim::property::BoxError>
-            + Send
-            + Sync
-            + 'static,
+        F: Fn(&Committed<'_>) -> Result<bool, BoxError> + Send + Sync + 'static,
     {
         self.sometimes.push(Sometimes {
             name: name.into(),
@@ -634,7 +550,7 @@ impl SimulationBuilder {
         let inputs = self
             .inputs
             .iter()
-            .map(|input| ErasedInput {
+            .map(|input| PlainInput {
                 topic: input.topic.clone(),
                 generate: Arc::clone(&input.generate),
                 rejected: input.rejected.clone(),
@@ -777,7 +693,7 @@ struct Inner {
     app: App,
     factory: Option<AppFactory>,
     expected_stops: Vec<(String, ExpectedStop)>,
-    inputs: Vec<ErasedInput>,
+    inputs: Arc<[PlainInput]>,
     settings: Settings,
     seeds: SeedRange,
     properties: Vec<Property>,
@@ -905,13 +821,28 @@ impl Simulation {
         run(self, Choices::from_tape(tape.to_vec()))
     }
 
+    /// Shrinks a failing run of this simulation to a simpler tape that
+    /// fails the same way (the same invariant, with the same cause),
+    /// replaying each candidate with [`Simulation::run_tape`] and trying at
+    /// most `attempts_max` of them. `None` when `original` did not fail;
+    /// see [`Failure::reproduces`] for a failure that does not fail again.
+    pub fn shrink(&self, original: RunOutcome, attempts_max: usize) -> Option<Failure> {
+        shrink_failure(|tape| self.run_tape(tape), original, attempts_max)
+    }
+
     /// Plants the simulation's bug on this thread (and clears any other).
     pub(crate) fn plant(&self) {
         parsley::mutation::set(self.inner.mutation);
     }
 
-    pub(crate) fn inputs(&self) -> &[ErasedInput] {
-        &self.inner.inputs
+    /// What one run's world is built from: a fresh application
+    /// ([`Simulation::fresh_app`]), the inputs and the knobs.
+    pub(crate) fn plan(&self) -> Plan {
+        Plan {
+            app: self.fresh_app(),
+            inputs: Arc::clone(&self.inner.inputs),
+            settings: self.inner.settings,
+        }
     }
 
     pub(crate) fn properties(&self) -> &[Property] {

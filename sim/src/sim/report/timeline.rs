@@ -31,7 +31,7 @@ use parsley::{App, Stamp, TopicName, Tp};
 
 use crate::model::Cluster;
 use crate::sim::checker::Violation;
-use crate::sim::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
+use crate::sim::world::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 
 /// Appends formatted text to a `String`; writing to a `String` cannot fail.
 macro_rules! emit {

@@ -1,4 +1,7 @@
 //! Failing runs: shrinking their tapes and writing them up.
+//!
+//! The report wing reads what a run left ([`outcome`]) and never runs one
+//! itself: shrinking is handed the replay to call.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -6,11 +9,17 @@ use std::fmt::Write;
 use parsley::Tp;
 
 use crate::sim::checker::{Invariant, Related, Relation, Violation};
-use crate::sim::run::RunOutcome;
-use crate::sim::shrink::try_shrink;
-use crate::sim::simulation::Simulation;
-use crate::sim::stops::{has_cause, Cause};
-use crate::sim::trace::{Entry, Event, TxnRef};
+use crate::sim::world::settings::Settings;
+use crate::sim::world::stats::Stats;
+use crate::sim::world::trace::{Entry, Event, TxnRef};
+use cause::{has_cause, Cause};
+use outcome::RunOutcome;
+use shrink::try_shrink;
+
+pub(crate) mod cause;
+pub(crate) mod outcome;
+pub(crate) mod shrink;
+pub(crate) mod timeline;
 
 /// A failing run and its shrunk counterexample.
 pub struct Failure {
@@ -25,16 +34,17 @@ pub struct Failure {
 }
 
 /// Shrinks a failing run's tape while the same invariant, with the same
-/// cause ([`Cause`]), still fails (planting the simulation's bug on this
-/// thread). Returns `None` when the run did not fail.
+/// cause ([`Cause`]), still fails, running each candidate with `replay`
+/// (the simulation's [`run_tape`](crate::sim::Simulation::run_tape)).
+/// Returns `None` when the run did not fail.
 ///
 /// Never panics: when the original tape does not fail again, nothing is
 /// shrunk and `shrunk` is that passing replay; when the shrunk tape, replayed
 /// once more, does not fail, `shrunk` is that replay. Either way
 /// [`Failure::reproduces`] is false and a report must fall back on the
 /// original run.
-pub fn shrink_failure(
-    simulation: &Simulation,
+pub(crate) fn shrink_failure(
+    replay: impl Fn(&[u8]) -> RunOutcome,
     original: RunOutcome,
     attempts_max: usize,
 ) -> Option<Failure> {
@@ -42,11 +52,11 @@ pub fn shrink_failure(
     let invariant = first.invariant;
     let cause = Cause::of(first);
     // The original tape must fail again before anything is shrunk.
-    let replay = simulation.run_tape(&original.tape);
-    if !has_cause(&replay.violations, &cause) {
+    let again = replay(&original.tape);
+    if !has_cause(&again.violations, &cause) {
         return Some(Failure {
             original,
-            shrunk: replay,
+            shrunk: again,
             invariant,
             attempts: 0,
         });
@@ -57,13 +67,13 @@ pub fn shrink_failure(
             checked = true;
             return true;
         }
-        has_cause(&simulation.run_tape(tape).violations, &cause)
+        has_cause(&replay(tape).violations, &cause)
     };
     let (tape, attempts) = match try_shrink(&original.tape, fails, attempts_max) {
         Some(outcome) => (outcome.tape, outcome.attempts),
         None => (original.tape.clone(), 0),
     };
-    let shrunk = simulation.run_tape(&tape);
+    let shrunk = replay(&tape);
     Some(Failure {
         original,
         shrunk,
@@ -84,7 +94,7 @@ impl Failure {
 }
 
 /// Choices that are not the default (zero) one: what a counterexample needs.
-pub fn nonzero_words(tape: &[u8]) -> usize {
+pub(crate) fn nonzero_words(tape: &[u8]) -> usize {
     tape.chunks(4)
         .filter(|word| word.iter().any(|byte| *byte != 0))
         .count()
@@ -301,7 +311,7 @@ fn concerning(trace: &[Entry], violation: &Violation) -> Vec<(usize, String)> {
 }
 
 /// What a replay that did not reproduce a failure found instead.
-pub fn not_reproduced(failure: &Failure) -> String {
+pub(crate) fn not_reproduced(failure: &Failure) -> String {
     match failure.shrunk.violations.first() {
         None => "the replay passed".to_string(),
         Some(violation) => format!("the replay failed otherwise: {violation}"),
@@ -310,7 +320,7 @@ pub fn not_reproduced(failure: &Failure) -> String {
 
 /// Violations listed a few per cause and task's stage, then a count of the
 /// rest of that group: one cause repeated a hundred times takes a few lines.
-pub fn grouped(violations: &[Violation], per_group: usize) -> String {
+pub(crate) fn grouped(violations: &[Violation], per_group: usize) -> String {
     /// A cause and the stage of the task it broke on.
     type Group = (Cause, Option<String>);
     let mut groups: Vec<(Group, Vec<&Violation>)> = Vec::new();
@@ -396,13 +406,14 @@ pub fn render(scenario_path: &str, failure: &Failure, replays: &[(&str, String)]
 }
 
 /// What a "sometimes" mark that no seed reached should make a user try.
-pub const RAISE_HINT: &str = "raise the inputs (`inputs`), the safety steps \
+#[cfg(feature = "cli")]
+pub(crate) const RAISE_HINT: &str = "raise the inputs (`inputs`), the safety steps \
     (`budget`), the partitions or instances, or the fault rates that lead \
     there, or run more seeds (unless the application's shape cannot reach it)";
 
 /// [`RAISE_HINT`] with the knobs `settings` has now, so that a user sees
 /// which inputs or steps to raise, and from what.
-pub fn raise_hint(settings: &crate::sim::Settings) -> String {
+pub(crate) fn raise_hint(settings: &Settings) -> String {
     format!(
         "raise the inputs (`inputs`, now {}), the safety steps (`budget`, now {}), \
          the partitions or instances (now {} and {}), or the fault rates that lead \
@@ -416,7 +427,7 @@ pub fn raise_hint(settings: &crate::sim::Settings) -> String {
 
 /// The size of an average seed of `stats` (summed over `seeds` runs): its
 /// steps, inputs and deliveries, and the simulated time it spans.
-pub fn seed_size(stats: &crate::sim::world::Stats, seeds: u64) -> String {
+pub(crate) fn seed_size(stats: &Stats, seeds: u64) -> String {
     let seeds = seeds.max(1);
     format!(
         "{} steps, {} inputs, {} deliveries, {:.1} s simulated",
@@ -437,7 +448,7 @@ mod tests {
     use super::*;
     use crate::model::EntryStatus;
     use crate::sim::checker::{DeliveryOf, Gate, TxnEnd};
-    use crate::sim::trace::TaskAt;
+    use crate::sim::world::trace::TaskAt;
 
     fn ledger() -> TaskAt {
         TaskAt {

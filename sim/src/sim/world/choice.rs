@@ -1,60 +1,61 @@
 //! The choice source: the one place every nondeterministic decision of a
 //! simulated run comes from.
 //!
-//! Which action runs next, which deliverable head goes first, how far the
-//! clock moves, whether a fault fires: the simulator asks a [`Choices`] for
-//! each of them and never looks at a clock, a hash seed or a thread. A
-//! `Choices` is either
-//!
-//! - **seeded** ([`Choices::seeded`]): words come from a ChaCha8 generator
-//!   (`rand_chacha`) seeded with a `u64`, the ordinary way to run a seed; or
-//! - **a tape** ([`Choices::from_tape`]): words come from a byte string
-//!   handed in by a fuzzer, a proptest strategy, the shrinker, or a recorded
-//!   run being replayed.
-//!
-//! Either way every word consumed is recorded, and [`Choices::tape`] returns
-//! the record: `Choices::from_tape(run.tape().to_vec())` makes exactly the
-//! decisions `run` made, so any run can be replayed, and shrunk by shrinking
-//! its tape ([`crate::sim::shrink`]).
-//!
-//! # Tape format
-//!
-//! A tape is a sequence of *words*. Every draw, whatever its kind, consumes
-//! exactly one word: 4 bytes read as a little-endian `u32` `w`.
-//!
-//! - [`below(n)`](Choices::below) is `w % n`;
-//! - [`range_inclusive(lo, hi)`](Choices::range_inclusive) is
-//!   `lo + w % (hi - lo + 1)` (a range wider than 2³² values therefore only
-//!   reaches its first 2³² values: one word per draw keeps tapes aligned);
-//! - [`pick(items)`](Choices::pick) is `items[below(items.len())]`;
-//! - [`chance(p)`](Choices::chance) is true only when `w` lies in the top `p`
-//!   fraction of the `u32` range, i.e. `w >= 2³² - round(p · 2³²)`. So
-//!   `chance(1.0)` is always true, `chance(0.0)` always false (and still
-//!   consumes its word, so that the words after it keep their meaning).
-//!
-//! # Zero is the simplest choice
-//!
-//! When a tape runs out, further draws read the zero word (a trailing partial
-//! word is padded with zero bytes) and [`Choices::exhausted`] turns true. The
-//! zero word always means the *simplest* decision: the first option of a
-//! `below` or `pick`, the low end of a range, and "no" for every `chance`, so
-//! no fault fires. Callers must keep it that way when they map draws to
-//! decisions (put the plain option first, ask "does the fault fire?" rather
-//! than "does the fault stay away?"). That is what makes shrinking work: a
-//! tape shrinks by zeroing words and by cutting its tail, and both only ever
-//! replace a decision with a simpler one.
+//! Tapes are read and recorded word by word, as [`Choices`] describes.
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 /// Bytes per draw.
-pub const WORD_BYTES: usize = 4;
+pub(crate) const WORD_BYTES: usize = 4;
 
 /// 2³², the size of the word range, as a `u64`.
 const WORD_RANGE: u64 = 1 << 32;
 
-/// The source of every nondeterministic decision of a run; see the
-/// [module docs](self) for the tape format.
+/// The source of every nondeterministic decision of a run.
+///
+/// Which action runs next, which deliverable head goes first, how far the
+/// clock moves, whether a fault fires: the simulator asks a [`Choices`] for
+/// each of them and never looks at a clock, a hash seed or a thread. A
+/// `Choices` is either
+///
+/// - **seeded** ([`Choices::seeded`]): words come from a ChaCha8 generator
+///   (`rand_chacha`) seeded with a `u64`, the ordinary way to run a seed; or
+/// - **a tape** ([`Choices::from_tape`]): words come from a byte string
+///   handed in by a fuzzer, a proptest strategy, the shrinker, or a recorded
+///   run being replayed.
+///
+/// Either way every word consumed is recorded, and [`Choices::tape`] returns
+/// the record: `Choices::from_tape(run.tape().to_vec())` makes exactly the
+/// decisions `run` made, so any run can be replayed, and shrunk by shrinking
+/// its tape ([`Simulation::shrink`](crate::sim::Simulation::shrink)).
+///
+/// # Tape format
+///
+/// A tape is a sequence of *words*. Every draw, whatever its kind, consumes
+/// exactly one word: 4 bytes read as a little-endian `u32` `w`.
+///
+/// - [`below(n)`](Choices::below) is `w % n`;
+/// - [`range_inclusive(lo, hi)`](Choices::range_inclusive) is
+///   `lo + w % (hi - lo + 1)` (a range wider than 2³² values therefore only
+///   reaches its first 2³² values: one word per draw keeps tapes aligned);
+/// - [`pick(items)`](Choices::pick) is `items[below(items.len())]`;
+/// - [`chance(p)`](Choices::chance) is true only when `w` lies in the top `p`
+///   fraction of the `u32` range, i.e. `w >= 2³² - round(p · 2³²)`. So
+///   `chance(1.0)` is always true, `chance(0.0)` always false (and still
+///   consumes its word, so that the words after it keep their meaning).
+///
+/// # Zero is the simplest choice
+///
+/// When a tape runs out, further draws read the zero word (a trailing partial
+/// word is padded with zero bytes) and [`Choices::exhausted`] turns true. The
+/// zero word always means the *simplest* decision: the first option of a
+/// `below` or `pick`, the low end of a range, and "no" for every `chance`, so
+/// no fault fires. Callers must keep it that way when they map draws to
+/// decisions (put the plain option first, ask "does the fault fire?" rather
+/// than "does the fault stay away?"). That is what makes shrinking work: a
+/// tape shrinks by zeroing words and by cutting its tail, and both only ever
+/// replace a decision with a simpler one.
 #[derive(Clone, Debug)]
 pub struct Choices {
     source: Source,
@@ -71,6 +72,9 @@ enum Source {
 }
 
 impl Choices {
+    /// Bytes per draw: one word of the tape.
+    pub const WORD_BYTES: usize = WORD_BYTES;
+
     /// A source drawing its words from ChaCha8 seeded with `seed`.
     pub fn seeded(seed: u64) -> Self {
         Choices {

@@ -1,6 +1,6 @@
 //! Shrinking a failing tape.
 //!
-//! A failing run is replayed from its tape ([`crate::sim::choice`]); shrinking
+//! A failing run is replayed from its tape ([`crate::sim::world::choice`]); shrinking
 //! searches for a smaller tape that still fails, so that the counterexample a
 //! report prints is short and plain. Because the zero word is always the
 //! simplest decision and a tape that runs out reads zeros, cutting and zeroing
@@ -28,11 +28,11 @@
 
 use std::cmp::Ordering;
 
-use super::choice::WORD_BYTES;
+use crate::sim::world::choice::WORD_BYTES;
 
 /// A shrunk tape and how many candidates were tried to find it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShrinkOutcome {
+pub(crate) struct ShrinkOutcome {
     /// The simplest failing tape found; `still_fails(&tape)` is true.
     pub tape: Vec<u8>,
     /// How many candidates were passed to `still_fails` (not counting the
@@ -50,7 +50,8 @@ pub struct ShrinkOutcome {
 /// # Panics
 ///
 /// If `still_fails(tape)` is false.
-pub fn shrink(
+#[cfg(test)]
+pub(crate) fn shrink(
     tape: &[u8],
     still_fails: impl FnMut(&[u8]) -> bool,
     attempts_max: usize,
@@ -66,7 +67,7 @@ pub fn shrink(
 /// [`shrink`], or `None` when `still_fails(tape)` is false: a failure that
 /// does not fail again when replayed (a sign the logic is not a pure
 /// function, S4) has nothing to shrink.
-pub fn try_shrink(
+pub(crate) fn try_shrink(
     tape: &[u8],
     mut still_fails: impl FnMut(&[u8]) -> bool,
     attempts_max: usize,
@@ -245,7 +246,7 @@ fn simpler(a: &[u8], b: &[u8]) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::choice::Choices;
+    use crate::sim::world::choice::Choices;
     use proptest::prelude::*;
 
     fn words(tape: &[u8]) -> Vec<u32> {

@@ -13,14 +13,14 @@ use rustc_hash::FxHasher;
 
 use crate::model::{Cluster, Entry as LogEntry};
 use crate::sim::checker::{Invariant, Violation};
-use crate::sim::run::RunOutcome;
-use crate::sim::stops::IMPURE;
-use crate::sim::trace::{Entry, Event};
+use crate::sim::report::cause::IMPURE;
+use crate::sim::report::outcome::RunOutcome;
+use crate::sim::world::trace::{Entry, Event};
 
 /// A hash of the trace and of every log the run left: keys, values,
 /// headers, timestamps and markers. Two runs of one tape must have the same
 /// fingerprint (I9).
-pub fn fingerprint(trace: &[Entry], cluster: &Cluster) -> u64 {
+pub(crate) fn fingerprint(trace: &[Entry], cluster: &Cluster) -> u64 {
     let mut hasher = FxHasher::default();
     trace.hash(&mut hasher);
     for (topic, partitions) in cluster.topics() {
@@ -60,7 +60,7 @@ pub fn fingerprint(trace: &[Entry], cluster: &Cluster) -> u64 {
 /// Where two runs of the same choices first differ, as an S4 violation (of
 /// I9, determinism) that names the event, the stage and the record; `None`
 /// when their fingerprints agree. `what` names the run (`seed 7`).
-pub fn divergence(what: &str, first: &RunOutcome, second: &RunOutcome) -> Option<Violation> {
+pub(crate) fn divergence(what: &str, first: &RunOutcome, second: &RunOutcome) -> Option<Violation> {
     let lead = format!(
         "{IMPURE}: {what} ran twice on the same choices and the runs differ, so the \
          application's logic (or state its closures capture, shared by every run) is not a \

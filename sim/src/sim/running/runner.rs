@@ -23,14 +23,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::sim::checker::Invariant;
-use crate::sim::purity::divergence;
 use crate::sim::report;
-use crate::sim::run::RunOutcome;
-use crate::sim::simulation::{Regressions, Simulation};
-use crate::sim::stops::{Cause, IMPURE};
-use crate::sim::tape;
-use crate::sim::timeline::{render_html, stamps_in, tick_topics};
-use crate::sim::world::Stats;
+use crate::sim::report::cause::{Cause, IMPURE};
+use crate::sim::report::outcome::RunOutcome;
+use crate::sim::report::timeline::{render_html, stamps_in, tick_topics};
+use crate::sim::running::purity::divergence;
+use crate::sim::running::simulation::{Regressions, Simulation};
+use crate::sim::world::stats::Stats;
+use crate::sim::world::tape;
 
 /// Shrink attempts before a failure is reported.
 const SHRINK_ATTEMPTS: usize = 500;
@@ -300,7 +300,8 @@ impl Simulation {
             }
             return out;
         }
-        let failure = report::shrink_failure(self, outcome, SHRINK_ATTEMPTS)
+        let failure = self
+            .shrink(outcome, SHRINK_ATTEMPTS)
             .expect("only failing runs are written up");
         if !failure.reproduces() {
             // The same choices gave another run: the logic is not pure.
@@ -683,7 +684,7 @@ fn partition_from_env(seeds: Range<u64>) -> Result<Vec<u64>, String> {
 }
 
 /// `I/N` with `1 <= I <= N`.
-pub fn parse_partition(text: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_partition(text: &str) -> Option<(u64, u64)> {
     let (index, count) = text.split_once('/')?;
     let index: u64 = index.trim().parse().ok()?;
     let count: u64 = count.trim().parse().ok()?;
@@ -692,7 +693,7 @@ pub fn parse_partition(text: &str) -> Option<(u64, u64)> {
 
 /// The `index`-th (1-based) of `count` interleaved slices of `seeds`: the
 /// slices are disjoint and together are every seed.
-pub fn partition(seeds: Range<u64>, index: u64, count: u64) -> Vec<u64> {
+pub(crate) fn partition(seeds: Range<u64>, index: u64, count: u64) -> Vec<u64> {
     let start = seeds.start;
     seeds
         .filter(|seed| (seed - start) % count == index - 1)

@@ -8,7 +8,7 @@
 //! 1-based line and the field (see [`ScenarioError`]).
 //!
 //! ```toml
-//! topology = "balances"          # required: a name of the registry (parsley-sim: balances, audit-cut, timers, chain, fan-in, diamond, fan-out, dead-letter, sessions, regroup, bad-bytes)
+//! topology = "balances"          # required: a name of the registry the scenario is loaded with
 //! partitions = 4                 # required: partitions of every source topic, 1..=64
 //! instances = 2                  # application instances sharing the tasks, 1..=8 (default 2)
 //! seeds = { start = 0, count = 2000 }  # required: runs seeds start..start+count, count >= 1
@@ -58,9 +58,9 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_spanned::Spanned;
 
-pub use crate::sim::settings::{
+use crate::sim::world::settings::{
     Budget, ClockConfig, FaultRates, SeedRange, Settings, StepRange, Workload, INSTANCES_MAX,
-    PARTITIONS_MAX, SWARM_LEVELS,
+    PARTITIONS_MAX,
 };
 
 /// A scenario, checked: every value is in range.
@@ -107,7 +107,7 @@ fn field_part(field: &Option<String>) -> String {
 /// Reads and checks the scenario file at `path`; its name is the file stem.
 /// Its `topology` must be one of `topologies` (see
 /// [`Registry::load`](crate::sim::Registry::load)).
-pub fn load(path: &Path, topologies: &[&str]) -> Result<Scenario, ScenarioError> {
+pub(crate) fn load(path: &Path, topologies: &[&str]) -> Result<Scenario, ScenarioError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
         file: file.clone(),
@@ -124,7 +124,7 @@ pub fn load(path: &Path, topologies: &[&str]) -> Result<Scenario, ScenarioError>
 
 /// Parses and checks a scenario named `name` from `text`; `file` is what
 /// errors call it, and `topology` must be one of `topologies`.
-pub fn parse(
+pub(crate) fn parse(
     name: &str,
     file: &str,
     text: &str,
@@ -758,24 +758,16 @@ impl<'de> Visitor<'de> for LocatedVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::choice::Choices;
+    use crate::sim::world::choice::Choices;
     use std::path::PathBuf;
 
-    /// The topology names these tests' registry would accept (the
-    /// example topologies' own list is tested in `parsley-examples`).
+    /// The topology names these tests' made-up registry accepts: names of
+    /// their own, not the example topologies' (whose scenario files are
+    /// tested in `parsley-examples`).
     fn known() -> Vec<&'static str> {
         vec![
-            "balances",
-            "audit-cut",
-            "timers",
-            "chain",
-            "fan-in",
-            "diamond",
-            "fan-out",
-            "dead-letter",
-            "sessions",
-            "regroup",
-            "bad-bytes",
+            "ledger", "audit", "alarms", "relay", "merge", "lattice", "spread", "drain", "window",
+            "rekey", "garble",
         ]
     }
 
@@ -874,7 +866,7 @@ mod tests {
             "unknown_topology.toml",
             1,
             "topology",
-            "unknown topology \"hexagon\": expected one of balances, audit-cut",
+            "unknown topology \"hexagon\": expected one of ledger, audit",
         );
     }
 
@@ -940,7 +932,7 @@ mod tests {
     }
 
     const FULL: &str = r#"
-topology = "balances"
+topology = "ledger"
 partitions = 4
 instances = 2
 seeds = { start = 0, count = 2000 }
@@ -979,7 +971,7 @@ liveness_steps = 50000
             full,
             Scenario {
                 name: "full".into(),
-                topology: "balances".into(),
+                topology: "ledger".into(),
                 seeds: SeedRange {
                     start: 0,
                     count: 2000
@@ -996,14 +988,14 @@ liveness_steps = 50000
         );
         assert_eq!(full.seeds.range(), 0..2000);
 
-        let minimal = "topology = \"fan-in\"\npartitions = 4\nseeds = { start = 0, count = 2000 }\n[workload]\n[clock]\n";
+        let minimal = "topology = \"merge\"\npartitions = 4\nseeds = { start = 0, count = 2000 }\n[workload]\n[clock]\n";
         let minimal = parse("full", "minimal.toml", minimal).unwrap();
         assert_eq!(minimal.settings.instances, Settings::default().instances);
-        assert_eq!(minimal.topology, "fan-in");
+        assert_eq!(minimal.topology, "merge");
         assert_eq!(
             minimal,
             Scenario {
-                topology: "fan-in".into(),
+                topology: "merge".into(),
                 ..full
             }
         );
@@ -1011,7 +1003,7 @@ liveness_steps = 50000
 
     #[test]
     fn integers_are_probabilities_and_dotted_keys_work() {
-        let text = "topology = \"timers\"\npartitions = 1\nseeds.start = 5\nseeds.count = 3\nfaults.abort = 1\nfaults.crash = 0\n";
+        let text = "topology = \"alarms\"\npartitions = 1\nseeds.start = 5\nseeds.count = 3\nfaults.abort = 1\nfaults.crash = 0\n";
         let scenario = parse("dotted", "dotted.toml", text).unwrap();
         assert_eq!(scenario.seeds.range(), 5..8);
         assert_eq!(scenario.settings.faults.abort, 1.0);
@@ -1024,7 +1016,7 @@ liveness_steps = 50000
 
     #[test]
     fn values_are_checked_in_every_table() {
-        let base = "topology = \"chain\"\npartitions = 2\nseeds = { start = 0, count = 1 }\n";
+        let base = "topology = \"relay\"\npartitions = 2\nseeds = { start = 0, count = 1 }\n";
         let cases = [
             ("instances = 9\n", 4, "instances"),
             ("instances = 0\n", 4, "instances"),
@@ -1113,9 +1105,9 @@ liveness_steps = 50000
         let cases = [
             ("", 1, "topology"),
             ("# nothing\n\n[workload]\ninputs = 3\n", 1, "topology"),
-            ("topology = \"chain\"\nseeds = { start = 0, count = 1 }\n", 1, "partitions"),
-            ("topology = \"chain\"\npartitions = 1\n\n[seeds]\nstart = 0\n", 4, "seeds.count"),
-            ("topology = \"chain\"\npartitions = 1\nseeds = { start = 0, count = 1 }\n[clock]\nstep_ms = { max = 3 }\n", 5, "clock.step_ms.min"),
+            ("topology = \"relay\"\nseeds = { start = 0, count = 1 }\n", 1, "partitions"),
+            ("topology = \"relay\"\npartitions = 1\n\n[seeds]\nstart = 0\n", 4, "seeds.count"),
+            ("topology = \"relay\"\npartitions = 1\nseeds = { start = 0, count = 1 }\n[clock]\nstep_ms = { max = 3 }\n", 5, "clock.step_ms.min"),
         ];
         for (text, line, field) in cases {
             let error = parse("case", "case.toml", text).expect_err(text);
@@ -1139,17 +1131,17 @@ liveness_steps = 50000
 
     #[test]
     fn an_unknown_topology_suggests_the_closest_name() {
-        let text = "topology = \"diamnd\"\npartitions = 1\nseeds = { start = 0, count = 1 }\n";
+        let text = "topology = \"latice\"\npartitions = 1\nseeds = { start = 0, count = 1 }\n";
         let error = parse("t", "t.toml", text).unwrap_err();
         assert_eq!(
             (error.line, error.field.as_deref()),
             (Some(1), Some("topology"))
         );
         assert!(
-            error.message.contains("did you mean \"diamond\"?"),
+            error.message.contains("did you mean \"lattice\"?"),
             "{error}"
         );
-        assert!(error.message.contains("fan-out"), "{error}");
+        assert!(error.message.contains("spread"), "{error}");
     }
 
     #[test]

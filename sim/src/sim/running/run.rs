@@ -8,38 +8,16 @@ use std::sync::Arc;
 
 use crate::model::Cluster;
 use crate::sim::checker::{check, CheckInput, Invariant, Related, Relation, Violation};
-use crate::sim::choice::Choices;
-use crate::sim::property::{Committed, PropertyFailure};
-use crate::sim::purity::fingerprint;
-use crate::sim::simulation::Simulation;
-use crate::sim::stops::{self, PANICKED};
-use crate::sim::trace::Entry;
-use crate::sim::world::{Stats, World};
-
-/// Everything a run produced.
-pub struct RunOutcome {
-    /// The seed, when the run was seeded (not replayed from a tape).
-    pub seed: Option<u64>,
-    /// Every choice the run consumed: replaying it gives the same run (I9).
-    pub tape: Vec<u8>,
-    /// Everything that happened.
-    pub trace: Vec<Entry>,
-    /// The run's counters.
-    pub stats: Stats,
-    /// Whether the world quiesced within its liveness budget (I8).
-    pub quiesced: bool,
-    /// What the checker and the user's properties found; empty for a
-    /// passing run.
-    pub violations: Vec<Violation>,
-    /// Whether this run reached each of the simulation's "sometimes" marks,
-    /// in the order of [`Simulation::sometimes_names`].
-    pub reached: Vec<bool>,
-    /// A hash of the whole trace and of every record the run wrote, values
-    /// included, to compare runs byte for byte (I9).
-    pub trace_hash: u64,
-    /// The model as the run left it: the logs that reports read stamps from.
-    pub cluster: Cluster,
-}
+use crate::sim::report::cause::PANICKED;
+use crate::sim::report::outcome::RunOutcome;
+use crate::sim::running::property::{Committed, PropertyFailure};
+use crate::sim::running::purity::fingerprint;
+use crate::sim::running::simulation::Simulation;
+use crate::sim::running::stops;
+use crate::sim::world::choice::Choices;
+use crate::sim::world::stats::Stats;
+use crate::sim::world::trace::Entry;
+use crate::sim::world::World;
 
 /// Runs `simulation` with the choices of `seed`, on this thread, with
 /// whatever bug this thread has planted.
@@ -55,16 +33,18 @@ pub fn run_seed(simulation: &Simulation, seed: u64) -> RunOutcome {
 /// A run never panics: a panic of the harness, of an input generator or of
 /// a property ends the run with a violation that says so (the logic's own
 /// panics stop its task, X5), and every task that stops unexpectedly or is
-/// refused its start is a violation too ([`crate::sim::stops`]).
+/// refused its start is a violation too, unless a rejected input caused it
+/// or [`SimulationBuilder::expect_stop`](crate::sim::SimulationBuilder::expect_stop)
+/// declares it.
 pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
     let budget = simulation.settings().budget;
     // A step draws about three words; regrowing the tape by doubling cost
     // more than drawing them.
     choices.reserve_words(budget.safety_steps.min(1 << 20) as usize * 3);
-    let app = simulation.fresh_app();
+    let plan = simulation.plan();
     let mut world: Option<World> = None;
     let phases = catch_unwind(AssertUnwindSafe(|| {
-        let world = world.insert(World::with_app(simulation, app, &mut choices));
+        let world = world.insert(World::new(plan, &mut choices));
         for _ in 0..budget.safety_steps {
             world.step(&mut choices);
         }
@@ -137,7 +117,7 @@ pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
             (false, vec![violation])
         }
     };
-    let mut stopped = stops::judge(&world);
+    let mut stopped = stops::judge(&world, simulation.expected_stops());
     violations.append(&mut stopped);
     violations.sort_by_key(|violation| violation.step);
     let committed = Committed {
