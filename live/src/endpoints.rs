@@ -199,6 +199,10 @@ fn describe() {
         "Records the task wrote to its dead-letter topic instead of their effects (X5)."
     );
     describe_counter!(
+        "parsley_timer_requests_late_total",
+        "Timer requests (K2) for a time before their own timestamp: each fired at the timer service's next tick."
+    );
+    describe_counter!(
         "parsley_task_restarts_total",
         "Restarts of the task after a transient failure, with fresh clients, from its committed checkpoint."
     );

@@ -205,37 +205,13 @@ fn reminders(offset_ms: i64, dead_letters: bool) -> (Topic<String, i64>, App) {
     (readings, app)
 }
 
-/// K2, bad input: a request for a time before its own timestamp stops the
-/// timer service's task, naming the record and the rule.
+/// K2: a request for a time before its own timestamp (a timer "in the
+/// past") is due at once: it fires at the service's next tick, for the time
+/// it asked, and the service's task counts it on
+/// `timer-requests-late-total`; nothing stops.
 #[test]
-fn k2_a_timer_in_the_past_stops_the_service_naming_the_record() {
+fn k2_a_timer_in_the_past_fires_at_the_next_tick_and_is_counted() {
     let (readings, app) = reminders(-1, false);
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
-    let error = driver
-        .input(&readings)
-        .unwrap()
-        .pipe("s1".to_string(), 1)
-        .unwrap_err();
-    let message = error.to_string();
-    assert!(
-        matches!(
-            error,
-            DriverError::Task(parsley::TaskError::Logic { offset: 0, .. })
-        ),
-        "{message}"
-    );
-    assert!(message.contains("requests-0@0"), "{message}");
-    assert!(message.contains("a timer in the past"), "{message}");
-}
-
-/// K2, X5: with the service's dead-letter opt-in the refused request is
-/// dead-lettered and the service goes on with the next one.
-#[test]
-fn k2_a_refused_request_is_dead_lettered_with_the_opt_in() {
-    let (readings, app) = reminders(-1, true);
     let driver = TestDriver::builder(&app)
         .initial_wall_clock(START)
         .build()
@@ -245,15 +221,124 @@ fn k2_a_refused_request_is_dead_lettered_with_the_opt_in() {
         .unwrap()
         .pipe("s1".to_string(), 1)
         .unwrap();
+    assert_eq!(driver.pending_timers("timers").unwrap(), [START - 1]);
+    assert_eq!(
+        driver
+            .metric("timers", "timer-requests-late-total")
+            .unwrap(),
+        1
+    );
+    let fires = Topic::<String, i64>::with_codecs("fires", Utf8, I64);
+    assert!(driver
+        .output(&fires)
+        .unwrap()
+        .read_all()
+        .unwrap()
+        .is_empty());
+    // The service's default resolution is one second: its next tick fires.
+    driver.advance_wall_clock(Duration::from_secs(1)).unwrap();
+    let fired = driver.output(&fires).unwrap().read_all().unwrap();
+    assert_eq!(fired.len(), 1);
+    assert_eq!(fired[0].key.as_deref(), Some("s1"));
+    assert_eq!(fired[0].value, START - 1, "it fires for the time it asked");
+    assert!(
+        fired[0].timestamp >= START,
+        "at the tick's time, not before the request: {}",
+        fired[0].timestamp
+    );
+    assert!(driver.pending_timers("timers").unwrap().is_empty());
+    assert!(driver.stopped_tasks().is_empty());
+}
+
+/// K2: the natural re-arm on a fire: a fire carries the service's tick
+/// time, so asking again for the fire's time plus less than a resolution is
+/// a request in the past. It fires at the next tick, every tick, and the
+/// stage keeps going.
+#[test]
+fn k2_re_arming_on_every_fire_keeps_firing_tick_after_tick() {
+    let topic = |name: &str| Topic::<String, i64>::with_codecs(name, Utf8, I64);
+    let (starts, requests, fires, beats) = (
+        topic("starts"),
+        topic("beat-requests"),
+        topic("beat-fires"),
+        topic("beats"),
+    );
+    let beat = Stage::named("beat")
+        .on(&starts, {
+            let requests = requests.clone();
+            move |start| vec![requests.send(start.key().cloned(), start.timestamp + 100)]
+        })
+        .on(&fires, {
+            let (requests, beats) = (requests.clone(), beats.clone());
+            // Re-arm 100 ms after the time it fired for: before the fire's
+            // own timestamp (the tick's), so in the past.
+            move |fire| {
+                vec![
+                    beats.send(fire.key().cloned(), *fire.value()),
+                    requests.send(fire.key().cloned(), fire.value() + 100),
+                ]
+            }
+        })
+        .into((&requests, &beats))
+        .build();
+    let timers = TimerService::named("beat-timers")
+        .resolution(Duration::from_secs(1))
+        .build(&requests, &fires);
+    let app = Parsley::named("pulse")
+        .stage(beat)
+        .stage(timers)
+        .build()
+        .unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    driver
+        .input(&starts)
+        .unwrap()
+        .pipe("p".to_string(), 0)
+        .unwrap();
+    for _ in 0..5 {
+        driver.advance_wall_clock(Duration::from_secs(1)).unwrap();
+    }
+    let beats = driver.output(&beats).unwrap().read_values().unwrap();
+    assert_eq!(
+        beats,
+        (1..=5).map(|n| START + 100 * n).collect::<Vec<_>>(),
+        "one beat a tick, each for the time it was asked for"
+    );
+    assert_eq!(
+        driver
+            .metric("beat-timers", "timer-requests-late-total")
+            .unwrap(),
+        5,
+        "every re-arm after the first fire asked for a time already past"
+    );
+    assert!(driver.stopped_tasks().is_empty());
+}
+
+/// K2, X5: with the service's dead-letter opt-in a refused request (here
+/// one with no key, whose fire could have none) is dead-lettered and the
+/// service goes on with the next one.
+#[test]
+fn k2_a_refused_request_is_dead_lettered_with_the_opt_in() {
+    let (readings, app) = reminders(0, true);
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let readings = driver.input(&readings).unwrap();
+    readings.pipe(None, 1).unwrap();
+    readings.pipe("s2".to_string(), 2).unwrap();
     let letters = driver.dead_letters("timers").unwrap();
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].tp, parsley::Tp::new("requests", 0));
     assert!(
-        letters[0].message.contains("a timer in the past"),
+        letters[0].message.contains("has no key"),
         "{}",
         letters[0].message
     );
-    assert!(driver.pending_timers("timers").unwrap().is_empty());
+    assert_eq!(driver.pending_timers("timers").unwrap(), [START]);
 }
 
 /// K2, bad input: a request whose time the request topic's codec rejects

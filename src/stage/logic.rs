@@ -23,6 +23,9 @@ pub(crate) struct Outcome {
     pub emissions: Vec<Emission>,
     pub write: Option<SlotWrite>,
     pub more_writes: Vec<SlotWrite>,
+    /// A timer service's delivery of a request for a time before its own
+    /// timestamp (K2): it fires at the next tick, and the task counts it.
+    pub late_timer_request: bool,
 }
 
 /// A slot change, encoded for the changelog (`None` deletes the slot). In a
@@ -239,6 +242,7 @@ impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
             emissions: step.emissions,
             write,
             more_writes: Vec::new(),
+            late_timer_request: false,
         };
         Ok((outcome, step.state))
     }
@@ -285,6 +289,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
                 emissions: handler(&tick)?,
                 write: None,
                 more_writes: Vec::new(),
+                late_timer_request: false,
             }),
             TickLogic::Fold(fold) => {
                 let slots = self.slots(slots);
@@ -327,6 +332,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
                 emissions: handler(&tick)?,
                 write: None,
                 more_writes: Vec::new(),
+                late_timer_request: false,
             }),
             TickLogic::Fold(fold) => {
                 let step = fold(state_or_unit(state), &tick)?;

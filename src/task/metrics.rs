@@ -19,11 +19,15 @@ pub struct TaskMetrics {
     /// Deliveries that dead-lettered their record (X5's opt-in), including
     /// ones later undone by an abort; each also counts as delivered.
     pub records_dead_lettered_total: u64,
+    /// A timer service's (K2) deliveries of requests for a time before
+    /// their own timestamp, each fired at the service's next tick; including
+    /// ones later undone by an abort.
+    pub timer_requests_late_total: u64,
 }
 
 impl TaskMetrics {
     /// The metrics under their published names.
-    pub fn named(&self) -> [(&'static str, u64); 7] {
+    pub fn named(&self) -> [(&'static str, u64); 8] {
         [
             ("ticks-emitted-total", self.ticks_emitted_total),
             ("records-delivered-total", self.records_delivered_total),
@@ -41,6 +45,7 @@ impl TaskMetrics {
                 "records-dead-lettered-total",
                 self.records_dead_lettered_total,
             ),
+            ("timer-requests-late-total", self.timer_requests_late_total),
         ]
     }
 }

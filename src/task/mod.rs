@@ -798,6 +798,9 @@ impl Task {
             .expect("a deliverable head has a decoded stamp");
         self.history.merge(&stamp);
         self.account_delivery(lane, offset, timestamp);
+        if outcome.late_timer_request {
+            self.metrics.timer_requests_late_total += 1;
+        }
         self.produce(outcome, timestamp, produced);
         Ok(())
     }

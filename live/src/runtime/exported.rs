@@ -65,6 +65,8 @@ impl Exported {
                 + current.records_redelivered_total,
             records_dead_lettered_total: earlier.records_dead_lettered_total
                 + current.records_dead_lettered_total,
+            timer_requests_late_total: earlier.timer_requests_late_total
+                + current.timer_requests_late_total,
         }
     }
 
@@ -108,6 +110,11 @@ impl Exported {
                 "parsley_records_dead_lettered_total",
                 current.records_dead_lettered_total,
                 before.records_dead_lettered_total,
+            ),
+            (
+                "parsley_timer_requests_late_total",
+                current.timer_requests_late_total,
+                before.timer_requests_late_total,
             ),
         ] {
             // A core's counters only grow within its run.

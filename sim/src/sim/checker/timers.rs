@@ -128,7 +128,8 @@ impl<'a> Checker<'a> {
 
     /// The fire the request `tp@offset` asks for, and its time, as the
     /// service's logic has it; `None` for a refused request (no key, a value
-    /// that does not decode, a time in the past), which asks for nothing.
+    /// that does not decode), which asks for nothing. A time in the past is
+    /// accepted: it is due at once.
     fn fire_asked(
         &self,
         plan: &StagePlan,
