@@ -375,6 +375,13 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
     );
     let hint = report::raise_hint(&setup.scenario.settings);
     print_stats(&total, "summed over seeds", count, &hint);
+    let sizes: Vec<(u64, u64, u64)> = results
+        .iter()
+        .map(|result| (result.seed, result.stats.steps, result.stats.deliveries))
+        .collect();
+    if let Some(note) = report::outliers::note(&report::outliers::outliers(&sizes)) {
+        row("seeds worth a look", note);
+    }
     row("violations", format!("{} failing seeds", failing.len()));
     if !failing.is_empty() {
         let listed: Vec<String> = failing

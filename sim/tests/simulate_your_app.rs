@@ -309,6 +309,64 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
     }
 }
 
+/// The replay line of a failing `#[ignore]`d test runs that test as
+/// printed: the line carries `--include-ignored` (without it, `cargo test`
+/// answers `ok … 1 ignored` and runs nothing).
+#[test]
+fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "replay_wrong_property",
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env_remove("PARSLEY_SIM_REPLAY")
+        .output()
+        .expect("the test binary runs");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !output.status.success(),
+        "the wrong property passed:\n{report}"
+    );
+    let line = report
+        .lines()
+        .find(|line| line.contains("PARSLEY_SIM_REPLAY=seed="))
+        .unwrap_or_else(|| panic!("no replay line in:\n{report}"))
+        .trim();
+    let (assignment, command) = line.split_once(' ').expect("VAR=value command");
+    let (_, args) = command
+        .split_once(" -- ")
+        .unwrap_or_else(|| panic!("no test arguments in {line:?}"));
+    let args: Vec<&str> = args.split_whitespace().collect();
+    assert_eq!(
+        args,
+        ["replay_wrong_property", "--exact", "--include-ignored"],
+        "{line}"
+    );
+    let replay = assignment
+        .strip_prefix("PARSLEY_SIM_REPLAY=")
+        .expect("the line sets PARSLEY_SIM_REPLAY");
+    let again = Command::new(std::env::current_exe().unwrap())
+        .args(&args)
+        .arg("--nocapture")
+        .env("PARSLEY_SIM_REPLAY", replay)
+        .output()
+        .expect("the test binary runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&again.stdout),
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(!again.status.success(), "the replay passed:\n{text}");
+    assert!(text.contains("the replayed run fails"), "{text}");
+    assert!(!text.contains("1 ignored"), "{text}");
+}
+
 /// Run by the test below through a replay line: the broken fold.
 #[test]
 #[ignore = "run by a_broken_fold_is_caught_by_a_property_and_replayed"]

@@ -29,6 +29,7 @@ pub(crate) mod world;
 
 pub use checker::{DeliveryOf, Gate, Invariant, Related, Relation, TxnEnd, Violation};
 pub use report::outcome::RunOutcome;
+pub use report::outliers::{Outlier, OUTLIER_FACTOR};
 pub use report::timeline::{render_html as render_timeline, stamps_in, tick_topics, StampOf};
 pub use report::{render as render_report, story, story_of, Failure};
 pub use running::property::{BoxError, Committed, PropertyFailure, PropertyResult, ReadError};

@@ -18,6 +18,7 @@ use shrink::try_shrink;
 
 pub(crate) mod cause;
 pub(crate) mod outcome;
+pub(crate) mod outliers;
 pub(crate) mod shrink;
 pub(crate) mod timeline;
 

@@ -26,6 +26,7 @@ use crate::sim::checker::Invariant;
 use crate::sim::report;
 use crate::sim::report::cause::{Cause, IMPURE};
 use crate::sim::report::outcome::RunOutcome;
+use crate::sim::report::outliers::{self, Outlier};
 use crate::sim::report::timeline::{render_html, stamps_in, tick_topics};
 use crate::sim::running::purity::divergence;
 use crate::sim::running::simulation::{Regressions, Simulation};
@@ -64,6 +65,9 @@ pub struct Summary {
     pub reached: Vec<(String, u64)>,
     /// The failure, written up, if any run failed.
     pub failure: Option<String>,
+    /// The seeds whose runs took far more steps or deliveries than the
+    /// average, the largest first (at most three).
+    pub outliers: Vec<Outlier>,
 }
 
 impl Summary {
@@ -119,8 +123,11 @@ impl Simulation {
                 report::seed_size(&summary.stats, summary.seeds)
             );
         }
+        let outliers = outliers::note(&summary.outliers)
+            .map(|note| format!("; {note}"))
+            .unwrap_or_default();
         eprintln!(
-            "{}: {} seeds passed ({} regressions replayed first; {} deliveries, {} aborts, {} crashes; a seed, on average: {})",
+            "{}: {} seeds passed ({} regressions replayed first; {} deliveries, {} aborts, {} crashes; a seed, on average: {}{outliers})",
             self.name(),
             summary.seeds,
             summary.regressions,
@@ -176,6 +183,7 @@ impl Simulation {
             stats: Stats::default(),
             reached: marks.iter().map(|name| (name.clone(), 0)).collect(),
             failure: None,
+            outliers: Vec::new(),
         };
         for tape in &tapes {
             let outcome = self.run_tape(tape);
@@ -193,12 +201,15 @@ impl Simulation {
         // The lowest failing seed's index: seeds past it need not run.
         let lowest_failure = AtomicU64::new(u64::MAX);
         let results = Mutex::new((Stats::default(), vec![0u64; marks.len()], None));
+        // Each seed's size (seed, steps, deliveries), for the outliers.
+        let sizes: Mutex<Vec<(u64, u64, u64)>> = Mutex::new(Vec::with_capacity(seeds.len()));
         std::thread::scope(|scope| {
             for _ in 0..jobs.min(seeds.len()).max(1) {
                 scope.spawn(|| {
                     let mut stats = Stats::default();
                     let mut reached = vec![0u64; marks.len()];
                     let mut failed: Option<(u64, RunOutcome)> = None;
+                    let mut sized: Vec<(u64, u64, u64)> = Vec::new();
                     loop {
                         let index = next.fetch_add(1, Ordering::Relaxed);
                         if index as usize >= seeds.len()
@@ -219,6 +230,7 @@ impl Simulation {
                             }
                         }
                         stats.add(&outcome.stats);
+                        sized.push((seed, outcome.stats.steps, outcome.stats.deliveries));
                         for (count, yes) in reached.iter_mut().zip(&outcome.reached) {
                             *count += u64::from(*yes);
                         }
@@ -229,6 +241,7 @@ impl Simulation {
                             }
                         }
                     }
+                    sizes.lock().expect("a worker panicked").extend(sized);
                     let mut results = results.lock().expect("a worker panicked");
                     results.0.add(&stats);
                     for (total, count) in results.1.iter_mut().zip(&reached) {
@@ -248,6 +261,7 @@ impl Simulation {
         });
         let (stats, reached, failed) = results.into_inner().expect("a worker panicked");
         summary.stats = stats;
+        summary.outliers = outliers::outliers(&sizes.into_inner().expect("a worker panicked"));
         for ((_, total), count) in summary.reached.iter_mut().zip(reached) {
             *total = count;
         }
@@ -396,7 +410,9 @@ impl Simulation {
             .caller
             .test
             .as_deref()
-            .map(|test| format!(" -- {test} --exact"))
+            // `--include-ignored`, so the line runs an `#[ignore]`d test too
+            // (and changes nothing for one that is not).
+            .map(|test| format!(" -- {test} --exact --include-ignored"))
             .unwrap_or_default();
         let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "PACKAGE".into());
         let target = test_target().map_or_else(String::new, |target| format!(" --test {target}"));
@@ -480,6 +496,7 @@ impl Simulation {
             stats: outcome.stats.clone(),
             reached: Vec::new(),
             failure: None,
+            outliers: Vec::new(),
         };
         if !outcome.violations.is_empty() {
             let mut out = format!("{}: the replayed run fails\n", self.name());
