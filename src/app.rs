@@ -326,10 +326,46 @@ impl StagePlan {
     }
 }
 
+/// The 64-bit FNV-1a hash of `text`: how shapes are fingerprinted
+/// ([`App::shape_fingerprint`]), the same on every platform and build.
+pub fn fingerprint(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 impl App {
     /// The application id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The application's shape, one line per stage in order: its name,
+    /// group, consumed topics (sorted), tick, changelog and dead-letter
+    /// topics. Two builds with one shape derive the same topics and groups;
+    /// the logic inside the stages is not part of it.
+    pub fn shape(&self) -> String {
+        let mut shape = String::new();
+        for plan in self.stages() {
+            let topics = plan.consumed_topics();
+            let mut consumed: Vec<&str> = topics.iter().map(|topic| topic.as_str()).collect();
+            consumed.sort_unstable();
+            shape.push_str(&format!(
+                "stage {} group {} consumes {:?} ticks {:?} changelog {:?} dlq {:?}\n",
+                plan.name(),
+                plan.group,
+                consumed,
+                plan.tick_topic.as_ref().map(|topic| topic.as_str()),
+                plan.changelog.as_ref().map(|topic| topic.as_str()),
+                plan.dead_letter.as_ref().map(|topic| topic.as_str()),
+            ));
+        }
+        shape
+    }
+
+    /// The [`fingerprint`] of [`App::shape`].
+    pub fn shape_fingerprint(&self) -> u64 {
+        fingerprint(&self.shape())
     }
 
     /// The stages, in the order they were added.
@@ -472,6 +508,43 @@ mod tests {
 
     fn relay(name: &str, source: &Topic<String, i64>) -> Stage {
         Stage::named(name).on(source, |_| Vec::new()).build()
+    }
+
+    /// The shape fingerprint tells topologies apart, not logic: the same
+    /// stages with other logic have one fingerprint; another stage name,
+    /// another source, a tick or state added each give another.
+    #[test]
+    fn the_shape_fingerprint_changes_with_the_topology_not_the_logic() {
+        let one = |stage: Stage| Parsley::named("shop").stage(stage).build().unwrap();
+        let base = one(relay("relay", &orders())).shape_fingerprint();
+        let other_logic = Stage::named("relay")
+            .on(&orders(), |order| {
+                vec![orders().send(order.key().cloned(), 1)]
+            })
+            .build();
+        assert_eq!(one(other_logic).shape_fingerprint(), base);
+        let payments: Topic<String, i64> = Topic::new("payments");
+        let ticking = Stage::named("relay")
+            .on(&orders(), |_| Vec::new())
+            .ticks(Duration::from_secs(60), |_tick| Vec::new())
+            .build();
+        let stateful = Stage::named("relay")
+            .state(Json, || 0i64)
+            .on(&orders(), |count: i64, _order| Step::of(count + 1))
+            .build();
+        for changed in [
+            one(relay("forward", &orders())),
+            one(relay("relay", &payments)),
+            one(ticking),
+            one(stateful),
+        ] {
+            assert_ne!(changed.shape_fingerprint(), base, "{}", changed.shape());
+        }
+        assert_eq!(
+            fingerprint(""),
+            0xcbf2_9ce4_8422_2325,
+            "FNV-1a's offset basis"
+        );
     }
 
     /// S5, T2: a topic's role comes from the application, not from its

@@ -22,7 +22,8 @@
 //!   pending timer due at the tick's timestamp, earliest first, and removes
 //!   them from their slots, in the tick's transaction: a crash neither loses
 //!   nor repeats a fire (X1), and no fire precedes its time. A fire is at
-//!   most one resolution (plus the commit interval) late. In the
+//!   most one resolution (plus the commit interval) after the later of its
+//!   time and its request's timestamp. In the
 //!   `TestDriver`, `advance_wall_clock` ticks, so it fires what is due.
 //! - **Fires are stamped at the stamping site (G5).** The service's history
 //!   is the causal clock of K1 over the requests it delivered: a fire claims
@@ -596,7 +597,7 @@ mod tests {
     /// refused, naming the record; a time before the request's own
     /// timestamp is not (it is due at once).
     #[test]
-    fn k2_bad_requests_are_refused_naming_the_record() {
+    fn k2_bad_requests_are_refused_naming_the_record_and_past_times_accepted() {
         let (stage, _) = stage();
         let tp = Tp::new("requests", 2);
         let name = TopicName::new("requests");

@@ -238,9 +238,15 @@ fn rerun(test: &str, replay: &str) -> (bool, String) {
 
 /// A wrong property ("no report total passes 40") as a user might write it.
 fn wrong_property(regressions: Regressions) -> Simulation {
+    wrong_property_over(regressions, 60)
+}
+
+/// The wrong property over a workload of `inputs` records.
+fn wrong_property_over(regressions: Regressions, inputs: u64) -> Simulation {
     let shop = shop(false);
     let reports = shop.reports.clone();
     simulation(shop)
+        .inputs(inputs)
         .seeds(0..50)
         .regressions(regressions)
         .property("no report total passes 40", move |run| {
@@ -365,6 +371,49 @@ fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
     assert!(!again.status.success(), "the replay passed:\n{text}");
     assert!(text.contains("the replayed run fails"), "{text}");
     assert!(!text.contains("1 ignored"), "{text}");
+}
+
+/// A regression tape kept by one build is stale for another (here the same
+/// app and property over a larger workload, so the tape's choices would
+/// mean another run): the check names it as stale by file and line and
+/// does not replay it, so its verdict is the seeds', never "a regression
+/// tape fails" and never impure logic (S4).
+#[test]
+fn a_tape_of_another_build_is_reported_stale_and_not_replayed() {
+    let kept = std::env::temp_dir().join(format!("parsley-sim-builds-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&kept);
+    let first = wrong_property(Regressions::File(kept.clone()));
+    let report = panic_text(
+        catch_unwind(AssertUnwindSafe(|| first.check())).expect_err("the property is wrong"),
+    );
+    assert!(report.contains("Kept in"), "{report}");
+    let text = std::fs::read_to_string(&kept).expect("the tape is kept");
+    assert!(
+        text.contains(" build="),
+        "the kept line names its build:\n{text}"
+    );
+    // The same build replays the tape first.
+    let again =
+        panic_text(catch_unwind(AssertUnwindSafe(|| first.check())).expect_err("still wrong"));
+    assert!(again.contains("a regression tape fails"), "{again}");
+    assert!(!again.contains("stale regression tape"), "{again}");
+    // Another build: the tape is stale, named, and skipped.
+    let other = wrong_property_over(Regressions::File(kept.clone()), 80);
+    let report = panic_text(
+        catch_unwind(AssertUnwindSafe(|| other.check())).expect_err("the property is wrong"),
+    );
+    let _ = std::fs::remove_file(&kept);
+    assert!(
+        report.contains(&format!("{}:", kept.display()))
+            && report.contains("stale regression tape"),
+        "{report}"
+    );
+    assert!(!report.contains("a regression tape fails"), "{report}");
+    assert!(!report.contains("S4"), "{report}");
+    assert!(
+        report.contains("shop: seed "),
+        "the seeds give the verdict: {report}"
+    );
 }
 
 /// Run by the test below through a replay line: the broken fold.

@@ -30,7 +30,9 @@ pub struct LiveConfig {
     /// The producers' `transaction.timeout.ms`: the broker aborts (and
     /// fences) a transaction open longer than this.
     pub transaction_timeout: Duration,
-    /// How long [`LiveClient::new`] tries to reach a bootstrap address.
+    /// How long [`LiveClient::new`] tries to reach a bootstrap address, and
+    /// how long `Runtime::start` retries what Kafka says to retry (a
+    /// coordinator loading or moving, a leader not elected yet).
     pub connect_timeout: Duration,
     /// Extra librdkafka properties for every client, applied last, so they
     /// override the adapter's own settings.

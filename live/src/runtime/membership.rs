@@ -67,29 +67,18 @@ pub fn membership_topic(app_id: &str) -> String {
 /// This instance's identity in the instances' group, carried as the
 /// membership consumer's `client.id` (which every member of the group can
 /// read): `parsley;app=<id>;topology=<fingerprint>;stages=<stage>x<tasks>,…`.
-/// The fingerprint is a 64-bit FNV-1a hash of the assembly's shape: each
-/// stage's name, group, consumed, tick, changelog and dead-letter topics and
-/// task count, and every topic the application touches with its partition
-/// count. Two instances of one application and topology have the same
+/// The fingerprint is a 64-bit FNV-1a hash of the assembly's shape: the
+/// application's ([`App::shape`]: each stage's name, group, consumed, tick,
+/// changelog and dead-letter topics), each stage's task count, and every
+/// topic the application touches with its partition count. Two instances of one application and topology have the same
 /// identity; another application, or another topology, under the same id
 /// has another, and is refused at join ([`RuntimeError::GroupConflict`]).
 pub fn group_identity(app: &App, assembly: &Assembly) -> String {
-    let mut shape = String::new();
+    let mut shape = app.shape();
     for plan in app.stages() {
-        let mut consumed: Vec<String> = plan
-            .consumed_topics()
-            .iter()
-            .map(|topic| topic.as_str().to_owned())
-            .collect();
-        consumed.sort();
         shape.push_str(&format!(
-            "stage {} group {} consumes {:?} ticks {:?} changelog {:?} dlq {:?} tasks {:?}\n",
+            "stage {} tasks {:?}\n",
             plan.name(),
-            plan.group,
-            consumed,
-            plan.tick_topic.as_ref().map(|topic| topic.as_str()),
-            plan.changelog.as_ref().map(|topic| topic.as_str()),
-            plan.dead_letter.as_ref().map(|topic| topic.as_str()),
             assembly.tasks_of(plan.name()),
         ));
     }
@@ -118,7 +107,7 @@ pub fn group_identity(app: &App, assembly: &Assembly) -> String {
     let mut identity = format!(
         "parsley;app={};topology={:016x};stages={}",
         app.id(),
-        fnv1a(shape.as_bytes()),
+        parsley::app::fingerprint(&shape),
         stages.join(",")
     );
     // librdkafka and the broker take long client ids, but logs do not.
@@ -140,12 +129,6 @@ fn topology_of(identity: &str) -> &str {
         .split(';')
         .find(|part| part.starts_with("topology="))
         .unwrap_or(identity)
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// The identities of the group's live members that are not `ours`: another

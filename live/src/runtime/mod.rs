@@ -52,7 +52,6 @@ use tasks::TaskSet;
 pub use error::{MembershipFailure, ReleaseCause, RuntimeError};
 pub use figures::{Health, HealthError};
 pub use membership::{group_identity, membership_topic, GroupMembership};
-pub use retry::is_retriable_at_start;
 pub use setup::{assemble_on, create_topics, TopicSetup};
 pub use task_loop::{wall_clock_ms, TaskRun};
 
@@ -250,7 +249,9 @@ impl Runtime {
     /// tasks: its share at once, or, with group membership, joins the
     /// instances' group (making its topic if need be) and starts what the
     /// group assigns. A missing or mis-sized topic stops start-up here,
-    /// before any task runs.
+    /// before any task runs. What Kafka says to retry (a coordinator
+    /// loading or moving, a leader not elected yet) is retried for up to
+    /// [`LiveConfig::connect_timeout`], each answer logged once.
     pub async fn start(app: Arc<App>, config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
         let client = Arc::new(LiveClient::new(config.live.clone())?);
         // Every call to Kafka before the tasks run retries what Kafka says

@@ -23,7 +23,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// True for the broker answers Kafka's protocol marks retriable that a
 /// start-up call can meet: the coordinator or a leader is loading, moving or
 /// not elected yet, or the broker timed the request out.
-pub fn is_retriable_at_start(code: RDKafkaErrorCode) -> bool {
+pub(crate) fn is_retriable_at_start(code: RDKafkaErrorCode) -> bool {
     use RDKafkaErrorCode as Code;
     matches!(
         code,

@@ -68,6 +68,9 @@ pub struct Summary {
     /// The seeds whose runs took far more steps or deliveries than the
     /// average, the largest first (at most three).
     pub outliers: Vec<Outlier>,
+    /// Regression tapes skipped as stale (recorded against another build of
+    /// the app or its settings), each as `file:line`.
+    pub stale_regressions: Vec<String>,
 }
 
 impl Summary {
@@ -104,9 +107,11 @@ impl Simulation {
             test: test_name(),
         };
         let summary = self.check_with(&caller);
+        let stale = stale_note(self.name(), &summary.stale_regressions);
         if let Some(failure) = &summary.failure {
-            panic!("{failure}");
+            panic!("{failure}{stale}");
         }
+        eprint!("{stale}");
         let never = summary.never_reached();
         if !never.is_empty() {
             panic!(
@@ -154,10 +159,11 @@ impl Simulation {
             Regressions::File(path) => Some(path.clone()),
             Regressions::Off => None,
         };
-        let tapes = regressions
+        let kept = regressions
             .as_deref()
-            .map(|path| read_regressions(path, caller.test.as_deref()))
+            .map(|path| read_regressions(path, caller.test.as_deref(), self.build_fingerprint()))
             .unwrap_or_default();
+        let tapes = kept.tapes;
         let seeds = match seeds_from_env(self.seeds()) {
             Ok(seeds) => seeds,
             Err(message) => panic!("{message}"),
@@ -170,7 +176,9 @@ impl Simulation {
             caller,
             regressions: regressions.as_deref(),
         };
-        self.run_many(tapes, seeds, Some(&context))
+        let mut summary = self.run_many(tapes, seeds, Some(&context));
+        summary.stale_regressions = kept.stale;
+        summary
     }
 
     /// Runs the regression tapes, then the seeds on every core; the lowest
@@ -184,6 +192,7 @@ impl Simulation {
             reached: marks.iter().map(|name| (name.clone(), 0)).collect(),
             failure: None,
             outliers: Vec::new(),
+            stale_regressions: Vec::new(),
         };
         for tape in &tapes {
             let outcome = self.run_tape(tape);
@@ -370,7 +379,8 @@ impl Simulation {
                 let _ = writeln!(out, "Timeline of the shrunk run: {}", path.display());
             }
             if let Some(path) = context.regressions {
-                match append_regression(path, context.caller.test.as_deref(), &hex, &failure) {
+                let test = context.caller.test.as_deref();
+                match append_regression(path, test, &hex, self.build_fingerprint(), &failure) {
                     Ok(()) => {
                         let _ = writeln!(
                             out,
@@ -497,6 +507,7 @@ impl Simulation {
             reached: Vec::new(),
             failure: None,
             outliers: Vec::new(),
+            stale_regressions: Vec::new(),
         };
         if !outcome.violations.is_empty() {
             let mut out = format!("{}: the replayed run fails\n", self.name());
@@ -573,38 +584,94 @@ fn regressions_file(file: &str) -> Option<PathBuf> {
     Some(root.join("tests").join("sim-regressions").join(name))
 }
 
-/// The tapes kept for `test` (lines `<test> <hex tape>`; `#` comments).
+/// The words for stale regression tapes, one line each; empty if none.
+fn stale_note(name: &str, stale: &[String]) -> String {
+    stale
+        .iter()
+        .map(|line| {
+            format!(
+                "\n{name}: {line}: stale regression tape, recorded against another build of the \
+                 app or its settings (another topology, knobs or tape format), so its choices mean \
+                 another run: skipped, not replayed; delete the line, or record it again\n"
+            )
+        })
+        .collect()
+}
+
+/// The tape format: a regression line records it in its build, so a tape
+/// of an older format is stale rather than misread.
+const TAPE_FORMAT: u32 = 1;
+
+impl Simulation {
+    /// What a tape's choices mean: the app's shape ([`parsley::App::shape`]),
+    /// every knob, and the tape format, fingerprinted. A regression tape
+    /// recorded under another is stale.
+    pub(crate) fn build_fingerprint(&self) -> u64 {
+        parsley::app::fingerprint(&format!(
+            "tape format {TAPE_FORMAT}\n{}settings {:?}\n",
+            self.app().shape(),
+            self.settings()
+        ))
+    }
+}
+
+/// What a regression file keeps for a test.
+#[derive(Debug, Default, PartialEq)]
+struct Kept {
+    /// The tapes to replay first.
+    tapes: Vec<Vec<u8>>,
+    /// The `file:line` of each tape recorded against another build.
+    stale: Vec<String>,
+}
+
+/// The tapes kept for `test` (lines `<test> <hex tape> build=<hex>`; `#`
+/// comments). A line whose build is not `build` is stale; a line with no
+/// build (written before builds were recorded) is replayed.
 ///
 /// # Panics
 ///
 /// On a tape that is not hex, naming the file and line.
-fn read_regressions(path: &Path, test: Option<&str>) -> Vec<Vec<u8>> {
+fn read_regressions(path: &Path, test: Option<&str>, build: u64) -> Kept {
     let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
+        return Kept::default();
     };
-    let mut tapes = Vec::new();
+    let mut kept = Kept::default();
     for (number, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         // The empty tape (the simplest run) is the test name alone.
-        let (name, hex) = line.split_once(' ').unwrap_or((line, ""));
+        let mut words = line.split(' ');
+        let name = words.next().unwrap_or_default();
         if test.is_some_and(|test| test != name) {
             continue;
         }
+        let (mut hex, mut recorded) = ("", None);
+        for word in words {
+            match word.strip_prefix("build=") {
+                Some(build) => recorded = Some(build),
+                None => hex = word,
+            }
+        }
+        if recorded.is_some_and(|recorded| recorded != format!("{build:016x}")) {
+            kept.stale
+                .push(format!("{}:{}", path.display(), number + 1));
+            continue;
+        }
         match tape::from_hex(hex) {
-            Ok(tape) => tapes.push(tape),
+            Ok(tape) => kept.tapes.push(tape),
             Err(error) => panic!("{}:{}: not a hex tape: {error}", path.display(), number + 1),
         }
     }
-    tapes
+    kept
 }
 
 fn append_regression(
     path: &Path,
     test: Option<&str>,
     hex: &str,
+    build: u64,
     failure: &report::Failure,
 ) -> std::io::Result<()> {
     use std::io::Write;
@@ -620,12 +687,14 @@ fn append_regression(
         writeln!(
             file,
             "# Shrunk choice tapes of failed simulation runs, one per line as\n\
-             # `<test name> <hex tape>`. Each is replayed before the seeds of its\n\
-             # test. Commit this file; delete a line once its bug is fixed for good."
+             # `<test name> <hex tape> build=<the app's and settings' fingerprint>`.\n\
+             # Each is replayed before the seeds of its test while its build is the\n\
+             # test's; another build's is reported stale and skipped. Commit this\n\
+             # file; delete a line once its bug is fixed for good."
         )?;
     }
     writeln!(file, "# {}", failure.invariant)?;
-    writeln!(file, "{} {hex}", test.unwrap_or("-"))
+    writeln!(file, "{} {hex} build={build:016x}", test.unwrap_or("-"))
 }
 
 /// Writes the run's timeline to `target/parsley-sim/`; `None` if it cannot.
@@ -746,8 +815,21 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.txt");
         std::fs::write(&path, "# comment\na::one 0001\nb::two ff\n").unwrap();
-        assert_eq!(read_regressions(&path, Some("a::one")), vec![vec![0, 1]]);
-        assert_eq!(read_regressions(&path, None).len(), 2);
+        assert_eq!(
+            read_regressions(&path, Some("a::one"), 7).tapes,
+            vec![vec![0, 1]]
+        );
+        assert_eq!(read_regressions(&path, None, 7).tapes.len(), 2);
+        // A tape of another build is stale: named by file and line, not
+        // replayed; one of this build is.
+        std::fs::write(
+            &path,
+            format!("a::one 0001 build={:016x}\na::one 02 build={:016x}\n", 7, 8),
+        )
+        .unwrap();
+        let kept = read_regressions(&path, Some("a::one"), 7);
+        assert_eq!(kept.tapes, vec![vec![0, 1]]);
+        assert_eq!(kept.stale, [format!("{}:2", path.display())]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,6 +1,6 @@
 //! How a simulation stresses an application: partitions, instances, the
 //! workload, the clock, fault rates and the phases' budgets. A scenario file
-//! (`sim::scenario`, feature `scenario-files`) sets the same knobs as
+//! (`sim::Scenario`, feature `scenario-files`) sets the same knobs as
 //! [`SimulationBuilder`](crate::sim::SimulationBuilder)'s methods.
 
 use std::ops::Range;
