@@ -93,6 +93,22 @@ pub async fn read_committed(
             read.records.insert(tp, fetched.records);
         }
     }
+    // A transaction's commit reaches its partitions one marker at a time,
+    // and a group's offsets may show it committed before every data
+    // partition does: a log whose read stopped at an open transaction is
+    // read on once every other was, so that what committed with the cut's
+    // offsets is in (what committed since lies beyond the cut).
+    for (tp, bounds) in read.bounds.iter_mut() {
+        if bounds.read_until >= bounds.end {
+            continue;
+        }
+        let fetched = consumer.fetch(tp, bounds.read_until).await?;
+        bounds.read_until = bounds.read_until.max(fetched.next_offset);
+        bounds.end = bounds.end.max(fetched.high_watermark);
+        if let Some(records) = read.records.get_mut(tp) {
+            records.extend(fetched.records);
+        }
+    }
     read.committed_after = group_offsets(client, app, assembly).await?;
     Ok(read)
 }
