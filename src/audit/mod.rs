@@ -116,8 +116,10 @@
 //!   stamp claims nothing beyond the cut is still reported.
 //! * **Claims at a cut.** The logs are read one after another while the
 //!   application runs, and a record may claim, through the stamps of the
-//!   records its task holds (G5), a cause still in an open transaction: a
-//!   claim at or beyond where its tp's read stopped is unverifiable there.
+//!   records its task holds (G5), a cause still in an open transaction, or
+//!   one appended after its tp was read: in a read at a cut, a claim at or
+//!   beyond where its tp's read stopped is unverifiable, whether or not a
+//!   task moved (a task idle behind a held record claims as much).
 //!   A claim below it that names no committed record is reported whatever
 //!   the record's side of the cut (what lies below a last stable offset is
 //!   settled). And since the offsets were read before the logs, a committed
