@@ -35,8 +35,10 @@
 //!   `--json` prints the same as one JSON document;
 //! - `skip APP` gets a stopped task past one named record: the record is
 //!   dead-lettered as skipped in the task's transaction (X5);
-//! - `audit APP` reads the committed topics back with `read_committed` and
-//!   runs the log-only checks of [`parsley::audit`] on them.
+//! - `audit APP` reads the committed topics back with `read_committed` at a
+//!   consistent cut (the group offsets first, then every log to its last
+//!   stable offset, [`crate::read_committed`]) and runs the log-only checks
+//!   of [`parsley::audit`] on them; the application may be running.
 //!
 //! The cluster is `--bootstrap`, or `KAFKA_BOOTSTRAP_SERVERS`. A bootstrap
 //! address must accept a connection and answer Kafka's `ApiVersions` within
@@ -286,7 +288,18 @@ enum Command {
     Produce(ProduceArgs),
     /// Run an instance of the application until SIGINT or SIGTERM.
     Run(RunArgs),
-    /// Read the committed topics back and check their stamps and outputs.
+    /// Read the committed topics back at a consistent cut and check their
+    /// stamps and outputs; the application may be running.
+    ///
+    /// The cut: each stage group's committed offsets are read first, then
+    /// every log up to its last stable offset, then the offsets again. What
+    /// the offsets of the cut, the records below them and what committed
+    /// with them claim is judged; what the application committed after the
+    /// offsets were read (ticks, timer fires, outputs still in flight) lies
+    /// beyond the cut and is no violation. The summary names the cut per tp
+    /// (each group's committed offset, where the log was read to) and how
+    /// many records lay beyond it. Of an application at rest the cut is
+    /// everything. Exit 0 clean, 1 violations found.
     Audit(Common),
     /// Print each task's committed position, log end, lag, owner and state,
     /// read from the cluster (whether or not an instance runs).

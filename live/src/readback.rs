@@ -20,8 +20,13 @@ pub struct ReadBack {
     /// Per tp, the log start, where the read stopped and the log end.
     pub bounds: BTreeMap<Tp, LogBounds>,
     /// Each stage group's (`<app>-<stage>`) committed offset and checkpoint
-    /// on each tp its tasks consume, where it has one.
+    /// on each tp its tasks consume, where it has one, read before the logs:
+    /// the cut of the audit (`parsley::audit`, *At a consistent cut*).
     pub committed: BTreeMap<(String, Tp), CommittedOffset>,
+    /// The same offsets read again once every log was read: where they
+    /// differ from [`ReadBack::committed`], the task committed while the
+    /// logs were read.
+    pub committed_after: BTreeMap<(String, Tp), CommittedOffset>,
 }
 
 impl ReadBack {
@@ -47,20 +52,29 @@ impl ReadBack {
         for ((group, tp), committed) in &self.committed {
             logs.insert_committed(group, tp.clone(), committed.clone());
         }
+        logs.insert_committed_after(self.committed_after.clone());
         logs
     }
 }
 
-/// Reads every partition of every topic the application touches up to its
-/// last stable offset, and each stage group's committed offsets on the tps
-/// the stage's tasks consume. Run it once the application has stopped, or it reads a
-/// moment of a moving target.
+/// Reads an application at a consistent cut: each stage group's committed
+/// offsets on the tps the stage's tasks consume first, then every partition
+/// of every topic the application touches up to its last stable offset, then
+/// the offsets again. A committed offset read first never lies beyond a log
+/// read after it, and everything committed with it is read; what the
+/// application committed after it is beyond the cut, which
+/// `parsley::audit` does not judge (its module docs, *At a consistent
+/// cut*). The application may be running or stopped (the cut is then
+/// everything).
 pub async fn read_committed(
     client: &LiveClient,
     app: &App,
     assembly: &Assembly,
 ) -> Result<ReadBack, LiveError> {
-    let mut read = ReadBack::default();
+    let mut read = ReadBack {
+        committed: group_offsets(client, app, assembly).await?,
+        ..ReadBack::default()
+    };
     let mut consumer = client.consumer(&format!("{}-audit", app.id()), Isolation::ReadCommitted)?;
     for contract in ContractProbes::probe(app) {
         let partitions = assembly.partitions_of(contract.name.as_str()).unwrap_or(0);
@@ -79,6 +93,34 @@ pub async fn read_committed(
             read.records.insert(tp, fetched.records);
         }
     }
+    // A transaction's commit reaches its partitions one marker at a time,
+    // and a group's offsets may show it committed before every data
+    // partition does: a log whose read stopped at an open transaction is
+    // read on once every other was, so that what committed with the cut's
+    // offsets is in (what committed since lies beyond the cut).
+    for (tp, bounds) in read.bounds.iter_mut() {
+        if bounds.read_until >= bounds.end {
+            continue;
+        }
+        let fetched = consumer.fetch(tp, bounds.read_until).await?;
+        bounds.read_until = bounds.read_until.max(fetched.next_offset);
+        bounds.end = bounds.end.max(fetched.high_watermark);
+        if let Some(records) = read.records.get_mut(tp) {
+            records.extend(fetched.records);
+        }
+    }
+    read.committed_after = group_offsets(client, app, assembly).await?;
+    Ok(read)
+}
+
+/// Each stage group's committed offsets on the tps the stage's tasks
+/// consume, where it has one.
+async fn group_offsets(
+    client: &LiveClient,
+    app: &App,
+    assembly: &Assembly,
+) -> Result<BTreeMap<(String, Tp), CommittedOffset>, LiveError> {
+    let mut offsets = BTreeMap::new();
     for plan in app.stages() {
         let consumed: Vec<Tp> = plan
             .consumed_topics()
@@ -92,9 +134,9 @@ pub async fn read_committed(
         let committed = group.committed(&consumed).await?;
         for (tp, committed) in consumed.into_iter().zip(committed) {
             if let Some(committed) = committed {
-                read.committed.insert((plan.group.clone(), tp), committed);
+                offsets.insert((plan.group.clone(), tp), committed);
             }
         }
     }
-    Ok(read)
+    Ok(offsets)
 }

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::index::{describe_record, DeadLetters, Lane, Log, TaskPlan};
-use super::{AuditOptions, AuditSummary, AuditViolation, CommittedLogs, Invariant};
+use super::index::{describe_record, Beyond, DeadLetters, Lane, Log, TaskPlan};
+use super::{AuditOptions, AuditSummary, AuditViolation, CommittedLogs, Invariant, TpCut};
 use crate::assembly::Assembly;
 use crate::task::{tick_of, Checkpoint, CommittedOffset, TaskId};
 use crate::{App, Claim, DeadLetter, DeadLetterKind, Stamp, Tp};
@@ -41,7 +41,12 @@ impl<'a> Auditor<'a> {
     /// G6 over every record read: each claim names a committed record. The
     /// claims of a record the operator skipped are not checked: a skip is
     /// how an operator gets past a claim that can never resolve
-    /// (docs/RULES.md#skip).
+    /// (docs/RULES.md#skip). In a read at a cut
+    /// ([`CommittedLogs::read_at_cut`]) a claim at or beyond where its tp's
+    /// read stopped is unverifiable: the logs are read one after another
+    /// while the application runs, and a record may claim, through the
+    /// stamps of the records its task holds (G5), a cause that committed
+    /// after that tp was read.
     pub(super) fn check_claims(&mut self, skipped: &HashSet<(Tp, u64)>) {
         // Bad claims, grouped so that one missing record is reported once.
         let mut bad: BTreeMap<Claim, BadClaim> = BTreeMap::new();
@@ -103,7 +108,10 @@ impl<'a> Auditor<'a> {
                         continue;
                     }
                     let bounds = claimed.bounds;
-                    let finding = if claim.offset < bounds.start {
+                    // At a cut, a claim past where its tp was read may name
+                    // a record committed since.
+                    let later = claim.offset >= bounds.read_until && self.logs.read_at_cut();
+                    let finding = if claim.offset < bounds.start || later {
                         None
                     } else if claim.offset >= bounds.end {
                         Some((
@@ -204,6 +212,17 @@ impl<'a> Auditor<'a> {
     /// Every task of the assembly with its lanes and committed prefixes.
     pub(super) fn tasks(&mut self) -> Vec<TaskPlan<'a>> {
         let index = self.index;
+        self.summary.cut.read_again = self.logs.read_at_cut();
+        for (tp, log) in index {
+            self.summary.cut.tps.insert(
+                tp.clone(),
+                TpCut {
+                    committed: Vec::new(),
+                    read_until: log.bounds.read_until,
+                    beyond: 0,
+                },
+            );
+        }
         let mut tasks = Vec::new();
         for (stage, count) in &self.assembly.tasks {
             let Some(plan) = self.app.stage(stage) else {
@@ -216,12 +235,14 @@ impl<'a> Auditor<'a> {
                 };
                 let mut lanes = Vec::new();
                 let mut unreadable = None;
+                let mut moved = false;
                 for topic in plan.consumed_topics() {
                     let count = self.assembly.partitions_of(topic.as_str()).unwrap_or(0);
                     if partition >= count {
                         continue;
                     }
                     let tp = Tp::new(topic.clone(), partition);
+                    moved |= self.logs.moved(&plan.group, &tp);
                     let committed = self
                         .logs
                         .committed(&plan.group, &tp)
@@ -232,6 +253,9 @@ impl<'a> Auditor<'a> {
                         }
                         continue;
                     };
+                    if let Some(cut) = self.summary.cut.tps.get_mut(&tp) {
+                        cut.committed.push((plan.group.clone(), committed));
+                    }
                     if committed > log.bounds.end {
                         self.violations.push(AuditViolation::new(
                             Invariant::I2,
@@ -243,6 +267,20 @@ impl<'a> Auditor<'a> {
                         ));
                         unreadable = Some(format!(
                             "its committed offset on {tp} is beyond the log end"
+                        ));
+                    } else if committed > log.bounds.read_until && self.logs.read_at_cut() {
+                        // The offsets were read before the logs: what lies
+                        // below them had committed before the log was read.
+                        self.violations.push(AuditViolation::new(
+                            Invariant::I3,
+                            0,
+                            format!(
+                                "task {id}: precommitted read: the committed offset {committed} of {tp}, read before the log, lies beyond its last stable offset {} read after it; the task delivered records of a transaction still open",
+                                log.bounds.read_until
+                            ),
+                        ));
+                        unreadable = Some(format!(
+                            "its committed offset on {tp} is beyond the last stable offset"
                         ));
                     } else if committed > log.bounds.read_until {
                         unreadable = Some(format!(
@@ -261,15 +299,79 @@ impl<'a> Auditor<'a> {
                         committed,
                     });
                 }
+                self.summary.cut.tasks_moved += usize::from(moved);
                 tasks.push(TaskPlan {
                     id,
                     plan,
                     lanes,
                     unreadable,
+                    moved,
                 });
             }
         }
         tasks
+    }
+
+    /// The records read that lie beyond the cut (module docs, *At a
+    /// consistent cut*), found without a search: of each task that
+    /// committed while the logs were read, every record of a partition it
+    /// writes (sinks, dead letters) whose stamp claims one of its lanes at or
+    /// beyond the lane's committed offset (an effect of a delivery the cut
+    /// does not hold), every dead letter naming such a delivery, and every
+    /// tick later than the cut's checkpoint's tick time. The changelog carries no stamps: what of a moving task's changelog
+    /// its committed deliveries do not write is beyond the cut too, counted
+    /// after the reconstruction.
+    pub(super) fn beyond_cut(&self, tasks: &[TaskPlan<'a>]) -> Beyond {
+        let mut beyond = Beyond::new();
+        for task in tasks.iter().filter(|task| task.moved) {
+            let claims_beyond = |stamp: &Stamp| {
+                stamp.claims().iter().any(|claim| {
+                    task.lanes
+                        .iter()
+                        .any(|lane| lane.tp == claim.tp && claim.offset >= lane.committed)
+                })
+            };
+            let plan = task.plan;
+            let mut written: Vec<Tp> = Vec::new();
+            for sink in plan.stage.sinks() {
+                let partitions = self.assembly.partitions_of(sink.name.as_str()).unwrap_or(0);
+                written
+                    .extend((0..partitions).map(|partition| Tp::new(sink.name.clone(), partition)));
+            }
+            if let Some(topic) = &plan.dead_letter {
+                written.push(Tp::new(topic.clone(), task.id.partition));
+            }
+            for tp in &written {
+                let Some(log) = self.index.get(tp) else {
+                    continue;
+                };
+                for (index, record) in log.records.iter().enumerate() {
+                    let names_beyond = plan.dead_letter.as_ref() == Some(&tp.topic)
+                        && DeadLetter::from_record(&record.data).is_ok_and(|letter| {
+                            task.lanes
+                                .iter()
+                                .any(|lane| lane.tp == letter.tp && letter.offset >= lane.committed)
+                        });
+                    if names_beyond || claims_beyond(log.stamp(index)) {
+                        beyond.insert((tp.clone(), record.offset));
+                    }
+                }
+            }
+            if let Some(lane) = task.lanes.iter().find(|lane| lane.tick) {
+                let tick_at = task
+                    .lanes
+                    .first()
+                    .and_then(|lane| self.logs.committed(&plan.group, &lane.tp))
+                    .and_then(|committed| Checkpoint::decode(&committed.metadata).ok())
+                    .and_then(|checkpoint| checkpoint.last_tick_at);
+                for record in lane.log.records {
+                    if tick_at.is_none_or(|at| record.data.timestamp > at) {
+                        beyond.insert((lane.tp.clone(), record.offset));
+                    }
+                }
+            }
+        }
+        beyond
     }
 
     /// G4, G7, T6: the committed checkpoint against the committed prefix and
@@ -281,7 +383,12 @@ impl<'a> Auditor<'a> {
     /// the history, but its stamp merged only if the gate let it through
     /// (docs/RULES.md#skip), which depends on the interleaving: the
     /// checkpoint must lie between the two.
-    pub(super) fn check_checkpoint(&mut self, task: &TaskPlan<'a>, dead: Option<&DeadLetters<'a>>) {
+    pub(super) fn check_checkpoint(
+        &mut self,
+        task: &TaskPlan<'a>,
+        dead: Option<&DeadLetters<'a>>,
+        beyond: &Beyond,
+    ) {
         let id = &task.id;
         let mut expected = Stamp::empty();
         let mut skipped_stamps = Stamp::empty();
@@ -372,11 +479,14 @@ impl<'a> Auditor<'a> {
             );
         }
         if let Some(tick_lane) = task.lanes.iter().find(|lane| lane.tick) {
+            // The last tick of the cut: ticks of transactions committed
+            // after it lie beyond.
             let last = tick_lane
                 .log
                 .records
                 .iter()
                 .rev()
+                .filter(|record| !beyond.contains(&(tick_lane.tp.clone(), record.offset)))
                 .find_map(|record| tick_of(record).map(|tick| (record.offset, tick.timestamp)));
             if checkpoint.last_tick_at != last.map(|(_, time)| time) {
                 let committed_tick = match last {
@@ -407,6 +517,7 @@ impl<'a> Auditor<'a> {
     pub(super) fn check_dead_letters(
         &mut self,
         tasks: &[TaskPlan<'a>],
+        beyond: &Beyond,
     ) -> Vec<Option<DeadLetters<'a>>> {
         let index = self.index;
         let mut all = Vec::with_capacity(tasks.len());
@@ -477,7 +588,7 @@ impl<'a> Auditor<'a> {
                         (at < task.lanes[lane].len).then_some((lane, at))
                     });
                 let Some((lane, named_index)) = delivered else {
-                    if task.unreadable.is_none() {
+                    if task.unreadable.is_none() && !beyond.contains(&(tp.clone(), record.offset)) {
                         self.violation(
                             Invariant::I10,
                             0,

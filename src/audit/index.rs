@@ -94,7 +94,13 @@ pub(super) struct TaskPlan<'a> {
     /// Set by [`Auditor::tasks`](super::checks::Auditor::tasks) when the task
     /// cannot be reconstructed.
     pub(super) unreadable: Option<String>,
+    /// The task committed while the logs were read: what its later
+    /// transactions wrote lies beyond the cut.
+    pub(super) moved: bool,
 }
+
+/// The records read that lie beyond the cut, as `(tp, offset)`.
+pub(super) type Beyond = std::collections::HashSet<(Tp, u64)>;
 
 pub(super) fn describe_record(record: &ConsumedRecord) -> String {
     let render = |bytes: Option<&Bytes>| {

@@ -81,6 +81,56 @@
 //! by [`AuditOptions::search_steps`]; a task whose search runs out of steps is
 //! reported as a note in the summary (*inconclusive*), never as a violation.
 //!
+//! # At a consistent cut
+//!
+//! A running application never stops writing: input flows, ticks and timer
+//! fires commit, outputs are in flight. Its audit is taken at a cut, as
+//! Kafka's own tools read a running group (`kafka-consumer-groups
+//! --describe` reads the committed offsets, then the log ends) and as
+//! Kafka Streams' exactly-once recovery sees a task (its committed offsets,
+//! and what its transactions committed with them):
+//!
+//! * **The cut** is each stage group's committed offsets (with their
+//!   checkpoints) read first, at `t0` ([`CommittedLogs::insert_committed`]);
+//!   every log is read after them, each up to its last stable offset at
+//!   its own read `t1 > t0`. A committed offset therefore never lies beyond
+//!   a log read after it, and every record a transaction committed before
+//!   `t0` is read. The offsets are read once more after the logs
+//!   ([`CommittedLogs::insert_committed_after`]); a task whose offsets or
+//!   checkpoint differ then *moved*: it committed while the logs were read.
+//! * **Within the cut** are, of each task, its committed history (the
+//!   records of its lanes below the cut's offsets, whose claims and outputs
+//!   are judged as below) and what the transactions that committed those
+//!   offsets wrote. **Beyond the cut** is what a moving task's later
+//!   transactions wrote: the records of its sink and dead-letter
+//!   partitions whose stamp claims one of its lanes at or beyond the cut's
+//!   offset (every emission and dead letter claims the delivery it is for,
+//!   G5), dead letters naming such a delivery, its ticks later than the
+//!   cut's checkpoint's tick time (the tick time commits with the tick,
+//!   T6), and its changelog records after the last one its committed
+//!   deliveries write (changelog records carry no stamps). A record beyond
+//!   the cut, left over once the committed history is reconstructed, is not
+//!   an extra output, nor a dead letter or state change no committed
+//!   delivery writes, nor a tick the checkpoint should name. Everything within the cut is judged as
+//!   before: an output of the cut that no delivery emits, a lost emission,
+//!   a wrong checkpoint are violations whatever runs. An extra output whose
+//!   stamp claims nothing beyond the cut is still reported.
+//! * **Claims at a cut.** The logs are read one after another while the
+//!   application runs, and a record may claim, through the stamps of the
+//!   records its task holds (G5), a cause still in an open transaction, or
+//!   one appended after its tp was read: in a read at a cut, a claim at or
+//!   beyond where its tp's read stopped is unverifiable, whether or not a
+//!   task moved (a task idle behind a held record claims as much).
+//!   A claim below it that names no committed record is reported whatever
+//!   the record's side of the cut (what lies below a last stable offset is
+//!   settled). And since the offsets were read before the logs, a committed
+//!   offset beyond its tp's last stable offset is a precommitted read (I3).
+//! * A task that did not move, and every task of a read whose offsets were
+//!   not read again (a stopped application, the model), has nothing beyond
+//!   the cut: the cut is then everything and the audit is the same as of
+//!   an application at rest. [`AuditSummary::cut`] names the cut per tp
+//!   and counts what lay beyond it.
+//!
 //! # What is reported
 //!
 //! An [`AuditViolation`] names the invariant, as the simulator's do. Since
@@ -105,8 +155,9 @@
 //!   `read_committed` read of its tp stopped (the last stable offset) while
 //!   the log goes on: a *precommitted read*, since no `read_committed`
 //!   consumer can have delivered a record inside or behind a transaction
-//!   still open (run the audit once the application has stopped, or a later
-//!   read of another tp may see outputs committed after this one was read).
+//!   still open (in a read at a cut, such a claim is unverifiable, and a
+//!   committed offset beyond its tp's last stable offset is reported
+//!   instead: see *At a consistent cut*).
 //!   And, where commit order is known, a *causal inversion*: a committed
 //!   record claiming a record that was committed after it.
 //! * **I4 (tick durability and cadence).** A committed tick record that is
@@ -264,7 +315,15 @@ pub struct CommittedLogs {
     /// Per tp, `(offset, sequence)` ascending by offset: the order in which
     /// committed records became committed, where it is known.
     commit_order: BTreeMap<Tp, Vec<(u64, u64)>>,
+    /// The stage groups' committed offsets read again after the logs, when
+    /// they were: the audit of a running application (see the module docs,
+    /// *At a consistent cut*).
+    after: Option<GroupOffsets>,
 }
+
+/// Each stage group's committed offset (and checkpoint) per tp, keyed by
+/// (group, tp).
+pub type GroupOffsets = BTreeMap<(String, Tp), CommittedOffset>;
 
 impl CommittedLogs {
     /// No logs yet.
@@ -341,6 +400,37 @@ impl CommittedLogs {
     pub fn committed(&self, group: &str, tp: &Tp) -> Option<&CommittedOffset> {
         self.committed.get(&(group.to_string(), tp.clone()))
     }
+
+    /// The stage groups' committed offsets read again once every log was
+    /// read, the offsets of [`CommittedLogs::insert_committed`] having been
+    /// read before the logs: the read of a running application. Those read
+    /// first are the audit's cut; a task whose offsets or checkpoint differ
+    /// here committed while the logs were read, and what its later
+    /// transactions wrote lies beyond the cut and is not judged (module
+    /// docs, *At a consistent cut*). Without this call the offsets and the
+    /// logs are taken to be one instant's (a stopped application, the
+    /// model): nothing lies beyond the cut.
+    pub fn insert_committed_after(&mut self, offsets: GroupOffsets) {
+        self.after = Some(offsets);
+    }
+
+    /// Whether the offsets were read again after the logs
+    /// ([`CommittedLogs::insert_committed_after`]).
+    pub fn read_at_cut(&self) -> bool {
+        self.after.is_some()
+    }
+
+    /// Whether the committed offset or checkpoint of `group` on `tp` read
+    /// after the logs differs from the one read before them: the group
+    /// committed while the logs were read. False when the offsets were not
+    /// read again.
+    pub fn moved(&self, group: &str, tp: &Tp) -> bool {
+        let Some(after) = &self.after else {
+            return false;
+        };
+        let key = (group.to_string(), tp.clone());
+        self.committed.get(&key) != after.get(&key)
+    }
 }
 
 /// Bounds of the audit's work.
@@ -400,6 +490,40 @@ pub struct AuditSummary {
     pub search_steps: u64,
     /// Inconclusive tasks and other remarks; not violations.
     pub notes: Vec<String>,
+    /// The cut the audit judged, and what lay beyond it.
+    pub cut: AuditCut,
+}
+
+/// The cut an audit judged (module docs, *At a consistent cut*): the stage
+/// groups' committed offsets, read first, and every log read after them up
+/// to its last stable offset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditCut {
+    /// Whether the offsets were read again after the logs (the read of a
+    /// possibly running application); false when offsets and logs are one
+    /// instant's (the cut is then everything).
+    pub read_again: bool,
+    /// Tasks that committed while the logs were read: their offsets or
+    /// checkpoint read after the logs differ from the cut's.
+    pub tasks_moved: usize,
+    /// Records read that lay beyond the cut, over every tp.
+    pub beyond: usize,
+    /// Per tp read, the cut there.
+    pub tps: BTreeMap<Tp, TpCut>,
+}
+
+/// The cut on one tp.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TpCut {
+    /// The committed offset, at the cut, of each stage group that consumes
+    /// the tp (`(group, offset)`; none for a tp only written).
+    pub committed: Vec<(String, u64)>,
+    /// Where the `read_committed` read stopped: the last stable offset.
+    pub read_until: u64,
+    /// Records of the tp that lay beyond the cut: written by transactions
+    /// that committed after the offsets were read (outputs, state changes,
+    /// dead letters, ticks).
+    pub beyond: usize,
 }
 
 /// The audit's findings.
@@ -458,6 +582,21 @@ impl fmt::Display for AuditReport {
             s.claims_checked,
             s.claims_unverifiable
         )?;
+        let cut = &s.cut;
+        if cut.read_again {
+            write!(
+                f,
+                "\n  cut: each stage group's committed offsets, read before the logs; every log read after them to its last stable offset; {} of {} tasks committed while the logs were read; {} records beyond the cut, not judged",
+                cut.tasks_moved, s.tasks, cut.beyond
+            )?;
+            for (tp, at) in &cut.tps {
+                write!(f, "\n    {tp}:")?;
+                for (group, offset) in &at.committed {
+                    write!(f, " committed {offset} ({group}),")?;
+                }
+                write!(f, " read to {}, {} beyond", at.read_until, at.beyond)?;
+            }
+        }
         for note in &s.notes {
             write!(f, "\n  note: {note}")?;
         }
@@ -492,7 +631,8 @@ pub fn audit_with(
     };
     let tasks = auditor.tasks();
     auditor.summary.tasks = tasks.len();
-    let dead = auditor.check_dead_letters(&tasks);
+    let beyond = auditor.beyond_cut(&tasks);
+    let dead = auditor.check_dead_letters(&tasks, &beyond);
     let skipped: HashSet<(Tp, u64)> = tasks
         .iter()
         .zip(&dead)
@@ -507,9 +647,9 @@ pub fn audit_with(
     auditor.check_claims(&skipped);
     auditor.check_ticks();
     for (task, dead) in tasks.iter().zip(&dead) {
-        auditor.check_checkpoint(task, dead.as_ref());
+        auditor.check_checkpoint(task, dead.as_ref(), &beyond);
     }
-    auditor.reconstruct(&tasks, &dead);
+    auditor.reconstruct(&tasks, &dead, &beyond);
     AuditReport {
         violations: auditor.violations,
         summary: auditor.summary,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::checks::Auditor;
-use super::index::{describe_record, DeadLetters, Lane, Log, Out, TaskPlan};
+use super::index::{describe_record, Beyond, DeadLetters, Lane, Log, Out, TaskPlan};
 use super::replay::deliver;
 use super::Invariant;
 use crate::assembly::Assembly;
@@ -72,12 +72,19 @@ pub(super) struct Ctx<'a, 'b> {
     pub(super) dead: Option<&'b DeadLetters<'a>>,
     /// Outputs matched by tasks searched before.
     pub(super) taken: &'b HashSet<(Tp, u64)>,
+    /// Records beyond the cut: left over at the end, they are no violation.
+    pub(super) beyond: &'b Beyond,
     pub(super) gate: bool,
     pub(super) assembly: &'b Assembly,
 }
 
 impl<'a> Auditor<'a> {
-    pub(super) fn reconstruct(&mut self, tasks: &[TaskPlan<'a>], dead: &[Option<DeadLetters<'a>>]) {
+    pub(super) fn reconstruct(
+        &mut self,
+        tasks: &[TaskPlan<'a>],
+        dead: &[Option<DeadLetters<'a>>],
+        beyond: &Beyond,
+    ) {
         let index = self.index;
         let candidates = self.attribute(tasks);
         self.summary.outputs = candidates.len();
@@ -150,6 +157,7 @@ impl<'a> Auditor<'a> {
                 changelog,
                 dead,
                 taken: &taken,
+                beyond,
                 gate: true,
                 assembly: self.assembly,
             };
@@ -206,7 +214,17 @@ impl<'a> Auditor<'a> {
                     }
                 }
             };
-            if let Some((matched, changelog, dead)) = found {
+            if let Some((matched, changelog_matched, dead)) = found {
+                // What of a moving task's changelog its committed deliveries
+                // do not write was written after the cut.
+                if let Some(log) = changelog.filter(|_| task.moved) {
+                    let after = log.records.len().saturating_sub(changelog_matched);
+                    self.summary.cut.beyond += after;
+                    if let Some(cut) = self.summary.cut.tps.get_mut(&log.tp) {
+                        cut.beyond += after;
+                    }
+                }
+                let changelog = changelog_matched;
                 self.summary.outputs_matched += matched.len();
                 self.summary.changelog_matched += changelog;
                 self.summary.dead_letters_matched += dead;
@@ -226,7 +244,9 @@ impl<'a> Auditor<'a> {
         for ((tp, record_index), writers) in &candidates {
             let log = &index[tp];
             let record = &log.records[*record_index];
-            if taken.contains(&(tp.clone(), record.offset)) {
+            if taken.contains(&(tp.clone(), record.offset))
+                || beyond.contains(&(tp.clone(), record.offset))
+            {
                 continue;
             }
             if writers.is_empty() {
@@ -260,6 +280,16 @@ impl<'a> Auditor<'a> {
                     names.join(", ")
                 ),
             );
+        }
+        // Beyond the cut: what no committed delivery of the cut matched.
+        for (tp, offset) in beyond {
+            if taken.contains(&(tp.clone(), *offset)) {
+                continue;
+            }
+            self.summary.cut.beyond += 1;
+            if let Some(cut) = self.summary.cut.tps.get_mut(tp) {
+                cut.beyond += 1;
+            }
         }
     }
 
@@ -499,7 +529,8 @@ pub(super) fn end_failure(ctx: &Ctx<'_, '_>, node: &Node) -> Option<Failure> {
     for (index, out) in ctx.outs.iter().enumerate() {
         for &(record_index, sole) in &out.entries[node.out[index]..] {
             let record = &out.log.records[record_index];
-            if !sole || ctx.taken.contains(&(out.log.tp.clone(), record.offset)) {
+            let at = (out.log.tp.clone(), record.offset);
+            if !sole || ctx.taken.contains(&at) || ctx.beyond.contains(&at) {
                 continue;
             }
             let repeats = out.entries[..node.out[index]]
@@ -539,7 +570,10 @@ pub(super) fn end_failure(ctx: &Ctx<'_, '_>, node: &Node) -> Option<Failure> {
             });
         }
     }
-    if let Some(changelog) = ctx.changelog {
+    // A moving task's changelog goes on beyond the cut; it carries no
+    // stamps to tell, so what follows the last change of the cut is not
+    // judged.
+    if let Some(changelog) = ctx.changelog.filter(|_| !task.moved) {
         if let Some(record) = changelog.records.get(node.changelog) {
             return Some(Failure {
                 invariant: Invariant::I6,

@@ -13,7 +13,10 @@ use parsley::{
     assemble, App, Assembly, Claim, DeadLetter, DeadLetterKind, Header, Parsley, Stamp, Tp,
 };
 use parsley_examples::{ChainTopics, FanInTopics, Order, PaymentsTopics};
-use parsley_sim::audit::{audit, committed_logs, AuditReport, CommittedLogs, LogBounds};
+use parsley_sim::audit::{
+    audit, committed_logs, committed_logs_at_cut, group_offsets, AuditReport, CommittedLogs,
+    LogBounds,
+};
 use parsley_sim::sim::{run_seed, Invariant, Scenario};
 use parsley_sim::{TestDriver, TestRecord};
 
@@ -942,4 +945,277 @@ fn i10_audit_is_clean_on_records_the_operator_skipped() {
         Invariant::I10,
         &format!("dead-letters orders-0@{next} (logic), but its logic accepts"),
     );
+}
+
+// ----- at a consistent cut of a running application -----
+
+/// A simulated run audited while it runs, as `parsley-live audit` reads a
+/// running application: every 40 steps the stage groups' offsets are read
+/// (the cut), the run goes on for `lag` steps (commits, ticks, timer
+/// fires, crashes, aborts), and then the logs are read, and the offsets
+/// again. `planted` is planted for the run (and its checker). Returns the
+/// audits.
+fn audit_while_running(
+    scenario: &Scenario,
+    seed: u64,
+    planted: Option<Mutation>,
+    lag: u64,
+) -> Vec<AuditReport> {
+    let simulation = shipped::planted(scenario, planted);
+    let mut reports = Vec::new();
+    let mut cut = None;
+    simulation.run_seed_watched(seed, |watch| {
+        let step = watch.step;
+        if step % 40 == 0 {
+            cut = Some((
+                step + lag,
+                group_offsets(watch.cluster, watch.app, watch.assembly),
+            ));
+        }
+        if cut.as_ref().is_some_and(|(due, _)| *due == step) {
+            let (_, offsets) = cut.take().expect("a cut is due");
+            let logs = committed_logs_at_cut(watch.cluster, watch.app, watch.assembly, offsets);
+            reports.push(audit(watch.app, watch.assembly, &logs));
+        }
+    });
+    mutation::set(None);
+    reports
+}
+
+/// Every shipped scenario audited at cuts while it runs (input flowing,
+/// ticks and timer fires committing, crashes and aborts): clean every
+/// time, with records beyond the cut that the old read (the logs read
+/// first, or all of them judged) would report; and the cut is named.
+#[test]
+fn audit_at_a_cut_is_clean_while_the_application_runs() {
+    let (mut beyond, mut moved, mut audits) = (0, 0, 0);
+    for name in [
+        "balances",
+        "audit-cut",
+        "chain",
+        "fan-in",
+        "timers",
+        "dead-letter",
+    ] {
+        let scenario = load(name);
+        for seed in 0..3 {
+            for (at, report) in audit_while_running(&scenario, seed, None, 9)
+                .iter()
+                .enumerate()
+            {
+                assert!(report.is_clean(), "{name} seed {seed} cut {at}: {report}");
+                assert!(
+                    report.summary.notes.is_empty(),
+                    "{name} seed {seed} cut {at}: {report}"
+                );
+                assert!(report.summary.cut.read_again);
+                beyond += report.summary.cut.beyond;
+                moved += report.summary.cut.tasks_moved;
+                audits += 1;
+                if report.summary.cut.beyond > 0 {
+                    let text = report.to_string();
+                    assert!(text.contains("records beyond the cut"), "{text}");
+                    assert!(text.contains(" beyond"), "{text}");
+                }
+            }
+        }
+    }
+    assert!(audits > 50, "{audits} audits");
+    assert!(
+        moved > 0 && beyond > 0,
+        "{moved} tasks moved, {beyond} records beyond the cut"
+    );
+}
+
+/// The same cut, judged as if nothing moved (the offsets not read again):
+/// what lay beyond it is reported, as `audit` of a running application
+/// did before the cut.
+#[test]
+fn records_beyond_the_cut_are_violations_when_the_read_is_taken_as_one_instant() {
+    let topics = parsley_examples::TimerTopics::new();
+    let app = parsley_examples::timers(&topics).unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let orders = driver.input(&topics.orders).unwrap();
+    orders.pipe("a".to_string(), Order { total: 1 }).unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    let assembly = assemble(&app, &*driver.cluster()).unwrap();
+    let cut = group_offsets(&driver.cluster(), &app, &assembly);
+    orders.pipe("b".to_string(), Order { total: 2 }).unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    driver.advance_wall_clock(MINUTE).unwrap();
+    let logs = committed_logs_at_cut(&driver.cluster(), &app, &assembly, cut.clone());
+    let report = audit(&app, &assembly, &logs);
+    assert!(report.is_clean(), "{report}");
+    assert!(report.summary.cut.beyond > 0, "{report}");
+    assert!(report.summary.cut.tasks_moved > 0, "{report}");
+    // The same logs and offsets, without the read after the logs.
+    let mut one_instant = CommittedLogs::new();
+    for tp in logs.tps() {
+        one_instant.insert_records(tp.clone(), logs.records(tp).to_vec());
+        one_instant.insert_bounds(tp.clone(), logs.bounds(tp).unwrap());
+    }
+    for ((group, tp), committed) in cut {
+        one_instant.insert_committed(&group, tp, committed);
+    }
+    let naive = audit(&app, &assembly, &one_instant);
+    assert!(!naive.is_clean(), "{naive}");
+    assert_eq!(naive.summary.cut.beyond, 0, "{naive}");
+}
+
+/// A planted bug is reported by an audit at a cut of the running
+/// application, with `invariant`, within the first seeds.
+fn audit_at_a_cut_catches(planted: Mutation, name: &str, invariant: Invariant) {
+    let scenario = load(name);
+    for seed in 0..30 {
+        let reports = audit_while_running(&scenario, seed, Some(planted), 9);
+        if reports
+            .iter()
+            .any(|report| report.invariants().contains(&invariant))
+        {
+            return;
+        }
+    }
+    panic!(
+        "{} went unnoticed by the audits at a cut's {invariant} over 30 seeds of {name}",
+        planted.name()
+    );
+}
+
+#[test]
+fn audit_at_a_cut_catches_planted_bugs_while_the_application_runs() {
+    audit_at_a_cut_catches(Mutation::GateIgnoresClaims, "fan-in", Invariant::I1);
+    audit_at_a_cut_catches(
+        Mutation::EmissionsOutsideTransaction,
+        "balances",
+        Invariant::I7,
+    );
+    audit_at_a_cut_catches(Mutation::HistoryNotRestored, "balances", Invariant::I5);
+    audit_at_a_cut_catches(Mutation::TickTimeNotRolledBack, "balances", Invariant::I4);
+    audit_at_a_cut_catches(Mutation::TimerFireUnstamped, "timers", Invariant::I5);
+    audit_at_a_cut_catches(
+        Mutation::DeadLetterDropsRecord,
+        "dead-letter",
+        Invariant::I10,
+    );
+}
+
+/// An output of the cut committed twice (a duplicate appended while the
+/// application runs, its stamp claiming nothing beyond the cut) is still
+/// I7: only what claims beyond the cut is excused.
+#[test]
+fn i7_audit_at_a_cut_reports_a_duplicate_appended_while_running() {
+    let scenario = load("balances");
+    let simulation = shipped::simulation(&scenario);
+    // The offsets after step 400, the logs 20 steps later.
+    let (mut cut, mut read) = (None, None);
+    simulation.run_seed_watched(1, |watch| match watch.step {
+        399 => cut = Some(group_offsets(watch.cluster, watch.app, watch.assembly)),
+        419 => {
+            let offsets = cut.clone().expect("the cut was read");
+            let logs = committed_logs_at_cut(watch.cluster, watch.app, watch.assembly, offsets);
+            read = Some((watch.app.clone(), watch.assembly.clone(), logs));
+        }
+        _ => {}
+    });
+    let cut = cut.expect("the cut was read");
+    let (app, assembly, logs) = read.expect("the logs were read");
+    let app = &app;
+    let report = audit(app, &assembly, &logs);
+    assert!(report.is_clean(), "{report}");
+    // Duplicate the first matched output of a sink partition at its end.
+    let sink = app
+        .stages()
+        .iter()
+        .flat_map(|plan| plan.stage.sinks().to_vec())
+        .next()
+        .expect("balances sinks");
+    // An output of the cut: every claim on a consumed tp is below the cut.
+    let within = |record: &ConsumedRecord| {
+        let claims = stamp_of(record).claims().to_vec();
+        let consumed: Vec<_> = claims
+            .iter()
+            .filter_map(|claim| {
+                let (_, committed) = cut.iter().find(|((_, tp), _)| *tp == claim.tp)?;
+                Some(claim.offset < committed.offset)
+            })
+            .collect();
+        !consumed.is_empty() && consumed.iter().all(|below| *below)
+    };
+    let (tp, original) = logs
+        .tps()
+        .filter(|tp| tp.topic == sink.name)
+        .find_map(|tp| {
+            Some((
+                tp.clone(),
+                logs.records(tp).iter().find(|r| within(r))?.clone(),
+            ))
+        })
+        .expect("an output of the cut");
+    let mut records = logs.records(&tp).to_vec();
+    let mut copy = original;
+    copy.offset = logs.bounds(&tp).unwrap().end;
+    records.push(copy);
+    let mut tampered = logs.clone();
+    tampered.insert_records(tp.clone(), records);
+    let bounds = logs.bounds(&tp).unwrap();
+    tampered.insert_bounds(
+        tp,
+        LogBounds {
+            start: bounds.start,
+            read_until: bounds.read_until + 1,
+            end: bounds.end + 1,
+        },
+    );
+    let report = audit(app, &assembly, &tampered);
+    assert_reports(&report, Invariant::I7, "duplicated");
+}
+
+/// Of an application at rest the cut is everything: the offsets read
+/// before and after the logs agree, nothing lies beyond the cut, and the
+/// audit finds what the audit of one instant's read finds, planted bugs
+/// included.
+#[test]
+fn audit_at_a_cut_of_an_application_at_rest_is_the_audit_of_its_logs() {
+    for (name, planted) in [
+        ("balances", None),
+        ("timers", None),
+        ("dead-letter", None),
+        ("balances", Some(Mutation::EmissionsOutsideTransaction)),
+        ("balances", Some(Mutation::TickTimeNotRolledBack)),
+        ("fan-in", Some(Mutation::GateIgnoresClaims)),
+    ] {
+        let scenario = load(name);
+        let simulation = shipped::simulation(&scenario);
+        for seed in 0..4 {
+            mutation::set(planted);
+            let outcome = run_seed(&simulation, seed);
+            mutation::set(None);
+            let app = simulation.app();
+            let assembly = assemble(app, &outcome.cluster).expect("the run's topics fit the app");
+            let cut = group_offsets(&outcome.cluster, app, &assembly);
+            let at_cut = audit(
+                app,
+                &assembly,
+                &committed_logs_at_cut(&outcome.cluster, app, &assembly, cut),
+            );
+            let whole = audit(
+                app,
+                &assembly,
+                &committed_logs(&outcome.cluster, app, &assembly),
+            );
+            assert_eq!(at_cut.summary.cut.tasks_moved, 0, "{name} {seed}");
+            assert_eq!(at_cut.summary.cut.beyond, 0, "{name} {seed}");
+            assert_eq!(
+                at_cut.violations, whole.violations,
+                "{name} {seed}: {at_cut}"
+            );
+            assert_eq!(
+                at_cut.summary.tasks_reconstructed, whole.summary.tasks_reconstructed,
+                "{name} {seed}"
+            );
+        }
+    }
 }

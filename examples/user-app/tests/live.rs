@@ -137,8 +137,7 @@ async fn kill_9_of_one_of_two_instances_under_flowing_input_fires_every_timer_on
     assert!(requests > 200, "{requests} timer requests");
 
     // The survivor stops gracefully; then the committed topics, read back
-    // at rest (a running application's ticks keep coming, so a read while
-    // it runs is no consistent cut), audit clean.
+    // at rest (the cut is then everything), audit clean.
     let status = Command::new("kill")
         .args(["-TERM", &second.id().to_string()])
         .status()

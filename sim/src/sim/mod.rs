@@ -34,7 +34,7 @@ pub use report::timeline::{render_html as render_timeline, stamps_in, tick_topic
 pub use report::{render as render_report, story, story_of, Failure};
 pub use running::property::{BoxError, Committed, PropertyFailure, PropertyResult, ReadError};
 pub use running::registry::{Registry, RegistryError};
-pub use running::run::{run, run_seed};
+pub use running::run::{run, run_seed, Watch};
 pub use running::runner::Summary;
 #[cfg(feature = "scenario-files")]
 pub use running::scenario::{Scenario, ScenarioError};

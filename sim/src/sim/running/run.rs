@@ -6,6 +6,9 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use parsley::assembly::Assembly;
+use parsley::App;
+
 use crate::model::Cluster;
 use crate::sim::checker::{check, CheckInput, Invariant, Related, Relation, Violation};
 use crate::sim::report::cause::PANICKED;
@@ -36,7 +39,31 @@ pub fn run_seed(simulation: &Simulation, seed: u64) -> RunOutcome {
 /// refused its start is a violation too, unless a rejected input caused it
 /// or [`SimulationBuilder::expect_stop`](crate::sim::SimulationBuilder::expect_stop)
 /// declares it.
-pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
+pub fn run(simulation: &Simulation, choices: Choices) -> RunOutcome {
+    run_watched(simulation, choices, &mut |_| {})
+}
+
+/// What a watcher sees of a run after one step of its safety phase
+/// ([`Simulation::run_seed_watched`]): the cluster as it is at that moment,
+/// with the application and its assembly, as a tool outside the
+/// application would read it.
+pub struct Watch<'a> {
+    /// The step just taken, from 0.
+    pub step: u64,
+    /// The model cluster after it.
+    pub cluster: &'a Cluster,
+    /// The application the run is running.
+    pub app: &'a App,
+    /// Its assembly on the cluster.
+    pub assembly: &'a Assembly,
+}
+
+/// [`run`], calling `watch` after every step of the safety phase.
+pub(crate) fn run_watched(
+    simulation: &Simulation,
+    mut choices: Choices,
+    watch: &mut dyn FnMut(Watch<'_>),
+) -> RunOutcome {
     let budget = simulation.settings().budget;
     // A step draws about three words; regrowing the tape by doubling cost
     // more than drawing them.
@@ -45,8 +72,14 @@ pub fn run(simulation: &Simulation, mut choices: Choices) -> RunOutcome {
     let mut world: Option<World> = None;
     let phases = catch_unwind(AssertUnwindSafe(|| {
         let world = world.insert(World::new(plan, &mut choices));
-        for _ in 0..budget.safety_steps {
+        for step in 0..budget.safety_steps {
             world.step(&mut choices);
+            watch(Watch {
+                step,
+                cluster: &world.cluster,
+                app: &world.app,
+                assembly: &world.assembly,
+            });
         }
         world.run_liveness(&mut choices)
     }));

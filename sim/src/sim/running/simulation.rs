@@ -39,7 +39,7 @@ use parsley::{App, Topic, TopicName, TopicRef, Tp};
 use crate::sim::report::outcome::RunOutcome;
 use crate::sim::report::{shrink_failure, Failure};
 use crate::sim::running::property::{BoxError, Committed, PropertyResult};
-use crate::sim::running::run::{run, run_seed};
+use crate::sim::running::run::{run, run_seed, run_watched, Watch};
 use crate::sim::world::choice::Choices;
 use crate::sim::world::input::{Draw, Generator, PlainInput};
 use crate::sim::world::plan::Plan;
@@ -813,6 +813,18 @@ impl Simulation {
     pub fn run_seed(&self, seed: u64) -> RunOutcome {
         self.plant();
         run_seed(self, seed)
+    }
+
+    /// Runs one seed as [`Simulation::run_seed`] does, calling `watch`
+    /// after every step of the safety phase with the cluster as it is then
+    /// ([`Watch`]): to read a running application as a tool outside it
+    /// would, such as an audit at a consistent cut or a lag probe. The
+    /// watcher reads and does not choose: the run is the seed's.
+    pub fn run_seed_watched(&self, seed: u64, mut watch: impl FnMut(Watch<'_>)) -> RunOutcome {
+        self.plant();
+        let mut outcome = run_watched(self, Choices::seeded(seed), &mut watch);
+        outcome.seed = Some(seed);
+        outcome
     }
 
     /// Runs one tape (a replay or a shrink candidate) on this thread.
