@@ -1,10 +1,11 @@
 //! The simulator over every shipped scenario: every seed of each scenario's
-//! range passes; every planted bug is caught by the invariant it breaks;
+//! range passes; every planted bug is caught by the invariant it breaks
+//! and reported on a task and a record;
 //! runs are deterministic (I9).
 
 use parsley::mutation::Mutation;
 use parsley_examples::planted::PLANTED;
-use parsley_sim::sim::{Event, Invariant, Simulation};
+use parsley_sim::sim::{Event, Invariant, Relation, RunOutcome, Simulation, Violation};
 
 mod shipped;
 
@@ -66,6 +67,82 @@ fn every_planted_bug_is_caught_by_its_invariant() {
             "{} caught late, at seed {seed}: {violation}",
             planted.name()
         );
+    }
+}
+
+/// The first of scenario `name`'s first 50 seeds that violates `invariant`
+/// with `planted` planted, and that violation.
+fn first_caught(planted: Mutation, name: &str, invariant: Invariant) -> (RunOutcome, Violation) {
+    let simulation = shipped::planted(&shipped::scenario(name), Some(planted));
+    let start = simulation.seeds().start;
+    let found = (start..start + 50).find_map(|seed| {
+        let outcome = simulation.run_seed(seed);
+        let violation = outcome
+            .violations
+            .iter()
+            .find(|violation| violation.invariant == invariant)
+            .cloned()?;
+        Some((outcome, violation))
+    });
+    found.unwrap_or_else(|| panic!("{} is not caught by {invariant}", planted.name()))
+}
+
+/// Every planted bug of the table, on its shipped scenario, is reported on
+/// a task and (unless it is about a tick check or a slot) on a record the
+/// entry it points at concerns. The table's bugs need every example's
+/// shape, so this stays with the shipped scenarios; the report's own tests
+/// (`sim/tests/report.rs`) run on the harness's fan-in.
+#[test]
+fn every_planted_bug_is_reported_on_a_task_and_a_record() {
+    for (planted, name, invariant) in PLANTED {
+        let (outcome, violation) = first_caught(planted, name, invariant);
+        assert!(
+            violation.task.is_some(),
+            "{}: {violation} names no task",
+            planted.name()
+        );
+        // Lost ticks and wrong state are about a tick check and a slot, not
+        // about one record.
+        let about_a_record = !matches!(
+            violation.message.as_str(),
+            message if message.contains("emitted no tick") || message.contains("committed slot")
+        );
+        if !about_a_record {
+            continue;
+        }
+        let (tp, offset) = violation
+            .record
+            .clone()
+            .unwrap_or_else(|| panic!("{}: {violation} names no record", planted.name()));
+        let entry = &outcome.trace[violation.entry_in(&outcome.trace).unwrap()];
+        assert!(
+            entry.event.concerns(&tp, offset),
+            "{}: {violation} points at {}",
+            planted.name(),
+            entry.event
+        );
+        match invariant {
+            Invariant::I5 => {
+                assert!(violation.stamp.is_some(), "{violation}");
+                let delivering = violation
+                    .related
+                    .iter()
+                    .find(|related| related.relation == Relation::Delivering);
+                // An emission names the delivery it was made in; a tick,
+                // made at a tick check, names none.
+                match (&entry.event, delivering) {
+                    (Event::Delivered { tp, offset, .. }, Some(delivering)) => assert!(
+                        *tp == delivering.tp && *offset == delivering.offset,
+                        "{violation}: {}",
+                        entry.event
+                    ),
+                    (Event::TickChecked { .. }, None) => {}
+                    (event, _) => panic!("{violation}: {event}"),
+                }
+            }
+            Invariant::I1 => assert!(!violation.related.is_empty(), "{violation}"),
+            _ => {}
+        }
     }
 }
 

@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use parsley::mutation::Mutation;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
 use parsley_sim::driver::TraceEvent;
+use parsley_sim::sim::{
+    Budget, ClockConfig, Draw, FaultRates, Input, Settings, Simulation, StepRange, Workload,
+};
 
 /// 2023-11-14T22:13:20Z: a fixed initial wall clock.
 pub const START: i64 = 1_700_000_000_000;
@@ -131,6 +135,133 @@ pub fn tally(topics: &ShopTopics) -> Result<App, CompositionError> {
         .into(&topics.receipts)
         .build();
     Parsley::named("shop").stage(tally).build()
+}
+
+/// The topics of the bank: deposits and withdrawals in (integers keyed by
+/// account), statements out.
+#[derive(Clone, Debug)]
+pub struct BankTopics {
+    pub deposits: Topic<String, i64>,
+    pub withdrawals: Topic<String, i64>,
+    pub statements: Topic<String, String>,
+}
+
+impl BankTopics {
+    pub fn new() -> Self {
+        BankTopics {
+            deposits: Topic::with_codecs("deposits", Utf8, I64),
+            withdrawals: Topic::with_codecs("withdrawals", Utf8, I64),
+            statements: Topic::with_codecs("statements", Utf8, Utf8),
+        }
+    }
+}
+
+/// The vault's logic refuses a negative amount (X5: a logic error).
+pub fn counted(amount: i64) -> Result<i64, String> {
+    if amount < 0 {
+        Err(format!("amount {amount} is negative"))
+    } else {
+        Ok(amount)
+    }
+}
+
+/// The `bank` application, a fan-in of two sources: its one stage `vault`
+/// folds deposits and withdrawals per account into an integer slot and
+/// writes a `statement@<time>` on every tick (every `tick_interval`). A
+/// withdrawal may claim the deposit that funded it (its producer stamps
+/// the claim), so the gate holds it until that deposit is delivered.
+pub fn bank(topics: &BankTopics, tick_interval: Duration) -> Result<App, CompositionError> {
+    let statements = topics.statements.clone();
+    let vault = Stage::named("vault")
+        .state(I64, || 0i64)
+        .on(&topics.deposits, |balance: i64, deposit| {
+            counted(*deposit.value()).map(|amount| Step::of(balance + amount))
+        })
+        .on(&topics.withdrawals, |balance: i64, withdrawal| {
+            counted(*withdrawal.value()).map(|amount| Step::of(balance - amount))
+        })
+        .ticks(tick_interval, move |tick| {
+            vec![statements.send(None, format!("statement@{}", tick.timestamp))]
+        })
+        .into(&topics.statements)
+        .build();
+    Parsley::named("bank").stage(vault).build()
+}
+
+/// The settings of a fan-in run: two partitions and two instances, 200
+/// inputs over 8 keys, a tick a second, every fault (swarmed), 4,000 safety
+/// and 5,000 liveness steps.
+pub fn fan_in_settings() -> Settings {
+    Settings {
+        partitions: 2,
+        instances: 2,
+        workload: Workload {
+            inputs: 200,
+            keys: 8,
+            transactional: 0.25,
+        },
+        clock: ClockConfig {
+            step_ms: StepRange { min: 1, max: 500 },
+            tick_interval_ms: 1000,
+            commit_interval_ms: 100,
+            transaction_timeout_ms: 5000,
+        },
+        faults: FaultRates {
+            swarm: true,
+            abort: 0.02,
+            commit_failure: 0.02,
+            crash: 0.004,
+            move_task: 0.004,
+            hanging_transaction: 0.01,
+            logic_error: 0.002,
+            partial_fetch: 0.3,
+            empty_fetch: 0.1,
+            marker_lag: 0.5,
+            marker_lag_ms: StepRange { min: 5, max: 65 },
+        },
+        budget: Budget {
+            safety_steps: 4000,
+            liveness_steps: 5000,
+        },
+    }
+}
+
+/// The same settings with a shorter budget, for test speed.
+pub fn short_fan_in_settings() -> Settings {
+    Settings {
+        budget: Budget {
+            safety_steps: 600,
+            liveness_steps: 2000,
+        },
+        ..fan_in_settings()
+    }
+}
+
+/// An amount of money, or (when the logic-error fault asks for one) a
+/// negative amount the vault refuses.
+fn amounts(topic: &Topic<String, i64>) -> Input<String, i64> {
+    Input::new(topic, |draw: &mut Draw<'_>| {
+        (Some(draw.key()), draw.range(1, 100))
+    })
+    .rejected(|draw| (Some(draw.key()), -1))
+}
+
+/// The bank simulated under `settings` over seeds `0..2000`, with
+/// `mutation` planted: deposits and withdrawals drawn per account, and
+/// each withdrawal claiming, with probability one half, the latest
+/// committed deposit of its partition.
+pub fn bank_simulation(settings: Settings, mutation: Option<Mutation>) -> Simulation {
+    let topics = BankTopics::new();
+    let tick_interval = Duration::from_millis(settings.clock.tick_interval_ms);
+    let app = bank(&topics, tick_interval).unwrap();
+    Simulation::builder(app)
+        .input(amounts(&topics.deposits))
+        .input(amounts(&topics.withdrawals).claims_latest(&topics.deposits, 0.5))
+        .settings(settings)
+        .seeds(0..2000)
+        .planted(mutation)
+        .build()
+        .unwrap()
 }
 
 /// The offsets of the ticks a task emitted, in order.

@@ -1,5 +1,6 @@
-//! The picture of a run: rendered from a real simulated
-//! run of the fan-in, where orders claim payments and so holds are common.
+//! The picture of a run: rendered from a real simulated run of the
+//! harness's own fan-in, the `bank`, where withdrawals claim deposits and so
+//! holds are common.
 
 use std::collections::BTreeSet;
 
@@ -8,31 +9,28 @@ use parsley::task::TaskId;
 use parsley::{Claim, Stamp, TopicName, Tp};
 use parsley_sim::sim::{
     render_timeline, stamps_in, tick_topics, Entry, Event, Invariant, Relation, RunOutcome,
-    Scenario, TaskAt, TxnRef,
+    Simulation, TaskAt, TxnRef,
 };
 
-mod shipped;
+mod support;
 
-/// The fan-in scenario, shortened for test speed.
-fn fan_in() -> Scenario {
-    let mut scenario = shipped::scenario("fan-in");
-    scenario.settings.budget.safety_steps = 600;
-    scenario.settings.budget.liveness_steps = 2000;
-    scenario
+/// The bank under the fan-in settings, shortened for test speed.
+fn bank() -> Simulation {
+    support::bank_simulation(support::short_fan_in_settings(), None)
 }
 
-/// The fan-in application's tick topics, as its stages declare them.
-fn fan_in_ticks() -> Vec<TopicName> {
-    tick_topics(shipped::simulation(&fan_in()).app())
+/// The bank's tick topics, as its stage declares them.
+fn bank_ticks() -> Vec<TopicName> {
+    tick_topics(bank().app())
 }
 
-/// The tick topic of the hand-made traces' `ledger` stage.
+/// The tick topic of the hand-made traces' `vault` stage.
 fn hand_made_ticks() -> Vec<TopicName> {
-    vec![TopicName::from("ledger-ticks")]
+    vec![TopicName::from("bank-vault-ticks")]
 }
 
 fn trace_of(seed: u64) -> Vec<Entry> {
-    shipped::simulation(&fan_in()).run_seed(seed).trace
+    bank().run_seed(seed).trace
 }
 
 /// Whether some hold's claimed record was delivered on the same task
@@ -65,12 +63,12 @@ fn seed_with_arrow() -> (u64, Vec<Entry>) {
     (0..20)
         .map(|seed| (seed, trace_of(seed)))
         .find(|(_, trace)| has_drawable_claim(trace))
-        .expect("some fan-in seed in 0..20 holds an order on a delivered payment")
+        .expect("some bank seed in 0..20 holds a withdrawal on a delivered deposit")
 }
 
 #[test]
 fn the_page_is_self_contained_html() {
-    let html = render_timeline(&trace_of(0), "fan-in seed 0", &[], None, &fan_in_ticks());
+    let html = render_timeline(&trace_of(0), "bank seed 0", &[], None, &bank_ticks());
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(html.matches("<svg").count(), 1, "one inline SVG");
     assert!(html.contains("<style>"));
@@ -83,14 +81,14 @@ fn the_page_is_self_contained_html() {
         1,
         "nothing from the network: the only URL is the SVG namespace"
     );
-    assert!(html.contains("<h1>fan-in seed 0</h1>"));
+    assert!(html.contains("<h1>bank seed 0</h1>"));
     assert!(html.trim_end().ends_with("</html>"));
 }
 
 #[test]
 fn one_lane_label_per_task_instance() {
     let (_, trace) = seed_with_arrow();
-    let html = render_timeline(&trace, "lanes", &[], None, &fan_in_ticks());
+    let html = render_timeline(&trace, "lanes", &[], None, &bank_ticks());
     let lanes: BTreeSet<String> = trace
         .iter()
         .filter_map(|entry| match &entry.event {
@@ -127,7 +125,7 @@ fn one_delivery_mark_per_delivery() {
             .filter(|entry| matches!(entry.event, Event::Delivered { .. }))
             .count();
         assert!(delivered > 0);
-        let html = render_timeline(&trace, "deliveries", &[], None, &fan_in_ticks());
+        let html = render_timeline(&trace, "deliveries", &[], None, &bank_ticks());
         assert_eq!(
             html.matches("class=\"delivery ").count(),
             delivered,
@@ -139,7 +137,7 @@ fn one_delivery_mark_per_delivery() {
 #[test]
 fn claims_that_held_a_delivered_record_draw_arrows() {
     let (seed, trace) = seed_with_arrow();
-    let html = render_timeline(&trace, "arrows", &[], None, &fan_in_ticks());
+    let html = render_timeline(&trace, "arrows", &[], None, &bank_ticks());
     let arrows = html.matches("<path class=\"arrow").count();
     assert!(arrows >= 1, "seed {seed}: no arrow drawn");
     let holds = trace
@@ -154,13 +152,13 @@ fn claims_that_held_a_delivered_record_draw_arrows() {
 fn rendering_is_deterministic() {
     let (_, trace) = seed_with_arrow();
     assert_eq!(
-        render_timeline(&trace, "again", &[], None, &fan_in_ticks()),
-        render_timeline(&trace, "again", &[], None, &fan_in_ticks())
+        render_timeline(&trace, "again", &[], None, &bank_ticks()),
+        render_timeline(&trace, "again", &[], None, &bank_ticks())
     );
     // And a second run of the same seed gives the same picture (I9).
     assert_eq!(
-        render_timeline(&trace_of(3), "again", &[], None, &fan_in_ticks()),
-        render_timeline(&trace_of(3), "again", &[], None, &fan_in_ticks())
+        render_timeline(&trace_of(3), "again", &[], None, &bank_ticks()),
+        render_timeline(&trace_of(3), "again", &[], None, &bank_ticks())
     );
 }
 
@@ -171,7 +169,7 @@ fn the_title_is_escaped() {
         "<script>alert(\"x\") & co</script>",
         &[],
         None,
-        &fan_in_ticks(),
+        &bank_ticks(),
     );
     assert!(!html.contains("<script>"));
     assert!(html.contains("&lt;script&gt;alert(&quot;x&quot;) &amp; co&lt;/script&gt;"));
@@ -220,21 +218,21 @@ fn delivered(at: &TaskAt, topic: &str, offset: u64) -> Event {
 /// came, and a tick delivery.
 #[test]
 fn arrows_join_the_cause_to_the_released_record() {
-    let at = task("ledger", 0, 1);
+    let at = task("vault", 0, 1);
     let held = |offset, claim_offset| Event::Held {
         at: at.clone(),
-        tp: Tp::new("orders", 0),
+        tp: Tp::new("withdrawals", 0),
         offset,
-        claim: Claim::new(Tp::new("payments", 0), claim_offset),
+        claim: Claim::new(Tp::new("deposits", 0), claim_offset),
         tick: false,
     };
     let trace = vec![
         entry(0, Event::TaskStarted { at: at.clone() }),
         entry(1, held(0, 3)),
-        entry(2, delivered(&at, "payments", 3)),
-        entry(3, delivered(&at, "orders", 0)),
+        entry(2, delivered(&at, "deposits", 3)),
+        entry(3, delivered(&at, "withdrawals", 0)),
         entry(4, held(1, 9)),
-        entry(5, delivered(&at, "ledger-ticks", 0)),
+        entry(5, delivered(&at, "bank-vault-ticks", 0)),
         entry(
             6,
             Event::Committed {
@@ -252,7 +250,7 @@ fn arrows_join_the_cause_to_the_released_record() {
     assert_eq!(html.matches("class=\"hold mark\"").count(), 2);
     assert_eq!(html.matches("class=\"delivery ").count(), 3);
     assert_eq!(html.matches("class=\"delivery tick mark\"").count(), 1);
-    assert!(html.contains("claim payments-0@3 held orders-0@0 on ledger/0@i1"));
+    assert!(html.contains("claim deposits-0@3 held withdrawals-0@0 on vault/0@i1"));
     assert!(html.contains("not delivered after this"));
     assert_eq!(html.matches("class=\"commit mark\"").count(), 1);
 }
@@ -260,9 +258,9 @@ fn arrows_join_the_cause_to_the_released_record() {
 /// Long traces squeeze into a picture of bounded width.
 #[test]
 fn long_traces_are_capped_in_width() {
-    let at = task("ledger", 0, 0);
+    let at = task("vault", 0, 0);
     let trace: Vec<Entry> = (0..20_000)
-        .map(|step| entry(step, delivered(&at, "orders", step)))
+        .map(|step| entry(step, delivered(&at, "withdrawals", step)))
         .collect();
     let html = render_timeline(&trace, "long", &[], None, &hand_made_ticks());
     let width: f64 = html
@@ -275,9 +273,13 @@ fn long_traces_are_capped_in_width() {
     assert_eq!(html.matches("class=\"delivery ").count(), 20_000);
 }
 
-/// A shortened fan-in run with the gate ignoring claims: it breaks I1.
+/// A shortened bank run with the gate ignoring claims: it breaks I1.
 fn planted_run(seed: u64) -> RunOutcome {
-    shipped::planted(&fan_in(), Some(Mutation::GateIgnoresClaims)).run_seed(seed)
+    support::bank_simulation(
+        support::short_fan_in_settings(),
+        Some(Mutation::GateIgnoresClaims),
+    )
+    .run_seed(seed)
 }
 
 /// The first planted run in seeds 0..20 that breaks I1.
@@ -330,7 +332,7 @@ fn the_violation_is_a_band_at_its_delivery_with_its_text() {
         "planted",
         &outcome.violations,
         Some(&stamps),
-        &fan_in_ticks(),
+        &bank_ticks(),
     );
     let first = &outcome.violations[0];
     // Listed above the picture, and labelled at its step.
@@ -381,7 +383,7 @@ fn the_violation_is_a_band_at_its_delivery_with_its_text() {
 
 #[test]
 fn a_passing_run_has_no_violation_marks() {
-    let outcome = shipped::simulation(&fan_in()).run_seed(0);
+    let outcome = bank().run_seed(0);
     assert!(outcome.violations.is_empty());
     let stamps = stamps_in(&outcome.cluster);
     let html = render_timeline(
@@ -389,7 +391,7 @@ fn a_passing_run_has_no_violation_marks() {
         "passing",
         &outcome.violations,
         Some(&stamps),
-        &fan_in_ticks(),
+        &bank_ticks(),
     );
     assert!(!html.contains("class=\"violation"), "a mark of a violation");
     assert!(!html.contains("<ul class=\"violations\">"));
@@ -407,7 +409,7 @@ fn a_passing_run_has_no_violation_marks() {
 /// claim's fate on the delivering task.
 #[test]
 fn a_delivery_tooltip_tells_each_claim() {
-    let (first, second) = (task("ledger", 0, 0), task("ledger", 0, 1));
+    let (first, second) = (task("vault", 0, 0), task("vault", 0, 1));
     let txn = TxnRef {
         producer: 1,
         epoch: 0,
@@ -415,44 +417,44 @@ fn a_delivery_tooltip_tells_each_claim() {
     };
     let trace = vec![
         entry(0, Event::TaskStarted { at: first.clone() }),
-        entry(1, delivered(&first, "payments", 3)),
+        entry(1, delivered(&first, "deposits", 3)),
         entry(2, Event::Committed { at: first, txn }),
-        entry(3, delivered(&second, "orders", 0)),
-        entry(4, delivered(&second, "orders", 1)),
-        entry(5, delivered(&second, "orders", 2)),
+        entry(3, delivered(&second, "withdrawals", 0)),
+        entry(4, delivered(&second, "withdrawals", 1)),
+        entry(5, delivered(&second, "withdrawals", 2)),
     ];
-    let payments = Tp::new("payments", 0);
+    let deposits = Tp::new("deposits", 0);
     let stamps = |tp: &Tp, offset: u64| -> Option<Stamp> {
         let claims = match (tp.topic.as_str(), offset) {
-            ("orders", 0) => vec![Claim::new(payments.clone(), 3)],
-            ("orders", 1) => vec![
-                Claim::new(payments.clone(), 9),
+            ("withdrawals", 0) => vec![Claim::new(deposits.clone(), 3)],
+            ("withdrawals", 1) => vec![
+                Claim::new(deposits.clone(), 9),
                 Claim::new(Tp::new("elsewhere", 0), 4),
             ],
-            ("orders", 2) => return None,
+            ("withdrawals", 2) => return None,
             _ => vec![],
         };
         Some(Stamp::from_claims(claims))
     };
     let html = render_timeline(&trace, "claims", &[], Some(&stamps), &hand_made_ticks());
-    let (_, title) = mark_with(&html, "delivered orders-0@0 ").unwrap();
-    assert!(title.contains("stamp {payments-0@3}"), "{title}");
+    let (_, title) = mark_with(&html, "delivered withdrawals-0@0 ").unwrap();
+    assert!(title.contains("stamp {deposits-0@3}"), "{title}");
     assert!(
-        title.contains("claim payments-0@3: delivered at step 1 on ledger/0@i0 (committed)"),
+        title.contains("claim deposits-0@3: delivered at step 1 on vault/0@i0 (committed)"),
         "{title}"
     );
-    let (_, title) = mark_with(&html, "delivered orders-0@1 ").unwrap();
+    let (_, title) = mark_with(&html, "delivered withdrawals-0@1 ").unwrap();
     assert!(
-        title.contains("claim payments-0@9: NOT delivered by task ledger/0 before"),
+        title.contains("claim deposits-0@9: NOT delivered by task vault/0 before"),
         "{title}"
     );
     assert!(
-        title.contains("claim elsewhere-0@4: on a tp task ledger/0 does not consume"),
+        title.contains("claim elsewhere-0@4: on a tp task vault/0 does not consume"),
         "{title}"
     );
-    let (_, title) = mark_with(&html, "delivered orders-0@2 ").unwrap();
+    let (_, title) = mark_with(&html, "delivered withdrawals-0@2 ").unwrap();
     assert!(title.contains("stamp: not in the log"), "{title}");
-    let (_, title) = mark_with(&html, "delivered payments-0@3 ").unwrap();
+    let (_, title) = mark_with(&html, "delivered deposits-0@3 ").unwrap();
     assert!(title.contains("stamp {}"), "{title}");
 }
 
@@ -460,7 +462,10 @@ fn a_delivery_tooltip_tells_each_claim() {
 /// the entries drawn there, and the violation is marked at its real step.
 #[test]
 fn a_shrunk_run_is_drawn_on_its_real_steps_and_times() {
-    let simulation = shipped::planted(&fan_in(), Some(Mutation::GateIgnoresClaims));
+    let simulation = support::bank_simulation(
+        support::short_fan_in_settings(),
+        Some(Mutation::GateIgnoresClaims),
+    );
     let failure = simulation.shrink(simulation.run_seed(0), 200);
     let shrunk = failure.expect("the planted bug fails seed 0").shrunk;
     let stamps = stamps_in(&shrunk.cluster);
@@ -469,7 +474,7 @@ fn a_shrunk_run_is_drawn_on_its_real_steps_and_times() {
         "shrunk",
         &shrunk.violations,
         Some(&stamps),
-        &fan_in_ticks(),
+        &bank_ticks(),
     );
     let start = shrunk.trace[0].now;
     let real: BTreeSet<(String, String)> = shrunk
@@ -500,9 +505,9 @@ fn a_shrunk_run_is_drawn_on_its_real_steps_and_times() {
 }
 
 /// Writes the picture of one run for a person to look at:
-/// `TIMELINE_EXAMPLE=$PWD/target/timeline-example.html cargo test -p parsley-examples --test timeline`
-/// (`TIMELINE_SEED=n` picks the seed, `TIMELINE_FULL=1` keeps the scenario's
-/// full budget: a long, compressed picture).
+/// `TIMELINE_EXAMPLE=$PWD/target/timeline-example.html cargo test -p parsley-sim --test timeline`
+/// (`TIMELINE_SEED=n` picks the seed, `TIMELINE_FULL=1` keeps the fan-in
+/// settings' full budget: a long, compressed picture).
 #[test]
 fn write_an_example_when_asked() {
     let Some(out) = std::env::var_os("TIMELINE_EXAMPLE") else {
@@ -512,30 +517,29 @@ fn write_an_example_when_asked() {
         .ok()
         .and_then(|seed| seed.parse().ok())
         .unwrap_or(0);
-    let scenario = if std::env::var_os("TIMELINE_FULL").is_some() {
-        shipped::scenario("fan-in")
+    let mut settings = if std::env::var_os("TIMELINE_FULL").is_some() {
+        support::fan_in_settings()
     } else {
-        fan_in()
+        support::short_fan_in_settings()
     };
-    let mut scenario = scenario;
     if let Some(inputs) = std::env::var("TIMELINE_INPUTS")
         .ok()
         .and_then(|n| n.parse().ok())
     {
-        scenario.settings.workload.inputs = inputs;
+        settings.workload.inputs = inputs;
     }
     let title = format!(
-        "fan-in, seed {seed} ({} + {} steps)",
-        scenario.settings.budget.safety_steps, scenario.settings.budget.liveness_steps
+        "bank, seed {seed} ({} + {} steps)",
+        settings.budget.safety_steps, settings.budget.liveness_steps
     );
-    let outcome = shipped::simulation(&scenario).run_seed(seed);
+    let outcome = support::bank_simulation(settings, None).run_seed(seed);
     let stamps = stamps_in(&outcome.cluster);
     let html = render_timeline(
         &outcome.trace,
         &title,
         &outcome.violations,
         Some(&stamps),
-        &fan_in_ticks(),
+        &bank_ticks(),
     );
     std::fs::write(out, html).expect("the example is written");
 }

@@ -1,20 +1,28 @@
 //! Failure reports centred on the violation: the checker names the records
 //! each violation is about, and the story of a shrunk planted bug tells the
 //! violating delivery and the claimed records' events, however far apart
-//! they are in the trace.
+//! they are in the trace. On the harness's own fan-in, the `bank`, where a
+//! withdrawal may claim the deposit that funded it.
 
 use parsley::mutation::Mutation;
-use parsley_examples::planted::PLANTED;
 use parsley_sim::sim::{
     story_of, Entry, Event, Failure, Gate, Invariant, Relation, RunOutcome, Violation,
 };
 
-mod shipped;
+mod support;
 
-/// The first of the scenario's first 50 seeds that violates `invariant`
-/// with `planted` planted, and that violation.
-fn caught(planted: Mutation, name: &str, invariant: Invariant) -> (RunOutcome, Violation) {
-    let simulation = shipped::planted(&shipped::scenario(name), Some(planted));
+/// The planted bugs the bank exposes, and the invariant that must report
+/// each (the examples' mutation suite runs every planted bug on its shipped
+/// scenario).
+const PLANTED: [(Mutation, Invariant); 2] = [
+    (Mutation::GateIgnoresClaims, Invariant::I1),
+    (Mutation::StampingForgetsHeld, Invariant::I5),
+];
+
+/// The first of the bank's first 50 seeds that violates `invariant` with
+/// `planted` planted, and that violation.
+fn caught(planted: Mutation, invariant: Invariant) -> (RunOutcome, Violation) {
+    let simulation = support::bank_simulation(support::fan_in_settings(), Some(planted));
     let start = simulation.seeds().start;
     let found = (start..start + 50).find_map(|seed| {
         let outcome = simulation.run_seed(seed);
@@ -28,15 +36,17 @@ fn caught(planted: Mutation, name: &str, invariant: Invariant) -> (RunOutcome, V
     found.unwrap_or_else(|| panic!("{} is not caught by {invariant}", planted.name()))
 }
 
-/// The fan-in with the gate ignoring claims, seed 0, shrunk.
-fn shrunk_fan_in() -> Failure {
-    let simulation = shipped::planted(
-        &shipped::scenario("fan-in"),
+/// The bank with the gate ignoring claims, seed 6, shrunk: a seed whose
+/// shrunk run keeps the claimed deposit's production far (more told events
+/// than the story's window) from the violating withdrawal.
+fn shrunk_bank() -> Failure {
+    let simulation = support::bank_simulation(
+        support::fan_in_settings(),
         Some(Mutation::GateIgnoresClaims),
     );
-    let original = simulation.run_seed(0);
+    let original = simulation.run_seed(6);
     let failure = simulation.shrink(original, 300);
-    let failure = failure.expect("the planted bug fails seed 0");
+    let failure = failure.expect("the planted bug fails seed 6");
     assert_eq!(failure.invariant, Invariant::I1);
     failure
 }
@@ -54,7 +64,7 @@ fn told(entry: &Entry) -> bool {
 
 #[test]
 fn a_causal_delivery_violation_names_the_delivery_its_stamp_and_its_claims() {
-    let (outcome, violation) = caught(Mutation::GateIgnoresClaims, "fan-in", Invariant::I1);
+    let (outcome, violation) = caught(Mutation::GateIgnoresClaims, Invariant::I1);
     let at = violation.at().expect("I1 names the task instance");
     let (tp, offset) = violation.record.clone().expect("I1 names the delivery");
     let stamp = violation.stamp.clone().expect("I1 names the stamp");
@@ -96,14 +106,14 @@ fn a_causal_delivery_violation_names_the_delivery_its_stamp_and_its_claims() {
     );
     assert!(
         claim.status.is_some(),
-        "fan-in orders claim logged payments"
+        "bank withdrawals claim logged deposits"
     );
 }
 
 #[test]
 fn every_planted_bug_is_reported_on_a_task_and_a_record() {
-    for (planted, name, invariant) in PLANTED {
-        let (outcome, violation) = caught(planted, name, invariant);
+    for (planted, invariant) in PLANTED {
+        let (outcome, violation) = caught(planted, invariant);
         assert!(
             violation.task.is_some(),
             "{}: {violation} names no task",
@@ -156,7 +166,7 @@ fn every_planted_bug_is_reported_on_a_task_and_a_record() {
 
 #[test]
 fn the_shrunk_story_tells_the_violating_delivery_and_the_claimed_records() {
-    let failure = shrunk_fan_in();
+    let failure = shrunk_bank();
     let trace = &failure.shrunk.trace;
     let violation = failure
         .shrunk
@@ -202,7 +212,7 @@ fn the_shrunk_story_tells_the_violating_delivery_and_the_claimed_records() {
                 matches!(&entry.event, Event::InputProduced { tp, offset, .. }
                     if *tp == claim.tp && *offset == claim.offset)
             })
-            .expect("the claimed payment was produced");
+            .expect("the claimed deposit was produced");
         let between = trace[produced..centre].iter().filter(|e| told(e)).count();
         assert!(
             between > events_max,
@@ -229,9 +239,9 @@ fn the_shrunk_story_tells_the_violating_delivery_and_the_claimed_records() {
 
 #[test]
 fn the_report_of_a_shrunk_failure_is_centred_on_its_violation() {
-    let failure = shrunk_fan_in();
+    let failure = shrunk_bank();
     let replays = [("Replay", "a checked command".to_string())];
-    let report = parsley_sim::sim::render_report("scenarios/fan-in.toml", &failure, &replays);
+    let report = parsley_sim::sim::render_report("bank", &failure, &replays);
     let violation = failure
         .shrunk
         .violations
