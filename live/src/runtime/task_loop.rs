@@ -329,7 +329,8 @@ impl TaskDriver {
         figures: &Arc<Figures>,
     ) -> Result<TaskDriver, RuntimeError> {
         let mut task = Task::new(app, assembly, &id.stage, id.partition, config.task)?;
-        let producer = TxnProducer::new(&config.live, task.transactional_id())?;
+        let producer =
+            TxnProducer::owned_by(&config.live, task.transactional_id(), format!("task {id}"))?;
         // Before reading committed offsets: an open transaction of a zombie
         // holding this group's offsets makes the broker answer "unstable"
         // until it ends, and initialising aborts it.
