@@ -181,6 +181,48 @@ fn an_unreachable_cluster_is_exit_4_for_every_command() {
     }
 }
 
+/// Issue 29, item 5: a refused connection says "refused" and how soon it
+/// was (milliseconds, not the 10 s bound); an address that drops
+/// connection attempts (a listener whose accept queue is full, as behind a
+/// firewall) says it timed out, after the 10 s bound. Both exit 4.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_connection_is_refused_at_once_and_a_dropped_one_times_out() {
+    let (output, took) = parsley_live(&["status", "balances", "--bootstrap", "127.0.0.1:1"]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(4), "{text}");
+    assert!(
+        text.contains("127.0.0.1:1: connection refused after ") && text.contains(" ms: "),
+        "{text}"
+    );
+    assert!(
+        !text.contains("timed out") && !text.contains("within"),
+        "{text}"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+
+    // Backlog 0 and one connection waiting: Linux drops every further SYN.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let _filler = std::net::TcpStream::connect(&address).unwrap();
+    let (output, took) = parsley_live(&["status", "balances", "--bootstrap", &address]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(4), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{address}: no answer: the connection timed out after 10."
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("refused"), "{text}");
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(15),
+        "took {took:?}"
+    );
+    drop(listener);
+}
+
 fn broker() -> Option<String> {
     test_broker().map(|config| config.bootstrap_servers)
 }
@@ -280,6 +322,38 @@ fn a_skip_beyond_the_log_end_is_refused_at_once_and_fences_nobody() {
     let code = stop(&mut instance);
     assert_eq!(code.0, Some(0), "the instance: {}", code.1);
     assert!(!code.1.contains("fenced"), "{}", code.1);
+
+    // Issue 29: a partition the topic does not have is refused, naming
+    // the topic's partition count.
+    let (output, _) = parsley_live(&[
+        "skip",
+        "dead-letter",
+        "--namespace",
+        &ns,
+        "--stage",
+        "balances",
+        "--topic",
+        "orders",
+        "--partition",
+        "9",
+        "--offset",
+        "0",
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(&format!("does not consume {ns}orders-9")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "topic `{ns}orders` has 1 partition (partition 0), no partition 9"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("nothing was skipped"), "{text}");
 
     // A stage without a dead-letter topic: refused, 2.
     let plain = namespace("skip-plain");

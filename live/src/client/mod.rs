@@ -59,7 +59,9 @@ pub(crate) use util::bounded;
 use crate::error::LiveError;
 
 /// The entry point: an admin client and offset probes for one cluster, and
-/// the factory of producers and consumers.
+/// the factory of producers and consumers. A clone shares the admin client
+/// and the probes.
+#[derive(Clone)]
 pub struct LiveClient {
     config: LiveConfig,
     admin: Arc<AdminClient<LogContext>>,
