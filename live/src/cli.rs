@@ -300,6 +300,7 @@ impl Settings {
                   4 cluster unreachable.\n\n\
                   Example:\n  \
                   setup APP --partitions 4\n  \
+                  produce APP --rate 200 --duration 60s --wait 5m\n  \
                   run APP          # Ctrl-C stops it gracefully\n  \
                   status APP\n  \
                   audit APP"
@@ -313,7 +314,9 @@ struct Cli {
 enum Command {
     /// Create the application's topics (existing ones are left alone).
     Setup(SetupArgs),
-    /// Produce input records (applications registered with a producer).
+    /// Produce input records (applications registered with a producer):
+    /// --count at once, or --rate per second for --duration; --wait rides
+    /// out an unreachable cluster.
     Produce(ProduceArgs),
     /// Run an instance of the application until SIGINT or SIGTERM.
     Run(RunArgs),

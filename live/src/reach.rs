@@ -486,7 +486,9 @@ mod tests {
         assert!(failures[1].after >= SECOND * 2, "{failures:?}");
         let text = failures[1].to_string();
         assert!(
-            text.starts_with(&format!("{address}: no answer: the connection timed out after 2.")),
+            text.starts_with(&format!(
+                "{address}: no answer: the connection timed out after 2."
+            )),
             "{text}"
         );
     }
