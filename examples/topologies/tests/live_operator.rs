@@ -527,3 +527,86 @@ fn status_json_names_owner_state_and_positions() {
     assert!(table.lines().next().unwrap().contains("owner"), "{table}");
     assert!(table.contains("unowned, behind"), "{table}");
 }
+
+/// Issue 29, item 5: during a failover the new owner's producer waits for
+/// the coordinator to abort the transaction the dead owner (killed with
+/// `kill -9` under flowing input) left open. librdkafka's repeated `Failed
+/// to acquire transactional PID … concurrent operation` warnings are
+/// replaced by one INFO line per task, naming the task, its transactional
+/// id and the dead instance (from its last report to the group).
+#[test]
+fn a_failover_explains_the_wait_for_the_dead_owners_transaction_once() {
+    let Some(bootstrap) = broker() else { return };
+    let ns = namespace("failover");
+    set_up(&bootstrap, "balances", &ns, "4");
+    let run = |log: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+            .args(["run", "balances", "--namespace", &ns])
+            .args(["--session-timeout-ms", "6000", "--bootstrap", &bootstrap])
+            .env("PARSLEY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
+            .spawn()
+            .expect("parsley-live runs")
+    };
+    let dir = std::env::temp_dir();
+    let (first_log, second_log) = (
+        dir.join(format!("{ns}first.log")),
+        dir.join(format!("{ns}second.log")),
+    );
+    let mut first = run(&first_log);
+    std::thread::sleep(Duration::from_secs(6));
+    let mut input = Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+        .args(["produce", "balances", "--namespace", &ns])
+        .args([
+            "--rate",
+            "2000",
+            "--duration",
+            "20s",
+            "--bootstrap",
+            &bootstrap,
+        ])
+        .env("PARSLEY_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("parsley-live produce runs");
+    std::thread::sleep(Duration::from_secs(5));
+    let dead = first.id();
+    first.kill().expect("kill -9 the first instance");
+    let _ = first.wait();
+    let mut second = run(&second_log);
+    std::thread::sleep(Duration::from_secs(18));
+    let _ = Command::new("kill")
+        .args(["-INT", &second.id().to_string()])
+        .status();
+    let status = second.wait().expect("the second instance exits");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&second_log).unwrap()
+    );
+    assert!(input.wait().expect("produce exits").success());
+    let log = std::fs::read_to_string(&second_log).unwrap();
+    let explained: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("waiting for Kafka's transaction coordinator"))
+        .collect();
+    assert!(!explained.is_empty(), "{log}");
+    for line in &explained {
+        assert!(line.contains(" INFO "), "{line}");
+        assert!(line.contains("task balances/"), "{line}");
+        assert!(
+            line.contains(&format!("-{dead} (it last reported the task")),
+            "{line}"
+        );
+    }
+    // Once per task, and no warning of librdkafka's for it.
+    assert!(explained.len() <= 4, "{log}");
+    assert!(
+        !log.lines()
+            .any(|line| line.contains("WARN")
+                && line.contains("Failed to acquire transactional PID")),
+        "{log}"
+    );
+}

@@ -54,6 +54,32 @@ struct PidWait {
     /// What the producer is for, e.g. `task balances/2`.
     owner: String,
     said: std::sync::atomic::AtomicBool,
+    /// Who owned the task before, asked of the cluster on the first such
+    /// line, on a thread of its own (the log line comes on librdkafka's
+    /// thread, which must not block).
+    previous: Option<PreviousOwner>,
+}
+
+/// Looks up who last owned a producer's task: the instance that last
+/// reported it to the instances' group, and in which state.
+pub(crate) type PreviousOwner = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// The explanation of a wait for an earlier owner's transaction, for the
+/// producer of `owner` with `transactional_id`; `previous` names that
+/// earlier owner when it is known.
+fn pid_wait_explanation(owner: &str, transactional_id: &str, previous: Option<&str>) -> String {
+    let previous = previous.map_or_else(
+        || "a previous owner".to_string(),
+        |previous| format!("its previous owner, {previous},"),
+    );
+    format!(
+        "{owner}: waiting for Kafka's transaction coordinator to finish the transaction \
+         {previous} left open on transactional id `{transactional_id}` (it died, or lost the \
+         task mid-transaction): the coordinator aborts it, and until its markers are written \
+         it answers this producer's InitProducerId with CONCURRENT_TRANSACTIONS; librdkafka \
+         retries every 500 ms, and its repeated `Failed to acquire transactional PID` warnings \
+         are logged at DEBUG"
+    )
 }
 
 impl PidWait {
@@ -69,18 +95,23 @@ impl PidWait {
         }
         if self.said.swap(true, std::sync::atomic::Ordering::Relaxed) {
             tracing::debug!(target: "librdkafka", facility = fac, "{message}");
-        } else {
-            tracing::info!(
-                transactional_id = %self.transactional_id,
-                "{}: waiting for Kafka's transaction coordinator to finish the transaction a \
-                 previous owner of transactional id `{}` left open (it died, or lost the task \
-                 mid-transaction): the coordinator aborts it, and until its markers are written it \
-                 answers this producer's InitProducerId with CONCURRENT_TRANSACTIONS; librdkafka \
-                 retries every 500 ms, and its repeated `Failed to acquire transactional PID` \
-                 warnings are logged at DEBUG",
-                self.owner,
-                self.transactional_id
-            );
+            return true;
+        }
+        let (owner, id) = (self.owner.clone(), self.transactional_id.clone());
+        let say = move |previous: Option<String>| {
+            let text = pid_wait_explanation(&owner, &id, previous.as_deref());
+            tracing::info!(transactional_id = %id, "{text}");
+        };
+        match self.previous.clone() {
+            None => say(None),
+            Some(lookup) => {
+                let spawned = std::thread::Builder::new()
+                    .name("parsley previous owner".into())
+                    .spawn(move || say(lookup()));
+                if let Err(error) = spawned {
+                    tracing::debug!(error = %error, "the previous owner could not be looked up");
+                }
+            }
         }
         true
     }
@@ -316,22 +347,26 @@ impl TxnProducer {
     /// Creates the producer without initialising it; see [`TxnProducer::init`].
     pub fn new(config: &LiveConfig, transactional_id: &str) -> Result<TxnProducer, LiveError> {
         let owner = format!("producer `{transactional_id}`");
-        TxnProducer::owned_by(config, transactional_id, owner)
+        TxnProducer::owned_by(config, transactional_id, owner, None)
     }
 
     /// [`TxnProducer::new`] for what `owner` names (e.g. `task balances/2`),
     /// which the explanation of a wait for an earlier owner's transaction
     /// names.
+    /// `previous` looks up who owned it before, when the explanation needs
+    /// it.
     pub(crate) fn owned_by(
         config: &LiveConfig,
         transactional_id: &str,
         owner: String,
+        previous: Option<PreviousOwner>,
     ) -> Result<TxnProducer, LiveError> {
         let context = DeliveryContext {
             pid_wait: Some(PidWait {
                 transactional_id: transactional_id.to_owned(),
                 owner,
                 said: std::sync::atomic::AtomicBool::new(false),
+                previous,
             }),
         };
         let inner = config
@@ -682,6 +717,7 @@ mod pid_wait_tests {
             transactional_id: "shop-balances-2".into(),
             owner: "task balances/2".into(),
             said: std::sync::atomic::AtomicBool::new(false),
+            previous: None,
         };
         let line = "[thrd:main]: Failed to acquire transactional PID from broker \
                     TxnCoordinator/1: Broker: Producer attempted to update a transaction while \
@@ -700,5 +736,16 @@ mod pid_wait_tests {
         assert!(lines[0].contains("task balances/2"), "{text}");
         assert!(lines[0].contains("`shop-balances-2`"), "{text}");
         assert!(lines[0].contains("CONCURRENT_TRANSACTIONS"), "{text}");
+        assert!(lines[0].contains("a previous owner left open"), "{text}");
+        // Known, the previous owner is named.
+        let named = pid_wait_explanation(
+            "task balances/2",
+            "shop-balances-2",
+            Some("instance host-1-42 (it last reported the task running)"),
+        );
+        assert!(
+            named.contains("its previous owner, instance host-1-42 (it last reported the task running), left open on transactional id `shop-balances-2`"),
+            "{named}"
+        );
     }
 }
