@@ -24,7 +24,9 @@
 //!
 //! - `setup APP` creates the topics the contract probe lists (C4);
 //! - `produce APP` writes input records, for an application registered with
-//!   a [`LiveApp::producer`];
+//!   a [`LiveApp::producer`]: `--count` of them at once, or `--rate N` per
+//!   second (`--duration D` for N x D records), and `--wait D` to ride out
+//!   an unreachable cluster (see [Producing at a rate](#producing-at-a-rate));
 //! - `run APP` runs an instance until SIGINT or SIGTERM, then commits what
 //!   is pending and exits; instances share the tasks through Kafka's group
 //!   membership (`--instance INDEX/COUNT` for a static share instead);
@@ -58,6 +60,7 @@
 //! | `run --commit-interval-ms` | 1..=30000 | above 0; at most half the producers' 60 s transaction timeout, past which the broker aborts a transaction |
 //! | `setup --partitions` | 1.. | a topic has at least one partition |
 //! | `produce --keys` | 1.. | records need a key to go to |
+//! | `produce --rate` | 1.. | records per second; `--duration` needs it, and excludes `--count` |
 //! | `run --metrics` | `HOST:PORT` that resolves | e.g. `localhost:9464` or `0.0.0.0:9464` |
 //!
 //! A broker configured with other session bounds than Kafka's defaults
@@ -76,6 +79,32 @@
 //! | 3 | fenced by another owner (the tasks moved): with a static share (`--instance`), or a skip whose task was taken by an instance meanwhile; with group membership tasks move all the time, and a fence is not reported |
 //! | 4 | the cluster is unreachable: no bootstrap address answered |
 //!
+//! # Producing at a rate
+//!
+//! `produce --rate N` calls the application's producer once per batch of
+//! a tenth of a second's records (at least one), each with its own seed
+//! (batch 0 with `--seed`), so every registered producer is paced without
+//! a change. A batch falls due when the records before it would have gone
+//! at the rate; up to 16 batches may be under way at once, and batches a
+//! slow cluster held back go at once when it answers again: the count is
+//! what was asked and the rate a ceiling, as with Kafka's
+//! `kafka-producer-perf-test --throughput`.
+//!
+//! `--wait D` rides out an unreachable cluster for up to `D`: the first
+//! connection (and an answer Kafka says to retry) is tried again every
+//! second, and the client's bound on each call is at least `D`, so each
+//! record waits up to `D` for the cluster in the idempotent producer that
+//! sent it (`message.timeout.ms`, Kafka's `delivery.timeout.ms`). Past it
+//! the command fails with the code it has without `--wait` (4 unreachable
+//! before anything was appended, 1 for a failed batch), saying how long it
+//! waited and how many records were appended. **What holds:** the runner
+//! never sends a batch again; a record is retried only by the idempotent
+//! producer that first sent it, so each is appended at most once (Kafka's
+//! idempotence: no duplicate and no reordering per partition within one
+//! producer session), and a batch that failed may be partly appended. The
+//! guarantee is the producer's: one that makes an idempotent client per
+//! call, as [`LiveClient::plain_producer`] does, has it.
+//!
 //! `skip` checks everything it can before it starts the task (whose
 //! producer fences the instance running it, X4): the stage, its dead-letter
 //! topic, the tp, and the offset against the tp's log end and the stage's
@@ -88,7 +117,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use parsley::assembly::Assembly;
@@ -184,7 +213,9 @@ impl LiveApp {
     }
 
     /// What `produce APP` does: write `count` records over `keys` keys from
-    /// `seed`, and return how many it wrote.
+    /// `seed`, and return how many it wrote. With `--rate` it is called once
+    /// per batch, several batches possibly at once ([Producing at a
+    /// rate](self#producing-at-a-rate)).
     pub fn producer(
         mut self,
         produce: impl Fn(ProduceRequest) -> ProduceFuture + Send + Sync + 'static,
@@ -271,6 +302,7 @@ impl Settings {
                   4 cluster unreachable.\n\n\
                   Example:\n  \
                   setup APP --partitions 4\n  \
+                  produce APP --rate 200 --duration 60s --wait 5m\n  \
                   run APP          # Ctrl-C stops it gracefully\n  \
                   status APP\n  \
                   audit APP"
@@ -284,7 +316,9 @@ struct Cli {
 enum Command {
     /// Create the application's topics (existing ones are left alone).
     Setup(SetupArgs),
-    /// Produce input records (applications registered with a producer).
+    /// Produce input records (applications registered with a producer):
+    /// --count at once, or --rate per second for --duration; --wait rides
+    /// out an unreachable cluster.
     Produce(ProduceArgs),
     /// Run an instance of the application until SIGINT or SIGTERM.
     Run(RunArgs),
@@ -357,15 +391,33 @@ struct SetupArgs {
 struct ProduceArgs {
     #[command(flatten)]
     common: Common,
-    /// How many records.
-    #[arg(long, default_value_t = 1000)]
-    count: usize,
+    /// How many records [default: 1000, or RATE x DURATION with --duration].
+    #[arg(long, conflicts_with = "duration")]
+    count: Option<usize>,
     /// Over how many keys.
     #[arg(long, default_value_t = 16, value_parser = parse_keys)]
     keys: usize,
-    /// The seed of the plan.
+    /// The seed of the plan; with --rate, batch i is planned from its own
+    /// seed derived from this one and i (batch 0 from this one).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Records per second: the records go in batches of a tenth of a
+    /// second's worth (at least one), each when it falls due; a batch
+    /// late behind a slow cluster is followed at once by the ones due
+    /// meanwhile, so the count is kept and the rate is a ceiling.
+    #[arg(long, value_name = "RECORDS_PER_SECOND", value_parser = parse_rate)]
+    rate: Option<u64>,
+    /// With --rate: produce RATE x DURATION records over this long, e.g.
+    /// `3s`, `500ms`, `2m` (a bare number is seconds).
+    #[arg(long, requires = "rate", value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Ride out an unreachable cluster for up to this long instead of
+    /// failing at once (exit 4): the first connection is retried every
+    /// second, and each batch's records are retried by its idempotent
+    /// producer for up to this long (Kafka's delivery.timeout.ms). A batch
+    /// is never sent twice. E.g. `3m`.
+    #[arg(long, value_parser = parse_duration)]
+    wait: Option<Duration>,
 }
 
 /// `--on-failure`: what a task's failure does to the instance's others.
@@ -456,6 +508,39 @@ fn parse_address(text: &str) -> Result<std::net::SocketAddr, String> {
     found
         .next()
         .ok_or_else(|| format!("`{text}` resolves to no address"))
+}
+
+fn parse_rate(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("0 is not in 1..: a rate is at least one record per second".into()),
+        Ok(rate) => Ok(rate),
+        Err(error) => Err(format!(
+            "`{text}` is not a number of records per second: {error}"
+        )),
+    }
+}
+
+/// A duration as `500ms`, `3s`, `2m`, `1h` or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration such as 500ms, 3s, 2m or 1h"))?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("`{text}`: unknown unit `{other}` (ms, s, m or h)")),
+    };
+    if !seconds.is_finite() || seconds > 1e9 {
+        return Err(format!("`{text}` is too long a duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
 }
 
 fn parse_keys(text: &str) -> Result<usize, String> {
@@ -563,26 +648,40 @@ fn install_logs() {
 /// The client and the application, or the exit code of what failed, said
 /// on stderr.
 fn client_and_app(registry: &Registry, common: &Common) -> Result<(LiveClient, LiveApp), ExitCode> {
-    let settings = Settings {
+    let app = registry
+        .build(&common.app, &settings_of(common))
+        .map_err(fail)?;
+    let client = LiveClient::new(LiveConfig::new(bootstrap_of(common)?)).map_err(client_error)?;
+    Ok((client, app))
+}
+
+/// The application factory's settings from the command line.
+fn settings_of(common: &Common) -> Settings {
+    Settings {
         namespace: common.namespace.clone(),
         values: common.settings.iter().cloned().collect(),
-    };
-    let app = registry.build(&common.app, &settings).map_err(fail)?;
-    let servers = match &common.bootstrap {
-        Some(servers) => servers.clone(),
+    }
+}
+
+/// `--bootstrap`, or `KAFKA_BOOTSTRAP_SERVERS`, or exit 2 said on stderr.
+fn bootstrap_of(common: &Common) -> Result<String, ExitCode> {
+    match &common.bootstrap {
+        Some(servers) => Ok(servers.clone()),
         None => std::env::var(BOOTSTRAP_ENV)
             .ok()
             .filter(|servers| !servers.trim().is_empty())
-            .ok_or_else(|| fail(format!("no --bootstrap and no {BOOTSTRAP_ENV}")))?,
-    };
-    let client = LiveClient::new(LiveConfig::new(servers)).map_err(|error| {
-        eprintln!("error: {error}");
-        match error {
-            LiveError::Unreachable { .. } => ExitCode::from(EXIT_UNREACHABLE),
-            _ => ExitCode::from(EXIT_UNUSABLE),
-        }
-    })?;
-    Ok((client, app))
+            .ok_or_else(|| fail(format!("no --bootstrap and no {BOOTSTRAP_ENV}"))),
+    }
+}
+
+/// A client that could not be made, said on stderr: exit 4 unreachable,
+/// else 2.
+fn client_error(error: LiveError) -> ExitCode {
+    eprintln!("error: {error}");
+    match error {
+        LiveError::Unreachable { .. } => ExitCode::from(EXIT_UNREACHABLE),
+        _ => ExitCode::from(EXIT_UNUSABLE),
+    }
 }
 
 /// The client, the application and its assembly on the cluster (C3).
@@ -622,8 +721,62 @@ async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
     }
 }
 
+/// How many batches of a paced `produce` may be under way at once: a
+/// producer slower than its tenth of a second (one that makes a client per
+/// call, a cluster slow to acknowledge) keeps the rate without holding up
+/// the next batch, up to this many.
+const MAX_BATCHES_IN_FLIGHT: usize = 16;
+
+/// What the batches of a `produce` did.
+#[derive(Default)]
+struct Tally {
+    appended: usize,
+    batches: usize,
+    slowest: Duration,
+    /// The first batch that failed, how long it took, and why.
+    /// `None` for a batch whose producer panicked.
+    failed: Option<(Option<crate::pacing::Batch>, Duration, BoxError)>,
+}
+
+impl Tally {
+    fn add(
+        &mut self,
+        done: Result<
+            (crate::pacing::Batch, Duration, Result<usize, BoxError>),
+            tokio::task::JoinError,
+        >,
+    ) {
+        match done {
+            Ok((_, took, Ok(count))) => {
+                self.appended += count;
+                self.batches += 1;
+                self.slowest = self.slowest.max(took);
+            }
+            Ok((batch, took, Err(error))) => {
+                if self.failed.is_none() {
+                    self.failed = Some((Some(batch), took, error));
+                }
+            }
+            Err(error) => {
+                if self.failed.is_none() {
+                    self.failed = Some((
+                        None,
+                        Duration::ZERO,
+                        format!("the producer panicked: {error}").into(),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// How long `produce --wait` pauses between two attempts to reach the
+/// cluster: librdkafka's own `reconnect.backoff.max.ms`.
+const WAIT_PAUSE: Duration = Duration::from_secs(1);
+
 async fn produce(registry: &Registry, args: ProduceArgs) -> ExitCode {
-    let (client, app, assembly) = match assembled(registry, &args.common).await {
+    let started = Instant::now();
+    let (client, app, assembly) = match produce_client(registry, &args, started).await {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -633,22 +786,160 @@ async fn produce(registry: &Registry, args: ProduceArgs) -> ExitCode {
             args.common.app
         ));
     };
-    let request = ProduceRequest {
-        client,
-        assembly,
-        count: args.count,
-        keys: args.keys,
-        seed: args.seed,
+    let total = match (args.count, args.rate, args.duration) {
+        (Some(count), _, _) => count,
+        (None, Some(rate), Some(duration)) => {
+            (rate as f64 * duration.as_secs_f64()).round() as usize
+        }
+        (None, _, _) => 1000,
     };
-    match producer(request).await {
-        Ok(count) => {
-            println!("produced {count} records");
-            ExitCode::SUCCESS
+    let pacing = crate::pacing::Pacing {
+        total,
+        rate: args.rate,
+    };
+    let reached = started.elapsed();
+    let producing = tokio::time::Instant::now();
+    let mut tally = Tally::default();
+    let mut last_sent: Option<(crate::pacing::Batch, Duration)> = None;
+    let mut running: tokio::task::JoinSet<(
+        crate::pacing::Batch,
+        Duration,
+        Result<usize, BoxError>,
+    )> = tokio::task::JoinSet::new();
+    for batch in pacing.batches() {
+        while let Some(done) = running.try_join_next() {
+            tally.add(done);
         }
-        Err(error) => {
-            eprintln!("error: producing failed: {error}");
-            ExitCode::from(EXIT_FAILED)
+        while running.len() >= MAX_BATCHES_IN_FLIGHT && tally.failed.is_none() {
+            if let Some(done) = running.join_next().await {
+                tally.add(done);
+            }
         }
+        if tally.failed.is_some() {
+            break;
+        }
+        tokio::time::sleep_until(producing + batch.due).await;
+        let request = ProduceRequest {
+            client: client.clone(),
+            assembly: assembly.clone(),
+            count: batch.count,
+            keys: args.keys,
+            seed: crate::pacing::batch_seed(args.seed, batch.index),
+        };
+        let sent = producer(request);
+        last_sent = Some((batch, producing.elapsed()));
+        running.spawn(async move {
+            let began = Instant::now();
+            let outcome = sent.await;
+            (batch, began.elapsed(), outcome)
+        });
+    }
+    while let Some(done) = running.join_next().await {
+        tally.add(done);
+    }
+    let (appended, batches, slowest) = (tally.appended, tally.batches, tally.slowest);
+    if let Some((batch, took, error)) = tally.failed {
+        let waited = match args.wait {
+            Some(wait) => format!(
+                " after {:.1} s (each record could be retried for {:.1} s: --wait)",
+                took.as_secs_f64(),
+                wait.max(crate::client::DEFAULT_TIMEOUT).as_secs_f64()
+            ),
+            None => format!(" after {:.1} s", took.as_secs_f64()),
+        };
+        let which = batch.map_or("a batch".to_string(), |batch| {
+            format!(
+                "batch {} (records {}..{} of {total})",
+                batch.index,
+                batch.first,
+                batch.first + batch.count
+            )
+        });
+        eprintln!(
+            "error: producing failed: {which} failed{waited}: {error}; \
+             {appended} records were appended by the {batches} batches that completed; \
+             the failed batch may be partly appended, and was not sent again"
+        );
+        return ExitCode::from(EXIT_FAILED);
+    }
+    let elapsed = producing.elapsed();
+    match (args.rate, last_sent) {
+        (Some(rate), Some((last, at))) => {
+            // The rate the batches went at: the records before the last
+            // batch over the time it took to reach it.
+            let sent_rate = if at.is_zero() {
+                String::new()
+            } else {
+                format!(" ({:.1} records/s", last.first as f64 / at.as_secs_f64())
+                    + &format!("; --rate {rate})")
+            };
+            println!(
+                "produced {appended} records in {batches} batches, the last sent after {:.2} s{sent_rate}, all acknowledged after {:.2} s; the slowest batch took {:.2} s",
+                at.as_secs_f64(),
+                elapsed.as_secs_f64(),
+                slowest.as_secs_f64()
+            );
+        }
+        _ => println!("produced {appended} records"),
+    }
+    if args.wait.is_some() && reached >= WAIT_PAUSE {
+        println!(
+            "waited {:.1} s for the cluster before the first batch",
+            reached.as_secs_f64()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// `produce`'s client, application and assembly. With `--wait`, an
+/// unreachable cluster (and an answer Kafka says to retry) is tried again
+/// every [`WAIT_PAUSE`] until the wait is over, and the client's bound on
+/// each call, the producers' delivery timeout among them, is at least the
+/// wait; then it fails as without it, saying how long it waited and that
+/// nothing was appended.
+async fn produce_client(
+    registry: &Registry,
+    args: &ProduceArgs,
+    started: Instant,
+) -> Result<(LiveClient, LiveApp, Assembly), ExitCode> {
+    let app = registry
+        .build(&args.common.app, &settings_of(&args.common))
+        .map_err(fail)?;
+    let mut config = LiveConfig::new(bootstrap_of(&args.common)?);
+    let Some(wait) = args.wait else {
+        let client = LiveClient::new(config).map_err(client_error)?;
+        let assembly = assemble_on(&client, &app.app).await.map_err(refuse)?;
+        return Ok((client, app, assembly));
+    };
+    config.timeout = config.timeout.max(wait);
+    let mut said = false;
+    loop {
+        let attempt = match LiveClient::new(config.clone()) {
+            Ok(client) => match assemble_on(&client, &app.app).await {
+                Ok(assembly) => return Ok((client, app, assembly)),
+                Err(error) => error,
+            },
+            Err(error) => RuntimeError::from(error),
+        };
+        let retriable = attempt.is_unreachable() || attempt.retriable_code().is_some();
+        let waited = started.elapsed();
+        if !retriable {
+            return Err(refuse(attempt));
+        }
+        if waited + WAIT_PAUSE > wait {
+            eprintln!(
+                "error: {attempt}\nwaited {:.1} s of --wait {:.1} s for the cluster; no record was appended",
+                waited.as_secs_f64(),
+                wait.as_secs_f64()
+            );
+            return Err(ExitCode::from(refused_code(attempt.is_unreachable())));
+        }
+        if !said {
+            said = true;
+            tracing::info!(error = %attempt, wait_s = wait.as_secs_f64(),
+                "the cluster cannot be used yet: retrying every second for up to --wait");
+        }
+        tokio::time::sleep(WAIT_PAUSE).await;
     }
 }
 
@@ -801,20 +1092,12 @@ async fn check_skip(
     if plan.dead_letter.is_none() {
         return Err(SkipError::NoDeadLetterTopic { task: task.clone() }.into());
     }
-    let consumed = tp.partition == task.partition
-        && plan.consumed_topics().contains(&tp.topic)
-        && assembly
-            .partitions_of(tp.topic.as_str())
-            .is_some_and(|partitions| tp.partition < partitions)
-        && assembly
-            .tasks_of(plan.name())
-            .is_some_and(|tasks| task.partition < tasks);
-    if !consumed {
-        return Err(SkipError::NotConsumed {
+    if let Some(why) = not_consumed(plan, assembly, task, tp) {
+        return Err(RuntimeError::SkipNotConsumed {
             task: task.clone(),
             tp: tp.clone(),
-        }
-        .into());
+            why,
+        });
     }
     let marks = client.watermarks(tp).await?;
     if offset >= marks.high_watermark {
@@ -841,6 +1124,59 @@ async fn check_skip(
         }
     }
     Ok(())
+}
+
+/// Why `task` of `plan` does not consume `tp`, as an operator needs to
+/// hear it: the stage's sources when the topic is none of them, the
+/// topic's partition count when the partition is past it, the stage's task
+/// count when the task is; `None` when it does consume it.
+fn not_consumed(
+    plan: &parsley::app::StagePlan,
+    assembly: &Assembly,
+    task: &TaskId,
+    tp: &Tp,
+) -> Option<String> {
+    let sources = plan.consumed_topics();
+    if !sources.contains(&tp.topic) {
+        let names: Vec<&str> = sources.iter().map(|topic| topic.as_str()).collect();
+        return Some(format!(
+            "`{}` is not a source of stage {:?} (its sources: {})",
+            tp.topic,
+            plan.name(),
+            names.join(", ")
+        ));
+    }
+    let Some(partitions) = assembly.partitions_of(tp.topic.as_str()) else {
+        return Some(format!("topic `{}` is not in the assembly", tp.topic));
+    };
+    if tp.partition >= partitions {
+        return Some(format!(
+            "topic `{}` has {partitions} partition{} ({}), no partition {}",
+            tp.topic,
+            if partitions == 1 { "" } else { "s" },
+            if partitions == 1 {
+                "partition 0".to_string()
+            } else {
+                format!("partitions 0..={}", partitions - 1)
+            },
+            tp.partition
+        ));
+    }
+    let tasks = assembly.tasks_of(plan.name()).unwrap_or(0);
+    if task.partition >= tasks {
+        return Some(format!(
+            "stage {:?} has {tasks} task(s), no task {}",
+            plan.name(),
+            task.partition
+        ));
+    }
+    if tp.partition != task.partition {
+        return Some(format!(
+            "task {task} consumes partition {} of its sources, not {}",
+            task.partition, tp.partition
+        ));
+    }
+    None
 }
 
 async fn audit(registry: &Registry, common: Common) -> ExitCode {

@@ -167,12 +167,14 @@ pub enum JoinFailure {
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
     /// No bootstrap address accepted a connection: each is named with why
-    /// (DNS, refused, timeout).
-    #[error("cannot reach the Kafka cluster at `{bootstrap}` within {}s: {}", within.as_secs_f64(), failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    /// (DNS, refused, timeout) and after how long; a refusal is not said
+    /// to have taken the whole bound.
+    #[error("cannot reach the Kafka cluster at `{bootstrap}`: {}", failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Unreachable {
         /// `bootstrap.servers` as configured.
         bootstrap: String,
-        /// How long it was tried.
+        /// The bound it was tried within ([`LiveConfig::connect_timeout`](super::LiveConfig::connect_timeout));
+        /// each failure says how long it took.
         within: std::time::Duration,
         /// Each address and why it failed.
         failures: Vec<super::reach::Unreachable>,

@@ -55,6 +55,7 @@ pub mod error;
 #[cfg(feature = "mutations")]
 pub mod faults;
 pub mod instance;
+mod pacing;
 pub mod reach;
 pub mod readback;
 pub mod runtime;

@@ -59,18 +59,58 @@ impl fmt::Display for UnreachableCause {
     }
 }
 
-/// One bootstrap address and why it could not be reached.
+/// One bootstrap address, why it could not be reached, and when that was
+/// known.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unreachable {
     /// The address as `bootstrap.servers` gives it.
     pub address: String,
     /// Why.
     pub cause: UnreachableCause,
+    /// How long after the probe started the address failed: a refused
+    /// connection fails in milliseconds, a timeout at the deadline.
+    pub after: Duration,
 }
 
 impl fmt::Display for Unreachable {
+    /// The address, the cause and how long it took to know it, worded for
+    /// each cause: "refused after 3 ms", "timed out after 10.0 s".
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.address, self.cause)
+        let after = Elapsed(self.after);
+        match &self.cause {
+            UnreachableCause::Refused => write!(
+                f,
+                "{}: connection refused after {after}: nothing listens there",
+                self.address
+            ),
+            UnreachableCause::Timeout => write!(
+                f,
+                "{}: no answer: the connection timed out after {after} (a host that drops \
+                 the connection attempts: a firewall, a wrong address, a broker too busy to accept)",
+                self.address
+            ),
+            UnreachableCause::Silent => write!(
+                f,
+                "{}: the connection was accepted but no Kafka answer came within {after} \
+                 (ApiVersions went unanswered): is a Kafka broker listening there, and is it alive?",
+                self.address
+            ),
+            cause => write!(f, "{}: {cause} (after {after})", self.address),
+        }
+    }
+}
+
+/// A duration as an operator reads it: milliseconds below a second, else
+/// seconds with one decimal.
+struct Elapsed(Duration);
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 < Duration::from_secs(1) {
+            write!(f, "{} ms", self.0.as_millis())
+        } else {
+            write!(f, "{:.1} s", self.0.as_secs_f64())
+        }
     }
 }
 
@@ -101,7 +141,8 @@ impl Depth {
 /// as soon as one answers, all within `within`. Returns every address's
 /// failure, in the order given, when none does.
 pub fn probe(bootstrap: &str, within: Duration, depth: Depth) -> Result<(), Vec<Unreachable>> {
-    let deadline = Instant::now() + within;
+    let started = Instant::now();
+    let deadline = started + within;
     let addresses: Vec<String> = bootstrap
         .split(',')
         .map(str::trim)
@@ -112,6 +153,7 @@ pub fn probe(bootstrap: &str, within: Duration, depth: Depth) -> Result<(), Vec<
         return Err(vec![Unreachable {
             address: bootstrap.to_string(),
             cause: UnreachableCause::BadAddress("no address given".to_string()),
+            after: Duration::ZERO,
         }]);
     }
     // One thread per address, so a silent one does not use up the others'
@@ -123,26 +165,35 @@ pub fn probe(bootstrap: &str, within: Duration, depth: Depth) -> Result<(), Vec<
         let spawned = std::thread::Builder::new()
             .name("parsley reach".into())
             .spawn(move || {
-                let _ = sender.send((index, reach(&address, deadline, depth)));
+                let outcome = reach(&address, deadline, depth);
+                let _ = sender.send((index, outcome, started.elapsed()));
             });
         if let Err(error) = spawned {
-            let _ = report.send((index, Err(UnreachableCause::Network(error.to_string()))));
+            let _ = report.send((
+                index,
+                Err(UnreachableCause::Network(error.to_string())),
+                started.elapsed(),
+            ));
         }
     }
     drop(report);
-    let mut failures: Vec<Option<UnreachableCause>> = vec![None; addresses.len()];
-    for (index, outcome) in reports {
+    let mut failures: Vec<Option<(UnreachableCause, Duration)>> = vec![None; addresses.len()];
+    for (index, outcome, after) in reports {
         match outcome {
             Ok(()) => return Ok(()),
-            Err(cause) => failures[index] = Some(cause),
+            Err(cause) => failures[index] = Some((cause, after)),
         }
     }
     Err(addresses
         .into_iter()
         .zip(failures)
-        .map(|(address, cause)| Unreachable {
-            address,
-            cause: cause.unwrap_or(UnreachableCause::Timeout),
+        .map(|(address, failure)| {
+            let (cause, after) = failure.unwrap_or((UnreachableCause::Timeout, within));
+            Unreachable {
+                address,
+                cause,
+                after,
+            }
         })
         .collect())
 }
@@ -321,13 +372,10 @@ mod tests {
         let started = Instant::now();
         let failures = probe(&address, SECOND, Depth::Kafka).unwrap_err();
         assert!(started.elapsed() < SECOND * 3, "{:?}", started.elapsed());
-        assert_eq!(
-            failures,
-            [Unreachable {
-                address: address.clone(),
-                cause: UnreachableCause::Silent
-            }]
-        );
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0].address, address);
+        assert_eq!(failures[0].cause, UnreachableCause::Silent);
+        assert!(failures[0].after >= SECOND, "{failures:?}");
         assert!(
             failures[0].to_string().contains("no Kafka answer"),
             "{}",
@@ -390,17 +438,59 @@ mod tests {
     #[test]
     fn a_closed_port_is_refused() {
         let address = format!("127.0.0.1:{}", free_port());
-        let failures = probe(&address, SECOND, Depth::Kafka).unwrap_err();
-        assert_eq!(
-            failures,
-            [Unreachable {
-                address: address.clone(),
-                cause: UnreachableCause::Refused
-            }]
+        let started = Instant::now();
+        let failures = probe(&address, SECOND * 10, Depth::Kafka).unwrap_err();
+        assert!(started.elapsed() < SECOND, "{:?}", started.elapsed());
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0].address, address);
+        assert_eq!(failures[0].cause, UnreachableCause::Refused);
+        assert!(failures[0].after < SECOND, "{failures:?}");
+        // Issue 29: a refusal says it was refused, after how long, and not
+        // that it was tried for the whole connect bound.
+        let text = failures[0].to_string();
+        assert!(
+            text.starts_with(&format!("{address}: connection refused after ")),
+            "{text}"
         );
-        assert!(failures[0]
-            .to_string()
-            .starts_with(&format!("{address}: connection refused")));
+        assert!(text.contains(" ms: nothing listens there"), "{text}");
+        assert!(!text.contains("timed out"), "{text}");
+    }
+
+    /// A listener whose accept queue is full (backlog 0, one connection
+    /// waiting): Linux drops further connection attempts, as a firewall
+    /// does, and the attempt times out.
+    fn blackhole() -> (tokio::net::TcpListener, TcpStream, String) {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(0).unwrap();
+        let address = listener.local_addr().unwrap();
+        let filler = TcpStream::connect(address).unwrap();
+        (listener, filler, address.to_string())
+    }
+
+    /// Issue 29: an address that drops connection attempts times out at
+    /// the deadline, and says so with the time it waited; a refused one of
+    /// the same bootstrap list says it was refused at once.
+    #[tokio::test]
+    async fn a_dropped_connection_times_out_and_a_refused_one_is_refused() {
+        let (_listener, _filler, address) = blackhole();
+        let refused = format!("127.0.0.1:{}", free_port());
+        let started = Instant::now();
+        let failures =
+            probe(&format!("{refused},{address}"), SECOND * 2, Depth::Kafka).unwrap_err();
+        let took = started.elapsed();
+        assert!(took >= SECOND * 2 && took < SECOND * 4, "{took:?}");
+        assert_eq!(failures[0].cause, UnreachableCause::Refused, "{failures:?}");
+        assert!(failures[0].after < SECOND, "{failures:?}");
+        assert_eq!(failures[1].cause, UnreachableCause::Timeout, "{failures:?}");
+        assert!(failures[1].after >= SECOND * 2, "{failures:?}");
+        let text = failures[1].to_string();
+        assert!(
+            text.starts_with(&format!(
+                "{address}: no answer: the connection timed out after 2."
+            )),
+            "{text}"
+        );
     }
 
     #[test]

@@ -273,7 +273,7 @@ async fn loaded(live: &LiveConfig, kind: &str, records: usize) -> (Setup, Vec<Tp
 }
 
 /// CPU time so far: the machine's busy and total jiffies (`/proc/stat`)
-/// and this process's (`/proc/self/stat`), to tell what a side's
+/// and this process's ([`parsley_examples::cpu::own_ticks`]), to tell what a side's
 /// throughput was bound by: with the broker on the same cores, a machine
 /// near 100 % busy while the application uses little is a broker-bound run.
 #[derive(Clone, Copy)]
@@ -295,16 +295,7 @@ impl CpuSample {
             .collect();
         let total: u64 = fields.iter().take(8).sum();
         let idle = fields.get(3)? + fields.get(4)?;
-        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
-        // Fields after the command name, which is in parentheses.
-        let after = own.rsplit_once(')')?.1;
-        let numbers: Vec<u64> = after
-            .split_whitespace()
-            .filter_map(|field| field.parse().ok())
-            .collect();
-        // utime and stime are fields 14 and 15; 11 and 12 of these (the
-        // state, a letter, is not a number).
-        let process = numbers.get(10)? + numbers.get(11)?;
+        let process = parsley_examples::cpu::own_ticks()?;
         Some(CpuSample {
             busy: total - idle,
             total,

@@ -9,6 +9,7 @@
 //! * [`simulations`]: each as a simulation, through the public simulation
 //!   API like any user's application, and [`registry`], which the
 //!   `parsley-sim` binary of this crate runs scenario files over;
+//! * [`cpu`]: a process's CPU time from `/proc`, for the benches;
 //! * [`planted`]: which shipped scenario exposes each planted bug;
 //! * [`live`] (feature `live`): their inputs on a real Kafka cluster, for
 //!   the `parsley-live` binary of this crate and the live tests.
@@ -18,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cpu;
 pub mod example;
 #[cfg(feature = "live")]
 pub mod live;

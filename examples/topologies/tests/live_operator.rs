@@ -181,6 +181,48 @@ fn an_unreachable_cluster_is_exit_4_for_every_command() {
     }
 }
 
+/// Issue 29, item 5: a refused connection says "refused" and how soon it
+/// was (milliseconds, not the 10 s bound); an address that drops
+/// connection attempts (a listener whose accept queue is full, as behind a
+/// firewall) says it timed out, after the 10 s bound. Both exit 4.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_connection_is_refused_at_once_and_a_dropped_one_times_out() {
+    let (output, took) = parsley_live(&["status", "balances", "--bootstrap", "127.0.0.1:1"]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(4), "{text}");
+    assert!(
+        text.contains("127.0.0.1:1: connection refused after ") && text.contains(" ms: "),
+        "{text}"
+    );
+    assert!(
+        !text.contains("timed out") && !text.contains("within"),
+        "{text}"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+
+    // Backlog 0 and one connection waiting: Linux drops every further SYN.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let _filler = std::net::TcpStream::connect(&address).unwrap();
+    let (output, took) = parsley_live(&["status", "balances", "--bootstrap", &address]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(4), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{address}: no answer: the connection timed out after 10."
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("refused"), "{text}");
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(15),
+        "took {took:?}"
+    );
+    drop(listener);
+}
+
 fn broker() -> Option<String> {
     test_broker().map(|config| config.bootstrap_servers)
 }
@@ -280,6 +322,38 @@ fn a_skip_beyond_the_log_end_is_refused_at_once_and_fences_nobody() {
     let code = stop(&mut instance);
     assert_eq!(code.0, Some(0), "the instance: {}", code.1);
     assert!(!code.1.contains("fenced"), "{}", code.1);
+
+    // Issue 29: a partition the topic does not have is refused, naming
+    // the topic's partition count.
+    let (output, _) = parsley_live(&[
+        "skip",
+        "dead-letter",
+        "--namespace",
+        &ns,
+        "--stage",
+        "balances",
+        "--topic",
+        "orders",
+        "--partition",
+        "9",
+        "--offset",
+        "0",
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(&format!("does not consume {ns}orders-9")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "topic `{ns}orders` has 1 partition (partition 0), no partition 9"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("nothing was skipped"), "{text}");
 
     // A stage without a dead-letter topic: refused, 2.
     let plain = namespace("skip-plain");
@@ -452,4 +526,87 @@ fn status_json_names_owner_state_and_positions() {
     let table = stdout(&output);
     assert!(table.lines().next().unwrap().contains("owner"), "{table}");
     assert!(table.contains("unowned, behind"), "{table}");
+}
+
+/// Issue 29, item 5: during a failover the new owner's producer waits for
+/// the coordinator to abort the transaction the dead owner (killed with
+/// `kill -9` under flowing input) left open. librdkafka's repeated `Failed
+/// to acquire transactional PID … concurrent operation` warnings are
+/// replaced by one INFO line per task, naming the task, its transactional
+/// id and the dead instance (from its last report to the group).
+#[test]
+fn a_failover_explains_the_wait_for_the_dead_owners_transaction_once() {
+    let Some(bootstrap) = broker() else { return };
+    let ns = namespace("failover");
+    set_up(&bootstrap, "balances", &ns, "4");
+    let run = |log: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+            .args(["run", "balances", "--namespace", &ns])
+            .args(["--session-timeout-ms", "6000", "--bootstrap", &bootstrap])
+            .env("PARSLEY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
+            .spawn()
+            .expect("parsley-live runs")
+    };
+    let dir = std::env::temp_dir();
+    let (first_log, second_log) = (
+        dir.join(format!("{ns}first.log")),
+        dir.join(format!("{ns}second.log")),
+    );
+    let mut first = run(&first_log);
+    std::thread::sleep(Duration::from_secs(6));
+    let mut input = Command::new(env!("CARGO_BIN_EXE_parsley-live"))
+        .args(["produce", "balances", "--namespace", &ns])
+        .args([
+            "--rate",
+            "2000",
+            "--duration",
+            "20s",
+            "--bootstrap",
+            &bootstrap,
+        ])
+        .env("PARSLEY_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("parsley-live produce runs");
+    std::thread::sleep(Duration::from_secs(5));
+    let dead = first.id();
+    first.kill().expect("kill -9 the first instance");
+    let _ = first.wait();
+    let mut second = run(&second_log);
+    std::thread::sleep(Duration::from_secs(18));
+    let _ = Command::new("kill")
+        .args(["-INT", &second.id().to_string()])
+        .status();
+    let status = second.wait().expect("the second instance exits");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&second_log).unwrap()
+    );
+    assert!(input.wait().expect("produce exits").success());
+    let log = std::fs::read_to_string(&second_log).unwrap();
+    let explained: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("waiting for Kafka's transaction coordinator"))
+        .collect();
+    assert!(!explained.is_empty(), "{log}");
+    for line in &explained {
+        assert!(line.contains(" INFO "), "{line}");
+        assert!(line.contains("task balances/"), "{line}");
+        assert!(
+            line.contains(&format!("-{dead} (it last reported the task")),
+            "{line}"
+        );
+    }
+    // Once per task, and no warning of librdkafka's for it.
+    assert!(explained.len() <= 4, "{log}");
+    assert!(
+        !log.lines()
+            .any(|line| line.contains("WARN")
+                && line.contains("Failed to acquire transactional PID")),
+        "{log}"
+    );
 }

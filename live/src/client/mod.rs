@@ -53,13 +53,16 @@ pub(crate) use log::{error_librdkafka, log_librdkafka};
 pub use log::{tracing_level, LogContext};
 pub use offsets::Watermarks;
 pub(crate) use offsets::{kafka_offset, kafka_partition, Probes};
+pub(crate) use producer::PreviousOwner;
 pub use producer::{Delivery, PlainProducer, TxnProducer};
 pub(crate) use util::bounded;
 
 use crate::error::LiveError;
 
 /// The entry point: an admin client and offset probes for one cluster, and
-/// the factory of producers and consumers.
+/// the factory of producers and consumers. A clone shares the admin client
+/// and the probes.
+#[derive(Clone)]
 pub struct LiveClient {
     config: LiveConfig,
     admin: Arc<AdminClient<LogContext>>,

@@ -32,11 +32,98 @@ fn millis(duration: Duration) -> String {
 
 type Reply = Result<i64, KafkaError>;
 
-/// Routes each delivery report to the [`Delivery`] waiting for it.
-struct DeliveryContext;
+/// Routes each delivery report to the [`Delivery`] waiting for it; for a
+/// transactional producer, explains librdkafka's retries of
+/// `InitProducerId` while the coordinator completes an earlier owner's
+/// transaction ([`PidWait`]).
+#[derive(Default)]
+struct DeliveryContext {
+    pid_wait: Option<PidWait>,
+}
+
+/// A transactional producer's explanation of librdkafka's `GETPID`
+/// warnings: when the coordinator answers `InitProducerId` with
+/// CONCURRENT_TRANSACTIONS, librdkafka logs "Failed to acquire
+/// transactional PID … concurrent operation on the same transaction …:
+/// retrying" at WARN every 500 ms until the earlier owner's open
+/// transaction is aborted or committed. That is the normal course of a
+/// failover, not a fault: the first such line is explained once at INFO,
+/// naming the task and the transactional id, and the repeats go to DEBUG.
+struct PidWait {
+    transactional_id: String,
+    /// What the producer is for, e.g. `task balances/2`.
+    owner: String,
+    said: std::sync::atomic::AtomicBool,
+    /// Who owned the task before, asked of the cluster on the first such
+    /// line, on a thread of its own (the log line comes on librdkafka's
+    /// thread, which must not block).
+    previous: Option<PreviousOwner>,
+}
+
+/// Looks up who last owned a producer's task: the instance that last
+/// reported it to the instances' group, and in which state.
+pub(crate) type PreviousOwner = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// The explanation of a wait for an earlier owner's transaction, for the
+/// producer of `owner` with `transactional_id`; `previous` names that
+/// earlier owner when it is known.
+fn pid_wait_explanation(owner: &str, transactional_id: &str, previous: Option<&str>) -> String {
+    let previous = previous.map_or_else(
+        || "a previous owner".to_string(),
+        |previous| format!("its previous owner, {previous},"),
+    );
+    format!(
+        "{owner}: waiting for Kafka's transaction coordinator to finish the transaction \
+         {previous} left open on transactional id `{transactional_id}` (it died, or lost the \
+         task mid-transaction): the coordinator aborts it, and until its markers are written \
+         it answers this producer's InitProducerId with CONCURRENT_TRANSACTIONS; librdkafka \
+         retries every 500 ms, and its repeated `Failed to acquire transactional PID` warnings \
+         are logged at DEBUG"
+    )
+}
+
+impl PidWait {
+    /// librdkafka's text for Kafka's CONCURRENT_TRANSACTIONS.
+    const CONCURRENT: &'static str = "concurrent operation on the same transaction";
+
+    /// Whether `message` (of facility `fac`) is a retry of `InitProducerId`
+    /// waiting for an earlier transaction, explained here instead of
+    /// logged as librdkafka says it.
+    fn explains(&self, fac: &str, message: &str) -> bool {
+        if fac != "GETPID" || !message.contains(Self::CONCURRENT) {
+            return false;
+        }
+        if self.said.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::debug!(target: "librdkafka", facility = fac, "{message}");
+            return true;
+        }
+        let (owner, id) = (self.owner.clone(), self.transactional_id.clone());
+        let say = move |previous: Option<String>| {
+            let text = pid_wait_explanation(&owner, &id, previous.as_deref());
+            tracing::info!(transactional_id = %id, "{text}");
+        };
+        match self.previous.clone() {
+            None => say(None),
+            Some(lookup) => {
+                let spawned = std::thread::Builder::new()
+                    .name("parsley previous owner".into())
+                    .spawn(move || say(lookup()));
+                if let Err(error) = spawned {
+                    tracing::debug!(error = %error, "the previous owner could not be looked up");
+                }
+            }
+        }
+        true
+    }
+}
 
 impl ClientContext for DeliveryContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if let Some(wait) = &self.pid_wait {
+            if wait.explains(fac, log_message) {
+                return;
+            }
+        }
         log_librdkafka(level, fac, log_message);
     }
 
@@ -259,6 +346,29 @@ pub struct TxnProducer {
 impl TxnProducer {
     /// Creates the producer without initialising it; see [`TxnProducer::init`].
     pub fn new(config: &LiveConfig, transactional_id: &str) -> Result<TxnProducer, LiveError> {
+        let owner = format!("producer `{transactional_id}`");
+        TxnProducer::owned_by(config, transactional_id, owner, None)
+    }
+
+    /// [`TxnProducer::new`] for what `owner` names (e.g. `task balances/2`),
+    /// which the explanation of a wait for an earlier owner's transaction
+    /// names.
+    /// `previous` looks up who owned it before, when the explanation needs
+    /// it.
+    pub(crate) fn owned_by(
+        config: &LiveConfig,
+        transactional_id: &str,
+        owner: String,
+        previous: Option<PreviousOwner>,
+    ) -> Result<TxnProducer, LiveError> {
+        let context = DeliveryContext {
+            pid_wait: Some(PidWait {
+                transactional_id: transactional_id.to_owned(),
+                owner,
+                said: std::sync::atomic::AtomicBool::new(false),
+                previous,
+            }),
+        };
         let inner = config
             .client_config(&[
                 ("transactional.id", transactional_id.to_owned()),
@@ -273,7 +383,7 @@ impl TxnProducer {
                 ("retry.backoff.ms", "10".into()),
                 ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
             ])
-            .create_with_context::<_, KafkaProducer>(DeliveryContext)
+            .create_with_context::<_, KafkaProducer>(context)
             .map_err(|source| LiveError::Client {
                 client: "transactional producer",
                 source: Box::new(source),
@@ -551,7 +661,7 @@ impl PlainProducer {
                 ("enable.idempotence", "true".into()),
                 ("message.timeout.ms", millis(config.timeout)),
             ])
-            .create_with_context::<_, KafkaProducer>(DeliveryContext)
+            .create_with_context::<_, KafkaProducer>(DeliveryContext::default())
             .map_err(|source| LiveError::Client {
                 client: "plain producer",
                 source: Box::new(source),
@@ -572,5 +682,70 @@ impl PlainProducer {
     /// Appends a record and returns its offset.
     pub async fn append(&self, tp: &Tp, record: &RecordData) -> Result<u64, LiveError> {
         self.enqueue(tp, record)?.wait().await
+    }
+}
+
+#[cfg(test)]
+mod pid_wait_tests {
+    use super::*;
+
+    /// Issue 29: librdkafka's `GETPID` warning during a failover (the
+    /// coordinator still completing an earlier owner's transaction) is
+    /// explained once at INFO, naming the task and the transactional id;
+    /// its repeats go to DEBUG, and other lines pass through.
+    #[test]
+    fn concurrent_transactions_at_init_are_explained_once() {
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info,librdkafka=warn"))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let wait = PidWait {
+            transactional_id: "shop-balances-2".into(),
+            owner: "task balances/2".into(),
+            said: std::sync::atomic::AtomicBool::new(false),
+            previous: None,
+        };
+        let line = "[thrd:main]: Failed to acquire transactional PID from broker \
+                    TxnCoordinator/1: Broker: Producer attempted to update a transaction while \
+                    another concurrent operation on the same transaction was ongoing: retrying";
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..6 {
+                assert!(wait.explains("GETPID", line));
+            }
+            assert!(!wait.explains("GETPID", "Failed to acquire transactional PID: timed out"));
+            assert!(!wait.explains("FAIL", line));
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        assert!(lines[0].contains(" INFO "), "{text}");
+        assert!(lines[0].contains("task balances/2"), "{text}");
+        assert!(lines[0].contains("`shop-balances-2`"), "{text}");
+        assert!(lines[0].contains("CONCURRENT_TRANSACTIONS"), "{text}");
+        assert!(lines[0].contains("a previous owner left open"), "{text}");
+        // Known, the previous owner is named.
+        let named = pid_wait_explanation(
+            "task balances/2",
+            "shop-balances-2",
+            Some("instance host-1-42 (it last reported the task running)"),
+        );
+        assert!(
+            named.contains("its previous owner, instance host-1-42 (it last reported the task running), left open on transactional id `shop-balances-2`"),
+            "{named}"
+        );
     }
 }

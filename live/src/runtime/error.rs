@@ -203,6 +203,20 @@ pub enum RuntimeError {
         log_end: u64,
     },
 
+    /// The operator's skip names a tp the task does not consume: `why`
+    /// says what the tp is instead (a topic that is no source of the
+    /// stage, a partition the topic does not have, with its partition
+    /// count). Refused before anything ran.
+    #[error("task {task} does not consume {tp}: {why}; nothing was skipped")]
+    SkipNotConsumed {
+        /// The task.
+        task: TaskId,
+        /// The tp named.
+        tp: Tp,
+        /// What the tp is instead.
+        why: String,
+    },
+
     /// The operator named a stage the application does not have.
     #[error("stage {stage:?} is not in application {app:?}: its stages are {}", known.join(", "))]
     UnknownStage {
@@ -266,6 +280,7 @@ impl RuntimeError {
             RuntimeError::Assembly(_)
                 | RuntimeError::Skip(_)
                 | RuntimeError::SkipBeyondLogEnd { .. }
+                | RuntimeError::SkipNotConsumed { .. }
                 | RuntimeError::UnknownStage { .. }
                 | RuntimeError::InvalidInstance { .. }
                 | RuntimeError::MembershipTopic { .. }

@@ -46,7 +46,8 @@ pub(crate) fn is_retriable_at_start(code: RDKafkaErrorCode) -> bool {
 
 impl RuntimeError {
     /// The broker's answer, when it is one Kafka says to retry
-    /// ([`is_retriable_at_start`]); `None` for every other error.
+    /// (a coordinator loading or moving, a leader not elected yet); `None`
+    /// for every other error.
     pub fn retriable_code(&self) -> Option<RDKafkaErrorCode> {
         let code = match self {
             RuntimeError::Live(error) => error.code(),

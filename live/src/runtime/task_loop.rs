@@ -133,8 +133,10 @@ pub(crate) fn run_task(
         restarts,
     };
     loop {
+        // Asked before this instance reports the task as its own.
+        let previous = previous_owner(&config.live, app, assembly, &id, grouped);
         figures.task_state(&id, TaskState::Restoring, None);
-        let started = TaskDriver::start(app, assembly, &id, config.clone(), figures);
+        let started = TaskDriver::start(app, assembly, &id, config.clone(), figures, previous);
         let (error, ended) = match started {
             Ok(mut driver) => {
                 figures.task_state(&id, TaskState::Running, None);
@@ -240,7 +242,8 @@ pub(crate) fn skip_record(
     patience: Duration,
 ) -> Result<TaskMetrics, RuntimeError> {
     let figures = Figures::new(app.id(), config.live.deadline());
-    let mut driver = TaskDriver::start(app, assembly, id, config, &figures)?;
+    let previous = previous_owner(&config.live, app, assembly, id, true);
+    let mut driver = TaskDriver::start(app, assembly, id, config, &figures, previous)?;
     driver.task.skip(tp, offset)?;
     let exported = Exported::new(app.id(), id);
     let until = Instant::now() + patience;
@@ -317,6 +320,92 @@ fn consumer_for(config: &LiveConfig, group: &str) -> Result<TaskConsumer, LiveEr
         })
 }
 
+/// Who owned task `id` before: the instance that last reported it to the
+/// group `<app>.instances` (its committed offset's metadata on the task's
+/// partition of that topic), and in which state; for the explanation of a
+/// wait for an earlier owner's transaction. With group membership it is
+/// asked at once, on a thread of its own, before this instance reports the
+/// task as its own, and the answer is awaited (up to the call bound) only
+/// when the explanation needs it. `None` with static shares (no instance
+/// reports) or when the cluster does not say.
+fn previous_owner(
+    live: &LiveConfig,
+    app: &App,
+    assembly: &Assembly,
+    id: &TaskId,
+    grouped: bool,
+) -> crate::client::PreviousOwner {
+    if !grouped {
+        return Arc::new(|| None);
+    }
+    let lookup = last_reporter(live, app, assembly, id);
+    let (answer, answered) = std::sync::mpsc::channel();
+    let asked = std::thread::Builder::new()
+        .name("parsley previous owner".into())
+        .spawn(move || {
+            let _ = answer.send(lookup());
+        })
+        .is_ok();
+    let timeout = live.timeout;
+    let answered = std::sync::Mutex::new(answered);
+    let known: std::sync::Mutex<Option<Option<String>>> = std::sync::Mutex::new(None);
+    Arc::new(move || {
+        if !asked {
+            return None;
+        }
+        let mut known = known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(known) = known.as_ref() {
+            return known.clone();
+        }
+        let got = answered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .recv_timeout(timeout)
+            .ok()
+            .flatten();
+        *known = Some(got.clone());
+        got
+    })
+}
+
+/// Reads the last report of task `id` to the instances' group: who made
+/// it and in which state.
+fn last_reporter(
+    live: &LiveConfig,
+    app: &App,
+    assembly: &Assembly,
+    id: &TaskId,
+) -> impl FnOnce() -> Option<String> + Send + 'static {
+    let live = live.clone();
+    let topic = super::membership_topic(app.id());
+    let partition = assembly.task_ids().iter().position(|task| task == id);
+    move || {
+        let tp = Tp::new(topic.clone(), u32::try_from(partition?).ok()?);
+        let consumer: BaseConsumer<LogContext> = live
+            .client_config(&[
+                ("group.id", topic.clone()),
+                ("enable.auto.commit", "false".into()),
+            ])
+            .create_with_context(LogContext)
+            .ok()?;
+        let committed = committed_offsets(&consumer, &topic, &[tp], live.timeout).ok()?;
+        let metadata = committed.into_iter().next()??.metadata;
+        let report = crate::instance::TaskReport::from_json(&metadata).ok()?;
+        let me = crate::instance::instance_name();
+        let who = if report.instance == me {
+            format!("this instance ({me})")
+        } else {
+            format!("instance {}", report.instance)
+        };
+        Some(format!(
+            "{who} (it last reported the task {})",
+            report.state
+        ))
+    }
+}
+
 impl TaskDriver {
     /// Initialises the producer (fencing any older owner of the task, X4),
     /// restores the slots from the changelog (S5), and resumes from the
@@ -327,9 +416,15 @@ impl TaskDriver {
         id: &TaskId,
         config: RuntimeConfig,
         figures: &Arc<Figures>,
+        previous: crate::client::PreviousOwner,
     ) -> Result<TaskDriver, RuntimeError> {
         let mut task = Task::new(app, assembly, &id.stage, id.partition, config.task)?;
-        let producer = TxnProducer::new(&config.live, task.transactional_id())?;
+        let producer = TxnProducer::owned_by(
+            &config.live,
+            task.transactional_id(),
+            format!("task {id}"),
+            Some(previous),
+        )?;
         // Before reading committed offsets: an open transaction of a zombie
         // holding this group's offsets makes the broker answer "unstable"
         // until it ends, and initialising aborts it.
