@@ -11,7 +11,7 @@
 //!   `parsley-sim` binary of this crate runs scenario files over;
 //! * [`cpu`]: a process's CPU time from `/proc`, for the benches;
 //! * [`planted`]: which shipped scenario exposes each planted bug;
-//! * [`live`] (feature `live`): their inputs on a real Kafka cluster, for
+//! * `live` (feature `live`): their inputs on a real Kafka cluster, for
 //!   the `parsley-live` binary of this crate and the live tests.
 //!
 //! Nothing here is part of the harness (`parsley-sim`) or the runtime

@@ -12,7 +12,7 @@ pub const BOOTSTRAP_ENV: &str = "KAFKA_BOOTSTRAP_SERVERS";
 /// How long a blocking call may take unless configured otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long [`LiveClient::new`] tries to reach the cluster before it says
+/// How long [`LiveClient::new`](crate::LiveClient::new) tries to reach the cluster before it says
 /// which bootstrap address failed and why.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -25,12 +25,12 @@ pub struct LiveConfig {
     /// librdkafka's `bootstrap.servers`: `host:port` pairs, comma-separated.
     pub bootstrap_servers: String,
     /// The bound on every blocking call: transactional calls, metadata and
-    /// offset requests, a whole [`LiveConsumer::fetch`].
+    /// offset requests, a whole [`LiveConsumer::fetch`](crate::LiveConsumer::fetch).
     pub timeout: Duration,
     /// The producers' `transaction.timeout.ms`: the broker aborts (and
     /// fences) a transaction open longer than this.
     pub transaction_timeout: Duration,
-    /// How long [`LiveClient::new`] tries to reach a bootstrap address, and
+    /// How long [`LiveClient::new`](crate::LiveClient::new) tries to reach a bootstrap address, and
     /// how long `Runtime::start` retries what Kafka says to retry (a
     /// coordinator loading or moving, a leader not elected yet).
     pub connect_timeout: Duration,
@@ -83,7 +83,7 @@ impl LiveConfig {
     /// times [`LiveConfig::timeout`] plus a second. librdkafka is given
     /// `timeout` and usually keeps it, but a transactional call can block
     /// past it when the coordinator goes away (librdkafka issue 5456); a call
-    /// still running at the deadline is abandoned ([`LiveError::Overran`]).
+    /// still running at the deadline is abandoned ([`LiveError::Overran`](crate::LiveError::Overran)).
     pub fn deadline(&self) -> Duration {
         self.timeout + self.timeout / 2 + Duration::from_secs(1)
     }

@@ -23,7 +23,7 @@ where
 /// Runs a blocking librdkafka call on a thread of its own and waits for it
 /// until `deadline`. A call still running then is abandoned: its thread is
 /// left to finish (or not) and drops what it holds when it does, and the
-/// caller gets [`LiveError::Overran`] and must replace the client. Thus no
+/// caller gets [`LiveError::Overran`](crate::LiveError::Overran) and must replace the client. Thus no
 /// task thread blocks on Kafka past a deadline, whatever librdkafka does.
 pub(crate) fn bounded<T, F>(
     what: impl FnOnce() -> String,
