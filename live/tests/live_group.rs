@@ -315,39 +315,5 @@ async fn instances_started_in_the_same_second_on_a_fresh_application_all_run() {
     create_topics(&client, &app, 4, &Default::default())
         .await
         .expect("topics");
-    let (a, b, c) = tokio::join!(
-        Runtime::start(Arc::clone(&app), grouped(live.clone())),
-        Runtime::start(Arc::clone(&app), grouped(live.clone())),
-        Runtime::start(Arc::clone(&app), grouped(live.clone())),
-    );
-    let instances: Vec<Runtime> = [a, b, c]
-        .into_iter()
-        .map(|started| started.unwrap_or_else(|error| panic!("an instance did not start: {error}")))
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let running: usize = instances.iter().map(|runtime| runtime.tasks().len()).sum();
-        assert!(
-            instances.iter().all(|runtime| !runtime.finished()),
-            "an instance exited"
-        );
-        if running == 4 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the three instances run {running} of 4 tasks after 90 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    for runtime in &instances {
-        runtime.stopper().stop();
-    }
-    for runtime in instances {
-        for run in runtime.wait().await {
-            if let Err(error) = &run.outcome {
-                assert!(error.is_released(), "{}: {error}", run.task);
-            }
-        }
-    }
+    support::three_instances_all_run(app, grouped(live), 4, Duration::from_secs(90)).await;
 }

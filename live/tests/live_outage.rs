@@ -387,41 +387,8 @@ async fn instances_started_as_the_broker_comes_back_all_start() {
     let config = RuntimeConfig::new(live.clone())
         .with_commit_interval(Duration::from_millis(100))
         .with_group(GroupMembership::default());
-    let (a, b, c) = tokio::join!(
-        Runtime::start(Arc::clone(&app), config.clone()),
-        Runtime::start(Arc::clone(&app), config.clone()),
-        Runtime::start(Arc::clone(&app), config.clone()),
-    );
-    let instances: Vec<Runtime> = [a, b, c]
-        .into_iter()
-        .map(|started| started.unwrap_or_else(|error| panic!("an instance did not start: {error}")))
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        assert!(
-            instances.iter().all(|runtime| !runtime.finished()),
-            "an instance exited"
-        );
-        let running: usize = instances.iter().map(|runtime| runtime.tasks().len()).sum();
-        if running == PARTITIONS as usize {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the three instances run {running} of {PARTITIONS} tasks 120 s after the broker came back"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    for runtime in &instances {
-        runtime.stopper().stop();
-    }
-    for runtime in instances {
-        for run in runtime.wait().await {
-            if let Err(error) = &run.outcome {
-                assert!(error.is_released(), "{}: {error}", run.task);
-            }
-        }
-    }
+    support::three_instances_all_run(app, config, PARTITIONS as usize, Duration::from_secs(120))
+        .await;
 }
 
 /// Issue 21, defect 10: a producer (`parsley-live produce`'s) no longer

@@ -65,3 +65,50 @@ impl std::io::Write for Capture {
         Ok(())
     }
 }
+
+/// Starts three instances of `app` at once, asserts that each starts, that
+/// together they run `tasks` tasks within `within` with none exiting, then
+/// stops them and asserts each task ended gracefully or was released.
+pub async fn three_instances_all_run(
+    app: std::sync::Arc<parsley::App>,
+    config: parsley_live::RuntimeConfig,
+    tasks: usize,
+    within: std::time::Duration,
+) {
+    use parsley_live::Runtime;
+    let (a, b, c) = tokio::join!(
+        Runtime::start(std::sync::Arc::clone(&app), config.clone()),
+        Runtime::start(std::sync::Arc::clone(&app), config.clone()),
+        Runtime::start(std::sync::Arc::clone(&app), config.clone()),
+    );
+    let instances: Vec<Runtime> = [a, b, c]
+        .into_iter()
+        .map(|started| started.unwrap_or_else(|error| panic!("an instance did not start: {error}")))
+        .collect();
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        assert!(
+            instances.iter().all(|runtime| !runtime.finished()),
+            "an instance exited"
+        );
+        let running: usize = instances.iter().map(|runtime| runtime.tasks().len()).sum();
+        if running == tasks {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the three instances run {running} of {tasks} tasks after {within:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for runtime in &instances {
+        runtime.stopper().stop();
+    }
+    for runtime in instances {
+        for run in runtime.wait().await {
+            if let Err(error) = &run.outcome {
+                assert!(error.is_released(), "{}: {error}", run.task);
+            }
+        }
+    }
+}
