@@ -147,6 +147,15 @@ pub enum CompositionError {
         /// The stage at fault.
         stage: String,
     },
+    /// W1: a windowed aggregation whose windows cannot be (a zero size, an
+    /// advance of zero or past the size) or that has no output topic.
+    #[error("W1 (docs/RULES.md#w1): windowed aggregation {stage:?} declares {reason}")]
+    ImpossibleWindows {
+        /// The stage at fault.
+        stage: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A name that cannot be part of a Kafka topic name.
     #[error("{what} {name:?} is not a valid Kafka name: {reason}")]
     InvalidName {
@@ -224,6 +233,9 @@ impl AppBuilder {
                     }
                     StageProblem::ZeroTickInterval => CompositionError::ZeroTickInterval { stage },
                     StageProblem::StateAfterLogic => CompositionError::StateAfterLogic { stage },
+                    StageProblem::Window(reason) => {
+                        CompositionError::ImpossibleWindows { stage, reason }
+                    }
                 });
             }
             if def.sources.is_empty() {

@@ -110,6 +110,7 @@ mod invariant;
 pub mod mutation;
 pub mod text;
 pub mod timer;
+pub mod window;
 
 /// Any error a user's code hands back to a driver that only reports it: a
 /// simulation's property or app factory, a live app's factory or producer.

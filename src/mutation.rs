@@ -65,11 +65,19 @@ pub enum Mutation {
     /// value: the bytes the codec could not read are dropped rather than
     /// kept as they were (breaks X5's opt-in, I10).
     CodecDeadLetterLosesValue,
+    /// A windowed aggregation closes a window one advance before its end
+    /// plus grace (an off-by-one-window in the close time): every record
+    /// finds its window closed already (breaks W2, W3, I12).
+    WindowClosesOneIntervalEarly,
+    /// A windowed aggregation closes a window one millisecond before its
+    /// end plus grace: a record at the last millisecond of grace is late
+    /// (breaks W2, W3, I12).
+    WindowGraceOffByOne,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 19] = [
+    pub const ALL: [Mutation; 21] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -89,6 +97,8 @@ impl Mutation {
         Mutation::CheckpointKeeps16Tps,
         Mutation::GateMatchesTopicOnly,
         Mutation::CodecDeadLetterLosesValue,
+        Mutation::WindowClosesOneIntervalEarly,
+        Mutation::WindowGraceOffByOne,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -113,6 +123,8 @@ impl Mutation {
             Mutation::CheckpointKeeps16Tps => "checkpoint-keeps-16-tps",
             Mutation::GateMatchesTopicOnly => "gate-matches-topic-only",
             Mutation::CodecDeadLetterLosesValue => "codec-dead-letter-loses-value",
+            Mutation::WindowClosesOneIntervalEarly => "window-closes-one-interval-early",
+            Mutation::WindowGraceOffByOne => "window-grace-off-by-one",
         }
     }
 

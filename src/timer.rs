@@ -172,6 +172,7 @@ impl TimerServiceBuilder {
                 }),
                 stateful: true,
                 dead_letter: self.dead_letter,
+                window: None,
                 timer: Some(TimerDecl {
                     requests: requests.name().clone(),
                     fires: fires.name().clone(),
@@ -373,6 +374,7 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
             write: None,
             more_writes: writes,
             late_timer_request: false,
+            late_window_record: false,
         };
         Ok((outcome, states))
     }
@@ -409,6 +411,7 @@ impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
             write: Some(write),
             more_writes: Vec::new(),
             late_timer_request: late,
+            late_window_record: false,
         })
     }
 
@@ -449,6 +452,7 @@ impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
             write: Some(Self::write(SlotKey::Key(key), &pending)?),
             more_writes: Vec::new(),
             late_timer_request: late,
+            late_window_record: false,
         })
     }
 

@@ -203,6 +203,10 @@ fn describe() {
         "Timer requests (K2) for a time before their own timestamp: each fired at the timer service's next tick."
     );
     describe_counter!(
+        "parsley_window_records_late_total",
+        "Records a windowed aggregation (W3) delivered too late for at least one of their windows."
+    );
+    describe_counter!(
         "parsley_task_restarts_total",
         "Restarts of the task after a transient failure, with fresh clients, from its committed checkpoint."
     );

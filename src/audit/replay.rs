@@ -35,18 +35,19 @@ pub(super) fn deliver(
         SlotKey::for_key(record.data.key.as_ref())
     };
     let state = node.slots.get(&slot);
+    // K2, W2: a timer service's tick and a windowed aggregation's record or
+    // tick read every slot; their changes to others are in `other_slots`.
+    let every_slot = || -> Vec<(SlotKey, &[u8])> {
+        node.slots
+            .iter()
+            .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
+            .collect()
+    };
     let replay = || -> Result<Result<Replayed, ReplayError>, Failure> {
         if at.tick {
             match tick_of(record) {
-                // K2: a timer service's tick reads every key slot; its
-                // changes are to those, in `other_slots`.
-                Some(tick) if plan.stage.timer_service().is_some() => {
-                    let slots: Vec<(SlotKey, &[u8])> = node
-                        .slots
-                        .iter()
-                        .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
-                        .collect();
-                    Ok(plan.stage.replay_tick_over_slots(&slots, tick))
+                Some(tick) if plan.stage.tick_reads_every_slot() => {
+                    Ok(plan.stage.replay_tick_over_slots(&every_slot(), tick))
                 }
                 Some(tick) => Ok(plan.stage.replay_tick(state.map(|bytes| &bytes[..]), tick)),
                 None => Err(Failure {
@@ -56,6 +57,10 @@ pub(super) fn deliver(
                     ),
                 }),
             }
+        } else if plan.stage.record_reads_every_slot() {
+            Ok(plan
+                .stage
+                .replay_record_over_slots(&at.tp.topic, &every_slot(), &at.tp, record))
         } else {
             Ok(plan.stage.replay_record(
                 &at.tp.topic,

@@ -26,6 +26,9 @@ pub(crate) struct Outcome {
     /// A timer service's delivery of a request for a time before its own
     /// timestamp (K2): it fires at the next tick, and the task counts it.
     pub late_timer_request: bool,
+    /// A windowed aggregation's delivery of a record too late for one of
+    /// its windows (W3): the task counts it.
+    pub late_window_record: bool,
 }
 
 /// A slot change, encoded for the changelog (`None` deletes the slot). In a
@@ -81,7 +84,26 @@ pub(crate) trait StageLogic: Send + Sync {
         _slots: &[(SlotKey, &[u8])],
         _tick: Tick,
     ) -> Result<Outcome, ReplayFailure> {
-        unreachable!("only the timer service's ticks read every slot")
+        unreachable!("Stage::replay_tick_over_slots refuses stages whose ticks read one slot")
+    }
+    /// [`StageLogic::on_record`] for logic whose records read every slot (a
+    /// windowed aggregation, W2), given every slot's encoded state.
+    fn replay_record_over_slots(
+        &self,
+        _slots: &[(SlotKey, &[u8])],
+        _source: usize,
+        _tp: &Tp,
+        _record: &ConsumedRecord,
+    ) -> Result<Outcome, ReplayFailure> {
+        unreachable!("Stage::replay_record_over_slots refuses stages whose records read one slot")
+    }
+    /// A windowed aggregation's (W4) aggregate of `records` by its own fold,
+    /// encoded with its output's value codec; `None` for other logic.
+    fn window_aggregate(
+        &self,
+        _records: &[(&Tp, &ConsumedRecord)],
+    ) -> Option<Result<Bytes, DeliveryFailure>> {
+        None
     }
 }
 
@@ -243,6 +265,7 @@ impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
             write,
             more_writes: Vec::new(),
             late_timer_request: false,
+            late_window_record: false,
         };
         Ok((outcome, step.state))
     }
@@ -290,6 +313,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
                 write: None,
                 more_writes: Vec::new(),
                 late_timer_request: false,
+                late_window_record: false,
             }),
             TickLogic::Fold(fold) => {
                 let slots = self.slots(slots);
@@ -333,6 +357,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
                 write: None,
                 more_writes: Vec::new(),
                 late_timer_request: false,
+                late_window_record: false,
             }),
             TickLogic::Fold(fold) => {
                 let step = fold(state_or_unit(state), &tick)?;

@@ -53,6 +53,8 @@ pub(crate) struct StageDef {
     pub dead_letter: bool,
     /// The timer service's topics, when the stage is one (K2).
     pub timer: Option<crate::timer::TimerDecl>,
+    /// The windowed aggregation's declaration, when the stage is one (W1).
+    pub window: Option<crate::window::WindowDecl>,
     pub logic: Arc<dyn StageLogic>,
     /// Declaration mistakes found while building, reported by
     /// [`crate::Parsley`]'s `build` with the rule they break.
@@ -82,6 +84,8 @@ pub(crate) enum StageProblem {
     TicksDeclaredTwice,
     ZeroTickInterval,
     StateAfterLogic,
+    /// W1: windows that cannot be, and why.
+    Window(&'static str),
 }
 
 impl Stage {
@@ -196,17 +200,25 @@ pub enum ReplayError {
         /// The stage.
         stage: String,
     },
-    /// [`Stage::replay_tick`] of a timer service, whose ticks read every key
-    /// slot.
-    #[error("stage {stage:?} is a timer service, whose ticks read every key slot: replay them with replay_tick_over_slots")]
-    TimerService {
+    /// [`Stage::replay_record`] or [`Stage::replay_tick`] of a delivery that
+    /// reads every slot (a timer service's tick, K2; a windowed
+    /// aggregation's record or tick, W2).
+    #[error("stage {stage:?} reads every slot on this delivery (a timer service or a windowed aggregation): replay it over the slots, with replay_record_over_slots or replay_tick_over_slots")]
+    ReadsEverySlot {
         /// The stage.
         stage: String,
     },
-    /// [`Stage::replay_tick_over_slots`] of a stage that is not a timer
-    /// service.
-    #[error("stage {stage:?} is not a timer service: replay its ticks with replay_tick")]
-    NotTimerService {
+    /// [`Stage::replay_record_over_slots`] or
+    /// [`Stage::replay_tick_over_slots`] of a delivery that reads one slot.
+    #[error("stage {stage:?} reads one slot on this delivery: replay it with replay_record or replay_tick")]
+    ReadsOneSlot {
+        /// The stage.
+        stage: String,
+    },
+    /// [`Stage::window_aggregate`] of a stage that is not a windowed
+    /// aggregation.
+    #[error("stage {stage:?} is not a windowed aggregation")]
+    NotWindowed {
         /// The stage.
         stage: String,
     },
@@ -259,16 +271,64 @@ impl Stage {
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Replayed, ReplayError> {
-        let index = self
-            .def
+        let index = self.source_index(source)?;
+        if self.record_reads_every_slot() {
+            return Err(ReplayError::ReadsEverySlot {
+                stage: self.def.name.clone(),
+            });
+        }
+        let outcome = self.def.logic.replay_record(state, index, tp, record)?;
+        Ok(Self::replayed(outcome))
+    }
+
+    fn source_index(&self, source: &TopicName) -> Result<usize, ReplayError> {
+        self.def
             .sources
             .iter()
             .position(|declared| declared.name == *source)
             .ok_or_else(|| ReplayError::UnknownSource {
                 stage: self.def.name.clone(),
                 topic: source.clone(),
-            })?;
-        let outcome = self.def.logic.replay_record(state, index, tp, record)?;
+            })
+    }
+
+    /// Whether a record's delivery reads every slot of its task, not only
+    /// its key's: a windowed aggregation's does (W2, a record may close
+    /// other keys' windows). Replay such a stage's records with
+    /// [`Stage::replay_record_over_slots`].
+    pub fn record_reads_every_slot(&self) -> bool {
+        self.def.window.is_some()
+    }
+
+    /// Whether a tick's delivery reads every slot of its task, not only the
+    /// tick slot: a timer service's (K2) and a windowed aggregation's (W2)
+    /// do. Replay such a stage's ticks with [`Stage::replay_tick_over_slots`].
+    pub fn tick_reads_every_slot(&self) -> bool {
+        self.def.timer.is_some() || self.def.window.is_some()
+    }
+
+    /// Runs the stage's logic for one record of `source` whose delivery
+    /// reads every slot ([`Stage::record_reads_every_slot`]), given every
+    /// slot's encoded state (the tick slot's too); the record's own slot's
+    /// change is in [`Replayed::slot`], the others' in
+    /// [`Replayed::other_slots`].
+    pub fn replay_record_over_slots(
+        &self,
+        source: &TopicName,
+        slots: &[(SlotKey, &[u8])],
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Replayed, ReplayError> {
+        let index = self.source_index(source)?;
+        if !self.record_reads_every_slot() {
+            return Err(ReplayError::ReadsOneSlot {
+                stage: self.def.name.clone(),
+            });
+        }
+        let outcome = self
+            .def
+            .logic
+            .replay_record_over_slots(slots, index, tp, record)?;
         Ok(Self::replayed(outcome))
     }
 
@@ -279,8 +339,8 @@ impl Stage {
         if self.def.ticks.is_none() {
             return Err(ReplayError::NoTicks { stage: stage() });
         }
-        if self.def.timer.is_some() {
-            return Err(ReplayError::TimerService { stage: stage() });
+        if self.tick_reads_every_slot() {
+            return Err(ReplayError::ReadsEverySlot { stage: stage() });
         }
         let outcome = self.def.logic.replay_tick(state, tick)?;
         Ok(Self::replayed(outcome))
@@ -304,16 +364,22 @@ impl Stage {
         }
     }
 
-    /// Runs a tick of a stage whose ticks read every key slot (the timer
-    /// service, K2: [`Stage::timer_service`]), given every slot's encoded
-    /// state; its changes are in [`Replayed::other_slots`].
+    /// Runs a tick of a stage whose ticks read every slot
+    /// ([`Stage::tick_reads_every_slot`]), given every slot's encoded
+    /// state (the tick slot's too); its changes are in
+    /// [`Replayed::other_slots`].
     pub fn replay_tick_over_slots(
         &self,
         slots: &[(SlotKey, &[u8])],
         tick: Tick,
     ) -> Result<Replayed, ReplayError> {
-        if self.def.timer.is_none() {
-            return Err(ReplayError::NotTimerService {
+        if self.def.ticks.is_none() {
+            return Err(ReplayError::NoTicks {
+                stage: self.def.name.clone(),
+            });
+        }
+        if !self.tick_reads_every_slot() {
+            return Err(ReplayError::ReadsOneSlot {
                 stage: self.def.name.clone(),
             });
         }
@@ -325,6 +391,31 @@ impl Stage {
     /// [`crate::timer::TimerService`]).
     pub fn timer_service(&self) -> Option<&crate::timer::TimerDecl> {
         self.def.timer.as_ref()
+    }
+
+    /// The windowed aggregation's declaration, when this stage is one (W1,
+    /// [`crate::window::Windows`]).
+    pub fn window(&self) -> Option<&crate::window::WindowDecl> {
+        self.def.window.as_ref()
+    }
+
+    /// A windowed aggregation's aggregate of `records` (one key's records
+    /// of one window, each with the tp it was read from, in delivery order)
+    /// by the stage's own fold from its initial value, encoded with its
+    /// output topic's value codec: what a checker that decides membership
+    /// and closing by itself compares an emitted window with (I12).
+    pub fn window_aggregate(
+        &self,
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<bytes::Bytes, ReplayError> {
+        match self.def.logic.window_aggregate(records) {
+            Some(result) => {
+                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
+            }
+            None => Err(ReplayError::NotWindowed {
+                stage: self.def.name.clone(),
+            }),
+        }
     }
 }
 
@@ -480,6 +571,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 stateful,
                 dead_letter: self.dead_letter,
                 timer: None,
+                window: None,
                 logic: Arc::new(logic),
                 problems: self.problems,
             }),
@@ -740,13 +832,13 @@ mod tests {
         let error = stage.replay_tick_over_slots(&[], Tick::new(0)).unwrap_err();
         assert_eq!(
             error,
-            ReplayError::NotTimerService {
+            ReplayError::ReadsOneSlot {
                 stage: "sum".into()
             }
         );
         assert_eq!(
             error.to_string(),
-            "stage \"sum\" is not a timer service: replay its ticks with replay_tick"
+            "stage \"sum\" reads one slot on this delivery: replay it with replay_record or replay_tick"
         );
     }
 }

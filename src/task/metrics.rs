@@ -23,11 +23,14 @@ pub struct TaskMetrics {
     /// their own timestamp, each fired at the service's next tick; including
     /// ones later undone by an abort.
     pub timer_requests_late_total: u64,
+    /// A windowed aggregation's (W3) deliveries of records too late for at
+    /// least one of their windows; including ones later undone by an abort.
+    pub window_records_late_total: u64,
 }
 
 impl TaskMetrics {
     /// The metrics under their published names.
-    pub fn named(&self) -> [(&'static str, u64); 8] {
+    pub fn named(&self) -> [(&'static str, u64); 9] {
         [
             ("ticks-emitted-total", self.ticks_emitted_total),
             ("records-delivered-total", self.records_delivered_total),
@@ -46,6 +49,7 @@ impl TaskMetrics {
                 self.records_dead_lettered_total,
             ),
             ("timer-requests-late-total", self.timer_requests_late_total),
+            ("window-records-late-total", self.window_records_late_total),
         ]
     }
 }

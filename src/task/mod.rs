@@ -801,6 +801,9 @@ impl Task {
         if outcome.late_timer_request {
             self.metrics.timer_requests_late_total += 1;
         }
+        if outcome.late_window_record {
+            self.metrics.window_records_late_total += 1;
+        }
         self.produce(outcome, timestamp, produced);
         Ok(())
     }

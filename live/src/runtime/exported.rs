@@ -67,6 +67,8 @@ impl Exported {
                 + current.records_dead_lettered_total,
             timer_requests_late_total: earlier.timer_requests_late_total
                 + current.timer_requests_late_total,
+            window_records_late_total: earlier.window_records_late_total
+                + current.window_records_late_total,
         }
     }
 
@@ -115,6 +117,11 @@ impl Exported {
                 "parsley_timer_requests_late_total",
                 current.timer_requests_late_total,
                 before.timer_requests_late_total,
+            ),
+            (
+                "parsley_window_records_late_total",
+                current.window_records_late_total,
+                before.window_records_late_total,
             ),
         ] {
             // A core's counters only grow within its run.

@@ -281,6 +281,7 @@ fn t8_metrics_count_committed_ticks_transactions_and_held_records() {
             ("records-redelivered-total", 0),
             ("records-dead-lettered-total", 0),
             ("timer-requests-late-total", 0),
+            ("window-records-late-total", 0),
         ]
     );
 }

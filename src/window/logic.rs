@@ -1,0 +1,478 @@
+//! The windowed aggregation's built-in logic (W1–W4): one implementation,
+//! run by the task over its slots and by the pure replay over the slots it
+//! is given, so every driver and every checker sees the same windows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::codec::{encode_chunked, Codec};
+use crate::emission::{Emission, Record, Tick};
+use crate::record::ConsumedRecord;
+use crate::stage::logic::{
+    guarded, DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic,
+};
+use crate::stage::slots::{SlotKey, SlotStore, Slots};
+use crate::topic::{RecordPart, Topic};
+use crate::tp::Tp;
+
+use super::assign::{Shape, Span};
+use super::state::{Clock, Open, WindowSlot, WindowSlotCodec};
+use super::{Close, Emit, Windowed};
+
+pub(crate) type FoldFn<K, V, A> = Arc<dyn Fn(A, &Record<K, V>) -> Result<A, String> + Send + Sync>;
+
+pub(crate) struct WindowLogic<K, V, A> {
+    pub source: Topic<K, V>,
+    pub output: Option<Topic<Windowed<K>, A>>,
+    pub late: Option<Topic<K, V>>,
+    pub shape: Shape,
+    pub emit: Emit,
+    pub close: Close,
+    pub init: Arc<dyn Fn() -> A + Send + Sync>,
+    pub fold: FoldFn<K, V, A>,
+    pub codec: Arc<WindowSlotCodec<A>>,
+}
+
+/// A delivery's new slot states, in the order the task accepts them.
+type Proposals<A> = Vec<Option<WindowSlot<A>>>;
+
+/// The slots one delivery reads: the task's own, or those a replay is given.
+trait View<A> {
+    fn slot(&self, slot: &SlotKey) -> Option<&WindowSlot<A>>;
+    /// Every key slot with open windows.
+    fn windows(&self) -> Vec<(&SlotKey, &[Open<A>])>;
+}
+
+impl<A: Send + 'static> View<A> for Slots<WindowSlot<A>> {
+    fn slot(&self, slot: &SlotKey) -> Option<&WindowSlot<A>> {
+        self.get(slot)
+    }
+
+    fn windows(&self) -> Vec<(&SlotKey, &[Open<A>])> {
+        self.current_slots()
+            .filter_map(|(slot, state)| match state {
+                WindowSlot::Windows(windows) => Some((slot, &windows[..])),
+                WindowSlot::Clock(_) => None,
+            })
+            .collect()
+    }
+}
+
+impl<A> View<A> for HashMap<SlotKey, WindowSlot<A>> {
+    fn slot(&self, slot: &SlotKey) -> Option<&WindowSlot<A>> {
+        self.get(slot)
+    }
+
+    fn windows(&self) -> Vec<(&SlotKey, &[Open<A>])> {
+        self.iter()
+            .filter_map(|(slot, state)| match state {
+                WindowSlot::Windows(windows) => Some((slot, &windows[..])),
+                WindowSlot::Clock(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// What one delivery changes: slots (the delivery's own first, when it
+/// changes), emissions, and how many records came too late.
+struct Change<A> {
+    own: Option<(SlotKey, Option<WindowSlot<A>>)>,
+    others: Vec<(SlotKey, Option<WindowSlot<A>>)>,
+    emissions: Vec<Emission>,
+    late: bool,
+}
+
+impl<K, V, A> WindowLogic<K, V, A>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    A: Clone + Send + Sync + 'static,
+{
+    fn clock(view: &dyn View<A>) -> Clock {
+        match view.slot(&SlotKey::Tick) {
+            Some(WindowSlot::Clock(clock)) => *clock,
+            _ => Clock::default(),
+        }
+    }
+
+    fn output(&self) -> &Topic<Windowed<K>, A> {
+        self.output
+            .as_ref()
+            .expect("assembly refuses a windowed aggregation without an output topic")
+    }
+
+    /// W1, W3: a record added to its key's windows that are open, W2: and
+    /// the windows its stream time closes.
+    fn record(
+        &self,
+        view: &dyn View<A>,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+    ) -> Result<Change<A>, DeliveryFailure> {
+        let record =
+            self.source
+                .decode(tp, consumed)
+                .map_err(|refused| DeliveryFailure::Codec {
+                    part: refused.part,
+                    error: refused.error,
+                })?;
+        let (Some(key_bytes), Some(key)) = (&consumed.data.key, &record.key) else {
+            return Err(DeliveryFailure::Logic(format!(
+                "W1 (docs/RULES.md#w1): record {tp}@{} has no key, and a windowed aggregation groups by key",
+                consumed.offset
+            )));
+        };
+        let timestamp = consumed.data.timestamp;
+        if timestamp < 0 {
+            return Err(DeliveryFailure::Logic(format!(
+                "W1 (docs/RULES.md#w1): record {tp}@{} has no timestamp ({timestamp}), and a windowed aggregation places records by theirs",
+                consumed.offset
+            )));
+        }
+        let clock = Self::clock(view);
+        let frontier = match self.close {
+            Close::StreamTime => clock.frontier.max(timestamp),
+            Close::WallClock { .. } => clock.frontier,
+        };
+        let slot = SlotKey::Key(key_bytes.clone());
+        let mut windows = match view.slot(&slot) {
+            Some(WindowSlot::Windows(windows)) => windows.clone(),
+            _ => Vec::new(),
+        };
+        let mut next_close = clock.next_close;
+        let mut emissions = Vec::new();
+        let mut missed = false;
+        let mut folded = false;
+        for span in self.shape.spans_of(timestamp) {
+            if self.shape.is_closed(span.end, frontier) {
+                missed = true;
+                continue;
+            }
+            let index = match windows.binary_search_by_key(&span.start, |open| open.span.start) {
+                Ok(index) => index,
+                Err(index) => {
+                    windows.insert(
+                        index,
+                        Open {
+                            span,
+                            aggregate: (self.init)(),
+                        },
+                    );
+                    index
+                }
+            };
+            let aggregate = windows[index].aggregate.clone();
+            let folded_aggregate = guarded(|| (self.fold)(aggregate, &record))?;
+            windows[index].aggregate = folded_aggregate;
+            folded = true;
+            let closes = self.shape.closes_at(span.end);
+            next_close = Some(next_close.map_or(closes, |next| next.min(closes)));
+            if self.emit == Emit::OnUpdate {
+                emissions.push(self.output().send(
+                    Windowed {
+                        key: key.clone(),
+                        start: span.start,
+                        end: span.end,
+                    },
+                    windows[index].aggregate.clone(),
+                ));
+            }
+        }
+        if missed {
+            if let Some(topic) = &self.late {
+                // The record as it came: its own bytes, not re-encoded.
+                let value = consumed.data.value.clone().unwrap_or_default();
+                emissions.push(Emission::new(
+                    topic.name().clone(),
+                    Ok((Some(key_bytes.clone()), value)),
+                ));
+            }
+        }
+        let clock = Clock {
+            frontier,
+            next_close,
+        };
+        let mut change = self.close_due(view, clock, Some((&slot, windows, folded)), emissions)?;
+        change.late = missed;
+        Ok(change)
+    }
+
+    /// W2: a tick moves a wall-clock frontier to its time.
+    fn tick(&self, view: &dyn View<A>, tick: Tick) -> Result<Change<A>, DeliveryFailure> {
+        let clock = Self::clock(view);
+        let clock = Clock {
+            frontier: clock.frontier.max(tick.timestamp),
+            ..clock
+        };
+        self.close_due(view, clock, None, Vec::new())
+    }
+
+    /// W2: closes every window the frontier of `clock` has reached (when
+    /// one is due), emitting each closed window's aggregate (W4, on close)
+    /// in the order (end, start, key); `own` is the delivering record's
+    /// slot with its windows as the delivery left them, and whether the
+    /// delivery folded the record into any.
+    fn close_due(
+        &self,
+        view: &dyn View<A>,
+        mut clock: Clock,
+        own: Option<(&SlotKey, Vec<Open<A>>, bool)>,
+        mut emissions: Vec<Emission>,
+    ) -> Result<Change<A>, DeliveryFailure> {
+        let before = Self::clock(view);
+        let mut own_changed = own.as_ref().is_some_and(|(_, _, folded)| *folded);
+        let own_slot = own.as_ref().map(|(slot, _, _)| (*slot).clone());
+        let mut own_windows = own.map(|(_, windows, _)| windows);
+        let mut others = Vec::new();
+        if clock.next_close.is_some_and(|next| next <= clock.frontier) {
+            let mut closed: Vec<(Span, SlotKey, A)> = Vec::new();
+            let mut next_close: Option<i64> = None;
+            let mut keep = |slot: &SlotKey, windows: &[Open<A>], closed: &mut Vec<_>| {
+                let mut left = Vec::with_capacity(windows.len());
+                for open in windows {
+                    if self.shape.is_closed(open.span.end, clock.frontier) {
+                        closed.push((open.span, slot.clone(), open.aggregate.clone()));
+                    } else {
+                        let closes = self.shape.closes_at(open.span.end);
+                        next_close = Some(next_close.map_or(closes, |next| next.min(closes)));
+                        left.push(open.clone());
+                    }
+                }
+                left
+            };
+            let mut changed_others = Vec::new();
+            for (slot, windows) in view.windows() {
+                if Some(slot) == own_slot.as_ref() {
+                    continue;
+                }
+                let left = keep(slot, windows, &mut closed);
+                if left.len() != windows.len() {
+                    changed_others.push((slot.clone(), left));
+                }
+            }
+            if let (Some(slot), Some(windows)) = (&own_slot, &own_windows) {
+                let left = keep(slot, windows, &mut closed);
+                own_changed |= left.len() != windows.len();
+                own_windows = Some(left);
+            }
+            clock.next_close = next_close;
+            closed.sort_by(|a, b| (a.0.end, a.0.start, &a.1).cmp(&(b.0.end, b.0.start, &b.1)));
+            if self.emit == Emit::OnClose {
+                for (span, slot, aggregate) in closed {
+                    let SlotKey::Key(bytes) = &slot else {
+                        unreachable!("windows are kept in key slots")
+                    };
+                    let key = self.source.key_codec().decode(bytes).map_err(|error| {
+                        DeliveryFailure::Codec {
+                            part: RecordPart::Key,
+                            error,
+                        }
+                    })?;
+                    emissions.push(self.output().send(
+                        Windowed {
+                            key,
+                            start: span.start,
+                            end: span.end,
+                        },
+                        aggregate,
+                    ));
+                }
+            }
+            // Slots in key order: the changelog's order is the delivery's.
+            changed_others.sort_by(|a, b| a.0.cmp(&b.0));
+            for (slot, left) in changed_others {
+                others.push((
+                    slot,
+                    (!left.is_empty()).then_some(WindowSlot::Windows(left)),
+                ));
+            }
+        }
+        if clock != before {
+            others.insert(0, (SlotKey::Tick, Some(WindowSlot::Clock(clock))));
+        }
+        let own = match (own_slot, own_windows) {
+            (Some(slot), Some(windows)) if own_changed => Some((
+                slot,
+                (!windows.is_empty()).then_some(WindowSlot::Windows(windows)),
+            )),
+            _ => None,
+        };
+        Ok(Change {
+            own,
+            others,
+            emissions,
+            late: false,
+        })
+    }
+
+    fn write(
+        &self,
+        slot: SlotKey,
+        state: &Option<WindowSlot<A>>,
+    ) -> Result<SlotWrite, DeliveryFailure> {
+        let encoded = state
+            .as_ref()
+            .map(|state| encode_chunked(&*self.codec, state))
+            .transpose()
+            .map_err(DeliveryFailure::StateCodec)?;
+        Ok(SlotWrite { slot, encoded })
+    }
+
+    /// The outcome of a change, and the states to propose, in the order the
+    /// task accepts them (the delivery's own slot first).
+    fn outcome(&self, change: Change<A>) -> Result<(Outcome, Proposals<A>), DeliveryFailure> {
+        let mut states = Vec::with_capacity(change.others.len() + 1);
+        let write = match change.own {
+            Some((slot, state)) => {
+                let write = self.write(slot, &state)?;
+                states.push(state);
+                Some(write)
+            }
+            None => None,
+        };
+        let mut more_writes = Vec::with_capacity(change.others.len());
+        for (slot, state) in change.others {
+            more_writes.push(self.write(slot, &state)?);
+            states.push(state);
+        }
+        let outcome = Outcome {
+            emissions: change.emissions,
+            write,
+            more_writes,
+            late_timer_request: false,
+            late_window_record: change.late,
+        };
+        Ok((outcome, states))
+    }
+
+    fn slots(slots: &mut dyn SlotStore) -> &mut Slots<WindowSlot<A>> {
+        slots
+            .as_any_mut()
+            .downcast_mut::<Slots<WindowSlot<A>>>()
+            .expect("a windowed aggregation's slots hold windows")
+    }
+
+    /// Applies an outcome's states to the task's slots, as proposals.
+    fn propose(slots: &mut Slots<WindowSlot<A>>, states: Proposals<A>) {
+        let mut states = states.into_iter();
+        if let Some(first) = states.next() {
+            slots.propose(first);
+            for state in states {
+                slots.propose_more(state);
+            }
+        }
+    }
+
+    /// The aggregate of `records` (all of one key and window, in delivery
+    /// order) by the stage's own fold, encoded with the output topic's value
+    /// codec: what a checker that decides membership and closing by itself
+    /// compares an emitted window with (I12).
+    fn aggregate_of(&self, records: &[(&Tp, &ConsumedRecord)]) -> Result<Bytes, DeliveryFailure> {
+        let mut aggregate = (self.init)();
+        for (tp, consumed) in records {
+            let record =
+                self.source
+                    .decode(tp, consumed)
+                    .map_err(|refused| DeliveryFailure::Codec {
+                        part: refused.part,
+                        error: refused.error,
+                    })?;
+            aggregate = guarded(|| (self.fold)(aggregate, &record))?;
+        }
+        encode_chunked(self.output().value_codec(), &aggregate).map_err(DeliveryFailure::StateCodec)
+    }
+
+    fn decoded(
+        &self,
+        given: &[(SlotKey, &[u8])],
+    ) -> Result<HashMap<SlotKey, WindowSlot<A>>, ReplayFailure> {
+        given
+            .iter()
+            .map(|(slot, bytes)| {
+                Ok((
+                    slot.clone(),
+                    self.codec.decode(bytes).map_err(ReplayFailure::State)?,
+                ))
+            })
+            .collect()
+    }
+}
+
+impl<K, V, A> StageLogic for WindowLogic<K, V, A>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    A: Clone + Send + Sync + 'static,
+{
+    fn new_slots(&self) -> Box<dyn SlotStore> {
+        let codec: Arc<dyn Codec<WindowSlot<A>>> = self.codec.clone();
+        Box::new(Slots::<WindowSlot<A>>::new(Some(codec)))
+    }
+
+    fn on_record(
+        &self,
+        slots: &mut dyn SlotStore,
+        _source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, DeliveryFailure> {
+        let slots = Self::slots(slots);
+        let change = self.record(&*slots, tp, record)?;
+        let (outcome, states) = self.outcome(change)?;
+        Self::propose(slots, states);
+        Ok(outcome)
+    }
+
+    fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
+        let slots = Self::slots(slots);
+        let change = self.tick(&*slots, tick)?;
+        let (outcome, states) = self.outcome(change)?;
+        Self::propose(slots, states);
+        Ok(outcome)
+    }
+
+    fn replay_record(
+        &self,
+        _state: Option<&[u8]>,
+        _source: usize,
+        _tp: &Tp,
+        _record: &ConsumedRecord,
+    ) -> Result<Outcome, ReplayFailure> {
+        unreachable!("Stage::replay_record refuses a windowed aggregation's records")
+    }
+
+    fn replay_tick(&self, _state: Option<&[u8]>, _tick: Tick) -> Result<Outcome, ReplayFailure> {
+        unreachable!("Stage::replay_tick refuses a windowed aggregation's ticks")
+    }
+
+    fn replay_record_over_slots(
+        &self,
+        slots: &[(SlotKey, &[u8])],
+        _source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, ReplayFailure> {
+        let view = self.decoded(slots)?;
+        let change = self.record(&view, tp, record)?;
+        Ok(self.outcome(change)?.0)
+    }
+
+    fn replay_tick_over_slots(
+        &self,
+        slots: &[(SlotKey, &[u8])],
+        tick: Tick,
+    ) -> Result<Outcome, ReplayFailure> {
+        let view = self.decoded(slots)?;
+        let change = self.tick(&view, tick)?;
+        Ok(self.outcome(change)?.0)
+    }
+
+    fn window_aggregate(
+        &self,
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Option<Result<Bytes, DeliveryFailure>> {
+        Some(self.aggregate_of(records))
+    }
+}

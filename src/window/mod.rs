@@ -1,0 +1,405 @@
+//! Windowed aggregation as an operator (W1–W4): Kafka Streams'
+//! `groupByKey().windowedBy(TimeWindows…).aggregate(…)`, with
+//! `suppress(untilWindowCloses)` as the default emission, built into a
+//! stage so that every driver runs the same windows.
+//!
+//! A windowed aggregation is a stage ([`WindowedBuilder::build`] returns a
+//! [`Stage`]) that reads one source topic and keeps, in each key's slot, the
+//! key's open windows with their aggregates:
+//!
+//! - **Membership (W1).** Windows are Kafka Streams' time windows: a window
+//!   `[start, end)` holds the records whose timestamp `t` has
+//!   `start <= t < end`. Windows start at every multiple of the advance
+//!   from the epoch ([`Windows::tumbling`]: the advance is the size;
+//!   [`Windows::hopping`]: a record belongs to `size / advance` windows).
+//!   A record without a key, or with a negative timestamp, is refused with
+//!   W1 (its task stops, or dead-letters it with
+//!   [`WindowedBuilder::dead_letter_queue`]).
+//! - **Closing (W2).** Each task keeps a close frontier: by default its
+//!   stream time (the highest record timestamp it delivered, as Kafka
+//!   Streams' `observedStreamTime`), or, with [`Close::WallClock`], the
+//!   time of its last tick. A window closes when the frontier reaches
+//!   `end + grace`, and not a millisecond earlier. A window closed by stream
+//!   time closes only when a later record arrives, as in Kafka Streams;
+//!   wall-clock closing closes it by time alone, at most one resolution
+//!   late.
+//! - **Late records (W3).** A record whose windows are all or partly closed
+//!   already is late for those windows: it is folded into the ones still
+//!   open and, once, counted (`window-records-late-total`) and written
+//!   as it came (its own key and value bytes) to the late topic, with
+//!   [`WindowedBuilder::late_records_to`]. Kafka Streams drops it and only
+//!   counts it.
+//! - **Emission (W4).** [`Emit::OnClose`] (the default) writes each window's
+//!   final aggregate once, when it closes: the closes of one delivery in
+//!   the order (end, start, key). [`Emit::OnUpdate`] writes the window's
+//!   aggregate on every record folded into it, as a Kafka Streams
+//!   `KTable` without `suppress` does (with caching off), and nothing on
+//!   close. The output's key is a [`Windowed`] key: the record's key and the
+//!   window's bounds.
+//!
+//! Windows are state: a record's delivery changes its key's slot and the
+//! task's clock (kept in its tick slot) in the record's transaction, written
+//! to the stage's changelog (S5); a restarted or moved task restores its
+//! open windows and its frontier, so a crash neither loses a window nor
+//! closes one twice (X1). A closed window's slot is removed. Emitted
+//! aggregates are stamped at the stamping site (G5), so a closed window
+//! claims every record folded into it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use parsley::window::{Windowed, WindowedCodec, Windows};
+//! use parsley::{Parsley, Topic, Utf8, I64};
+//!
+//! let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
+//! let per_minute =
+//!     Topic::<Windowed<String>, i64>::with_codecs("sales-per-minute", WindowedCodec(Utf8), I64);
+//! // Revenue per product per minute, each minute written once it closes.
+//! let revenue = Windows::tumbling(Duration::from_secs(60))
+//!     .grace(Duration::from_secs(5))
+//!     .aggregate("revenue", &sales, I64, || 0i64, |total, sale| total + sale.value)
+//!     .into(&per_minute)
+//!     .build();
+//! let app = Parsley::named("shop").stage(revenue).build()?;
+//! let declared = app.stage("revenue").unwrap().stage.window().unwrap();
+//! assert_eq!((declared.size, declared.grace), (Duration::from_secs(60), Duration::from_secs(5)));
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+
+mod assign;
+mod logic;
+mod state;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{Codec, CodecError, Direction};
+use crate::emission::Record;
+use crate::stage::logic::Fallible;
+use crate::stage::{Stage, StageDef, StageProblem, TickDecl, TickKind};
+use crate::topic::{Topic, TopicRef};
+use crate::tp::TopicName;
+
+use assign::{millis, Shape};
+pub(crate) use logic::WindowLogic;
+use state::WindowSlotCodec;
+
+/// When a windowed aggregation writes a window's aggregate (W4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Emit {
+    /// Once, when the window closes: Kafka Streams'
+    /// `suppress(Suppressed.untilWindowCloses(…))`. The default.
+    #[default]
+    OnClose,
+    /// On every record folded into the window, and nothing on close.
+    OnUpdate,
+}
+
+/// What closes a windowed aggregation's windows (W2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Close {
+    /// The task's stream time: the highest record timestamp it delivered,
+    /// as in Kafka Streams. The default. Windows close only as records
+    /// arrive.
+    #[default]
+    StreamTime,
+    /// The task's wall clock: the stage ticks every `resolution` (T3), and
+    /// a tick closes the windows its time reaches. Records do not move the
+    /// frontier, so an input whose timestamps run ahead of the clock does
+    /// not close windows early.
+    WallClock {
+        /// The tick interval: how late a window may close.
+        resolution: Duration,
+    },
+}
+
+/// The key of a windowed aggregation's output: the record's key and the
+/// window's bounds, `[start, end)` in milliseconds since the epoch.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Windowed<K> {
+    /// The key the records were grouped by.
+    pub key: K,
+    /// The window's first millisecond.
+    pub start: i64,
+    /// The millisecond after its last.
+    pub end: i64,
+}
+
+/// A codec of [`Windowed`] keys over a codec of the key: the key's bytes,
+/// then the window's start and end, 8 big-endian bytes each. (Kafka
+/// Streams' `TimeWindowedSerializer` writes the start alone, so its reader
+/// must be told the window size; this one carries the end too.)
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WindowedCodec<KC>(pub KC);
+
+impl<K, KC: Codec<K>> Codec<Windowed<K>> for WindowedCodec<KC> {
+    fn encode(&self, value: &Windowed<K>) -> Result<Bytes, CodecError> {
+        let mut out = BytesMut::new();
+        self.encode_to(value, &mut out)?;
+        Ok(out.freeze())
+    }
+
+    fn encode_to(&self, value: &Windowed<K>, out: &mut BytesMut) -> Result<(), CodecError> {
+        self.0.encode_to(&value.key, out)?;
+        out.put_i64(value.start);
+        out.put_i64(value.end);
+        Ok(())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Windowed<K>, CodecError> {
+        let Some(split) = bytes.len().checked_sub(16) else {
+            return Err(CodecError {
+                codec: "windowed",
+                direction: Direction::Decode,
+                type_name: "windowed key",
+                message: format!(
+                    "expected the key and 16 bytes of window bounds, got {} bytes",
+                    bytes.len()
+                ),
+            });
+        };
+        let (key, bounds) = bytes.split_at(split);
+        let start = i64::from_be_bytes(bounds[..8].try_into().expect("8 bytes"));
+        let end = i64::from_be_bytes(bounds[8..].try_into().expect("8 bytes"));
+        Ok(Windowed {
+            key: self.0.decode(key)?,
+            start,
+            end,
+        })
+    }
+}
+
+/// A windowed aggregation's declaration, as [`Stage::window`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowDecl {
+    /// The topic whose records are windowed.
+    pub source: TopicName,
+    /// The topic the windows' aggregates are written to.
+    pub output: Option<TopicName>,
+    /// The topic late records are written to, if any (W3).
+    pub late: Option<TopicName>,
+    /// The windows' size.
+    pub size: Duration,
+    /// How far apart windows start (the size, for tumbling windows).
+    pub advance: Duration,
+    /// How long after its end a window still takes records (W2).
+    pub grace: Duration,
+    /// When aggregates are written (W4).
+    pub emit: Emit,
+    /// What closes windows (W2).
+    pub close: Close,
+}
+
+/// The windows of an aggregation: their size, advance and grace (W1, W2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Windows {
+    size: Duration,
+    advance: Duration,
+    grace: Duration,
+}
+
+impl Windows {
+    /// Windows of `size` that do not overlap: each record belongs to one.
+    /// Kafka Streams' `TimeWindows.ofSizeWithNoGrace(size)`.
+    pub fn tumbling(size: Duration) -> Windows {
+        Windows {
+            size,
+            advance: size,
+            grace: Duration::ZERO,
+        }
+    }
+
+    /// Windows of `size` starting every `advance` (at most `size`): a record
+    /// belongs to `size / advance` of them. Kafka Streams'
+    /// `TimeWindows.ofSizeWithNoGrace(size).advanceBy(advance)`.
+    pub fn hopping(size: Duration, advance: Duration) -> Windows {
+        Windows {
+            size,
+            advance,
+            grace: Duration::ZERO,
+        }
+    }
+
+    /// How long after its end a window still takes late records before it
+    /// closes (W2). Default zero.
+    pub fn grace(mut self, grace: Duration) -> Windows {
+        self.grace = grace;
+        self
+    }
+
+    /// A windowed aggregation, a stage named `name` (unique in its
+    /// application, C1; it also names the stage's changelog): each key's
+    /// records of `source`, per window, folded from `init()` with `fold`
+    /// (which may return `A` or `Result<A, E>`; an error or a panic refuses
+    /// the record, X5). Aggregates are kept with `codec` on the changelog.
+    pub fn aggregate<K, V, A, C, R>(
+        self,
+        name: impl Into<String>,
+        source: &Topic<K, V>,
+        codec: C,
+        init: impl Fn() -> A + Send + Sync + 'static,
+        fold: impl Fn(A, &Record<K, V>) -> R + Send + Sync + 'static,
+    ) -> WindowedBuilder<K, V, A>
+    where
+        K: Clone + Send + Sync + 'static,
+        V: Send + Sync + 'static,
+        A: Clone + Send + Sync + 'static,
+        C: Codec<A>,
+        R: Fallible<A>,
+    {
+        WindowedBuilder {
+            name: name.into(),
+            windows: self,
+            source: source.clone(),
+            codec: Arc::new(codec),
+            init: Arc::new(init),
+            fold: Arc::new(move |aggregate, record| fold(aggregate, record).into_result()),
+            output: None,
+            late: None,
+            emit: Emit::default(),
+            close: Close::default(),
+            dead_letter: false,
+        }
+    }
+}
+
+/// A windowed aggregation being declared; see the [module docs](self).
+pub struct WindowedBuilder<K, V, A> {
+    name: String,
+    windows: Windows,
+    source: Topic<K, V>,
+    codec: Arc<dyn Codec<A>>,
+    init: Arc<dyn Fn() -> A + Send + Sync>,
+    fold: logic::FoldFn<K, V, A>,
+    output: Option<Topic<Windowed<K>, A>>,
+    late: Option<Topic<K, V>>,
+    emit: Emit,
+    close: Close,
+    dead_letter: bool,
+}
+
+impl<K, V, A> WindowedBuilder<K, V, A>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    A: Clone + Send + Sync + 'static,
+{
+    /// The topic the windows' aggregates are written to (required).
+    pub fn into(mut self, output: &Topic<Windowed<K>, A>) -> Self {
+        self.output = Some(output.clone());
+        self
+    }
+
+    /// When aggregates are written (W4). Default [`Emit::OnClose`].
+    pub fn emit(mut self, emit: Emit) -> Self {
+        self.emit = emit;
+        self
+    }
+
+    /// What closes windows (W2). Default [`Close::StreamTime`].
+    pub fn close_by(mut self, close: Close) -> Self {
+        self.close = close;
+        self
+    }
+
+    /// W3: late records are written, as they came, to `late` (as well as
+    /// counted). Without it they are only counted.
+    pub fn late_records_to(mut self, late: &Topic<K, V>) -> Self {
+        self.late = Some(late.clone());
+        self
+    }
+
+    /// X5's opt-in: records the aggregation refuses (no key, no timestamp,
+    /// a codec's refusal, a failing fold) go to `<application.id>-<name>-dlq`
+    /// instead of stopping the task.
+    pub fn dead_letter_queue(mut self) -> Self {
+        self.dead_letter = true;
+        self
+    }
+
+    /// Finishes the declaration. Impossible windows (a zero size, an advance
+    /// of zero or past the size, a zero resolution) and a missing output are
+    /// reported by the application's `build`, with their rule.
+    pub fn build(self) -> Stage {
+        let Windows {
+            size,
+            advance,
+            grace,
+        } = self.windows;
+        let mut problems = Vec::new();
+        if size.is_zero() {
+            problems.push(StageProblem::Window("a window size of zero"));
+        } else if advance.is_zero() || advance > size {
+            problems.push(StageProblem::Window(
+                "an advance of zero or larger than the window size",
+            ));
+        }
+        if self.output.is_none() {
+            problems.push(StageProblem::Window(
+                "no output topic (declare one with `into`)",
+            ));
+        }
+        let ticks = match self.close {
+            Close::StreamTime => None,
+            Close::WallClock { resolution } => {
+                if resolution.is_zero() {
+                    problems.push(StageProblem::ZeroTickInterval);
+                }
+                Some(TickDecl {
+                    interval: resolution,
+                    kind: TickKind::Fold,
+                })
+            }
+        };
+        let mut sinks = Vec::new();
+        sinks.extend(self.output.iter().map(TopicRef::from));
+        sinks.extend(self.late.iter().map(TopicRef::from));
+        let decl = WindowDecl {
+            source: self.source.name().clone(),
+            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            late: self.late.as_ref().map(|topic| topic.name().clone()),
+            size,
+            advance,
+            grace,
+            emit: self.emit,
+            close: self.close,
+        };
+        let sources = vec![TopicRef::from(&self.source)];
+        let logic = WindowLogic {
+            source: self.source,
+            output: self.output,
+            late: self.late,
+            shape: Shape {
+                size: millis(size),
+                advance: millis(advance).max(1),
+                grace: millis(grace),
+            },
+            emit: self.emit,
+            close: self.close,
+            init: self.init,
+            fold: self.fold,
+            codec: Arc::new(WindowSlotCodec {
+                aggregate: self.codec,
+            }),
+        };
+        Stage {
+            def: Arc::new(StageDef {
+                name: self.name,
+                sources,
+                sinks,
+                ticks,
+                stateful: true,
+                dead_letter: self.dead_letter,
+                timer: None,
+                window: Some(decl),
+                logic: Arc::new(logic),
+                problems,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
