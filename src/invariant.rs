@@ -6,7 +6,7 @@ use std::fmt;
 
 /// The invariants the checker verifies on every simulated run, and the audit
 /// on committed logs. Each is defined, with the rules it rests on, in
-/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i11`).
+/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i12`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Invariant {
     /// Causal delivery: every committed delivery came after the task had
@@ -54,6 +54,12 @@ pub enum Invariant {
     /// request and its causes; no fire without such a request (K2;
     /// docs/RULES.md#i11).
     I11,
+    /// Windows: for every windowed aggregation, each window a committed
+    /// delivery closes is written once by it with the fold of the records
+    /// the window holds (on close), or each change is written by the
+    /// delivery that made it (on update); each late record is written to
+    /// the late topic once, as it came (W1–W4; docs/RULES.md#i12).
+    I12,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -74,6 +80,7 @@ impl Invariant {
             Invariant::I9 => "determinism",
             Invariant::I10 => "dead letters",
             Invariant::I11 => "timers",
+            Invariant::I12 => "windows",
             Invariant::Property(_) => "user property",
         }
     }

@@ -97,12 +97,15 @@ pub(crate) trait StageLogic: Send + Sync {
     ) -> Result<Outcome, ReplayFailure> {
         unreachable!("Stage::replay_record_over_slots refuses stages whose records read one slot")
     }
-    /// A windowed aggregation's (W4) aggregate of `records` by its own fold,
-    /// encoded with its output's value codec; `None` for other logic.
-    fn window_aggregate(
+    /// A windowed aggregation's (W4) output record for the window `bounds`
+    /// of `key` holding `records`, by its own fold and codecs; `None` for
+    /// other logic.
+    fn window_emission(
         &self,
+        _key: &[u8],
+        _bounds: (i64, i64),
         _records: &[(&Tp, &ConsumedRecord)],
-    ) -> Option<Result<Bytes, DeliveryFailure>> {
+    ) -> Option<Result<(Bytes, Bytes), DeliveryFailure>> {
         None
     }
 }

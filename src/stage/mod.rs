@@ -399,16 +399,19 @@ impl Stage {
         self.def.window.as_ref()
     }
 
-    /// A windowed aggregation's aggregate of `records` (one key's records
-    /// of one window, each with the tp it was read from, in delivery order)
-    /// by the stage's own fold from its initial value, encoded with its
-    /// output topic's value codec: what a checker that decides membership
-    /// and closing by itself compares an emitted window with (I12).
-    pub fn window_aggregate(
+    /// A windowed aggregation's output record (key and value bytes) for the
+    /// window `[start, end)` of `key` (the records' key bytes) holding
+    /// `records` (each with the tp it was read from, in delivery order): the
+    /// stage's own fold from its initial value, encoded with its output
+    /// topic's codecs. What a checker that decides membership and closing
+    /// by itself compares an emitted window with (I12).
+    pub fn window_emission(
         &self,
+        key: &[u8],
+        (start, end): (i64, i64),
         records: &[(&Tp, &ConsumedRecord)],
-    ) -> Result<bytes::Bytes, ReplayError> {
-        match self.def.logic.window_aggregate(records) {
+    ) -> Result<(bytes::Bytes, bytes::Bytes), ReplayError> {
+        match self.def.logic.window_emission(key, (start, end), records) {
             Some(result) => {
                 result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
             }

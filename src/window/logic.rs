@@ -365,11 +365,25 @@ where
         }
     }
 
-    /// The aggregate of `records` (all of one key and window, in delivery
-    /// order) by the stage's own fold, encoded with the output topic's value
-    /// codec: what a checker that decides membership and closing by itself
-    /// compares an emitted window with (I12).
-    fn aggregate_of(&self, records: &[(&Tp, &ConsumedRecord)]) -> Result<Bytes, DeliveryFailure> {
+    /// The output record of the window `[start, end)` of `key` (its bytes
+    /// in the source's key codec) holding `records` (in delivery order):
+    /// the windowed key and the fold of the records, encoded with the
+    /// output topic's codecs. What a checker that decides membership and
+    /// closing by itself compares an emitted window with (I12).
+    fn emission_of(
+        &self,
+        key: &[u8],
+        span: Span,
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<(Bytes, Bytes), DeliveryFailure> {
+        let key = self
+            .source
+            .key_codec()
+            .decode(key)
+            .map_err(|error| DeliveryFailure::Codec {
+                part: RecordPart::Key,
+                error,
+            })?;
         let mut aggregate = (self.init)();
         for (tp, consumed) in records {
             let record =
@@ -381,7 +395,16 @@ where
                     })?;
             aggregate = guarded(|| (self.fold)(aggregate, &record))?;
         }
-        encode_chunked(self.output().value_codec(), &aggregate).map_err(DeliveryFailure::StateCodec)
+        let output = self.output();
+        let windowed = Windowed {
+            key,
+            start: span.start,
+            end: span.end,
+        };
+        let key = encode_chunked(output.key_codec(), &windowed);
+        let value = encode_chunked(output.value_codec(), &aggregate);
+        key.and_then(|key| Ok((key, value?)))
+            .map_err(DeliveryFailure::StateCodec)
     }
 
     fn decoded(
@@ -469,10 +492,16 @@ where
         Ok(self.outcome(change)?.0)
     }
 
-    fn window_aggregate(
+    fn window_emission(
         &self,
+        key: &[u8],
+        bounds: (i64, i64),
         records: &[(&Tp, &ConsumedRecord)],
-    ) -> Option<Result<Bytes, DeliveryFailure>> {
-        Some(self.aggregate_of(records))
+    ) -> Option<Result<(Bytes, Bytes), DeliveryFailure>> {
+        let span = Span {
+            start: bounds.0,
+            end: bounds.1,
+        };
+        Some(self.emission_of(key, span, records))
     }
 }

@@ -326,10 +326,16 @@ fn a_windowed_stage_is_replayed_over_its_slots() {
         "{refused}"
     );
     let tp = Tp::new("sales", 0);
+    let (key, value) = stage
+        .window_emission(b"k", (0, 1000), &[(&tp, &record), (&tp, &record)])
+        .unwrap();
     assert_eq!(
-        stage
-            .window_aggregate(&[(&tp, &record), (&tp, &record)])
-            .unwrap(),
-        bytes::Bytes::copy_from_slice(&2i64.to_be_bytes())
+        WindowedCodec(Utf8).decode(&key).unwrap(),
+        Windowed {
+            key: "k".to_string(),
+            start: 0,
+            end: 1000
+        }
     );
+    assert_eq!(I64.decode(&value).unwrap(), 2);
 }

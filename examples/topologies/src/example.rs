@@ -41,11 +41,14 @@ pub enum TopologyName {
     Regroup,
     /// The dead-letter stage fed input some of which does not decode.
     BadBytes,
+    /// Windowed aggregation (W1–W4): tumbling and hopping windows fanned
+    /// out from one source, and a stage reading the closed windows.
+    Windows,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 11] = [
+    pub const ALL: [TopologyName; 12] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -57,6 +60,7 @@ impl TopologyName {
         TopologyName::Sessions,
         TopologyName::Regroup,
         TopologyName::BadBytes,
+        TopologyName::Windows,
     ];
 
     /// The name as written in scenario files.
@@ -73,6 +77,7 @@ impl TopologyName {
             TopologyName::Sessions => "sessions",
             TopologyName::Regroup => "regroup",
             TopologyName::BadBytes => "bad-bytes",
+            TopologyName::Windows => "windows",
         }
     }
 
@@ -90,16 +95,22 @@ impl TopologyName {
             TopologyName::Sessions => simulations::sessions,
             TopologyName::Regroup => simulations::regroup,
             TopologyName::BadBytes => simulations::bad_bytes,
+            TopologyName::Windows => simulations::windows,
         }
     }
 
     /// Whether the live runner runs it ([`namespaced`]): the topologies
     /// whose shape only the simulator explores (a regrouped wide topic,
-    /// malformed bytes, a fan-out the diamond already covers live) do not.
+    /// malformed bytes, a fan-out the diamond already covers live) do not;
+    /// nor, yet, the windows, whose live check needs input timestamps the
+    /// live producer does not set.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
-            TopologyName::FanOut | TopologyName::Regroup | TopologyName::BadBytes
+            TopologyName::FanOut
+                | TopologyName::Regroup
+                | TopologyName::BadBytes
+                | TopologyName::Windows
         )
     }
 }
@@ -212,9 +223,10 @@ pub fn namespaced(
             let app = crate::sessions_named(&topic("sessions"), &topics, LIVE_RESERVATION_MS)?;
             (app, vec![input(topics.clicks.name(), false)], false)
         }
-        TopologyName::FanOut | TopologyName::Regroup | TopologyName::BadBytes => {
-            return Err(ExampleError::SimulatorOnly(name))
-        }
+        TopologyName::FanOut
+        | TopologyName::Regroup
+        | TopologyName::BadBytes
+        | TopologyName::Windows => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 19] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 21] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -39,6 +39,12 @@ pub const PLANTED: [(Mutation, &str, Invariant); 19] = [
         "bad-bytes",
         Invariant::I10,
     ),
+    (
+        Mutation::WindowClosesOneIntervalEarly,
+        "windows",
+        Invariant::I12,
+    ),
+    (Mutation::WindowGraceOffByOne, "windows", Invariant::I12),
 ];
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::{
     ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics, RegroupTopics,
-    SessionTopics, TimerTopics, TopologyName,
+    SessionTopics, TimerTopics, TopologyName, WindowTopics,
 };
 use parsley_sim::sim::{BoxError, Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 
@@ -128,6 +128,16 @@ pub fn sessions(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
                 .into()),
             }
         }))
+}
+
+/// `windows`: windowed aggregation fanned out (W1–W4), fed sales whose
+/// timestamps run up to 400 ms behind the wall clock, so that some land in
+/// a window's grace and some after it (late, W3).
+pub fn windows(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = WindowTopics::new();
+    let app = crate::windows(&topics, tick_interval(settings))?;
+    Ok(Simulation::builder(app)
+        .input(amounts(&topics.sales).event_time_lag(Duration::from_millis(400))))
 }
 
 /// `dead-letter`: the balances stage with X5's opt-in: the orders its logic

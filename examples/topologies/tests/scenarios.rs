@@ -18,6 +18,7 @@ const NAMES: [&str; 11] = [
     "sessions",
     "regroup",
     "bad-bytes",
+    "windows",
 ];
 
 #[test]

@@ -70,15 +70,36 @@ impl<'a> Checker<'a> {
             },
             false => None,
         };
-        // K2: a timer service's tick reads every key slot, and its
-        // changes are to those (`other_slots`), not to the tick slot.
+        // K2, W2: a timer service's tick and a windowed aggregation's
+        // record or tick read every slot, and their changes to others are
+        // in `other_slots`.
+        let every_slot = |slots: &Slots| -> Vec<(SlotKey, Bytes)> {
+            slots
+                .iter()
+                .map(|(slot, bytes)| (slot.clone(), bytes.clone()))
+                .collect()
+        };
         let over_slots = match tick {
-            Some(tick) if plan.stage.timer_service().is_some() => {
-                let current: Vec<(SlotKey, &[u8])> = slots
+            Some(tick) if plan.stage.tick_reads_every_slot() => {
+                let current = every_slot(slots);
+                let current: Vec<(SlotKey, &[u8])> = current
                     .iter()
                     .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
                     .collect();
                 Some(plan.stage.replay_tick_over_slots(&current, tick))
+            }
+            None if plan.stage.record_reads_every_slot() => {
+                let current = every_slot(slots);
+                let current: Vec<(SlotKey, &[u8])> = current
+                    .iter()
+                    .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
+                    .collect();
+                Some(plan.stage.replay_record_over_slots(
+                    &delivery.tp.topic,
+                    &current,
+                    delivery.tp,
+                    &record,
+                ))
             }
             _ => None,
         };

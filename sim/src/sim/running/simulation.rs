@@ -55,6 +55,7 @@ pub struct Input<K, V> {
     generate: Generator,
     rejected: Option<Generator>,
     claims: Vec<(TopicName, f64)>,
+    event_time_lag: std::time::Duration,
 }
 
 impl<K: 'static, V: 'static> Input<K, V> {
@@ -69,7 +70,19 @@ impl<K: 'static, V: 'static> Input<K, V> {
             generate: erase(topic, generate),
             rejected: None,
             claims: Vec::new(),
+            event_time_lag: std::time::Duration::ZERO,
         }
+    }
+
+    /// Out-of-order event time: each record's timestamp is drawn up to
+    /// `lag` before the wall clock (uniformly, to the millisecond), as a
+    /// producer that stamps records with their events' own times writes
+    /// them. Without it a record's timestamp is the wall clock when it is
+    /// produced, so each partition's timestamps never go back. This is what
+    /// exercises a windowed aggregation's grace and late records (W2, W3).
+    pub fn event_time_lag(mut self, lag: std::time::Duration) -> Self {
+        self.event_time_lag = lag;
+        self
     }
 
     /// Records the application's logic refuses, so that its tasks stop on
@@ -259,6 +272,7 @@ struct DeclaredInput {
     generate: Generator,
     rejected: Option<Generator>,
     claims: Vec<(TopicName, f64)>,
+    event_time_lag: std::time::Duration,
 }
 
 /// Builds a [`Simulation`]: the application, an [`Input`] per external
@@ -309,6 +323,7 @@ impl SimulationBuilder {
             generate: input.generate,
             rejected: input.rejected,
             claims: input.claims,
+            event_time_lag: input.event_time_lag,
         });
         self
     }
@@ -571,6 +586,8 @@ impl SimulationBuilder {
                         .iter()
                         .any(|(upstream, _)| *upstream == input.topic)
                 }),
+                event_time_lag_ms: u64::try_from(input.event_time_lag.as_millis())
+                    .unwrap_or(u64::MAX),
             })
             .collect();
         Ok(Simulation {

@@ -97,4 +97,7 @@ pub(crate) struct PlainInput {
     pub(crate) claims: Vec<(usize, f64)>,
     /// Whether another input claims this one's records.
     pub(crate) claimed: bool,
+    /// How far, at most, a record's timestamp lies before the wall clock
+    /// (0: records are stamped with the wall clock).
+    pub(crate) event_time_lag_ms: u64,
 }

@@ -953,11 +953,17 @@ impl World {
         if !claims.is_empty() {
             headers.push(parsley::header::stamp_header(&Stamp::from_claims(claims)));
         }
+        // Out-of-order event time, when the input asks for it; never
+        // before the epoch.
+        let lag = match self.inputs[input].event_time_lag_ms {
+            0 => 0,
+            max => choices.range_inclusive(0, max.min(self.now.max(0) as u64)) as i64,
+        };
         let data = RecordData {
             key,
             value: Some(value),
             headers,
-            timestamp: self.now,
+            timestamp: self.now - lag,
         };
         (input, Tp::new(topic, partition), data)
     }
