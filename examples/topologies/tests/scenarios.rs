@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 11] = [
+const NAMES: [&str; 12] = [
     "balances",
     "audit-cut",
     "timers",
