@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use parsley::window::{Close, Windowed, WindowedCodec, Windows};
 use parsley::{App, Parsley, Stage, Topic, Utf8, I64};
-use parsley_sim::{TestDriver, TestRecord};
+use parsley_sim::{DriverError, TestDriver, TestRecord};
 
 // A multiple of ten minutes: windows start at multiples of their advance.
 const START: i64 = 1_700_000_400_000;
@@ -124,6 +124,15 @@ fn w2_w4_stream_time_closes_a_minute_after_its_grace() {
             .pipe_record(TestRecord::new(page, 1).at(START + at))
             .unwrap();
     }
+    // The windowed store: one open minute per page, counting its views.
+    let open = driver
+        .open_windows::<i64, _, _>("page-counts", &views.by_page)
+        .unwrap();
+    let open: Vec<(&str, i64, i64)> = open
+        .iter()
+        .map(|(window, count)| (window.key.as_str(), window.start - START, *count))
+        .collect();
+    assert_eq!(open, [("cart", 0, 1), ("home", 0, 2)]);
     let per_minute = driver.output(&views.per_minute).unwrap();
     driver.advance_wall_clock(Duration::from_secs(600)).unwrap();
     assert!(
@@ -146,6 +155,36 @@ fn w2_w4_stream_time_closes_a_minute_after_its_grace() {
             ("cart".to_string(), 0, MINUTE, 1),
             ("home".to_string(), 0, MINUTE, 2)
         ]
+    );
+    // Closed windows leave the store; the second minute's are open.
+    let open = driver
+        .open_windows::<i64, _, _>("page-counts", &views.by_page)
+        .unwrap();
+    assert_eq!(open.len(), 2);
+    assert!(open
+        .iter()
+        .all(|(window, _)| window.start == START + MINUTE));
+}
+
+/// The windowed store is refused, naming why, for a stage that keeps no
+/// windows and for the wrong aggregate type.
+#[test]
+fn open_windows_are_refused_for_other_stages_and_types() {
+    let views = views();
+    let driver = driver(&views);
+    let not_windowed = driver
+        .open_windows::<i64, _, _>("long-stays", &views.dwell)
+        .unwrap_err();
+    assert!(
+        matches!(not_windowed, DriverError::NotAWindowedAggregation { .. }),
+        "{not_windowed}"
+    );
+    let wrong_type = driver
+        .open_windows::<String, _, _>("page-counts", &views.by_page)
+        .unwrap_err();
+    assert!(
+        matches!(wrong_type, DriverError::WrongStateType { .. }),
+        "{wrong_type}"
     );
 }
 

@@ -401,5 +401,45 @@ where
     }
 }
 
+/// An open window of a task, as [`open_windows_of`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenWindow<A> {
+    /// The key's bytes, in the source topic's key codec.
+    pub key: Bytes,
+    /// The window's first millisecond.
+    pub start: i64,
+    /// The millisecond after its last.
+    pub end: i64,
+    /// The aggregate so far.
+    pub aggregate: A,
+}
+
+/// The open windows of a windowed aggregation's task (its windowed store),
+/// in the order they close: by end, then start, then key. `None` when the
+/// task is not a windowed aggregation's or `A` is not its aggregate type. A
+/// driver's view for tests; the open transaction's changes are included.
+pub fn open_windows_of<A: Clone + Send + Sync + 'static>(
+    task: &crate::Task,
+) -> Option<Vec<OpenWindow<A>>> {
+    let slots = task.slots::<state::WindowSlot<A>>()?;
+    let mut open: Vec<OpenWindow<A>> = slots
+        .current_slots()
+        .filter_map(|(slot, state)| match (slot, state) {
+            (crate::stage::SlotKey::Key(key), state::WindowSlot::Windows(windows)) => {
+                Some(windows.iter().map(move |window| OpenWindow {
+                    key: key.clone(),
+                    start: window.span.start,
+                    end: window.span.end,
+                    aggregate: window.aggregate.clone(),
+                }))
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    open.sort_by(|a, b| (a.end, a.start, &a.key).cmp(&(b.end, b.start, &b.key)));
+    Some(open)
+}
+
 #[cfg(test)]
 mod tests;

@@ -120,6 +120,12 @@ pub enum DriverError {
         /// The stage.
         stage: String,
     },
+    /// The stage exists but is not a windowed aggregation (W1).
+    #[error("stage {stage:?} is not a windowed aggregation (parsley::window::Windows): it has no windows")]
+    NotAWindowedAggregation {
+        /// The stage.
+        stage: String,
+    },
     /// The stage exists but has no task for that partition.
     #[error("stage {stage:?} has no task {partition}: it has {tasks} task(s), numbered from 0")]
     UnknownTask {

@@ -724,6 +724,64 @@ impl TestDriver {
         Ok(due)
     }
 
+    /// The open windows of a windowed aggregation (W1,
+    /// `parsley::window::Windows`; Kafka Streams' `getWindowStore`) with
+    /// their aggregates, keys decoded with `source`'s key codec, across its
+    /// tasks in the order they will close (end, then start, then key). A
+    /// closed window is no longer listed. Refused for an unknown stage, a
+    /// stage that is not a windowed aggregation, and when `A` is not its
+    /// aggregate type.
+    #[doc(alias = "getWindowStore")]
+    pub fn open_windows<A: Clone + Send + Sync + 'static, K: 'static, V: 'static>(
+        &self,
+        stage: &str,
+        source: &Topic<K, V>,
+    ) -> Result<Vec<(parsley::window::Windowed<K>, A)>, DriverError> {
+        let world = self.world();
+        world.check_stage(stage)?;
+        if world
+            .app
+            .stage(stage)
+            .is_some_and(|plan| plan.stage.window().is_none())
+        {
+            return Err(DriverError::NotAWindowedAggregation {
+                stage: stage.to_string(),
+            });
+        }
+        let mut open = Vec::new();
+        for host in world
+            .hosts
+            .iter()
+            .filter(|host| *host.task.id().stage == *stage)
+        {
+            let windows = parsley::window::open_windows_of::<A>(&host.task).ok_or_else(|| {
+                DriverError::WrongStateType {
+                    stage: stage.to_string(),
+                    type_name: std::any::type_name::<A>(),
+                }
+            })?;
+            open.extend(windows);
+        }
+        open.sort_by(|a, b| (a.end, a.start, &a.key).cmp(&(b.end, b.start, &b.key)));
+        open.into_iter()
+            .map(|window| {
+                let key = source.key_codec().decode(&window.key).map_err(|error| {
+                    DriverError::InputCodec {
+                        topic: source.name().to_string(),
+                        part: "key",
+                        error,
+                    }
+                })?;
+                let windowed = parsley::window::Windowed {
+                    key,
+                    start: window.start,
+                    end: window.end,
+                };
+                Ok((windowed, window.aggregate))
+            })
+            .collect()
+    }
+
     /// The committed state of one task's tick slot (T7).
     pub fn tick_slot<S: Clone + 'static>(
         &self,
