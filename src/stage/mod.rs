@@ -215,7 +215,7 @@ pub enum ReplayError {
         /// The stage.
         stage: String,
     },
-    /// [`Stage::window_aggregate`] of a stage that is not a windowed
+    /// [`Stage::window_emission`] of a stage that is not a windowed
     /// aggregation.
     #[error("stage {stage:?} is not a windowed aggregation")]
     NotWindowed {
