@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The Kafka Streams side of the windowed-aggregation differential test.
+#
+#   differential/run.sh build   build the jar (and target/classpath.txt) if missing
+#   differential/run.sh         the same, then run the program: stdin is cases, each a header
+#                               `size_ms advance_ms grace_ms close|update`, lines
+#                               `key value timestamp` and `end`; stdout is, per case,
+#                               lines `key start end value` and `end`
+#
+# The build is cached under differential/kafka-streams/target/; delete that
+# folder (or touch the pom/source) to rebuild.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+project="$here/kafka-streams"
+jar="$project/target/kafka-streams-differential-1.0.jar"
+classpath="$project/target/classpath.txt"
+
+command -v java >/dev/null || { echo "differential/run.sh: java not found on PATH (need a JDK 17+)" >&2; exit 127; }
+
+stale=0
+if [[ ! -f "$jar" || ! -f "$classpath" ]]; then
+  stale=1
+elif [[ -n "$(find "$project/pom.xml" "$project/src" -newer "$jar" -type f -print -quit)" ]]; then
+  stale=1
+else
+  # A dependency gone from the local Maven repository (a cleaned ~/.m2).
+  IFS=: read -r -a entries < "$classpath" || true  # no final newline
+  for entry in "${entries[@]}"; do
+    [[ -e "$entry" ]] || { stale=1; break; }
+  done
+fi
+if [[ $stale == 1 ]]; then
+  command -v mvn >/dev/null || { echo "differential/run.sh: mvn not found on PATH (need Maven 3.8+)" >&2; exit 127; }
+  mvn -q -B -f "$project/pom.xml" package -DskipTests >&2
+fi
+
+[[ "${1:-}" == build ]] && exit 0
+exec java -cp "$jar:$(cat "$classpath")" parsley.differential.Windows
