@@ -27,6 +27,9 @@ use parsley_sim::{TestDriver, TestRecord};
 /// One output window: key, start, end, aggregate.
 type Window = (String, i64, i64, i64);
 
+/// One input record: key, value, timestamp.
+type Sale = (String, i64, i64);
+
 #[derive(Clone, Copy, Debug)]
 struct Case {
     name: &'static str,
@@ -67,7 +70,7 @@ const KEYS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
 /// Timestamps mostly increasing, by up to a fifth of a window; one record
 /// in five jumps back by up to a window and a half plus twice the grace, so
 /// some land within grace and some are late.
-fn inputs(case: &Case) -> Vec<(String, i64, i64)> {
+fn inputs(case: &Case) -> Vec<Sale> {
     let mut rng = Rng::new(case.seed);
     let mut now = case.first;
     let back_range = (case.size * 3 / 2 + 2 * case.grace) as u64;
@@ -89,7 +92,7 @@ fn inputs(case: &Case) -> Vec<(String, i64, i64)> {
 /// The records late for at least one of their windows, by W2/W3 and Kafka
 /// Streams' `windowEnd <= observedStreamTime - grace`: a check that each
 /// case does exercise lateness.
-fn late_count(case: &Case, records: &[(String, i64, i64)]) -> usize {
+fn late_count(case: &Case, records: &[Sale]) -> usize {
     let mut stream_time = i64::MIN;
     records
         .iter()
@@ -103,7 +106,7 @@ fn late_count(case: &Case, records: &[(String, i64, i64)]) -> usize {
         .count()
 }
 
-fn parsley_side(case: &Case, records: &[(String, i64, i64)]) -> (Vec<Window>, usize) {
+fn parsley_side(case: &Case, records: &[Sale]) -> (Vec<Window>, usize) {
     let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
     let late = Topic::<String, i64>::with_codecs("sales-late", Utf8, I64);
     let out =
@@ -186,7 +189,7 @@ fn build_once() {
 
 /// Runs the cases through one Kafka Streams program (one JVM, a
 /// `TopologyTestDriver` per case); returns each case's output windows.
-fn kafka_streams_side(cases: &[(Case, Vec<(String, i64, i64)>)]) -> Vec<Vec<Window>> {
+fn kafka_streams_side(cases: &[(Case, Vec<Sale>)]) -> Vec<Vec<Window>> {
     build_once();
     let mut stdin = String::new();
     for (case, records) in cases {
@@ -270,11 +273,7 @@ fn compare(case: &Case) -> Result<(), String> {
 }
 
 /// `compare` on given records; `lateness` asserts the input has late ones.
-fn compare_records(
-    case: &Case,
-    records: &[(String, i64, i64)],
-    lateness: bool,
-) -> Result<(), String> {
+fn compare_records(case: &Case, records: &[Sale], lateness: bool) -> Result<(), String> {
     let cases = [(*case, records.to_vec())];
     let kafka_streams = kafka_streams_side(&cases).pop().unwrap();
     let late = compare_outputs(case, records, &kafka_streams)?;
@@ -296,7 +295,7 @@ fn compare_records(
 /// Parsley's late topic with W3's count; returns that count.
 fn compare_outputs(
     case: &Case,
-    records: &[(String, i64, i64)],
+    records: &[Sale],
     kafka_streams: &[Window],
 ) -> Result<usize, String> {
     let expected_late = late_count(case, records);
@@ -422,11 +421,10 @@ fn a_grace_off_by_one_is_caught() {
     };
     // [0, 100) with grace 30 is open until stream time 130: the record at 50
     // comes at stream time 129 and still counts.
-    let records: Vec<(String, i64, i64)> =
-        [("a", 1, 10), ("b", 2, 129), ("a", 4, 50), ("a", 8, 300)]
-            .into_iter()
-            .map(|(key, value, at)| (key.to_string(), value, at))
-            .collect();
+    let records: Vec<Sale> = [("a", 1, 10), ("b", 2, 129), ("a", 4, 50), ("a", 8, 300)]
+        .into_iter()
+        .map(|(key, value, at)| (key.to_string(), value, at))
+        .collect();
     compare_records(&case, &records, false).expect("both sides agree without the mutation");
     mutation::set(Some(Mutation::WindowGraceOffByOne));
     let result = compare_records(&case, &records, false);
@@ -445,7 +443,7 @@ fn a_grace_off_by_one_is_caught() {
 fn random_cases_agree() {
     const CASES: u64 = 300;
     let mut rng = Rng::new(0xD1FF);
-    let cases: Vec<(Case, Vec<(String, i64, i64)>)> = (0..CASES)
+    let cases: Vec<(Case, Vec<Sale>)> = (0..CASES)
         .map(|seed| {
             let size = 10 + rng.below(191) as i64;
             let advance = match rng.below(3) {
