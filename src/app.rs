@@ -156,6 +156,16 @@ pub enum CompositionError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// J4: a stream–table join without an output topic, over one topic as
+    /// both stream and table, or whose stream and table keys have
+    /// different codecs.
+    #[error("J4 (docs/RULES.md#j4): stream–table join {stage:?} declares {reason}")]
+    ImpossibleJoin {
+        /// The stage at fault.
+        stage: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A name that cannot be part of a Kafka topic name.
     #[error("{what} {name:?} is not a valid Kafka name: {reason}")]
     InvalidName {
@@ -235,6 +245,9 @@ impl AppBuilder {
                     StageProblem::StateAfterLogic => CompositionError::StateAfterLogic { stage },
                     StageProblem::Window(reason) => {
                         CompositionError::ImpossibleWindows { stage, reason }
+                    }
+                    StageProblem::Join(reason) => {
+                        CompositionError::ImpossibleJoin { stage, reason }
                     }
                 });
             }

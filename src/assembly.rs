@@ -241,6 +241,33 @@ pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, Ass
             }
         }
     }
+    // C3, J4: a join's stream and table are co-partitioned, so that a key's
+    // records and its row meet in one task.
+    for plan in app.stages() {
+        let Some(join) = plan.stage.join() else {
+            continue;
+        };
+        let stream = metadata.partitions(join.stream.as_str());
+        let table = metadata.partitions(join.table.as_str());
+        if let (Some(expected), Some(found)) = (stream, table) {
+            if expected != found {
+                failures.push(AssemblyFailure::WrongPartitionCount {
+                    topic: join.table.to_string(),
+                    role: format!(
+                        "table of stream–table join {}, which must be co-partitioned with its stream {} (J4)",
+                        plan.name(),
+                        join.stream
+                    ),
+                    expected,
+                    found,
+                    fix: format!(
+                        "give {} and {} the same partition count (and the same partitioner): re-key one of them into a topic with the other's count",
+                        join.table, join.stream
+                    ),
+                });
+            }
+        }
+    }
     if failures.is_empty() {
         Ok(Assembly { tasks, partitions })
     } else {

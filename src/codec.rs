@@ -208,6 +208,11 @@ pub struct CodecIdentity {
 }
 
 impl CodecIdentity {
+    /// Whether two declarations encode their keys alike (type and codec).
+    pub(crate) fn same_key_codec(&self, other: &CodecIdentity) -> bool {
+        (self.key, self.key_codec) == (other.key, other.key_codec)
+    }
+
     pub(crate) fn of<K: 'static, V: 'static, KC: 'static, VC: 'static>() -> Self {
         CodecIdentity {
             key: TypeId::of::<K>(),

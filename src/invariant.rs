@@ -60,6 +60,13 @@ pub enum Invariant {
     /// delivery that made it (on update); each late record is written to
     /// the late topic once, as it came (W1–W4; docs/RULES.md#i12).
     I12,
+    /// Joins: for every stream–table join, each committed delivery of a
+    /// stream record writes the join of the record with the row its task
+    /// had for its key (the latest committed table record of that key it
+    /// delivered, none after a tombstone), and nothing else; the row is at
+    /// least as new as every table record the stream record's stamp claims
+    /// (J1–J3; docs/RULES.md#i13).
+    I13,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -81,6 +88,7 @@ impl Invariant {
             Invariant::I10 => "dead letters",
             Invariant::I11 => "timers",
             Invariant::I12 => "windows",
+            Invariant::I13 => "joins",
             Invariant::Property(_) => "user property",
         }
     }

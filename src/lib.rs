@@ -107,6 +107,7 @@ pub mod clock;
 pub use clock::CausalClock;
 pub mod audit;
 mod invariant;
+pub mod join;
 pub mod mutation;
 pub mod text;
 pub mod timer;

@@ -73,11 +73,18 @@ pub enum Mutation {
     /// end plus grace: a record at the last millisecond of grace is late
     /// (breaks W2, W3, I12).
     WindowGraceOffByOne,
+    /// A stream–table join ignores a tombstone: the deleted row stays, and
+    /// later stream records are joined with it (breaks J1, I13).
+    JoinIgnoresTombstones,
+    /// A stream–table join keeps a key's first row and ignores its updates:
+    /// a stream record is joined with a version older than the one its task
+    /// delivered, even one its stamp claims (breaks J1, J3, I13).
+    JoinKeepsStaleRow,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 21] = [
+    pub const ALL: [Mutation; 23] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -99,6 +106,8 @@ impl Mutation {
         Mutation::CodecDeadLetterLosesValue,
         Mutation::WindowClosesOneIntervalEarly,
         Mutation::WindowGraceOffByOne,
+        Mutation::JoinIgnoresTombstones,
+        Mutation::JoinKeepsStaleRow,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -125,6 +134,8 @@ impl Mutation {
             Mutation::CodecDeadLetterLosesValue => "codec-dead-letter-loses-value",
             Mutation::WindowClosesOneIntervalEarly => "window-closes-one-interval-early",
             Mutation::WindowGraceOffByOne => "window-grace-off-by-one",
+            Mutation::JoinIgnoresTombstones => "join-ignores-tombstones",
+            Mutation::JoinKeepsStaleRow => "join-keeps-stale-row",
         }
     }
 

@@ -173,6 +173,7 @@ impl TimerServiceBuilder {
                 stateful: true,
                 dead_letter: self.dead_letter,
                 window: None,
+                join: None,
                 timer: Some(TimerDecl {
                     requests: requests.name().clone(),
                     fires: fires.name().clone(),

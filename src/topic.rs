@@ -126,6 +126,16 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         &*self.value_codec
     }
 
+    /// The value codec, shared.
+    pub(crate) fn value_codec_arc(&self) -> Arc<dyn Codec<V>> {
+        Arc::clone(&self.value_codec)
+    }
+
+    /// Whether `other` encodes its keys with the same codec as this topic.
+    pub(crate) fn same_key_codec<V2>(&self, other: &Topic<K, V2>) -> bool {
+        self.identity.same_key_codec(&other.identity)
+    }
+
     /// The untyped declaration of this topic, as stages record their sources
     /// and sinks.
     pub fn declaration(&self) -> TopicRef {

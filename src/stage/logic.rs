@@ -108,6 +108,19 @@ pub(crate) trait StageLogic: Send + Sync {
     ) -> Option<Result<(Bytes, Bytes), DeliveryFailure>> {
         None
     }
+    /// A stream–table join's (J2) output record for the stream record
+    /// `record` of `tp` when its key's row is `row` (the table's value
+    /// bytes): key and value bytes, or `None` for no output; `None` for
+    /// other logic.
+    #[allow(clippy::type_complexity)]
+    fn joined(
+        &self,
+        _tp: &Tp,
+        _record: &ConsumedRecord,
+        _row: Option<&[u8]>,
+    ) -> Option<Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure>> {
+        None
+    }
 }
 
 /// Why a replay failed: the given state does not decode, or the delivery

@@ -55,6 +55,8 @@ pub(crate) struct StageDef {
     pub timer: Option<crate::timer::TimerDecl>,
     /// The windowed aggregation's declaration, when the stage is one (W1).
     pub window: Option<crate::window::WindowDecl>,
+    /// The stream–table join's declaration, when the stage is one (J1).
+    pub join: Option<crate::join::JoinDecl>,
     pub logic: Arc<dyn StageLogic>,
     /// Declaration mistakes found while building, reported by
     /// [`crate::Parsley`]'s `build` with the rule they break.
@@ -86,6 +88,8 @@ pub(crate) enum StageProblem {
     StateAfterLogic,
     /// W1: windows that cannot be, and why.
     Window(&'static str),
+    /// J4: a join that cannot be, and why.
+    Join(&'static str),
 }
 
 impl Stage {
@@ -219,6 +223,12 @@ pub enum ReplayError {
     /// aggregation.
     #[error("stage {stage:?} is not a windowed aggregation")]
     NotWindowed {
+        /// The stage.
+        stage: String,
+    },
+    /// [`Stage::join_output`] of a stage that is not a stream–table join.
+    #[error("stage {stage:?} is not a stream–table join")]
+    NotAJoin {
         /// The stage.
         stage: String,
     },
@@ -420,6 +430,35 @@ impl Stage {
             }),
         }
     }
+
+    /// The stream–table join's declaration, when this stage is one (J1,
+    /// [`crate::join::Join`]).
+    pub fn join(&self) -> Option<&crate::join::JoinDecl> {
+        self.def.join.as_ref()
+    }
+
+    /// A stream–table join's output record (key and value bytes; `None`
+    /// when an inner join writes nothing) for the stream record `record`
+    /// read from `tp`, when its key's row is `row` (the table's value bytes;
+    /// `None`: no row): the stage's own joiner, encoded with its output
+    /// topic's codecs. What a checker that keeps the table by itself
+    /// compares a delivery's output with (I13).
+    #[allow(clippy::type_complexity)]
+    pub fn join_output(
+        &self,
+        tp: &Tp,
+        record: &ConsumedRecord,
+        row: Option<&[u8]>,
+    ) -> Result<Option<(Option<bytes::Bytes>, bytes::Bytes)>, ReplayError> {
+        match self.def.logic.joined(tp, record, row) {
+            Some(result) => {
+                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
+            }
+            None => Err(ReplayError::NotAJoin {
+                stage: self.def.name.clone(),
+            }),
+        }
+    }
 }
 
 impl std::fmt::Debug for Stage {
@@ -575,6 +614,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 dead_letter: self.dead_letter,
                 timer: None,
                 window: None,
+                join: None,
                 logic: Arc::new(logic),
                 problems: self.problems,
             }),

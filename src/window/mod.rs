@@ -394,6 +394,7 @@ where
                 dead_letter: self.dead_letter,
                 timer: None,
                 window: Some(decl),
+                join: None,
                 logic: Arc::new(logic),
                 problems,
             }),

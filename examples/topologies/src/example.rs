@@ -44,11 +44,14 @@ pub enum TopologyName {
     /// Windowed aggregation (W1–W4): tumbling and hopping windows fanned
     /// out from one source, and a stage reading the closed windows.
     Windows,
+    /// Stream–table joins (J1–J4): a left and an inner join fanned out
+    /// over one table with tombstones, orders claiming table updates.
+    Enrichment,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 12] = [
+    pub const ALL: [TopologyName; 13] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -61,6 +64,7 @@ impl TopologyName {
         TopologyName::Regroup,
         TopologyName::BadBytes,
         TopologyName::Windows,
+        TopologyName::Enrichment,
     ];
 
     /// The name as written in scenario files.
@@ -78,6 +82,7 @@ impl TopologyName {
             TopologyName::Regroup => "regroup",
             TopologyName::BadBytes => "bad-bytes",
             TopologyName::Windows => "windows",
+            TopologyName::Enrichment => "enrichment",
         }
     }
 
@@ -96,6 +101,7 @@ impl TopologyName {
             TopologyName::Regroup => simulations::regroup,
             TopologyName::BadBytes => simulations::bad_bytes,
             TopologyName::Windows => simulations::windows,
+            TopologyName::Enrichment => simulations::enrichment,
         }
     }
 
@@ -103,7 +109,7 @@ impl TopologyName {
     /// whose shape only the simulator explores (a regrouped wide topic,
     /// malformed bytes, a fan-out the diamond already covers live) do not;
     /// nor, yet, the windows, whose live check needs input timestamps the
-    /// live producer does not set.
+    /// live producer does not set, or the joins, whose needs tombstones.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -111,6 +117,7 @@ impl TopologyName {
                 | TopologyName::Regroup
                 | TopologyName::BadBytes
                 | TopologyName::Windows
+                | TopologyName::Enrichment
         )
     }
 }
@@ -226,7 +233,8 @@ pub fn namespaced(
         TopologyName::FanOut
         | TopologyName::Regroup
         | TopologyName::BadBytes
-        | TopologyName::Windows => return Err(ExampleError::SimulatorOnly(name)),
+        | TopologyName::Windows
+        | TopologyName::Enrichment => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::{
-    ChainTopics, DiamondTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics, RegroupTopics,
-    SessionTopics, TimerTopics, TopologyName, WindowTopics,
+    ChainTopics, DiamondTopics, EnrichmentTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics,
+    RegroupTopics, SessionTopics, TimerTopics, TopologyName, WindowTopics,
 };
 use parsley_sim::sim::{BoxError, Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 
@@ -138,6 +138,22 @@ pub fn windows(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     let app = crate::windows(&topics, tick_interval(settings))?;
     Ok(Simulation::builder(app)
         .input(amounts(&topics.sales).event_time_lag(Duration::from_millis(400))))
+}
+
+/// `enrichment`: orders joined with their customer's discount (J1–J4);
+/// one discount update in five is a tombstone, and an order claims, half
+/// the time, the latest committed discount update of its partition (J3).
+pub fn enrichment(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = EnrichmentTopics::new();
+    let app = crate::enrichment(&topics)?;
+    Ok(Simulation::builder(app)
+        .input(
+            Input::new(&topics.discounts, |draw| {
+                (Some(draw.key()), draw.range(0, 50))
+            })
+            .tombstones(0.2),
+        )
+        .input(amounts(&topics.orders).claims_latest(&topics.discounts, 0.5)))
 }
 
 /// `dead-letter`: the balances stage with X5's opt-in: the orders its logic

@@ -270,6 +270,7 @@ fn audit_is_clean_on_simulated_runs_of_every_scenario() {
         "fan-in",
         "timers",
         "dead-letter",
+        "enrichment",
     ] {
         let scenario = load(name);
         for seed in 0..3 {
@@ -996,6 +997,7 @@ fn audit_at_a_cut_is_clean_while_the_application_runs() {
         "fan-in",
         "timers",
         "dead-letter",
+        "enrichment",
     ] {
         let scenario = load(name);
         for seed in 0..3 {

@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 12] = [
+const NAMES: [&str; 13] = [
     "balances",
     "audit-cut",
     "timers",
@@ -19,6 +19,7 @@ const NAMES: [&str; 12] = [
     "regroup",
     "bad-bytes",
     "windows",
+    "enrichment",
 ];
 
 #[test]

@@ -126,6 +126,12 @@ pub enum DriverError {
         /// The stage.
         stage: String,
     },
+    /// The stage exists but is not a stream–table join (J1).
+    #[error("stage {stage:?} is not a stream–table join (parsley::join::Join): it has no table")]
+    NotAJoin {
+        /// The stage.
+        stage: String,
+    },
     /// The stage exists but has no task for that partition.
     #[error("stage {stage:?} has no task {partition}: it has {tasks} task(s), numbered from 0")]
     UnknownTask {

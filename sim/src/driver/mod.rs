@@ -782,6 +782,59 @@ impl TestDriver {
             .collect()
     }
 
+    /// The table of a stream–table join (J1, `parsley::join::Join`; Kafka
+    /// Streams' `getKeyValueStore` of the `KTable`): each key's row, as its
+    /// task holds it now, keys decoded with `table`'s key codec, in key-byte
+    /// order across the stage's tasks. A deleted row is no longer listed.
+    /// Refused for an unknown stage, a stage that is not a join, and when
+    /// `T` is not its table's value type.
+    #[doc(alias = "getKeyValueStore")]
+    pub fn table<K: 'static, T: Clone + Send + Sync + 'static>(
+        &self,
+        stage: &str,
+        table: &Topic<K, T>,
+    ) -> Result<Vec<(K, T)>, DriverError> {
+        let world = self.world();
+        world.check_stage(stage)?;
+        if world
+            .app
+            .stage(stage)
+            .is_some_and(|plan| plan.stage.join().is_none())
+        {
+            return Err(DriverError::NotAJoin {
+                stage: stage.to_string(),
+            });
+        }
+        let mut rows = Vec::new();
+        for host in world
+            .hosts
+            .iter()
+            .filter(|host| *host.task.id().stage == *stage)
+        {
+            rows.extend(parsley::join::rows_of::<T>(&host.task).ok_or_else(|| {
+                DriverError::WrongStateType {
+                    stage: stage.to_string(),
+                    type_name: std::any::type_name::<T>(),
+                }
+            })?);
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows.into_iter()
+            .map(|(key, row)| {
+                let key =
+                    table
+                        .key_codec()
+                        .decode(&key)
+                        .map_err(|error| DriverError::InputCodec {
+                            topic: table.name().to_string(),
+                            part: "key",
+                            error,
+                        })?;
+                Ok((key, row))
+            })
+            .collect()
+    }
+
     /// The committed state of one task's tick slot (T7).
     pub fn tick_slot<S: Clone + 'static>(
         &self,

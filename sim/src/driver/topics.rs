@@ -157,6 +157,40 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
         Ok((self.topic.tp(partition), offset))
     }
 
+    /// Pipes a tombstone for `key`: a record with a null value, which
+    /// deletes the key's row of a table (a stream–table join's, J1), as
+    /// Kafka Streams' `pipeInput(key, null)` does. It goes where the key's
+    /// records go, stamped with the wall clock; then the application runs.
+    pub fn pipe_tombstone(&self, key: impl IntoKey<K>) -> Result<(Tp, u64), DriverError> {
+        let name = self.topic.name().as_str();
+        let key = key
+            .into_key()
+            .map(|key| self.topic.key_codec().encode(&key))
+            .transpose()
+            .map_err(|error| DriverError::InputCodec {
+                topic: name.to_string(),
+                part: "key",
+                error,
+            })?;
+        let logs = self
+            .logs
+            .as_deref()
+            .ok_or_else(|| DriverError::UnknownTopic {
+                topic: name.to_string(),
+            })?;
+        let partition = partition_for(key.as_deref(), logs.len() as u32, 0);
+        let mut world = self.world.lock();
+        let data = RecordData {
+            key,
+            value: None,
+            headers: Vec::new(),
+            timestamp: world.now,
+        };
+        let offset = world.cluster.append_at(logs[partition as usize], data);
+        world.run()?;
+        Ok((self.topic.tp(partition), offset))
+    }
+
     /// Appends raw bytes, bypassing the codecs: for tests of bad input.
     pub fn pipe_raw(
         &self,

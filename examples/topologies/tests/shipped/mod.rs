@@ -52,6 +52,8 @@ pub fn unreachable(topology: &str) -> &'static [(&'static str, &'static str)] {
         "fan-in" => &[],
         // Holds behind the click, but no ticks.
         "regroup" => &[NO_HELD_TICK],
+        // Orders claim the latest discount update: holds, but no ticks.
+        "enrichment" => &[NO_HELD_TICK],
         _ => &[NO_CROSS_TOPIC, NO_HELD_TICK],
     }
 }

@@ -56,6 +56,7 @@ pub struct Input<K, V> {
     rejected: Option<Generator>,
     claims: Vec<(TopicName, f64)>,
     event_time_lag: std::time::Duration,
+    tombstones: f64,
 }
 
 impl<K: 'static, V: 'static> Input<K, V> {
@@ -71,7 +72,17 @@ impl<K: 'static, V: 'static> Input<K, V> {
             rejected: None,
             claims: Vec::new(),
             event_time_lag: std::time::Duration::ZERO,
+            tombstones: 0.0,
         }
+    }
+
+    /// Tombstones: with probability `probability`, a generated record with
+    /// a key is written with a null value instead, as a table topic's
+    /// deletes are (a stream–table join's table, J1). Records without a key
+    /// are never tombstones.
+    pub fn tombstones(mut self, probability: f64) -> Self {
+        self.tombstones = probability;
+        self
     }
 
     /// Out-of-order event time: each record's timestamp is drawn up to
@@ -273,6 +284,7 @@ struct DeclaredInput {
     rejected: Option<Generator>,
     claims: Vec<(TopicName, f64)>,
     event_time_lag: std::time::Duration,
+    tombstones: f64,
 }
 
 /// Builds a [`Simulation`]: the application, an [`Input`] per external
@@ -324,6 +336,7 @@ impl SimulationBuilder {
             rejected: input.rejected,
             claims: input.claims,
             event_time_lag: input.event_time_lag,
+            tombstones: input.tombstones,
         });
         self
     }
@@ -517,6 +530,10 @@ impl SimulationBuilder {
                     });
                 }
             }
+            probability_in_range(
+                &format!("the probability of a tombstone on {topic}"),
+                input.tombstones,
+            )?;
             for (upstream, probability) in claims {
                 if !names.contains(upstream) || upstream == topic {
                     return Err(SimulationError::ClaimsUnknownInput {
@@ -588,6 +605,7 @@ impl SimulationBuilder {
                 }),
                 event_time_lag_ms: u64::try_from(input.event_time_lag.as_millis())
                     .unwrap_or(u64::MAX),
+                tombstones: input.tombstones,
             })
             .collect();
         Ok(Simulation {

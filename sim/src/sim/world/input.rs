@@ -100,4 +100,6 @@ pub(crate) struct PlainInput {
     /// How far, at most, a record's timestamp lies before the wall clock
     /// (0: records are stamped with the wall clock).
     pub(crate) event_time_lag_ms: u64,
+    /// How often a keyed record is a tombstone instead (0: never).
+    pub(crate) tombstones: f64,
 }

@@ -959,9 +959,16 @@ impl World {
             0 => 0,
             max => choices.range_inclusive(0, max.min(self.now.max(0) as u64)) as i64,
         };
+        // A tombstone only when the input asks for them: no choice is drawn
+        // otherwise, so other inputs' runs stay as they were.
+        let tombstones = self.inputs[input].tombstones;
+        let value = match tombstones > 0.0 && key.is_some() && choices.chance(tombstones) {
+            true => None,
+            false => Some(value),
+        };
         let data = RecordData {
             key,
-            value: Some(value),
+            value,
             headers,
             timestamp: self.now - lag,
         };

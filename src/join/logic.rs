@@ -1,0 +1,265 @@
+//! The stream–table join's built-in logic (J1–J3): one implementation, run
+//! by the task over its slots and by the pure replay over the one slot it
+//! is given, so every driver, the audit and the checker see the same join.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::codec::Codec;
+use crate::emission::{Emission, Record, Tick};
+use crate::mutation::{self, Mutation};
+use crate::record::ConsumedRecord;
+use crate::stage::logic::{
+    guarded, DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic,
+};
+use crate::stage::slots::{SlotKey, SlotStore, Slots};
+use crate::topic::{RecordCodecError, Topic};
+use crate::tp::Tp;
+
+/// The joiner, in its left-join form: `None` when an inner join writes
+/// nothing (there is no row).
+pub(crate) type JoinerFn<K, V, T, R> =
+    Arc<dyn Fn(&Record<K, V>, Option<&T>) -> Option<Result<R, String>> + Send + Sync>;
+
+/// Source 0 is the stream, source 1 the table.
+const TABLE: usize = 1;
+
+pub(crate) struct JoinLogic<K, V, T, R> {
+    pub stream: Topic<K, V>,
+    pub table: Topic<K, T>,
+    pub output: Option<Topic<K, R>>,
+    pub joiner: JoinerFn<K, V, T, R>,
+}
+
+/// What one delivery does: a row written or deleted (a table record), or
+/// the join's result (a stream record).
+enum Change<T> {
+    Row {
+        slot: SlotKey,
+        row: Option<(T, Bytes)>,
+    },
+    Unchanged,
+    Joined(Option<Emission>),
+}
+
+fn codec_failure(refused: RecordCodecError) -> DeliveryFailure {
+    DeliveryFailure::Codec {
+        part: refused.part,
+        error: refused.error,
+    }
+}
+
+impl<K, V, T, R> JoinLogic<K, V, T, R>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    R: 'static,
+{
+    fn output(&self) -> &Topic<K, R> {
+        self.output
+            .as_ref()
+            .expect("the build refuses a join without an output topic")
+    }
+
+    /// J1: a table record sets its key's row, a tombstone deletes it.
+    /// `exists`: whether the key has a row now.
+    fn table_record(
+        &self,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+        exists: bool,
+    ) -> Result<Change<T>, DeliveryFailure> {
+        let Some(key) = &consumed.data.key else {
+            return Err(DeliveryFailure::Logic(format!(
+                "J1 (docs/RULES.md#j1): table record {tp}@{} has no key, and a table row is keyed",
+                consumed.offset
+            )));
+        };
+        let slot = SlotKey::Key(key.clone());
+        self.table
+            .key_codec()
+            .decode(key)
+            .map_err(|error| DeliveryFailure::Codec {
+                part: crate::topic::RecordPart::Key,
+                error,
+            })?;
+        let Some(bytes) = &consumed.data.value else {
+            if mutation::active(Mutation::JoinIgnoresTombstones) {
+                return Ok(Change::Unchanged);
+            }
+            return Ok(match exists {
+                true => Change::Row { slot, row: None },
+                // A tombstone for a key without a row changes nothing.
+                false => Change::Unchanged,
+            });
+        };
+        let row = self
+            .table
+            .decode(tp, consumed)
+            .map_err(codec_failure)?
+            .value;
+        if exists && mutation::active(Mutation::JoinKeepsStaleRow) {
+            return Ok(Change::Unchanged);
+        }
+        // The changelog keeps the row as the table has it: its own bytes.
+        Ok(Change::Row {
+            slot,
+            row: Some((row, bytes.clone())),
+        })
+    }
+
+    /// J2: a stream record joined with its key's row (`None`: no row).
+    fn stream_record(
+        &self,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+        row: Option<&T>,
+    ) -> Result<Change<T>, DeliveryFailure> {
+        if consumed.data.key.is_none() {
+            return Err(DeliveryFailure::Logic(format!(
+                "J2 (docs/RULES.md#j2): stream record {tp}@{} has no key, and a stream–table join looks its key up",
+                consumed.offset
+            )));
+        }
+        let record = self.stream.decode(tp, consumed).map_err(codec_failure)?;
+        let joined = guarded(|| (self.joiner)(&record, row).transpose())?;
+        // Under the stream record's key; an output codec's refusal travels
+        // in the emission and stops the task, as any stage's does.
+        Ok(Change::Joined(joined.map(|joined| {
+            self.output().send(record.key.clone(), joined)
+        })))
+    }
+
+    fn deliver(
+        &self,
+        source: usize,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+        row: Option<&T>,
+    ) -> Result<(Outcome, Option<Option<T>>), DeliveryFailure> {
+        let change = match source {
+            TABLE => self.table_record(tp, consumed, row.is_some())?,
+            _ => self.stream_record(tp, consumed, row)?,
+        };
+        let mut outcome = Outcome {
+            emissions: Vec::new(),
+            write: None,
+            more_writes: Vec::new(),
+            late_timer_request: false,
+            late_window_record: false,
+        };
+        let proposal = match change {
+            Change::Row { slot, row } => {
+                let (state, encoded) = match row {
+                    Some((row, bytes)) => (Some(row), Some(bytes)),
+                    None => (None, None),
+                };
+                outcome.write = Some(SlotWrite { slot, encoded });
+                Some(state)
+            }
+            Change::Unchanged | Change::Joined(None) => None,
+            Change::Joined(Some(emission)) => {
+                outcome.emissions.push(emission);
+                None
+            }
+        };
+        Ok((outcome, proposal))
+    }
+
+    /// J2's result for the stream record `consumed` of `tp` when its key's
+    /// row is `row` (the table's value bytes, `None`: no row): the output
+    /// record's key and value bytes, or `None` when an inner join writes
+    /// nothing. What a checker that keeps the table by itself compares a
+    /// delivery's output with (I13).
+    pub(crate) fn joined(
+        &self,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+        row: Option<&[u8]>,
+    ) -> Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure> {
+        let row = row
+            .map(|bytes| self.table.value_codec().decode(bytes))
+            .transpose()
+            .map_err(|error| DeliveryFailure::Codec {
+                part: crate::topic::RecordPart::Value,
+                error,
+            })?;
+        match self.stream_record(tp, consumed, row.as_ref())? {
+            Change::Joined(None) => Ok(None),
+            Change::Joined(Some(emission)) => match emission.encoded() {
+                Ok((key, value)) => Ok(Some((key.cloned(), value.clone()))),
+                Err(error) => Err(DeliveryFailure::Logic(format!(
+                    "the output topic's codec refuses the join's result: {error}"
+                ))),
+            },
+            Change::Row { .. } | Change::Unchanged => {
+                unreachable!("a stream record changes no row")
+            }
+        }
+    }
+}
+
+impl<K, V, T, R> StageLogic for JoinLogic<K, V, T, R>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    R: 'static,
+{
+    fn new_slots(&self) -> Box<dyn SlotStore> {
+        let codec: Arc<dyn Codec<T>> = self.table.value_codec_arc();
+        Box::new(Slots::<T>::new(Some(codec)))
+    }
+
+    fn on_record(
+        &self,
+        slots: &mut dyn SlotStore,
+        source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, DeliveryFailure> {
+        let slots = slots
+            .as_any_mut()
+            .downcast_mut::<Slots<T>>()
+            .expect("a join's slots hold its table's rows");
+        let slot = SlotKey::for_key(record.data.key.as_ref());
+        let (outcome, proposal) = self.deliver(source, tp, record, slots.get(&slot))?;
+        if let Some(state) = proposal {
+            slots.propose(state);
+        }
+        Ok(outcome)
+    }
+
+    fn on_tick(&self, _slots: &mut dyn SlotStore, _tick: Tick) -> Result<Outcome, DeliveryFailure> {
+        unreachable!("a stream–table join declares no ticks")
+    }
+
+    fn replay_record(
+        &self,
+        state: Option<&[u8]>,
+        source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, ReplayFailure> {
+        let row = state
+            .map(|bytes| self.table.value_codec().decode(bytes))
+            .transpose()
+            .map_err(ReplayFailure::State)?;
+        Ok(self.deliver(source, tp, record, row.as_ref())?.0)
+    }
+
+    fn replay_tick(&self, _state: Option<&[u8]>, _tick: Tick) -> Result<Outcome, ReplayFailure> {
+        unreachable!("Stage::replay_tick refuses a stage without ticks")
+    }
+
+    fn joined(
+        &self,
+        tp: &Tp,
+        record: &ConsumedRecord,
+        row: Option<&[u8]>,
+    ) -> Option<Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure>> {
+        Some(JoinLogic::joined(self, tp, record, row))
+    }
+}

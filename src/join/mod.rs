@@ -1,0 +1,272 @@
+//! Stream–table joins as an operator (J1–J4): Kafka Streams'
+//! `KStream.join(KTable, …)` and `leftJoin`, built into a stage so that
+//! every driver runs the same join, and causal where Kafka Streams races.
+//!
+//! A stream–table join is a stage ([`StreamTableJoin::build`] returns a
+//! [`Stage`]) with two sources, a stream and a table, and one output:
+//!
+//! - **The table (J1).** The join keeps, in each key's slot, the latest
+//!   value its task delivered from the table topic for that key; a
+//!   tombstone (a record with a null value) deletes the row. The rows are
+//!   state: written to the stage's changelog in the delivery's transaction
+//!   (S5), restored by a restarted or moved task.
+//! - **The lookup (J2).** A stream record is joined with the row its task
+//!   holds for the record's key when it delivers the record: the table as of
+//!   the task's delivery order. [`StreamTableJoin::inner`] writes nothing
+//!   when there is no row; [`StreamTableJoin::left`] calls the joiner with
+//!   `None`. The result goes to the output topic under the stream record's
+//!   key, with its timestamp. A stream record never changes the table.
+//! - **Causal joins (J3).** A stream record whose stamp claims a table
+//!   record (its producer stamped it with [`crate::CausalClock`] after
+//!   writing the table update, or a stage that had delivered the update
+//!   emitted it) is held by the gate until that update is delivered, so it
+//!   is joined with that version of the row or a later one, whatever the
+//!   timestamps say. This is how to get joins that never race.
+//! - **Co-partitioning (J4).** Stream and table must have the same key
+//!   codec (checked when the application is built) and the same partition
+//!   count (checked at assembly, C3), so that a key's stream records and
+//!   table rows meet in one task.
+//!
+//! A stream or table record without a key is refused with J1 or J2 (its
+//! task stops, or dead-letters it with [`StreamTableJoin::dead_letter_queue`]);
+//! so is a value the topic's codec refuses, and a joiner's error or panic.
+//!
+//! ```
+//! use parsley::join::Join;
+//! use parsley::{Parsley, Topic, Utf8, I64};
+//!
+//! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
+//! let discounts = Topic::<String, i64>::with_codecs("discounts", Utf8, I64);
+//! let priced = Topic::<String, i64>::with_codecs("priced-orders", Utf8, I64);
+//! // Each order at its customer's discount, or at full price without one.
+//! let pricing = Join::stream_table("pricing", &orders, &discounts)
+//!     .left(|order, discount: Option<&i64>| order.value - discount.copied().unwrap_or(0))
+//!     .into(&priced)
+//!     .build();
+//! let app = Parsley::named("shop").stage(pricing).build()?;
+//! let declared = app.stage("pricing").unwrap().stage.join().unwrap();
+//! assert_eq!(declared.table.as_str(), "discounts");
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+
+mod logic;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::emission::Record;
+use crate::stage::logic::Fallible;
+use crate::stage::{Stage, StageDef, StageProblem};
+use crate::topic::{Topic, TopicRef};
+use crate::tp::TopicName;
+
+use logic::{JoinLogic, JoinerFn};
+
+/// Entry point of the join operators.
+pub struct Join;
+
+impl Join {
+    /// A stream–table join, a stage named `name` (unique in its application,
+    /// C1; it also names the stage's changelog): each record of `stream`
+    /// joined with the row of its key in `table` (J1, J2). Choose the join
+    /// with [`StreamTableJoin::inner`] or [`StreamTableJoin::left`].
+    pub fn stream_table<K, V, T>(
+        name: impl Into<String>,
+        stream: &Topic<K, V>,
+        table: &Topic<K, T>,
+    ) -> StreamTableJoin<K, V, T>
+    where
+        K: Clone + Send + Sync + 'static,
+        V: Send + Sync + 'static,
+        T: Clone + Send + Sync + 'static,
+    {
+        StreamTableJoin {
+            name: name.into(),
+            stream: stream.clone(),
+            table: table.clone(),
+        }
+    }
+}
+
+/// Inner or left (J2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinKind {
+    /// A stream record with no row writes nothing (`KStream.join`).
+    Inner,
+    /// A stream record with no row is joined with `None` (`KStream.leftJoin`).
+    Left,
+}
+
+/// A stream–table join's declaration, as [`Stage::join`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinDecl {
+    /// The stream topic (source 0 of the stage).
+    pub stream: TopicName,
+    /// The table topic (source 1).
+    pub table: TopicName,
+    /// The output topic, once declared.
+    pub output: Option<TopicName>,
+    /// Inner or left.
+    pub kind: JoinKind,
+}
+
+/// A stream–table join being declared: its sources, before the joiner.
+pub struct StreamTableJoin<K, V, T> {
+    name: String,
+    stream: Topic<K, V>,
+    table: Topic<K, T>,
+}
+
+impl<K, V, T> StreamTableJoin<K, V, T>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    /// An inner join: each stream record with a row is joined by `joiner`
+    /// (which may return `R` or `Result<R, E>`; an error or a panic refuses
+    /// the record, X5); one without writes nothing.
+    pub fn inner<R, F>(
+        self,
+        joiner: impl Fn(&Record<K, V>, &T) -> F + Send + Sync + 'static,
+    ) -> JoinBuilder<K, V, T, R>
+    where
+        R: 'static,
+        F: Fallible<R>,
+    {
+        let joiner: JoinerFn<K, V, T, R> =
+            Arc::new(move |record, row| row.map(|row| joiner(record, row).into_result()));
+        self.with(JoinKind::Inner, joiner)
+    }
+
+    /// A left join: each stream record is joined by `joiner`, with its row
+    /// or `None`.
+    pub fn left<R, F>(
+        self,
+        joiner: impl Fn(&Record<K, V>, Option<&T>) -> F + Send + Sync + 'static,
+    ) -> JoinBuilder<K, V, T, R>
+    where
+        R: 'static,
+        F: Fallible<R>,
+    {
+        let joiner: JoinerFn<K, V, T, R> =
+            Arc::new(move |record, row| Some(joiner(record, row).into_result()));
+        self.with(JoinKind::Left, joiner)
+    }
+
+    fn with<R>(self, kind: JoinKind, joiner: JoinerFn<K, V, T, R>) -> JoinBuilder<K, V, T, R> {
+        JoinBuilder {
+            name: self.name,
+            stream: self.stream,
+            table: self.table,
+            kind,
+            joiner,
+            output: None,
+            dead_letter: false,
+        }
+    }
+}
+
+/// A stream–table join with its joiner; see the [module docs](self).
+pub struct JoinBuilder<K, V, T, R> {
+    name: String,
+    stream: Topic<K, V>,
+    table: Topic<K, T>,
+    kind: JoinKind,
+    joiner: JoinerFn<K, V, T, R>,
+    output: Option<Topic<K, R>>,
+    dead_letter: bool,
+}
+
+impl<K, V, T, R> JoinBuilder<K, V, T, R>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    R: 'static,
+{
+    /// The topic the join's results are written to (required).
+    pub fn into(mut self, output: &Topic<K, R>) -> Self {
+        self.output = Some(output.clone());
+        self
+    }
+
+    /// X5's opt-in: refused records (no key, a value the codec refuses, a
+    /// failing joiner) go to `<application.id>-<name>-dlq` instead of
+    /// stopping the task.
+    pub fn dead_letter_queue(mut self) -> Self {
+        self.dead_letter = true;
+        self
+    }
+
+    /// The stage.
+    pub fn build(self) -> Stage {
+        let mut problems = Vec::new();
+        if self.output.is_none() {
+            problems.push(StageProblem::Join(
+                "no output topic (declare one with `into`)",
+            ));
+        }
+        if self.stream.name() == self.table.name() {
+            problems.push(StageProblem::Join(
+                "one topic as both its stream and its table",
+            ));
+        }
+        if !self.stream.same_key_codec(&self.table) {
+            problems.push(StageProblem::Join(
+                "a stream and a table whose keys have different codecs (a key's bytes must be the same on both to meet)",
+            ));
+        }
+        let decl = JoinDecl {
+            stream: self.stream.name().clone(),
+            table: self.table.name().clone(),
+            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            kind: self.kind,
+        };
+        let sources = vec![TopicRef::from(&self.stream), TopicRef::from(&self.table)];
+        let sinks = self.output.iter().map(TopicRef::from).collect();
+        let logic = JoinLogic {
+            stream: self.stream,
+            table: self.table,
+            output: self.output,
+            joiner: self.joiner,
+        };
+        Stage {
+            def: Arc::new(StageDef {
+                name: self.name,
+                sources,
+                sinks,
+                ticks: None,
+                stateful: true,
+                dead_letter: self.dead_letter,
+                timer: None,
+                window: None,
+                join: Some(decl),
+                logic: Arc::new(logic),
+                problems,
+            }),
+        }
+    }
+}
+
+/// The rows of a stream–table join's task (its table, Kafka Streams'
+/// `KTable` store), by key bytes in the table's key codec, in key order.
+/// `None` when the task is not a join's or `T` is not its table's value
+/// type. A driver's view for tests; the open transaction's changes are
+/// included.
+pub fn rows_of<T: Clone + Send + Sync + 'static>(task: &crate::Task) -> Option<Vec<(Bytes, T)>> {
+    let slots = task.slots::<T>()?;
+    let mut rows: Vec<(Bytes, T)> = slots
+        .current_slots()
+        .filter_map(|(slot, row)| match slot {
+            crate::stage::SlotKey::Key(key) => Some((key.clone(), row.clone())),
+            _ => None,
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(rows)
+}
+
+#[cfg(test)]
+mod tests;

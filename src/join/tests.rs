@@ -1,0 +1,310 @@
+//! J1–J4 through the stage's public replay: a stream–table join's logic run
+//! over a table kept here, as a checker would keep it.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::record::{ConsumedRecord, RecordData};
+use crate::stage::{ReplayError, SlotChange};
+use crate::tp::Tp;
+use crate::{CompositionError, Emission, Json, Parsley, Utf8, I64};
+
+fn orders() -> Topic<String, i64> {
+    Topic::with_codecs("orders", Utf8, I64)
+}
+
+fn discounts() -> Topic<String, i64> {
+    Topic::with_codecs("discounts", Utf8, I64)
+}
+
+fn priced() -> Topic<String, i64> {
+    Topic::with_codecs("priced", Utf8, I64)
+}
+
+fn inner() -> Stage {
+    Join::stream_table("pricing", &orders(), &discounts())
+        .inner(|order, discount: &i64| order.value - discount)
+        .into(&priced())
+        .build()
+}
+
+fn left() -> Stage {
+    Join::stream_table("pricing", &orders(), &discounts())
+        .left(|order, discount: Option<&i64>| order.value - discount.copied().unwrap_or(0))
+        .into(&priced())
+        .build()
+}
+
+/// A join's task, replayed: its table (by key bytes) and offsets.
+struct Replay {
+    stage: Stage,
+    rows: BTreeMap<Vec<u8>, bytes::Bytes>,
+    offset: u64,
+}
+
+impl Replay {
+    fn of(stage: Stage) -> Replay {
+        Replay {
+            stage,
+            rows: BTreeMap::new(),
+            offset: 0,
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        topic: &str,
+        key: Option<&str>,
+        value: Option<i64>,
+    ) -> Result<Vec<Emission>, ReplayError> {
+        let tp = Tp::new(topic, 0);
+        self.offset += 1;
+        let record = ConsumedRecord {
+            offset: self.offset,
+            data: RecordData {
+                key: key.map(|key| bytes::Bytes::copy_from_slice(key.as_bytes())),
+                value: value.map(|value| bytes::Bytes::copy_from_slice(&value.to_be_bytes())),
+                headers: Vec::new(),
+                timestamp: 1_000,
+            },
+        };
+        let slot = key.map(|key| key.as_bytes().to_vec()).unwrap_or_default();
+        let state = self.rows.get(&slot).map(|bytes| &bytes[..]);
+        let replayed = self.stage.replay_record(&tp.topic, state, &tp, &record)?;
+        match replayed.slot {
+            SlotChange::Set(bytes) => {
+                self.rows.insert(slot, bytes);
+            }
+            SlotChange::Deleted => {
+                self.rows.remove(&slot);
+            }
+            SlotChange::Unchanged => {}
+        }
+        Ok(replayed.emissions)
+    }
+
+    fn order(&mut self, key: &str, amount: i64) -> Vec<Emission> {
+        self.deliver("orders", Some(key), Some(amount)).unwrap()
+    }
+
+    fn discount(&mut self, key: &str, discount: Option<i64>) {
+        let emitted = self.deliver("discounts", Some(key), discount).unwrap();
+        assert!(
+            emitted.is_empty(),
+            "a table record emits nothing: {emitted:?}"
+        );
+    }
+}
+
+fn priced_at(key: &str, amount: i64) -> Vec<Emission> {
+    vec![priced().send(key.to_string(), amount)]
+}
+
+/// J1, J2: an order is joined with its key's latest row; an update replaces
+/// the row; another key's row is not seen.
+#[test]
+fn j1_j2_a_stream_record_sees_its_keys_latest_row() {
+    let mut join = Replay::of(inner());
+    join.discount("alice", Some(10));
+    assert_eq!(join.order("alice", 100), priced_at("alice", 90));
+    join.discount("alice", Some(25));
+    assert_eq!(join.order("alice", 100), priced_at("alice", 75));
+    join.discount("bob", Some(50));
+    assert_eq!(join.order("alice", 100), priced_at("alice", 75));
+    assert_eq!(join.order("bob", 100), priced_at("bob", 50));
+}
+
+/// J2: an inner join writes nothing without a row; a left join calls the
+/// joiner with `None`.
+#[test]
+fn j2_inner_writes_nothing_without_a_row_and_left_joins_none() {
+    assert_eq!(Replay::of(inner()).order("carol", 100), vec![]);
+    assert_eq!(
+        Replay::of(left()).order("carol", 100),
+        priced_at("carol", 100)
+    );
+}
+
+/// J1: a tombstone deletes the row, for inner and left joins alike; one for
+/// a key without a row changes nothing.
+#[test]
+fn j1_a_tombstone_deletes_the_row() {
+    for (stage, after) in [(inner(), vec![]), (left(), priced_at("alice", 100))] {
+        let mut join = Replay::of(stage);
+        join.discount("alice", Some(10));
+        join.discount("alice", None);
+        assert_eq!(join.order("alice", 100), after);
+        assert!(join.rows.is_empty());
+        join.discount("bob", None);
+        assert!(join.rows.is_empty());
+    }
+}
+
+/// J2: a stream record changes no row; the row is the table's own bytes.
+#[test]
+fn j2_a_stream_record_changes_no_row_and_rows_keep_the_tables_bytes() {
+    let mut join = Replay::of(inner());
+    join.discount("alice", Some(7));
+    assert_eq!(join.rows[&b"alice".to_vec()][..], 7i64.to_be_bytes());
+    join.order("alice", 1);
+    join.order("dave", 1);
+    assert_eq!(join.rows.len(), 1);
+}
+
+/// J1, J2: a record without a key is refused, naming the rule and the
+/// record; so is a value the codec refuses.
+#[test]
+fn j1_j2_records_without_a_key_are_refused_naming_the_record() {
+    let mut join = Replay::of(inner());
+    match join.deliver("discounts", None, Some(1)) {
+        Err(ReplayError::Logic(message)) => {
+            assert!(
+                message.starts_with("J1 ") && message.contains("discounts-0@1"),
+                "{message}"
+            )
+        }
+        other => panic!("expected J1's refusal, got {other:?}"),
+    }
+    match join.deliver("orders", None, Some(1)) {
+        Err(ReplayError::Logic(message)) => {
+            assert!(
+                message.starts_with("J2 ") && message.contains("orders-0@2"),
+                "{message}"
+            )
+        }
+        other => panic!("expected J2's refusal, got {other:?}"),
+    }
+    let tp = Tp::new("discounts", 0);
+    let bad = ConsumedRecord {
+        offset: 9,
+        data: RecordData {
+            key: Some(bytes::Bytes::from_static(b"alice")),
+            value: Some(bytes::Bytes::from_static(b"xyz")),
+            headers: Vec::new(),
+            timestamp: 0,
+        },
+    };
+    assert!(matches!(
+        inner().replay_record(&tp.topic, None, &tp, &bad),
+        Err(ReplayError::Record { .. })
+    ));
+}
+
+/// J2: a joiner's error refuses the record (X5), with its message.
+#[test]
+fn j2_a_failing_joiner_refuses_the_record() {
+    let stage = Join::stream_table("pricing", &orders(), &discounts())
+        .inner(|order, discount: &i64| match *discount > order.value {
+            true => Err(format!("discount {discount} above the order")),
+            false => Ok(order.value - discount),
+        })
+        .into(&priced())
+        .build();
+    let mut join = Replay::of(stage);
+    join.discount("alice", Some(500));
+    match join.deliver("orders", Some("alice"), Some(100)) {
+        Err(ReplayError::Logic(message)) => assert!(message.contains("discount 500"), "{message}"),
+        other => panic!("expected the joiner's refusal, got {other:?}"),
+    }
+}
+
+/// I13's view: `Stage::join_output` is the delivery's emission as bytes.
+#[test]
+fn join_output_is_what_the_delivery_emits() {
+    let stage = left();
+    let tp = Tp::new("orders", 0);
+    let record = ConsumedRecord {
+        offset: 0,
+        data: RecordData {
+            key: Some(bytes::Bytes::from_static(b"alice")),
+            value: Some(bytes::Bytes::copy_from_slice(&100i64.to_be_bytes())),
+            headers: Vec::new(),
+            timestamp: 0,
+        },
+    };
+    let row = 30i64.to_be_bytes();
+    let (key, value) = stage
+        .join_output(&tp, &record, Some(&row))
+        .unwrap()
+        .unwrap();
+    assert_eq!(key.as_deref(), Some(&b"alice"[..]));
+    assert_eq!(value[..], 70i64.to_be_bytes());
+    let windows = crate::window::Windows::tumbling(std::time::Duration::from_secs(1))
+        .aggregate(
+            "w",
+            &orders(),
+            I64,
+            || 0i64,
+            |total, order| total + order.value,
+        )
+        .build();
+    assert!(matches!(
+        windows.join_output(&tp, &record, None),
+        Err(ReplayError::NotAJoin { .. })
+    ));
+}
+
+/// J4: the build refuses a join without an output, over one topic, or
+/// whose keys are encoded differently on its two sides.
+#[test]
+fn j4_impossible_joins_are_refused_when_built() {
+    let cases = [
+        (
+            Join::stream_table("pricing", &orders(), &discounts())
+                .inner(|order, discount: &i64| order.value - discount)
+                .build(),
+            "no output topic",
+        ),
+        (
+            Join::stream_table("pricing", &orders(), &orders())
+                .inner(|order, other: &i64| order.value - other)
+                .into(&priced())
+                .build(),
+            "one topic as both",
+        ),
+        (
+            Join::stream_table(
+                "pricing",
+                &orders(),
+                &Topic::<String, i64>::with_codecs("discounts", Json, I64),
+            )
+            .inner(|order, discount: &i64| order.value - discount)
+            .into(&priced())
+            .build(),
+            "different codecs",
+        ),
+    ];
+    for (stage, reason) in cases {
+        match Parsley::named("shop").stage(stage).build() {
+            Err(error @ CompositionError::ImpossibleJoin { .. }) => {
+                let message = error.to_string();
+                assert!(
+                    message.starts_with("J4 ") && message.contains(reason),
+                    "{message}"
+                );
+            }
+            other => panic!("expected ImpossibleJoin ({reason}), got {other:?}"),
+        }
+    }
+}
+
+/// J4, C3: assembly refuses a stream and a table with different partition
+/// counts, naming both and the fix.
+#[test]
+fn j4_assembly_refuses_a_table_not_co_partitioned_with_its_stream() {
+    let app = Parsley::named("shop").stage(inner()).build().unwrap();
+    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(&app)
+        .into_iter()
+        .map(|contract| (contract.name.to_string(), 4))
+        .collect();
+    assert!(crate::assemble(&app, &topics).is_ok());
+    topics.insert("discounts".to_string(), 3);
+    let error = crate::assemble(&app, &topics).unwrap_err().to_string();
+    assert!(
+        error.contains("\"discounts\"")
+            && error.contains("co-partitioned with its stream orders (J4)")
+            && error.contains("has 3 partitions, expected 4")
+            && error.contains("re-key"),
+        "{error}"
+    );
+}
