@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The Kafka Streams side of the windowed-aggregation differential test.
+# The Kafka Streams side of the differential tests.
 #
-#   differential/run.sh build   build the jar (and target/classpath.txt) if missing
-#   differential/run.sh         the same, then run the program: stdin is cases, each a header
+#   differential/run.sh build     build the jar (and target/classpath.txt) if missing
+#   differential/run.sh windows   the same, then run the windows program: stdin is cases, each a header
 #                               `size_ms advance_ms grace_ms close|update`, lines
 #                               `key value timestamp` and `end`; stdout is, per case,
 #                               lines `key start end value` and `end`
+#   differential/run.sh joins     the same for the stream–table joins program (Joins.java
+#                               says its format)
 #
 # The build is cached under differential/kafka-streams/target/; delete that
 # folder (or touch the pom/source) to rebuild.
@@ -34,5 +36,10 @@ if [[ $stale == 1 ]]; then
   mvn -q -B -f "$project/pom.xml" package -DskipTests >&2
 fi
 
-[[ "${1:-}" == build ]] && exit 0
-exec java -cp "$jar:$(cat "$classpath")" parsley.differential.Windows
+case "${1:-}" in
+  build) exit 0 ;;
+  windows) main=parsley.differential.Windows ;;
+  joins) main=parsley.differential.Joins ;;
+  *) echo "differential/run.sh: say build, windows or joins (got ${1:-nothing})" >&2; exit 2 ;;
+esac
+exec java -cp "$jar:$(cat "$classpath")" "$main"

@@ -13,11 +13,11 @@
 //! cargo test -p parsley-examples --features differential --test differential_windows
 //! ```
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+mod differential;
+
 use std::time::Duration;
+
+use differential::{kafka_streams, Rng};
 
 use parsley::mutation::{self, Mutation};
 use parsley::window::{Emit, Windowed, WindowedCodec, Windows};
@@ -43,24 +43,6 @@ struct Case {
     keys: usize,
     /// The first timestamp: 0 exercises the hopping windows cut at the epoch.
     first: i64,
-}
-
-/// xorshift64*: enough randomness for inputs, and no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// Keys of one byte each, so that ordering by key bytes is the same in
@@ -156,41 +138,9 @@ fn parsley_side(case: &Case, records: &[Sale]) -> (Vec<Window>, usize) {
     (windows, late)
 }
 
-fn run_sh() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../differential/run.sh")
-}
-
-/// Builds the Kafka Streams program once per test binary (cached across runs
-/// under `differential/kafka-streams/target/`); fails, naming the cause,
-/// when Java or Maven is missing.
-fn build_once() {
-    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        let output = Command::new("bash")
-            .arg(run_sh())
-            .arg("build")
-            .output()
-            .map_err(|error| format!("cannot run bash {}: {error}", run_sh().display()))?;
-        match output.status.success() {
-            true => Ok(()),
-            false => Err(format!(
-                "building the Kafka Streams side failed ({}); it needs java (JDK 17+) and mvn on PATH \
-                 and Maven Central reachable for the first build:\n{}{}",
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            )),
-        }
-    });
-    if let Err(error) = built {
-        panic!("{error}");
-    }
-}
-
 /// Runs the cases through one Kafka Streams program (one JVM, a
 /// `TopologyTestDriver` per case); returns each case's output windows.
 fn kafka_streams_side(cases: &[(Case, Vec<Sale>)]) -> Vec<Vec<Window>> {
-    build_once();
     let mut stdin = String::new();
     for (case, records) in cases {
         let mode = match case.emit {
@@ -206,57 +156,24 @@ fn kafka_streams_side(cases: &[(Case, Vec<Sale>)]) -> Vec<Vec<Window>> {
         }
         stdin.push_str("end\n");
     }
-    let mut child = Command::new("bash")
-        .arg(run_sh())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn differential/run.sh");
-    // Written from a thread of its own: the program's output would fill its
-    // pipe while this one still writes a large input.
-    let mut pipe = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || pipe.write_all(stdin.as_bytes()));
-    let output = child.wait_with_output().unwrap();
-    writer
-        .join()
-        .unwrap()
-        .expect("write the cases to differential/run.sh");
-    assert!(
-        output.status.success(),
-        "the Kafka Streams side failed ({}):\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut outputs = vec![Vec::new()];
-    for line in String::from_utf8(output.stdout).unwrap().lines() {
-        if line == "end" {
-            outputs.push(Vec::new());
-            continue;
-        }
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let number = |i: usize| -> i64 {
-            fields[i]
-                .parse()
-                .unwrap_or_else(|_| panic!("bad Kafka Streams line {line:?}"))
-        };
-        assert_eq!(fields.len(), 4, "bad Kafka Streams line {line:?}");
-        let window = (fields[0].to_string(), number(1), number(2), number(3));
-        outputs.last_mut().unwrap().push(window);
-    }
-    // The empty vector after the last `end`.
-    assert!(
-        outputs.pop().is_some_and(|rest| rest.is_empty()),
-        "the Kafka Streams side's output does not end with `end`"
-    );
-    assert_eq!(
-        outputs.len(),
-        cases.len(),
-        "the Kafka Streams side answered {} cases of {}",
-        outputs.len(),
-        cases.len()
-    );
-    outputs
+    kafka_streams("windows", stdin, cases.len())
+        .into_iter()
+        .map(|lines| {
+            lines
+                .iter()
+                .map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    let number = |i: usize| -> i64 {
+                        fields[i]
+                            .parse()
+                            .unwrap_or_else(|_| panic!("bad Kafka Streams line {line:?}"))
+                    };
+                    assert_eq!(fields.len(), 4, "bad Kafka Streams line {line:?}");
+                    (fields[0].to_string(), number(1), number(2), number(3))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 fn differential(case: Case) {

@@ -1,0 +1,110 @@
+//! What the differential tests against Kafka Streams share: their seeded
+//! randomness, and running a program of `differential/kafka-streams` (built
+//! once, cached) over many cases in one JVM.
+
+#![allow(dead_code)] // Each test binary uses its part.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// xorshift64*: enough randomness for inputs, and no dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn run_sh() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../differential/run.sh")
+}
+
+/// Builds the Kafka Streams programs once per test binary (cached across
+/// runs under `differential/kafka-streams/target/`); fails, naming the
+/// cause, when Java or Maven is missing.
+fn build_once() {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let output = Command::new("bash")
+            .arg(run_sh())
+            .arg("build")
+            .output()
+            .map_err(|error| format!("cannot run bash {}: {error}", run_sh().display()))?;
+        match output.status.success() {
+            true => Ok(()),
+            false => Err(format!(
+                "building the Kafka Streams side failed ({}); it needs java (JDK 17+) and mvn on PATH \
+                 and Maven Central reachable for the first build:\n{}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )),
+        }
+    });
+    if let Err(error) = built {
+        panic!("{error}");
+    }
+}
+
+/// Runs `program` (`windows` or `joins`) on `stdin`, the cases each ended
+/// by a line `end`; returns each case's output lines. Asserts the program
+/// answered `cases` cases.
+pub fn kafka_streams(program: &str, stdin: String, cases: usize) -> Vec<Vec<String>> {
+    build_once();
+    let mut child = Command::new("bash")
+        .arg(run_sh())
+        .arg(program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn differential/run.sh");
+    // Written from a thread of its own: the program's output would fill its
+    // pipe while this one still writes a large input.
+    let mut pipe = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || pipe.write_all(stdin.as_bytes()));
+    let output = child.wait_with_output().unwrap();
+    writer
+        .join()
+        .unwrap()
+        .expect("write the cases to differential/run.sh");
+    assert!(
+        output.status.success(),
+        "the Kafka Streams side failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut outputs = vec![Vec::new()];
+    for line in String::from_utf8(output.stdout).unwrap().lines() {
+        match line {
+            "end" => outputs.push(Vec::new()),
+            line => outputs.last_mut().unwrap().push(line.to_string()),
+        }
+    }
+    // The empty case after the last `end`.
+    assert!(
+        outputs.pop().is_some_and(|rest| rest.is_empty()),
+        "the Kafka Streams side's output does not end with `end`"
+    );
+    assert_eq!(
+        outputs.len(),
+        cases,
+        "the Kafka Streams side answered {} cases of {cases}",
+        outputs.len()
+    );
+    outputs
+}
