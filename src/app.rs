@@ -166,6 +166,14 @@ pub enum CompositionError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// E1: expiring state with a time to live of zero.
+    #[error("E1 (docs/RULES.md#e1): expiring fold {stage:?} declares {reason}")]
+    ImpossibleExpiry {
+        /// The stage at fault.
+        stage: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A name that cannot be part of a Kafka topic name.
     #[error("{what} {name:?} is not a valid Kafka name: {reason}")]
     InvalidName {
@@ -248,6 +256,9 @@ impl AppBuilder {
                     }
                     StageProblem::Join(reason) => {
                         CompositionError::ImpossibleJoin { stage, reason }
+                    }
+                    StageProblem::Expiry(reason) => {
+                        CompositionError::ImpossibleExpiry { stage, reason }
                     }
                 });
             }

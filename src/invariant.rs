@@ -67,6 +67,11 @@ pub enum Invariant {
     /// least as new as every table record the stream record's stamp claims
     /// (J1–J3; docs/RULES.md#i13).
     I13,
+    /// Expiring state: for every expiring fold, each committed delivery
+    /// deletes exactly the keys whose expiry the frontier reaches, none
+    /// before, and emits what the fold over the key's live records emits
+    /// (E1–E3; docs/RULES.md#i14).
+    I14,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -89,6 +94,7 @@ impl Invariant {
             Invariant::I11 => "timers",
             Invariant::I12 => "windows",
             Invariant::I13 => "joins",
+            Invariant::I14 => "expiring state",
             Invariant::Property(_) => "user property",
         }
     }

@@ -106,6 +106,7 @@ pub use task::{Task, TaskConfig, TaskError};
 pub mod clock;
 pub use clock::CausalClock;
 pub mod audit;
+pub mod expiry;
 mod invariant;
 pub mod join;
 pub mod mutation;

@@ -80,11 +80,17 @@ pub enum Mutation {
     /// a stream record is joined with a version older than the one its task
     /// delivered, even one its stamp claims (breaks J1, J3, I13).
     JoinKeepsStaleRow,
+    /// Expiring state expires halfway through its time to live: a key's
+    /// state is gone before its time (breaks E2, I14).
+    ExpiryHalfTtlEarly,
+    /// Expiring state never expires: a key's state outlives its time to
+    /// live (breaks E2, I14).
+    ExpiryNeverExpires,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 23] = [
+    pub const ALL: [Mutation; 25] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -108,6 +114,8 @@ impl Mutation {
         Mutation::WindowGraceOffByOne,
         Mutation::JoinIgnoresTombstones,
         Mutation::JoinKeepsStaleRow,
+        Mutation::ExpiryHalfTtlEarly,
+        Mutation::ExpiryNeverExpires,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -136,6 +144,8 @@ impl Mutation {
             Mutation::WindowGraceOffByOne => "window-grace-off-by-one",
             Mutation::JoinIgnoresTombstones => "join-ignores-tombstones",
             Mutation::JoinKeepsStaleRow => "join-keeps-stale-row",
+            Mutation::ExpiryHalfTtlEarly => "expiry-half-ttl-early",
+            Mutation::ExpiryNeverExpires => "expiry-never-expires",
         }
     }
 

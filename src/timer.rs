@@ -174,6 +174,7 @@ impl TimerServiceBuilder {
                 dead_letter: self.dead_letter,
                 window: None,
                 join: None,
+                expiry: None,
                 timer: Some(TimerDecl {
                     requests: requests.name().clone(),
                     fires: fires.name().clone(),

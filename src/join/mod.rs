@@ -2,7 +2,7 @@
 //! `KStream.join(KTable, …)` and `leftJoin`, built into a stage so that
 //! every driver runs the same join, and causal where Kafka Streams races.
 //!
-//! A stream–table join is a stage ([`StreamTableJoin::build`] returns a
+//! A stream–table join is a stage ([`JoinBuilder::build`] returns a
 //! [`Stage`]) with two sources, a stream and a table, and one output:
 //!
 //! - **The table (J1).** The join keeps, in each key's slot, the latest
@@ -28,7 +28,7 @@
 //!   table rows meet in one task.
 //!
 //! A stream or table record without a key is refused with J1 or J2 (its
-//! task stops, or dead-letters it with [`StreamTableJoin::dead_letter_queue`]);
+//! task stops, or dead-letters it with [`JoinBuilder::dead_letter_queue`]);
 //! so is a value the topic's codec refuses, and a joiner's error or panic.
 //!
 //! ```
@@ -243,6 +243,7 @@ where
                 timer: None,
                 window: None,
                 join: Some(decl),
+                expiry: None,
                 logic: Arc::new(logic),
                 problems,
             }),

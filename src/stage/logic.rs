@@ -108,6 +108,16 @@ pub(crate) trait StageLogic: Send + Sync {
     ) -> Option<Result<(Bytes, Bytes), DeliveryFailure>> {
         None
     }
+    /// An expiring fold's (I14) fold from its initial state over `records`
+    /// (one key's, in delivery order): the last record's emissions, and
+    /// whether the state is kept after it; `None` for other logic.
+    #[allow(clippy::type_complexity)]
+    fn expiring_fold(
+        &self,
+        _records: &[(&Tp, &ConsumedRecord)],
+    ) -> Option<Result<(Vec<Emission>, bool), DeliveryFailure>> {
+        None
+    }
     /// A stream–table join's (J2) output record for the stream record
     /// `record` of `tp` when its key's row is `row` (the table's value
     /// bytes): key and value bytes, or `None` for no output; `None` for

@@ -57,6 +57,8 @@ pub(crate) struct StageDef {
     pub window: Option<crate::window::WindowDecl>,
     /// The stream–table join's declaration, when the stage is one (J1).
     pub join: Option<crate::join::JoinDecl>,
+    /// The expiring fold's declaration, when the stage is one (E1).
+    pub expiry: Option<crate::expiry::ExpiryDecl>,
     pub logic: Arc<dyn StageLogic>,
     /// Declaration mistakes found while building, reported by
     /// [`crate::Parsley`]'s `build` with the rule they break.
@@ -90,6 +92,8 @@ pub(crate) enum StageProblem {
     Window(&'static str),
     /// J4: a join that cannot be, and why.
     Join(&'static str),
+    /// E1: expiring state that cannot be, and why.
+    Expiry(&'static str),
 }
 
 impl Stage {
@@ -206,8 +210,8 @@ pub enum ReplayError {
     },
     /// [`Stage::replay_record`] or [`Stage::replay_tick`] of a delivery that
     /// reads every slot (a timer service's tick, K2; a windowed
-    /// aggregation's record or tick, W2).
-    #[error("stage {stage:?} reads every slot on this delivery (a timer service or a windowed aggregation): replay it over the slots, with replay_record_over_slots or replay_tick_over_slots")]
+    /// aggregation's record or tick, W2; an expiring fold's, E2).
+    #[error("stage {stage:?} reads every slot on this delivery (a timer service, a windowed aggregation or an expiring fold): replay it over the slots, with replay_record_over_slots or replay_tick_over_slots")]
     ReadsEverySlot {
         /// The stage.
         stage: String,
@@ -223,6 +227,12 @@ pub enum ReplayError {
     /// aggregation.
     #[error("stage {stage:?} is not a windowed aggregation")]
     NotWindowed {
+        /// The stage.
+        stage: String,
+    },
+    /// [`Stage::expiring_fold`] of a stage that is not an expiring fold.
+    #[error("stage {stage:?} is not an expiring fold")]
+    NotExpiring {
         /// The stage.
         stage: String,
     },
@@ -307,14 +317,14 @@ impl Stage {
     /// other keys' windows). Replay such a stage's records with
     /// [`Stage::replay_record_over_slots`].
     pub fn record_reads_every_slot(&self) -> bool {
-        self.def.window.is_some()
+        self.def.window.is_some() || self.def.expiry.is_some()
     }
 
     /// Whether a tick's delivery reads every slot of its task, not only the
     /// tick slot: a timer service's (K2) and a windowed aggregation's (W2)
     /// do. Replay such a stage's ticks with [`Stage::replay_tick_over_slots`].
     pub fn tick_reads_every_slot(&self) -> bool {
-        self.def.timer.is_some() || self.def.window.is_some()
+        self.def.timer.is_some() || self.def.window.is_some() || self.def.expiry.is_some()
     }
 
     /// Runs the stage's logic for one record of `source` whose delivery
@@ -426,6 +436,31 @@ impl Stage {
                 result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
             }
             None => Err(ReplayError::NotWindowed {
+                stage: self.def.name.clone(),
+            }),
+        }
+    }
+
+    /// The expiring fold's declaration, when this stage is one (E1,
+    /// [`crate::expiry::Expiring`]).
+    pub fn expiry(&self) -> Option<&crate::expiry::ExpiryDecl> {
+        self.def.expiry.as_ref()
+    }
+
+    /// An expiring fold's fold from its initial state over `records` (one
+    /// key's, each with the tp it was read from, in delivery order): the
+    /// last record's emissions, and whether the fold keeps state after it
+    /// (it did not delete it). What a checker that decides expiry by
+    /// itself compares a delivery with (I14).
+    pub fn expiring_fold(
+        &self,
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<(Vec<Emission>, bool), ReplayError> {
+        match self.def.logic.expiring_fold(records) {
+            Some(result) => {
+                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
+            }
+            None => Err(ReplayError::NotExpiring {
                 stage: self.def.name.clone(),
             }),
         }
@@ -615,6 +650,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 timer: None,
                 window: None,
                 join: None,
+                expiry: None,
                 logic: Arc::new(logic),
                 problems: self.problems,
             }),

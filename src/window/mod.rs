@@ -395,6 +395,7 @@ where
                 timer: None,
                 window: Some(decl),
                 join: None,
+                expiry: None,
                 logic: Arc::new(logic),
                 problems,
             }),

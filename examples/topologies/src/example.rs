@@ -47,11 +47,14 @@ pub enum TopologyName {
     /// Stream–table joins (J1–J4): a left and an inner join fanned out
     /// over one table with tombstones, orders claiming table updates.
     Enrichment,
+    /// Expiring state (E1–E3): a deduplication window by stream time and
+    /// a repeat count expired by the wall clock, over one source.
+    Dedupe,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 13] = [
+    pub const ALL: [TopologyName; 14] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -65,6 +68,7 @@ impl TopologyName {
         TopologyName::BadBytes,
         TopologyName::Windows,
         TopologyName::Enrichment,
+        TopologyName::Dedupe,
     ];
 
     /// The name as written in scenario files.
@@ -83,6 +87,7 @@ impl TopologyName {
             TopologyName::BadBytes => "bad-bytes",
             TopologyName::Windows => "windows",
             TopologyName::Enrichment => "enrichment",
+            TopologyName::Dedupe => "dedupe",
         }
     }
 
@@ -102,6 +107,7 @@ impl TopologyName {
             TopologyName::BadBytes => simulations::bad_bytes,
             TopologyName::Windows => simulations::windows,
             TopologyName::Enrichment => simulations::enrichment,
+            TopologyName::Dedupe => simulations::dedupe,
         }
     }
 
@@ -109,7 +115,8 @@ impl TopologyName {
     /// whose shape only the simulator explores (a regrouped wide topic,
     /// malformed bytes, a fan-out the diamond already covers live) do not;
     /// nor, yet, the windows, whose live check needs input timestamps the
-    /// live producer does not set, or the joins, whose needs tombstones.
+    /// live producer does not set, or the joins, whose needs tombstones,
+    /// or the dedupe, whose needs repeated ids with timestamps.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -118,6 +125,7 @@ impl TopologyName {
                 | TopologyName::BadBytes
                 | TopologyName::Windows
                 | TopologyName::Enrichment
+                | TopologyName::Dedupe
         )
     }
 }
@@ -234,7 +242,8 @@ pub fn namespaced(
         | TopologyName::Regroup
         | TopologyName::BadBytes
         | TopologyName::Windows
-        | TopologyName::Enrichment => return Err(ExampleError::SimulatorOnly(name)),
+        | TopologyName::Enrichment
+        | TopologyName::Dedupe => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 23] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 25] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -51,6 +51,8 @@ pub const PLANTED: [(Mutation, &str, Invariant); 23] = [
         Invariant::I13,
     ),
     (Mutation::JoinKeepsStaleRow, "enrichment", Invariant::I13),
+    (Mutation::ExpiryHalfTtlEarly, "dedupe", Invariant::I14),
+    (Mutation::ExpiryNeverExpires, "dedupe", Invariant::I14),
 ];
 
 #[cfg(test)]

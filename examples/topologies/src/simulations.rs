@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::{
-    ChainTopics, DiamondTopics, EnrichmentTopics, FanInTopics, FanOutTopics, Order, PaymentsTopics,
-    RegroupTopics, SessionTopics, TimerTopics, TopologyName, WindowTopics,
+    ChainTopics, DedupeTopics, DiamondTopics, EnrichmentTopics, FanInTopics, FanOutTopics, Order,
+    PaymentsTopics, RegroupTopics, SessionTopics, TimerTopics, TopologyName, WindowTopics,
 };
 use parsley_sim::sim::{BoxError, Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 
@@ -154,6 +154,17 @@ pub fn enrichment(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
             .tombstones(0.2),
         )
         .input(amounts(&topics.orders).claims_latest(&topics.discounts, 0.5)))
+}
+
+/// `dedupe`: order ids over few keys, so that they repeat, with
+/// timestamps up to 1.5 s behind the wall clock (some too far behind stream
+/// time to keep state, E3), and
+/// rejected amounts the dedupe refuses (X5).
+pub fn dedupe(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = DedupeTopics::new();
+    let app = crate::dedupe(&topics, tick_interval(settings))?;
+    Ok(Simulation::builder(app)
+        .input(amounts(&topics.orders).event_time_lag(Duration::from_millis(1_500))))
 }
 
 /// `dead-letter`: the balances stage with X5's opt-in: the orders its logic

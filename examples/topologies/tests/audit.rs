@@ -271,6 +271,7 @@ fn audit_is_clean_on_simulated_runs_of_every_scenario() {
         "timers",
         "dead-letter",
         "enrichment",
+        "dedupe",
     ] {
         let scenario = load(name);
         for seed in 0..3 {
@@ -998,6 +999,7 @@ fn audit_at_a_cut_is_clean_while_the_application_runs() {
         "timers",
         "dead-letter",
         "enrichment",
+        "dedupe",
     ] {
         let scenario = load(name);
         for seed in 0..3 {

@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 13] = [
+const NAMES: [&str; 14] = [
     "balances",
     "audit-cut",
     "timers",
@@ -20,6 +20,7 @@ const NAMES: [&str; 13] = [
     "bad-bytes",
     "windows",
     "enrichment",
+    "dedupe",
 ];
 
 #[test]

@@ -126,6 +126,12 @@ pub enum DriverError {
         /// The stage.
         stage: String,
     },
+    /// The stage exists but is not an expiring fold (E1).
+    #[error("stage {stage:?} is not an expiring fold (parsley::expiry::Expiring): it has no expiring state")]
+    NotExpiring {
+        /// The stage.
+        stage: String,
+    },
     /// The stage exists but is not a stream–table join (J1).
     #[error("stage {stage:?} is not a stream–table join (parsley::join::Join): it has no table")]
     NotAJoin {

@@ -835,6 +835,60 @@ impl TestDriver {
             .collect()
     }
 
+    /// The live state of an expiring fold (E1, `parsley::expiry::Expiring`):
+    /// each live key with its state and the time it expires (milliseconds
+    /// since the epoch), keys decoded with `source`'s key codec, in
+    /// key-byte order across the stage's tasks. An expired key is no longer
+    /// listed. Refused for an unknown stage, a stage that is not an expiring
+    /// fold, and when `S` is not its state type.
+    pub fn live_state<S: Clone + Send + Sync + 'static, K: 'static, V: 'static>(
+        &self,
+        stage: &str,
+        source: &Topic<K, V>,
+    ) -> Result<Vec<(K, S, i64)>, DriverError> {
+        let world = self.world();
+        world.check_stage(stage)?;
+        if world
+            .app
+            .stage(stage)
+            .is_some_and(|plan| plan.stage.expiry().is_none())
+        {
+            return Err(DriverError::NotExpiring {
+                stage: stage.to_string(),
+            });
+        }
+        let mut live = Vec::new();
+        for host in world
+            .hosts
+            .iter()
+            .filter(|host| *host.task.id().stage == *stage)
+        {
+            live.extend(
+                parsley::expiry::live_state_of::<S>(&host.task).ok_or_else(|| {
+                    DriverError::WrongStateType {
+                        stage: stage.to_string(),
+                        type_name: std::any::type_name::<S>(),
+                    }
+                })?,
+            );
+        }
+        live.sort_by(|a, b| a.0.cmp(&b.0));
+        live.into_iter()
+            .map(|(key, state, expires_at)| {
+                let key =
+                    source
+                        .key_codec()
+                        .decode(&key)
+                        .map_err(|error| DriverError::InputCodec {
+                            topic: source.name().to_string(),
+                            part: "key",
+                            error,
+                        })?;
+                Ok((key, state, expires_at))
+            })
+            .collect()
+    }
+
     /// The committed state of one task's tick slot (T7).
     pub fn tick_slot<S: Clone + 'static>(
         &self,

@@ -1,4 +1,4 @@
-//! The independent checker: recomputes every guarantee (I1–I8, I10–I13) from the
+//! The independent checker: recomputes every guarantee (I1–I8, I10–I14) from the
 //! recorded trace and the committed logs, trusting none of the runtime's own
 //! bookkeeping.
 //!
@@ -15,11 +15,12 @@
 //! [`delivery`] (I1, I2, I3), [`ticks`] (I4), [`stamps`] (I5), [`state`]
 //! (I6, the fold of the committed history), [`outputs`] (I7),
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
-//! [`windows`] (I12) and [`joins`] (I13).
+//! [`windows`] (I12), [`joins`] (I13) and [`expiry`] (I14).
 //! [`check`] builds the reconstruction once and runs them in turn.
 
 mod dead_letters;
 mod delivery;
+mod expiry;
 mod joins;
 mod liveness;
 mod outputs;
@@ -85,6 +86,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     checker.check_timers();
     checker.check_windows(&committed);
     checker.check_joins(&committed);
+    checker.check_expiry(&committed);
     checker.check_liveness(&committed);
     checker.locate_related();
     checker.violations.sort_by_key(|violation| violation.step);

@@ -1,0 +1,282 @@
+//! I14: expiring state (E1–E3), from each task's committed deliveries alone.
+//!
+//! The checker keeps its own model of every expiring fold's task: where
+//! the expiry frontier stands, which keys are live, when each expires and
+//! which records made its state. It uses none of the fold's state or expiry
+//! arithmetic; only the emissions of a record (the fold over the records
+//! the model says the state holds, `Stage::expiring_fold`) come from the
+//! stage, since the fold and the codecs are the user's.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use parsley::app::StagePlan;
+use parsley::expiry::{Expire, ExpiryDecl, Since};
+use parsley::record::ConsumedRecord;
+use parsley::stage::SlotKey;
+use parsley::task::TaskId;
+use parsley::text::bytes_for_humans;
+use parsley::{App, Tp};
+
+use super::reconstruction::{committed_of, Committed, Delivery};
+use super::{Checker, Invariant};
+
+/// A live key of the model: when it expires, and the records folded into
+/// its state since it was created.
+struct Live {
+    expires_at: i64,
+    records: Vec<(Tp, ConsumedRecord)>,
+}
+
+/// One task's expiring state, as the checker has it.
+struct Model {
+    frontier: i64,
+    live: BTreeMap<Bytes, Live>,
+}
+
+impl<'a> Checker<'a> {
+    /// I14 (E1–E3) for every expiring fold: each task's committed
+    /// deliveries, in committed order, through the checker's own model;
+    /// each delivery must delete exactly the keys it expires (no earlier,
+    /// no later) and emit what the fold over the key's live records emits.
+    /// A task is reported once, at its first wrong delivery.
+    pub(super) fn check_expiry(&mut self, committed: &Committed<'a>) {
+        let app: &'a App = self.input.app;
+        for plan in app.stages() {
+            let Some(decl) = plan.stage.expiry() else {
+                continue;
+            };
+            let ttl = i64::try_from(decl.ttl.as_millis()).unwrap_or(i64::MAX);
+            for task in self.input.assembly.task_ids() {
+                if &*task.stage != plan.name() {
+                    continue;
+                }
+                let mut model = Model {
+                    frontier: i64::MIN,
+                    live: BTreeMap::new(),
+                };
+                for delivery in committed_of(committed, &task) {
+                    if !self.check_expiry_delivery(plan, decl, ttl, &task, delivery, &mut model) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One committed delivery; false once it is reported.
+    fn check_expiry_delivery(
+        &mut self,
+        plan: &StagePlan,
+        decl: &ExpiryDecl,
+        ttl: i64,
+        task: &TaskId,
+        delivery: &Delivery<'a>,
+        model: &mut Model,
+    ) -> bool {
+        let Some(record) = self.record(delivery.id, delivery.offset) else {
+            return true;
+        };
+        let dead_lettered = plan
+            .dead_letter
+            .as_ref()
+            .is_some_and(|dlq| delivery.sent.iter().any(|(tp, _)| tp.topic == *dlq));
+        if dead_lettered {
+            return true;
+        }
+        let is_tick = plan.tick_topic.as_ref() == Some(&delivery.tp.topic);
+        let own = match is_tick {
+            true => {
+                let Some(tick) = parsley::task::tick_of(&record) else {
+                    return true;
+                };
+                if matches!(decl.expire, Expire::WallClock { .. }) {
+                    model.frontier = model.frontier.max(tick.timestamp);
+                }
+                None
+            }
+            false => {
+                let (Some(key), timestamp) = (record.data.key.clone(), record.data.timestamp)
+                else {
+                    return true;
+                };
+                if timestamp < 0 {
+                    return true;
+                }
+                // A record the fold refuses (a codec, a failing fold)
+                // changes nothing; I6 and I10 judge its delivery.
+                let probe = [(delivery.tp, &record)];
+                if plan.stage.expiring_fold(&probe).is_err() {
+                    return true;
+                }
+                if decl.expire == Expire::StreamTime {
+                    model.frontier = model.frontier.max(timestamp);
+                }
+                Some((key, timestamp))
+            }
+        };
+        let what = match &own {
+            None => format!("tick {}@{}", delivery.tp, delivery.offset),
+            Some((key, timestamp)) => format!(
+                "{}@{} (key {}, timestamp {timestamp})",
+                delivery.tp,
+                delivery.offset,
+                bytes_for_humans(key)
+            ),
+        };
+        // E2: every live key the frontier reaches expires now.
+        let frontier = model.frontier;
+        let expired: Vec<(Bytes, i64)> = model
+            .live
+            .iter()
+            .filter(|(_, live)| live.expires_at <= frontier)
+            .map(|(key, live)| (key.clone(), live.expires_at))
+            .collect();
+        for (key, _) in &expired {
+            model.live.remove(key);
+        }
+        // What the delivery wrote: to the changelog, and to the sinks.
+        let mut deleted: Vec<Bytes> = Vec::new();
+        let mut wrote = Vec::new();
+        for (tp, offset) in delivery.sent {
+            let id = self.tps.id(tp);
+            let Some(data) = self.tps.data(id, *offset) else {
+                continue;
+            };
+            if plan.changelog.as_ref() == Some(&tp.topic) {
+                if let (Some(key), None) = (&data.key, &data.value) {
+                    if let Ok(SlotKey::Key(key)) = SlotKey::from_changelog_bytes(key) {
+                        deleted.push(key);
+                    }
+                }
+            } else {
+                wrote.push((
+                    tp.topic.clone(),
+                    data.key.clone(),
+                    data.value.clone(),
+                    format!("{tp}@{offset}"),
+                ));
+            }
+        }
+        let own_key = own.as_ref().map(|(key, _)| key);
+        let frontier_told = match frontier {
+            i64::MIN => "none yet".to_string(),
+            frontier => frontier.to_string(),
+        };
+        // E2: the keys expired are deleted, and no live key is.
+        for (key, expires_at) in &expired {
+            if Some(key) != own_key && !deleted.contains(key) {
+                let message = format!(
+                    "task {task} committed the delivery of {what}, which moves the expiry frontier to {frontier_told}, at or past key {}'s expiry at {expires_at}: it should delete the key's state, and wrote no tombstone for it on {}",
+                    bytes_for_humans(key),
+                    plan.changelog.as_ref().map_or("the changelog", |topic| topic.as_str())
+                );
+                self.violation(Invariant::I14, delivery.step, message)
+                    .on(delivery.at)
+                    .about(delivery.tp, delivery.offset);
+                return false;
+            }
+        }
+        for key in &deleted {
+            if let Some(live) = model.live.get(key).filter(|_| Some(key) != own_key) {
+                let message = format!(
+                    "task {task} committed the delivery of {what}, after which the expiry frontier is {frontier_told}: it deleted key {}'s state, which lives until {} (E2: not a millisecond before)",
+                    bytes_for_humans(key),
+                    live.expires_at
+                );
+                self.violation(Invariant::I14, delivery.step, message)
+                    .on(delivery.at)
+                    .about(delivery.tp, delivery.offset);
+                return false;
+            }
+        }
+        let Some((key, timestamp)) = own else {
+            return true;
+        };
+        // E3: the fold over the key's live records and this one.
+        let previous = model.live.remove(&key);
+        let mut records: Vec<(Tp, ConsumedRecord)> = previous
+            .as_ref()
+            .map(|live| live.records.clone())
+            .unwrap_or_default();
+        records.push((delivery.tp.clone(), record));
+        let folded: Vec<(&Tp, &ConsumedRecord)> =
+            records.iter().map(|(tp, record)| (tp, record)).collect();
+        let Ok((emissions, kept)) = plan.stage.expiring_fold(&folded) else {
+            // Refused in this company: I6 judges the delivery.
+            return true;
+        };
+        let expected: Vec<(parsley::TopicName, Option<Bytes>, Option<Bytes>)> = emissions
+            .iter()
+            .filter_map(|emission| {
+                let (key, value) = emission.encoded().ok()?;
+                Some((emission.topic().clone(), key.cloned(), Some(value.clone())))
+            })
+            .collect();
+        let same = expected.len() == wrote.len()
+            && expected
+                .iter()
+                .zip(&wrote)
+                .all(|(expected, (topic, key, value, _))| {
+                    (&expected.0, &expected.1, &expected.2) == (topic, key, value)
+                });
+        if !same {
+            let state = match &previous {
+                Some(live) => format!(
+                    "its state live until {}, made by {} record(s)",
+                    live.expires_at,
+                    live.records.len()
+                ),
+                None => "no live state (it starts from the initial state)".to_string(),
+            };
+            let mut message = format!(
+                "task {task} committed the delivery of {what}, after which the expiry frontier is {frontier_told}, with {state}: the fold should emit {} record(s)",
+                expected.len()
+            );
+            for (topic, key, value) in &expected {
+                let _ = write!(
+                    message,
+                    "; {topic}: key {} value {}",
+                    describe(key),
+                    describe(value)
+                );
+            }
+            let _ = write!(message, " — it wrote {}", wrote.len());
+            for (_, key, value, at) in &wrote {
+                let _ = write!(
+                    message,
+                    "; {at}: key {} value {}",
+                    describe(key),
+                    describe(value)
+                );
+            }
+            self.violation(Invariant::I14, delivery.step, message)
+                .on(delivery.at)
+                .about(delivery.tp, delivery.offset);
+            return false;
+        }
+        if kept {
+            let expires_at = match (decl.since, &previous) {
+                (Since::FirstWrite, Some(live)) => live.expires_at,
+                _ => timestamp.saturating_add(ttl),
+            };
+            if expires_at > frontier {
+                model.live.insert(
+                    key,
+                    Live {
+                        expires_at,
+                        records,
+                    },
+                );
+            }
+        }
+        true
+    }
+}
+
+fn describe(bytes: &Option<Bytes>) -> String {
+    bytes
+        .as_ref()
+        .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
+}

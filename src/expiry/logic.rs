@@ -1,0 +1,416 @@
+//! Expiring state's built-in logic (E1–E3): one implementation, run by the
+//! task over its slots and by the pure replay over the slots it is given,
+//! so every driver and every checker sees the same expiry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::codec::{encode_chunked, Codec};
+use crate::emission::{Emission, Record, Step, Tick};
+use crate::mutation::{self, Mutation};
+use crate::record::ConsumedRecord;
+use crate::stage::logic::{
+    guarded, DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic,
+};
+use crate::stage::slots::{SlotKey, SlotStore, Slots};
+use crate::topic::Topic;
+use crate::tp::Tp;
+
+use super::state::{Clock, ExpirySlot, ExpirySlotCodec};
+use super::{Expire, Since};
+
+pub(crate) type FoldFn<K, V, S> =
+    Arc<dyn Fn(S, &Record<K, V>) -> Result<Step<S>, String> + Send + Sync>;
+
+pub(crate) struct ExpiryLogic<K, V, S> {
+    pub source: Topic<K, V>,
+    /// The time to live, in milliseconds.
+    pub ttl: i64,
+    pub since: Since,
+    pub expire: Expire,
+    pub init: Arc<dyn Fn() -> S + Send + Sync>,
+    pub fold: FoldFn<K, V, S>,
+    pub codec: Arc<ExpirySlotCodec<S>>,
+}
+
+/// The slots one delivery reads: the task's own, or those a replay is given.
+trait View<S> {
+    fn slot(&self, slot: &SlotKey) -> Option<&ExpirySlot<S>>;
+    /// Every key slot with its expiry time.
+    fn expiries(&self) -> Vec<(&SlotKey, i64)>;
+}
+
+fn expiries<'a, S: 'a>(
+    slots: impl Iterator<Item = (&'a SlotKey, &'a ExpirySlot<S>)>,
+) -> Vec<(&'a SlotKey, i64)> {
+    slots
+        .filter_map(|(slot, state)| match state {
+            ExpirySlot::Entry { expires_at, .. } => Some((slot, *expires_at)),
+            ExpirySlot::Clock(_) => None,
+        })
+        .collect()
+}
+
+impl<S: Send + 'static> View<S> for Slots<ExpirySlot<S>> {
+    fn slot(&self, slot: &SlotKey) -> Option<&ExpirySlot<S>> {
+        self.get(slot)
+    }
+
+    fn expiries(&self) -> Vec<(&SlotKey, i64)> {
+        expiries(self.current_slots())
+    }
+}
+
+impl<S> View<S> for HashMap<SlotKey, ExpirySlot<S>> {
+    fn slot(&self, slot: &SlotKey) -> Option<&ExpirySlot<S>> {
+        self.get(slot)
+    }
+
+    fn expiries(&self) -> Vec<(&SlotKey, i64)> {
+        expiries(self.iter())
+    }
+}
+
+/// A delivery's new slot states, in the order the task accepts them.
+type Proposals<S> = Vec<Option<ExpirySlot<S>>>;
+
+/// What one delivery changes: the delivery's own slot (a record's key),
+/// the others (expired keys, the clock) in key order, and its emissions.
+struct Change<S> {
+    own: Option<(SlotKey, Option<ExpirySlot<S>>)>,
+    others: Vec<(SlotKey, Option<ExpirySlot<S>>)>,
+    emissions: Vec<Emission>,
+}
+
+impl<K, V, S> ExpiryLogic<K, V, S>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    S: Clone + Send + Sync + 'static,
+{
+    fn clock(view: &dyn View<S>) -> Clock {
+        match view.slot(&SlotKey::Tick) {
+            Some(ExpirySlot::Clock(clock)) => *clock,
+            _ => Clock::default(),
+        }
+    }
+
+    /// E2: whether state expiring at `expires_at` is gone at `frontier`.
+    fn expired(&self, expires_at: i64, frontier: i64) -> bool {
+        // Planted bugs (I14): state that never expires, or expires halfway
+        // through its time.
+        if mutation::active(Mutation::ExpiryNeverExpires) {
+            return false;
+        }
+        if mutation::active(Mutation::ExpiryHalfTtlEarly) {
+            return expires_at.saturating_sub(self.ttl / 2) <= frontier;
+        }
+        expires_at <= frontier
+    }
+
+    /// E1, E3: a record's delivery: the frontier moves, what is due
+    /// expires, the fold runs on the key's live state or `init()`.
+    fn record(
+        &self,
+        view: &dyn View<S>,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+    ) -> Result<Change<S>, DeliveryFailure> {
+        let record =
+            self.source
+                .decode(tp, consumed)
+                .map_err(|refused| DeliveryFailure::Codec {
+                    part: refused.part,
+                    error: refused.error,
+                })?;
+        let Some(key) = &consumed.data.key else {
+            return Err(DeliveryFailure::Logic(format!(
+                "E1 (docs/RULES.md#e1): record {tp}@{} has no key, and expiring state is kept per key",
+                consumed.offset
+            )));
+        };
+        let timestamp = consumed.data.timestamp;
+        if timestamp < 0 {
+            return Err(DeliveryFailure::Logic(format!(
+                "E1 (docs/RULES.md#e1): record {tp}@{} has no timestamp ({timestamp}), and its state's time to live runs from it",
+                consumed.offset
+            )));
+        }
+        let mut clock = Self::clock(view);
+        if self.expire == Expire::StreamTime {
+            clock.frontier = clock.frontier.max(timestamp);
+        }
+        let slot = SlotKey::Key(key.clone());
+        let live = match view.slot(&slot) {
+            Some(ExpirySlot::Entry { state, expires_at })
+                if !self.expired(*expires_at, clock.frontier) =>
+            {
+                Some((state.clone(), *expires_at))
+            }
+            _ => None,
+        };
+        let had_slot = matches!(view.slot(&slot), Some(ExpirySlot::Entry { .. }));
+        let state = live
+            .as_ref()
+            .map_or_else(|| (self.init)(), |(state, _)| state.clone());
+        let step = guarded(|| (self.fold)(state, &record))?;
+        // The own slot's new state, when the delivery writes it, and its
+        // expiry time when it stays live.
+        let (own, own_expiry) = match step.state {
+            Some(state) => {
+                let expires_at = match (self.since, &live) {
+                    (Since::FirstWrite, Some((_, expires_at))) => *expires_at,
+                    _ => timestamp.saturating_add(self.ttl),
+                };
+                match self.expired(expires_at, clock.frontier) {
+                    // Born expired: a record ttl or more behind the frontier.
+                    true => (had_slot.then_some(None), None),
+                    false => (
+                        Some(Some(ExpirySlot::Entry { state, expires_at })),
+                        Some(expires_at),
+                    ),
+                }
+            }
+            None => (had_slot.then_some(None), None),
+        };
+        let mut change = self.expire_due(view, clock, Some((&slot, own_expiry)), step.emissions)?;
+        change.own = own.map(|state| (slot, state));
+        Ok(change)
+    }
+
+    /// E2: a tick moves a wall-clock frontier to its time.
+    fn tick(&self, view: &dyn View<S>, tick: Tick) -> Result<Change<S>, DeliveryFailure> {
+        let mut clock = Self::clock(view);
+        clock.frontier = clock.frontier.max(tick.timestamp);
+        self.expire_due(view, clock, None, Vec::new())
+    }
+
+    /// E2: deletes every key (but `own`, which the delivery writes itself,
+    /// with its new expiry time when it stays live) whose state the
+    /// frontier of `clock` has reached, when one is due, and writes the
+    /// clock when it changed.
+    fn expire_due(
+        &self,
+        view: &dyn View<S>,
+        mut clock: Clock,
+        own: Option<(&SlotKey, Option<i64>)>,
+        emissions: Vec<Emission>,
+    ) -> Result<Change<S>, DeliveryFailure> {
+        let before = Self::clock(view);
+        let (own_slot, own_expiry) = match own {
+            Some((slot, expiry)) => (Some(slot), expiry),
+            None => (None, None),
+        };
+        let earliest = |a: Option<i64>, b: Option<i64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut others = Vec::new();
+        // A planted bug (I14) expires before `next_expiry`: it looks always.
+        let due = clock.next_expiry.is_some_and(|next| {
+            next <= clock.frontier || mutation::active(Mutation::ExpiryHalfTtlEarly)
+        });
+        if due {
+            let mut next: Option<i64> = None;
+            let mut expired = Vec::new();
+            for (slot, expires_at) in view.expiries() {
+                if Some(slot) == own_slot {
+                    continue;
+                }
+                match self.expired(expires_at, clock.frontier) {
+                    true => expired.push(slot.clone()),
+                    false => next = earliest(next, Some(expires_at)),
+                }
+            }
+            clock.next_expiry = earliest(next, own_expiry);
+            // Slots in key order: the changelog's order is the delivery's.
+            expired.sort();
+            others.extend(expired.into_iter().map(|slot| (slot, None)));
+        } else {
+            clock.next_expiry = earliest(clock.next_expiry, own_expiry);
+        }
+        if clock != before {
+            others.insert(0, (SlotKey::Tick, Some(ExpirySlot::Clock(clock))));
+        }
+        Ok(Change {
+            own: None,
+            others,
+            emissions,
+        })
+    }
+
+    fn write(
+        &self,
+        slot: SlotKey,
+        state: &Option<ExpirySlot<S>>,
+    ) -> Result<SlotWrite, DeliveryFailure> {
+        let encoded = state
+            .as_ref()
+            .map(|state| encode_chunked(&*self.codec, state))
+            .transpose()
+            .map_err(DeliveryFailure::StateCodec)?;
+        Ok(SlotWrite { slot, encoded })
+    }
+
+    /// The outcome of a change, and the states to propose, in the order the
+    /// task accepts them (the delivery's own slot first).
+    fn outcome(&self, change: Change<S>) -> Result<(Outcome, Proposals<S>), DeliveryFailure> {
+        let mut states = Vec::with_capacity(change.others.len() + 1);
+        let write = match change.own {
+            Some((slot, state)) => {
+                let write = self.write(slot, &state)?;
+                states.push(state);
+                Some(write)
+            }
+            None => None,
+        };
+        let mut more_writes = Vec::with_capacity(change.others.len());
+        for (slot, state) in change.others {
+            more_writes.push(self.write(slot, &state)?);
+            states.push(state);
+        }
+        let outcome = Outcome {
+            emissions: change.emissions,
+            write,
+            more_writes,
+            late_timer_request: false,
+            late_window_record: false,
+        };
+        Ok((outcome, states))
+    }
+
+    fn slots(slots: &mut dyn SlotStore) -> &mut Slots<ExpirySlot<S>> {
+        slots
+            .as_any_mut()
+            .downcast_mut::<Slots<ExpirySlot<S>>>()
+            .expect("an expiring fold's slots hold expiring state")
+    }
+
+    fn propose(slots: &mut Slots<ExpirySlot<S>>, states: Proposals<S>) {
+        let mut states = states.into_iter();
+        if let Some(first) = states.next() {
+            slots.propose(first);
+            for state in states {
+                slots.propose_more(state);
+            }
+        }
+    }
+
+    fn decoded(
+        &self,
+        given: &[(SlotKey, &[u8])],
+    ) -> Result<HashMap<SlotKey, ExpirySlot<S>>, ReplayFailure> {
+        given
+            .iter()
+            .map(|(slot, bytes)| {
+                Ok((
+                    slot.clone(),
+                    self.codec.decode(bytes).map_err(ReplayFailure::State)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// The fold from `init()` over `records` (one key's, in delivery
+    /// order): the last record's emissions, and whether the state is kept
+    /// after it (the fold did not delete it). What a checker that decides
+    /// expiry by itself compares a delivery with (I14).
+    fn fold_over(
+        &self,
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<(Vec<Emission>, bool), DeliveryFailure> {
+        let mut state = Some((self.init)());
+        let mut emissions = Vec::new();
+        for (tp, consumed) in records {
+            let record =
+                self.source
+                    .decode(tp, consumed)
+                    .map_err(|refused| DeliveryFailure::Codec {
+                        part: refused.part,
+                        error: refused.error,
+                    })?;
+            let current = state.take().unwrap_or_else(|| (self.init)());
+            let step = guarded(|| (self.fold)(current, &record))?;
+            state = step.state;
+            emissions = step.emissions;
+        }
+        Ok((emissions, state.is_some()))
+    }
+}
+
+impl<K, V, S> StageLogic for ExpiryLogic<K, V, S>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    S: Clone + Send + Sync + 'static,
+{
+    fn new_slots(&self) -> Box<dyn SlotStore> {
+        let codec: Arc<dyn Codec<ExpirySlot<S>>> = self.codec.clone();
+        Box::new(Slots::<ExpirySlot<S>>::new(Some(codec)))
+    }
+
+    fn on_record(
+        &self,
+        slots: &mut dyn SlotStore,
+        _source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, DeliveryFailure> {
+        let slots = Self::slots(slots);
+        let change = self.record(&*slots, tp, record)?;
+        let (outcome, states) = self.outcome(change)?;
+        Self::propose(slots, states);
+        Ok(outcome)
+    }
+
+    fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
+        let slots = Self::slots(slots);
+        let change = self.tick(&*slots, tick)?;
+        let (outcome, states) = self.outcome(change)?;
+        Self::propose(slots, states);
+        Ok(outcome)
+    }
+
+    fn replay_record(
+        &self,
+        _state: Option<&[u8]>,
+        _source: usize,
+        _tp: &Tp,
+        _record: &ConsumedRecord,
+    ) -> Result<Outcome, ReplayFailure> {
+        unreachable!("Stage::replay_record refuses an expiring fold's records")
+    }
+
+    fn replay_tick(&self, _state: Option<&[u8]>, _tick: Tick) -> Result<Outcome, ReplayFailure> {
+        unreachable!("Stage::replay_tick refuses an expiring fold's ticks")
+    }
+
+    fn replay_record_over_slots(
+        &self,
+        slots: &[(SlotKey, &[u8])],
+        _source: usize,
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Outcome, ReplayFailure> {
+        let view = self.decoded(slots)?;
+        let change = self.record(&view, tp, record)?;
+        Ok(self.outcome(change)?.0)
+    }
+
+    fn replay_tick_over_slots(
+        &self,
+        slots: &[(SlotKey, &[u8])],
+        tick: Tick,
+    ) -> Result<Outcome, ReplayFailure> {
+        let view = self.decoded(slots)?;
+        let change = self.tick(&view, tick)?;
+        Ok(self.outcome(change)?.0)
+    }
+
+    fn expiring_fold(
+        &self,
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Option<Result<(Vec<Emission>, bool), DeliveryFailure>> {
+        Some(self.fold_over(records))
+    }
+}

@@ -1,0 +1,270 @@
+//! E1–E3 through the stage's public replay: an expiring fold's logic run
+//! over slots kept here, as a checker would keep them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::*;
+use crate::record::{ConsumedRecord, RecordData};
+use crate::stage::{ReplayError, Replayed, SlotChange, SlotKey};
+use crate::tp::Tp;
+use crate::{CompositionError, Emission, Json, Parsley, Tick, Utf8, I64};
+
+fn orders() -> Topic<String, i64> {
+    Topic::with_codecs("orders", Utf8, I64)
+}
+
+fn counts() -> Topic<String, i64> {
+    Topic::with_codecs("counts", Utf8, I64)
+}
+
+/// Counts each key's orders while its state lives, emitting the count.
+fn counting(expiring: Expiring) -> Stage {
+    let out = counts();
+    expiring
+        .fold(
+            "count",
+            &orders(),
+            Json,
+            || 0i64,
+            move |count: i64, order| {
+                let count = count + 1;
+                match *order.value() {
+                    // A negative amount forgets the key (Step::delete).
+                    amount if amount < 0 => Step::delete().emit(out.send(order.key().cloned(), 0)),
+                    _ => Step::of(count).emit(out.send(order.key().cloned(), count)),
+                }
+            },
+        )
+        .into(&counts())
+        .build()
+}
+
+struct Replay {
+    stage: Stage,
+    slots: BTreeMap<SlotKey, bytes::Bytes>,
+    offset: u64,
+}
+
+impl Replay {
+    fn of(stage: Stage) -> Replay {
+        Replay {
+            stage,
+            slots: BTreeMap::new(),
+            offset: 0,
+        }
+    }
+
+    fn apply(&mut self, own: SlotKey, replayed: Replayed) -> Vec<Emission> {
+        for (slot, change) in std::iter::once((own, replayed.slot)).chain(replayed.other_slots) {
+            match change {
+                SlotChange::Set(bytes) => {
+                    self.slots.insert(slot, bytes);
+                }
+                SlotChange::Deleted => {
+                    self.slots.remove(&slot);
+                }
+                SlotChange::Unchanged => {}
+            }
+        }
+        replayed.emissions
+    }
+
+    fn try_order(
+        &mut self,
+        key: Option<&str>,
+        amount: i64,
+        at: i64,
+    ) -> Result<Vec<Emission>, ReplayError> {
+        let record = ConsumedRecord {
+            offset: self.offset,
+            data: RecordData {
+                key: key.map(|key| bytes::Bytes::copy_from_slice(key.as_bytes())),
+                value: Some(bytes::Bytes::copy_from_slice(&amount.to_be_bytes())),
+                headers: Vec::new(),
+                timestamp: at,
+            },
+        };
+        self.offset += 1;
+        let slots: Vec<(SlotKey, &[u8])> = self
+            .slots
+            .iter()
+            .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
+            .collect();
+        let replayed = self.stage.replay_record_over_slots(
+            orders().name(),
+            &slots,
+            &Tp::new("orders", 0),
+            &record,
+        )?;
+        Ok(self.apply(SlotKey::for_key(record.data.key.as_ref()), replayed))
+    }
+
+    /// The count the order's delivery emits.
+    fn order(&mut self, key: &str, amount: i64, at: i64) -> i64 {
+        let emitted = self
+            .try_order(Some(key), amount, at)
+            .expect("a valid order");
+        assert_eq!(emitted.len(), 1, "{emitted:?}");
+        I64.decode(emitted[0].encoded().unwrap().1).unwrap()
+    }
+
+    fn tick(&mut self, at: i64) {
+        let slots: Vec<(SlotKey, &[u8])> = self
+            .slots
+            .iter()
+            .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
+            .collect();
+        let replayed = self
+            .stage
+            .replay_tick_over_slots(&slots, Tick::new(at))
+            .unwrap();
+        let emitted = self.apply(SlotKey::Tick, replayed);
+        assert!(emitted.is_empty());
+    }
+
+    fn live_keys(&self) -> Vec<String> {
+        self.slots
+            .keys()
+            .filter_map(|slot| match slot {
+                SlotKey::Key(key) => Some(String::from_utf8(key.to_vec()).unwrap()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// E1, E2: state lives `ttl` after its last write by stream time, and not a
+/// millisecond less: at `written + ttl - 1` it is there, at `written + ttl`
+/// it is gone.
+#[test]
+fn e1_e2_state_expires_ttl_after_its_last_write_not_before() {
+    let mut count = Replay::of(counting(Expiring::after(Duration::from_millis(100))));
+    assert_eq!(count.order("a", 1, 1_000), 1);
+    assert_eq!(count.order("a", 1, 1_099), 2);
+    // The last write was at 1_099: alive until 1_199.
+    assert_eq!(count.order("a", 1, 1_198), 3);
+    assert_eq!(
+        count.order("a", 1, 1_298),
+        1,
+        "expired at 1_298 = 1_198 + ttl"
+    );
+}
+
+/// E1: from the first write, rewrites keep the expiry time (a
+/// deduplication window).
+#[test]
+fn e1_from_first_write_rewrites_keep_the_expiry_time() {
+    let mut count = Replay::of(counting(
+        Expiring::after(Duration::from_millis(100)).from_first_write(),
+    ));
+    assert_eq!(count.order("a", 1, 1_000), 1);
+    assert_eq!(count.order("a", 1, 1_050), 2);
+    assert_eq!(count.order("a", 1, 1_099), 3);
+    assert_eq!(count.order("a", 1, 1_100), 1, "expired 100 ms after 1_000");
+}
+
+/// E2: the delivery that moves the frontier past a key's expiry deletes it,
+/// whichever key it delivers; the clock lives in the tick slot.
+#[test]
+fn e2_any_records_delivery_expires_what_is_due() {
+    let mut count = Replay::of(counting(Expiring::after(Duration::from_millis(100))));
+    count.order("a", 1, 1_000);
+    count.order("b", 1, 1_050);
+    assert_eq!(count.live_keys(), ["a", "b"]);
+    count.order("c", 1, 1_100);
+    assert_eq!(count.live_keys(), ["b", "c"]);
+    assert!(count.slots.contains_key(&SlotKey::Tick));
+    count.order("c", 1, 1_150);
+    assert_eq!(count.live_keys(), ["c"]);
+}
+
+/// E3: a record `ttl` or more behind stream time leaves no state; a fold's
+/// delete removes the key at once.
+#[test]
+fn e3_a_record_too_far_behind_leaves_no_state_and_delete_deletes() {
+    let mut count = Replay::of(counting(Expiring::after(Duration::from_millis(100))));
+    count.order("a", 1, 5_000);
+    assert_eq!(count.order("b", 1, 4_900), 1);
+    assert_eq!(count.live_keys(), ["a"]);
+    assert_eq!(
+        count.order("b", 1, 4_950),
+        1,
+        "b's first state was never kept"
+    );
+    assert_eq!(count.order("a", -1, 5_001), 0);
+    assert_eq!(count.live_keys(), ["b"]);
+    assert_eq!(count.order("a", 1, 5_002), 1);
+}
+
+/// E2: with wall-clock expiry records leave the frontier alone; a tick
+/// moves it and expires what it reaches.
+#[test]
+fn e2_wall_clock_expiry_is_moved_by_ticks_alone() {
+    let mut count = Replay::of(counting(
+        Expiring::after(Duration::from_millis(100)).expire_by(Expire::WallClock {
+            resolution: Duration::from_millis(10),
+        }),
+    ));
+    count.order("a", 1, 1_000);
+    // A record far ahead does not expire `a`: only ticks move the frontier.
+    count.order("b", 1, 9_000);
+    assert_eq!(count.order("a", 1, 1_010), 2);
+    count.tick(1_109);
+    assert_eq!(count.live_keys(), ["a", "b"]);
+    count.tick(1_110);
+    assert_eq!(count.live_keys(), ["b"]);
+    assert_eq!(count.order("a", 1, 1_111), 1);
+}
+
+/// E1: keyless records and negative timestamps are refused naming E1 and
+/// the record; a zero time to live is refused at build.
+#[test]
+fn e1_bad_records_and_a_zero_ttl_are_refused() {
+    let mut count = Replay::of(counting(Expiring::after(Duration::from_millis(100))));
+    for (key, at, needle) in [(None, 5, "has no key"), (Some("a"), -1, "has no timestamp")] {
+        match count.try_order(key, 1, at) {
+            Err(ReplayError::Logic(message)) => {
+                assert!(
+                    message.starts_with("E1 ") && message.contains(needle),
+                    "{message}"
+                )
+            }
+            other => panic!("expected E1's refusal, got {other:?}"),
+        }
+    }
+    match Parsley::named("shop")
+        .stage(counting(Expiring::after(Duration::ZERO)))
+        .build()
+    {
+        Err(error @ CompositionError::ImpossibleExpiry { .. }) => {
+            assert!(
+                error.to_string().contains("a time to live of zero"),
+                "{error}"
+            )
+        }
+        other => panic!("expected ImpossibleExpiry, got {other:?}"),
+    }
+}
+
+/// I14's view: `Stage::expiring_fold` folds from init over given records.
+#[test]
+fn expiring_fold_folds_from_init_over_the_records() {
+    let stage = counting(Expiring::after(Duration::from_millis(100)));
+    let tp = Tp::new("orders", 0);
+    let record = |amount: i64| ConsumedRecord {
+        offset: 0,
+        data: RecordData {
+            key: Some(bytes::Bytes::from_static(b"a")),
+            value: Some(bytes::Bytes::copy_from_slice(&amount.to_be_bytes())),
+            headers: Vec::new(),
+            timestamp: 0,
+        },
+    };
+    let (one, two, gone) = (record(1), record(1), record(-1));
+    let (emitted, kept) = stage.expiring_fold(&[(&tp, &one), (&tp, &two)]).unwrap();
+    assert!(kept);
+    assert_eq!(I64.decode(emitted[0].encoded().unwrap().1).unwrap(), 2);
+    let (_, kept) = stage.expiring_fold(&[(&tp, &one), (&tp, &gone)]).unwrap();
+    assert!(!kept);
+}
