@@ -17,9 +17,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::codec::Codec;
 pub use crate::dead_letter::dead_letter_topic_name;
+use crate::emission::Record;
+use crate::stage::logic::Fallible;
 use crate::stage::{Stage, StageProblem};
-use crate::topic::TopicRef;
+use crate::topic::{Topic, TopicRef};
 use crate::tp::TopicName;
 
 /// The application builder.
@@ -174,6 +177,27 @@ pub enum CompositionError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// R1: a re-key stage made by another application's builder (its
+    /// repartition topic is named after that application).
+    #[error("R1 (docs/RULES.md#r1): re-key stage {stage:?} writes {topic:?}, another application's repartition topic; make it with this application's builder, Parsley::named({app:?}).rekey(…)")]
+    ForeignRekey {
+        /// The application being built.
+        app: String,
+        /// The stage.
+        stage: String,
+        /// Its repartition topic.
+        topic: String,
+    },
+    /// R1: a stage other than its re-key stage writes a repartition topic.
+    #[error("R1 (docs/RULES.md#r1): stage {stage:?} writes {topic:?}, the repartition topic of re-key stage {owner:?}; only the re-key stage writes it")]
+    RepartitionTopicAsSink {
+        /// The stage at fault.
+        stage: String,
+        /// The repartition topic.
+        topic: String,
+        /// Its re-key stage.
+        owner: String,
+    },
     /// A name that cannot be part of a Kafka topic name.
     #[error("{what} {name:?} is not a valid Kafka name: {reason}")]
     InvalidName {
@@ -220,6 +244,31 @@ fn check_name(what: &'static str, name: &str) -> Result<(), CompositionError> {
 }
 
 impl AppBuilder {
+    /// A re-key stage named `name` (R1, R2; [`crate::rekey`]): every record
+    /// of `source`, value unchanged, under the key `select` returns (or
+    /// `Result<K2, E>`; an error refuses the record, X5), encoded with
+    /// `key_codec`, written to the derived topic
+    /// `<application.id>-<name>-repartition`. Returns the stage, to add
+    /// with [`AppBuilder::stage`], and that topic, for downstream stages
+    /// to consume. Kafka Streams' `selectKey(…)` and the repartition topic
+    /// its next stateful operation derives.
+    pub fn rekey<K, V, K2, KC, R>(
+        &self,
+        name: impl Into<String>,
+        source: &Topic<K, V>,
+        key_codec: KC,
+        select: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static,
+    ) -> (Stage, Topic<K2, V>)
+    where
+        K: 'static,
+        V: Clone + 'static,
+        K2: 'static,
+        KC: Codec<K2>,
+        R: Fallible<K2>,
+    {
+        crate::rekey::rekey(&self.id, name.into(), source, key_codec, select)
+    }
+
     /// Adds a stage. Stages keep the order they are added in.
     pub fn stage(mut self, stage: Stage) -> Self {
         self.stages.push(stage);
@@ -275,6 +324,16 @@ impl AppBuilder {
                     return Err(CompositionError::DuplicateSource {
                         stage: def.name.clone(),
                         topic: source.name.to_string(),
+                    });
+                }
+            }
+            if let Some(rekey) = &def.rekey {
+                let expected = crate::rekey::repartition_topic_name(&self.id, &def.name);
+                if rekey.repartition.as_str() != expected {
+                    return Err(CompositionError::ForeignRekey {
+                        app: self.id.clone(),
+                        stage: def.name.clone(),
+                        topic: rekey.repartition.to_string(),
                     });
                 }
             }
@@ -473,9 +532,29 @@ impl App {
                 derived.insert(dead_letter.as_str(), ("dead-letter", plan.name()));
             }
         }
+        let repartitions: BTreeMap<&str, &str> = self
+            .stages
+            .iter()
+            .filter_map(|plan| {
+                let rekey = plan.stage.rekey()?;
+                Some((rekey.repartition.as_str(), plan.name()))
+            })
+            .collect();
         let mut declared: BTreeMap<&str, (&TopicRef, &str)> = BTreeMap::new();
         for plan in &self.stages {
             let stage = plan.name();
+            for sink in plan.stage.sinks() {
+                match repartitions.get(sink.name.as_str()) {
+                    Some(owner) if *owner != stage => {
+                        return Err(CompositionError::RepartitionTopicAsSink {
+                            stage: stage.to_string(),
+                            topic: sink.name.to_string(),
+                            owner: owner.to_string(),
+                        })
+                    }
+                    _ => {}
+                }
+            }
             for sink in plan.stage.sinks() {
                 if let Some(("tick", _)) = derived.get(sink.name.as_str()) {
                     return Err(CompositionError::TickTopicAsSink {

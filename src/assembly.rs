@@ -283,9 +283,10 @@ impl TopicContract {
     /// dead-letter topic).
     pub fn owner(&self) -> Option<&str> {
         self.roles.iter().find_map(|role| match role {
-            Role::Ticks { stage } | Role::Changelog { stage } | Role::DeadLetter { stage } => {
-                Some(stage.as_str())
-            }
+            Role::Ticks { stage }
+            | Role::Changelog { stage }
+            | Role::DeadLetter { stage }
+            | Role::Repartition { stage } => Some(stage.as_str()),
             _ => None,
         })
     }

@@ -208,6 +208,16 @@ pub struct CodecIdentity {
 }
 
 impl CodecIdentity {
+    /// This identity with its key type and key codec replaced.
+    pub(crate) fn with_key<K: 'static, KC: 'static>(self) -> Self {
+        CodecIdentity {
+            key: TypeId::of::<K>(),
+            key_codec: TypeId::of::<KC>(),
+            description: (std::any::type_name::<(K, KC)>(), self.description.1),
+            ..self
+        }
+    }
+
     /// Whether two declarations encode their keys alike (type and codec).
     pub(crate) fn same_key_codec(&self, other: &CodecIdentity) -> bool {
         (self.key, self.key_codec) == (other.key, other.key_codec)

@@ -110,6 +110,7 @@ pub mod expiry;
 mod invariant;
 pub mod join;
 pub mod mutation;
+pub mod rekey;
 pub mod text;
 pub mod timer;
 pub mod window;

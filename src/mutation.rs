@@ -86,11 +86,15 @@ pub enum Mutation {
     /// Expiring state never expires: a key's state outlives its time to
     /// live (breaks E2, I14).
     ExpiryNeverExpires,
+    /// A re-key stage writes its records with an empty stamp: the re-keyed
+    /// record claims neither its source record nor its causes (breaks R2,
+    /// G5, I5).
+    RekeyDropsStamp,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 25] = [
+    pub const ALL: [Mutation; 26] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -116,6 +120,7 @@ impl Mutation {
         Mutation::JoinKeepsStaleRow,
         Mutation::ExpiryHalfTtlEarly,
         Mutation::ExpiryNeverExpires,
+        Mutation::RekeyDropsStamp,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -146,6 +151,7 @@ impl Mutation {
             Mutation::JoinKeepsStaleRow => "join-keeps-stale-row",
             Mutation::ExpiryHalfTtlEarly => "expiry-half-ttl-early",
             Mutation::ExpiryNeverExpires => "expiry-never-expires",
+            Mutation::RekeyDropsStamp => "rekey-drops-stamp",
         }
     }
 

@@ -36,6 +36,11 @@ pub enum Role {
         /// The stage.
         stage: String,
     },
+    /// The re-key stage's repartition topic (R1).
+    Repartition {
+        /// The stage.
+        stage: String,
+    },
 }
 
 impl fmt::Display for Role {
@@ -46,6 +51,7 @@ impl fmt::Display for Role {
             Role::Ticks { stage } => write!(f, "ticks of stage {stage}"),
             Role::Changelog { stage } => write!(f, "changelog of stage {stage}"),
             Role::DeadLetter { stage } => write!(f, "dead letters of stage {stage}"),
+            Role::Repartition { stage } => write!(f, "repartition topic of stage {stage}"),
         }
     }
 }
@@ -95,9 +101,15 @@ impl ContractProbes {
                 .or_insert_with(|| TopicContract {
                     name: name.clone(),
                     roles: Vec::new(),
-                    partitions,
-                    settings,
+                    partitions: PartitionRule::Any,
+                    settings: Vec::new(),
                 });
+            // A derived topic's rule wins over the `Any` of the stages
+            // that consume it (a repartition topic's consumers).
+            if partitions != PartitionRule::Any || contract.roles.is_empty() {
+                contract.partitions = partitions;
+                contract.settings = settings;
+            }
             contract.roles.push(role);
         };
         for plan in app.stages() {
@@ -156,6 +168,18 @@ impl ContractProbes {
             // writes partition p, so each source partition's dead letters
             // stay in offset order. Kept like any data topic (no retention
             // suggested): an operator reads and replays them.
+            // A repartition topic has one partition per task of its re-key
+            // stage, as its other derived topics do (R1).
+            if let Some(rekey) = plan.stage.rekey() {
+                add(
+                    &rekey.repartition,
+                    Role::Repartition {
+                        stage: stage.clone(),
+                    },
+                    PartitionRule::MatchWidestOf(sources.clone()),
+                    vec![("cleanup.policy".into(), "delete".into())],
+                );
+            }
             if let Some(dead_letter) = &plan.dead_letter {
                 add(
                     dead_letter,

@@ -175,6 +175,7 @@ impl TimerServiceBuilder {
                 window: None,
                 join: None,
                 expiry: None,
+                rekey: None,
                 timer: Some(TimerDecl {
                     requests: requests.name().clone(),
                     fires: fires.name().clone(),

@@ -131,6 +131,21 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         Arc::clone(&self.value_codec)
     }
 
+    /// A topic named `name` with this topic's values (their codec shared)
+    /// under keys of another type, in `key_codec`.
+    pub(crate) fn rekeyed<K2: 'static, KC: Codec<K2>>(
+        &self,
+        name: impl Into<TopicName>,
+        key_codec: KC,
+    ) -> Topic<K2, V> {
+        Topic {
+            name: name.into(),
+            key_codec: Arc::new(key_codec),
+            value_codec: Arc::clone(&self.value_codec),
+            identity: self.identity.with_key::<K2, KC>(),
+        }
+    }
+
     /// Whether `other` encodes its keys with the same codec as this topic.
     pub(crate) fn same_key_codec<V2>(&self, other: &Topic<K, V2>) -> bool {
         self.identity.same_key_codec(&other.identity)

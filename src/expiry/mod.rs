@@ -248,6 +248,7 @@ where
                 window: None,
                 join: None,
                 expiry: Some(decl),
+                rekey: None,
                 logic: Arc::new(logic),
                 problems,
             }),

@@ -244,6 +244,7 @@ where
                 window: None,
                 join: Some(decl),
                 expiry: None,
+                rekey: None,
                 logic: Arc::new(logic),
                 problems,
             }),

@@ -59,6 +59,8 @@ pub(crate) struct StageDef {
     pub join: Option<crate::join::JoinDecl>,
     /// The expiring fold's declaration, when the stage is one (E1).
     pub expiry: Option<crate::expiry::ExpiryDecl>,
+    /// The re-key's declaration, when the stage is one (R1).
+    pub rekey: Option<crate::rekey::RekeyDecl>,
     pub logic: Arc<dyn StageLogic>,
     /// Declaration mistakes found while building, reported by
     /// [`crate::Parsley`]'s `build` with the rule they break.
@@ -441,6 +443,12 @@ impl Stage {
         }
     }
 
+    /// The re-key's declaration, when this stage is one (R1,
+    /// [`crate::app::AppBuilder::rekey`]).
+    pub fn rekey(&self) -> Option<&crate::rekey::RekeyDecl> {
+        self.def.rekey.as_ref()
+    }
+
     /// The expiring fold's declaration, when this stage is one (E1,
     /// [`crate::expiry::Expiring`]).
     pub fn expiry(&self) -> Option<&crate::expiry::ExpiryDecl> {
@@ -651,6 +659,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 window: None,
                 join: None,
                 expiry: None,
+                rekey: None,
                 logic: Arc::new(logic),
                 problems: self.problems,
             }),

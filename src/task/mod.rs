@@ -187,6 +187,8 @@ pub struct Task {
     logic: Arc<dyn StageLogic>,
     /// Whether the stage is a timer service (K2), for its planted bug.
     timer_service: bool,
+    /// Whether the stage is a re-key (R2): only a planted bug reads it.
+    rekey: bool,
     slots: Box<dyn SlotStore>,
     sinks: Vec<(TopicName, u32)>,
     tick_topics: Vec<TopicName>,
@@ -288,6 +290,7 @@ impl Task {
             gate: Gate::new(tps),
             logic: Arc::clone(&def.logic),
             timer_service: def.timer.is_some(),
+            rekey: def.rekey.is_some(),
             slots: def.logic.new_slots(),
             sinks,
             tick_topics: app
@@ -1122,11 +1125,12 @@ impl Task {
     ) {
         produced.reserve(outcome.emissions.len() + 1);
         if !outcome.emissions.is_empty() {
-            let stamp_header =
-                match self.timer_service && mutation::active(Mutation::TimerFireUnstamped) {
-                    true => header::stamp_header(&Stamp::empty()),
-                    false => self.at_stamping_site(header::stamp_header),
-                };
+            let unstamped = (self.timer_service && mutation::active(Mutation::TimerFireUnstamped))
+                || (self.rekey && mutation::active(Mutation::RekeyDropsStamp));
+            let stamp_header = match unstamped {
+                true => header::stamp_header(&Stamp::empty()),
+                false => self.at_stamping_site(header::stamp_header),
+            };
             for emission in outcome.emissions.drain(..) {
                 let (topic, key, value) = emission
                     .into_encoded()

@@ -396,6 +396,7 @@ where
                 window: Some(decl),
                 join: None,
                 expiry: None,
+                rekey: None,
                 logic: Arc::new(logic),
                 problems,
             }),

@@ -50,11 +50,14 @@ pub enum TopologyName {
     /// Expiring state (E1–E3): a deduplication window by stream time and
     /// a repeat count expired by the wall clock, over one source.
     Dedupe,
+    /// Re-keying (R1, R2): sales re-keyed from customer to product through
+    /// a derived repartition topic, summed per product per second.
+    ByProduct,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 14] = [
+    pub const ALL: [TopologyName; 15] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -69,6 +72,7 @@ impl TopologyName {
         TopologyName::Windows,
         TopologyName::Enrichment,
         TopologyName::Dedupe,
+        TopologyName::ByProduct,
     ];
 
     /// The name as written in scenario files.
@@ -88,6 +92,7 @@ impl TopologyName {
             TopologyName::Windows => "windows",
             TopologyName::Enrichment => "enrichment",
             TopologyName::Dedupe => "dedupe",
+            TopologyName::ByProduct => "by-product",
         }
     }
 
@@ -108,6 +113,7 @@ impl TopologyName {
             TopologyName::Windows => simulations::windows,
             TopologyName::Enrichment => simulations::enrichment,
             TopologyName::Dedupe => simulations::dedupe,
+            TopologyName::ByProduct => simulations::by_product,
         }
     }
 
@@ -116,7 +122,8 @@ impl TopologyName {
     /// malformed bytes, a fan-out the diamond already covers live) do not;
     /// nor, yet, the windows, whose live check needs input timestamps the
     /// live producer does not set, or the joins, whose needs tombstones,
-    /// or the dedupe, whose needs repeated ids with timestamps.
+    /// or the dedupe, whose needs repeated ids with timestamps, or the
+    /// by-product windows, for the windows' reason.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -126,6 +133,7 @@ impl TopologyName {
                 | TopologyName::Windows
                 | TopologyName::Enrichment
                 | TopologyName::Dedupe
+                | TopologyName::ByProduct
         )
     }
 }
@@ -243,7 +251,8 @@ pub fn namespaced(
         | TopologyName::BadBytes
         | TopologyName::Windows
         | TopologyName::Enrichment
-        | TopologyName::Dedupe => return Err(ExampleError::SimulatorOnly(name)),
+        | TopologyName::Dedupe
+        | TopologyName::ByProduct => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

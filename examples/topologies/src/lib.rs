@@ -929,6 +929,79 @@ pub fn dedupe_named(
     Parsley::named(app_id).stage(unique).stage(repeats).build()
 }
 
+/// A sale: which product, and for how much. Keyed by customer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sale {
+    /// The product sold.
+    pub product: String,
+    /// The amount.
+    pub amount: i64,
+}
+
+/// The topics of the by-product example (R1, R2 with W1–W4).
+#[derive(Clone, Debug)]
+pub struct ByProductTopics {
+    /// Sales, keyed by customer.
+    pub sales: Topic<String, Sale>,
+    /// Revenue per product per second, each second once it closes.
+    pub revenue: Topic<Windowed<String>, i64>,
+}
+
+impl ByProductTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        ByProductTopics::with_prefix("")
+    }
+
+    /// The same topics with `prefix` before each name.
+    pub fn with_prefix(prefix: &str) -> Self {
+        ByProductTopics {
+            sales: Topic::with_codecs(format!("{prefix}customer-sales"), Utf8, Json),
+            revenue: Topic::with_codecs(
+                format!("{prefix}product-revenue"),
+                WindowedCodec(Utf8),
+                I64,
+            ),
+        }
+    }
+}
+
+impl Default for ByProductTopics {
+    fn default() -> Self {
+        ByProductTopics::new()
+    }
+}
+
+/// Re-keying (R1, R2) into a windowed aggregation: sales keyed by customer
+/// are re-keyed by product through the derived topic
+/// `by-product-by-product-repartition`, then summed per product per second
+/// (tumbling windows with grace, as in [`windows`]). Only the sales and the
+/// revenue topics are declared; the repartition topic, the windows'
+/// changelog and the topics' partition counts are derived.
+pub fn by_product(topics: &ByProductTopics) -> Result<App, CompositionError> {
+    by_product_named("by-product", topics)
+}
+
+/// [`by_product`] under another application id.
+pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, CompositionError> {
+    let app = Parsley::named(app_id);
+    let (rekey, sales_by_product) = app.rekey("by-product", &topics.sales, Utf8, |sale| {
+        sale.value().product.clone()
+    });
+    let revenue = Windows::tumbling(Duration::from_millis(REVENUE_WINDOW_MS))
+        .grace(Duration::from_millis(REVENUE_GRACE_MS))
+        .aggregate(
+            "product-revenue",
+            &sales_by_product,
+            I64,
+            || 0i64,
+            |total, sale| checked(sale.value.amount).map(|amount| total + amount),
+        )
+        .into(&topics.revenue)
+        .build();
+    app.stage(rekey).stage(revenue).build()
+}
+
 /// The topics of the fan-in.
 #[derive(Clone, Debug)]
 pub struct FanInTopics {

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 25] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 26] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -53,6 +53,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 25] = [
     (Mutation::JoinKeepsStaleRow, "enrichment", Invariant::I13),
     (Mutation::ExpiryHalfTtlEarly, "dedupe", Invariant::I14),
     (Mutation::ExpiryNeverExpires, "dedupe", Invariant::I14),
+    (Mutation::RekeyDropsStamp, "by-product", Invariant::I5),
 ];
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use crate::{
-    ChainTopics, DedupeTopics, DiamondTopics, EnrichmentTopics, FanInTopics, FanOutTopics, Order,
-    PaymentsTopics, RegroupTopics, SessionTopics, TimerTopics, TopologyName, WindowTopics,
+    ByProductTopics, ChainTopics, DedupeTopics, DiamondTopics, EnrichmentTopics, FanInTopics,
+    FanOutTopics, Order, PaymentsTopics, RegroupTopics, SessionTopics, TimerTopics, TopologyName,
+    WindowTopics,
 };
 use parsley_sim::sim::{BoxError, Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 
@@ -165,6 +166,26 @@ pub fn dedupe(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     let app = crate::dedupe(&topics, tick_interval(settings))?;
     Ok(Simulation::builder(app)
         .input(amounts(&topics.orders).event_time_lag(Duration::from_millis(1_500))))
+}
+
+/// `by-product`: sales of three products by customers under `k<N>`
+/// keys, up to 400 ms behind the wall clock, re-keyed by product and
+/// windowed; refused amounts stop the windows' task (X5).
+pub fn by_product(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = ByProductTopics::new();
+    let app = crate::by_product(&topics)?;
+    let sale = |draw: &mut Draw<'_>, amount: i64| crate::Sale {
+        product: format!("p{}", draw.range(0, 2)),
+        amount,
+    };
+    Ok(Simulation::builder(app).input(
+        Input::new(&topics.sales, move |draw| {
+            let amount = amount(draw);
+            (Some(draw.key()), sale(draw, amount))
+        })
+        .rejected(move |draw| (Some(draw.key()), sale(draw, REJECTED)))
+        .event_time_lag(Duration::from_millis(400)),
+    ))
 }
 
 /// `dead-letter`: the balances stage with X5's opt-in: the orders its logic

@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 14] = [
+const NAMES: [&str; 15] = [
     "balances",
     "audit-cut",
     "timers",
@@ -21,6 +21,7 @@ const NAMES: [&str; 14] = [
     "windows",
     "enrichment",
     "dedupe",
+    "by-product",
 ];
 
 #[test]

@@ -118,19 +118,43 @@ pub async fn create_topics(
             chosen.insert(name.to_owned(), partitions);
         }
     }
+    // Then derived topics, each once the topics it is sized from are: a
+    // repartition topic (R1) is derived, and sizes its consumers' own.
+    loop {
+        let mut progressed = false;
+        for contract in &contracts {
+            let name = contract.name.as_str();
+            let PartitionRule::MatchWidestOf(topics) = &contract.partitions else {
+                continue;
+            };
+            if chosen.contains_key(name)
+                || !topics
+                    .iter()
+                    .all(|topic| chosen.contains_key(topic.as_str()))
+            {
+                continue;
+            }
+            let widest = topics
+                .iter()
+                .filter_map(|topic| chosen.get(topic.as_str()))
+                .copied()
+                .max()
+                .unwrap_or(default_partitions);
+            chosen.insert(name.to_owned(), widest);
+            progressed = true;
+        }
+        if !progressed {
+            break;
+        }
+    }
     let mut planned = Vec::new();
     let mut failures = Vec::new();
     for contract in &contracts {
         let name = contract.name.as_str();
         let (partitions, demanded) = match &contract.partitions {
             PartitionRule::Any => (chosen[name], partitions_of.get(name).copied()),
-            PartitionRule::MatchWidestOf(topics) => {
-                let widest = topics
-                    .iter()
-                    .filter_map(|topic| chosen.get(topic.as_str()))
-                    .copied()
-                    .max()
-                    .unwrap_or(default_partitions);
+            PartitionRule::MatchWidestOf(_) => {
+                let widest = chosen.get(name).copied().unwrap_or(default_partitions);
                 (widest, Some(widest))
             }
         };

@@ -238,7 +238,24 @@ impl TestDriverBuilder {
             let (free, derived): (Vec<_>, Vec<_>) = contracts
                 .iter()
                 .partition(|contract| contract.partitions == PartitionRule::Any);
-            for contract in free.into_iter().chain(derived) {
+            // A derived topic is sized once the topics it follows exist: a
+            // repartition topic (R1) is derived, and sizes its consumers'
+            // own derived topics.
+            let mut pending: Vec<&TopicContract> = free.into_iter().chain(derived).collect();
+            while !pending.is_empty() {
+                let ready = |contract: &TopicContract| match &contract.partitions {
+                    PartitionRule::Any => true,
+                    PartitionRule::MatchWidestOf(sources) => sources
+                        .iter()
+                        .all(|source| cluster.partitions(source.as_str()).is_some()),
+                };
+                // None ready (sizes that follow each other in a ring): the
+                // rest take what is there, as before.
+                let index = pending
+                    .iter()
+                    .position(|contract| ready(contract))
+                    .unwrap_or(0);
+                let contract = pending.remove(index);
                 if cluster.partitions(contract.name.as_str()).is_some() {
                     continue;
                 }
