@@ -316,15 +316,16 @@ impl Stage {
 
     /// Whether a record's delivery reads every slot of its task, not only
     /// its key's: a windowed aggregation's does (W2, a record may close
-    /// other keys' windows). Replay such a stage's records with
+    /// other keys' windows), and an expiring fold's (E2, a record may
+    /// expire other keys). Replay such a stage's records with
     /// [`Stage::replay_record_over_slots`].
     pub fn record_reads_every_slot(&self) -> bool {
         self.def.window.is_some() || self.def.expiry.is_some()
     }
 
     /// Whether a tick's delivery reads every slot of its task, not only the
-    /// tick slot: a timer service's (K2) and a windowed aggregation's (W2)
-    /// do. Replay such a stage's ticks with [`Stage::replay_tick_over_slots`].
+    /// tick slot: a timer service's (K2), a windowed aggregation's (W2) and
+    /// an expiring fold's (E2) do. Replay such a stage's ticks with [`Stage::replay_tick_over_slots`].
     pub fn tick_reads_every_slot(&self) -> bool {
         self.def.timer.is_some() || self.def.window.is_some() || self.def.expiry.is_some()
     }
