@@ -5,14 +5,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::codec::{encode_chunked, Codec};
+use crate::codec::Codec;
 use crate::emission::{Emission, Record, Step, Tick};
 use crate::mutation::{self, Mutation};
 use crate::record::ConsumedRecord;
-use crate::stage::logic::{
-    guarded, DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic,
-};
+use crate::stage::logic::{guarded, DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
+use crate::stage::wide::{self, SlotChanges};
 use crate::topic::Topic;
 use crate::tp::Tp;
 
@@ -71,16 +70,9 @@ impl<S> View<S> for HashMap<SlotKey, ExpirySlot<S>> {
     }
 }
 
-/// A delivery's new slot states, in the order the task accepts them.
-type Proposals<S> = Vec<Option<ExpirySlot<S>>>;
-
 /// What one delivery changes: the delivery's own slot (a record's key),
 /// the others (expired keys, the clock) in key order, and its emissions.
-struct Change<S> {
-    own: Option<(SlotKey, Option<ExpirySlot<S>>)>,
-    others: Vec<(SlotKey, Option<ExpirySlot<S>>)>,
-    emissions: Vec<Emission>,
-}
+type Change<S> = SlotChanges<ExpirySlot<S>>;
 
 impl<K, V, S> ExpiryLogic<K, V, S>
 where
@@ -232,51 +224,11 @@ where
         if clock != before {
             others.insert(0, (SlotKey::Tick, Some(ExpirySlot::Clock(clock))));
         }
-        Ok(Change {
+        Ok(SlotChanges {
             own: None,
             others,
             emissions,
         })
-    }
-
-    fn write(
-        &self,
-        slot: SlotKey,
-        state: &Option<ExpirySlot<S>>,
-    ) -> Result<SlotWrite, DeliveryFailure> {
-        let encoded = state
-            .as_ref()
-            .map(|state| encode_chunked(&*self.codec, state))
-            .transpose()
-            .map_err(DeliveryFailure::StateCodec)?;
-        Ok(SlotWrite { slot, encoded })
-    }
-
-    /// The outcome of a change, and the states to propose, in the order the
-    /// task accepts them (the delivery's own slot first).
-    fn outcome(&self, change: Change<S>) -> Result<(Outcome, Proposals<S>), DeliveryFailure> {
-        let mut states = Vec::with_capacity(change.others.len() + 1);
-        let write = match change.own {
-            Some((slot, state)) => {
-                let write = self.write(slot, &state)?;
-                states.push(state);
-                Some(write)
-            }
-            None => None,
-        };
-        let mut more_writes = Vec::with_capacity(change.others.len());
-        for (slot, state) in change.others {
-            more_writes.push(self.write(slot, &state)?);
-            states.push(state);
-        }
-        let outcome = Outcome {
-            emissions: change.emissions,
-            write,
-            more_writes,
-            late_timer_request: false,
-            late_window_record: false,
-        };
-        Ok((outcome, states))
     }
 
     fn slots(slots: &mut dyn SlotStore) -> &mut Slots<ExpirySlot<S>> {
@@ -284,31 +236,6 @@ where
             .as_any_mut()
             .downcast_mut::<Slots<ExpirySlot<S>>>()
             .expect("an expiring fold's slots hold expiring state")
-    }
-
-    fn propose(slots: &mut Slots<ExpirySlot<S>>, states: Proposals<S>) {
-        let mut states = states.into_iter();
-        if let Some(first) = states.next() {
-            slots.propose(first);
-            for state in states {
-                slots.propose_more(state);
-            }
-        }
-    }
-
-    fn decoded(
-        &self,
-        given: &[(SlotKey, &[u8])],
-    ) -> Result<HashMap<SlotKey, ExpirySlot<S>>, ReplayFailure> {
-        given
-            .iter()
-            .map(|(slot, bytes)| {
-                Ok((
-                    slot.clone(),
-                    self.codec.decode(bytes).map_err(ReplayFailure::State)?,
-                ))
-            })
-            .collect()
     }
 
     /// The fold from `init()` over `records` (one key's, in delivery
@@ -358,16 +285,16 @@ where
     ) -> Result<Outcome, DeliveryFailure> {
         let slots = Self::slots(slots);
         let change = self.record(&*slots, tp, record)?;
-        let (outcome, states) = self.outcome(change)?;
-        Self::propose(slots, states);
+        let (outcome, states) = wide::outcome(&*self.codec, change)?;
+        wide::propose(slots, states);
         Ok(outcome)
     }
 
     fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
         let slots = Self::slots(slots);
         let change = self.tick(&*slots, tick)?;
-        let (outcome, states) = self.outcome(change)?;
-        Self::propose(slots, states);
+        let (outcome, states) = wide::outcome(&*self.codec, change)?;
+        wide::propose(slots, states);
         Ok(outcome)
     }
 
@@ -392,9 +319,9 @@ where
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, ReplayFailure> {
-        let view = self.decoded(slots)?;
+        let view = wide::decoded(&*self.codec, slots)?;
         let change = self.record(&view, tp, record)?;
-        Ok(self.outcome(change)?.0)
+        Ok(wide::outcome(&*self.codec, change)?.0)
     }
 
     fn replay_tick_over_slots(
@@ -402,9 +329,9 @@ where
         slots: &[(SlotKey, &[u8])],
         tick: Tick,
     ) -> Result<Outcome, ReplayFailure> {
-        let view = self.decoded(slots)?;
+        let view = wide::decoded(&*self.codec, slots)?;
         let change = self.tick(&view, tick)?;
-        Ok(self.outcome(change)?.0)
+        Ok(wide::outcome(&*self.codec, change)?.0)
     }
 
     fn expiring_fold(

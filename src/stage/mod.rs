@@ -20,6 +20,7 @@
 
 pub(crate) mod logic;
 pub mod slots;
+pub(crate) mod wide;
 
 use std::marker::PhantomData;
 use std::sync::Arc;

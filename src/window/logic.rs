@@ -10,10 +10,9 @@ use bytes::Bytes;
 use crate::codec::{encode_chunked, Codec};
 use crate::emission::{Emission, Record, Tick};
 use crate::record::ConsumedRecord;
-use crate::stage::logic::{
-    guarded, DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic,
-};
+use crate::stage::logic::{guarded, DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
+use crate::stage::wide::{self, SlotChanges};
 use crate::topic::{RecordPart, Topic};
 use crate::tp::Tp;
 
@@ -35,8 +34,7 @@ pub(crate) struct WindowLogic<K, V, A> {
     pub codec: Arc<WindowSlotCodec<A>>,
 }
 
-/// A delivery's new slot states, in the order the task accepts them.
-type Proposals<A> = Vec<Option<WindowSlot<A>>>;
+type Proposals<A> = wide::Proposals<WindowSlot<A>>;
 
 /// The slots one delivery reads: the task's own, or those a replay is given.
 trait View<A> {
@@ -307,43 +305,16 @@ where
         })
     }
 
-    fn write(
-        &self,
-        slot: SlotKey,
-        state: &Option<WindowSlot<A>>,
-    ) -> Result<SlotWrite, DeliveryFailure> {
-        let encoded = state
-            .as_ref()
-            .map(|state| encode_chunked(&*self.codec, state))
-            .transpose()
-            .map_err(DeliveryFailure::StateCodec)?;
-        Ok(SlotWrite { slot, encoded })
-    }
-
     /// The outcome of a change, and the states to propose, in the order the
     /// task accepts them (the delivery's own slot first).
     fn outcome(&self, change: Change<A>) -> Result<(Outcome, Proposals<A>), DeliveryFailure> {
-        let mut states = Vec::with_capacity(change.others.len() + 1);
-        let write = match change.own {
-            Some((slot, state)) => {
-                let write = self.write(slot, &state)?;
-                states.push(state);
-                Some(write)
-            }
-            None => None,
-        };
-        let mut more_writes = Vec::with_capacity(change.others.len());
-        for (slot, state) in change.others {
-            more_writes.push(self.write(slot, &state)?);
-            states.push(state);
-        }
-        let outcome = Outcome {
+        let changes = SlotChanges {
+            own: change.own,
+            others: change.others,
             emissions: change.emissions,
-            write,
-            more_writes,
-            late_timer_request: false,
-            late_window_record: change.late,
         };
+        let (mut outcome, states) = wide::outcome(&*self.codec, changes)?;
+        outcome.late_window_record = change.late;
         Ok((outcome, states))
     }
 
@@ -352,17 +323,6 @@ where
             .as_any_mut()
             .downcast_mut::<Slots<WindowSlot<A>>>()
             .expect("a windowed aggregation's slots hold windows")
-    }
-
-    /// Applies an outcome's states to the task's slots, as proposals.
-    fn propose(slots: &mut Slots<WindowSlot<A>>, states: Proposals<A>) {
-        let mut states = states.into_iter();
-        if let Some(first) = states.next() {
-            slots.propose(first);
-            for state in states {
-                slots.propose_more(state);
-            }
-        }
     }
 
     /// The output record of the window `[start, end)` of `key` (its bytes
@@ -406,21 +366,6 @@ where
         key.and_then(|key| Ok((key, value?)))
             .map_err(DeliveryFailure::StateCodec)
     }
-
-    fn decoded(
-        &self,
-        given: &[(SlotKey, &[u8])],
-    ) -> Result<HashMap<SlotKey, WindowSlot<A>>, ReplayFailure> {
-        given
-            .iter()
-            .map(|(slot, bytes)| {
-                Ok((
-                    slot.clone(),
-                    self.codec.decode(bytes).map_err(ReplayFailure::State)?,
-                ))
-            })
-            .collect()
-    }
 }
 
 impl<K, V, A> StageLogic for WindowLogic<K, V, A>
@@ -444,7 +389,7 @@ where
         let slots = Self::slots(slots);
         let change = self.record(&*slots, tp, record)?;
         let (outcome, states) = self.outcome(change)?;
-        Self::propose(slots, states);
+        wide::propose(slots, states);
         Ok(outcome)
     }
 
@@ -452,7 +397,7 @@ where
         let slots = Self::slots(slots);
         let change = self.tick(&*slots, tick)?;
         let (outcome, states) = self.outcome(change)?;
-        Self::propose(slots, states);
+        wide::propose(slots, states);
         Ok(outcome)
     }
 
@@ -477,7 +422,7 @@ where
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, ReplayFailure> {
-        let view = self.decoded(slots)?;
+        let view = wide::decoded(&*self.codec, slots)?;
         let change = self.record(&view, tp, record)?;
         Ok(self.outcome(change)?.0)
     }
@@ -487,7 +432,7 @@ where
         slots: &[(SlotKey, &[u8])],
         tick: Tick,
     ) -> Result<Outcome, ReplayFailure> {
-        let view = self.decoded(slots)?;
+        let view = wide::decoded(&*self.codec, slots)?;
         let change = self.tick(&view, tick)?;
         Ok(self.outcome(change)?.0)
     }

@@ -78,11 +78,7 @@ impl<'a> Checker<'a> {
         let Some(record) = self.record(delivery.id, delivery.offset) else {
             return true;
         };
-        let dead_lettered = plan
-            .dead_letter
-            .as_ref()
-            .is_some_and(|dlq| delivery.sent.iter().any(|(tp, _)| tp.topic == *dlq));
-        if dead_lettered {
+        if delivery.dead_lettered(plan) {
             return true;
         }
         let is_tick = plan.tick_topic.as_ref() == Some(&delivery.tp.topic);

@@ -96,11 +96,7 @@ impl<'a> Checker<'a> {
         if is_table {
             table.delivered_to = table.delivered_to.max(delivery.offset + 1);
         }
-        let dead_lettered = plan
-            .dead_letter
-            .as_ref()
-            .is_some_and(|dlq| delivery.sent.iter().any(|(tp, _)| tp.topic == *dlq));
-        if dead_lettered {
+        if delivery.dead_lettered(plan) {
             return true;
         }
         let Some(key) = record.data.key.clone() else {

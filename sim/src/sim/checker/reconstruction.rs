@@ -281,6 +281,16 @@ pub(super) struct Delivery<'a> {
     pub(super) sent: &'a [(Tp, u64)],
 }
 
+impl Delivery<'_> {
+    /// Whether the delivery dead-lettered its record (X5's opt-in): it
+    /// wrote to `plan`'s dead-letter topic, and had no other effect.
+    pub(super) fn dead_lettered(&self, plan: &parsley::app::StagePlan) -> bool {
+        plan.dead_letter
+            .as_ref()
+            .is_some_and(|dlq| self.sent.iter().any(|(tp, _)| tp.topic == *dlq))
+    }
+}
+
 /// Per task, its committed deliveries in committed order.
 pub(super) type Committed<'a> = FxHashMap<Arc<TaskId>, Vec<Delivery<'a>>>;
 

@@ -126,11 +126,7 @@ impl<'a> Checker<'a> {
         let Some(record) = self.record(delivery.id, delivery.offset) else {
             return true;
         };
-        let dead_lettered = plan
-            .dead_letter
-            .as_ref()
-            .is_some_and(|dlq| delivery.sent.iter().any(|(tp, _)| tp.topic == *dlq));
-        if dead_lettered {
+        if delivery.dead_lettered(plan) {
             return true;
         }
         let mut expected = Vec::new();
