@@ -63,6 +63,10 @@ struct Board {
     logged: Option<InstanceState>,
     /// Bumped on every task state change, for the reports to the cluster.
     version: u64,
+    /// Each task's report in the group when this instance took it: who
+    /// owned it before, for the explanation of a wait for that owner's
+    /// transaction.
+    taken_from: BTreeMap<TaskId, TaskReport>,
 }
 
 /// The instance's board, shared by its task threads, its membership thread,
@@ -109,6 +113,18 @@ impl Figures {
         board.assigned = true;
         board.owned.extend(ids.iter().cloned());
         self.log_state(&mut board);
+    }
+
+    /// The group's reports of tasks this instance takes, read before it
+    /// reports them as its own.
+    pub(crate) fn taken_from(&self, reports: Vec<(TaskId, TaskReport)>) {
+        lock(&self.board).taken_from.extend(reports);
+    }
+
+    /// Who reported task `id` to the group before this instance took it,
+    /// and in which state, if the group said when it was taken.
+    pub(crate) fn previous_report(&self, id: &TaskId) -> Option<TaskReport> {
+        lock(&self.board).taken_from.get(id).cloned()
     }
 
     /// The instance no longer owns `ids`.

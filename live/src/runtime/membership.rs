@@ -247,6 +247,35 @@ impl MembershipContext {
 }
 
 impl MembershipContext {
+    /// The reports the group holds for the partitions of `list`: who owned
+    /// each task before. Bounded by a few seconds inside the rebalance; an
+    /// unanswered read leaves the previous owners unknown.
+    fn reports_in_group(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        list: &TopicPartitionList,
+    ) -> Vec<(TaskId, crate::instance::TaskReport)> {
+        let bound = self.live.timeout.min(Duration::from_secs(5));
+        let committed = match consumer.committed_offsets(list.clone(), bound) {
+            Ok(committed) => committed,
+            Err(error) => {
+                tracing::debug!(app = %self.app, error = %error, "the tasks' previous owners could not be read from the group");
+                return Vec::new();
+            }
+        };
+        committed
+            .elements()
+            .iter()
+            .filter_map(|element| {
+                let task = usize::try_from(element.partition())
+                    .ok()
+                    .and_then(|partition| self.task_of_partition.get(partition))?;
+                let report = crate::instance::TaskReport::from_json(element.metadata()).ok()?;
+                Some((task.clone(), report))
+            })
+            .collect()
+    }
+
     fn tasks_of(&self, list: &TopicPartitionList) -> Vec<TaskId> {
         list.elements()
             .iter()
@@ -296,13 +325,17 @@ impl ConsumerContext for MembershipContext {
         }
     }
 
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(list) => {
                 // Every rebalance ends with an assignment, empty or not;
                 // an instance given nothing (more instances than tasks) is
                 // assigned too, and RUNNING.
                 let taken = self.tasks_of(list);
+                // Read before this instance's own reports replace them.
+                self.tasks
+                    .figures()
+                    .taken_from(self.reports_in_group(consumer, list));
                 self.tasks.figures().own(&taken);
                 self.tasks.figures().rebalancing(false);
                 self.check_members_later();

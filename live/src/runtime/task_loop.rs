@@ -133,8 +133,7 @@ pub(crate) fn run_task(
         restarts,
     };
     loop {
-        // Asked before this instance reports the task as its own.
-        let previous = previous_owner(&config.live, app, assembly, &id, grouped);
+        let previous = previous_owner(figures, &id, grouped, restarts > 0);
         figures.task_state(&id, TaskState::Restoring, None);
         let started = TaskDriver::start(app, assembly, &id, config.clone(), figures, previous);
         let (error, ended) = match started {
@@ -242,7 +241,7 @@ pub(crate) fn skip_record(
     patience: Duration,
 ) -> Result<TaskMetrics, RuntimeError> {
     let figures = Figures::new(app.id(), config.live.deadline());
-    let previous = previous_owner(&config.live, app, assembly, id, true);
+    let previous = previous_owner_in_group(&config.live, app, assembly, id);
     let mut driver = TaskDriver::start(app, assembly, id, config, &figures, previous)?;
     driver.task.skip(tp, offset)?;
     let exported = Exported::new(app.id(), id);
@@ -320,24 +319,44 @@ fn consumer_for(config: &LiveConfig, group: &str) -> Result<TaskConsumer, LiveEr
         })
 }
 
-/// Who owned task `id` before: the instance that last reported it to the
-/// group `<app>.instances` (its committed offset's metadata on the task's
-/// partition of that topic), and in which state; for the explanation of a
-/// wait for an earlier owner's transaction. With group membership it is
-/// asked at once, on a thread of its own, before this instance reports the
-/// task as its own, and the answer is awaited (up to the call bound) only
-/// when the explanation needs it. `None` with static shares (no instance
-/// reports) or when the cluster does not say.
+/// Who owned task `id` before this instance took it from the group: the
+/// report the group held for it then (read at the assignment, before this
+/// instance reported the task as its own), or, once the task restarts
+/// here, this instance. For the explanation of a wait for an earlier
+/// owner's transaction. `None` with static shares (no instance reports) or
+/// when the group did not say.
 fn previous_owner(
-    live: &LiveConfig,
-    app: &App,
-    assembly: &Assembly,
+    figures: &Arc<Figures>,
     id: &TaskId,
     grouped: bool,
+    restarted: bool,
 ) -> crate::client::PreviousOwner {
     if !grouped {
         return Arc::new(|| None);
     }
+    let known = if restarted {
+        Some(format!(
+            "this instance ({}), restarting the task,",
+            crate::instance::instance_name()
+        ))
+    } else {
+        figures.previous_report(id).map(|report| described(&report))
+    };
+    Arc::new(move || known.clone())
+}
+
+/// Who owned task `id` before, for a command that takes it over without
+/// joining the group (`skip`): the instance that last reported it to the
+/// group `<app>.instances` (its committed offset's metadata on the task's
+/// partition of that topic), asked at once on a thread of its own; the
+/// answer is awaited (up to the call bound) only when the explanation
+/// needs it.
+fn previous_owner_in_group(
+    live: &LiveConfig,
+    app: &App,
+    assembly: &Assembly,
+    id: &TaskId,
+) -> crate::client::PreviousOwner {
     let lookup = last_reporter(live, app, assembly, id);
     let (answer, answered) = std::sync::mpsc::channel();
     let asked = std::thread::Builder::new()
@@ -393,17 +412,19 @@ fn last_reporter(
         let committed = committed_offsets(&consumer, &topic, &[tp], live.timeout).ok()?;
         let metadata = committed.into_iter().next()??.metadata;
         let report = crate::instance::TaskReport::from_json(&metadata).ok()?;
-        let me = crate::instance::instance_name();
-        let who = if report.instance == me {
-            format!("this instance ({me})")
-        } else {
-            format!("instance {}", report.instance)
-        };
-        Some(format!(
-            "{who} (it last reported the task {})",
-            report.state
-        ))
+        Some(described(&report))
     }
+}
+
+/// A task report as the explanation names its owner.
+fn described(report: &crate::instance::TaskReport) -> String {
+    let me = crate::instance::instance_name();
+    let who = if report.instance == me {
+        format!("this instance ({me})")
+    } else {
+        format!("instance {}", report.instance)
+    };
+    format!("{who} (it last reported the task {})", report.state)
 }
 
 impl TaskDriver {
