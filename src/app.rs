@@ -152,7 +152,7 @@ pub enum CompositionError {
     },
     /// W1: a windowed aggregation whose windows cannot be (a zero size, an
     /// advance of zero or past the size) or that has no output topic.
-    #[error("W1 (docs/RULES.md#w1): windowed aggregation {stage:?} declares {reason}")]
+    #[error("W1, W5 (docs/RULES.md#w1): windowed aggregation {stage:?} declares {reason}")]
     ImpossibleWindows {
         /// The stage at fault.
         stage: String,

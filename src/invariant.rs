@@ -58,7 +58,7 @@ pub enum Invariant {
     /// delivery closes is written once by it with the fold of the records
     /// the window holds (on close), or each change is written by the
     /// delivery that made it (on update); each late record is written to
-    /// the late topic once, as it came (W1–W4; docs/RULES.md#i12).
+    /// the late topic once, as it came (W1–W5; docs/RULES.md#i12).
     I12,
     /// Joins: for every stream–table join, each committed delivery of a
     /// stream record writes the join of the record with the row its task

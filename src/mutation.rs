@@ -73,6 +73,10 @@ pub enum Mutation {
     /// end plus grace: a record at the last millisecond of grace is late
     /// (breaks W2, W3, I12).
     WindowGraceOffByOne,
+    /// A session aggregation merges a record into the first open session
+    /// within the gap of it only, not every one: a record that bridges two
+    /// sessions leaves them apart (breaks W5, I12).
+    SessionBridgeNotMerged,
     /// A stream–table join ignores a tombstone: the deleted row stays, and
     /// later stream records are joined with it (breaks J1, I13).
     JoinIgnoresTombstones,
@@ -94,7 +98,7 @@ pub enum Mutation {
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 26] = [
+    pub const ALL: [Mutation; 27] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -116,6 +120,7 @@ impl Mutation {
         Mutation::CodecDeadLetterLosesValue,
         Mutation::WindowClosesOneIntervalEarly,
         Mutation::WindowGraceOffByOne,
+        Mutation::SessionBridgeNotMerged,
         Mutation::JoinIgnoresTombstones,
         Mutation::JoinKeepsStaleRow,
         Mutation::ExpiryHalfTtlEarly,
@@ -147,6 +152,7 @@ impl Mutation {
             Mutation::CodecDeadLetterLosesValue => "codec-dead-letter-loses-value",
             Mutation::WindowClosesOneIntervalEarly => "window-closes-one-interval-early",
             Mutation::WindowGraceOffByOne => "window-grace-off-by-one",
+            Mutation::SessionBridgeNotMerged => "session-bridge-not-merged",
             Mutation::JoinIgnoresTombstones => "join-ignores-tombstones",
             Mutation::JoinKeepsStaleRow => "join-keeps-stale-row",
             Mutation::ExpiryHalfTtlEarly => "expiry-half-ttl-early",

@@ -120,6 +120,7 @@ where
             join: None,
             expiry: None,
             rekey: Some(decl),
+            timestamp_sync: None,
             logic: Arc::new(logic),
             problems: Vec::new(),
         }),

@@ -181,6 +181,7 @@ impl TimerServiceBuilder {
                     fires: fires.name().clone(),
                     resolution: self.resolution,
                 }),
+                timestamp_sync: None,
                 logic: Arc::new(logic),
                 problems,
             }),

@@ -533,7 +533,7 @@ proptest! {
             if delivered == total {
                 break;
             }
-            task.deliverable(&mut ready).expect("a causal history has no poison");
+            task.deliverable(0, &mut ready).expect("a causal history has no poison");
             let before = deliverable_heads(&task);
             prop_assert_eq!(ready.iter().cloned().collect::<BTreeSet<_>>(),
                 before.keys().cloned().collect::<BTreeSet<_>>());

@@ -98,7 +98,7 @@ fn fill(task: &mut Task, tp: &Tp, records: Vec<ConsumedRecord>, batch: usize) {
     let (mut ready, mut produced, mut request) = (Vec::new(), Vec::new(), CommitRequest::default());
     let mut delivered = 0;
     loop {
-        task.deliverable(&mut ready).unwrap();
+        task.deliverable(0, &mut ready).unwrap();
         if !ready.contains(tp) {
             break;
         }

@@ -249,6 +249,7 @@ where
                 join: None,
                 expiry: Some(decl),
                 rekey: None,
+                timestamp_sync: None,
                 logic: Arc::new(logic),
                 problems,
             }),

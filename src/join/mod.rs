@@ -52,6 +52,7 @@
 mod logic;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -164,6 +165,7 @@ where
             joiner,
             output: None,
             dead_letter: false,
+            timestamp_sync: None,
         }
     }
 }
@@ -177,6 +179,7 @@ pub struct JoinBuilder<K, V, T, R> {
     joiner: JoinerFn<K, V, T, R>,
     output: Option<Topic<K, R>>,
     dead_letter: bool,
+    timestamp_sync: Option<Duration>,
 }
 
 impl<K, V, T, R> JoinBuilder<K, V, T, R>
@@ -197,6 +200,18 @@ where
     /// stopping the task.
     pub fn dead_letter_queue(mut self) -> Self {
         self.dead_letter = true;
+        self
+    }
+
+    /// G9: the join's task delivers its stream and table records in
+    /// timestamp order, waiting up to `max_idle` for a source with nothing
+    /// fetched (Kafka Streams' `max.task.idle.ms`), so that a stream record
+    /// is joined with the table as of its timestamp: with every table
+    /// update of a lower timestamp, and none of a higher one, that the
+    /// task could fetch in time. See
+    /// [`StageBuilder::synchronise_by_timestamp`](crate::stage::StageBuilder::synchronise_by_timestamp).
+    pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
+        self.timestamp_sync = Some(max_idle);
         self
     }
 
@@ -245,6 +260,7 @@ where
                 join: Some(decl),
                 expiry: None,
                 rekey: None,
+                timestamp_sync: self.timestamp_sync,
                 logic: Arc::new(logic),
                 problems,
             }),

@@ -62,6 +62,9 @@ pub(crate) struct StageDef {
     pub expiry: Option<crate::expiry::ExpiryDecl>,
     /// The re-key's declaration, when the stage is one (R1).
     pub rekey: Option<crate::rekey::RekeyDecl>,
+    /// G9: deliver across sources in timestamp order, waiting at most this
+    /// long for a source with nothing fetched.
+    pub timestamp_sync: Option<Duration>,
     pub logic: Arc<dyn StageLogic>,
     /// Declaration mistakes found while building, reported by
     /// [`crate::Parsley`]'s `build` with the rule they break.
@@ -132,6 +135,7 @@ impl Stage {
             tick: None,
             state: None,
             dead_letter: false,
+            timestamp_sync: None,
             problems: Vec::new(),
             mode: PhantomData,
         }
@@ -160,6 +164,13 @@ impl Stage {
     /// Whether the stage declares state (S1).
     pub fn is_stateful(&self) -> bool {
         self.def.stateful
+    }
+
+    /// G9: how long the stage's tasks wait for a source with nothing
+    /// fetched when they deliver in timestamp order; `None` when they do
+    /// not ([`StageBuilder::synchronise_by_timestamp`]).
+    pub fn timestamp_sync(&self) -> Option<Duration> {
+        self.def.timestamp_sync
     }
 
     /// Whether the stage opted in to a dead-letter topic
@@ -532,6 +543,7 @@ pub struct StageBuilder<M, S = ()> {
     tick: Option<(Duration, TickLogic<S>)>,
     state: Option<StateDecl<S>>,
     dead_letter: bool,
+    timestamp_sync: Option<Duration>,
     problems: Vec<StageProblem>,
     mode: PhantomData<M>,
 }
@@ -628,6 +640,35 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
         self
     }
 
+    /// G9's opt-in, Kafka Streams' `max.task.idle.ms`: each task delivers,
+    /// among its sources' deliverable heads, the one with the lowest record
+    /// timestamp (ties by topic and partition), and while a source has
+    /// nothing fetched and its log reaches past what the task consumed, it
+    /// waits for that source, up to `max_idle` of wall-clock time, before it
+    /// delivers the others. The gate's causal holds come first (G2): a held
+    /// head neither goes nor makes the others wait. Ticks are not held back.
+    /// A join over a table and a stream so declared sees the table as of
+    /// each stream record's timestamp. `Duration::ZERO` orders by timestamp
+    /// what was fetched and never waits.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use parsley::{Parsley, Stage, Topic};
+    ///
+    /// let clicks: Topic<String, i64> = Topic::new("clicks");
+    /// let views: Topic<String, i64> = Topic::new("views");
+    /// let merged = Stage::named("merged")
+    ///     .on(&clicks, |_click| Vec::new())
+    ///     .on(&views, |_view| Vec::new())
+    ///     .synchronise_by_timestamp(Duration::from_millis(500))
+    ///     .build();
+    /// assert_eq!(merged.timestamp_sync(), Some(Duration::from_millis(500)));
+    /// ```
+    pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
+        self.timestamp_sync = Some(max_idle);
+        self
+    }
+
     /// S3: the topics this stage may emit to.
     pub fn into(mut self, sinks: impl Sinks) -> Self {
         self.sinks.extend(sinks.declarations());
@@ -662,6 +703,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 join: None,
                 expiry: None,
                 rekey: None,
+                timestamp_sync: self.timestamp_sync,
                 logic: Arc::new(logic),
                 problems: self.problems,
             }),
@@ -697,6 +739,7 @@ impl StageBuilder<Stateless> {
                 init: Arc::new(init),
             }),
             dead_letter: self.dead_letter,
+            timestamp_sync: self.timestamp_sync,
             problems,
             mode: PhantomData,
         }

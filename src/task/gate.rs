@@ -34,6 +34,10 @@ pub(crate) struct Lane {
     /// The tp's log end offset (high watermark) as of fetch `log_end_seq`.
     pub log_end: u64,
     pub log_end_seq: u64,
+    /// The end of what a `read_committed` fetch could return, as a driver
+    /// last said ([`crate::Task::handle_visible_end`]): G9 waits for a lane
+    /// only while its position is short of it.
+    pub visible_end: Option<u64>,
     /// The largest offset ever delivered, kept across aborts so that
     /// redeliveries can be counted (T8).
     pub delivered_max: Option<u64>,
@@ -93,6 +97,7 @@ impl Gate {
                     fetch_position: 0,
                     log_end: 0,
                     log_end_seq: 0,
+                    visible_end: None,
                     delivered_max: None,
                 })
                 .collect(),

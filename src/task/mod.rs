@@ -189,6 +189,8 @@ pub struct Task {
     timer_service: bool,
     /// Whether the stage is a re-key (R2): only a planted bug reads it.
     rekey: bool,
+    /// G9: delivery in timestamp order across sources, when declared.
+    sync: Option<Synchronised>,
     slots: Box<dyn SlotStore>,
     sinks: Vec<(TopicName, u32)>,
     tick_topics: Vec<TopicName>,
@@ -217,6 +219,14 @@ pub struct Task {
     committed: Committed,
     open: OpenWork,
     metrics: TaskMetrics,
+}
+
+/// G9's wait: how long a synchronised task waits for a source, and since
+/// when each source lane has been waited for (wall clock, not transactional:
+/// an abort does not restart a wait).
+struct Synchronised {
+    max_idle: i64,
+    waiting_since: Vec<Option<i64>>,
 }
 
 fn millis(duration: Duration) -> i64 {
@@ -275,6 +285,7 @@ impl Task {
             })
             .collect();
         let positions = vec![0; tps.len()];
+        let lane_count = tps.len();
         Ok(Task {
             id,
             // A planted bug may commit every stage under the application id,
@@ -291,6 +302,10 @@ impl Task {
             logic: Arc::clone(&def.logic),
             timer_service: def.timer.is_some(),
             rekey: def.rekey.is_some(),
+            sync: def.timestamp_sync.map(|max_idle| Synchronised {
+                max_idle: millis(max_idle),
+                waiting_since: vec![None; lane_count],
+            }),
             slots: def.logic.new_slots(),
             sinks,
             tick_topics: app
@@ -588,6 +603,23 @@ impl Task {
         );
     }
 
+    /// G9: the end of what a `read_committed` fetch of `tp` could return now
+    /// (Kafka's last stable offset, as a consumer's cached watermarks give
+    /// it), for a driver whose fetches do not carry a log end. A task that
+    /// delivers in timestamp order stops waiting for a source whose
+    /// position reached it. Nothing else reads it: a claim is judged on
+    /// fetched log ends only (G6).
+    pub fn handle_visible_end(&mut self, tp: &Tp, end: u64) {
+        let lane = self.consumed_lane(tp);
+        self.gate.lanes[lane].visible_end = Some(end);
+    }
+
+    /// Whether the task delivers in timestamp order across its sources
+    /// (G9), and so waits on [`Task::handle_visible_end`].
+    pub fn is_synchronised(&self) -> bool {
+        self.sync.is_some()
+    }
+
     /// The lane of a tp the task consumes; a driver that names another
     /// has a bug.
     fn consumed_lane(&self, tp: &Tp) -> usize {
@@ -598,26 +630,105 @@ impl Task {
 
     /// Every tp whose head may be delivered now (G2, G3), into `ready`, a
     /// list the driver keeps: cleared, then filled. A poison head stops the
-    /// task with its error.
+    /// task with its error. `now` is the wall clock, which a stage that
+    /// delivers in timestamp order (G9) waits on: it offers only its
+    /// sources' deliverable head with the lowest timestamp (and its tick),
+    /// or none of its sources' while it waits for one.
     #[must_use = "an error stops the task: its transaction is to be aborted"]
-    pub fn deliverable(&mut self, ready: &mut Vec<Tp>) -> Result<(), TaskError> {
+    pub fn deliverable(&mut self, now: i64, ready: &mut Vec<Tp>) -> Result<(), TaskError> {
         ready.clear();
         self.check_running()?;
         if self.gate.is_empty() {
             return Ok(());
         }
         self.check_skip()?;
+        let waiting = self.waits_for_a_source(now);
+        let mut lowest: Option<(i64, usize)> = None;
         for lane in 0..self.gate.lanes.len() {
             match self.status(lane) {
-                Some(HeadStatus::Deliverable) => ready.push(self.gate.lanes[lane].tp.clone()),
+                Some(HeadStatus::Deliverable) => match (&self.sync, self.kinds[lane]) {
+                    (Some(_), LaneKind::Source(_)) => {
+                        if !waiting {
+                            lowest = self.earlier_head(lowest, lane);
+                        }
+                    }
+                    _ => ready.push(self.gate.lanes[lane].tp.clone()),
+                },
                 Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
                 Some(HeadStatus::Held(_)) | None => {}
             }
+        }
+        if let Some((_, lane)) = lowest {
+            ready.push(self.gate.lanes[lane].tp.clone());
         }
         if ready.is_empty() {
             self.check_cycles()?;
         }
         Ok(())
+    }
+
+    /// G9: whether a synchronised task waits for one of its sources: a
+    /// source lane with nothing fetched whose log reached past the lane's
+    /// position at its last fetch (or that was never fetched), for less
+    /// than the stage's `max_idle` so far. Starts and ends each lane's wait.
+    fn waits_for_a_source(&mut self, now: i64) -> bool {
+        let Some(sync) = &self.sync else {
+            return false;
+        };
+        let max_idle = sync.max_idle;
+        let mut waiting = false;
+        for lane in 0..self.gate.lanes.len() {
+            let behind = self.is_behind(lane);
+            let since = &mut self.sync.as_mut().expect("synchronised").waiting_since[lane];
+            if !behind {
+                *since = None;
+                continue;
+            }
+            let since = *since.get_or_insert(now);
+            waiting |= now.saturating_sub(since) < max_idle;
+        }
+        waiting
+    }
+
+    /// G9: whether source lane `lane` has nothing fetched while its log may
+    /// have more: its last fetch's log end is past its position, or it was
+    /// never fetched, and no visible end the driver gave equals its
+    /// position. A visible end behind the position is stale (a
+    /// read_committed consumer never passes the last stable offset).
+    fn is_behind(&self, lane: usize) -> bool {
+        let state = &self.gate.lanes[lane];
+        matches!(self.kinds[lane], LaneKind::Source(_))
+            && state.queue.is_empty()
+            && !(state.log_end_seq > 0 && state.fetch_position >= state.log_end)
+            && state.visible_end != Some(state.fetch_position)
+    }
+
+    /// G9: whether the task delivers in timestamp order and `tp` is a
+    /// source it would wait for now: nothing fetched, and its log may have
+    /// more. A driver whose fetches carry no log end asks the cluster for
+    /// the visible end of such a tp ([`Task::handle_visible_end`]).
+    pub fn waits_for(&self, tp: &Tp) -> bool {
+        self.sync.is_some() && self.gate.lane_index(tp).is_some_and(|lane| self.is_behind(lane))
+    }
+
+    /// Of `best` and the head of `lane`, the one with the lower record
+    /// timestamp, ties broken by tp (G3's order for the live runtime, G9's).
+    fn earlier_head(&self, best: Option<(i64, usize)>, lane: usize) -> Option<(i64, usize)> {
+        let state = &self.gate.lanes[lane];
+        let timestamp = state
+            .queue
+            .front()
+            .expect("a deliverable lane has a head")
+            .record
+            .data
+            .timestamp;
+        let better = best.is_none_or(|(best_timestamp, best_lane)| {
+            (timestamp, &state.tp) < (best_timestamp, &self.gate.lanes[best_lane].tp)
+        });
+        match better {
+            true => Some((timestamp, lane)),
+            false => best,
+        }
     }
 
     /// §8: heads waiting on each other in a cycle are poison, not a stall.
@@ -631,32 +742,25 @@ impl Task {
     }
 
     /// G3's order for the live runtime: the deliverable head with the oldest
-    /// record timestamp, ties broken by tp.
-    pub fn next_deliverable(&mut self) -> Result<Option<Tp>, TaskError> {
+    /// record timestamp, ties broken by tp. A stage that delivers in
+    /// timestamp order (G9) offers none of its sources' heads while it
+    /// waits for one, at wall-clock time `now`.
+    pub fn next_deliverable(&mut self, now: i64) -> Result<Option<Tp>, TaskError> {
         self.check_running()?;
         if self.gate.is_empty() {
             // No heads: nothing to deliver, hold, refuse or skip.
             return Ok(None);
         }
         self.check_skip()?;
+        let waiting = self.waits_for_a_source(now);
         let mut best: Option<(i64, usize)> = None;
         for lane in 0..self.gate.lanes.len() {
             match self.status(lane) {
                 Some(HeadStatus::Deliverable) => {
-                    let state = &self.gate.lanes[lane];
-                    let timestamp = state
-                        .queue
-                        .front()
-                        .expect("a deliverable lane has a head")
-                        .record
-                        .data
-                        .timestamp;
-                    let better = best.is_none_or(|(best_timestamp, best_lane)| {
-                        (timestamp, &state.tp) < (best_timestamp, &self.gate.lanes[best_lane].tp)
-                    });
-                    if better {
-                        best = Some((timestamp, lane));
+                    if waiting && matches!(self.kinds[lane], LaneKind::Source(_)) {
+                        continue;
                     }
+                    best = self.earlier_head(best, lane);
                 }
                 Some(HeadStatus::Poison(poison)) => return Err(self.poison_error(lane, poison)),
                 Some(HeadStatus::Held(_)) | None => {}

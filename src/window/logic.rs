@@ -1,4 +1,4 @@
-//! The windowed aggregation's built-in logic (W1–W4): one implementation,
+//! The windowed aggregation's built-in logic (W1–W5): one implementation,
 //! run by the task over its slots and by the pure replay over the slots it
 //! is given, so every driver and every checker sees the same windows.
 
@@ -22,6 +22,9 @@ use super::{Close, Emit, Windowed};
 
 pub(crate) type FoldFn<K, V, A> = Arc<dyn Fn(A, &Record<K, V>) -> Result<A, String> + Send + Sync>;
 
+/// A session aggregation's merge of two sessions' aggregates (W5).
+pub(crate) type MergeFn<A> = Arc<dyn Fn(A, A) -> Result<A, String> + Send + Sync>;
+
 pub(crate) struct WindowLogic<K, V, A> {
     pub source: Topic<K, V>,
     pub output: Option<Topic<Windowed<K>, A>>,
@@ -31,10 +34,27 @@ pub(crate) struct WindowLogic<K, V, A> {
     pub close: Close,
     pub init: Arc<dyn Fn() -> A + Send + Sync>,
     pub fold: FoldFn<K, V, A>,
+    /// Session windows' merge; `None` for time windows.
+    pub merge: Option<MergeFn<A>>,
     pub codec: Arc<WindowSlotCodec<A>>,
 }
 
 type Proposals<A> = wide::Proposals<WindowSlot<A>>;
+
+/// W5: the span of the session a record at `timestamp` makes with the
+/// sessions it joins.
+fn session_span<A>(timestamp: i64, joined: &[Open<A>]) -> Span {
+    joined.iter().fold(
+        Span {
+            start: timestamp,
+            end: timestamp,
+        },
+        |span, open| Span {
+            start: span.start.min(open.span.start),
+            end: span.end.max(open.span.end),
+        },
+    )
+}
 
 /// The slots one delivery reads: the task's own, or those a replay is given.
 trait View<A> {
@@ -101,8 +121,25 @@ where
             .expect("assembly refuses a windowed aggregation without an output topic")
     }
 
-    /// W1, W3: a record added to its key's windows that are open, W2: and
-    /// the windows its stream time closes.
+    /// W5: the aggregate of the session a record makes with the sessions
+    /// it joins: the initial value merged with each joined session's
+    /// aggregate, in start order, then the record folded in (as Kafka
+    /// Streams' session aggregation does).
+    fn merged(&self, joined: &[Open<A>], record: &Record<K, V>) -> Result<A, DeliveryFailure> {
+        let merge = self
+            .merge
+            .as_ref()
+            .expect("a session aggregation is built with its merge");
+        let mut aggregate = (self.init)();
+        for session in joined {
+            let earlier = session.aggregate.clone();
+            aggregate = guarded(|| merge(aggregate, earlier))?;
+        }
+        guarded(|| (self.fold)(aggregate, record))
+    }
+
+    /// W1, W5, W3: a record added to its key's windows that are open, W2:
+    /// and the windows its stream time closes.
     fn record(
         &self,
         view: &dyn View<A>,
@@ -143,39 +180,60 @@ where
         let mut emissions = Vec::new();
         let mut missed = false;
         let mut folded = false;
-        for span in self.shape.spans_of(timestamp) {
-            if self.shape.is_closed(span.end, frontier) {
-                missed = true;
-                continue;
-            }
-            let index = match windows.binary_search_by_key(&span.start, |open| open.span.start) {
-                Ok(index) => index,
-                Err(index) => {
-                    windows.insert(
-                        index,
-                        Open {
-                            span,
-                            aggregate: (self.init)(),
-                        },
-                    );
-                    index
-                }
-            };
-            let aggregate = windows[index].aggregate.clone();
-            let folded_aggregate = guarded(|| (self.fold)(aggregate, &record))?;
-            windows[index].aggregate = folded_aggregate;
+        let mut folded_into = |window: &Open<A>, emissions: &mut Vec<Emission>| {
             folded = true;
-            let closes = self.shape.closes_at(span.end);
-            next_close = Some(next_close.map_or(closes, |next| next.min(closes)));
+            let closes = self.shape.closes_at(window.span.end);
+            next_close = Some(next_close.map_or(closes, |next: i64| next.min(closes)));
             if self.emit == Emit::OnUpdate {
                 emissions.push(self.output().send(
                     Windowed {
                         key: key.clone(),
-                        start: span.start,
-                        end: span.end,
+                        start: window.span.start,
+                        end: window.span.end,
                     },
-                    windows[index].aggregate.clone(),
+                    window.aggregate.clone(),
                 ));
+            }
+        };
+        match self.shape {
+            Shape::Time { size, advance, .. } => {
+                for span in Shape::spans_of(size, advance, timestamp) {
+                    if self.shape.is_closed(span.end, frontier) {
+                        missed = true;
+                        continue;
+                    }
+                    let index =
+                        match windows.binary_search_by_key(&span.start, |open| open.span.start) {
+                            Ok(index) => index,
+                            Err(index) => {
+                                windows.insert(
+                                    index,
+                                    Open {
+                                        span,
+                                        aggregate: (self.init)(),
+                                    },
+                                );
+                                index
+                            }
+                        };
+                    let aggregate = windows[index].aggregate.clone();
+                    windows[index].aggregate = guarded(|| (self.fold)(aggregate, &record))?;
+                    folded_into(&windows[index], &mut emissions);
+                }
+            }
+            Shape::Session { gap, .. } => {
+                let joined = Shape::sessions_joined(gap, timestamp, &windows, |open| open.span);
+                let span = session_span(timestamp, &windows[joined.clone()]);
+                if self.shape.is_closed(span.end, frontier) {
+                    // W3: the session it would make is closed already; the
+                    // sessions it touches stay as they were.
+                    missed = true;
+                } else {
+                    let aggregate = self.merged(&windows[joined.clone()], &record)?;
+                    let at = joined.start;
+                    windows.splice(joined, [Open { span, aggregate }]);
+                    folded_into(&windows[at], &mut emissions);
+                }
             }
         }
         if missed {
@@ -209,7 +267,7 @@ where
 
     /// W2: closes every window the frontier of `clock` has reached (when
     /// one is due), emitting each closed window's aggregate (W4, on close)
-    /// in the order (end, start, key); `own` is the delivering record's
+    /// in the order (end, key, start); `own` is the delivering record's
     /// slot with its windows as the delivery left them, and whether the
     /// delivery folded the record into any.
     fn close_due(
@@ -256,7 +314,7 @@ where
                 own_windows = Some(left);
             }
             clock.next_close = next_close;
-            closed.sort_by(|a, b| (a.0.end, a.0.start, &a.1).cmp(&(b.0.end, b.0.start, &b.1)));
+            closed.sort_by(|a, b| (a.0.end, &a.1, a.0.start).cmp(&(b.0.end, &b.1, b.0.start)));
             if self.emit == Emit::OnClose {
                 for (span, slot, aggregate) in closed {
                     let SlotKey::Key(bytes) = &slot else {
@@ -345,6 +403,8 @@ where
                 error,
             })?;
         let mut aggregate = (self.init)();
+        // A session's records, merged as they came (W5), with no closing.
+        let mut sessions: Vec<Open<A>> = Vec::new();
         for (tp, consumed) in records {
             let record =
                 self.source
@@ -353,7 +413,38 @@ where
                         part: refused.part,
                         error: refused.error,
                     })?;
-            aggregate = guarded(|| (self.fold)(aggregate, &record))?;
+            match self.shape {
+                Shape::Time { .. } => aggregate = guarded(|| (self.fold)(aggregate, &record))?,
+                Shape::Session { gap, .. } => {
+                    let timestamp = consumed.data.timestamp;
+                    let joined =
+                        Shape::sessions_joined(gap, timestamp, &sessions, |open| open.span);
+                    let span = session_span(timestamp, &sessions[joined.clone()]);
+                    let merged = self.merged(&sessions[joined.clone()], &record)?;
+                    sessions.splice(
+                        joined,
+                        [Open {
+                            span,
+                            aggregate: merged,
+                        }],
+                    );
+                }
+            }
+        }
+        if let Shape::Session { .. } = self.shape {
+            match sessions.pop() {
+                Some(session) if sessions.is_empty() && session.span == span => {
+                    aggregate = session.aggregate;
+                }
+                _ => {
+                    return Err(DeliveryFailure::Logic(format!(
+                        "W5 (docs/RULES.md#w5): the {} record(s) given do not make the one session [{}, {}]",
+                        records.len(),
+                        span.start,
+                        span.end
+                    )))
+                }
+            }
         }
         let output = self.output();
         let windowed = Windowed {

@@ -1,4 +1,4 @@
-//! Windowed aggregation as an operator (W1–W4): Kafka Streams'
+//! Windowed aggregation as an operator (W1–W5): Kafka Streams'
 //! `groupByKey().windowedBy(TimeWindows…).aggregate(…)`, with
 //! `suppress(untilWindowCloses)` as the default emission, built into a
 //! stage so that every driver runs the same windows.
@@ -15,6 +15,13 @@
 //!   A record without a key, or with a negative timestamp, is refused with
 //!   W1 (its task stops, or dead-letters it with
 //!   [`WindowedBuilder::dead_letter_queue`]).
+//! - **Sessions (W5).** [`SessionWindows::with_inactivity_gap`]: a key's
+//!   records at most the gap apart make one session `[start, end]` (its
+//!   first and last records' timestamps). A record within the gap of a
+//!   session joins it; one within the gap of two merges them, their
+//!   aggregates combined by the declared merge, as Kafka Streams'
+//!   `SessionWindows` with its `Merger`. A session closes when the
+//!   frontier passes `end + gap + grace`; it emits on close.
 //! - **Closing (W2).** Each task keeps a close frontier: by default its
 //!   stream time (the highest record timestamp it delivered, as Kafka
 //!   Streams' `observedStreamTime`), or, with [`Close::WallClock`], the
@@ -31,7 +38,7 @@
 //!   counts it.
 //! - **Emission (W4).** [`Emit::OnClose`] (the default) writes each window's
 //!   final aggregate once, when it closes: the closes of one delivery in
-//!   the order (end, start, key). [`Emit::OnUpdate`] writes the window's
+//!   the order (end, key, start). [`Emit::OnUpdate`] writes the window's
 //!   aggregate on every record folded into it, as a Kafka Streams
 //!   `KTable` without `suppress` does (with caching off), and nothing on
 //!   close. The output's key is a [`Windowed`] key: the record's key and the
@@ -47,7 +54,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::window::{Windowed, WindowedCodec, Windows};
+//! use parsley::window::{WindowShape, Windowed, WindowedCodec, Windows};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
@@ -61,7 +68,9 @@
 //!     .build();
 //! let app = Parsley::named("shop").stage(revenue).build()?;
 //! let declared = app.stage("revenue").unwrap().stage.window().unwrap();
-//! assert_eq!((declared.size, declared.grace), (Duration::from_secs(60), Duration::from_secs(5)));
+//! let size = Duration::from_secs(60);
+//! assert_eq!(declared.shape, WindowShape::Time { size, advance: size });
+//! assert_eq!(declared.grace, Duration::from_secs(5));
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 
@@ -116,14 +125,16 @@ pub enum Close {
 }
 
 /// The key of a windowed aggregation's output: the record's key and the
-/// window's bounds, `[start, end)` in milliseconds since the epoch.
+/// window's bounds in milliseconds since the epoch: `[start, end)` for a
+/// time window, `[start, end]` for a session (its first and last records'
+/// timestamps, as Kafka Streams' `SessionWindow` has them).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Windowed<K> {
     /// The key the records were grouped by.
     pub key: K,
     /// The window's first millisecond.
     pub start: i64,
-    /// The millisecond after its last.
+    /// The millisecond after its last; a session's last millisecond.
     pub end: i64,
 }
 
@@ -171,6 +182,24 @@ impl<K, KC: Codec<K>> Codec<Windowed<K>> for WindowedCodec<KC> {
     }
 }
 
+/// The windows a windowed aggregation declares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowShape {
+    /// Time windows (W1): of `size`, starting every `advance` (the size,
+    /// for tumbling windows).
+    Time {
+        /// The windows' size.
+        size: Duration,
+        /// How far apart windows start.
+        advance: Duration,
+    },
+    /// Session windows (W5): each key's records at most `gap` apart.
+    Session {
+        /// The inactivity gap.
+        gap: Duration,
+    },
+}
+
 /// A windowed aggregation's declaration, as [`Stage::window`] reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WindowDecl {
@@ -180,11 +209,10 @@ pub struct WindowDecl {
     pub output: Option<TopicName>,
     /// The topic late records are written to, if any (W3).
     pub late: Option<TopicName>,
-    /// The windows' size.
-    pub size: Duration,
-    /// How far apart windows start (the size, for tumbling windows).
-    pub advance: Duration,
-    /// How long after its end a window still takes records (W2).
+    /// Time or session windows, and their sizes.
+    pub shape: WindowShape,
+    /// How long after its end (a session: its end plus the gap) a window
+    /// still takes records (W2).
     pub grace: Duration,
     /// When aggregates are written (W4).
     pub emit: Emit,
@@ -192,7 +220,8 @@ pub struct WindowDecl {
     pub close: Close,
 }
 
-/// The windows of an aggregation: their size, advance and grace (W1, W2).
+/// The time windows of an aggregation: their size, advance and grace (W1,
+/// W2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Windows {
     size: Duration,
@@ -249,30 +278,81 @@ impl Windows {
         C: Codec<A>,
         R: Fallible<A>,
     {
-        WindowedBuilder {
-            name: name.into(),
-            windows: self,
-            source: source.clone(),
-            codec: Arc::new(codec),
-            init: Arc::new(init),
-            fold: Arc::new(move |aggregate, record| fold(aggregate, record).into_result()),
-            output: None,
-            late: None,
-            emit: Emit::default(),
-            close: Close::default(),
-            dead_letter: false,
+        let shape = WindowShape::Time {
+            size: self.size,
+            advance: self.advance,
+        };
+        WindowedBuilder::new(name.into(), shape, self.grace, source, codec, init, fold)
+    }
+}
+
+/// The session windows of an aggregation: their inactivity gap and grace
+/// (W5, W2). Kafka Streams' `SessionWindows`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionWindows {
+    gap: Duration,
+    grace: Duration,
+}
+
+impl SessionWindows {
+    /// Sessions of each key's records at most `gap` apart: a record within
+    /// `gap` of a session joins it, and one within `gap` of two merges
+    /// them. Kafka Streams' `SessionWindows.ofInactivityGapWithNoGrace(gap)`.
+    pub fn with_inactivity_gap(gap: Duration) -> SessionWindows {
+        SessionWindows {
+            gap,
+            grace: Duration::ZERO,
         }
+    }
+
+    /// How long after its end plus the gap a session still takes late
+    /// records before it closes (W2). Default zero.
+    pub fn grace(mut self, grace: Duration) -> SessionWindows {
+        self.grace = grace;
+        self
+    }
+
+    /// A session aggregation, a stage named `name` (unique in its
+    /// application, C1): each key's records of `source`, per session,
+    /// folded from `init()` with `fold`; when a record joins sessions,
+    /// their aggregates are combined with `merge` (W5). Either may return
+    /// `A` or `Result<A, E>`; an error or a panic refuses the record (X5).
+    /// Sessions emit on close ([`Emit::OnClose`]).
+    pub fn aggregate<K, V, A, C, R, M>(
+        self,
+        name: impl Into<String>,
+        source: &Topic<K, V>,
+        codec: C,
+        init: impl Fn() -> A + Send + Sync + 'static,
+        fold: impl Fn(A, &Record<K, V>) -> R + Send + Sync + 'static,
+        merge: impl Fn(A, A) -> M + Send + Sync + 'static,
+    ) -> WindowedBuilder<K, V, A>
+    where
+        K: Clone + Send + Sync + 'static,
+        V: Send + Sync + 'static,
+        A: Clone + Send + Sync + 'static,
+        C: Codec<A>,
+        R: Fallible<A>,
+        M: Fallible<A>,
+    {
+        let shape = WindowShape::Session { gap: self.gap };
+        let mut builder =
+            WindowedBuilder::new(name.into(), shape, self.grace, source, codec, init, fold);
+        builder.merge = Some(Arc::new(move |one, two| merge(one, two).into_result()));
+        builder
     }
 }
 
 /// A windowed aggregation being declared; see the [module docs](self).
 pub struct WindowedBuilder<K, V, A> {
     name: String,
-    windows: Windows,
+    shape: WindowShape,
+    grace: Duration,
     source: Topic<K, V>,
     codec: Arc<dyn Codec<A>>,
     init: Arc<dyn Fn() -> A + Send + Sync>,
     fold: logic::FoldFn<K, V, A>,
+    merge: Option<logic::MergeFn<A>>,
     output: Option<Topic<Windowed<K>, A>>,
     late: Option<Topic<K, V>>,
     emit: Emit,
@@ -286,6 +366,36 @@ where
     V: Send + Sync + 'static,
     A: Clone + Send + Sync + 'static,
 {
+    fn new<C, R>(
+        name: String,
+        shape: WindowShape,
+        grace: Duration,
+        source: &Topic<K, V>,
+        codec: C,
+        init: impl Fn() -> A + Send + Sync + 'static,
+        fold: impl Fn(A, &Record<K, V>) -> R + Send + Sync + 'static,
+    ) -> Self
+    where
+        C: Codec<A>,
+        R: Fallible<A>,
+    {
+        WindowedBuilder {
+            name,
+            shape,
+            grace,
+            source: source.clone(),
+            codec: Arc::new(codec),
+            init: Arc::new(init),
+            fold: Arc::new(move |aggregate, record| fold(aggregate, record).into_result()),
+            merge: None,
+            output: None,
+            late: None,
+            emit: Emit::default(),
+            close: Close::default(),
+            dead_letter: false,
+        }
+    }
+
     /// The topic the windows' aggregates are written to (required).
     pub fn into(mut self, output: &Topic<Windowed<K>, A>) -> Self {
         self.output = Some(output.clone());
@@ -320,22 +430,42 @@ where
     }
 
     /// Finishes the declaration. Impossible windows (a zero size, an advance
-    /// of zero or past the size, a zero resolution) and a missing output are
-    /// reported by the application's `build`, with their rule.
+    /// of zero or past the size, a zero gap, a zero resolution, sessions
+    /// emitting on update) and a missing output are reported by the
+    /// application's `build`, with their rule.
     pub fn build(self) -> Stage {
-        let Windows {
-            size,
-            advance,
-            grace,
-        } = self.windows;
+        let grace = self.grace;
         let mut problems = Vec::new();
-        if size.is_zero() {
-            problems.push(StageProblem::Window("a window size of zero"));
-        } else if advance.is_zero() || advance > size {
-            problems.push(StageProblem::Window(
-                "an advance of zero or larger than the window size",
-            ));
-        }
+        let shape = match self.shape {
+            WindowShape::Time { size, advance } => {
+                if size.is_zero() {
+                    problems.push(StageProblem::Window("a window size of zero"));
+                } else if advance.is_zero() || advance > size {
+                    problems.push(StageProblem::Window(
+                        "an advance of zero or larger than the window size",
+                    ));
+                }
+                Shape::Time {
+                    size: millis(size),
+                    advance: millis(advance).max(1),
+                    grace: millis(grace),
+                }
+            }
+            WindowShape::Session { gap } => {
+                if gap.is_zero() {
+                    problems.push(StageProblem::Window("a session inactivity gap of zero"));
+                }
+                if self.emit == Emit::OnUpdate {
+                    problems.push(StageProblem::Window(
+                        "session windows emitting on update (a merge would need a tombstone for each session it replaces; sessions emit on close)",
+                    ));
+                }
+                Shape::Session {
+                    gap: millis(gap),
+                    grace: millis(grace),
+                }
+            }
+        };
         if self.output.is_none() {
             problems.push(StageProblem::Window(
                 "no output topic (declare one with `into`)",
@@ -360,8 +490,7 @@ where
             source: self.source.name().clone(),
             output: self.output.as_ref().map(|topic| topic.name().clone()),
             late: self.late.as_ref().map(|topic| topic.name().clone()),
-            size,
-            advance,
+            shape: self.shape,
             grace,
             emit: self.emit,
             close: self.close,
@@ -371,15 +500,12 @@ where
             source: self.source,
             output: self.output,
             late: self.late,
-            shape: Shape {
-                size: millis(size),
-                advance: millis(advance).max(1),
-                grace: millis(grace),
-            },
+            shape,
             emit: self.emit,
             close: self.close,
             init: self.init,
             fold: self.fold,
+            merge: self.merge,
             codec: Arc::new(WindowSlotCodec {
                 aggregate: self.codec,
             }),
@@ -397,6 +523,7 @@ where
                 join: None,
                 expiry: None,
                 rekey: None,
+                timestamp_sync: None,
                 logic: Arc::new(logic),
                 problems,
             }),
@@ -411,14 +538,14 @@ pub struct OpenWindow<A> {
     pub key: Bytes,
     /// The window's first millisecond.
     pub start: i64,
-    /// The millisecond after its last.
+    /// The millisecond after its last; a session's last millisecond.
     pub end: i64,
     /// The aggregate so far.
     pub aggregate: A,
 }
 
 /// The open windows of a windowed aggregation's task (its windowed store),
-/// in the order they close: by end, then start, then key. `None` when the
+/// in the order they close: by end, then key, then start. `None` when the
 /// task is not a windowed aggregation's or `A` is not its aggregate type. A
 /// driver's view for tests; the open transaction's changes are included.
 pub fn open_windows_of<A: Clone + Send + Sync + 'static>(
@@ -440,9 +567,11 @@ pub fn open_windows_of<A: Clone + Send + Sync + 'static>(
         })
         .flatten()
         .collect();
-    open.sort_by(|a, b| (a.end, a.start, &a.key).cmp(&(b.end, b.start, &b.key)));
+    open.sort_by(|a, b| (a.end, &a.key, a.start).cmp(&(b.end, &b.key, b.start)));
     Some(open)
 }
 
+#[cfg(test)]
+mod session_tests;
 #[cfg(test)]
 mod tests;

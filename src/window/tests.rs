@@ -9,15 +9,15 @@ use crate::stage::{ReplayError, Replayed, SlotChange, SlotKey};
 use crate::tp::Tp;
 use crate::{CompositionError, Emission, Parsley, Tick, Utf8, I64};
 
-fn sales() -> Topic<String, i64> {
+pub(super) fn sales() -> Topic<String, i64> {
     Topic::with_codecs("sales", Utf8, I64)
 }
 
-fn totals() -> Topic<Windowed<String>, i64> {
+pub(super) fn totals() -> Topic<Windowed<String>, i64> {
     Topic::with_codecs("totals", WindowedCodec(Utf8), I64)
 }
 
-fn late() -> Topic<String, i64> {
+pub(super) fn late() -> Topic<String, i64> {
     Topic::with_codecs("late-sales", Utf8, I64)
 }
 
@@ -34,15 +34,15 @@ fn summing(windows: Windows) -> WindowedBuilder<String, i64, i64> {
 }
 
 /// A windowed stage's task, replayed: its slots and what it emitted.
-struct Replay {
+pub(super) struct Replay {
     stage: Stage,
-    slots: BTreeMap<SlotKey, bytes::Bytes>,
+    pub(super) slots: BTreeMap<SlotKey, bytes::Bytes>,
     offset: u64,
     emitted: Vec<Emission>,
 }
 
 impl Replay {
-    fn of(stage: Stage) -> Replay {
+    pub(super) fn of(stage: Stage) -> Replay {
         Replay {
             stage,
             slots: BTreeMap::new(),
@@ -74,7 +74,7 @@ impl Replay {
         replayed.emissions
     }
 
-    fn try_sale(
+    pub(super) fn try_sale(
         &mut self,
         key: Option<&str>,
         amount: i64,
@@ -103,12 +103,12 @@ impl Replay {
 
     /// A sale's emissions, as (topic, key, start, end, total) for the
     /// output and (topic, key, amount) for late records.
-    fn sale(&mut self, key: &str, amount: i64, at: i64) -> Vec<String> {
+    pub(super) fn sale(&mut self, key: &str, amount: i64, at: i64) -> Vec<String> {
         let emitted = self.try_sale(Some(key), amount, at).expect("a valid sale");
         emitted.iter().map(describe).collect()
     }
 
-    fn tick(&mut self, at: i64) -> Vec<String> {
+    pub(super) fn tick(&mut self, at: i64) -> Vec<String> {
         let slots = self.slots();
         let replayed = self
             .stage

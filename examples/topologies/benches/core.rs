@@ -110,12 +110,12 @@ fn gate_check_ns_per_claim() -> (f64, f64) {
     let mut task = gate_fixture(CLAIMS);
     // The driver's list, kept from check to check as the simulator keeps it.
     let mut ready = Vec::new();
-    task.deliverable(&mut ready).unwrap();
+    task.deliverable(0, &mut ready).unwrap();
     assert_eq!(ready.len(), 1, "the head is deliverable");
     let elapsed = best_of(5, || {
         let start = Instant::now();
         for _ in 0..CHECKS {
-            task.deliverable(&mut ready).unwrap();
+            task.deliverable(0, &mut ready).unwrap();
             black_box(&ready);
         }
         start.elapsed()

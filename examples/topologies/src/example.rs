@@ -41,11 +41,12 @@ pub enum TopologyName {
     Regroup,
     /// The dead-letter stage fed input some of which does not decode.
     BadBytes,
-    /// Windowed aggregation (W1–W4): tumbling and hopping windows fanned
-    /// out from one source, and a stage reading the closed windows.
+    /// Windowed aggregation (W1–W5): tumbling, hopping and session windows
+    /// fanned out from one source, and a stage reading the closed windows.
     Windows,
     /// Stream–table joins (J1–J4): a left and an inner join fanned out
-    /// over one table with tombstones, orders claiming table updates.
+    /// over one table with tombstones, orders claiming table updates, the
+    /// inner join in timestamp order (G9).
     Enrichment,
     /// Expiring state (E1–E3): a deduplication window by stream time and
     /// a repeat count expired by the wall clock, over one source.

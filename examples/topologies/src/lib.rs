@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use parsley::expiry::{Expire, Expiring};
 use parsley::join::Join;
 use parsley::timer::TimerService;
-use parsley::window::{Close, Emit, Windowed, WindowedCodec, Windows};
+use parsley::window::{Close, Emit, SessionWindows, Windowed, WindowedCodec, Windows};
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
 
 /// An order against an account; the key is the account.
@@ -643,7 +643,7 @@ pub fn sessions_named(
         .build()
 }
 
-/// The topics of the windows example (W1–W4).
+/// The topics of the windows example (W1–W5).
 #[derive(Clone, Debug)]
 pub struct WindowTopics {
     /// Sales, keyed by product; the value is the amount.
@@ -656,6 +656,19 @@ pub struct WindowTopics {
     pub trend: Topic<Windowed<String>, i64>,
     /// Each closed second's revenue, keyed by product again.
     pub revenue: Topic<String, i64>,
+    /// Each product's buying sprees: sales at most
+    /// [`SPREE_GAP_MS`] apart, their count and total, once a spree closes.
+    pub sprees: Topic<Windowed<String>, Spree>,
+}
+
+/// A spree's figures (the `sprees` session aggregation of the windows
+/// example).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spree {
+    /// How many sales it holds.
+    pub sales: i64,
+    /// Their amounts' sum.
+    pub total: i64,
 }
 
 impl WindowTopics {
@@ -673,6 +686,7 @@ impl WindowTopics {
             late_sales: long_topic(format!("{prefix}late-sales")),
             trend: windowed(format!("{prefix}sales-trend")),
             revenue: long_topic(format!("{prefix}revenue")),
+            sprees: Topic::with_codecs(format!("{prefix}sprees"), WindowedCodec(Utf8), Json),
         }
     }
 }
@@ -687,6 +701,11 @@ impl Default for WindowTopics {
 pub const REVENUE_WINDOW_MS: u64 = 1_000;
 /// How long a revenue window takes late sales (W2).
 pub const REVENUE_GRACE_MS: u64 = 250;
+/// The inactivity gap of a spree (W5): sales of a product at most this far
+/// apart belong to one spree.
+pub const SPREE_GAP_MS: u64 = 300;
+/// How long after its end plus the gap a spree takes late sales (W2).
+pub const SPREE_GRACE_MS: u64 = 100;
 
 /// Windowed aggregation (W1–W4), fanned out: `revenue-per-second` sums each
 /// product's sales per second (tumbling windows, 250 ms of grace, closed by
@@ -694,7 +713,9 @@ pub const REVENUE_GRACE_MS: u64 = 250;
 /// it closes; `sales-trend` counts each product's sales over two seconds,
 /// every second (hopping windows closed by the wall clock at the tick
 /// interval), on every update; `revenue` re-keys each closed second to its
-/// product.
+/// product; `sprees` counts and sums each product's sales per session
+/// (W5: sales at most 300 ms apart, 100 ms of grace, closed by stream time,
+/// late sales only counted).
 pub fn windows(topics: &WindowTopics, tick_interval: Duration) -> Result<App, CompositionError> {
     windows_named("windows", topics, tick_interval)
 }
@@ -741,10 +762,31 @@ pub fn windows_named(
         })
         .into(&topics.revenue)
         .build();
+    let sprees = SessionWindows::with_inactivity_gap(Duration::from_millis(SPREE_GAP_MS))
+        .grace(Duration::from_millis(SPREE_GRACE_MS))
+        .aggregate(
+            "sprees",
+            &topics.sales,
+            Json,
+            Spree::default,
+            |spree: Spree, sale| {
+                checked(sale.value).map(|amount| Spree {
+                    sales: spree.sales + 1,
+                    total: spree.total + amount,
+                })
+            },
+            |one: Spree, two: Spree| Spree {
+                sales: one.sales + two.sales,
+                total: one.total + two.total,
+            },
+        )
+        .into(&topics.sprees)
+        .build();
     Parsley::named(app_id)
         .stage(per_second)
         .stage(trend)
         .stage(revenue)
+        .stage(sprees)
         .build()
 }
 
@@ -797,6 +839,10 @@ pub struct PricedOrder {
     pub due: i64,
 }
 
+/// How long the `discounted` join of the enrichment example waits for
+/// discounts it is behind on (G9).
+pub const DISCOUNT_IDLE_MS: u64 = 200;
+
 /// `amount` less `discount` percent, rounded down; refused for a negative
 /// amount or a discount outside 0..=100.
 pub fn discounted(amount: i64, discount: i64) -> Result<i64, String> {
@@ -810,8 +856,10 @@ pub fn discounted(amount: i64, discount: i64) -> Result<i64, String> {
 /// Stream–table joins (J1–J4), fanned out over one table: `pricing` prices
 /// every order at its customer's discount (a left join: full price without
 /// one) and `discounted` writes the orders of customers with a discount (an
-/// inner join). Orders may claim the discount update they were placed
-/// after (J3): the gate then holds them until their task has it.
+/// inner join) in timestamp order, waiting up to [`DISCOUNT_IDLE_MS`] for
+/// discounts it is behind on (G9). Orders may claim the discount update
+/// they were placed after (J3): the gate then holds them until their task
+/// has it.
 pub fn enrichment(topics: &EnrichmentTopics) -> Result<App, CompositionError> {
     enrichment_named("enrichment", topics)
 }
@@ -834,6 +882,7 @@ pub fn enrichment_named(app_id: &str, topics: &EnrichmentTopics) -> Result<App, 
         .build();
     let discounted_orders = Join::stream_table("discounted", &topics.orders, &topics.discounts)
         .inner(|order, discount: &i64| discounted(order.value, *discount))
+        .synchronise_by_timestamp(Duration::from_millis(DISCOUNT_IDLE_MS))
         .into(&topics.discounted)
         .build();
     Parsley::named(app_id)

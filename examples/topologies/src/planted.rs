@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 26] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 27] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -45,6 +45,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 26] = [
         Invariant::I12,
     ),
     (Mutation::WindowGraceOffByOne, "windows", Invariant::I12),
+    (Mutation::SessionBridgeNotMerged, "windows", Invariant::I12),
     (
         Mutation::JoinIgnoresTombstones,
         "enrichment",

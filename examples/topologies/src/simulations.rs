@@ -131,7 +131,7 @@ pub fn sessions(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
         }))
 }
 
-/// `windows`: windowed aggregation fanned out (W1–W4), fed sales whose
+/// `windows`: windowed aggregation fanned out (W1–W5), fed sales whose
 /// timestamps run up to 400 ms behind the wall clock, so that some land in
 /// a window's grace and some after it (late, W3).
 pub fn windows(settings: &Settings) -> Result<SimulationBuilder, BoxError> {

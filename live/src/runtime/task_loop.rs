@@ -97,7 +97,13 @@ pub(crate) struct TaskDriver {
     fetched: Vec<Fetched>,
     produced: Vec<ProducedRecord>,
     commit_request: CommitRequest,
+    /// G9: when the last stable offsets of the sources waited for were
+    /// last read.
+    visible_ends_read: Option<Instant>,
 }
+
+/// G9: how often a task waiting for a source reads its visible end.
+const VISIBLE_END_EVERY: Duration = Duration::from_millis(50);
 
 /// Starts the task `id` and runs it until `stop` is set or it fails. A
 /// transient failure ([`RuntimeError::is_transient`]: a Kafka call abandoned
@@ -505,6 +511,7 @@ impl TaskDriver {
             fetched: Vec::new(),
             produced: Vec::new(),
             commit_request: CommitRequest::default(),
+            visible_ends_read: None,
         };
         driver
             .fetched
@@ -590,7 +597,7 @@ impl TaskDriver {
         let wait = self.poll_wait(now);
         self.fetch(wait)?;
         let mut delivered = false;
-        while let Some(tp) = self.task.next_deliverable()? {
+        while let Some(tp) = self.task.next_deliverable(now)? {
             let mut produced = std::mem::take(&mut self.produced);
             produced.clear();
             let sent = self
@@ -687,7 +694,46 @@ impl TaskDriver {
             fetched.log_end = u64::MAX;
             self.task.handle_fetched(tp, fetched);
         }
+        self.read_visible_ends();
         Ok(())
+    }
+
+    /// G9: a task that delivers in timestamp order waits for a drained
+    /// source until it knows the source is caught up, and its fetches carry
+    /// no log end: it reads the last stable offset of each source it waits
+    /// for (at most every [`VISIBLE_END_EVERY`], so a wait costs the broker
+    /// a few ListOffsets, not one per turn). A failed read leaves the wait
+    /// to its bound (max idle).
+    fn read_visible_ends(&mut self) {
+        if !self.task.is_synchronised()
+            || self
+                .visible_ends_read
+                .is_some_and(|read| read.elapsed() < VISIBLE_END_EVERY)
+        {
+            return;
+        }
+        let waited: Vec<Tp> = self
+            .positions
+            .iter()
+            .map(|(tp, _)| tp)
+            .filter(|tp| self.task.waits_for(tp))
+            .cloned()
+            .collect();
+        if waited.is_empty() {
+            return;
+        }
+        self.visible_ends_read = Some(Instant::now());
+        for tp in waited {
+            match self.probes.watermarks(&tp) {
+                Ok(marks) => self.task.handle_visible_end(&tp, marks.last_stable_offset),
+                Err(error) => tracing::debug!(
+                    task = %self.task.id(),
+                    %tp,
+                    %error,
+                    "no visible end read for a source waited for (G9)"
+                ),
+            }
+        }
     }
 
     /// G6 on a stalled task: reads every consumed tp's high watermark from
@@ -707,7 +753,7 @@ impl TaskDriver {
             self.task.handle_fetched(tp, fetched);
         }
         // Surfaces the poison, if any.
-        self.task.next_deliverable()?;
+        self.task.next_deliverable(wall_clock_ms())?;
         Ok(())
     }
 

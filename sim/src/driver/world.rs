@@ -238,6 +238,12 @@ impl World {
                 .paused
                 .contains(host.positions()[lane].0.topic.as_str())
             {
+                // A paused topic's records stay unfetched, but a task that
+                // delivers in timestamp order (G9) learns that the log has
+                // more, as an empty fetch tells a consumer, and waits.
+                if host.task.is_synchronised() && host.has_news(&self.cluster, lane) {
+                    host.fetch(&self.cluster, lane, 0)?;
+                }
                 continue;
             }
             // Otherwise a fetch with no records and no new log end changes
@@ -249,7 +255,7 @@ impl World {
         }
         loop {
             let host = &mut self.hosts[index];
-            let next = match host.task.next_deliverable() {
+            let next = match host.task.next_deliverable(now) {
                 Ok(next) => next,
                 Err(error) => return self.stop(index, error).map(|()| true),
             };

@@ -30,7 +30,7 @@ fn kept_buffers_give_what_fresh_ones_give() {
     feed(&mut fresh, &p, vec![rec(0)], 1);
 
     let mut ready = vec![tp(REFUNDS, 1)];
-    task.deliverable(&mut ready).unwrap();
+    task.deliverable(0, &mut ready).unwrap();
     assert_eq!(ready, [o.clone(), p.clone()]);
     assert_eq!(ready, fresh.ready().unwrap());
 

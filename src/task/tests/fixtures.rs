@@ -13,7 +13,7 @@ use crate::codec::Json;
 use crate::emission::{Record, Step, Tick};
 use crate::header::{self, STAMP_HEADER};
 use crate::record::{ConsumedRecord, Header, ProducedRecord, RecordData};
-use crate::stage::{SlotKey, Stage, StageBuilder, Stateful};
+use crate::stage::{SlotKey, Stage, StageBuilder, Stateful, Stateless};
 use crate::stamp::{Claim, Stamp};
 use crate::task::{CommitRequest, CommittedOffset, Fetched, Task, TaskConfig, TaskError, TaskId};
 use crate::topic::Topic;
@@ -238,7 +238,7 @@ pub(super) trait Outputs {
 impl Outputs for Task {
     fn ready(&mut self) -> Result<Vec<Tp>, TaskError> {
         let mut ready = Vec::new();
-        self.deliverable(&mut ready).map(|()| ready)
+        self.deliverable(0, &mut ready).map(|()| ready)
     }
 
     fn delivered(&mut self, tp: &Tp) -> Result<Vec<ProducedRecord>, TaskError> {
@@ -269,6 +269,11 @@ pub(super) fn deliver(task: &mut Task, tp: &Tp) -> Vec<ProducedRecord> {
 /// Stateless: every record of `sources` emits `sink.send(key, "<topic>@<offset>")`;
 /// with `ticks`, every tick emits `sink.send(None, "tick@<timestamp>")`.
 pub(super) fn echo(sources: &[Topic<String, i64>], ticks: bool) -> Stage {
+    echo_builder(sources, ticks).build()
+}
+
+/// [`echo`] before it is built, for options of the stage.
+pub(super) fn echo_builder(sources: &[Topic<String, i64>], ticks: bool) -> StageBuilder<Stateless> {
     let mut builder = Stage::named("s");
     for source in sources {
         let sink = out();
@@ -285,7 +290,7 @@ pub(super) fn echo(sources: &[Topic<String, i64>], ticks: bool) -> Stage {
             vec![sink.send(None, tick_note(tick))]
         });
     }
-    builder.into(&out()).build()
+    builder.into(&out())
 }
 
 pub(super) fn tick_note(tick: &Tick) -> String {

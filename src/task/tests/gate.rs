@@ -109,16 +109,16 @@ fn g3_next_deliverable_takes_oldest_timestamp_ties_by_tp() {
     feed(&mut task, &o, vec![rec(0).at(500), rec(1).at(900)], 2);
     feed(&mut task, &p, vec![rec(0).at(300), rec(1).at(500)], 2);
 
-    assert_eq!(task.next_deliverable().unwrap(), Some(p.clone()));
+    assert_eq!(task.next_deliverable(0).unwrap(), Some(p.clone()));
     deliver(&mut task, &p);
     // orders@0 and payments@1 both at 500: the smaller tp, orders-0, goes.
-    assert_eq!(task.next_deliverable().unwrap(), Some(o.clone()));
+    assert_eq!(task.next_deliverable(0).unwrap(), Some(o.clone()));
     deliver(&mut task, &o);
-    assert_eq!(task.next_deliverable().unwrap(), Some(p.clone()));
+    assert_eq!(task.next_deliverable(0).unwrap(), Some(p.clone()));
     deliver(&mut task, &p);
-    assert_eq!(task.next_deliverable().unwrap(), Some(o.clone()));
+    assert_eq!(task.next_deliverable(0).unwrap(), Some(o.clone()));
     deliver(&mut task, &o);
-    assert_eq!(task.next_deliverable().unwrap(), None);
+    assert_eq!(task.next_deliverable(0).unwrap(), None);
 
     // A held head is never chosen, however old.
     feed(
@@ -128,5 +128,5 @@ fn g3_next_deliverable_takes_oldest_timestamp_ties_by_tp() {
         3,
     );
     feed(&mut task, &o, vec![rec(2).at(800)], 3);
-    assert_eq!(task.next_deliverable().unwrap(), Some(o.clone()));
+    assert_eq!(task.next_deliverable(0).unwrap(), Some(o.clone()));
 }

@@ -18,5 +18,6 @@ mod liveness;
 mod logic_errors;
 mod stamping;
 mod state;
+mod synchronised;
 mod ticks;
 mod transactions;

@@ -137,7 +137,7 @@ fn g5_a_record_poison_on_sight_lends_no_claims_to_emissions() {
     let tick = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
     assert_eq!(stamp_of(&tick), stamp(&[(ORDERS, 0, 0)]));
     assert!(matches!(
-        task.next_deliverable(),
+        task.next_deliverable(0),
         Err(TaskError::UnresolvableClaim { offset: 1, .. })
     ));
 }

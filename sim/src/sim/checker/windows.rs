@@ -1,4 +1,4 @@
-//! I12: windows (W1–W4), from each task's committed deliveries alone.
+//! I12: windows (W1–W5), from each task's committed deliveries alone.
 //!
 //! The checker keeps its own model of every task of a windowed aggregation:
 //! which windows each record belongs to, where the close frontier stands,
@@ -16,56 +16,95 @@ use parsley::app::StagePlan;
 use parsley::record::ConsumedRecord;
 use parsley::task::TaskId;
 use parsley::text::bytes_for_humans;
-use parsley::window::{Close, Emit, WindowDecl};
+use parsley::window::{Close, Emit, WindowDecl, WindowShape};
 use parsley::{App, Tp};
 
 use super::reconstruction::{committed_of, Committed, Delivery};
 use super::{Checker, Invariant};
 
-/// A window's bounds and grace, in milliseconds, as the checker computes
+/// An aggregation's windows, in milliseconds, as the checker computes
 /// them.
-struct Shape {
-    size: i64,
-    advance: i64,
-    grace: i64,
+enum Shape {
+    /// W1: windows `[start, start + size)` starting every `advance`.
+    Time { size: i64, advance: i64, grace: i64 },
+    /// W5: sessions `[start, end]` of one key's records at most `gap`
+    /// apart.
+    Session { gap: i64, grace: i64 },
 }
 
 impl Shape {
     fn of(decl: &WindowDecl) -> Shape {
         let millis =
             |duration: std::time::Duration| i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
-        Shape {
-            size: millis(decl.size),
-            advance: millis(decl.advance).max(1),
-            grace: millis(decl.grace),
+        let grace = millis(decl.grace);
+        match decl.shape {
+            WindowShape::Time { size, advance } => Shape::Time {
+                size: millis(size),
+                advance: millis(advance).max(1),
+                grace,
+            },
+            WindowShape::Session { gap } => Shape::Session {
+                gap: millis(gap),
+                grace,
+            },
         }
     }
 
-    /// W1: the starts of the windows holding `timestamp`, earliest first:
-    /// the latest start at or before it, and each advance before that
-    /// while the window still reaches it, none before the epoch.
-    fn starts(&self, timestamp: i64) -> Vec<i64> {
+    /// W1: the starts of the time windows holding `timestamp`, earliest
+    /// first: the latest start at or before it, and each advance before
+    /// that while the window still reaches it, none before the epoch.
+    fn starts(size: i64, advance: i64, timestamp: i64) -> Vec<i64> {
         let mut starts = Vec::new();
-        let mut start = timestamp - timestamp.rem_euclid(self.advance);
-        while start >= 0 && start + self.size > timestamp {
+        let mut start = timestamp - timestamp.rem_euclid(advance);
+        while start >= 0 && start + size > timestamp {
             starts.push(start);
-            start -= self.advance;
+            start -= advance;
         }
         starts.reverse();
         starts
     }
 
-    /// W2: whether a window ending at `end` is closed at `frontier`.
+    /// W2: whether a window ending at `end` is closed at `frontier`: a
+    /// time window once the frontier reaches its end plus grace; a session
+    /// once it passes its end plus gap plus grace (a record at `end + gap`
+    /// still joins it).
     fn closed(&self, end: i64, frontier: i64) -> bool {
-        end.saturating_add(self.grace) <= frontier
+        match *self {
+            Shape::Time { grace, .. } => end.saturating_add(grace) <= frontier,
+            Shape::Session { gap, grace } => {
+                end.saturating_add(gap).saturating_add(grace) < frontier
+            }
+        }
+    }
+
+    /// Where a window ending at `end` closes, for messages.
+    fn close_point(&self, end: i64) -> String {
+        match *self {
+            Shape::Time { grace, .. } => format!(
+                "its end plus grace {} is at or before the frontier",
+                end + grace
+            ),
+            Shape::Session { gap, grace } => format!(
+                "its end plus gap plus grace {} is before the frontier",
+                end + gap + grace
+            ),
+        }
+    }
+
+    /// A window's bounds as messages write them.
+    fn bounds(&self, start: i64, end: i64) -> String {
+        match self {
+            Shape::Time { .. } => format!("window [{start}, {end})"),
+            Shape::Session { .. } => format!("session [{start}, {end}]"),
+        }
     }
 }
 
-/// One open window of the model: its end and the records it holds, in
-/// delivery order.
+/// One open window of the model: its end and the records it holds, each
+/// with its place in the task's delivery order.
 struct Window {
     end: i64,
-    records: Vec<(Tp, ConsumedRecord)>,
+    records: Vec<(u64, Tp, ConsumedRecord)>,
 }
 
 /// One task's windows, as the checker has them.
@@ -73,6 +112,9 @@ struct Model {
     frontier: i64,
     /// By (key bytes, start).
     open: BTreeMap<(Bytes, i64), Window>,
+    /// The deliveries the model has placed, for the order of a merged
+    /// session's records.
+    delivered: u64,
 }
 
 /// An output record the model expects: what it is, and its bytes.
@@ -102,6 +144,7 @@ impl<'a> Checker<'a> {
                 let mut model = Model {
                     frontier: i64::MIN,
                     open: BTreeMap::new(),
+                    delivered: 0,
                 };
                 for delivery in committed_of(committed, &task) {
                     if !self.check_window_delivery(plan, decl, &shape, &task, delivery, &mut model)
@@ -149,47 +192,87 @@ impl<'a> Checker<'a> {
             let Some(key) = record.data.key.clone() else {
                 return true;
             };
-            let starts = match timestamp < 0 {
-                true => Vec::new(),
-                false => shape.starts(timestamp),
-            };
-            let Some(first) = starts.first() else {
+            if timestamp < 0 {
                 return true;
-            };
+            }
             // A record the aggregation refuses (a codec, a failing fold)
             // changes nothing; I6 and I10 judge its delivery.
+            let alone = match *shape {
+                Shape::Time { size, advance, .. } => {
+                    let first = Shape::starts(size, advance, timestamp)[0];
+                    (first, first + size)
+                }
+                Shape::Session { .. } => (timestamp, timestamp),
+            };
             let probe = [(delivery.tp, &record)];
-            if plan
-                .stage
-                .window_emission(&key, (*first, first + shape.size), &probe)
-                .is_err()
-            {
+            if plan.stage.window_emission(&key, alone, &probe).is_err() {
                 return true;
             }
             if decl.close == Close::StreamTime {
                 model.frontier = model.frontier.max(timestamp);
             }
-            for start in starts {
-                let end = start + shape.size;
-                if shape.closed(end, model.frontier) {
-                    late_for.push((start, end));
-                    continue;
+            model.delivered += 1;
+            let placed = (model.delivered, delivery.tp.clone(), record.clone());
+            match *shape {
+                Shape::Time { size, advance, .. } => {
+                    for start in Shape::starts(size, advance, timestamp) {
+                        let end = start + size;
+                        if shape.closed(end, model.frontier) {
+                            late_for.push((start, end));
+                            continue;
+                        }
+                        let window = model.open.entry((key.clone(), start)).or_insert(Window {
+                            end,
+                            records: Vec::new(),
+                        });
+                        window.records.push(placed.clone());
+                        if decl.emit == Emit::OnUpdate {
+                            match self.window_output(
+                                plan,
+                                shape,
+                                &key,
+                                start,
+                                &model.open[&(key.clone(), start)],
+                            ) {
+                                Some(output) => expected.push(output),
+                                None => return true,
+                            }
+                        }
+                    }
                 }
-                let window = model.open.entry((key.clone(), start)).or_insert(Window {
-                    end,
-                    records: Vec::new(),
-                });
-                window.records.push((delivery.tp.clone(), record.clone()));
-                if decl.emit == Emit::OnUpdate {
-                    match self.window_output(
-                        plan,
-                        &key,
-                        start,
-                        end,
-                        &model.open[&(key.clone(), start)],
-                    ) {
-                        Some(output) => expected.push(output),
-                        None => return true,
+                Shape::Session { gap, .. } => {
+                    // W5: the key's open sessions within the gap of the
+                    // record, on either side, merge with it.
+                    let joined: Vec<i64> = model
+                        .open
+                        .range((key.clone(), i64::MIN)..=(key.clone(), i64::MAX))
+                        .filter(|((_, start), window)| {
+                            window.end >= timestamp - gap && *start <= timestamp + gap
+                        })
+                        .map(|((_, start), _)| *start)
+                        .collect();
+                    let mut session = Window {
+                        end: timestamp,
+                        records: vec![placed],
+                    };
+                    let mut start = timestamp;
+                    for joined_start in &joined {
+                        let window = &model.open[&(key.clone(), *joined_start)];
+                        start = start.min(*joined_start);
+                        session.end = session.end.max(window.end);
+                    }
+                    if shape.closed(session.end, model.frontier) {
+                        late_for.push((start, session.end));
+                    } else {
+                        for joined_start in joined {
+                            let window = model
+                                .open
+                                .remove(&(key.clone(), joined_start))
+                                .expect("listed as open");
+                            session.records.extend(window.records);
+                        }
+                        session.records.sort_by_key(|(order, _, _)| *order);
+                        model.open.insert((key.clone(), start), session);
                     }
                 }
             }
@@ -200,22 +283,22 @@ impl<'a> Checker<'a> {
                 bytes_for_humans(&key)
             );
         }
-        // W2: every window the frontier reaches closes, in (end, start, key)
-        // order.
-        let mut closing: Vec<(i64, i64, Bytes)> = model
+        // W2: every window the frontier reaches closes, in (end, key bytes,
+        // start) order.
+        let mut closing: Vec<(i64, Bytes, i64)> = model
             .open
             .iter()
             .filter(|(_, window)| shape.closed(window.end, model.frontier))
-            .map(|((key, start), window)| (window.end, *start, key.clone()))
+            .map(|((key, start), window)| (window.end, key.clone(), *start))
             .collect();
         closing.sort();
-        for (end, start, key) in closing {
+        for (_, key, start) in closing {
             let window = model
                 .open
                 .remove(&(key.clone(), start))
                 .expect("listed as open");
             if decl.emit == Emit::OnClose {
-                match self.window_output(plan, &key, start, end, &window) {
+                match self.window_output(plan, shape, &key, start, &window) {
                     Some(output) => expected.push(output),
                     None => return true,
                 }
@@ -292,10 +375,13 @@ impl<'a> Checker<'a> {
                 .map_or("the late topic", |topic| topic.as_str());
             let because = match late_for.first() {
                 Some((start, end)) => format!(
-                    "it is late for window [{start}, {end}) (its end plus grace {} is at or before the frontier), so it should be written once, as it came, to {late}",
-                    end + shape.grace
+                    "it is late for {} ({}), so it should be written once, as it came, to {late}",
+                    shape.bounds(*start, *end),
+                    shape.close_point(*end)
                 ),
-                None => format!("it is late for none of its windows, so nothing should be written to {late}"),
+                None => format!(
+                    "it is late for none of its windows, so nothing should be written to {late}"
+                ),
             };
             let wrote: Vec<&str> = wrote_late.iter().map(|(_, _, at)| at.as_str()).collect();
             problem = Some(format!(
@@ -321,22 +407,23 @@ impl<'a> Checker<'a> {
     fn window_output(
         &self,
         plan: &StagePlan,
+        shape: &Shape,
         key: &Bytes,
         start: i64,
-        end: i64,
         window: &Window,
     ) -> Option<Expected> {
         let records: Vec<(&Tp, &ConsumedRecord)> = window
             .records
             .iter()
-            .map(|(tp, record)| (tp, record))
+            .map(|(_, tp, record)| (tp, record))
             .collect();
         let (key_bytes, value) = plan
             .stage
-            .window_emission(key, (start, end), &records)
+            .window_emission(key, (start, window.end), &records)
             .ok()?;
         let label = format!(
-            "window [{start}, {end}) of key {} holding {} record(s)",
+            "{} of key {} holding {} record(s)",
+            shape.bounds(start, window.end),
             bytes_for_humans(key),
             records.len()
         );

@@ -482,7 +482,7 @@ impl World {
         let found = self.instances[instance].hosts[host]
             .host
             .task
-            .deliverable(&mut ready);
+            .deliverable(self.now, &mut ready);
         if let Err(error) = found {
             self.ready = ready;
             return self.task_failed(instance, host, error);
@@ -1184,7 +1184,8 @@ impl World {
                     if self.host(instance, host).task.failure().is_some() {
                         break;
                     }
-                    match self.host_mut(instance, host).task.next_deliverable() {
+                    let now = self.now;
+                    match self.host_mut(instance, host).task.next_deliverable(now) {
                         Ok(Some(tp)) => self.deliver(instance, host, &tp),
                         Ok(None) => break,
                         Err(error) => {

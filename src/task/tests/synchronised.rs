@@ -1,0 +1,163 @@
+//! G9: a stage that delivers in timestamp order across its sources, and
+//! waits a bounded time for a source it has nothing of.
+
+use std::time::Duration;
+
+use super::fixtures::*;
+use crate::task::Task;
+use crate::tp::Tp;
+
+const MAX_IDLE_MS: i64 = 500;
+
+/// A started task of `echo` over orders and payments, delivering in
+/// timestamp order with 500 ms of idling, optionally ticking.
+fn synchronised(ticks: bool) -> Task {
+    let stage = echo_builder(&[orders(), payments()], ticks)
+        .synchronise_by_timestamp(Duration::from_millis(MAX_IDLE_MS as u64))
+        .build();
+    fixture(stage).started(0)
+}
+
+fn ready_at(task: &mut Task, now: i64) -> Vec<Tp> {
+    let mut ready = Vec::new();
+    task.deliverable(now, &mut ready).expect("no poison head");
+    ready
+}
+
+/// G9: among the deliverable heads of its sources, a synchronised task
+/// offers only the one with the lowest timestamp, whatever lane holds it;
+/// ties go to the smaller tp. An unsynchronised task offers every one (G3).
+#[test]
+fn g9_a_synchronised_task_offers_only_the_lowest_timestamp_head() {
+    let mut task = synchronised(false);
+    let (o, p) = (tp(ORDERS, 0), tp(PAYMENTS, 0));
+    feed(
+        &mut task,
+        &o,
+        vec![rec(0).at(T0 + 50), rec(1).at(T0 + 70)],
+        2,
+    );
+    feed(
+        &mut task,
+        &p,
+        vec![rec(0).at(T0 + 10), rec(1).at(T0 + 70)],
+        2,
+    );
+    assert_eq!(ready_at(&mut task, T0), only(&p));
+    task.delivered(&p).unwrap();
+    assert_eq!(ready_at(&mut task, T0), only(&o));
+    task.delivered(&o).unwrap();
+    // Both at T0 + 70: orders-0 is the smaller tp.
+    assert_eq!(ready_at(&mut task, T0), only(&o));
+    assert_eq!(task.next_deliverable(T0).unwrap(), Some(o.clone()));
+
+    let mut plain = fixture(echo(&[orders(), payments()], false)).started(0);
+    feed(&mut plain, &o, vec![rec(0).at(T0 + 50)], 1);
+    feed(&mut plain, &p, vec![rec(0).at(T0 + 10)], 1);
+    assert_eq!(ready_at(&mut plain, T0), [o, p]);
+}
+
+/// G9: while a source has nothing fetched and its log reaches past the
+/// task's position (or it was never fetched), the task waits for it, up
+/// to max idle of wall-clock time from when the wait began; then it
+/// delivers what it has. The next wait starts afresh.
+#[test]
+fn g9_a_source_behind_its_log_is_waited_for_up_to_max_idle() {
+    let mut task = synchronised(false);
+    let (o, p) = (tp(ORDERS, 0), tp(PAYMENTS, 0));
+    feed(&mut task, &o, vec![rec(0).at(T0 + 50)], 1);
+    // Payments never fetched: unknown, so waited for.
+    assert!(ready_at(&mut task, T0).is_empty());
+    assert_eq!(task.next_deliverable(T0 + MAX_IDLE_MS - 1).unwrap(), None);
+    // A fetch that returned nothing yet, with the log 3 ahead.
+    feed(&mut task, &p, vec![], 3);
+    assert!(ready_at(&mut task, T0 + MAX_IDLE_MS - 1).is_empty());
+    assert_eq!(ready_at(&mut task, T0 + MAX_IDLE_MS), only(&o));
+    task.delivered(&o).unwrap();
+
+    // Payments' records arrive: the wait ends; a later one starts anew.
+    feed(
+        &mut task,
+        &p,
+        vec![rec(0).at(T0 + 60), rec(1).at(T0 + 61), rec(2).at(T0 + 62)],
+        3,
+    );
+    feed(&mut task, &o, vec![rec(1).at(T0 + 100)], 2);
+    let now = T0 + 2 * MAX_IDLE_MS;
+    for _ in 0..3 {
+        assert_eq!(ready_at(&mut task, now), only(&p));
+        task.delivered(&p).unwrap();
+    }
+    // Payments drained and caught up with its log: nothing to wait for.
+    assert_eq!(ready_at(&mut task, now), only(&o));
+    task.delivered(&o).unwrap();
+    feed(&mut task, &o, vec![rec(2).at(T0 + 200)], 3);
+    feed(&mut task, &p, vec![], 5);
+    assert!(
+        ready_at(&mut task, now).is_empty(),
+        "payments is behind again"
+    );
+    assert_eq!(ready_at(&mut task, now + MAX_IDLE_MS), only(&o));
+}
+
+/// G9: a source whose fetch reached its log end is caught up, and not
+/// waited for: the other source's head goes at once.
+#[test]
+fn g9_a_caught_up_source_is_not_waited_for() {
+    let mut task = synchronised(false);
+    let (o, p) = (tp(ORDERS, 0), tp(PAYMENTS, 0));
+    feed(&mut task, &p, vec![], 0);
+    feed(&mut task, &o, vec![rec(0).at(T0 + 50)], 1);
+    assert_eq!(ready_at(&mut task, T0), only(&o));
+}
+
+/// G9 after G2: a held head is not offered however low its timestamp, and
+/// does not make the task wait; the head its claim waits on goes first.
+#[test]
+fn g9_causal_holds_come_before_timestamps() {
+    let mut task = synchronised(false);
+    let (o, p) = (tp(ORDERS, 0), tp(PAYMENTS, 0));
+    feed(
+        &mut task,
+        &p,
+        vec![rec(0).at(T0 + 1).stamp(&[(ORDERS, 0, 0)])],
+        1,
+    );
+    feed(&mut task, &o, vec![rec(0).at(T0 + 900)], 1);
+    assert_eq!(ready_at(&mut task, T0), only(&o));
+    task.delivered(&o).unwrap();
+    assert_eq!(ready_at(&mut task, T0), only(&p));
+}
+
+/// G9: ticks are not held back by a wait for a source.
+#[test]
+fn g9_ticks_go_while_the_task_waits_for_a_source() {
+    let mut task = synchronised(true);
+    let (o, ticks) = (tp(ORDERS, 0), tp(TICKS, 0));
+    feed(&mut task, &o, vec![rec(0).at(T0 + 50)], 1);
+    let tick = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
+    feed(&mut task, &ticks, vec![back(0, &tick)], 1);
+    assert_eq!(ready_at(&mut task, T0 + INTERVAL_MS), only(&ticks));
+}
+
+/// G9 for a driver whose fetches carry no log end (the live runtime's
+/// carry `u64::MAX`): a drained source is waited for until the driver
+/// says its position reached the end of what is visible.
+#[test]
+fn g9_a_visible_end_reached_ends_the_wait() {
+    let mut task = synchronised(false);
+    let (o, p) = (tp(ORDERS, 0), tp(PAYMENTS, 0));
+    feed(&mut task, &p, vec![rec(0).at(T0 + 10)], u64::MAX);
+    feed(&mut task, &o, vec![rec(0).at(T0 + 50)], u64::MAX);
+    assert!(task.is_synchronised());
+    assert_eq!(ready_at(&mut task, T0), only(&p));
+    task.delivered(&p).unwrap();
+    assert!(ready_at(&mut task, T0).is_empty(), "payments may have more");
+    task.handle_visible_end(&p, 0);
+    assert!(
+        ready_at(&mut task, T0).is_empty(),
+        "an end behind the position is stale"
+    );
+    task.handle_visible_end(&p, 1);
+    assert_eq!(ready_at(&mut task, T0), only(&o));
+}
