@@ -19,7 +19,8 @@
 //!   reading the requests again.
 //! - **Time comes from ticks.** The service ticks every
 //!   [`TimerServiceBuilder::resolution`] (T3); a tick's delivery fires every
-//!   pending timer due at the tick's timestamp, earliest first, and removes
+//!   pending timer due at the tick's timestamp, earliest first (then by
+//!   key), and removes
 //!   them from their slots, in the tick's transaction: a crash neither loses
 //!   nor repeats a fire (X1), and no fire precedes its time. A fire is at
 //!   most one resolution (plus the commit interval) after the later of its
@@ -321,8 +322,8 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
     }
 
     /// A tick at `now` over `slots` (every key's pending times): the fires
-    /// due, earliest first (then by key), and each changed slot's remaining
-    /// times, in the same order.
+    /// due, earliest first (then by key bytes), and each changed slot's
+    /// remaining times, in the order of their keys' earliest fires.
     fn fire<'a>(
         &self,
         slots: impl Iterator<Item = (&'a SlotKey, Pending)>,
@@ -342,16 +343,23 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
         }
         // The map's order is a hash's: fires go out in an order of their own.
         due.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        let mut emissions = Vec::new();
+        // Every fire of the tick, earliest first, then by key (a key's own
+        // times are sorted already).
+        let mut fires: Vec<(i64, usize)> = Vec::new();
+        for (index, (_, _, pending)) in due.iter().enumerate() {
+            let split = pending.partition_point(|time| *time <= now);
+            fires.extend(pending[..split].iter().map(|at| (*at, index)));
+        }
+        fires.sort_by(|a, b| (a.0, &due[a.1].1).cmp(&(b.0, &due[b.1].1)));
+        let mut emissions = Vec::with_capacity(fires.len());
+        for (at, index) in fires {
+            emissions.push(self.fires.send(self.key(&due[index].1)?, at));
+        }
         let mut writes = Vec::with_capacity(due.len());
         let mut states = Vec::with_capacity(due.len());
         for (_, key, pending) in due {
             let split = pending.partition_point(|time| *time <= now);
-            let decoded = self.key(&key)?;
-            let (fired, left) = pending.split_at(split);
-            for at in fired {
-                emissions.push(self.fires.send(decoded.clone(), *at));
-            }
+            let left = &pending[split..];
             // Planted bug (I11): what fired within the last resolution stays
             // pending, so the next tick fires it again (once: by then it is
             // older than that).
@@ -599,6 +607,81 @@ mod tests {
             ]
         );
         assert_eq!(all.other_slots[0].1, crate::stage::SlotChange::Deleted);
+    }
+
+    /// The slot `requests` (each a key and a time, at timestamp 0) leave,
+    /// one key's after another.
+    fn pending_after(stage: &Stage, requests: &[(&str, i64)]) -> Vec<(SlotKey, Bytes)> {
+        let tp = Tp::new("requests", 0);
+        let name = TopicName::new("requests");
+        let mut slots: Vec<(SlotKey, Bytes)> = Vec::new();
+        for (offset, (key, at)) in requests.iter().enumerate() {
+            let slot = SlotKey::Key(Bytes::copy_from_slice(key.as_bytes()));
+            let held = slots.iter().position(|(held, _)| *held == slot);
+            let state = held.map(|index| slots[index].1.clone());
+            let replayed = stage
+                .replay_record(
+                    &name,
+                    state.as_deref(),
+                    &tp,
+                    &request(offset as u64, Some(key), &at.to_be_bytes(), 0),
+                )
+                .unwrap();
+            let crate::stage::SlotChange::Set(bytes) = replayed.slot else {
+                panic!("a request sets its key's slot")
+            };
+            match held {
+                Some(index) => slots[index].1 = bytes,
+                None => slots.push((slot, bytes)),
+            }
+        }
+        slots
+    }
+
+    /// K2: several requests for one key and for one time each fire once
+    /// (none replaces another); a tick's fires go out earliest first across
+    /// keys, ties by key, whatever order the requests came in.
+    #[test]
+    fn k2_a_ticks_fires_are_earliest_first_across_keys_and_none_is_merged() {
+        let (stage, fires) = stage();
+        let slots = pending_after(
+            &stage,
+            &[("b", 300), ("a", 100), ("b", 200), ("a", 400), ("c", 200), ("a", 100), ("c", 900)],
+        );
+        let view: Vec<(SlotKey, &[u8])> = slots
+            .iter()
+            .map(|(slot, bytes)| (slot.clone(), bytes.as_ref()))
+            .collect();
+        let fired = stage.replay_tick_over_slots(&view, Tick::new(400)).unwrap();
+        let fire = |key: &str, at: i64| fires.send(key.to_string(), at);
+        assert_eq!(
+            fired.emissions,
+            [
+                fire("a", 100),
+                fire("a", 100),
+                fire("b", 200),
+                fire("c", 200),
+                fire("b", 300),
+                fire("a", 400)
+            ]
+        );
+        let left: Vec<_> = fired
+            .other_slots
+            .iter()
+            .map(|(slot, change)| (slot.clone(), change.clone()))
+            .collect();
+        let c = SlotKey::Key(Bytes::from_static(b"c"));
+        assert!(left.contains(&(
+            c,
+            crate::stage::SlotChange::Set(Bytes::copy_from_slice(&900i64.to_be_bytes()))
+        )));
+        assert_eq!(
+            left.iter()
+                .filter(|(_, change)| *change == crate::stage::SlotChange::Deleted)
+                .count(),
+            2,
+            "a and b have nothing left"
+        );
     }
 
     /// K2, §8: a request without a key, or with a time the codec rejects, is

@@ -37,7 +37,8 @@ impl<'a> Checker<'a> {
     /// committed tick of that history claims it and is at or past its time;
     /// pending timers are fine), at a record timestamp not before its time,
     /// with a stamp that claims the request and its causes; no fire lacks
-    /// such a request. The service's pure logic only reads a request's time
+    /// such a request; the fires one tick's delivery writes to a partition
+    /// are in (time, key) order. The service's pure logic only reads a request's time
     /// and encodes the fire it asks for (`Stage::replay_record`,
     /// `Stage::replay_tick_over_slots`), since its topics' codecs are the
     /// user's.
@@ -177,6 +178,8 @@ impl<'a> Checker<'a> {
             let Some(log) = self.tps.log(id) else {
                 continue;
             };
+            // The last fire seen: the step that wrote it, its time and key.
+            let mut last: Option<(u64, i64, Option<Bytes>, u64)> = None;
             for (offset, data) in log.read_committed() {
                 let wanted = (data.key.clone(), data.value.clone());
                 let count = matched.entry(wanted.clone()).or_default();
@@ -184,6 +187,26 @@ impl<'a> Checker<'a> {
                 *count += 1;
                 let requests = asked.get(&wanted).map_or(&[][..], Vec::as_slice);
                 self.check_fire(plan, (&tp, id, offset), data, requests, index, last_step);
+                let (Some(request), Some(writer)) = (requests.get(index), self.writer_of(&tp, offset)) else {
+                    continue;
+                };
+                let this = (writer.step, request.time, data.key.clone(), offset);
+                if let Some(earlier) = &last {
+                    if earlier.0 == this.0 && (this.1, &this.2) < (earlier.1, &earlier.2) {
+                        let message = format!(
+                            "{tp}@{offset} fires time {} after {tp}@{} fired time {} in the same tick's delivery: a tick's fires go out earliest first, then by key",
+                            this.1, earlier.3, earlier.1
+                        );
+                        let at = writer.event.task_at();
+                        let violation = self
+                            .violation(Invariant::I11, writer.step, message)
+                            .about(&tp, offset);
+                        if let Some(at) = at {
+                            violation.on(at);
+                        }
+                    }
+                }
+                last = Some(this);
             }
         }
         matched
