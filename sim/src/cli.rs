@@ -382,6 +382,11 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
     if let Some(note) = report::outliers::note(&report::outliers::outliers(&sizes)) {
         row("seeds worth a look", note);
     }
+    if let Some(note) = report::horizon::longest(setup.simulation.app()).and_then(|horizon| {
+        report::horizon::note(&horizon, &total, count, &setup.scenario.settings)
+    }) {
+        row("inputs too short", note);
+    }
     row("violations", format!("{} failing seeds", failing.len()));
     if !failing.is_empty() {
         let listed: Vec<String> = failing

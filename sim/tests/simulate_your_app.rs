@@ -611,3 +611,55 @@ fn null_keys_spread_over_partitions_and_are_delivered_once() {
     assert!(summary.never_reached().is_empty(), "{:?}", summary.reached);
     assert!(summary.stats.deliveries >= 200 * 40, "{:?}", summary.stats);
 }
+
+/// Time-aware sizing: a simulation whose inputs span less simulated time
+/// than the application's longest horizon (here a minute's windows and
+/// their grace) is told so in its summary, with the horizon and the knobs
+/// to raise; with clock steps long enough for the inputs to span it, no
+/// note.
+#[test]
+fn inputs_shorter_than_a_window_are_named_in_the_summary() {
+    use parsley::window::{WindowedCodec, Windows};
+    use parsley_sim::sim::{ClockConfig, StepRange};
+
+    let simulation = |clock: ClockConfig| {
+        let views: Topic<String, i64> = Topic::with_codecs("views", Utf8, I64);
+        let minutes = Topic::with_codecs("views-per-minute", WindowedCodec(Utf8), I64);
+        let per_minute = Windows::tumbling(Duration::from_secs(60))
+            .grace(Duration::from_secs(5))
+            .aggregate("per-minute", &views, I64, || 0i64, |count, _view| count + 1)
+            .into(&minutes)
+            .build();
+        let app = Parsley::named("views").stage(per_minute).build().unwrap();
+        Simulation::builder(app)
+            .input(Input::new(&views, |draw| (Some(draw.key()), 1)))
+            .inputs(40)
+            .clock(clock)
+            .budget(600, 2_000)
+            .build()
+            .unwrap()
+    };
+    let short = simulation(ClockConfig::default()).check_seeds(0..4);
+    assert!(short.failure.is_none(), "{:?}", short.failure);
+    let note = short
+        .short_inputs
+        .expect("40 inputs at steps of 1-500 ms span far less than 65 s");
+    assert!(
+        note.contains("the windows of stage per-minute: 60 s plus 5 s of grace"),
+        "{note}"
+    );
+    assert!(
+        note.contains("`inputs`, now 40") && note.contains("`step_ms`, now 1..=500 ms"),
+        "{note}"
+    );
+    let long = simulation(ClockConfig {
+        step_ms: StepRange {
+            min: 5_000,
+            max: 9_000,
+        },
+        ..ClockConfig::default()
+    })
+    .check_seeds(0..4);
+    assert!(long.failure.is_none(), "{:?}", long.failure);
+    assert_eq!(long.short_inputs, None);
+}

@@ -25,6 +25,7 @@ use std::sync::Mutex;
 use crate::sim::checker::Invariant;
 use crate::sim::report;
 use crate::sim::report::cause::{Cause, IMPURE};
+use crate::sim::report::horizon;
 use crate::sim::report::outcome::RunOutcome;
 use crate::sim::report::outliers::{self, Outlier};
 use crate::sim::report::timeline::{render_html, stamps_in, tick_topics};
@@ -71,6 +72,10 @@ pub struct Summary {
     /// Regression tapes skipped as stale (recorded against another build of
     /// the app or its settings), each as `file:line`.
     pub stale_regressions: Vec<String>,
+    /// When the seeds' inputs spanned, on average, less simulated time than
+    /// the application's longest horizon (a window and its grace, a time to
+    /// live, a tick interval): a note saying so, with the knobs to raise.
+    pub short_inputs: Option<String>,
 }
 
 impl Summary {
@@ -141,6 +146,9 @@ impl Simulation {
             summary.stats.crashes,
             report::seed_size(&summary.stats, summary.seeds)
         );
+        if let Some(note) = &summary.short_inputs {
+            eprintln!("{}: {note}", self.name());
+        }
     }
 
     /// Runs `seeds` (no environment, no regression file) and says what was
@@ -193,6 +201,7 @@ impl Simulation {
             failure: None,
             outliers: Vec::new(),
             stale_regressions: Vec::new(),
+            short_inputs: None,
         };
         for tape in &tapes {
             let outcome = self.run_tape(tape);
@@ -271,6 +280,11 @@ impl Simulation {
         let (stats, reached, failed) = results.into_inner().expect("a worker panicked");
         summary.stats = stats;
         summary.outliers = outliers::outliers(&sizes.into_inner().expect("a worker panicked"));
+        if summary.seeds > 0 {
+            summary.short_inputs = horizon::longest(self.app()).and_then(|horizon| {
+                horizon::note(&horizon, &summary.stats, summary.seeds, self.settings())
+            });
+        }
         for ((_, total), count) in summary.reached.iter_mut().zip(reached) {
             *total = count;
         }
@@ -508,6 +522,7 @@ impl Simulation {
             failure: None,
             outliers: Vec::new(),
             stale_regressions: Vec::new(),
+            short_inputs: None,
         };
         if !outcome.violations.is_empty() {
             let mut out = format!("{}: the replayed run fails\n", self.name());

@@ -111,6 +111,8 @@ pub(crate) struct World {
     /// The producer epoch of each task's newest incarnation.
     newest: BTreeMap<TaskId, u32>,
     inputs_left: u64,
+    /// When the run produced its first input, for `Stats::inputs_span_ms`.
+    first_input_at: Option<i64>,
     poison_left: u32,
     input_transactions: u64,
     /// The latest committed record of each claimed input, by (input,
@@ -182,6 +184,7 @@ impl World {
             pending_starts: BTreeSet::new(),
             newest: BTreeMap::new(),
             inputs_left: settings.workload.inputs,
+            first_input_at: None,
             poison_left,
             input_transactions: 0,
             latest: FxHashMap::default(),
@@ -850,6 +853,8 @@ impl World {
             self.inputs_left -= batch;
         }
         self.stats.inputs += batch;
+        let first = *self.first_input_at.get_or_insert(self.now);
+        self.stats.inputs_span_ms = (self.now - first).max(0) as u64;
         if self.live {
             self.stats.inputs_after_faults += batch;
         }

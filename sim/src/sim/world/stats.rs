@@ -75,6 +75,11 @@ pub struct Stats {
     /// Simulated wall-clock time the runs spanned, in milliseconds: how far
     /// their clocks moved, both phases together.
     pub simulated_ms: u64,
+    /// Simulated time from each run's first input to its last, in
+    /// milliseconds (summed over runs, as `simulated_ms` is): how much time
+    /// the application's windows, ticks and time to live see records in.
+    #[serde(default)]
+    pub inputs_span_ms: u64,
     /// The rare states reached.
     pub marks: Marks,
 }
@@ -92,6 +97,7 @@ impl Stats {
         self.fences += other.fences;
         self.held_max = self.held_max.max(other.held_max);
         self.simulated_ms += other.simulated_ms;
+        self.inputs_span_ms += other.inputs_span_ms;
         self.marks.add(&other.marks);
     }
 }
