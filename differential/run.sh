@@ -8,6 +8,10 @@
 #                               lines `key start end value` and `end`
 #   differential/run.sh joins     the same for the stream–table joins program (Joins.java
 #                               says its format)
+#   differential/run.sh sessions  the same for the session-windows program: stdin is cases,
+#                               each a header `gap_ms grace_ms [retention_ms]`, lines
+#                               `key value timestamp` and `end`; stdout is, per case,
+#                               lines `key start end value` and `end` (Sessions.java)
 #
 # The build is cached under differential/kafka-streams/target/; delete that
 # folder (or touch the pom/source) to rebuild.
@@ -40,6 +44,7 @@ case "${1:-}" in
   build) exit 0 ;;
   windows) main=parsley.differential.Windows ;;
   joins) main=parsley.differential.Joins ;;
-  *) echo "differential/run.sh: say build, windows or joins (got ${1:-nothing})" >&2; exit 2 ;;
+  sessions) main=parsley.differential.Sessions ;;
+  *) echo "differential/run.sh: say build, windows, joins or sessions (got ${1:-nothing})" >&2; exit 2 ;;
 esac
 exec java -cp "$jar:$(cat "$classpath")" "$main"

@@ -58,8 +58,8 @@ fn w4_w5_keys_keep_their_own_sessions_and_close_in_end_key_order() {
 /// grace behind stream time) is late: written to the late topic as it
 /// came, merged into nothing, the sessions it touches left as they were.
 /// A record within the gap of a session that has closed and been written
-/// starts a session of its own: a closed session is final (Kafka Streams,
-/// whose store keeps it, merges the two and writes the union again).
+/// starts a session of its own: a closed session is final (as in Kafka
+/// Streams with its default store retention).
 #[test]
 fn w3_a_late_record_leaves_the_sessions_alone_and_a_closed_session_is_final() {
     let mut replay = Replay::of(sessions(10, 5).late_records_to(&late()).build());

@@ -60,9 +60,9 @@ fn build_once() {
     }
 }
 
-/// Runs `program` (`windows` or `joins`) on `stdin`, the cases each ended
-/// by a line `end`; returns each case's output lines. Asserts the program
-/// answered `cases` cases.
+/// Runs `program` (`windows`, `joins` or `sessions`) on `stdin`, the cases
+/// each ended by a line `end`; returns each case's output lines. Asserts the
+/// program answered `cases` cases.
 pub fn kafka_streams(program: &str, stdin: String, cases: usize) -> Vec<Vec<String>> {
     build_once();
     let mut child = Command::new("bash")
