@@ -646,7 +646,15 @@ mod tests {
         let (stage, fires) = stage();
         let slots = pending_after(
             &stage,
-            &[("b", 300), ("a", 100), ("b", 200), ("a", 400), ("c", 200), ("a", 100), ("c", 900)],
+            &[
+                ("b", 300),
+                ("a", 100),
+                ("b", 200),
+                ("a", 400),
+                ("c", 200),
+                ("a", 100),
+                ("c", 900),
+            ],
         );
         let view: Vec<(SlotKey, &[u8])> = slots
             .iter()

@@ -708,7 +708,11 @@ impl Task {
     /// more. A driver whose fetches carry no log end asks the cluster for
     /// the visible end of such a tp ([`Task::handle_visible_end`]).
     pub fn waits_for(&self, tp: &Tp) -> bool {
-        self.sync.is_some() && self.gate.lane_index(tp).is_some_and(|lane| self.is_behind(lane))
+        self.sync.is_some()
+            && self
+                .gate
+                .lane_index(tp)
+                .is_some_and(|lane| self.is_behind(lane))
     }
 
     /// Of `best` and the head of `lane`, the one with the lower record

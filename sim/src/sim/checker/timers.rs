@@ -187,7 +187,9 @@ impl<'a> Checker<'a> {
                 *count += 1;
                 let requests = asked.get(&wanted).map_or(&[][..], Vec::as_slice);
                 self.check_fire(plan, (&tp, id, offset), data, requests, index, last_step);
-                let (Some(request), Some(writer)) = (requests.get(index), self.writer_of(&tp, offset)) else {
+                let (Some(request), Some(writer)) =
+                    (requests.get(index), self.writer_of(&tp, offset))
+                else {
                     continue;
                 };
                 let this = (writer.step, request.time, data.key.clone(), offset);
