@@ -744,7 +744,7 @@ impl TestDriver {
     /// The open windows of a windowed aggregation (W1,
     /// `parsley::window::Windows`; Kafka Streams' `getWindowStore`) with
     /// their aggregates, keys decoded with `source`'s key codec, across its
-    /// tasks in the order they will close (end, then start, then key). A
+    /// tasks in the order they will close (end, then key, then start). A
     /// closed window is no longer listed. Refused for an unknown stage, a
     /// stage that is not a windowed aggregation, and when `A` is not its
     /// aggregate type.
