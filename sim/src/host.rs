@@ -185,6 +185,12 @@ impl TaskHost {
         self.fetched.next_offset = end.next_offset;
         self.fetched.log_end = end.high_watermark;
         self.task.handle_fetched(tp, &mut self.fetched);
+        if self.task.is_synchronised() {
+            // G9 waits for what a read_committed consumer could fetch: up to
+            // the last stable offset, not records of open transactions.
+            let visible = cluster.log_at(self.logs[index]).last_stable_offset();
+            self.task.handle_visible_end(tp, visible);
+        }
         self.positions[index].1 = end.next_offset;
         self.log_ends[index] = end.high_watermark;
         Ok(count)

@@ -204,11 +204,11 @@ where
     }
 
     /// G9: the join's task delivers its stream and table records in
-    /// timestamp order, waiting up to `max_idle` for a source with nothing
-    /// fetched (Kafka Streams' `max.task.idle.ms`), so that a stream record
-    /// is joined with the table as of its timestamp: with every table
-    /// update of a lower timestamp, and none of a higher one, that the
-    /// task could fetch in time. See
+    /// timestamp order, waiting for records known to be in a source's log
+    /// and up to `max_idle` for a caught-up source to get more (Kafka
+    /// Streams' `max.task.idle.ms`), so that a stream record is joined with
+    /// the table as of its timestamp: with every table update of a lower
+    /// timestamp that reached the table in time, and none of a higher one. See
     /// [`StageBuilder::synchronise_by_timestamp`](crate::stage::StageBuilder::synchronise_by_timestamp).
     pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
         self.timestamp_sync = Some(max_idle);

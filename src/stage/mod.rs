@@ -642,14 +642,15 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
 
     /// G9's opt-in, Kafka Streams' `max.task.idle.ms`: each task delivers,
     /// among its sources' deliverable heads, the one with the lowest record
-    /// timestamp (ties by topic and partition), and while a source has
-    /// nothing fetched and its log reaches past what the task consumed, it
-    /// waits for that source, up to `max_idle` of wall-clock time, before it
-    /// delivers the others. The gate's causal holds come first (G2): a held
-    /// head neither goes nor makes the others wait. Ticks are not held back.
-    /// A join over a table and a stream so declared sees the table as of
-    /// each stream record's timestamp. `Duration::ZERO` orders by timestamp
-    /// what was fetched and never waits.
+    /// timestamp (ties by topic and partition). While a source has nothing
+    /// fetched and its log has records to fetch, the task waits for them;
+    /// while a source is caught up and empty, it waits up to `max_idle` of
+    /// wall-clock time for more before it delivers the others. The gate's
+    /// causal holds come first (G2): a held head neither goes nor makes the
+    /// others wait. Ticks are not held back. A join over a table and a
+    /// stream so declared sees the table as of each stream record's
+    /// timestamp. `Duration::ZERO` orders by timestamp and waits only for
+    /// records known to be in the log, as Kafka Streams' default does.
     ///
     /// ```
     /// use std::time::Duration;

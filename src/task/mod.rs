@@ -221,9 +221,9 @@ pub struct Task {
     metrics: TaskMetrics,
 }
 
-/// G9's wait: how long a synchronised task waits for a source, and since
-/// when each source lane has been waited for (wall clock, not transactional:
-/// an abort does not restart a wait).
+/// G9's wait: how long a synchronised task waits for a source that is
+/// caught up, and since when each such lane has been waited for (wall
+/// clock, not transactional: an abort does not restart a wait).
 struct Synchronised {
     max_idle: i64,
     waiting_since: Vec<Option<i64>>,
@@ -604,11 +604,10 @@ impl Task {
     }
 
     /// G9: the end of what a `read_committed` fetch of `tp` could return now
-    /// (Kafka's last stable offset, as a consumer's cached watermarks give
-    /// it), for a driver whose fetches do not carry a log end. A task that
-    /// delivers in timestamp order stops waiting for a source whose
-    /// position reached it. Nothing else reads it: a claim is judged on
-    /// fetched log ends only (G6).
+    /// (Kafka's last stable offset). A task that delivers in timestamp
+    /// order waits for a source until its position reaches it, and only
+    /// then, caught up, up to `max_idle` more. Nothing else reads it: a
+    /// claim is judged on fetched log ends only (G6).
     pub fn handle_visible_end(&mut self, tp: &Tp, end: u64) {
         let lane = self.consumed_lane(tp);
         self.gate.lanes[lane].visible_end = Some(end);
@@ -667,10 +666,12 @@ impl Task {
         Ok(())
     }
 
-    /// G9: whether a synchronised task waits for one of its sources: a
-    /// source lane with nothing fetched whose log reached past the lane's
-    /// position at its last fetch (or that was never fetched), for less
-    /// than the stage's `max_idle` so far. Starts and ends each lane's wait.
+    /// G9: whether a synchronised task waits for one of its sources, as
+    /// Kafka Streams' `PartitionGroup` does: for a source lane that is
+    /// behind (its log has records it has not fetched, or it was never
+    /// fetched) until they are fetched; for one that is caught up and
+    /// empty, up to the stage's `max_idle` from when it became so, for
+    /// producers to send more. Starts and ends each lane's wait.
     fn waits_for_a_source(&mut self, now: i64) -> bool {
         let Some(sync) = &self.sync else {
             return false;
@@ -678,10 +679,13 @@ impl Task {
         let max_idle = sync.max_idle;
         let mut waiting = false;
         for lane in 0..self.gate.lanes.len() {
+            let is_source = matches!(self.kinds[lane], LaneKind::Source(_));
+            let empty = self.gate.lanes[lane].queue.is_empty();
             let behind = self.is_behind(lane);
             let since = &mut self.sync.as_mut().expect("synchronised").waiting_since[lane];
-            if !behind {
+            if !is_source || !empty || behind {
                 *since = None;
+                waiting |= behind;
                 continue;
             }
             let since = *since.get_or_insert(now);
@@ -690,17 +694,21 @@ impl Task {
         waiting
     }
 
-    /// G9: whether source lane `lane` has nothing fetched while its log may
-    /// have more: its last fetch's log end is past its position, or it was
-    /// never fetched, and no visible end the driver gave equals its
-    /// position. A visible end behind the position is stale (a
-    /// read_committed consumer never passes the last stable offset).
+    /// G9: whether source lane `lane` has nothing fetched while its log
+    /// has records it could fetch, or may have: the visible end the driver
+    /// gave ([`Task::handle_visible_end`]) is past its position; without a
+    /// current one (none given, or one its position passed since), its last
+    /// fetch's log end is past its position, or it was never fetched.
     fn is_behind(&self, lane: usize) -> bool {
         let state = &self.gate.lanes[lane];
-        matches!(self.kinds[lane], LaneKind::Source(_))
-            && state.queue.is_empty()
-            && !(state.log_end_seq > 0 && state.fetch_position >= state.log_end)
-            && state.visible_end != Some(state.fetch_position)
+        if !matches!(self.kinds[lane], LaneKind::Source(_)) || !state.queue.is_empty() {
+            return false;
+        }
+        let visible = state.visible_end.filter(|end| *end >= state.fetch_position);
+        match visible {
+            Some(end) => state.fetch_position < end,
+            None => state.log_end_seq == 0 || state.fetch_position < state.log_end,
+        }
     }
 
     /// G9: whether the task delivers in timestamp order and `tp` is a

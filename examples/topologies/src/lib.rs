@@ -839,8 +839,8 @@ pub struct PricedOrder {
     pub due: i64,
 }
 
-/// How long the `discounted` join of the enrichment example waits for
-/// discounts it is behind on (G9).
+/// How long the `discounted` join of the enrichment example waits for a
+/// source it is caught up on to get more (G9).
 pub const DISCOUNT_IDLE_MS: u64 = 200;
 
 /// `amount` less `discount` percent, rounded down; refused for a negative
@@ -856,8 +856,9 @@ pub fn discounted(amount: i64, discount: i64) -> Result<i64, String> {
 /// Stream–table joins (J1–J4), fanned out over one table: `pricing` prices
 /// every order at its customer's discount (a left join: full price without
 /// one) and `discounted` writes the orders of customers with a discount (an
-/// inner join) in timestamp order, waiting up to [`DISCOUNT_IDLE_MS`] for
-/// discounts it is behind on (G9). Orders may claim the discount update
+/// inner join) in timestamp order, waiting for records known to be in
+/// either topic and up to [`DISCOUNT_IDLE_MS`] for one it is caught up on
+/// (G9). Orders may claim the discount update
 /// they were placed after (J3): the gate then holds them until their task
 /// has it.
 pub fn enrichment(topics: &EnrichmentTopics) -> Result<App, CompositionError> {

@@ -240,7 +240,8 @@ impl World {
             {
                 // A paused topic's records stay unfetched, but a task that
                 // delivers in timestamp order (G9) learns that the log has
-                // more, as an empty fetch tells a consumer, and waits.
+                // more, as an empty fetch tells a consumer, and waits for
+                // them until the topic is resumed.
                 if host.task.is_synchronised() && host.has_news(&self.cluster, lane) {
                     host.fetch(&self.cluster, lane, 0)?;
                 }
