@@ -24,12 +24,11 @@ mod differential;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use differential::{kafka_streams, Rng};
+use differential::{kafka_streams, pipe_windowed, Rng};
 
 use parsley::mutation::{self, Mutation};
 use parsley::window::{SessionWindows, Windowed, WindowedCodec};
-use parsley::{Parsley, Topic, Utf8, I64};
-use parsley_sim::{TestDriver, TestRecord};
+use parsley::{Topic, Utf8, I64};
 
 /// One output session: key, start, end (its last record's timestamp),
 /// total.
@@ -314,29 +313,7 @@ fn parsley_side(case: &Case, records: &[Sale]) -> (Vec<Session>, u64) {
         )
         .into(&out)
         .build();
-    let app = Parsley::named("differential").stage(stage).build().unwrap();
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(0)
-        .default_partitions(1)
-        .build()
-        .unwrap();
-    let input = driver.input(&sales).unwrap();
-    for (key, value, at) in records {
-        input
-            .pipe_record(TestRecord::new(key.clone(), *value).at(*at))
-            .unwrap();
-    }
-    let sessions = driver
-        .output(&out)
-        .unwrap()
-        .read_all()
-        .unwrap()
-        .into_iter()
-        .map(|record| {
-            let key = record.key.expect("a windowed key");
-            (key.key, key.start, key.end, record.value)
-        })
-        .collect();
+    let (driver, sessions) = pipe_windowed(stage, &sales, &out, records);
     let late = driver.metric("sum", "window-records-late-total").unwrap();
     (sessions, late)
 }

@@ -108,3 +108,43 @@ pub fn kafka_streams(program: &str, stdin: String, cases: usize) -> Vec<Vec<Stri
     );
     outputs
 }
+
+/// The Parsley side of a windowed comparison: `stage` (a windowed
+/// aggregation of `source` into `output`) alone in an application, under a
+/// one-partition `TestDriver` (one task, as the `TopologyTestDriver` has);
+/// `records` (key, value, timestamp) piped one by one; the windows written,
+/// as (key, start, end, aggregate), and the driver for further reads.
+pub fn pipe_windowed(
+    stage: parsley::Stage,
+    source: &parsley::Topic<String, i64>,
+    output: &parsley::Topic<parsley::window::Windowed<String>, i64>,
+    records: &[(String, i64, i64)],
+) -> (parsley_sim::TestDriver, Vec<(String, i64, i64, i64)>) {
+    let app = parsley::Parsley::named("differential")
+        .stage(stage)
+        .build()
+        .unwrap();
+    let driver = parsley_sim::TestDriver::builder(&app)
+        .initial_wall_clock(0)
+        .default_partitions(1)
+        .build()
+        .unwrap();
+    let input = driver.input(source).unwrap();
+    for (key, value, at) in records {
+        input
+            .pipe_record(parsley_sim::TestRecord::new(key.clone(), *value).at(*at))
+            .unwrap();
+    }
+    let windows = driver
+        .output(output)
+        .unwrap()
+        .read_all()
+        .unwrap()
+        .into_iter()
+        .map(|record| {
+            let key = record.key.expect("a windowed key");
+            (key.key, key.start, key.end, record.value)
+        })
+        .collect();
+    (driver, windows)
+}
