@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Only sources and sinks are declared; the two repartition topics, the
-//! changelogs and the revenue windows' tick topic are derived.
+//! changelogs and the revenue windows' tick topic are derived. The join
+//! delivers orders and profiles in timestamp order (G9), so an order is
+//! enriched with its customer's profile as of the order's time.
 
 use std::time::Duration;
 
@@ -20,6 +22,10 @@ use serde::{Deserialize, Serialize};
 
 /// How long after an order id's first sighting its repeats are dropped.
 pub const DEDUPE: Duration = Duration::from_secs(600);
+
+/// How long the enrichment waits for orders or profiles when it is caught
+/// up on them, for more to arrive: Kafka Streams' `max.task.idle.ms` (G9).
+pub const PROFILE_WAIT: Duration = Duration::from_secs(1);
 
 /// An order, keyed by its id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,6 +132,9 @@ pub fn app(
             due: order.value().cents
                 - order.value().cents * profile.map_or(0, |profile| profile.discount) / 100,
         })
+        // Orders reach the join two hops after their profiles: wait for
+        // them, so each order sees the profile as of its timestamp (G9).
+        .synchronise_by_timestamp(PROFILE_WAIT)
         .into(&topics.enriched)
         .build();
     let (by_product, enriched_by_product) =

@@ -1,10 +1,16 @@
 //! The pipeline under the `TestDriver`: duplicates dropped, orders
 //! enriched with the profile their customer had, revenue windows closed by
 //! `advance_wall_clock` alone.
+//!
+//! The join is synchronised by timestamp (G9): when it is caught up on
+//! orders or on profiles it waits up to `PROFILE_WAIT` of wall clock for
+//! more, and the driver's wall clock moves only when the test moves it (as
+//! Kafka Streams' `TopologyTestDriver` under `max.task.idle.ms`), so the
+//! test advances it by `PROFILE_WAIT` before it reads what the join wrote.
 
 use std::time::Duration;
 
-use parsley_shop_app::{app, Enriched, Order, Profile, Topics};
+use parsley_shop_app::{app, Enriched, Order, Profile, Topics, PROFILE_WAIT};
 use parsley_sim::{TestDriver, TestRecord};
 
 const MINUTE: i64 = 60_000;
@@ -54,6 +60,8 @@ fn duplicates_are_dropped_orders_enriched_and_each_minute_written_once_it_closes
             )
             .unwrap();
     }
+    // The join waits for more profiles before it delivers the orders.
+    driver.advance_wall_clock(PROFILE_WAIT).unwrap();
     assert_eq!(
         driver
             .output(&topics.unique_orders)
@@ -126,6 +134,8 @@ fn duplicates_are_dropped_orders_enriched_and_each_minute_written_once_it_closes
             TestRecord::new("o5", order("o5", "bob", "tea", 300)).at(START + MINUTE + 70_000),
         )
         .unwrap();
+    // The profile, then the order; the join waits for more profiles.
+    driver.advance_wall_clock(PROFILE_WAIT).unwrap();
     let last = driver
         .output(&topics.enriched)
         .unwrap()

@@ -98,8 +98,9 @@ pub(crate) struct TaskDriver {
     produced: Vec<ProducedRecord>,
     commit_request: CommitRequest,
     /// G9: when the last stable offsets of the sources waited for were
-    /// last read.
+    /// last read, and per consumed tp the position and end that read found.
     visible_ends_read: Option<Instant>,
+    visible_ends_seen: Vec<Option<(u64, u64)>>,
 }
 
 /// G9: how often a task waiting for a source reads its visible end.
@@ -512,6 +513,7 @@ impl TaskDriver {
             produced: Vec::new(),
             commit_request: CommitRequest::default(),
             visible_ends_read: None,
+            visible_ends_seen: Vec::new(),
         };
         driver
             .fetched
@@ -702,8 +704,13 @@ impl TaskDriver {
     /// source until it knows the source is caught up, and its fetches carry
     /// no log end: it reads the last stable offset of each source it waits
     /// for (at most every [`VISIBLE_END_EVERY`], so a wait costs the broker
-    /// a few ListOffsets, not one per turn). A failed read leaves the wait
-    /// to its bound (max idle).
+    /// a few ListOffsets, not one per turn). librdkafka hands over records
+    /// only, so a position stops short of the transaction markers and
+    /// aborted records before that offset: when two reads in a row find the
+    /// same end and the position unmoved, with nothing fetched between
+    /// them, what lies between is no record, and the source is caught up
+    /// at its position. A failed read leaves the source waited for until
+    /// one succeeds.
     fn read_visible_ends(&mut self) {
         if !self.task.is_synchronised()
             || self
@@ -712,20 +719,28 @@ impl TaskDriver {
         {
             return;
         }
-        let waited: Vec<Tp> = self
-            .positions
-            .iter()
-            .map(|(tp, _)| tp)
-            .filter(|tp| self.task.waits_for(tp))
-            .cloned()
+        let waited: Vec<usize> = (0..self.positions.len())
+            .filter(|lane| self.task.waits_for(&self.positions[*lane].0))
             .collect();
         if waited.is_empty() {
             return;
         }
         self.visible_ends_read = Some(Instant::now());
-        for tp in waited {
+        self.visible_ends_seen.resize(self.positions.len(), None);
+        for lane in waited {
+            let (tp, position) = self.positions[lane].clone();
             match self.probes.watermarks(&tp) {
-                Ok(marks) => self.task.handle_visible_end(&tp, marks.last_stable_offset),
+                Ok(marks) => {
+                    let end = marks.last_stable_offset;
+                    let seen = Some((position, end));
+                    let unmoved = self.visible_ends_seen[lane] == seen;
+                    self.visible_ends_seen[lane] = seen;
+                    let visible = match unmoved && end > position {
+                        true => position,
+                        false => end,
+                    };
+                    self.task.handle_visible_end(&tp, visible);
+                }
                 Err(error) => tracing::debug!(
                     task = %self.task.id(),
                     %tp,
