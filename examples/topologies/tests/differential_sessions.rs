@@ -24,7 +24,7 @@ mod differential;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use differential::{kafka_streams, pipe_windowed, Rng};
+use differential::{kafka_streams_windowed, pipe_windowed, Rng};
 
 use parsley::mutation::{self, Mutation};
 use parsley::window::{SessionWindows, Windowed, WindowedCodec};
@@ -321,37 +321,14 @@ fn parsley_side(case: &Case, records: &[Sale]) -> (Vec<Session>, u64) {
 /// Runs the cases through one Kafka Streams program (one JVM, a
 /// `TopologyTestDriver` per case); returns each case's output sessions.
 fn kafka_streams_side(cases: &[(Case, Vec<Sale>)]) -> Vec<Vec<Session>> {
-    let mut stdin = String::new();
-    for (case, records) in cases {
-        match case.retention {
-            None => stdin.push_str(&format!("{} {}\n", case.gap, case.grace)),
-            Some(retention) => {
-                stdin.push_str(&format!("{} {} {retention}\n", case.gap, case.grace))
-            }
-        }
-        for (key, value, at) in records {
-            stdin.push_str(&format!("{key} {value} {at}\n"));
-        }
-        stdin.push_str("end\n");
-    }
-    kafka_streams("sessions", stdin, cases.len())
-        .into_iter()
-        .map(|lines| {
-            lines
-                .iter()
-                .map(|line| {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    let number = |i: usize| -> i64 {
-                        fields[i]
-                            .parse()
-                            .unwrap_or_else(|_| panic!("bad Kafka Streams line {line:?}"))
-                    };
-                    assert_eq!(fields.len(), 4, "bad Kafka Streams line {line:?}");
-                    (fields[0].to_string(), number(1), number(2), number(3))
-                })
-                .collect()
-        })
-        .collect()
+    let headers = cases.iter().map(|(case, records)| {
+        let header = match case.retention {
+            None => format!("{} {}", case.gap, case.grace),
+            Some(retention) => format!("{} {} {retention}", case.gap, case.grace),
+        };
+        (header, records.as_slice())
+    });
+    kafka_streams_windowed("sessions", headers)
 }
 
 fn kafka_streams_one(case: &Case, records: &[Sale]) -> Vec<Session> {

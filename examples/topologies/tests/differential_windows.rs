@@ -17,7 +17,7 @@ mod differential;
 
 use std::time::Duration;
 
-use differential::{kafka_streams, pipe_windowed, Rng};
+use differential::{kafka_streams_windowed, pipe_windowed, Rng};
 
 use parsley::mutation::{self, Mutation};
 use parsley::window::{Emit, Windowed, WindowedCodec, Windows};
@@ -118,39 +118,15 @@ fn parsley_side(case: &Case, records: &[Sale]) -> (Vec<Window>, usize) {
 /// Runs the cases through one Kafka Streams program (one JVM, a
 /// `TopologyTestDriver` per case); returns each case's output windows.
 fn kafka_streams_side(cases: &[(Case, Vec<Sale>)]) -> Vec<Vec<Window>> {
-    let mut stdin = String::new();
-    for (case, records) in cases {
+    let headers = cases.iter().map(|(case, records)| {
         let mode = match case.emit {
             Emit::OnClose => "close",
             Emit::OnUpdate => "update",
         };
-        stdin.push_str(&format!(
-            "{} {} {} {mode}\n",
-            case.size, case.advance, case.grace
-        ));
-        for (key, value, at) in records {
-            stdin.push_str(&format!("{key} {value} {at}\n"));
-        }
-        stdin.push_str("end\n");
-    }
-    kafka_streams("windows", stdin, cases.len())
-        .into_iter()
-        .map(|lines| {
-            lines
-                .iter()
-                .map(|line| {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    let number = |i: usize| -> i64 {
-                        fields[i]
-                            .parse()
-                            .unwrap_or_else(|_| panic!("bad Kafka Streams line {line:?}"))
-                    };
-                    assert_eq!(fields.len(), 4, "bad Kafka Streams line {line:?}");
-                    (fields[0].to_string(), number(1), number(2), number(3))
-                })
-                .collect()
-        })
-        .collect()
+        let header = format!("{} {} {} {mode}", case.size, case.advance, case.grace);
+        (header, records.as_slice())
+    });
+    kafka_streams_windowed("windows", headers)
 }
 
 fn differential(case: Case) {

@@ -148,3 +148,40 @@ pub fn pipe_windowed(
         .collect();
     (driver, windows)
 }
+
+/// The Kafka Streams side of a windowed comparison: each case, a header
+/// line and its records (key, value, timestamp), through `program`; each
+/// case's output lines `key start end aggregate`, parsed.
+pub fn kafka_streams_windowed<'a>(
+    program: &str,
+    cases: impl ExactSizeIterator<Item = (String, &'a [(String, i64, i64)])>,
+) -> Vec<Vec<(String, i64, i64, i64)>> {
+    let count = cases.len();
+    let mut stdin = String::new();
+    for (header, records) in cases {
+        stdin.push_str(&header);
+        stdin.push('\n');
+        for (key, value, at) in records {
+            stdin.push_str(&format!("{key} {value} {at}\n"));
+        }
+        stdin.push_str("end\n");
+    }
+    kafka_streams(program, stdin, count)
+        .into_iter()
+        .map(|lines| {
+            lines
+                .iter()
+                .map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    assert_eq!(fields.len(), 4, "bad Kafka Streams line {line:?}");
+                    let number = |i: usize| -> i64 {
+                        fields[i]
+                            .parse()
+                            .unwrap_or_else(|_| panic!("bad Kafka Streams line {line:?}"))
+                    };
+                    (fields[0].to_string(), number(1), number(2), number(3))
+                })
+                .collect()
+        })
+        .collect()
+}
