@@ -12,6 +12,8 @@
 #                               each a header `gap_ms grace_ms [retention_ms]`, lines
 #                               `key value timestamp` and `end`; stdout is, per case,
 #                               lines `key start end value` and `end` (Sessions.java)
+#   differential/run.sh stream-joins  the same for the stream–stream joins program
+#                               (StreamJoins.java says its format)
 #
 # The build is cached under differential/kafka-streams/target/; delete that
 # folder (or touch the pom/source) to rebuild.
@@ -45,6 +47,7 @@ case "${1:-}" in
   windows) main=parsley.differential.Windows ;;
   joins) main=parsley.differential.Joins ;;
   sessions) main=parsley.differential.Sessions ;;
-  *) echo "differential/run.sh: say build, windows, joins or sessions (got ${1:-nothing})" >&2; exit 2 ;;
+  stream-joins) main=parsley.differential.StreamJoins ;;
+  *) echo "differential/run.sh: say build, windows, joins, sessions or stream-joins (got ${1:-nothing})" >&2; exit 2 ;;
 esac
 exec java -cp "$jar:$(cat "$classpath")" "$main"

@@ -169,6 +169,16 @@ pub enum CompositionError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// J5: a stream–stream join without an output topic, over one topic as
+    /// both sides, whose sides' keys have different codecs, or with a join
+    /// window of zero.
+    #[error("J5 (docs/RULES.md#j5): stream–stream join {stage:?} declares {reason}")]
+    ImpossibleStreamJoin {
+        /// The stage at fault.
+        stage: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// E1: expiring state with a time to live of zero.
     #[error("E1 (docs/RULES.md#e1): expiring fold {stage:?} declares {reason}")]
     ImpossibleExpiry {
@@ -305,6 +315,9 @@ impl AppBuilder {
                     }
                     StageProblem::Join(reason) => {
                         CompositionError::ImpossibleJoin { stage, reason }
+                    }
+                    StageProblem::StreamJoin(reason) => {
+                        CompositionError::ImpossibleStreamJoin { stage, reason }
                     }
                     StageProblem::Expiry(reason) => {
                         CompositionError::ImpossibleExpiry { stage, reason }

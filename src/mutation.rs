@@ -94,11 +94,17 @@ pub enum Mutation {
     /// record claims neither its source record nor its causes (breaks R2,
     /// G5, I5).
     RekeyDropsStamp,
+    /// A left or outer stream–stream join writes a record's unmatched
+    /// result when the record arrives with nothing to join yet, as Kafka
+    /// Streams did before 3.1, instead of once its window closes: a match
+    /// arriving later in the window yields a second, spurious result
+    /// (breaks J7, I13).
+    StreamJoinEmitsUnmatchedEarly,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 27] = [
+    pub const ALL: [Mutation; 28] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -126,6 +132,7 @@ impl Mutation {
         Mutation::ExpiryHalfTtlEarly,
         Mutation::ExpiryNeverExpires,
         Mutation::RekeyDropsStamp,
+        Mutation::StreamJoinEmitsUnmatchedEarly,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -158,6 +165,7 @@ impl Mutation {
             Mutation::ExpiryHalfTtlEarly => "expiry-half-ttl-early",
             Mutation::ExpiryNeverExpires => "expiry-never-expires",
             Mutation::RekeyDropsStamp => "rekey-drops-stamp",
+            Mutation::StreamJoinEmitsUnmatchedEarly => "stream-join-emits-unmatched-early",
         }
     }
 

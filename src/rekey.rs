@@ -118,6 +118,7 @@ where
             timer: None,
             window: None,
             join: None,
+            stream_join: None,
             expiry: None,
             rekey: Some(decl),
             timestamp_sync: None,

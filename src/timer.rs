@@ -175,6 +175,7 @@ impl TimerServiceBuilder {
                 dead_letter: self.dead_letter,
                 window: None,
                 join: None,
+                stream_join: None,
                 expiry: None,
                 rekey: None,
                 timer: Some(TimerDecl {

@@ -247,6 +247,7 @@ where
                 timer: None,
                 window: None,
                 join: None,
+                stream_join: None,
                 expiry: Some(decl),
                 rekey: None,
                 timestamp_sync: None,

@@ -27,6 +27,12 @@
 //!   count (checked at assembly, C3), so that a key's stream records and
 //!   table rows meet in one task.
 //!
+//! Stream–stream joins (J5–J7), [`Join::stream_stream`], join two streams
+//! within a time window ([`JoinWindows`]): each record is held in its key's
+//! slot until the task's stream time passes its window plus the grace, and
+//! a left or outer join writes a record that joined nothing once, when its
+//! window closes, never before. [`held_of`] lists a task's held records.
+//!
 //! A stream or table record without a key is refused with J1 or J2 (its
 //! task stops, or dead-letters it with [`JoinBuilder::dead_letter_queue`]);
 //! so is a value the topic's codec refuses, and a joiner's error or panic.
@@ -50,6 +56,13 @@
 //! ```
 
 mod logic;
+mod stream;
+mod stream_logic;
+
+pub use stream::{
+    held_of, HeldRecord, JoinWindows, StreamJoinBuilder, StreamJoinDecl, StreamJoinKind,
+    StreamStreamJoin,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -258,6 +271,7 @@ where
                 timer: None,
                 window: None,
                 join: Some(decl),
+                stream_join: None,
                 expiry: None,
                 rekey: None,
                 timestamp_sync: self.timestamp_sync,
@@ -286,5 +300,7 @@ pub fn rows_of<T: Clone + Send + Sync + 'static>(task: &crate::Task) -> Option<V
     Some(rows)
 }
 
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;

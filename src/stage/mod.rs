@@ -58,6 +58,8 @@ pub(crate) struct StageDef {
     pub window: Option<crate::window::WindowDecl>,
     /// The stream–table join's declaration, when the stage is one (J1).
     pub join: Option<crate::join::JoinDecl>,
+    /// The stream–stream join's declaration, when the stage is one (J5).
+    pub stream_join: Option<crate::join::StreamJoinDecl>,
     /// The expiring fold's declaration, when the stage is one (E1).
     pub expiry: Option<crate::expiry::ExpiryDecl>,
     /// The re-key's declaration, when the stage is one (R1).
@@ -98,6 +100,8 @@ pub(crate) enum StageProblem {
     Window(&'static str),
     /// J4: a join that cannot be, and why.
     Join(&'static str),
+    /// J5: a stream–stream join that cannot be, and why.
+    StreamJoin(&'static str),
     /// E1: expiring state that cannot be, and why.
     Expiry(&'static str),
 }
@@ -328,11 +332,12 @@ impl Stage {
 
     /// Whether a record's delivery reads every slot of its task, not only
     /// its key's: a windowed aggregation's does (W2, a record may close
-    /// other keys' windows), and an expiring fold's (E2, a record may
-    /// expire other keys). Replay such a stage's records with
+    /// other keys' windows), an expiring fold's (E2, a record may expire
+    /// other keys) and a stream–stream join's (J6, a record may close other
+    /// keys' join windows). Replay such a stage's records with
     /// [`Stage::replay_record_over_slots`].
     pub fn record_reads_every_slot(&self) -> bool {
-        self.def.window.is_some() || self.def.expiry.is_some()
+        self.def.window.is_some() || self.def.expiry.is_some() || self.def.stream_join.is_some()
     }
 
     /// Whether a tick's delivery reads every slot of its task, not only the
@@ -493,12 +498,21 @@ impl Stage {
         self.def.join.as_ref()
     }
 
+    /// The stream–stream join's declaration, when this stage is one (J5,
+    /// [`crate::join::Join::stream_stream`]).
+    pub fn stream_join(&self) -> Option<&crate::join::StreamJoinDecl> {
+        self.def.stream_join.as_ref()
+    }
+
     /// A stream–table join's output record (key and value bytes; `None`
     /// when an inner join writes nothing) for the stream record `record`
     /// read from `tp`, when its key's row is `row` (the table's value bytes;
     /// `None`: no row): the stage's own joiner, encoded with its output
     /// topic's codecs. What a checker that keeps the table by itself
-    /// compares a delivery's output with (I13).
+    /// compares a delivery's output with (I13). For a stream–stream join
+    /// (J5), `record` is a record of either side and `row` the other
+    /// side's value bytes it is joined with (`None`: its unmatched result,
+    /// J7; `None` is returned when the join writes none for that side).
     #[allow(clippy::type_complexity)]
     pub fn join_output(
         &self,
@@ -702,6 +716,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 timer: None,
                 window: None,
                 join: None,
+                stream_join: None,
                 expiry: None,
                 rekey: None,
                 timestamp_sync: self.timestamp_sync,

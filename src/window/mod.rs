@@ -521,6 +521,7 @@ where
                 timer: None,
                 window: Some(decl),
                 join: None,
+                stream_join: None,
                 expiry: None,
                 rekey: None,
                 timestamp_sync: None,

@@ -54,11 +54,14 @@ pub enum TopologyName {
     /// Re-keying (R1, R2): sales re-keyed from customer to product through
     /// a derived repartition topic, summed per product per second.
     ByProduct,
+    /// Stream–stream joins (J5–J7): orders and payments joined within a
+    /// window, an outer join and an inner one in timestamp order (G9).
+    Settlement,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 15] = [
+    pub const ALL: [TopologyName; 16] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -74,6 +77,7 @@ impl TopologyName {
         TopologyName::Enrichment,
         TopologyName::Dedupe,
         TopologyName::ByProduct,
+        TopologyName::Settlement,
     ];
 
     /// The name as written in scenario files.
@@ -94,6 +98,7 @@ impl TopologyName {
             TopologyName::Enrichment => "enrichment",
             TopologyName::Dedupe => "dedupe",
             TopologyName::ByProduct => "by-product",
+            TopologyName::Settlement => "settlement",
         }
     }
 
@@ -115,6 +120,7 @@ impl TopologyName {
             TopologyName::Enrichment => simulations::enrichment,
             TopologyName::Dedupe => simulations::dedupe,
             TopologyName::ByProduct => simulations::by_product,
+            TopologyName::Settlement => simulations::settlement,
         }
     }
 
@@ -124,7 +130,8 @@ impl TopologyName {
     /// nor, yet, the windows, whose live check needs input timestamps the
     /// live producer does not set, or the joins, whose needs tombstones,
     /// or the dedupe, whose needs repeated ids with timestamps, or the
-    /// by-product windows, for the windows' reason.
+    /// by-product windows, for the windows' reason, or the settlement
+    /// joins, whose windows need input timestamps too.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -135,6 +142,7 @@ impl TopologyName {
                 | TopologyName::Enrichment
                 | TopologyName::Dedupe
                 | TopologyName::ByProduct
+                | TopologyName::Settlement
         )
     }
 }
@@ -253,7 +261,8 @@ pub fn namespaced(
         | TopologyName::Windows
         | TopologyName::Enrichment
         | TopologyName::Dedupe
-        | TopologyName::ByProduct => return Err(ExampleError::SimulatorOnly(name)),
+        | TopologyName::ByProduct
+        | TopologyName::Settlement => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

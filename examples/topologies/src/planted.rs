@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 27] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 28] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -55,6 +55,11 @@ pub const PLANTED: [(Mutation, &str, Invariant); 27] = [
     (Mutation::ExpiryHalfTtlEarly, "dedupe", Invariant::I14),
     (Mutation::ExpiryNeverExpires, "dedupe", Invariant::I14),
     (Mutation::RekeyDropsStamp, "by-product", Invariant::I5),
+    (
+        Mutation::StreamJoinEmitsUnmatchedEarly,
+        "settlement",
+        Invariant::I13,
+    ),
 ];
 
 #[cfg(test)]

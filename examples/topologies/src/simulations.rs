@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::{
     ByProductTopics, ChainTopics, DedupeTopics, DiamondTopics, EnrichmentTopics, FanInTopics,
-    FanOutTopics, Order, PaymentsTopics, RegroupTopics, SessionTopics, TimerTopics, TopologyName,
-    WindowTopics,
+    FanOutTopics, Order, PaymentsTopics, RegroupTopics, SessionTopics, SettlementTopics,
+    TimerTopics, TopologyName, WindowTopics,
 };
 use parsley_sim::sim::{BoxError, Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 
@@ -221,6 +221,22 @@ pub fn bad_bytes(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
             )
         }),
     ))
+}
+
+/// `settlement`: orders and payments over few order ids, joined within a
+/// window (J5–J7); both sides' timestamps run up to 400 ms behind the wall
+/// clock, so that matches arrive out of order, within the grace and after
+/// it, and unmatched records close on either side.
+pub fn settlement(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = SettlementTopics::new();
+    let app = crate::settlement(&topics)?;
+    let lag = Duration::from_millis(400);
+    let amounts = |topic: &parsley::Topic<String, i64>| {
+        Input::new(topic, |draw| (Some(draw.key()), amount(draw))).event_time_lag(lag)
+    };
+    Ok(Simulation::builder(app)
+        .input(amounts(&topics.orders))
+        .input(amounts(&topics.payments)))
 }
 
 /// Every example topology by the name scenario files use

@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 15] = [
+const NAMES: [&str; 16] = [
     "balances",
     "audit-cut",
     "timers",
@@ -22,6 +22,7 @@ const NAMES: [&str; 15] = [
     "enrichment",
     "dedupe",
     "by-product",
+    "settlement",
 ];
 
 #[test]

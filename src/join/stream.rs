@@ -1,0 +1,398 @@
+//! Stream–stream joins as an operator (J5–J7): Kafka Streams'
+//! `KStream.join(KStream, …, JoinWindows)`, `leftJoin` and `outerJoin`,
+//! built into a stage so that every driver runs the same join.
+//!
+//! A stream–stream join is a stage ([`StreamJoinBuilder::build`] returns a
+//! [`Stage`]) with two sources, the left stream (source 0) and the right
+//! stream (source 1), and one output:
+//!
+//! - **The join window (J5).** A left record at `t` joins the right records
+//!   of its key whose timestamps lie in `[t - before, t + after]`; so a
+//!   right record at `t` joins the left records in `[t - after, t + before]`
+//!   ([`JoinWindows::time_difference`] sets both to one difference, as
+//!   Kafka Streams' `JoinWindows.ofTimeDifferenceAndGrace`). Each pair is
+//!   joined once, when the second of the two is delivered, if the first is
+//!   still held (J6): the result goes to the output under their key.
+//! - **Holding and closing (J6).** The task keeps a close frontier, its
+//!   stream time: the highest timestamp it delivered from either side, as
+//!   Kafka Streams' shared time tracker. A record is held, in its key's
+//!   slot, until its window closes: when the frontier passes its timestamp
+//!   plus its look-ahead (`after` for a left record, `before` for a right
+//!   one) plus the grace. A record whose window has closed is gone: a record
+//!   delivered later does not join it.
+//! - **Unmatched records (J7).** [`StreamStreamJoin::left`] writes a left
+//!   record that joined nothing with `None` for its right side, and
+//!   [`StreamStreamJoin::outer`] either side's so, once, when its window
+//!   closes, never before, so that a match arriving within the window and
+//!   grace is joined instead (Kafka Streams since 3.1). The records a
+//!   delivery closes are written first, in the order (timestamp, right
+//!   before left, key, arrival), then its own pairs.
+//!
+//! The held records are state: written to the stage's changelog in the
+//! delivery's transaction (S5), with the frontier in the tick slot, so a
+//! restarted or moved task neither loses a held record nor writes an
+//! unmatched result twice (X1). Co-partitioning is J4's: both sides must
+//! have the same key codec (checked at build) and partition count (checked
+//! at assembly, C3).
+//!
+//! A record without a key, without a value (a tombstone) or with a negative
+//! timestamp is refused with J5 (its task stops, or dead-letters it with
+//! [`StreamJoinBuilder::dead_letter_queue`]); so is a value its topic's
+//! codec refuses, and a joiner's error or panic.
+//!
+//! ```
+//! use std::time::Duration;
+//! use parsley::join::{Join, JoinWindows, StreamJoinKind};
+//! use parsley::{Parsley, Topic, Utf8, I64};
+//!
+//! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
+//! let payments = Topic::<String, i64>::with_codecs("payments", Utf8, I64);
+//! let settled = Topic::<String, i64>::with_codecs("settlements", Utf8, I64);
+//! // Each order with the payments made within a minute of it; an order
+//! // paid for by none is written once its minute (and 10 s of grace) is over.
+//! let window = JoinWindows::time_difference(Duration::from_secs(60)).grace(Duration::from_secs(10));
+//! let settle = Join::stream_stream("settle", &orders, &payments, window)
+//!     .left(|_order_id, amount, paid: Option<&i64>| amount - paid.copied().unwrap_or(0))
+//!     .into(&settled)
+//!     .build();
+//! let app = Parsley::named("shop").stage(settle).build()?;
+//! let declared = app.stage("settle").unwrap().stage.stream_join().unwrap();
+//! assert_eq!(declared.kind, StreamJoinKind::Left);
+//! assert_eq!(declared.after, Duration::from_secs(60));
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::stage::logic::Fallible;
+use crate::stage::{Stage, StageDef, StageProblem};
+use crate::topic::{Topic, TopicRef};
+use crate::tp::TopicName;
+
+use super::stream_logic::{StreamJoinLogic, StreamJoinerFn};
+use super::Join;
+
+/// A stream–stream join's window (J5) and grace (J6): how far apart in
+/// time a left and a right record of one key may be to join, and how long
+/// after that a record is still held for a late match. Kafka Streams'
+/// `JoinWindows`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinWindows {
+    before: Duration,
+    after: Duration,
+    grace: Duration,
+}
+
+impl JoinWindows {
+    /// Left and right records at most `difference` apart join: Kafka
+    /// Streams' `JoinWindows.ofTimeDifferenceWithNoGrace(difference)`.
+    pub fn time_difference(difference: Duration) -> JoinWindows {
+        JoinWindows {
+            before: difference,
+            after: difference,
+            grace: Duration::ZERO,
+        }
+    }
+
+    /// How far before a left record a right record may be to join it
+    /// (Kafka Streams' `JoinWindows.before`).
+    pub fn before(mut self, before: Duration) -> JoinWindows {
+        self.before = before;
+        self
+    }
+
+    /// How far after a left record a right record may be to join it
+    /// (Kafka Streams' `JoinWindows.after`).
+    pub fn after(mut self, after: Duration) -> JoinWindows {
+        self.after = after;
+        self
+    }
+
+    /// How long after its window a record is still held for a match that
+    /// arrives out of order (J6). Default zero.
+    pub fn grace(mut self, grace: Duration) -> JoinWindows {
+        self.grace = grace;
+        self
+    }
+}
+
+/// Inner, left or outer (J7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamJoinKind {
+    /// Only pairs are written (`KStream.join`).
+    Inner,
+    /// Pairs, and each left record that joined nothing (`KStream.leftJoin`).
+    Left,
+    /// Pairs, and each record of either side that joined nothing
+    /// (`KStream.outerJoin`).
+    Outer,
+}
+
+/// A stream–stream join's declaration, as [`Stage::stream_join`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamJoinDecl {
+    /// The left stream (source 0 of the stage).
+    pub left: TopicName,
+    /// The right stream (source 1).
+    pub right: TopicName,
+    /// The output topic, once declared.
+    pub output: Option<TopicName>,
+    /// Inner, left or outer.
+    pub kind: StreamJoinKind,
+    /// How far before a left record its right records may be.
+    pub before: Duration,
+    /// How far after a left record its right records may be.
+    pub after: Duration,
+    /// How long after its window a record is held (J6).
+    pub grace: Duration,
+}
+
+impl Join {
+    /// A stream–stream join, a stage named `name` (unique in its
+    /// application, C1; it also names the stage's changelog): each record
+    /// of `left` joined with the records of its key in `right` within
+    /// `windows` (J5–J7). Choose the join with [`StreamStreamJoin::inner`],
+    /// [`StreamStreamJoin::left`] or [`StreamStreamJoin::outer`].
+    pub fn stream_stream<K, L, R>(
+        name: impl Into<String>,
+        left: &Topic<K, L>,
+        right: &Topic<K, R>,
+        windows: JoinWindows,
+    ) -> StreamStreamJoin<K, L, R>
+    where
+        K: Clone + Send + Sync + 'static,
+        L: Send + Sync + 'static,
+        R: Send + Sync + 'static,
+    {
+        StreamStreamJoin {
+            name: name.into(),
+            left: left.clone(),
+            right: right.clone(),
+            windows,
+        }
+    }
+}
+
+/// A stream–stream join being declared: its sources and window, before the
+/// joiner.
+pub struct StreamStreamJoin<K, L, R> {
+    name: String,
+    left: Topic<K, L>,
+    right: Topic<K, R>,
+    windows: JoinWindows,
+}
+
+impl<K, L, R> StreamStreamJoin<K, L, R>
+where
+    K: Clone + Send + Sync + 'static,
+    L: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+{
+    /// An inner join: each pair is joined by `joiner` (which may return `O`
+    /// or `Result<O, E>`; an error or a panic refuses the record, X5);
+    /// records that join nothing write nothing.
+    pub fn inner<O, F>(
+        self,
+        joiner: impl Fn(&K, &L, &R) -> F + Send + Sync + 'static,
+    ) -> StreamJoinBuilder<K, L, R, O>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        let joiner: StreamJoinerFn<K, L, R, O> =
+            Arc::new(move |key, left, right| match (left, right) {
+                (Some(left), Some(right)) => Some(joiner(key, left, right).into_result()),
+                _ => None,
+            });
+        self.with(StreamJoinKind::Inner, joiner)
+    }
+
+    /// A left join: each pair is joined by `joiner`, and each left record
+    /// that joined nothing with `None`, once its window has closed (J7).
+    pub fn left<O, F>(
+        self,
+        joiner: impl Fn(&K, &L, Option<&R>) -> F + Send + Sync + 'static,
+    ) -> StreamJoinBuilder<K, L, R, O>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        let joiner: StreamJoinerFn<K, L, R, O> = Arc::new(move |key, left, right| {
+            left.map(|left| joiner(key, left, right).into_result())
+        });
+        self.with(StreamJoinKind::Left, joiner)
+    }
+
+    /// An outer join: each pair is joined by `joiner`, and each record of
+    /// either side that joined nothing with `None` for the other, once its
+    /// window has closed (J7).
+    pub fn outer<O, F>(
+        self,
+        joiner: impl Fn(&K, Option<&L>, Option<&R>) -> F + Send + Sync + 'static,
+    ) -> StreamJoinBuilder<K, L, R, O>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        let joiner: StreamJoinerFn<K, L, R, O> =
+            Arc::new(move |key, left, right| Some(joiner(key, left, right).into_result()));
+        self.with(StreamJoinKind::Outer, joiner)
+    }
+
+    fn with<O>(
+        self,
+        kind: StreamJoinKind,
+        joiner: StreamJoinerFn<K, L, R, O>,
+    ) -> StreamJoinBuilder<K, L, R, O> {
+        StreamJoinBuilder {
+            name: self.name,
+            left: self.left,
+            right: self.right,
+            windows: self.windows,
+            kind,
+            joiner,
+            output: None,
+            dead_letter: false,
+            timestamp_sync: None,
+        }
+    }
+}
+
+/// A stream–stream join with its joiner; see [`Join::stream_stream`] and
+/// docs/RULES.md#j5.
+pub struct StreamJoinBuilder<K, L, R, O> {
+    name: String,
+    left: Topic<K, L>,
+    right: Topic<K, R>,
+    windows: JoinWindows,
+    kind: StreamJoinKind,
+    joiner: StreamJoinerFn<K, L, R, O>,
+    output: Option<Topic<K, O>>,
+    dead_letter: bool,
+    timestamp_sync: Option<Duration>,
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl<K, L, R, O> StreamJoinBuilder<K, L, R, O>
+where
+    K: Clone + Send + Sync + 'static,
+    L: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+    O: 'static,
+{
+    /// The topic the join's results are written to (required).
+    pub fn into(mut self, output: &Topic<K, O>) -> Self {
+        self.output = Some(output.clone());
+        self
+    }
+
+    /// X5's opt-in: refused records (no key, no value, a negative
+    /// timestamp, a value the codec refuses, a failing joiner) go to
+    /// `<application.id>-<name>-dlq` instead of stopping the task.
+    pub fn dead_letter_queue(mut self) -> Self {
+        self.dead_letter = true;
+        self
+    }
+
+    /// G9: the join's task delivers its two streams' records in timestamp
+    /// order, waiting up to `max_idle` for a caught-up side to get more
+    /// (Kafka Streams' `max.task.idle.ms`), so that the frontier passes a
+    /// record's window only once the other side has caught up with it. See
+    /// [`StageBuilder::synchronise_by_timestamp`](crate::stage::StageBuilder::synchronise_by_timestamp).
+    pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
+        self.timestamp_sync = Some(max_idle);
+        self
+    }
+
+    /// The stage. A join window of zero, one topic as both sides, sides
+    /// whose keys have different codecs and a missing output are reported
+    /// by the application's `build`, with J5.
+    pub fn build(self) -> Stage {
+        let mut problems = Vec::new();
+        if self.output.is_none() {
+            problems.push(StageProblem::StreamJoin(
+                "no output topic (declare one with `into`)",
+            ));
+        }
+        if self.windows.before.is_zero() && self.windows.after.is_zero() {
+            problems.push(StageProblem::StreamJoin(
+                "a join window of zero (records would join only at the same millisecond; declare a time difference of at least 1 ms)",
+            ));
+        }
+        if self.left.name() == self.right.name() {
+            problems.push(StageProblem::StreamJoin(
+                "one topic as both its left and its right stream",
+            ));
+        }
+        if !self.left.same_key_codec(&self.right) {
+            problems.push(StageProblem::StreamJoin(
+                "a left and a right stream whose keys have different codecs (a key's bytes must be the same on both to meet)",
+            ));
+        }
+        let decl = StreamJoinDecl {
+            left: self.left.name().clone(),
+            right: self.right.name().clone(),
+            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            kind: self.kind,
+            before: self.windows.before,
+            after: self.windows.after,
+            grace: self.windows.grace,
+        };
+        let sources = vec![TopicRef::from(&self.left), TopicRef::from(&self.right)];
+        let sinks = self.output.iter().map(TopicRef::from).collect();
+        let logic = StreamJoinLogic {
+            left: self.left,
+            right: self.right,
+            output: self.output,
+            kind: self.kind,
+            before: millis(self.windows.before),
+            after: millis(self.windows.after),
+            grace: millis(self.windows.grace),
+            joiner: self.joiner,
+        };
+        Stage {
+            def: Arc::new(StageDef {
+                name: self.name,
+                sources,
+                sinks,
+                ticks: None,
+                stateful: true,
+                dead_letter: self.dead_letter,
+                timer: None,
+                window: None,
+                join: None,
+                stream_join: Some(decl),
+                expiry: None,
+                rekey: None,
+                timestamp_sync: self.timestamp_sync,
+                logic: Arc::new(logic),
+                problems,
+            }),
+        }
+    }
+}
+
+/// The records a stream–stream join's task holds (J6): by timestamp, then
+/// key, then arrival. `None` when the task is
+/// not a stream–stream join's. A driver's view for tests; the open
+/// transaction's changes are included.
+pub fn held_of(task: &crate::Task) -> Option<Vec<HeldRecord>> {
+    super::stream_logic::held_of(task)
+}
+
+/// A record a stream–stream join holds, as [`held_of`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldRecord {
+    /// The key's bytes, in the streams' key codec.
+    pub key: bytes::Bytes,
+    /// Whether it came from the left stream.
+    pub left: bool,
+    /// Its timestamp.
+    pub timestamp: i64,
+    /// Whether it has joined a record of the other side.
+    pub matched: bool,
+}
