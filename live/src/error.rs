@@ -247,6 +247,10 @@ pub enum LiveError {
         /// The producer's transactional id: the task's
         /// `<app>-<stage>-<partition>`.
         transactional_id: String,
+        /// The topics the open transaction wrote to, in the order first
+        /// written: one of them is the topic a missing `Write` ACL names
+        /// (the broker does not say which).
+        written: Vec<String>,
         /// The call that failed.
         op: TxnOp,
         /// What the driver should do about it.
@@ -423,9 +427,220 @@ pub enum LiveError {
         /// How long it was waited for.
         deadline: Duration,
     },
+
+    /// The instance's group membership (the group and topic
+    /// `<app>.instances`) was refused by the cluster's authorizer.
+    #[error("group membership of `{group}` failed: {source}")]
+    GroupMembership {
+        /// The instances' group, which is also its topic.
+        group: String,
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+
+    /// The client properties (`--command-config`, `-X`, `PARSLEY_CLIENT_*`)
+    /// could not be read, or librdkafka refused one; a secret's value is
+    /// never shown.
+    #[error("client properties: {source}")]
+    Properties {
+        /// What was wrong, and where it was given.
+        #[source]
+        source: Box<crate::client::properties::PropertiesError>,
+    },
+
+    /// A bootstrap address accepted the connection, but the TLS handshake
+    /// or the SASL authentication failed ([`crate::reach::SecureFailure`]).
+    #[error("cannot connect securely to the Kafka cluster at `{bootstrap}`: {failure}")]
+    Secure {
+        /// `bootstrap.servers` as configured.
+        bootstrap: String,
+        /// What failed.
+        failure: crate::reach::SecureFailure,
+    },
+}
+
+/// A kind of Kafka resource an ACL names (`kafka-acls.sh`'s `--topic`,
+/// `--group`, `--transactional-id`, `--cluster`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AclResource {
+    /// A topic.
+    Topic(String),
+    /// One of these topics, which the broker's answer does not tell apart
+    /// (a transaction that wrote to several).
+    OneOfTopics(Vec<String>),
+    /// A consumer group.
+    Group(String),
+    /// A producer's transactional id.
+    TransactionalId(String),
+    /// The cluster.
+    Cluster,
+}
+
+impl fmt::Display for AclResource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AclResource::Topic(name) => write!(f, "Topic:{name}"),
+            AclResource::OneOfTopics(names) => {
+                let names: Vec<String> = names.iter().map(|name| format!("Topic:{name}")).collect();
+                write!(f, "one of {}", names.join(", "))
+            }
+            AclResource::Group(name) => write!(f, "Group:{name}"),
+            AclResource::TransactionalId(name) => write!(f, "TransactionalId:{name}"),
+            AclResource::Cluster => f.write_str("Cluster:kafka-cluster"),
+        }
+    }
+}
+
+/// An operation an ACL allows (`kafka-acls.sh --operation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AclOperation {
+    /// Read a topic, join or commit to a group.
+    Read,
+    /// Write to a topic; use a transactional id.
+    Write,
+    /// Create a topic.
+    Create,
+    /// Describe a topic or a group (granted by Read, Write and Create too).
+    Describe,
+    /// An idempotent producer's id from the cluster.
+    IdempotentWrite,
+}
+
+impl fmt::Display for AclOperation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AclOperation::Read => "Read",
+            AclOperation::Write => "Write",
+            AclOperation::Create => "Create",
+            AclOperation::Describe => "Describe",
+            AclOperation::IdempotentWrite => "IdempotentWrite",
+        })
+    }
+}
+
+/// What the cluster's authorizer refused: the operation on the resource
+/// ([`LiveError::denied`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denied {
+    /// The resource, as the failed request named it.
+    pub resource: AclResource,
+    /// The operation the request needed.
+    pub operation: AclOperation,
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}", self.operation, self.resource)?;
+        if self.operation == AclOperation::Describe {
+            f.write_str(" (granted by Read or Write too)")?;
+        }
+        Ok(())
+    }
+}
+
+/// True for Kafka's authorization codes.
+fn is_authorization_code(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::GroupAuthorizationFailed
+            | RDKafkaErrorCode::ClusterAuthorizationFailed
+            | RDKafkaErrorCode::TransactionalIdAuthorizationFailed
+    )
 }
 
 impl LiveError {
+    /// What the cluster's authorizer refused, when this is an
+    /// authorization failure (a missing ACL): the resource and operation,
+    /// from the code Kafka answered and the call that got it.
+    pub fn denied(&self) -> Option<Denied> {
+        use AclOperation as Op;
+        use AclResource as Res;
+        let code = match self {
+            LiveError::CreateTopic {
+                source: CreateTopicFailure::Refused(code),
+                ..
+            } => *code,
+            LiveError::CreateTopic {
+                source: CreateTopicFailure::Admin(error),
+                ..
+            } => error.rdkafka_error_code()?,
+            other => other.code()?,
+        };
+        if !is_authorization_code(code) {
+            return None;
+        }
+        let by_code = |id: &str, topic: Option<&str>, topic_op: Op| match code {
+            RDKafkaErrorCode::TransactionalIdAuthorizationFailed => {
+                (Res::TransactionalId(id.to_owned()), Op::Write)
+            }
+            RDKafkaErrorCode::ClusterAuthorizationFailed => (Res::Cluster, Op::IdempotentWrite),
+            // The task's group is its transactional id without the
+            // partition (X4, X6).
+            RDKafkaErrorCode::GroupAuthorizationFailed => (
+                Res::Group(
+                    id.rsplit_once('-')
+                        .map_or(id, |(group, _)| group)
+                        .to_owned(),
+                ),
+                Op::Read,
+            ),
+            _ => (
+                Res::Topic(topic.unwrap_or("(one of the task's topics)").to_owned()),
+                topic_op,
+            ),
+        };
+        let (resource, operation) = match self {
+            LiveError::Transaction {
+                transactional_id,
+                written,
+                ..
+            } => match (code, written.as_slice()) {
+                (RDKafkaErrorCode::TopicAuthorizationFailed, [one]) => {
+                    (Res::Topic(one.clone()), Op::Write)
+                }
+                (RDKafkaErrorCode::TopicAuthorizationFailed, [_, _, ..]) => {
+                    (Res::OneOfTopics(written.clone()), Op::Write)
+                }
+                _ => by_code(transactional_id, None, Op::Write),
+            },
+            LiveError::Send { producer, tp, .. } => {
+                by_code(producer, Some(tp.topic.as_str()), Op::Write)
+            }
+            LiveError::Fetch { tp, .. } => match code {
+                RDKafkaErrorCode::GroupAuthorizationFailed => {
+                    (Res::Group("(the task's group)".into()), Op::Read)
+                }
+                _ => (Res::Topic(tp.topic.as_str().to_owned()), Op::Read),
+            },
+            LiveError::Committed { group, tps, .. } => match code {
+                RDKafkaErrorCode::GroupAuthorizationFailed => {
+                    (Res::Group(group.clone()), Op::Describe)
+                }
+                _ => (
+                    Res::Topic(tps.first().map_or("?", |tp| tp.topic.as_str()).to_owned()),
+                    Op::Describe,
+                ),
+            },
+            LiveError::Group { group, .. } => (Res::Group(group.clone()), Op::Describe),
+            LiveError::GroupMembership { group, .. } => match code {
+                RDKafkaErrorCode::TopicAuthorizationFailed => (Res::Topic(group.clone()), Op::Read),
+                _ => (Res::Group(group.clone()), Op::Read),
+            },
+            LiveError::Metadata { topic, .. } => (Res::Topic(topic.clone()), Op::Describe),
+            LiveError::Watermarks { tp, .. } => {
+                (Res::Topic(tp.topic.as_str().to_owned()), Op::Describe)
+            }
+            LiveError::CreateTopic { topic, .. } => (Res::Topic(topic.clone()), Op::Create),
+            _ => return None,
+        };
+        Some(Denied {
+            resource,
+            operation,
+        })
+    }
+
     /// The transaction error class, for errors of transactional calls and
     /// sends; `None` for everything else.
     pub fn txn_class(&self) -> Option<TxnErrorClass> {
@@ -451,6 +666,10 @@ impl LiveError {
     /// that failed fatally without being fenced. A fence is not transient:
     /// a newer owner holds the task (X4), and re-initialising would fence it.
     pub fn is_transient(&self) -> bool {
+        // A missing ACL stays missing: the task's failure policy applies.
+        if self.denied().is_some() {
+            return false;
+        }
         match self {
             LiveError::Overran { .. }
             | LiveError::Metadata { .. }
@@ -478,7 +697,8 @@ impl LiveError {
             | LiveError::Watermarks { source, .. }
             | LiveError::Fetch { source, .. }
             | LiveError::Committed { source, .. }
-            | LiveError::Group { source, .. } => source.rdkafka_error_code(),
+            | LiveError::Group { source, .. }
+            | LiveError::GroupMembership { source, .. } => source.rdkafka_error_code(),
             _ => None,
         }
     }
@@ -509,6 +729,7 @@ mod tests {
     fn transient_failures_restart_a_task_but_a_fence_does_not() {
         let transaction = |fenced: bool| LiveError::Transaction {
             transactional_id: "app-stage-0".into(),
+            written: Vec::new(),
             op: TxnOp::Commit,
             class: TxnErrorClass::Fatal,
             fenced,

@@ -16,7 +16,11 @@
 //!   [`parsley::audit`];
 //! - [`endpoints`]: an instance's `/metrics`, `/health` and `/ready`;
 //! - [`instance`]: an instance's name and state, and its tasks' states;
-//! - [`client`]: rdkafka wrapped with the in-memory model's operations.
+//! - [`client`]: rdkafka wrapped with the in-memory model's operations,
+//!   and the client properties of a secured cluster
+//!   ([`client::properties`]);
+//! - [`reach`]: whether the cluster answers, and over TLS and SASL;
+//! - [`acls`]: the ACLs an application needs, from its assembly.
 //!
 //! # How it relates to the in-memory model
 //!
@@ -48,6 +52,7 @@
 //! them as [`TxnErrorClass`] and says what a driver does with each. Every
 //! other failure is a [`LiveError`] naming what was being done and where.
 
+pub mod acls;
 pub mod cli;
 pub mod client;
 pub mod endpoints;
@@ -68,7 +73,8 @@ pub use client::{
     TxnProducer, Watermarks, BOOTSTRAP_ENV,
 };
 pub use error::{
-    is_fenced, is_fenced_code, CreateTopicFailure, JoinFailure, LiveError, TxnErrorClass, TxnOp,
+    is_fenced, is_fenced_code, AclOperation, AclResource, CreateTopicFailure, Denied, JoinFailure,
+    LiveError, TxnErrorClass, TxnOp,
 };
 pub use instance::{instance_name, InstanceState, ReportError, TaskReport, TaskState};
 pub use readback::{read_committed, ReadBack};

@@ -9,9 +9,15 @@
 //! connections but never answers (a process that is no broker, a broker
 //! frozen) fails as [`UnreachableCause::Silent`] within the deadline.
 //!
-//! The Kafka-level question is asked only over a plaintext connection: with
-//! `security.protocol` `ssl` or `sasl_ssl` the probe stops at TCP, and
-//! librdkafka's own handshake says the rest.
+//! The Kafka-level question is asked over a plaintext connection only: with
+//! `security.protocol` `ssl` or `sasl_ssl` the TCP probe stops at TCP. Then,
+//! on a secured listener (`ssl`, `sasl_plaintext`, `sasl_ssl`),
+//! [`secure_probe`] completes the TLS handshake itself (naming an untrusted
+//! or expired certificate, or one for another host) and has librdkafka
+//! authenticate and answer a Metadata request, all within the same bound,
+//! naming the SASL mechanism or the credentials the broker refused at once
+//! rather than letting librdkafka retry them for ever
+//! ([`SecureFailure`]).
 
 use std::fmt;
 use std::io::{ErrorKind, Read, Write};
@@ -132,6 +138,370 @@ impl Depth {
         match protocol.map(str::to_ascii_lowercase).as_deref() {
             Some("ssl") | Some("sasl_ssl") => Depth::Tcp,
             _ => Depth::Kafka,
+        }
+    }
+}
+
+/// Why a secured connection to the cluster failed, after a bootstrap
+/// address accepted TCP ([`secure_probe`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SecureFailure {
+    /// The TLS handshake failed.
+    Tls {
+        /// The bootstrap address.
+        address: String,
+        /// Why.
+        cause: TlsCause,
+    },
+    /// The broker does not enable the client's SASL mechanism
+    /// (`sasl.mechanism`).
+    Mechanism {
+        /// The mechanism asked for.
+        mechanism: String,
+        /// librdkafka's words, naming the broker's mechanisms.
+        detail: String,
+    },
+    /// The broker refused the credentials (`sasl.username`,
+    /// `sasl.password`): a wrong password, an unknown user, or a user
+    /// without credentials for the mechanism.
+    Credentials {
+        /// `User:<sasl.username>`, when set.
+        principal: Option<String>,
+        /// The mechanism.
+        mechanism: String,
+        /// librdkafka's words.
+        detail: String,
+    },
+    /// The handshake and authentication did not complete within the
+    /// bound.
+    NoAnswer {
+        /// The bound.
+        within: Duration,
+        /// The last thing librdkafka said, if anything.
+        detail: Option<String>,
+    },
+}
+
+impl fmt::Display for SecureFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecureFailure::Tls { address, cause } => {
+                write!(f, "{address}: the TLS handshake failed: {cause}")
+            }
+            SecureFailure::Mechanism { mechanism, detail } => write!(
+                f,
+                "SASL mechanism {mechanism} is not enabled on the broker (sasl.mechanism): {detail}"
+            ),
+            SecureFailure::Credentials {
+                principal,
+                mechanism,
+                detail,
+            } => write!(
+                f,
+                "authentication of {} with SASL {mechanism} failed: the credentials were refused \
+                 (sasl.username, sasl.password): {detail}",
+                principal.as_deref().unwrap_or("the client")
+            ),
+            SecureFailure::NoAnswer { within, detail } => {
+                write!(
+                    f,
+                    "the TLS handshake and SASL authentication did not complete within {}",
+                    Elapsed(*within)
+                )?;
+                match detail {
+                    Some(detail) => write!(f, ": {detail}"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// Why a TLS handshake failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TlsCause {
+    /// The broker's certificate is not signed by a trusted CA
+    /// (`ssl.ca.location`, `ssl.ca.pem`).
+    Untrusted(String),
+    /// The broker's certificate has expired, or is not valid yet.
+    Expired(String),
+    /// The broker's certificate is for another host name or address
+    /// (`ssl.endpoint.identification.algorithm`).
+    HostName(String),
+    /// The listener does not speak TLS.
+    NotTls(String),
+    /// Anything else: the broker wants a client certificate, a file that
+    /// cannot be read, a protocol mismatch.
+    Other(String),
+}
+
+impl fmt::Display for TlsCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsCause::Untrusted(why) => write!(
+                f,
+                "the broker's certificate is not trusted ({why}): is ssl.ca.location the CA that signed it?"
+            ),
+            TlsCause::Expired(why) => write!(f, "the broker's certificate is out of date ({why})"),
+            TlsCause::HostName(why) => write!(
+                f,
+                "the broker's certificate is for another host ({why}): connect by a name it holds, \
+                 or set ssl.endpoint.identification.algorithm=none"
+            ),
+            TlsCause::NotTls(why) => write!(
+                f,
+                "the listener does not speak TLS ({why}): is security.protocol right for this port?"
+            ),
+            TlsCause::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Completes the TLS handshake (for `ssl` and `sasl_ssl`) and an
+/// authenticated Metadata request (for every secured protocol) against
+/// the cluster `config` names, within `within`. A refusal fails at once,
+/// named; a cluster that does not finish in time fails as
+/// [`SecureFailure::NoAnswer`]. Plaintext is not probed here.
+pub fn secure_probe(
+    config: &crate::client::LiveConfig,
+    within: Duration,
+) -> Result<(), SecureFailure> {
+    let deadline = Instant::now() + within;
+    let protocol = config.security_protocol();
+    let verify = config
+        .property("enable.ssl.certificate.verification")
+        .is_none_or(|value| value != "false");
+    if matches!(protocol.as_str(), "ssl" | "sasl_ssl") && verify {
+        tls_check(config, deadline)?;
+    }
+    if protocol == "plaintext" {
+        return Ok(());
+    }
+    kafka_check(config, within, deadline)
+}
+
+/// The TLS handshake with the first bootstrap address that accepts TCP.
+fn tls_check(config: &crate::client::LiveConfig, deadline: Instant) -> Result<(), SecureFailure> {
+    use openssl::ssl::{HandshakeError, SslConnector, SslFiletype, SslMethod};
+    let other = |address: &str, why: String| SecureFailure::Tls {
+        address: address.to_owned(),
+        cause: TlsCause::Other(why),
+    };
+    for address in config.bootstrap_servers.split(',').map(str::trim) {
+        let bare = address.rsplit("://").next().unwrap_or(address);
+        let Ok(sockets) = resolve(bare) else { continue };
+        let host = match bare.rsplit_once(':') {
+            Some((host, port)) if !port.ends_with(']') => host,
+            _ => bare,
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let Some(stream) = sockets
+            .iter()
+            .find_map(|socket| TcpStream::connect_timeout(socket, left).ok())
+        else {
+            continue;
+        };
+        let _ = stream.set_read_timeout(Some(left));
+        let _ = stream.set_write_timeout(Some(left));
+        let mut builder = SslConnector::builder(SslMethod::tls_client())
+            .map_err(|error| other(address, format!("OpenSSL: {error}")))?;
+        match config.property("ssl.ca.location") {
+            Some(location) if location != "probe" => {
+                let path = std::path::Path::new(location);
+                if path.is_dir() {
+                    // A directory of hashed certificates: librdkafka's own
+                    // handshake judges it.
+                    return Ok(());
+                }
+                builder.set_ca_file(path).map_err(|error| {
+                    other(address, format!("ssl.ca.location {location}: {error}"))
+                })?;
+            }
+            _ => {}
+        }
+        if let Some(pem) = config.property("ssl.ca.pem") {
+            let certificates = openssl::x509::X509::stack_from_pem(pem.as_bytes())
+                .map_err(|error| other(address, format!("ssl.ca.pem: {error}")))?;
+            for certificate in certificates {
+                builder
+                    .cert_store_mut()
+                    .add_cert(certificate)
+                    .map_err(|error| other(address, format!("ssl.ca.pem: {error}")))?;
+            }
+        }
+        if config.property("ssl.keystore.location").is_some()
+            || config.property("ssl.key.password").is_some()
+        {
+            // A client identity this probe does not load: librdkafka's own
+            // handshake judges it.
+            return Ok(());
+        }
+        if let (Some(certificate), Some(key)) = (
+            config.property("ssl.certificate.location"),
+            config.property("ssl.key.location"),
+        ) {
+            builder
+                .set_certificate_chain_file(certificate)
+                .map_err(|error| {
+                    other(
+                        address,
+                        format!("ssl.certificate.location {certificate}: {error}"),
+                    )
+                })?;
+            builder
+                .set_private_key_file(key, SslFiletype::PEM)
+                .map_err(|error| other(address, format!("ssl.key.location {key}: {error}")))?;
+        }
+        let connector = builder.build();
+        let mut session = connector
+            .configure()
+            .map_err(|error| other(address, format!("OpenSSL: {error}")))?;
+        let check_host = config
+            .property("ssl.endpoint.identification.algorithm")
+            .is_none_or(|algorithm| algorithm.eq_ignore_ascii_case("https"));
+        session.set_verify_hostname(check_host);
+        return match session.connect(host, stream) {
+            Ok(_) => Ok(()),
+            Err(HandshakeError::Failure(failed)) => {
+                let result = failed.ssl().verify_result();
+                let why = result.error_string().to_string();
+                let cause = match result.as_raw() {
+                    0 => {
+                        let text = failed.error().to_string();
+                        if text.contains("wrong version number")
+                            || text.contains("packet length too long")
+                            || text.contains("record layer failure")
+                        {
+                            TlsCause::NotTls(text)
+                        } else {
+                            TlsCause::Other(text)
+                        }
+                    }
+                    // X509_V_ERR_CERT_NOT_YET_VALID, _HAS_EXPIRED
+                    9 | 10 => TlsCause::Expired(why),
+                    // X509_V_ERR_HOSTNAME_MISMATCH, _IP_ADDRESS_MISMATCH
+                    62 | 64 => TlsCause::HostName(why),
+                    _ => TlsCause::Untrusted(why),
+                };
+                Err(SecureFailure::Tls {
+                    address: address.to_owned(),
+                    cause,
+                })
+            }
+            Err(HandshakeError::WouldBlock(_)) => Err(SecureFailure::NoAnswer {
+                within: deadline.saturating_duration_since(Instant::now()),
+                detail: Some(format!("{address}: the TLS handshake went unanswered")),
+            }),
+            Err(HandshakeError::SetupFailure(error)) => {
+                Err(other(address, format!("OpenSSL: {error}")))
+            }
+        };
+    }
+    Ok(())
+}
+
+/// What librdkafka's error callback said: its code, if any, and its words.
+type Said = (Option<rdkafka::types::RDKafkaErrorCode>, String);
+
+/// What librdkafka's error callback said while the probe waited.
+#[derive(Clone, Default)]
+struct Heard(std::sync::Arc<std::sync::Mutex<Vec<Said>>>);
+
+impl rdkafka::ClientContext for Heard {
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, _fac: &str, _log_message: &str) {}
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        if let Ok(mut heard) = self.0.lock() {
+            heard.push((error.rdkafka_error_code(), reason.to_owned()));
+        }
+    }
+}
+
+impl rdkafka::producer::ProducerContext for Heard {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
+}
+
+/// An authenticated Metadata request through librdkafka, failing at the
+/// first TLS or SASL refusal its error callback reports.
+fn kafka_check(
+    config: &crate::client::LiveConfig,
+    within: Duration,
+    deadline: Instant,
+) -> Result<(), SecureFailure> {
+    use rdkafka::producer::{BaseProducer, Producer};
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    let heard = Heard::default();
+    let consumer: BaseProducer<Heard> = config
+        .client_config(&[("client.id", "parsley-reach".into())])
+        .create_with_context(heard.clone())
+        .map_err(|error| SecureFailure::NoAnswer {
+            within,
+            detail: Some(format!("the probe's client could not be made: {error}")),
+        })?;
+    let mechanism = config
+        .property("sasl.mechanism")
+        .or_else(|| config.property("sasl.mechanisms"))
+        .unwrap_or("GSSAPI")
+        .to_owned();
+    let mut last = None;
+    loop {
+        consumer.poll(Duration::from_millis(20));
+        for (code, reason) in heard
+            .0
+            .lock()
+            .map(|mut heard| std::mem::take(&mut *heard))
+            .unwrap_or_default()
+        {
+            if reason.contains("mechanism handshake failed")
+                || reason.contains("Unsupported SASL mechanism")
+            {
+                return Err(SecureFailure::Mechanism {
+                    mechanism,
+                    detail: reason,
+                });
+            }
+            match code {
+                Some(Code::Authentication | Code::SaslAuthenticationFailed) => {
+                    return Err(SecureFailure::Credentials {
+                        principal: config.principal(),
+                        mechanism,
+                        detail: reason,
+                    })
+                }
+                Some(Code::SSL) => {
+                    return Err(SecureFailure::Tls {
+                        address: config.bootstrap_servers.clone(),
+                        cause: if reason.contains("certificate verify failed")
+                            || reason.contains("verify broker certificate")
+                        {
+                            TlsCause::Untrusted(reason)
+                        } else {
+                            TlsCause::Other(reason)
+                        },
+                    })
+                }
+                _ => last = Some(reason),
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(SecureFailure::NoAnswer {
+                within,
+                detail: last,
+            });
+        }
+        if consumer
+            .client()
+            .fetch_metadata(None, left.min(Duration::from_millis(250)))
+            .is_ok()
+        {
+            return Ok(());
         }
     }
 }

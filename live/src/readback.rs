@@ -75,7 +75,15 @@ pub async fn read_committed(
         committed: group_offsets(client, app, assembly).await?,
         ..ReadBack::default()
     };
-    let mut consumer = client.consumer(&format!("{}-audit", app.id()), Isolation::ReadCommitted)?;
+    // librdkafka assigns partitions only to a consumer with a group id,
+    // and looks its coordinator up: the first stage's, which the
+    // application may describe (`acls`), so the audit needs no ACL of its
+    // own. It is never joined and nothing is committed under it.
+    let group = app
+        .stages()
+        .first()
+        .map_or_else(|| format!("{}-audit", app.id()), |plan| plan.group.clone());
+    let mut consumer = client.consumer(&group, Isolation::ReadCommitted)?;
     for contract in ContractProbes::probe(app) {
         let partitions = assembly.partitions_of(contract.name.as_str()).unwrap_or(0);
         for partition in 0..partitions {

@@ -363,6 +363,16 @@ struct Common {
     /// A setting for the application's factory, KEY=VALUE (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
     settings: Vec<(String, String)>,
+    /// Client properties for every client of the command (security.protocol,
+    /// sasl.*, ssl.*), as Kafka's tools take them [default:
+    /// $PARSLEY_COMMAND_CONFIG]; a Java client's sasl.jaas.config for PLAIN
+    /// or SCRAM is read as sasl.username and sasl.password.
+    #[arg(long, value_name = "FILE")]
+    command_config: Option<std::path::PathBuf>,
+    /// One librdkafka client property, KEY=VALUE (repeatable), over the
+    /// file and the PARSLEY_CLIENT_* variables (as kcat's -X).
+    #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = crate::client::properties::from_flag)]
+    properties: Vec<crate::client::properties::Property>,
 }
 
 #[derive(Args)]
@@ -389,6 +399,11 @@ struct SetupArgs {
     /// left out, existing ones are used as they are.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(i32::MAX)))]
     partitions: Option<u32>,
+    /// Create nothing: print the `kafka-acls.sh` lines that allow PRINCIPAL
+    /// (`User:NAME`, or a bare NAME) exactly what the application's commands
+    /// need, read from the application without the cluster.
+    #[arg(long, value_name = "PRINCIPAL", conflicts_with = "partitions")]
+    print_acls: Option<String>,
 }
 
 #[derive(Args)]
@@ -574,6 +589,62 @@ const EXIT_UNUSABLE: u8 = 2;
 const EXIT_FENCED: u8 = 3;
 /// No bootstrap address could be reached.
 const EXIT_UNREACHABLE: u8 = 4;
+/// The TLS handshake failed: an untrusted or expired certificate, one for
+/// another host, a listener that does not speak TLS.
+const EXIT_TLS: u8 = 5;
+/// The broker does not enable the client's SASL mechanism.
+const EXIT_MECHANISM: u8 = 6;
+/// The broker refused the client's credentials.
+const EXIT_CREDENTIALS: u8 = 7;
+/// The cluster's authorizer refused an operation: an ACL is missing.
+const EXIT_NOT_AUTHORIZED: u8 = 8;
+
+/// The principal the command's clients authenticate as, for messages
+/// about a missing ACL.
+static PRINCIPAL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The live adapter's error inside `error`, if there is one.
+fn live_error_of(error: &RuntimeError) -> Option<&LiveError> {
+    if let RuntimeError::Live(live) = error {
+        return Some(live);
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(live) = cause.downcast_ref::<LiveError>() {
+            return Some(live);
+        }
+        source = cause.source();
+    }
+    None
+}
+
+/// The exit code of a security failure (5 TLS, 6 SASL mechanism, 7
+/// credentials, 8 a missing ACL), if `error` is one.
+fn security_code(error: &RuntimeError) -> Option<u8> {
+    let live = live_error_of(error)?;
+    if let LiveError::Secure { failure, .. } = live {
+        use crate::reach::SecureFailure;
+        return Some(match failure {
+            SecureFailure::Tls { .. } => EXIT_TLS,
+            SecureFailure::Mechanism { .. } => EXIT_MECHANISM,
+            SecureFailure::Credentials { .. } => EXIT_CREDENTIALS,
+            SecureFailure::NoAnswer { .. } => EXIT_UNREACHABLE,
+        });
+    }
+    live.denied().map(|_| EXIT_NOT_AUTHORIZED)
+}
+
+/// `error` as said on stderr: with the principal, the resource and the
+/// operation when the cluster's authorizer refused it.
+fn said(error: &RuntimeError, text: String) -> String {
+    match live_error_of(error).and_then(LiveError::denied) {
+        Some(denied) => format!(
+            "{text}\nnot authorized: no ACL allows {} {denied} (`setup APP --print-acls PRINCIPAL` prints the ACLs the application needs)",
+            PRINCIPAL.get().map_or("this client's principal", String::as_str)
+        ),
+        None => text,
+    }
+}
 
 fn fail(message: impl fmt::Display) -> ExitCode {
     eprintln!("error: {message}");
@@ -581,9 +652,11 @@ fn fail(message: impl fmt::Display) -> ExitCode {
 }
 
 /// The exit code of a command that failed before it acted: 4 when the
-/// cluster is unreachable, else 2.
-fn refused_code(unreachable: bool) -> u8 {
-    if unreachable {
+/// cluster is unreachable, 5 to 8 for its security, else 2.
+fn refused_code(error: &RuntimeError) -> u8 {
+    if let Some(code) = security_code(error) {
+        code
+    } else if error.is_unreachable() {
         EXIT_UNREACHABLE
     } else {
         EXIT_UNUSABLE
@@ -591,9 +664,12 @@ fn refused_code(unreachable: bool) -> u8 {
 }
 
 /// The exit code of a command that acted and failed with `error`: 4
-/// unreachable, 2 refused before anything was done, 3 fenced, else 1.
+/// unreachable, 5 to 8 its security, 2 refused before anything was done,
+/// 3 fenced, else 1.
 fn acted_code(error: &RuntimeError) -> u8 {
-    if error.is_unreachable() {
+    if let Some(code) = security_code(error) {
+        code
+    } else if error.is_unreachable() {
         EXIT_UNREACHABLE
     } else if error.is_refusal() {
         EXIT_UNUSABLE
@@ -608,8 +684,8 @@ fn acted_code(error: &RuntimeError) -> u8 {
 /// before it acted.
 fn refuse(error: impl Into<RuntimeError>) -> ExitCode {
     let error = error.into();
-    eprintln!("error: {error}");
-    ExitCode::from(refused_code(error.is_unreachable()))
+    eprintln!("error: {}", said(&error, error.to_string()));
+    ExitCode::from(refused_code(&error))
 }
 
 /// Runs the command line over `registry`'s applications and returns the
@@ -655,8 +731,24 @@ fn client_and_app(registry: &Registry, common: &Common) -> Result<(LiveClient, L
     let app = registry
         .build(&common.app, &settings_of(common))
         .map_err(fail)?;
-    let client = LiveClient::new(LiveConfig::new(bootstrap_of(common)?)).map_err(client_error)?;
+    let client = LiveClient::new(live_config(common)?).map_err(client_error)?;
     Ok((client, app))
+}
+
+/// The cluster's configuration from the command line: `--bootstrap` (or
+/// `KAFKA_BOOTSTRAP_SERVERS`), and the client properties of
+/// `--command-config` (or `PARSLEY_COMMAND_CONFIG`), `PARSLEY_CLIENT_*` and
+/// `-X`, later ones winning ([`crate::client::properties`]).
+fn live_config(common: &Common) -> Result<LiveConfig, ExitCode> {
+    let bootstrap = bootstrap_of(common)?;
+    let found =
+        crate::client::properties::gather(common.command_config.as_deref(), &common.properties)
+            .map_err(|error| fail(format!("client properties: {error}")))?;
+    let config = LiveConfig::new(bootstrap).with_properties(found);
+    if let Some(principal) = config.principal() {
+        let _ = PRINCIPAL.set(principal);
+    }
+    Ok(config)
 }
 
 /// The application factory's settings from the command line.
@@ -681,11 +773,7 @@ fn bootstrap_of(common: &Common) -> Result<String, ExitCode> {
 /// A client that could not be made, said on stderr: exit 4 unreachable,
 /// else 2.
 fn client_error(error: LiveError) -> ExitCode {
-    eprintln!("error: {error}");
-    match error {
-        LiveError::Unreachable { .. } => ExitCode::from(EXIT_UNREACHABLE),
-        _ => ExitCode::from(EXIT_UNUSABLE),
-    }
+    refuse(error)
 }
 
 /// The client, the application and its assembly on the cluster (C3).
@@ -699,6 +787,24 @@ async fn assembled(
 }
 
 async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
+    if let Some(principal) = &args.print_acls {
+        let app = match registry.build(&args.common.app, &settings_of(&args.common)) {
+            Ok(app) => app,
+            Err(error) => return fail(error),
+        };
+        let bootstrap = args
+            .common
+            .bootstrap
+            .clone()
+            .or_else(|| std::env::var(BOOTSTRAP_ENV).ok())
+            .filter(|servers| !servers.trim().is_empty())
+            .unwrap_or_else(|| "BOOTSTRAP".into());
+        print!(
+            "{}",
+            crate::acls::print(&app.app, &crate::acls::principal(principal), &bootstrap)
+        );
+        return ExitCode::SUCCESS;
+    }
     let (client, app) = match client_and_app(registry, &args.common) {
         Ok(found) => found,
         Err(code) => return code,
@@ -766,8 +872,9 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
             membership_topic(&app_id)
         );
     }
+    let membership_failure = runtime.membership_failure();
     let runs = runtime.run_until_signal().await;
-    let (mut failed, mut fenced) = (false, false);
+    let (mut failed, mut fenced, mut denied) = (false, false, false);
     for run in runs {
         let delivered = run.metrics.records_delivered_total;
         let committed = run.metrics.transactions_committed_total;
@@ -789,11 +896,24 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
             }
             Err(error) => {
                 failed = true;
-                eprintln!("{}", error.about_task(&run.task));
+                denied |= security_code(&error) == Some(EXIT_NOT_AUTHORIZED);
+                eprintln!("{}", said(&error, error.about_task(&run.task)));
             }
         }
     }
-    if failed {
+    let stopped_by = membership_failure
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take();
+    if let Some(error) = stopped_by {
+        let error = RuntimeError::from(error);
+        failed = true;
+        denied |= security_code(&error) == Some(EXIT_NOT_AUTHORIZED);
+        eprintln!("error: {}", said(&error, error.to_string()));
+    }
+    if denied {
+        ExitCode::from(EXIT_NOT_AUTHORIZED)
+    } else if failed {
         ExitCode::from(EXIT_FAILED)
     } else if fenced {
         ExitCode::from(EXIT_FENCED)

@@ -187,7 +187,7 @@ async fn produce_client(
     let app = registry
         .build(&args.common.app, &settings_of(&args.common))
         .map_err(fail)?;
-    let mut config = LiveConfig::new(bootstrap_of(&args.common)?);
+    let mut config = live_config(&args.common)?;
     let Some(wait) = args.wait else {
         let client = LiveClient::new(config).map_err(client_error)?;
         let assembly = assemble_on(&client, &app.app).await.map_err(refuse)?;
@@ -214,7 +214,7 @@ async fn produce_client(
                 waited.as_secs_f64(),
                 wait.as_secs_f64()
             );
-            return Err(ExitCode::from(refused_code(attempt.is_unreachable())));
+            return Err(ExitCode::from(refused_code(&attempt)));
         }
         if !said {
             said = true;

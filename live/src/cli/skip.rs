@@ -39,7 +39,7 @@ pub(super) async fn skip(registry: &Registry, args: SkipArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("error: {}", error.about_task(&task));
+            eprintln!("error: {}", super::said(&error, error.about_task(&task)));
             ExitCode::from(acted_code(&error))
         }
     }

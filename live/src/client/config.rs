@@ -1,9 +1,13 @@
 //! How to reach the cluster: [`LiveConfig`], the client id every client
 //! carries, and the isolation level of a fetch.
 
+use std::fmt;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
+use rdkafka::error::KafkaError;
+
+use super::properties::{self, Origin, PropertiesError, Property};
 
 /// The environment variable the live tests read the broker address from;
 /// `scripts/kafka/broker.sh start` prints it.
@@ -19,8 +23,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Kafka's and librdkafka's default `transaction.timeout.ms`.
 pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How to reach the cluster and how long to wait for it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How to reach the cluster and how long to wait for it. Its `Debug` shows
+/// a secret property's value as `[redacted]` ([`properties::is_secret`]).
+#[derive(Clone, PartialEq, Eq)]
 pub struct LiveConfig {
     /// librdkafka's `bootstrap.servers`: `host:port` pairs, comma-separated.
     pub bootstrap_servers: String,
@@ -35,8 +40,22 @@ pub struct LiveConfig {
     /// coordinator loading or moving, a leader not elected yet).
     pub connect_timeout: Duration,
     /// Extra librdkafka properties for every client, applied last, so they
-    /// override the adapter's own settings.
-    pub properties: Vec<(String, String)>,
+    /// override the adapter's own settings: `security.protocol`, `sasl.*`,
+    /// `ssl.*` for a secured cluster ([`properties`]), each with where it
+    /// was given.
+    pub properties: Vec<Property>,
+}
+
+impl fmt::Debug for LiveConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveConfig")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("timeout", &self.timeout)
+            .field("transaction_timeout", &self.transaction_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("properties", &self.properties)
+            .finish()
+    }
 }
 
 impl LiveConfig {
@@ -53,12 +72,83 @@ impl LiveConfig {
     }
 
     /// The broker named by `KAFKA_BOOTSTRAP_SERVERS`, if it is set and not
-    /// blank.
+    /// blank, with the client properties of the environment
+    /// (`PARSLEY_COMMAND_CONFIG`'s file, then `PARSLEY_CLIENT_*`,
+    /// [`properties`]).
+    ///
+    /// # Panics
+    ///
+    /// When those properties cannot be read (the error names the file and
+    /// line or the variable, never a secret's value).
     pub fn from_env() -> Option<LiveConfig> {
-        std::env::var(BOOTSTRAP_ENV)
+        let servers = std::env::var(BOOTSTRAP_ENV)
             .ok()
-            .filter(|servers| !servers.trim().is_empty())
-            .map(LiveConfig::new)
+            .filter(|servers| !servers.trim().is_empty())?;
+        match properties::gather(None, &[]) {
+            Ok(found) => Some(LiveConfig::new(servers).with_properties(found)),
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    /// The same with `found` added to its properties (later ones win).
+    pub fn with_properties(mut self, found: impl IntoIterator<Item = Property>) -> LiveConfig {
+        self.properties.extend(found);
+        self
+    }
+
+    /// The last value given for `key`, if any.
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .rev()
+            .find(|property| property.key == key)
+            .map(|property| property.value.as_str())
+    }
+
+    /// `security.protocol`, lower-cased (`plaintext` when not set).
+    pub fn security_protocol(&self) -> String {
+        self.property("security.protocol")
+            .unwrap_or("plaintext")
+            .to_ascii_lowercase()
+    }
+
+    /// The principal this configuration authenticates as, when its
+    /// properties say: `User:<sasl.username>` for SASL PLAIN and SCRAM
+    /// (Kafka's default principal builder).
+    pub fn principal(&self) -> Option<String> {
+        let protocol = self.security_protocol();
+        if !protocol.starts_with("sasl") {
+            return None;
+        }
+        self.property("sasl.username")
+            .map(|user| format!("User:{user}"))
+    }
+
+    /// Checks every property with librdkafka (a known name, a valid
+    /// value), naming the first it refuses, where it was given and why;
+    /// a secret's value is never shown.
+    pub fn check_properties(&self) -> Result<(), PropertiesError> {
+        let mut config = ClientConfig::new();
+        for property in &self.properties {
+            config.set(&property.key, &property.value);
+            if let Err(error) = config.create_native_config() {
+                let why = match &error {
+                    KafkaError::ClientConfig(_, description, _, _) => description.clone(),
+                    other => other.to_string(),
+                };
+                let secrets = self
+                    .properties
+                    .iter()
+                    .map(|p| (p.key.as_str(), p.value.as_str()));
+                return Err(PropertiesError::Refused {
+                    key: property.key.clone(),
+                    value: properties::shown(&property.key, &property.value).to_string(),
+                    origin: property.origin.clone(),
+                    why: properties::redact(&why, secrets),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The same with another bound on every blocking call.
@@ -75,7 +165,11 @@ impl LiveConfig {
 
     /// The same with one more librdkafka property for every client.
     pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> LiveConfig {
-        self.properties.push((key.into(), value.into()));
+        self.properties.push(Property {
+            key: key.into(),
+            value: value.into(),
+            origin: Origin::Code,
+        });
         self
     }
 
@@ -103,8 +197,8 @@ impl LiveConfig {
         for (key, value) in settings {
             config.set(*key, value);
         }
-        for (key, value) in &self.properties {
-            config.set(key, value);
+        for property in &self.properties {
+            config.set(&property.key, &property.value);
         }
         config
     }

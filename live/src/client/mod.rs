@@ -40,6 +40,7 @@ mod consumer;
 mod log;
 mod offsets;
 mod producer;
+pub mod properties;
 mod util;
 
 pub use admin::{decode_assignment, Assigned, AssignmentError, GroupMember};
@@ -76,13 +77,14 @@ impl LiveClient {
     /// [`LiveConfig::connect_timeout`] is an [`LiveError::Unreachable`]
     /// naming each address and its cause ([`crate::reach`]).
     pub fn new(config: LiveConfig) -> Result<LiveClient, LiveError> {
-        let protocol = config
-            .properties
-            .iter()
-            .rev()
-            .find(|(key, _)| key == "security.protocol")
-            .map(|(_, value)| value.as_str());
-        let depth = crate::reach::Depth::for_protocol(protocol);
+        let started = std::time::Instant::now();
+        config
+            .check_properties()
+            .map_err(|source| LiveError::Properties {
+                source: Box::new(source),
+            })?;
+        let protocol = config.security_protocol();
+        let depth = crate::reach::Depth::for_protocol(Some(&protocol));
         crate::reach::probe(&config.bootstrap_servers, config.connect_timeout, depth).map_err(
             |failures| LiveError::Unreachable {
                 bootstrap: config.bootstrap_servers.clone(),
@@ -90,6 +92,11 @@ impl LiveClient {
                 failures,
             },
         )?;
+        let left = config.connect_timeout.saturating_sub(started.elapsed());
+        crate::reach::secure_probe(&config, left).map_err(|failure| LiveError::Secure {
+            bootstrap: config.bootstrap_servers.clone(),
+            failure,
+        })?;
         let admin = config
             .client_config(&[])
             .create_with_context::<_, AdminClient<LogContext>>(LogContext)

@@ -120,6 +120,17 @@ impl Probes {
         let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
             return Ok(None);
         };
+        // A topic this principal may not describe is not missing: say so
+        // (a missing ACL, LiveError::denied).
+        if let Some(error) = found.error() {
+            let code = rdkafka::types::RDKafkaErrorCode::from(error);
+            if code == rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed {
+                return Err(LiveError::Metadata {
+                    topic: topic.to_owned(),
+                    source: Box::new(rdkafka::error::KafkaError::MetadataFetch(code)),
+                });
+            }
+        }
         if found.error().is_some() || found.partitions().is_empty() {
             return Ok(None);
         }

@@ -341,6 +341,9 @@ pub struct TxnProducer {
     groups: Mutex<HashMap<String, Arc<ConsumerGroupMetadata>>>,
     /// The waiter of every record sent without a report.
     nobody: Arc<Waiter>,
+    /// The topics the open transaction wrote to: a broker that refuses to
+    /// add one of them (a missing `Write` ACL) does not say which.
+    written: Mutex<Vec<String>>,
 }
 
 impl TxnProducer {
@@ -394,6 +397,7 @@ impl TxnProducer {
             config: config.clone(),
             groups: Mutex::new(HashMap::new()),
             nobody: Arc::new(Waiter::Nobody),
+            written: Mutex::new(Vec::new()),
         })
     }
 
@@ -404,8 +408,14 @@ impl TxnProducer {
     }
 
     fn failure(&self, op: TxnOp, source: KafkaError) -> LiveError {
+        let written = self
+            .written
+            .lock()
+            .map(|written| written.clone())
+            .unwrap_or_default();
         LiveError::Transaction {
             transactional_id: self.transactional_id.clone(),
+            written,
             op,
             class: TxnErrorClass::of(&source),
             fenced: fenced(&self.inner, &source),
@@ -528,6 +538,9 @@ impl TxnProducer {
     /// Opens a transaction. Local to the producer: the broker learns of it
     /// with the first send or offsets.
     pub fn begin(&self) -> Result<(), LiveError> {
+        if let Ok(mut written) = self.written.lock() {
+            written.clear();
+        }
         self.inner
             .begin_transaction()
             .map_err(|source| self.failure(TxnOp::Begin, source))
@@ -535,7 +548,17 @@ impl TxnProducer {
 
     /// Queues a record in the open transaction without waiting for it.
     pub fn enqueue(&self, tp: &Tp, record: &RecordData) -> Result<Delivery, LiveError> {
+        self.wrote(tp);
         enqueue(&self.inner, &self.transactional_id, tp, record)
+    }
+
+    /// Notes that the open transaction writes to `tp`'s topic.
+    fn wrote(&self, tp: &Tp) {
+        if let Ok(mut written) = self.written.lock() {
+            if !written.iter().any(|topic| topic == tp.topic.as_str()) {
+                written.push(tp.topic.as_str().to_owned());
+            }
+        }
     }
 
     /// Queues a record in the open transaction with no delivery report:
@@ -543,6 +566,7 @@ impl TxnProducer {
     /// runtime sends with; nothing is allocated per record beyond
     /// librdkafka's own copy.
     pub fn enqueue_unreported(&self, tp: &Tp, record: &RecordData) -> Result<(), LiveError> {
+        self.wrote(tp);
         queue(
             &self.inner,
             &self.transactional_id,

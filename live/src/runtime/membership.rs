@@ -504,7 +504,7 @@ pub(crate) fn spawn(
     task_of_partition: Vec<TaskId>,
     tasks: Arc<TaskSet>,
     stop: Arc<AtomicBool>,
-) -> Result<JoinHandle<()>, RuntimeError> {
+) -> Result<JoinHandle<Option<LiveError>>, RuntimeError> {
     let topic = membership_topic(app);
     let session = membership.session_timeout;
     let context = MembershipContext {
@@ -536,9 +536,28 @@ pub(crate) fn spawn(
             let (mut reported, mut last_report) = (0u64, std::time::Instant::now());
             let mut answering_since: Option<std::time::Instant> = None;
             let mut last_probe = std::time::Instant::now();
+            let mut denied = None;
             while !stop.load(Ordering::Relaxed) {
                 // Rebalances run inside poll, on this thread.
                 if let Some(Err(error)) = consumer.poll(Duration::from_millis(100)) {
+                    // A missing ACL on the instances' group or topic stays
+                    // missing: the instance stops, naming it.
+                    if matches!(
+                        error.rdkafka_error_code(),
+                        Some(
+                            rdkafka::types::RDKafkaErrorCode::GroupAuthorizationFailed
+                                | rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed
+                        )
+                    ) {
+                        let error = LiveError::GroupMembership {
+                            group: topic.clone(),
+                            source: Box::new(error),
+                        };
+                        tracing::error!(app = %app, error = %error, "group membership: not authorized; stopping the instance");
+                        stop.store(true, Ordering::Relaxed);
+                        denied = Some(error);
+                        break;
+                    }
                     let text = error.to_string();
                     logged.retain(|(_, at)| at.elapsed() < Duration::from_secs(30));
                     if !logged.iter().any(|(seen, _)| *seen == text) {
@@ -603,6 +622,7 @@ pub(crate) fn spawn(
             tasks.release(&task_of_partition, deadline * 2);
             report_states(&consumer, &topic, &task_of_partition, &figures.reports_of(&owned));
             leave(consumer, &app, &topic, deadline);
+            denied
         })
         .map_err(|error| RuntimeError::Membership {
             group,

@@ -46,6 +46,7 @@ use parsley::assembly::Assembly;
 use parsley::task::{TaskConfig, TaskId};
 
 use super::client::{LiveClient, LiveConfig};
+use super::error::LiveError;
 use figures::Figures;
 use tasks::TaskSet;
 
@@ -235,7 +236,11 @@ pub struct Runtime {
     tasks: Arc<TaskSet>,
     /// The thread that keeps the instance in its group, with group
     /// membership.
-    membership: Option<std::thread::JoinHandle<()>>,
+    membership: Option<std::thread::JoinHandle<Option<LiveError>>>,
+    /// Why the group membership stopped the instance, once it did and
+    /// [`Runtime::wait`] saw it: a missing ACL on the instances' group or
+    /// topic.
+    membership_failure: Arc<Mutex<Option<LiveError>>>,
     policy: FailurePolicy,
     /// Tasks that returned, in the order they did; taken by
     /// [`Runtime::take_ended`].
@@ -347,6 +352,7 @@ impl Runtime {
             policy: config.on_failure,
             ended,
             figures,
+            membership_failure: Arc::default(),
         })
     }
 
@@ -364,6 +370,13 @@ impl Runtime {
     /// The tasks this instance runs now.
     pub fn tasks(&self) -> Vec<TaskId> {
         self.tasks.running()
+    }
+
+    /// Where [`Runtime::wait`] leaves why the group membership stopped the
+    /// instance (a missing ACL on the instances' group or topic, named);
+    /// take it before waiting, read it after.
+    pub fn membership_failure(&self) -> Arc<Mutex<Option<LiveError>>> {
+        Arc::clone(&self.membership_failure)
     }
 
     /// A handle that stops this instance, usable from another thread.
@@ -387,10 +400,17 @@ impl Runtime {
     /// included.
     pub async fn wait(self) -> Vec<TaskRun> {
         let (membership, tasks) = (self.membership, self.tasks);
+        let failure = self.membership_failure;
         let joined = tokio::task::spawn_blocking(move || {
             if let Some(membership) = membership {
-                if membership.join().is_err() {
-                    tracing::error!("the group membership thread panicked");
+                match membership.join() {
+                    Err(_) => tracing::error!("the group membership thread panicked"),
+                    Ok(Some(error)) => {
+                        *failure
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(error)
+                    }
+                    Ok(None) => {}
                 }
             }
             tasks.join_all()

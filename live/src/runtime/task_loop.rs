@@ -867,6 +867,22 @@ impl TaskDriver {
             }));
         }
         match error.txn_class() {
+            // A missing ACL stays missing: abort what is open, then stop
+            // the task (its failure policy applies).
+            Some(TxnErrorClass::Retriable | TxnErrorClass::RequiresAbort)
+                if error.denied().is_some() =>
+            {
+                tracing::error!(task = %self.task.id(), error = %error, "not authorized: aborting the transaction and stopping the task");
+                // The task stops whether or not the abort succeeds (the
+                // broker may refuse it after the refusal): a producer that
+                // cannot abort leaves the transaction to its timeout, and
+                // nothing of it is committed.
+                if let Err(abort) = self.abort() {
+                    tracing::warn!(task = %self.task.id(), "the abort after the refusal failed too; the broker aborts the transaction at its timeout");
+                    drop(abort);
+                }
+                Err(self.failed(error))
+            }
             Some(TxnErrorClass::Retriable | TxnErrorClass::RequiresAbort) => {
                 tracing::warn!(task = %self.task.id(), error = %error, "transaction aborted; rewinding to the committed positions (X3)");
                 self.abort()?;
