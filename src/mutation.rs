@@ -100,11 +100,33 @@ pub enum Mutation {
     /// arriving later in the window yields a second, spurious result
     /// (breaks J7, I13).
     StreamJoinEmitsUnmatchedEarly,
+    /// The timer service fires what is due one millisecond after a tick's
+    /// time: a timer due 1 ms after a tick fires at that tick, 1 ms early
+    /// (breaks K2, I11). Only a tick at exactly the millisecond before a
+    /// due time shows it.
+    TimerFiresOneMsEarly,
+    /// The timer service fires only what is due strictly before a tick's
+    /// time: a timer due at exactly a tick's time waits for the next tick,
+    /// one interval late (breaks K2, I11). Only a tick at exactly a due
+    /// time shows it.
+    TimerSkipsExactDue,
+    /// A task emits its tick one millisecond before its interval has
+    /// passed (breaks T3, I4). Only a tick check at exactly the millisecond
+    /// before the tick is due shows it.
+    TickOneMsEarly,
+    /// Expiring state expires one millisecond before its time to live has
+    /// passed (breaks E2, I14). Only a frontier at exactly the millisecond
+    /// before an expiry shows it.
+    ExpiryOneMsEarly,
+    /// A timer service's task started on restored state drops the timers
+    /// already due at its start, as if they had fired (breaks K2, I11): a
+    /// timer is lost when its task restarts while the timer is overdue.
+    TimerLostWhenOverdueAtStart,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 28] = [
+    pub const ALL: [Mutation; 33] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -133,6 +155,11 @@ impl Mutation {
         Mutation::ExpiryNeverExpires,
         Mutation::RekeyDropsStamp,
         Mutation::StreamJoinEmitsUnmatchedEarly,
+        Mutation::TimerFiresOneMsEarly,
+        Mutation::TimerSkipsExactDue,
+        Mutation::TickOneMsEarly,
+        Mutation::ExpiryOneMsEarly,
+        Mutation::TimerLostWhenOverdueAtStart,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -166,6 +193,11 @@ impl Mutation {
             Mutation::ExpiryNeverExpires => "expiry-never-expires",
             Mutation::RekeyDropsStamp => "rekey-drops-stamp",
             Mutation::StreamJoinEmitsUnmatchedEarly => "stream-join-emits-unmatched-early",
+            Mutation::TimerFiresOneMsEarly => "timer-fires-one-ms-early",
+            Mutation::TimerSkipsExactDue => "timer-skips-exact-due",
+            Mutation::TickOneMsEarly => "tick-one-ms-early",
+            Mutation::ExpiryOneMsEarly => "expiry-one-ms-early",
+            Mutation::TimerLostWhenOverdueAtStart => "timer-lost-when-overdue-at-start",
         }
     }
 

@@ -331,9 +331,17 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
         now: i64,
     ) -> Result<(Outcome, Vec<Option<Pending>>), DeliveryFailure> {
         // Planted bug (I11): fire what is due a resolution from now.
-        let now = match crate::mutation::active(crate::mutation::Mutation::TimerFiresEarly) {
-            true => now.saturating_add(self.resolution.as_millis() as i64),
-            false => now,
+        use crate::mutation::{active, Mutation};
+        let now = if active(Mutation::TimerFiresEarly) {
+            now.saturating_add(self.resolution.as_millis() as i64)
+        } else if active(Mutation::TimerFiresOneMsEarly) {
+            // Planted bug (I11): a timer due a millisecond after the tick.
+            now.saturating_add(1)
+        } else if active(Mutation::TimerSkipsExactDue) {
+            // Planted bug (I11): a timer due at the tick's time waits.
+            now.saturating_sub(1)
+        } else {
+            now
         };
         let mut due: Vec<(i64, Bytes, Pending)> = Vec::new();
         for (slot, pending) in slots {
@@ -446,6 +454,12 @@ impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
         Ok(outcome)
     }
 
+    fn next_deadline(&self, slots: &dyn SlotStore) -> Option<crate::task::Deadline> {
+        let slots = slots.as_any().downcast_ref::<Slots<Pending>>()?;
+        earliest_pending(slots)
+            .map(|at| crate::task::Deadline::wall_clock(at, crate::task::DeadlineKind::Timer))
+    }
+
     fn replay_record(
         &self,
         state: Option<&[u8]>,
@@ -511,10 +525,41 @@ pub fn pending_of(task: &crate::Task) -> Option<Vec<(Bytes, i64)>> {
 /// time, without listing them all (`None` when nothing is pending or the
 /// task is not a timer service's). A driver asks this often.
 pub fn next_due(task: &crate::Task) -> Option<i64> {
-    task.slots::<Pending>()?
+    earliest_pending(task.slots::<Pending>()?)
+}
+
+fn earliest_pending(slots: &Slots<Pending>) -> Option<i64> {
+    slots
         .current_slots()
         .filter_map(|(_, times)| times.first().copied())
         .min()
+}
+
+/// A planted bug's restart (`TimerLostWhenOverdueAtStart`): drops the
+/// restored timers due at or before `now` from a timer service's slots.
+pub(crate) fn forget_overdue(slots: &mut dyn SlotStore, now: i64) {
+    let Some(slots) = slots.as_any_mut().downcast_mut::<Slots<Pending>>() else {
+        return;
+    };
+    let overdue: Vec<(SlotKey, Vec<i64>)> = slots
+        .current_slots()
+        .filter(|(_, times)| times.first().is_some_and(|first| *first <= now))
+        .map(|(slot, times)| {
+            (
+                slot.clone(),
+                times.iter().copied().filter(|time| *time > now).collect(),
+            )
+        })
+        .collect();
+    for (slot, left) in overdue {
+        let encoded = PendingCodec
+            .encode(&Pending(left))
+            .expect("pending times always encode");
+        let bytes = (!encoded.is_empty()).then_some(&encoded[..]);
+        slots
+            .restore(slot, bytes)
+            .expect("pending times encoded here decode");
+    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use crate::sim::running::runner::{parse_partition, partition};
 use crate::sim::running::scenario::{Scenario, ScenarioError};
 use crate::sim::world::stats::Stats;
 use crate::sim::world::tape;
-use crate::sim::{Registry, RegistryError, RunOutcome, Simulation};
+use crate::sim::{Registry, RegistryError, RunOutcome, Simulation, TimeStrategy};
 
 #[derive(Parser)]
 #[command(
@@ -94,6 +94,11 @@ struct Common {
     /// Needs a binary built with parsley's `mutations` feature.
     #[arg(long, value_name = "NAME")]
     mutation: Option<String>,
+    /// How the clock's advances and input timestamps are drawn, over the
+    /// scenario's `clock.time`: `boundary` (aimed at pending deadlines) or
+    /// `uniform`.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_time)]
+    time: Option<TimeStrategy>,
 }
 
 #[derive(Args)]
@@ -190,12 +195,17 @@ struct Setup {
     scenario: Scenario,
     simulation: Simulation,
     mutation: Option<Mutation>,
+    /// `--time`, when given: replay lines carry it.
+    time: Option<TimeStrategy>,
 }
 
 impl Setup {
     fn load(registry: &Registry, common: &Common) -> Result<Setup, CliError> {
         let mutation = resolve_mutation(common.mutation.as_deref())?;
-        let scenario = registry.load(&common.scenario)?;
+        let mut scenario = registry.load(&common.scenario)?;
+        if let Some(time) = common.time {
+            scenario.settings.clock.time = time;
+        }
         let simulation = registry
             .simulation_with(&scenario.topology, &scenario.settings)?
             .seeds(scenario.seeds.range())
@@ -208,6 +218,7 @@ impl Setup {
             scenario,
             simulation,
             mutation,
+            time: common.time,
         })
     }
 
@@ -246,10 +257,14 @@ impl Setup {
         let program = std::env::args()
             .next()
             .unwrap_or_else(|| "parsley-sim".to_string());
-        match self.mutation {
-            Some(mutation) => format!("{program} {args} --mutation {}", mutation.name()),
-            None => format!("{program} {args}"),
+        let mut command = format!("{program} {args}");
+        if let Some(mutation) = self.mutation {
+            command.push_str(&format!(" --mutation {}", mutation.name()));
         }
+        if let Some(time) = self.time {
+            command.push_str(&format!(" --time {}", time.name()));
+        }
+        command
     }
 }
 
@@ -372,6 +387,14 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
     row(
         "seeds",
         format!("{}..{} ({count} seeds{slice})", range.start, range.end),
+    );
+    row(
+        "time",
+        match setup.scenario.settings.clock.time {
+            TimeStrategy::Boundary => "boundary-seeking (advances and timestamps aim at deadlines)",
+            TimeStrategy::Uniform => "uniform (advances drawn from clock.step_ms)",
+        }
+        .to_string(),
     );
     let hint = report::raise_hint(&setup.scenario.settings);
     print_stats(&total, "summed over seeds", count, &hint);
@@ -529,6 +552,11 @@ fn progress_bar(count: u64) -> ProgressBar {
 }
 
 /// Parses `I/N` with `1 <= I <= N`.
+fn parse_time(text: &str) -> Result<TimeStrategy, String> {
+    TimeStrategy::from_name(text)
+        .ok_or_else(|| format!("{text:?} is not a time strategy: use boundary or uniform"))
+}
+
 fn parse_partition_arg(text: &str) -> Result<(u64, u64), String> {
     parse_partition(text).ok_or_else(|| format!("expected I/N with 1 <= I <= N, got {text:?}"))
 }
@@ -732,6 +760,10 @@ fn print_stats(stats: &Stats, marks_note: &str, seeds: u64, hint: &str) {
     row("crashes", stats.crashes.to_string());
     row("fences", stats.fences.to_string());
     row("max held", stats.held_max.to_string());
+    row(
+        "clock landings on a deadline",
+        stats.boundary_landings.to_string(),
+    );
     row("a seed, on average", report::seed_size(stats, seeds));
     println!("sometimes ({marks_note}):");
     for (name, count) in stats.marks.named() {

@@ -616,11 +616,12 @@ fn null_keys_spread_over_partitions_and_are_delivered_once() {
 /// than the application's longest horizon (here a minute's windows and
 /// their grace) is told so in its summary, with the horizon and the knobs
 /// to raise; with clock steps long enough for the inputs to span it, no
-/// note.
+/// note; and with the default, boundary-seeking time, whose clock jumps to
+/// the windows' closes, the same 40 inputs span it too.
 #[test]
 fn inputs_shorter_than_a_window_are_named_in_the_summary() {
     use parsley::window::{WindowedCodec, Windows};
-    use parsley_sim::sim::{ClockConfig, StepRange};
+    use parsley_sim::sim::{ClockConfig, StepRange, TimeStrategy};
 
     let simulation = |clock: ClockConfig| {
         let views: Topic<String, i64> = Topic::with_codecs("views", Utf8, I64);
@@ -639,7 +640,11 @@ fn inputs_shorter_than_a_window_are_named_in_the_summary() {
             .build()
             .unwrap()
     };
-    let short = simulation(ClockConfig::default()).check_seeds(0..4);
+    let uniform = ClockConfig {
+        time: TimeStrategy::Uniform,
+        ..ClockConfig::default()
+    };
+    let short = simulation(uniform).check_seeds(0..4);
     assert!(short.failure.is_none(), "{:?}", short.failure);
     let note = short
         .short_inputs
@@ -652,14 +657,18 @@ fn inputs_shorter_than_a_window_are_named_in_the_summary() {
         note.contains("`inputs`, now 40") && note.contains("`step_ms`, now 1..=500 ms"),
         "{note}"
     );
+    assert!(note.contains("(`time`, now uniform"), "{note}");
     let long = simulation(ClockConfig {
         step_ms: StepRange {
             min: 5_000,
             max: 9_000,
         },
-        ..ClockConfig::default()
+        ..uniform
     })
     .check_seeds(0..4);
     assert!(long.failure.is_none(), "{:?}", long.failure);
     assert_eq!(long.short_inputs, None);
+    let aimed = simulation(ClockConfig::default()).check_seeds(0..4);
+    assert!(aimed.failure.is_none(), "{:?}", aimed.failure);
+    assert_eq!(aimed.short_inputs, None, "{:?}", aimed.stats);
 }

@@ -11,7 +11,9 @@ use parsley::mutation::{self, Mutation};
 use parsley::timer::TimerService;
 use parsley::{assemble, App, Parsley, Stage, Topic, Utf8, I64};
 use parsley_sim::audit::{audit, committed_logs};
-use parsley_sim::sim::{ClockConfig, Input, Invariant, Regressions, Simulation, StepRange};
+use parsley_sim::sim::{
+    ClockConfig, Input, Invariant, Regressions, Simulation, StepRange, TimeStrategy,
+};
 use parsley_sim::TestDriver;
 
 /// How long after a click its session's timer fires.
@@ -81,6 +83,7 @@ fn simulation(bug: Option<Mutation>) -> Simulation {
         .inputs(40)
         .keys(6)
         .clock(ClockConfig {
+            time: TimeStrategy::default(),
             step_ms: StepRange { min: 1, max: 400 },
             tick_interval_ms: 500,
             commit_interval_ms: 100,

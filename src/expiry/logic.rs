@@ -12,6 +12,7 @@ use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::stage::wide::{self, SlotChanges};
+use crate::task::{Deadline, DeadlineKind, TimeDomain};
 use crate::topic::Topic;
 use crate::tp::Tp;
 
@@ -96,6 +97,10 @@ where
         }
         if mutation::active(Mutation::ExpiryHalfTtlEarly) {
             return expires_at.saturating_sub(self.ttl / 2) <= frontier;
+        }
+        // Planted bug (I14): state gone a millisecond before its time.
+        if mutation::active(Mutation::ExpiryOneMsEarly) {
+            return expires_at.saturating_sub(1) <= frontier;
         }
         expires_at <= frontier
     }
@@ -200,7 +205,9 @@ where
         let mut others = Vec::new();
         // A planted bug (I14) expires before `next_expiry`: it looks always.
         let due = clock.next_expiry.is_some_and(|next| {
-            next <= clock.frontier || mutation::active(Mutation::ExpiryHalfTtlEarly)
+            next <= clock.frontier
+                || mutation::active(Mutation::ExpiryHalfTtlEarly)
+                || (mutation::active(Mutation::ExpiryOneMsEarly) && next - 1 <= clock.frontier)
         });
         if due {
             let mut next: Option<i64> = None;
@@ -271,6 +278,20 @@ where
     V: Send + Sync + 'static,
     S: Clone + Send + Sync + 'static,
 {
+    fn next_deadline(&self, slots: &dyn SlotStore) -> Option<Deadline> {
+        let slots = slots.as_any().downcast_ref::<Slots<ExpirySlot<S>>>()?;
+        let at = Self::clock(slots).next_expiry?;
+        let domain = match self.expire {
+            Expire::StreamTime => TimeDomain::EventTime,
+            Expire::WallClock { .. } => TimeDomain::WallClock,
+        };
+        Some(Deadline {
+            at,
+            domain,
+            kind: DeadlineKind::Expiry,
+        })
+    }
+
     fn new_slots(&self) -> Box<dyn SlotStore> {
         let codec: Arc<dyn Codec<ExpirySlot<S>>> = self.codec.clone();
         Box::new(Slots::<ExpirySlot<S>>::new(Some(codec)))

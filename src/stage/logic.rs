@@ -65,6 +65,12 @@ pub(crate) trait StageLogic: Send + Sync {
         record: &ConsumedRecord,
     ) -> Result<Outcome, DeliveryFailure>;
     fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure>;
+    /// The next time at which this logic's state changes with time alone,
+    /// read from `slots` (a timer due, a window's close, a key's expiry);
+    /// `None` for logic that time alone never changes.
+    fn next_deadline(&self, _slots: &dyn SlotStore) -> Option<crate::task::Deadline> {
+        None
+    }
     /// [`StageLogic::on_record`] with the record's slot holding `state`
     /// (encoded; `None`: unseen) and no other slot: the pure fold, without
     /// building slots.

@@ -12,6 +12,7 @@
 //! driver keeps for it.
 
 mod checkpoint;
+mod deadline;
 mod error;
 mod gate;
 mod metrics;
@@ -33,6 +34,7 @@ use crate::stamp::{Claim, Stamp};
 use crate::tp::{TopicName, Tp};
 
 pub use checkpoint::{Checkpoint, CheckpointError};
+pub use deadline::{Deadline, DeadlineKind, TimeDomain};
 pub use error::{SkipError, TaskError, TaskId};
 pub use gate::{HeadStatus, Poison};
 pub use metrics::TaskMetrics;
@@ -585,6 +587,11 @@ impl Task {
         self.phase = Phase::Running;
         self.started_at = now;
         self.last_commit_at = now;
+        // Planted bug (I11): a timer service's restored timers already due
+        // are dropped, as if they had fired before the restart.
+        if self.timer_service && mutation::active(Mutation::TimerLostWhenOverdueAtStart) {
+            crate::timer::forget_overdue(&mut *self.slots, now);
+        }
         Ok(self.roll_back())
     }
 
@@ -1309,6 +1316,12 @@ impl Task {
         }
         let (tp, interval) = self.tick.clone()?;
         let since = self.last_tick_at.unwrap_or(self.started_at);
+        // Planted bug (I4): the tick goes out a millisecond before its
+        // interval has passed.
+        let interval = match mutation::active(Mutation::TickOneMsEarly) {
+            true => interval - 1,
+            false => interval,
+        };
         if now.saturating_sub(since) < interval {
             return None;
         }
@@ -1346,6 +1359,21 @@ impl Task {
                 .unwrap_or(self.started_at)
                 .saturating_add(*interval),
         )
+    }
+
+    /// The task's next deadlines: its next tick, and its stage's own next
+    /// deadline (a timer service's earliest pending timer, a windowed
+    /// aggregation's earliest close, an expiring fold's earliest expiry),
+    /// each in the time domain that moves it. A driver that chooses time
+    /// aims at them; nothing depends on it doing so.
+    pub fn deadlines(&self) -> impl Iterator<Item = Deadline> + '_ {
+        let tick = match self.phase {
+            Phase::Running => self.next_tick_at(),
+            _ => None,
+        };
+        tick.map(|at| Deadline::wall_clock(at, DeadlineKind::Tick))
+            .into_iter()
+            .chain(self.logic.next_deadline(&*self.slots))
     }
 
     // ----- transactions -----

@@ -13,6 +13,7 @@ use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::stage::wide::{self, SlotChanges};
+use crate::task::{Deadline, DeadlineKind, TimeDomain};
 use crate::topic::{RecordPart, Topic};
 use crate::tp::Tp;
 
@@ -465,6 +466,20 @@ where
     V: Send + Sync + 'static,
     A: Clone + Send + Sync + 'static,
 {
+    fn next_deadline(&self, slots: &dyn SlotStore) -> Option<Deadline> {
+        let slots = slots.as_any().downcast_ref::<Slots<WindowSlot<A>>>()?;
+        let at = Self::clock(slots).next_close?;
+        let domain = match self.close {
+            Close::StreamTime => TimeDomain::EventTime,
+            Close::WallClock { .. } => TimeDomain::WallClock,
+        };
+        Some(Deadline {
+            at,
+            domain,
+            kind: DeadlineKind::WindowClose,
+        })
+    }
+
     fn new_slots(&self) -> Box<dyn SlotStore> {
         let codec: Arc<dyn Codec<WindowSlot<A>>> = self.codec.clone();
         Box::new(Slots::<WindowSlot<A>>::new(Some(codec)))

@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use parsley_sim::sim::{Budget, ClockConfig, FaultRates, Settings, StepRange, Workload};
+use parsley_sim::sim::{
+    Budget, ClockConfig, FaultRates, Settings, StepRange, TimeStrategy, Workload,
+};
 
 /// `scenarios/diamond.toml`, in code (a user's build has no scenario files).
 fn diamond_settings() -> Settings {
@@ -17,6 +19,7 @@ fn diamond_settings() -> Settings {
             transactional: 0.25,
         },
         clock: ClockConfig {
+            time: TimeStrategy::default(),
             step_ms: StepRange { min: 1, max: 500 },
             tick_interval_ms: 1000,
             commit_interval_ms: 100,

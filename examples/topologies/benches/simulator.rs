@@ -6,14 +6,15 @@
 //! (`-- "1000 inputs"`, `-- planted`), for profiling one row.
 //!
 //! Per scenario: seeds per second, simulated deliveries per second and steps
-//! per seed, on one thread. Then, for each planted bug, the wall time until
+//! per seed, on one thread, with the scenario's boundary-seeking time and
+//! with uniform time. Then, for each planted bug, the wall time until
 //! the first failing seed, over 20 different seed ranges: median and max.
 
 use std::time::{Duration, Instant};
 
 use parsley::mutation;
 use parsley_examples::planted::PLANTED;
-use parsley_sim::sim::{run_seed, Invariant, Scenario, Simulation};
+use parsley_sim::sim::{run_seed, Invariant, Scenario, Simulation, TimeStrategy};
 
 /// Every record the simulator moves allocates; mimalloc is far cheaper at
 /// that than the system allocator (BENCHMARKS.md).
@@ -89,6 +90,14 @@ fn main() {
     for name in registry.names() {
         if wanted(name) {
             throughput(name, &load(name));
+        }
+        // The same scenario with the clock drawn uniformly: what
+        // boundary-seeking time costs per seed.
+        let uniform = format!("{name}, uniform time");
+        if wanted(&uniform) {
+            let mut scenario = scenario(name);
+            scenario.settings.clock.time = TimeStrategy::Uniform;
+            throughput(&uniform, &simulation(&scenario));
         }
     }
     let mut big = scenario("balances");

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 28] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 33] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -59,6 +59,15 @@ pub const PLANTED: [(Mutation, &str, Invariant); 28] = [
         Mutation::StreamJoinEmitsUnmatchedEarly,
         "settlement",
         Invariant::I13,
+    ),
+    (Mutation::TimerFiresOneMsEarly, "timers", Invariant::I11),
+    (Mutation::TimerSkipsExactDue, "timers", Invariant::I11),
+    (Mutation::TickOneMsEarly, "balances", Invariant::I4),
+    (Mutation::ExpiryOneMsEarly, "dedupe", Invariant::I14),
+    (
+        Mutation::TimerLostWhenOverdueAtStart,
+        "timers",
+        Invariant::I11,
     ),
 ];
 

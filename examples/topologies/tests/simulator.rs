@@ -70,6 +70,44 @@ fn every_planted_bug_is_caught_by_its_invariant() {
     }
 }
 
+/// Boundary-seeking time: a bug that shows only when something happens at
+/// exactly a deadline or the millisecond beside it (a tick, a timer's due
+/// time, a window's close, an expiry, a restart while a timer is overdue)
+/// fails within the first 10 seeds of its shipped scenario at its default
+/// size. Under uniform time most of them take tens of seeds
+/// (BENCHMARKS.md, "Time strategies").
+#[test]
+fn boundary_bugs_are_caught_within_ten_seeds() {
+    const BOUNDARY_BUGS: [Mutation; 6] = [
+        Mutation::TimerFiresOneMsEarly,
+        Mutation::TimerSkipsExactDue,
+        Mutation::TickOneMsEarly,
+        Mutation::ExpiryOneMsEarly,
+        Mutation::WindowGraceOffByOne,
+        Mutation::TimerLostWhenOverdueAtStart,
+    ];
+    for planted in BOUNDARY_BUGS {
+        let (_, name, invariant) = PLANTED
+            .into_iter()
+            .find(|(mutation, _, _)| *mutation == planted)
+            .expect("every boundary bug has a row");
+        let simulation = shipped::planted(&shipped::scenario(name), Some(planted));
+        let start = simulation.seeds().start;
+        let caught = (start..start + 10).find(|&seed| {
+            simulation
+                .run_seed(seed)
+                .violations
+                .iter()
+                .any(|violation| violation.invariant == invariant)
+        });
+        assert!(
+            caught.is_some(),
+            "{} went unnoticed by {invariant} over the first 10 seeds of {name}",
+            planted.name()
+        );
+    }
+}
+
 /// The first of scenario `name`'s first 50 seeds that violates `invariant`
 /// with `planted` planted, and that violation.
 fn first_caught(planted: Mutation, name: &str, invariant: Invariant) -> (RunOutcome, Violation) {

@@ -128,6 +128,13 @@ impl Cluster {
         }
     }
 
+    /// When the oldest open transaction passes the timeout, if one is open
+    /// (from then on [`Cluster::expire_transactions`] aborts it).
+    pub fn next_transaction_expiry(&self) -> Option<i64> {
+        self.oldest_open_ms
+            .map(|oldest| oldest.saturating_add(self.transaction_timeout_ms))
+    }
+
     /// The broker's transaction timeout: an open transaction older than this is aborted by the coordinator.
     pub fn transaction_timeout_ms(&self) -> i64 {
         self.transaction_timeout_ms

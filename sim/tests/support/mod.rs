@@ -11,7 +11,8 @@ use parsley::mutation::Mutation;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
 use parsley_sim::driver::TraceEvent;
 use parsley_sim::sim::{
-    Budget, ClockConfig, Draw, FaultRates, Input, Settings, Simulation, StepRange, Workload,
+    Budget, ClockConfig, Draw, FaultRates, Input, Settings, Simulation, StepRange, TimeStrategy,
+    Workload,
 };
 
 /// 2023-11-14T22:13:20Z: a fixed initial wall clock.
@@ -201,6 +202,7 @@ pub fn fan_in_settings() -> Settings {
             transactional: 0.25,
         },
         clock: ClockConfig {
+            time: TimeStrategy::default(),
             step_ms: StepRange { min: 1, max: 500 },
             tick_interval_ms: 1000,
             commit_interval_ms: 100,

@@ -8,7 +8,7 @@ use crate::emission::{Step, Tick};
 use crate::header::{self, STAMP_HEADER};
 use crate::record::{Header, ProducedRecord, RecordData};
 use crate::stage::SlotKey;
-use crate::task::HeadStatus;
+use crate::task::{Deadline, DeadlineKind, HeadStatus, TimeDomain};
 use crate::tp::Tp;
 
 // ----- T3: cadence -----
@@ -43,6 +43,32 @@ fn t3_ticks_one_per_poll_never_before_the_interval() {
     assert_eq!(task.next_tick_at(), None);
     assert_eq!(task.tick_tp(), None);
     assert_eq!(task.tick(T0 + 100 * INTERVAL_MS), None);
+}
+
+/// T3: a ticking task's deadline is its next tick, on the wall clock; it
+/// moves with each tick; a task that does not tick, or has not started,
+/// has none.
+#[test]
+fn t3_the_next_tick_is_the_tasks_deadline() {
+    let f = fixture(echo(&[orders()], true));
+    assert_eq!(f.task(0).deadlines().count(), 0, "not started yet");
+    let mut task = f.started(0);
+    let tick_deadline = |at| Deadline {
+        at,
+        domain: TimeDomain::WallClock,
+        kind: DeadlineKind::Tick,
+    };
+    assert_eq!(
+        task.deadlines().collect::<Vec<_>>(),
+        [tick_deadline(T0 + INTERVAL_MS)]
+    );
+    assert!(task.tick(T0 + INTERVAL_MS + 7).is_some());
+    assert_eq!(
+        task.deadlines().collect::<Vec<_>>(),
+        [tick_deadline(T0 + 2 * INTERVAL_MS + 7)]
+    );
+    let f = fixture(echo(&[orders()], false));
+    assert_eq!(f.started(0).deadlines().count(), 0);
 }
 
 /// T3: the time of the last tick is committed, so a restart keeps the cadence

@@ -23,8 +23,10 @@ struct Asked {
     tp: Tp,
     offset: u64,
     time: i64,
-    /// A committed tick at or past its time claims it.
-    due: bool,
+    /// The time of the first committed tick (in log order) that claims it
+    /// and is at or past its time: the tick whose delivery must fire it.
+    /// `None` while it is pending.
+    due_at: Option<i64>,
 }
 
 /// By the fire: the requests asking for it, in (partition, offset) order.
@@ -35,7 +37,8 @@ impl<'a> Checker<'a> {
     /// request of its committed history (below its group's committed offset)
     /// that it accepts has exactly one committed fire once it is due (a
     /// committed tick of that history claims it and is at or past its time;
-    /// pending timers are fine), at a record timestamp not before its time,
+    /// pending timers are fine), at a record timestamp not before its time
+    /// and not after the first such tick's (the fire comes with that tick),
     /// with a stamp that claims the request and its causes; no fire lacks
     /// such a request; the fires one tick's delivery writes to a partition
     /// are in (time, key) order. The service's pure logic only reads a request's time
@@ -83,15 +86,16 @@ impl<'a> Checker<'a> {
                 let Some((fire, time)) = self.fire_asked(plan, timer, &tp, id, offset) else {
                     continue;
                 };
-                let due = ticks
+                let due_at = ticks
                     .iter()
-                    .any(|(claimed, at)| *claimed >= offset && *at >= time);
+                    .find(|(claimed, at)| *claimed >= offset && *at >= time)
+                    .map(|(_, at)| *at);
                 asked.entry(fire).or_default().push(Asked {
                     task: task.clone(),
                     tp: tp.clone(),
                     offset,
                     time,
-                    due,
+                    due_at,
                 });
             }
         }
@@ -266,6 +270,19 @@ impl<'a> Checker<'a> {
                 violation.on(at);
             }
         }
+        // The first tick that may fire it must: a later one is a late fire.
+        if let Some(due_at) = request.due_at.filter(|due_at| data.timestamp > *due_at) {
+            let message = format!(
+                "{tp}@{offset} fires {request_tp}@{request_offset} ({key}, time {time}) at tick time {}, though the committed tick at {due_at} claims the request and is at or past its time: a fire comes with the first such tick, not a later one",
+                data.timestamp
+            );
+            let violation = self
+                .violation(Invariant::I11, step, message)
+                .about(tp, offset);
+            if let Some(at) = at {
+                violation.on(at);
+            }
+        }
         let request_id = self.tps.id(request_tp);
         let mut inherited = self
             .tps
@@ -300,7 +317,11 @@ impl<'a> Checker<'a> {
     ) {
         for (wanted, requests) in asked {
             let fired = matched.get(wanted).copied().unwrap_or(0);
-            let Some(request) = requests.iter().skip(fired).find(|request| request.due) else {
+            let Some(request) = requests
+                .iter()
+                .skip(fired)
+                .find(|request| request.due_at.is_some())
+            else {
                 continue;
             };
             let key = wanted.0.as_ref().map_or("no key".to_string(), |key| {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use parsley::window::WindowShape;
 use parsley::App;
 
-use crate::sim::world::settings::Settings;
+use crate::sim::world::settings::{Settings, TimeStrategy};
 use crate::sim::world::stats::Stats;
 
 /// One stretch of time the application declares.
@@ -105,8 +105,16 @@ pub fn note(horizon: &Horizon, stats: &Stats, seeds: u64, settings: &Settings) -
     if u128::from(span_ms) >= horizon.span.as_millis() {
         return None;
     }
+    // Boundary-seeking time jumps to windows' closes and expiries, which
+    // spreads the same inputs over them.
+    let aim = match settings.clock.time {
+        TimeStrategy::Uniform => {
+            ", or let the clock aim at the application's deadlines (`time`, now uniform: set it to boundary)"
+        }
+        TimeStrategy::Boundary => "",
+    };
     Some(format!(
-        "a seed's inputs span {} of simulated time on average, less than the application's longest horizon, {horizon}: a bug that needs records on both sides of it (in two windows, after a time to live) cannot show; raise the inputs (`inputs`, now {}) or the clock's steps (`step_ms`, now {}..={} ms) until they span it",
+        "a seed's inputs span {} of simulated time on average, less than the application's longest horizon, {horizon}: a bug that needs records on both sides of it (in two windows, after a time to live) cannot show; raise the inputs (`inputs`, now {}) or the clock's steps (`step_ms`, now {}..={} ms) until they span it{aim}",
         seconds(Duration::from_millis(span_ms)),
         settings.workload.inputs,
         settings.clock.step_ms.min,
@@ -170,6 +178,11 @@ mod tests {
         assert!(note.contains("the windows of stage revenue"), "{note}");
         assert!(note.contains("`inputs`, now 100"), "{note}");
         assert!(note.contains("`step_ms`, now 1..=500 ms"), "{note}");
+        assert!(!note.contains("`time`"), "{note}");
+        let mut uniform = settings;
+        uniform.clock.time = TimeStrategy::Uniform;
+        let note = super::note(&longest, &short, 2, &uniform).expect("still short");
+        assert!(note.contains("(`time`, now uniform"), "{note}");
         let long = Stats {
             inputs_span_ms: 2 * 65_000,
             ..Stats::default()

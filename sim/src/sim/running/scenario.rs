@@ -19,7 +19,8 @@
 //! transactional = 0.2            # fraction of input batches produced in a transaction, [0, 1]
 //!
 //! [clock]                        # optional; every key has the default shown
-//! step_ms = { min = 1, max = 500 }   # how far one clock advance moves the wall clock, 1 <= min <= max
+//! time = "boundary"              # "boundary": advances and timestamps aim at pending deadlines; "uniform": drawn from step_ms only
+//! step_ms = { min = 1, max = 500 }   # how far one uniform clock advance moves the wall clock, 1 <= min <= max
 //! tick_interval_ms = 1000        # the topology's tick interval, >= 1
 //! commit_interval_ms = 100       # the commit interval, >= 1
 //! transaction_timeout_ms = 10000 # the broker aborts hanging transactions after this, >= 1
@@ -59,8 +60,8 @@ use serde::Deserialize;
 use serde_spanned::Spanned;
 
 use crate::sim::world::settings::{
-    Budget, ClockConfig, FaultRates, SeedRange, Settings, StepRange, Workload, INSTANCES_MAX,
-    PARTITIONS_MAX,
+    Budget, ClockConfig, FaultRates, SeedRange, Settings, StepRange, TimeStrategy, Workload,
+    INSTANCES_MAX, PARTITIONS_MAX,
 };
 
 /// A scenario, checked: every value is in range.
@@ -173,6 +174,7 @@ struct RawWorkload {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawClock {
+    time: Option<Spanned<String>>,
     step_ms: Option<RawStepRange>,
     tick_interval_ms: Option<Spanned<u64>>,
     commit_interval_ms: Option<Spanned<u64>>,
@@ -386,6 +388,20 @@ impl Checker<'_> {
         let clock = match raw.clock {
             None => default,
             Some(c) => ClockConfig {
+                time: match c.time {
+                    None => default.time,
+                    Some(time) => {
+                        let span = time.span();
+                        let name = time.into_inner();
+                        TimeStrategy::from_name(&name).ok_or_else(|| {
+                            self.error(
+                                span,
+                                "clock.time",
+                                format!("{name:?} is not a time strategy: use \"boundary\" or \"uniform\""),
+                            )
+                        })?
+                    }
+                },
                 step_ms: match c.step_ms {
                     None => default.step_ms,
                     Some(step) => self.range("clock.step_ms", step, 1)?,
@@ -943,6 +959,7 @@ keys = 8
 transactional = 0.2
 
 [clock]
+time = "boundary"
 step_ms = { min = 1, max = 500 }
 tick_interval_ms = 1000
 commit_interval_ms = 100
@@ -963,6 +980,18 @@ empty_fetch = 0.1
 safety_steps = 2000
 liveness_steps = 50000
 "#;
+
+    #[test]
+    fn the_clock_takes_either_time_strategy() {
+        for strategy in [TimeStrategy::Uniform, TimeStrategy::Boundary] {
+            let text = format!(
+                "topology = \"ledger\"\npartitions = 1\nseeds = {{ start = 0, count = 1 }}\n[clock]\ntime = \"{}\"\n",
+                strategy.name()
+            );
+            let scenario = parse("time", "time.toml", &text).unwrap();
+            assert_eq!(scenario.settings.clock.time, strategy);
+        }
+    }
 
     #[test]
     fn the_documented_example_parses_to_the_defaults() {
@@ -1049,6 +1078,7 @@ liveness_steps = 50000
                 "clock.transaction_timeout_ms",
             ),
             ("[clock]\nstep_ms = { min = 1 }\n", 5, "clock.step_ms.max"),
+            ("[clock]\ntime = \"random\"\n", 5, "clock.time"),
             (
                 "[clock]\nstep_ms = { min = \"1\", max = 2 }\n",
                 5,

@@ -34,6 +34,7 @@ use settings::{FaultRates, Settings};
 use stats::Stats;
 use trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 
+mod boundary;
 pub(crate) mod choice;
 pub(crate) mod input;
 pub(crate) mod plan;
@@ -129,6 +130,11 @@ pub(crate) struct World {
     /// Transaction ends whose markers are not written yet: when (wall
     /// clock) and whose (producer id), in the order they ended.
     unwritten_markers: Vec<(i64, u64)>,
+    /// Steps left of the moment after a boundary landing, when ticks,
+    /// commits, restarts and faults are drawn more often.
+    moment_steps: u32,
+    /// The buffer boundary-seeking time collects deadlines in.
+    deadline_buffer: Vec<i64>,
 }
 
 const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
@@ -194,6 +200,8 @@ impl World {
             step: 0,
             live: false,
             unwritten_markers: Vec::new(),
+            moment_steps: 0,
+            deadline_buffer: Vec::new(),
         };
         // Tasks are spread over the instances round-robin, as a static
         // assignment would.
@@ -374,19 +382,14 @@ impl World {
         self.step += 1;
         self.stats.steps += 1;
         let action = self.draw_action(choices);
+        self.moment_steps = self.moment_steps.saturating_sub(1);
         match action {
             Action::Deliver => self.deliver_one(choices),
             Action::Fetch => self.fetch_one(choices),
             Action::Produce => self.produce(choices, false),
             Action::Commit => self.commit_one(choices),
             Action::Tick => self.tick_one(choices),
-            Action::AdvanceClock => {
-                let step = choices.range_inclusive(
-                    self.settings.clock.step_ms.min,
-                    self.settings.clock.step_ms.max,
-                );
-                self.advance_clock(step as i64);
-            }
+            Action::AdvanceClock => self.advance_clock_drawn(choices),
             Action::Recover => self.recover(choices),
             Action::FaultAbort => self.fault_abort(choices, AbortCause::Fault),
             Action::FaultCommitFailure => self.fault_abort(choices, AbortCause::CommitFailed),
@@ -431,12 +434,34 @@ impl World {
                 }
             }
         }
+        // At a moment (just after a boundary landing) the moment's actions
+        // and faults are drawn more often.
+        let (action_factor, fault_factor) = match self.moment_steps {
+            0 => (1, 1),
+            _ => (
+                boundary::MOMENT_ACTION_FACTOR,
+                boundary::MOMENT_FAULT_FACTOR,
+            ),
+        };
+        if fault_factor > 1 {
+            for (action, ppm) in &mut fault_ppm {
+                if matches!(
+                    action,
+                    Action::FaultAbort
+                        | Action::FaultCommitFailure
+                        | Action::FaultCrash
+                        | Action::FaultMove
+                ) {
+                    *ppm = (*ppm * fault_factor).min(ACTION_RANGE / 16);
+                }
+            }
+        }
         let mut actions = [(Action::Deliver, 0); 8];
         actions[..5].copy_from_slice(&[
             (Action::Deliver, 40),
             (Action::Fetch, 25),
-            (Action::Commit, 10),
-            (Action::Tick, 6),
+            (Action::Commit, 10 * action_factor),
+            (Action::Tick, 6 * action_factor),
             (Action::AdvanceClock, 8),
         ]);
         let mut count = 5;
@@ -449,7 +474,7 @@ impl World {
         }
         if !self.pending_starts.is_empty() || self.instances.iter().any(|instance| !instance.alive)
         {
-            push(Action::Recover, 4);
+            push(Action::Recover, 4 * action_factor);
         }
         let actions = &actions[..count];
         let word = choices.below(ACTION_RANGE);
@@ -962,7 +987,7 @@ impl World {
         // before the epoch.
         let lag = match self.inputs[input].event_time_lag_ms {
             0 => 0,
-            max => choices.range_inclusive(0, max.min(self.now.max(0) as u64)) as i64,
+            max => self.event_time_lag(choices, partition, max),
         };
         // A tombstone only when the input asks for them: no choice is drawn
         // otherwise, so other inputs' runs stay as they were.

@@ -93,10 +93,48 @@ pub struct StepRange {
     pub max: u64,
 }
 
+/// How the simulator chooses where the wall clock goes and what time input
+/// records carry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TimeStrategy {
+    /// Boundary-seeking (the default): about half the clock's advances land
+    /// on a pending deadline of a task (its next tick, a timer's due time, a
+    /// window's close, a key's expiry) or on the millisecond either side;
+    /// records of an input with out-of-order event time are often stamped
+    /// with such a deadline; and for a few steps after a landing, ticks,
+    /// commits, aborts, crashes and moves are drawn far more often. Logic
+    /// off by one millisecond around a deadline shows within a few seeds.
+    #[default]
+    Boundary,
+    /// Every advance is drawn uniformly from `step_ms`, and a record's
+    /// event-time lag uniformly from its input's range: a deadline is hit
+    /// exactly only by chance.
+    Uniform,
+}
+
+impl TimeStrategy {
+    /// The name scenario files and the command line use.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeStrategy::Boundary => "boundary",
+            TimeStrategy::Uniform => "uniform",
+        }
+    }
+
+    /// The strategy named `name`.
+    pub fn from_name(name: &str) -> Option<TimeStrategy> {
+        [TimeStrategy::Boundary, TimeStrategy::Uniform]
+            .into_iter()
+            .find(|strategy| strategy.name() == name)
+    }
+}
+
 /// The wall clock and the intervals driven by it; all in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockConfig {
-    /// How far one clock advance moves the clock.
+    /// How the clock's advances and input timestamps are drawn.
+    pub time: TimeStrategy,
+    /// How far one clock advance moves the clock (a uniform advance).
     pub step_ms: StepRange,
     /// The topology's tick interval, `>= 1`.
     pub tick_interval_ms: u64,
@@ -109,6 +147,7 @@ pub struct ClockConfig {
 impl Default for ClockConfig {
     fn default() -> Self {
         ClockConfig {
+            time: TimeStrategy::Boundary,
             step_ms: StepRange { min: 1, max: 500 },
             tick_interval_ms: 1000,
             commit_interval_ms: 100,

@@ -80,6 +80,10 @@ pub struct Stats {
     /// the application's windows, ticks and time to live see records in.
     #[serde(default)]
     pub inputs_span_ms: u64,
+    /// Clock advances that landed on a pending deadline or next to it
+    /// (boundary-seeking time).
+    #[serde(default)]
+    pub boundary_landings: u64,
     /// The rare states reached.
     pub marks: Marks,
 }
@@ -98,6 +102,7 @@ impl Stats {
         self.held_max = self.held_max.max(other.held_max);
         self.simulated_ms += other.simulated_ms;
         self.inputs_span_ms += other.inputs_span_ms;
+        self.boundary_landings += other.boundary_landings;
         self.marks.add(&other.marks);
     }
 }
