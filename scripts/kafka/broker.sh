@@ -18,6 +18,26 @@
 #                                  its connections but answers nothing
 #   broker.sh resume  [--port N]   thaw it (SIGCONT)
 #   broker.sh classpath            print the path of the cached classpath file
+#   broker.sh start --secure       a second, secured broker (default port 19095):
+#                                  clients on a SASL_SSL listener (SCRAM-SHA-256
+#                                  only; a CA and a broker certificate for
+#                                  localhost and 127.0.0.1 made on the spot with
+#                                  openssl), StandardAuthorizer with
+#                                  allow.everyone.if.no.acl.found=false; users
+#                                  `admin` (super user) and `parsley-app` (no
+#                                  ACLs), each password made afresh on every
+#                                  start. Its one line on stdout is
+#                                  PARSLEY_SECURE_KAFKA=<dir>, a directory with
+#                                  `bootstrap` (127.0.0.1:<port>), `ca.pem`,
+#                                  `other-ca.pem` (a CA the broker does not use),
+#                                  `admin.properties` and `app.properties`
+#                                  (client properties as Kafka's tools and
+#                                  parsley_live::cli read them). Its controller
+#                                  and broker-to-broker listeners are plaintext
+#                                  on loopback (ports +1 and +2), whose anonymous
+#                                  principal is a super user.
+#   broker.sh stop --secure        (and status, restart, bounce, down, up, pause,
+#                                  resume) the same for the secured broker
 #   broker.sh tool MAIN [ARGS...]  run a Kafka main class (tools) on that classpath
 #
 # On a successful `start` (or `status`, or `start` of a broker that already
@@ -72,20 +92,26 @@ CMD="${1:-}"
 [ -n "$CMD" ] || usage
 shift
 TOOL_ARGS=()
+SECURE=""
+PORT_GIVEN=""
 if [ "$CMD" = tool ]; then
     TOOL_ARGS=("$@")
     set --
 fi
 while [ $# -gt 0 ]; do
     case "$1" in
-        --port) [ $# -ge 2 ] || usage; PORT="$2"; shift 2 ;;
-        --port=*) PORT="${1#*=}"; shift ;;
+        --port) [ $# -ge 2 ] || usage; PORT="$2"; PORT_GIVEN=1; shift 2 ;;
+        --port=*) PORT="${1#*=}"; PORT_GIVEN=1; shift ;;
         --controller-port) [ $# -ge 2 ] || usage; CPORT="$2"; shift 2 ;;
         --controller-port=*) CPORT="${1#*=}"; shift ;;
+        --secure) SECURE=1; shift ;;
         -h|--help) usage ;;
         *) log "unknown argument: $1"; usage ;;
     esac
 done
+if [ -n "$SECURE" ] && [ -z "$PORT_GIVEN" ]; then
+    PORT="${PARSLEY_KAFKA_SECURE_PORT:-19095}"
+fi
 is_uint "$PORT" && [ "$PORT" -gt 0 ] && [ "$PORT" -lt 65535 ] || die "bad port: $PORT"
 [ -n "$CPORT" ] || CPORT=$((PORT + 1))
 is_uint "$CPORT" && [ "$CPORT" -gt 0 ] && [ "$CPORT" -le 65535 ] || die "bad controller port: $CPORT"
@@ -94,7 +120,13 @@ for t in "$START_TIMEOUT" "$STOP_TIMEOUT" "$MVN_TIMEOUT"; do
     is_uint "$t" || die "timeouts must be whole seconds, got: $t"
 done
 
+# The secured broker's plaintext broker-to-broker listener, which the
+# readiness probe asks (the client listener speaks only TLS).
+IPORT=$((CPORT + 1))
+PROBE_PORT="$PORT"
+[ -z "$SECURE" ] || PROBE_PORT="$IPORT"
 STATE="$KHOME/broker-$PORT"
+SECDIR="$STATE/secure"
 PIDFILE="$STATE/broker.pid"
 BROKER_LOG="$STATE/broker.log"
 PROPS="$STATE/server.properties"
@@ -191,19 +223,19 @@ port_open() {  # something accepts TCP connections on 127.0.0.1:$1
 # Kafka protocol spoken from bash over /dev/tcp, so no JVM is started) and
 # lists exactly one broker: node 1 at 127.0.0.1:$PORT. Bounded by 5 s.
 broker_answers() {
-    port_open "$PORT" || return 1
+    port_open "$PROBE_PORT" || return 1
     local got want
     # size=16 | api_key=3 (Metadata) api_version=4 correlation_id=0x504b0001
     # client_id="p" | topics=[] (none) allow_auto_topic_creation=false
     got="$(timeout -k 1 5 bash -c '
         exec 3<>"/dev/tcp/$0/$1" || exit 1
         printf "\x00\x00\x00\x10\x00\x03\x00\x04\x50\x4b\x00\x01\x00\x01p\x00\x00\x00\x00\x00" >&3
-        head -c "$2" <&3' "$HOST" "$PORT" $((26 + ${#HOST})) 2>/dev/null | od -An -v -tx1 | tr -d ' \n')" || return 1
+        head -c "$2" <&3' "$HOST" "$PROBE_PORT" $((26 + ${#HOST})) 2>/dev/null | od -An -v -tx1 | tr -d ' \n')" || return 1
     # response: size(4) correlation_id(4) throttle_ms(4) brokers=[count(4)
     # node_id(4) host(2+n) port(4) ...]
     want="504b0001"
     [ "${got:8:8}" = "$want" ] || return 1
-    want="00000001""00000001""$(printf '%04x' ${#HOST})""$(printf '%s' "$HOST" | od -An -v -tx1 | tr -d ' \n')""$(printf '%08x' "$PORT")"
+    want="00000001""00000001""$(printf '%04x' ${#HOST})""$(printf '%s' "$HOST" | od -An -v -tx1 | tr -d ' \n')""$(printf '%08x' "$PROBE_PORT")"
     [ "${got:24}" = "$want" ]
 }
 
@@ -218,7 +250,13 @@ our_pid() {
     echo "$pid"
 }
 
-ready_line() { echo "KAFKA_BOOTSTRAP_SERVERS=$BOOTSTRAP"; }
+ready_line() {
+    if [ -n "$SECURE" ]; then
+        echo "PARSLEY_SECURE_KAFKA=$SECDIR"
+    else
+        echo "KAFKA_BOOTSTRAP_SERVERS=$BOOTSTRAP"
+    fi
+}
 
 lock_state() {  # serialise start/stop for this port; fd 9 is never inherited by the broker
     mkdir -p "$STATE"
@@ -293,6 +331,9 @@ transaction.max.timeout.ms=$TXN_MAX_TIMEOUT_MS
 # Abort expired (zombie) transactions within ~1 s of their timeout.
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 EOF
+    if [ -n "$SECURE" ]; then
+        secure_config >>"$PROPS"
+    fi
     if [ -n "${PARSLEY_KAFKA_EXTRA_PROPS:-}" ]; then
         printf '# PARSLEY_KAFKA_EXTRA_PROPS\n%s\n' "$PARSLEY_KAFKA_EXTRA_PROPS" >>"$PROPS"
     fi
@@ -308,6 +349,69 @@ logger.request.name = kafka.request.logger
 logger.request.level = warn
 logger.clients.name = org.apache.kafka.clients
 logger.clients.level = warn
+EOF
+}
+
+# ---------------------------------------------------------------- secured
+# A CA, a second CA the broker does not use, and the broker's certificate
+# (for localhost and 127.0.0.1) signed by the first, made with openssl;
+# passwords for the SCRAM users; client properties for each user.
+make_secrets() {
+    command -v openssl >/dev/null || die "openssl not found (needed to make the secured broker's certificates)"
+    rm -rf "$SECDIR"
+    mkdir -p "$SECDIR"
+    chmod 700 "$SECDIR"
+    (
+        cd "$SECDIR"
+        days=7
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days $days \
+            -subj "/CN=parsley-test-ca" >/dev/null 2>&1
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem -days $days \
+            -subj "/CN=parsley-other-ca" >/dev/null 2>&1
+        openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr \
+            -subj "/CN=localhost" >/dev/null 2>&1
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >broker.ext
+        openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+            -out broker.crt -days $days -extfile broker.ext >/dev/null 2>&1
+        cat broker.key broker.crt >broker-keystore.pem
+        rm -f broker.csr broker.ext ca.srl other-ca.key
+    ) || die "openssl could not make the certificates in $SECDIR"
+    ADMIN_PASSWORD="admin-$(secret)"
+    APP_PASSWORD="app-$(secret)"
+    echo "$HOST:$PORT" >"$SECDIR/bootstrap"
+    client_properties admin "$ADMIN_PASSWORD" >"$SECDIR/admin.properties"
+    client_properties parsley-app "$APP_PASSWORD" >"$SECDIR/app.properties"
+    chmod 600 "$SECDIR"/*.properties "$SECDIR"/*.key
+}
+
+secret() { head -c 30 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20; }
+
+client_properties() {
+    cat <<EOF
+# User $1 of the secured test broker on $HOST:$PORT (scripts/kafka/broker.sh).
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-256
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$1" password="$2";
+ssl.truststore.type=PEM
+ssl.truststore.location=$SECDIR/ca.pem
+EOF
+}
+
+secure_config() {
+    cat <<EOF
+# The secured broker (--secure): clients on SASL_SSL with SCRAM-SHA-256,
+# ACLs enforced, nothing allowed without one.
+listeners=SASL_SSL://$HOST:$PORT,INTERNAL://$HOST:$IPORT,CONTROLLER://$HOST:$CPORT
+advertised.listeners=SASL_SSL://$HOST:$PORT,INTERNAL://$HOST:$IPORT,CONTROLLER://$HOST:$CPORT
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-256
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location=$SECDIR/broker-keystore.pem
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:ANONYMOUS;User:admin
 EOF
 }
 
@@ -356,15 +460,25 @@ cmd_start() {
     fi
     port_open "$CPORT" && die "controller port $CPORT is already in use (pick another with --controller-port)"
 
+    if [ -n "$SECURE" ] && port_open "$IPORT"; then
+        die "port $IPORT (the secured broker's internal listener) is already in use"
+    fi
+
     cp="$(classpath)"
     rm -rf "$DATA"
     mkdir -p "$DATA"
+    local scram=()
+    if [ -n "$SECURE" ]; then
+        make_secrets
+        scram=(--add-scram "SCRAM-SHA-256=[name=admin,password=$ADMIN_PASSWORD]"
+               --add-scram "SCRAM-SHA-256=[name=parsley-app,password=$APP_PASSWORD]")
+    fi
     write_config
     cid="$(new_cluster_id)"
     log "formatting fresh storage in $DATA (cluster id $cid)"
     if ! timeout -k 5 120 "$JAVA" -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
             -Dlog4j2.configurationFile="$(tools_log4j)" -cp "$cp" \
-            "$STORAGE_MAIN" format --config "$PROPS" --cluster-id "$cid" --standalone \
+            "$STORAGE_MAIN" format --config "$PROPS" --cluster-id "$cid" --standalone "${scram[@]}" \
             >"$STATE/format.log" 2>&1 </dev/null; then
         cat "$STATE/format.log" >&2
         die "formatting storage failed"

@@ -78,6 +78,19 @@
 //! | 2 | refused before acting: bad arguments, an unknown application or stage, a cluster the application cannot use as it is (a missing or mis-sized topic, C3), a skip refused (no dead-letter topic, a tp the task does not consume, an offset beyond the log end or delivered already) |
 //! | 3 | fenced by another owner (the tasks moved): with a static share (`--instance`), or a skip whose task was taken by an instance meanwhile; with group membership tasks move all the time, and a fence is not reported |
 //! | 4 | the cluster is unreachable: no bootstrap address answered |
+//! | 5 | the TLS handshake failed: an untrusted or expired certificate, one for another host, a listener that does not speak TLS |
+//! | 6 | the broker does not enable the client's SASL mechanism |
+//! | 7 | the broker refused the client's credentials |
+//! | 8 | not authorized: the cluster's authorizer refused an operation (an ACL is missing); the message names the principal, the operation and the resource |
+//!
+//! # Secured clusters
+//!
+//! Every command takes client properties for every client it makes, as
+//! Kafka's tools and kcat do: `--command-config FILE` (or
+//! `PARSLEY_COMMAND_CONFIG`), then `PARSLEY_CLIENT_<KEY>` variables, then
+//! `-X KEY=VALUE`, later ones winning ([`crate::client::properties`]).
+//! `setup APP --print-acls PRINCIPAL` prints the `kafka-acls.sh` lines the
+//! application needs ([`crate::acls`]) without touching the cluster.
 //!
 //! # Producing at a rate
 //!
@@ -303,7 +316,8 @@ impl Settings {
                   and failed (a task failed, a skip did not complete, the audit found \
                   violations); 2 refused before acting (bad arguments, a cluster the \
                   application cannot use, a refused skip); 3 fenced by another owner; \
-                  4 cluster unreachable.\n\n\
+                  4 cluster unreachable; 5 TLS handshake failed; 6 SASL mechanism not \
+                  enabled; 7 credentials refused; 8 not authorized (an ACL is missing).\n\n\
                   Example:\n  \
                   setup APP --partitions 4\n  \
                   produce APP --rate 200 --duration 60s --wait 5m\n  \
