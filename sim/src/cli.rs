@@ -35,7 +35,7 @@ use crate::sim::running::runner::{parse_partition, partition};
 use crate::sim::running::scenario::{Scenario, ScenarioError};
 use crate::sim::world::stats::Stats;
 use crate::sim::world::tape;
-use crate::sim::{Registry, RegistryError, RunOutcome, Simulation, TimeStrategy};
+use crate::sim::{OrderStrategy, Registry, RegistryError, RunOutcome, Simulation, TimeStrategy};
 
 #[derive(Parser)]
 #[command(
@@ -99,6 +99,10 @@ struct Common {
     /// `uniform`.
     #[arg(long, value_name = "STRATEGY", value_parser = parse_time)]
     time: Option<TimeStrategy>,
+    /// Which task delivers next, over the scenario's `order`: `random`, or
+    /// `pct` / `pct:DEPTH` (PCT priorities with DEPTH − 1 change points).
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_order)]
+    order: Option<OrderStrategy>,
 }
 
 #[derive(Args)]
@@ -197,6 +201,8 @@ struct Setup {
     mutation: Option<Mutation>,
     /// `--time`, when given: replay lines carry it.
     time: Option<TimeStrategy>,
+    /// `--order`, when given: replay lines carry it.
+    order: Option<OrderStrategy>,
 }
 
 impl Setup {
@@ -205,6 +211,9 @@ impl Setup {
         let mut scenario = registry.load(&common.scenario)?;
         if let Some(time) = common.time {
             scenario.settings.clock.time = time;
+        }
+        if let Some(order) = common.order {
+            scenario.settings.order = order;
         }
         let simulation = registry
             .simulation_with(&scenario.topology, &scenario.settings)?
@@ -219,6 +228,7 @@ impl Setup {
             simulation,
             mutation,
             time: common.time,
+            order: common.order,
         })
     }
 
@@ -263,6 +273,9 @@ impl Setup {
         }
         if let Some(time) = self.time {
             command.push_str(&format!(" --time {}", time.name()));
+        }
+        if let Some(order) = self.order {
+            command.push_str(&format!(" --order {}", order.name()));
         }
         command
     }
@@ -395,6 +408,17 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
             TimeStrategy::Uniform => "uniform (advances drawn from clock.step_ms)",
         }
         .to_string(),
+    );
+    row(
+        "order",
+        match setup.scenario.settings.order {
+            OrderStrategy::Random => "random draws".to_string(),
+            OrderStrategy::Pct { depth } => format!(
+                "PCT, depth {depth}: a bug needing at most {depth} orderings shows in a seed with probability at least 1/(n·k^{}), n the task incarnations, k = {} safety steps",
+                depth - 1,
+                setup.scenario.settings.budget.safety_steps
+            ),
+        },
     );
     let hint = report::raise_hint(&setup.scenario.settings);
     print_stats(&total, "summed over seeds", count, &hint);
@@ -552,6 +576,12 @@ fn progress_bar(count: u64) -> ProgressBar {
 }
 
 /// Parses `I/N` with `1 <= I <= N`.
+fn parse_order(text: &str) -> Result<OrderStrategy, String> {
+    OrderStrategy::from_name(text).ok_or_else(|| {
+        format!("{text:?} is not an order strategy: use random, pct or pct:DEPTH (depth >= 1)")
+    })
+}
+
 fn parse_time(text: &str) -> Result<TimeStrategy, String> {
     TimeStrategy::from_name(text)
         .ok_or_else(|| format!("{text:?} is not a time strategy: use boundary or uniform"))

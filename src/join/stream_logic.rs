@@ -19,6 +19,7 @@ use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::stage::wide::{self, SlotChanges};
+use crate::task::{Deadline, DeadlineKind, TimeDomain};
 use crate::topic::{RecordCodecError, RecordPart, Topic};
 use crate::tp::Tp;
 
@@ -439,6 +440,15 @@ where
     R: Send + Sync + 'static,
     O: 'static,
 {
+    fn next_deadline(&self, slots: &dyn SlotStore) -> Option<Deadline> {
+        let slots = slots.as_any().downcast_ref::<Slots<JoinSlot>>()?;
+        Some(Deadline {
+            at: Self::clock(slots).next_close?,
+            domain: TimeDomain::EventTime,
+            kind: DeadlineKind::JoinClose,
+        })
+    }
+
     fn new_slots(&self) -> Box<dyn SlotStore> {
         let codec: Arc<dyn Codec<JoinSlot>> = Arc::new(JoinSlotCodec);
         Box::new(Slots::<JoinSlot>::new(Some(codec)))

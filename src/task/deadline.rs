@@ -1,7 +1,7 @@
 //! Deadlines: the times at which a task's behaviour next changes with time
 //! alone, without a new record: its next tick (T3), and its stage's own next
 //! deadline (a timer's due time, K2; a window's close, W2; a key's expiry,
-//! E2).
+//! E2; a held record's close in a stream–stream join, J6).
 //!
 //! Nothing in the core needs them to be right: a driver that chooses time
 //! (the simulator) aims its clock and its record timestamps at them and at
@@ -29,6 +29,8 @@ pub enum DeadlineKind {
     WindowClose,
     /// The earliest expiry of a key's state (E2).
     Expiry,
+    /// The earliest close of a record a stream–stream join holds (J6).
+    JoinClose,
 }
 
 /// One deadline of a task.

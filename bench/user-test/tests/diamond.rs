@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use parsley_sim::sim::{
-    Budget, ClockConfig, FaultRates, Settings, StepRange, TimeStrategy, Workload,
+    Budget, ClockConfig, FaultRates, OrderStrategy, Settings, StepRange, TimeStrategy, Workload,
 };
 
 /// `scenarios/diamond.toml`, in code (a user's build has no scenario files).
@@ -42,6 +42,7 @@ fn diamond_settings() -> Settings {
             safety_steps: 4000,
             liveness_steps: 5000,
         },
+        order: OrderStrategy::Random,
     }
 }
 

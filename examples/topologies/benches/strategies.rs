@@ -1,4 +1,5 @@
-//! How often each planted bug shows under each time strategy: the share of
+//! How often each planted bug shows under each strategy (uniform time,
+//! boundary-seeking time, and boundary-seeking time with PCT order): the share of
 //! seeds, of the first `SEEDS` of its scenario, that violate the invariant
 //! the bug breaks, and the first such seed.
 //!
@@ -9,7 +10,7 @@
 
 use parsley::mutation::{self, Mutation};
 use parsley_examples::planted::PLANTED;
-use parsley_sim::sim::{run_seed, Invariant, Simulation, TimeStrategy};
+use parsley_sim::sim::{run_seed, Invariant, OrderStrategy, Simulation, TimeStrategy};
 
 /// Every record the simulator moves allocates; mimalloc is far cheaper at
 /// that than the system allocator (BENCHMARKS.md).
@@ -18,12 +19,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SEEDS: u64 = 100;
 
-fn simulation(name: &str, time: TimeStrategy) -> Simulation {
+fn simulation(name: &str, (time, order): (TimeStrategy, OrderStrategy)) -> Simulation {
     let registry = parsley_examples::registry();
     let mut scenario = registry
         .load(&parsley_examples::scenario_path(name))
         .unwrap_or_else(|error| panic!("{error}"));
     scenario.settings.clock.time = time;
+    scenario.settings.order = order;
     registry
         .simulation(&scenario)
         .unwrap_or_else(|error| panic!("{error}"))
@@ -62,10 +64,17 @@ fn main() {
         .collect();
     let wanted =
         |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
-    let strategies = [TimeStrategy::Uniform, TimeStrategy::Boundary];
+    let strategies = [
+        ("uniform", (TimeStrategy::Uniform, OrderStrategy::Random)),
+        ("boundary", (TimeStrategy::Boundary, OrderStrategy::Random)),
+        (
+            "b+pct:3",
+            (TimeStrategy::Boundary, OrderStrategy::Pct { depth: 3 }),
+        ),
+    ];
     print!("{:<34} {:<12} {:>4}", "planted bug", "scenario", "inv");
-    for strategy in strategies {
-        print!(" {:>10} {:>6}", strategy.name(), "first");
+    for (label, _) in strategies {
+        print!(" {:>10} {:>6}", label, "first");
     }
     println!("   (failing seeds of {SEEDS}; first failing seed)");
     for (planted, name, invariant) in PLANTED {
@@ -78,7 +87,7 @@ fn main() {
             name,
             format!("{invariant:?}")
         );
-        for strategy in strategies {
+        for (_, strategy) in strategies {
             let (failing, first) = share(&simulation(name, strategy), planted, invariant);
             let first = first.map_or("-".to_string(), |seed| seed.to_string());
             print!(" {:>9}% {:>6}", failing * 100 / SEEDS, first);

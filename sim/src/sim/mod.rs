@@ -44,7 +44,8 @@ pub use running::simulation::{
 pub use world::choice::Choices;
 pub use world::input::Draw;
 pub use world::settings::{
-    Budget, ClockConfig, FaultRates, SeedRange, Settings, StepRange, TimeStrategy, Workload,
+    Budget, ClockConfig, FaultRates, OrderStrategy, SeedRange, Settings, StepRange, TimeStrategy,
+    Workload,
 };
 pub use world::stats::{Marks, Stats};
 pub use world::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};

@@ -11,8 +11,8 @@ use parsley::mutation::Mutation;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
 use parsley_sim::driver::TraceEvent;
 use parsley_sim::sim::{
-    Budget, ClockConfig, Draw, FaultRates, Input, Settings, Simulation, StepRange, TimeStrategy,
-    Workload,
+    Budget, ClockConfig, Draw, FaultRates, Input, OrderStrategy, Settings, Simulation, StepRange,
+    TimeStrategy, Workload,
 };
 
 /// 2023-11-14T22:13:20Z: a fixed initial wall clock.
@@ -225,6 +225,7 @@ pub fn fan_in_settings() -> Settings {
             safety_steps: 4000,
             liveness_steps: 5000,
         },
+        order: OrderStrategy::Random,
     }
 }
 

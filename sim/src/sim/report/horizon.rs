@@ -66,6 +66,17 @@ pub fn horizons(app: &App) -> Vec<Horizon> {
             };
             found.push(Horizon { what, span });
         }
+        if let Some(join) = stage.stream_join() {
+            found.push(Horizon {
+                what: format!(
+                    "the join window of stage {name}: {} before, {} after, plus {} of grace",
+                    seconds(join.before),
+                    seconds(join.after),
+                    seconds(join.grace)
+                ),
+                span: join.before + join.after + join.grace,
+            });
+        }
         if let Some(expiry) = stage.expiry() {
             found.push(Horizon {
                 what: format!("the time to live of stage {name}: {}", seconds(expiry.ttl)),

@@ -12,6 +12,7 @@
 //! partitions = 4                 # required: partitions of every source topic, 1..=64
 //! instances = 2                  # application instances sharing the tasks, 1..=8 (default 2)
 //! seeds = { start = 0, count = 2000 }  # required: runs seeds start..start+count, count >= 1
+//! order = "random"               # which task acts: "random" draws, or "pct" / "pct:DEPTH" (PCT, depth >= 1; "pct" is depth 3)
 //!
 //! [workload]                     # optional; every key has the default shown
 //! inputs = 100                   # input records produced during the safety phase, >= 1
@@ -60,8 +61,8 @@ use serde::Deserialize;
 use serde_spanned::Spanned;
 
 use crate::sim::world::settings::{
-    Budget, ClockConfig, FaultRates, SeedRange, Settings, StepRange, TimeStrategy, Workload,
-    INSTANCES_MAX, PARTITIONS_MAX,
+    Budget, ClockConfig, FaultRates, OrderStrategy, SeedRange, Settings, StepRange, TimeStrategy,
+    Workload, INSTANCES_MAX, PARTITIONS_MAX,
 };
 
 /// A scenario, checked: every value is in range.
@@ -150,6 +151,7 @@ struct RawScenario {
     partitions: Spanned<u32>,
     instances: Option<Spanned<u32>>,
     seeds: RawSeeds,
+    order: Option<Spanned<String>>,
     workload: Option<RawWorkload>,
     clock: Option<RawClock>,
     faults: Option<RawFaults>,
@@ -491,6 +493,21 @@ impl Checker<'_> {
             },
         };
 
+        let order = match raw.order {
+            None => OrderStrategy::default(),
+            Some(order) => {
+                let span = order.span();
+                let name = order.into_inner();
+                OrderStrategy::from_name(&name).ok_or_else(|| {
+                    self.error(
+                        span,
+                        "order",
+                        format!("{name:?} is not an order strategy: use \"random\", \"pct\" or \"pct:DEPTH\" (depth >= 1)"),
+                    )
+                })?
+            }
+        };
+
         Ok(Scenario {
             name: name.to_owned(),
             topology,
@@ -502,6 +519,7 @@ impl Checker<'_> {
                 clock,
                 faults,
                 budget,
+                order,
             },
         })
     }
@@ -952,6 +970,7 @@ topology = "ledger"
 partitions = 4
 instances = 2
 seeds = { start = 0, count = 2000 }
+order = "random"
 
 [workload]
 inputs = 100
@@ -1012,6 +1031,7 @@ liveness_steps = 50000
                     clock: ClockConfig::default(),
                     faults: FaultRates::default(),
                     budget: Budget::default(),
+                    order: OrderStrategy::Random,
                 },
             }
         );
@@ -1079,6 +1099,7 @@ liveness_steps = 50000
             ),
             ("[clock]\nstep_ms = { min = 1 }\n", 5, "clock.step_ms.max"),
             ("[clock]\ntime = \"random\"\n", 5, "clock.time"),
+            ("order = \"pct:0\"\n", 5, "order"),
             (
                 "[clock]\nstep_ms = { min = \"1\", max = 2 }\n",
                 5,

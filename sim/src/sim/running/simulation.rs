@@ -44,7 +44,8 @@ use crate::sim::world::choice::Choices;
 use crate::sim::world::input::{Draw, Generator, PlainInput};
 use crate::sim::world::plan::Plan;
 use crate::sim::world::settings::{
-    Budget, ClockConfig, FaultRates, SeedRange, Settings, INSTANCES_MAX, PARTITIONS_MAX,
+    Budget, ClockConfig, FaultRates, OrderStrategy, SeedRange, Settings, INSTANCES_MAX,
+    PARTITIONS_MAX,
 };
 
 /// The input of one source topic: a typed generator of its records, drawn
@@ -386,6 +387,13 @@ impl SimulationBuilder {
     /// The wall clock and its intervals.
     pub fn clock(mut self, clock: ClockConfig) -> Self {
         self.settings.clock = clock;
+        self
+    }
+
+    /// Which task acts and which lane delivers: uniform draws (the
+    /// default) or PCT ([`OrderStrategy::Pct`]).
+    pub fn order(mut self, order: OrderStrategy) -> Self {
+        self.settings.order = order;
         self
     }
 

@@ -37,6 +37,7 @@ use trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 mod boundary;
 pub(crate) mod choice;
 pub(crate) mod input;
+mod order;
 pub(crate) mod plan;
 pub(crate) mod settings;
 pub(crate) mod stats;
@@ -135,6 +136,8 @@ pub(crate) struct World {
     moment_steps: u32,
     /// The buffer boundary-seeking time collects deadlines in.
     deadline_buffer: Vec<i64>,
+    /// PCT's priorities and change points, under [`settings::OrderStrategy::Pct`].
+    pct: Option<order::Pct>,
 }
 
 const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
@@ -162,6 +165,7 @@ impl World {
             assemble(&app, &cluster).expect("the world creates every topic the probe lists");
         let faults = settings.faults.swarm(choices);
         let fault_ppm = World::fault_ppm(&faults, settings.instances);
+        let pct = order::Pct::draw(settings.order, settings.budget.safety_steps, choices);
         // Without a generator of rejected records, the logic-error fault
         // has nothing to produce.
         let poison_left = u32::from(inputs.iter().any(|input| input.rejected.is_some()));
@@ -202,6 +206,7 @@ impl World {
             unwritten_markers: Vec::new(),
             moment_steps: 0,
             deadline_buffer: Vec::new(),
+            pct,
         };
         // Tasks are spread over the instances round-robin, as a static
         // assignment would.
@@ -334,6 +339,32 @@ impl World {
             })
     }
 
+    /// The host that delivers next: under PCT the enabled one of the
+    /// highest priority (no draw), otherwise [`World::pick_host`]'s draw.
+    /// Only deliveries follow PCT: a host that could always fetch, commit
+    /// or tick would otherwise starve every other one, where PCT means the
+    /// order of the work each host was handed.
+    fn pick_delivering_host(
+        &self,
+        choices: &mut Choices,
+        keep: impl Fn(&TaskHost) -> bool,
+    ) -> Option<(usize, usize)> {
+        if let Some(pct) = &self.pct {
+            let key = |instance: usize, host: usize| {
+                let hosted = &self.instances[instance].hosts[host];
+                (instance as u32, hosted.index, hosted.host.producer().epoch)
+            };
+            let chosen = self
+                .active_hosts()
+                .filter(|(_, _, host)| keep(host))
+                .max_by_key(|(instance, host, _)| pct.host_priority(key(*instance, *host)))
+                .map(|(instance, host, _)| (instance, host))?;
+            pct.acted(key(chosen.0, chosen.1));
+            return Some(chosen);
+        }
+        self.pick_host(choices, keep)
+    }
+
     /// One of the active hosts that `keep` accepts, drawn from `choices`
     /// (`below(how many)`, in host order); `None`, drawing nothing, when
     /// there is none.
@@ -383,6 +414,9 @@ impl World {
         self.stats.steps += 1;
         let action = self.draw_action(choices);
         self.moment_steps = self.moment_steps.saturating_sub(1);
+        if let Some(pct) = &mut self.pct {
+            pct.at_step(self.step);
+        }
         match action {
             Action::Deliver => self.deliver_one(choices),
             Action::Fetch => self.fetch_one(choices),
@@ -502,7 +536,8 @@ impl World {
     }
 
     fn deliver_one(&mut self, choices: &mut Choices) {
-        let Some((instance, host)) = self.pick_host(choices, |host| host.task.buffered() > 0)
+        let Some((instance, host)) =
+            self.pick_delivering_host(choices, |host| host.task.buffered() > 0)
         else {
             return;
         };
@@ -516,7 +551,14 @@ impl World {
             return self.task_failed(instance, host, error);
         }
         if !ready.is_empty() {
-            let tp = ready[choices.below(ready.len() as u32) as usize].clone();
+            let tp = match &self.pct {
+                Some(pct) => ready
+                    .iter()
+                    .max_by_key(|tp| pct.lane_priority(tp))
+                    .expect("ready is not empty")
+                    .clone(),
+                None => ready[choices.below(ready.len() as u32) as usize].clone(),
+            };
             self.deliver(instance, host, &tp);
         }
         self.ready = ready;

@@ -22,6 +22,50 @@ pub struct Settings {
     pub faults: FaultRates,
     /// How long the phases of a run last.
     pub budget: Budget,
+    /// Which task acts and which lane delivers.
+    pub order: OrderStrategy,
+}
+
+/// How the simulator picks which task acts next and which of its ready
+/// lanes delivers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OrderStrategy {
+    /// Each pick drawn uniformly among the tasks (and lanes) that can act.
+    #[default]
+    Random,
+    /// PCT: every task incarnation and lane gets a random priority, the
+    /// highest enabled one acts, and at `depth − 1` random steps the task
+    /// that acted last drops below all others. A bug needing `d ≤ depth`
+    /// orderings shows with probability at least `1/(n·k^(d−1))` per seed
+    /// (`n` task incarnations, `k` safety steps).
+    Pct {
+        /// The bug depth aimed at, `>= 1`.
+        depth: u32,
+    },
+}
+
+impl OrderStrategy {
+    /// The name scenario files and the command line use: `random`, or
+    /// `pct:DEPTH`.
+    pub fn name(self) -> String {
+        match self {
+            OrderStrategy::Random => "random".to_string(),
+            OrderStrategy::Pct { depth } => format!("pct:{depth}"),
+        }
+    }
+
+    /// The strategy named `name` (`random`, `pct` for depth 3, or
+    /// `pct:DEPTH` with a depth of at least 1).
+    pub fn from_name(name: &str) -> Option<OrderStrategy> {
+        match name {
+            "random" => Some(OrderStrategy::Random),
+            "pct" => Some(OrderStrategy::Pct { depth: 3 }),
+            _ => {
+                let depth: u32 = name.strip_prefix("pct:")?.parse().ok()?;
+                (depth >= 1).then_some(OrderStrategy::Pct { depth })
+            }
+        }
+    }
 }
 
 impl Default for Settings {
@@ -38,6 +82,7 @@ impl Default for Settings {
             clock: ClockConfig::default(),
             faults: FaultRates::default(),
             budget: Budget::default(),
+            order: OrderStrategy::Random,
         }
     }
 }
