@@ -75,7 +75,7 @@ fn every_planted_bug_is_caught_by_its_invariant() {
 /// time, a window's close, an expiry, a restart while a timer is overdue)
 /// fails within the first 10 seeds of its shipped scenario at its default
 /// size. Under uniform time most of them take tens of seeds
-/// (BENCHMARKS.md, "Time strategies").
+/// (BENCHMARKS.md, "Time and order strategies").
 #[test]
 fn boundary_bugs_are_caught_within_ten_seeds() {
     const BOUNDARY_BUGS: [Mutation; 6] = [

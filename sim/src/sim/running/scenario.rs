@@ -1099,7 +1099,7 @@ liveness_steps = 50000
             ),
             ("[clock]\nstep_ms = { min = 1 }\n", 5, "clock.step_ms.max"),
             ("[clock]\ntime = \"random\"\n", 5, "clock.time"),
-            ("order = \"pct:0\"\n", 5, "order"),
+            ("order = \"pct:0\"\n", 4, "order"),
             (
                 "[clock]\nstep_ms = { min = \"1\", max = 2 }\n",
                 5,
