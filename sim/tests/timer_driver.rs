@@ -250,6 +250,47 @@ fn k2_a_timer_in_the_past_fires_at_the_next_tick_and_is_counted() {
     assert!(driver.stopped_tasks().is_empty());
 }
 
+/// K2, S5: a timer already due when its task restarts (restored from the
+/// changelog, not fired yet) fires at the restarted task's first tick,
+/// once. With the planted bug that drops the timers due at a task's start,
+/// the restart loses it: the check this test makes is one that bug fails.
+#[test]
+fn k2_a_timer_overdue_at_a_restart_fires_at_the_next_tick() {
+    let fires = Topic::<String, i64>::with_codecs("fires", Utf8, I64);
+    let overdue_then_restarted = |planted: Option<parsley::mutation::Mutation>| {
+        parsley::mutation::set(planted);
+        let (readings, app) = reminders(-1, false);
+        let driver = TestDriver::builder(&app)
+            .initial_wall_clock(START)
+            .build()
+            .unwrap();
+        driver
+            .input(&readings)
+            .unwrap()
+            .pipe("s1".to_string(), 1)
+            .unwrap();
+        assert_eq!(driver.pending_timers("timers").unwrap(), [START - 1]);
+        driver.restart_task("timers", 0).unwrap();
+        let pending = driver.pending_timers("timers").unwrap();
+        driver.advance_wall_clock(Duration::from_secs(1)).unwrap();
+        parsley::mutation::set(None);
+        (
+            pending,
+            driver.output(&fires).unwrap().read_values().unwrap(),
+        )
+    };
+    let (pending, fired) = overdue_then_restarted(None);
+    assert_eq!(pending, [START - 1], "the restart restores the timer");
+    assert_eq!(fired, [START - 1], "and it fires once, for its time");
+    let (pending, fired) = overdue_then_restarted(Some(
+        parsley::mutation::Mutation::TimerLostWhenOverdueAtStart,
+    ));
+    assert!(
+        pending.is_empty() && fired.is_empty(),
+        "{pending:?} {fired:?}"
+    );
+}
+
 /// K2: the natural re-arm on a fire: a fire carries the service's tick
 /// time, so asking again for the fire's time plus less than a resolution is
 /// a request in the past. It fires at the next tick, every tick, and the
