@@ -20,7 +20,7 @@ use std::time::Duration;
 use parsley::assembly::Assembly;
 use parsley::partitioner::partition_for;
 use parsley::record::RecordData;
-use parsley::task::TaskId;
+use parsley::task::{HeadStatus, TaskId};
 use parsley::{assemble, App, Claim, Stamp, TaskConfig, Tp};
 
 use crate::host::{CommitOutcome, HostError, Markers, Sent, TaskHost};
@@ -354,11 +354,21 @@ impl World {
                 let hosted = &self.instances[instance].hosts[host];
                 (instance as u32, hosted.index, hosted.host.producer().epoch)
             };
-            let chosen = self
-                .active_hosts()
-                .filter(|(_, _, host)| keep(host))
-                .max_by_key(|(instance, host, _)| pct.host_priority(key(*instance, *host)))
-                .map(|(instance, host, _)| (instance, host))?;
+            // A host whose every head is held cannot run: PCT's next host
+            // is the highest one that can, as a blocked thread yields.
+            let can_run = |host: &TaskHost| {
+                host.task
+                    .heads()
+                    .iter()
+                    .any(|(_, _, status)| !matches!(status, HeadStatus::Held(_)))
+            };
+            let highest = |runnable: bool| {
+                self.active_hosts()
+                    .filter(|(_, _, host)| keep(host) && (!runnable || can_run(host)))
+                    .max_by_key(|(instance, host, _)| pct.host_priority(key(*instance, *host)))
+                    .map(|(instance, host, _)| (instance, host))
+            };
+            let chosen = highest(true).or_else(|| highest(false))?;
             pct.acted(key(chosen.0, chosen.1));
             return Some(chosen);
         }
