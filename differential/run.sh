@@ -14,6 +14,8 @@
 #                               lines `key start end value` and `end` (Sessions.java)
 #   differential/run.sh stream-joins  the same for the stream–stream joins program
 #                               (StreamJoins.java says its format)
+#   differential/run.sh table-joins   the same for the table–table joins program
+#                               (TableJoins.java says its format)
 #
 # The build is cached under differential/kafka-streams/target/; delete that
 # folder (or touch the pom/source) to rebuild.
@@ -48,6 +50,7 @@ case "${1:-}" in
   joins) main=parsley.differential.Joins ;;
   sessions) main=parsley.differential.Sessions ;;
   stream-joins) main=parsley.differential.StreamJoins ;;
-  *) echo "differential/run.sh: say build, windows, joins, sessions or stream-joins (got ${1:-nothing})" >&2; exit 2 ;;
+  table-joins) main=parsley.differential.TableJoins ;;
+  *) echo "differential/run.sh: say build, windows, joins, sessions, stream-joins or table-joins (got ${1:-nothing})" >&2; exit 2 ;;
 esac
 exec java -cp "$jar:$(cat "$classpath")" "$main"

@@ -179,6 +179,15 @@ pub enum CompositionError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// J9: a table–table join without an output topic, over one topic as
+    /// both sides, or whose sides' keys have different codecs.
+    #[error("J9 (docs/RULES.md#j9): table–table join {stage:?} declares {reason}")]
+    ImpossibleTableJoin {
+        /// The stage at fault.
+        stage: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// E1: expiring state with a time to live of zero.
     #[error("E1 (docs/RULES.md#e1): expiring fold {stage:?} declares {reason}")]
     ImpossibleExpiry {
@@ -318,6 +327,9 @@ impl AppBuilder {
                     }
                     StageProblem::StreamJoin(reason) => {
                         CompositionError::ImpossibleStreamJoin { stage, reason }
+                    }
+                    StageProblem::TableJoin(reason) => {
+                        CompositionError::ImpossibleTableJoin { stage, reason }
                     }
                     StageProblem::Expiry(reason) => {
                         CompositionError::ImpossibleExpiry { stage, reason }

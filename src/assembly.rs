@@ -294,6 +294,32 @@ pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, Ass
             }
         }
     }
+    // C3, J4: a table–table join's two tables are co-partitioned too.
+    for plan in app.stages() {
+        let Some(join) = plan.stage.table_join() else {
+            continue;
+        };
+        let left = metadata.partitions(join.left.as_str());
+        let right = metadata.partitions(join.right.as_str());
+        if let (Some(expected), Some(found)) = (left, right) {
+            if expected != found {
+                failures.push(AssemblyFailure::WrongPartitionCount {
+                    topic: join.right.to_string(),
+                    role: format!(
+                        "right table of table–table join {}, which must be co-partitioned with its left table {} (J4)",
+                        plan.name(),
+                        join.left
+                    ),
+                    expected,
+                    found,
+                    fix: format!(
+                        "give {} and {} the same partition count (and the same partitioner): re-key one of them into a topic with the other's count",
+                        join.right, join.left
+                    ),
+                });
+            }
+        }
+    }
     if failures.is_empty() {
         Ok(Assembly { tasks, partitions })
     } else {

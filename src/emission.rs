@@ -10,13 +10,14 @@ use bytes::Bytes;
 use crate::codec::CodecError;
 use crate::tp::TopicName;
 
-/// A record that logic asks to send. Made by [`crate::Topic::send`]; holds the
+/// A record that logic asks to send. Made by [`crate::Topic::send`] (or
+/// [`crate::Topic::tombstone`], a record with a null value); holds the
 /// encoded key and value, so two emissions are equal when they would put the
 /// same bytes on the same topic.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Emission {
     topic: TopicName,
-    encoded: Result<(Option<Bytes>, Bytes), CodecError>,
+    encoded: Result<(Option<Bytes>, Option<Bytes>), CodecError>,
 }
 
 impl Emission {
@@ -24,7 +25,19 @@ impl Emission {
         topic: TopicName,
         encoded: Result<(Option<Bytes>, Bytes), CodecError>,
     ) -> Self {
-        Emission { topic, encoded }
+        Emission {
+            topic,
+            encoded: encoded.map(|(key, value)| (key, Some(value))),
+        }
+    }
+
+    /// A record with a null value (a tombstone) under `key`, or the key
+    /// codec's refusal.
+    pub(crate) fn tombstone(topic: TopicName, key: Result<Option<Bytes>, CodecError>) -> Self {
+        Emission {
+            topic,
+            encoded: key.map(|key| (key, None)),
+        }
     }
 
     /// The topic the emission goes to.
@@ -32,17 +45,25 @@ impl Emission {
         &self.topic
     }
 
-    /// The encoded key and value, or the codec's refusal.
-    pub fn encoded(&self) -> Result<(Option<&Bytes>, &Bytes), &CodecError> {
+    /// The encoded key and value (`None`: a null value, a tombstone), or
+    /// the codec's refusal.
+    pub fn encoded(&self) -> Result<(Option<&Bytes>, Option<&Bytes>), &CodecError> {
         match &self.encoded {
-            Ok((key, value)) => Ok((key.as_ref(), value)),
+            Ok((key, value)) => Ok((key.as_ref(), value.as_ref())),
             Err(error) => Err(error),
         }
     }
 
+    /// Whether the emission is a tombstone: a record with a null value.
+    pub fn is_tombstone(&self) -> bool {
+        matches!(&self.encoded, Ok((_, None)))
+    }
+
     /// The topic and the encoded key and value, taken out without copying,
     /// or the codec's refusal.
-    pub(crate) fn into_encoded(self) -> Result<(TopicName, Option<Bytes>, Bytes), CodecError> {
+    pub(crate) fn into_encoded(
+        self,
+    ) -> Result<(TopicName, Option<Bytes>, Option<Bytes>), CodecError> {
         let (key, value) = self.encoded?;
         Ok((self.topic, key, value))
     }
@@ -57,13 +78,16 @@ impl fmt::Debug for Emission {
                     || "None".to_string(),
                     |key| crate::text::bytes_for_humans(key),
                 );
-                write!(
-                    f,
-                    "{}.send({}, {})",
-                    self.topic,
-                    key,
-                    crate::text::bytes_for_humans(value)
-                )
+                match value {
+                    Some(value) => write!(
+                        f,
+                        "{}.send({}, {})",
+                        self.topic,
+                        key,
+                        crate::text::bytes_for_humans(value)
+                    ),
+                    None => write!(f, "{}.tombstone({})", self.topic, key),
+                }
             }
             Err(error) => write!(f, "{}.send(<{error}>)", self.topic),
         }

@@ -122,11 +122,15 @@ pub enum Mutation {
     /// already due at its start, as if they had fired (breaks K2, I11): a
     /// timer is lost when its task restarts while the timer is overdue.
     TimerLostWhenOverdueAtStart,
+    /// A table–table join writes nothing when a deletion removes a key's
+    /// result, instead of a tombstone: the output keeps a result whose
+    /// sides are gone (breaks J8, I13).
+    TableJoinSkipsTombstone,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 33] = [
+    pub const ALL: [Mutation; 34] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -160,6 +164,7 @@ impl Mutation {
         Mutation::TickOneMsEarly,
         Mutation::ExpiryOneMsEarly,
         Mutation::TimerLostWhenOverdueAtStart,
+        Mutation::TableJoinSkipsTombstone,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -198,6 +203,7 @@ impl Mutation {
             Mutation::TickOneMsEarly => "tick-one-ms-early",
             Mutation::ExpiryOneMsEarly => "expiry-one-ms-early",
             Mutation::TimerLostWhenOverdueAtStart => "timer-lost-when-overdue-at-start",
+            Mutation::TableJoinSkipsTombstone => "table-join-skips-tombstone",
         }
     }
 

@@ -119,6 +119,7 @@ where
             window: None,
             join: None,
             stream_join: None,
+            table_join: None,
             expiry: None,
             rekey: Some(decl),
             timestamp_sync: None,

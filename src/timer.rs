@@ -176,6 +176,7 @@ impl TimerServiceBuilder {
                 window: None,
                 join: None,
                 stream_join: None,
+                table_join: None,
                 expiry: None,
                 rekey: None,
                 timer: Some(TimerDecl {

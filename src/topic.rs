@@ -171,6 +171,18 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         Emission::new(self.name.clone(), encoded)
     }
 
+    /// A tombstone for `key` on this topic: a record with a null value,
+    /// which a reader of the topic as a table takes as the key's deletion
+    /// (Kafka's `send(key, null)`). A key codec's refusal travels inside
+    /// the emission, as [`Topic::send`]'s does.
+    pub fn tombstone(&self, key: impl Into<Option<K>>) -> Emission {
+        let key = key
+            .into()
+            .map(|key| self.key_codec.encode(&key))
+            .transpose();
+        Emission::tombstone(self.name.clone(), key)
+    }
+
     /// Encodes a key and value with this topic's codecs.
     pub fn encode(
         &self,

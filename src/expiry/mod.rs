@@ -248,6 +248,7 @@ where
                 window: None,
                 join: None,
                 stream_join: None,
+                table_join: None,
                 expiry: Some(decl),
                 rekey: None,
                 timestamp_sync: None,

@@ -189,7 +189,10 @@ where
         match self.stream_record(tp, consumed, row.as_ref())? {
             Change::Joined(None) => Ok(None),
             Change::Joined(Some(emission)) => match emission.encoded() {
-                Ok((key, value)) => Ok(Some((key.cloned(), value.clone()))),
+                Ok((key, value)) => Ok(Some((
+                    key.cloned(),
+                    value.expect("a joined result is sent with a value").clone(),
+                ))),
                 Err(error) => Err(DeliveryFailure::Logic(format!(
                     "the output topic's codec refuses the join's result: {error}"
                 ))),

@@ -33,6 +33,11 @@
 //! a left or outer join writes a record that joined nothing once, when its
 //! window closes, never before. [`held_of`] lists a task's held records.
 //!
+//! Table–table joins (J8, J9), [`Join::table_table`], join two tables by
+//! key: every change of either side rewrites the key's result, and a
+//! change that removes it writes a tombstone. [`sides_of`] lists a task's
+//! sides.
+//!
 //! A stream or table record without a key is refused with J1 or J2 (its
 //! task stops, or dead-letters it with [`JoinBuilder::dead_letter_queue`]);
 //! so is a value the topic's codec refuses, and a joiner's error or panic.
@@ -58,10 +63,15 @@
 mod logic;
 mod stream;
 mod stream_logic;
+mod table;
+mod table_logic;
 
 pub use stream::{
     held_of, HeldRecord, JoinWindows, StreamJoinBuilder, StreamJoinDecl, StreamJoinKind,
     StreamStreamJoin,
+};
+pub use table::{
+    sides_of, Sides, TableJoinBuilder, TableJoinDecl, TableJoinKind, TableTableJoin,
 };
 
 use std::sync::Arc;
@@ -272,6 +282,7 @@ where
                 window: None,
                 join: Some(decl),
                 stream_join: None,
+                table_join: None,
                 expiry: None,
                 rekey: None,
                 timestamp_sync: self.timestamp_sync,
@@ -302,5 +313,7 @@ pub fn rows_of<T: Clone + Send + Sync + 'static>(task: &crate::Task) -> Option<V
 
 #[cfg(test)]
 mod stream_tests;
+#[cfg(test)]
+mod table_tests;
 #[cfg(test)]
 mod tests;

@@ -366,6 +366,7 @@ where
                 window: None,
                 join: None,
                 stream_join: Some(decl),
+                table_join: None,
                 expiry: None,
                 rekey: None,
                 timestamp_sync: self.timestamp_sync,

@@ -424,7 +424,10 @@ where
         match self.join(&key, &value, other.as_ref())? {
             None => Ok(None),
             Some(emission) => match emission.encoded() {
-                Ok((key, value)) => Ok(Some((key.cloned(), value.clone()))),
+                Ok((key, value)) => Ok(Some((
+                    key.cloned(),
+                    value.expect("a joined result is sent with a value").clone(),
+                ))),
                 Err(error) => Err(DeliveryFailure::Logic(format!(
                     "the output topic's codec refuses the join's result: {error}"
                 ))),

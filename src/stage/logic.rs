@@ -128,6 +128,17 @@ pub(crate) trait StageLogic: Send + Sync {
     /// `record` of `tp` when its key's row is `row` (the table's value
     /// bytes): key and value bytes, or `None` for no output; `None` for
     /// other logic.
+    /// A table–table join's (J8) result value bytes for `key` with these
+    /// sides, `None` inside when the key has no result; `None` for other
+    /// logic.
+    fn table_joined(
+        &self,
+        _key: &[u8],
+        _left: Option<&[u8]>,
+        _right: Option<&[u8]>,
+    ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
+        None
+    }
     #[allow(clippy::type_complexity)]
     fn joined(
         &self,

@@ -60,6 +60,8 @@ pub(crate) struct StageDef {
     pub join: Option<crate::join::JoinDecl>,
     /// The stream–stream join's declaration, when the stage is one (J5).
     pub stream_join: Option<crate::join::StreamJoinDecl>,
+    /// The table–table join's declaration, when the stage is one (J8).
+    pub table_join: Option<crate::join::TableJoinDecl>,
     /// The expiring fold's declaration, when the stage is one (E1).
     pub expiry: Option<crate::expiry::ExpiryDecl>,
     /// The re-key's declaration, when the stage is one (R1).
@@ -102,6 +104,8 @@ pub(crate) enum StageProblem {
     Join(&'static str),
     /// J5: a stream–stream join that cannot be, and why.
     StreamJoin(&'static str),
+    /// J9: a table–table join that cannot be, and why.
+    TableJoin(&'static str),
     /// E1: expiring state that cannot be, and why.
     Expiry(&'static str),
 }
@@ -504,6 +508,34 @@ impl Stage {
         self.def.stream_join.as_ref()
     }
 
+    /// The table–table join's declaration, when this stage is one (J8,
+    /// [`crate::join::Join::table_table`]).
+    pub fn table_join(&self) -> Option<&crate::join::TableJoinDecl> {
+        self.def.table_join.as_ref()
+    }
+
+    /// A table–table join's result for the key `key` (its bytes) when its
+    /// left side is `left` and its right side `right` (each its table's
+    /// value bytes; `None`: no value): the stage's own joiner, encoded with
+    /// its output topic's value codec; `None` when the key has no result
+    /// with these sides (J8). What a checker that keeps both tables by
+    /// itself compares a delivery's output with (I13).
+    pub fn table_join_output(
+        &self,
+        key: &[u8],
+        left: Option<&[u8]>,
+        right: Option<&[u8]>,
+    ) -> Result<Option<bytes::Bytes>, ReplayError> {
+        match self.def.logic.table_joined(key, left, right) {
+            Some(result) => {
+                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
+            }
+            None => Err(ReplayError::NotAJoin {
+                stage: self.def.name.clone(),
+            }),
+        }
+    }
+
     /// A stream–table join's output record (key and value bytes; `None`
     /// when an inner join writes nothing) for the stream record `record`
     /// read from `tp`, when its key's row is `row` (the table's value bytes;
@@ -717,6 +749,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 window: None,
                 join: None,
                 stream_join: None,
+                table_join: None,
                 expiry: None,
                 rekey: None,
                 timestamp_sync: self.timestamp_sync,

@@ -1269,7 +1269,8 @@ impl Task {
                     tp: Tp::new(topic, partition),
                     data: RecordData {
                         key,
-                        value: Some(value),
+                        // `None`: a tombstone (J8), written with a null value.
+                        value,
                         // A copy counts a reference: the name is static and
                         // the bytes are shared.
                         headers: vec![stamp_header.clone()],

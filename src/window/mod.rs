@@ -522,6 +522,7 @@ where
                 window: Some(decl),
                 join: None,
                 stream_join: None,
+                table_join: None,
                 expiry: None,
                 rekey: None,
                 timestamp_sync: None,

@@ -128,12 +128,12 @@ fn describe(emission: &Emission) -> String {
             let key = WindowedCodec(Utf8)
                 .decode(key.expect("a key"))
                 .expect("a windowed key");
-            let total = I64.decode(value).expect("a total");
+            let total = I64.decode(value.expect("a value")).expect("a total");
             format!("{}[{},{})={total}", key.key, key.start, key.end)
         }
         topic => {
             let key = String::from_utf8(key.expect("a key").to_vec()).unwrap();
-            format!("{topic}:{key}={}", I64.decode(value).unwrap())
+            format!("{topic}:{key}={}", I64.decode(value.expect("a value")).unwrap())
         }
     }
 }

@@ -1,0 +1,326 @@
+//! Table–table joins as an operator (J8, J9): Kafka Streams'
+//! `KTable.join(KTable, …)`, `leftJoin` and `outerJoin`, built into a stage
+//! so that every driver runs the same join.
+//!
+//! A table–table join is a stage ([`TableJoinBuilder::build`] returns a
+//! [`Stage`]) with two sources, the left table (source 0) and the right
+//! table (source 1), and one output, itself a table:
+//!
+//! - **The tables (J8).** The join keeps, in each key's slot, the latest
+//!   value its task delivered from each side for that key; a tombstone (a
+//!   record with a null value) deletes that side's value, and a tombstone
+//!   for a side without a value changes nothing and writes nothing. The
+//!   slots are state: written to the stage's changelog in the delivery's
+//!   transaction (S5), restored by a restarted or moved task.
+//! - **The result (J8).** A key has a result when [`TableTableJoin::inner`]
+//!   has both sides, [`TableTableJoin::left`] its left side,
+//!   [`TableTableJoin::outer`] either side. Every delivery that changes a
+//!   side writes the key's result to the output under the key: the
+//!   joiner's value when the key has a result after the change, a
+//!   tombstone ([`crate::Topic::tombstone`]) when it had one before and has
+//!   none after, nothing when it had none either.
+//! - **Co-partitioning (J4).** Both tables must have the same key codec
+//!   (checked when the application is built, J9) and the same partition
+//!   count (checked at assembly, C3), so that a key's records of both sides
+//!   meet in one task.
+//!
+//! A record without a key is refused with J9 (its task stops, or
+//! dead-letters it with [`TableJoinBuilder::dead_letter_queue`]); so is a
+//! value its topic's codec refuses, and a joiner's error or panic.
+//!
+//! ```
+//! use parsley::join::{Join, TableJoinKind};
+//! use parsley::{Parsley, Topic, Utf8, I64};
+//!
+//! let balances = Topic::<String, i64>::with_codecs("balances", Utf8, I64);
+//! let limits = Topic::<String, i64>::with_codecs("credit-limits", Utf8, I64);
+//! let headroom = Topic::<String, i64>::with_codecs("headroom", Utf8, I64);
+//! // Each account's headroom: its limit less its balance, kept up to date
+//! // as either changes; an account without a limit has none.
+//! let view = Join::table_table("headroom", &balances, &limits)
+//!     .inner(|_account, balance, limit| limit - balance)
+//!     .into(&headroom)
+//!     .build();
+//! let app = Parsley::named("bank").stage(view).build()?;
+//! let declared = app.stage("headroom").unwrap().stage.table_join().unwrap();
+//! assert_eq!(declared.kind, TableJoinKind::Inner);
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::stage::logic::Fallible;
+use crate::stage::{Stage, StageDef, StageProblem};
+use crate::topic::{Topic, TopicRef};
+use crate::tp::TopicName;
+
+use super::table_logic::{TableJoinLogic, TableJoinerFn};
+use super::Join;
+
+/// Inner, left or outer (J8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableJoinKind {
+    /// A key has a result while it has both sides (`KTable.join`).
+    Inner,
+    /// A key has a result while it has a left side (`KTable.leftJoin`).
+    Left,
+    /// A key has a result while it has either side (`KTable.outerJoin`).
+    Outer,
+}
+
+impl TableJoinKind {
+    /// J8: whether a key with these sides has a result.
+    pub fn has_result(self, left: bool, right: bool) -> bool {
+        match self {
+            TableJoinKind::Inner => left && right,
+            TableJoinKind::Left => left,
+            TableJoinKind::Outer => left || right,
+        }
+    }
+}
+
+/// A table–table join's declaration, as [`Stage::table_join`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableJoinDecl {
+    /// The left table (source 0 of the stage).
+    pub left: TopicName,
+    /// The right table (source 1).
+    pub right: TopicName,
+    /// The output topic, once declared.
+    pub output: Option<TopicName>,
+    /// Inner, left or outer.
+    pub kind: TableJoinKind,
+}
+
+impl Join {
+    /// A table–table join, a stage named `name` (unique in its application,
+    /// C1; it also names the stage's changelog): the latest value of each
+    /// key in `left` joined with the latest value of the key in `right`,
+    /// rewritten whenever either changes (J8). Choose the join with
+    /// [`TableTableJoin::inner`], [`TableTableJoin::left`] or
+    /// [`TableTableJoin::outer`].
+    pub fn table_table<K, L, R>(
+        name: impl Into<String>,
+        left: &Topic<K, L>,
+        right: &Topic<K, R>,
+    ) -> TableTableJoin<K, L, R>
+    where
+        K: Clone + Send + Sync + 'static,
+        L: Send + Sync + 'static,
+        R: Send + Sync + 'static,
+    {
+        TableTableJoin {
+            name: name.into(),
+            left: left.clone(),
+            right: right.clone(),
+        }
+    }
+}
+
+/// A table–table join being declared: its sources, before the joiner.
+pub struct TableTableJoin<K, L, R> {
+    name: String,
+    left: Topic<K, L>,
+    right: Topic<K, R>,
+}
+
+impl<K, L, R> TableTableJoin<K, L, R>
+where
+    K: Clone + Send + Sync + 'static,
+    L: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+{
+    /// An inner join: a key with both sides is joined by `joiner` (which may
+    /// return `O` or `Result<O, E>`; an error or a panic refuses the record,
+    /// X5); a key losing one side gets a tombstone.
+    pub fn inner<O, F>(
+        self,
+        joiner: impl Fn(&K, &L, &R) -> F + Send + Sync + 'static,
+    ) -> TableJoinBuilder<K, L, R, O>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        let joiner: TableJoinerFn<K, L, R, O> =
+            Arc::new(move |key, left, right| match (left, right) {
+                (Some(left), Some(right)) => Some(joiner(key, left, right).into_result()),
+                _ => None,
+            });
+        self.with(TableJoinKind::Inner, joiner)
+    }
+
+    /// A left join: a key with a left side is joined by `joiner`, with its
+    /// right side or `None`; a key losing its left side gets a tombstone.
+    pub fn left<O, F>(
+        self,
+        joiner: impl Fn(&K, &L, Option<&R>) -> F + Send + Sync + 'static,
+    ) -> TableJoinBuilder<K, L, R, O>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        let joiner: TableJoinerFn<K, L, R, O> = Arc::new(move |key, left, right| {
+            left.map(|left| joiner(key, left, right).into_result())
+        });
+        self.with(TableJoinKind::Left, joiner)
+    }
+
+    /// An outer join: a key with either side is joined by `joiner`, with
+    /// `None` for a missing side; a key losing its last side gets a
+    /// tombstone.
+    pub fn outer<O, F>(
+        self,
+        joiner: impl Fn(&K, Option<&L>, Option<&R>) -> F + Send + Sync + 'static,
+    ) -> TableJoinBuilder<K, L, R, O>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        let joiner: TableJoinerFn<K, L, R, O> = Arc::new(move |key, left, right| {
+            (left.is_some() || right.is_some()).then(|| joiner(key, left, right).into_result())
+        });
+        self.with(TableJoinKind::Outer, joiner)
+    }
+
+    fn with<O>(
+        self,
+        kind: TableJoinKind,
+        joiner: TableJoinerFn<K, L, R, O>,
+    ) -> TableJoinBuilder<K, L, R, O> {
+        TableJoinBuilder {
+            name: self.name,
+            left: self.left,
+            right: self.right,
+            kind,
+            joiner,
+            output: None,
+            dead_letter: false,
+            timestamp_sync: None,
+        }
+    }
+}
+
+/// A table–table join with its joiner; see [`Join::table_table`] and
+/// docs/RULES.md#j8.
+pub struct TableJoinBuilder<K, L, R, O> {
+    name: String,
+    left: Topic<K, L>,
+    right: Topic<K, R>,
+    kind: TableJoinKind,
+    joiner: TableJoinerFn<K, L, R, O>,
+    output: Option<Topic<K, O>>,
+    dead_letter: bool,
+    timestamp_sync: Option<Duration>,
+}
+
+impl<K, L, R, O> TableJoinBuilder<K, L, R, O>
+where
+    K: Clone + Send + Sync + 'static,
+    L: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+    O: 'static,
+{
+    /// The topic the join's results and tombstones are written to
+    /// (required).
+    pub fn into(mut self, output: &Topic<K, O>) -> Self {
+        self.output = Some(output.clone());
+        self
+    }
+
+    /// X5's opt-in: refused records (no key, a value the codec refuses, a
+    /// failing joiner) go to `<application.id>-<name>-dlq` instead of
+    /// stopping the task.
+    pub fn dead_letter_queue(mut self) -> Self {
+        self.dead_letter = true;
+        self
+    }
+
+    /// G9: the join's task delivers its two tables' records in timestamp
+    /// order, waiting up to `max_idle` for a caught-up side to get more
+    /// (Kafka Streams' `max.task.idle.ms`). See
+    /// [`StageBuilder::synchronise_by_timestamp`](crate::stage::StageBuilder::synchronise_by_timestamp).
+    pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
+        self.timestamp_sync = Some(max_idle);
+        self
+    }
+
+    /// The stage. One topic as both sides, sides whose keys have different
+    /// codecs and a missing output are reported by the application's
+    /// `build`, with J9.
+    pub fn build(self) -> Stage {
+        let mut problems = Vec::new();
+        if self.output.is_none() {
+            problems.push(StageProblem::TableJoin(
+                "no output topic (declare one with `into`)",
+            ));
+        }
+        if self.left.name() == self.right.name() {
+            problems.push(StageProblem::TableJoin(
+                "one topic as both its left and its right table",
+            ));
+        }
+        if !self.left.same_key_codec(&self.right) {
+            problems.push(StageProblem::TableJoin(
+                "a left and a right table whose keys have different codecs (a key's bytes must be the same on both to meet)",
+            ));
+        }
+        let decl = TableJoinDecl {
+            left: self.left.name().clone(),
+            right: self.right.name().clone(),
+            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            kind: self.kind,
+        };
+        let sources = vec![TopicRef::from(&self.left), TopicRef::from(&self.right)];
+        let sinks = self.output.iter().map(TopicRef::from).collect();
+        let logic = TableJoinLogic {
+            left: self.left,
+            right: self.right,
+            output: self.output,
+            kind: self.kind,
+            joiner: self.joiner,
+        };
+        Stage {
+            def: Arc::new(StageDef {
+                name: self.name,
+                sources,
+                sinks,
+                ticks: None,
+                stateful: true,
+                dead_letter: self.dead_letter,
+                timer: None,
+                window: None,
+                join: None,
+                stream_join: None,
+                table_join: Some(decl),
+                expiry: None,
+                rekey: None,
+                timestamp_sync: self.timestamp_sync,
+                logic: Arc::new(logic),
+                problems,
+            }),
+        }
+    }
+}
+
+/// A key's two sides as a table–table join's task holds them (J8), as
+/// [`sides_of`] lists them: each side's value bytes, `None` when the side
+/// has no value for the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sides {
+    /// The key's bytes, in the tables' key codec.
+    pub key: Bytes,
+    /// The left table's value bytes.
+    pub left: Option<Bytes>,
+    /// The right table's value bytes.
+    pub right: Option<Bytes>,
+}
+
+/// The sides a table–table join's task holds, by key bytes in key order.
+/// `None` when the task is not a table–table join's. A driver's view for
+/// tests; the open transaction's changes are included.
+pub fn sides_of(task: &crate::Task) -> Option<Vec<Sides>> {
+    super::table_logic::sides_of(task)
+}
