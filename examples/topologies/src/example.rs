@@ -57,11 +57,14 @@ pub enum TopologyName {
     /// Stream–stream joins (J5–J7): orders and payments joined within a
     /// window, an outer join and an inner one in timestamp order (G9).
     Settlement,
+    /// Table–table joins (J8): balances and credit limits joined into each
+    /// account's headroom (inner) and its view (outer), tombstones deleting.
+    Credit,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 16] = [
+    pub const ALL: [TopologyName; 17] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -78,6 +81,7 @@ impl TopologyName {
         TopologyName::Dedupe,
         TopologyName::ByProduct,
         TopologyName::Settlement,
+        TopologyName::Credit,
     ];
 
     /// The name as written in scenario files.
@@ -99,6 +103,7 @@ impl TopologyName {
             TopologyName::Dedupe => "dedupe",
             TopologyName::ByProduct => "by-product",
             TopologyName::Settlement => "settlement",
+            TopologyName::Credit => "credit",
         }
     }
 
@@ -121,6 +126,7 @@ impl TopologyName {
             TopologyName::Dedupe => simulations::dedupe,
             TopologyName::ByProduct => simulations::by_product,
             TopologyName::Settlement => simulations::settlement,
+            TopologyName::Credit => simulations::credit,
         }
     }
 
@@ -131,7 +137,8 @@ impl TopologyName {
     /// live producer does not set, or the joins, whose needs tombstones,
     /// or the dedupe, whose needs repeated ids with timestamps, or the
     /// by-product windows, for the windows' reason, or the settlement
-    /// joins, whose windows need input timestamps too.
+    /// joins, whose windows need input timestamps too, or the credit
+    /// joins, whose tables need tombstones.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -143,6 +150,7 @@ impl TopologyName {
                 | TopologyName::Dedupe
                 | TopologyName::ByProduct
                 | TopologyName::Settlement
+                | TopologyName::Credit
         )
     }
 }
@@ -262,7 +270,8 @@ pub fn namespaced(
         | TopologyName::Enrichment
         | TopologyName::Dedupe
         | TopologyName::ByProduct
-        | TopologyName::Settlement => return Err(ExampleError::SimulatorOnly(name)),
+        | TopologyName::Settlement
+        | TopologyName::Credit => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 33] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 34] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -69,6 +69,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 33] = [
         "timers",
         Invariant::I11,
     ),
+    (Mutation::TableJoinSkipsTombstone, "credit", Invariant::I13),
 ];
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::{
-    ByProductTopics, ChainTopics, DedupeTopics, DiamondTopics, EnrichmentTopics, FanInTopics,
+    ByProductTopics, ChainTopics, CreditTopics, DedupeTopics, DiamondTopics, EnrichmentTopics, FanInTopics,
     FanOutTopics, Order, PaymentsTopics, RegroupTopics, SessionTopics, SettlementTopics,
     TimerTopics, TopologyName, WindowTopics,
 };
@@ -237,6 +237,20 @@ pub fn settlement(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     Ok(Simulation::builder(app)
         .input(amounts(&topics.orders))
         .input(amounts(&topics.payments)))
+}
+
+/// `credit`: balances and credit limits over few accounts, one update in
+/// four of each a tombstone, so that accounts gain and lose either side and
+/// both, and the joins write and delete their results (J8).
+pub fn credit(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = CreditTopics::new();
+    let app = crate::credit(&topics)?;
+    let table = |topic: &parsley::Topic<String, i64>| {
+        Input::new(topic, |draw| (Some(draw.key()), draw.range(0, 1_000))).tombstones(0.25)
+    };
+    Ok(Simulation::builder(app)
+        .input(table(&topics.balances))
+        .input(table(&topics.limits)))
 }
 
 /// Every example topology by the name scenario files use

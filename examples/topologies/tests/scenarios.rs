@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 16] = [
+const NAMES: [&str; 17] = [
     "balances",
     "audit-cut",
     "timers",
@@ -23,6 +23,7 @@ const NAMES: [&str; 16] = [
     "dedupe",
     "by-product",
     "settlement",
+    "credit",
 ];
 
 #[test]

@@ -397,6 +397,83 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             .collect())
     }
 
+    /// Every committed record, tombstones included (`None`: a record with
+    /// a null value, which a table–table join writes when a key loses its
+    /// result, J8), across partitions in the order they were written; Kafka
+    /// Streams' `readRecordsToList` on a table's output, where a tombstone's
+    /// value is `null`. Non-consuming, like [`read_all`](Self::read_all),
+    /// which refuses a tombstone as a value its codec cannot decode.
+    pub fn read_changes(&self) -> Result<Vec<OutputRecord<K, Option<V>>>, DriverError> {
+        let world = self.world.lock();
+        let mut sequenced = Vec::new();
+        for (partition, &log_id) in self.logs.iter().enumerate() {
+            let log = world.cluster.log_at(log_id);
+            let tp = self.topic.tp(partition as u32);
+            for offset in log.committed_offsets(0, log.last_stable_offset()) {
+                let data = log
+                    .record(offset)
+                    .expect("a committed offset holds a record");
+                let change = match &data.value {
+                    Some(_) => {
+                        let record = self.decode(&tp, offset, data)?;
+                        OutputRecord {
+                            key: record.key,
+                            value: Some(record.value),
+                            timestamp: record.timestamp,
+                            tp: record.tp,
+                            offset,
+                            stamp: record.stamp,
+                        }
+                    }
+                    None => {
+                        let key = data
+                            .key
+                            .as_ref()
+                            .map(|key| self.topic.key_codec().decode(key))
+                            .transpose()
+                            .map_err(|error| DriverError::OutputCodec {
+                                tp: tp.clone(),
+                                offset,
+                                part: parsley::RecordPart::Key.name(),
+                                error,
+                            })?;
+                        OutputRecord {
+                            key,
+                            value: None,
+                            timestamp: data.timestamp,
+                            tp: tp.clone(),
+                            offset,
+                            stamp: Self::stamp_of(&tp, offset, data)?,
+                        }
+                    }
+                };
+                sequenced.push((log.sequence(offset).unwrap_or(u64::MAX), change));
+            }
+        }
+        sequenced.sort_by_key(|(sequence, _)| *sequence);
+        Ok(sequenced.into_iter().map(|(_, record)| record).collect())
+    }
+
+    /// The topic read as a table: for each key, the value of its latest
+    /// committed record, and no entry for a key whose latest record is a
+    /// tombstone (J1's reading of a table, applied to
+    /// [`read_changes`](Self::read_changes)). Records with a null key are
+    /// not part of a table and are left out. Non-consuming.
+    pub fn read_table(&self) -> Result<HashMap<K, V>, DriverError>
+    where
+        K: Eq + Hash,
+    {
+        let mut table = HashMap::new();
+        for record in self.read_changes()? {
+            let Some(key) = record.key else { continue };
+            match record.value {
+                Some(value) => table.insert(key, value),
+                None => table.remove(&key),
+            };
+        }
+        Ok(table)
+    }
+
     /// Consumes every record of the queue into a map from key to the last
     /// value written under it (Kafka Streams' `readKeyValuesToMap`: a later
     /// record replaces an earlier one of the same key). A record with a null
@@ -566,6 +643,17 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
         Ok(stable)
     }
 
+    fn stamp_of(tp: &Tp, offset: u64, data: &RecordData) -> Result<Stamp, DriverError> {
+        Ok(match data.header(STAMP_HEADER) {
+            Some(bytes) => header::decode(bytes).map_err(|error| DriverError::OutputStamp {
+                tp: tp.clone(),
+                offset,
+                error,
+            })?,
+            None => Stamp::empty(),
+        })
+    }
+
     fn decode(
         &self,
         tp: &Tp,
@@ -581,14 +669,7 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
                     part: refused.part.name(),
                     error: refused.error,
                 })?;
-        let stamp = match data.header(STAMP_HEADER) {
-            Some(bytes) => header::decode(bytes).map_err(|error| DriverError::OutputStamp {
-                tp: tp.clone(),
-                offset,
-                error,
-            })?,
-            None => Stamp::empty(),
-        };
+        let stamp = Self::stamp_of(tp, offset, data)?;
         Ok(OutputRecord {
             key: record.key,
             value: record.value,

@@ -207,7 +207,7 @@ impl<'a> Checker<'a> {
             .iter()
             .filter_map(|emission| {
                 let (key, value) = emission.encoded().ok()?;
-                Some((emission.topic().clone(), key.cloned(), Some(value.clone())))
+                Some((emission.topic().clone(), key.cloned(), value.cloned()))
             })
             .collect();
         let same = expected.len() == wrote.len()

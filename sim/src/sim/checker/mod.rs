@@ -15,8 +15,8 @@
 //! [`delivery`] (I1, I2, I3), [`ticks`] (I4), [`stamps`] (I5), [`state`]
 //! (I6, the fold of the committed history), [`outputs`] (I7),
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
-//! [`windows`] (I12), [`joins`] and [`stream_joins`] (I13) and [`expiry`]
-//! (I14).
+//! [`windows`] (I12), [`joins`], [`stream_joins`] and [`table_joins`]
+//! (I13) and [`expiry`] (I14).
 //! [`check`] builds the reconstruction once and runs them in turn.
 
 mod dead_letters;
@@ -29,6 +29,7 @@ mod reconstruction;
 mod stamps;
 mod state;
 mod stream_joins;
+mod table_joins;
 mod ticks;
 mod timers;
 mod violation;
@@ -89,6 +90,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     checker.check_windows(&committed);
     checker.check_joins(&committed);
     checker.check_stream_joins(&committed);
+    checker.check_table_joins(&committed);
     checker.check_expiry(&committed);
     checker.check_liveness(&committed);
     checker.locate_related();

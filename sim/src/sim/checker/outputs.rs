@@ -180,7 +180,7 @@ impl<'a> Checker<'a> {
             };
             let same = tp.topic == *emission.topic()
                 && data.key.as_ref() == key
-                && data.value.as_ref() == Some(value);
+                && data.value.as_ref() == value;
             if !same {
                 self.violation(
                     Invariant::I7,

@@ -162,7 +162,7 @@ impl<'a> Checker<'a> {
         let Ok((fire_key, fire_value)) = fired.emissions.first()?.encoded() else {
             return None;
         };
-        Some(((fire_key.cloned(), Some(fire_value.clone())), time))
+        Some(((fire_key.cloned(), fire_value.cloned()), time))
     }
 
     /// Every committed fire, matched in order to a request asking for it:

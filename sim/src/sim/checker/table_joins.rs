@@ -1,0 +1,189 @@
+//! I13: table–table joins (J8), from each task's committed deliveries
+//! alone.
+//!
+//! The checker keeps its own copy of each join task's two tables: the
+//! latest committed record of each key the task delivered from each side,
+//! none after a tombstone. It uses none of the join's state; only a key's
+//! result value for two sides (`Stage::table_join_output`) comes from the
+//! stage, since the joiner and the codecs are the user's.
+
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use parsley::app::StagePlan;
+use parsley::join::TableJoinDecl;
+use parsley::task::TaskId;
+use parsley::text::bytes_for_humans;
+use parsley::App;
+use rustc_hash::FxHashMap;
+
+use super::reconstruction::{committed_of, Committed, Delivery};
+use super::{Checker, Invariant};
+
+/// A key's two sides as the checker has them: each the value of the latest
+/// record of its table the task delivered, `None` without one.
+#[derive(Clone, Default, PartialEq)]
+struct Sides {
+    left: Option<Bytes>,
+    right: Option<Bytes>,
+}
+
+fn describe(bytes: &Option<Bytes>) -> String {
+    bytes
+        .as_ref()
+        .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
+}
+
+impl<'a> Checker<'a> {
+    /// I13 (J8) for every table–table join: each task's committed
+    /// deliveries, in committed order, through the checker's own tables;
+    /// each delivery must write the key's result if it has one after the
+    /// record, a tombstone if it had one before and has none after, and
+    /// nothing else. A task is reported once, at its first wrong delivery
+    /// (later ones follow from it).
+    pub(super) fn check_table_joins(&mut self, committed: &Committed<'a>) {
+        let app: &'a App = self.input.app;
+        for plan in app.stages() {
+            let Some(decl) = plan.stage.table_join() else {
+                continue;
+            };
+            for task in self.input.assembly.task_ids() {
+                if &*task.stage != plan.name() {
+                    continue;
+                }
+                let mut tables: FxHashMap<Bytes, Sides> = FxHashMap::default();
+                for delivery in committed_of(committed, &task) {
+                    if !self.check_table_join_delivery(plan, decl, &task, delivery, &mut tables) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One committed delivery; false once it is reported.
+    fn check_table_join_delivery(
+        &mut self,
+        plan: &StagePlan,
+        decl: &TableJoinDecl,
+        task: &TaskId,
+        delivery: &Delivery<'a>,
+        tables: &mut FxHashMap<Bytes, Sides>,
+    ) -> bool {
+        let Some(record) = self.record(delivery.id, delivery.offset) else {
+            return true;
+        };
+        if delivery.dead_lettered(plan) {
+            return true;
+        }
+        let Some(key) = record.data.key.clone() else {
+            // Refused (J9): I6 and I10 judge the delivery.
+            return true;
+        };
+        let is_left = delivery.tp.topic == decl.left;
+        let before = tables.get(&key).cloned().unwrap_or_default();
+        let mut after = before.clone();
+        match is_left {
+            true => after.left = record.data.value.clone(),
+            false => after.right = record.data.value.clone(),
+        }
+        // J8: the key's result after the record, and whether it had one.
+        let changed = after != before || record.data.value.is_some();
+        let expected: Option<Option<Bytes>> = match changed {
+            false => None,
+            true => {
+                let Ok(joined) = plan.stage.table_join_output(
+                    &key,
+                    after.left.as_deref(),
+                    after.right.as_deref(),
+                ) else {
+                    // The joiner or a codec refuses it: I6 and I10 judge that.
+                    return true;
+                };
+                let had = decl
+                    .kind
+                    .has_result(before.left.is_some(), before.right.is_some());
+                match joined {
+                    Some(value) => Some(Some(value)),
+                    None if had => Some(None),
+                    None => None,
+                }
+            }
+        };
+        match (after.left.is_none() && after.right.is_none(), changed) {
+            (true, _) => {
+                tables.remove(&key);
+            }
+            (false, true) => {
+                tables.insert(key.clone(), after.clone());
+            }
+            (false, false) => {}
+        }
+        let output = decl.output.as_ref();
+        let mut wrote = Vec::new();
+        for (tp, offset) in delivery.sent {
+            if output != Some(&tp.topic) {
+                continue;
+            }
+            let id = self.tps.id(tp);
+            if let Some(data) = self.tps.data(id, *offset) {
+                wrote.push((
+                    data.key.clone(),
+                    data.value.clone(),
+                    format!("{tp}@{offset}"),
+                ));
+            }
+        }
+        let same = match (&expected, &wrote[..]) {
+            (None, []) => true,
+            (Some(value), [(wrote_key, wrote_value, _)]) => {
+                wrote_key.as_ref() == Some(&key) && wrote_value == value
+            }
+            _ => false,
+        };
+        if same {
+            return true;
+        }
+        let output = output.map_or("its output", |topic| topic.as_str());
+        let side = if is_left { "left" } else { "right" };
+        let mut message = format!(
+            "task {task} committed the delivery of {}@{} (key {}, {side} value {}), when the key's sides were left {} and right {}: the join should write ",
+            delivery.tp,
+            delivery.offset,
+            bytes_for_humans(&key),
+            describe(&record.data.value),
+            describe(&before.left),
+            describe(&before.right),
+        );
+        match &expected {
+            Some(Some(value)) => {
+                let _ = write!(message, "its result {} to {output}", bytes_for_humans(value));
+            }
+            Some(None) => {
+                let _ = write!(
+                    message,
+                    "a tombstone to {output} (the record removes the key's result)"
+                );
+            }
+            None => {
+                let _ = write!(
+                    message,
+                    "nothing to {output} (the key had no result and has none)"
+                );
+            }
+        }
+        let _ = write!(message, " — it wrote {}", wrote.len());
+        for (key, value, at) in &wrote {
+            let _ = write!(
+                message,
+                "; {at}: key {} value {}",
+                describe(key),
+                describe(value)
+            );
+        }
+        self.violation(Invariant::I13, delivery.step, message)
+            .on(delivery.at)
+            .about(delivery.tp, delivery.offset);
+        false
+    }
+}
