@@ -126,9 +126,7 @@ pub(super) fn describe_record(record: &ConsumedRecord) -> String {
 
 pub(super) fn same_content(record: &ConsumedRecord, emission: &Emission) -> bool {
     match emission.encoded() {
-        Ok((key, value)) => {
-            record.data.key.as_ref() == key && record.data.value.as_ref() == value
-        }
+        Ok((key, value)) => record.data.key.as_ref() == key && record.data.value.as_ref() == value,
         Err(_) => false,
     }
 }

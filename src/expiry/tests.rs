@@ -106,7 +106,8 @@ impl Replay {
             .try_order(Some(key), amount, at)
             .expect("a valid order");
         assert_eq!(emitted.len(), 1, "{emitted:?}");
-        I64.decode(emitted[0].encoded().unwrap().1.unwrap()).unwrap()
+        I64.decode(emitted[0].encoded().unwrap().1.unwrap())
+            .unwrap()
     }
 
     fn tick(&mut self, at: i64) {
@@ -264,7 +265,11 @@ fn expiring_fold_folds_from_init_over_the_records() {
     let (one, two, gone) = (record(1), record(1), record(-1));
     let (emitted, kept) = stage.expiring_fold(&[(&tp, &one), (&tp, &two)]).unwrap();
     assert!(kept);
-    assert_eq!(I64.decode(emitted[0].encoded().unwrap().1.unwrap()).unwrap(), 2);
+    assert_eq!(
+        I64.decode(emitted[0].encoded().unwrap().1.unwrap())
+            .unwrap(),
+        2
+    );
     let (_, kept) = stage.expiring_fold(&[(&tp, &one), (&tp, &gone)]).unwrap();
     assert!(!kept);
 }

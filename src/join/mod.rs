@@ -70,9 +70,7 @@ pub use stream::{
     held_of, HeldRecord, JoinWindows, StreamJoinBuilder, StreamJoinDecl, StreamJoinKind,
     StreamStreamJoin,
 };
-pub use table::{
-    sides_of, Sides, TableJoinBuilder, TableJoinDecl, TableJoinKind, TableTableJoin,
-};
+pub use table::{sides_of, Sides, TableJoinBuilder, TableJoinDecl, TableJoinKind, TableTableJoin};
 
 use std::sync::Arc;
 use std::time::Duration;

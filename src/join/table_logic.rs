@@ -165,7 +165,9 @@ where
                 Some(None)
             }
             Some(pair) => {
-                let encoded = PairCodec.encode(&pair).map_err(DeliveryFailure::StateCodec)?;
+                let encoded = PairCodec
+                    .encode(&pair)
+                    .map_err(DeliveryFailure::StateCodec)?;
                 outcome.write = Some(SlotWrite {
                     slot,
                     encoded: Some(encoded),
@@ -320,7 +322,10 @@ impl Codec<Pair> for PairCodec {
         out.put_u8(flags);
         for side in [&value.left, &value.right].into_iter().flatten() {
             let length = u32::try_from(side.len()).map_err(|_| {
-                refused(Direction::Encode, format!("a value of {} bytes", side.len()))
+                refused(
+                    Direction::Encode,
+                    format!("a value of {} bytes", side.len()),
+                )
             })?;
             out.put_u32(length);
             out.extend_from_slice(side);
@@ -345,7 +350,10 @@ impl Codec<Pair> for PairCodec {
             if rest.len() < 4 {
                 return Err(refused(
                     Direction::Decode,
-                    format!("the {which} value's length needs 4 bytes, {} left", rest.len()),
+                    format!(
+                        "the {which} value's length needs 4 bytes, {} left",
+                        rest.len()
+                    ),
                 ));
             }
             let (length, tail) = rest.split_at(4);
@@ -353,7 +361,10 @@ impl Codec<Pair> for PairCodec {
             if tail.len() < length {
                 return Err(refused(
                     Direction::Decode,
-                    format!("the {which} value needs {length} bytes, {} left", tail.len()),
+                    format!(
+                        "the {which} value needs {length} bytes, {} left",
+                        tail.len()
+                    ),
                 ));
             }
             let (value, tail) = tail.split_at(length);

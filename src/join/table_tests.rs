@@ -29,12 +29,10 @@ fn joined(kind: TableJoinKind) -> Stage {
     let join = Join::table_table("view", &balances(), &limits());
     let builder = match kind {
         TableJoinKind::Inner => join.inner(|_, balance, limit| format!("{balance}/{limit}")),
-        TableJoinKind::Left => {
-            join.left(|_, balance, limit| format!("{balance}/{}", side(limit)))
+        TableJoinKind::Left => join.left(|_, balance, limit| format!("{balance}/{}", side(limit))),
+        TableJoinKind::Outer => {
+            join.outer(|_, balance, limit| format!("{}/{}", side(balance), side(limit)))
         }
-        TableJoinKind::Outer => join.outer(|_, balance, limit| {
-            format!("{}/{}", side(balance), side(limit))
-        }),
     };
     builder.into(&view()).build()
 }
@@ -201,7 +199,9 @@ fn j9_a_failing_joiner_refuses_the_record() {
         offset: 0,
     };
     join.right("alice", Some(5));
-    let refused = join.deliver("balances", Some("alice"), Some(9)).unwrap_err();
+    let refused = join
+        .deliver("balances", Some("alice"), Some(9))
+        .unwrap_err();
     assert!(refused.to_string().contains("over limit"), "{refused}");
 }
 
@@ -266,9 +266,18 @@ fn j8_slots_round_trip_and_bad_bytes_are_refused() {
     use crate::codec::Codec;
     let value = |text: &str| Some(bytes::Bytes::copy_from_slice(text.as_bytes()));
     for pair in [
-        Pair { left: value("a"), right: None },
-        Pair { left: None, right: value("bc") },
-        Pair { left: value(""), right: value("xyz") },
+        Pair {
+            left: value("a"),
+            right: None,
+        },
+        Pair {
+            left: None,
+            right: value("bc"),
+        },
+        Pair {
+            left: value(""),
+            right: value("xyz"),
+        },
     ] {
         let bytes = PairCodec.encode(&pair).unwrap();
         assert_eq!(PairCodec.decode(&bytes).unwrap(), pair);

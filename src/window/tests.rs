@@ -133,7 +133,10 @@ fn describe(emission: &Emission) -> String {
         }
         topic => {
             let key = String::from_utf8(key.expect("a key").to_vec()).unwrap();
-            format!("{topic}:{key}={}", I64.decode(value.expect("a value")).unwrap())
+            format!(
+                "{topic}:{key}={}",
+                I64.decode(value.expect("a value")).unwrap()
+            )
         }
     }
 }

@@ -1339,5 +1339,8 @@ pub fn credit_named(app_id: &str, topics: &CreditTopics) -> Result<App, Composit
         })
         .into(&topics.accounts)
         .build();
-    Parsley::named(app_id).stage(headroom).stage(accounts).build()
+    Parsley::named(app_id)
+        .stage(headroom)
+        .stage(accounts)
+        .build()
 }

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use crate::{
-    ByProductTopics, ChainTopics, CreditTopics, DedupeTopics, DiamondTopics, EnrichmentTopics, FanInTopics,
-    FanOutTopics, Order, PaymentsTopics, RegroupTopics, SessionTopics, SettlementTopics,
-    TimerTopics, TopologyName, WindowTopics,
+    ByProductTopics, ChainTopics, CreditTopics, DedupeTopics, DiamondTopics, EnrichmentTopics,
+    FanInTopics, FanOutTopics, Order, PaymentsTopics, RegroupTopics, SessionTopics,
+    SettlementTopics, TimerTopics, TopologyName, WindowTopics,
 };
 use parsley_sim::sim::{BoxError, Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 

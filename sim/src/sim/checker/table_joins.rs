@@ -157,7 +157,11 @@ impl<'a> Checker<'a> {
         );
         match &expected {
             Some(Some(value)) => {
-                let _ = write!(message, "its result {} to {output}", bytes_for_humans(value));
+                let _ = write!(
+                    message,
+                    "its result {} to {output}",
+                    bytes_for_humans(value)
+                );
             }
             Some(None) => {
                 let _ = write!(

@@ -18,8 +18,10 @@ import org.apache.kafka.streams.TestOutputTopic;
 import org.apache.kafka.streams.TopologyTestDriver;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.ValueJoiner;
+import org.apache.kafka.streams.state.Stores;
 import org.apache.kafka.streams.test.TestRecord;
 
 /**
@@ -32,7 +34,7 @@ import org.apache.kafka.streams.test.TestRecord;
  * line {@code end}. stdout: per case, one line {@code key value timestamp} per output
  * record, in output order ({@code null} for a tombstone), then {@code end}. The joiner
  * writes {@code left:right}, {@code null} for a missing side. Each case runs on a
- * TopologyTestDriver of its own.
+ * TopologyTestDriver of its own, both tables in in-memory stores.
  */
 public final class TableJoins {
     public static void main(String[] args) throws Exception {
@@ -64,8 +66,13 @@ public final class TableJoins {
         ValueJoiner<Long, Long, String> joiner =
             (left, right) -> (left == null ? "null" : left.toString()) + ":" + (right == null ? "null" : right.toString());
         StreamsBuilder builder = new StreamsBuilder();
-        KTable<String, Long> left = builder.table("left", Consumed.with(Serdes.String(), Serdes.Long()));
-        KTable<String, Long> right = builder.table("right", Consumed.with(Serdes.String(), Serdes.Long()));
+        // In-memory stores: a RocksDB store per side per case is most of the time otherwise.
+        KTable<String, Long> left = builder.table("left", Consumed.with(Serdes.String(), Serdes.Long()),
+            Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("left-store"))
+                .withKeySerde(Serdes.String()).withValueSerde(Serdes.Long()));
+        KTable<String, Long> right = builder.table("right", Consumed.with(Serdes.String(), Serdes.Long()),
+            Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("right-store"))
+                .withKeySerde(Serdes.String()).withValueSerde(Serdes.Long()));
         KTable<String, String> joined;
         switch (mode) {
             case "inner" -> joined = left.join(right, joiner);
