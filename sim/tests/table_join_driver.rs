@@ -163,6 +163,52 @@ fn j8_an_inner_join_lives_while_both_sides_do() {
         ]
     );
     assert!(streaming.read_table().unwrap().is_empty());
+    // "dan" lost his only side; nobody is left in the join's tables.
+    assert_eq!(
+        driver
+            .table_sides("watching", &service.devices, &service.plans)
+            .unwrap(),
+        []
+    );
+}
+
+/// J8: the join's tables, as its tasks hold them, read from the driver: a
+/// side without a value is `None`; a stage that is not a table–table join
+/// is refused.
+#[test]
+fn j8_the_sides_are_readable_from_the_driver() {
+    let service = service();
+    let driver = driver(&service);
+    let plans = driver.input(&service.plans).unwrap();
+    let prices = driver.input(&service.prices).unwrap();
+    plans.pipe("ana", "basic").unwrap();
+    prices.pipe("ben", 3).unwrap();
+    prices.pipe("ana", 4).unwrap();
+    plans.pipe_tombstone("ana").unwrap();
+    assert_eq!(
+        driver
+            .table_sides("billing", &service.plans, &service.prices)
+            .unwrap(),
+        [
+            ("ana".to_string(), None, Some(4)),
+            ("ben".to_string(), None, Some(3)),
+        ]
+    );
+    let wrong = Topic::<String, String>::with_codecs("x", Utf8, Utf8);
+    assert!(matches!(
+        driver.table_sides("nowhere", &wrong, &wrong),
+        Err(DriverError::UnknownStage { .. })
+    ));
+    let stream_table = Join::stream_table("pricing", &service.plans, &service.prices)
+        .inner(|plan, price: &i64| format!("{} at {price}", plan.value))
+        .into(&service.billed)
+        .build();
+    let app = Parsley::named("other").stage(stream_table).build().unwrap();
+    let other = TestDriver::new(&app).unwrap();
+    assert!(matches!(
+        other.table_sides("pricing", &service.plans, &service.prices),
+        Err(DriverError::NotATableJoin { .. })
+    ));
 }
 
 /// J8: the sides are state: after a restart a deletion still finds the
@@ -177,6 +223,13 @@ fn j8_a_restarted_task_keeps_both_sides() {
     plans.pipe("ana", "basic").unwrap();
     prices.pipe("ana", 9).unwrap();
     driver.restart().unwrap();
+    assert_eq!(
+        driver
+            .table_sides("billing", &service.plans, &service.prices)
+            .unwrap(),
+        [("ana".to_string(), Some("basic".to_string()), Some(9))],
+        "restored from the changelog"
+    );
     prices.pipe_tombstone("ana").unwrap();
     assert_eq!(
         changes(&billed).last(),

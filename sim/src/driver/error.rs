@@ -138,6 +138,12 @@ pub enum DriverError {
         /// The stage.
         stage: String,
     },
+    /// The stage exists but is not a table–table join (J8).
+    #[error("stage {stage:?} is not a table–table join (parsley::join::Join::table_table): it has no sides")]
+    NotATableJoin {
+        /// The stage.
+        stage: String,
+    },
     /// The stage exists but has no task for that partition.
     #[error("stage {stage:?} has no task {partition}: it has {tasks} task(s), numbered from 0")]
     UnknownTask {

@@ -852,6 +852,67 @@ impl TestDriver {
             .collect()
     }
 
+    /// The two tables of a table–table join (J8,
+    /// `parsley::join::Join::table_table`; Kafka Streams' `getKeyValueStore`
+    /// of each source `KTable`): each key with its left and right values as
+    /// its task holds them now (`None` for a side without one), keys and
+    /// values decoded with `left`'s and `right`'s codecs, in key-byte order
+    /// across the stage's tasks. A key that lost both sides is no longer
+    /// listed. Refused for an unknown stage and a stage that is not a
+    /// table–table join.
+    pub fn table_sides<K: 'static, L: 'static, R: 'static>(
+        &self,
+        stage: &str,
+        left: &Topic<K, L>,
+        right: &Topic<K, R>,
+    ) -> Result<Vec<(K, Option<L>, Option<R>)>, DriverError> {
+        let world = self.world();
+        world.check_stage(stage)?;
+        let not_a_join = || DriverError::NotATableJoin {
+            stage: stage.to_string(),
+        };
+        if world
+            .app
+            .stage(stage)
+            .is_some_and(|plan| plan.stage.table_join().is_none())
+        {
+            return Err(not_a_join());
+        }
+        let mut sides = Vec::new();
+        for host in world
+            .hosts
+            .iter()
+            .filter(|host| *host.task.id().stage == *stage)
+        {
+            sides.extend(parsley::join::sides_of(&host.task).ok_or_else(not_a_join)?);
+        }
+        sides.sort_by(|a, b| a.key.cmp(&b.key));
+        let refused = |topic: &str, part: &'static str| {
+            let topic = topic.to_string();
+            move |error| DriverError::InputCodec { topic, part, error }
+        };
+        sides
+            .into_iter()
+            .map(|sides| {
+                let key = left
+                    .key_codec()
+                    .decode(&sides.key)
+                    .map_err(refused(left.name().as_str(), "key"))?;
+                let left_value = sides
+                    .left
+                    .map(|bytes| left.value_codec().decode(&bytes))
+                    .transpose()
+                    .map_err(refused(left.name().as_str(), "value"))?;
+                let right_value = sides
+                    .right
+                    .map(|bytes| right.value_codec().decode(&bytes))
+                    .transpose()
+                    .map_err(refused(right.name().as_str(), "value"))?;
+                Ok((key, left_value, right_value))
+            })
+            .collect()
+    }
+
     /// The live state of an expiring fold (E1, `parsley::expiry::Expiring`):
     /// each live key with its state and the time it expires (milliseconds
     /// since the epoch), keys decoded with `source`'s key codec, in
