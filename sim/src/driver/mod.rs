@@ -860,6 +860,7 @@ impl TestDriver {
     /// across the stage's tasks. A key that lost both sides is no longer
     /// listed. Refused for an unknown stage and a stage that is not a
     /// table–table join.
+    #[allow(clippy::type_complexity)]
     pub fn table_sides<K: 'static, L: 'static, R: 'static>(
         &self,
         stage: &str,
