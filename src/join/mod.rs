@@ -85,6 +85,59 @@ use crate::tp::TopicName;
 
 use logic::{JoinLogic, JoinerFn};
 
+/// A two-sided join's joiner (stream–stream, table–table), given each side
+/// or `None`: the result to write, or `None` when the join's kind writes
+/// none for those sides (J7, J8).
+pub(crate) type SidedJoinerFn<K, L, R, O> =
+    Arc<dyn Fn(&K, Option<&L>, Option<&R>) -> Option<Result<O, String>> + Send + Sync>;
+
+/// An inner join's joiner: a result only when both sides are there.
+pub(crate) fn inner_joiner<K, L, R, O, F>(
+    joiner: impl Fn(&K, &L, &R) -> F + Send + Sync + 'static,
+) -> SidedJoinerFn<K, L, R, O>
+where
+    K: 'static,
+    L: 'static,
+    R: 'static,
+    O: 'static,
+    F: Fallible<O>,
+{
+    Arc::new(move |key, left, right| match (left, right) {
+        (Some(left), Some(right)) => Some(joiner(key, left, right).into_result()),
+        _ => None,
+    })
+}
+
+/// A left join's joiner: a result whenever the left side is there.
+pub(crate) fn left_joiner<K, L, R, O, F>(
+    joiner: impl Fn(&K, &L, Option<&R>) -> F + Send + Sync + 'static,
+) -> SidedJoinerFn<K, L, R, O>
+where
+    K: 'static,
+    L: 'static,
+    R: 'static,
+    O: 'static,
+    F: Fallible<O>,
+{
+    Arc::new(move |key, left, right| left.map(|left| joiner(key, left, right).into_result()))
+}
+
+/// An outer join's joiner: a result whenever either side is there.
+pub(crate) fn outer_joiner<K, L, R, O, F>(
+    joiner: impl Fn(&K, Option<&L>, Option<&R>) -> F + Send + Sync + 'static,
+) -> SidedJoinerFn<K, L, R, O>
+where
+    K: 'static,
+    L: 'static,
+    R: 'static,
+    O: 'static,
+    F: Fallible<O>,
+{
+    Arc::new(move |key, left, right| {
+        (left.is_some() || right.is_some()).then(|| joiner(key, left, right).into_result())
+    })
+}
+
 /// Entry point of the join operators.
 pub struct Join;
 

@@ -200,12 +200,7 @@ where
         O: 'static,
         F: Fallible<O>,
     {
-        let joiner: StreamJoinerFn<K, L, R, O> =
-            Arc::new(move |key, left, right| match (left, right) {
-                (Some(left), Some(right)) => Some(joiner(key, left, right).into_result()),
-                _ => None,
-            });
-        self.with(StreamJoinKind::Inner, joiner)
+        self.with(StreamJoinKind::Inner, super::inner_joiner(joiner))
     }
 
     /// A left join: each pair is joined by `joiner`, and each left record
@@ -218,10 +213,7 @@ where
         O: 'static,
         F: Fallible<O>,
     {
-        let joiner: StreamJoinerFn<K, L, R, O> = Arc::new(move |key, left, right| {
-            left.map(|left| joiner(key, left, right).into_result())
-        });
-        self.with(StreamJoinKind::Left, joiner)
+        self.with(StreamJoinKind::Left, super::left_joiner(joiner))
     }
 
     /// An outer join: each pair is joined by `joiner`, and each record of
@@ -235,9 +227,8 @@ where
         O: 'static,
         F: Fallible<O>,
     {
-        let joiner: StreamJoinerFn<K, L, R, O> =
-            Arc::new(move |key, left, right| Some(joiner(key, left, right).into_result()));
-        self.with(StreamJoinKind::Outer, joiner)
+        // A held record is always one side: never both missing.
+        self.with(StreamJoinKind::Outer, super::outer_joiner(joiner))
     }
 
     fn with<O>(

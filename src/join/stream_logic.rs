@@ -28,8 +28,7 @@ use super::stream::{HeldRecord, StreamJoinKind};
 /// The joiner, in its outer-join form: `None` when the join writes nothing
 /// for these sides (an inner join's unmatched record, a left join's right
 /// one).
-pub(crate) type StreamJoinerFn<K, L, R, O> =
-    Arc<dyn Fn(&K, Option<&L>, Option<&R>) -> Option<Result<O, String>> + Send + Sync>;
+pub(crate) type StreamJoinerFn<K, L, R, O> = super::SidedJoinerFn<K, L, R, O>;
 
 /// Source 0 is the left stream, source 1 the right.
 const LEFT: usize = 0;

@@ -144,12 +144,7 @@ where
         O: 'static,
         F: Fallible<O>,
     {
-        let joiner: TableJoinerFn<K, L, R, O> =
-            Arc::new(move |key, left, right| match (left, right) {
-                (Some(left), Some(right)) => Some(joiner(key, left, right).into_result()),
-                _ => None,
-            });
-        self.with(TableJoinKind::Inner, joiner)
+        self.with(TableJoinKind::Inner, super::inner_joiner(joiner))
     }
 
     /// A left join: a key with a left side is joined by `joiner`, with its
@@ -162,10 +157,7 @@ where
         O: 'static,
         F: Fallible<O>,
     {
-        let joiner: TableJoinerFn<K, L, R, O> = Arc::new(move |key, left, right| {
-            left.map(|left| joiner(key, left, right).into_result())
-        });
-        self.with(TableJoinKind::Left, joiner)
+        self.with(TableJoinKind::Left, super::left_joiner(joiner))
     }
 
     /// An outer join: a key with either side is joined by `joiner`, with
@@ -179,10 +171,7 @@ where
         O: 'static,
         F: Fallible<O>,
     {
-        let joiner: TableJoinerFn<K, L, R, O> = Arc::new(move |key, left, right| {
-            (left.is_some() || right.is_some()).then(|| joiner(key, left, right).into_result())
-        });
-        self.with(TableJoinKind::Outer, joiner)
+        self.with(TableJoinKind::Outer, super::outer_joiner(joiner))
     }
 
     fn with<O>(

@@ -24,8 +24,7 @@ use super::table::{Sides, TableJoinKind};
 
 /// The joiner, in its outer-join form: `None` when the key has no result
 /// with these sides (J8).
-pub(crate) type TableJoinerFn<K, L, R, O> =
-    Arc<dyn Fn(&K, Option<&L>, Option<&R>) -> Option<Result<O, String>> + Send + Sync>;
+pub(crate) type TableJoinerFn<K, L, R, O> = super::SidedJoinerFn<K, L, R, O>;
 
 /// Source 0 is the left table, source 1 the right.
 const LEFT: usize = 0;
