@@ -171,6 +171,38 @@ fn task_count(plan: &StagePlan, metadata: &dyn TopicMetadata) -> Option<u32> {
         .max()
 }
 
+/// C3: the second topic of `(leader, follower)` must have as many
+/// partitions as the first (when both exist); otherwise a failure naming
+/// the follower's `role` and the `fix`.
+fn co_partitioned(
+    metadata: &dyn TopicMetadata,
+    failures: &mut Vec<AssemblyFailure>,
+    (leader, follower): (&TopicName, &TopicName),
+    role: String,
+    fix: String,
+) {
+    let expected = metadata.partitions(leader.as_str());
+    let found = metadata.partitions(follower.as_str());
+    if let (Some(expected), Some(found)) = (expected, found) {
+        if expected != found {
+            failures.push(AssemblyFailure::WrongPartitionCount {
+                topic: follower.to_string(),
+                role,
+                expected,
+                found,
+                fix,
+            });
+        }
+    }
+}
+
+/// J4's fix for two join sides that are not co-partitioned.
+fn rekey_fix(follower: &TopicName, leader: &TopicName) -> String {
+    format!(
+        "give {follower} and {leader} the same partition count (and the same partitioner): re-key one of them into a topic with the other's count"
+    )
+}
+
 /// Checks `app` against `metadata` (C3).
 pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, AssemblyError> {
     let contracts = ContractProbes::probe(app);
@@ -220,26 +252,20 @@ pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, Ass
         let Some(timer) = plan.stage.timer_service() else {
             continue;
         };
-        let requests = metadata.partitions(timer.requests.as_str());
-        let fires = metadata.partitions(timer.fires.as_str());
-        if let (Some(expected), Some(found)) = (requests, fires) {
-            if expected != found {
-                failures.push(AssemblyFailure::WrongPartitionCount {
-                    topic: timer.fires.to_string(),
-                    role: format!(
-                        "fires of timer service {}, which must match its requests {}",
-                        plan.name(),
-                        timer.requests
-                    ),
-                    expected,
-                    found,
-                    fix: format!(
-                        "give {} and {} the same partition count",
-                        timer.fires, timer.requests
-                    ),
-                });
-            }
-        }
+        co_partitioned(
+            metadata,
+            &mut failures,
+            (&timer.requests, &timer.fires),
+            format!(
+                "fires of timer service {}, which must match its requests {}",
+                plan.name(),
+                timer.requests
+            ),
+            format!(
+                "give {} and {} the same partition count",
+                timer.fires, timer.requests
+            ),
+        );
     }
     // C3, J4: a join's stream and table are co-partitioned, so that a key's
     // records and its row meet in one task.
@@ -247,78 +273,51 @@ pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, Ass
         let Some(join) = plan.stage.join() else {
             continue;
         };
-        let stream = metadata.partitions(join.stream.as_str());
-        let table = metadata.partitions(join.table.as_str());
-        if let (Some(expected), Some(found)) = (stream, table) {
-            if expected != found {
-                failures.push(AssemblyFailure::WrongPartitionCount {
-                    topic: join.table.to_string(),
-                    role: format!(
-                        "table of stream–table join {}, which must be co-partitioned with its stream {} (J4)",
-                        plan.name(),
-                        join.stream
-                    ),
-                    expected,
-                    found,
-                    fix: format!(
-                        "give {} and {} the same partition count (and the same partitioner): re-key one of them into a topic with the other's count",
-                        join.table, join.stream
-                    ),
-                });
-            }
-        }
+        co_partitioned(
+            metadata,
+            &mut failures,
+            (&join.stream, &join.table),
+            format!(
+                "table of stream–table join {}, which must be co-partitioned with its stream {} (J4)",
+                plan.name(),
+                join.stream
+            ),
+            rekey_fix(&join.table, &join.stream),
+        );
     }
     // C3, J4: a stream–stream join's two sides are co-partitioned too.
     for plan in app.stages() {
         let Some(join) = plan.stage.stream_join() else {
             continue;
         };
-        let left = metadata.partitions(join.left.as_str());
-        let right = metadata.partitions(join.right.as_str());
-        if let (Some(expected), Some(found)) = (left, right) {
-            if expected != found {
-                failures.push(AssemblyFailure::WrongPartitionCount {
-                    topic: join.right.to_string(),
-                    role: format!(
-                        "right stream of stream–stream join {}, which must be co-partitioned with its left stream {} (J4)",
-                        plan.name(),
-                        join.left
-                    ),
-                    expected,
-                    found,
-                    fix: format!(
-                        "give {} and {} the same partition count (and the same partitioner): re-key one of them into a topic with the other's count",
-                        join.right, join.left
-                    ),
-                });
-            }
-        }
+        co_partitioned(
+            metadata,
+            &mut failures,
+            (&join.left, &join.right),
+            format!(
+                "right stream of stream–stream join {}, which must be co-partitioned with its left stream {} (J4)",
+                plan.name(),
+                join.left
+            ),
+            rekey_fix(&join.right, &join.left),
+        );
     }
     // C3, J4: a table–table join's two tables are co-partitioned too.
     for plan in app.stages() {
         let Some(join) = plan.stage.table_join() else {
             continue;
         };
-        let left = metadata.partitions(join.left.as_str());
-        let right = metadata.partitions(join.right.as_str());
-        if let (Some(expected), Some(found)) = (left, right) {
-            if expected != found {
-                failures.push(AssemblyFailure::WrongPartitionCount {
-                    topic: join.right.to_string(),
-                    role: format!(
-                        "right table of table–table join {}, which must be co-partitioned with its left table {} (J4)",
-                        plan.name(),
-                        join.left
-                    ),
-                    expected,
-                    found,
-                    fix: format!(
-                        "give {} and {} the same partition count (and the same partitioner): re-key one of them into a topic with the other's count",
-                        join.right, join.left
-                    ),
-                });
-            }
-        }
+        co_partitioned(
+            metadata,
+            &mut failures,
+            (&join.left, &join.right),
+            format!(
+                "right table of table–table join {}, which must be co-partitioned with its left table {} (J4)",
+                plan.name(),
+                join.left
+            ),
+            rekey_fix(&join.right, &join.left),
+        );
     }
     if failures.is_empty() {
         Ok(Assembly { tasks, partitions })
