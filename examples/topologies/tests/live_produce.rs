@@ -229,17 +229,50 @@ async fn produce_waits_out_a_stopped_broker_and_appends_each_record_once() {
     assert_eq!(stamps.len(), 1200, "every record once");
 }
 
-/// The child's output, failing the test if it runs past `within`.
+/// The child's output, failing the test, with what the child printed, if
+/// it runs past `within`. Both pipes are drained while it runs: a child
+/// that logs through an outage (librdkafka's connection warnings, once a
+/// second per producer) would otherwise fill a pipe and block on it.
 fn wait_with_output(mut child: std::process::Child, within: Duration) -> Output {
+    fn drain(
+        pipe: Option<impl std::io::Read + Send + 'static>,
+    ) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let until = Instant::now() + within;
-    while child.try_wait().expect("status").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("status") {
+            break Some(status);
+        }
         if Instant::now() > until {
             let _ = child.kill();
-            panic!("the command ran past {within:?}");
+            let _ = child.wait();
+            break None;
         }
         std::thread::sleep(Duration::from_millis(200));
+    };
+    let stdout = stdout.join().expect("stdout reader");
+    let stderr = stderr.join().expect("stderr reader");
+    let Some(status) = status else {
+        panic!(
+            "the command ran past {within:?} and was killed; it printed:\n{}\n{}",
+            text(&stdout),
+            text(&stderr)
+        );
+    };
+    Output {
+        status,
+        stdout,
+        stderr,
     }
-    child.wait_with_output().expect("output")
 }
 
 /// With the broker stopped, `produce` fails at once without `--wait`
