@@ -14,7 +14,7 @@ use crate::sim::world::stats::Stats;
 use crate::sim::world::trace::{Entry, Event, TxnRef};
 use cause::{has_cause, Cause};
 use outcome::RunOutcome;
-use shrink::try_shrink;
+use shrink::{try_shrink, Probe};
 
 pub(crate) mod cause;
 pub(crate) mod horizon;
@@ -33,6 +33,9 @@ pub struct Failure {
     pub invariant: Invariant,
     /// How many shrink attempts were run.
     pub attempts: usize,
+    /// Whether shrinking reached a local minimum (a whole round of its
+    /// passes found nothing simpler) before its attempt budget ran out.
+    pub finished: bool,
 }
 
 /// Shrinks a failing run's tape while the same invariant, with the same
@@ -61,19 +64,23 @@ pub(crate) fn shrink_failure(
             shrunk: again,
             invariant,
             attempts: 0,
+            finished: false,
         });
     }
-    let mut checked = false;
-    let fails = |tape: &[u8]| {
-        if !checked {
-            checked = true;
-            return true;
-        }
-        has_cause(&replay(tape).violations, &cause)
+    let probe_of = |outcome: RunOutcome| Probe {
+        fails: has_cause(&outcome.violations, &cause),
+        spans: outcome.spans,
+        canonical: outcome.canonical,
     };
-    let (tape, attempts) = match try_shrink(&original.tape, fails, attempts_max) {
-        Some(outcome) => (outcome.tape, outcome.attempts),
-        None => (original.tape.clone(), 0),
+    // The replay above is the precondition's check.
+    let mut first = Some(probe_of(again));
+    let probe = |tape: &[u8]| match first.take() {
+        Some(probe) => probe,
+        None => probe_of(replay(tape)),
+    };
+    let (tape, attempts, finished) = match try_shrink(&original.tape, probe, attempts_max) {
+        Some(outcome) => (outcome.tape, outcome.attempts, outcome.finished),
+        None => (original.tape.clone(), 0, false),
     };
     let shrunk = replay(&tape);
     Some(Failure {
@@ -81,6 +88,7 @@ pub(crate) fn shrink_failure(
         shrunk,
         invariant,
         attempts,
+        finished,
     })
 }
 

@@ -12,6 +12,12 @@ pub struct RunOutcome {
     pub seed: Option<u64>,
     /// Every choice the run consumed: replaying it gives the same run (I9).
     pub tape: Vec<u8>,
+    /// The word of `tape` at which each step starts (the safety phase's
+    /// steps, then the liveness phase): the joints the shrinker cuts at.
+    pub(crate) spans: Vec<u32>,
+    /// The tape with every word lowered to the smallest that makes the same
+    /// decision (kept by replays of a tape, empty otherwise).
+    pub(crate) canonical: Vec<u8>,
     /// Everything that happened.
     pub trace: Vec<Entry>,
     /// The run's counters.

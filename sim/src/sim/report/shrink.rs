@@ -6,18 +6,31 @@
 //! simplest decision and a tape that runs out reads zeros, cutting and zeroing
 //! words only ever simplifies a run.
 //!
-//! [`shrink`] is a deterministic greedy search. It repeats these passes, in
-//! order, until a whole round of them makes no progress or the attempt budget
-//! is spent:
+//! [`shrink`] is a deterministic greedy search over the run's structure
+//! first and its words second. Each replay reports where every step of the
+//! run starts on the tape (its *spans*) and the tape's canonical form (each
+//! word lowered to the smallest that makes the same decision), so the
+//! passes cut at a run's joints. It repeats these passes, in order, until a
+//! whole round of them makes no progress (a local minimum) or the attempt
+//! budget is spent:
 //!
-//! 1. **truncate** the tail: cut all the words, then half of them, a quarter,
-//!    … down to one word (a trailing partial word counts as a word);
-//! 2. **delete** aligned chunks of `4·k` bytes (whole words) for
-//!    k = 32, 16, 8, 4, 2, 1, walking from the front;
-//! 3. **zero** aligned chunks of `4·k` bytes likewise;
-//! 4. **reduce** single words: set to 0, then halve while that keeps failing,
-//!    then step down towards the last value that passed by bisection (which
-//!    ends by trying "minus one").
+//! 1. **cut steps**: bisect the shortest prefix of whole steps that still
+//!    fails (what is cut reads zeros: the steps after it only deliver);
+//! 2. **drop steps**: from the last step back, delete runs of whole steps,
+//!    doubling the run's length while deletions succeed and halving it when
+//!    one fails — an input, a crash, a restart or a clock advance goes
+//!    with its step;
+//! 3. **plain steps**: zero a step's words after its first (its action
+//!    stays, its details become the simplest: the first host, the smallest
+//!    clock step, the lowest value);
+//! 4. **truncate** the tail word by word: cut half the words, a quarter, …;
+//! 5. **delete** and **zero** aligned chunks of `4·k` bytes that hold a
+//!    non-zero word, for k = 32, 16, 8, 4, 2, 1;
+//! 6. **lower** single words: to 0, else halve while that keeps failing,
+//!    then bisect towards the last value that passed.
+//!
+//! After every success the tape is replaced by its canonical form, which
+//! makes exactly the same decisions, so values fall without an attempt.
 //!
 //! A candidate is tried only if it is *simpler* than the current tape —
 //! shorter, or as long and lexicographically smaller as a sequence of
@@ -30,6 +43,27 @@ use std::cmp::Ordering;
 
 use crate::sim::world::choice::WORD_BYTES;
 
+/// What one replay of a candidate tape tells the shrinker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Probe {
+    /// Whether it still fails the same way.
+    pub fails: bool,
+    /// The word at which each step of the replay starts.
+    pub spans: Vec<u32>,
+    /// The replay's canonical tape (empty when unknown).
+    pub canonical: Vec<u8>,
+}
+
+impl Probe {
+    /// A verdict on a tape without structure, for searches over plain words.
+    pub(crate) fn plain(fails: bool) -> Probe {
+        Probe {
+            fails,
+            ..Probe::default()
+        }
+    }
+}
+
 /// A shrunk tape and how many candidates were tried to find it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ShrinkOutcome {
@@ -38,6 +72,9 @@ pub(crate) struct ShrinkOutcome {
     /// How many candidates were passed to `still_fails` (not counting the
     /// initial check of the precondition); at most `attempts_max`.
     pub attempts: usize,
+    /// Whether the search ended at a local minimum (a whole round of passes
+    /// found nothing simpler) rather than on its budget.
+    pub finished: bool,
 }
 
 /// Shrinks `tape`, a tape for which `still_fails` is true, to a simpler tape
@@ -53,10 +90,10 @@ pub(crate) struct ShrinkOutcome {
 #[cfg(test)]
 pub(crate) fn shrink(
     tape: &[u8],
-    still_fails: impl FnMut(&[u8]) -> bool,
+    mut still_fails: impl FnMut(&[u8]) -> bool,
     attempts_max: usize,
 ) -> ShrinkOutcome {
-    try_shrink(tape, still_fails, attempts_max).unwrap_or_else(|| {
+    try_shrink(tape, |t| Probe::plain(still_fails(t)), attempts_max).unwrap_or_else(|| {
         panic!(
             "shrink: the tape to shrink ({} bytes) must fail, but still_fails returned false for it",
             tape.len()
@@ -64,51 +101,67 @@ pub(crate) fn shrink(
     })
 }
 
-/// [`shrink`], or `None` when `still_fails(tape)` is false: a failure that
-/// does not fail again when replayed (a sign the logic is not a pure
-/// function, S4) has nothing to shrink.
+/// [`shrink`] over replays that report their structure ([`Probe`]), or
+/// `None` when `probe(tape)` does not fail: a failure that does not fail
+/// again when replayed (a sign the logic is not a pure function, S4) has
+/// nothing to shrink.
 pub(crate) fn try_shrink(
     tape: &[u8],
-    mut still_fails: impl FnMut(&[u8]) -> bool,
+    mut probe: impl FnMut(&[u8]) -> Probe,
     attempts_max: usize,
 ) -> Option<ShrinkOutcome> {
-    if !still_fails(tape) {
+    let first = probe(tape);
+    if !first.fails {
         return None;
     }
     let mut shrinker = Shrinker {
         current: tape.to_vec(),
+        spans: Vec::new(),
         attempts: 0,
         attempts_max,
-        still_fails: &mut still_fails,
+        cut_short: false,
+        probe: &mut probe,
     };
+    shrinker.learn(first);
     loop {
         let before = shrinker.current.clone();
+        shrinker.cut_steps();
+        shrinker.drop_steps();
+        shrinker.plain_steps();
         shrinker.truncate();
         shrinker.delete_chunks();
         shrinker.zero_chunks();
-        shrinker.reduce_words();
-        if shrinker.current == before || shrinker.spent() {
+        shrinker.lower_words();
+        if shrinker.current == before || shrinker.cut_short {
             break;
         }
     }
     Some(ShrinkOutcome {
         tape: shrinker.current,
         attempts: shrinker.attempts,
+        finished: !shrinker.cut_short,
     })
 }
 
 const CHUNK_WORDS: [usize; 6] = [32, 16, 8, 4, 2, 1];
 
-struct Shrinker<'a, F: FnMut(&[u8]) -> bool> {
+struct Shrinker<'a, F: FnMut(&[u8]) -> Probe> {
     current: Vec<u8>,
+    /// Where each step of the current tape's run starts, in words, within
+    /// the tape (steps that start past its end read only zeros).
+    spans: Vec<usize>,
     attempts: usize,
     attempts_max: usize,
-    still_fails: &'a mut F,
+    /// Whether some candidate went untried for want of budget.
+    cut_short: bool,
+    probe: &'a mut F,
 }
 
-impl<F: FnMut(&[u8]) -> bool> Shrinker<'_, F> {
-    fn spent(&self) -> bool {
-        self.attempts >= self.attempts_max
+impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
+    fn spent(&mut self) -> bool {
+        let spent = self.attempts >= self.attempts_max;
+        self.cut_short |= spent;
+        spent
     }
 
     /// Words in the current tape, a trailing partial word included.
@@ -116,17 +169,105 @@ impl<F: FnMut(&[u8]) -> bool> Shrinker<'_, F> {
         self.current.len().div_ceil(WORD_BYTES)
     }
 
+    /// Takes in what the replay of the (new) current tape showed: its
+    /// steps, and its canonical form when that is simpler.
+    fn learn(&mut self, probe: Probe) {
+        let words = self.words();
+        self.spans = probe
+            .spans
+            .iter()
+            .map(|&word| word as usize)
+            .filter(|&word| word < words)
+            .collect();
+        self.spans.dedup();
+        if probe.canonical.is_empty() {
+            return;
+        }
+        let mut canonical = probe.canonical;
+        canonical.truncate(self.current.len());
+        while canonical.len() >= WORD_BYTES && canonical.ends_with(&[0; WORD_BYTES]) {
+            canonical.truncate(canonical.len() - WORD_BYTES);
+        }
+        // Same decisions, so the same run: it fails without an attempt.
+        if simpler(&canonical, &self.current) == Ordering::Less {
+            self.current = canonical;
+        }
+    }
+
     /// Tries `candidate`; keeps it if it is simpler and still fails.
     fn try_candidate(&mut self, candidate: Vec<u8>) -> bool {
-        if self.spent() || simpler(&candidate, &self.current) != Ordering::Less {
+        if simpler(&candidate, &self.current) != Ordering::Less || self.spent() {
             return false;
         }
         self.attempts += 1;
-        if (self.still_fails)(&candidate) {
+        let probe = (self.probe)(&candidate);
+        if probe.fails {
             self.current = candidate;
+            self.learn(probe);
             true
         } else {
             false
+        }
+    }
+
+    /// The words of step `index`: from its start to the next step's.
+    fn step_words(&self, index: usize) -> std::ops::Range<usize> {
+        let end = self.spans.get(index + 1).copied().unwrap_or(self.words());
+        self.spans[index]..end
+    }
+
+    fn cut_steps(&mut self) {
+        // The smallest `kept` steps whose prefix still fails, by bisection:
+        // failing is not monotone in the prefix, but every kept cut fails.
+        let (mut low, mut high) = (0, self.spans.len());
+        while low < high && !self.spent() {
+            let middle = low + (high - low) / 2;
+            let cut = self.spans[middle] * WORD_BYTES;
+            if self.try_candidate(self.current[..cut.min(self.current.len())].to_vec()) {
+                high = middle;
+            } else {
+                low = middle + 1;
+            }
+        }
+    }
+
+    fn drop_steps(&mut self) {
+        // Walking back keeps the earlier steps' spans valid: a run is the
+        // same up to the first word that changed.
+        let mut end = self.spans.len();
+        let mut run = 1;
+        while end > 0 && !self.spent() {
+            let run_now = run.min(end);
+            let words = self.step_words(end - run_now).start..self.step_words(end - 1).end;
+            let mut candidate = self.current.clone();
+            let bytes = words.start * WORD_BYTES..(words.end * WORD_BYTES).min(candidate.len());
+            candidate.drain(bytes);
+            if self.try_candidate(candidate) {
+                end -= run_now;
+                run = run_now * 2;
+            } else if run_now > 1 {
+                run = run_now / 2;
+            } else {
+                end -= 1;
+            }
+            end = end.min(self.spans.len());
+        }
+    }
+
+    fn plain_steps(&mut self) {
+        let mut index = self.spans.len();
+        while index > 0 && !self.spent() {
+            index -= 1;
+            if index >= self.spans.len() {
+                continue;
+            }
+            let words = self.step_words(index);
+            let bytes = (words.start + 1) * WORD_BYTES..(words.end * WORD_BYTES).min(self.current.len());
+            if bytes.start < bytes.end && self.current[bytes.clone()].iter().any(|&b| b != 0) {
+                let mut candidate = self.current.clone();
+                candidate[bytes].fill(0);
+                self.try_candidate(candidate);
+            }
         }
     }
 
@@ -145,13 +286,28 @@ impl<F: FnMut(&[u8]) -> bool> Shrinker<'_, F> {
         }
     }
 
+    /// The bytes of `k` words from `word`, clipped to the tape, when any of
+    /// them is non-zero: deleting or zeroing only zeros changes nothing a
+    /// reader counts.
+    fn chunk(&self, word: usize, k: usize) -> Option<std::ops::Range<usize>> {
+        let range = word * WORD_BYTES..((word + k) * WORD_BYTES).min(self.current.len());
+        (range.start < range.end && self.current[range.clone()].iter().any(|&b| b != 0))
+            .then_some(range)
+    }
+
     fn delete_chunks(&mut self) {
         for k in CHUNK_WORDS {
             let mut word = 0;
             while (word + k) * WORD_BYTES <= self.current.len() && !self.spent() {
-                let mut candidate = self.current.clone();
-                candidate.drain(word * WORD_BYTES..(word + k) * WORD_BYTES);
-                if !self.try_candidate(candidate) {
+                let kept = match self.chunk(word, k) {
+                    Some(range) => {
+                        let mut candidate = self.current.clone();
+                        candidate.drain(range);
+                        self.try_candidate(candidate)
+                    }
+                    None => false,
+                };
+                if !kept {
                     word += k;
                 }
             }
@@ -162,8 +318,7 @@ impl<F: FnMut(&[u8]) -> bool> Shrinker<'_, F> {
         for k in CHUNK_WORDS {
             let mut word = 0;
             while word * WORD_BYTES < self.current.len() && !self.spent() {
-                let range = word * WORD_BYTES..((word + k) * WORD_BYTES).min(self.current.len());
-                if self.current[range.clone()].iter().any(|&b| b != 0) {
+                if let Some(range) = self.chunk(word, k) {
                     let mut candidate = self.current.clone();
                     candidate[range].fill(0);
                     self.try_candidate(candidate);
@@ -173,9 +328,9 @@ impl<F: FnMut(&[u8]) -> bool> Shrinker<'_, F> {
         }
     }
 
-    fn reduce_words(&mut self) {
+    fn lower_words(&mut self) {
         for index in 0..self.words() {
-            if self.spent() {
+            if index >= self.words() || self.spent() {
                 return;
             }
             let value = word_at(&self.current, index);
@@ -187,17 +342,17 @@ impl<F: FnMut(&[u8]) -> bool> Shrinker<'_, F> {
             let mut value = value;
             while value / 2 > passed && !self.spent() {
                 if self.try_word(index, value / 2) {
-                    value /= 2;
+                    value = word_at(&self.current, index);
                 } else {
                     passed = value / 2;
                     break;
                 }
             }
             // Bisect between the last value that passed and the current one.
-            while value - passed > 1 && !self.spent() {
+            while value > passed + 1 && !self.spent() {
                 let mid = passed + (value - passed) / 2;
                 if self.try_word(index, mid) {
-                    value = mid;
+                    value = word_at(&self.current, index);
                 } else {
                     passed = mid;
                 }

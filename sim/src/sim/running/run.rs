@@ -73,6 +73,7 @@ pub(crate) fn run_watched(
     let phases = catch_unwind(AssertUnwindSafe(|| {
         let world = world.insert(World::new(plan, &mut choices));
         for step in 0..budget.safety_steps {
+            choices.mark_span();
             world.step(&mut choices);
             watch(Watch {
                 step,
@@ -81,6 +82,7 @@ pub(crate) fn run_watched(
                 assembly: &world.assembly,
             });
         }
+        choices.mark_span();
         world.run_liveness(&mut choices)
     }));
     let mut world = match world {
@@ -95,9 +97,12 @@ pub(crate) fn run_watched(
                 0,
                 format!("{PANICKED} while setting up the world: {panic}"),
             );
+            let (tape, spans, canonical) = choices.into_parts();
             return RunOutcome {
                 seed: None,
-                tape: choices.into_tape(),
+                tape,
+                spans,
+                canonical,
                 trace: Vec::new(),
                 stats: Stats::default(),
                 quiesced: false,
@@ -196,9 +201,12 @@ pub(crate) fn run_watched(
     drop(committed);
     let trace_hash = fingerprint(&world.trace, &world.cluster);
     let trace = std::mem::take(&mut world.trace);
+    let (tape, spans, canonical) = choices.into_parts();
     RunOutcome {
         seed: None,
-        tape: choices.into_tape(),
+        tape,
+        spans,
+        canonical,
         trace,
         stats: world.stats,
         quiesced,

@@ -873,7 +873,9 @@ impl Simulation {
     /// Runs one tape (a replay or a shrink candidate) on this thread.
     pub fn run_tape(&self, tape: &[u8]) -> RunOutcome {
         self.plant();
-        run(self, Choices::from_tape(tape.to_vec()))
+        let mut choices = Choices::from_tape(tape.to_vec());
+        choices.keep_canonical();
+        run(self, choices)
     }
 
     /// Shrinks a failing run of this simulation to a simpler tape that

@@ -63,6 +63,13 @@ pub struct Choices {
     record: Vec<u8>,
     draws: u64,
     exhausted: bool,
+    /// The word at which each marked span starts (a step of the run), so
+    /// that the shrinker can cut a run at its joints rather than mid-step.
+    spans: Vec<u32>,
+    /// When kept ([`Choices::keep_canonical`]): each draw as the smallest
+    /// word that makes the same decision, so that a shrinker lowers every
+    /// value at once instead of bisecting each word.
+    canonical: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Debug)]
@@ -82,6 +89,8 @@ impl Choices {
             record: Vec::new(),
             draws: 0,
             exhausted: false,
+            spans: Vec::new(),
+            canonical: None,
         }
     }
 
@@ -96,6 +105,8 @@ impl Choices {
             record: Vec::new(),
             draws: 0,
             exhausted: false,
+            spans: Vec::new(),
+            canonical: None,
         }
     }
 
@@ -133,6 +144,22 @@ impl Choices {
         u32::from_le_bytes(buf)
     }
 
+    /// Records the canonical word of the draw just made, when kept.
+    #[inline]
+    fn canon(&mut self, word: u32) {
+        if let Some(canonical) = &mut self.canonical {
+            canonical.extend_from_slice(&word.to_le_bytes());
+        }
+    }
+
+    /// Keeps, beside the record, the canonical tape: every draw as the
+    /// smallest word that makes the same decision (`w % n` for a `below`,
+    /// the lowest "yes" word for a `chance` that fired, zero for one that
+    /// did not). Replaying it makes exactly the same decisions.
+    pub(crate) fn keep_canonical(&mut self) {
+        self.canonical = Some(Vec::new());
+    }
+
     /// A number in `[0, n)`: `w % n`. Zero is the first option.
     ///
     /// # Panics
@@ -140,7 +167,9 @@ impl Choices {
     /// If `n` is zero.
     pub fn below(&mut self, n: u32) -> u32 {
         assert!(n >= 1, "Choices::below(n) needs n >= 1, got 0");
-        self.word() % n
+        let value = self.word() % n;
+        self.canon(value);
+        value
     }
 
     /// True with probability `probability`: when the word lies in the top
@@ -157,7 +186,10 @@ impl Choices {
         let word = self.word();
         // How many of the 2^32 words mean "yes"; they are the top ones.
         let yes = (probability * WORD_RANGE as f64).round() as u64;
-        u64::from(word) >= WORD_RANGE - yes.min(WORD_RANGE)
+        let lowest_yes = WORD_RANGE - yes.min(WORD_RANGE);
+        let fired = u64::from(word) >= lowest_yes;
+        self.canon(if fired { lowest_yes as u32 } else { 0 });
+        fired
     }
 
     /// A number in `[lo, hi]`: `lo + w % (hi - lo + 1)`. Zero is `lo`.
@@ -174,11 +206,14 @@ impl Choices {
             "Choices::range_inclusive(lo, hi) needs lo <= hi, got {lo} > {hi}"
         );
         let word = u64::from(self.word());
-        match (hi - lo).checked_add(1) {
-            Some(span) => lo + word % span,
+        let offset = match (hi - lo).checked_add(1) {
+            Some(span) => word % span,
             // The whole u64 range: every word is in it.
-            None => lo + word,
-        }
+            None => word,
+        };
+        // Below 2^32: `word` is.
+        self.canon(offset as u32);
+        lo + offset
     }
 
     /// One of `items`: `items[w % items.len()]`. Zero is the first item.
@@ -193,6 +228,16 @@ impl Choices {
         &items[self.below(len) as usize]
     }
 
+    /// Marks that the next draw starts a new span: one step of the run.
+    pub(crate) fn mark_span(&mut self) {
+        self.spans.push(u32::try_from(self.draws).unwrap_or(u32::MAX));
+    }
+
+    /// The word offset of every span marked so far, in order.
+    pub(crate) fn spans(&self) -> &[u32] {
+        &self.spans
+    }
+
     /// Every word consumed so far, in the tape format: `4 * draws()` bytes.
     /// Replaying it with [`Choices::from_tape`] makes the same decisions.
     /// Words read past the end of an exhausted tape are recorded as the zeros
@@ -204,6 +249,12 @@ impl Choices {
     /// The recorded tape; see [`Choices::tape`].
     pub fn into_tape(self) -> Vec<u8> {
         self.record
+    }
+
+    /// The recorded tape, its spans ([`Choices::mark_span`]) and its
+    /// canonical form ([`Choices::keep_canonical`]; empty when not kept).
+    pub(crate) fn into_parts(self) -> (Vec<u8>, Vec<u32>, Vec<u8>) {
+        (self.record, self.spans, self.canonical.unwrap_or_default())
     }
 
     /// How many decisions were drawn.
@@ -338,6 +389,42 @@ mod tests {
                 "chance({p}) fired at rate {rate}, outside {p} ± {slack}"
             );
         }
+    }
+
+    #[test]
+    fn the_canonical_tape_makes_the_same_decisions_with_smaller_words() {
+        for seed in [3, 17, 99] {
+            let mut seeded = Choices::seeded(seed);
+            let decisions = mixed_draws(&mut seeded, 2_000);
+            let mut replay = Choices::from_tape(seeded.tape().to_vec());
+            replay.keep_canonical();
+            assert_eq!(mixed_draws(&mut replay, 2_000), decisions);
+            let (record, _, canonical) = replay.into_parts();
+            assert_eq!(canonical.len(), record.len());
+            let words = |tape: &[u8]| -> Vec<u32> {
+                tape.chunks(WORD_BYTES)
+                    .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+                    .collect()
+            };
+            assert!(words(&canonical)
+                .iter()
+                .zip(words(&record))
+                .all(|(c, r)| *c <= r));
+            assert_ne!(canonical, record, "seed {seed}: some word must get smaller");
+            let mut again = Choices::from_tape(canonical);
+            assert_eq!(mixed_draws(&mut again, 2_000), decisions);
+        }
+    }
+
+    #[test]
+    fn spans_mark_where_each_step_starts() {
+        let mut choices = Choices::seeded(1);
+        choices.mark_span();
+        choices.below(3);
+        choices.below(3);
+        choices.mark_span();
+        choices.chance(0.5);
+        assert_eq!(choices.spans(), &[0, 2]);
     }
 
     #[test]
