@@ -251,7 +251,17 @@ impl Setup {
             if fails(&self.run_seed(seed), failure.invariant) {
                 let seed = format!("{} --seed {seed}", self.path);
                 replays.push(("Replay", self.command(&format!("replay {seed}"))));
-                replays.push(("Shrink", self.command(&format!("shrink {seed}"))));
+                if failure.finished {
+                    replays.push(("Shrink", self.command(&format!("shrink {seed}"))));
+                } else {
+                    // Shrinking is deterministic: a larger budget goes the
+                    // same way, then further.
+                    let more = attempts.saturating_mul(4).max(1);
+                    replays.push((
+                        "Continue shrinking",
+                        self.command(&format!("shrink {seed} --attempts {more}")),
+                    ));
+                }
             } else {
                 eprintln!("seed {seed} passed when run again (I9): no replay command printed");
             }

@@ -103,6 +103,22 @@ impl Failure {
     }
 }
 
+/// Whether shrinking reached a local minimum, in words: a run shrunk until
+/// the budget ran out is not presented as a minimal counterexample.
+pub(crate) fn shrink_verdict(failure: &Failure) -> String {
+    if failure.finished {
+        "Shrinking reached a local minimum: no pass found a simpler run that fails the same way.\n"
+            .to_string()
+    } else {
+        format!(
+            "Shrinking stopped after {} attempts at {} non-zero choices; it had not reached a \
+             minimum, so the run below may hold choices the failure does not need.\n",
+            failure.attempts,
+            nonzero_words(&failure.shrunk.tape)
+        )
+    }
+}
+
 /// Choices that are not the default (zero) one: what a counterexample needs.
 pub(crate) fn nonzero_words(tape: &[u8]) -> usize {
     tape.chunks(4)
@@ -398,6 +414,7 @@ pub fn render(scenario_path: &str, failure: &Failure, replays: &[(&str, String)]
             failure.shrunk.trace.len()
         );
         out.push_str(&grouped(&failure.shrunk.violations, 2));
+        out.push_str(&shrink_verdict(failure));
         let _ = writeln!(out, "\nWhat happened (shrunk):");
         let violation = failure
             .shrunk

@@ -172,6 +172,17 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
     /// Takes in what the replay of the (new) current tape showed: its
     /// steps, and its canonical form when that is simpler.
     fn learn(&mut self, probe: Probe) {
+        if !probe.canonical.is_empty() {
+            let mut canonical = probe.canonical;
+            canonical.truncate(self.current.len());
+            while canonical.len() >= WORD_BYTES && canonical.ends_with(&[0; WORD_BYTES]) {
+                canonical.truncate(canonical.len() - WORD_BYTES);
+            }
+            // Same decisions, so the same run: it fails without an attempt.
+            if simpler(&canonical, &self.current) == Ordering::Less {
+                self.current = canonical;
+            }
+        }
         let words = self.words();
         self.spans = probe
             .spans
@@ -180,18 +191,6 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
             .filter(|&word| word < words)
             .collect();
         self.spans.dedup();
-        if probe.canonical.is_empty() {
-            return;
-        }
-        let mut canonical = probe.canonical;
-        canonical.truncate(self.current.len());
-        while canonical.len() >= WORD_BYTES && canonical.ends_with(&[0; WORD_BYTES]) {
-            canonical.truncate(canonical.len() - WORD_BYTES);
-        }
-        // Same decisions, so the same run: it fails without an attempt.
-        if simpler(&canonical, &self.current) == Ordering::Less {
-            self.current = canonical;
-        }
     }
 
     /// Tries `candidate`; keeps it if it is simpler and still fails.
@@ -224,7 +223,9 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
             let middle = low + (high - low) / 2;
             let cut = self.spans[middle] * WORD_BYTES;
             if self.try_candidate(self.current[..cut.min(self.current.len())].to_vec()) {
-                high = middle;
+                // Trailing zeros of the canonical tape may have gone too.
+                high = middle.min(self.spans.len());
+                low = low.min(high);
             } else {
                 low = middle + 1;
             }
@@ -240,8 +241,8 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
             let run_now = run.min(end);
             let words = self.step_words(end - run_now).start..self.step_words(end - 1).end;
             let mut candidate = self.current.clone();
-            let bytes = words.start * WORD_BYTES..(words.end * WORD_BYTES).min(candidate.len());
-            candidate.drain(bytes);
+            let len = candidate.len();
+            candidate.drain((words.start * WORD_BYTES).min(len)..(words.end * WORD_BYTES).min(len));
             if self.try_candidate(candidate) {
                 end -= run_now;
                 run = run_now * 2;
@@ -517,6 +518,79 @@ mod tests {
         };
         assert_eq!(run(100_000), run(100_000));
         assert_eq!(run(50), run(50));
+    }
+
+    /// A toy run of `TOY_STEPS` steps over a tape, reporting its structure
+    /// as a simulated run does: each step reads a word whose value mod 4 is
+    /// its kind, then `kind` more words. It fails when a step of kind 3
+    /// whose first word after the kind is at least 500 follows a step of
+    /// kind 2.
+    fn toy(tape: &[u8]) -> Probe {
+        const TOY_STEPS: usize = 300;
+        let mut choices = Choices::from_tape(tape.to_vec());
+        choices.keep_canonical();
+        let (mut seen_two, mut fails) = (false, false);
+        for _ in 0..TOY_STEPS {
+            choices.mark_span();
+            let kind = choices.below(4);
+            let first = (0..kind).map(|_| choices.below(1 << 20)).next();
+            for _ in 1..kind {
+                choices.below(1 << 20);
+            }
+            fails |= seen_two && kind == 3 && first.is_some_and(|value| value >= 500);
+            seen_two |= kind == 2;
+        }
+        let (_, spans, canonical) = choices.into_parts();
+        Probe {
+            fails,
+            spans,
+            canonical,
+        }
+    }
+
+    fn nonzero(tape: &[u8]) -> usize {
+        words(tape).iter().filter(|&&w| w != 0).count()
+    }
+
+    #[test]
+    fn a_run_shrinks_by_its_steps_to_the_two_that_matter() {
+        for seed in 0..10 {
+            let mut choices = Choices::seeded(seed);
+            let tape: Vec<u8> = loop {
+                let tape: Vec<u8> = (0..600)
+                    .flat_map(|_| choices.below(u32::MAX).to_le_bytes())
+                    .collect();
+                if toy(&tape).fails {
+                    break tape;
+                }
+            };
+            let outcome = try_shrink(&tape, toy, 5_000).expect("the tape fails");
+            assert!(toy(&outcome.tape).fails);
+            assert!(outcome.finished, "seed {seed}: {} attempts", outcome.attempts);
+            // A kind-2 step (its two words zero) and a kind-3 step whose
+            // first word is 500: the kind words and that one.
+            assert_eq!(words(&outcome.tape), vec![2, 0, 0, 3, 500], "seed {seed}");
+            assert!(nonzero(&outcome.tape) <= 3);
+        }
+    }
+
+    #[test]
+    fn a_search_cut_short_by_its_budget_says_it_did_not_finish() {
+        let mut choices = Choices::seeded(5);
+        let tape: Vec<u8> = loop {
+            let tape: Vec<u8> = (0..600)
+                .flat_map(|_| choices.below(u32::MAX).to_le_bytes())
+                .collect();
+            if toy(&tape).fails {
+                break tape;
+            }
+        };
+        let short = try_shrink(&tape, toy, 3).expect("the tape fails");
+        assert_eq!(short.attempts, 3);
+        assert!(!short.finished);
+        let long = try_shrink(&tape, toy, 5_000).expect("the tape fails");
+        assert!(long.finished);
+        assert!(long.attempts < 5_000);
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! * `PARSLEY_SIM_PARTITION=I/N` runs the `I`-th of `N` slices of the seeds
 //!   (1-based, as cargo-nextest's `--partition count:I/N`), so a CI matrix
 //!   can split millions of seeds across machines;
-//! * `PARSLEY_SIM_JOBS=N` sets the worker threads (default: every core).
+//! * `PARSLEY_SIM_JOBS=N` sets the worker threads (default: every core);
+//! * `PARSLEY_SIM_SHRINK_ATTEMPTS=N` sets the shrink budget (default: the
+//!   simulation's, [`SimulationBuilder::shrink_attempts`](crate::sim::SimulationBuilder::shrink_attempts)).
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -33,9 +35,6 @@ use crate::sim::running::purity::divergence;
 use crate::sim::running::simulation::{Regressions, Simulation};
 use crate::sim::world::stats::Stats;
 use crate::sim::world::tape;
-
-/// Shrink attempts before a failure is reported.
-const SHRINK_ATTEMPTS: usize = 500;
 
 /// One seed in this many (by index) runs twice even when it passes, to
 /// check that runs are deterministic and the logic pure (I9, S4).
@@ -337,8 +336,9 @@ impl Simulation {
             }
             return out;
         }
+        let attempts_max = shrink_attempts_from_env().unwrap_or(self.shrink_attempts());
         let failure = self
-            .shrink(outcome, SHRINK_ATTEMPTS)
+            .shrink(outcome, attempts_max)
             .expect("only failing runs are written up");
         if !failure.reproduces() {
             // The same choices gave another run: the logic is not pure.
@@ -375,6 +375,20 @@ impl Simulation {
             report::nonzero_words(&failure.shrunk.tape),
         );
         out.push_str(&report::grouped(&failure.shrunk.violations, 2));
+        out.push_str(&report::shrink_verdict(&failure));
+        if !failure.finished {
+            let command = self.test_command(context).map_or_else(
+                || "call Simulation::shrink with a larger budget".to_string(),
+                |command| {
+                    format!(
+                        "PARSLEY_SIM_SHRINK_ATTEMPTS={} {command} (the kept tape is \
+                         replayed first and shrunk further)",
+                        attempts_max.saturating_mul(4).max(1)
+                    )
+                },
+            );
+            let _ = writeln!(out, "  To continue: {command}");
+        }
         if matches!(cause, Cause::Rule(Invariant::I6 | Invariant::I7)) {
             let _ = writeln!(
                 out,
@@ -430,6 +444,20 @@ impl Simulation {
             }
             return;
         };
+        let command = self.test_command(Some(context)).unwrap_or_default();
+        let _ = writeln!(out, "\nReplay:");
+        if let Some(seed) = seed {
+            let _ = writeln!(out, "  PARSLEY_SIM_REPLAY=seed={seed} {command}");
+        }
+        if let Some(hex) = hex {
+            let _ = writeln!(out, "  PARSLEY_SIM_REPLAY=tape={hex} {command}");
+        }
+    }
+
+    /// The `cargo test` line that runs the calling test again, when called
+    /// from one.
+    fn test_command(&self, context: Option<&Context>) -> Option<String> {
+        let context = context?;
         let filter = context
             .caller
             .test
@@ -440,19 +468,7 @@ impl Simulation {
             .unwrap_or_default();
         let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "PACKAGE".into());
         let target = test_target().map_or_else(String::new, |target| format!(" --test {target}"));
-        let _ = writeln!(out, "\nReplay:");
-        if let Some(seed) = seed {
-            let _ = writeln!(
-                out,
-                "  PARSLEY_SIM_REPLAY=seed={seed} cargo test -p {package}{target}{filter}"
-            );
-        }
-        if let Some(hex) = hex {
-            let _ = writeln!(
-                out,
-                "  PARSLEY_SIM_REPLAY=tape={hex} cargo test -p {package}{target}{filter}"
-            );
-        }
+        Some(format!("cargo test -p {package}{target}{filter}"))
     }
 
     /// Runs `data` as a choice tape and panics, listing every violation, if
@@ -746,6 +762,15 @@ fn write_timeline(
     );
     std::fs::write(&path, html).ok()?;
     Some(path)
+}
+
+/// `PARSLEY_SIM_SHRINK_ATTEMPTS=N`: the shrink budget for this run.
+fn shrink_attempts_from_env() -> Option<usize> {
+    let text = std::env::var("PARSLEY_SIM_SHRINK_ATTEMPTS").ok()?;
+    match text.trim().parse() {
+        Ok(attempts) => Some(attempts),
+        Err(_) => panic!("PARSLEY_SIM_SHRINK_ATTEMPTS={text:?}: expected a number of attempts"),
+    }
 }
 
 /// `PARSLEY_SIM_SEEDS`: a count from the first seed, or a range `A..B`.

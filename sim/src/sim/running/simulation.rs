@@ -302,7 +302,13 @@ pub struct SimulationBuilder {
     sometimes: Vec<Sometimes>,
     mutation: Option<Mutation>,
     regressions: Regressions,
+    shrink_attempts: usize,
 }
+
+/// Shrink attempts [`Simulation::check`] makes by default: enough for every
+/// planted bug of the examples to reach a local minimum (BENCHMARKS.md,
+/// "Shrinking").
+pub(crate) const SHRINK_ATTEMPTS: usize = 2_000;
 
 /// Where [`Simulation::check`] keeps the shrunk tapes of failed runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -472,6 +478,15 @@ impl SimulationBuilder {
         self
     }
 
+    /// How many candidate tapes [`Simulation::check`] tries when it shrinks
+    /// a failure (default 2,000). A report says whether shrinking reached a
+    /// local minimum or stopped on this budget;
+    /// `PARSLEY_SIM_SHRINK_ATTEMPTS=N` overrides it for one `cargo test`.
+    pub fn shrink_attempts(mut self, attempts: usize) -> Self {
+        self.shrink_attempts = attempts;
+        self
+    }
+
     /// Plants a bug of the core ([`parsley::mutation`]) on every thread that
     /// runs this simulation, to show that the checker finds it. Planted bugs
     /// exist only with `parsley`'s `mutations` feature; never in production.
@@ -629,6 +644,7 @@ impl SimulationBuilder {
                 sometimes: self.sometimes,
                 mutation: self.mutation,
                 regressions: self.regressions,
+                shrink_attempts: self.shrink_attempts,
             }),
         })
     }
@@ -743,6 +759,7 @@ struct Inner {
     sometimes: Vec<Sometimes>,
     mutation: Option<Mutation>,
     regressions: Regressions,
+    shrink_attempts: usize,
 }
 
 /// A checked simulation of one application: cheap to clone and shared by the
@@ -787,6 +804,7 @@ impl Simulation {
             sometimes: Vec::new(),
             mutation: None,
             regressions: Regressions::default(),
+            shrink_attempts: SHRINK_ATTEMPTS,
         }
     }
 
@@ -908,6 +926,12 @@ impl Simulation {
 
     pub(crate) fn regressions(&self) -> &Regressions {
         &self.inner.regressions
+    }
+
+    /// The shrink budget of [`Simulation::check`]
+    /// ([`SimulationBuilder::shrink_attempts`]).
+    pub(crate) fn shrink_attempts(&self) -> usize {
+        self.inner.shrink_attempts
     }
 
     pub(crate) fn expected_stops(&self) -> &[(String, ExpectedStop)] {
