@@ -176,11 +176,26 @@ fn the_shrunk_story_tells_the_violating_delivery_and_the_claimed_records() {
         .find(|violation| violation.invariant == Invariant::I1)
         .expect("the shrunk run violates I1");
     let (tp, offset) = violation.record.clone().expect("I1 names the delivery");
-    // A small window, so that what lies outside it must come from the
-    // records the violation names.
-    let events_max = 6;
-    let story = story_of(trace, Some(violation), events_max);
     let centre = violation.entry_in(trace).unwrap();
+    // A window smaller than the distance from every claimed deposit's
+    // production to the violating delivery, so that what lies outside it
+    // must come from the records the violation names.
+    let nearest = violation
+        .related
+        .iter()
+        .filter(|related| related.relation == Relation::Unresolved)
+        .filter_map(|claim| {
+            let produced = trace.iter().position(|entry| {
+                matches!(&entry.event, Event::InputProduced { tp, offset, .. }
+                    if *tp == claim.tp && *offset == claim.offset)
+            })?;
+            Some(trace[produced..centre].iter().filter(|e| told(e)).count())
+        })
+        .min()
+        .expect("a claimed deposit was produced");
+    assert!(nearest >= 2, "the test needs the claim away from the violation");
+    let events_max = (nearest - 1).min(6);
+    let story = story_of(trace, Some(violation), events_max);
     let lines: Vec<&str> = story.lines().collect();
     let marked = |mark: &str, what: &str| {
         lines
@@ -262,5 +277,67 @@ fn the_report_of_a_shrunk_failure_is_centred_on_its_violation() {
     assert!(
         report.ends_with("\nReplay: a checked command\n"),
         "{report}"
+    );
+}
+
+/// A shrink cut short by its budget says so in words, with the size it
+/// reached; one that ran to a local minimum says that instead.
+#[test]
+fn a_report_says_whether_shrinking_reached_a_minimum() {
+    let simulation =
+        support::bank_simulation(support::fan_in_settings(), Some(Mutation::GateIgnoresClaims));
+    let (original, _) = caught(Mutation::GateIgnoresClaims, Invariant::I1);
+    let seed = original.seed.unwrap();
+    let short = simulation
+        .shrink(simulation.run_seed(seed), 10)
+        .expect("the seed fails");
+    assert!(!short.finished);
+    let report = parsley_sim::sim::render_report("bank", &short, &[]);
+    let nonzero = short
+        .shrunk
+        .tape
+        .chunks(4)
+        .filter(|word| word.iter().any(|&b| b != 0))
+        .count();
+    assert!(
+        report.contains(&format!(
+            "Shrinking stopped after 10 attempts at {nonzero} non-zero choices; it had not \
+             reached a minimum"
+        )),
+        "{report}"
+    );
+    assert!(!report.contains("local minimum"), "{report}");
+
+    let long = simulation
+        .shrink(original, 5_000)
+        .expect("the seed fails");
+    assert!(long.finished, "{} attempts", long.attempts);
+    let report = parsley_sim::sim::render_report("bank", &long, &[]);
+    assert!(report.contains("Shrinking reached a local minimum"), "{report}");
+    assert!(!report.contains("had not reached"), "{report}");
+}
+
+/// `Simulation::check`'s budget is a knob, and its report says how to go
+/// on when the budget ran out.
+#[test]
+fn a_check_cut_short_says_how_to_continue() {
+    let simulation = support::bank_builder(
+        support::fan_in_settings(),
+        Some(Mutation::GateIgnoresClaims),
+    )
+    .shrink_attempts(7)
+    .build()
+    .unwrap();
+    let failure = simulation
+        .check_seeds(0..20)
+        .failure
+        .expect("the planted bug fails a seed");
+    assert!(
+        failure.contains("Shrinking stopped after 7 attempts at "),
+        "{failure}"
+    );
+    assert!(
+        failure.contains("To continue: call Simulation::shrink with a larger budget"),
+        "{failure}"
     );
 }

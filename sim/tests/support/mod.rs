@@ -11,8 +11,8 @@ use parsley::mutation::Mutation;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
 use parsley_sim::driver::TraceEvent;
 use parsley_sim::sim::{
-    Budget, ClockConfig, Draw, FaultRates, Input, OrderStrategy, Settings, Simulation, StepRange,
-    TimeStrategy, Workload,
+    Budget, ClockConfig, Draw, FaultRates, Input, OrderStrategy, Settings, Simulation,
+    SimulationBuilder, StepRange, TimeStrategy, Workload,
 };
 
 /// 2023-11-14T22:13:20Z: a fixed initial wall clock.
@@ -254,6 +254,11 @@ fn amounts(topic: &Topic<String, i64>) -> Input<String, i64> {
 /// each withdrawal claiming, with probability one half, the latest
 /// committed deposit of its partition.
 pub fn bank_simulation(settings: Settings, mutation: Option<Mutation>) -> Simulation {
+    bank_builder(settings, mutation).build().unwrap()
+}
+
+/// [`bank_simulation`]'s builder, for tests that set more knobs.
+pub fn bank_builder(settings: Settings, mutation: Option<Mutation>) -> SimulationBuilder {
     let topics = BankTopics::new();
     let tick_interval = Duration::from_millis(settings.clock.tick_interval_ms);
     let app = bank(&topics, tick_interval).unwrap();
@@ -263,8 +268,6 @@ pub fn bank_simulation(settings: Settings, mutation: Option<Mutation>) -> Simula
         .settings(settings)
         .seeds(0..2000)
         .planted(mutation)
-        .build()
-        .unwrap()
 }
 
 /// The offsets of the ticks a task emitted, in order.

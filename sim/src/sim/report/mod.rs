@@ -187,8 +187,10 @@ pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usiz
             head(&mut out, violation);
             // A property is a verdict on what the whole run committed, dated
             // at its end: the last few events are context, not cause.
+            // A property dated at a commit (one it named, or the first
+            // after which it fails) is told around that commit.
             let events_max = match violation.invariant {
-                Invariant::Property(_) => {
+                Invariant::Property(_) if violation.record.is_none() => {
                     out.push_str("  (a property reads the committed end state: the run's last events follow)\n");
                     events_max.min(8)
                 }

@@ -54,6 +54,7 @@ pub(crate) struct Probe {
     pub canonical: Vec<u8>,
 }
 
+#[cfg(test)]
 impl Probe {
     /// A verdict on a tape without structure, for searches over plain words.
     pub(crate) fn plain(fails: bool) -> Probe {

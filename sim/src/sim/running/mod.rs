@@ -10,6 +10,7 @@
 //! [`Simulation`]: simulation::Simulation
 //! [`Plan`]: crate::sim::world::plan::Plan
 
+pub(crate) mod history;
 pub(crate) mod property;
 pub(crate) mod purity;
 pub(crate) mod registry;

@@ -9,7 +9,10 @@ use parsley::stage::SlotKey;
 use parsley::task::TaskId;
 use parsley::{App, Record, Topic, Tp};
 
+use std::collections::HashSet;
+
 use crate::host::TaskHost;
+use crate::sim::running::history::StateRead;
 use crate::model::{Cluster, Isolation};
 use crate::sim::world::stats::Stats;
 
@@ -176,9 +179,32 @@ pub struct Committed<'a> {
     pub(crate) hosts: Vec<&'a TaskHost>,
     pub(crate) stats: &'a Stats,
     pub(crate) quiesced: bool,
+    /// Records left out of this view: those of commits after a prefix of
+    /// the history ([`history`](crate::sim::running::history)).
+    pub(crate) hidden: Option<&'a HashSet<(Tp, u64)>>,
+    /// Whether a property read a task's state through this view.
+    pub(crate) state_read: StateRead,
 }
 
 impl<'a> Committed<'a> {
+    /// This view with `hidden`'s records left out of every topic.
+    pub(crate) fn hiding<'b>(&'b self, hidden: &'b HashSet<(Tp, u64)>) -> Committed<'b> {
+        Committed {
+            app: self.app,
+            cluster: self.cluster,
+            hosts: self.hosts.clone(),
+            stats: self.stats,
+            quiesced: self.quiesced,
+            hidden: Some(hidden),
+            state_read: StateRead::default(),
+        }
+    }
+
+    /// Whether a property read a task's state through this view.
+    pub(crate) fn read_state(&self) -> bool {
+        self.state_read.get()
+    }
+
     /// The application that ran.
     pub fn app(&self) -> &App {
         self.app
@@ -261,10 +287,15 @@ impl<'a> Committed<'a> {
             .cluster
             .fetch(tp, 0, usize::MAX, Isolation::ReadCommitted)
             .map_err(|_| unknown())?;
-        Ok(fetch.records)
+        let mut records = fetch.records;
+        if let Some(hidden) = self.hidden {
+            records.retain(|record| !hidden.contains(&(tp.clone(), record.offset)));
+        }
+        Ok(records)
     }
 
     fn host(&self, stage: &str, partition: u32) -> Result<&'a TaskHost, ReadError> {
+        self.state_read.mark();
         let task = TaskId {
             stage: stage.into(),
             partition,
@@ -356,6 +387,7 @@ impl<'a> Committed<'a> {
 
     /// The tasks that stopped (X5), with the error that stopped each.
     pub fn stopped(&self) -> Vec<(TaskId, String)> {
+        self.state_read.mark();
         self.hosts
             .iter()
             .filter_map(|host| {

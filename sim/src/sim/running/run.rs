@@ -13,6 +13,7 @@ use crate::model::Cluster;
 use crate::sim::checker::{check, CheckInput, Invariant, Related, Relation, Violation};
 use crate::sim::report::cause::PANICKED;
 use crate::sim::report::outcome::RunOutcome;
+use crate::sim::running::history::{commits, first_failing, Commit, StateRead};
 use crate::sim::running::property::{Committed, PropertyFailure};
 use crate::sim::running::purity::fingerprint;
 use crate::sim::running::simulation::Simulation;
@@ -164,7 +165,11 @@ pub(crate) fn run_watched(
         hosts: world.final_hosts(),
         stats: &world.stats,
         quiesced,
+        hidden: None,
+        state_read: StateRead::default(),
     };
+    // Built once, when a property fails without naming its records.
+    let mut history: Option<Vec<Commit>> = None;
     // A property's verdict is about the end of the run: it is dated at the
     // last step.
     for (index, property) in simulation.properties().iter().enumerate() {
@@ -176,8 +181,17 @@ pub(crate) fn run_watched(
                 last_step,
                 format!("property {:?} failed: {error}", property.name),
             );
-            if let Some(failure) = error.downcast_ref::<PropertyFailure>() {
-                about_named_records(&mut violation, failure, &world.trace);
+            match error.downcast_ref::<PropertyFailure>() {
+                Some(failure) if !failure.records().is_empty() => {
+                    about_named_records(&mut violation, failure, &world.trace);
+                }
+                _ => {
+                    let commits = history.get_or_insert_with(|| commits(&world.trace));
+                    let check = property.check.as_ref();
+                    if let Some(index) = first_failing(&committed, commits, check) {
+                        lead_with_commit(&mut violation, &commits[index], index);
+                    }
+                }
             }
             violations.push(violation);
         }
@@ -224,6 +238,41 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
         .cloned()
         .or_else(|| payload.downcast_ref::<&str>().map(|text| text.to_string()))
         .unwrap_or_else(|| "(a panic without a message)".to_string())
+}
+
+/// How many of a commit's records a property's message lists.
+const COMMIT_RECORDS_LISTED: usize = 4;
+
+/// A failing property that names no record is told from the commit after
+/// which it fails: the violation is dated at that commit, on the task that
+/// made it, about its first record, and its message says so.
+fn lead_with_commit(violation: &mut Violation, commit: &Commit, index: usize) {
+    violation.step = commit.step;
+    violation.record = commit.records.first().cloned();
+    let what = match &commit.at {
+        Some(at) => {
+            violation.task = Some(Arc::clone(&at.task));
+            violation.instance = Some(at.instance);
+            format!("the transaction of {at}")
+        }
+        None => "an input".to_string(),
+    };
+    let mut records: Vec<String> = commit
+        .records
+        .iter()
+        .take(COMMIT_RECORDS_LISTED)
+        .map(|(tp, offset)| format!("{tp}@{offset}"))
+        .collect();
+    if commit.records.len() > COMMIT_RECORDS_LISTED {
+        records.push(format!("… {} in all", commit.records.len()));
+    }
+    violation.message.push_str(&format!(
+        "; it held over the run's first {index} commits and fails from commit {} on: {what}, \
+         committed at step {}, writing {}",
+        index + 1,
+        commit.step,
+        records.join(", ")
+    ));
 }
 
 /// A failing property that names its records is told from them: the

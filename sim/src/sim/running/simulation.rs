@@ -305,9 +305,9 @@ pub struct SimulationBuilder {
     shrink_attempts: usize,
 }
 
-/// Shrink attempts [`Simulation::check`] makes by default: enough for every
-/// planted bug of the examples to reach a local minimum (BENCHMARKS.md,
-/// "Shrinking").
+/// Shrink attempts [`Simulation::check`] makes by default, as the CLI's
+/// `shrink`: most planted bugs of the examples reach a local minimum within
+/// it, and a report says when one did not (BENCHMARKS.md, "Shrinking").
 pub(crate) const SHRINK_ATTEMPTS: usize = 2_000;
 
 /// Where [`Simulation::check`] keeps the shrunk tapes of failed runs.

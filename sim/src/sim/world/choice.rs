@@ -234,6 +234,7 @@ impl Choices {
     }
 
     /// The word offset of every span marked so far, in order.
+    #[cfg(test)]
     pub(crate) fn spans(&self) -> &[u32] {
         &self.spans
     }
