@@ -319,6 +319,42 @@ fn every_command_a_planted_failure_prints_reproduces_it() {
     }
 }
 
+/// A shrink the budget cut short says so, and prints the command that
+/// goes on with a larger budget; that command runs as printed.
+#[test]
+fn a_shrink_cut_short_says_so_and_prints_how_to_continue() {
+    let args = [
+        "shrink",
+        "scenarios/fan-in.toml",
+        "--seed",
+        "0",
+        "--attempts",
+        "5",
+        "--mutation",
+        "gate-ignores-claims",
+    ];
+    let output = sim(&args);
+    let out = stdout(&output);
+    assert_eq!(code(&output), 1, "{out}\n{}", stderr(&output));
+    assert!(
+        out.contains("Shrinking stopped after 5 attempts at "),
+        "{out}"
+    );
+    assert!(out.contains("it had not reached a minimum"), "{out}");
+    assert!(out.contains("Continue shrinking: "), "{out}");
+    let commands = printed_commands(&out);
+    let more = commands
+        .iter()
+        .find(|args| args[0] == "shrink")
+        .unwrap_or_else(|| panic!("no shrink command in\n{out}"));
+    let at = more.iter().position(|arg| arg == "--attempts").unwrap();
+    assert_eq!(more[at + 1], "20", "{more:?}");
+    let more: Vec<&str> = more.iter().map(String::as_str).collect();
+    let output = sim(&more);
+    assert_eq!(code(&output), 1, "{}", stdout(&output));
+    assert!(stdout(&output).contains("I1"), "{}", stdout(&output));
+}
+
 #[test]
 fn a_shrunk_tape_replays_the_failure() {
     let tape = temp_file("shrunk.tape");
