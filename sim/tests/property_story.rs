@@ -128,7 +128,9 @@ fn a_property_that_names_no_record_is_told_from_the_first_commit_it_fails_after(
                     .filter(|click| click.key == record.key)
                     .count() as i64;
                 if record.value > seen {
-                    return Err(format!("{:?} counted {} of {seen}", record.key, record.value).into());
+                    return Err(
+                        format!("{:?} counted {} of {seen}", record.key, record.value).into(),
+                    );
                 }
             }
             Ok(())

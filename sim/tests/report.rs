@@ -193,7 +193,10 @@ fn the_shrunk_story_tells_the_violating_delivery_and_the_claimed_records() {
         })
         .min()
         .expect("a claimed deposit was produced");
-    assert!(nearest >= 2, "the test needs the claim away from the violation");
+    assert!(
+        nearest >= 2,
+        "the test needs the claim away from the violation"
+    );
     let events_max = (nearest - 1).min(6);
     let story = story_of(trace, Some(violation), events_max);
     let lines: Vec<&str> = story.lines().collect();
@@ -284,8 +287,10 @@ fn the_report_of_a_shrunk_failure_is_centred_on_its_violation() {
 /// reached; one that ran to a local minimum says that instead.
 #[test]
 fn a_report_says_whether_shrinking_reached_a_minimum() {
-    let simulation =
-        support::bank_simulation(support::fan_in_settings(), Some(Mutation::GateIgnoresClaims));
+    let simulation = support::bank_simulation(
+        support::fan_in_settings(),
+        Some(Mutation::GateIgnoresClaims),
+    );
     let (original, _) = caught(Mutation::GateIgnoresClaims, Invariant::I1);
     let seed = original.seed.unwrap();
     let short = simulation
@@ -308,12 +313,13 @@ fn a_report_says_whether_shrinking_reached_a_minimum() {
     );
     assert!(!report.contains("local minimum"), "{report}");
 
-    let long = simulation
-        .shrink(original, 5_000)
-        .expect("the seed fails");
+    let long = simulation.shrink(original, 5_000).expect("the seed fails");
     assert!(long.finished, "{} attempts", long.attempts);
     let report = parsley_sim::sim::render_report("bank", &long, &[]);
-    assert!(report.contains("Shrinking reached a local minimum"), "{report}");
+    assert!(
+        report.contains("Shrinking reached a local minimum"),
+        "{report}"
+    );
     assert!(!report.contains("had not reached"), "{report}");
 }
 

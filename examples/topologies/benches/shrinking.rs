@@ -41,7 +41,9 @@ fn simulation(name: &str, planted: parsley::mutation::Mutation) -> Simulation {
 
 /// Choices other than the zero (simplest) one.
 fn nonzero(tape: &[u8]) -> usize {
-    tape.chunks(4).filter(|word| word.iter().any(|&b| b != 0)).count()
+    tape.chunks(4)
+        .filter(|word| word.iter().any(|&b| b != 0))
+        .count()
 }
 
 fn main() {
@@ -78,7 +80,10 @@ fn main() {
                 .then_some(outcome)
         });
         let Some(outcome) = failing else {
-            println!("{:<34} {name:<12} no failing seed in {SEEDS}", planted.name());
+            println!(
+                "{:<34} {name:<12} no failing seed in {SEEDS}",
+                planted.name()
+            );
             continue;
         };
         let seed = outcome.seed.unwrap_or_default();

@@ -264,7 +264,8 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
                 continue;
             }
             let words = self.step_words(index);
-            let bytes = (words.start + 1) * WORD_BYTES..(words.end * WORD_BYTES).min(self.current.len());
+            let bytes =
+                (words.start + 1) * WORD_BYTES..(words.end * WORD_BYTES).min(self.current.len());
             if bytes.start < bytes.end && self.current[bytes.clone()].iter().any(|&b| b != 0) {
                 let mut candidate = self.current.clone();
                 candidate[bytes].fill(0);
@@ -567,7 +568,11 @@ mod tests {
             };
             let outcome = try_shrink(&tape, toy, 5_000).expect("the tape fails");
             assert!(toy(&outcome.tape).fails);
-            assert!(outcome.finished, "seed {seed}: {} attempts", outcome.attempts);
+            assert!(
+                outcome.finished,
+                "seed {seed}: {} attempts",
+                outcome.attempts
+            );
             // A kind-2 step (its two words zero) and a kind-3 step whose
             // first word is 500: the kind words and that one.
             assert_eq!(words(&outcome.tape), vec![2, 0, 0, 3, 500], "seed {seed}");

@@ -12,8 +12,8 @@ use parsley::{App, Record, Topic, Tp};
 use std::collections::HashSet;
 
 use crate::host::TaskHost;
-use crate::sim::running::history::StateRead;
 use crate::model::{Cluster, Isolation};
+use crate::sim::running::history::StateRead;
 use crate::sim::world::stats::Stats;
 
 /// Any error a property returns ([`parsley::BoxError`]); a `String` or

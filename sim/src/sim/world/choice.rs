@@ -230,7 +230,8 @@ impl Choices {
 
     /// Marks that the next draw starts a new span: one step of the run.
     pub(crate) fn mark_span(&mut self) {
-        self.spans.push(u32::try_from(self.draws).unwrap_or(u32::MAX));
+        self.spans
+            .push(u32::try_from(self.draws).unwrap_or(u32::MAX));
     }
 
     /// The word offset of every span marked so far, in order.
