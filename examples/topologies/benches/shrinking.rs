@@ -28,14 +28,11 @@ fn simulation(name: &str, planted: parsley::mutation::Mutation) -> Simulation {
         .unwrap_or_else(|error| panic!("{error}"));
     registry
         .simulation_with(&scenario.topology, &scenario.settings)
-        .and_then(|builder| {
-            Ok(builder
-                .seeds(scenario.seeds.range())
-                .name(scenario.name.clone())
-                .planted(Some(planted))
-                .build()
-                .unwrap_or_else(|error| panic!("{error}")))
-        })
+        .unwrap_or_else(|error| panic!("{error}"))
+        .seeds(scenario.seeds.range())
+        .name(scenario.name.clone())
+        .planted(Some(planted))
+        .build()
         .unwrap_or_else(|error| panic!("{error}"))
 }
 
