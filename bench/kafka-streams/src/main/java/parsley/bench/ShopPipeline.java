@@ -28,6 +28,7 @@ import org.apache.kafka.streams.kstream.Repartitioned;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.kstream.internals.TimeWindow;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessorContext;
 import org.apache.kafka.streams.processor.api.FixedKeyRecord;
@@ -136,8 +137,8 @@ public final class ShopPipeline {
     }
 
     /** Parsley's {@code WindowedCodec(Utf8)}: key bytes, start, end. */
-    static Serializer<Windowed<String>> windowedKey() {
-        return (topic, windowed) -> {
+    static Serde<Windowed<String>> windowedKey() {
+        Serializer<Windowed<String>> serializer = (topic, windowed) -> {
             byte[] key = windowed.key().getBytes(StandardCharsets.UTF_8);
             return ByteBuffer.allocate(key.length + 16)
                 .put(key)
@@ -145,6 +146,14 @@ public final class ShopPipeline {
                 .putLong(windowed.window().end())
                 .array();
         };
+        Deserializer<Windowed<String>> deserializer = (topic, bytes) -> {
+            ByteBuffer buffer = ByteBuffer.wrap(bytes);
+            String key = new String(bytes, 0, bytes.length - 16, StandardCharsets.UTF_8);
+            long start = buffer.getLong(bytes.length - 16);
+            long end = buffer.getLong(bytes.length - 8);
+            return new Windowed<>(key, new TimeWindow(start, end));
+        };
+        return Serdes.serdeFrom(serializer, deserializer);
     }
 
     /** Drops an order whose id was seen in the ten minutes before it. */
@@ -238,7 +247,7 @@ public final class ShopPipeline {
             .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
             .toStream()
             .to(prefix + "product-revenue",
-                Produced.with(Serdes.serdeFrom(windowedKey(), null), Serdes.Long()));
+                Produced.with(windowedKey(), Serdes.Long()));
         return builder;
     }
 
