@@ -807,14 +807,23 @@ fn run_side(
     let (ready, cpu_ready) = ready_rx
         .try_recv()
         .map_err(|_| format!("{} never said it was ready", side.name()))?;
-    check(input, &outputs).map_err(|difference| format!("{}: {difference}", side.name()))?;
-    Ok(Measured {
+    let measured = Measured {
         ready,
         done,
         cpu_ready,
         cpu_done,
         machine,
-    })
+    };
+    if let Err(difference) = check(input, &outputs) {
+        eprintln!(
+            "live_shop: {} outputs differ from the input's ({difference}); it ran {:.2} s, {:.2} CPU s",
+            side.name(),
+            measured.done.as_secs_f64(),
+            measured.cpu_done
+        );
+        return Err(format!("{}: {difference}", side.name()));
+    }
+    Ok(measured)
 }
 
 fn env_number(name: &str, default: usize) -> usize {
