@@ -36,7 +36,9 @@
 //! ```
 //! runs it with the Java side built. Env: `PARSLEY_SHOP_ORDERS` (distinct
 //! orders, default 160,000: 200,000 order records), `PARSLEY_SHOP_ROUNDS`
-//! (default 3; rounds alternate which side goes first),
+//! (default 3; rounds alternate which side goes first), `PARSLEY_SHOP_STEP_MS`
+//! (event time between orders, default 6: 16 minutes for 160,000 orders, so
+//! ids expire from the dedupe after the first ten),
 //! `PARSLEY_SHOP_JAVA_CP` (the Java side's classpath; without it only the
 //! Parsley side runs), `PARSLEY_SHOP_JAVA_OPTS`, `PARSLEY_SHOP_STORES` and
 //! `PARSLEY_SHOP_THREADS` (passed to the Java side), `PARSLEY_SHOP_TIMEOUT_S`
@@ -75,7 +77,7 @@ const WINDOW_MS: i64 = 60_000;
 const GRACE_MS: i64 = 5_000;
 const CUSTOMERS: usize = 1_000;
 const PRODUCTS: usize = 40;
-/// Distinct orders are this far apart in event time.
+/// Distinct orders are this far apart in event time, by default.
 const STEP_MS: i64 = 6;
 
 // ----- the pipeline, as examples/shop-app writes it -----
@@ -244,10 +246,10 @@ fn partition_of(key: &str) -> u32 {
     partition_for(Some(key.as_bytes()), PARTITIONS, 0)
 }
 
-/// `distinct` orders from `base` on, `STEP_MS` apart, every fourth sent
+/// `distinct` orders from `base` on, `step_ms` apart, every fourth sent
 /// twice (the copy 3 ms later); two versions of a profile for nine
 /// customers in ten, both older than every order.
-fn plan(distinct: usize, base: i64) -> Input {
+fn plan(distinct: usize, step_ms: i64, base: i64) -> Input {
     let mut state: u64 = 0x5eed;
     let mut next = move || {
         state = state
@@ -295,7 +297,7 @@ fn plan(distinct: usize, base: i64) -> Input {
             id = format!("o{index}-{attempt}");
         }
         let cents = 100 + (next() % 10_000) as i64;
-        let at = base + STEP_MS * index as i64;
+        let at = base + step_ms * index as i64;
         let profile = last.get(&customer);
         let due = cents - cents * profile.map_or(0, |profile| profile.discount) / 100;
         enriched.insert(id.clone(), (profile.map(|profile| profile.tier.clone()), due));
@@ -878,11 +880,13 @@ fn main() {
         let base = wall_clock_ms() - 2 * 3_600_000;
         base - base.rem_euclid(WINDOW_MS)
     };
-    let input = plan(distinct, base);
+    let step_ms = env_number("PARSLEY_SHOP_STEP_MS", STEP_MS as usize).max(1) as i64;
+    let input = plan(distinct, step_ms, base);
     let records = input.profiles.len() + input.orders.len();
     let revenue: i64 = input.windows.values().sum();
     println!(
-        "live shop pipeline: {records} input records ({} order records of {distinct} orders, {} profiles) on {PARTITIONS} partitions; expected: {distinct} unique and enriched orders ({} duplicates dropped), {} windows closed totalling {revenue} cents, none late",
+        "live shop pipeline: {records} input records over {:.0} s of event time ({step_ms} ms apart) ({} order records of {distinct} orders, {} profiles) on {PARTITIONS} partitions; expected: {distinct} unique and enriched orders ({} duplicates dropped), {} windows closed totalling {revenue} cents, none late",
+        (step_ms * distinct as i64) as f64 / 1000.0,
         input.orders.len(),
         input.profiles.len(),
         input.orders.len() - distinct,
