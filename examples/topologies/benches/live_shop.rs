@@ -212,9 +212,7 @@ fn parsley_child() {
         let topics = Topics::new(&prefix);
         let app = pipeline(&prefix, &topics).expect("the pipeline");
         let config = RuntimeConfig::new(live).with_commit_interval(COMMIT_INTERVAL);
-        let running = Runtime::start(Arc::new(app), config)
-            .await
-            .expect("start");
+        let running = Runtime::start(Arc::new(app), config).await.expect("start");
         println!("ready");
         std::io::stdout().flush().expect("stdout");
         tokio::task::spawn_blocking(|| {
@@ -278,7 +276,11 @@ fn plan(distinct: usize, step_ms: i64, base: i64) -> Input {
                 tier: format!("t{}", (customer + version) % 3),
                 discount: ((customer * (7 + 6 * version)) % 40) as i64,
             };
-            profiles.push((name.clone(), profile.clone(), base - 2_000 + 1_000 * version as i64));
+            profiles.push((
+                name.clone(),
+                profile.clone(),
+                base - 2_000 + 1_000 * version as i64,
+            ));
             last.insert(name.clone(), profile);
         }
     }
@@ -300,7 +302,10 @@ fn plan(distinct: usize, step_ms: i64, base: i64) -> Input {
         let at = base + step_ms * index as i64;
         let profile = last.get(&customer);
         let due = cents - cents * profile.map_or(0, |profile| profile.discount) / 100;
-        enriched.insert(id.clone(), (profile.map(|profile| profile.tier.clone()), due));
+        enriched.insert(
+            id.clone(),
+            (profile.map(|profile| profile.tier.clone()), due),
+        );
         sales.push((partition, product.clone(), at, due));
         let order = Order {
             id,
@@ -418,11 +423,21 @@ fn produce(live: &LiveConfig, topics: &Topics, input: &Input) {
     };
     for (customer, profile, at) in &input.profiles {
         let value = Codec::<Profile>::encode(&Json, profile).expect("a profile");
-        send(topics.profiles.name().as_str(), customer, value.to_vec(), *at);
+        send(
+            topics.profiles.name().as_str(),
+            customer,
+            value.to_vec(),
+            *at,
+        );
     }
     for (order, at) in &input.orders {
         let value = Codec::<Order>::encode(&Json, order).expect("an order");
-        send(topics.orders.name().as_str(), &order.id, value.to_vec(), *at);
+        send(
+            topics.orders.name().as_str(),
+            &order.id,
+            value.to_vec(),
+            *at,
+        );
     }
     producer
         .flush(Duration::from_secs(120))
@@ -491,18 +506,13 @@ impl Reader {
                             }
                             Some(Err(error)) => panic!("reading {name}: {error}"),
                             Some(Ok(message)) => {
-                                at_end
-                                    .lock()
-                                    .unwrap()
-                                    .remove(&(which, message.partition()));
+                                at_end.lock().unwrap().remove(&(which, message.partition()));
                                 let key = message.key().unwrap_or_default();
                                 let value = message.payload().unwrap_or_default();
                                 let mut outputs = outputs.lock().unwrap();
                                 match which {
                                     0 => outputs.unique.push(
-                                        Codec::<Order>::decode(&Json, value)
-                                            .expect("an order")
-                                            .id,
+                                        Codec::<Order>::decode(&Json, value).expect("an order").id,
                                     ),
                                     1 => {
                                         let sale = Codec::<Enriched>::decode(&Json, value)
@@ -512,8 +522,8 @@ impl Reader {
                                     2 => {
                                         let window =
                                             WindowedCodec(Utf8).decode(key).expect("a window");
-                                        let revenue = Codec::<i64>::decode(&I64, value)
-                                            .expect("a revenue");
+                                        let revenue =
+                                            Codec::<i64>::decode(&I64, value).expect("a revenue");
                                         outputs.windows.push(((window.key, window.start), revenue));
                                     }
                                     _ => outputs.late += 1,
@@ -583,7 +593,9 @@ fn check(input: &Input, outputs: &Outputs) -> Result<(), String> {
         ));
     }
     if let Some(stranger) = unique.iter().find(|id| !input.enriched.contains_key(**id)) {
-        return Err(format!("unique-orders: {stranger} is no order of the input"));
+        return Err(format!(
+            "unique-orders: {stranger} is no order of the input"
+        ));
     }
     if outputs.enriched.len() != distinct {
         return Err(format!(
@@ -597,7 +609,8 @@ fn check(input: &Input, outputs: &Outputs) -> Result<(), String> {
             return Err(format!("enriched-orders: {id} twice"));
         }
         match input.enriched.get(id) {
-            Some((expected_tier, expected_due)) if expected_tier == tier && expected_due == due => {}
+            Some((expected_tier, expected_due)) if expected_tier == tier && expected_due == due => {
+            }
             expected => {
                 return Err(format!(
                     "enriched-orders: {id} as ({tier:?}, {due}), expected {expected:?}"
@@ -624,7 +637,10 @@ fn check(input: &Input, outputs: &Outputs) -> Result<(), String> {
         ));
     }
     if outputs.late != 0 {
-        return Err(format!("late-sales: {} records, expected none", outputs.late));
+        return Err(format!(
+            "late-sales: {} records, expected none",
+            outputs.late
+        ));
     }
     Ok(())
 }
@@ -753,7 +769,11 @@ fn run_side(
     });
     produce(live, &topics, input);
     let reader = Reader::start(live, &topics);
-    let expected = (input.enriched.len(), input.enriched.len(), input.windows.len());
+    let expected = (
+        input.enriched.len(),
+        input.enriched.len(),
+        input.windows.len(),
+    );
 
     let machine_before = machine_jiffies();
     let started = Instant::now();
@@ -777,7 +797,10 @@ fn run_side(
             break Ok((done, cpu));
         }
         if let Ok(Some(status)) = child.try_wait() {
-            break Err(format!("{} exited ({status}) at {counts:?} of {expected:?} outputs", side.name()));
+            break Err(format!(
+                "{} exited ({status}) at {counts:?} of {expected:?} outputs",
+                side.name()
+            ));
         }
         if started.elapsed() > settings.timeout {
             break Err(format!(
@@ -787,18 +810,24 @@ fn run_side(
             ));
         }
     };
-    let machine = machine_jiffies().zip(machine_before).map(|((busy, total), (busy0, total0))| {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
-        cores * (busy - busy0) as f64 / (total - total0).max(1) as f64
-    });
+    let machine = machine_jiffies()
+        .zip(machine_before)
+        .map(|((busy, total), (busy0, total0))| {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+            cores * (busy - busy0) as f64 / (total - total0).max(1) as f64
+        });
     // Stop: close its standard input, give it a minute, then kill it.
     drop(child.stdin.take());
     let stopping = Instant::now();
-    while child.try_wait().ok().flatten().is_none() && stopping.elapsed() < Duration::from_secs(60) {
+    while child.try_wait().ok().flatten().is_none() && stopping.elapsed() < Duration::from_secs(60)
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
     if child.try_wait().ok().flatten().is_none() {
-        eprintln!("live_shop: {} did not stop within a minute; killing it", side.name());
+        eprintln!(
+            "live_shop: {} did not stop within a minute; killing it",
+            side.name()
+        );
         let _ = child.kill();
         let _ = child.wait();
     }
@@ -853,7 +882,9 @@ fn main() {
     let Some(live) = test_broker() else { return };
     let settings = Settings {
         live,
-        java_cp: std::env::var("PARSLEY_SHOP_JAVA_CP").ok().filter(|cp| !cp.is_empty()),
+        java_cp: std::env::var("PARSLEY_SHOP_JAVA_CP")
+            .ok()
+            .filter(|cp| !cp.is_empty()),
         java_opts: std::env::var("PARSLEY_SHOP_JAVA_OPTS")
             .unwrap_or_default()
             .split_whitespace()

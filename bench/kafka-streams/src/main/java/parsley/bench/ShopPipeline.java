@@ -60,8 +60,9 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * dropped while its id's ten minutes of stream time are not over, and a
  * stream-time punctuator, every minute, deleting the ids whose ten minutes
  * are. (A window store fetched over the ten minutes before each record, the
- * other usual way, scans every timestamp in that range when in memory:
- * tried first, it made this side several times slower.) The
+ * other usual way, visits every timestamp in that range when in memory:
+ * tried first, it cost this side 1.7 times the CPU on 20,000 orders, and
+ * more as the input grows.) The
  * revenue key is written as Parsley's {@code WindowedCodec(Utf8)} writes
  * it (the key's bytes, then the window's start and end, 8 big-endian bytes
  * each), the revenue as a long.
