@@ -22,7 +22,8 @@
 //! input says they must be: every order id once in unique-orders and in
 //! enriched-orders with its customer's last profile, every closed window's
 //! revenue to the cent, no late record. A side whose output differs fails
-//! the bench; it prints no figure.
+//! the bench (exit 1), its figures and the difference on stderr, and gives
+//! no result line.
 //!
 //! The input is laid out so that the outputs are deterministic: each order's
 //! id, customer and product hash to the same partition (the records of one
