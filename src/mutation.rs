@@ -53,13 +53,17 @@ pub enum Mutation {
     TimerFireUnstamped,
     /// A checkpoint keeps the history's claims on its first 16 tps only, as
     /// a fixed-size buffer would: a restarted task of a wide application
-    /// forgets causes (breaks G7, I5).
+    /// forgets causes (breaks G7, I5). Only a task whose history claims
+    /// more than 16 tps reaches it: of the shipped scenarios, `regroup`'s
+    /// wide topic alone.
     CheckpointKeeps16Tps,
     /// The gate finds a claim's lane by its topic alone, as if every claim
     /// named the task's own partition of that topic (co-partitioning taken
     /// for granted): a claim on another partition of a consumed topic, which
     /// the task must carry forward, is waited for on its own partition of it
-    /// instead, where it may never resolve (breaks G2, I8).
+    /// instead, where it may never resolve (breaks G2, I8). Only an
+    /// application whose records claim another partition of a topic their
+    /// task consumes reaches it: of the shipped scenarios, `regroup` alone.
     GateMatchesTopicOnly,
     /// A record its source's codec refuses is dead-lettered without its
     /// value: the bytes the codec could not read are dropped rather than
@@ -239,11 +243,80 @@ pub fn set(mutation: Option<Mutation>) {
 pub fn active(mutation: Mutation) -> bool {
     #[cfg(feature = "mutations")]
     {
-        ACTIVE.with(|active| active.get() == Some(mutation))
+        ACTIVE.with(|active| active.get() == Some(mutation)) || planted_in_unit_tests(mutation)
     }
     #[cfg(not(feature = "mutations"))]
     {
         let _ = mutation;
         false
+    }
+}
+
+/// The environment variable that plants one mutation on every thread of the
+/// core's own unit-test binary (and nowhere else): how
+/// `every_core_mutation_fails_a_core_unit_test` runs the unit tests under
+/// each planted bug.
+#[cfg(all(test, feature = "mutations"))]
+const PLANT_IN_UNIT_TESTS: &str = "PARSLEY_UNIT_TESTS_PLANT";
+
+#[cfg(all(test, feature = "mutations"))]
+fn planted_in_unit_tests(mutation: Mutation) -> bool {
+    static PLANTED: std::sync::OnceLock<Option<Mutation>> = std::sync::OnceLock::new();
+    *PLANTED.get_or_init(|| {
+        std::env::var(PLANT_IN_UNIT_TESTS)
+            .ok()
+            .map(|name| Mutation::from_name(&name).expect("a planted bug's name"))
+    }) == Some(mutation)
+}
+
+#[cfg(all(not(test), feature = "mutations"))]
+#[inline(always)]
+fn planted_in_unit_tests(_: Mutation) -> bool {
+    false
+}
+
+impl Mutation {
+    /// Whether the bug is planted in a driver (the simulator's task host)
+    /// rather than in the core: the core's unit tests cannot see it, and
+    /// the harness's own tests catch it (`sim/tests/transactions.rs`).
+    pub fn in_driver(self) -> bool {
+        matches!(
+            self,
+            Mutation::ConsumerNotRewound | Mutation::EmissionsOutsideTransaction
+        )
+    }
+}
+
+#[cfg(all(test, feature = "mutations"))]
+mod tests {
+    use super::*;
+
+    /// Every planted bug of the core fails at least one of the core's own
+    /// unit tests, not only the simulator's checker: the unit-test binary
+    /// runs itself once per mutation, with the mutation planted on every
+    /// thread, and that run must fail.
+    #[test]
+    fn every_core_mutation_fails_a_core_unit_test() {
+        if std::env::var_os(PLANT_IN_UNIT_TESTS).is_some() {
+            return; // this is one of the runs below
+        }
+        let binary = std::env::current_exe().expect("the unit-test binary");
+        let uncaught: Vec<&str> = Mutation::ALL
+            .into_iter()
+            .filter(|mutation| !mutation.in_driver())
+            .filter(|mutation| {
+                let run = std::process::Command::new(&binary)
+                    .env(PLANT_IN_UNIT_TESTS, mutation.name())
+                    .args(["--quiet", "--skip", "every_core_mutation_fails"])
+                    .output()
+                    .expect("the unit-test binary runs");
+                run.status.success()
+            })
+            .map(Mutation::name)
+            .collect();
+        assert!(
+            uncaught.is_empty(),
+            "the core's unit tests all pass with these bugs planted: {uncaught:?}"
+        );
     }
 }

@@ -341,3 +341,26 @@ fn g8_claims_on_an_upstream_tick_topic_are_not_waited_on() {
     );
     assert_eq!(driver.metrics("auditor", 0).unwrap().records_held, 0);
 }
+
+/// The task host's own planted bugs (`Mutation::in_driver`: the core's
+/// unit tests cannot see them) fail X3's test of a failed commit, which
+/// pins both rules they break: a consumer not sought back after the abort
+/// does not redeliver, and emissions written outside the transaction
+/// survive the abort, so the retry's outputs come twice.
+#[test]
+fn the_hosts_planted_bugs_fail_the_x3_test() {
+    use parsley::mutation::{self, Mutation};
+    for mutation in Mutation::ALL.into_iter().filter(|m| m.in_driver()) {
+        mutation::set(Some(mutation));
+        let caught =
+            std::panic::catch_unwind(x3_failed_commit_redelivers_in_order_and_outputs_once)
+                .is_err();
+        mutation::set(None);
+        assert!(caught, "{} passes X3's test", mutation.name());
+    }
+    assert_eq!(
+        Mutation::ALL.into_iter().filter(|m| m.in_driver()).count(),
+        2,
+        "a new host bug needs its test named here"
+    );
+}

@@ -60,11 +60,15 @@ pub enum TopologyName {
     /// Table–table joins (J8): balances and credit limits joined into each
     /// account's headroom (inner) and its view (outer), tombstones deleting.
     Credit,
+    /// Every operator over shared sources: a dedupe, a stream–table, a
+    /// stream–stream and a table–table join, a re-key into windows, and
+    /// sessions ([`crate::storefront`]).
+    Storefront,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 17] = [
+    pub const ALL: [TopologyName; 18] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -82,6 +86,7 @@ impl TopologyName {
         TopologyName::ByProduct,
         TopologyName::Settlement,
         TopologyName::Credit,
+        TopologyName::Storefront,
     ];
 
     /// The name as written in scenario files.
@@ -104,6 +109,7 @@ impl TopologyName {
             TopologyName::ByProduct => "by-product",
             TopologyName::Settlement => "settlement",
             TopologyName::Credit => "credit",
+            TopologyName::Storefront => "storefront",
         }
     }
 
@@ -127,6 +133,7 @@ impl TopologyName {
             TopologyName::ByProduct => simulations::by_product,
             TopologyName::Settlement => simulations::settlement,
             TopologyName::Credit => simulations::credit,
+            TopologyName::Storefront => simulations::storefront,
         }
     }
 
@@ -138,7 +145,8 @@ impl TopologyName {
     /// or the dedupe, whose needs repeated ids with timestamps, or the
     /// by-product windows, for the windows' reason, or the settlement
     /// joins, whose windows need input timestamps too, or the credit
-    /// joins, whose tables need tombstones.
+    /// joins, whose tables need tombstones, or the storefront, which needs
+    /// all of these.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -151,6 +159,7 @@ impl TopologyName {
                 | TopologyName::ByProduct
                 | TopologyName::Settlement
                 | TopologyName::Credit
+                | TopologyName::Storefront
         )
     }
 }
@@ -271,7 +280,8 @@ pub fn namespaced(
         | TopologyName::Dedupe
         | TopologyName::ByProduct
         | TopologyName::Settlement
-        | TopologyName::Credit => return Err(ExampleError::SimulatorOnly(name)),
+        | TopologyName::Credit
+        | TopologyName::Storefront => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

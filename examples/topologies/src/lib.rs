@@ -25,11 +25,13 @@ pub mod example;
 pub mod live;
 pub mod planted;
 pub mod simulations;
+pub mod storefront;
 
 pub use example::{
     namespaced, ExampleError, ExampleTopology, InputTopic, TopologyName, LIVE_RESERVATION_MS,
 };
 pub use simulations::registry;
+pub use storefront::{storefront, Standing, StorefrontTopics};
 
 /// The shipped scenario file `scenarios/<name>.toml` of the repository,
 /// wherever the caller is built from (this crate's tests, the fuzz crate).

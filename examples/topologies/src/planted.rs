@@ -72,6 +72,90 @@ pub const PLANTED: [(Mutation, &str, Invariant); 34] = [
     (Mutation::TableJoinSkipsTombstone, "credit", Invariant::I13),
 ];
 
+/// A second shipped scenario that catches each planted bug, of another
+/// shape than its row in [`PLANTED`], and the invariant that reports it
+/// there: no bug is caught by one scenario alone, except those of
+/// [`ONE_SHAPE_ONLY`].
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 32] = [
+    (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
+    (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
+    (Mutation::PositionsPastHeld, "chain", Invariant::I2),
+    (Mutation::HistoryNotRestored, "timers", Invariant::I5),
+    (Mutation::TickTimeNotRolledBack, "audit-cut", Invariant::I4),
+    (Mutation::TickSlotIsNullSlot, "diamond", Invariant::I7),
+    (Mutation::ConsumerNotRewound, "chain", Invariant::I2),
+    (
+        Mutation::EmissionsOutsideTransaction,
+        "chain",
+        Invariant::I7,
+    ),
+    (Mutation::TickOnPartitionZero, "chain", Invariant::I4),
+    (Mutation::TickAtRecordTime, "chain", Invariant::I4),
+    (Mutation::SharedGroup, "fan-out", Invariant::I2),
+    (Mutation::DeadLetterDropsRecord, "bad-bytes", Invariant::I10),
+    (Mutation::TimerFiresEarly, "sessions", Invariant::I11),
+    (Mutation::TimerKeepsFired, "sessions", Invariant::I11),
+    (Mutation::TimerDropsOddRequests, "sessions", Invariant::I11),
+    (Mutation::TimerFireUnstamped, "sessions", Invariant::I5),
+    (
+        Mutation::CodecDeadLetterLosesValue,
+        "storefront",
+        Invariant::I10,
+    ),
+    (
+        Mutation::WindowClosesOneIntervalEarly,
+        "by-product",
+        Invariant::I12,
+    ),
+    (Mutation::WindowGraceOffByOne, "storefront", Invariant::I12),
+    (
+        Mutation::SessionBridgeNotMerged,
+        "storefront",
+        Invariant::I12,
+    ),
+    (
+        Mutation::JoinIgnoresTombstones,
+        "storefront",
+        Invariant::I13,
+    ),
+    (Mutation::JoinKeepsStaleRow, "storefront", Invariant::I13),
+    (Mutation::ExpiryHalfTtlEarly, "storefront", Invariant::I14),
+    (Mutation::ExpiryNeverExpires, "storefront", Invariant::I14),
+    (Mutation::RekeyDropsStamp, "storefront", Invariant::I5),
+    (
+        Mutation::StreamJoinEmitsUnmatchedEarly,
+        "storefront",
+        Invariant::I13,
+    ),
+    (Mutation::TimerFiresOneMsEarly, "sessions", Invariant::I11),
+    (Mutation::TimerSkipsExactDue, "sessions", Invariant::I11),
+    (Mutation::TickOneMsEarly, "audit-cut", Invariant::I4),
+    (Mutation::ExpiryOneMsEarly, "storefront", Invariant::I14),
+    (
+        Mutation::TimerLostWhenOverdueAtStart,
+        "sessions",
+        Invariant::I11,
+    ),
+    (
+        Mutation::TableJoinSkipsTombstone,
+        "storefront",
+        Invariant::I13,
+    ),
+];
+
+/// The planted bugs only one shipped shape can reach, each with the
+/// reason (also in the mutation's own docs).
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 2] = [
+    (
+        Mutation::CheckpointKeeps16Tps,
+        "only a task whose history claims more than 16 tps shows it: regroup's wide topic",
+    ),
+    (
+        Mutation::GateMatchesTopicOnly,
+        "only a claim on another partition of a topic the task consumes shows it: regroup's clicks",
+    ),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +167,26 @@ mod tests {
                 PLANTED.iter().any(|(planted, _, _)| *planted == mutation),
                 "{mutation:?} has no row"
             );
+            let second = ALSO_PLANTED
+                .iter()
+                .find(|(planted, _, _)| *planted == mutation);
+            let alone = ONE_SHAPE_ONLY
+                .iter()
+                .any(|(planted, _)| *planted == mutation);
+            assert!(
+                second.is_some() != alone,
+                "{mutation:?} needs a second scenario or a reason it has none, not both"
+            );
+            if let Some((_, scenario, _)) = second {
+                let (_, first, _) = PLANTED
+                    .iter()
+                    .find(|(planted, _, _)| *planted == mutation)
+                    .unwrap();
+                assert_ne!(
+                    first, scenario,
+                    "{mutation:?}'s second scenario is its first"
+                );
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::{
     ByProductTopics, ChainTopics, CreditTopics, DedupeTopics, DiamondTopics, EnrichmentTopics,
     FanInTopics, FanOutTopics, Order, PaymentsTopics, RegroupTopics, SessionTopics,
-    SettlementTopics, TimerTopics, TopologyName, WindowTopics,
+    SettlementTopics, StorefrontTopics, TimerTopics, TopologyName, WindowTopics,
 };
 use parsley_sim::sim::{BoxError, Draw, Input, Registry, Settings, Simulation, SimulationBuilder};
 
@@ -251,6 +251,35 @@ pub fn credit(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     Ok(Simulation::builder(app)
         .input(table(&topics.balances))
         .input(table(&topics.limits)))
+}
+
+/// `storefront`: every operator over shared sources
+/// ([`crate::storefront`]). Discounts and limits over few customers, one
+/// update in five a tombstone; orders up to 400 ms behind the wall clock,
+/// half of them claiming their partition's latest discount update (J3);
+/// payments as far behind, one in ten bytes that do not decode, which the
+/// `paid` join dead-letters (X5). No amount is refused: a refusal would
+/// stop the task of every operator but `paid`, and with it their checks.
+pub fn storefront(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = StorefrontTopics::new();
+    let app = crate::storefront(&topics)?;
+    let lag = Duration::from_millis(400);
+    let table = |topic: &parsley::Topic<String, i64>| {
+        Input::new(topic, |draw| (Some(draw.key()), draw.range(0, 50))).tombstones(0.2)
+    };
+    let amounts = |topic: &parsley::Topic<String, i64>| {
+        Input::new(topic, |draw| (Some(draw.key()), amount(draw))).event_time_lag(lag)
+    };
+    Ok(Simulation::builder(app)
+        .input(table(&topics.discounts))
+        .input(table(&topics.limits))
+        .input(amounts(&topics.orders).claims_latest(&topics.discounts, 0.5))
+        .input(amounts(&topics.payments).malformed(|draw| {
+            (
+                Some(bytes::Bytes::from(draw.key())),
+                bytes::Bytes::from_static(b"ten"),
+            )
+        })))
 }
 
 /// Every example topology by the name scenario files use

@@ -121,17 +121,22 @@ fn x5_dead_letter_routes_codec_errors_and_bad_stamps() {
         ],
         5,
     );
-    let kinds: Vec<_> = (0..4)
+    let letters: Vec<_> = (0..4)
         .map(|offset| {
             assert_eq!(task.ready().unwrap(), only(&o));
             let produced = task.delivered(&o).unwrap();
             let letter = dead_letter_of(&produced);
             assert_eq!(letter.offset, offset);
-            letter.kind
+            letter
         })
         .collect();
     use crate::DeadLetterKind::{BadStamp, Codec};
+    let kinds: Vec<_> = letters.iter().map(|letter| letter.kind).collect();
     assert_eq!(kinds, [Codec, Codec, BadStamp, Codec]);
+    // The bytes the codec could not read are kept as they were.
+    assert_eq!(letters[0].value.as_deref(), Some(&b"not json"[..]));
+    assert_eq!(letters[1].key.as_deref(), Some(&b"\xff"[..]));
+    assert_eq!(letters[1].value, Some(json(&1i64)));
     assert_eq!(emitted(&deliver(&mut task, &o)), ["2"]);
     assert_eq!(task.history(), &stamp(&[(ORDERS, 0, 4)]));
     assert_eq!(task.metrics().records_dead_lettered_total, 4);

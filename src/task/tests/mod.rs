@@ -16,6 +16,7 @@ mod gate;
 mod held;
 mod liveness;
 mod logic_errors;
+mod operators;
 mod stamping;
 mod state;
 mod synchronised;

@@ -1,0 +1,194 @@
+//! The storefront: every operator over one set of sources, as an
+//! application that mixes them would be. Orders, payments, discounts and
+//! credit limits keyed by customer feed a dedupe (expiring state), a
+//! stream–table join, a stream–stream join with the dead-letter opt-in,
+//! a re-key into tumbling windows, session windows, and a table–table
+//! join. Each operator also has an example of its own; here they share
+//! sources, tasks' inputs and the simulator's faults, so that each planted
+//! operator bug is caught by a second, unlike shape.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use parsley::expiry::Expiring;
+use parsley::join::{Join, JoinWindows};
+use parsley::window::{SessionWindows, Windowed, WindowedCodec, Windows};
+use parsley::{App, CompositionError, Json, Parsley, Step, Topic, Utf8, I64};
+
+use crate::{checked, discounted, PricedOrder, Settlement, Spree};
+
+/// The storefront's topics: four sources and six sinks, all keyed by
+/// customer except the windows by order size.
+#[derive(Clone, Debug)]
+pub struct StorefrontTopics {
+    /// Orders, keyed by customer; the value is the amount.
+    pub orders: Topic<String, i64>,
+    /// Payments, keyed by customer; the value is the amount. Some do not
+    /// decode: they go to the `paid` join's dead-letter topic.
+    pub payments: Topic<String, i64>,
+    /// Each customer's discount in percent (a table: tombstones delete).
+    pub discounts: Topic<String, i64>,
+    /// Each customer's credit limit (a table: tombstones delete).
+    pub limits: Topic<String, i64>,
+    /// Each customer's first order within [`FIRST_ORDER_MS`] of event time.
+    pub first_orders: Topic<String, i64>,
+    /// Every order priced at its customer's discount (a left join).
+    pub priced: Topic<String, PricedOrder>,
+    /// Every order with each payment within [`PAID_WITHIN_MS`] of it, or
+    /// alone once its window closed (a left join).
+    pub paid: Topic<String, Settlement>,
+    /// Revenue per order size (`small`, `large`) per window.
+    pub by_size: Topic<Windowed<String>, i64>,
+    /// Each customer's visits: orders no more than [`VISIT_GAP_MS`] apart.
+    pub visits: Topic<Windowed<String>, Spree>,
+    /// Each customer's discount and limit while it has either (an outer
+    /// table–table join).
+    pub standing: Topic<String, Standing>,
+}
+
+impl StorefrontTopics {
+    /// The topics with their plain names.
+    pub fn new() -> Self {
+        let amounts = |name: &str| Topic::with_codecs(name, Utf8, I64);
+        StorefrontTopics {
+            orders: amounts("store-orders"),
+            payments: amounts("store-payments"),
+            discounts: amounts("store-discounts"),
+            limits: amounts("store-limits"),
+            first_orders: amounts("first-orders"),
+            priced: Topic::with_codecs("store-priced", Utf8, Json),
+            paid: Topic::with_codecs("store-paid", Utf8, Json),
+            by_size: Topic::with_codecs("revenue-by-size", WindowedCodec(Utf8), I64),
+            visits: Topic::with_codecs("visits", WindowedCodec(Utf8), Json),
+            standing: Topic::with_codecs("standing", Utf8, Json),
+        }
+    }
+}
+
+impl Default for StorefrontTopics {
+    fn default() -> Self {
+        StorefrontTopics::new()
+    }
+}
+
+/// How long, in event time, a customer's later orders are not first.
+pub const FIRST_ORDER_MS: u64 = 700;
+/// How far apart an order and a payment may be to meet.
+pub const PAID_WITHIN_MS: u64 = 250;
+/// How long after its window a payment or an order waits for a match.
+pub const PAID_GRACE_MS: u64 = 100;
+/// The size of the by-size revenue windows.
+pub const SIZE_WINDOW_MS: u64 = 500;
+/// Their grace.
+pub const SIZE_GRACE_MS: u64 = 150;
+/// The most time between two orders of one visit.
+pub const VISIT_GAP_MS: u64 = 200;
+/// Its grace.
+pub const VISIT_GRACE_MS: u64 = 100;
+
+/// A customer's discount and credit limit, as far as known.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Standing {
+    /// The latest discount, when the customer has one.
+    pub discount: Option<i64>,
+    /// The latest credit limit, when the customer has one.
+    pub limit: Option<i64>,
+}
+
+/// An order's size: its windows' key after the re-key.
+fn size(amount: i64) -> String {
+    if amount >= 50 { "large" } else { "small" }.to_string()
+}
+
+/// The storefront application (see the module docs).
+pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
+    let app = Parsley::named("storefront");
+    let first_order = Expiring::after(Duration::from_millis(FIRST_ORDER_MS))
+        .from_first_write()
+        .fold("first-order", &topics.orders, Json, || false, {
+            let first_orders = topics.first_orders.clone();
+            move |seen: bool, order| -> Result<Step<bool>, String> {
+                let amount = checked(*order.value())?;
+                Ok(match seen {
+                    true => Step::of(true),
+                    false => Step::of(true).emit(first_orders.send(order.key().cloned(), amount)),
+                })
+            }
+        })
+        .into(&topics.first_orders)
+        .build();
+    let priced = Join::stream_table("priced", &topics.orders, &topics.discounts)
+        .left(|order, discount: Option<&i64>| {
+            let due = match discount {
+                Some(discount) => discounted(order.value, *discount)?,
+                None => checked(order.value)?,
+            };
+            Ok::<_, String>(PricedOrder {
+                amount: order.value,
+                discount: discount.copied(),
+                due,
+            })
+        })
+        .into(&topics.priced)
+        .build();
+    let window = JoinWindows::time_difference(Duration::from_millis(PAID_WITHIN_MS))
+        .grace(Duration::from_millis(PAID_GRACE_MS));
+    let paid = Join::stream_stream("paid", &topics.orders, &topics.payments, window)
+        .left(|_, order: &i64, payment: Option<&i64>| Settlement {
+            order: Some(*order),
+            payment: payment.copied(),
+        })
+        .dead_letter_queue()
+        .into(&topics.paid)
+        .build();
+    let (rekey, orders_by_size) = app.rekey("by-size", &topics.orders, Utf8, |order| {
+        size(*order.value())
+    });
+    let by_size = Windows::tumbling(Duration::from_millis(SIZE_WINDOW_MS))
+        .grace(Duration::from_millis(SIZE_GRACE_MS))
+        .aggregate(
+            "revenue-by-size",
+            &orders_by_size,
+            I64,
+            || 0i64,
+            |total, amount| checked(amount.value).map(|amount| total + amount),
+        )
+        .into(&topics.by_size)
+        .build();
+    let visits = SessionWindows::with_inactivity_gap(Duration::from_millis(VISIT_GAP_MS))
+        .grace(Duration::from_millis(VISIT_GRACE_MS))
+        .aggregate(
+            "visits",
+            &topics.orders,
+            Json,
+            Spree::default,
+            |visit: Spree, order| {
+                checked(order.value).map(|amount| Spree {
+                    sales: visit.sales + 1,
+                    total: visit.total + amount,
+                })
+            },
+            |one: Spree, two: Spree| Spree {
+                sales: one.sales + two.sales,
+                total: one.total + two.total,
+            },
+        )
+        .into(&topics.visits)
+        .build();
+    let standing = Join::table_table("standing", &topics.discounts, &topics.limits)
+        .outer(|_, discount: Option<&i64>, limit: Option<&i64>| Standing {
+            discount: discount.copied(),
+            limit: limit.copied(),
+        })
+        .into(&topics.standing)
+        .build();
+    app.stage(first_order)
+        .stage(priced)
+        .stage(paid)
+        .stage(rekey)
+        .stage(by_size)
+        .stage(visits)
+        .stage(standing)
+        .build()
+}

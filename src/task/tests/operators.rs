@@ -1,0 +1,168 @@
+//! K2 and R2 at the task: the timer service's requests, fires and restarts,
+//! and the re-key stage's stamps, as a driver sees them. (The services'
+//! pure logic has its own tests beside it, in `timer` and `rekey`; these
+//! go through the task, where a fire is stamped and state is restored.)
+
+use super::fixtures::*;
+use crate::app::Parsley;
+use crate::assembly::assemble;
+use crate::codec::Json;
+use crate::record::ProducedRecord;
+use crate::timer::TimerService;
+
+/// A timer service named `s`: requests on `orders` (the value is the due
+/// time), fires on `payments`, one tick per [`INTERVAL_MS`].
+fn timers() -> Fixture {
+    fixture(
+        TimerService::named("s")
+            .resolution(interval())
+            .build(&orders(), &payments()),
+    )
+}
+
+/// The fires among `produced`: (key, due time, the stamp's claim on the
+/// request's tp).
+fn fires(produced: &[ProducedRecord]) -> Vec<(String, i64, Option<u64>)> {
+    let request_tp = tp(ORDERS, 0);
+    produced
+        .iter()
+        .filter(|record| record.tp.topic.as_str() == PAYMENTS)
+        .map(|record| {
+            let key = serde_json::from_slice(record.data.key.as_ref().expect("a key"))
+                .expect("a JSON string key");
+            let due = serde_json::from_slice(record.data.value.as_ref().expect("a value"))
+                .expect("a JSON due time");
+            (key, due, stamp_of(record).offset(&request_tp))
+        })
+        .collect()
+}
+
+/// Ticks the task at `now` and delivers the tick back (T5): what the tick's
+/// delivery produced.
+fn tick_and_deliver(
+    task: &mut crate::task::Task,
+    now: i64,
+    tick_offset: u64,
+) -> Vec<ProducedRecord> {
+    let tick = task.tick(now).expect("a tick is due");
+    let k = task.tick_tp().expect("the service ticks").clone();
+    feed(task, &k, vec![back(tick_offset, &tick)], tick_offset + 1);
+    deliver(task, &k)
+}
+
+/// K2, several requests for one key and for one time: every request is
+/// held (odd due times as well as even ones), the first tick at or past
+/// their time fires each once, earliest first within a key, and each fire
+/// is stamped with a claim on its request.
+#[test]
+fn k2_every_request_for_one_key_and_one_time_fires_once_claiming_its_request() {
+    let f = timers();
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    feed(
+        &mut task,
+        &o,
+        vec![
+            rec(0).key("a").value(T0 + 301).at(T0),
+            rec(1).key("a").value(T0 + 301).at(T0),
+            rec(2).key("a").value(T0 + 200).at(T0),
+            rec(3).key("b").value(T0 + 301).at(T0),
+            rec(4).key("b").value(T0 + 2_500).at(T0),
+        ],
+        5,
+    );
+    for _ in 0..5 {
+        deliver(&mut task, &o);
+    }
+    let mut fired = fires(&tick_and_deliver(&mut task, T0 + INTERVAL_MS, 0));
+    fired.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
+    assert_eq!(
+        fired,
+        [
+            ("a".to_string(), T0 + 200, Some(4)),
+            ("a".to_string(), T0 + 301, Some(4)),
+            ("a".to_string(), T0 + 301, Some(4)),
+            ("b".to_string(), T0 + 301, Some(4)),
+        ],
+        "each due request fires once, claiming the requests delivered before it"
+    );
+    assert!(
+        fires(&tick_and_deliver(&mut task, T0 + 2 * INTERVAL_MS, 1)).is_empty(),
+        "nothing fires twice, and b's later request is not due yet"
+    );
+    assert_eq!(
+        fires(&tick_and_deliver(&mut task, T0 + 3 * INTERVAL_MS, 2)),
+        [("b".to_string(), T0 + 2_500, Some(4))]
+    );
+}
+
+/// K2 across a restart: a task started on restored state in which a timer
+/// is already overdue fires it at its first tick (it did not fire before
+/// the restart: nothing committed a fire).
+#[test]
+fn k2_a_timer_overdue_when_its_task_restarts_fires_at_the_first_tick() {
+    let f = timers();
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    feed(
+        &mut task,
+        &o,
+        vec![rec(0).key("a").value(T0 + 500).at(T0)],
+        1,
+    );
+    let changes: Vec<ProducedRecord> = deliver(&mut task, &o)
+        .into_iter()
+        .filter(|record| record.tp.topic.as_str() == CHANGELOG)
+        .collect();
+    assert_eq!(changes.len(), 1, "the request is in the changelog");
+
+    // The instance dies before any tick; a new one restores the timer and
+    // starts when it is long overdue.
+    let mut task = f.task(0);
+    for (offset, change) in changes.iter().enumerate() {
+        task.restore_state(offset as u64, &change.data).unwrap();
+    }
+    let nothing = vec![None; task.consumed_tps().len()];
+    task.start(&nothing, T0 + 10 * INTERVAL_MS).unwrap();
+    assert_eq!(
+        fires(&tick_and_deliver(&mut task, T0 + 11 * INTERVAL_MS, 0)),
+        [("a".to_string(), T0 + 500, None)],
+        "the overdue timer fires at the first tick after the restart"
+    );
+}
+
+/// R2: a re-keyed record claims the record it came from (and, through the
+/// task's history, that record's causes).
+#[test]
+fn r2_a_rekeyed_record_claims_its_source_record() {
+    let app = Parsley::named("app");
+    let (rekey, _) = app.rekey("s", &orders(), Json, |order| {
+        format!(
+            "{}-{}",
+            order.key().cloned().unwrap_or_default(),
+            order.value()
+        )
+    });
+    let app = app.stage(rekey).build().expect("the re-key app composes");
+    let metadata: std::collections::BTreeMap<String, u32> = [(ORDERS, 2), ("app-s-repartition", 2)]
+        .into_iter()
+        .map(|(topic, partitions)| (topic.to_string(), partitions))
+        .collect();
+    let assembly = assemble(&app, &metadata).expect("every topic exists");
+    let f = Fixture { app, assembly };
+    let mut task = f.started(1);
+    let o = tp(ORDERS, 1);
+    feed(
+        &mut task,
+        &o,
+        vec![rec(0).key("k").value(3).stamp(&[(PAYMENTS, 0, 7)])],
+        1,
+    );
+    let produced = deliver(&mut task, &o);
+    assert_eq!(produced.len(), 1, "{produced:?}");
+    assert_eq!(produced[0].tp.topic.as_str(), "app-s-repartition");
+    assert_eq!(
+        stamp_of(&produced[0]),
+        stamp(&[(ORDERS, 1, 0), (PAYMENTS, 0, 7)])
+    );
+}
