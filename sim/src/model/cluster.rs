@@ -109,6 +109,66 @@ impl Default for Cluster {
 }
 
 impl Cluster {
+    /// Hashes everything the cluster holds that a later call can observe:
+    /// every log's entries (records and markers) and last stable offset,
+    /// every producer's epoch and transaction, every committed offset. Two
+    /// clusters with the same digest answer every request alike (up to
+    /// hash collisions); the bounded exhaustive mode keys its states on it.
+    pub(crate) fn digest(&self, hasher: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        for (slot, logs) in self.topics.logs.iter().enumerate() {
+            self.topics.names[slot].as_str().hash(hasher);
+            for log in logs {
+                log.last_stable_offset().hash(hasher);
+                for entry in log.entries() {
+                    match entry {
+                        Entry::Data {
+                            record,
+                            producer,
+                            transactional,
+                        } => {
+                            0u8.hash(hasher);
+                            record.key.hash(hasher);
+                            record.value.hash(hasher);
+                            record.timestamp.hash(hasher);
+                            for header in &record.headers {
+                                header.name.hash(hasher);
+                                header.value.hash(hasher);
+                            }
+                            producer.hash(hasher);
+                            transactional.hash(hasher);
+                        }
+                        Entry::Control { kind, producer } => {
+                            1u8.hash(hasher);
+                            kind.hash(hasher);
+                            producer.hash(hasher);
+                        }
+                    }
+                }
+            }
+        }
+        for producer in &self.producers {
+            producer.transactional_id.hash(hasher);
+            producer.epoch.hash(hasher);
+            producer.in_transaction.hash(hasher);
+            producer.ending.hash(hasher);
+            if producer.in_transaction || producer.ending.is_some() {
+                producer.txn.started_ms.hash(hasher);
+                for (log, offset) in &producer.txn.writes {
+                    (log.topic, log.partition, offset).hash(hasher);
+                }
+                for staged in &producer.txn.offsets {
+                    (staged.group, staged.log.topic, staged.log.partition).hash(hasher);
+                    staged.offset.hash(hasher);
+                }
+            }
+        }
+        for (group, number) in &self.groups.ids {
+            group.hash(hasher);
+            self.groups.committed[*number].hash(hasher);
+        }
+    }
+
     /// An empty cluster.
     pub fn new() -> Self {
         Cluster::with_transaction_timeout(DEFAULT_TRANSACTION_TIMEOUT_MS)

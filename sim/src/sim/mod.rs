@@ -23,10 +23,12 @@
 //!   knobs, the plain inputs a world is built from, the trace and counters.
 
 pub(crate) mod checker;
+pub(crate) mod explore;
 pub(crate) mod report;
 pub(crate) mod running;
 pub(crate) mod world;
 
+pub use explore::{Bounds, Exploration, FaultKind};
 pub use checker::{DeliveryOf, Gate, Invariant, Related, Relation, TxnEnd, Violation};
 pub use report::outcome::RunOutcome;
 pub use report::outliers::{Outlier, OUTLIER_FACTOR};

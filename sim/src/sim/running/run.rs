@@ -62,9 +62,23 @@ pub struct Watch<'a> {
 /// [`run`], calling `watch` after every step of the safety phase.
 pub(crate) fn run_watched(
     simulation: &Simulation,
-    mut choices: Choices,
+    choices: Choices,
     watch: &mut dyn FnMut(Watch<'_>),
 ) -> RunOutcome {
+    run_gated(simulation, choices, watch, &mut |_| true)
+        .expect("a run whose gate always opens runs to its end")
+}
+
+/// [`run_watched`], asking `gate` before every step of the safety phase
+/// whether to go on: `None` when it said no, and the run was dropped
+/// unchecked (the bounded exhaustive mode cuts a run that reached a state
+/// it explored before).
+pub(crate) fn run_gated(
+    simulation: &Simulation,
+    mut choices: Choices,
+    watch: &mut dyn FnMut(Watch<'_>),
+    gate: &mut dyn FnMut(&World) -> bool,
+) -> Option<RunOutcome> {
     let budget = simulation.settings().budget;
     // A step draws about three words; regrowing the tape by doubling cost
     // more than drawing them.
@@ -75,6 +89,9 @@ pub(crate) fn run_watched(
         let world = world.insert(World::new(plan, &mut choices));
         for step in 0..budget.safety_steps {
             choices.mark_span();
+            if !gate(world) {
+                return None;
+            }
             world.step(&mut choices);
             watch(Watch {
                 step,
@@ -84,8 +101,13 @@ pub(crate) fn run_watched(
             });
         }
         choices.mark_span();
-        world.run_liveness(&mut choices)
+        Some(world.run_liveness(&mut choices))
     }));
+    let phases = match phases {
+        Ok(None) => return None,
+        Ok(Some(quiesced)) => Ok(quiesced),
+        Err(panic) => Err(panic),
+    };
     let mut world = match world {
         Some(world) => world,
         // The world could not even be built: nothing happened.
@@ -99,7 +121,7 @@ pub(crate) fn run_watched(
                 format!("{PANICKED} while setting up the world: {panic}"),
             );
             let (tape, spans, canonical) = choices.into_parts();
-            return RunOutcome {
+            return Some(RunOutcome {
                 seed: None,
                 tape,
                 spans,
@@ -111,7 +133,7 @@ pub(crate) fn run_watched(
                 reached: vec![false; simulation.sometimes().len()],
                 trace_hash: 0,
                 cluster: Cluster::default(),
-            };
+            });
         }
     };
     let last_step = world.trace.last().map_or(0, |entry| entry.step);
@@ -216,7 +238,7 @@ pub(crate) fn run_watched(
     let trace_hash = fingerprint(&world.trace, &world.cluster);
     let trace = std::mem::take(&mut world.trace);
     let (tape, spans, canonical) = choices.into_parts();
-    RunOutcome {
+    Some(RunOutcome {
         seed: None,
         tape,
         spans,
@@ -228,7 +250,7 @@ pub(crate) fn run_watched(
         reached,
         trace_hash,
         cluster: world.cluster,
-    }
+    })
 }
 
 /// A panic's message, as `panic!` formatted it.

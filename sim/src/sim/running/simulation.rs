@@ -155,6 +155,7 @@ pub(crate) type Check = Arc<dyn Fn(&Committed<'_>) -> PropertyResult + Send + Sy
 pub(crate) type Reached = Arc<dyn Fn(&Committed<'_>) -> Result<bool, BoxError> + Send + Sync>;
 
 /// A user property, named.
+#[derive(Clone)]
 pub(crate) struct Property {
     pub(crate) name: String,
     pub(crate) check: Check,
@@ -184,6 +185,7 @@ pub struct Stop<'a> {
 pub(crate) type ExpectedStop = Arc<dyn Fn(&Stop<'_>) -> bool + Send + Sync>;
 
 /// A user "sometimes" mark, named.
+#[derive(Clone)]
 pub(crate) struct Sometimes {
     pub(crate) name: String,
     pub(crate) reached: Reached,
@@ -747,6 +749,7 @@ fn check_settings(settings: &Settings) -> Result<(), SimulationError> {
     Ok(())
 }
 
+#[derive(Clone)]
 struct Inner {
     name: String,
     app: App,
@@ -903,6 +906,16 @@ impl Simulation {
     /// see [`Failure::reproduces`] for a failure that does not fail again.
     pub fn shrink(&self, original: RunOutcome, attempts_max: usize) -> Option<Failure> {
         shrink_failure(|tape| self.run_tape(tape), original, attempts_max)
+    }
+
+    /// This simulation with other knobs: the bounded exhaustive mode runs
+    /// its tiny worlds this way.
+    pub(crate) fn with_settings(&self, settings: Settings) -> Simulation {
+        let mut inner = Inner::clone(&self.inner);
+        inner.settings = settings;
+        Simulation {
+            inner: Arc::new(inner),
+        }
     }
 
     /// Plants the simulation's bug on this thread (and clears any other).

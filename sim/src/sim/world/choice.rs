@@ -3,6 +3,8 @@
 //!
 //! Tapes are read and recorded word by word, as [`Choices`] describes.
 
+use std::sync::{Arc, Mutex};
+
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
@@ -76,6 +78,74 @@ pub struct Choices {
 enum Source {
     Seeded(Box<ChaCha8Rng>),
     Tape { bytes: Vec<u8>, position: usize },
+    Guided(Arc<Mutex<Guide>>),
+}
+
+/// How many values a guided [`Choices::below`] enumerates in full; a wider
+/// draw is quantised to its lowest and highest value.
+pub(crate) const GUIDED_BELOW_MAX: u32 = 16;
+
+/// A choice source driven by an explorer (the bounded exhaustive mode):
+/// each draw is a *choice point* with a few alternatives, each the word
+/// that means it on a tape. The first [`Guide::prefix`] points take the
+/// alternatives it names; every later one takes its first (the zero word,
+/// the simplest decision). The points met are recorded with their arity,
+/// so the explorer can backtrack: stateless model checking, as shuttle's
+/// and loom's DFS run it. The words drawn are recorded as any tape is, so
+/// a guided run replays with [`Choices::from_tape`].
+///
+/// How each draw is enumerated:
+///
+/// - `below(n)`: every value when `n` ≤ [`GUIDED_BELOW_MAX`], otherwise
+///   `0` and `n − 1`;
+/// - `chance(p)`: no and yes (one alternative when `p` is 0 or 1);
+/// - `range_inclusive(lo, hi)`: `lo`, and `hi` when
+///   [`Guide::range_ends`] is set (a range is quantised: clock steps land
+///   on deadlines through boundary-seeking time instead);
+/// - [`Choices::below_among`]: the words its caller lists (the world's
+///   action draw lists one word per action it can take), those marked as
+///   faults only while [`Guide::faults_left`] is not zero.
+#[derive(Debug, Default)]
+pub(crate) struct Guide {
+    /// The alternative (an index) to take at each of the first points.
+    pub(crate) prefix: Vec<u32>,
+    /// Every point met so far: its arity and the alternative taken.
+    pub(crate) points: Vec<Point>,
+    /// Faults the run may still take at a [`Choices::below_among`].
+    pub(crate) faults_left: u32,
+    /// Whether ranges enumerate their high end too.
+    pub(crate) range_ends: bool,
+}
+
+/// One choice point of a guided run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Point {
+    /// How many alternatives it offered.
+    pub(crate) arity: u32,
+    /// The one taken, from 0.
+    pub(crate) taken: u32,
+}
+
+impl Guide {
+    /// The alternative to take at the next point of `arity` alternatives,
+    /// recorded.
+    fn next(&mut self, arity: u32) -> u32 {
+        let index = self.points.len();
+        let taken = self.prefix.get(index).copied().unwrap_or(0);
+        assert!(
+            taken < arity,
+            "a guided run met point {index} with {arity} alternatives where its prefix \
+             takes alternative {taken}: the run is not a function of its choices (I9)"
+        );
+        self.points.push(Point { arity, taken });
+        taken
+    }
+
+    /// Whether every point of the prefix has been met: from here on the
+    /// run is new ground.
+    pub(crate) fn past_prefix(&self) -> bool {
+        self.points.len() >= self.prefix.len()
+    }
 }
 
 impl Choices {
@@ -110,6 +180,68 @@ impl Choices {
         }
     }
 
+    /// A source driven by an explorer through `guide` (see [`Guide`]).
+    pub(crate) fn guided(guide: Arc<Mutex<Guide>>) -> Self {
+        Choices {
+            source: Source::Guided(guide),
+            record: Vec::new(),
+            draws: 0,
+            exhausted: false,
+            spans: Vec::new(),
+            canonical: None,
+        }
+    }
+
+    /// Whether an explorer drives this source: callers with a draw too
+    /// wide to enumerate list its alternatives ([`Choices::below_among`]).
+    #[inline]
+    pub(crate) fn is_guided(&self) -> bool {
+        matches!(self.source, Source::Guided(_))
+    }
+
+    /// When guided, the word `choose` picks with the guide, recorded.
+    fn guided_draw(&mut self, choose: impl FnOnce(&mut Guide) -> u32) -> Option<u32> {
+        let Source::Guided(guide) = &self.source else {
+            return None;
+        };
+        let guide = Arc::clone(guide);
+        let word = choose(&mut guide.lock().unwrap_or_else(|e| e.into_inner()));
+        Some(self.guided_word(word))
+    }
+
+    /// Records a word chosen by the guide.
+    fn guided_word(&mut self, word: u32) -> u32 {
+        self.record.extend_from_slice(&word.to_le_bytes());
+        self.draws += 1;
+        self.canon(word);
+        word
+    }
+
+    /// A number in `[0, n)` as [`Choices::below`] draws it; a guided source
+    /// offers only `alternatives` (the words that mean something different,
+    /// each with whether it is a fault) instead of all `n` values.
+    pub(crate) fn below_among(&mut self, n: u32, alternatives: &[(u32, bool)]) -> u32 {
+        let guided = self.guided_draw(|guide| {
+            let faults = guide.faults_left > 0;
+            let offered = |&&(_, fault): &&(u32, bool)| faults || !fault;
+            let arity = alternatives.iter().filter(offered).count() as u32;
+            let taken = guide.next(arity.max(1));
+            match alternatives.iter().filter(offered).nth(taken as usize) {
+                Some(&(word, fault)) => {
+                    if fault {
+                        guide.faults_left -= 1;
+                    }
+                    word
+                }
+                None => 0,
+            }
+        });
+        match guided {
+            Some(word) => word % n,
+            None => self.below(n),
+        }
+    }
+
     /// Makes room to record `words` more draws without regrowing the tape.
     pub fn reserve_words(&mut self, words: usize) {
         self.record.reserve(words.saturating_mul(WORD_BYTES));
@@ -122,6 +254,7 @@ impl Choices {
         let word = match &mut self.source {
             Source::Seeded(rng) => rng.next_u32(),
             Source::Tape { .. } => self.tape_word(),
+            Source::Guided(_) => unreachable!("a guided source draws through its guide"),
         };
         self.record.extend_from_slice(&word.to_le_bytes());
         self.draws += 1;
@@ -167,6 +300,13 @@ impl Choices {
     /// If `n` is zero.
     pub fn below(&mut self, n: u32) -> u32 {
         assert!(n >= 1, "Choices::below(n) needs n >= 1, got 0");
+        let guided = self.guided_draw(|guide| match n {
+            n if n <= GUIDED_BELOW_MAX => guide.next(n),
+            n => [0, n - 1][guide.next(2) as usize],
+        });
+        if let Some(word) = guided {
+            return word;
+        }
         let value = self.word() % n;
         self.canon(value);
         value
@@ -183,6 +323,17 @@ impl Choices {
             (0.0..=1.0).contains(&probability),
             "Choices::chance(p) needs p in [0, 1], got {probability}"
         );
+        // No, then yes; a certain answer is no choice.
+        let guided = self.guided_draw(|guide| match probability {
+            p if p == 0.0 || p == 1.0 => {
+                guide.next(1);
+                u32::from(p == 1.0) * u32::MAX
+            }
+            _ => [0, u32::MAX][guide.next(2) as usize],
+        });
+        if let Some(word) = guided {
+            return word != 0;
+        }
         let word = self.word();
         // How many of the 2^32 words mean "yes"; they are the top ones.
         let yes = (probability * WORD_RANGE as f64).round() as u64;
@@ -205,6 +356,17 @@ impl Choices {
             lo <= hi,
             "Choices::range_inclusive(lo, hi) needs lo <= hi, got {lo} > {hi}"
         );
+        let span = (hi - lo).min(u64::from(u32::MAX)) as u32;
+        let guided = self.guided_draw(|guide| match (span, guide.range_ends) {
+            (0, _) | (_, false) => {
+                guide.next(1);
+                0
+            }
+            (span, true) => [0, span][guide.next(2) as usize],
+        });
+        if let Some(word) = guided {
+            return lo + u64::from(word);
+        }
         let word = u64::from(self.word());
         let offset = match (hi - lo).checked_add(1) {
             Some(span) => word % span,

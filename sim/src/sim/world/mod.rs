@@ -36,6 +36,7 @@ use trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 
 mod boundary;
 pub(crate) mod choice;
+mod explore;
 pub(crate) mod input;
 mod order;
 pub(crate) mod plan;
@@ -521,9 +522,17 @@ impl World {
             push(Action::Recover, 4 * action_factor);
         }
         let actions = &actions[..count];
-        let word = choices.below(ACTION_RANGE);
         let fault_total: u32 = fault_ppm.iter().map(|(_, ppm)| ppm).sum();
         let action_range = ACTION_RANGE - fault_total;
+        let word = match choices.is_guided() {
+            // An explorer is offered one word per action that can do
+            // something now (explore.rs).
+            true => {
+                let alternatives = self.action_words(actions, &fault_ppm, action_range);
+                choices.below_among(ACTION_RANGE, &alternatives)
+            }
+            false => choices.below(ACTION_RANGE),
+        };
         if word >= action_range {
             let mut at = word - action_range;
             for &(action, ppm) in &fault_ppm {
