@@ -35,7 +35,10 @@ use crate::sim::running::runner::{parse_partition, partition};
 use crate::sim::running::scenario::{Scenario, ScenarioError};
 use crate::sim::world::stats::Stats;
 use crate::sim::world::tape;
-use crate::sim::{OrderStrategy, Registry, RegistryError, RunOutcome, Simulation, TimeStrategy};
+use crate::sim::{
+    Bounds, FaultKind, OrderStrategy, Registry, RegistryError, RunOutcome, Simulation,
+    TimeStrategy,
+};
 
 #[derive(Parser)]
 #[command(
@@ -47,7 +50,8 @@ use crate::sim::{OrderStrategy, Registry, RegistryError, RunOutcome, Simulation,
                   Examples:\n  \
                   parsley-sim run scenarios/balances.toml --seeds 0..200\n  \
                   parsley-sim replay scenarios/balances.toml --seed 3 --timeline run.html\n  \
-                  parsley-sim shrink scenarios/fan-in.toml --seed 7 --tape-out seed7.tape"
+                  parsley-sim shrink scenarios/fan-in.toml --seed 7 --tape-out seed7.tape\n  \
+                  parsley-sim explore scenarios/chain.toml --inputs 2 --faults 1 --steps 12"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -62,6 +66,11 @@ enum Command {
     Replay(ReplayArgs),
     /// Shrink a failing seed to a short counterexample.
     Shrink(ShrinkArgs),
+    /// Explore every schedule of a tiny run of the scenario's topology
+    /// within a bound (the bounded exhaustive mode), pruned by the world's
+    /// state; report the first violating schedule or that none exists
+    /// within the bound.
+    Explore(ExploreArgs),
     /// Merge the summaries of `run --summary-out` (the slices of a CI
     /// matrix) into one; exit 1 if any slice had a failing seed.
     Merge(MergeArgs),
@@ -125,6 +134,100 @@ struct RunArgs {
 }
 
 #[derive(Args)]
+struct ExploreArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Input records of the run.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    inputs: u64,
+    /// Partitions of every topic.
+    #[arg(long, value_name = "P", default_value_t = 1)]
+    partitions: u32,
+    /// Application instances.
+    #[arg(long, value_name = "I", default_value_t = 1)]
+    instances: u32,
+    /// Distinct keys of the inputs.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    keys: u32,
+    /// Faults a schedule may take, in all.
+    #[arg(long, value_name = "C", default_value_t = 1)]
+    faults: u32,
+    /// Which faults, comma-separated: abort, commit-failure, crash, move,
+    /// hanging, logic-error.
+    #[arg(long, value_name = "KINDS", value_delimiter = ',', default_value = "abort,crash", value_parser = parse_fault_kind)]
+    fault_kinds: Vec<FaultKind>,
+    /// Steps of the safety phase.
+    #[arg(long, value_name = "S", default_value_t = 12)]
+    steps: u64,
+    /// Explore drawn ranges (clock steps, input values, marker lags) at
+    /// both ends, not only at the low one.
+    #[arg(long)]
+    range_ends: bool,
+    /// Let input batches be written in input transactions.
+    #[arg(long)]
+    transactional: bool,
+    /// Let transactions' markers be written late.
+    #[arg(long)]
+    marker_lag: bool,
+    /// Stop after this many runs, without a verdict on the whole bound.
+    #[arg(long, value_name = "RUNS", default_value_t = 1_000_000)]
+    runs_max: u64,
+    /// Write the first violating schedule's tape to FILE.
+    #[arg(long, value_name = "FILE")]
+    tape_out: Option<PathBuf>,
+    /// Replay a tape written by `--tape-out`, under the same bound, instead
+    /// of exploring.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+    /// Write a picture of the violating (or replayed) run to FILE.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+}
+
+impl ExploreArgs {
+    fn bounds(&self) -> Bounds {
+        Bounds {
+            inputs: self.inputs,
+            partitions: self.partitions,
+            instances: self.instances,
+            keys: self.keys,
+            faults: self.faults,
+            kinds: self.fault_kinds.clone(),
+            steps: self.steps,
+            range_ends: self.range_ends,
+            transactional: self.transactional,
+            marker_lag: self.marker_lag,
+            runs_max: self.runs_max,
+        }
+    }
+
+    /// The bound as the flags that give it, for a printed command.
+    fn flags(&self) -> String {
+        let kinds: Vec<&str> = self.fault_kinds.iter().map(|kind| kind.name()).collect();
+        let mut flags = format!(
+            "--inputs {} --partitions {} --instances {} --keys {} --faults {} --fault-kinds {} --steps {}",
+            self.inputs,
+            self.partitions,
+            self.instances,
+            self.keys,
+            self.faults,
+            kinds.join(","),
+            self.steps
+        );
+        for (on, flag) in [
+            (self.range_ends, " --range-ends"),
+            (self.transactional, " --transactional"),
+            (self.marker_lag, " --marker-lag"),
+        ] {
+            if on {
+                flags.push_str(flag);
+            }
+        }
+        flags
+    }
+}
+
+#[derive(Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["seed", "tape"])))]
 struct ReplayArgs {
     #[command(flatten)]
@@ -181,6 +284,7 @@ pub fn main(registry: Registry) -> ExitCode {
         Command::Run(args) => run_seeds(&registry, args),
         Command::Replay(args) => replay(&registry, args),
         Command::Shrink(args) => shrink(&registry, args),
+        Command::Explore(args) => explore(&registry, args),
         Command::Merge(args) => merge(args),
     };
     match result {
@@ -592,6 +696,13 @@ fn parse_order(text: &str) -> Result<OrderStrategy, String> {
     })
 }
 
+fn parse_fault_kind(text: &str) -> Result<FaultKind, String> {
+    FaultKind::from_name(text).ok_or_else(|| {
+        let names: Vec<&str> = FaultKind::ALL.iter().map(|kind| kind.name()).collect();
+        format!("unknown fault {text:?}: expected one of {}", names.join(", "))
+    })
+}
+
 fn parse_time(text: &str) -> Result<TimeStrategy, String> {
     TimeStrategy::from_name(text)
         .ok_or_else(|| format!("{text:?} is not a time strategy: use boundary or uniform"))
@@ -745,6 +856,82 @@ fn shrink(registry: &Registry, args: ShrinkArgs) -> Result<bool, CliError> {
         write_timeline(path, setup.simulation.app(), &failure.shrunk, &title)?;
     }
     Ok(true)
+}
+
+// ---------------------------------------------------------------------------
+// explore
+
+fn explore(registry: &Registry, args: ExploreArgs) -> Result<bool, CliError> {
+    let setup = Setup::load(registry, &args.common)?;
+    let bounds = args.bounds();
+    if let Some(path) = &args.replay {
+        let tape = read_tape(path)?;
+        let outcome = setup.simulation.within(&bounds).run_tape(&tape);
+        println!(
+            "Replaying {} bytes of tape from {} on {} within the bound ({bounds})",
+            tape.len(),
+            path.display(),
+            setup.path
+        );
+        return tell(&setup, &outcome, args.timeline.as_deref(), "replayed");
+    }
+    println!("Exploring {} within the bound ({bounds})", setup.path);
+    if let Some(mutation) = setup.mutation {
+        println!("with the planted bug {}", mutation.name());
+    }
+    let exploration = setup.simulation.explore(&bounds);
+    println!("{exploration}");
+    let Some(outcome) = &exploration.violation else {
+        return Ok(false);
+    };
+    if let Some(path) = &args.tape_out {
+        let tape = tape::trimmed(&outcome.tape);
+        let mut text = format!(
+            "# parsley-sim tape: {} explored within {}, violates {}\n",
+            setup.path,
+            args.flags(),
+            outcome.violations[0].invariant
+        );
+        for line in tape.chunks(32) {
+            text.push_str(&tape::to_hex(line));
+            text.push('\n');
+        }
+        write_file(path, &text)?;
+        let replay = setup.command(&format!(
+            "explore {} {} --replay {}",
+            setup.path,
+            args.flags(),
+            path.display()
+        ));
+        println!(
+            "Tape ({} bytes) written to {}; replay it with:\n  {replay}",
+            tape.len(),
+            path.display()
+        );
+    }
+    tell(&setup, outcome, args.timeline.as_deref(), "first violating schedule")
+}
+
+/// Prints a run's story and violations (and its timeline); whether it
+/// violated an invariant.
+fn tell(
+    setup: &Setup,
+    outcome: &RunOutcome,
+    timeline: Option<&Path>,
+    what: &str,
+) -> Result<bool, CliError> {
+    println!("\nWhat happened:");
+    print!("{}", report::story(outcome, 200));
+    println!();
+    row("violations", outcome.violations.len().to_string());
+    for violation in &outcome.violations {
+        println!("  {violation}");
+    }
+    if let Some(path) = timeline {
+        let title = format!("{}: {what}", setup.scenario.name);
+        write_timeline(path, setup.simulation.app(), outcome, &title)?;
+    }
+    Ok(!outcome.violations.is_empty())
 }
 
 /// Reads a hex tape; whitespace and `#` comment lines are ignored.

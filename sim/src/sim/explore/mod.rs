@@ -119,6 +119,13 @@ impl Simulation {
     /// thread, with the simulation's planted bug. DESIGN.md, "Bounded
     /// exhaustive mode", says what it does and does not promise.
     pub fn explore(&self, bounds: &Bounds) -> Exploration {
-        search::explore(self, bounds)
+        search::explore(&self.within(bounds), bounds)
+    }
+
+    /// This simulation with the knobs of `bounds`' tiny world, as
+    /// [`Simulation::explore`] runs it: a violation's tape replays on it
+    /// ([`Simulation::run_tape`]).
+    pub fn within(&self, bounds: &Bounds) -> Simulation {
+        self.with_settings(bounds.settings(self.settings()))
     }
 }

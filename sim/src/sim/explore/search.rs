@@ -13,12 +13,11 @@ use crate::sim::world::World;
 use super::states::{Seen, TaskDigests};
 use super::{Bounds, Exploration};
 
-/// Explores every schedule of `simulation` within `bounds`, depth first,
-/// until the first violation or the end of the bound (or
+/// Explores every schedule of `simulation` (already within `bounds`' knobs),
+/// depth first, until the first violation or the end of the bound (or
 /// [`Bounds::runs_max`]).
 pub(crate) fn explore(simulation: &Simulation, bounds: &Bounds) -> Exploration {
     let started = Instant::now();
-    let simulation = simulation.with_settings(bounds.settings(simulation.settings()));
     simulation.plant();
     let steps = bounds.steps;
     let mut seen = Seen::default();
@@ -40,6 +39,7 @@ pub(crate) fn explore(simulation: &Simulation, bounds: &Bounds) -> Exploration {
             points: Vec::new(),
             faults_left: bounds.faults,
             range_ends: bounds.range_ends,
+            frozen: false,
         }));
         let mut tasks = TaskDigests::default();
         let mut step = 0u64;
@@ -48,7 +48,10 @@ pub(crate) fn explore(simulation: &Simulation, bounds: &Bounds) -> Exploration {
             let steps_left = steps - step;
             step += 1;
             let (past, faults_left) = {
-                let guide = guide.lock().unwrap_or_else(|e| e.into_inner());
+                let mut guide = guide.lock().unwrap_or_else(|e| e.into_inner());
+                // The liveness phase completes the run; its draws (the
+                // inputs it produces) take their simplest values.
+                guide.frozen = steps_left == 0;
                 (guide.past_prefix(), guide.faults_left)
             };
             // The states along the prefix were judged when first met.

@@ -10,13 +10,14 @@
 //! them to one task in another order do not, even when the logic would not
 //! care.
 
+use std::collections::hash_map::Entry;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
 use parsley::task::TaskId;
 use rustc_hash::{FxHashMap, FxHasher};
 
-use crate::sim::world::trace::{Entry, Event};
+use crate::sim::world::trace::{Entry as TraceEntry, Event};
 use crate::sim::world::World;
 
 /// Each running task's digest of the events it took since it started, by
@@ -30,7 +31,7 @@ pub(crate) struct TaskDigests {
 
 impl TaskDigests {
     /// Reads the entries added to `trace` since the last call.
-    pub(crate) fn update(&mut self, trace: &[Entry]) {
+    pub(crate) fn update(&mut self, trace: &[TraceEntry]) {
         for entry in &trace[self.read.min(trace.len())..] {
             self.take(entry);
         }
@@ -45,7 +46,7 @@ impl TaskDigests {
         *digest = hasher.finish();
     }
 
-    fn take(&mut self, entry: &Entry) {
+    fn take(&mut self, entry: &TraceEntry) {
         let now = entry.now;
         match &entry.event {
             Event::TaskStarted { at } => {
@@ -61,6 +62,8 @@ impl TaskDigests {
             Event::Delivered { at, tp, offset, .. } => {
                 self.fold(at.instance, &at.task, (2u8, tp, offset, now))
             }
+            // A tick check that emitted nothing is folded too: the checker
+            // judges it (a tick that was due and did not come is lost).
             Event::TickChecked { at, emitted, .. } => {
                 self.fold(at.instance, &at.task, (3u8, now, emitted.is_some()))
             }
@@ -86,7 +89,7 @@ impl TaskDigests {
 
 /// The states seen, each with the most steps it was seen with: a state met
 /// again with no more steps and the same faults left has nothing new to
-/// show.
+/// show. The state before the liveness phase counts, with no steps left.
 #[derive(Default)]
 pub(crate) struct Seen {
     states: FxHashMap<(u64, u32), u64>,
@@ -104,12 +107,17 @@ impl Seen {
         steps_left: u64,
     ) -> bool {
         let digest = world.digest(&|instance, task| tasks.get(instance, task));
-        let best = self.states.entry((digest, faults_left)).or_insert(0);
-        if *best >= steps_left {
-            return false;
+        match self.states.entry((digest, faults_left)) {
+            Entry::Occupied(best) if *best.get() >= steps_left => false,
+            Entry::Occupied(mut best) => {
+                best.insert(steps_left);
+                true
+            }
+            Entry::Vacant(state) => {
+                state.insert(steps_left);
+                true
+            }
         }
-        *best = steps_left;
-        true
     }
 
     /// How many distinct states (with their faults left) were seen.

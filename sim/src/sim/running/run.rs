@@ -69,8 +69,8 @@ pub(crate) fn run_watched(
         .expect("a run whose gate always opens runs to its end")
 }
 
-/// [`run_watched`], asking `gate` before every step of the safety phase
-/// whether to go on: `None` when it said no, and the run was dropped
+/// [`run_watched`], asking `gate` before every step of the safety phase,
+/// and before the liveness phase, whether to go on: `None` when it said no, and the run was dropped
 /// unchecked (the bounded exhaustive mode cuts a run that reached a state
 /// it explored before).
 pub(crate) fn run_gated(
@@ -99,6 +99,9 @@ pub(crate) fn run_gated(
                 app: &world.app,
                 assembly: &world.assembly,
             });
+        }
+        if !gate(world) {
+            return None;
         }
         choices.mark_span();
         Some(world.run_liveness(&mut choices))

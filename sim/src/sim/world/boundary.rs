@@ -52,7 +52,7 @@ impl World {
                 return;
             }
         }
-        let step = choices.range_inclusive(
+        let step = choices.step_within(
             self.settings.clock.step_ms.min,
             self.settings.clock.step_ms.max,
         );

@@ -102,6 +102,8 @@ pub(crate) const GUIDED_BELOW_MAX: u32 = 16;
 /// - `range_inclusive(lo, hi)`: `lo`, and `hi` when
 ///   [`Guide::range_ends`] is set (a range is quantised: clock steps land
 ///   on deadlines through boundary-seeking time instead);
+/// - [`Choices::step_within`] (the clock's steps): `hi`, and `lo` too
+///   when [`Guide::range_ends`] is set;
 /// - [`Choices::below_among`]: the words its caller lists (the world's
 ///   action draw lists one word per action it can take), those marked as
 ///   faults only while [`Guide::faults_left`] is not zero.
@@ -115,6 +117,10 @@ pub(crate) struct Guide {
     pub(crate) faults_left: u32,
     /// Whether ranges enumerate their high end too.
     pub(crate) range_ends: bool,
+    /// Whether every later point takes its first alternative and offers
+    /// no other (the explorer freezes the liveness phase: it completes
+    /// the run, it is not explored).
+    pub(crate) frozen: bool,
 }
 
 /// One choice point of a guided run.
@@ -130,6 +136,7 @@ impl Guide {
     /// The alternative to take at the next point of `arity` alternatives,
     /// recorded.
     fn next(&mut self, arity: u32) -> u32 {
+        let arity = if self.frozen { 1 } else { arity };
         let index = self.points.len();
         let taken = self.prefix.get(index).copied().unwrap_or(0);
         assert!(
@@ -376,6 +383,30 @@ impl Choices {
         // Below 2^32: `word` is.
         self.canon(offset as u32);
         lo + offset
+    }
+
+    /// A step in `[lo, hi]`, drawn as [`Choices::range_inclusive`] draws
+    /// it; a guided source offers only `hi` (or `lo` and `hi` when its
+    /// [`Guide::range_ends`] is set): the world's clock steps this way, so
+    /// that one step passes a commit interval, and boundary-seeking time's
+    /// landings reach the deadlines and the millisecond either side.
+    pub(crate) fn step_within(&mut self, lo: u64, hi: u64) -> u64 {
+        let span = hi.saturating_sub(lo).min(u64::from(u32::MAX)) as u32;
+        let guided = self.guided_draw(|guide| match (span, guide.range_ends) {
+            (0, _) => {
+                guide.next(1);
+                0
+            }
+            (span, false) => {
+                guide.next(1);
+                span
+            }
+            (span, true) => [0, span][guide.next(2) as usize],
+        });
+        match guided {
+            Some(word) => lo + u64::from(word),
+            None => self.range_inclusive(lo, hi),
+        }
     }
 
     /// One of `items`: `items[w % items.len()]`. Zero is the first item.
