@@ -36,8 +36,7 @@ use crate::sim::running::scenario::{Scenario, ScenarioError};
 use crate::sim::world::stats::Stats;
 use crate::sim::world::tape;
 use crate::sim::{
-    Bounds, FaultKind, OrderStrategy, Registry, RegistryError, RunOutcome, Simulation,
-    TimeStrategy,
+    Bounds, FaultKind, OrderStrategy, Registry, RegistryError, RunOutcome, Simulation, TimeStrategy,
 };
 
 #[derive(Parser)]
@@ -699,7 +698,10 @@ fn parse_order(text: &str) -> Result<OrderStrategy, String> {
 fn parse_fault_kind(text: &str) -> Result<FaultKind, String> {
     FaultKind::from_name(text).ok_or_else(|| {
         let names: Vec<&str> = FaultKind::ALL.iter().map(|kind| kind.name()).collect();
-        format!("unknown fault {text:?}: expected one of {}", names.join(", "))
+        format!(
+            "unknown fault {text:?}: expected one of {}",
+            names.join(", ")
+        )
     })
 }
 
@@ -909,7 +911,12 @@ fn explore(registry: &Registry, args: ExploreArgs) -> Result<bool, CliError> {
             path.display()
         );
     }
-    tell(&setup, outcome, args.timeline.as_deref(), "first violating schedule")
+    tell(
+        &setup,
+        outcome,
+        args.timeline.as_deref(),
+        "first violating schedule",
+    )
 }
 
 /// Prints a run's story and violations (and its timeline); whether it

@@ -476,3 +476,47 @@ fn shrink_writes_the_shrunk_runs_timeline_with_its_violation() {
         "deliveries show their stamps"
     );
 }
+
+#[test]
+fn explore_finds_a_planted_bug_and_replays_its_tape() {
+    let dir = std::env::temp_dir().join(format!("parsley-sim-explore-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tape = dir.join("explored.tape");
+    let bound = ["--inputs", "2", "--steps", "8"];
+    let mut args = vec!["explore", BALANCES, "--mutation", "consumer-not-rewound"];
+    args.extend(bound);
+    let tape_arg = tape.to_str().unwrap();
+    args.extend(["--tape-out", tape_arg]);
+    let output = sim(&args);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("a violation within the bound (2 inputs over 1 partition"),
+        "{out}"
+    );
+    assert!(out.contains("What happened:"), "{out}");
+    let replay = out
+        .lines()
+        .skip_while(|line| !line.contains("replay it with:"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no replay line: {out}"));
+    assert!(replay.contains("--replay") && replay.contains("--mutation consumer-not-rewound"));
+    let mut args = vec!["explore", BALANCES, "--mutation", "consumer-not-rewound"];
+    args.extend(bound);
+    args.extend(["--replay", tape_arg]);
+    let replayed = sim(&args);
+    assert_eq!(replayed.status.code(), Some(1), "{}", stdout(&replayed));
+    assert!(stdout(&replayed).contains("I2"), "{}", stdout(&replayed));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn explore_says_when_no_violation_exists_within_the_bound() {
+    let output = sim(&["explore", BALANCES, "--inputs", "1", "--steps", "4"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("no violation within the bound (1 input over 1 partition (1 instance, 1 key), 1 fault (abort, crash), 4 steps)"),
+        "{out}"
+    );
+}

@@ -46,34 +46,96 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
         (HistoryNotRestored, "balances", tiny(8), Invariant::I5),
         (TickSlotIsNullSlot, "audit-cut", tiny(8), Invariant::I6),
         (ConsumerNotRewound, "balances", tiny(8), Invariant::I2),
-        (EmissionsOutsideTransaction, "balances", tiny(8), Invariant::I7),
-        (TickOnPartitionZero, "balances", two_partitions(tiny(8)), Invariant::I4),
+        (
+            EmissionsOutsideTransaction,
+            "balances",
+            tiny(8),
+            Invariant::I7,
+        ),
+        (
+            TickOnPartitionZero,
+            "balances",
+            two_partitions(tiny(8)),
+            Invariant::I4,
+        ),
         (TickAtRecordTime, "balances", tiny(8), Invariant::I4),
         // Two stages in one group: the tiny world shows the second task
         // starved of its records (I8) before any record is delivered twice.
-        (SharedGroup, "diamond", two_partitions(tiny(8)), Invariant::I8),
-        (DeadLetterDropsRecord, "dead-letter", with_rejected(tiny(8)), Invariant::I10),
+        (
+            SharedGroup,
+            "diamond",
+            two_partitions(tiny(8)),
+            Invariant::I8,
+        ),
+        (
+            DeadLetterDropsRecord,
+            "dead-letter",
+            with_rejected(tiny(8)),
+            Invariant::I10,
+        ),
         (TimerFiresEarly, "timers", tiny(8), Invariant::I11),
         (TimerKeepsFired, "timers", tiny(8), Invariant::I11),
         // The dropped request is missing from the committed state (I6)
         // before its fire is missed.
         (TimerDropsOddRequests, "timers", tiny(8), Invariant::I6),
         (TimerFireUnstamped, "timers", tiny(8), Invariant::I5),
-        (GateMatchesTopicOnly, "regroup", two_partitions(tiny(8)), Invariant::I8),
-        (CodecDeadLetterLosesValue, "bad-bytes", with_rejected(tiny(8)), Invariant::I10),
-        (WindowClosesOneIntervalEarly, "windows", tiny(8), Invariant::I12),
+        (
+            GateMatchesTopicOnly,
+            "regroup",
+            two_partitions(tiny(8)),
+            Invariant::I8,
+        ),
+        (
+            CodecDeadLetterLosesValue,
+            "bad-bytes",
+            with_rejected(tiny(8)),
+            Invariant::I10,
+        ),
+        (
+            WindowClosesOneIntervalEarly,
+            "windows",
+            tiny(8),
+            Invariant::I12,
+        ),
         (WindowGraceOffByOne, "windows", tiny(8), Invariant::I12),
         (ExpiryHalfTtlEarly, "dedupe", tiny(8), Invariant::I14),
         (ExpiryNeverExpires, "dedupe", tiny(8), Invariant::I14),
         (RekeyDropsStamp, "by-product", tiny(8), Invariant::I5),
-        (StreamJoinEmitsUnmatchedEarly, "settlement", tiny(8), Invariant::I13),
+        (
+            StreamJoinEmitsUnmatchedEarly,
+            "settlement",
+            tiny(8),
+            Invariant::I13,
+        ),
         (TimerSkipsExactDue, "timers", tiny(8), Invariant::I11),
         (TickOneMsEarly, "balances", tiny(8), Invariant::I4),
         (ExpiryOneMsEarly, "dedupe", tiny(8), Invariant::I14),
-        (TimerLostWhenOverdueAtStart, "timers", tiny(8), Invariant::I11),
+        (
+            TimerLostWhenOverdueAtStart,
+            "timers",
+            tiny(8),
+            Invariant::I11,
+        ),
         (TableJoinSkipsTombstone, "credit", tiny(8), Invariant::I13),
-        (JoinIgnoresTombstones, "enrichment", Bounds { inputs: 3, ..tiny(8) }, Invariant::I13),
-        (JoinKeepsStaleRow, "enrichment", Bounds { inputs: 3, range_ends: true, ..tiny(8) }, Invariant::I13),
+        (
+            JoinIgnoresTombstones,
+            "enrichment",
+            Bounds {
+                inputs: 3,
+                ..tiny(8)
+            },
+            Invariant::I13,
+        ),
+        (
+            JoinKeepsStaleRow,
+            "enrichment",
+            Bounds {
+                inputs: 3,
+                range_ends: true,
+                ..tiny(8)
+            },
+            Invariant::I13,
+        ),
         (TickTimeNotRolledBack, "balances", tiny(8), Invariant::I4),
     ]
 }

@@ -10,9 +10,11 @@
 //! What is here is what a user writes against: the builder and its knobs,
 //! the properties' view of a run, a run's outcome with its trace and
 //! violations, and the stories and pictures reports are made of. The
-//! simulator's inside is four wings, private to the crate, each importing
+//! simulator's inside is five wings, private to the crate, each importing
 //! only the ones below it:
 //!
+//! * `explore`: the bounded exhaustive mode ([`Simulation::explore`]), a
+//!   depth-first search over every schedule of a tiny run;
 //! * `running`: the builder, properties, one run and many, the judging of
 //!   stopped tasks and impure logic, the registry and scenario files;
 //! * `report`: a run's outcome and the causes violations are grouped by,
@@ -28,8 +30,8 @@ pub(crate) mod report;
 pub(crate) mod running;
 pub(crate) mod world;
 
-pub use explore::{Bounds, Exploration, FaultKind};
 pub use checker::{DeliveryOf, Gate, Invariant, Related, Relation, TxnEnd, Violation};
+pub use explore::{Bounds, Exploration, FaultKind};
 pub use report::outcome::RunOutcome;
 pub use report::outliers::{Outlier, OUTLIER_FACTOR};
 pub use report::timeline::{render_html as render_timeline, stamps_in, tick_topics, StampOf};

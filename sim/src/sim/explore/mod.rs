@@ -67,7 +67,10 @@ impl fmt::Debug for Exploration {
             .field("cut", &self.cut)
             .field("states", &self.states)
             .field("exhausted", &self.exhausted)
-            .field("violation", &self.violation.as_ref().map(|run| &run.violations))
+            .field(
+                "violation",
+                &self.violation.as_ref().map(|run| &run.violations),
+            )
             .finish_non_exhaustive()
     }
 }

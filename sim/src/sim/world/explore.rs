@@ -53,9 +53,9 @@ impl World {
         let mut hosts = self.active_hosts().map(|(_, _, host)| host);
         match action {
             Action::Deliver => hosts.any(|host| host.task.buffered() > 0),
-            Action::Fetch => {
-                hosts.any(|host| (0..host.positions().len()).any(|lane| host.has_news(&self.cluster, lane)))
-            }
+            Action::Fetch => hosts.any(|host| {
+                (0..host.positions().len()).any(|lane| host.has_news(&self.cluster, lane))
+            }),
             Action::Commit => hosts.any(|host| host.task.wants_commit(now)),
             Action::Tick => hosts.any(|host| host.task.tick_tp().is_some()),
             Action::FaultAbort | Action::FaultCommitFailure => {
