@@ -58,7 +58,7 @@ pub(crate) fn explore(simulation: &Simulation, bounds: &Bounds) -> Exploration {
             !past || seen.is_new(world, &tasks, faults_left, steps_left)
         };
         let outcome = run_gated(
-            &simulation,
+            simulation,
             Choices::guided(Arc::clone(&guide)),
             &mut |_| {},
             &mut gate,
