@@ -506,6 +506,84 @@ mod tests {
     }
 
     #[test]
+    fn a_guided_run_records_its_points_and_replays_from_its_tape() {
+        let guide = Arc::new(Mutex::new(Guide {
+            prefix: vec![2, 1, 0, 1, 0, 1],
+            range_ends: true,
+            faults_left: 1,
+            ..Guide::default()
+        }));
+        let mut guided = Choices::guided(Arc::clone(&guide));
+        let drawn = (
+            guided.below(3),
+            guided.chance(0.3),
+            guided.range_inclusive(5, 9),
+            guided.below(1_000),
+            guided.below_among(1_000, &[(0, false), (400, false), (900, true)]),
+            guided.step_within(1, 500),
+            // Past the prefix: the first alternative.
+            guided.below_among(1_000, &[(0, false), (900, true)]),
+            guided.below(5),
+        );
+        assert_eq!(drawn, (2, true, 5, 999, 0, 500, 0, 0));
+        let points: Vec<(u32, u32)> = guide
+            .lock()
+            .unwrap()
+            .points
+            .iter()
+            .map(|point| (point.arity, point.taken))
+            .collect();
+        assert_eq!(
+            points,
+            [
+                (3, 2),
+                (2, 1),
+                (2, 0),
+                (2, 1),
+                (3, 0),
+                (2, 1),
+                (2, 0),
+                (5, 0)
+            ]
+        );
+        let mut replay = Choices::from_tape(guided.tape().to_vec());
+        let replayed = (
+            replay.below(3),
+            replay.chance(0.3),
+            replay.range_inclusive(5, 9),
+            replay.below(1_000),
+            replay.below(1_000),
+            replay.range_inclusive(1, 500),
+            replay.below(1_000),
+            replay.below(5),
+        );
+        assert_eq!(replayed, drawn);
+    }
+
+    #[test]
+    fn a_spent_fault_budget_offers_no_fault_and_a_frozen_guide_no_choice() {
+        let guide = Arc::new(Mutex::new(Guide {
+            prefix: vec![1],
+            faults_left: 1,
+            ..Guide::default()
+        }));
+        let mut guided = Choices::guided(Arc::clone(&guide));
+        assert_eq!(guided.below_among(10, &[(0, false), (9, true)]), 9);
+        // The budget is spent: only the benign word is offered.
+        assert_eq!(guided.below_among(10, &[(0, false), (9, true)]), 0);
+        guide.lock().unwrap().frozen = true;
+        assert_eq!(guided.below(4), 0);
+        let arities: Vec<u32> = guide
+            .lock()
+            .unwrap()
+            .points
+            .iter()
+            .map(|p| p.arity)
+            .collect();
+        assert_eq!(arities, [2, 1, 1]);
+    }
+
+    #[test]
     fn the_same_seed_gives_the_same_decisions_and_others_differ() {
         let a = mixed_draws(&mut Choices::seeded(7), 1_000);
         let b = mixed_draws(&mut Choices::seeded(7), 1_000);
