@@ -62,7 +62,7 @@ pub enum TopologyName {
     Credit,
     /// Every operator over shared sources: a dedupe, a stream–table, a
     /// stream–stream and a table–table join, a re-key into windows, and
-    /// sessions ([`crate::storefront`]).
+    /// sessions ([`crate::storefront()`]).
     Storefront,
 }
 

@@ -254,7 +254,7 @@ pub fn credit(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
 }
 
 /// `storefront`: every operator over shared sources
-/// ([`crate::storefront`]). Discounts and limits over few customers, one
+/// ([`crate::storefront()`]). Discounts and limits over few customers, one
 /// update in five a tombstone; orders up to 400 ms behind the wall clock,
 /// half of them claiming their partition's latest discount update (J3);
 /// payments as far behind, one in ten bytes that do not decode, which the
