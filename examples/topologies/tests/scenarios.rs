@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 17] = [
+const NAMES: [&str; 18] = [
     "balances",
     "audit-cut",
     "timers",
@@ -24,6 +24,7 @@ const NAMES: [&str; 17] = [
     "by-product",
     "settlement",
     "credit",
+    "storefront",
 ];
 
 #[test]
