@@ -36,38 +36,79 @@ pub(crate) struct ExpiryLogic<K, V, S> {
 /// The slots one delivery reads: the task's own, or those a replay is given.
 trait View<S> {
     fn slot(&self, slot: &SlotKey) -> Option<&ExpirySlot<S>>;
-    /// Every key slot with its expiry time.
-    fn expiries(&self) -> Vec<(&SlotKey, i64)>;
+    /// The key slots but `own` that `expired` says are gone, in no
+    /// particular order, and the earliest expiry time of the others.
+    /// `expired` is monotone: when it holds for a time, it holds for every
+    /// earlier one.
+    fn due(
+        &self,
+        own: Option<&SlotKey>,
+        expired: &dyn Fn(i64) -> bool,
+    ) -> (Vec<SlotKey>, Option<i64>);
 }
 
-fn expiries<'a, S: 'a>(
-    slots: impl Iterator<Item = (&'a SlotKey, &'a ExpirySlot<S>)>,
-) -> Vec<(&'a SlotKey, i64)> {
-    slots
-        .filter_map(|(slot, state)| match state {
-            ExpirySlot::Entry { expires_at, .. } => Some((slot, *expires_at)),
-            ExpirySlot::Clock(_) => None,
-        })
-        .collect()
-}
-
+/// The task's own slots, indexed by expiry time: only the slots due and the
+/// first of the others are visited.
 impl<S: Send + 'static> View<S> for Slots<ExpirySlot<S>> {
     fn slot(&self, slot: &SlotKey) -> Option<&ExpirySlot<S>> {
         self.get(slot)
     }
 
-    fn expiries(&self) -> Vec<(&SlotKey, i64)> {
-        expiries(self.current_slots())
+    fn due(
+        &self,
+        own: Option<&SlotKey>,
+        expired: &dyn Fn(i64) -> bool,
+    ) -> (Vec<SlotKey>, Option<i64>) {
+        let mut due = Vec::new();
+        for (expires_at, slot) in self.by_time() {
+            if Some(slot) == own {
+                continue;
+            }
+            if !expired(expires_at) {
+                return (due, Some(expires_at));
+            }
+            due.push(slot.clone());
+        }
+        (due, None)
     }
 }
 
+/// A replay's slots: every one is visited, independently of the task's
+/// index.
 impl<S> View<S> for HashMap<SlotKey, ExpirySlot<S>> {
     fn slot(&self, slot: &SlotKey) -> Option<&ExpirySlot<S>> {
         self.get(slot)
     }
 
-    fn expiries(&self) -> Vec<(&SlotKey, i64)> {
-        expiries(self.iter())
+    fn due(
+        &self,
+        own: Option<&SlotKey>,
+        expired: &dyn Fn(i64) -> bool,
+    ) -> (Vec<SlotKey>, Option<i64>) {
+        let mut due = Vec::new();
+        let mut next: Option<i64> = None;
+        for (slot, state) in self {
+            let ExpirySlot::Entry { expires_at, .. } = state else {
+                continue;
+            };
+            if Some(slot) == own {
+                continue;
+            }
+            match expired(*expires_at) {
+                true => due.push(slot.clone()),
+                false => next = Some(next.map_or(*expires_at, |next| next.min(*expires_at))),
+            }
+        }
+        (due, next)
+    }
+}
+
+/// An expiring slot's place in the task's index: a key's expiry time (the
+/// clock is not indexed).
+fn expiry_of<S>(slot: &ExpirySlot<S>) -> Option<i64> {
+    match slot {
+        ExpirySlot::Entry { expires_at, .. } => Some(*expires_at),
+        ExpirySlot::Clock(_) => None,
     }
 }
 
@@ -210,17 +251,9 @@ where
                 || (mutation::active(Mutation::ExpiryOneMsEarly) && next - 1 <= clock.frontier)
         });
         if due {
-            let mut next: Option<i64> = None;
-            let mut expired = Vec::new();
-            for (slot, expires_at) in view.expiries() {
-                if Some(slot) == own_slot {
-                    continue;
-                }
-                match self.expired(expires_at, clock.frontier) {
-                    true => expired.push(slot.clone()),
-                    false => next = earliest(next, Some(expires_at)),
-                }
-            }
+            let frontier = clock.frontier;
+            let (mut expired, next) =
+                view.due(own_slot, &|expires_at| self.expired(expires_at, frontier));
             clock.next_expiry = earliest(next, own_expiry);
             // Slots in key order: the changelog's order is the delivery's.
             expired.sort();
@@ -294,7 +327,10 @@ where
 
     fn new_slots(&self) -> Box<dyn SlotStore> {
         let codec: Arc<dyn Codec<ExpirySlot<S>>> = self.codec.clone();
-        Box::new(Slots::<ExpirySlot<S>>::new(Some(codec)))
+        Box::new(Slots::<ExpirySlot<S>>::with_index(
+            Some(codec),
+            expiry_of::<S>,
+        ))
     }
 
     fn on_record(
@@ -360,5 +396,107 @@ where
         records: &[(&Tp, &ConsumedRecord)],
     ) -> Option<Result<(Vec<Emission>, bool), DeliveryFailure>> {
         Some(self.fold_over(records))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use proptest::prelude::*;
+
+    type Indexed = Slots<ExpirySlot<i64>>;
+
+    fn slot_of(index: u8) -> SlotKey {
+        match index {
+            0 => SlotKey::Tick,
+            index => SlotKey::Key(Bytes::from(vec![index])),
+        }
+    }
+
+    /// A slot's new state: a key's entry expiring at `.1`, or a deletion;
+    /// the tick slot holds a clock.
+    fn state_of(slot: &SlotKey, expires_at: Option<i64>) -> Option<ExpirySlot<i64>> {
+        let expires_at = expires_at?;
+        Some(match slot {
+            SlotKey::Tick => ExpirySlot::Clock(Clock {
+                frontier: expires_at,
+                next_expiry: None,
+            }),
+            _ => ExpirySlot::Entry {
+                state: expires_at,
+                expires_at,
+            },
+        })
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Set(u8, Option<i64>),
+        Commit,
+        Abort,
+    }
+
+    fn arb_op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => (0u8..16, proptest::option::weighted(0.85, -5i64..40))
+                .prop_map(|(slot, at)| Op::Set(slot, at)),
+            1 => Just(Op::Commit),
+            1 => Just(Op::Abort),
+        ]
+    }
+
+    /// What is due, in key order, and the next expiry.
+    fn due(
+        view: &dyn View<i64>,
+        own: Option<&SlotKey>,
+        expired: &dyn Fn(i64) -> bool,
+    ) -> (Vec<SlotKey>, Option<i64>) {
+        let (mut due, next) = view.due(own, expired);
+        due.sort();
+        (due, next)
+    }
+
+    proptest! {
+        /// The task's indexed slots find the same slots due and the same
+        /// next expiry as a scan of the same states (the replay's view),
+        /// after any sequence of changes, aborts included, for any own slot
+        /// and any monotone expiry: on time, early by some time (the
+        /// planted bugs), or never.
+        #[test]
+        fn prop_indexed_due_is_the_scans(
+            ops in proptest::collection::vec(arb_op(), 0..80),
+            own in proptest::option::of(0u8..16),
+            frontier in -8i64..45,
+            early in 0i64..10,
+        ) {
+            let mut slots = Indexed::with_index(None, expiry_of::<i64>);
+            for op in ops {
+                match op {
+                    Op::Set(index, at) => {
+                        let slot = slot_of(index);
+                        slots.propose(state_of(&slot, at));
+                        slots.accept(slot);
+                    }
+                    Op::Commit => slots.commit(),
+                    Op::Abort => slots.abort(),
+                }
+            }
+            let scan: HashMap<SlotKey, ExpirySlot<i64>> = slots
+                .current_slots()
+                .map(|(slot, state)| (slot.clone(), state.clone()))
+                .collect();
+            let own = own.map(slot_of);
+            let on_time = |at: i64| at <= frontier;
+            let early = |at: i64| at.saturating_sub(early) <= frontier;
+            let never = |_: i64| false;
+            let rules: [&dyn Fn(i64) -> bool; 3] = [&on_time, &early, &never];
+            for expired in rules {
+                prop_assert_eq!(
+                    due(&slots, own.as_ref(), expired),
+                    due(&scan, own.as_ref(), expired)
+                );
+            }
+        }
     }
 }

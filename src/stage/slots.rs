@@ -7,7 +7,7 @@
 
 use std::any::Any;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -110,12 +110,42 @@ struct Slot<S> {
     changed_in: u64,
 }
 
+/// An ordered index of the slots by a time their current state names (an
+/// expiring fold's expiry time): the slots a state maps to `None` are not
+/// in it.
+struct Index<S> {
+    time_of: fn(&S) -> Option<i64>,
+    by_time: BTreeSet<(i64, SlotKey)>,
+}
+
+impl<S> Index<S> {
+    /// The slot's current state goes from `old` to `new`.
+    fn update(&mut self, slot: &SlotKey, old: Option<&S>, new: Option<&S>) {
+        let old = old.and_then(self.time_of);
+        let new = new.and_then(self.time_of);
+        if old == new {
+            return;
+        }
+        if let Some(time) = old {
+            let removed = self.by_time.remove(&(time, slot.clone()));
+            debug_assert!(removed, "an indexed slot is in the index");
+        }
+        if let Some(time) = new {
+            self.by_time.insert((time, slot.clone()));
+        }
+    }
+}
+
 /// The slots of one task of a stage with state type `S`.
 ///
 /// One map holds every slot's current state, open transaction included, so
 /// a read and a write hash the key once each. The first change of a slot in
 /// a transaction saves the slot's committed state in an undo list: a commit
 /// forgets the list, an abort puts the saved states back (X3).
+///
+/// Slots made [`Slots::with_index`] also keep their current states ordered
+/// by a time each names, so that the slots due by a time are found without
+/// visiting the others.
 pub struct Slots<S> {
     current: SlotMap<Slot<S>>,
     /// Per slot changed in the open transaction, its state as of the last
@@ -131,6 +161,8 @@ pub struct Slots<S> {
     /// after the first, in the order the task accepts them.
     proposed_more: VecDeque<Option<S>>,
     codec: Option<Arc<dyn Codec<S>>>,
+    /// The current states by time, when the slots keep an index.
+    index: Option<Index<S>>,
 }
 
 impl<S> Slots<S> {
@@ -143,7 +175,39 @@ impl<S> Slots<S> {
             proposed: None,
             proposed_more: VecDeque::new(),
             codec,
+            index: None,
         }
+    }
+
+    /// Slots that also keep their current states (open transaction
+    /// included) ordered by `time_of` each, for [`Slots::by_time`]; a state
+    /// it maps to `None` is left out.
+    pub(crate) fn with_index(
+        codec: Option<Arc<dyn Codec<S>>>,
+        time_of: fn(&S) -> Option<i64>,
+    ) -> Self {
+        let mut slots = Slots::new(codec);
+        slots.index = Some(Index {
+            time_of,
+            by_time: BTreeSet::new(),
+        });
+        slots
+    }
+
+    /// The indexed slots with their times, earliest first (slots of equal
+    /// times in key order), the open transaction's changes included. Lazy:
+    /// taking the first `k` costs O(log n + k).
+    ///
+    /// # Panics
+    ///
+    /// When the slots were not made [`Slots::with_index`].
+    pub(crate) fn by_time(&self) -> impl Iterator<Item = (i64, &SlotKey)> {
+        self.index
+            .as_ref()
+            .expect("slots made with an index")
+            .by_time
+            .iter()
+            .map(|(time, slot)| (*time, slot))
     }
 
     /// The slot's current state (open transaction included), or `None` when it
@@ -218,6 +282,9 @@ impl<S: Send + 'static> SlotStore for Slots<S> {
         let transaction = self.transaction;
         match self.current.entry(slot) {
             Entry::Occupied(mut occupied) => {
+                if let Some(index) = &mut self.index {
+                    index.update(occupied.key(), occupied.get().state.as_ref(), state.as_ref());
+                }
                 let entry = occupied.get_mut();
                 let committed = std::mem::replace(&mut entry.state, state);
                 if entry.changed_in != transaction {
@@ -226,6 +293,9 @@ impl<S: Send + 'static> SlotStore for Slots<S> {
                 }
             }
             Entry::Vacant(vacant) => {
+                if let Some(index) = &mut self.index {
+                    index.update(vacant.key(), None, state.as_ref());
+                }
                 self.undo.push((vacant.key().clone(), None));
                 vacant.insert(Slot {
                     state,
@@ -242,7 +312,10 @@ impl<S: Send + 'static> SlotStore for Slots<S> {
         );
         match bytes {
             None => {
-                self.current.remove(&slot);
+                let removed = self.current.remove(&slot);
+                if let (Some(index), Some(removed)) = (&mut self.index, removed) {
+                    index.update(&slot, removed.state.as_ref(), None);
+                }
             }
             Some(bytes) => {
                 let codec = self
@@ -250,6 +323,10 @@ impl<S: Send + 'static> SlotStore for Slots<S> {
                     .as_ref()
                     .expect("only stateful stages have a changelog to restore from");
                 let state = Some(codec.decode(bytes)?);
+                if let Some(index) = &mut self.index {
+                    let old = self.current.get(&slot).and_then(|entry| entry.state.as_ref());
+                    index.update(&slot, old, state.as_ref());
+                }
                 // Changed in no transaction that is open.
                 let changed_in = self.transaction.wrapping_sub(1);
                 self.current.insert(slot, Slot { state, changed_in });
@@ -273,14 +350,15 @@ impl<S: Send + 'static> SlotStore for Slots<S> {
 
     fn abort(&mut self) {
         for (slot, committed) in self.undo.drain(..) {
+            let entry = self
+                .current
+                .get_mut(&slot)
+                .expect("a changed slot stays in the map until its transaction ends");
+            if let Some(index) = &mut self.index {
+                index.update(&slot, entry.state.as_ref(), committed.as_ref());
+            }
             match committed {
-                Some(state) => {
-                    let entry = self
-                        .current
-                        .get_mut(&slot)
-                        .expect("a changed slot stays in the map until its transaction ends");
-                    entry.state = Some(state);
-                }
+                Some(state) => entry.state = Some(state),
                 None => {
                     self.current.remove(&slot);
                 }
@@ -416,5 +494,197 @@ mod tests {
         slots.accept(SlotKey::Null);
         slots.commit();
         assert_eq!(slots.get(&SlotKey::Null), None);
+    }
+
+    /// The test index: a state's time is a tenth of it (so that states
+    /// differ and times tie), and a negative state is not indexed.
+    fn tenth(state: &i64) -> Option<i64> {
+        (*state >= 0).then_some(*state / 10)
+    }
+
+    fn indexed() -> Slots<i64> {
+        Slots::with_index(Some(Arc::new(crate::codec::I64)), tenth)
+    }
+
+    fn restore(slots: &mut Slots<i64>, slot: &SlotKey, state: Option<i64>) {
+        let bytes = state.map(|state| crate::codec::I64.encode(&state).unwrap());
+        slots.restore(slot.clone(), bytes.as_deref()).unwrap();
+    }
+
+    /// The index as it should be: every current state's time, by a scan.
+    fn scanned(slots: &Slots<i64>) -> Vec<(i64, SlotKey)> {
+        let mut all: Vec<_> = slots
+            .current_slots()
+            .filter_map(|(slot, state)| Some((tenth(state)?, slot.clone())))
+            .collect();
+        all.sort();
+        all
+    }
+
+    fn by_time(slots: &Slots<i64>) -> Vec<(i64, SlotKey)> {
+        slots
+            .by_time()
+            .map(|(time, slot)| (time, slot.clone()))
+            .collect()
+    }
+
+    #[track_caller]
+    fn assert_indexed(slots: &Slots<i64>, expected: &[(i64, &SlotKey)]) {
+        let expected: Vec<_> = expected
+            .iter()
+            .map(|(time, slot)| (*time, (*slot).clone()))
+            .collect();
+        assert_eq!(by_time(slots), expected);
+        assert_eq!(scanned(slots), expected);
+    }
+
+    /// The index follows the current states, open transaction included,
+    /// through restores, proposals accepted, deletions, aborts and commits;
+    /// unindexed states stay out of it, and equal times are in key order.
+    #[test]
+    fn the_index_follows_the_current_states() {
+        let (a, b, c, n) = (
+            SlotKey::Key(Bytes::from_static(b"a")),
+            SlotKey::Key(Bytes::from_static(b"b")),
+            SlotKey::Key(Bytes::from_static(b"c")),
+            SlotKey::Null,
+        );
+        let mut slots = indexed();
+        restore(&mut slots, &a, Some(50));
+        restore(&mut slots, &b, Some(20));
+        restore(&mut slots, &c, Some(-1));
+        restore(&mut slots, &b, Some(30));
+        restore(&mut slots, &n, Some(70));
+        restore(&mut slots, &n, None);
+        assert_indexed(&slots, &[(3, &b), (5, &a)]);
+
+        // Set, rewritten at the same time, moved, deleted, unindexed.
+        set(&mut slots, &c, Some(31));
+        set(&mut slots, &b, Some(39));
+        set(&mut slots, &a, Some(10));
+        set(&mut slots, &n, Some(0));
+        assert_indexed(&slots, &[(0, &n), (1, &a), (3, &b), (3, &c)]);
+        set(&mut slots, &a, None);
+        set(&mut slots, &b, Some(-5));
+        assert_indexed(&slots, &[(0, &n), (3, &c)]);
+        slots.abort();
+        assert_indexed(&slots, &[(3, &b), (5, &a)]);
+
+        // Deleted and set again in one transaction, then committed.
+        set(&mut slots, &a, None);
+        set(&mut slots, &a, Some(90));
+        set(&mut slots, &b, None);
+        set(&mut slots, &c, Some(0));
+        slots.commit();
+        assert_indexed(&slots, &[(0, &c), (9, &a)]);
+        set(&mut slots, &c, None);
+        slots.commit();
+        assert_indexed(&slots, &[(9, &a)]);
+        assert_eq!(slots.current.len(), 1);
+
+        // A restore after commits replaces an indexed state.
+        restore(&mut slots, &a, Some(11));
+        restore(&mut slots, &b, Some(12));
+        restore(&mut slots, &b, None);
+        assert_indexed(&slots, &[(1, &a)]);
+    }
+
+    /// Slots without an index keep none.
+    #[test]
+    #[should_panic(expected = "slots made with an index")]
+    fn slots_without_an_index_have_no_order_by_time() {
+        let slots: Slots<i64> = Slots::new(None);
+        let _ = slots.by_time().count();
+    }
+
+    /// One operation on indexed slots, as a task drives them.
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A delivery's state for slot `.0` (`None`: delete), accepted.
+        Set(u8, Option<i64>),
+        /// A delivery's several states (a timer tick's), accepted in order.
+        SetMany(Vec<(u8, Option<i64>)>),
+        Commit,
+        Abort,
+        /// A changelog record, loaded when no transaction has changes.
+        Restore(u8, Option<i64>),
+    }
+
+    fn slot_of(index: u8) -> SlotKey {
+        match index {
+            0 => SlotKey::Null,
+            1 => SlotKey::Tick,
+            index => SlotKey::Key(Bytes::from(vec![index])),
+        }
+    }
+
+    fn arb_state() -> impl Strategy<Value = Option<i64>> {
+        prop_oneof![
+            1 => Just(None),
+            1 => (-20i64..0).prop_map(Some),
+            6 => (0i64..200).prop_map(Some),
+        ]
+    }
+
+    fn arb_op() -> impl Strategy<Value = Op> {
+        let slot = 0u8..12;
+        prop_oneof![
+            8 => (slot.clone(), arb_state()).prop_map(|(slot, state)| Op::Set(slot, state)),
+            1 => proptest::collection::vec((slot.clone(), arb_state()), 1..4).prop_map(Op::SetMany),
+            2 => Just(Op::Commit),
+            2 => Just(Op::Abort),
+            2 => (slot, arb_state()).prop_map(|(slot, state)| Op::Restore(slot, state)),
+        ]
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The index answers as a scan of the current states does, after
+        /// every operation of any sequence, aborts included, and the slots'
+        /// states are those of slots without an index.
+        #[test]
+        fn prop_the_index_is_a_scan_of_the_current_states(
+            ops in proptest::collection::vec(arb_op(), 0..60),
+        ) {
+            let mut slots = indexed();
+            let mut plain: Slots<i64> = Slots::new(Some(Arc::new(crate::codec::I64)));
+            for op in ops {
+                match op {
+                    Op::Set(slot, state) => {
+                        set(&mut slots, &slot_of(slot), state);
+                        set(&mut plain, &slot_of(slot), state);
+                    }
+                    Op::SetMany(states) => {
+                        for target in [&mut slots, &mut plain] {
+                            target.propose(states[0].1);
+                            for (_, state) in &states[1..] {
+                                target.propose_more(*state);
+                            }
+                            for (slot, _) in &states {
+                                target.accept(slot_of(*slot));
+                            }
+                        }
+                    }
+                    Op::Commit => {
+                        slots.commit();
+                        plain.commit();
+                    }
+                    Op::Abort => {
+                        slots.abort();
+                        plain.abort();
+                    }
+                    Op::Restore(slot, state) => {
+                        if slots.undo.is_empty() {
+                            restore(&mut slots, &slot_of(slot), state);
+                            restore(&mut plain, &slot_of(slot), state);
+                        }
+                    }
+                }
+                prop_assert_eq!(by_time(&slots), scanned(&slots));
+                prop_assert_eq!(scanned(&slots), scanned(&plain));
+                prop_assert_eq!(committed_of(&slots), committed_of(&plain));
+            }
+        }
     }
 }
