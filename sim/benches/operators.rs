@@ -8,10 +8,12 @@
 //!
 //! `cargo bench -p parsley-sim --bench operators`
 //!
+//! `expiry=dedupe live=<n> deliveries=<n> us_per_delivery=<t>`
+//!
 //! `PARSLEY_OPERATOR_RECORDS` sets the records per operator (default
 //! 100,000), `PARSLEY_OPERATOR_ROUNDS` the measured rounds, of which the
 //! fastest is printed (default 3), `PARSLEY_OPERATOR` one of `windows`,
-//! `join` or `memory` only. `bench/kafka-streams/compare-operators.sh` runs
+//! `join`, `memory` or `expiry` only. `bench/kafka-streams/compare-operators.sh` runs
 //! this beside the same topologies over Kafka Streams' `TopologyTestDriver`
 //! (`OperatorBench.java`) and prints ratios.
 //!
@@ -36,6 +38,13 @@
 //! (piping and the read), after the measured rounds: allocations and bytes
 //! per piped record.
 //!
+//! `expiry` is an expiring fold's dedupe on the core's `Task` alone (as
+//! `scope=task` below): ids `order-{i:07}` first seen 6 ms apart, kept for
+//! `PARSLEY_EXPIRY_LIVE` × 6 ms (default 25,000 ids, as in BENCHMARKS.md's
+//! live run A), so that once that many are live one falls due on every
+//! delivery; the time per delivery of the `PARSLEY_EXPIRY_DELIVERIES` after
+//! (default 20,000), fetches of 500, a commit every 1,000.
+//!
 //! Memory is live heap bytes per entry after `entries` distinct keys
 //! (`account-{k:07}`, one record each at `START`), each opening a window
 //! that stays open or setting a row: `scope=driver` is everything the
@@ -50,12 +59,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use parsley::expiry::Expiring;
 use parsley::join::Join;
 use parsley::record::{ConsumedRecord, RecordData};
 use parsley::task::{CommitRequest, Fetched};
 use parsley::window::{Windowed, WindowedCodec, Windows};
 use parsley::{
-    assemble, App, Codec, ContractProbes, Parsley, Task, TaskConfig, Topic, Tp, Utf8, I64,
+    assemble, App, Codec, ContractProbes, Parsley, Step, Task, TaskConfig, Topic, Tp, Utf8, I64,
 };
 use parsley_sim::{TestDriver, TestRecord};
 
@@ -506,6 +516,75 @@ fn task_rows(entries: usize) -> isize {
     held
 }
 
+/// Delivers the dedupe's orders `ids` (id `i` at `START + 6 ms × i`) to its
+/// task in fetches of [`FETCH`], committing every 1,000 deliveries.
+fn deliver_orders(task: &mut Task, tp: &Tp, ids: std::ops::Range<usize>) {
+    let (mut ready, mut produced, mut request) =
+        (Vec::new(), Vec::new(), CommitRequest::default());
+    let mut delivered = 0;
+    for first in ids.clone().step_by(FETCH) {
+        let last = (first + FETCH).min(ids.end);
+        let records = (first..last)
+            .map(|id| ConsumedRecord {
+                offset: id as u64,
+                data: RecordData {
+                    key: Some(Utf8.encode(&format!("order-{id:07}")).expect("utf-8")),
+                    value: Some(I64.encode(&1).expect("i64")),
+                    headers: Vec::new(),
+                    timestamp: START + STEP_MS * id as i64,
+                },
+            })
+            .collect();
+        task.handle_fetched(
+            tp,
+            &mut Fetched {
+                records,
+                next_offset: last as u64,
+                log_end: ids.end as u64,
+            },
+        );
+        loop {
+            task.deliverable(START, &mut ready).expect("deliverable");
+            if !ready.contains(tp) {
+                break;
+            }
+            task.deliver(tp, &mut produced).expect("deliver");
+            produced.clear();
+            delivered += 1;
+            if delivered % 1_000 == 0 {
+                task.prepare_commit(&mut request).expect("commit");
+                task.handle_committed(START);
+            }
+        }
+    }
+}
+
+/// The dedupe with `live` ids live, then `deliveries` more, each expiring
+/// one: the time per delivery of those.
+fn expiry(live: usize, deliveries: usize) -> Duration {
+    let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
+    let unique = Topic::<String, i64>::with_codecs("unique-orders", Utf8, I64);
+    let out = unique.clone();
+    let dedupe = Expiring::after(Duration::from_millis(STEP_MS as u64 * live as u64))
+        .from_first_write()
+        .fold("dedupe", &orders, I64, || 0i64, move |seen: i64, order| match seen {
+            0 => Step::of(1).emit(out.send(order.key().cloned(), *order.value())),
+            _ => Step::of(1),
+        })
+        .into(&unique)
+        .build();
+    let app = Parsley::named("bench").stage(dedupe).build().expect("the app");
+    let mut task = task(&app, "dedupe");
+    let tp = Tp::new("orders", 0);
+    deliver_orders(&mut task, &tp, 0..live);
+    let start = Instant::now();
+    deliver_orders(&mut task, &tp, live..live + deliveries);
+    let elapsed = start.elapsed();
+    let held = parsley::expiry::live_state_of::<i64>(&task).expect("an expiring task");
+    assert_eq!(held.len(), live, "one id expires per delivery");
+    elapsed / deliveries as u32
+}
+
 fn memory() {
     type Fill = fn(usize) -> isize;
     let figures: [(&str, &str, Fill); 4] = [
@@ -537,8 +616,8 @@ fn main() {
     let only = std::env::var("PARSLEY_OPERATOR").ok();
     if let Some(only) = only.as_deref() {
         assert!(
-            ["windows", "join", "memory"].contains(&only),
-            "PARSLEY_OPERATOR must be windows, join or memory, not {only:?}"
+            ["windows", "join", "memory", "expiry"].contains(&only),
+            "PARSLEY_OPERATOR must be windows, join, memory or expiry, not {only:?}"
         );
     }
     let wanted = |name: &str| only.as_deref().is_none_or(|only| only == name);
@@ -568,5 +647,17 @@ fn main() {
     }
     if wanted("memory") {
         memory();
+    }
+    if wanted("expiry") {
+        let live = env_usize("PARSLEY_EXPIRY_LIVE", 25_000);
+        let deliveries = env_usize("PARSLEY_EXPIRY_DELIVERIES", 20_000);
+        let best = (0..rounds)
+            .map(|_| expiry(live, deliveries))
+            .min()
+            .expect("at least one round");
+        println!(
+            "expiry=dedupe live={live} deliveries={deliveries} us_per_delivery={:.2}",
+            best.as_secs_f64() * 1e6
+        );
     }
 }
