@@ -519,8 +519,7 @@ fn task_rows(entries: usize) -> isize {
 /// Delivers the dedupe's orders `ids` (id `i` at `START + 6 ms × i`) to its
 /// task in fetches of [`FETCH`], committing every 1,000 deliveries.
 fn deliver_orders(task: &mut Task, tp: &Tp, ids: std::ops::Range<usize>) {
-    let (mut ready, mut produced, mut request) =
-        (Vec::new(), Vec::new(), CommitRequest::default());
+    let (mut ready, mut produced, mut request) = (Vec::new(), Vec::new(), CommitRequest::default());
     let mut delivered = 0;
     for first in ids.clone().step_by(FETCH) {
         let last = (first + FETCH).min(ids.end);
@@ -567,13 +566,22 @@ fn expiry(live: usize, deliveries: usize) -> Duration {
     let out = unique.clone();
     let dedupe = Expiring::after(Duration::from_millis(STEP_MS as u64 * live as u64))
         .from_first_write()
-        .fold("dedupe", &orders, I64, || 0i64, move |seen: i64, order| match seen {
-            0 => Step::of(1).emit(out.send(order.key().cloned(), *order.value())),
-            _ => Step::of(1),
-        })
+        .fold(
+            "dedupe",
+            &orders,
+            I64,
+            || 0i64,
+            move |seen: i64, order| match seen {
+                0 => Step::of(1).emit(out.send(order.key().cloned(), *order.value())),
+                _ => Step::of(1),
+            },
+        )
         .into(&unique)
         .build();
-    let app = Parsley::named("bench").stage(dedupe).build().expect("the app");
+    let app = Parsley::named("bench")
+        .stage(dedupe)
+        .build()
+        .expect("the app");
     let mut task = task(&app, "dedupe");
     let tp = Tp::new("orders", 0);
     deliver_orders(&mut task, &tp, 0..live);

@@ -283,7 +283,11 @@ impl<S: Send + 'static> SlotStore for Slots<S> {
         match self.current.entry(slot) {
             Entry::Occupied(mut occupied) => {
                 if let Some(index) = &mut self.index {
-                    index.update(occupied.key(), occupied.get().state.as_ref(), state.as_ref());
+                    index.update(
+                        occupied.key(),
+                        occupied.get().state.as_ref(),
+                        state.as_ref(),
+                    );
                 }
                 let entry = occupied.get_mut();
                 let committed = std::mem::replace(&mut entry.state, state);
@@ -324,7 +328,10 @@ impl<S: Send + 'static> SlotStore for Slots<S> {
                     .expect("only stateful stages have a changelog to restore from");
                 let state = Some(codec.decode(bytes)?);
                 if let Some(index) = &mut self.index {
-                    let old = self.current.get(&slot).and_then(|entry| entry.state.as_ref());
+                    let old = self
+                        .current
+                        .get(&slot)
+                        .and_then(|entry| entry.state.as_ref());
                     index.update(&slot, old, state.as_ref());
                 }
                 // Changed in no transaction that is open.
