@@ -673,6 +673,25 @@ pub struct Spree {
     pub total: i64,
 }
 
+impl Spree {
+    /// The spree with one more sale of `amount`, refused for an amount the
+    /// examples refuse ([`checked`]).
+    pub fn with_sale(self, amount: i64) -> Result<Spree, String> {
+        checked(amount).map(|amount| Spree {
+            sales: self.sales + 1,
+            total: self.total + amount,
+        })
+    }
+
+    /// Two sprees a bridging sale joined into one (W5).
+    pub fn merged(self, other: Spree) -> Spree {
+        Spree {
+            sales: self.sales + other.sales,
+            total: self.total + other.total,
+        }
+    }
+}
+
 impl WindowTopics {
     /// The topics with their plain names.
     pub fn new() -> Self {
@@ -771,16 +790,8 @@ pub fn windows_named(
             &topics.sales,
             Json,
             Spree::default,
-            |spree: Spree, sale| {
-                checked(sale.value).map(|amount| Spree {
-                    sales: spree.sales + 1,
-                    total: spree.total + amount,
-                })
-            },
-            |one: Spree, two: Spree| Spree {
-                sales: one.sales + two.sales,
-                total: one.total + two.total,
-            },
+            |spree: Spree, sale| spree.with_sale(sale.value),
+            Spree::merged,
         )
         .into(&topics.sprees)
         .build();
@@ -841,6 +852,20 @@ pub struct PricedOrder {
     pub due: i64,
 }
 
+/// An order of `amount` priced at `discount`, if the customer has one;
+/// refused as [`discounted`] and [`checked`] refuse.
+pub fn priced(amount: i64, discount: Option<&i64>) -> Result<PricedOrder, String> {
+    let due = match discount {
+        Some(discount) => discounted(amount, *discount)?,
+        None => checked(amount)?,
+    };
+    Ok(PricedOrder {
+        amount,
+        discount: discount.copied(),
+        due,
+    })
+}
+
 /// How long the `discounted` join of the enrichment example waits for a
 /// source it is caught up on to get more (G9).
 pub const DISCOUNT_IDLE_MS: u64 = 200;
@@ -870,17 +895,7 @@ pub fn enrichment(topics: &EnrichmentTopics) -> Result<App, CompositionError> {
 /// [`enrichment`] under another application id.
 pub fn enrichment_named(app_id: &str, topics: &EnrichmentTopics) -> Result<App, CompositionError> {
     let pricing = Join::stream_table("pricing", &topics.orders, &topics.discounts)
-        .left(|order, discount: Option<&i64>| {
-            let due = match discount {
-                Some(discount) => discounted(order.value, *discount)?,
-                None => checked(order.value)?,
-            };
-            Ok::<_, String>(PricedOrder {
-                amount: order.value,
-                discount: discount.copied(),
-                due,
-            })
-        })
+        .left(|order, discount: Option<&i64>| priced(order.value, discount))
         .into(&topics.priced)
         .build();
     let discounted_orders = Join::stream_table("discounted", &topics.orders, &topics.discounts)
@@ -892,6 +907,23 @@ pub fn enrichment_named(app_id: &str, topics: &EnrichmentTopics) -> Result<App, 
         .stage(pricing)
         .stage(discounted_orders)
         .build()
+}
+
+/// A dedupe's fold over a key's "seen" flag: the first record of a key
+/// (since its state last expired) goes to `unique`, the rest nowhere;
+/// amounts the examples refuse ([`checked`]) are refused.
+pub fn first_sightings_to(
+    unique: &Topic<String, i64>,
+) -> impl Fn(bool, &parsley::Record<String, i64>) -> Result<Step<bool>, String> + Send + Sync + 'static
+{
+    let unique = unique.clone();
+    move |seen, order| {
+        let amount = checked(*order.value())?;
+        Ok(match seen {
+            true => Step::of(true),
+            false => Step::of(true).emit(unique.send(order.key().cloned(), amount)),
+        })
+    }
 }
 
 /// The topics of the dedupe example (E1–E3).
@@ -953,16 +985,13 @@ pub fn dedupe_named(
 ) -> Result<App, CompositionError> {
     let unique = Expiring::after(Duration::from_millis(DEDUPE_WINDOW_MS))
         .from_first_write()
-        .fold("dedupe", &topics.orders, Json, || false, {
-            let unique = topics.unique.clone();
-            move |seen: bool, order| -> Result<Step<bool>, String> {
-                let amount = checked(*order.value())?;
-                Ok(match seen {
-                    true => Step::of(true),
-                    false => Step::of(true).emit(unique.send(order.key().cloned(), amount)),
-                })
-            }
-        })
+        .fold(
+            "dedupe",
+            &topics.orders,
+            Json,
+            || false,
+            first_sightings_to(&topics.unique),
+        )
         .into(&topics.unique)
         .build();
     let repeats = Expiring::after(Duration::from_millis(QUIET_MS))

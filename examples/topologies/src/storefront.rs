@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use parsley::expiry::Expiring;
 use parsley::join::{Join, JoinWindows};
 use parsley::window::{SessionWindows, Windowed, WindowedCodec, Windows};
-use parsley::{App, CompositionError, Json, Parsley, Step, Topic, Utf8, I64};
+use parsley::{App, CompositionError, Json, Parsley, Topic, Utf8, I64};
 
-use crate::{checked, discounted, PricedOrder, Settlement, Spree};
+use crate::{checked, PricedOrder, Settlement, Spree};
 
 /// The storefront's topics: four sources and six sinks, all keyed by
 /// customer except the windows by order size.
@@ -106,30 +106,17 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
     let app = Parsley::named("storefront");
     let first_order = Expiring::after(Duration::from_millis(FIRST_ORDER_MS))
         .from_first_write()
-        .fold("first-order", &topics.orders, Json, || false, {
-            let first_orders = topics.first_orders.clone();
-            move |seen: bool, order| -> Result<Step<bool>, String> {
-                let amount = checked(*order.value())?;
-                Ok(match seen {
-                    true => Step::of(true),
-                    false => Step::of(true).emit(first_orders.send(order.key().cloned(), amount)),
-                })
-            }
-        })
+        .fold(
+            "first-order",
+            &topics.orders,
+            Json,
+            || false,
+            crate::first_sightings_to(&topics.first_orders),
+        )
         .into(&topics.first_orders)
         .build();
     let priced = Join::stream_table("priced", &topics.orders, &topics.discounts)
-        .left(|order, discount: Option<&i64>| {
-            let due = match discount {
-                Some(discount) => discounted(order.value, *discount)?,
-                None => checked(order.value)?,
-            };
-            Ok::<_, String>(PricedOrder {
-                amount: order.value,
-                discount: discount.copied(),
-                due,
-            })
-        })
+        .left(|order, discount: Option<&i64>| crate::priced(order.value, discount))
         .into(&topics.priced)
         .build();
     let window = JoinWindows::time_difference(Duration::from_millis(PAID_WITHIN_MS))
@@ -163,16 +150,8 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
             &topics.orders,
             Json,
             Spree::default,
-            |visit: Spree, order| {
-                checked(order.value).map(|amount| Spree {
-                    sales: visit.sales + 1,
-                    total: visit.total + amount,
-                })
-            },
-            |one: Spree, two: Spree| Spree {
-                sales: one.sales + two.sales,
-                total: one.total + two.total,
-            },
+            |visit: Spree, order| visit.with_sale(order.value),
+            Spree::merged,
         )
         .into(&topics.visits)
         .build();
