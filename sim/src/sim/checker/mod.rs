@@ -16,7 +16,8 @@
 //! (I6, the fold of the committed history), [`outputs`] (I7),
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
 //! [`windows`] (I12), [`joins`], [`stream_joins`] and [`table_joins`]
-//! (I13) and [`expiry`] (I14).
+//! (I13) and [`expiry`] (I14); [`purity`] tells impure logic (S4) from a
+//! broken rule when a replay disagrees with what was committed.
 //! [`check`] builds the reconstruction once and runs them in turn.
 
 mod dead_letters;
@@ -25,6 +26,7 @@ mod expiry;
 mod joins;
 mod liveness;
 mod outputs;
+mod purity;
 mod reconstruction;
 mod stamps;
 mod state;
@@ -50,8 +52,15 @@ pub use violation::{DeliveryOf, Gate, Related, Relation, TxnEnd, Violation};
 
 /// What the checker needs besides the trace and the logs.
 pub struct CheckInput<'a> {
-    /// The application that ran.
+    /// The application whose logic the checker replays: the run's own, or
+    /// with a factory (`Simulation::builder_fn`) a fresh one.
     pub app: &'a App,
+    /// The application the run ran, as the run left it.
+    pub run_app: &'a App,
+    /// The factory of fresh applications, when the simulation has one: a
+    /// disagreeing delivery is called again in a fresh application to tell
+    /// impure logic (S4) from a broken rule.
+    pub fresh_app: Option<&'a (dyn Fn() -> App + 'a)>,
     /// Its assembly on the model.
     pub assembly: &'a Assembly,
     /// The model, with every log.
@@ -71,6 +80,8 @@ struct Checker<'a> {
     input: &'a CheckInput<'a>,
     violations: Vec<Violation>,
     tps: Tps<'a>,
+    /// Disagreeing deliveries called again so far ([`purity`]).
+    probes: usize,
 }
 
 /// Runs every check and returns the violations found, first ones first.
@@ -79,6 +90,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
         input,
         violations: Vec::new(),
         tps: Tps::new(input.cluster, input.app),
+        probes: 0,
     };
     let committed = checker.replay_trace();
     checker.check_committed_histories(&committed);

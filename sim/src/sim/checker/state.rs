@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use parsley::app::StagePlan;
-use parsley::stage::{SlotChange, SlotKey};
+use parsley::stage::{ReplayError, Replayed, SlotChange, SlotKey, Stage};
+use parsley::{ConsumedRecord, Tick};
 use parsley::task::TaskId;
 use parsley::{App, TopicName, Tp};
 
@@ -21,7 +22,47 @@ use super::{Checker, Invariant};
 
 /// A task's state as the fold has it, slot by slot. Compared whole, and slot
 /// by slot in key order only on a mismatch: a hash map does.
-type Slots = FxHashMap<SlotKey, Bytes>;
+pub(super) type Slots = FxHashMap<SlotKey, Bytes>;
+
+/// One call of a stage's logic as a committed delivery made it: on a
+/// record, or on a tick.
+pub(super) enum Call<'r> {
+    Record(&'r ConsumedRecord),
+    Tick(Tick),
+}
+
+impl Call<'_> {
+    /// What `stage`'s logic does for this call over `slots`, the task's
+    /// state before it. A timer service's tick and a windowed aggregation's
+    /// record or tick read every slot (K2, W2), and their changes to others
+    /// are in `other_slots`.
+    pub(super) fn replay(
+        &self,
+        stage: &Stage,
+        slots: &Slots,
+        tp: &Tp,
+    ) -> Result<Replayed, ReplayError> {
+        let every_slot = || -> Vec<(SlotKey, &[u8])> {
+            slots
+                .iter()
+                .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
+                .collect()
+        };
+        match self {
+            Call::Tick(tick) if stage.tick_reads_every_slot() => {
+                stage.replay_tick_over_slots(&every_slot(), *tick)
+            }
+            Call::Tick(tick) => stage.replay_tick(slots.get(&SlotKey::Tick).map(|b| &b[..]), *tick),
+            Call::Record(record) if stage.record_reads_every_slot() => {
+                stage.replay_record_over_slots(&tp.topic, &every_slot(), tp, record)
+            }
+            Call::Record(record) => {
+                let slot = SlotKey::for_key(record.data.key.as_ref());
+                stage.replay_record(&tp.topic, slots.get(&slot).map(|b| &b[..]), tp, record)
+            }
+        }
+    }
+}
 
 impl<'a> Checker<'a> {
     /// I6 and I7: folds each task's committed deliveries, comparing the
@@ -51,7 +92,9 @@ impl<'a> Checker<'a> {
 
     /// One committed delivery of the fold: replays the stage's logic over
     /// the delivered record (or tick) and its slot, checks a refusal's dead
-    /// letter, applies the slot changes and compares the emissions.
+    /// letter, compares the emissions and applies the slot changes. When
+    /// the replay disagrees with what was committed, the logic is called
+    /// again to tell impure logic (S4) from a broken rule.
     fn fold_delivery(
         &mut self,
         task: &TaskId,
@@ -63,99 +106,56 @@ impl<'a> Checker<'a> {
             return;
         };
         let is_tick = plan.tick_topic.as_ref() == Some(&delivery.tp.topic);
-        let tick = match is_tick {
+        let call = match is_tick {
             true => match parsley::task::tick_of(&record) {
-                Some(tick) => Some(tick),
+                Some(tick) => Call::Tick(tick),
                 None => return,
             },
-            false => None,
+            false => Call::Record(&record),
         };
-        // K2, W2: a timer service's tick and a windowed aggregation's
-        // record or tick read every slot, and their changes to others are
-        // in `other_slots`.
-        let every_slot = |slots: &Slots| -> Vec<(SlotKey, Bytes)> {
-            slots
-                .iter()
-                .map(|(slot, bytes)| (slot.clone(), bytes.clone()))
-                .collect()
+        let replayed = call.replay(&plan.stage, slots, delivery.tp);
+        let found = self.violations.len();
+        let accepted = match &plan.dead_letter {
+            Some(dead_letter) => self.check_refusal(task, dead_letter, delivery, &record, &replayed),
+            None => true,
         };
-        let over_slots = match tick {
-            Some(tick) if plan.stage.tick_reads_every_slot() => {
-                let current = every_slot(slots);
-                let current: Vec<(SlotKey, &[u8])> = current
-                    .iter()
-                    .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
-                    .collect();
-                Some(plan.stage.replay_tick_over_slots(&current, tick))
-            }
-            None if plan.stage.record_reads_every_slot() => {
-                let current = every_slot(slots);
-                let current: Vec<(SlotKey, &[u8])> = current
-                    .iter()
-                    .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
-                    .collect();
-                Some(plan.stage.replay_record_over_slots(
-                    &delivery.tp.topic,
-                    &current,
-                    delivery.tp,
-                    &record,
-                ))
-            }
-            _ => None,
-        };
-        let slot = if is_tick {
-            SlotKey::Tick
-        } else {
-            SlotKey::for_key(record.data.key.as_ref())
-        };
-        let slot = slots.entry(slot);
-        let state = match &slot {
-            MapEntry::Occupied(slot) => Some(&slot.get()[..]),
-            MapEntry::Vacant(_) => None,
-        };
-        let replayed = match (over_slots, tick) {
-            (Some(replayed), _) => replayed,
-            (None, Some(tick)) => plan.stage.replay_tick(state, tick),
-            (None, None) => {
-                plan.stage
-                    .replay_record(&delivery.tp.topic, state, delivery.tp, &record)
-            }
-        };
-        if let Some(dead_letter) = &plan.dead_letter {
-            if !self.check_refusal(task, dead_letter, delivery, &record, &replayed) {
-                return;
+        if accepted {
+            match &replayed {
+                Ok(replayed) => self.compare_emissions(task, delivery, &replayed.emissions),
+                Err(error) => {
+                    self.violation(
+                        Invariant::I6,
+                        delivery.step,
+                        format!(
+                            "task {task} committed the delivery of {}@{}, whose logic fails: {error}",
+                            delivery.tp, delivery.offset
+                        ),
+                    )
+                    .on(delivery.at)
+                    .about(delivery.tp, delivery.offset);
+                }
             }
         }
-        let replayed = match replayed {
-            Ok(replayed) => replayed,
-            Err(error) => {
-                self.violation(
-                    Invariant::I6,
-                    delivery.step,
-                    format!(
-                        "task {task} committed the delivery of {}@{}, whose logic fails: {error}",
-                        delivery.tp, delivery.offset
-                    ),
-                )
-                .on(delivery.at)
-                .about(delivery.tp, delivery.offset);
-                return;
-            }
+        if self.violations.len() > found {
+            self.name_impure_logic(task, &call, slots, delivery, &replayed, found);
+        }
+        let (true, Ok(replayed)) = (accepted, replayed) else {
+            return;
         };
-        match (replayed.slot, slot) {
-            (SlotChange::Set(bytes), MapEntry::Occupied(mut slot)) => {
-                slot.insert(bytes);
+        let slot = match call {
+            Call::Tick(_) => SlotKey::Tick,
+            Call::Record(record) => SlotKey::for_key(record.data.key.as_ref()),
+        };
+        match replayed.slot {
+            SlotChange::Set(bytes) => {
+                slots.insert(slot, bytes);
             }
-            (SlotChange::Set(bytes), MapEntry::Vacant(slot)) => {
-                slot.insert(bytes);
+            SlotChange::Deleted => {
+                slots.remove(&slot);
             }
-            (SlotChange::Deleted, MapEntry::Occupied(slot)) => {
-                slot.remove();
-            }
-            (SlotChange::Unchanged | SlotChange::Deleted, _) => {}
+            SlotChange::Unchanged => {}
         }
         apply_other_slots(slots, replayed.other_slots);
-        self.compare_emissions(task, delivery, &replayed.emissions);
     }
 
     /// `step` is that of the task's last committed delivery: the state is

@@ -149,9 +149,14 @@ pub(crate) fn run_gated(
             } else {
                 world.app.clone()
             };
+            let fresh_app = || simulation.fresh_app();
             let checked = catch_unwind(AssertUnwindSafe(|| {
                 check(&CheckInput {
                     app: &checked_app,
+                    run_app: &world.app,
+                    fresh_app: simulation
+                        .app_per_run()
+                        .then_some(&fresh_app as &dyn Fn() -> App),
                     assembly: &world.assembly,
                     cluster: &world.cluster,
                     trace: &world.trace,
