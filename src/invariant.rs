@@ -6,7 +6,7 @@ use std::fmt;
 
 /// The invariants the checker verifies on every simulated run, and the audit
 /// on committed logs. Each is defined, with the rules it rests on, in
-/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i12`).
+/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i15`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Invariant {
     /// Causal delivery: every committed delivery came after the task had
@@ -72,6 +72,10 @@ pub enum Invariant {
     /// before, and emits what the fold over the key's live records emits
     /// (E1–E3; docs/RULES.md#i14).
     I14,
+    /// Consumer groups: each group that holds committed positions is the
+    /// group of the one stage that consumes those tps, so no stage resumes
+    /// from another's position (X6; docs/RULES.md#i15).
+    I15,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -95,6 +99,7 @@ impl Invariant {
             Invariant::I12 => "windows",
             Invariant::I13 => "joins",
             Invariant::I14 => "expiring state",
+            Invariant::I15 => "a group per stage",
             Invariant::Property(_) => "user property",
         }
     }

@@ -159,3 +159,33 @@ fn restart_task_refuses_an_unknown_task() {
     let error = driver.restart_task("mirror", 3).unwrap_err();
     assert!(error.to_string().contains("mirror"), "{error}");
 }
+
+/// I15: the simulator reads who committed what from the cluster's
+/// committed group offsets, so with every stage under the application id
+/// (the planted bug `SharedGroup`) its report names the shared group and
+/// both stages, not only the records `mirror` then skips.
+#[test]
+fn i15_the_simulator_names_a_group_two_stages_share() {
+    use parsley_sim::sim::{Input, Simulation};
+    let shop = shop();
+    let simulation = Simulation::builder(shop.app.clone())
+        .input(Input::new(&shop.clicks, |draw| {
+            (Some(draw.key()), draw.range(1, 100))
+        }))
+        .inputs(20)
+        .keys(3)
+        .planted(Some(Mutation::SharedGroup))
+        .build()
+        .unwrap();
+    let summary = simulation.check_seeds(0..5);
+    let failure = summary.failure.expect("a shared group is caught");
+    assert!(failure.contains("fails I15 a group per stage"), "{failure}");
+    assert!(
+        failure.contains("group `shop` is no stage's group, but it holds committed positions on"),
+        "{failure}"
+    );
+    assert!(
+        failure.contains("consumed by stages `count` and `mirror`, which share it"),
+        "{failure}"
+    );
+}

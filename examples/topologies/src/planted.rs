@@ -22,7 +22,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 34] = [
     ),
     (Mutation::TickOnPartitionZero, "balances", Invariant::I4),
     (Mutation::TickAtRecordTime, "balances", Invariant::I4),
-    (Mutation::SharedGroup, "diamond", Invariant::I2),
+    (Mutation::SharedGroup, "diamond", Invariant::I15),
     (
         Mutation::DeadLetterDropsRecord,
         "dead-letter",
@@ -91,7 +91,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 32] = [
     ),
     (Mutation::TickOnPartitionZero, "chain", Invariant::I4),
     (Mutation::TickAtRecordTime, "chain", Invariant::I4),
-    (Mutation::SharedGroup, "fan-out", Invariant::I2),
+    (Mutation::SharedGroup, "fan-out", Invariant::I15),
     (Mutation::DeadLetterDropsRecord, "bad-bytes", Invariant::I10),
     (Mutation::TimerFiresEarly, "sessions", Invariant::I11),
     (Mutation::TimerKeepsFired, "sessions", Invariant::I11),

@@ -593,6 +593,33 @@ impl Cluster {
         self.groups.get(group, log).cloned()
     }
 
+    /// Every group with a committed offset, in name order, with the tps it
+    /// holds offsets on (committed transactions only): what reading
+    /// `__consumer_offsets` would tell of who committed what.
+    pub fn group_positions(&self) -> Vec<(&str, Vec<Tp>)> {
+        self.groups
+            .ids
+            .iter()
+            .map(|(group, number)| {
+                let tps = self.groups.committed[*number]
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(topic, partitions)| {
+                        partitions
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, offset)| offset.is_some())
+                            .map(move |(partition, _)| {
+                                Tp::new(self.topics.names[topic].clone(), partition as u32)
+                            })
+                    })
+                    .collect();
+                (group.as_str(), tps)
+            })
+            .filter(|(_, tps): &(&str, Vec<Tp>)| !tps.is_empty())
+            .collect()
+    }
+
     /// `group`'s committed offset on `tp` as a `read_committed` consumer
     /// asks for it (KIP-447's stable offsets): while a transaction that sent
     /// offsets of `group` on `tp` is open, or ended with its markers

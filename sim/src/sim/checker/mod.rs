@@ -1,4 +1,4 @@
-//! The independent checker: recomputes every guarantee (I1–I8, I10–I14) from the
+//! The independent checker: recomputes every guarantee (I1–I8, I10–I15) from the
 //! recorded trace and the committed logs, trusting none of the runtime's own
 //! bookkeeping.
 //!
@@ -16,13 +16,14 @@
 //! (I6, the fold of the committed history), [`outputs`] (I7),
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
 //! [`windows`] (I12), [`joins`], [`stream_joins`] and [`table_joins`]
-//! (I13) and [`expiry`] (I14); [`purity`] tells impure logic (S4) from a
+//! (I13), [`expiry`] (I14) and [`groups`] (I15); [`purity`] tells impure logic (S4) from a
 //! broken rule when a replay disagrees with what was committed.
 //! [`check`] builds the reconstruction once and runs them in turn.
 
 mod dead_letters;
 mod delivery;
 mod expiry;
+mod groups;
 mod joins;
 mod liveness;
 mod outputs;
@@ -104,6 +105,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     checker.check_stream_joins(&committed);
     checker.check_table_joins(&committed);
     checker.check_expiry(&committed);
+    checker.check_groups();
     checker.check_liveness(&committed);
     checker.locate_related();
     checker.violations.sort_by_key(|violation| violation.step);
