@@ -428,6 +428,21 @@ pub enum LiveError {
         deadline: Duration,
     },
 
+    /// The broker refused to look up a consumer group's coordinator
+    /// (FindCoordinator), which every request about the group needs (its
+    /// committed offsets, a transaction's offsets, a consumer's fetches):
+    /// no ACL allows the principal to describe the group. librdkafka
+    /// reports it on the consumer's queue without the group's name; the
+    /// consumer that polled it names it.
+    #[error("looking up the coordinator of group `{group}` failed: {source}")]
+    Coordinator {
+        /// The consumer group: `<app>-<stage>` for a task's.
+        group: String,
+        /// librdkafka's error.
+        #[source]
+        source: Box<KafkaError>,
+    },
+
     /// The instance's group membership (the group and topic
     /// `<app>.instances`) was refused by the cluster's authorizer.
     #[error("group membership of `{group}` failed: {source}")]
@@ -623,7 +638,9 @@ impl LiveError {
                     Op::Describe,
                 ),
             },
-            LiveError::Group { group, .. } => (Res::Group(group.clone()), Op::Describe),
+            LiveError::Group { group, .. } | LiveError::Coordinator { group, .. } => {
+                (Res::Group(group.clone()), Op::Describe)
+            }
             LiveError::GroupMembership { group, .. } => match code {
                 RDKafkaErrorCode::TopicAuthorizationFailed => (Res::Topic(group.clone()), Op::Read),
                 _ => (Res::Group(group.clone()), Op::Read),
@@ -698,6 +715,7 @@ impl LiveError {
             | LiveError::Fetch { source, .. }
             | LiveError::Committed { source, .. }
             | LiveError::Group { source, .. }
+            | LiveError::Coordinator { source, .. }
             | LiveError::GroupMembership { source, .. } => source.rdkafka_error_code(),
             _ => None,
         }
@@ -790,6 +808,30 @@ mod tests {
             "probing: the blocking call did not finish: the call's thread could not start: no threads"
         );
         assert!(spawn.source().and_then(|source| source.source()).is_some());
+    }
+
+    /// A refused coordinator look-up names the group it was for, as a
+    /// missing ACL on it, which no restart cures.
+    #[test]
+    fn a_refused_coordinator_look_up_names_the_group() {
+        let refused = LiveError::Coordinator {
+            group: "payments-balances".into(),
+            source: Box::new(KafkaError::MessageConsumption(
+                RDKafkaErrorCode::GroupAuthorizationFailed,
+            )),
+        };
+        assert_eq!(
+            refused.denied(),
+            Some(Denied {
+                resource: AclResource::Group("payments-balances".into()),
+                operation: AclOperation::Describe,
+            })
+        );
+        assert!(!refused.is_transient());
+        assert!(
+            refused.to_string().contains("group `payments-balances`"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -19,7 +19,7 @@ use super::log::LogContext;
 use super::offsets::{kafka_offset, kafka_partition, our_offset, Probes};
 use super::util::blocking;
 use super::{Isolation, LiveConfig};
-use crate::error::LiveError;
+use crate::error::{JoinFailure, LiveError};
 
 /// What [`LiveConsumer::fetch`] returned, with the fields of the model's
 /// `Fetch`.
@@ -104,8 +104,9 @@ impl LiveConsumer {
         let consumer = Arc::clone(&self.inner);
         let probes = Arc::clone(&self.probes);
         let (isolation, timeout, at) = (self.isolation, self.timeout, tp.clone());
+        let group = self.group.clone();
         blocking(format!("fetch of {tp} from {from}"), move || {
-            fetch_visible(&consumer, &probes, isolation, &at, from, timeout)
+            fetch_visible(&consumer, &group, &probes, isolation, &at, from, timeout)
         })
         .await
     }
@@ -124,6 +125,11 @@ impl LiveConsumer {
     /// broker answers UNSTABLE_OFFSET_COMMIT and librdkafka retries until the
     /// transaction ends or the timeout passes. A `read_uncommitted` consumer
     /// gets the last committed offsets at once.
+    ///
+    /// A group the principal may not describe is [`LiveError::Coordinator`]
+    /// as soon as the broker refuses its coordinator look-up. librdkafka
+    /// reports that refusal once per consumer: after it, make a new consumer
+    /// to ask again (this one's next look-up would wait out its timeout).
     pub async fn committed(&self, tps: &[Tp]) -> Result<Vec<Option<CommittedOffset>>, LiveError> {
         let consumer = Arc::clone(&self.inner);
         let (group, timeout, tps) = (self.group.clone(), self.timeout, tps.to_vec());
@@ -146,6 +152,7 @@ fn position_of<C: ConsumerContext>(consumer: &BaseConsumer<C>, tp: &Tp) -> Optio
 
 pub(crate) fn fetch_visible<C: ConsumerContext>(
     consumer: &BaseConsumer<C>,
+    group: &str,
     probes: &Probes,
     isolation: Isolation,
     tp: &Tp,
@@ -211,6 +218,12 @@ pub(crate) fn fetch_visible<C: ConsumerContext>(
                     fetched.records.push(consumed(&message));
                 }
             }
+            Some(Err(source)) if is_group_refusal(&source) => {
+                break Err(LiveError::Coordinator {
+                    group: group.to_owned(),
+                    source: Box::new(source),
+                })
+            }
             Some(Err(source)) => break Err(failed(source)),
         }
     };
@@ -244,8 +257,23 @@ pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
     }
 }
 
-pub(crate) fn committed_offsets<C: ConsumerContext>(
-    consumer: &BaseConsumer<C>,
+/// How often [`committed_offsets`] looks at the consumer's queue for a
+/// refusal of its group while the look-up waits for the coordinator.
+const REFUSAL_WATCH: Duration = Duration::from_millis(100);
+
+/// The group's committed offsets on `tps` (OffsetFetch), within `timeout`.
+///
+/// The look-up needs the group's coordinator first (FindCoordinator). A
+/// broker that refuses it (no ACL allows the principal to describe the
+/// group) makes librdkafka retry for ever and put the refusal, once and
+/// without the group's name, on the consumer's queue, not on the look-up:
+/// so while the look-up waits, the queue of a consumer with nothing
+/// assigned is watched, and that refusal ends the wait at once as
+/// [`LiveError::Coordinator`] naming `group`, instead of a timeout. A
+/// consumer with partitions assigned is not watched (its queue holds
+/// records for its fetches).
+pub(crate) fn committed_offsets<C: ConsumerContext + 'static>(
+    consumer: &Arc<BaseConsumer<C>>,
     group: &str,
     tps: &[Tp],
     timeout: Duration,
@@ -259,7 +287,39 @@ pub(crate) fn committed_offsets<C: ConsumerContext>(
     for tp in tps {
         list.add_partition(tp.topic.as_str(), kafka_partition(tp));
     }
-    let answer = consumer.committed_offsets(list, timeout).map_err(failed)?;
+    let (reply, answered) = std::sync::mpsc::sync_channel(1);
+    let asking = Arc::clone(consumer);
+    std::thread::Builder::new()
+        .name("parsley offset fetch".into())
+        .spawn(move || {
+            // After a refusal nobody listens; the call ends at its timeout.
+            let _ = reply.send(asking.committed_offsets(list, timeout));
+        })
+        .map_err(|error| LiveError::Join {
+            what: format!("reading the committed offsets of group `{group}`"),
+            source: JoinFailure::Spawn(error),
+        })?;
+    let watch = consumer
+        .assignment()
+        .is_ok_and(|assigned| assigned.count() == 0);
+    let answer = loop {
+        match answered.recv_timeout(REFUSAL_WATCH) {
+            Ok(answer) => break answer.map_err(failed)?,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if watch {
+                    if let Some(refused) = group_refusal(consumer, group) {
+                        return Err(refused);
+                    }
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(LiveError::Join {
+                    what: format!("reading the committed offsets of group `{group}`"),
+                    source: JoinFailure::Panicked,
+                })
+            }
+        }
+    };
     tps.iter()
         .map(|tp| {
             let Some(element) = answer.find_partition(tp.topic.as_str(), kafka_partition(tp))
@@ -274,4 +334,27 @@ pub(crate) fn committed_offsets<C: ConsumerContext>(
             })
         })
         .collect()
+}
+
+/// True when a consumer's poll returned the broker's refusal of its
+/// group: librdkafka's coordinator look-up (FindCoordinator) answered
+/// GROUP_AUTHORIZATION_FAILED.
+pub(crate) fn is_group_refusal(error: &KafkaError) -> bool {
+    error.rdkafka_error_code() == Some(RDKafkaErrorCode::GroupAuthorizationFailed)
+}
+
+/// The refusal of `group` waiting on the queue of `consumer`, which has
+/// nothing assigned, if there is one; other events it drains are dropped
+/// (librdkafka retries what they report by itself).
+fn group_refusal<C: ConsumerContext>(consumer: &BaseConsumer<C>, group: &str) -> Option<LiveError> {
+    for _ in 0..32 {
+        let polled = consumer.poll(Duration::ZERO)?;
+        if let Some(error) = polled.err().filter(is_group_refusal) {
+            return Some(LiveError::Coordinator {
+                group: group.to_owned(),
+                source: Box::new(error),
+            });
+        }
+    }
+    None
 }

@@ -553,14 +553,32 @@ impl LagReaders {
             self.by_group.insert(plan.group.clone(), (offsets, reader));
         }
         let (offsets, reader) = self.by_group.get_mut(&plan.group).expect("inserted above");
-        let committed = offsets.committed(&tps).await?;
-        let mut lag = 0;
-        for (tp, committed) in tps.iter().zip(committed) {
-            let from = committed.map(|committed| committed.offset);
-            lag += tp_lag(client, reader, tp, from).await?.1;
+        let lag = lag_over(client, offsets, reader, &tps).await;
+        if lag.is_err() {
+            // Fresh consumers for the next reading: librdkafka reports a
+            // refusal of the group once per consumer, and a kept one would
+            // wait out its timeout instead (`LiveConsumer::committed`).
+            self.by_group.remove(&plan.group);
         }
-        Ok(lag)
+        lag
     }
+}
+
+/// The lag over `tps`: from `offsets`' committed offsets of the group to
+/// the last stable offsets, counted by `reader`.
+async fn lag_over(
+    client: &LiveClient,
+    offsets: &LiveConsumer,
+    reader: &mut LiveConsumer,
+    tps: &[Tp],
+) -> Result<u64, LiveError> {
+    let committed = offsets.committed(tps).await?;
+    let mut lag = 0;
+    for (tp, committed) in tps.iter().zip(committed) {
+        let from = committed.map(|committed| committed.offset);
+        lag += tp_lag(client, reader, tp, from).await?.1;
+    }
+    Ok(lag)
 }
 
 #[cfg(test)]

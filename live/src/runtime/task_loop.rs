@@ -24,8 +24,8 @@ use parsley::task::{CommitRequest, CommittedOffset, Fetched, Task, TaskId, TaskM
 use parsley::tp::Tp;
 
 use super::super::client::{
-    bounded, committed_offsets, consumed, fetch_visible, kafka_offset, kafka_partition, Isolation,
-    LiveConfig, LogContext, Probes, TxnProducer,
+    bounded, committed_offsets, consumed, fetch_visible, is_group_refusal, kafka_offset,
+    kafka_partition, Isolation, LiveConfig, LogContext, Probes, TxnProducer,
 };
 use super::super::error::{LiveError, TxnErrorClass};
 use super::super::instance::TaskState;
@@ -409,13 +409,14 @@ fn last_reporter(
     let partition = assembly.task_ids().iter().position(|task| task == id);
     move || {
         let tp = Tp::new(topic.clone(), u32::try_from(partition?).ok()?);
-        let consumer: BaseConsumer<LogContext> = live
-            .client_config(&[
+        let consumer: Arc<BaseConsumer<LogContext>> = Arc::new(
+            live.client_config(&[
                 ("group.id", topic.clone()),
                 ("enable.auto.commit", "false".into()),
             ])
             .create_with_context(LogContext)
-            .ok()?;
+            .ok()?,
+        );
         let committed = committed_offsets(&consumer, &topic, &[tp], live.timeout).ok()?;
         let metadata = committed.into_iter().next()??.metadata;
         let report = crate::instance::TaskReport::from_json(&metadata).ok()?;
@@ -465,6 +466,7 @@ impl TaskDriver {
             figures.restoring(id, end);
             let fetched = fetch_visible(
                 &consumer,
+                task.group(),
                 &probes,
                 Isolation::ReadCommitted,
                 &changelog,
@@ -657,6 +659,15 @@ impl TaskDriver {
             let message = match polled {
                 Ok(message) => message,
                 Err(KafkaError::PartitionEOF(_)) => continue,
+                Err(error) if is_group_refusal(&error) => {
+                    // No ACL allows the principal to describe the stage's
+                    // group (its coordinator look-up was refused): typed,
+                    // so the task stops under its failure policy.
+                    return Err(Exit::Failed(RuntimeError::Live(LiveError::Coordinator {
+                        group: self.task.group().to_owned(),
+                        source: Box::new(error),
+                    })));
+                }
                 Err(error) => {
                     if consumer_error_is_fatal(&self.consumer, &error) {
                         return Err(Exit::Failed(RuntimeError::Consume {
