@@ -55,12 +55,16 @@ impl Checker<'_> {
                 None => "no stage's group".to_string(),
             };
             // Dated at the first commit of a stage that committed there.
-            let first_commit = self.input.trace.iter().find_map(|entry| match &entry.event {
-                Event::Committed { at, .. } if strangers.contains(&*at.task.stage) => {
-                    Some((entry.step, at.clone()))
-                }
-                _ => None,
-            });
+            let first_commit = self
+                .input
+                .trace
+                .iter()
+                .find_map(|entry| match &entry.event {
+                    Event::Committed { at, .. } if strangers.contains(&*at.task.stage) => {
+                        Some((entry.step, at.clone()))
+                    }
+                    _ => None,
+                });
             let consumed_by = match strangers.len() {
                 0 => "no stage".to_string(),
                 1 => format!("stage {stages}"),

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use parsley::app::StagePlan;
 use parsley::stage::{ReplayError, Replayed, SlotChange, SlotKey, Stage};
-use parsley::{ConsumedRecord, Tick};
 use parsley::task::TaskId;
 use parsley::{App, TopicName, Tp};
+use parsley::{ConsumedRecord, Tick};
 
 use rustc_hash::FxHashMap;
 
@@ -116,7 +116,9 @@ impl<'a> Checker<'a> {
         let replayed = call.replay(&plan.stage, slots, delivery.tp);
         let found = self.violations.len();
         let accepted = match &plan.dead_letter {
-            Some(dead_letter) => self.check_refusal(task, dead_letter, delivery, &record, &replayed),
+            Some(dead_letter) => {
+                self.check_refusal(task, dead_letter, delivery, &record, &replayed)
+            }
             None => true,
         };
         if accepted {
