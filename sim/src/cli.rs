@@ -534,7 +534,13 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
         },
     );
     let hint = report::raise_hint(&setup.scenario.settings);
-    print_stats(&total, "summed over seeds", count, &hint);
+    print_stats(
+        &total,
+        "summed over seeds",
+        count,
+        &hint,
+        Some(&setup.simulation),
+    );
     let sizes: Vec<(u64, u64, u64)> = results
         .iter()
         .map(|result| (result.seed, result.stats.steps, result.stats.deliveries))
@@ -651,7 +657,7 @@ fn merge(args: MergeArgs) -> Result<bool, CliError> {
             summaries.len()
         ),
     );
-    print_stats(&total, "summed over seeds", seeds, report::RAISE_HINT);
+    print_stats(&total, "summed over seeds", seeds, report::RAISE_HINT, None);
     row("violations", format!("{} failing seeds", failing.len()));
     if !failing.is_empty() {
         let listed: Vec<String> = failing.iter().take(10).map(u64::to_string).collect();
@@ -768,7 +774,13 @@ fn replay(registry: &Registry, args: ReplayArgs) -> Result<bool, CliError> {
     println!();
     row("quiesced", outcome.quiesced.to_string());
     let hint = report::raise_hint(&setup.scenario.settings);
-    print_stats(&outcome.stats, "this run", 1, &hint);
+    print_stats(
+        &outcome.stats,
+        "this run",
+        1,
+        &hint,
+        Some(&setup.simulation),
+    );
     row("violations", outcome.violations.len().to_string());
     for violation in &outcome.violations {
         println!("  {violation}");
@@ -980,8 +992,15 @@ fn resolve_mutation(name: Option<&str>) -> Result<Option<Mutation>, CliError> {
 }
 
 /// `hint` says what to raise for a mark never reached: with the run's own
-/// knobs where they are known.
-fn print_stats(stats: &Stats, marks_note: &str, seeds: u64, hint: &str) {
+/// knobs where they are known. `shape`, when known, says which library
+/// marks the application and its faults can reach.
+fn print_stats(
+    stats: &Stats,
+    marks_note: &str,
+    seeds: u64,
+    hint: &str,
+    shape: Option<&Simulation>,
+) {
     row("steps", stats.steps.to_string());
     row("inputs", stats.inputs.to_string());
     row(
@@ -1000,11 +1019,28 @@ fn print_stats(stats: &Stats, marks_note: &str, seeds: u64, hint: &str) {
     );
     row("a seed, on average", report::seed_size(stats, seeds));
     println!("sometimes ({marks_note}):");
-    for (name, count) in stats.marks.named() {
-        let never = if count == 0 {
-            format!("  (never reached: {hint})")
-        } else {
-            String::new()
+    let reachable: Vec<Option<String>> = match shape {
+        Some(simulation) => report::coverage::library_marks(
+            &stats.marks,
+            simulation.app(),
+            simulation.settings(),
+            &simulation.input_claims(),
+        )
+        .into_iter()
+        .map(|mark| mark.reachable)
+        .collect(),
+        None => Vec::new(),
+    };
+    for (index, (name, count)) in stats.marks.named().into_iter().enumerate() {
+        let never = match (count, shape.is_some(), reachable.get(index)) {
+            (0, true, Some(Some(reason))) => {
+                format!("  (never reached, though this application can reach it: {reason}; {hint})")
+            }
+            (0, true, _) => "  (never reached; not known to be reachable from this \
+                 application's shape and faults)"
+                .to_string(),
+            (0, false, _) => format!("  (never reached: {hint})"),
+            _ => String::new(),
         };
         row(&format!("  {name}"), format!("{count}{never}"));
     }

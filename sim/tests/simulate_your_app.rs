@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
-use parsley_sim::sim::{Committed, Input, PropertyResult, Regressions, Simulation};
+use parsley_sim::sim::{Committed, FaultRates, Input, PropertyResult, Regressions, Simulation};
 
 /// `views` → `geo` → `regional`; `views` → `device` → `devices`;
 /// `report` joins `regional` and `devices` and ticks.
@@ -472,6 +472,47 @@ fn a_mark_never_reached_fails_the_check() {
         report.contains("(`inputs`, now 60), the safety steps (`budget`, now 1200)"),
         "{report}"
     );
+}
+
+/// A library mark the application and its faults can reach, reached by no
+/// run, fails the check too: late commit markers are on, but so rare that
+/// no transaction's markers are late. With them off the mark is not
+/// required and the same seeds pass.
+#[test]
+fn a_reachable_library_mark_never_reached_fails_the_check() {
+    let rare_lag = FaultRates {
+        marker_lag: 1e-12,
+        swarm: false,
+        ..FaultRates::default()
+    };
+    let rare = simulation(shop(false))
+        .faults(rare_lag)
+        .seeds(0..20)
+        .regressions(Regressions::Off)
+        .build()
+        .unwrap();
+    let report = panic_text(catch_unwind(AssertUnwindSafe(|| rare.check())).unwrap_err());
+    assert!(
+        report.contains("20 seeds passed, but no run reached"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "the library's mark \"commit markers written late\", which this application can \
+             reach (late commit markers are on)"
+        ),
+        "{report}"
+    );
+    let without_lag = simulation(shop(false))
+        .faults(FaultRates {
+            marker_lag: 0.0,
+            ..rare_lag
+        })
+        .seeds(0..20)
+        .regressions(Regressions::Off)
+        .build()
+        .unwrap();
+    without_lag.check();
 }
 
 /// Inputs are checked against the app: a topic no stage reads, a source

@@ -17,6 +17,7 @@ use outcome::RunOutcome;
 use shrink::{try_shrink, Probe};
 
 pub(crate) mod cause;
+pub(crate) mod coverage;
 pub(crate) mod horizon;
 pub(crate) mod outcome;
 pub(crate) mod outliers;

@@ -27,6 +27,7 @@ use std::sync::Mutex;
 use crate::sim::checker::Invariant;
 use crate::sim::report;
 use crate::sim::report::cause::{Cause, IMPURE};
+use crate::sim::report::coverage;
 use crate::sim::report::horizon;
 use crate::sim::report::outcome::RunOutcome;
 use crate::sim::report::outliers::{self, Outlier};
@@ -101,7 +102,10 @@ impl Simulation {
     /// Runs the simulation's seeds (see [`SimulationBuilder::seeds`] and the
     /// module docs for the environment) and panics, with the lowest failing
     /// seed shrunk, its story and a replay line, if any run breaks a rule
-    /// or a property, or if a "sometimes" mark is never reached.
+    /// or a property, or if a "sometimes" mark is never reached: one of
+    /// the user's, or (from 20 seeds on) one of the library's that the
+    /// application's shape and the faults can reach. It prints both kinds
+    /// of marks with how often they were reached.
     ///
     /// [`SimulationBuilder::seeds`]: crate::sim::SimulationBuilder::seeds
     #[track_caller]
@@ -132,9 +136,54 @@ impl Simulation {
                 report::seed_size(&summary.stats, summary.seeds)
             );
         }
+        let library = coverage::library_marks(
+            &summary.stats.marks,
+            self.app(),
+            self.settings(),
+            &self.input_claims(),
+        );
+        let unreached = coverage::unreached(&library, summary.seeds);
+        if !unreached.is_empty() {
+            panic!(
+                "{}: {} seeds passed, but no run reached {}: the workload or the faults never \
+                 exercise {}; {}. A seed, on average: {}",
+                self.name(),
+                summary.seeds,
+                unreached
+                    .iter()
+                    .map(|mark| format!(
+                        "the library's mark {:?}, which this application can reach ({})",
+                        mark.name,
+                        mark.reachable.as_deref().unwrap_or_default()
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", nor "),
+                if unreached.len() == 1 { "it" } else { "them" },
+                report::raise_hint(self.settings()),
+                report::seed_size(&summary.stats, summary.seeds)
+            );
+        }
         let outliers = outliers::note(&summary.outliers)
             .map(|note| format!("; {note}"))
             .unwrap_or_default();
+        let user_marks = if summary.reached.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; your marks, runs reaching each: {}",
+                summary
+                    .reached
+                    .iter()
+                    .map(|(name, runs)| format!("{name:?} {runs}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        eprintln!(
+            "{}: library marks, times reached: {}{user_marks}",
+            self.name(),
+            coverage::line(&library)
+        );
         eprintln!(
             "{}: {} seeds passed ({} regressions replayed first; {} deliveries, {} aborts, {} crashes; a seed, on average: {}{outliers})",
             self.name(),

@@ -925,6 +925,22 @@ impl Simulation {
 
     /// What one run's world is built from: a fresh application
     /// ([`Simulation::fresh_app`]), the inputs and the knobs.
+    /// The inputs' declared claims ([`Input::claims_latest`]): each input
+    /// topic with a topic whose latest record it may claim.
+    pub(crate) fn input_claims(&self) -> Vec<(TopicName, TopicName)> {
+        let inputs = &self.inner.inputs;
+        inputs
+            .iter()
+            .flat_map(|input| {
+                input
+                    .claims
+                    .iter()
+                    .filter(|(_, probability)| *probability > 0.0)
+                    .map(|(upstream, _)| (input.topic.clone(), inputs[*upstream].topic.clone()))
+            })
+            .collect()
+    }
+
     pub(crate) fn plan(&self) -> Plan {
         Plan {
             app: self.fresh_app(),
