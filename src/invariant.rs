@@ -6,7 +6,7 @@ use std::fmt;
 
 /// The invariants the checker verifies on every simulated run, and the audit
 /// on committed logs. Each is defined, with the rules it rests on, in
-/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i15`).
+/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i16`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Invariant {
     /// Causal delivery: every committed delivery came after the task had
@@ -76,6 +76,10 @@ pub enum Invariant {
     /// group of the one stage that consumes those tps, so no stage resumes
     /// from another's position (X6; docs/RULES.md#i15).
     I15,
+    /// Timestamp order: a stage that delivers in timestamp order never
+    /// delivers a source record while another source's deliverable head
+    /// has a lower timestamp (ties broken by tp) (G9; docs/RULES.md#i16).
+    I16,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -100,6 +104,7 @@ impl Invariant {
             Invariant::I13 => "joins",
             Invariant::I14 => "expiring state",
             Invariant::I15 => "a group per stage",
+            Invariant::I16 => "timestamp order",
             Invariant::Property(_) => "user property",
         }
     }

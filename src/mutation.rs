@@ -130,11 +130,17 @@ pub enum Mutation {
     /// result, instead of a tombstone: the output keeps a result whose
     /// sides are gone (breaks J8, I13).
     TableJoinSkipsTombstone,
+    /// A stage that delivers in timestamp order offers its first
+    /// deliverable source head in lane order, whatever its timestamp
+    /// (breaks G9, I16). Only a stage declared with
+    /// `synchronise_by_timestamp` reaches it: of the shipped scenarios,
+    /// `enrichment` alone.
+    SyncIgnoresTimestamps,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 34] = [
+    pub const ALL: [Mutation; 35] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -169,6 +175,7 @@ impl Mutation {
         Mutation::ExpiryOneMsEarly,
         Mutation::TimerLostWhenOverdueAtStart,
         Mutation::TableJoinSkipsTombstone,
+        Mutation::SyncIgnoresTimestamps,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -208,6 +215,7 @@ impl Mutation {
             Mutation::ExpiryOneMsEarly => "expiry-one-ms-early",
             Mutation::TimerLostWhenOverdueAtStart => "timer-lost-when-overdue-at-start",
             Mutation::TableJoinSkipsTombstone => "table-join-skips-tombstone",
+            Mutation::SyncIgnoresTimestamps => "sync-ignores-timestamps",
         }
     }
 

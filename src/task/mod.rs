@@ -742,7 +742,9 @@ impl Task {
             .data
             .timestamp;
         let better = best.is_none_or(|(best_timestamp, best_lane)| {
-            (timestamp, &state.tp) < (best_timestamp, &self.gate.lanes[best_lane].tp)
+            // A planted bug keeps the first deliverable head in lane order.
+            !mutation::active(Mutation::SyncIgnoresTimestamps)
+                && (timestamp, &state.tp) < (best_timestamp, &self.gate.lanes[best_lane].tp)
         });
         match better {
             true => Some((timestamp, lane)),

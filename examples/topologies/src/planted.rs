@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 34] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 35] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -70,6 +70,11 @@ pub const PLANTED: [(Mutation, &str, Invariant); 34] = [
         Invariant::I11,
     ),
     (Mutation::TableJoinSkipsTombstone, "credit", Invariant::I13),
+    (
+        Mutation::SyncIgnoresTimestamps,
+        "enrichment",
+        Invariant::I16,
+    ),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
@@ -145,7 +150,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 32] = [
 
 /// The planted bugs only one shipped shape can reach, each with the
 /// reason (also in the mutation's own docs).
-pub const ONE_SHAPE_ONLY: [(Mutation, &str); 2] = [
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 3] = [
     (
         Mutation::CheckpointKeeps16Tps,
         "only a task whose history claims more than 16 tps shows it: regroup's wide topic",
@@ -153,6 +158,10 @@ pub const ONE_SHAPE_ONLY: [(Mutation, &str); 2] = [
     (
         Mutation::GateMatchesTopicOnly,
         "only a claim on another partition of a topic the task consumes shows it: regroup's clicks",
+    ),
+    (
+        Mutation::SyncIgnoresTimestamps,
+        "only a stage that delivers in timestamp order shows it: enrichment's join",
     ),
 ];
 

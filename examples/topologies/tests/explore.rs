@@ -118,6 +118,15 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
         ),
         (TableJoinSkipsTombstone, "credit", tiny(8), Invariant::I13),
         (
+            SyncIgnoresTimestamps,
+            "enrichment",
+            Bounds {
+                inputs: 3,
+                ..tiny(8)
+            },
+            Invariant::I16,
+        ),
+        (
             JoinIgnoresTombstones,
             "enrichment",
             Bounds {

@@ -61,6 +61,7 @@ impl<'a> Checker<'a> {
         self.check_read_committed(step, at, (tp, offset), id);
         let stamp = self.delivered_stamp(step, at, (tp, offset), id)?;
         let (instance, lane) = (instance?, lane?);
+        self.check_timestamp_order(step, at, (tp, offset), &instance.lanes, lane);
         self.check_head_of_lane(step, at, (tp, offset), &mut instance.lanes, lane);
         self.check_claims_delivered(step, at, (tp, offset), &stamp, &instance.lanes, lane);
         instance.history.merge(&stamp);

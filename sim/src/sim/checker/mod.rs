@@ -1,4 +1,4 @@
-//! The independent checker: recomputes every guarantee (I1–I8, I10–I15) from the
+//! The independent checker: recomputes every guarantee (I1–I8, I10–I16) from the
 //! recorded trace and the committed logs, trusting none of the runtime's own
 //! bookkeeping.
 //!
@@ -16,7 +16,8 @@
 //! (I6, the fold of the committed history), [`outputs`] (I7),
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
 //! [`windows`] (I12), [`joins`], [`stream_joins`] and [`table_joins`]
-//! (I13), [`expiry`] (I14) and [`groups`] (I15); [`purity`] tells impure logic (S4) from a
+//! (I13), [`expiry`] (I14), [`groups`] (I15) and [`order`] (I16, asked by
+//! the walk at each delivery); [`purity`] tells impure logic (S4) from a
 //! broken rule when a replay disagrees with what was committed.
 //! [`check`] builds the reconstruction once and runs them in turn.
 
@@ -26,6 +27,7 @@ mod expiry;
 mod groups;
 mod joins;
 mod liveness;
+mod order;
 mod outputs;
 mod purity;
 mod reconstruction;
