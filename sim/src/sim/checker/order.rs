@@ -78,7 +78,7 @@ impl Checker<'_> {
                 format!(
                     "{at} delivered {tp}@{offset} (timestamp {delivered_at}), but {other_tp}@{head} \
                      (timestamp {}) was a deliverable head of another source: a stage that \
-                     delivers in timestamp order offers the lowest first",
+                     delivers in timestamp order offers the lowest first, ties to the lower tp",
                     data.timestamp
                 ),
             )
