@@ -227,8 +227,10 @@ mod tests {
     #[test]
     fn fault_marks_follow_the_fault_rates_and_the_seed_count() {
         let app = chain(false);
-        let mut settings = Settings::default();
-        settings.instances = 2;
+        let mut settings = Settings {
+            instances: 2,
+            ..Settings::default()
+        };
         let required = |settings: &Settings, seeds: u64| -> Vec<&'static str> {
             let marks = library_marks(&Marks::default(), &app, settings, &[]);
             unreached(&marks, seeds)
