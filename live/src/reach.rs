@@ -894,4 +894,214 @@ mod tests {
             1
         );
     }
+
+    /// A certificate authority and a TLS listener on loopback whose
+    /// certificate it signs, made on the spot: real OpenSSL handshakes,
+    /// with no broker behind them.
+    mod tls {
+        use std::net::TcpListener;
+
+        use openssl::asn1::Asn1Time;
+        use openssl::bn::{BigNum, MsbOption};
+        use openssl::ec::{EcGroup, EcKey};
+        use openssl::hash::MessageDigest;
+        use openssl::nid::Nid;
+        use openssl::pkey::{PKey, Private};
+        use openssl::ssl::{SslAcceptor, SslMethod};
+        use openssl::x509::extension::{BasicConstraints, SubjectAlternativeName};
+        use openssl::x509::{X509NameBuilder, X509};
+
+        const DAY: i64 = 86_400;
+
+        fn key() -> PKey<Private> {
+            let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap();
+            PKey::from_ec_key(EcKey::generate(&group).unwrap()).unwrap()
+        }
+
+        /// A certificate for `name` valid from `from` to `until` (Unix
+        /// seconds), with the subject alternative names `san` (`ip` or
+        /// `dns` entries), signed by `issuer` (itself when `None`: a CA).
+        fn certificate(
+            name: &str,
+            key: &PKey<Private>,
+            (from, until): (i64, i64),
+            san: &[(&str, &str)],
+            issuer: Option<(&X509, &PKey<Private>)>,
+        ) -> X509 {
+            let mut subject = X509NameBuilder::new().unwrap();
+            subject.append_entry_by_text("CN", name).unwrap();
+            let subject = subject.build();
+            let mut builder = X509::builder().unwrap();
+            builder.set_version(2).unwrap();
+            let mut serial = BigNum::new().unwrap();
+            serial.rand(64, MsbOption::MAYBE_ZERO, false).unwrap();
+            builder
+                .set_serial_number(&serial.to_asn1_integer().unwrap())
+                .unwrap();
+            builder.set_subject_name(&subject).unwrap();
+            builder.set_pubkey(key).unwrap();
+            builder
+                .set_not_before(&Asn1Time::from_unix(from).unwrap())
+                .unwrap();
+            builder
+                .set_not_after(&Asn1Time::from_unix(until).unwrap())
+                .unwrap();
+            match issuer {
+                None => {
+                    builder.set_issuer_name(&subject).unwrap();
+                    builder
+                        .append_extension(BasicConstraints::new().critical().ca().build().unwrap())
+                        .unwrap();
+                }
+                Some((ca, _)) => builder.set_issuer_name(ca.subject_name()).unwrap(),
+            }
+            if !san.is_empty() {
+                let mut names = SubjectAlternativeName::new();
+                for (kind, value) in san {
+                    match *kind {
+                        "ip" => names.ip(value),
+                        _ => names.dns(value),
+                    };
+                }
+                let extension =
+                    names.build(&builder.x509v3_context(issuer.map(|(ca, _)| &**ca), None));
+                builder.append_extension(extension.unwrap()).unwrap();
+            }
+            let signer = issuer.map_or(key, |(_, key)| key);
+            builder.sign(signer, MessageDigest::sha256()).unwrap();
+            builder.build()
+        }
+
+        /// Now, in Unix seconds.
+        fn now() -> i64 {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64
+        }
+
+        /// A TLS listener on loopback serving a certificate for `san`,
+        /// valid from `from` to `until` days from now, signed by a fresh
+        /// CA: its address and the CA's PEM. It answers handshakes until
+        /// the test ends.
+        pub(super) fn listener(
+            san: &[(&str, &str)],
+            (from, until): (i64, i64),
+        ) -> (String, String) {
+            let (ca_key, server_key) = (key(), key());
+            let ca = certificate(
+                "parsley test CA",
+                &ca_key,
+                (now() - DAY, now() + DAY),
+                &[],
+                None,
+            );
+            let server = certificate(
+                "broker",
+                &server_key,
+                (now() + from * DAY, now() + until * DAY),
+                san,
+                Some((&ca, &ca_key)),
+            );
+            let mut acceptor = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls()).unwrap();
+            acceptor.set_private_key(&server_key).unwrap();
+            acceptor.set_certificate(&server).unwrap();
+            let acceptor = acceptor.build();
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let address = listener.local_addr().unwrap().to_string();
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    let Ok(stream) = stream else { return };
+                    let _ = acceptor.accept(stream);
+                }
+            });
+            let pem = String::from_utf8(ca.to_pem().unwrap()).unwrap();
+            (address, pem)
+        }
+    }
+
+    /// The TLS part of the probe against `address`, trusting `ca_pem`.
+    fn tls_probe(address: &str, ca_pem: &str) -> Result<(), SecureFailure> {
+        let config = crate::client::LiveConfig::new(address)
+            .with_property("security.protocol", "ssl")
+            .with_property("ssl.ca.pem", ca_pem);
+        tls_check(&config, Instant::now() + 5 * SECOND)
+    }
+
+    /// A certificate the CA signed for the address dialled, in date: the
+    /// handshake completes.
+    #[test]
+    fn a_valid_certificate_passes_the_tls_check() {
+        let (address, ca) = tls::listener(&[("ip", "127.0.0.1")], (-1, 30));
+        tls_probe(&address, &ca).unwrap();
+    }
+
+    /// An expired certificate, and one not valid yet, are named as out of
+    /// date, not as untrusted.
+    #[test]
+    fn an_expired_certificate_is_named_as_out_of_date() {
+        for dates in [(-30, -1), (1, 30)] {
+            let (address, ca) = tls::listener(&[("ip", "127.0.0.1")], dates);
+            let failure = tls_probe(&address, &ca).unwrap_err();
+            assert!(
+                matches!(&failure, SecureFailure::Tls { cause: TlsCause::Expired(_), address: named } if *named == address),
+                "{dates:?}: {failure:?}"
+            );
+            assert!(failure.to_string().contains("out of date"), "{failure}");
+        }
+    }
+
+    /// A certificate for another host, dialled by address or by name, is
+    /// named as such, with the setting that turns the check off.
+    #[test]
+    fn a_certificate_for_another_host_is_named() {
+        let (address, ca) = tls::listener(&[("dns", "broker.elsewhere.example")], (-1, 30));
+        let failure = tls_probe(&address, &ca).unwrap_err();
+        assert!(
+            matches!(
+                &failure,
+                SecureFailure::Tls {
+                    cause: TlsCause::HostName(_),
+                    ..
+                }
+            ),
+            "{failure:?}"
+        );
+        assert!(
+            failure
+                .to_string()
+                .contains("ssl.endpoint.identification.algorithm=none"),
+            "{failure}"
+        );
+        let by_name = address.replace("127.0.0.1", "localhost");
+        let failure = tls_probe(&by_name, &ca).unwrap_err();
+        assert!(
+            matches!(
+                &failure,
+                SecureFailure::Tls {
+                    cause: TlsCause::HostName(_),
+                    ..
+                }
+            ),
+            "{failure:?}"
+        );
+    }
+
+    /// A certificate no trusted CA signed is named as untrusted.
+    #[test]
+    fn a_certificate_of_another_ca_is_untrusted() {
+        let (address, _) = tls::listener(&[("ip", "127.0.0.1")], (-1, 30));
+        let (_, other_ca) = tls::listener(&[("ip", "127.0.0.1")], (-1, 30));
+        let failure = tls_probe(&address, &other_ca).unwrap_err();
+        assert!(
+            matches!(
+                &failure,
+                SecureFailure::Tls {
+                    cause: TlsCause::Untrusted(_),
+                    ..
+                }
+            ),
+            "{failure:?}"
+        );
+    }
 }
