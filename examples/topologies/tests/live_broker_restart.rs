@@ -21,13 +21,34 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use live_common::{set_up, terminate};
+use live_common::{set_up, terminate, PATIENCE};
 use parsley::{Codec, I64};
 use parsley_examples::{SessionTopics, TopologyName};
-use parsley_live::{read_committed, test_broker, wait_caught_up, ReadBack, Runtime, RuntimeConfig};
+use parsley_live::{
+    read_committed, test_broker, wait_caught_up, LiveClient, LiveConfig, ReadBack, Runtime,
+    RuntimeConfig,
+};
 
 /// One bounce at a time: the tests of this file share the broker.
 static BROKER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The test's own clients (set-up, input, read-back) wait out a restart as
+/// slow as a loaded machine makes it (40 s has been seen), and a test starts
+/// only once the broker is up, even after another failed mid-bounce. The
+/// application's deadlines are its own (`start_in_process`, the command).
+async fn broker_up(config: LiveConfig) -> LiveConfig {
+    let config = config.with_timeout(PATIENCE);
+    let started = Instant::now();
+    loop {
+        match LiveClient::new(config.clone()) {
+            Ok(_) => return config,
+            Err(_) if started.elapsed() < PATIENCE => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(error) => panic!("the broker is not up within {PATIENCE:?}: {error}"),
+        }
+    }
+}
 
 fn bounce_broker() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kafka/broker.sh");
@@ -43,6 +64,7 @@ fn bounce_broker() {
 async fn broker_restart_mid_run_loses_and_repeats_nothing() {
     let Some(config) = test_broker() else { return };
     let _alone = BROKER.lock().await;
+    let config = broker_up(config).await;
     let live = set_up(&config, TopologyName::Balances, "bounce", 4).await;
     let mut plan = live.produce(800, 11).await;
     let mut instance = live.command("0/1").spawn().expect("spawn parsley-live");
@@ -68,6 +90,7 @@ async fn broker_restart_mid_run_loses_and_repeats_nothing() {
 async fn broker_bounce_under_flowing_input_recovers_without_a_process_restart() {
     let Some(config) = test_broker() else { return };
     let _alone = BROKER.lock().await;
+    let config = broker_up(config).await;
     // The runtime's log on stderr: what the tasks did about the outage.
     let _ = tracing_subscriber::fmt()
         .with_env_filter("parsley_live=info")
@@ -155,6 +178,7 @@ async fn start_in_process(live: &live_common::Live) -> Runtime {
 async fn k2_broker_bounce_under_flowing_clicks_fires_every_timer_once() {
     let Some(config) = test_broker() else { return };
     let _alone = BROKER.lock().await;
+    let config = broker_up(config).await;
     let live = set_up(&config, TopologyName::Sessions, "bounce-timers", 2).await;
     let runtime = start_in_process(&live).await;
     let flowing = AtomicBool::new(true);
