@@ -404,7 +404,13 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
 
 impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
     fn new_slots(&self) -> Box<dyn SlotStore> {
-        Box::new(Slots::<Pending>::new(Some(Arc::new(PendingCodec))))
+        // Indexed by each key's earliest pending time: a tick visits the
+        // keys due by it, and the next deadline is the index's first entry,
+        // whatever the number of keys.
+        Box::new(Slots::<Pending>::with_index(
+            Some(Arc::new(PendingCodec)),
+            earliest_of,
+        ))
     }
 
     fn on_record(
@@ -439,12 +445,16 @@ impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
 
     fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
         let slots = Self::slots(slots);
-        let (outcome, states) = self.fire(
-            slots
-                .current_slots()
-                .map(|(slot, pending)| (slot, pending.clone())),
-            tick.timestamp,
-        )?;
+        // The keys whose earliest time is due by the tick, from the index
+        // (a planted bug may fire up to a resolution ahead: those too).
+        let reach = (self.resolution.as_millis() as i64).max(1);
+        let by = tick.timestamp.saturating_add(reach);
+        let due: Vec<(&SlotKey, Pending)> = slots
+            .by_time()
+            .take_while(|(earliest, _)| *earliest <= by)
+            .filter_map(|(_, slot)| Some((slot, slots.get(slot)?.clone())))
+            .collect();
+        let (outcome, states) = self.fire(due.into_iter(), tick.timestamp)?;
         let mut states = states.into_iter();
         if let Some(first) = states.next() {
             slots.propose(first);
@@ -530,10 +540,13 @@ pub fn next_due(task: &crate::Task) -> Option<i64> {
 }
 
 fn earliest_pending(slots: &Slots<Pending>) -> Option<i64> {
-    slots
-        .current_slots()
-        .filter_map(|(_, times)| times.first().copied())
-        .min()
+    slots.by_time().next().map(|(earliest, _)| earliest)
+}
+
+/// A key's earliest pending time: what the slots are indexed by (none for
+/// an empty list, which is never kept).
+fn earliest_of(pending: &Pending) -> Option<i64> {
+    pending.first().copied()
 }
 
 /// A planted bug's restart (`TimerLostWhenOverdueAtStart`): drops the
