@@ -88,39 +88,46 @@ pub(crate) fn library_marks(
         .collect()
 }
 
-/// A stage that consumes a topic and another topic derived from it
-/// (written by a stage downstream of it, or an input declared to claim
-/// it), whose records then claim records of the first: the stage, the
-/// topic and the derived topic.
+/// A stage that consumes a topic and another topic derived from it by
+/// other stages (or an input declared to claim it), whose records then claim
+/// records of the first: the stage, the topic and the derived topic. A
+/// derivation through the stage itself does not count: what it emits
+/// claims what it had delivered already, so nothing waits on it (a timer
+/// service's fires, requested by the stage that consumes them).
 fn derived_source(
     app: &App,
     claims: &[(TopicName, TopicName)],
 ) -> Option<(String, TopicName, TopicName)> {
-    // Which topics each topic feeds: through the stages that consume it,
-    // and as the upstream an input claims.
-    let mut feeds: BTreeMap<&TopicName, BTreeSet<&TopicName>> = BTreeMap::new();
-    for (input, upstream) in claims {
-        feeds.entry(upstream).or_default().insert(input);
-    }
-    for plan in app.stages() {
-        for source in plan.stage.sources() {
-            feeds
-                .entry(&source.name)
-                .or_default()
-                .extend(plan.stage.sinks().iter().map(|sink| &sink.name));
+    app.stages().iter().find_map(|plan| {
+        // Which topics each topic feeds: through the other stages that
+        // consume it, and as the upstream an input claims.
+        let mut feeds: BTreeMap<&TopicName, BTreeSet<&TopicName>> = BTreeMap::new();
+        for (input, upstream) in claims {
+            feeds.entry(upstream).or_default().insert(input);
         }
-    }
-    let derived_from = |topic: &TopicName| -> BTreeSet<&TopicName> {
-        let mut seen = BTreeSet::new();
-        let mut next: Vec<&TopicName> = feeds.get(topic).into_iter().flatten().copied().collect();
-        while let Some(derived) = next.pop() {
-            if seen.insert(derived) {
-                next.extend(feeds.get(derived).into_iter().flatten().copied());
+        for other in app
+            .stages()
+            .iter()
+            .filter(|other| other.name() != plan.name())
+        {
+            for source in other.stage.sources() {
+                feeds
+                    .entry(&source.name)
+                    .or_default()
+                    .extend(other.stage.sinks().iter().map(|sink| &sink.name));
             }
         }
-        seen
-    };
-    app.stages().iter().find_map(|plan| {
+        let derived_from = |topic: &TopicName| -> BTreeSet<&TopicName> {
+            let mut seen = BTreeSet::new();
+            let mut next: Vec<&TopicName> =
+                feeds.get(topic).into_iter().flatten().copied().collect();
+            while let Some(derived) = next.pop() {
+                if seen.insert(derived) {
+                    next.extend(feeds.get(derived).into_iter().flatten().copied());
+                }
+            }
+            seen
+        };
         let sources: Vec<&TopicName> = plan.stage.sources().iter().map(|s| &s.name).collect();
         sources.iter().find_map(|topic| {
             let derived = derived_from(topic);
@@ -197,6 +204,36 @@ mod tests {
             derived_source(&chain(true), &[]),
             Some(("join".to_string(), "orders".into(), "copies".into()))
         );
+    }
+
+    /// A topic derived through the consuming stage itself (it requests
+    /// timers that another stage fires back to it) is no cross-topic hold:
+    /// the stage delivered the cause before it emitted the request.
+    #[test]
+    fn a_derivation_through_the_stage_itself_is_no_cross_topic_hold() {
+        let (clicks, requests, fires) = (topic("clicks"), topic("requests"), topic("fires"));
+        let sessions = Stage::named("sessions")
+            .state(I64, || 0i64)
+            .on(&clicks, {
+                let requests = requests.clone();
+                move |n: i64, click| Step::of(n + 1).emit(requests.send(click.key().cloned(), n))
+            })
+            .on(&fires, |n: i64, _fire| Step::of(n))
+            .into(&requests)
+            .build();
+        let timers = Stage::named("timers")
+            .on(&requests, {
+                let fires = fires.clone();
+                move |request| vec![fires.send(request.key().cloned(), *request.value())]
+            })
+            .into(&fires)
+            .build();
+        let app = Parsley::named("loop")
+            .stage(sessions)
+            .stage(timers)
+            .build()
+            .unwrap();
+        assert_eq!(derived_source(&app, &[]), None);
     }
 
     /// An input declared to claim another input's latest record derives
