@@ -1019,8 +1019,9 @@ fn print_stats(
     );
     row("a seed, on average", report::seed_size(stats, seeds));
     println!("sometimes ({marks_note}):");
-    let reachable: Vec<Option<String>> = match shape {
-        Some(simulation) => report::coverage::library_marks(
+    // Per library mark, why this application can reach it (when known).
+    let reachable: Option<Vec<Option<String>>> = shape.map(|simulation| {
+        report::coverage::library_marks(
             &stats.marks,
             simulation.app(),
             simulation.settings(),
@@ -1028,18 +1029,17 @@ fn print_stats(
         )
         .into_iter()
         .map(|mark| mark.reachable)
-        .collect(),
-        None => Vec::new(),
-    };
+        .collect()
+    });
     for (index, (name, count)) in stats.marks.named().into_iter().enumerate() {
-        let never = match (count, shape.is_some(), reachable.get(index)) {
-            (0, true, Some(Some(reason))) => {
+        let never = match (count, reachable.as_ref().map(|reasons| &reasons[index])) {
+            (0, Some(Some(reason))) => {
                 format!("  (never reached, though this application can reach it: {reason}; {hint})")
             }
-            (0, true, _) => "  (never reached; not known to be reachable from this \
+            (0, Some(None)) => "  (never reached; not known to be reachable from this \
                  application's shape and faults)"
                 .to_string(),
-            (0, false, _) => format!("  (never reached: {hint})"),
+            (0, None) => format!("  (never reached: {hint})"),
             _ => String::new(),
         };
         row(&format!("  {name}"), format!("{count}{never}"));

@@ -120,45 +120,37 @@ impl Simulation {
             panic!("{failure}{stale}");
         }
         eprint!("{stale}");
-        let never = summary.never_reached();
-        if !never.is_empty() {
-            panic!(
-                "{}: {} seeds passed, but no run reached {}: the workload or the faults never exercise {}; {}. A seed, on average: {}",
-                self.name(),
-                summary.seeds,
-                never
-                    .iter()
-                    .map(|name| format!("{name:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if never.len() == 1 { "it" } else { "them" },
-                report::raise_hint(self.settings()),
-                report::seed_size(&summary.stats, summary.seeds)
-            );
-        }
+        // The user's marks no run reached, then the library's that this
+        // application and its faults can reach (judged from 20 seeds on).
         let library = coverage::library_marks(
             &summary.stats.marks,
             self.app(),
             self.settings(),
             &self.input_claims(),
         );
-        let unreached = coverage::unreached(&library, summary.seeds);
-        if !unreached.is_empty() {
+        let never: Vec<String> = summary
+            .never_reached()
+            .iter()
+            .map(|name| format!("{name:?}"))
+            .chain(
+                coverage::unreached(&library, summary.seeds)
+                    .iter()
+                    .map(|mark| {
+                        format!(
+                            "the library's mark {:?}, which this application can reach ({})",
+                            mark.name,
+                            mark.reachable.as_deref().unwrap_or_default()
+                        )
+                    }),
+            )
+            .collect();
+        if !never.is_empty() {
             panic!(
-                "{}: {} seeds passed, but no run reached {}: the workload or the faults never \
-                 exercise {}; {}. A seed, on average: {}",
+                "{}: {} seeds passed, but no run reached {}: the workload or the faults never exercise {}; {}. A seed, on average: {}",
                 self.name(),
                 summary.seeds,
-                unreached
-                    .iter()
-                    .map(|mark| format!(
-                        "the library's mark {:?}, which this application can reach ({})",
-                        mark.name,
-                        mark.reachable.as_deref().unwrap_or_default()
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", nor "),
-                if unreached.len() == 1 { "it" } else { "them" },
+                never.join(", "),
+                if never.len() == 1 { "it" } else { "them" },
                 report::raise_hint(self.settings()),
                 report::seed_size(&summary.stats, summary.seeds)
             );

@@ -923,8 +923,6 @@ impl Simulation {
         parsley::mutation::set(self.inner.mutation);
     }
 
-    /// What one run's world is built from: a fresh application
-    /// ([`Simulation::fresh_app`]), the inputs and the knobs.
     /// The inputs' declared claims ([`Input::claims_latest`]): each input
     /// topic with a topic whose latest record it may claim.
     pub(crate) fn input_claims(&self) -> Vec<(TopicName, TopicName)> {
@@ -941,6 +939,8 @@ impl Simulation {
             .collect()
     }
 
+    /// What one run's world is built from: a fresh application
+    /// ([`Simulation::fresh_app`]), the inputs and the knobs.
     pub(crate) fn plan(&self) -> Plan {
         Plan {
             app: self.fresh_app(),
