@@ -171,6 +171,11 @@ struct ExploreArgs {
     /// Stop after this many runs, without a verdict on the whole bound.
     #[arg(long, value_name = "RUNS", default_value_t = 1_000_000)]
     runs_max: u64,
+    /// Search in a randomised depth-first order drawn from SEED, instead
+    /// of simplest first: the same schedules, in an order that reaches
+    /// violations needing several unlikely early choices sooner.
+    #[arg(long, value_name = "SEED")]
+    shuffle: Option<u64>,
     /// Write the first violating schedule's tape to FILE.
     #[arg(long, value_name = "FILE")]
     tape_out: Option<PathBuf>,
@@ -197,6 +202,7 @@ impl ExploreArgs {
             transactional: self.transactional,
             marker_lag: self.marker_lag,
             runs_max: self.runs_max,
+            shuffle: self.shuffle,
         }
     }
 
@@ -221,6 +227,9 @@ impl ExploreArgs {
             if on {
                 flags.push_str(flag);
             }
+        }
+        if let Some(seed) = self.shuffle {
+            flags.push_str(&format!(" --shuffle {seed}"));
         }
         flags
     }

@@ -713,3 +713,42 @@ fn inputs_shorter_than_a_window_are_named_in_the_summary() {
     assert!(aimed.failure.is_none(), "{:?}", aimed.failure);
     assert_eq!(aimed.short_inputs, None, "{:?}", aimed.stats);
 }
+
+/// A generator reads the simulated clock with `Draw::now` (a value that
+/// names a time of its own, as a timer request's due time does): every
+/// view is stamped with the clock its generator read, whatever the
+/// faults, and the clock moves within a run.
+#[test]
+fn a_generator_reads_the_clock_it_produces_at() {
+    let shop = shop(false);
+    let views = shop.views.clone();
+    Simulation::builder(shop.app)
+        .input(Input::new(&shop.views, |draw| {
+            (Some(draw.key()), draw.now())
+        }))
+        .seeds(0..50)
+        .regressions(Regressions::Off)
+        .property(
+            "a view's value is the clock it was produced at",
+            move |run| {
+                let records = run.records(&views)?;
+                if let Some(view) = records.iter().find(|view| *view.value() != view.timestamp) {
+                    return Err(format!(
+                        "a view produced at {} carries {}",
+                        view.timestamp,
+                        view.value()
+                    )
+                    .into());
+                }
+                let first = records.iter().map(|view| view.timestamp).min();
+                let last = records.iter().map(|view| view.timestamp).max();
+                match first < last {
+                    true => Ok(()),
+                    false => Err(format!("every view was produced at {first:?}").into()),
+                }
+            },
+        )
+        .build()
+        .expect("the simulation fits the app")
+        .check();
+}

@@ -40,6 +40,8 @@ pub(crate) fn explore(simulation: &Simulation, bounds: &Bounds) -> Exploration {
             faults_left: bounds.faults,
             range_ends: bounds.range_ends,
             frozen: false,
+            shuffle: bounds.shuffle,
+            path: 0,
         }));
         let mut tasks = TaskDigests::default();
         let mut step = 0u64;

@@ -121,6 +121,14 @@ pub(crate) struct Guide {
     /// no other (the explorer freezes the liveness phase: it completes
     /// the run, it is not explored).
     pub(crate) frozen: bool,
+    /// When set, each point's alternatives are taken in an order rotated
+    /// by a hash of this seed and the path that led to the point
+    /// (randomised depth-first search): the search still takes every
+    /// alternative of every point, but its first schedules spread over the
+    /// whole tree instead of varying only the deepest points.
+    pub(crate) shuffle: Option<u64>,
+    /// A hash of the alternatives taken so far (for [`Guide::shuffle`]).
+    pub(crate) path: u64,
 }
 
 /// One choice point of a guided run.
@@ -130,6 +138,23 @@ pub(crate) struct Point {
     pub(crate) arity: u32,
     /// The one taken, from 0.
     pub(crate) taken: u32,
+}
+
+/// One round of SplitMix64 over `state` and `salt`: the path hash and
+/// the rotation of a shuffled guide.
+fn mix(state: u64, salt: u64) -> u64 {
+    let mut z = state
+        .wrapping_add(salt.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// How far a shuffled guide rotates the alternatives of a point of
+/// `arity` reached by `path`.
+fn rotation(seed: u64, path: u64, arity: u32) -> u32 {
+    (mix(path, seed) % u64::from(arity)) as u32
 }
 
 impl Guide {
@@ -145,7 +170,12 @@ impl Guide {
              takes alternative {taken}: the run is not a function of its choices (I9)"
         );
         self.points.push(Point { arity, taken });
-        taken
+        let alternative = match self.shuffle {
+            Some(seed) if arity > 1 => (taken + rotation(seed, self.path, arity)) % arity,
+            _ => taken,
+        };
+        self.path = mix(self.path ^ u64::from(alternative), u64::from(arity));
+        alternative
     }
 
     /// Whether every point of the prefix has been met: from here on the

@@ -9,6 +9,7 @@ use std::hash::{Hash, Hasher};
 
 use parsley::task::TaskId;
 
+use super::TaskHost;
 use super::{Action, World};
 
 impl World {
@@ -57,7 +58,7 @@ impl World {
                 (0..host.positions().len()).any(|lane| host.has_news(&self.cluster, lane))
             }),
             Action::Commit => hosts.any(|host| host.task.wants_commit(now)),
-            Action::Tick => hosts.any(|host| host.task.tick_tp().is_some()),
+            Action::Tick => hosts.any(|host| Self::tick_within_reach(host, now)),
             Action::FaultAbort | Action::FaultCommitFailure => {
                 hosts.any(|host| host.task.has_open_work())
             }
@@ -69,6 +70,19 @@ impl World {
             | Action::FaultHanging
             | Action::FaultLogicError => true,
         }
+    }
+
+    /// Whether an explorer offers `host` a tick check at `now`: from the
+    /// millisecond before its next tick is due. Earlier, a check emits
+    /// nothing from a core that keeps T3, and would only multiply the
+    /// states by the times it could happen at; the millisecond before is
+    /// kept so that a tick emitted early is still caught (I4).
+    pub(super) fn tick_within_reach(host: &TaskHost, now: i64) -> bool {
+        host.task.tick_tp().is_some()
+            && host
+                .task
+                .next_tick_at()
+                .is_some_and(|due| now >= due.saturating_sub(1))
     }
 
     /// A digest of the world's state: the cluster ([`crate::model::Cluster::digest`]), the

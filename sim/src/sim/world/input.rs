@@ -21,11 +21,21 @@ use crate::sim::world::choice::Choices;
 pub struct Draw<'a> {
     choices: &'a mut Choices,
     keys: u32,
+    now: i64,
 }
 
 impl<'a> Draw<'a> {
-    pub(crate) fn new(choices: &'a mut Choices, keys: u32) -> Self {
-        Draw { choices, keys }
+    pub(crate) fn new(choices: &'a mut Choices, keys: u32, now: i64) -> Self {
+        Draw { choices, keys, now }
+    }
+
+    /// The simulated wall clock, in milliseconds since the epoch, when the
+    /// record is produced: its timestamp, unless its input lags event time
+    /// ([`Input::event_time_lag`](crate::sim::Input::event_time_lag)). For
+    /// values that name a time of their own, such as a timer request's due
+    /// time or an event's scheduled time. Reading it draws nothing.
+    pub fn now(&self) -> i64 {
+        self.now
     }
 
     /// A number in `[0, n)`.

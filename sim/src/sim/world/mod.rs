@@ -870,8 +870,13 @@ impl World {
     }
 
     fn tick_one(&mut self, choices: &mut Choices) {
-        let Some((instance, host)) = self.pick_host(choices, |host| host.task.tick_tp().is_some())
-        else {
+        // An explorer offers only the checks that can emit (see
+        // `tick_within_reach`); a seeded run checks any task with ticks.
+        let (guided, now) = (choices.is_guided(), self.now);
+        let Some((instance, host)) = self.pick_host(choices, |host| match guided {
+            true => Self::tick_within_reach(host, now),
+            false => host.task.tick_tp().is_some(),
+        }) else {
             return;
         };
         self.tick_check(instance, host);
@@ -992,7 +997,11 @@ impl World {
     /// latest committed record of each upstream input it may claim.
     fn input_record(&mut self, choices: &mut Choices, input: usize) -> (usize, Tp, RecordData) {
         let generate = Arc::clone(&self.inputs[input].generate);
-        let encoded = generate(&mut Draw::new(choices, self.settings.workload.keys));
+        let encoded = generate(&mut Draw::new(
+            choices,
+            self.settings.workload.keys,
+            self.now,
+        ));
         self.place(choices, input, encoded)
     }
 
@@ -1009,7 +1018,11 @@ impl World {
                 .as_ref()
                 .expect("only inputs with a rejected generator are picked"),
         );
-        let encoded = generate(&mut Draw::new(choices, self.settings.workload.keys));
+        let encoded = generate(&mut Draw::new(
+            choices,
+            self.settings.workload.keys,
+            self.now,
+        ));
         self.place(choices, input, encoded)
     }
 

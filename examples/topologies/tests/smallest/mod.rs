@@ -1,0 +1,114 @@
+//! The smallest topologies that show a planted core bug the shipped
+//! scenarios show only with many steps or many records: written here
+//! through the public API, as a user would write an app, and run with a
+//! shipped scenario's clock.
+
+use std::time::Duration;
+
+use parsley::mutation::Mutation;
+use parsley::timer::TimerService;
+use parsley::window::{SessionWindows, Windowed};
+use parsley::{Json, Parsley, Stage, Topic};
+use parsley_sim::sim::{Input, Simulation};
+
+use crate::shipped;
+
+/// How far out a request of [`timer_service`] is due: not a whole number
+/// of the service's resolution, so that a tick lands strictly between the
+/// request and its due time.
+const DUE_IN_MS: i64 = 1_500;
+
+/// A timer service alone, fed its requests straight from an input (as a
+/// scheduler outside the app would write them), each due
+/// [`DUE_IN_MS`] after it is produced; its fires go to a sink. Five
+/// steps show a fire made a millisecond early (produce, fetch, deliver,
+/// a clock landing on the millisecond before the due time, a tick
+/// there), where the shipped `timers` topology needs a stage in front
+/// and its commit first.
+pub fn timer_service(planted: Option<Mutation>) -> Simulation {
+    let requests: Topic<String, i64> = Topic::new("requests");
+    let fires: Topic<String, i64> = Topic::new("fires");
+    let timers = TimerService::named("timers")
+        .resolution(Duration::from_secs(1))
+        .build(&requests, &fires);
+    let app = Parsley::named("timer-service")
+        .stage(timers)
+        .build()
+        .expect("a timer service alone assembles");
+    Simulation::builder(app)
+        .settings(shipped::scenario("timers").settings)
+        .input(Input::new(&requests, |draw| {
+            (Some(draw.key()), draw.now() + DUE_IN_MS)
+        }))
+        .planted(planted)
+        .build()
+        .expect("the timer service's simulation builds")
+}
+
+/// A session aggregation alone: each key's clicks counted per session
+/// of at most 300 ms gaps with 100 ms of grace, closed by stream time,
+/// over clicks whose timestamps lie up to 400 ms behind the wall clock.
+/// Two clicks 400 ms apart in event time produced at once, and a third
+/// between them produced after, bridge two sessions (the grace keeps
+/// the earlier one open after the later one moved stream time): about
+/// ten steps here, where the shipped `windows` topology runs three more
+/// windowed stages beside it.
+pub fn sessions(planted: Option<Mutation>) -> Simulation {
+    let clicks: Topic<String, i64> = Topic::new("clicks");
+    let sessions: Topic<Windowed<String>, i64> = Topic::new("sessions");
+    let count = SessionWindows::with_inactivity_gap(Duration::from_millis(300))
+        .grace(Duration::from_millis(100))
+        .aggregate(
+            "sessions",
+            &clicks,
+            Json,
+            || 0i64,
+            |count: i64, _| count + 1,
+            |one: i64, two: i64| one + two,
+        )
+        .into(&sessions)
+        .build();
+    let app = Parsley::named("sessions-alone")
+        .stage(count)
+        .build()
+        .expect("a session aggregation alone assembles");
+    Simulation::builder(app)
+        .settings(shipped::scenario("windows").settings)
+        .input(
+            Input::new(&clicks, |draw| (Some(draw.key()), 1))
+                .event_time_lag(Duration::from_millis(400)),
+        )
+        .planted(planted)
+        .build()
+        .expect("the sessions' simulation builds")
+}
+
+/// A chain of `hops` stages, each passing every record of the topic
+/// before it on to a topic of its own. A record's stamp claims everything
+/// before it (G5), so the last stage's history claims `hops` tps from
+/// one input record: the smallest app whose checkpoint must hold more
+/// than 16 tps (I5), where the shipped `regroup` scenario needs 24
+/// partitions and hundreds of records.
+pub fn chain(hops: usize, planted: Option<Mutation>) -> Simulation {
+    let topics: Vec<Topic<String, i64>> = (0..=hops)
+        .map(|hop| Topic::new(format!("hop-{hop}")))
+        .collect();
+    let mut app = Parsley::named("long-chain");
+    for hop in 1..=hops {
+        let next = topics[hop].clone();
+        let stage = Stage::named(format!("hop{hop}"))
+            .on(&topics[hop - 1], move |record| {
+                vec![next.send(record.key().cloned(), *record.value())]
+            })
+            .into(&topics[hop])
+            .build();
+        app = app.stage(stage);
+    }
+    let app = app.build().expect("a chain of stages assembles");
+    Simulation::builder(app)
+        .settings(shipped::scenario("chain").settings)
+        .input(Input::new(&topics[0], |draw| (Some(draw.key()), 1)))
+        .planted(planted)
+        .build()
+        .expect("the chain's simulation builds")
+}
