@@ -520,3 +520,31 @@ fn explore_says_when_no_violation_exists_within_the_bound() {
         "{out}"
     );
 }
+
+#[test]
+fn explore_shuffled_says_so_and_its_tape_replays() {
+    let dir = std::env::temp_dir().join(format!("parsley-sim-shuffled-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tape = dir.join("shuffled.tape");
+    let tape_arg = tape.to_str().unwrap();
+    let bound = ["--steps", "8", "--shuffle", "3"];
+    let mut args = vec!["explore", BALANCES, "--mutation", "consumer-not-rewound"];
+    args.extend(bound);
+    args.extend(["--tape-out", tape_arg]);
+    let output = sim(&args);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains("8 steps, shuffled by seed 3)"), "{out}");
+    let replay = out
+        .lines()
+        .skip_while(|line| !line.contains("replay it with:"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no replay line: {out}"));
+    assert!(replay.contains("--shuffle 3"), "{replay}");
+    let mut args = vec!["explore", BALANCES, "--mutation", "consumer-not-rewound"];
+    args.extend(bound);
+    args.extend(["--replay", tape_arg]);
+    let replayed = sim(&args);
+    assert_eq!(replayed.status.code(), Some(1), "{}", stdout(&replayed));
+    std::fs::remove_dir_all(&dir).ok();
+}
