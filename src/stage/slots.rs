@@ -143,7 +143,7 @@ impl<S> Index<S> {
 /// a transaction saves the slot's committed state in an undo list: a commit
 /// forgets the list, an abort puts the saved states back (X3).
 ///
-/// Slots made [`Slots::with_index`] also keep their current states ordered
+/// Slots made `Slots::with_index` also keep their current states ordered
 /// by a time each names, so that the slots due by a time are found without
 /// visiting the others.
 pub struct Slots<S> {
