@@ -206,43 +206,48 @@ fn every_planted_bug_has_a_row() {
     }
 }
 
+/// Explores `simulation` with `planted` within `bounds` and asserts the
+/// first violation found is reported by `invariant`.
+fn assert_found(
+    planted: Mutation,
+    topology: &str,
+    simulation: &Simulation,
+    bounds: &Bounds,
+    invariant: Invariant,
+) {
+    let exploration = simulation.explore(bounds);
+    eprintln!("{} on {topology}: {exploration}", planted.name());
+    let violation = exploration
+        .violation
+        .as_ref()
+        .unwrap_or_else(|| panic!("{} on {topology}: {exploration}", planted.name()));
+    assert!(
+        violation
+            .violations
+            .iter()
+            .any(|violation| violation.invariant == invariant),
+        "{} on {topology} is not reported by {invariant}: {exploration}",
+        planted.name()
+    );
+}
+
 #[test]
 fn every_planted_core_bug_is_found_within_its_bound() {
     for (planted, topology, bounds, invariant) in found() {
         let simulation = shipped::planted(&shipped::scenario(topology), Some(planted));
-        let exploration = simulation.explore(&bounds);
-        eprintln!("{} on {topology}: {exploration}", planted.name());
-        let violation = exploration
-            .violation
-            .as_ref()
-            .unwrap_or_else(|| panic!("{} on {topology}: {exploration}", planted.name()));
-        assert!(
-            violation
-                .violations
-                .iter()
-                .any(|violation| violation.invariant == invariant),
-            "{} on {topology} is not reported by {invariant}: {exploration}",
-            planted.name()
-        );
+        assert_found(planted, topology, &simulation, &bounds, invariant);
     }
 }
 
 #[test]
 fn every_other_planted_core_bug_is_found_on_the_smallest_topology_that_shows_it() {
     for (planted, topology, simulation, bounds, invariant) in found_on_the_smallest() {
-        let exploration = simulation(Some(planted)).explore(&bounds);
-        eprintln!("{} on {topology}: {exploration}", planted.name());
-        let violation = exploration
-            .violation
-            .as_ref()
-            .unwrap_or_else(|| panic!("{} on {topology}: {exploration}", planted.name()));
-        assert!(
-            violation
-                .violations
-                .iter()
-                .any(|violation| violation.invariant == invariant),
-            "{} on {topology} is not reported by {invariant}: {exploration}",
-            planted.name()
+        assert_found(
+            planted,
+            topology,
+            &simulation(Some(planted)),
+            &bounds,
+            invariant,
         );
     }
 }
