@@ -60,6 +60,7 @@
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 
+mod declare;
 mod logic;
 mod stream;
 mod stream_logic;
@@ -79,10 +80,11 @@ use bytes::Bytes;
 
 use crate::emission::Record;
 use crate::stage::logic::Fallible;
-use crate::stage::{Stage, StageDef, StageProblem};
-use crate::topic::{Topic, TopicRef};
+use crate::stage::{Stage, StageProblem};
+use crate::topic::Topic;
 use crate::tp::TopicName;
 
+use declare::{Declared, JoinStage, Wording};
 use logic::{JoinLogic, JoinerFn};
 
 /// A two-sided join's joiner (stream–stream, table–table), given each side
@@ -291,56 +293,33 @@ where
 
     /// The stage.
     pub fn build(self) -> Stage {
-        let mut problems = Vec::new();
-        if self.output.is_none() {
-            problems.push(StageProblem::Join(
-                "no output topic (declare one with `into`)",
-            ));
-        }
-        if self.stream.name() == self.table.name() {
-            problems.push(StageProblem::Join(
-                "one topic as both its stream and its table",
-            ));
-        }
-        if !self.stream.same_key_codec(&self.table) {
-            problems.push(StageProblem::Join(
-                "a stream and a table whose keys have different codecs (a key's bytes must be the same on both to meet)",
-            ));
-        }
-        let decl = JoinDecl {
+        let wording = Wording {
+            problem: StageProblem::Join,
+            same_topic: "one topic as both its stream and its table",
+            key_codecs: "a stream and a table whose keys have different codecs (a key's bytes must be the same on both to meet)",
+        };
+        let problems = declare::problems(&wording, &self.stream, &self.table, self.output.as_ref());
+        let declared = Declared::StreamTable(JoinDecl {
             stream: self.stream.name().clone(),
             table: self.table.name().clone(),
             output: self.output.as_ref().map(|topic| topic.name().clone()),
             kind: self.kind,
+        });
+        let stage = JoinStage {
+            name: self.name,
+            first: self.stream.clone(),
+            second: self.table.clone(),
+            output: self.output.clone(),
+            dead_letter: self.dead_letter,
+            timestamp_sync: self.timestamp_sync,
         };
-        let sources = vec![TopicRef::from(&self.stream), TopicRef::from(&self.table)];
-        let sinks = self.output.iter().map(TopicRef::from).collect();
         let logic = JoinLogic {
             stream: self.stream,
             table: self.table,
             output: self.output,
             joiner: self.joiner,
         };
-        Stage {
-            def: Arc::new(StageDef {
-                name: self.name,
-                sources,
-                sinks,
-                ticks: None,
-                stateful: true,
-                dead_letter: self.dead_letter,
-                timer: None,
-                window: None,
-                join: Some(decl),
-                stream_join: None,
-                table_join: None,
-                expiry: None,
-                rekey: None,
-                timestamp_sync: self.timestamp_sync,
-                logic: Arc::new(logic),
-                problems,
-            }),
-        }
+        stage.stage(declared, Arc::new(logic), problems)
     }
 }
 

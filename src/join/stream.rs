@@ -66,10 +66,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::stage::logic::Fallible;
-use crate::stage::{Stage, StageDef, StageProblem};
-use crate::topic::{Topic, TopicRef};
+use crate::stage::{Stage, StageProblem};
+use crate::topic::Topic;
 use crate::tp::TopicName;
 
+use super::declare::{self, Declared, JoinStage, Wording};
 use super::stream_logic::{StreamJoinLogic, StreamJoinerFn};
 use super::Join;
 
@@ -303,28 +304,19 @@ where
     /// whose keys have different codecs and a missing output are reported
     /// by the application's `build`, with J5.
     pub fn build(self) -> Stage {
-        let mut problems = Vec::new();
-        if self.output.is_none() {
-            problems.push(StageProblem::StreamJoin(
-                "no output topic (declare one with `into`)",
-            ));
-        }
+        let wording = Wording {
+            problem: StageProblem::StreamJoin,
+            same_topic: "one topic as both its left and its right stream",
+            key_codecs: "a left and a right stream whose keys have different codecs (a key's bytes must be the same on both to meet)",
+        };
+        let mut problems =
+            declare::problems(&wording, &self.left, &self.right, self.output.as_ref());
         if self.windows.before.is_zero() && self.windows.after.is_zero() {
             problems.push(StageProblem::StreamJoin(
                 "a join window of zero (records would join only at the same millisecond; declare a time difference of at least 1 ms)",
             ));
         }
-        if self.left.name() == self.right.name() {
-            problems.push(StageProblem::StreamJoin(
-                "one topic as both its left and its right stream",
-            ));
-        }
-        if !self.left.same_key_codec(&self.right) {
-            problems.push(StageProblem::StreamJoin(
-                "a left and a right stream whose keys have different codecs (a key's bytes must be the same on both to meet)",
-            ));
-        }
-        let decl = StreamJoinDecl {
+        let declared = Declared::StreamStream(StreamJoinDecl {
             left: self.left.name().clone(),
             right: self.right.name().clone(),
             output: self.output.as_ref().map(|topic| topic.name().clone()),
@@ -332,9 +324,15 @@ where
             before: self.windows.before,
             after: self.windows.after,
             grace: self.windows.grace,
+        });
+        let stage = JoinStage {
+            name: self.name,
+            first: self.left.clone(),
+            second: self.right.clone(),
+            output: self.output.clone(),
+            dead_letter: self.dead_letter,
+            timestamp_sync: self.timestamp_sync,
         };
-        let sources = vec![TopicRef::from(&self.left), TopicRef::from(&self.right)];
-        let sinks = self.output.iter().map(TopicRef::from).collect();
         let logic = StreamJoinLogic {
             left: self.left,
             right: self.right,
@@ -345,26 +343,7 @@ where
             grace: millis(self.windows.grace),
             joiner: self.joiner,
         };
-        Stage {
-            def: Arc::new(StageDef {
-                name: self.name,
-                sources,
-                sinks,
-                ticks: None,
-                stateful: true,
-                dead_letter: self.dead_letter,
-                timer: None,
-                window: None,
-                join: None,
-                stream_join: Some(decl),
-                table_join: None,
-                expiry: None,
-                rekey: None,
-                timestamp_sync: self.timestamp_sync,
-                logic: Arc::new(logic),
-                problems,
-            }),
-        }
+        stage.stage(declared, Arc::new(logic), problems)
     }
 }
 

@@ -53,10 +53,11 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::stage::logic::Fallible;
-use crate::stage::{Stage, StageDef, StageProblem};
-use crate::topic::{Topic, TopicRef};
+use crate::stage::{Stage, StageProblem};
+use crate::topic::Topic;
 use crate::tp::TopicName;
 
+use super::declare::{self, Declared, JoinStage, Wording};
 use super::table_logic::{TableJoinLogic, TableJoinerFn};
 use super::Join;
 
@@ -240,30 +241,26 @@ where
     /// codecs and a missing output are reported by the application's
     /// `build`, with J9.
     pub fn build(self) -> Stage {
-        let mut problems = Vec::new();
-        if self.output.is_none() {
-            problems.push(StageProblem::TableJoin(
-                "no output topic (declare one with `into`)",
-            ));
-        }
-        if self.left.name() == self.right.name() {
-            problems.push(StageProblem::TableJoin(
-                "one topic as both its left and its right table",
-            ));
-        }
-        if !self.left.same_key_codec(&self.right) {
-            problems.push(StageProblem::TableJoin(
-                "a left and a right table whose keys have different codecs (a key's bytes must be the same on both to meet)",
-            ));
-        }
-        let decl = TableJoinDecl {
+        let wording = Wording {
+            problem: StageProblem::TableJoin,
+            same_topic: "one topic as both its left and its right table",
+            key_codecs: "a left and a right table whose keys have different codecs (a key's bytes must be the same on both to meet)",
+        };
+        let problems = declare::problems(&wording, &self.left, &self.right, self.output.as_ref());
+        let declared = Declared::TableTable(TableJoinDecl {
             left: self.left.name().clone(),
             right: self.right.name().clone(),
             output: self.output.as_ref().map(|topic| topic.name().clone()),
             kind: self.kind,
+        });
+        let stage = JoinStage {
+            name: self.name,
+            first: self.left.clone(),
+            second: self.right.clone(),
+            output: self.output.clone(),
+            dead_letter: self.dead_letter,
+            timestamp_sync: self.timestamp_sync,
         };
-        let sources = vec![TopicRef::from(&self.left), TopicRef::from(&self.right)];
-        let sinks = self.output.iter().map(TopicRef::from).collect();
         let logic = TableJoinLogic {
             left: self.left,
             right: self.right,
@@ -271,26 +268,7 @@ where
             kind: self.kind,
             joiner: self.joiner,
         };
-        Stage {
-            def: Arc::new(StageDef {
-                name: self.name,
-                sources,
-                sinks,
-                ticks: None,
-                stateful: true,
-                dead_letter: self.dead_letter,
-                timer: None,
-                window: None,
-                join: None,
-                stream_join: None,
-                table_join: Some(decl),
-                expiry: None,
-                rekey: None,
-                timestamp_sync: self.timestamp_sync,
-                logic: Arc::new(logic),
-                problems,
-            }),
-        }
+        stage.stage(declared, Arc::new(logic), problems)
     }
 }
 

@@ -1,0 +1,101 @@
+//! What the three join builders share when they build: the checks every
+//! join's two sides and output must pass (J4, J5, J9), and the stage they
+//! make. Each builder words its problems for its own kind of join.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::stage::logic::StageLogic;
+use crate::stage::{Stage, StageDef, StageProblem};
+use crate::topic::{Topic, TopicRef};
+
+use super::{JoinDecl, StreamJoinDecl, TableJoinDecl};
+
+/// A join's problems, worded for its kind.
+pub(super) struct Wording {
+    /// The problem variant of the join's rule.
+    pub(super) problem: fn(&'static str) -> StageProblem,
+    /// One topic as both sides.
+    pub(super) same_topic: &'static str,
+    /// Sides whose keys are encoded by different codecs.
+    pub(super) key_codecs: &'static str,
+}
+
+/// The problems of a join of `first` and `second` into `output`: no output,
+/// one topic as both sides, keys in different codecs (so that a key's
+/// bytes would not meet in one slot).
+pub(super) fn problems<K: 'static, A: 'static, B: 'static, O: 'static>(
+    wording: &Wording,
+    first: &Topic<K, A>,
+    second: &Topic<K, B>,
+    output: Option<&Topic<K, O>>,
+) -> Vec<StageProblem> {
+    let mut problems = Vec::new();
+    if output.is_none() {
+        problems.push((wording.problem)(
+            "no output topic (declare one with `into`)",
+        ));
+    }
+    if first.name() == second.name() {
+        problems.push((wording.problem)(wording.same_topic));
+    }
+    if !first.same_key_codec(second) {
+        problems.push((wording.problem)(wording.key_codecs));
+    }
+    problems
+}
+
+/// Which join a stage runs, as its declaration reports it.
+pub(super) enum Declared {
+    StreamTable(JoinDecl),
+    StreamStream(StreamJoinDecl),
+    TableTable(TableJoinDecl),
+}
+
+/// What a join's stage is made of besides its declaration.
+pub(super) struct JoinStage<K, A, B, O> {
+    pub(super) name: String,
+    pub(super) first: Topic<K, A>,
+    pub(super) second: Topic<K, B>,
+    pub(super) output: Option<Topic<K, O>>,
+    pub(super) dead_letter: bool,
+    pub(super) timestamp_sync: Option<Duration>,
+}
+
+impl<K: 'static, A: 'static, B: 'static, O: 'static> JoinStage<K, A, B, O> {
+    /// The stage: stateful (its rows or held records are its state), its
+    /// two sides as sources 0 and 1, its output as its one sink.
+    pub(super) fn stage(
+        self,
+        declared: Declared,
+        logic: Arc<dyn StageLogic>,
+        problems: Vec<StageProblem>,
+    ) -> Stage {
+        let (mut join, mut stream_join, mut table_join) = (None, None, None);
+        match declared {
+            Declared::StreamTable(decl) => join = Some(decl),
+            Declared::StreamStream(decl) => stream_join = Some(decl),
+            Declared::TableTable(decl) => table_join = Some(decl),
+        }
+        Stage {
+            def: Arc::new(StageDef {
+                name: self.name,
+                sources: vec![TopicRef::from(&self.first), TopicRef::from(&self.second)],
+                sinks: self.output.iter().map(TopicRef::from).collect(),
+                ticks: None,
+                stateful: true,
+                dead_letter: self.dead_letter,
+                timer: None,
+                window: None,
+                join,
+                stream_join,
+                table_join,
+                expiry: None,
+                rekey: None,
+                timestamp_sync: self.timestamp_sync,
+                logic,
+                problems,
+            }),
+        }
+    }
+}
