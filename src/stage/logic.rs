@@ -124,10 +124,6 @@ pub(crate) trait StageLogic: Send + Sync {
     ) -> Option<Result<(Vec<Emission>, bool), DeliveryFailure>> {
         None
     }
-    /// A stream–table join's (J2) output record for the stream record
-    /// `record` of `tp` when its key's row is `row` (the table's value
-    /// bytes): key and value bytes, or `None` for no output; `None` for
-    /// other logic.
     /// A table–table join's (J8) result value bytes for `key` with these
     /// sides, `None` inside when the key has no result; `None` for other
     /// logic.
@@ -139,6 +135,10 @@ pub(crate) trait StageLogic: Send + Sync {
     ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
         None
     }
+    /// A stream–table join's (J2) output record for the stream record
+    /// `record` of `tp` when its key's row is `row` (the table's value
+    /// bytes): key and value bytes, or `None` for no output; `None` for
+    /// other logic.
     #[allow(clippy::type_complexity)]
     fn joined(
         &self,
