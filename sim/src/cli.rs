@@ -172,8 +172,7 @@ struct ExploreArgs {
     #[arg(long, value_name = "RUNS", default_value_t = 1_000_000)]
     runs_max: u64,
     /// Search in a randomised depth-first order drawn from SEED, instead
-    /// of simplest first: the same schedules, in an order that reaches
-    /// violations needing several unlikely early choices sooner.
+    /// of simplest first: the same schedules, in another order.
     #[arg(long, value_name = "SEED")]
     shuffle: Option<u64>,
     /// Write the first violating schedule's tape to FILE.

@@ -207,7 +207,8 @@ fn every_planted_bug_has_a_row() {
 }
 
 /// Explores `simulation` with `planted` within `bounds` and asserts the
-/// first violation found is reported by `invariant`.
+/// first violation found is reported by `invariant`, and that its tape
+/// replays to the same run (an explored tape is a seed's tape).
 fn assert_found(
     planted: Mutation,
     topology: &str,
@@ -227,6 +228,13 @@ fn assert_found(
             .iter()
             .any(|violation| violation.invariant == invariant),
         "{} on {topology} is not reported by {invariant}: {exploration}",
+        planted.name()
+    );
+    let replayed = simulation.within(bounds).run_tape(&violation.tape);
+    assert_eq!(
+        replayed.trace_hash,
+        violation.trace_hash,
+        "{} on {topology}: the tape does not replay as explored",
         planted.name()
     );
 }

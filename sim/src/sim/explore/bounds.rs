@@ -97,10 +97,11 @@ pub struct Bounds {
     /// point (the first schedule is the simplest, and the search varies
     /// the deepest points first). `Some(seed)`: randomised depth-first
     /// search, each point's alternatives rotated by a hash of the seed and
-    /// the path to it. Both cover the same schedules when the bound is
-    /// exhausted; the shuffled order reaches a violation that needs
-    /// several unlikely choices early in the run in far fewer runs, where
-    /// simplest-first spends them on the tail of its first schedules.
+    /// the path to it. Both take every alternative of every point, so an
+    /// exhausted bound means the same; the shuffled order changes which
+    /// schedule comes first (another path to a violation, sometimes in
+    /// far fewer runs), not how big the search is: it too backtracks
+    /// deepest first.
     pub shuffle: Option<u64>,
 }
 

@@ -15,7 +15,7 @@
 
 use parsley::task::{Deadline, TimeDomain};
 
-use super::choice::{Choices, GUIDED_BELOW_MAX};
+use super::choice::Choices;
 use super::settings::TimeStrategy;
 use super::World;
 
@@ -24,10 +24,7 @@ const LANDING_SHARE: f64 = 0.5;
 /// The share of records, of inputs with out-of-order event time, stamped
 /// on an event-time deadline of their partition.
 const EVENT_TIME_SHARE: f64 = 0.3;
-/// How many of the nearest deadlines a landing picks among, when drawn.
-/// An explorer's landings offer every pending deadline (up to the most a
-/// guided draw enumerates): a due time a minute out is as much a boundary
-/// as the next tick, and exhaustive means every one.
+/// How many of the nearest deadlines a landing picks among.
 const NEAREST: usize = 4;
 /// How many steps after a landing the moment's actions and faults are
 /// drawn more often.
@@ -63,9 +60,8 @@ impl World {
     }
 
     /// A landing time after now: one of the [`NEAREST`] deadlines ahead
-    /// (nearest first; every one when an explorer guides the draws), at
-    /// one of [`OFFSETS`]; `None`, drawing nothing more, when no deadline
-    /// is ahead.
+    /// (nearest first), at one of [`OFFSETS`]; `None`, drawing nothing
+    /// more, when no deadline is ahead.
     fn landing(&mut self, choices: &mut Choices) -> Option<i64> {
         let now = self.now;
         let mut ahead = std::mem::take(&mut self.deadline_buffer);
@@ -80,11 +76,7 @@ impl World {
         let landing = match ahead.len() {
             0 => None,
             len => {
-                let among = match choices.is_guided() {
-                    true => len.min(GUIDED_BELOW_MAX as usize),
-                    false => len.min(NEAREST),
-                };
-                let at = ahead[choices.below(among as u32) as usize];
+                let at = ahead[choices.below(len.min(NEAREST) as u32) as usize];
                 let offset = OFFSETS[choices.below(OFFSETS.len() as u32) as usize];
                 Some(match at + offset {
                     target if target > now => target,

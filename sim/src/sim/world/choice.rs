@@ -124,8 +124,8 @@ pub(crate) struct Guide {
     /// When set, each point's alternatives are taken in an order rotated
     /// by a hash of this seed and the path that led to the point
     /// (randomised depth-first search): the search still takes every
-    /// alternative of every point, but its first schedules spread over the
-    /// whole tree instead of varying only the deepest points.
+    /// alternative of every point, in another order. The words recorded
+    /// are the alternatives taken, so a tape replays as the run went.
     pub(crate) shuffle: Option<u64>,
     /// A hash of the alternatives taken so far (for [`Guide::shuffle`]).
     pub(crate) path: u64,

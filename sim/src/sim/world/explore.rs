@@ -72,12 +72,15 @@ impl World {
         }
     }
 
-    /// Whether an explorer offers `host` a tick check at `now`: from the
-    /// millisecond before its next tick is due. Earlier, a check emits
-    /// nothing from a core that keeps T3, and would only multiply the
-    /// states by the times it could happen at; the millisecond before is
-    /// kept so that a tick emitted early is still caught (I4).
-    pub(super) fn tick_within_reach(host: &TaskHost, now: i64) -> bool {
+    /// Whether `host`'s tick check at `now` could emit: from the
+    /// millisecond before its next tick is due. An explorer offers the
+    /// tick action only while some task's check could: earlier, a check
+    /// emits nothing from a core that keeps T3, and would only multiply
+    /// the states by the times it could happen at; the millisecond before
+    /// is kept so that a tick emitted early is still caught (I4). Which
+    /// task checks is drawn as in any run (every task with ticks), so that
+    /// the explored run's tape replays as it ran.
+    fn tick_within_reach(host: &TaskHost, now: i64) -> bool {
         host.task.tick_tp().is_some()
             && host
                 .task

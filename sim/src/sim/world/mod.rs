@@ -870,13 +870,8 @@ impl World {
     }
 
     fn tick_one(&mut self, choices: &mut Choices) {
-        // An explorer offers only the checks that can emit (see
-        // `tick_within_reach`); a seeded run checks any task with ticks.
-        let (guided, now) = (choices.is_guided(), self.now);
-        let Some((instance, host)) = self.pick_host(choices, |host| match guided {
-            true => Self::tick_within_reach(host, now),
-            false => host.task.tick_tp().is_some(),
-        }) else {
+        let Some((instance, host)) = self.pick_host(choices, |host| host.task.tick_tp().is_some())
+        else {
             return;
         };
         self.tick_check(instance, host);
