@@ -136,11 +136,17 @@ pub enum Mutation {
     /// `synchronise_by_timestamp` reaches it: of the shipped scenarios,
     /// `enrichment` alone.
     SyncIgnoresTimestamps,
+    /// A dead letter's kind has its logic and codec arms swapped: a record
+    /// the topic's codec refused is dead-lettered as a logic error, and one
+    /// the logic refused as a codec error, so whoever reads the
+    /// dead-letter topic looks for the wrong fault (breaks X5's dead
+    /// letter, I10).
+    DeadLetterKindSwapped,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 35] = [
+    pub const ALL: [Mutation; 36] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -176,6 +182,7 @@ impl Mutation {
         Mutation::TimerLostWhenOverdueAtStart,
         Mutation::TableJoinSkipsTombstone,
         Mutation::SyncIgnoresTimestamps,
+        Mutation::DeadLetterKindSwapped,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -216,6 +223,7 @@ impl Mutation {
             Mutation::TimerLostWhenOverdueAtStart => "timer-lost-when-overdue-at-start",
             Mutation::TableJoinSkipsTombstone => "table-join-skips-tombstone",
             Mutation::SyncIgnoresTimestamps => "sync-ignores-timestamps",
+            Mutation::DeadLetterKindSwapped => "dead-letter-kind-swapped",
         }
     }
 

@@ -904,9 +904,13 @@ impl Task {
             Err(failure) => {
                 let error = self.failure_error(failure, tp, offset);
                 if self.dead_letter.is_some() {
+                    let swapped = mutation::active(Mutation::DeadLetterKindSwapped);
                     let kind = match &error {
+                        // Planted bug (I10): the codec and logic arms swapped.
+                        TaskError::Codec { .. } if swapped => DeadLetterKind::Logic,
                         TaskError::Codec { .. } => DeadLetterKind::Codec,
                         TaskError::StateCodec { .. } => DeadLetterKind::StateCodec,
+                        _ if swapped => DeadLetterKind::Codec,
                         _ => DeadLetterKind::Logic,
                     };
                     produced.extend(self.dead_letter(lane, kind, error.to_string(), true));

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 35] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 36] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -75,13 +75,18 @@ pub const PLANTED: [(Mutation, &str, Invariant); 35] = [
         "enrichment",
         Invariant::I16,
     ),
+    (
+        Mutation::DeadLetterKindSwapped,
+        "dead-letter",
+        Invariant::I10,
+    ),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 32] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 33] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -146,6 +151,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 32] = [
         "storefront",
         Invariant::I13,
     ),
+    (Mutation::DeadLetterKindSwapped, "bad-bytes", Invariant::I10),
 ];
 
 /// The planted bugs only one shipped shape can reach, each with the

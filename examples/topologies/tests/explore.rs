@@ -147,6 +147,12 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
             Invariant::I13,
         ),
         (TickTimeNotRolledBack, "balances", tiny(8), Invariant::I4),
+        (
+            DeadLetterKindSwapped,
+            "dead-letter",
+            with_rejected(tiny(8)),
+            Invariant::I10,
+        ),
     ]
 }
 

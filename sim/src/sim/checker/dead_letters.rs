@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use parsley::record::ConsumedRecord;
 use parsley::stage::{ReplayError, Replayed};
 use parsley::task::TaskId;
+use parsley::DeadLetterKind;
 use parsley::{App, TopicName, Tp};
 
 use super::reconstruction::Delivery;
@@ -77,9 +78,28 @@ impl<'a> Checker<'a> {
         let wrote_dead_letter = delivery.sent.iter().any(|(tp, _)| tp.topic == *dead_letter);
         match replayed {
             Err(error) => {
-                // Refused: a dead letter and nothing else, and no slot
-                // change (the fold goes on without it).
-                self.check_dead_letter(task, dead_letter, delivery, record, error);
+                match refused_as(error) {
+                    // Refused: a dead letter of that kind and nothing else,
+                    // and no slot change (the fold goes on without it).
+                    Some(kind) => {
+                        self.check_dead_letter(task, dead_letter, delivery, record, error, kind)
+                    }
+                    // Not a refusal of the record: the replay itself could
+                    // not run, so the delivery cannot be judged. Said, never
+                    // taken for a refusal.
+                    None => {
+                        self.violation(
+                            Invariant::I10,
+                            delivery.step,
+                            format!(
+                                "task {task}: the delivery of {}@{} cannot be judged: its replay failed ({error})",
+                                delivery.tp, delivery.offset
+                            ),
+                        )
+                        .on(delivery.at)
+                        .about(delivery.tp, delivery.offset);
+                    }
+                }
                 false
             }
             Ok(_) if wrote_dead_letter => {
@@ -110,6 +130,7 @@ impl<'a> Checker<'a> {
         delivery: &Delivery<'a>,
         record: &ConsumedRecord,
         error: &ReplayError,
+        kind: DeadLetterKind,
     ) {
         let delivered = format!("{}@{}", delivery.tp, delivery.offset);
         let expected_tp = Tp::new(dead_letter.clone(), task.partition);
@@ -127,8 +148,10 @@ impl<'a> Checker<'a> {
                             Some(format!("task {task}: the dead letter {tp}@{offset} of {delivered} names stage {:?}", letter.stage))
                         } else if letter.key != record.data.key || letter.value != record.data.value {
                             Some(format!("task {task}: the dead letter {tp}@{offset} does not hold the key and value of {delivered}"))
-                        } else if letter.kind == parsley::DeadLetterKind::Skipped {
+                        } else if letter.kind == DeadLetterKind::Skipped {
                             Some(format!("task {task}: {delivered} is dead-lettered as skipped, but the simulation skips nothing"))
+                        } else if letter.kind != kind {
+                            Some(format!("task {task}: {delivered} is dead-lettered as {}, but its logic refuses it as {} ({error})", letter.kind.name(), kind.name()))
                         } else {
                             None
                         }
@@ -145,5 +168,18 @@ impl<'a> Checker<'a> {
                 .on(delivery.at)
                 .about(delivery.tp, delivery.offset);
         }
+    }
+}
+
+/// The dead letter's kind a replay's refusal of a record calls for: a
+/// codec's refusal of its key or value, a state its codec refuses, or the
+/// logic's own error or panic; `None` when the replay failed for another
+/// reason than the record (it could not run at all).
+fn refused_as(error: &ReplayError) -> Option<DeadLetterKind> {
+    match error {
+        ReplayError::Record { .. } => Some(DeadLetterKind::Codec),
+        ReplayError::NewState(_) => Some(DeadLetterKind::StateCodec),
+        ReplayError::Logic(_) => Some(DeadLetterKind::Logic),
+        _ => None,
     }
 }
