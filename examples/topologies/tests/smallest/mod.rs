@@ -50,8 +50,9 @@ pub fn timer_service(planted: Option<Mutation>) -> Simulation {
 /// over clicks whose timestamps lie up to 400 ms behind the wall clock.
 /// Two clicks 400 ms apart in event time produced at once, and a third
 /// between them produced after, bridge two sessions (the grace keeps
-/// the earlier one open after the later one moved stream time): about
-/// ten steps here, where the shipped `windows` topology runs three more
+/// the earlier one open after the later one moved stream time); a fourth
+/// moves stream time past them so they close. Six steps and four inputs
+/// show it here, where the shipped `windows` topology runs three more
 /// windowed stages beside it.
 pub fn sessions(planted: Option<Mutation>) -> Simulation {
     let clicks: Topic<String, i64> = Topic::new("clicks");
