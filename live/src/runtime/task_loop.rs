@@ -453,6 +453,7 @@ impl TaskDriver {
             task.transactional_id(),
             format!("task {id}"),
             Some(previous),
+            crate::client::TASK_LINGER,
         )?;
         // Before reading committed offsets: an open transaction of a zombie
         // holding this group's offsets makes the broker answer "unstable"
