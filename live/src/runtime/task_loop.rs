@@ -453,7 +453,6 @@ impl TaskDriver {
             task.transactional_id(),
             format!("task {id}"),
             Some(previous),
-            crate::client::TASK_LINGER,
         )?;
         // Before reading committed offsets: an open transaction of a zombie
         // holding this group's offsets makes the broker answer "unstable"
