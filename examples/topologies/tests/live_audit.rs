@@ -175,7 +175,8 @@ async fn audit_of_a_running_application_is_clean_at_each_cut_and_flags_a_planted
     );
     let output = parsley_live_audit(&live);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
     assert!(stdout.starts_with("audit found"), "{stdout}");
     assert!(stdout.contains(&writer), "{stdout}");
 
