@@ -119,12 +119,15 @@ async fn wait_for(
     }
 }
 
-async fn wait_finished(runtime: Runtime) -> Vec<TaskRun> {
+/// Waits until `runtime`'s tasks have all stopped, or panics with the log
+/// of application `app`.
+async fn wait_finished(runtime: Runtime, app: &str) -> Vec<TaskRun> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !runtime.finished() {
         assert!(
             Instant::now() < deadline,
-            "the runtime's tasks did not stop"
+            "the runtime's tasks did not stop; the log:\n{}",
+            log_of(app)
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -454,7 +457,7 @@ async fn stops_on(bad: RecordData) -> Option<(Tp, u64, RuntimeError)> {
     let runtime = Runtime::start(Arc::new(app.app.clone()), config(live))
         .await
         .expect("start");
-    let mut runs = wait_finished(runtime).await;
+    let mut runs = wait_finished(runtime, app.app.id()).await;
     let error = runs.remove(0).outcome.expect_err("the task stops");
     let committed = committed_offset(&client, &app.app, &input)
         .await
@@ -538,42 +541,23 @@ async fn x5_logic_error_stops_the_task_without_skipping() {
 async fn x4_moving_a_task_fences_the_old_owner() {
     let Some(live) = live_config() else { return };
     support::captured_logs();
-    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
-    let input = Tp::new(app.input.name().clone(), 0);
-    let totals = Tp::new(app.totals.name().clone(), 0);
-    let shared = Arc::new(app.app.clone());
-    append(&client, &input, record("k", json(1), Vec::new())).await;
-    let old = Runtime::start(Arc::clone(&shared), config(live.clone()))
-        .await
-        .expect("start");
-    wait_for(
-        &client,
-        &totals,
-        Isolation::ReadCommitted,
-        "the first total",
-        |r| r.len() == 1,
+    let moved = move_the_task(&live, true).await;
+    append(
+        &moved.client,
+        &moved.input,
+        record("k", json(3), Vec::new()),
     )
     .await;
-    let new = Runtime::start(shared, config(live))
-        .await
-        .expect("start the new owner");
-    wait_ready(&new, app.app.id()).await;
-    // The old owner learns it was fenced at its next transactional call.
-    append(&client, &input, record("k", json(2), Vec::new())).await;
-    let runs = wait_stopped(old, app.app.id()).await;
-    let error = runs[0].outcome.as_ref().expect_err("the zombie stops");
-    assert!(error.is_fenced(), "expected fencing, got {error}");
-    append(&client, &input, record("k", json(3), Vec::new())).await;
     let seen = wait_for(
-        &client,
-        &totals,
+        &moved.client,
+        &moved.totals,
         Isolation::ReadCommitted,
         "three totals",
         |r| r.len() >= 3,
     )
     .await;
-    new.stopper().stop();
-    new.wait().await;
+    moved.new.stopper().stop();
+    moved.new.wait().await;
     assert_eq!(values(&seen), ["1", "3", "6"]);
 }
 
@@ -592,31 +576,58 @@ async fn x4_a_zombie_fenced_mid_transaction_stops() {
     let Some(live) = live_config() else { return };
     support::captured_logs();
     for _ in 0..20 {
-        let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
-        let input = Tp::new(app.input.name().clone(), 0);
-        let totals = Tp::new(app.totals.name().clone(), 0);
-        let shared = Arc::new(app.app.clone());
-        append(&client, &input, record("k", json(1), Vec::new())).await;
-        let old = Runtime::start(Arc::clone(&shared), config(live.clone()))
-            .await
-            .expect("start");
-        wait_for(
-            &client,
-            &totals,
-            Isolation::ReadCommitted,
-            "the first total",
-            |r| r.len() == 1,
-        )
-        .await;
-        let new = Runtime::start(shared, config(live.clone()))
-            .await
-            .expect("start the new owner");
-        append(&client, &input, record("k", json(2), Vec::new())).await;
-        let runs = wait_stopped(old, app.app.id()).await;
-        let error = runs[0].outcome.as_ref().expect_err("the zombie stops");
-        assert!(error.is_fenced(), "expected fencing, got {error}");
-        new.stopper().stop();
-        new.wait().await;
+        let moved = move_the_task(&live, false).await;
+        moved.new.stopper().stop();
+        moved.new.wait().await;
+    }
+}
+
+/// A task moved to a second instance ([`move_the_task`]): the client, the
+/// input and totals tps, and the new owner, still running.
+struct Moved {
+    client: LiveClient,
+    input: Tp,
+    totals: Tp,
+    new: Runtime,
+}
+
+/// Runs the one-task test app on an instance over one input, starts a
+/// second instance that takes the task, writes a second input (once the
+/// new owner runs when `new_owner_first`, at once otherwise), and checks
+/// that the old owner stops as fenced (X4).
+async fn move_the_task(live: &LiveConfig, new_owner_first: bool) -> Moved {
+    let (client, app) = set_up(live, Duration::from_secs(600), 1).await;
+    let input = Tp::new(app.input.name().clone(), 0);
+    let totals = Tp::new(app.totals.name().clone(), 0);
+    let shared = Arc::new(app.app.clone());
+    append(&client, &input, record("k", json(1), Vec::new())).await;
+    let old = Runtime::start(Arc::clone(&shared), config(live.clone()))
+        .await
+        .expect("start");
+    wait_for(
+        &client,
+        &totals,
+        Isolation::ReadCommitted,
+        "the first total",
+        |r| r.len() == 1,
+    )
+    .await;
+    let new = Runtime::start(shared, config(live.clone()))
+        .await
+        .expect("start the new owner");
+    if new_owner_first {
+        wait_ready(&new, app.app.id()).await;
+    }
+    // The old owner learns it was fenced at its next transactional call.
+    append(&client, &input, record("k", json(2), Vec::new())).await;
+    let runs = wait_finished(old, app.app.id()).await;
+    let error = runs[0].outcome.as_ref().expect_err("the zombie stops");
+    assert!(error.is_fenced(), "expected fencing, got {error}");
+    Moved {
+        client,
+        input,
+        totals,
+        new,
     }
 }
 
@@ -632,21 +643,6 @@ async fn wait_ready(runtime: &Runtime, app: &str) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Waits until `runtime`'s tasks have all stopped, or panics with the log
-/// of application `app`.
-async fn wait_stopped(runtime: Runtime, app: &str) -> Vec<TaskRun> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !runtime.finished() {
-        assert!(
-            Instant::now() < deadline,
-            "the old owner did not stop; the log:\n{}",
-            log_of(app)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    runtime.wait().await
 }
 
 /// The captured log lines of application `app`.
