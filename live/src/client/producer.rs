@@ -75,10 +75,10 @@ fn pid_wait_explanation(owner: &str, transactional_id: &str, previous: Option<&s
     format!(
         "{owner}: waiting for Kafka's transaction coordinator to finish the transaction \
          {previous} left open on transactional id `{transactional_id}` (it died, or lost the \
-         task mid-transaction): the coordinator aborts it, and until its markers are written \
-         it answers this producer's InitProducerId with CONCURRENT_TRANSACTIONS; librdkafka \
-         retries every 500 ms, and its repeated `Failed to acquire transactional PID` warnings \
-         are logged at DEBUG"
+         task mid-transaction, or was committing it): the coordinator aborts an open one, \
+         and until its markers are written it answers this producer's InitProducerId with \
+         CONCURRENT_TRANSACTIONS; librdkafka retries every 500 ms, and its repeated `Failed \
+         to acquire transactional PID` warnings are logged at DEBUG"
     )
 }
 

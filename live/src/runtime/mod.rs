@@ -136,6 +136,11 @@ pub struct RuntimeConfig {
     /// How long a task with held records may see no delivery before it reads
     /// fresh log ends, to tell a claim that can never resolve (G6).
     pub stall_check: Duration,
+    /// How long a task may go without a transaction before it commits an
+    /// empty one (its positions and checkpoint again) to learn whether a
+    /// newer owner fenced it (X4): a zombie that is idle has no other call
+    /// that would tell it, and would otherwise run on, fenced, for good.
+    pub fence_check: Duration,
     /// What a task's failure does to the others.
     pub on_failure: FailurePolicy,
     /// How many times in a row a task restarts after a transient failure
@@ -148,7 +153,8 @@ impl RuntimeConfig {
     /// The defaults on `live`: every task (a static share of one), the
     /// core's default commit interval, batches of up to 50,000 records, polls
     /// of 10 ms idle and 1 ms inside a transaction, a stall check after 1 s,
-    /// and up to 20 restarts in a row. With pauses of 250 ms doubling to 8 s
+    /// a fence check after 30 s without a transaction, and up to 20
+    /// restarts in a row. With pauses of 250 ms doubling to 8 s
     /// between restarts, and each start bounded by the calls' deadlines,
     /// that rides out a broker away for several minutes.
     pub fn new(live: LiveConfig) -> RuntimeConfig {
@@ -160,6 +166,7 @@ impl RuntimeConfig {
             idle_poll: Duration::from_millis(10),
             busy_poll: Duration::from_millis(1),
             stall_check: Duration::from_secs(1),
+            fence_check: Duration::from_secs(30),
             on_failure: FailurePolicy::default(),
             max_restarts: 20,
         }
@@ -174,6 +181,13 @@ impl RuntimeConfig {
     /// The same with another commit interval (X2).
     pub fn with_commit_interval(mut self, interval: Duration) -> RuntimeConfig {
         self.task.commit_interval = interval;
+        self
+    }
+
+    /// The same with another [`fence_check`](RuntimeConfig::fence_check)
+    /// interval (X4).
+    pub fn with_fence_check(mut self, interval: Duration) -> RuntimeConfig {
+        self.fence_check = interval;
         self
     }
 

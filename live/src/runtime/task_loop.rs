@@ -86,6 +86,9 @@ pub(crate) struct TaskDriver {
     positions: Vec<(Tp, u64)>,
     /// When the open transaction began, if one is open.
     transaction_began: Option<Instant>,
+    /// When the task last committed, or started: an idle task checks its
+    /// fence once `fence_check` has passed since (X4).
+    last_committed: Instant,
     /// The run's stop flags, once it runs under them: a retry loop gives
     /// up, and an abort is skipped, once the group's assignment was lost.
     flags: Option<StopFlags>,
@@ -509,6 +512,7 @@ impl TaskDriver {
             config,
             positions,
             transaction_began: None,
+            last_committed: Instant::now(),
             flags: None,
             figures: Arc::clone(figures),
             fetched: Vec::new(),
@@ -622,8 +626,24 @@ impl TaskDriver {
             self.commit(now)?;
             exported.commit_took(started.elapsed());
             self.figures.committed(self.task.id());
+        } else if self.fence_check_due() {
+            self.commit(now)?;
+            tracing::debug!(task = %self.task.id(), "idle: checked the fence with an empty transaction (X4)");
         }
         Ok(delivered)
+    }
+
+    /// X4: an idle task makes no transactional call, so a newer owner's
+    /// fence would go unnoticed for as long as no record or tick comes: the
+    /// zombie would stay up, reported running. After `fence_check` without
+    /// a transaction it commits its positions and checkpoint again, which
+    /// changes nothing when it still owns the task and fails as fenced when
+    /// it does not.
+    fn fence_check_due(&self) -> bool {
+        self.transaction_began.is_none()
+            && !self.task.has_open_work()
+            && self.task.failure().is_none()
+            && self.last_committed.elapsed() >= self.config.fence_check
     }
 
     /// How long the consumer may block: not past the next tick, and never
@@ -836,6 +856,7 @@ impl TaskDriver {
             return self.on_transaction_error(error);
         }
         self.transaction_began = None;
+        self.last_committed = Instant::now();
         self.task.handle_committed(now);
         Ok(())
     }
