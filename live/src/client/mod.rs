@@ -54,8 +54,8 @@ pub(crate) use log::{error_librdkafka, log_librdkafka};
 pub use log::{tracing_level, LogContext};
 pub use offsets::Watermarks;
 pub(crate) use offsets::{kafka_offset, kafka_partition, Probes};
-pub(crate) use producer::PreviousOwner;
 pub use producer::{Delivery, PlainProducer, TxnProducer};
+pub(crate) use producer::{PreviousOwner, TASK_LINGER};
 pub(crate) use util::bounded;
 
 use crate::error::LiveError;

@@ -26,6 +26,20 @@ use crate::error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
 /// How long a send waits for room in a full producer queue before failing.
 const QUEUE_FULL_PATIENCE: Duration = Duration::from_secs(30);
 
+/// librdkafka's own `linger.ms`, for producers whose sends are awaited one
+/// by one ([`TxnProducer::send`]).
+const DEFAULT_LINGER: Duration = Duration::from_millis(5);
+
+/// `linger.ms` of a runtime task's producer (librdkafka's default is 5 ms).
+/// Its records are not awaited one by one, only at the commit, and
+/// `commit_transaction` flushes: whatever still lingers is sent at once,
+/// and nothing becomes visible before the commit anyway. So lingering up
+/// to the default commit interval costs a commit at most one produce round
+/// trip, and fewer, larger produce requests cost librdkafka's threads less
+/// CPU per record (the order pipeline's live bench: about 15 % less CPU for
+/// the whole process). Kafka Streams sets the same 100 ms on its producers.
+pub(crate) const TASK_LINGER: Duration = Duration::from_millis(100);
+
 fn millis(duration: Duration) -> String {
     duration.as_millis().to_string()
 }
@@ -313,12 +327,14 @@ fn queue(
     }
     // A full local queue is back-pressure, not a failure: wait for the
     // background thread to hand records to the broker, then retry.
-    let deadline = Instant::now() + QUEUE_FULL_PATIENCE;
+    // The clock is read only once the queue is full: not per record.
+    let mut deadline = None;
     loop {
         match producer.send(base) {
             Ok(()) => break,
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned))
-                if Instant::now() < deadline =>
+                if Instant::now()
+                    < *deadline.get_or_insert_with(|| Instant::now() + QUEUE_FULL_PATIENCE) =>
             {
                 base = returned;
                 std::thread::sleep(Duration::from_millis(1));
@@ -350,19 +366,21 @@ impl TxnProducer {
     /// Creates the producer without initialising it; see [`TxnProducer::init`].
     pub fn new(config: &LiveConfig, transactional_id: &str) -> Result<TxnProducer, LiveError> {
         let owner = format!("producer `{transactional_id}`");
-        TxnProducer::owned_by(config, transactional_id, owner, None)
+        TxnProducer::owned_by(config, transactional_id, owner, None, DEFAULT_LINGER)
     }
 
     /// [`TxnProducer::new`] for what `owner` names (e.g. `task balances/2`),
     /// which the explanation of a wait for an earlier owner's transaction
     /// names.
     /// `previous` looks up who owned it before, when the explanation needs
-    /// it.
+    /// it. `linger` is librdkafka's `linger.ms`: how long a record may wait
+    /// to be batched with later ones (a commit sends what waits at once).
     pub(crate) fn owned_by(
         config: &LiveConfig,
         transactional_id: &str,
         owner: String,
         previous: Option<PreviousOwner>,
+        linger: Duration,
     ) -> Result<TxnProducer, LiveError> {
         let context = DeliveryContext {
             pid_wait: Some(PidWait {
@@ -385,6 +403,7 @@ impl TxnProducer {
                 // it out. The Java producer retries this case after 20 ms.
                 ("retry.backoff.ms", "10".into()),
                 ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
+                ("linger.ms", millis(linger)),
             ])
             .create_with_context::<_, KafkaProducer>(context)
             .map_err(|source| LiveError::Client {
@@ -493,6 +512,19 @@ impl TxnProducer {
         self.call_here(TxnOp::SendOffsets, move |producer, timeout| {
             producer.send_offsets_to_transaction(&list, &metadata, timeout)
         })
+    }
+
+    /// Sends whatever lingers in the producer's queue at once and waits, up
+    /// to the configured timeout, until every queued record is acknowledged.
+    /// A commit flushes too; flushing *before* the offsets go into the
+    /// transaction keeps them pending only for the commit's own round trip,
+    /// not for the linger and the produce round trips as well: a
+    /// `read_committed` reader of the group's offsets (the audit, a task
+    /// starting) is answered "unstable" until they are committed. Its
+    /// failure is not reported here: the commit that follows flushes again,
+    /// and fails with the record that failed.
+    pub(crate) fn flush_before_offsets(&self) {
+        let _ = self.inner.flush(self.config.timeout);
     }
 
     /// [`TxnProducer::commit`] on this thread (blocks).

@@ -456,6 +456,7 @@ impl TaskDriver {
             task.transactional_id(),
             format!("task {id}"),
             Some(previous),
+            crate::client::TASK_LINGER,
         )?;
         // Before reading committed offsets: an open transaction of a zombie
         // holding this group's offsets makes the broker answer "unstable"
@@ -848,6 +849,7 @@ impl TaskDriver {
             })
             .collect();
         let group = Arc::clone(&request.group);
+        self.producer.flush_before_offsets();
         let sent = self.retrying(|producer| producer.send_offsets_blocking(&group, &offsets));
         if let Err(error) = sent {
             return self.on_transaction_error(error);
