@@ -142,11 +142,16 @@ pub enum Mutation {
     /// dead-letter topic looks for the wrong fault (breaks X5's dead
     /// letter, I10).
     DeadLetterKindSwapped,
+    /// A foreign-key join's resolve stage writes every response's result,
+    /// whatever its version: a response to an older left record joins the
+    /// latest left value with the right value of a foreign key it no
+    /// longer refers to, a stale result (breaks J14, I17).
+    ForeignKeyJoinKeepsStaleResponse,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 36] = [
+    pub const ALL: [Mutation; 37] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -183,6 +188,7 @@ impl Mutation {
         Mutation::TableJoinSkipsTombstone,
         Mutation::SyncIgnoresTimestamps,
         Mutation::DeadLetterKindSwapped,
+        Mutation::ForeignKeyJoinKeepsStaleResponse,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -224,6 +230,7 @@ impl Mutation {
             Mutation::TableJoinSkipsTombstone => "table-join-skips-tombstone",
             Mutation::SyncIgnoresTimestamps => "sync-ignores-timestamps",
             Mutation::DeadLetterKindSwapped => "dead-letter-kind-swapped",
+            Mutation::ForeignKeyJoinKeepsStaleResponse => "fk-join-keeps-stale-response",
         }
     }
 
