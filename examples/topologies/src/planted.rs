@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 36] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 37] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -79,6 +79,11 @@ pub const PLANTED: [(Mutation, &str, Invariant); 36] = [
         Mutation::DeadLetterKindSwapped,
         "dead-letter",
         Invariant::I10,
+    ),
+    (
+        Mutation::ForeignKeyJoinKeepsStaleResponse,
+        "order-labels",
+        Invariant::I13,
     ),
 ];
 
@@ -156,7 +161,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 33] = [
 
 /// The planted bugs only one shipped shape can reach, each with the
 /// reason (also in the mutation's own docs).
-pub const ONE_SHAPE_ONLY: [(Mutation, &str); 3] = [
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 4] = [
     (
         Mutation::CheckpointKeeps16Tps,
         "only a task whose history claims more than 16 tps shows it: regroup's wide topic",
@@ -168,6 +173,10 @@ pub const ONE_SHAPE_ONLY: [(Mutation, &str); 3] = [
     (
         Mutation::SyncIgnoresTimestamps,
         "only a stage that delivers in timestamp order shows it: enrichment's join",
+    ),
+    (
+        Mutation::ForeignKeyJoinKeepsStaleResponse,
+        "only a foreign-key join shows it: order-labels",
     ),
 ];
 
