@@ -63,7 +63,9 @@ pub enum Mutation {
     /// the task must carry forward, is waited for on its own partition of it
     /// instead, where it may never resolve (breaks G2, I8). Only an
     /// application whose records claim another partition of a topic their
-    /// task consumes reaches it: of the shipped scenarios, `regroup` alone.
+    /// task consumes reaches it: of the shipped scenarios, `regroup`, and
+    /// `order-labels`, whose responses claim left records of every
+    /// partition their respond task read subscriptions from.
     GateMatchesTopicOnly,
     /// A record its source's codec refuses is dead-lettered without its
     /// value: the bytes the codec could not read are dropped rather than

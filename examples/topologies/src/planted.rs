@@ -91,7 +91,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 37] = [
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 33] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 34] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -157,18 +157,19 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 33] = [
         Invariant::I13,
     ),
     (Mutation::DeadLetterKindSwapped, "bad-bytes", Invariant::I10),
+    (
+        Mutation::GateMatchesTopicOnly,
+        "order-labels",
+        Invariant::I8,
+    ),
 ];
 
 /// The planted bugs only one shipped shape can reach, each with the
 /// reason (also in the mutation's own docs).
-pub const ONE_SHAPE_ONLY: [(Mutation, &str); 4] = [
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 3] = [
     (
         Mutation::CheckpointKeeps16Tps,
         "only a task whose history claims more than 16 tps shows it: regroup's wide topic",
-    ),
-    (
-        Mutation::GateMatchesTopicOnly,
-        "only a claim on another partition of a topic the task consumes shows it: regroup's clicks",
     ),
     (
         Mutation::SyncIgnoresTimestamps,
