@@ -595,7 +595,11 @@ fn j14_the_gate_holds_a_response_until_its_left_record() {
         "the response claims the left record it answers"
     );
     let first = result("o1", "o1: tea for Ada");
-    assert_eq!(story.held, [first.clone()], "held behind its left record");
+    assert_eq!(
+        story.held,
+        std::slice::from_ref(&first),
+        "held behind its left record"
+    );
     assert_eq!(story.caught_up, [first, result("o1", "o1: coffee for Bob")]);
 }
 
