@@ -147,7 +147,7 @@ pub enum Mutation {
     /// A foreign-key join's resolve stage writes every response's result,
     /// whatever its version: a response to an older left record joins the
     /// latest left value with the right value of a foreign key it no
-    /// longer refers to, a stale result (breaks J14, I17).
+    /// longer refers to, a stale result (breaks J14, I13).
     ForeignKeyJoinKeepsStaleResponse,
 }
 
