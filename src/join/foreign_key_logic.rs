@@ -259,10 +259,11 @@ where
             })
     }
 
-    /// The emission for `key` after the join's result became `joined`
-    /// (`None`: no result), given whether it had one before: the result, a
-    /// tombstone, or nothing (J14). Returns it and whether the key has a
-    /// result now.
+    /// J14: what `key` writes when its left value `left` is joined with
+    /// `right` (`None`: no right value), given whether it `had` a result:
+    /// the joiner's result, a tombstone when the join has none and the key
+    /// had one, or nothing. Returns it and whether the key has a result
+    /// now.
     fn write(
         &self,
         key: &Bytes,
