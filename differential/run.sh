@@ -16,6 +16,8 @@
 #                               (StreamJoins.java says its format)
 #   differential/run.sh table-joins   the same for the table–table joins program
 #                               (TableJoins.java says its format)
+#   differential/run.sh fk-joins      the same for the foreign-key joins program
+#                               (ForeignKeyJoins.java says its format)
 #
 # The build is cached under differential/kafka-streams/target/; delete that
 # folder (or touch the pom/source) to rebuild.
@@ -51,6 +53,7 @@ case "${1:-}" in
   sessions) main=parsley.differential.Sessions ;;
   stream-joins) main=parsley.differential.StreamJoins ;;
   table-joins) main=parsley.differential.TableJoins ;;
-  *) echo "differential/run.sh: say build, windows, joins, sessions, stream-joins or table-joins (got ${1:-nothing})" >&2; exit 2 ;;
+  fk-joins) main=parsley.differential.ForeignKeyJoins ;;
+  *) echo "differential/run.sh: say build, windows, joins, sessions, stream-joins, table-joins or fk-joins (got ${1:-nothing})" >&2; exit 2 ;;
 esac
 exec java -cp "$jar:$(cat "$classpath")" "$main"

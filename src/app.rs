@@ -217,6 +217,45 @@ pub enum CompositionError {
         /// Its re-key stage.
         owner: String,
     },
+    /// J10: a foreign-key join without an output topic, or with one of its
+    /// tables as its output.
+    #[error("J10 (docs/RULES.md#j10): foreign-key join stage {stage:?} declares {reason}")]
+    ImpossibleForeignKeyJoin {
+        /// The stage at fault.
+        stage: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// J10: a foreign-key join made by another application's builder (its
+    /// derived topics are named after that application).
+    #[error("J10 (docs/RULES.md#j10): foreign-key join stage {stage:?} writes {topic:?}, a topic derived for another application; make the join with this application's builder, Parsley::named({app:?}).foreign_key_join(…)")]
+    ForeignKeyJoinOfAnotherApp {
+        /// The application being built.
+        app: String,
+        /// The stage.
+        stage: String,
+        /// The derived topic it names.
+        topic: String,
+    },
+    /// J10: a foreign-key join with one or two of its three stages.
+    #[error("J10 (docs/RULES.md#j10): foreign-key join {join:?} lacks its stage {missing:?}; add all three stages the join's build returns")]
+    IncompleteForeignKeyJoin {
+        /// The join.
+        join: String,
+        /// The stage missing.
+        missing: String,
+    },
+    /// J10: a stage other than the one that derives it writes a
+    /// foreign-key join's subscription or response topic.
+    #[error("J10 (docs/RULES.md#j10): stage {stage:?} writes {topic:?}, a topic of foreign-key join stage {owner:?}; only that stage writes it")]
+    ForeignKeyJoinTopicAsSink {
+        /// The stage at fault.
+        stage: String,
+        /// The derived topic.
+        topic: String,
+        /// The stage that writes it.
+        owner: String,
+    },
     /// A name that cannot be part of a Kafka topic name.
     #[error("{what} {name:?} is not a valid Kafka name: {reason}")]
     InvalidName {
@@ -288,9 +327,43 @@ impl AppBuilder {
         crate::rekey::rekey(&self.id, name.into(), source, key_codec, select)
     }
 
+    /// A foreign-key table–table join named `name` (J10–J15;
+    /// [`crate::join::ForeignKeyJoin`]): each row of `left` joined with the
+    /// row of `right` whose key `foreign_key` returns for its value (or
+    /// `Result<Option<KO>, E>`; an error refuses the record, X5), kept up
+    /// to date as either changes. Choose inner or left, then the output;
+    /// the build returns three stages, `<name>-subscribe`, `<name>-respond`
+    /// and `<name>-resolve`, to add with [`AppBuilder::stages`], and the
+    /// derived topics `<application.id>-<name>-subscription` and
+    /// `-response`. Kafka Streams' `KTable.join(KTable, Function, …)` and
+    /// `leftJoin` (KIP-213).
+    pub fn foreign_key_join<K, V, KO, VO, R>(
+        &self,
+        name: impl Into<String>,
+        left: &Topic<K, V>,
+        right: &Topic<KO, VO>,
+        foreign_key: impl Fn(&V) -> R + Send + Sync + 'static,
+    ) -> crate::join::ForeignKeyJoin<K, V, KO, VO>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+        KO: Send + Sync + 'static,
+        VO: Send + Sync + 'static,
+        R: Fallible<Option<KO>>,
+    {
+        crate::join::ForeignKeyJoin::new(&self.id, name.into(), left, right, foreign_key)
+    }
+
     /// Adds a stage. Stages keep the order they are added in.
     pub fn stage(mut self, stage: Stage) -> Self {
         self.stages.push(stage);
+        self
+    }
+
+    /// Adds several stages, in order: an operator's, such as a foreign-key
+    /// join's three.
+    pub fn stages(mut self, stages: impl IntoIterator<Item = Stage>) -> Self {
+        self.stages.extend(stages);
         self
     }
 
@@ -334,6 +407,9 @@ impl AppBuilder {
                     StageProblem::Expiry(reason) => {
                         CompositionError::ImpossibleExpiry { stage, reason }
                     }
+                    StageProblem::ForeignKeyJoin(reason) => {
+                        CompositionError::ImpossibleForeignKeyJoin { stage, reason }
+                    }
                 });
             }
             if def.sources.is_empty() {
@@ -362,6 +438,28 @@ impl AppBuilder {
                     });
                 }
             }
+            if let Some(join) = &def.foreign_key_join {
+                let derived = [
+                    (
+                        &join.subscription,
+                        crate::join::subscription_topic_name(&self.id, &join.join),
+                    ),
+                    (
+                        &join.response,
+                        crate::join::response_topic_name(&self.id, &join.join),
+                    ),
+                ];
+                if let Some((topic, _)) = derived
+                    .iter()
+                    .find(|(topic, expected)| topic.as_str() != expected)
+                {
+                    return Err(CompositionError::ForeignKeyJoinOfAnotherApp {
+                        app: self.id.clone(),
+                        stage: def.name.clone(),
+                        topic: topic.to_string(),
+                    });
+                }
+            }
             let tick_topic = def
                 .ticks
                 .map(|_| TopicName::from(tick_topic_name(&self.id, &def.name)));
@@ -383,6 +481,7 @@ impl AppBuilder {
             id: self.id,
             stages: plans,
         };
+        app.check_foreign_key_joins()?;
         app.check_topics()?;
         Ok(app)
     }
@@ -543,6 +642,30 @@ impl App {
         })
     }
 
+    /// J10: each foreign-key join has its three stages.
+    fn check_foreign_key_joins(&self) -> Result<(), CompositionError> {
+        for plan in &self.stages {
+            let Some(join) = plan.stage.foreign_key_join() else {
+                continue;
+            };
+            for part in crate::join::ForeignKeyJoinPart::ALL {
+                let present = self.stages.iter().any(|other| {
+                    other
+                        .stage
+                        .foreign_key_join()
+                        .is_some_and(|other| other.join == join.join && other.part == part)
+                });
+                if !present {
+                    return Err(CompositionError::IncompleteForeignKeyJoin {
+                        join: join.join.clone(),
+                        missing: part.stage_name(&join.join),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// C1 and C2 over every topic any stage names.
     fn check_topics(&self) -> Result<(), CompositionError> {
         let mut derived: BTreeMap<&str, (&'static str, &str)> = BTreeMap::new();
@@ -557,21 +680,35 @@ impl App {
                 derived.insert(dead_letter.as_str(), ("dead-letter", plan.name()));
             }
         }
-        let repartitions: BTreeMap<&str, &str> = self
-            .stages
-            .iter()
-            .filter_map(|plan| {
-                let rekey = plan.stage.rekey()?;
-                Some((rekey.repartition.as_str(), plan.name()))
-            })
-            .collect();
+        // The derived topics a stage writes and no other may (R1, J10).
+        let mut written: BTreeMap<&str, (&str, bool)> = BTreeMap::new();
+        for plan in &self.stages {
+            if let Some(rekey) = plan.stage.rekey() {
+                written.insert(rekey.repartition.as_str(), (plan.name(), false));
+            }
+            if let Some(join) = plan.stage.foreign_key_join() {
+                let topic = match join.part {
+                    crate::join::ForeignKeyJoinPart::Subscribe => &join.subscription,
+                    crate::join::ForeignKeyJoinPart::Respond => &join.response,
+                    crate::join::ForeignKeyJoinPart::Resolve => continue,
+                };
+                written.insert(topic.as_str(), (plan.name(), true));
+            }
+        }
         let mut declared: BTreeMap<&str, (&TopicRef, &str)> = BTreeMap::new();
         for plan in &self.stages {
             let stage = plan.name();
             for sink in plan.stage.sinks() {
-                match repartitions.get(sink.name.as_str()) {
-                    Some(owner) if *owner != stage => {
+                match written.get(sink.name.as_str()) {
+                    Some((owner, false)) if *owner != stage => {
                         return Err(CompositionError::RepartitionTopicAsSink {
+                            stage: stage.to_string(),
+                            topic: sink.name.to_string(),
+                            owner: owner.to_string(),
+                        })
+                    }
+                    Some((owner, true)) if *owner != stage => {
+                        return Err(CompositionError::ForeignKeyJoinTopicAsSink {
                             stage: stage.to_string(),
                             topic: sink.name.to_string(),
                             owner: owner.to_string(),

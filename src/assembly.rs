@@ -218,11 +218,12 @@ pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, Ass
     for contract in &contracts {
         let role = contract.describe_roles();
         // Derived topics must match their stage's task count exactly: each task
-        // writes its own partition of them.
-        let expected = contract.owner().and_then(|owner| {
-            let plan = app.stage(owner)?;
-            task_count(plan, metadata)
-        });
+        // writes its own partition of them. A foreign-key join's follow the
+        // table they are co-partitioned with (J11).
+        let expected = match contract.owner() {
+            Some(owner) => app.stage(owner).and_then(|plan| task_count(plan, metadata)),
+            None => contract.followed_count(metadata),
+        };
         match (metadata.partitions(contract.name.as_str()), expected) {
             (None, expected) => failures.push(AssemblyFailure::Missing {
                 topic: contract.name.to_string(),
@@ -340,6 +341,18 @@ impl TopicContract {
             | Role::Repartition { stage } => Some(stage.as_str()),
             _ => None,
         })
+    }
+
+    /// The partition count of a foreign-key join's derived topic: the
+    /// count of the table it is co-partitioned with (J11), when it exists;
+    /// `None` for any other topic.
+    fn followed_count(&self, metadata: &dyn TopicMetadata) -> Option<u32> {
+        let follows = self.roles.iter().find_map(|role| match role {
+            Role::Subscription { right, .. } => Some(right),
+            Role::Response { left, .. } => Some(left),
+            _ => None,
+        })?;
+        metadata.partitions(follows.as_str())
     }
 
     fn describe_roles(&self) -> String {

@@ -63,7 +63,9 @@ pub enum Mutation {
     /// the task must carry forward, is waited for on its own partition of it
     /// instead, where it may never resolve (breaks G2, I8). Only an
     /// application whose records claim another partition of a topic their
-    /// task consumes reaches it: of the shipped scenarios, `regroup` alone.
+    /// task consumes reaches it: of the shipped scenarios, `regroup`, and
+    /// `order-labels`, whose responses claim left records of every
+    /// partition their respond task read subscriptions from.
     GateMatchesTopicOnly,
     /// A record its source's codec refuses is dead-lettered without its
     /// value: the bytes the codec could not read are dropped rather than
@@ -142,11 +144,16 @@ pub enum Mutation {
     /// dead-letter topic looks for the wrong fault (breaks X5's dead
     /// letter, I10).
     DeadLetterKindSwapped,
+    /// A foreign-key join's resolve stage writes every response's result,
+    /// whatever its version: a response to an older left record joins the
+    /// latest left value with the right value of a foreign key it no
+    /// longer refers to, a stale result (breaks J14, I13).
+    ForeignKeyJoinKeepsStaleResponse,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 36] = [
+    pub const ALL: [Mutation; 37] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -183,6 +190,7 @@ impl Mutation {
         Mutation::TableJoinSkipsTombstone,
         Mutation::SyncIgnoresTimestamps,
         Mutation::DeadLetterKindSwapped,
+        Mutation::ForeignKeyJoinKeepsStaleResponse,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -224,6 +232,7 @@ impl Mutation {
             Mutation::TableJoinSkipsTombstone => "table-join-skips-tombstone",
             Mutation::SyncIgnoresTimestamps => "sync-ignores-timestamps",
             Mutation::DeadLetterKindSwapped => "dead-letter-kind-swapped",
+            Mutation::ForeignKeyJoinKeepsStaleResponse => "fk-join-keeps-stale-response",
         }
     }
 

@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::app::App;
+use crate::join::ForeignKeyJoinPart;
 use crate::tp::TopicName;
 
 /// What a topic is to the application.
@@ -41,6 +42,22 @@ pub enum Role {
         /// The stage.
         stage: String,
     },
+    /// A foreign-key join's subscription topic, written by its subscribe
+    /// stage, with its right table's partition count (J10, J11).
+    Subscription {
+        /// The subscribe stage.
+        stage: String,
+        /// The right table it follows.
+        right: TopicName,
+    },
+    /// A foreign-key join's response topic, written by its respond stage,
+    /// with its left table's partition count (J10, J11).
+    Response {
+        /// The respond stage.
+        stage: String,
+        /// The left table it follows.
+        left: TopicName,
+    },
 }
 
 impl fmt::Display for Role {
@@ -52,6 +69,14 @@ impl fmt::Display for Role {
             Role::Changelog { stage } => write!(f, "changelog of stage {stage}"),
             Role::DeadLetter { stage } => write!(f, "dead letters of stage {stage}"),
             Role::Repartition { stage } => write!(f, "repartition topic of stage {stage}"),
+            Role::Subscription { stage, right } => write!(
+                f,
+                "subscription topic of stage {stage}, co-partitioned with its right table {right} (J11)"
+            ),
+            Role::Response { stage, left } => write!(
+                f,
+                "response topic of stage {stage}, co-partitioned with its left table {left} (J11)"
+            ),
         }
     }
 }
@@ -179,6 +204,37 @@ impl ContractProbes {
                     PartitionRule::MatchWidestOf(sources.clone()),
                     vec![("cleanup.policy".into(), "delete".into())],
                 );
+            }
+            // A foreign-key join's derived topics follow the table they are
+            // co-partitioned with, not their writer's task count (J11).
+            if let Some(join) = plan.stage.foreign_key_join() {
+                let derived = match join.part {
+                    ForeignKeyJoinPart::Subscribe => Some((
+                        &join.subscription,
+                        Role::Subscription {
+                            stage: stage.clone(),
+                            right: join.right.clone(),
+                        },
+                        &join.right,
+                    )),
+                    ForeignKeyJoinPart::Respond => Some((
+                        &join.response,
+                        Role::Response {
+                            stage: stage.clone(),
+                            left: join.left.clone(),
+                        },
+                        &join.left,
+                    )),
+                    ForeignKeyJoinPart::Resolve => None,
+                };
+                if let Some((topic, role, follows)) = derived {
+                    add(
+                        topic,
+                        role,
+                        PartitionRule::MatchWidestOf(vec![follows.clone()]),
+                        vec![("cleanup.policy".into(), "delete".into())],
+                    );
+                }
             }
             if let Some(dead_letter) = &plan.dead_letter {
                 add(

@@ -109,22 +109,14 @@ where
     };
     let stage = Stage {
         def: Arc::new(StageDef {
-            name,
-            sources: vec![TopicRef::from(source)],
-            sinks: vec![TopicRef::from(&repartition)],
-            ticks: None,
-            stateful: false,
-            dead_letter: false,
-            timer: None,
-            window: None,
-            join: None,
-            stream_join: None,
-            table_join: None,
-            expiry: None,
             rekey: Some(decl),
-            timestamp_sync: None,
-            logic: Arc::new(logic),
-            problems: Vec::new(),
+            ..StageDef::built_in(
+                name,
+                vec![TopicRef::from(source)],
+                vec![TopicRef::from(&repartition)],
+                false,
+                Arc::new(logic),
+            )
         }),
     };
     (stage, repartition)

@@ -179,6 +179,7 @@ impl TimerServiceBuilder {
                 table_join: None,
                 expiry: None,
                 rekey: None,
+                foreign_key_join: None,
                 timer: Some(TimerDecl {
                     requests: requests.name().clone(),
                     fires: fires.name().clone(),

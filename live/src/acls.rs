@@ -171,6 +171,8 @@ pub fn application_acls(app: &App) -> Vec<Acl> {
                     | Role::Changelog { .. }
                     | Role::DeadLetter { .. }
                     | Role::Repartition { .. }
+                    | Role::Subscription { .. }
+                    | Role::Response { .. }
             )
         })
     };

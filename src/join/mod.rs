@@ -38,6 +38,11 @@
 //! change that removes it writes a tombstone. [`sides_of`] lists a task's
 //! sides.
 //!
+//! Foreign-key table–table joins (J10–J15),
+//! [`AppBuilder::foreign_key_join`](crate::app::AppBuilder::foreign_key_join),
+//! join each left row with the right row its foreign key names, through
+//! three stages and two derived topics; see [`ForeignKeyJoin`].
+//!
 //! A stream or table record without a key is refused with J1 or J2 (its
 //! task stops, or dead-letters it with [`JoinBuilder::dead_letter_queue`]);
 //! so is a value the topic's codec refuses, and a joiner's error or panic.
@@ -61,12 +66,20 @@
 //! ```
 
 mod declare;
+mod foreign_key;
+mod foreign_key_codec;
+mod foreign_key_logic;
 mod logic;
 mod stream;
 mod stream_logic;
 mod table;
 mod table_logic;
 
+pub use foreign_key::{
+    response_topic_name, subscription_topic_name, ForeignKeyJoin, ForeignKeyJoinBuilder,
+    ForeignKeyJoinDecl, ForeignKeyJoinPart, ForeignKeyJoinStages,
+};
+pub use foreign_key_codec::{Response, ResponseCodec, Subscription, SubscriptionCodec};
 pub use stream::{
     held_of, HeldRecord, JoinWindows, StreamJoinBuilder, StreamJoinDecl, StreamJoinKind,
     StreamStreamJoin,
@@ -341,6 +354,8 @@ pub fn rows_of<T: Clone + Send + Sync + 'static>(task: &crate::Task) -> Option<V
     Some(rows)
 }
 
+#[cfg(test)]
+mod foreign_key_tests;
 #[cfg(test)]
 mod stream_tests;
 #[cfg(test)]

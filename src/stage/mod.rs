@@ -66,6 +66,9 @@ pub(crate) struct StageDef {
     pub expiry: Option<crate::expiry::ExpiryDecl>,
     /// The re-key's declaration, when the stage is one (R1).
     pub rekey: Option<crate::rekey::RekeyDecl>,
+    /// The foreign-key join's declaration, when the stage is one of its
+    /// three (J10).
+    pub foreign_key_join: Option<crate::join::ForeignKeyJoinDecl>,
     /// G9: deliver across sources in timestamp order, waiting at most this
     /// long for a source with nothing fetched.
     pub timestamp_sync: Option<Duration>,
@@ -73,6 +76,39 @@ pub(crate) struct StageDef {
     /// Declaration mistakes found while building, reported by
     /// [`crate::Parsley`]'s `build` with the rule they break.
     pub problems: Vec<StageProblem>,
+}
+
+impl StageDef {
+    /// A stage with built-in logic and none of the other declarations (no
+    /// ticks, no dead letters, no operator's declaration): what an operator
+    /// that makes its stages by hand starts from, filling in its own.
+    pub(crate) fn built_in(
+        name: String,
+        sources: Vec<TopicRef>,
+        sinks: Vec<TopicRef>,
+        stateful: bool,
+        logic: Arc<dyn StageLogic>,
+    ) -> StageDef {
+        StageDef {
+            name,
+            sources,
+            sinks,
+            ticks: None,
+            stateful,
+            dead_letter: false,
+            timer: None,
+            window: None,
+            join: None,
+            stream_join: None,
+            table_join: None,
+            expiry: None,
+            rekey: None,
+            foreign_key_join: None,
+            timestamp_sync: None,
+            logic,
+            problems: Vec::new(),
+        }
+    }
 }
 
 /// A stage's tick declaration (T1): how often, and which kind of logic.
@@ -108,6 +144,8 @@ pub(crate) enum StageProblem {
     TableJoin(&'static str),
     /// E1: expiring state that cannot be, and why.
     Expiry(&'static str),
+    /// J10: a foreign-key join that cannot be, and why.
+    ForeignKeyJoin(&'static str),
 }
 
 impl Stage {
@@ -471,6 +509,12 @@ impl Stage {
         self.def.rekey.as_ref()
     }
 
+    /// The foreign-key join's declaration, when this stage is one of its
+    /// three (J10, [`crate::app::AppBuilder::foreign_key_join`]).
+    pub fn foreign_key_join(&self) -> Option<&crate::join::ForeignKeyJoinDecl> {
+        self.def.foreign_key_join.as_ref()
+    }
+
     /// The expiring fold's declaration, when this stage is one (E1,
     /// [`crate::expiry::Expiring`]).
     pub fn expiry(&self) -> Option<&crate::expiry::ExpiryDecl> {
@@ -752,6 +796,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 table_join: None,
                 expiry: None,
                 rekey: None,
+                foreign_key_join: None,
                 timestamp_sync: self.timestamp_sync,
                 logic: Arc::new(logic),
                 problems: self.problems,

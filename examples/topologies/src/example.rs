@@ -60,6 +60,10 @@ pub enum TopologyName {
     /// Table–table joins (J8): balances and credit limits joined into each
     /// account's headroom (inner) and its view (outer), tombstones deleting.
     Credit,
+    /// Foreign-key joins (J10–J15): orders joined with their customers'
+    /// tiers, an inner and a left join, orders moving between customers
+    /// ([`crate::order_labels()`]).
+    OrderLabels,
     /// Every operator over shared sources: a dedupe, a stream–table, a
     /// stream–stream and a table–table join, a re-key into windows, and
     /// sessions ([`crate::storefront()`]).
@@ -68,7 +72,7 @@ pub enum TopologyName {
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 18] = [
+    pub const ALL: [TopologyName; 19] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -86,6 +90,7 @@ impl TopologyName {
         TopologyName::ByProduct,
         TopologyName::Settlement,
         TopologyName::Credit,
+        TopologyName::OrderLabels,
         TopologyName::Storefront,
     ];
 
@@ -109,6 +114,7 @@ impl TopologyName {
             TopologyName::ByProduct => "by-product",
             TopologyName::Settlement => "settlement",
             TopologyName::Credit => "credit",
+            TopologyName::OrderLabels => "order-labels",
             TopologyName::Storefront => "storefront",
         }
     }
@@ -133,6 +139,7 @@ impl TopologyName {
             TopologyName::ByProduct => simulations::by_product,
             TopologyName::Settlement => simulations::settlement,
             TopologyName::Credit => simulations::credit,
+            TopologyName::OrderLabels => simulations::order_labels,
             TopologyName::Storefront => simulations::storefront,
         }
     }
@@ -145,8 +152,8 @@ impl TopologyName {
     /// or the dedupe, whose needs repeated ids with timestamps, or the
     /// by-product windows, for the windows' reason, or the settlement
     /// joins, whose windows need input timestamps too, or the credit
-    /// joins, whose tables need tombstones, or the storefront, which needs
-    /// all of these.
+    /// joins, whose tables need tombstones, or the order labels, for the
+    /// same reason, or the storefront, which needs all of these.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -159,6 +166,7 @@ impl TopologyName {
                 | TopologyName::ByProduct
                 | TopologyName::Settlement
                 | TopologyName::Credit
+                | TopologyName::OrderLabels
                 | TopologyName::Storefront
         )
     }
@@ -281,6 +289,7 @@ pub fn namespaced(
         | TopologyName::ByProduct
         | TopologyName::Settlement
         | TopologyName::Credit
+        | TopologyName::OrderLabels
         | TopologyName::Storefront => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);

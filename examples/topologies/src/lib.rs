@@ -23,6 +23,7 @@ pub mod cpu;
 pub mod example;
 #[cfg(feature = "live")]
 pub mod live;
+pub mod order_labels;
 pub mod planted;
 pub mod simulations;
 pub mod storefront;
@@ -30,6 +31,7 @@ pub mod storefront;
 pub use example::{
     namespaced, ExampleError, ExampleTopology, InputTopic, TopologyName, LIVE_RESERVATION_MS,
 };
+pub use order_labels::{order_labels, order_labels_named, OrderLabelsTopics};
 pub use simulations::registry;
 pub use storefront::{storefront, Standing, StorefrontTopics};
 

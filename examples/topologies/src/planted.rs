@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 36] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 37] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -80,13 +80,18 @@ pub const PLANTED: [(Mutation, &str, Invariant); 36] = [
         "dead-letter",
         Invariant::I10,
     ),
+    (
+        Mutation::ForeignKeyJoinKeepsStaleResponse,
+        "order-labels",
+        Invariant::I13,
+    ),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 33] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 34] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -152,6 +157,11 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 33] = [
         Invariant::I13,
     ),
     (Mutation::DeadLetterKindSwapped, "bad-bytes", Invariant::I10),
+    (
+        Mutation::GateMatchesTopicOnly,
+        "order-labels",
+        Invariant::I8,
+    ),
 ];
 
 /// The planted bugs only one shipped shape can reach, each with the
@@ -162,12 +172,12 @@ pub const ONE_SHAPE_ONLY: [(Mutation, &str); 3] = [
         "only a task whose history claims more than 16 tps shows it: regroup's wide topic",
     ),
     (
-        Mutation::GateMatchesTopicOnly,
-        "only a claim on another partition of a topic the task consumes shows it: regroup's clicks",
-    ),
-    (
         Mutation::SyncIgnoresTimestamps,
         "only a stage that delivers in timestamp order shows it: enrichment's join",
+    ),
+    (
+        Mutation::ForeignKeyJoinKeepsStaleResponse,
+        "only a foreign-key join shows it: order-labels",
     ),
 ];
 

@@ -253,6 +253,26 @@ pub fn credit(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
         .input(table(&topics.limits)))
 }
 
+/// `order-labels`: orders that name one of few customers (one in six none),
+/// moving between them, and the customers' tiers, one update in five of
+/// each a tombstone, so that orders subscribe, unsubscribe and resubscribe
+/// while tiers change under them (J10–J15).
+pub fn order_labels(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = crate::OrderLabelsTopics::new();
+    let app = crate::order_labels(&topics)?;
+    let orders = Input::new(&topics.orders, |draw| {
+        let customer = match draw.range(0, 5) {
+            0 => "-".to_string(),
+            _ => draw.key(),
+        };
+        (Some(draw.key()), customer)
+    })
+    .tombstones(0.2);
+    let tiers =
+        Input::new(&topics.tiers, |draw| (Some(draw.key()), draw.range(1, 3))).tombstones(0.2);
+    Ok(Simulation::builder(app).input(orders).input(tiers))
+}
+
 /// `storefront`: every operator over shared sources
 /// ([`crate::storefront()`]). Discounts and limits over few customers, one
 /// update in five a tombstone; orders up to 400 ms behind the wall clock,

@@ -156,6 +156,9 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
     ]
 }
 
+/// Steps of the bound that shows a stale foreign-key response.
+const FK_STEPS: u64 = 8;
+
 /// One of the smallest topologies (`smallest`), with a bug planted or not.
 type Smallest = fn(Option<Mutation>) -> Simulation;
 
@@ -195,6 +198,18 @@ fn found_on_the_smallest() -> Vec<(Mutation, &'static str, Smallest, Bounds, Inv
             |planted| smallest::chain(17, planted),
             one_input(1),
             Invariant::I5,
+        ),
+        (
+            ForeignKeyJoinKeepsStaleResponse,
+            "a foreign-key join alone",
+            smallest::foreign_key_join,
+            Bounds {
+                inputs: 2,
+                faults: 0,
+                range_ends: true,
+                ..tiny(FK_STEPS)
+            },
+            Invariant::I13,
         ),
     ]
 }

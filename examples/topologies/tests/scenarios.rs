@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 18] = [
+const NAMES: [&str; 19] = [
     "balances",
     "audit-cut",
     "timers",
@@ -24,6 +24,7 @@ const NAMES: [&str; 18] = [
     "by-product",
     "settlement",
     "credit",
+    "order-labels",
     "storefront",
 ];
 

@@ -211,14 +211,17 @@ fn a_checkpoint_cut_at_16_tps_is_caught_only_by_the_wide_scenario() {
     }
 }
 
-/// G2, coverage where the bug lives: a gate that looks a claim up by its
-/// topic alone (taking a claim on another partition of a consumed topic
-/// for one on its own partition) is caught by `regroup`, the second
-/// scenario whose records are held behind claims on another topic, and by
-/// no other shipped scenario: `fan-in`'s orders claim only the payment of
-/// their own partition number, so there the bug changes nothing.
+/// G2, coverage where the bug lives: a gate that finds a claim's lane by
+/// its topic alone (taking a claim on another partition of a consumed
+/// topic for one on its own partition) is caught by the scenarios whose
+/// records claim another partition of a topic their task consumes:
+/// `regroup`, held behind claims on another topic, and `order-labels`,
+/// whose responses claim left records of every partition their respond
+/// task read subscriptions from; by no other shipped scenario: `fan-in`'s
+/// orders claim only the payment of their own partition number, so there
+/// the bug changes nothing.
 #[test]
-fn g2_a_gate_matching_claims_by_topic_alone_is_caught_only_by_regroup() {
+fn g2_a_gate_matching_claims_by_topic_alone_is_caught_where_claims_cross_partitions() {
     for name in scenarios() {
         let simulation = shipped::planted(
             &shipped::scenario(&name),
@@ -229,15 +232,17 @@ fn g2_a_gate_matching_claims_by_topic_alone_is_caught_only_by_regroup() {
             let outcome = simulation.run_seed(seed);
             (!outcome.violations.is_empty()).then_some(outcome.violations)
         });
-        assert_eq!(caught.is_some(), name == "regroup", "scenario {name}");
-        if let Some(violations) = caught {
-            assert_eq!(violations[0].invariant, Invariant::I8, "{}", violations[0]);
+        let crossing = match name.as_str() {
             // Waited for on the task's own partition of `clicks`.
-            assert!(
-                violations[0].message.contains("clicks-"),
-                "{}",
-                violations[0]
-            );
+            "regroup" => Some("clicks-"),
+            // Waited for on the task's own partition of the left table.
+            "order-labels" => Some("order-customers-"),
+            _ => None,
+        };
+        assert_eq!(caught.is_some(), crossing.is_some(), "scenario {name}");
+        if let (Some(violations), Some(topic)) = (caught, crossing) {
+            assert_eq!(violations[0].invariant, Invariant::I8, "{}", violations[0]);
+            assert!(violations[0].message.contains(topic), "{}", violations[0]);
         }
     }
 }

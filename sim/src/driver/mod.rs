@@ -422,6 +422,27 @@ impl TestDriver {
         self.world().paused.insert(topic.as_ref().to_string());
     }
 
+    /// Stops the tasks of `stage` alone fetching from `topic`, while other
+    /// stages that consume it go on: to hold one stage behind another on a
+    /// topic both read (a foreign-key join's resolve stage behind its
+    /// subscribe stage on the left table, J14). Undone by
+    /// [`TestDriver::resume_stage`].
+    pub fn pause_stage(&self, stage: &str, topic: impl AsRef<str>) {
+        self.world()
+            .paused_for_stage
+            .insert((stage.to_string(), topic.as_ref().to_string()));
+    }
+
+    /// Resumes the tasks of `stage` fetching from `topic` and processes to
+    /// quiescence.
+    pub fn resume_stage(&self, stage: &str, topic: impl AsRef<str>) -> Result<(), DriverError> {
+        let mut world = self.world();
+        world
+            .paused_for_stage
+            .remove(&(stage.to_string(), topic.as_ref().to_string()));
+        world.run()
+    }
+
     /// Resumes fetching from `topic` and processes to quiescence.
     pub fn resume(&self, topic: impl AsRef<str>) -> Result<(), DriverError> {
         let mut world = self.world();

@@ -23,6 +23,8 @@ pub(crate) struct World {
     pub commit_each_step: bool,
     pub rounds_max: usize,
     pub paused: BTreeSet<String>,
+    /// Topics paused for one stage's tasks only, as (stage, topic).
+    pub paused_for_stage: BTreeSet<(String, String)>,
     /// Tasks whose next commit the test asked to fail.
     pub failing_commits: Vec<TaskId>,
     pub trace: Trace,
@@ -54,6 +56,7 @@ impl World {
             commit_each_step,
             rounds_max: 10_000,
             paused: BTreeSet::new(),
+            paused_for_stage: BTreeSet::new(),
             failing_commits: Vec::new(),
             trace: Trace::default(),
             held_seen: HashSet::new(),
@@ -234,10 +237,13 @@ impl World {
         // fetched after it was held (G6), so such a task fetches every lane.
         let holding = host.task.buffered() > 0;
         for lane in 0..host.positions().len() {
-            if self
-                .paused
-                .contains(host.positions()[lane].0.topic.as_str())
-            {
+            let topic = host.positions()[lane].0.topic.as_str();
+            let paused = self.paused.contains(topic)
+                || (!self.paused_for_stage.is_empty()
+                    && self
+                        .paused_for_stage
+                        .contains(&(host.task.id().stage.to_string(), topic.to_string())));
+            if paused {
                 // A paused topic's records stay unfetched, but a task that
                 // delivers in timestamp order (G9) learns that the log has
                 // more, as an empty fetch tells a consumer, and waits for

@@ -54,6 +54,9 @@ pub fn unreachable(topology: &str) -> &'static [(&'static str, &'static str)] {
         "regroup" => &[NO_HELD_TICK],
         // Orders claim the latest discount update: holds, but no ticks.
         "enrichment" => &[NO_HELD_TICK],
+        // A response claims its left record, which the resolve stage
+        // consumes too (J14): holds, but no ticks.
+        "order-labels" => &[NO_HELD_TICK],
         // Orders claim the latest discount update; its operators close by
         // stream time, so it has no ticks to hold.
         "storefront" => &[NO_HELD_TICK],

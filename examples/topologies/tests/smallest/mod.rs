@@ -113,3 +113,41 @@ pub fn chain(hops: usize, planted: Option<Mutation>) -> Simulation {
         .build()
         .expect("the chain's simulation builds")
 }
+
+/// A left foreign-key join alone (J10–J14), over orders that name a
+/// customer or none (and tiers, which it need not draw): an order that names its customer,
+/// then none, subscribes and unsubscribes, and the respond stage answers
+/// the subscription after the resolve stage delivered the newer order; that
+/// response is stale. Two inputs show it here, where the shipped
+/// `order-labels` topology runs two joins (six stages) and a tier table
+/// beside them.
+pub fn foreign_key_join(planted: Option<Mutation>) -> Simulation {
+    let orders = Topic::<String, String>::with_codecs("orders", parsley::Utf8, parsley::Utf8);
+    let tiers = Topic::<String, i64>::with_codecs("tiers", parsley::Utf8, parsley::I64);
+    let listing = Topic::<String, String>::with_codecs("listing", parsley::Utf8, parsley::Utf8);
+    let app = Parsley::named("listing-alone");
+    let join = app
+        .foreign_key_join("listing", &orders, &tiers, |customer: &String| {
+            (customer != "-").then(|| customer.clone())
+        })
+        .left(|_, customer: &String, tier: Option<&i64>| format!("{customer}@{tier:?}"))
+        .into(&listing)
+        .build();
+    let app = app
+        .stages(join)
+        .build()
+        .expect("a foreign-key join alone assembles");
+    Simulation::builder(app)
+        .settings(shipped::scenario("order-labels").settings)
+        .input(Input::new(&orders, |draw| {
+            let customer = match draw.range(0, 1) {
+                0 => "-".to_string(),
+                _ => draw.key(),
+            };
+            (Some(draw.key()), customer)
+        }))
+        .input(Input::new(&tiers, |draw| (Some(draw.key()), 1)))
+        .planted(planted)
+        .build()
+        .expect("the foreign-key join's simulation builds")
+}

@@ -15,8 +15,8 @@
 //! [`delivery`] (I1, I2, I3), [`ticks`] (I4), [`stamps`] (I5), [`state`]
 //! (I6, the fold of the committed history), [`outputs`] (I7),
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
-//! [`windows`] (I12), [`joins`], [`stream_joins`] and [`table_joins`]
-//! (I13), [`expiry`] (I14), [`groups`] (I15) and [`order`] (I16, asked by
+//! [`windows`] (I12), [`joins`], [`stream_joins`], [`table_joins`] and
+//! [`fk_joins`] (I13), [`expiry`] (I14), [`groups`] (I15) and [`order`] (I16, asked by
 //! the walk at each delivery); [`purity`] tells impure logic (S4) from a
 //! broken rule when a replay disagrees with what was committed.
 //! [`check`] builds the reconstruction once and runs them in turn.
@@ -24,6 +24,7 @@
 mod dead_letters;
 mod delivery;
 mod expiry;
+mod fk_joins;
 mod groups;
 mod joins;
 mod liveness;
@@ -106,6 +107,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     checker.check_joins(&committed);
     checker.check_stream_joins(&committed);
     checker.check_table_joins(&committed);
+    checker.check_foreign_key_joins(&committed);
     checker.check_expiry(&committed);
     checker.check_groups();
     checker.check_liveness(&committed);

@@ -1,0 +1,244 @@
+//! I13: foreign-key joins (J14), from each resolve task's committed
+//! deliveries alone.
+//!
+//! The checker keeps its own model of each resolve task: per left key, the
+//! offset of the latest left record the task delivered (the current
+//! version) and whether the output's latest record for the key is a
+//! result, read from what the task wrote. It uses none of the join's state
+//! and none of its code but the response codec. Then: a response whose
+//! version is not its key's current version is stale and writes nothing;
+//! a current one writes exactly one record under its key (a result when it
+//! has a right value or the join is a left join, else a tombstone when the
+//! key had a result), or nothing; a response is never delivered before the
+//! left record of its version (G2); and a left delivery writes at most one
+//! record, under its key: a tombstone for a deleted row that had a result,
+//! nothing for one that had none.
+
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use parsley::app::StagePlan;
+use parsley::join::{ForeignKeyJoinDecl, ForeignKeyJoinPart, JoinKind, ResponseCodec};
+use parsley::task::TaskId;
+use parsley::text::bytes_for_humans;
+use parsley::{App, Codec};
+use rustc_hash::FxHashMap;
+
+use super::reconstruction::{committed_of, Committed, Delivery};
+use super::{Checker, Invariant};
+
+/// A left key as the checker has it: the current version and whether the
+/// output's latest record for it is a result.
+#[derive(Clone, Copy)]
+struct Current {
+    version: u64,
+    joined: bool,
+}
+
+/// What a delivery must write under its key.
+#[derive(Debug, PartialEq)]
+enum Expected {
+    Nothing,
+    Result,
+    Tombstone,
+    /// A left record that refers to a foreign key writes nothing; one that
+    /// refers to none is resolved at once; the checker does not run the
+    /// extractor, so either is accepted (the state check, I6, replays it).
+    AtMostOne,
+}
+
+impl<'a> Checker<'a> {
+    /// I13 (J14) for every foreign-key join's resolve stage: each task's
+    /// committed deliveries, in committed order, through the checker's own
+    /// versions. A task is reported once, at its first wrong delivery.
+    pub(super) fn check_foreign_key_joins(&mut self, committed: &Committed<'a>) {
+        let app: &'a App = self.input.app;
+        for plan in app.stages() {
+            let Some(decl) = plan.stage.foreign_key_join() else {
+                continue;
+            };
+            if decl.part != ForeignKeyJoinPart::Resolve {
+                continue;
+            }
+            for task in self.input.assembly.task_ids() {
+                if &*task.stage != plan.name() {
+                    continue;
+                }
+                let mut versions: FxHashMap<Bytes, Current> = FxHashMap::default();
+                for delivery in committed_of(committed, &task) {
+                    if !self.check_resolve_delivery(plan, decl, &task, delivery, &mut versions) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One committed delivery of a resolve task; false once it is reported.
+    fn check_resolve_delivery(
+        &mut self,
+        plan: &StagePlan,
+        decl: &ForeignKeyJoinDecl,
+        task: &TaskId,
+        delivery: &Delivery<'a>,
+        versions: &mut FxHashMap<Bytes, Current>,
+    ) -> bool {
+        let Some(record) = self.record(delivery.id, delivery.offset) else {
+            return true;
+        };
+        if delivery.dead_lettered(plan) {
+            return true;
+        }
+        let Some(key) = record.data.key.clone() else {
+            // Refused (J15): I6 and I10 judge the delivery.
+            return true;
+        };
+        let current = versions.get(&key).copied();
+        let had = current.is_some_and(|current| current.joined);
+        let (expected, why) = if delivery.tp.topic == decl.left {
+            match &record.data.value {
+                None => {
+                    versions.remove(&key);
+                    match had {
+                        true => (
+                            Expected::Tombstone,
+                            "the left row is deleted and had a result".to_string(),
+                        ),
+                        false => (
+                            Expected::Nothing,
+                            "the left row is deleted and had no result".to_string(),
+                        ),
+                    }
+                }
+                Some(_) => {
+                    versions.insert(
+                        key.clone(),
+                        Current {
+                            version: delivery.offset,
+                            joined: had,
+                        },
+                    );
+                    (Expected::AtMostOne, "a left update".to_string())
+                }
+            }
+        } else {
+            let Some(response) = record
+                .data
+                .value
+                .as_ref()
+                .and_then(|bytes| ResponseCodec.decode(bytes).ok())
+            else {
+                // Refused (J15): I6 and I10 judge the delivery.
+                return true;
+            };
+            match current {
+                Some(current) if response.version > current.version => {
+                    let message = format!(
+                        "task {task} committed the delivery of response {}@{} (key {}, version {}) before the left record of its version: its latest left record of the key was offset {} (J14: the response claims its left record, G2)",
+                        delivery.tp,
+                        delivery.offset,
+                        bytes_for_humans(&key),
+                        response.version,
+                        current.version
+                    );
+                    self.violation(Invariant::I13, delivery.step, message)
+                        .on(delivery.at)
+                        .about(delivery.tp, delivery.offset);
+                    return false;
+                }
+                Some(current) if response.version == current.version => {
+                    let result = response.right.is_some() || decl.kind == JoinKind::Left;
+                    match (result, had) {
+                        (true, _) => (Expected::Result, "a current response".to_string()),
+                        (false, true) => (
+                            Expected::Tombstone,
+                            "a current response with no right value, for a key with a result"
+                                .to_string(),
+                        ),
+                        (false, false) => (
+                            Expected::Nothing,
+                            "a current response with no right value, for a key without a result"
+                                .to_string(),
+                        ),
+                    }
+                }
+                Some(current) => (
+                    Expected::Nothing,
+                    format!(
+                        "a stale response: version {}, when the key's latest left record is offset {}",
+                        response.version, current.version
+                    ),
+                ),
+                None => (
+                    Expected::Nothing,
+                    format!(
+                        "a stale response: version {}, for a key whose left row is deleted",
+                        response.version
+                    ),
+                ),
+            }
+        };
+        let output = decl.output.as_ref();
+        let mut wrote = Vec::new();
+        for (tp, offset) in delivery.sent {
+            if output != Some(&tp.topic) {
+                continue;
+            }
+            let id = self.tps.id(tp);
+            if let Some(data) = self.tps.data(id, *offset) {
+                wrote.push((
+                    data.key.clone(),
+                    data.value.clone(),
+                    format!("{tp}@{offset}"),
+                ));
+            }
+        }
+        let under_key = |wrote_key: &Option<Bytes>| wrote_key.as_ref() == Some(&key);
+        let same = match (&expected, &wrote[..]) {
+            (Expected::Nothing | Expected::AtMostOne, []) => true,
+            (Expected::Result | Expected::AtMostOne, [(wrote_key, Some(_), _)])
+            | (Expected::Tombstone | Expected::AtMostOne, [(wrote_key, None, _)]) => {
+                under_key(wrote_key)
+            }
+            _ => false,
+        };
+        if same {
+            // The output's latest record for the key, as the model's.
+            if let (Some(current), [(_, value, _)]) = (versions.get_mut(&key), &wrote[..]) {
+                current.joined = value.is_some();
+            }
+            return true;
+        }
+        let output = output.map_or("its output", |topic| topic.as_str());
+        let mut message = format!(
+            "task {task} committed the delivery of {}@{} (key {}), {why}: the join should write {} to {output} — it wrote {}",
+            delivery.tp,
+            delivery.offset,
+            bytes_for_humans(&key),
+            match expected {
+                Expected::Nothing => "nothing",
+                Expected::Result => "one result under the key",
+                Expected::Tombstone => "one tombstone under the key",
+                Expected::AtMostOne => "at most one record under the key",
+            },
+            wrote.len()
+        );
+        for (key, value, at) in &wrote {
+            let describe = |bytes: &Option<Bytes>| {
+                bytes
+                    .as_ref()
+                    .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
+            };
+            let _ = write!(
+                message,
+                "; {at}: key {} value {}",
+                describe(key),
+                describe(value)
+            );
+        }
+        self.violation(Invariant::I13, delivery.step, message)
+            .on(delivery.at)
+            .about(delivery.tp, delivery.offset);
+        false
+    }
+}

@@ -1,0 +1,368 @@
+//! Foreign-key table–table joins as an operator (J10–J15): Kafka Streams'
+//! `KTable.join(KTable other, foreignKeyExtractor, joiner)` and `leftJoin`
+//! (KIP-213), made of three stages and two derived topics, causal where
+//! Kafka Streams compares value hashes.
+//!
+//! Each row of the left table (key `K`, value `V`) refers, through the
+//! foreign-key extractor, to at most one row of the right table (key `KO`,
+//! value `VO`); the output, keyed by `K`, holds each left row joined with
+//! the right row it refers to. [`AppBuilder::foreign_key_join`] makes the
+//! three stages, in the style of [`AppBuilder::rekey`]:
+//!
+//! - **subscribe** (`<name>-subscribe`, J12) reads the left table and
+//!   writes, to `<application.id>-<name>-subscription` under the foreign
+//!   key, a subscription of the left key *as of the left record's offset*
+//!   (its version), and an unsubscription from the foreign key it referred
+//!   to before.
+//! - **respond** (`<name>-respond`, J13) reads the right table and the
+//!   subscriptions, co-partitioned by the foreign key, keeps each foreign
+//!   key's right value and subscribers, and answers every subscription and
+//!   every right update with a response to
+//!   `<application.id>-<name>-response`, under the left key.
+//! - **resolve** (`<name>-resolve`, J14) reads the left table and the
+//!   responses, co-partitioned by the left key, and writes the join's
+//!   result for a response whose version is the key's latest left record,
+//!   dropping any other as stale. Its gate holds each response until the
+//!   task has delivered the left record the response claims (G2, G5), so
+//!   "the version is the latest" is exact: no stale result is written.
+//!
+//! The subscription topic has the right table's partition count and the
+//! response topic the left table's (J11): setup creates them, the probe
+//! lists them (C4), assembly checks them (C3).
+//!
+//! ```
+//! use parsley::{Json, Parsley, Topic, Utf8};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Clone, Serialize, Deserialize)]
+//! struct Order { customer: String, total: i64 }
+//!
+//! let orders = Topic::<String, Order>::with_codecs("orders", Utf8, Json);
+//! let customers = Topic::<String, String>::with_codecs("customer-names", Utf8, Utf8);
+//! let labelled = Topic::<String, String>::with_codecs("labelled-orders", Utf8, Utf8);
+//! let shop = Parsley::named("shop");
+//! // Each order with its customer's name, kept up to date as either
+//! // changes; an order whose customer is unknown has no label.
+//! let labelling = shop
+//!     .foreign_key_join("labels", &orders, &customers, |order: &Order| Some(order.customer.clone()))
+//!     .inner(|_id, order: &Order, name: &String| format!("{} for {name}", order.total))
+//!     .into(&labelled)
+//!     .build();
+//! assert_eq!(labelling.subscription.as_str(), "shop-labels-subscription");
+//! assert_eq!(labelling.response.as_str(), "shop-labels-response");
+//! let app = shop.stages(labelling).build()?;
+//! let stages: Vec<&str> = app.stages().iter().map(|plan| plan.name()).collect();
+//! assert_eq!(stages, ["labels-subscribe", "labels-respond", "labels-resolve"]);
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+//!
+//! [`AppBuilder::foreign_key_join`]: crate::app::AppBuilder::foreign_key_join
+//! [`AppBuilder::rekey`]: crate::app::AppBuilder::rekey
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::codec::RawBytes;
+use crate::stage::logic::{Fallible, StageLogic};
+use crate::stage::{Stage, StageDef, StageProblem};
+use crate::topic::{Topic, TopicRef};
+use crate::tp::TopicName;
+
+use super::foreign_key_codec::{Response, ResponseCodec, Subscription, SubscriptionCodec};
+use super::foreign_key_logic::{self, ForeignJoinerFn, ForeignKeyFn, Topics};
+use super::JoinKind;
+
+/// `<application.id>-<join>-subscription` (J10).
+pub fn subscription_topic_name(app: &str, join: &str) -> String {
+    format!("{app}-{join}-subscription")
+}
+
+/// `<application.id>-<join>-response` (J10).
+pub fn response_topic_name(app: &str, join: &str) -> String {
+    format!("{app}-{join}-response")
+}
+
+/// Which of a foreign-key join's three stages a stage is (J10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ForeignKeyJoinPart {
+    /// `<join>-subscribe`: left table to subscriptions (J12).
+    Subscribe,
+    /// `<join>-respond`: right table and subscriptions to responses (J13).
+    Respond,
+    /// `<join>-resolve`: left table and responses to results (J14).
+    Resolve,
+}
+
+impl ForeignKeyJoinPart {
+    /// The three, in the order their stages are added.
+    pub const ALL: [ForeignKeyJoinPart; 3] = [
+        ForeignKeyJoinPart::Subscribe,
+        ForeignKeyJoinPart::Respond,
+        ForeignKeyJoinPart::Resolve,
+    ];
+
+    /// The stage's name for the join named `join`: `<join>-subscribe`,
+    /// `<join>-respond` or `<join>-resolve`.
+    pub fn stage_name(self, join: &str) -> String {
+        let part = match self {
+            ForeignKeyJoinPart::Subscribe => "subscribe",
+            ForeignKeyJoinPart::Respond => "respond",
+            ForeignKeyJoinPart::Resolve => "resolve",
+        };
+        format!("{join}-{part}")
+    }
+}
+
+/// A foreign-key join's declaration, as each of its stages reports it
+/// ([`Stage::foreign_key_join`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForeignKeyJoinDecl {
+    /// The join's name.
+    pub join: String,
+    /// Which of its stages this is.
+    pub part: ForeignKeyJoinPart,
+    /// The left table.
+    pub left: TopicName,
+    /// The right table.
+    pub right: TopicName,
+    /// The derived subscription topic (J10, J11).
+    pub subscription: TopicName,
+    /// The derived response topic (J10, J11).
+    pub response: TopicName,
+    /// The output topic, once declared.
+    pub output: Option<TopicName>,
+    /// Inner or left.
+    pub kind: JoinKind,
+}
+
+/// A foreign-key join being declared, before its joiner; see
+/// [`AppBuilder::foreign_key_join`](crate::app::AppBuilder::foreign_key_join).
+pub struct ForeignKeyJoin<K, V, KO, VO> {
+    app: String,
+    name: String,
+    left: Topic<K, V>,
+    right: Topic<KO, VO>,
+    extract: ForeignKeyFn<V, KO>,
+}
+
+impl<K, V, KO, VO> ForeignKeyJoin<K, V, KO, VO>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    KO: Send + Sync + 'static,
+    VO: Send + Sync + 'static,
+{
+    pub(crate) fn new<R>(
+        app: &str,
+        name: String,
+        left: &Topic<K, V>,
+        right: &Topic<KO, VO>,
+        extract: impl Fn(&V) -> R + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Fallible<Option<KO>>,
+    {
+        ForeignKeyJoin {
+            app: app.to_string(),
+            name,
+            left: left.clone(),
+            right: right.clone(),
+            extract: Arc::new(move |value| extract(value).into_result()),
+        }
+    }
+
+    /// An inner join (`KTable.join`): a left row whose foreign key has a
+    /// right row is joined by `joiner` (which may return `O` or
+    /// `Result<O, E>`; an error or a panic refuses the record, X5); a key
+    /// that loses its result gets a tombstone.
+    pub fn inner<O, F>(
+        self,
+        joiner: impl Fn(&K, &V, &VO) -> F + Send + Sync + 'static,
+    ) -> ForeignKeyJoinBuilder<K, V, KO, VO, O>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        self.with(JoinKind::Inner, super::inner_joiner(joiner))
+    }
+
+    /// A left join (`KTable.leftJoin`): every left row is joined by
+    /// `joiner`, with its foreign key's right row or `None` (no foreign
+    /// key, or no right row for it); a deleted left row gets a tombstone.
+    pub fn left<O, F>(
+        self,
+        joiner: impl Fn(&K, &V, Option<&VO>) -> F + Send + Sync + 'static,
+    ) -> ForeignKeyJoinBuilder<K, V, KO, VO, O>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        self.with(JoinKind::Left, super::left_joiner(joiner))
+    }
+
+    fn with<O>(
+        self,
+        kind: JoinKind,
+        joiner: ForeignJoinerFn<K, V, VO, O>,
+    ) -> ForeignKeyJoinBuilder<K, V, KO, VO, O> {
+        ForeignKeyJoinBuilder {
+            join: self,
+            kind,
+            joiner,
+            output: None,
+            dead_letter: false,
+        }
+    }
+}
+
+/// A foreign-key join with its joiner; see [`ForeignKeyJoin`] and
+/// docs/RULES.md#j10.
+pub struct ForeignKeyJoinBuilder<K, V, KO, VO, O> {
+    join: ForeignKeyJoin<K, V, KO, VO>,
+    kind: JoinKind,
+    joiner: ForeignJoinerFn<K, V, VO, O>,
+    output: Option<Topic<K, O>>,
+    dead_letter: bool,
+}
+
+/// A foreign-key join's three stages, to add to the application that made
+/// them (`AppBuilder::stages` takes them as they are), and its derived
+/// topics (J10).
+pub struct ForeignKeyJoinStages {
+    /// `<join>-subscribe` (J12).
+    pub subscribe: Stage,
+    /// `<join>-respond` (J13).
+    pub respond: Stage,
+    /// `<join>-resolve` (J14).
+    pub resolve: Stage,
+    /// `<application.id>-<join>-subscription`.
+    pub subscription: TopicName,
+    /// `<application.id>-<join>-response`.
+    pub response: TopicName,
+}
+
+impl IntoIterator for ForeignKeyJoinStages {
+    type Item = Stage;
+    type IntoIter = std::array::IntoIter<Stage, 3>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        [self.subscribe, self.respond, self.resolve].into_iter()
+    }
+}
+
+impl<K, V, KO, VO, O> ForeignKeyJoinBuilder<K, V, KO, VO, O>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    KO: Send + Sync + 'static,
+    VO: Send + Sync + 'static,
+    O: 'static,
+{
+    /// The topic the join's results and tombstones are written to
+    /// (required), keyed by the left table's key.
+    pub fn into(mut self, output: &Topic<K, O>) -> Self {
+        self.output = Some(output.clone());
+        self
+    }
+
+    /// X5's opt-in, for each of the three stages: a record one of them
+    /// refuses (no key, a value its codec refuses, a failing extractor or
+    /// joiner) goes to that stage's `<application.id>-<stage>-dlq` instead
+    /// of stopping its task.
+    pub fn dead_letter_queue(mut self) -> Self {
+        self.dead_letter = true;
+        self
+    }
+
+    /// The three stages and the derived topics. A missing output, or an
+    /// output that is one of the join's tables, is reported by the
+    /// application's `build`, with J10.
+    pub fn build(self) -> ForeignKeyJoinStages {
+        let join = self.join;
+        let subscription: Topic<Bytes, Subscription> = Topic::with_codecs(
+            subscription_topic_name(&join.app, &join.name),
+            RawBytes,
+            SubscriptionCodec,
+        );
+        let response: Topic<Bytes, Response> = Topic::with_codecs(
+            response_topic_name(&join.app, &join.name),
+            RawBytes,
+            ResponseCodec,
+        );
+        let mut problems = Vec::new();
+        match &self.output {
+            None => problems.push(StageProblem::ForeignKeyJoin(
+                "no output topic (declare one with `into`)",
+            )),
+            Some(output)
+                if output.name() == join.left.name() || output.name() == join.right.name() =>
+            {
+                problems.push(StageProblem::ForeignKeyJoin(
+                    "one of its tables as its output (its results would feed back into it)",
+                ))
+            }
+            Some(_) => {}
+        }
+        let topics = Topics {
+            left: join.left.clone(),
+            right: join.right.clone(),
+            subscription: subscription.clone(),
+            response: response.clone(),
+            output: self.output.clone(),
+        };
+        let decl = |part| ForeignKeyJoinDecl {
+            join: join.name.clone(),
+            part,
+            left: join.left.name().clone(),
+            right: join.right.name().clone(),
+            subscription: subscription.name().clone(),
+            response: response.name().clone(),
+            output: self.output.as_ref().map(|output| output.name().clone()),
+            kind: self.kind,
+        };
+        let stage = |part: ForeignKeyJoinPart,
+                     sources: Vec<TopicRef>,
+                     sinks: Vec<TopicRef>,
+                     logic: Arc<dyn StageLogic>| Stage {
+            def: Arc::new(StageDef {
+                dead_letter: self.dead_letter,
+                foreign_key_join: Some(decl(part)),
+                problems: problems.clone(),
+                ..StageDef::built_in(part.stage_name(&join.name), sources, sinks, true, logic)
+            }),
+        };
+        let subscribe = stage(
+            ForeignKeyJoinPart::Subscribe,
+            vec![TopicRef::from(&join.left)],
+            vec![TopicRef::from(&subscription)],
+            Arc::new(foreign_key_logic::subscribe(
+                topics.clone(),
+                Arc::clone(&join.extract),
+            )),
+        );
+        let respond = stage(
+            ForeignKeyJoinPart::Respond,
+            vec![TopicRef::from(&join.right), TopicRef::from(&subscription)],
+            vec![TopicRef::from(&response)],
+            Arc::new(foreign_key_logic::respond(topics.clone())),
+        );
+        let resolve = stage(
+            ForeignKeyJoinPart::Resolve,
+            vec![TopicRef::from(&join.left), TopicRef::from(&response)],
+            self.output.iter().map(TopicRef::from).collect(),
+            Arc::new(foreign_key_logic::resolve(
+                topics,
+                Arc::clone(&join.extract),
+                self.joiner,
+            )),
+        );
+        ForeignKeyJoinStages {
+            subscribe,
+            respond,
+            resolve,
+            subscription: subscription.name().clone(),
+            response: response.name().clone(),
+        }
+    }
+}

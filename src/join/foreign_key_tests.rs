@@ -1,0 +1,206 @@
+//! J12–J14 through each stage's public replay: the three stages of a
+//! foreign-key join run over slots kept here, with their records routed by
+//! hand, so that a test picks the order of deliveries a task would see.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::record::{ConsumedRecord, RecordData};
+use crate::stage::SlotChange;
+use crate::tp::Tp;
+use crate::{Codec, Emission, Parsley, Utf8};
+
+fn bytes(text: &str) -> Bytes {
+    Bytes::copy_from_slice(text.as_bytes())
+}
+
+/// Orders (left, value: the customer's id, or "-" for none) joined with
+/// customers (right, value: the name).
+fn stages() -> ForeignKeyJoinStages {
+    let orders = Topic::<String, String>::with_codecs("orders", Utf8, Utf8);
+    let customers = Topic::<String, String>::with_codecs("customers", Utf8, Utf8);
+    let labelled = Topic::<String, String>::with_codecs("labelled", Utf8, Utf8);
+    Parsley::named("shop")
+        .foreign_key_join("labels", &orders, &customers, |customer: &String| {
+            (customer != "-").then(|| customer.clone())
+        })
+        .inner(|order: &String, _: &String, name: &String| format!("{order} for {name}"))
+        .into(&labelled)
+        .build()
+}
+
+/// One stage's slots, by key bytes, and the offsets it has read per topic.
+#[derive(Default)]
+struct Slots(BTreeMap<Bytes, Bytes>);
+
+impl Slots {
+    fn deliver(
+        &mut self,
+        stage: &Stage,
+        topic: &str,
+        offset: u64,
+        key: &Bytes,
+        value: Option<Bytes>,
+    ) -> Vec<Emission> {
+        let record = ConsumedRecord {
+            offset,
+            data: RecordData {
+                key: Some(key.clone()),
+                value,
+                headers: Vec::new(),
+                timestamp: 1_000,
+            },
+        };
+        let state = self.0.get(key).map(|bytes| &bytes[..]);
+        let tp = Tp::new(topic, 0);
+        let replayed = stage.replay_record(&tp.topic, state, &tp, &record).unwrap();
+        match replayed.slot {
+            SlotChange::Set(bytes) => {
+                self.0.insert(key.clone(), bytes);
+            }
+            SlotChange::Deleted => {
+                self.0.remove(key);
+            }
+            SlotChange::Unchanged => {}
+        }
+        replayed.emissions
+    }
+}
+
+fn key_value(emission: &Emission) -> (Bytes, Option<Bytes>) {
+    let (key, value) = emission.encoded().unwrap();
+    (key.cloned().expect("keyed"), value.cloned())
+}
+
+/// J12, J13, J14: an order moves from Ada to Bob; Ada's update, answered
+/// before the respond stage read the unsubscription, is delivered to the
+/// resolve stage after the order's new version: it is stale and writes
+/// nothing. The current response then writes Bob's label.
+#[test]
+fn j14_a_response_to_an_older_version_writes_nothing() {
+    let join = stages();
+    let (mut subscribe, mut respond, mut resolve) =
+        (Slots::default(), Slots::default(), Slots::default());
+    let order = bytes("o1");
+    // The customers are known to the respond stage.
+    assert!(respond
+        .deliver(
+            &join.respond,
+            "customers",
+            0,
+            &bytes("ada"),
+            Some(bytes("Ada"))
+        )
+        .is_empty());
+    respond.deliver(
+        &join.respond,
+        "customers",
+        1,
+        &bytes("bob"),
+        Some(bytes("Bob")),
+    );
+    // Left offset 0: the order is Ada's.
+    let subscribed = subscribe.deliver(&join.subscribe, "orders", 0, &order, Some(bytes("ada")));
+    assert_eq!(subscribed.len(), 1);
+    let (foreign, subscription) = key_value(&subscribed[0]);
+    assert_eq!(foreign, bytes("ada"));
+    assert!(resolve
+        .deliver(&join.resolve, "orders", 0, &order, Some(bytes("ada")))
+        .is_empty());
+    let subscription_topic = join.subscription.as_str().to_string();
+    let response_topic = join.response.as_str().to_string();
+    let answered = respond.deliver(
+        &join.respond,
+        &subscription_topic,
+        0,
+        &foreign,
+        subscription,
+    );
+    let (_, response) = key_value(&answered[0]);
+    let labelled = resolve.deliver(&join.resolve, &response_topic, 0, &order, response);
+    assert_eq!(
+        labelled.iter().map(key_value).collect::<Vec<_>>(),
+        [(order.clone(), Some(bytes("o1 for Ada")))]
+    );
+    // Left offset 1: the order moves to Bob, an unsubscription from Ada
+    // and a subscription to Bob.
+    let moved = subscribe.deliver(&join.subscribe, "orders", 1, &order, Some(bytes("bob")));
+    let moved: Vec<_> = moved.iter().map(key_value).collect();
+    assert_eq!(moved[0].0, bytes("ada"));
+    assert_eq!(moved[1].0, bytes("bob"));
+    assert!(resolve
+        .deliver(&join.resolve, "orders", 1, &order, Some(bytes("bob")))
+        .is_empty());
+    // Ada changes before the respond stage reads the unsubscription: its
+    // response answers version 0.
+    let stale = respond.deliver(
+        &join.respond,
+        "customers",
+        2,
+        &bytes("ada"),
+        Some(bytes("Ada L.")),
+    );
+    let (_, stale) = key_value(&stale[0]);
+    assert!(
+        resolve
+            .deliver(&join.resolve, &response_topic, 1, &order, stale)
+            .is_empty(),
+        "a response to version 0 after version 1 is stale"
+    );
+    respond.deliver(
+        &join.respond,
+        &subscription_topic,
+        1,
+        &bytes("ada"),
+        moved[0].1.clone(),
+    );
+    let answered = respond.deliver(
+        &join.respond,
+        &subscription_topic,
+        2,
+        &bytes("bob"),
+        moved[1].1.clone(),
+    );
+    let (_, current) = key_value(&answered[0]);
+    let labelled = resolve.deliver(&join.resolve, &response_topic, 2, &order, current);
+    assert_eq!(
+        labelled.iter().map(key_value).collect::<Vec<_>>(),
+        [(order, Some(bytes("o1 for Bob")))]
+    );
+}
+
+/// J12, J14: a left value that refers to no foreign key unsubscribes and
+/// is resolved at once: the inner join's result goes, with a tombstone.
+#[test]
+fn j12_j14_no_foreign_key_unsubscribes_and_resolves_at_once() {
+    let join = stages();
+    let (mut subscribe, mut resolve) = (Slots::default(), Slots::default());
+    let order = bytes("o1");
+    subscribe.deliver(&join.subscribe, "orders", 0, &order, Some(bytes("ada")));
+    let unsubscribed = subscribe.deliver(&join.subscribe, "orders", 1, &order, Some(bytes("-")));
+    assert_eq!(unsubscribed.len(), 1);
+    assert_eq!(key_value(&unsubscribed[0]).0, bytes("ada"));
+    assert!(subscribe.0.is_empty(), "no foreign key, no slot");
+    // The resolve stage had a result for the order.
+    resolve.deliver(&join.resolve, "orders", 0, &order, Some(bytes("ada")));
+    let response = ResponseCodec
+        .encode(&Response {
+            version: 0,
+            right: Some(bytes("Ada")),
+        })
+        .unwrap();
+    resolve.deliver(
+        &join.resolve,
+        join.response.as_str(),
+        0,
+        &order,
+        Some(response),
+    );
+    let resolved = resolve.deliver(&join.resolve, "orders", 1, &order, Some(bytes("-")));
+    assert_eq!(
+        resolved.iter().map(key_value).collect::<Vec<_>>(),
+        [(order, None)]
+    );
+}
