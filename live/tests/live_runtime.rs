@@ -15,7 +15,8 @@ use bytes::Bytes;
 use parsley::assembly::AssemblyFailure;
 use parsley::header::STAMP_HEADER;
 use parsley::{
-    App, ConsumedRecord, Header, Json, Parsley, RecordData, Stage, Step, TaskError, Topic, Tp,
+    App, ConsumedRecord, Header, Json, Parsley, RecordData, Stage, Step, TaskError, Topic,
+    TopicName, Tp,
 };
 use parsley_live::{
     assemble_on, create_topics, FailurePolicy, Isolation, LiveClient, LiveConfig, Runtime,
@@ -832,4 +833,145 @@ async fn x5_each_dead_letter_writes_one_log_line_naming_the_record() {
     assert!(line.contains("task=sum/0"), "{line}");
     assert!(line.contains(&format!("{tp}@{refused}")), "{line}");
     assert!(line.contains("negative"), "{line}");
+}
+
+// ----- J10–J14 -----
+
+/// J10–J14 on a real broker: a left foreign-key join of orders (three
+/// partitions, each naming its customer, or `-` for none) with customers'
+/// tiers (two partitions). Setup creates the derived subscription topic
+/// with the customers' two partitions and the response topic with the
+/// orders' three (J11); the three stages run as any others, and the output
+/// read back as a table holds each order with its customer's latest tier,
+/// through a change of customer and a tier update, with nothing stale.
+#[tokio::test(flavor = "multi_thread")]
+async fn j14_a_foreign_key_join_runs_live() {
+    use parsley::partitioner::partition_for;
+    use parsley::{Utf8, I64};
+    use std::collections::{BTreeMap, HashMap};
+
+    let Some(live) = live_config() else { return };
+    let orders = Topic::<String, String>::with_codecs(unique("orders"), Utf8, Utf8);
+    let tiers = Topic::<String, i64>::with_codecs(unique("tiers"), Utf8, I64);
+    let labelled = Topic::<String, String>::with_codecs(unique("labelled"), Utf8, Utf8);
+    let builder = Parsley::named(unique("app"));
+    let join = builder
+        .foreign_key_join("labels", &orders, &tiers, |customer: &String| {
+            (customer != "-").then(|| customer.clone())
+        })
+        .left(|_, customer: &String, tier: Option<&i64>| format!("{customer}@{tier:?}"))
+        .into(&labelled)
+        .build();
+    let (subscription, response) = (join.subscription.clone(), join.response.clone());
+    let app = builder.stages(join).build().expect("the join composes");
+    let client = LiveClient::new(live.clone()).expect("client");
+    let counts: BTreeMap<String, u32> = [
+        (orders.name().as_str().to_owned(), 3),
+        (tiers.name().as_str().to_owned(), 2),
+    ]
+    .into();
+    let made = create_topics(&client, &app, 1, &counts)
+        .await
+        .expect("topics");
+    let partitions: HashMap<String, u32> = made
+        .iter()
+        .map(|topic| (topic.topic.clone(), topic.partitions))
+        .collect();
+    assert_eq!(
+        partitions[subscription.as_str()],
+        2,
+        "J11: the right table's count"
+    );
+    assert_eq!(
+        partitions[response.as_str()],
+        3,
+        "J11: the left table's count"
+    );
+
+    // Keyed as Kafka's default partitioner keys them (J11).
+    let put = |topic: &TopicName, key: &str, value: Option<Bytes>| {
+        let tp = Tp::new(
+            topic.clone(),
+            partition_for(Some(key.as_bytes()), partitions[topic.as_str()], 0),
+        );
+        let data = RecordData {
+            key: Some(Bytes::from(key.to_owned())),
+            value,
+            headers: Vec::new(),
+            timestamp: now_ms(),
+        };
+        let client = client.clone();
+        async move { append(&client, &tp, data).await }
+    };
+    let tier = |value: i64| Some(Bytes::copy_from_slice(&value.to_be_bytes()));
+    let text = |value: &str| Some(Bytes::from(value.to_owned()));
+    put(tiers.name(), "ada", tier(1)).await;
+    put(tiers.name(), "bob", tier(2)).await;
+    put(orders.name(), "o1", text("ada")).await;
+    put(orders.name(), "o2", text("bob")).await;
+    put(orders.name(), "o3", text("-")).await;
+
+    let runtime = Runtime::start(Arc::new(app), config(live.clone()))
+        .await
+        .expect("start");
+    let out: Vec<Tp> = (0..partitions[labelled.name().as_str()])
+        .map(|partition| Tp::new(labelled.name().clone(), partition))
+        .collect();
+    let table = || async {
+        let mut table = BTreeMap::new();
+        for tp in &out {
+            for record in read(&client, tp, Isolation::ReadCommitted).await {
+                let key = String::from_utf8_lossy(record.data.key.as_deref().unwrap_or_default())
+                    .into_owned();
+                let value = record
+                    .data
+                    .value
+                    .as_deref()
+                    .map(|value| String::from_utf8_lossy(value).into_owned());
+                table.insert(key, value);
+            }
+        }
+        table
+    };
+    let wait_table = |expected: BTreeMap<String, Option<String>>| async move {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let seen = table().await;
+            if seen == expected {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the join's output as a table: {seen:?}, expected {expected:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    let row = |key: &str, value: &str| (key.to_owned(), Some(value.to_owned()));
+    wait_table(
+        [
+            row("o1", "ada@Some(1)"),
+            row("o2", "bob@Some(2)"),
+            row("o3", "-@None"),
+        ]
+        .into(),
+    )
+    .await;
+
+    // o1 moves to bob, then bob's tier changes: o1 and o2 follow it.
+    put(orders.name(), "o1", text("bob")).await;
+    put(tiers.name(), "bob", tier(3)).await;
+    wait_table(
+        [
+            row("o1", "bob@Some(3)"),
+            row("o2", "bob@Some(3)"),
+            row("o3", "-@None"),
+        ]
+        .into(),
+    )
+    .await;
+    runtime.stopper().stop();
+    for run in runtime.wait().await {
+        assert!(run.outcome.is_ok(), "{}: {:?}", run.task, run.outcome);
+    }
 }
