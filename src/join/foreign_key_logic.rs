@@ -64,6 +64,19 @@ fn key_of<'a>(
     })
 }
 
+/// A left record's key, decoded by the left table's key codec. The
+/// subscribe and resolve stages both decode it first, so a key the codec
+/// refuses is refused as the left record's (J15) by both alike, and is
+/// never subscribed: no response names it.
+fn left_key<K: 'static, V: 'static>(left: &Topic<K, V>, key: &Bytes) -> Result<K, DeliveryFailure> {
+    left.key_codec()
+        .decode(key)
+        .map_err(|error| DeliveryFailure::Codec {
+            part: RecordPart::Key,
+            error,
+        })
+}
+
 /// The foreign key of a left value, as the right table's key bytes (J12).
 fn foreign_key<V, KO: 'static, VO: 'static>(
     right: &Topic<KO, VO>,
@@ -99,6 +112,7 @@ where
 {
     let source: SourceFn<Option<Bytes>> = Arc::new(move |subscribed, tp, consumed| {
         let key = key_of(consumed, tp, "left table")?;
+        left_key(&topics.left, key)?;
         let foreign = match &consumed.data.value {
             None => None,
             Some(bytes) => {
@@ -249,14 +263,7 @@ where
     }
 
     fn key(&self, key: &Bytes) -> Result<K, DeliveryFailure> {
-        self.topics
-            .left
-            .key_codec()
-            .decode(key)
-            .map_err(|error| DeliveryFailure::Codec {
-                part: RecordPart::Key,
-                error,
-            })
+        left_key(&self.topics.left, key)
     }
 
     /// J14: what `key` writes when its left value `left` is joined with
@@ -311,6 +318,7 @@ where
     let left_resolver = Arc::clone(&resolver);
     let on_left: SourceFn<Option<Current>> = Arc::new(move |current, tp, consumed| {
         let key = key_of(consumed, tp, "left table")?;
+        left_resolver.key(key)?;
         let had = current.as_ref().is_some_and(|current| current.joined);
         let Some(bytes) = &consumed.data.value else {
             // A deleted left row deletes the key's result, if it had one.
@@ -350,6 +358,15 @@ where
     });
     let on_response: SourceFn<Option<Current>> = Arc::new(move |current, tp, consumed| {
         let key = key_of(consumed, tp, "response")?;
+        // The subscribe stage refuses a left key its codec refuses (J15),
+        // so only another writer of the response topic can name one.
+        if let Err(error) = resolver.topics.left.key_codec().decode(key) {
+            return Err(DeliveryFailure::Logic(format!(
+                "J15 (docs/RULES.md#j15): response {tp}@{} names left key {}, which the left table's key codec refuses: {error}",
+                consumed.offset,
+                crate::text::bytes_for_humans(key)
+            )));
+        }
         let response = match &consumed.data.value {
             Some(bytes) => resolver.topics.response.value_codec().decode(bytes),
             None => Err(CodecError {

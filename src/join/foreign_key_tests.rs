@@ -204,3 +204,29 @@ fn j12_j14_no_foreign_key_unsubscribes_and_resolves_at_once() {
         [(order, None)]
     );
 }
+
+/// J15: a left record whose key the left table's key codec refuses is
+/// refused by the subscribe stage and by the resolve stage alike, as that
+/// record's own key error: it is never subscribed, so no response names
+/// the key and no later response is blamed for it.
+#[test]
+fn j15_a_left_key_the_codec_refuses_is_refused_by_both_left_stages() {
+    let join = stages();
+    let record = ConsumedRecord {
+        offset: 0,
+        data: RecordData {
+            key: Some(Bytes::from_static(&[0xff, 0xfe])),
+            value: Some(bytes("ada")),
+            headers: Vec::new(),
+            timestamp: 1_000,
+        },
+    };
+    let tp = Tp::new("orders", 0);
+    for stage in [&join.subscribe, &join.resolve] {
+        let refused = stage
+            .replay_record(&tp.topic, None, &tp, &record)
+            .expect_err("the key is not UTF-8");
+        let text = refused.to_string();
+        assert!(text.contains("key"), "{}: {text}", stage.name());
+    }
+}

@@ -10,9 +10,11 @@
 //! a current one writes exactly one record under its key (a result when it
 //! has a right value or the join is a left join, else a tombstone when the
 //! key had a result), or nothing; a response is never delivered before the
-//! left record of its version (G2); and a left delivery writes at most one
-//! record, under its key: a tombstone for a deleted row that had a result,
-//! nothing for one that had none.
+//! task delivered its left partition up to the response's version (G2);
+//! and a left delivery writes at most one record, under its key: a
+//! tombstone for a deleted row that had a result, nothing for one that had
+//! none; for an update, nothing or a result (a left join), nothing or a
+//! tombstone for a key with a result (an inner join), nothing otherwise.
 
 use std::fmt::Write as _;
 
@@ -35,16 +37,28 @@ struct Current {
     joined: bool,
 }
 
+/// A resolve task as the checker has it: its left keys, and the offset of
+/// the latest record it delivered from its left partition.
+#[derive(Default)]
+struct Model {
+    versions: FxHashMap<Bytes, Current>,
+    left_delivered: Option<u64>,
+}
+
 /// What a delivery must write under its key.
 #[derive(Debug, PartialEq)]
 enum Expected {
     Nothing,
     Result,
     Tombstone,
-    /// A left record that refers to a foreign key writes nothing; one that
-    /// refers to none is resolved at once; the checker does not run the
-    /// extractor, so either is accepted (the state check, I6, replays it).
-    AtMostOne,
+    /// A left update: a record that refers to a foreign key writes
+    /// nothing, one that refers to none is resolved at once. The checker
+    /// does not run the extractor, so either is accepted (the state check,
+    /// I6, replays it); of a left join, that is nothing or a result ...
+    NothingOrResult,
+    /// ... and of an inner join, for a key with a result, nothing or a
+    /// tombstone (for a key without one, nothing).
+    NothingOrTombstone,
 }
 
 impl<'a> Checker<'a> {
@@ -64,9 +78,9 @@ impl<'a> Checker<'a> {
                 if &*task.stage != plan.name() {
                     continue;
                 }
-                let mut versions: FxHashMap<Bytes, Current> = FxHashMap::default();
+                let mut model = Model::default();
                 for delivery in committed_of(committed, &task) {
-                    if !self.check_resolve_delivery(plan, decl, &task, delivery, &mut versions) {
+                    if !self.check_resolve_delivery(plan, decl, &task, delivery, &mut model) {
                         break;
                     }
                 }
@@ -81,8 +95,9 @@ impl<'a> Checker<'a> {
         decl: &ForeignKeyJoinDecl,
         task: &TaskId,
         delivery: &Delivery<'a>,
-        versions: &mut FxHashMap<Bytes, Current>,
+        model: &mut Model,
     ) -> bool {
+        let versions = &mut model.versions;
         let Some(record) = self.record(delivery.id, delivery.offset) else {
             return true;
         };
@@ -96,6 +111,7 @@ impl<'a> Checker<'a> {
         let current = versions.get(&key).copied();
         let had = current.is_some_and(|current| current.joined);
         let (expected, why) = if delivery.tp.topic == decl.left {
+            model.left_delivered = Some(delivery.offset);
             match &record.data.value {
                 None => {
                     versions.remove(&key);
@@ -118,7 +134,21 @@ impl<'a> Checker<'a> {
                             joined: had,
                         },
                     );
-                    (Expected::AtMostOne, "a left update".to_string())
+                    match (decl.kind, had) {
+                        (JoinKind::Left, _) => (
+                            Expected::NothingOrResult,
+                            "a left update of a left join".to_string(),
+                        ),
+                        (JoinKind::Inner, true) => (
+                            Expected::NothingOrTombstone,
+                            "a left update of an inner join, for a key with a result".to_string(),
+                        ),
+                        (JoinKind::Inner, false) => (
+                            Expected::Nothing,
+                            "a left update of an inner join, for a key without a result"
+                                .to_string(),
+                        ),
+                    }
                 }
             }
         } else {
@@ -131,6 +161,28 @@ impl<'a> Checker<'a> {
                 // Refused (J15): I6 and I10 judge the delivery.
                 return true;
             };
+            // G2: the response claims the left record of its version, so
+            // the task delivered its left partition up to that offset first;
+            // for a key's first record as for any other.
+            if model
+                .left_delivered
+                .is_none_or(|delivered| response.version > delivered)
+            {
+                let message = format!(
+                    "task {task} committed the delivery of response {}@{} (key {}, version {}) before the left record of its version: it had delivered its left partition {} (J14: the response claims its left record, G2)",
+                    delivery.tp,
+                    delivery.offset,
+                    bytes_for_humans(&key),
+                    response.version,
+                    model
+                        .left_delivered
+                        .map_or("not at all".to_string(), |delivered| format!("up to offset {delivered}")),
+                );
+                self.violation(Invariant::I13, delivery.step, message)
+                    .on(delivery.at)
+                    .about(delivery.tp, delivery.offset);
+                return false;
+            }
             match current {
                 Some(current) if response.version > current.version => {
                     let message = format!(
@@ -195,9 +247,11 @@ impl<'a> Checker<'a> {
         }
         let under_key = |wrote_key: &Option<Bytes>| wrote_key.as_ref() == Some(&key);
         let same = match (&expected, &wrote[..]) {
-            (Expected::Nothing | Expected::AtMostOne, []) => true,
-            (Expected::Result | Expected::AtMostOne, [(wrote_key, Some(_), _)])
-            | (Expected::Tombstone | Expected::AtMostOne, [(wrote_key, None, _)]) => {
+            (Expected::Nothing | Expected::NothingOrResult | Expected::NothingOrTombstone, []) => {
+                true
+            }
+            (Expected::Result | Expected::NothingOrResult, [(wrote_key, Some(_), _)])
+            | (Expected::Tombstone | Expected::NothingOrTombstone, [(wrote_key, None, _)]) => {
                 under_key(wrote_key)
             }
             _ => false,
@@ -219,7 +273,8 @@ impl<'a> Checker<'a> {
                 Expected::Nothing => "nothing",
                 Expected::Result => "one result under the key",
                 Expected::Tombstone => "one tombstone under the key",
-                Expected::AtMostOne => "at most one record under the key",
+                Expected::NothingOrResult => "nothing or one result under the key",
+                Expected::NothingOrTombstone => "nothing or one tombstone under the key",
             },
             wrote.len()
         );
