@@ -6,11 +6,11 @@
 //!
 //! | record or state | bytes |
 //! |---|---|
-//! | subscription, subscribe | `1`, version (8), left key (string) |
+//! | subscription, subscribe | `1`, version (8), left partition (4), left key (string) |
 //! | subscription, unsubscribe | `2`, left key (string) |
-//! | response | version (8), then `0` (no right value) or `1` and the right value's bytes to the end |
+//! | response | version (8), left partition (4), then `0` (no right value) or `1` and the right value's bytes to the end |
 //! | subscribe stage's slot | the foreign key's bytes |
-//! | respond stage's slot | `0`, or `1` and the right value (string); the subscriber count (4); per subscriber, in key order: left key (string), version (8) |
+//! | respond stage's slot | `0`, or `1` and the right value (string); the subscriber count (4); per subscriber, in key order: left key (string), version (8), left partition (4) |
 //! | resolve stage's slot | version (8), `0` or `1` (the key has a result written), the left value's bytes to the end |
 
 use std::collections::BTreeMap;
@@ -31,6 +31,9 @@ pub enum Subscription {
         key: Bytes,
         /// The left record's offset.
         version: u64,
+        /// The left record's partition, which its response must reach
+        /// (J11).
+        partition: u32,
     },
     /// The left key no longer refers to the foreign key.
     Unsubscribe {
@@ -45,6 +48,9 @@ pub enum Subscription {
 pub struct Response {
     /// The offset of the left record whose subscription this answers.
     pub version: u64,
+    /// That left record's partition: the response topic's partition the
+    /// response must land on (J11).
+    pub partition: u32,
     /// The right table's value bytes for the foreign key, `None` when it
     /// has none.
     pub right: Option<Bytes>,
@@ -55,8 +61,9 @@ pub struct Response {
 pub(crate) struct Foreign {
     /// The right table's value bytes for the key.
     pub right: Option<Bytes>,
-    /// The subscribed left keys' bytes and the version each subscribed as.
-    pub subscribers: BTreeMap<Bytes, u64>,
+    /// The subscribed left keys' bytes, and the version and left
+    /// partition each subscribed as.
+    pub subscribers: BTreeMap<Bytes, (u64, u32)>,
 }
 
 /// The resolve stage's slot for one left key (J14).
@@ -173,9 +180,14 @@ impl Codec<Subscription> for SubscriptionCodec {
 
     fn encode_to(&self, value: &Subscription, out: &mut BytesMut) -> Result<(), CodecError> {
         match value {
-            Subscription::Subscribe { key, version } => {
+            Subscription::Subscribe {
+                key,
+                version,
+                partition,
+            } => {
                 out.put_u8(SUBSCRIBE);
                 out.put_u64(*version);
+                out.put_u32(*partition);
                 put_string(SUBSCRIPTION, out, key)
             }
             Subscription::Unsubscribe { key } => {
@@ -193,8 +205,13 @@ impl Codec<Subscription> for SubscriptionCodec {
         let subscription = match reader.byte("the instruction")? {
             SUBSCRIBE => {
                 let version = reader.u64("the version")?;
+                let partition = reader.u32("the left partition")?;
                 let key = reader.string("the left key")?;
-                Subscription::Subscribe { key, version }
+                Subscription::Subscribe {
+                    key,
+                    version,
+                    partition,
+                }
             }
             UNSUBSCRIBE => Subscription::Unsubscribe {
                 key: reader.string("the left key")?,
@@ -225,6 +242,7 @@ impl Codec<Response> for ResponseCodec {
 
     fn encode_to(&self, value: &Response, out: &mut BytesMut) -> Result<(), CodecError> {
         out.put_u64(value.version);
+        out.put_u32(value.partition);
         match &value.right {
             None => out.put_u8(0),
             Some(right) => {
@@ -241,6 +259,7 @@ impl Codec<Response> for ResponseCodec {
             rest: bytes,
         };
         let version = reader.u64("the version")?;
+        let partition = reader.u32("the left partition")?;
         let right = match reader.flag("the right value's flag")? {
             true => Some(reader.rest()),
             false => {
@@ -248,7 +267,11 @@ impl Codec<Response> for ResponseCodec {
                 None
             }
         };
-        Ok(Response { version, right })
+        Ok(Response {
+            version,
+            partition,
+            right,
+        })
     }
 }
 
@@ -304,9 +327,10 @@ impl Codec<Foreign> for ForeignCodec {
             )
         })?;
         out.put_u32(count);
-        for (key, version) in &value.subscribers {
+        for (key, (version, partition)) in &value.subscribers {
             put_string(FOREIGN, out, key)?;
             out.put_u64(*version);
+            out.put_u32(*partition);
         }
         Ok(())
     }
@@ -325,7 +349,8 @@ impl Codec<Foreign> for ForeignCodec {
         for _ in 0..count {
             let key = reader.string("a subscriber's key")?;
             let version = reader.u64("a subscriber's version")?;
-            subscribers.insert(key, version);
+            let partition = reader.u32("a subscriber's left partition")?;
+            subscribers.insert(key, (version, partition));
         }
         reader.end()?;
         Ok(Foreign { right, subscribers })
@@ -381,6 +406,7 @@ mod tests {
             Subscription::Subscribe {
                 key: bytes("order-1"),
                 version: 42,
+                partition: 3,
             },
             Subscription::Unsubscribe { key: bytes("") },
         ] {
@@ -390,14 +416,17 @@ mod tests {
         for response in [
             Response {
                 version: 7,
+                partition: 1,
                 right: Some(bytes("ada")),
             },
             Response {
                 version: 0,
+                partition: 0,
                 right: Some(bytes("")),
             },
             Response {
                 version: u64::MAX,
+                partition: u32::MAX,
                 right: None,
             },
         ] {
@@ -406,7 +435,7 @@ mod tests {
         }
         let foreign = Foreign {
             right: Some(bytes("ada")),
-            subscribers: BTreeMap::from([(bytes("o1"), 3), (bytes("o2"), 9)]),
+            subscribers: BTreeMap::from([(bytes("o1"), (3, 0)), (bytes("o2"), (9, 2))]),
         };
         let encoded = ForeignCodec.encode(&foreign).unwrap();
         assert_eq!(ForeignCodec.decode(&encoded).unwrap(), foreign);
@@ -437,10 +466,11 @@ mod tests {
             message(SubscriptionCodec.decode(&[2, 0, 0, 0, 0, 0]).unwrap_err())
                 .contains("1 bytes after the end")
         );
-        assert!(message(ResponseCodec.decode(&[0; 8]).unwrap_err()).contains("flag"));
+        assert!(message(ResponseCodec.decode(&[0; 8]).unwrap_err()).contains("left partition"));
+        assert!(message(ResponseCodec.decode(&[0; 12]).unwrap_err()).contains("flag"));
         assert!(message(
             ResponseCodec
-                .decode(&[0, 0, 0, 0, 0, 0, 0, 0, 2])
+                .decode(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2])
                 .unwrap_err()
         )
         .contains("is 2, expected 0 or 1"));

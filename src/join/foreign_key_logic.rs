@@ -136,6 +136,7 @@ where
             let subscribe = Subscription::Subscribe {
                 key: key.clone(),
                 version: consumed.offset,
+                partition: tp.partition,
             };
             emissions.push(topics.subscription.send(foreign.clone(), subscribe));
         }
@@ -188,9 +189,10 @@ where
         let emissions = foreign
             .subscribers
             .iter()
-            .map(|(key, version)| {
+            .map(|(key, &(version, partition))| {
                 let response = Response {
-                    version: *version,
+                    version,
+                    partition,
                     right: foreign.right.clone(),
                 };
                 right_topics.response.send(key.clone(), response)
@@ -212,10 +214,17 @@ where
         .map_err(value_failure)?;
         let mut emissions = Vec::new();
         match subscription {
-            Subscription::Subscribe { key, version } => {
-                foreign.subscribers.insert(key.clone(), version);
+            Subscription::Subscribe {
+                key,
+                version,
+                partition,
+            } => {
+                foreign
+                    .subscribers
+                    .insert(key.clone(), (version, partition));
                 let response = Response {
                     version,
+                    partition,
                     right: foreign.right.clone(),
                 };
                 emissions.push(topics.response.send(key, response));
@@ -377,6 +386,20 @@ where
             }),
         }
         .map_err(value_failure)?;
+        // J11: the response was routed by Kafka's default partitioner on
+        // the left key; another partition than its left record's means the
+        // left table was written with another partitioner, and this task
+        // never delivered the key: refused, not dropped as stale.
+        if response.partition != tp.partition {
+            return Err(DeliveryFailure::Logic(format!(
+                "J11 (docs/RULES.md#j11): response {tp}@{} answers left key {} of partition {} of the left table {}, but Kafka's default partitioner put it on partition {}: the left table is not partitioned by Kafka's default partitioner on its key bytes, which a foreign-key join needs (write it with that partitioner, or re-key it first)",
+                consumed.offset,
+                crate::text::bytes_for_humans(key),
+                response.partition,
+                resolver.topics.left.name(),
+                tp.partition
+            )));
+        }
         let Some(mut current) = current else {
             // The left row was deleted after the subscription: stale.
             return Ok(Step {

@@ -188,6 +188,7 @@ fn j12_j14_no_foreign_key_unsubscribes_and_resolves_at_once() {
     let response = ResponseCodec
         .encode(&Response {
             version: 0,
+            partition: 0,
             right: Some(bytes("Ada")),
         })
         .unwrap();
@@ -229,4 +230,48 @@ fn j15_a_left_key_the_codec_refuses_is_refused_by_both_left_stages() {
         let text = refused.to_string();
         assert!(text.contains("key"), "{}: {text}", stage.name());
     }
+}
+
+/// J11: a response lands on the partition Kafka's default partitioner gives
+/// its left key; one that answers a left record of another partition (the
+/// left table written with another partitioner) is refused naming J11,
+/// not dropped as stale: the task never delivered its key, and its result
+/// would be lost without a word.
+#[test]
+fn j11_a_response_on_another_partition_than_its_left_record_is_refused() {
+    let join = stages();
+    let response = ResponseCodec
+        .encode(&Response {
+            version: 4,
+            partition: 2,
+            right: Some(bytes("Ada")),
+        })
+        .unwrap();
+    let record = ConsumedRecord {
+        offset: 0,
+        data: RecordData {
+            key: Some(bytes("o1")),
+            value: Some(response),
+            headers: Vec::new(),
+            timestamp: 1_000,
+        },
+    };
+    let tp = Tp::new(join.response.as_str(), 0);
+    let refused = join
+        .resolve
+        .replay_record(&tp.topic, None, &tp, &record)
+        .expect_err("routed to partition 0, its left record is of partition 2");
+    let text = refused.to_string();
+    assert!(
+        text.contains("J11") && text.contains("partition 2"),
+        "{text}"
+    );
+    // On its own left record's partition, with no state for the key, it is
+    // stale (the key's row was deleted): nothing is written.
+    let tp = Tp::new(join.response.as_str(), 2);
+    let replayed = join
+        .resolve
+        .replay_record(&tp.topic, None, &tp, &record)
+        .expect("a stale response");
+    assert!(replayed.emissions.is_empty());
 }
