@@ -19,7 +19,7 @@ use parsley::task::TaskId;
 use parsley::text::bytes_for_humans;
 use parsley::{App, Tp};
 
-use super::reconstruction::{committed_of, Committed, Delivery};
+use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
 /// A live key of the model: when it expires, and the records folded into
@@ -48,20 +48,18 @@ impl<'a> Checker<'a> {
                 continue;
             };
             let ttl = i64::try_from(decl.ttl.as_millis()).unwrap_or(i64::MAX);
-            for task in self.input.assembly.task_ids() {
-                if &*task.stage != plan.name() {
-                    continue;
-                }
-                let mut model = Model {
-                    frontier: i64::MIN,
-                    live: BTreeMap::new(),
-                };
-                for delivery in committed_of(committed, &task) {
-                    if !self.check_expiry_delivery(plan, decl, ttl, &task, delivery, &mut model) {
-                        break;
-                    }
-                }
-            }
+            let model = || Model {
+                frontier: i64::MIN,
+                live: BTreeMap::new(),
+            };
+            self.check_each_task(
+                committed,
+                plan.name(),
+                model,
+                |checker, task, delivery, model| {
+                    checker.check_expiry_delivery(plan, decl, ttl, task, delivery, model)
+                },
+            );
         }
     }
 

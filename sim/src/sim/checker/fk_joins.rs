@@ -26,7 +26,7 @@ use parsley::text::bytes_for_humans;
 use parsley::{App, Codec};
 use rustc_hash::FxHashMap;
 
-use super::reconstruction::{committed_of, Committed, Delivery};
+use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
 /// A left key as the checker has it: the current version and whether the
@@ -74,17 +74,14 @@ impl<'a> Checker<'a> {
             if decl.part != ForeignKeyJoinPart::Resolve {
                 continue;
             }
-            for task in self.input.assembly.task_ids() {
-                if &*task.stage != plan.name() {
-                    continue;
-                }
-                let mut model = Model::default();
-                for delivery in committed_of(committed, &task) {
-                    if !self.check_resolve_delivery(plan, decl, &task, delivery, &mut model) {
-                        break;
-                    }
-                }
-            }
+            self.check_each_task(
+                committed,
+                plan.name(),
+                Model::default,
+                |checker, task, delivery, model| {
+                    checker.check_resolve_delivery(plan, decl, task, delivery, model)
+                },
+            );
         }
     }
 

@@ -18,7 +18,7 @@ use parsley::text::bytes_for_humans;
 use parsley::{App, Tp};
 use rustc_hash::FxHashMap;
 
-use super::reconstruction::{committed_of, Committed, Delivery};
+use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
 /// A key's row as the checker has it: the table record that set it (its
@@ -66,17 +66,14 @@ impl<'a> Checker<'a> {
             let Some(decl) = plan.stage.join() else {
                 continue;
             };
-            for task in self.input.assembly.task_ids() {
-                if &*task.stage != plan.name() {
-                    continue;
-                }
-                let mut table = Table::default();
-                for delivery in committed_of(committed, &task) {
-                    if !self.check_join_delivery(plan, decl, &task, delivery, &mut table) {
-                        break;
-                    }
-                }
-            }
+            self.check_each_task(
+                committed,
+                plan.name(),
+                Table::default,
+                |checker, task, delivery, table| {
+                    checker.check_join_delivery(plan, decl, task, delivery, table)
+                },
+            );
         }
     }
 

@@ -311,6 +311,31 @@ pub(super) fn committed_of<'c, 'a>(
 }
 
 impl<'a> Checker<'a> {
+    /// An operator's model check, for every task of `stage`: a fresh model
+    /// of the task (`model`), then `check` of each of its committed
+    /// deliveries in committed order over it. A task is reported once:
+    /// its deliveries stop at the first that `check` reports (returns
+    /// false), as later ones follow from it.
+    pub(super) fn check_each_task<M>(
+        &mut self,
+        committed: &Committed<'a>,
+        stage: &str,
+        mut model: impl FnMut() -> M,
+        mut check: impl FnMut(&mut Self, &TaskId, &Delivery<'a>, &mut M) -> bool,
+    ) {
+        for task in self.input.assembly.task_ids() {
+            if &*task.stage != stage {
+                continue;
+            }
+            let mut state = model();
+            for delivery in committed_of(committed, &task) {
+                if !check(self, &task, delivery, &mut state) {
+                    break;
+                }
+            }
+        }
+    }
+
     /// The record at `offset` of the tp numbered `id` in the log, whatever
     /// its status.
     pub(super) fn record(&self, id: usize, offset: u64) -> Option<ConsumedRecord> {

@@ -20,7 +20,7 @@ use parsley::task::TaskId;
 use parsley::text::bytes_for_humans;
 use parsley::{App, Tp};
 
-use super::reconstruction::{committed_of, Committed, Delivery};
+use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
 /// A join's window in milliseconds, as the checker computes with it.
@@ -99,22 +99,18 @@ impl<'a> Checker<'a> {
                 continue;
             };
             let window = Window::of(decl);
-            for task in self.input.assembly.task_ids() {
-                if &*task.stage != plan.name() {
-                    continue;
-                }
-                let mut model = Model {
-                    frontier: i64::MIN,
-                    held: BTreeMap::new(),
-                };
-                for delivery in committed_of(committed, &task) {
-                    if !self.check_stream_join_delivery(
-                        plan, decl, &window, &task, delivery, &mut model,
-                    ) {
-                        break;
-                    }
-                }
-            }
+            let model = || Model {
+                frontier: i64::MIN,
+                held: BTreeMap::new(),
+            };
+            self.check_each_task(
+                committed,
+                plan.name(),
+                model,
+                |checker, task, delivery, model| {
+                    checker.check_stream_join_delivery(plan, decl, &window, task, delivery, model)
+                },
+            );
         }
     }
 

@@ -17,7 +17,7 @@ use parsley::text::bytes_for_humans;
 use parsley::App;
 use rustc_hash::FxHashMap;
 
-use super::reconstruction::{committed_of, Committed, Delivery};
+use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
 /// A key's two sides as the checker has them: each the value of the latest
@@ -47,17 +47,14 @@ impl<'a> Checker<'a> {
             let Some(decl) = plan.stage.table_join() else {
                 continue;
             };
-            for task in self.input.assembly.task_ids() {
-                if &*task.stage != plan.name() {
-                    continue;
-                }
-                let mut tables: FxHashMap<Bytes, Sides> = FxHashMap::default();
-                for delivery in committed_of(committed, &task) {
-                    if !self.check_table_join_delivery(plan, decl, &task, delivery, &mut tables) {
-                        break;
-                    }
-                }
-            }
+            self.check_each_task(
+                committed,
+                plan.name(),
+                FxHashMap::<Bytes, Sides>::default,
+                |checker, task, delivery, tables| {
+                    checker.check_table_join_delivery(plan, decl, task, delivery, tables)
+                },
+            );
         }
     }
 

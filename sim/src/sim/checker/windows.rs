@@ -19,7 +19,7 @@ use parsley::text::bytes_for_humans;
 use parsley::window::{Close, Emit, WindowDecl, WindowShape};
 use parsley::{App, Tp};
 
-use super::reconstruction::{committed_of, Committed, Delivery};
+use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
 /// An aggregation's windows, in milliseconds, as the checker computes
@@ -137,22 +137,19 @@ impl<'a> Checker<'a> {
                 continue;
             };
             let shape = Shape::of(decl);
-            for task in self.input.assembly.task_ids() {
-                if &*task.stage != plan.name() {
-                    continue;
-                }
-                let mut model = Model {
-                    frontier: i64::MIN,
-                    open: BTreeMap::new(),
-                    delivered: 0,
-                };
-                for delivery in committed_of(committed, &task) {
-                    if !self.check_window_delivery(plan, decl, &shape, &task, delivery, &mut model)
-                    {
-                        break;
-                    }
-                }
-            }
+            let model = || Model {
+                frontier: i64::MIN,
+                open: BTreeMap::new(),
+                delivered: 0,
+            };
+            self.check_each_task(
+                committed,
+                plan.name(),
+                model,
+                |checker, task, delivery, model| {
+                    checker.check_window_delivery(plan, decl, &shape, task, delivery, model)
+                },
+            );
         }
     }
 
