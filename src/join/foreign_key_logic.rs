@@ -50,6 +50,26 @@ fn value_failure(error: CodecError) -> DeliveryFailure {
     }
 }
 
+/// The value of a record of one of the join's derived topics, decoded by
+/// the topic's codec; a null value is refused like bytes the codec refuses
+/// (J15): every subscription and response has one.
+fn derived_value<T: 'static>(
+    topic: &Topic<Bytes, T>,
+    consumed: &ConsumedRecord,
+    record: &'static str,
+) -> Result<T, DeliveryFailure> {
+    match &consumed.data.value {
+        Some(bytes) => topic.value_codec().decode(bytes),
+        None => Err(CodecError {
+            codec: record,
+            direction: crate::codec::Direction::Decode,
+            type_name: record,
+            message: format!("the value is null; a {record} record always has one"),
+        }),
+    }
+    .map_err(value_failure)
+}
+
 /// J15: every record the join reads is keyed.
 fn key_of<'a>(
     consumed: &'a ConsumedRecord,
@@ -202,16 +222,8 @@ where
     });
     let on_subscription: SourceFn<Foreign> = Arc::new(move |mut foreign: Foreign, tp, consumed| {
         key_of(consumed, tp, "subscription")?;
-        let subscription = match &consumed.data.value {
-            Some(bytes) => topics.subscription.value_codec().decode(bytes),
-            None => Err(CodecError {
-                codec: "foreign-key subscription",
-                direction: crate::codec::Direction::Decode,
-                type_name: "foreign-key subscription",
-                message: "the value is null; a subscription record always has one".into(),
-            }),
-        }
-        .map_err(value_failure)?;
+        let subscription =
+            derived_value(&topics.subscription, consumed, "foreign-key subscription")?;
         let mut emissions = Vec::new();
         match subscription {
             Subscription::Subscribe {
@@ -376,16 +388,7 @@ where
                 crate::text::bytes_for_humans(key)
             )));
         }
-        let response = match &consumed.data.value {
-            Some(bytes) => resolver.topics.response.value_codec().decode(bytes),
-            None => Err(CodecError {
-                codec: "foreign-key response",
-                direction: crate::codec::Direction::Decode,
-                type_name: "foreign-key response",
-                message: "the value is null; a response record always has one".into(),
-            }),
-        }
-        .map_err(value_failure)?;
+        let response = derived_value(&resolver.topics.response, consumed, "foreign-key response")?;
         // J11: the response was routed by Kafka's default partitioner on
         // the left key; another partition than its left record's means the
         // left table was written with another partitioner, and this task
