@@ -183,7 +183,7 @@ pub enum LiveError {
     /// librdkafka refused to create a client (a bad property, say).
     #[error("cannot create the Kafka {client} client: {source}")]
     Client {
-        /// Which client: "admin", "transactional producer", "task consumer", ….
+        /// Which client: "admin", "transactional producer", "stage consumer", ….
         client: &'static str,
         /// librdkafka's error.
         #[source]

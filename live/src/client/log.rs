@@ -29,7 +29,7 @@ impl ClientContext for LogContext {
     }
 
     // Only the clients made with `statistics.interval.ms` report any: the
-    // runtime's task consumers.
+    // runtime's stage consumers.
     fn stats(&self, statistics: rdkafka::Statistics) {
         crate::stats::publish(&statistics);
     }

@@ -34,6 +34,7 @@ mod figures;
 mod membership;
 mod retry;
 mod setup;
+mod shared_clients;
 mod task_loop;
 mod tasks;
 

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
-use rdkafka::TopicPartitionList;
 
 use parsley::app::App;
 use parsley::assembly::Assembly;
@@ -24,13 +23,14 @@ use parsley::task::{CommitRequest, CommittedOffset, Fetched, Task, TaskId, TaskM
 use parsley::tp::Tp;
 
 use super::super::client::{
-    bounded, committed_offsets, consumed, fetch_visible, is_group_refusal, kafka_offset,
-    kafka_partition, Isolation, LiveConfig, LogContext, Probes, TxnProducer,
+    bounded, committed_offsets, consumed, fetch_visible, is_group_refusal, Isolation, LiveConfig,
+    LogContext, Probes, TxnProducer,
 };
 use super::super::error::{LiveError, TxnErrorClass};
 use super::super::instance::TaskState;
 use super::exported::Exported;
 use super::figures::Figures;
+use super::shared_clients::{consumer_for, SharedClients, StageClient, TaskQueues};
 use super::tasks::StopFlags;
 use super::{Assignment, ReleaseCause, RuntimeConfig, RuntimeError};
 
@@ -78,8 +78,14 @@ impl<E: Into<RuntimeError>> From<E> for Exit {
 pub(crate) struct TaskDriver {
     task: Task,
     producer: TxnProducer,
-    consumer: Arc<TaskConsumer>,
-    probes: Probes,
+    /// The task's partitions of its stage's consumer, shared with the
+    /// stage's other tasks on this instance.
+    queues: TaskQueues,
+    /// The instance's offset probes.
+    probes: Arc<Probes>,
+    /// The lane the next fetch polls first: each turn starts one further,
+    /// so no lane's backlog starves the others.
+    first_lane: usize,
     config: RuntimeConfig,
     /// The next offset the gate expects per consumed tp, in the order of
     /// [`Task::consumed_tps`].
@@ -131,6 +137,7 @@ pub(crate) fn run_task(
     config: RuntimeConfig,
     stop: &StopFlags,
     figures: &Arc<Figures>,
+    clients: &SharedClients,
 ) -> TaskRun {
     let grouped = matches!(config.assignment, Assignment::Group(_));
     let mut exported = Exported::new(app.id(), &id);
@@ -145,7 +152,15 @@ pub(crate) fn run_task(
     loop {
         let previous = previous_owner(figures, &id, grouped, restarts > 0);
         figures.task_state(&id, TaskState::Restoring, None);
-        let started = TaskDriver::start(app, assembly, &id, config.clone(), figures, previous);
+        let started = TaskDriver::start(
+            app,
+            assembly,
+            &id,
+            config.clone(),
+            figures,
+            clients,
+            previous,
+        );
         let (error, ended) = match started {
             Ok(mut driver) => {
                 figures.task_state(&id, TaskState::Running, None);
@@ -252,7 +267,8 @@ pub(crate) fn skip_record(
 ) -> Result<TaskMetrics, RuntimeError> {
     let figures = Figures::new(app.id(), config.live.deadline());
     let previous = previous_owner_in_group(&config.live, app, assembly, id);
-    let mut driver = TaskDriver::start(app, assembly, id, config, &figures, previous)?;
+    let clients = SharedClients::new(&config.live);
+    let mut driver = TaskDriver::start(app, assembly, id, config, &figures, &clients, previous)?;
     driver.task.skip(tp, offset)?;
     let exported = Exported::new(app.id(), id);
     let until = Instant::now() + patience;
@@ -304,29 +320,6 @@ fn log_end(app: &App, id: &TaskId, error: &RuntimeError) {
     } else {
         tracing::error!(app = app.id(), task = %id, error = %error, "task stopped on an error");
     }
-}
-
-/// A task's consumer: librdkafka's log and statistics go to the runtime's.
-type TaskConsumer = BaseConsumer<LogContext>;
-
-fn consumer_for(config: &LiveConfig, group: &str) -> Result<TaskConsumer, LiveError> {
-    config
-        .client_config(&[
-            ("group.id", group.to_owned()),
-            ("isolation.level", "read_committed".into()),
-            ("enable.auto.commit", "false".into()),
-            ("enable.auto.offset.store", "false".into()),
-            // The task seeks to its committed positions; a position out of
-            // range is a loud error, never a silent jump (§8).
-            ("auto.offset.reset", "error".into()),
-            ("fetch.wait.max.ms", "10".into()),
-            ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
-        ])
-        .create_with_context::<_, TaskConsumer>(LogContext)
-        .map_err(|source| LiveError::Client {
-            client: "task consumer",
-            source: Box::new(source),
-        })
 }
 
 /// Who owned task `id` before this instance took it from the group: the
@@ -448,6 +441,7 @@ impl TaskDriver {
         id: &TaskId,
         config: RuntimeConfig,
         figures: &Arc<Figures>,
+        clients: &SharedClients,
         previous: crate::client::PreviousOwner,
     ) -> Result<TaskDriver, RuntimeError> {
         let mut task = Task::new(app, assembly, &id.stage, id.partition, config.task)?;
@@ -462,31 +456,40 @@ impl TaskDriver {
         // holding this group's offsets makes the broker answer "unstable"
         // until it ends, and initialising aborts it.
         producer.init_blocking()?;
-        let consumer = Arc::new(consumer_for(&config.live, task.group())?);
-        let probes = Probes::new(&config.live)?;
+        let stage = clients.stage_consumer(task.group())?;
+        if let Some(error) = stage.serve(|error| consumer_error_is_fatal(stage.client(), error)) {
+            return Err(stage_failure(id, stage.group(), error));
+        }
+        let probes = clients.probes()?;
         let mut restored = 0usize;
         if let Some(changelog) = task.changelog_tp().cloned() {
             let end = probes.watermarks(&changelog)?.high_watermark;
-            figures.restoring(id, end);
-            let fetched = fetch_visible(
-                &consumer,
-                task.group(),
-                &probes,
-                Isolation::ReadCommitted,
-                &changelog,
-                0,
-                config.live.timeout,
-            )?;
-            for record in &fetched.records {
-                task.restore_state(record.offset, &record.data)?;
+            if end > 0 {
+                figures.restoring(id, end);
+                // A consumer of its own: restoring assigns the changelog
+                // alone, which the stage's shared consumer must not.
+                let restorer = Arc::new(consumer_for(&config.live, task.group())?);
+                let fetched = fetch_visible(
+                    &restorer,
+                    task.group(),
+                    &probes,
+                    Isolation::ReadCommitted,
+                    &changelog,
+                    0,
+                    config.live.timeout,
+                )?;
+                drop_elsewhere(restorer);
+                for record in &fetched.records {
+                    task.restore_state(record.offset, &record.data)?;
+                }
+                restored = fetched.records.len();
+                figures.restoring(id, 0);
             }
-            restored = fetched.records.len();
-            figures.restoring(id, 0);
         }
         let tps = task.consumed_tps();
         let committed: Vec<Option<CommittedOffset>> = {
             let (consumer, group, tps, timeout) = (
-                Arc::clone(&consumer),
+                Arc::clone(stage.client()),
                 task.group().to_owned(),
                 tps.clone(),
                 config.live.timeout,
@@ -505,11 +508,17 @@ impl TaskDriver {
             positions = ?positions,
             "task started"
         );
+        let queues = TaskQueues::new(
+            id.clone(),
+            stage,
+            positions.iter().map(|(tp, _)| tp.clone()).collect(),
+        );
         let mut driver = TaskDriver {
             task,
             producer,
-            consumer,
+            queues,
             probes,
+            first_lane: 0,
             config,
             positions,
             transaction_began: None,
@@ -533,32 +542,12 @@ impl TaskDriver {
         self.task.id().clone()
     }
 
-    /// Assigns the consumer every consumed tp at the gate's positions. Used at
-    /// start and after every abort: Kafka's consumer does not rewind by
-    /// itself (KAFKA-17582), and reassigning drops whatever it had fetched
-    /// beyond the committed positions.
+    /// Assigns the task's partitions of the stage's consumer at the gate's
+    /// positions. Used at start and after every abort: Kafka's consumer
+    /// does not rewind by itself (KAFKA-17582), and reassigning drops
+    /// whatever it had fetched beyond the committed positions.
     fn assign(&mut self) -> Result<(), RuntimeError> {
-        let mut list = TopicPartitionList::with_capacity(self.positions.len());
-        for (tp, offset) in &self.positions {
-            list.add_partition_offset(
-                tp.topic.as_str(),
-                kafka_partition(tp),
-                kafka_offset(tp, *offset)?,
-            )
-            .map_err(|source| self.consume_error(Some(tp), source))?;
-        }
-        let _ = self.consumer.unassign();
-        self.consumer
-            .assign(&list)
-            .map_err(|source| self.consume_error(None, source))
-    }
-
-    fn consume_error(&self, tp: Option<&Tp>, source: KafkaError) -> RuntimeError {
-        RuntimeError::Consume {
-            task: self.id(),
-            tp: tp.cloned(),
-            source: Box::new(source),
-        }
+        self.queues.assign(&self.positions)
     }
 
     fn run(&mut self, stop: &StopFlags, exported: &mut Exported) -> Exit {
@@ -664,58 +653,71 @@ impl TaskDriver {
         wait
     }
 
-    /// Polls up to `max_batch` records (waiting at most `wait` for the first)
-    /// and hands them to the gate, grouped by tp.
+    /// Polls up to `max_batch` records from the task's partition queues
+    /// (waiting at most `wait` for the first) and hands them to the gate,
+    /// grouped by tp. Serves the stage consumer's own queue first.
     fn fetch(&mut self, wait: Duration) -> Result<(), Exit> {
         // Each turn's batch starts empty (a failed turn may have left some).
         for fetched in &mut self.fetched {
             fetched.records.clear();
         }
-        let mut timeout = wait;
-        for _ in 0..self.config.max_batch {
-            let Some(polled) = self.consumer.poll(timeout) else {
-                break;
-            };
-            timeout = Duration::ZERO;
-            let message = match polled {
-                Ok(message) => message,
-                Err(KafkaError::PartitionEOF(_)) => continue,
-                Err(error) if is_group_refusal(&error) => {
-                    // No ACL allows the principal to describe the stage's
-                    // group (its coordinator look-up was refused): typed,
-                    // so the task stops under its failure policy.
-                    return Err(Exit::Failed(RuntimeError::Live(LiveError::Coordinator {
-                        group: self.task.group().to_owned(),
-                        source: Box::new(error),
-                    })));
-                }
-                Err(error) => {
-                    if consumer_error_is_fatal(&self.consumer, &error) {
-                        return Err(Exit::Failed(RuntimeError::Consume {
-                            task: self.task.id().clone(),
-                            tp: None,
-                            source: Box::new(error),
-                        }));
+        let stage = Arc::clone(self.queues.stage());
+        if let Some(error) = stage.serve(|error| consumer_error_is_fatal(stage.client(), error)) {
+            return Err(Exit::Failed(stage_failure(
+                self.task.id(),
+                stage.group(),
+                error,
+            )));
+        }
+        if self.queues.misrouted() {
+            self.assign()?;
+        }
+        let mut taken = 0;
+        let mut waited = false;
+        loop {
+            self.queues.arm();
+            let lanes = self.queues.lanes();
+            for turn in 0..lanes {
+                let lane = (self.first_lane + turn) % lanes;
+                while taken < self.config.max_batch {
+                    let Some(polled) = self.queues.lane(lane).poll(Duration::ZERO) else {
+                        break;
+                    };
+                    let message = match polled {
+                        Ok(message) => message,
+                        Err(KafkaError::PartitionEOF(_)) => continue,
+                        Err(error) => {
+                            if consumer_error_is_fatal(stage.client(), &error) {
+                                return Err(Exit::Failed(RuntimeError::Consume {
+                                    task: self.task.id().clone(),
+                                    tp: Some(self.positions[lane].0.clone()),
+                                    source: Box::new(error),
+                                }));
+                            }
+                            // A leader moving: librdkafka retries by itself,
+                            // and the task waits.
+                            continue;
+                        }
+                    };
+                    taken += 1;
+                    let Ok(offset) = u64::try_from(message.offset()) else {
+                        continue;
+                    };
+                    // Records from before the last rewind may still arrive
+                    // once; the gate must see each offset in order.
+                    if offset < self.positions[lane].1 {
+                        continue;
                     }
-                    // Broker down, a leader moving: librdkafka retries by
-                    // itself, and the task waits.
-                    continue;
+                    self.positions[lane].1 = offset + 1;
+                    self.fetched[lane].records.push(consumed(&message));
                 }
-            };
-            let lane = self.positions.iter().position(|(tp, _)| {
-                tp.topic.as_str() == message.topic() && kafka_partition(tp) == message.partition()
-            });
-            let Some(lane) = lane else { continue };
-            let Ok(offset) = u64::try_from(message.offset()) else {
-                continue;
-            };
-            // Records from before the last rewind may still arrive once;
-            // the gate must see each offset in order.
-            if offset < self.positions[lane].1 {
-                continue;
             }
-            self.positions[lane].1 = offset + 1;
-            self.fetched[lane].records.push(consumed(&message));
+            self.first_lane = self.first_lane.wrapping_add(1);
+            if taken > 0 || waited || wait.is_zero() {
+                break;
+            }
+            self.queues.wait(wait);
+            waited = true;
         }
         for (fetched, (tp, next_offset)) in self.fetched.iter_mut().zip(&self.positions) {
             if fetched.records.is_empty() {
@@ -950,17 +952,9 @@ impl TaskDriver {
     /// abandoned, a client's destructor may block as long as the call does.
     fn abandon(self) {
         let TaskDriver {
-            producer,
-            consumer,
-            probes,
-            ..
+            producer, queues, ..
         } = self;
-        let reaped = std::thread::Builder::new()
-            .name("parsley reaper".into())
-            .spawn(move || drop((producer, consumer, probes)));
-        if let Err(error) = reaped {
-            tracing::warn!(error = %error, "no thread to drop a task's old clients on; they are leaked");
-        }
+        drop_elsewhere((producer, queues));
     }
 
     /// Aborts the open transaction and rewinds the gate and the consumer to
@@ -1025,7 +1019,7 @@ fn log_dead_letter(id: &TaskId, record: &ProducedRecord) {
 /// log was truncated under the task), a topic that vanished, or a fatal
 /// client error. Everything else — a broker restarting, a leader moving — is
 /// retried by librdkafka, and the task waits.
-fn consumer_error_is_fatal(consumer: &TaskConsumer, error: &KafkaError) -> bool {
+fn consumer_error_is_fatal(consumer: &StageClient, error: &KafkaError) -> bool {
     if consumer.client().fatal_error().is_some() {
         return true;
     }
@@ -1038,4 +1032,33 @@ fn consumer_error_is_fatal(consumer: &TaskConsumer, error: &KafkaError) -> bool 
                 | RDKafkaErrorCode::UnknownPartition
         )
     )
+}
+
+/// Drops `clients` on a thread of their own: after a call was abandoned, a
+/// client's destructor may block as long as the call does.
+fn drop_elsewhere<T: Send + 'static>(clients: T) {
+    let reaped = std::thread::Builder::new()
+        .name("parsley reaper".into())
+        .spawn(move || drop(clients));
+    if let Err(error) = reaped {
+        tracing::warn!(error = %error, "no thread to drop a task's old clients on; they are leaked");
+    }
+}
+
+/// The error a failure of the stage's consumer's own queue stops task `id`
+/// with: the broker's refusal of the stage's group (no ACL lets the
+/// principal describe it), typed so the failure policy applies, or an
+/// error no retry cures.
+fn stage_failure(id: &TaskId, group: &str, error: KafkaError) -> RuntimeError {
+    if is_group_refusal(&error) {
+        return RuntimeError::Live(LiveError::Coordinator {
+            group: group.to_owned(),
+            source: Box::new(error),
+        });
+    }
+    RuntimeError::Consume {
+        task: id.clone(),
+        tp: None,
+        source: Box::new(error),
+    }
 }

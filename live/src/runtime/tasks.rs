@@ -13,6 +13,7 @@ use parsley::task::TaskId;
 
 use super::super::instance::TaskState;
 use super::figures::Figures;
+use super::shared_clients::SharedClients;
 use super::task_loop::{self, TaskRun};
 use super::{RuntimeConfig, RuntimeError, TaskEnd, TaskEndKind};
 
@@ -71,6 +72,8 @@ pub(crate) struct TaskSet {
     failed: Arc<Mutex<Vec<TaskId>>>,
     /// The instance's board: owned tasks and their states.
     figures: Arc<Figures>,
+    /// The clients the tasks share: a consumer per stage, the probes.
+    clients: Arc<SharedClients>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -91,7 +94,6 @@ impl TaskSet {
         TaskSet {
             app,
             assembly,
-            config,
             instance_stop,
             ended,
             threads: Mutex::new(Vec::new()),
@@ -99,6 +101,8 @@ impl TaskSet {
             owned: Mutex::new(Vec::new()),
             failed: Arc::new(Mutex::new(Vec::new())),
             figures,
+            clients: SharedClients::new(&config.live),
+            config,
         }
     }
 
@@ -195,19 +199,21 @@ impl TaskSet {
             task: Arc::clone(&stop),
             lost: Arc::clone(&lost),
         };
-        let (app, assembly, config, ended, failed, figures) = (
+        let (app, assembly, config, ended, failed, figures, clients) = (
             Arc::clone(&self.app),
             Arc::clone(&self.assembly),
             self.config.clone(),
             Arc::clone(&self.ended),
             Arc::clone(&self.failed),
             Arc::clone(&self.figures),
+            Arc::clone(&self.clients),
         );
         let task = id.clone();
         let handle = std::thread::Builder::new()
             .name(format!("parsley {id}"))
             .spawn(move || {
-                let run = task_loop::run_task(&app, &assembly, task, config, &flags, &figures);
+                let run =
+                    task_loop::run_task(&app, &assembly, task, config, &flags, &figures, &clients);
                 let how = match &run.outcome {
                     Ok(()) => TaskEndKind::Stopped,
                     Err(error) if error.is_fenced() => TaskEndKind::Fenced,
