@@ -948,13 +948,18 @@ impl TaskDriver {
         })
     }
 
-    /// Drops the task's clients on a thread of their own: after a call was
-    /// abandoned, a client's destructor may block as long as the call does.
+    /// Drops the task's producer on a thread of its own (after a call was
+    /// abandoned, its destructor may block as long as the call does), and
+    /// unassigns its partitions of the stage's consumer at once.
     fn abandon(self) {
         let TaskDriver {
             producer, queues, ..
         } = self;
-        drop_elsewhere((producer, queues));
+        // Unassigned here, before the task's next run assigns the same
+        // partitions again: on the reaper, after a producer that blocks,
+        // the unassignment could come second and stop the next run's fetching.
+        drop(queues);
+        drop_elsewhere(producer);
     }
 
     /// Aborts the open transaction and rewinds the gate and the consumer to
