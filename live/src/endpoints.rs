@@ -208,7 +208,7 @@ fn describe() {
     );
     describe_counter!(
         "parsley_task_restarts_total",
-        "Restarts of the task after a transient failure, with fresh clients, from its committed checkpoint."
+        "Restarts of the task after a transient failure, with a fresh producer, from its committed checkpoint."
     );
     describe_counter!(
         "parsley_rebalances_total",

@@ -678,7 +678,7 @@ impl LiveError {
 
     /// True when the failure concerns the cluster or a client rather than
     /// the data or the configuration, so a task that hit it can start again
-    /// from its committed checkpoint with fresh clients and expect to get
+    /// from its committed checkpoint with a fresh producer and expect to get
     /// further: an abandoned call, a broker that did not answer, a producer
     /// that failed fatally without being fenced. A fence is not transient:
     /// a newer owner holds the task (X4), and re-initialising would fence it.

@@ -3,7 +3,7 @@
 //! reaches librdkafka, as a call does that ignores its own timeout when the
 //! coordinator goes away (librdkafka issue 5456). A test arms one and shows
 //! that the runtime abandons the call at its deadline and restarts the task
-//! with fresh clients, losing and repeating nothing.
+//! with a fresh producer, losing and repeating nothing.
 
 use std::sync::Mutex;
 use std::time::Duration;

@@ -246,7 +246,7 @@ impl RuntimeError {
     }
 
     /// True when the task may restart from its committed checkpoint with
-    /// fresh clients and expect to get further: a transient Kafka failure
+    /// a fresh producer and expect to get further: a transient Kafka failure
     /// ([`LiveError::is_transient`]: an abandoned call, a broker away) or a
     /// transaction the broker aborted on its timeout. Never for what the
     /// core stopped on (bad input, X5), nor for a fence by a newer owner.

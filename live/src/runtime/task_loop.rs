@@ -1,5 +1,6 @@
 //! One task over a real cluster: its transactional producer, its
-//! `read_committed` consumer and its open transaction. The live counterpart
+//! partitions of its stage's `read_committed` consumer
+//! ([`super::shared_clients`]) and its open transaction. The live counterpart
 //! of the harness's `TaskHost`: every rule is the core [`Task`]'s, this only
 //! moves bytes and reads the clock.
 //!
@@ -7,7 +8,7 @@
 //! own bounded calls; every transactional call and offset look-up runs on a
 //! thread of its own, waited for until the runtime's deadline
 //! ([`LiveConfig::deadline`]), so no call blocks the task past it. A call
-//! that overruns is abandoned, and the task restarts with fresh clients.
+//! that overruns is abandoned, and the task restarts with a fresh producer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -118,8 +119,9 @@ const VISIBLE_END_EVERY: Duration = Duration::from_millis(50);
 /// Starts the task `id` and runs it until `stop` is set or it fails. A
 /// transient failure ([`RuntimeError::is_transient`]: a Kafka call abandoned
 /// at its deadline, a broker away, a transaction the broker aborted) does
-/// not end the task: its clients are dropped and it starts again from its
-/// committed checkpoint with fresh ones, after a pause that doubles with
+/// not end the task: its producer is dropped, its partitions unassigned,
+/// and it starts again from its committed checkpoint with a fresh producer
+/// (the stage's consumer is kept), after a pause that doubles with
 /// each restart that did not commit, until `max_restarts` in a row.
 ///
 /// Under group membership (`Assignment::Group`) the group, not a count,
@@ -239,7 +241,7 @@ pub(crate) fn run_task(
                 restart = restarts,
                 in_a_row,
                 pause_ms = pause.as_millis() as u64,
-                "task restarting from its committed checkpoint with fresh clients"
+                "task restarting from its committed checkpoint with a fresh producer"
             );
         }
         if !sleep_unless_stopped(pause, stop) {
@@ -683,6 +685,9 @@ impl TaskDriver {
                     let Some(polled) = self.queues.lane(lane).poll(Duration::ZERO) else {
                         break;
                     };
+                    // Errors count too: a lane that keeps reporting one
+                    // must not keep the turn from ending.
+                    taken += 1;
                     let message = match polled {
                         Ok(message) => message,
                         Err(KafkaError::PartitionEOF(_)) => continue,
@@ -699,7 +704,6 @@ impl TaskDriver {
                             continue;
                         }
                     };
-                    taken += 1;
                     let Ok(offset) = u64::try_from(message.offset()) else {
                         continue;
                     };
