@@ -69,7 +69,9 @@ async fn a_transaction_the_broker_aborted_restarts_the_task_and_loses_nothing() 
 /// Holds back one `send_offsets_to_transaction` of task balances/0 by
 /// `stall` under `config`, with input before and after; asserts that task
 /// restarted exactly once inside the instance, no task ended, and what was
-/// committed audits clean and folds to the inputs.
+/// committed audits clean and folds to the inputs. balances/1 reads from the
+/// same stage consumer throughout: the restart unassigns and reassigns
+/// balances/0's partitions only, and balances/1 never restarts.
 async fn restarts_once_and_loses_nothing(
     config: parsley_live::LiveConfig,
     kind: &str,
