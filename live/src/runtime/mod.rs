@@ -4,9 +4,11 @@
 //! takes its share of the tasks and runs each on a thread of its own
 //! (`task_loop`): one transactional producer per task, whose
 //! `transactional.id` is the task's (`<app>-<stage>-<partition>`), so a newer
-//! owner fences the old one (X4); a `read_committed` consumer of the task's
-//! tps, assigned by hand at the committed positions and reassigned at them
-//! after every abort; the slots restored from the changelog before delivery
+//! owner fences the old one (X4); the task's tps on its stage's
+//! `read_committed` consumer, which the stage's tasks on the instance share
+//! (`shared_clients`), each reading its own partition queues, assigned by
+//! hand at the committed positions and reassigned at them after every
+//! abort; the slots restored from the changelog before delivery
 //! starts; ticks from the real clock and commits on the configured interval.
 //!
 //! # Sharing tasks between instances
