@@ -5,12 +5,12 @@
 //! What stays per task is the transactional producer: fencing is by its id
 //! (X4).
 //!
-//! Why: every librdkafka client has threads of its own that wake, read the
-//! clock and serve their partitions apart from the others', so a process's
-//! CPU grows with its clients, whatever its records (BENCHMARKS.md, *Where
-//! Parsley's CPU goes*). A consumer and two probes per task made 60 clients
-//! beside the 20 producers of a 20-task instance; now it is one consumer per
-//! stage and two probes.
+//! Why: every librdkafka client has threads and broker connections of its
+//! own, wakes on its own, and prefetches up to `queued.max.messages.kbytes`
+//! on its own. A consumer and two probes per task made 60 clients beside
+//! the 20 producers of a 20-task instance; now it is one consumer per stage
+//! and two probes. (On a quiet machine this did not change the CPU per
+//! record measurably: BENCHMARKS.md, run G.)
 //!
 //! A stage's consumer keeps its group (X6): a task reads its committed
 //! offsets through it, and a refusal of the group (no ACL lets the principal
