@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::TopicPartitionList;
 
@@ -146,7 +146,7 @@ impl StageConsumer {
     /// Serves the consumer's own queue (errors, statistics; librdkafka
     /// needs it polled) and returns the error that stops the stage's tasks,
     /// if one was seen, by this turn or another task's.
-    pub(crate) fn serve(&self, fatal: impl Fn(&KafkaError) -> bool) -> Option<KafkaError> {
+    pub(crate) fn serve(&self) -> Option<KafkaError> {
         for _ in 0..EVENTS_PER_TURN {
             let Some(polled) = self.client.poll(Duration::ZERO) else {
                 break;
@@ -164,7 +164,7 @@ impl StageConsumer {
                     }
                 }
                 Err(KafkaError::PartitionEOF(_)) => {}
-                Err(error) if is_group_refusal(&error) || fatal(&error) => {
+                Err(error) if is_group_refusal(&error) || self.is_fatal(&error) => {
                     lock(&self.failure).get_or_insert(error);
                 }
                 // Broker down, a leader moving: librdkafka retries by
@@ -175,6 +175,25 @@ impl StageConsumer {
             }
         }
         lock(&self.failure).clone()
+    }
+
+    /// Consumer errors that no retry will cure: an offset out of range (the
+    /// log was truncated under the task), a topic that vanished, or a fatal
+    /// client error. Everything else — a broker restarting, a leader moving —
+    /// is retried by librdkafka, and the tasks wait.
+    pub(crate) fn is_fatal(&self, error: &KafkaError) -> bool {
+        if self.client.client().fatal_error().is_some() {
+            return true;
+        }
+        matches!(
+            error.rdkafka_error_code(),
+            Some(
+                RDKafkaErrorCode::AutoOffsetReset
+                    | RDKafkaErrorCode::OffsetOutOfRange
+                    | RDKafkaErrorCode::UnknownTopic
+                    | RDKafkaErrorCode::UnknownPartition
+            )
+        )
     }
 
     /// True, once, if a record of one of `tps` was misrouted.

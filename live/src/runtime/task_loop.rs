@@ -13,8 +13,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::consumer::BaseConsumer;
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
 use parsley::app::App;
@@ -31,7 +31,7 @@ use super::super::error::{LiveError, TxnErrorClass};
 use super::super::instance::TaskState;
 use super::exported::Exported;
 use super::figures::Figures;
-use super::shared_clients::{consumer_for, SharedClients, StageClient, TaskQueues};
+use super::shared_clients::{consumer_for, SharedClients, TaskQueues};
 use super::tasks::StopFlags;
 use super::{Assignment, ReleaseCause, RuntimeConfig, RuntimeError};
 
@@ -459,7 +459,7 @@ impl TaskDriver {
         // until it ends, and initialising aborts it.
         producer.init_blocking()?;
         let stage = clients.stage_consumer(task.group())?;
-        if let Some(error) = stage.serve(|error| consumer_error_is_fatal(stage.client(), error)) {
+        if let Some(error) = stage.serve() {
             return Err(stage_failure(id, stage.group(), error));
         }
         let probes = clients.probes()?;
@@ -664,7 +664,7 @@ impl TaskDriver {
             fetched.records.clear();
         }
         let stage = Arc::clone(self.queues.stage());
-        if let Some(error) = stage.serve(|error| consumer_error_is_fatal(stage.client(), error)) {
+        if let Some(error) = stage.serve() {
             return Err(Exit::Failed(stage_failure(
                 self.task.id(),
                 stage.group(),
@@ -692,7 +692,7 @@ impl TaskDriver {
                         Ok(message) => message,
                         Err(KafkaError::PartitionEOF(_)) => continue,
                         Err(error) => {
-                            if consumer_error_is_fatal(stage.client(), &error) {
+                            if stage.is_fatal(&error) {
                                 return Err(Exit::Failed(RuntimeError::Consume {
                                     task: self.task.id().clone(),
                                     tp: Some(self.positions[lane].0.clone()),
@@ -1022,25 +1022,6 @@ fn log_dead_letter(id: &TaskId, record: &ProducedRecord) {
         error = %header(MESSAGE),
         "record dead-lettered (X5)"
     );
-}
-
-/// Consumer errors that no retry will cure: an offset out of range (the
-/// log was truncated under the task), a topic that vanished, or a fatal
-/// client error. Everything else — a broker restarting, a leader moving — is
-/// retried by librdkafka, and the task waits.
-fn consumer_error_is_fatal(consumer: &StageClient, error: &KafkaError) -> bool {
-    if consumer.client().fatal_error().is_some() {
-        return true;
-    }
-    matches!(
-        error.rdkafka_error_code(),
-        Some(
-            RDKafkaErrorCode::AutoOffsetReset
-                | RDKafkaErrorCode::OffsetOutOfRange
-                | RDKafkaErrorCode::UnknownTopic
-                | RDKafkaErrorCode::UnknownPartition
-        )
-    )
 }
 
 /// Drops `clients` on a thread of their own: after a call was abandoned, a
