@@ -149,11 +149,16 @@ pub enum Mutation {
     /// latest left value with the right value of a foreign key it no
     /// longer refers to, a stale result (breaks J14, I13).
     ForeignKeyJoinKeepsStaleResponse,
+    /// A transaction writes a slot it changed more than once with its first
+    /// change instead of its value at the commit: the changelog, and every
+    /// task restored from it, holds a state the fold has left behind
+    /// (breaks S5, I6).
+    ChangelogKeepsFirstChange,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 37] = [
+    pub const ALL: [Mutation; 38] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -191,6 +196,7 @@ impl Mutation {
         Mutation::SyncIgnoresTimestamps,
         Mutation::DeadLetterKindSwapped,
         Mutation::ForeignKeyJoinKeepsStaleResponse,
+        Mutation::ChangelogKeepsFirstChange,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -233,6 +239,7 @@ impl Mutation {
             Mutation::SyncIgnoresTimestamps => "sync-ignores-timestamps",
             Mutation::DeadLetterKindSwapped => "dead-letter-kind-swapped",
             Mutation::ForeignKeyJoinKeepsStaleResponse => "fk-join-keeps-stale-response",
+            Mutation::ChangelogKeepsFirstChange => "changelog-keeps-first-change",
         }
     }
 

@@ -488,13 +488,17 @@ fn task_entries(task: &mut Task, tp: &Tp, entries: usize) -> isize {
                 delivered += 1;
                 // Commit as a live task would, every 1,000 deliveries.
                 if delivered % 1_000 == 0 {
-                    task.prepare_commit(&mut request).expect("commit");
+                    task.prepare_commit(&mut request, &mut produced)
+                        .expect("commit");
+                    produced.clear();
                     task.handle_committed(START);
                 }
             }
         }
         assert_eq!(delivered, entries, "every record is delivered");
-        task.prepare_commit(&mut request).expect("commit");
+        task.prepare_commit(&mut request, &mut produced)
+            .expect("commit");
+        produced.clear();
         task.handle_committed(START);
     });
     counted.live
@@ -551,7 +555,9 @@ fn deliver_orders(task: &mut Task, tp: &Tp, ids: std::ops::Range<usize>) {
             produced.clear();
             delivered += 1;
             if delivered % 1_000 == 0 {
-                task.prepare_commit(&mut request).expect("commit");
+                task.prepare_commit(&mut request, &mut produced)
+                    .expect("commit");
+                produced.clear();
                 task.handle_committed(START);
             }
         }

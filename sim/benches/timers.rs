@@ -114,7 +114,8 @@ fn fill(task: &mut Task, tp: &Tp, records: Vec<ConsumedRecord>, batch: usize) {
 
 /// Commits the open transaction as a driver would once Kafka said yes.
 fn commit(task: &mut Task, request: &mut CommitRequest, now: i64) {
-    task.prepare_commit(request).unwrap();
+    let mut changes = Vec::new();
+    task.prepare_commit(request, &mut changes).unwrap();
     task.handle_committed(now);
 }
 

@@ -294,40 +294,61 @@ impl TaskHost {
 
     /// Commits the open work, if any (X1). A failed commit aborts (X3).
     pub fn commit(&mut self, cluster: &mut Cluster, now: i64) -> Result<CommitOutcome, HostError> {
-        self.commit_with(cluster, now, Markers::Now)
+        let mut sent = Vec::new();
+        self.commit_with(cluster, now, Markers::Now, &mut sent)
     }
 
     /// [`TaskHost::commit`], with the markers written now or left for the
     /// driver to write later ([`Cluster::commit_later`]): the task learns
     /// its commit succeeded either way, as a Kafka client does when
     /// `commit_transaction` returns.
+    ///
+    /// The transaction's changelog records (S5) are sent first, and where
+    /// each landed is appended to `sent`; should the commit then fail, they
+    /// are aborted with the rest.
     pub fn commit_with(
         &mut self,
         cluster: &mut Cluster,
         now: i64,
         markers: Markers,
+        sent: &mut Vec<Sent>,
     ) -> Result<CommitOutcome, HostError> {
         if !self.task.has_open_work() {
             return Ok(CommitOutcome::Nothing);
         }
-        self.task.prepare_commit(&mut self.commit_request)?;
-        let attempt = self.ensure_transaction(cluster, now).and_then(|()| {
-            let CommitRequest {
-                group,
-                offsets,
-                metadata,
-            } = &self.commit_request;
-            // Every tp carries the same checkpoint, shared.
-            let offsets = offsets.iter().map(|(tp, offset)| {
-                let committed = crate::model::CommittedOffset::new(*offset, Arc::clone(metadata));
-                (tp.clone(), committed)
-            });
-            cluster.send_offsets_owned(self.producer, group, offsets)?;
-            match markers {
-                Markers::Now => cluster.commit(self.producer),
-                Markers::Later => cluster.commit_later(self.producer),
+        let mut produced = std::mem::take(&mut self.produced);
+        produced.clear();
+        let prepared = self
+            .task
+            .prepare_commit(&mut self.commit_request, &mut produced);
+        let changelog = match prepared {
+            Ok(()) => self.send(cluster, &mut produced, now, sent),
+            Err(error) => {
+                self.produced = produced;
+                return Err(error.into());
             }
-        });
+        };
+        self.produced = produced;
+        let attempt = changelog
+            .and_then(|()| self.ensure_transaction(cluster, now))
+            .and_then(|()| {
+                let CommitRequest {
+                    group,
+                    offsets,
+                    metadata,
+                } = &self.commit_request;
+                // Every tp carries the same checkpoint, shared.
+                let offsets = offsets.iter().map(|(tp, offset)| {
+                    let committed =
+                        crate::model::CommittedOffset::new(*offset, Arc::clone(metadata));
+                    (tp.clone(), committed)
+                });
+                cluster.send_offsets_owned(self.producer, group, offsets)?;
+                match markers {
+                    Markers::Now => cluster.commit(self.producer),
+                    Markers::Later => cluster.commit_later(self.producer),
+                }
+            });
         match attempt {
             Ok(()) => {
                 self.in_transaction = false;

@@ -701,8 +701,8 @@ fn inputs_shorter_than_a_window_are_named_in_the_summary() {
     assert!(note.contains("(`time`, now uniform"), "{note}");
     let long = simulation(ClockConfig {
         step_ms: StepRange {
-            min: 5_000,
-            max: 9_000,
+            min: 10_000,
+            max: 15_000,
         },
         ..uniform
     })

@@ -242,6 +242,7 @@ fn arrows_join_the_cause_to_the_released_record() {
                     epoch: 0,
                     number: 1,
                 },
+                sent: Vec::new(),
             },
         ),
     ];
@@ -418,7 +419,14 @@ fn a_delivery_tooltip_tells_each_claim() {
     let trace = vec![
         entry(0, Event::TaskStarted { at: first.clone() }),
         entry(1, delivered(&first, "deposits", 3)),
-        entry(2, Event::Committed { at: first, txn }),
+        entry(
+            2,
+            Event::Committed {
+                at: first,
+                txn,
+                sent: Vec::new(),
+            },
+        ),
         entry(3, delivered(&second, "withdrawals", 0)),
         entry(4, delivered(&second, "withdrawals", 1)),
         entry(5, delivered(&second, "withdrawals", 2)),

@@ -59,10 +59,18 @@
 //!    in order, the next committed record the task wrote to the partition the
 //!    emission goes to (same key and value bytes), with a stamp that
 //!    dominates the task's history after the delivery (G5: the history, which
-//!    includes the delivered record's stamp and a claim on it); and each slot
-//!    change must be the next record of the task's changelog partition (slot
-//!    key and value, a tombstone for a deletion; a timer service's tick
-//!    changes several slots, in order). A dead-lettered delivery
+//!    includes the delivered record's stamp and a claim on it); and the slot
+//!    changes must be the task's changelog partition, transaction by
+//!    transaction (S5). A transaction writes, at its commit, one record per
+//!    slot it changed with the slot's value then (a tombstone for a
+//!    deletion), in the order of first change, and its commit marker takes
+//!    the next offset: so a *batch*, a run of committed changelog records at
+//!    consecutive offsets, is one transaction's changes. The search keeps
+//!    the changes since the last matched batch, one per slot, as *pending*;
+//!    each slot a delivery changes must be one the next batch writes, and
+//!    the transaction may end (a search choice, tried first) where the
+//!    pending changes are exactly that batch, which is then matched. A
+//!    dead-lettered delivery
 //!    instead matches its dead letter, which must be the next one of the
 //!    task's dead-letter partition, with a stamp that dominates the history
 //!    after the delivery; it emits nothing, changes no slot (the fold goes
@@ -70,14 +78,15 @@
 //!    unless its dead letter is `skipped`. A skipped record goes whatever
 //!    its claims, and the history merges its stamp only if the gate would
 //!    have let it through (docs/RULES.md#skip);
-//! 4. ends with every committed output of the task matched, every record of
-//!    its changelog partition matched and every dead letter of its
-//!    dead-letter partition matched.
+//! 4. ends with every committed output of the task matched, no change
+//!    pending, every record of its changelog partition matched and every
+//!    dead letter of its dead-letter partition matched.
 //!
 //! The search is a depth-first search over the deliverable heads, oldest
 //! record timestamp first (the live runtime's order), with backtracking and
-//! a memo of failed states (lane positions and output cursors determine the
-//! state: slots are the fold of the matched changelog records). It is bounded
+//! a memo of failed states (lane positions, output cursors and the pending
+//! changes determine the state: slots are the fold of the matched changelog
+//! batches and the pending changes). It is bounded
 //! by [`AuditOptions::search_steps`]; a task whose search runs out of steps is
 //! reported as a note in the summary (*inconclusive*), never as a violation.
 //!
@@ -107,7 +116,7 @@
 //!   offset (every emission and dead letter claims the delivery it is for,
 //!   G5), dead letters naming such a delivery, its ticks later than the
 //!   cut's checkpoint's tick time (the tick time commits with the tick,
-//!   T6), and its changelog records after the last one its committed
+//!   T6), and its changelog batches after the last one its committed
 //!   deliveries write (changelog records carry no stamps). A record beyond
 //!   the cut, left over once the committed history is reconstructed, is not
 //!   an extra output, nor a dead letter or state change no committed
@@ -177,10 +186,12 @@
 //!   each (G4, G7: independent of the interleaving; with skipped records, at
 //!   least that without their stamps and at most that with them), or whose
 //!   lanes carry different checkpoints (X1).
-//! * **I6 (state).** A slot change missing from the changelog, a changelog
-//!   record that differs from the fold, a changelog record no committed
-//!   delivery writes, or a committed delivery whose logic fails (in a stage
-//!   without the dead-letter opt-in; with it, that is I10).
+//! * **I6 (state).** A slot change its transaction's batch does not name
+//!   (or no batch left for it), changes that no batch matches (a value
+//!   other than the fold's at the commit, a slot missing or extra, or out
+//!   of order), a changelog record no committed delivery writes, or a
+//!   committed delivery whose logic fails (in a stage without the
+//!   dead-letter opt-in; with it, that is I10).
 //! * **I7 (exactly-once outputs).** An emission of a committed delivery with
 //!   no committed record (*lost*); a committed output no committed delivery
 //!   emits (*extra*, or *duplicated* when it repeats an output matched
@@ -247,6 +258,7 @@ use crate::record::ConsumedRecord;
 use crate::task::CommittedOffset;
 use crate::{App, DeadLetterKind, Tp};
 
+mod batches;
 mod checks;
 mod index;
 mod replay;

@@ -2,6 +2,7 @@
 //! writes matched against the task's committed outputs, changelog and dead
 //! letters.
 
+use super::batches;
 use super::index::{describe_record, same_content, DeadLetters, Lane};
 use super::search::{blocker, Ctx, Failure, Node};
 use super::Invariant;
@@ -177,7 +178,8 @@ pub(super) fn deliver(
         }
     }
     // The delivery's own slot first, then the others (a timer service's
-    // tick), each the next record of the changelog.
+    // tick). Each joins the changes its transaction's commit writes, the
+    // next changelog batch (S5): that batch must name the slot.
     let changes = std::iter::once((slot, replayed.slot)).chain(replayed.other_slots);
     for (slot, change) in changes {
         if change == SlotChange::Unchanged {
@@ -187,48 +189,60 @@ pub(super) fn deliver(
             invariant: Invariant::I6,
             message: format!("task {id}: delivering {delivered} changes slot {slot:?}, but the stage has no changelog"),
         })?;
-        let value = match &change {
-            SlotChange::Set(bytes) => Some(bytes.clone()),
+        let value = match change {
+            SlotChange::Set(bytes) => Some(bytes),
             _ => None,
         };
-        let expected_key = slot.changelog_key();
-        let describe_change = || match &value {
-            Some(bytes) => format!(
-                "sets slot {slot:?} to {}",
-                crate::text::bytes_for_humans(bytes)
-            ),
-            None => format!("deletes slot {slot:?}"),
-        };
-        let Some(logged) = changelog.records.get(next.changelog) else {
-            return Err(Failure {
-                invariant: Invariant::I6,
-                message: format!(
-                    "task {id}: delivering {delivered} {}, but {} holds no such change (state change lost)",
-                    describe_change(),
-                    changelog.tp
+        if !ctx.batches.names(next.changelog, &slot) {
+            let change = match &value {
+                Some(bytes) => format!(
+                    "sets slot {slot:?} to {}",
+                    crate::text::bytes_for_humans(bytes)
                 ),
-            });
-        };
-        if logged.data.key.as_ref() != Some(&expected_key) || logged.data.value != value {
+                None => format!("deletes slot {slot:?}"),
+            };
+            let batch = ctx.batches.batch(changelog, next.changelog);
+            let written = match (batch.is_empty(), next.pending.is_empty()) {
+                (true, _) => batches::describe(changelog, batch),
+                (false, true) => format!(
+                    "its transaction's changelog records, {}, do not name that slot",
+                    batches::describe(changelog, batch)
+                ),
+                // The likelier story: the earlier changes were that batch,
+                // written wrong.
+                (false, false) => format!(
+                    "its transaction's changelog records, {}, do not name that slot, nor are they the changes before it ({})",
+                    batches::describe(changelog, batch),
+                    batches::describe_pending(&next.pending)
+                ),
+            };
             return Err(Failure {
                 invariant: Invariant::I6,
                 message: format!(
-                    "task {id}: delivering {delivered} {}, but the next change on {} is {}@{} {}",
-                    describe_change(),
-                    changelog.tp,
-                    changelog.tp,
-                    logged.offset,
-                    describe_record(logged)
+                    "task {id}: delivering {delivered} {change}, but {written} (state change lost)"
                 ),
             });
         }
-        next.changelog += 1;
-        match change {
-            SlotChange::Set(bytes) => {
-                next.slots.insert(slot, bytes);
+        match &value {
+            Some(bytes) => {
+                next.slots.insert(slot.clone(), bytes.clone());
             }
-            _ => {
+            None => {
                 next.slots.remove(&slot);
+            }
+        }
+        match next
+            .pending
+            .iter()
+            .position(|(pending, _)| *pending == slot)
+        {
+            Some(index) => {
+                next.pending[index].1 = value;
+                next.pending_by[index].clone_from(&delivered);
+            }
+            None => {
+                next.pending.push((slot, value));
+                next.pending_by.push(delivered.clone());
             }
         }
     }

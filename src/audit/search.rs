@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::batches::{self, Batches};
 use super::checks::Auditor;
 use super::index::{describe_record, Beyond, DeadLetters, Lane, Log, Out, TaskPlan};
 use super::replay::deliver;
@@ -21,26 +22,46 @@ pub(super) struct Node {
     pub(super) changelog: usize,
     /// Dead letters matched: the next entry of the task's [`DeadLetters`].
     pub(super) dead: usize,
+    /// The fold's slots: the changelog up to `changelog`, then `pending`.
     pub(super) slots: BTreeMap<SlotKey, Bytes>,
+    /// The slot changes since the last matched changelog batch, one per
+    /// slot (its latest value; `None`: deleted), in the order of first
+    /// change: what the transaction's commit writes (S5).
+    pub(super) pending: Vec<(SlotKey, Option<Bytes>)>,
+    /// Per pending change, the delivery that made it (`tp@offset`), for
+    /// the reports.
+    pub(super) pending_by: Vec<String>,
     pub(super) history: Stamp,
 }
 
+/// What determines a node's future: lane positions, output and changelog
+/// cursors, and the changes pending (the slots follow from the changelog
+/// cursor and them).
+type NodeKey = (Vec<usize>, Vec<(SlotKey, Option<Bytes>)>);
+
 impl Node {
-    pub(super) fn key(&self) -> Vec<usize> {
+    pub(super) fn key(&self) -> NodeKey {
         let mut key = self.pos.clone();
         key.extend(&self.out);
         key.push(self.changelog);
         key.push(self.dead);
-        key
+        (key, self.pending.clone())
     }
 }
+
+/// The choice that ends a transaction: the pending changes are the next
+/// changelog batch (S5). Not a lane.
+pub(super) const COMMIT: usize = usize::MAX;
 
 pub(super) struct Frame {
     pub(super) node: Node,
     pub(super) choices: Vec<usize>,
     pub(super) next: usize,
-    /// The lane delivered to reach this node, and the outputs it matched.
+    /// The lane delivered to reach this node ([`COMMIT`] for a commit),
+    /// and the outputs it matched.
     pub(super) via: Option<(usize, Vec<(usize, usize)>)>,
+    /// The deliveries made to reach this node.
+    pub(super) depth: usize,
 }
 
 pub(super) struct Failure {
@@ -68,6 +89,8 @@ pub(super) struct Ctx<'a, 'b> {
     pub(super) task: &'b TaskPlan<'a>,
     pub(super) outs: Vec<Out<'a>>,
     pub(super) changelog: Option<&'a Log<'a>>,
+    /// The changelog's batches, one per committed transaction.
+    pub(super) batches: Batches,
     /// The task's dead letters, when its stage has the opt-in (X5).
     pub(super) dead: Option<&'b DeadLetters<'a>>,
     /// Outputs matched by tasks searched before.
@@ -155,6 +178,7 @@ impl<'a> Auditor<'a> {
                 task,
                 outs,
                 changelog,
+                batches: Batches::of(changelog),
                 dead,
                 taken: &taken,
                 beyond,
@@ -347,6 +371,8 @@ impl<'a> Auditor<'a> {
             changelog: 0,
             dead: 0,
             slots: BTreeMap::new(),
+            pending: Vec::new(),
+            pending_by: Vec::new(),
             history: Stamp::empty(),
         };
         let choices = ready_lanes(ctx, &root);
@@ -355,15 +381,16 @@ impl<'a> Auditor<'a> {
             choices,
             next: 0,
             via: None,
+            depth: 0,
         }];
-        let mut failed: HashSet<Vec<usize>> = HashSet::new();
+        let mut failed: HashSet<NodeKey> = HashSet::new();
         let mut best: Option<(usize, Failure)> = None;
         let mut steps = 0u64;
         loop {
-            let depth = stack.len() - 1;
             let Some(frame) = stack.last_mut() else {
                 unreachable!("the root is popped only by returning");
             };
+            let depth = frame.depth;
             if frame.choices.is_empty() && frame.next == 0 {
                 frame.next = 1;
                 let done = frame
@@ -384,7 +411,9 @@ impl<'a> Auditor<'a> {
                         let mut matched = Vec::new();
                         for frame in &stack {
                             if let Some((lane, took)) = &frame.via {
-                                path.push(*lane);
+                                if *lane != COMMIT {
+                                    path.push(*lane);
+                                }
                                 matched.extend(took.iter().copied());
                             }
                         }
@@ -416,7 +445,11 @@ impl<'a> Auditor<'a> {
                 self.summary.search_steps += steps;
                 return Search::Exhausted;
             }
-            match deliver(ctx, &frame.node, lane, depth) {
+            let next = match lane {
+                COMMIT => Ok((commit(ctx, &frame.node), Vec::new())),
+                lane => deliver(ctx, &frame.node, lane, depth),
+            };
+            match next {
                 Ok((node, took)) => {
                     if failed.contains(&node.key()) {
                         continue;
@@ -427,6 +460,7 @@ impl<'a> Auditor<'a> {
                         choices,
                         next: 0,
                         via: Some((lane, took)),
+                        depth: depth + usize::from(lane != COMMIT),
                     });
                 }
                 Err(failure) => keep_deepest(&mut best, depth, failure),
@@ -474,8 +508,32 @@ pub(super) fn blocker(task: &TaskPlan<'_>, pos: &[usize], lane: usize) -> Option
     None
 }
 
-/// The lanes whose head may go next, oldest record timestamp first.
+/// The node after a commit: its pending changes are the next changelog
+/// batch, matched.
+fn commit(ctx: &Ctx<'_, '_>, node: &Node) -> Node {
+    let changelog = ctx.changelog.expect("only a changelog's batch commits");
+    let mut next = node.clone();
+    next.changelog += ctx.batches.batch(changelog, node.changelog).len();
+    next.pending.clear();
+    next.pending_by.clear();
+    next
+}
+
+/// Whether the node's pending changes are exactly the next changelog batch:
+/// its transaction may commit here (or go on, should later deliveries
+/// leave the batch as it is).
+fn may_commit(ctx: &Ctx<'_, '_>, node: &Node) -> bool {
+    !node.pending.is_empty()
+        && ctx.changelog.is_some_and(|log| {
+            batches::matches(ctx.batches.batch(log, node.changelog), &node.pending)
+        })
+}
+
+/// What may come next, most likely first: a commit, when the pending
+/// changes make the next changelog batch ([`COMMIT`]), then the lanes whose
+/// head may go next, oldest record timestamp first.
 pub(super) fn ready_lanes(ctx: &Ctx<'_, '_>, node: &Node) -> Vec<usize> {
+    let commits = may_commit(ctx, node);
     let task = ctx.task;
     let mut ready: Vec<usize> = (0..task.lanes.len())
         .filter(|&lane| node.pos[lane] < task.lanes[lane].len)
@@ -491,6 +549,9 @@ pub(super) fn ready_lanes(ctx: &Ctx<'_, '_>, node: &Node) -> Vec<usize> {
         let record = &task.lanes[lane].log.records[node.pos[lane]];
         (record.data.timestamp, task.lanes[lane].tp.clone())
     });
+    if commits {
+        ready.insert(0, COMMIT);
+    }
     ready
 }
 
@@ -569,6 +630,30 @@ pub(super) fn end_failure(ctx: &Ctx<'_, '_>, node: &Node) -> Option<Failure> {
                 ),
             });
         }
+    }
+    // Every transaction of the committed history wrote its changes (S5).
+    if let (Some(changelog), Some((slot, value))) = (ctx.changelog, node.pending.first()) {
+        let batch = ctx.batches.batch(changelog, node.changelog);
+        let change = match value {
+            Some(bytes) => format!(
+                "sets slot {slot:?} to {}",
+                crate::text::bytes_for_humans(bytes)
+            ),
+            None => format!("deletes slot {slot:?}"),
+        };
+        let others = match node.pending.len() - 1 {
+            0 => String::new(),
+            more => format!(" (and its transaction changes {more} more slot(s))"),
+        };
+        return Some(Failure {
+            invariant: Invariant::I6,
+            message: format!(
+                "task {}: delivering {} {change}{others}, but the changelog's next records, {}, are not its transaction's changes, one per slot with its value at the commit (state change lost)",
+                task.id,
+                node.pending_by[0],
+                batches::describe(changelog, batch)
+            ),
+        });
     }
     // A moving task's changelog goes on beyond the cut; it carries no
     // stamps to tell, so what follows the last change of the cut is not

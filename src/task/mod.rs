@@ -11,6 +11,7 @@
 //! [`Task`]'s own documentation gives the calling order, and the buffers a
 //! driver keeps for it.
 
+mod changes;
 mod checkpoint;
 mod deadline;
 mod error;
@@ -154,8 +155,9 @@ struct OpenWork {
 ///       records it appended inside the task's transaction; ask again after
 ///       each delivery;
 ///    3. [`Task::poll_tick`] with the current time: send the tick it returns;
-///    4. when [`Task::wants_commit`]: [`Task::prepare_commit`], send its
-///       offsets to the transaction and commit it, then
+///    4. when [`Task::wants_commit`]: [`Task::prepare_commit`], send the
+///       changelog records it appended, then its offsets, to the
+///       transaction and commit it, then
 ///       [`Task::handle_committed`]; on any failure, abort it, call
 ///       [`Task::handle_aborted`] and seek the consumer to the positions it
 ///       returns (Kafka's consumer does not rewind by itself).
@@ -176,6 +178,7 @@ struct OpenWork {
 /// | a `Vec<Tp>` | [`Task::deliverable`] | clears it, then fills it |
 /// | a `Vec<ProducedRecord>` | [`Task::deliver`] | appends; the driver sends and drains it |
 /// | a [`CommitRequest`] | [`Task::prepare_commit`] | overwrites it |
+/// | a `Vec<ProducedRecord>` | [`Task::prepare_commit`] | appends the changelog records; the driver sends and drains it |
 ///
 /// A tick is one record, so [`Task::poll_tick`] returns it by value; the
 /// seek positions of [`Task::start`] and [`Task::handle_aborted`] come once
@@ -198,6 +201,8 @@ pub struct Task {
     tick_topics: Vec<TopicName>,
     tick: Option<(Tp, i64)>,
     changelog: Option<Tp>,
+    /// S5: the open transaction's state changes, written at its commit.
+    changes: changes::Changes,
     /// X5's opt-in: the task's partition of its stage's dead-letter topic.
     dead_letter: Option<Tp>,
     /// The record the operator asked to skip ([`Task::skip`]), until the
@@ -320,6 +325,7 @@ impl Task {
                 .changelog
                 .as_ref()
                 .map(|topic| Tp::new(topic.clone(), partition)),
+            changes: changes::Changes::default(),
             dead_letter: plan
                 .dead_letter
                 .as_ref()
@@ -822,8 +828,9 @@ impl Task {
 
     /// Delivers the head of `tp` to the stage's logic and appends the records
     /// to send in the task's transaction to `produced`, a list the driver
-    /// keeps and drains: the emissions, stamped at the stamping site, and the
-    /// slot's changelog update.
+    /// keeps and drains: the emissions, stamped at the stamping site. The
+    /// slots it changes go to the changelog at the commit
+    /// ([`Task::prepare_commit`], S5).
     #[must_use = "an error stops the task: its transaction is to be aborted"]
     pub fn deliver(
         &mut self,
@@ -1287,21 +1294,15 @@ impl Task {
         }
         crate::emission::recycle_emissions(outcome.emissions);
         // The delivery's own slot, then (a timer service's tick, K2) the
-        // others it changed, in the order the slots accept them.
+        // others it changed, in the order the slots accept them. The
+        // changelog gets them at the commit (S5).
         for write in outcome.write.into_iter().chain(outcome.more_writes) {
-            let changelog = self
-                .changelog
-                .clone()
-                .expect("stateful stages have a changelog");
-            produced.push(ProducedRecord {
-                tp: changelog,
-                data: RecordData {
-                    key: Some(write.slot.changelog_key()),
-                    value: write.encoded,
-                    headers: Vec::new(),
-                    timestamp,
-                },
-            });
+            assert!(
+                self.changelog.is_some(),
+                "task {}: only stateful stages change slots, and they have a changelog",
+                self.id
+            );
+            self.changes.record(&write.slot, write.encoded, timestamp);
             self.slots.accept(write.slot);
         }
     }
@@ -1392,14 +1393,21 @@ impl Task {
             && now.saturating_sub(self.last_commit_at) >= millis(self.config.commit_interval)
     }
 
-    /// X1: the offsets (every consumed tp's first undelivered offset) and the
-    /// checkpoint to send to the transaction before committing it, written
-    /// over `request`, which the driver keeps from one commit to the next. A
-    /// checkpoint larger than Kafka's offset metadata limit stops the task
-    /// with [`TaskError::CheckpointTooLarge`]: a broker would refuse every
+    /// X1: what to send to the transaction before committing it. The
+    /// offsets (every consumed tp's first undelivered offset) and the
+    /// checkpoint are written over `request`, which the driver keeps from
+    /// one commit to the next; the transaction's changelog records are
+    /// appended to `produced`, one per slot it changed, with the slot's
+    /// value now (S5): send them, then the offsets. A checkpoint larger than
+    /// Kafka's offset metadata limit stops the task with
+    /// [`TaskError::CheckpointTooLarge`]: a broker would refuse every
     /// commit, and the task would stall silently.
     #[must_use = "an error stops the task: its transaction is to be aborted"]
-    pub fn prepare_commit(&mut self, request: &mut CommitRequest) -> Result<(), TaskError> {
+    pub fn prepare_commit(
+        &mut self,
+        request: &mut CommitRequest,
+        produced: &mut Vec<ProducedRecord>,
+    ) -> Result<(), TaskError> {
         let metadata = Checkpoint::encode_parts_into(
             &self.history,
             self.last_tick_at,
@@ -1418,6 +1426,13 @@ impl Task {
         if !Arc::ptr_eq(&request.group, &self.group) {
             request.group = Arc::clone(&self.group);
         }
+        if !self.changes.is_empty() {
+            let changelog = self
+                .changelog
+                .as_ref()
+                .expect("only stateful stages change slots");
+            self.changes.write_into(changelog, produced);
+        }
         request.offsets.clear();
         request.offsets.extend(self.gate.lanes.iter().map(|lane| {
             let position = match mutation::active(Mutation::PositionsPastHeld) {
@@ -1432,6 +1447,11 @@ impl Task {
     /// The transaction committed: what it held is now the snapshot to return
     /// to on any later abort.
     pub fn handle_committed(&mut self, now: i64) {
+        assert!(
+            self.changes.is_empty(),
+            "task {}: a commit without `prepare_commit`: the transaction's state changes were never sent (S5)",
+            self.id
+        );
         // Into the snapshot's own buffers: a task commits often.
         self.committed.history.clone_from(&self.history);
         self.committed.last_tick_at = self.last_tick_at;
@@ -1466,6 +1486,7 @@ impl Task {
             self.last_tick_at = self.committed.last_tick_at;
         }
         self.slots.abort();
+        self.changes.clear();
         // A skip done in the aborted transaction waits for the redelivery.
         self.skip_done = false;
         self.gate.rewind(&self.committed.positions);

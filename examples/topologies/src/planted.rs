@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 37] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 38] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -85,13 +85,18 @@ pub const PLANTED: [(Mutation, &str, Invariant); 37] = [
         "order-labels",
         Invariant::I13,
     ),
+    (
+        Mutation::ChangelogKeepsFirstChange,
+        "balances",
+        Invariant::I6,
+    ),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 34] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 35] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -161,6 +166,11 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 34] = [
         Mutation::GateMatchesTopicOnly,
         "order-labels",
         Invariant::I8,
+    ),
+    (
+        Mutation::ChangelogKeepsFirstChange,
+        "by-product",
+        Invariant::I6,
     ),
 ];
 

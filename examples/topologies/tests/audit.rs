@@ -352,6 +352,18 @@ fn i6_audit_catches_positions_committed_past_held_records() {
     audit_catches(Mutation::PositionsPastHeld, "balances", Invariant::I6);
 }
 
+/// S5: a transaction's batch on the changelog holds each slot's first change
+/// instead of its value at the commit; the reconstruction finds no place in
+/// the committed history where the pending changes are that batch.
+#[test]
+fn i6_audit_catches_a_changelog_batch_that_keeps_a_slots_first_change() {
+    audit_catches(
+        Mutation::ChangelogKeepsFirstChange,
+        "balances",
+        Invariant::I6,
+    );
+}
+
 // ----- tampered logs -----
 
 fn tp(topic: &str, partition: u32) -> Tp {

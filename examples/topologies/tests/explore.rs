@@ -60,6 +60,14 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
             Invariant::I4,
         ),
         (TickAtRecordTime, "balances", tiny(8), Invariant::I4),
+        // Two inputs of one key in one transaction: its commit writes the
+        // first value, not the last.
+        (
+            ChangelogKeepsFirstChange,
+            "balances",
+            tiny(8),
+            Invariant::I6,
+        ),
         // Two stages in one group: named by the group offsets the first
         // commit leaves (I15).
         (

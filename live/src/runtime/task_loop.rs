@@ -837,11 +837,20 @@ impl TaskDriver {
         Ok(())
     }
 
-    /// X1: the task's positions and checkpoint go into the transaction, and
-    /// it commits. A failure that requires an abort aborts and rewinds (X3);
-    /// a retriable one is retried; a fatal one stops the task.
+    /// X1: the task's state changes (S5), positions and checkpoint go into
+    /// the transaction, and it commits. A failure that requires an abort
+    /// aborts and rewinds (X3); a retriable one is retried; a fatal one
+    /// stops the task.
     fn commit(&mut self, now: i64) -> Result<(), Exit> {
-        self.task.prepare_commit(&mut self.commit_request)?;
+        let mut produced = std::mem::take(&mut self.produced);
+        produced.clear();
+        let sent = self
+            .task
+            .prepare_commit(&mut self.commit_request, &mut produced)
+            .map_err(Exit::from)
+            .and_then(|()| self.send(produced.drain(..)));
+        self.produced = produced;
+        sent?;
         self.ensure_transaction()?;
         let request = &self.commit_request;
         let offsets: Vec<(Tp, CommittedOffset)> = request

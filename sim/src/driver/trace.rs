@@ -57,12 +57,15 @@ pub enum TraceEvent {
         /// Where each sent record landed; the records are in the log.
         sent: Vec<(Tp, u64)>,
     },
-    /// A task's transaction committed.
+    /// A task's transaction committed; what its commit sent.
     Committed {
         /// The task.
         task: TaskId,
         /// The wall clock then, milliseconds since the epoch.
         at: i64,
+        /// Where each changelog record the commit sent landed: one per slot
+        /// the transaction changed (S5).
+        sent: Vec<(Tp, u64)>,
     },
     /// A task's transaction aborted.
     Aborted {
@@ -105,8 +108,8 @@ enum Recorded {
         at: i64,
         tick: Option<i64>,
     },
-    /// [`TraceEvent::Committed`].
-    Committed { task: u32, at: i64 },
+    /// [`TraceEvent::Committed`], its sent records up to `sent_end`.
+    Committed { task: u32, at: i64, sent_end: u32 },
     /// Any other event: ticks, holds and aborts are rare.
     Other(Box<TraceEvent>),
 }
@@ -170,16 +173,9 @@ impl<T: Clone + Same> Names<T> {
 }
 
 impl Trace {
-    /// Records an event other than a delivery.
+    /// Records an event other than a delivery or a commit.
     pub fn push(&mut self, event: TraceEvent) {
-        let recorded = match event {
-            TraceEvent::Committed { task, at } => Recorded::Committed {
-                task: self.tasks.number(&task),
-                at,
-            },
-            event => Recorded::Other(Box::new(event)),
-        };
-        self.recorded.push(recorded);
+        self.recorded.push(Recorded::Other(Box::new(event)));
     }
 
     /// Where a delivery about to be recorded puts what it sent: the host
@@ -188,6 +184,17 @@ impl Trace {
         // What a failed delivery sent before it failed is not traced.
         self.sent.truncate(self.sent_recorded);
         &mut self.sent
+    }
+
+    /// Records a commit, with what was appended to [`Trace::sent_list`]
+    /// since it was last asked for (its changelog records).
+    pub fn committed(&mut self, task: &TaskId, at: i64) {
+        self.sent_recorded = self.sent.len();
+        self.recorded.push(Recorded::Committed {
+            task: self.tasks.number(task),
+            at,
+            sent_end: u32::try_from(self.sent.len()).expect("fewer than 2^32 sent records"),
+        });
     }
 
     /// Records a delivery, with what was appended to [`Trace::sent_list`]
@@ -211,10 +218,18 @@ impl Trace {
             .iter()
             .map(|recorded| match recorded {
                 Recorded::Other(event) => (**event).clone(),
-                Recorded::Committed { task, at } => TraceEvent::Committed {
-                    task: self.tasks.name(*task).clone(),
-                    at: *at,
-                },
+                Recorded::Committed { task, at, sent_end } => {
+                    let sent = &self.sent[sent_start..*sent_end as usize];
+                    sent_start = *sent_end as usize;
+                    TraceEvent::Committed {
+                        task: self.tasks.name(*task).clone(),
+                        at: *at,
+                        sent: sent
+                            .iter()
+                            .map(|sent| (sent.tp.clone(), sent.offset))
+                            .collect(),
+                    }
+                }
                 Recorded::Delivered {
                     task,
                     tp,
@@ -430,10 +445,8 @@ mod tests {
             .sent_list()
             .extend([sent("out", 0, 4), sent("a-state-changelog", 0, 7)]);
         trace.delivered(&a, 10, &orders, 3, None);
-        trace.push(TraceEvent::Committed {
-            task: a.clone(),
-            at: 10,
-        });
+        trace.sent_list().push(sent("a-state-changelog", 0, 8));
+        trace.committed(&a, 10);
         // A delivery that fails after sending one record is not traced.
         trace.sent_list().push(sent("out", 1, 9));
         trace.push(TraceEvent::Aborted {
@@ -460,7 +473,8 @@ mod tests {
                 },
                 TraceEvent::Committed {
                     task: a.clone(),
-                    at: 10
+                    at: 10,
+                    sent: vec![(Tp::new("a-state-changelog", 0), 8)],
                 },
                 TraceEvent::Aborted {
                     task: b.clone(),
@@ -486,6 +500,14 @@ mod tests {
             ]
         );
         let written: Vec<String> = trace.written_tps().map(Tp::to_string).collect();
-        assert_eq!(written, ["out-0", "a-state-changelog-0", "out-0"]);
+        assert_eq!(
+            written,
+            [
+                "out-0",
+                "a-state-changelog-0",
+                "a-state-changelog-0",
+                "out-0"
+            ]
+        );
     }
 }

@@ -9,7 +9,7 @@ use parsley::{App, TaskConfig, TaskError, Tp};
 
 use crate::driver::error::{closest, DriverError};
 use crate::driver::trace::{Trace, TraceEvent};
-use crate::host::{CommitOutcome, TaskHost};
+use crate::host::{CommitOutcome, Markers, TaskHost};
 use crate::model::Cluster;
 
 pub(crate) struct World {
@@ -356,10 +356,12 @@ impl World {
             });
             return Ok(true);
         }
-        match host.commit(&mut self.cluster, now)? {
+        let outcome =
+            host.commit_with(&mut self.cluster, now, Markers::Now, self.trace.sent_list())?;
+        match outcome {
             CommitOutcome::Nothing => Ok(false),
             CommitOutcome::Committed => {
-                self.trace.push(TraceEvent::Committed { task, at: now });
+                self.trace.committed(&task, now);
                 Ok(true)
             }
             CommitOutcome::Aborted(error) => {

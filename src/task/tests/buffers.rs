@@ -6,8 +6,8 @@ use super::fixtures::*;
 use crate::task::{CommitRequest, Fetched};
 
 /// `handle_fetched` empties the fetch, `deliverable` clears and refills,
-/// `deliver` appends, `prepare_commit` overwrites: the same outputs as fresh
-/// buffers give.
+/// `deliver` appends, `prepare_commit` overwrites its request and appends
+/// its changelog records: the same outputs as fresh buffers give.
 #[test]
 fn kept_buffers_give_what_fresh_ones_give() {
     let f = fixture(echo(&[orders(), payments()], true));
@@ -53,6 +53,13 @@ fn kept_buffers_give_what_fresh_ones_give() {
         offsets: vec![(tp(REFUNDS, 1), 9); 4],
         metadata: "stale".into(),
     };
-    task.prepare_commit(&mut request).unwrap();
-    assert_eq!(request, fresh.committing().unwrap());
+    let mut changes = vec![changelog_record(0, &key_slot("z"), Some(9), T0)];
+    task.prepare_commit(&mut request, &mut changes).unwrap();
+    let (fresh_request, fresh_changes) = fresh.committing_changes().unwrap();
+    assert_eq!(request, fresh_request);
+    assert_eq!(
+        changes[1..],
+        fresh_changes[..],
+        "appended after what the driver held"
+    );
 }

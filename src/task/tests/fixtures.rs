@@ -231,8 +231,10 @@ pub(super) trait Outputs {
     fn delivered(&mut self, tp: &Tp) -> Result<Vec<ProducedRecord>, TaskError>;
     /// [`Task::poll_tick`]'s tick, without its stamp.
     fn tick(&mut self, now: i64) -> Option<ProducedRecord>;
-    /// [`Task::prepare_commit`]'s request.
+    /// [`Task::prepare_commit`]'s request (its changelog records dropped).
     fn committing(&mut self) -> Result<CommitRequest, TaskError>;
+    /// [`Task::prepare_commit`]'s request and changelog records (S5).
+    fn committing_changes(&mut self) -> Result<(CommitRequest, Vec<ProducedRecord>), TaskError>;
 }
 
 impl Outputs for Task {
@@ -251,9 +253,23 @@ impl Outputs for Task {
     }
 
     fn committing(&mut self) -> Result<CommitRequest, TaskError> {
-        let mut request = CommitRequest::default();
-        self.prepare_commit(&mut request).map(|()| request)
+        self.committing_changes().map(|(request, _)| request)
     }
+
+    fn committing_changes(&mut self) -> Result<(CommitRequest, Vec<ProducedRecord>), TaskError> {
+        let mut request = CommitRequest::default();
+        let mut changes = Vec::new();
+        self.prepare_commit(&mut request, &mut changes)
+            .map(|()| (request, changes))
+    }
+}
+
+/// Commits the open transaction as a driver does at `now`: prepares it and
+/// reports it committed. Returns the changelog records it wrote (S5).
+pub(super) fn commit(task: &mut Task, now: i64) -> Vec<ProducedRecord> {
+    let (_, changes) = task.committing_changes().expect("the commit is prepared");
+    task.handle_committed(now);
+    changes
 }
 
 /// Delivers the head of `tp`, which must be deliverable.

@@ -53,7 +53,7 @@ fn s1_s2_fold_per_key_with_a_null_slot_and_deletion() {
     assert_eq!(slots(&task), (Some(104), Some(105), Some(108)));
     assert_eq!(slot(&task, &SlotKey::Tick), None);
 
-    task.handle_committed(T0 + 100);
+    commit(&mut task, T0 + 100);
     let committed = task.slots::<i64>().unwrap();
     assert_eq!(committed.committed(&a), Some(&104));
     assert_eq!(committed.committed(&null), Some(&108));
@@ -161,11 +161,13 @@ fn t2_emission_to_a_tick_topic_is_an_error() {
 
 // ----- S5: changelog -----
 
-/// S5: every state change is a changelog record on the stage's changelog, at
-/// the task's partition, keyed by slot (a tombstone for a deletion); restoring
-/// those records before start restores the slots.
+/// S5: a transaction's state changes are changelog records on the stage's
+/// changelog, at the task's partition, keyed by slot (a tombstone for a
+/// deletion), written by its commit: one per slot it changed, with the
+/// slot's value at the commit, in the order the slots first changed.
+/// Restoring those records before start restores the slots.
 #[test]
-fn s5_state_changes_go_to_the_changelog_and_restore_the_slots() {
+fn s5_a_transactions_changes_go_to_the_changelog_at_its_commit_and_restore_the_slots() {
     let f = fixture(counter().into(&out()).build());
     let mut task = f.started(1);
     let o = tp(ORDERS, 1);
@@ -185,23 +187,22 @@ fn s5_state_changes_go_to_the_changelog_and_restore_the_slots() {
         ],
         6,
     );
-    let mut changes = Vec::new();
     for _ in 0..6 {
-        changes.extend(
-            deliver(&mut task, &o)
-                .into_iter()
-                .filter(|record| record.tp.topic.as_str() == CHANGELOG),
+        let sent = deliver(&mut task, &o);
+        assert!(
+            sent.iter()
+                .all(|record| record.tp.topic.as_str() != CHANGELOG),
+            "a delivery's changes wait for the commit: {sent:?}"
         );
     }
+    let changes = commit(&mut task, T0 + 10);
     assert_eq!(
         changes,
         [
-            changelog_record(1, &a, Some(101), T0),
-            changelog_record(1, &b, Some(105), T0 + 1),
-            changelog_record(1, &null, Some(107), T0 + 2),
-            changelog_record(1, &c, Some(103), T0 + 3),
             changelog_record(1, &a, Some(103), T0 + 4),
             changelog_record(1, &b, None, T0 + 5),
+            changelog_record(1, &null, Some(107), T0 + 2),
+            changelog_record(1, &c, Some(103), T0 + 3),
         ]
     );
     assert_eq!(null.changelog_key(), Bytes::from_static(&[0]));
@@ -245,5 +246,25 @@ fn s5_bad_changelog_record_is_refused() {
     assert!(
         matches!(&error, TaskError::BadChangelog { task, tp, offset: 4, .. } if task == &id(0) && tp == &self::tp(CHANGELOG, 0)),
         "{error:?}"
+    );
+}
+
+/// S5, X3: an aborted transaction's changes are never written: the next
+/// commit writes only its own.
+#[test]
+fn s5_an_aborted_transactions_changes_are_never_written() {
+    let f = fixture(counter().into(&out()).build());
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    feed(&mut task, &o, vec![rec(0).key("a").value(1)], 1);
+    deliver(&mut task, &o);
+    let _ = task.handle_aborted();
+    assert_eq!(commit(&mut task, T0 + 10), []);
+
+    feed(&mut task, &o, vec![rec(0).key("a").value(1)], 1);
+    deliver(&mut task, &o);
+    assert_eq!(
+        commit(&mut task, T0 + 20),
+        [changelog_record(0, &key_slot("a"), Some(101), T0)]
     );
 }

@@ -190,10 +190,11 @@ fn t7_tick_fold_steps_the_tick_slot_not_the_null_slot() {
     assert_eq!(slot(&task, &SlotKey::Null), Some(105));
 
     let first = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
-    task.handle_committed(T0 + INTERVAL_MS);
+    commit(&mut task, T0 + INTERVAL_MS);
     feed(&mut task, &k, vec![back(0, &first)], 2);
+    deliver(&mut task, &k);
     assert_eq!(
-        deliver(&mut task, &k),
+        commit(&mut task, T0 + INTERVAL_MS),
         [changelog_record(
             0,
             &SlotKey::Tick,
@@ -208,7 +209,7 @@ fn t7_tick_fold_steps_the_tick_slot_not_the_null_slot() {
     );
 
     let second = task.tick(T0 + 2 * INTERVAL_MS).expect("a tick is due");
-    task.handle_committed(T0 + 2 * INTERVAL_MS);
+    commit(&mut task, T0 + 2 * INTERVAL_MS);
     feed(&mut task, &k, vec![back(2, &second)], 4);
     deliver(&mut task, &k);
     assert_eq!(
@@ -235,10 +236,11 @@ fn t7_tick_handler_on_a_stateful_stage_leaves_the_tick_slot_untouched() {
     feed(&mut task, &o, vec![rec(0).value(5)], 1);
     deliver(&mut task, &o);
     let tick = task.tick(T0 + INTERVAL_MS).expect("a tick is due");
-    task.handle_committed(T0 + INTERVAL_MS);
+    commit(&mut task, T0 + INTERVAL_MS);
     feed(&mut task, &k, vec![back(0, &tick)], 2);
 
     let produced = deliver(&mut task, &k);
+    assert_eq!(commit(&mut task, T0 + INTERVAL_MS), [], "no slot changed");
     assert_eq!(produced.len(), 1, "{produced:?}");
     assert_eq!(produced[0].tp, tp(OUT, 0));
     assert_eq!(emitted(&produced), [format!("tick@{}", T0 + INTERVAL_MS)]);

@@ -74,6 +74,7 @@ impl<'a> Checker<'a> {
             id,
             offset,
             sent,
+            commit: None,
         })
     }
 

@@ -29,18 +29,31 @@ struct Live {
     records: Vec<(Tp, ConsumedRecord)>,
 }
 
+/// A key the open transaction expired: the delivery that moved the
+/// frontier to its expiry, and the expiry.
+struct Expired {
+    key: Bytes,
+    expires_at: i64,
+    /// The delivery, as the report names it.
+    what: String,
+    step: u64,
+}
+
 /// One task's expiring state, as the checker has it.
 struct Model {
     frontier: i64,
     live: BTreeMap<Bytes, Live>,
+    /// The keys the deliveries of the open transaction expired.
+    expired: Vec<Expired>,
 }
 
 impl<'a> Checker<'a> {
     /// I14 (E1–E3) for every expiring fold: each task's committed
     /// deliveries, in committed order, through the checker's own model;
-    /// each delivery must delete exactly the keys it expires (no earlier,
-    /// no later) and emit what the fold over the key's live records emits.
-    /// A task is reported once, at its first wrong delivery.
+    /// each delivery must emit what the fold over the key's live records
+    /// emits, and each transaction's changelog records must delete exactly
+    /// the keys its deliveries expired (no earlier, no later). A task is
+    /// reported once, at its first wrong delivery or commit.
     pub(super) fn check_expiry(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
@@ -51,6 +64,7 @@ impl<'a> Checker<'a> {
             let model = || Model {
                 frontier: i64::MIN,
                 live: BTreeMap::new(),
+                expired: Vec::new(),
             };
             self.check_each_task(
                 committed,
@@ -58,6 +72,9 @@ impl<'a> Checker<'a> {
                 model,
                 |checker, task, delivery, model| {
                     checker.check_expiry_delivery(plan, decl, ttl, task, delivery, model)
+                        && delivery.commit.is_none_or(|sent| {
+                            checker.check_expiry_commit(plan, task, delivery, sent, model)
+                        })
                 },
             );
         }
@@ -130,21 +147,15 @@ impl<'a> Checker<'a> {
         for (key, _) in &expired {
             model.live.remove(key);
         }
-        // What the delivery wrote: to the changelog, and to the sinks.
-        let mut deleted: Vec<Bytes> = Vec::new();
+        // What the delivery wrote to the sinks (its state changes go to the
+        // changelog at the commit, S5).
         let mut wrote = Vec::new();
         for (tp, offset) in delivery.sent {
             let id = self.tps.id(tp);
             let Some(data) = self.tps.data(id, *offset) else {
                 continue;
             };
-            if plan.changelog.as_ref() == Some(&tp.topic) {
-                if let (Some(key), None) = (&data.key, &data.value) {
-                    if let Ok(SlotKey::Key(key)) = SlotKey::from_changelog_bytes(key) {
-                        deleted.push(key);
-                    }
-                }
-            } else {
+            if plan.changelog.as_ref() != Some(&tp.topic) {
                 wrote.push((
                     tp.topic.clone(),
                     data.key.clone(),
@@ -153,37 +164,21 @@ impl<'a> Checker<'a> {
                 ));
             }
         }
-        let own_key = own.as_ref().map(|(key, _)| key);
-        let frontier_told = match frontier {
-            i64::MIN => "none yet".to_string(),
-            frontier => frontier.to_string(),
-        };
-        // E2: the keys expired are deleted, and no live key is.
-        for (key, expires_at) in &expired {
-            if Some(key) != own_key && !deleted.contains(key) {
-                let message = format!(
-                    "task {task} committed the delivery of {what}, which moves the expiry frontier to {frontier_told}, at or past key {}'s expiry at {expires_at}: it should delete the key's state, and wrote no tombstone for it on {}",
-                    bytes_for_humans(key),
-                    plan.changelog.as_ref().map_or("the changelog", |topic| topic.as_str())
-                );
-                self.violation(Invariant::I14, delivery.step, message)
-                    .on(delivery.at)
-                    .about(delivery.tp, delivery.offset);
-                return false;
-            }
-        }
-        for key in &deleted {
-            if let Some(live) = model.live.get(key).filter(|_| Some(key) != own_key) {
-                let message = format!(
-                    "task {task} committed the delivery of {what}, after which the expiry frontier is {frontier_told}: it deleted key {}'s state, which lives until {} (E2: not a millisecond before)",
-                    bytes_for_humans(key),
-                    live.expires_at
-                );
-                self.violation(Invariant::I14, delivery.step, message)
-                    .on(delivery.at)
-                    .about(delivery.tp, delivery.offset);
-                return false;
-            }
+        let frontier_told = told(frontier);
+        // E2: the keys it expired are deleted by the transaction's commit,
+        // unless a later delivery of it brings them back.
+        if !expired.is_empty() {
+            let at_frontier = format!(
+                "the delivery of {what}, which moves the expiry frontier to {frontier_told}"
+            );
+            model
+                .expired
+                .extend(expired.into_iter().map(|(key, expires_at)| Expired {
+                    key,
+                    expires_at,
+                    what: at_frontier.clone(),
+                    step: delivery.step,
+                }));
         }
         let Some((key, timestamp)) = own else {
             return true;
@@ -266,6 +261,77 @@ impl<'a> Checker<'a> {
             }
         }
         true
+    }
+}
+
+impl<'a> Checker<'a> {
+    /// E2 at the commit of a transaction, `delivery` its last: its
+    /// changelog records (`sent`) delete every key its deliveries expired
+    /// that none of them brought back, and no live key.
+    fn check_expiry_commit(
+        &mut self,
+        plan: &StagePlan,
+        task: &TaskId,
+        delivery: &Delivery<'a>,
+        sent: &[(Tp, u64)],
+        model: &mut Model,
+    ) -> bool {
+        let mut deleted: Vec<Bytes> = Vec::new();
+        for (tp, offset) in sent {
+            let id = self.tps.id(tp);
+            let Some(data) = self.tps.data(id, *offset) else {
+                continue;
+            };
+            if let (Some(key), None) = (&data.key, &data.value) {
+                if let Ok(SlotKey::Key(key)) = SlotKey::from_changelog_bytes(key) {
+                    deleted.push(key);
+                }
+            }
+        }
+        let changelog = plan
+            .changelog
+            .as_ref()
+            .map_or("the changelog", |topic| topic.as_str());
+        let expired = std::mem::take(&mut model.expired);
+        for gone in &expired {
+            if !model.live.contains_key(&gone.key) && !deleted.contains(&gone.key) {
+                let message = format!(
+                    "task {task} committed {}, at or past key {}'s expiry at {}: the transaction should delete the key's state, and its commit wrote no tombstone for it on {changelog}",
+                    gone.what,
+                    bytes_for_humans(&gone.key),
+                    gone.expires_at
+                );
+                self.violation(Invariant::I14, gone.step, message)
+                    .on(delivery.at)
+                    .about(delivery.tp, delivery.offset);
+                return false;
+            }
+        }
+        for key in &deleted {
+            if let Some(live) = model.live.get(key) {
+                let message = format!(
+                    "task {task} committed a transaction, ending with the delivery of {}@{}, after which the expiry frontier is {}: its commit deleted key {}'s state on {changelog}, which lives until {} (E2: not a millisecond before)",
+                    delivery.tp,
+                    delivery.offset,
+                    told(model.frontier),
+                    bytes_for_humans(key),
+                    live.expires_at
+                );
+                self.violation(Invariant::I14, delivery.step, message)
+                    .on(delivery.at)
+                    .about(delivery.tp, delivery.offset);
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// An expiry frontier as a report tells it.
+fn told(frontier: i64) -> String {
+    match frontier {
+        i64::MIN => "none yet".to_string(),
+        frontier => frontier.to_string(),
     }
 }
 

@@ -279,6 +279,9 @@ pub(super) struct Delivery<'a> {
     pub(super) id: usize,
     pub(super) offset: u64,
     pub(super) sent: &'a [(Tp, u64)],
+    /// On the last delivery of each committed transaction: the changelog
+    /// records its commit sent, one per slot the transaction changed (S5).
+    pub(super) commit: Option<&'a [(Tp, u64)]>,
 }
 
 impl Delivery<'_> {
@@ -500,8 +503,11 @@ impl<'a> Checker<'a> {
                         &snapshots,
                     );
                 }
-                Event::Committed { at, txn } => {
-                    let deliveries = open.remove(txn).unwrap_or_default();
+                Event::Committed { at, txn, sent } => {
+                    let mut deliveries = open.remove(txn).unwrap_or_default();
+                    if let Some(last) = deliveries.last_mut() {
+                        last.commit = Some(sent);
+                    }
                     let Some(instance) = instances.get_mut(at) else {
                         recycle(&mut spare, deliveries);
                         continue;

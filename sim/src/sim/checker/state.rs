@@ -77,7 +77,11 @@ impl<'a> Checker<'a> {
             let deliveries = committed_of(committed, &task);
             let mut slots = Slots::default();
             for delivery in deliveries {
-                for (tp, offset) in delivery.sent {
+                for (tp, offset) in delivery
+                    .sent
+                    .iter()
+                    .chain(delivery.commit.unwrap_or_default())
+                {
                     accounted.mark(&mut self.tps, tp, *offset);
                 }
                 self.fold_delivery(&task, plan, delivery, &mut slots);

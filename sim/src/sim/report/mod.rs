@@ -542,6 +542,7 @@ mod tests {
             Event::Committed {
                 at: ledger(),
                 txn: TXN,
+                sent: Vec::new(),
             },
         ));
         trace.extend((0..5).map(|offset| input(16 + offset, "noise", 10 + offset)));

@@ -4,7 +4,7 @@
 //! A property is a verdict on everything a run committed; the commit that
 //! turned it is what a reader wants told. The history is the run's commits
 //! in trace order: each task transaction that committed (with the records
-//! its deliveries and ticks sent) and each input record (at its
+//! its deliveries, ticks and commit sent) and each input record (at its
 //! production). A property is read again over prefixes of that history,
 //! with the records of later commits hidden, and bisected to a commit
 //! before which it held and after which it fails.
@@ -56,8 +56,9 @@ pub(crate) fn commits(trace: &[Entry]) -> Vec<Commit> {
                 .entry((at.clone(), *txn))
                 .or_default()
                 .push(emitted.clone()),
-            Event::Committed { at, txn } => {
-                let records = open.remove(&(at.clone(), *txn)).unwrap_or_default();
+            Event::Committed { at, txn, sent } => {
+                let mut records = open.remove(&(at.clone(), *txn)).unwrap_or_default();
+                records.extend(sent.iter().cloned());
                 if !records.is_empty() {
                     commits.push(Commit {
                         step: entry.step,

@@ -838,10 +838,13 @@ impl World {
         let txn = self.txn(instance, host);
         let now = self.now;
         let markers = self.markers(instance, host, lag);
-        let outcome =
-            self.instances[instance].hosts[host]
-                .host
-                .commit_with(&mut self.cluster, now, markers);
+        let mut sent = Vec::new();
+        let outcome = self.instances[instance].hosts[host].host.commit_with(
+            &mut self.cluster,
+            now,
+            markers,
+            &mut sent,
+        );
         match outcome {
             Ok(CommitOutcome::Nothing) => {}
             Ok(CommitOutcome::Committed) => {
@@ -849,7 +852,11 @@ impl World {
                 if lag.is_some() {
                     self.stats.marks.markers_lagged += 1;
                 }
-                self.record(Event::Committed { at, txn });
+                let sent = sent
+                    .into_iter()
+                    .map(|Sent { tp, offset, .. }| (tp, offset))
+                    .collect();
+                self.record(Event::Committed { at, txn, sent });
             }
             Ok(CommitOutcome::Aborted(ModelError::Fenced { .. })) => {
                 // The host already aborted; the zombie drops the task.

@@ -132,6 +132,9 @@ pub enum Event {
         at: TaskAt,
         /// The transaction it belongs to.
         txn: TxnRef,
+        /// Where each changelog record the commit sent landed: one per slot
+        /// the transaction changed (S5).
+        sent: Vec<(Tp, u64)>,
     },
     /// A task's transaction aborted.
     Aborted {
@@ -228,6 +231,9 @@ impl Event {
                 emitted: Some((other, other_offset)),
                 ..
             } => is(other, *other_offset),
+            Event::Committed { sent, .. } => sent
+                .iter()
+                .any(|(sent_tp, sent_offset)| is(sent_tp, *sent_offset)),
             Event::Held {
                 tp: other,
                 offset: other_offset,
@@ -342,7 +348,13 @@ impl fmt::Display for Event {
                 Some((tp, offset)) => write!(f, "{at} ticked at {now}: {tp}@{offset} in {txn}"),
                 None => write!(f, "{at} checked for a tick at {now}: none due"),
             },
-            Event::Committed { at, txn } => write!(f, "{at} committed {txn}"),
+            Event::Committed { at, txn, sent } => {
+                write!(f, "{at} committed {txn}")?;
+                for (tp, offset) in sent {
+                    write!(f, ", sent {tp}@{offset}")?;
+                }
+                Ok(())
+            }
             Event::Aborted { at, txn, cause } => write!(f, "{at} aborted {txn} ({cause:?})"),
             Event::TaskStopped {
                 at,
