@@ -387,6 +387,44 @@ async fn create_plain_topics(live: &LiveConfig, names: &[String]) {
     }
 }
 
+/// Prints how many offsets the round's topics hold, by kind: what a side
+/// wrote (records, and the commit markers of its transactions), the input
+/// included. Changelogs and internal topics are where the two sides differ.
+fn report_offsets(consumer: &BaseConsumer, metadata: &rdkafka::metadata::Metadata, prefix: &str) {
+    let mut by_kind: BTreeMap<&str, i64> = BTreeMap::new();
+    for topic in metadata.topics() {
+        let name = topic.name();
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let kind = if name.contains("changelog") {
+            "changelogs"
+        } else if name.contains("repartition") {
+            "repartition topics"
+        } else if name.ends_with("-ticks") {
+            "tick topics"
+        } else {
+            "sources and sinks"
+        };
+        for partition in topic.partitions() {
+            if let Ok((_, high)) =
+                consumer.fetch_watermarks(name, partition.id(), Duration::from_secs(10))
+            {
+                *by_kind.entry(kind).or_default() += high;
+            }
+        }
+    }
+    let total: i64 = by_kind.values().sum();
+    let parts: Vec<String> = by_kind
+        .iter()
+        .map(|(kind, offsets)| format!("{offsets} on {kind}"))
+        .collect();
+    eprintln!(
+        "live_shop: {prefix}* holds {total} offsets (records and commit markers): {}",
+        parts.join(", ")
+    );
+}
+
 /// Deletes every topic whose name starts with `prefix`: the round's.
 async fn delete_topics(live: &LiveConfig, prefix: &str) {
     let consumer: BaseConsumer = client_config(live).create().expect("metadata client");
@@ -400,6 +438,7 @@ async fn delete_topics(live: &LiveConfig, prefix: &str) {
         .map(|topic| topic.name().to_owned())
         .filter(|name| name.starts_with(prefix))
         .collect();
+    report_offsets(&consumer, &metadata, prefix);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     if names.is_empty() {
         return;
