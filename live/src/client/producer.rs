@@ -304,17 +304,20 @@ fn queue(
     record: &RecordData,
     waiter: Arc<Waiter>,
 ) -> Result<(), LiveError> {
-    let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-    for header in &record.headers {
-        headers = headers.insert(KafkaHeader {
-            key: &header.name,
-            value: Some(header.value.as_ref()),
-        });
-    }
     let mut base: BaseRecord<'_, [u8], [u8], _> =
-        BaseRecord::with_opaque_to(tp.topic.as_str(), waiter)
-            .partition(kafka_partition(tp))
-            .headers(headers);
+        BaseRecord::with_opaque_to(tp.topic.as_str(), waiter).partition(kafka_partition(tp));
+    // A record without headers (a changelog record) gets no header list:
+    // librdkafka allocates one for an empty list too.
+    if !record.headers.is_empty() {
+        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+        for header in &record.headers {
+            headers = headers.insert(KafkaHeader {
+                key: &header.name,
+                value: Some(header.value.as_ref()),
+            });
+        }
+        base = base.headers(headers);
+    }
     // Kafka's "no timestamp" is -1: let the producer stamp the time then.
     if record.timestamp >= 0 {
         base = base.timestamp(record.timestamp);
