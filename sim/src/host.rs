@@ -316,20 +316,15 @@ impl TaskHost {
         if !self.task.has_open_work() {
             return Ok(CommitOutcome::Nothing);
         }
-        let mut produced = std::mem::take(&mut self.produced);
-        produced.clear();
+        // The list is the host's, kept from one commit to the next.
+        let mut changelog = std::mem::take(&mut self.produced);
+        changelog.clear();
         let prepared = self
             .task
-            .prepare_commit(&mut self.commit_request, &mut produced);
-        let changelog = match prepared {
-            Ok(()) => self.send(cluster, &mut produced, now, sent),
-            Err(error) => {
-                self.produced = produced;
-                return Err(error.into());
-            }
-        };
-        self.produced = produced;
-        let attempt = changelog
+            .prepare_commit(&mut self.commit_request, &mut changelog)
+            .map(|()| self.send(cluster, &mut changelog, now, sent));
+        self.produced = changelog;
+        let attempt = prepared?
             .and_then(|()| self.ensure_transaction(cluster, now))
             .and_then(|()| {
                 let CommitRequest {
