@@ -117,6 +117,18 @@ pub(super) fn describe_pending(pending: &[(SlotKey, Option<Bytes>)]) -> String {
         .join(", ")
 }
 
+/// What a delivery did to a slot, as a report says it after the
+/// delivery's name.
+pub(super) fn describe_delivered_change(slot: &SlotKey, value: Option<&Bytes>) -> String {
+    match value {
+        Some(bytes) => format!(
+            "sets slot {slot:?} to {}",
+            crate::text::bytes_for_humans(bytes)
+        ),
+        None => format!("deletes slot {slot:?}"),
+    }
+}
+
 /// One slot's change as a report names it.
 fn describe_change(slot: &SlotKey, value: Option<&Bytes>) -> String {
     match value {

@@ -194,13 +194,7 @@ pub(super) fn deliver(
             _ => None,
         };
         if !ctx.batches.names(next.changelog, &slot) {
-            let change = match &value {
-                Some(bytes) => format!(
-                    "sets slot {slot:?} to {}",
-                    crate::text::bytes_for_humans(bytes)
-                ),
-                None => format!("deletes slot {slot:?}"),
-            };
+            let change = batches::describe_delivered_change(&slot, value.as_ref());
             let batch = ctx.batches.batch(changelog, next.changelog);
             let written = match (batch.is_empty(), next.pending.is_empty()) {
                 (true, _) => batches::describe(changelog, batch),

@@ -634,13 +634,7 @@ pub(super) fn end_failure(ctx: &Ctx<'_, '_>, node: &Node) -> Option<Failure> {
     // Every transaction of the committed history wrote its changes (S5).
     if let (Some(changelog), Some((slot, value))) = (ctx.changelog, node.pending.first()) {
         let batch = ctx.batches.batch(changelog, node.changelog);
-        let change = match value {
-            Some(bytes) => format!(
-                "sets slot {slot:?} to {}",
-                crate::text::bytes_for_humans(bytes)
-            ),
-            None => format!("deletes slot {slot:?}"),
-        };
+        let change = batches::describe_delivered_change(slot, value.as_ref());
         let others = match node.pending.len() - 1 {
             0 => String::new(),
             more => format!(" (and its transaction changes {more} more slot(s))"),
