@@ -41,7 +41,9 @@ mod log;
 mod offsets;
 mod producer;
 pub mod properties;
+mod pump;
 mod util;
+mod wake;
 
 pub use admin::{decode_assignment, Assigned, AssignmentError, GroupMember};
 pub use config::{
@@ -57,6 +59,7 @@ pub(crate) use offsets::{kafka_offset, kafka_partition, Probes};
 pub use producer::{Delivery, PlainProducer, TxnProducer};
 pub(crate) use producer::{PreviousOwner, TASK_LINGER};
 pub(crate) use util::bounded;
+pub(crate) use wake::Wake;
 
 use crate::error::LiveError;
 

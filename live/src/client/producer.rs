@@ -9,7 +9,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header as KafkaHeader, Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, TopicPartitionList};
 use tokio::sync::oneshot;
 
@@ -19,9 +19,10 @@ use parsley::tp::Tp;
 
 use super::log::{error_librdkafka, log_librdkafka, LogContext};
 use super::offsets::{kafka_offset, kafka_partition, our_offset};
+use super::pump::PumpedProducer;
 use super::util::{blocking, bounded};
 use super::LiveConfig;
-use crate::error::{is_fenced, is_fenced_code, LiveError, TxnErrorClass, TxnOp};
+use crate::error::{is_fenced, is_fenced_code, JoinFailure, LiveError, TxnErrorClass, TxnOp};
 
 /// How long a send waits for room in a full producer queue before failing.
 const QUEUE_FULL_PATIENCE: Duration = Duration::from_secs(30);
@@ -184,7 +185,23 @@ impl ProducerContext for DeliveryContext {
     }
 }
 
-type KafkaProducer = ThreadedProducer<DeliveryContext>;
+type KafkaProducer = PumpedProducer<DeliveryContext>;
+
+/// Starts serving `producer`'s events (its delivery reports, log and
+/// statistics) on a thread of its own.
+fn pumped(
+    client: &'static str,
+    producer: Result<BaseProducer<DeliveryContext>, KafkaError>,
+) -> Result<KafkaProducer, LiveError> {
+    let producer = producer.map_err(|source| LiveError::Client {
+        client,
+        source: Box::new(source),
+    })?;
+    PumpedProducer::new(producer).map_err(|error| LiveError::Join {
+        what: format!("starting the event thread of a {client}"),
+        source: JoinFailure::Spawn(error),
+    })
+}
 
 /// A record on its way: [`Delivery::wait`] gives the offset it landed at.
 #[must_use = "a delivery tells where the record landed, or that it failed"]
@@ -408,11 +425,8 @@ impl TxnProducer {
                 ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
                 ("linger.ms", millis(linger)),
             ])
-            .create_with_context::<_, KafkaProducer>(context)
-            .map_err(|source| LiveError::Client {
-                client: "transactional producer",
-                source: Box::new(source),
-            })?;
+            .create_with_context::<_, BaseProducer<DeliveryContext>>(context);
+        let inner = pumped("transactional producer", inner)?;
         Ok(TxnProducer {
             inner: Arc::new(inner),
             transactional_id: transactional_id.to_owned(),
@@ -720,11 +734,8 @@ impl PlainProducer {
                 ("enable.idempotence", "true".into()),
                 ("message.timeout.ms", millis(config.timeout)),
             ])
-            .create_with_context::<_, KafkaProducer>(DeliveryContext::default())
-            .map_err(|source| LiveError::Client {
-                client: "plain producer",
-                source: Box::new(source),
-            })?;
+            .create_with_context::<_, BaseProducer<DeliveryContext>>(DeliveryContext::default());
+        let inner = pumped("plain producer", inner)?;
         Ok(PlainProducer {
             inner: Arc::new(inner),
             deadline: config.deadline(),

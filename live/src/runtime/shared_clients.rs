@@ -25,7 +25,7 @@
 //! at its positions, so nothing is lost.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rdkafka::consumer::base_consumer::PartitionQueue;
@@ -38,7 +38,7 @@ use parsley::task::TaskId;
 use parsley::tp::Tp;
 
 use super::super::client::{
-    is_group_refusal, kafka_offset, kafka_partition, LiveConfig, LogContext, Probes,
+    is_group_refusal, kafka_offset, kafka_partition, LiveConfig, LogContext, Probes, Wake,
 };
 use super::super::error::LiveError;
 use super::RuntimeError;
@@ -205,21 +205,6 @@ impl StageConsumer {
     }
 }
 
-/// Set by librdkafka's threads when one of a task's queues turns
-/// non-empty; waited on by the task when all of them were empty.
-#[derive(Default)]
-struct Wake {
-    pending: Mutex<bool>,
-    signal: Condvar,
-}
-
-impl Wake {
-    fn notify(&self) {
-        *lock(&self.pending) = true;
-        self.signal.notify_one();
-    }
-}
-
 /// One task's partitions of its stage's consumer: a queue per consumed tp,
 /// in the order of the task's lanes. Dropping it unassigns them.
 pub(crate) struct TaskQueues {
@@ -329,19 +314,13 @@ impl TaskQueues {
     /// Forgets earlier wake-ups: called before a pass over the lanes, so a
     /// record queued during the pass wakes the wait after it.
     pub(crate) fn arm(&self) {
-        *lock(&self.wake.pending) = false;
+        self.wake.arm();
     }
 
     /// Waits up to `timeout` for a lane to turn non-empty since
     /// [`TaskQueues::arm`].
     pub(crate) fn wait(&self, timeout: Duration) {
-        let pending = lock(&self.wake.pending);
-        let (mut pending, _) = self
-            .wake
-            .signal
-            .wait_timeout_while(pending, timeout, |pending| !*pending)
-            .unwrap_or_else(PoisonError::into_inner);
-        *pending = false;
+        self.wake.wait(timeout);
     }
 
     /// True, once, if a record of one of the task's partitions reached the
@@ -391,33 +370,5 @@ mod tests {
         assert!(!stage.take_misrouted(&theirs));
         assert!(stage.take_misrouted(&mine));
         assert!(!stage.take_misrouted(&mine), "reported once");
-    }
-
-    /// A wake-up that came before the wait ends it at once; without one
-    /// the wait lasts its timeout.
-    #[test]
-    fn a_wake_up_before_the_wait_is_not_lost() {
-        let clients = SharedClients::new(&LiveConfig::new("127.0.0.1:9"));
-        let stage = clients.stage_consumer("app-balances").expect("a consumer");
-        let queues = TaskQueues::new(
-            TaskId {
-                stage: Arc::from("balances"),
-                partition: 0,
-            },
-            stage,
-            vec![Tp::new("balances", 0)],
-        );
-        queues.arm();
-        queues.wake.notify();
-        let started = std::time::Instant::now();
-        queues.wait(Duration::from_secs(30));
-        assert!(started.elapsed() < Duration::from_secs(5), "woken at once");
-        queues.arm();
-        let started = std::time::Instant::now();
-        queues.wait(Duration::from_millis(50));
-        assert!(
-            started.elapsed() >= Duration::from_millis(50),
-            "no wake-up: the whole timeout"
-        );
     }
 }
