@@ -23,9 +23,9 @@
 //! Kafka's own tools tell the processes apart.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
@@ -214,6 +214,73 @@ struct MembershipContext {
     live: LiveConfig,
     group: String,
     identity: String,
+    /// What librdkafka says of this context's consumer: one per consumer
+    /// ([`join_group`] makes it fresh).
+    watch: Arc<JoinWatch>,
+}
+
+/// What librdkafka's statistics last said of one membership consumer's
+/// place in its group. librdkafka leaves and rejoins a group without any
+/// rebalance callback (a JoinGroup lost or refused, a cooperative rejoin),
+/// so only its own join state tells whether the consumer is in the group.
+#[derive(Debug)]
+struct JoinWatch {
+    seen: Mutex<JoinSeen>,
+    /// Set once a fresh consumer has replaced this one: the callbacks it
+    /// still runs while it leaves must not touch the fresh one's tasks.
+    retired: AtomicBool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct JoinSeen {
+    /// When a report last said `steady` (in the group), or when the
+    /// consumer was made.
+    last_steady: Instant,
+    /// When the group's state was last reported at all.
+    last_report: Option<Instant>,
+    /// The join state last reported.
+    join_state: String,
+}
+
+impl JoinWatch {
+    fn new(made: Instant) -> JoinWatch {
+        JoinWatch {
+            seen: Mutex::new(JoinSeen {
+                last_steady: made,
+                last_report: None,
+                join_state: "init".to_owned(),
+            }),
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    /// One statistics report, received at `now`.
+    fn report(&self, statistics: &rdkafka::Statistics, now: Instant) {
+        let Some(group) = &statistics.cgrp else {
+            return;
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.last_report = Some(now);
+        if group.join_state == "steady" {
+            seen.last_steady = now;
+        }
+        seen.join_state.clone_from(&group.join_state);
+    }
+
+    fn seen(&self) -> JoinSeen {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+    }
+
+    fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
+    }
 }
 
 impl MembershipContext {
@@ -295,12 +362,16 @@ impl ClientContext for MembershipContext {
     }
 
     fn stats(&self, statistics: rdkafka::Statistics) {
+        self.watch.report(&statistics, Instant::now());
         crate::stats::publish(&statistics);
     }
 }
 
 impl ConsumerContext for MembershipContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if self.watch.is_retired() {
+            return;
+        }
         if !matches!(rebalance, Rebalance::Error(_)) {
             self.tasks.figures().rebalancing(true);
         }
@@ -326,6 +397,9 @@ impl ConsumerContext for MembershipContext {
     }
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if self.watch.is_retired() {
+            return;
+        }
         match rebalance {
             Rebalance::Assign(list) => {
                 // Every rebalance ends with an assignment, empty or not;
@@ -400,11 +474,140 @@ fn report_states<C: ConsumerContext>(
     }
 }
 
-/// The rebalance timeout's slack over a revoked task's final commit; and
-/// how much longer than a rebalance may take (that timeout plus a session)
-/// the cluster must have answered, while the group has assigned this
-/// instance nothing, before it rejoins with a fresh consumer.
+/// The rebalance timeout's slack over a revoked task's final commit.
 const REJOIN_GRACE: Duration = Duration::from_secs(10);
+
+/// How often an instance out of its group asks whether the cluster answers.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// How long one such question waits for the cluster.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How late librdkafka's view of the join may reach the membership thread:
+/// one statistics interval.
+fn stats_interval() -> Duration {
+    crate::stats::INTERVAL_MS
+        .parse()
+        .map_or(Duration::from_secs(5), Duration::from_millis)
+}
+
+/// What the membership thread does on one turn about a consumer that may
+/// be out of its group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decision {
+    /// In the group, or not out of it for long: nothing.
+    Off,
+    /// Just found out of the group: say so, and probe the cluster.
+    SwitchedOn,
+    /// Out of the group: probe the cluster.
+    Probe,
+    /// Out of the group: nothing yet.
+    Wait,
+    /// Out of the group while the cluster has answered long enough: make a
+    /// fresh consumer.
+    Rejoin,
+}
+
+/// Decides when a membership consumer out of its group should be replaced.
+/// A join lost to a frozen broker can leave librdkafka waiting, or
+/// retrying, while the group forms without this instance; no rebalance
+/// callback need come. Pure: every time is passed in.
+#[derive(Debug)]
+struct RejoinDetector {
+    session: Duration,
+    /// How late a statistics report may be.
+    slack: Duration,
+    /// How long the cluster must have answered: longer than a rebalance may
+    /// legitimately take.
+    answering_for: Duration,
+    on: bool,
+    answering_since: Option<Instant>,
+    last_answer: Option<Instant>,
+    last_probe: Option<Instant>,
+}
+
+impl RejoinDetector {
+    fn new(session: Duration, slack: Duration, answering_for: Duration) -> RejoinDetector {
+        RejoinDetector {
+            session,
+            slack,
+            answering_for,
+            on: false,
+            answering_since: None,
+            last_answer: None,
+            last_probe: None,
+        }
+    }
+
+    /// Whether the consumer is out of its group. librdkafka's statistics
+    /// decide while they arrive; without them (none yet, or unreadable)
+    /// our own callbacks' mark does, as before them.
+    fn out_of_group(
+        &self,
+        now: Instant,
+        seen: &JoinSeen,
+        rebalancing_for: Option<Duration>,
+    ) -> bool {
+        let bound = self.session + self.slack;
+        let reporting = seen
+            .last_report
+            .is_some_and(|at| now.saturating_duration_since(at) <= bound);
+        if reporting {
+            now.saturating_duration_since(seen.last_steady) > bound
+        } else {
+            rebalancing_for.is_some_and(|waiting| waiting >= self.session)
+        }
+    }
+
+    /// One turn at `now`: what librdkafka last said, how long our own
+    /// rebalance mark has been set, and the answer to the probe asked for
+    /// last (`None` when none was asked).
+    fn observe(
+        &mut self,
+        now: Instant,
+        seen: &JoinSeen,
+        rebalancing_for: Option<Duration>,
+        probe: Option<bool>,
+    ) -> Decision {
+        if !self.out_of_group(now, seen, rebalancing_for) {
+            *self = RejoinDetector::new(self.session, self.slack, self.answering_for);
+            return Decision::Off;
+        }
+        if !self.on {
+            self.on = true;
+            self.last_probe = Some(now);
+            return Decision::SwitchedOn;
+        }
+        // One unanswered probe (a loaded machine) keeps the count; only a
+        // silence longer than a session starts it again.
+        if self
+            .last_answer
+            .is_some_and(|at| now.saturating_duration_since(at) > self.session)
+        {
+            self.answering_since = None;
+        }
+        if probe == Some(true) {
+            self.answering_since.get_or_insert(now);
+            self.last_answer = Some(now);
+        }
+        if self
+            .answering_since
+            .is_some_and(|since| now.saturating_duration_since(since) >= self.answering_for)
+        {
+            *self = RejoinDetector::new(self.session, self.slack, self.answering_for);
+            return Decision::Rejoin;
+        }
+        if probe.is_none()
+            && self
+                .last_probe
+                .is_none_or(|at| now.saturating_duration_since(at) >= PROBE_EVERY)
+        {
+            self.last_probe = Some(now);
+            return Decision::Probe;
+        }
+        Decision::Wait
+    }
+}
 
 /// Makes the membership consumer and subscribes it to the group's topic.
 fn join_group(
@@ -423,10 +626,12 @@ fn join_group(
             "heartbeat.interval.ms",
             (session.as_millis() / 4).max(1).to_string(),
         ),
-        // The rebalance timeout, and librdkafka's bound on a JoinGroup
-        // request: long enough for a revoked task's final commit (the
-        // callback waits for it), short enough that a join lost to a
-        // frozen broker is retried within a minute, not five.
+        // The rebalance timeout: long enough for a revoked task's final
+        // commit (the callback waits for it). librdkafka bounds a
+        // JoinGroup request by it plus 3 s (105 s with the default call
+        // timeout, not librdkafka's default five minutes); what it then
+        // does can still leave this instance out of the group, which
+        // `spawn`'s detector makes good.
         (
             "max.poll.interval.ms",
             (context.patience + REJOIN_GRACE).as_millis().to_string(),
@@ -436,7 +641,6 @@ fn join_group(
         ("auto.offset.reset", "earliest".into()),
         // Back in the group within a second of the cluster's return.
         ("reconnect.backoff.max.ms", "1000".into()),
-        ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
     ]);
     // After the user's properties: the identity is how the group tells
     // one application and topology from another, and the instance's name
@@ -445,6 +649,13 @@ fn join_group(
         "client.id",
         format!("{identity};instance={}", instance_name()),
     );
+    // After them too: the rejoin detector reads the join state from these
+    // reports (which also feed the figures).
+    client_config.set("statistics.interval.ms", crate::stats::INTERVAL_MS);
+    let context = MembershipContext {
+        watch: Arc::new(JoinWatch::new(Instant::now())),
+        ..context
+    };
     let consumer: BaseConsumer<MembershipContext> = client_config
         .create_with_context(context)
         .map_err(|source| LiveError::Client {
@@ -479,10 +690,27 @@ fn leave(consumer: BaseConsumer<MembershipContext>, app: &str, topic: &str, dead
     }
 }
 
-/// Whether the cluster answers a metadata request for `topic` now.
-fn cluster_answers(consumer: &BaseConsumer<MembershipContext>, topic: &str) -> bool {
-    consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(5))
+/// Whether the cluster answers a metadata request for `topic` now, asked
+/// by a small client of its own (made on first use, kept in `prober`): the
+/// membership consumer's own connection may be the one stuck.
+fn cluster_answers(live: &LiveConfig, topic: &str, prober: &mut Option<BaseConsumer>) -> bool {
+    let client = match prober {
+        Some(client) => client,
+        None => {
+            let mut config = live.client_config(&[]);
+            // Never polled: no reports to pile up.
+            config.set("statistics.interval.ms", "0");
+            match config.create::<BaseConsumer>() {
+                Ok(client) => prober.insert(client),
+                Err(error) => {
+                    tracing::debug!(error = %error, "no client to ask whether the cluster answers");
+                    return false;
+                }
+            }
+        }
+    };
+    client
+        .fetch_metadata(Some(topic), live.timeout.min(PROBE_TIMEOUT))
         .is_ok()
 }
 
@@ -491,11 +719,13 @@ fn cluster_answers(consumer: &BaseConsumer<MembershipContext>, topic: &str) -> b
 /// other instances take the tasks at once instead of after the session.
 ///
 /// A join can be lost to a cluster that froze mid-request: librdkafka then
-/// waits for an answer that never comes while the group forms without this
-/// instance. So when the cluster has answered for longer than a rebalance
-/// may take (the rebalance timeout plus a session timeout) and the group
-/// has still assigned this instance nothing since its last rebalance
-/// began, it rejoins with a fresh consumer.
+/// waits for an answer that never comes, or retries, while the group forms
+/// without this instance, and need call no rebalance callback. So when
+/// librdkafka's statistics have not reported the consumer in its group
+/// (join state `steady`) for longer than a session, and the cluster has
+/// since answered for longer than a rebalance may take (the rebalance
+/// timeout plus a session timeout), it rejoins with a fresh consumer
+/// ([`RejoinDetector`]).
 pub(crate) fn spawn(
     live: &LiveConfig,
     membership: GroupMembership,
@@ -515,6 +745,7 @@ pub(crate) fn spawn(
         live: live.clone(),
         group: topic.clone(),
         identity: identity.to_owned(),
+        watch: Arc::new(JoinWatch::new(Instant::now())),
     };
     let mut consumer = join_group(live, membership, &topic, identity, context.clone())?;
     let app = app.to_owned();
@@ -531,11 +762,11 @@ pub(crate) fn spawn(
             tracing::info!(app = %app, group = %topic, "joining the instances' group");
             // Each distinct error at most every 30 s: with the cluster
             // away librdkafka reports a few in turn, many times a second.
-            let mut logged: Vec<(String, std::time::Instant)> = Vec::new();
+            let mut logged: Vec<(String, Instant)> = Vec::new();
             let figures = Arc::clone(tasks.figures());
-            let (mut reported, mut last_report) = (0u64, std::time::Instant::now());
-            let mut answering_since: Option<std::time::Instant> = None;
-            let mut last_probe = std::time::Instant::now();
+            let (mut reported, mut last_report) = (0u64, Instant::now());
+            let mut detector = RejoinDetector::new(session, stats_interval(), stuck_after);
+            let mut prober: Option<BaseConsumer> = None;
             let mut denied = None;
             while !stop.load(Ordering::Relaxed) {
                 // Rebalances run inside poll, on this thread.
@@ -562,7 +793,7 @@ pub(crate) fn spawn(
                     logged.retain(|(_, at)| at.elapsed() < Duration::from_secs(30));
                     if !logged.iter().any(|(seen, _)| *seen == text) {
                         tracing::warn!(app = %app, group = %topic, error = %text, "group membership: librdkafka retries (the same error is not logged again for 30 s)");
-                        logged.push((text, std::time::Instant::now()));
+                        logged.push((text, Instant::now()));
                     }
                 }
                 // Tasks the group assigns this instance whose earlier run
@@ -572,36 +803,50 @@ pub(crate) fn spawn(
                 let force = last_report.elapsed() >= REPORT_EVERY;
                 if let Some(reports) = figures.reports(&mut reported, force) {
                     report_states(&consumer, &topic, &task_of_partition, &reports);
-                    last_report = std::time::Instant::now();
+                    last_report = Instant::now();
                 }
+                let seen = consumer.context().watch.seen();
                 let waiting = figures.rebalancing_for();
-                if waiting.is_none_or(|waiting| waiting < session) {
-                    answering_since = None;
-                    continue;
+                let mut decision = detector.observe(Instant::now(), &seen, waiting, None);
+                match decision {
+                    Decision::Off => {
+                        prober = None;
+                        continue;
+                    }
+                    Decision::Wait => continue,
+                    Decision::SwitchedOn => {
+                        tracing::info!(
+                            app = %app,
+                            group = %topic,
+                            join_state = %seen.join_state,
+                            since_steady_s = seen.last_steady.elapsed().as_secs(),
+                            answering_for_s = stuck_after.as_secs(),
+                            "the membership consumer is out of its group: it rejoins with a fresh consumer once the cluster has answered for answering_for_s"
+                        );
+                    }
+                    Decision::Probe | Decision::Rejoin => {}
                 }
-                if last_probe.elapsed() < Duration::from_secs(1) {
-                    continue;
+                if matches!(decision, Decision::SwitchedOn | Decision::Probe) {
+                    let answered = cluster_answers(&live, &topic, &mut prober);
+                    decision = detector.observe(Instant::now(), &seen, waiting, Some(answered));
                 }
-                last_probe = std::time::Instant::now();
-                if !cluster_answers(&consumer, &topic) {
-                    answering_since = None;
-                    continue;
-                }
-                let answering = *answering_since.get_or_insert_with(std::time::Instant::now);
-                if answering.elapsed() < stuck_after {
+                if decision != Decision::Rejoin {
                     continue;
                 }
                 tracing::warn!(
                     app = %app,
                     group = %topic,
-                    waited_s = waiting.map_or(0, |waited| waited.as_secs()),
-                    "the cluster answers but the group has assigned this instance nothing since its last rebalance began: rejoining with a fresh consumer"
+                    join_state = %seen.join_state,
+                    since_steady_s = seen.last_steady.elapsed().as_secs(),
+                    "the cluster answers but the membership consumer is still out of its group: rejoining with a fresh consumer"
                 );
-                tasks.lose_all();
-                let fresh = join_group(&live, membership, &topic, &identity, context.clone());
-                match fresh {
+                match join_group(&live, membership, &topic, &identity, context.clone()) {
                     Ok(fresh) => {
+                        // Not polled yet: no assignment reaches the fresh
+                        // consumer before the old tasks are let go.
+                        tasks.lose_all();
                         let stale = std::mem::replace(&mut consumer, fresh);
+                        stale.context().watch.retire();
                         let (app, topic) = (app.clone(), topic.clone());
                         let _ = std::thread::Builder::new()
                             .name("parsley leave".into())
@@ -612,7 +857,6 @@ pub(crate) fn spawn(
                         tracing::warn!(app = %app, error = %error, "a fresh membership consumer could not be made; trying again later");
                     }
                 }
-                answering_since = None;
             }
             figures.shutting_down();
             // Commit and stop every task before leaving, as a revocation
@@ -638,6 +882,8 @@ mod tests {
     use parsley::probe::ContractProbes;
     use parsley::{Json, Parsley, Stage, Step, Topic};
 
+    use super::super::figures::Figures;
+    use super::super::RuntimeConfig;
     use super::*;
 
     fn app(id: &str, stage: &str, input: &str) -> App {
@@ -676,5 +922,244 @@ mod tests {
         ] {
             assert_ne!(topology_of(&ours), topology_of(&other), "{ours} vs {other}");
         }
+    }
+
+    const SESSION: Duration = Duration::from_secs(10);
+    const SLACK: Duration = Duration::from_secs(5);
+    /// `spawn`'s bound with the default call timeout: 92 s + 10 s + 10 s.
+    const ANSWERING: Duration = Duration::from_secs(112);
+
+    fn stats_in(join_state: &str) -> rdkafka::Statistics {
+        rdkafka::Statistics {
+            cgrp: Some(rdkafka::statistics::ConsumerGroup {
+                join_state: join_state.to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// One instance's world, in milliseconds from the consumer's making.
+    struct World<'a> {
+        /// librdkafka's join state, reported every 5 s; `None`: no report
+        /// reaches the membership thread.
+        join_state: Option<&'a dyn Fn(u64) -> &'static str>,
+        /// Since when our own callbacks' rebalance mark is set.
+        rebalancing_since: Option<u64>,
+        /// Whether the cluster answers a probe.
+        answers: &'a dyn Fn(u64) -> bool,
+    }
+
+    /// Runs the membership loop's detector every 500 ms for `secs`, as
+    /// `spawn` does; when (ms in) it first decides to rejoin.
+    fn first_rejoin(world: &World<'_>, secs: u64) -> Option<u64> {
+        let made = Instant::now();
+        let at = |ms: u64| made + Duration::from_millis(ms);
+        let watch = JoinWatch::new(made);
+        let mut detector = RejoinDetector::new(SESSION, SLACK, ANSWERING);
+        for ms in (0..=secs * 1000).step_by(500) {
+            if let Some(join_state) = world.join_state {
+                if ms > 0 && ms % 5000 == 0 {
+                    watch.report(&stats_in(join_state(ms)), at(ms));
+                }
+            }
+            let seen = watch.seen();
+            let waiting = world
+                .rebalancing_since
+                .and_then(|since| ms.checked_sub(since))
+                .map(Duration::from_millis);
+            let mut decision = detector.observe(at(ms), &seen, waiting, None);
+            if matches!(decision, Decision::SwitchedOn | Decision::Probe) {
+                let answer = Some((world.answers)(ms));
+                decision = detector.observe(at(ms), &seen, waiting, answer);
+            }
+            if decision == Decision::Rejoin {
+                return Some(ms);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_join_lost_without_a_callback_is_retried_once_the_cluster_answers_long_enough() {
+        // In the group until the broker freezes at 30 s; the join lost to
+        // it is never answered; the broker is back at 105 s. The last
+        // callback was an assignment, so our own mark stays unset.
+        let (frozen, back) = (30_000, 105_000);
+        let join_state = |ms: u64| if ms <= frozen { "steady" } else { "wait-join" };
+        let answers = |ms: u64| ms < frozen || ms >= back;
+        let lost = World {
+            join_state: Some(&join_state),
+            rebalancing_since: None,
+            answers: &answers,
+        };
+        let fired = first_rejoin(&lost, 600).expect("rejoins");
+        let (earliest, latest) = (back + 112_000, back + 122_000);
+        assert!(
+            (earliest..=latest).contains(&fired),
+            "rejoined {fired} ms in, not within a session and {ANSWERING:?} of the broker's return"
+        );
+        // What the old trigger saw: only our callbacks' mark, never set.
+        let old = World {
+            join_state: None,
+            ..lost
+        };
+        assert_eq!(first_rejoin(&old, 600), None);
+    }
+
+    #[test]
+    fn without_statistics_our_own_rebalance_mark_still_triggers() {
+        let answers = |_| true;
+        let world = World {
+            join_state: None,
+            rebalancing_since: Some(0),
+            answers: &answers,
+        };
+        // Switched on a session in; the cluster has answered since.
+        assert_eq!(first_rejoin(&world, 600), Some(10_000 + 112_000));
+    }
+
+    #[test]
+    fn one_unanswered_probe_keeps_the_count_a_silence_longer_than_a_session_resets_it() {
+        let join_state = |_| "wait-join";
+        // Never in the group: switched on at 15.5 s, answered since.
+        let run = |answers: &dyn Fn(u64) -> bool| {
+            first_rejoin(
+                &World {
+                    join_state: Some(&join_state),
+                    rebalancing_since: None,
+                    answers,
+                },
+                600,
+            )
+        };
+        let on_time = Some(15_500 + 112_000);
+        assert_eq!(run(&|_| true), on_time);
+        // Probes go out every second from 15.5 s.
+        let unanswered = std::cell::Cell::new(0);
+        let once = |ms: u64| {
+            let answered = ms != 60_500;
+            unanswered.set(unanswered.get() + u32::from(!answered));
+            answered
+        };
+        assert_eq!(run(&once), on_time, "one probe unanswered");
+        assert_eq!(unanswered.get(), 1);
+        // Last answer 59.5 s, next 69.5 s: not more than a session.
+        let short = |ms: u64| !(60_000..69_500).contains(&ms);
+        assert_eq!(run(&short), on_time, "10 s between answers");
+        // Last answer 59.5 s, more than a session old by 70 s: the count
+        // starts again at the next answer, 71.5 s.
+        let long = |ms: u64| !(60_000..71_500).contains(&ms);
+        assert_eq!(run(&long), Some(71_500 + 112_000), "12 s between answers");
+        // Gone again a session before the count would end: no rejoin.
+        let gone = |ms: u64| ms < 110_000;
+        assert_eq!(run(&gone), None, "silent from 110 s on");
+    }
+
+    #[test]
+    fn a_steady_report_turns_the_detector_off() {
+        let answers = |_| true;
+        // Our own mark stuck set: librdkafka's word that it is in the
+        // group wins.
+        let steady = |_| "steady";
+        let in_group = World {
+            join_state: Some(&steady),
+            rebalancing_since: Some(0),
+            answers: &answers,
+        };
+        assert_eq!(first_rejoin(&in_group, 600), None);
+        // Out from the start; in the group for 100–110 s: the count started
+        // at 15.5 s is dropped, and starts again once out for longer than a
+        // session and a report's slack (the last steady report at 105 s).
+        let back_a_while = |ms: u64| {
+            if (100_000..110_000).contains(&ms) {
+                "steady"
+            } else {
+                "wait-join"
+            }
+        };
+        let world = World {
+            join_state: Some(&back_a_while),
+            rebalancing_since: None,
+            answers: &answers,
+        };
+        assert_eq!(first_rejoin(&world, 600), Some(120_500 + 112_000));
+    }
+
+    fn context() -> MembershipContext {
+        let app = app("shop", "sum", "orders");
+        let known: BTreeMap<String, u32> = ContractProbes::probe(&app)
+            .iter()
+            .map(|contract| (contract.name.as_str().to_owned(), 2))
+            .collect();
+        let assembly = assemble(&app, &known).expect("assembles");
+        let live = LiveConfig::new("127.0.0.1:1");
+        let tasks = TaskSet::new(
+            Arc::new(app),
+            Arc::new(assembly),
+            RuntimeConfig::new(live.clone()),
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(Mutex::new(Vec::new())),
+            Figures::new("shop", Duration::from_secs(30)),
+        );
+        MembershipContext {
+            app: "shop".into(),
+            tasks: Arc::new(tasks),
+            task_of_partition: Vec::new(),
+            patience: Duration::from_secs(1),
+            live,
+            group: "shop.instances".into(),
+            identity: "parsley;app=shop".into(),
+            watch: Arc::new(JoinWatch::new(Instant::now())),
+        }
+    }
+
+    #[test]
+    fn the_stats_callback_moves_the_steady_mark_only_for_steady() {
+        let made = Instant::now()
+            .checked_sub(Duration::from_secs(60))
+            .expect("a minute of uptime");
+        let context = MembershipContext {
+            watch: Arc::new(JoinWatch::new(made)),
+            ..context()
+        };
+        let seen = || context.watch.seen();
+        context.stats(stats_in("wait-join"));
+        assert_eq!(seen().last_steady, made);
+        assert_eq!(seen().join_state, "wait-join");
+        let reported = seen().last_report.expect("a report");
+        context.stats(rdkafka::Statistics::default());
+        assert_eq!(seen().last_report, Some(reported), "no group, no report");
+        context.stats(stats_in("steady"));
+        let steady = seen().last_steady;
+        assert!(steady > made + Duration::from_secs(30));
+        context.stats(stats_in("wait-sync"));
+        assert_eq!(seen().last_steady, steady);
+        assert_eq!(seen().join_state, "wait-sync");
+    }
+
+    #[test]
+    fn a_replaced_consumers_callbacks_leave_the_tasks_alone() {
+        let context = context();
+        let figures = Arc::clone(context.tasks.figures());
+        let consumer: BaseConsumer<MembershipContext> = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .create_with_context(context)
+            .expect("a consumer");
+        let revoke = TopicPartitionList::new();
+        consumer.context().watch.retire();
+        consumer
+            .context()
+            .pre_rebalance(&consumer, &Rebalance::Revoke(&revoke));
+        assert_eq!(figures.rebalancing_for(), None);
+        consumer
+            .context()
+            .watch
+            .retired
+            .store(false, Ordering::Relaxed);
+        consumer
+            .context()
+            .pre_rebalance(&consumer, &Rebalance::Revoke(&revoke));
+        assert!(figures.rebalancing_for().is_some());
     }
 }
