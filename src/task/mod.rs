@@ -1388,9 +1388,18 @@ impl Task {
 
     /// X2: true when the commit interval has passed and there is work.
     pub fn wants_commit(&self, now: i64) -> bool {
-        self.failure.is_none()
-            && self.open.dirty
-            && now.saturating_sub(self.last_commit_at) >= millis(self.config.commit_interval)
+        self.commit_due_at().is_some_and(|due| now >= due)
+    }
+
+    /// X2: when the open transaction is due to commit (the last commit
+    /// plus the commit interval); `None` with nothing to commit, or once
+    /// the task has failed. A driver that sleeps waiting for records
+    /// sleeps no later than this.
+    pub fn commit_due_at(&self) -> Option<i64> {
+        (self.failure.is_none() && self.open.dirty).then(|| {
+            self.last_commit_at
+                .saturating_add(millis(self.config.commit_interval))
+        })
     }
 
     /// X1: what to send to the transaction before committing it. The

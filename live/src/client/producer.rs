@@ -540,8 +540,20 @@ impl TxnProducer {
     /// starting) is answered "unstable" until they are committed. Its
     /// failure is not reported here: the commit that follows flushes again,
     /// and fails with the record that failed.
+    ///
+    /// librdkafka's own flush, not rust-rdkafka's: that one polls the
+    /// delivery reports itself in 100-ms polls, which the producer's event
+    /// thread (`pump.rs`) leaves empty, so it returned only when a poll
+    /// ran out (up to 100 ms after the last acknowledgement) and spun
+    /// through each poll's last millisecond. librdkafka's waits for the
+    /// count of undelivered records to reach zero, which the event thread's
+    /// serving of the reports brings about.
     pub(crate) fn flush_before_offsets(&self) {
-        let _ = self.inner.flush(self.config.timeout);
+        let timeout = i32::try_from(self.config.timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: the client is alive (borrowed through `inner`), and
+        // `rd_kafka_flush` may be called from any thread.
+        let _ =
+            unsafe { rdkafka::bindings::rd_kafka_flush(self.inner.client().native_ptr(), timeout) };
     }
 
     /// [`TxnProducer::commit`] on this thread (blocks).

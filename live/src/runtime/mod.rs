@@ -131,10 +131,11 @@ pub struct RuntimeConfig {
     pub assignment: Assignment,
     /// The most records a task takes from its consumer per turn.
     pub max_batch: usize,
-    /// The longest a task with nothing to commit waits for records before it
-    /// looks at its ticks again.
+    /// The longest a task sleeps waiting for records (they wake it as they
+    /// come) before it looks at its flags again: a stop, a fence check. It
+    /// never sleeps past its next tick or its open transaction's commit.
     pub idle_poll: Duration,
-    /// The same while a transaction is open.
+    /// The same while records are held or waiting in its gate.
     pub busy_poll: Duration,
     /// How long a task with held records may see no delivery before it reads
     /// fresh log ends, to tell a claim that can never resolve (G6).
@@ -155,7 +156,7 @@ pub struct RuntimeConfig {
 impl RuntimeConfig {
     /// The defaults on `live`: every task (a static share of one), the
     /// core's default commit interval, batches of up to 50,000 records, polls
-    /// of 10 ms idle and 1 ms inside a transaction, a stall check after 1 s,
+    /// of 100 ms idle and 1 ms with records in the gate, a stall check after 1 s,
     /// a fence check after 30 s without a transaction, and up to 20
     /// restarts in a row. With pauses of 250 ms doubling to 8 s
     /// between restarts, and each start bounded by the calls' deadlines,
@@ -166,7 +167,7 @@ impl RuntimeConfig {
             task: TaskConfig::default(),
             assignment: Assignment::Share(InstanceShare::ALL),
             max_batch: 50_000,
-            idle_poll: Duration::from_millis(10),
+            idle_poll: Duration::from_millis(100),
             busy_poll: Duration::from_millis(1),
             stall_check: Duration::from_secs(1),
             fence_check: Duration::from_secs(30),

@@ -638,18 +638,21 @@ impl TaskDriver {
             && self.last_committed.elapsed() >= self.config.fence_check
     }
 
-    /// How long the consumer may block: not past the next tick, and never
-    /// longer than the idle poll, so commits stay on their interval. With
-    /// work open, barely at all: records are flowing, and a long wait on a
-    /// momentarily empty queue holds the whole pipeline back.
+    /// How long the task may sleep waiting for records, which wake it as
+    /// they come: never past what time alone changes, the next tick and an
+    /// open transaction's commit (X2), and never longer than the idle poll.
+    /// With records held or waiting in the gate, barely at all: a hold may
+    /// end with time (G9's wait for a source), and the stall check must
+    /// see it.
     fn poll_wait(&self, now: i64) -> Duration {
-        let mut wait = if self.task.has_open_work() {
+        let mut wait = if self.task.buffered() > 0 {
             self.config.busy_poll
         } else {
             self.config.idle_poll
         };
-        if let Some(due) = self.task.next_tick_at() {
-            let until = u64::try_from(due.saturating_sub(now)).unwrap_or(0);
+        let due = [self.task.next_tick_at(), self.task.commit_due_at()];
+        for at in due.into_iter().flatten() {
+            let until = u64::try_from(at.saturating_sub(now)).unwrap_or(0);
             wait = wait.min(Duration::from_millis(until));
         }
         wait

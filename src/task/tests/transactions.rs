@@ -123,6 +123,25 @@ fn x1_commit_carries_positions_and_checkpoint_and_a_restart_resumes_them() {
 
 // ----- X2: commit interval -----
 
+/// X2: the commit's due time, which a driver sleeps no later than, is the
+/// last commit plus the interval while there is open work, and none
+/// without it.
+#[test]
+fn x2_commit_due_at_is_the_last_commit_plus_the_interval_with_open_work() {
+    let f = fixture(echo(&[orders()], true));
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    assert_eq!(task.commit_due_at(), None, "nothing to commit");
+
+    feed(&mut task, &o, vec![rec(0), rec(1)], 2);
+    deliver(&mut task, &o);
+    assert_eq!(task.commit_due_at(), Some(T0 + 100));
+    task.handle_committed(T0 + 130);
+    assert_eq!(task.commit_due_at(), None, "committed: nothing open");
+    deliver(&mut task, &o);
+    assert_eq!(task.commit_due_at(), Some(T0 + 230), "from the last commit");
+}
+
 /// X2: a task wants to commit only when the commit interval has passed since
 /// its last commit (or start) and there is open work (a delivery or a tick).
 #[test]
