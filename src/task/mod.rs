@@ -707,6 +707,23 @@ impl Task {
         waiting
     }
 
+    /// G9: when the earliest of the task's current waits for a caught-up
+    /// source ends (it began at `waiting_since`, it lasts `max_idle`), if
+    /// it holds records: the time at which a head may become deliverable
+    /// with time alone. A driver that sleeps waiting for records sleeps no
+    /// later than this.
+    pub fn wait_ends_at(&self) -> Option<i64> {
+        let sync = self.sync.as_ref()?;
+        if self.gate.is_empty() {
+            return None;
+        }
+        sync.waiting_since
+            .iter()
+            .flatten()
+            .map(|since| since.saturating_add(sync.max_idle))
+            .min()
+    }
+
     /// G9: whether source lane `lane` has nothing fetched while its log
     /// has records it could fetch, or may have: the visible end the driver
     /// gave ([`Task::handle_visible_end`]) is past its position; without a

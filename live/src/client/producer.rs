@@ -365,6 +365,29 @@ fn queue(
     Ok(())
 }
 
+/// librdkafka's own flush: waits up to `timeout` for every queued record
+/// to be acknowledged (the event thread, `pump.rs`, serves their reports).
+/// Not rust-rdkafka's: that one polls the reports itself in 100-ms polls,
+/// which the event thread leaves empty, so it returned only when a poll ran
+/// out (up to 100 ms after the last acknowledgement), spinning through each
+/// poll's last millisecond. Its outcome is not reported: a commit flushes
+/// again, and fails with the record that failed.
+fn flush(producer: &KafkaProducer, timeout: Duration) {
+    let timeout = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: the client is alive (borrowed), and `rd_kafka_flush` may be
+    // called from any thread.
+    let _ = unsafe { rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), timeout) };
+}
+
+/// Commits the open transaction, librdkafka's flush first: rust-rdkafka's
+/// `commit_transaction` flushes through its own (see [`flush`]), which then
+/// finds nothing left to wait for.
+fn commit(producer: &KafkaProducer, timeout: Duration) -> Result<(), KafkaError> {
+    let started = Instant::now();
+    flush(producer, timeout);
+    producer.commit_transaction(timeout.saturating_sub(started.elapsed()))
+}
+
 /// A transactional producer: the model's producer handle plus its
 /// transaction calls. Every error of a call carries its
 /// [`TxnErrorClass`] and whether the producer was fenced.
@@ -540,27 +563,14 @@ impl TxnProducer {
     /// starting) is answered "unstable" until they are committed. Its
     /// failure is not reported here: the commit that follows flushes again,
     /// and fails with the record that failed.
-    ///
-    /// librdkafka's own flush, not rust-rdkafka's: that one polls the
-    /// delivery reports itself in 100-ms polls, which the producer's event
-    /// thread (`pump.rs`) leaves empty, so it returned only when a poll
-    /// ran out (up to 100 ms after the last acknowledgement) and spun
-    /// through each poll's last millisecond. librdkafka's waits for the
-    /// count of undelivered records to reach zero, which the event thread's
-    /// serving of the reports brings about.
+    /// librdkafka's own flush ([`flush`]).
     pub(crate) fn flush_before_offsets(&self) {
-        let timeout = i32::try_from(self.config.timeout.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: the client is alive (borrowed through `inner`), and
-        // `rd_kafka_flush` may be called from any thread.
-        let _ =
-            unsafe { rdkafka::bindings::rd_kafka_flush(self.inner.client().native_ptr(), timeout) };
+        flush(&self.inner, self.config.timeout);
     }
 
     /// [`TxnProducer::commit`] on this thread (blocks).
     pub fn commit_blocking(&self) -> Result<(), LiveError> {
-        self.call_here(TxnOp::Commit, |producer, timeout| {
-            producer.commit_transaction(timeout)
-        })
+        self.call_here(TxnOp::Commit, commit)
     }
 
     /// [`TxnProducer::abort`] on this thread (blocks).
@@ -687,10 +697,7 @@ impl TxnProducer {
     /// Flushes the transaction's records and commits it: a commit marker on
     /// every partition it wrote to, and its group offsets applied.
     pub async fn commit(&self) -> Result<(), LiveError> {
-        self.call(TxnOp::Commit, |producer, timeout| {
-            producer.commit_transaction(timeout)
-        })
-        .await
+        self.call(TxnOp::Commit, commit).await
     }
 
     /// Aborts the open transaction: queued records are purged, an abort

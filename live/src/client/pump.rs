@@ -114,6 +114,11 @@ fn serve<C: ProducerContext>(
         if stop.load(Ordering::Acquire) {
             return;
         }
+        // The queue's callback fires only when it turns non-empty: a queue
+        // left non-empty by a full pass would not wake the sleep.
+        if queue.len() > 0 {
+            continue;
+        }
         wake.wait(IDLE_LOOK);
     }
 }

@@ -267,6 +267,13 @@ impl JoinWatch {
         seen.join_state.clone_from(&group.join_state);
     }
 
+    /// The group assigned this consumer its partitions at `now` (our own
+    /// callback): it is in the group, whenever the next report says so.
+    fn assigned(&self, now: Instant) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.last_steady = now;
+    }
+
     fn seen(&self) -> JoinSeen {
         self.seen
             .lock()
@@ -402,6 +409,10 @@ impl ConsumerContext for MembershipContext {
         }
         match rebalance {
             Rebalance::Assign(list) => {
+                // A rebalance that held this thread (a long revoke) kept the
+                // statistics from it: the assignment itself says the
+                // consumer is in the group.
+                self.watch.assigned(Instant::now());
                 // Every rebalance ends with an assignment, empty or not;
                 // an instance given nothing (more instances than tasks) is
                 // assigned too, and RUNNING.
@@ -479,6 +490,10 @@ const REJOIN_GRACE: Duration = Duration::from_secs(10);
 
 /// How often an instance out of its group asks whether the cluster answers.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// How many of the probing client's own events (its log, its errors) are
+/// served after each question: more than it makes in a second.
+const PROBE_EVENTS: usize = 32;
 
 /// How long one such question waits for the cluster.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -709,9 +724,15 @@ fn cluster_answers(live: &LiveConfig, topic: &str, prober: &mut Option<BaseConsu
             }
         }
     };
-    client
+    let answered = client
         .fetch_metadata(Some(topic), live.timeout.min(PROBE_TIMEOUT))
-        .is_ok()
+        .is_ok();
+    // Nobody else serves its queue: what it logged while the cluster was
+    // away must not pile up. A 0-ms poll serves one event, or none.
+    for _ in 0..PROBE_EVENTS {
+        let _ = client.poll(Duration::ZERO);
+    }
+    answered
 }
 
 /// Joins the group and runs the membership thread until `stop` is set;

@@ -132,11 +132,10 @@ pub struct RuntimeConfig {
     /// The most records a task takes from its consumer per turn.
     pub max_batch: usize,
     /// The longest a task sleeps waiting for records (they wake it as they
-    /// come) before it looks at its flags again: a stop, a fence check. It
-    /// never sleeps past its next tick or its open transaction's commit.
+    /// come, as does a stop) before it looks again: at a fence check, at
+    /// its stall check. It never sleeps past its next tick, its open
+    /// transaction's commit or the end of a wait for a source (G9).
     pub idle_poll: Duration,
-    /// The same while records are held or waiting in its gate.
-    pub busy_poll: Duration,
     /// How long a task with held records may see no delivery before it reads
     /// fresh log ends, to tell a claim that can never resolve (G6).
     pub stall_check: Duration,
@@ -155,8 +154,8 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// The defaults on `live`: every task (a static share of one), the
-    /// core's default commit interval, batches of up to 50,000 records, polls
-    /// of 100 ms idle and 1 ms with records in the gate, a stall check after 1 s,
+    /// core's default commit interval, batches of up to 50,000 records, sleeps
+    /// of at most 100 ms between records, a stall check after 1 s,
     /// a fence check after 30 s without a transaction, and up to 20
     /// restarts in a row. With pauses of 250 ms doubling to 8 s
     /// between restarts, and each start bounded by the calls' deadlines,
@@ -168,7 +167,6 @@ impl RuntimeConfig {
             assignment: Assignment::Share(InstanceShare::ALL),
             max_batch: 50_000,
             idle_poll: Duration::from_millis(100),
-            busy_poll: Duration::from_millis(1),
             stall_check: Duration::from_secs(1),
             fence_check: Duration::from_secs(30),
             on_failure: FailurePolicy::default(),

@@ -219,13 +219,20 @@ pub(crate) struct TaskQueues {
 impl TaskQueues {
     /// Task `task`'s queues on `stage`, for `tps` (its lanes, in order),
     /// not assigned yet: [`TaskQueues::assign`] starts the fetching.
-    pub(crate) fn new(task: TaskId, stage: Arc<StageConsumer>, tps: Vec<Tp>) -> TaskQueues {
+    /// `wake` is what the queues notify when one turns non-empty (and
+    /// whatever else should end the task's wait for records, a stop).
+    pub(crate) fn new(
+        task: TaskId,
+        stage: Arc<StageConsumer>,
+        tps: Vec<Tp>,
+        wake: Arc<Wake>,
+    ) -> TaskQueues {
         TaskQueues {
             task,
             stage,
             tps,
             lanes: Vec::new(),
-            wake: Arc::new(Wake::default()),
+            wake,
             assigned: false,
         }
     }

@@ -25,7 +25,7 @@ use parsley::tp::Tp;
 
 use super::super::client::{
     bounded, committed_offsets, consumed, fetch_visible, is_group_refusal, Isolation, LiveConfig,
-    LogContext, Probes, TxnProducer,
+    LogContext, Probes, TxnProducer, Wake,
 };
 use super::super::error::{LiveError, TxnErrorClass};
 use super::super::instance::TaskState;
@@ -162,6 +162,7 @@ pub(crate) fn run_task(
             figures,
             clients,
             previous,
+            stop.wake(),
         );
         let (error, ended) = match started {
             Ok(mut driver) => {
@@ -270,7 +271,10 @@ pub(crate) fn skip_record(
     let figures = Figures::new(app.id(), config.live.deadline());
     let previous = previous_owner_in_group(&config.live, app, assembly, id);
     let clients = SharedClients::new(&config.live);
-    let mut driver = TaskDriver::start(app, assembly, id, config, &figures, &clients, previous)?;
+    let wake = Arc::new(Wake::default());
+    let mut driver = TaskDriver::start(
+        app, assembly, id, config, &figures, &clients, previous, wake,
+    )?;
     driver.task.skip(tp, offset)?;
     let exported = Exported::new(app.id(), id);
     let until = Instant::now() + patience;
@@ -437,6 +441,9 @@ impl TaskDriver {
     /// Initialises the producer (fencing any older owner of the task, X4),
     /// restores the slots from the changelog (S5), and resumes from the
     /// committed offsets and checkpoint (G7, T3).
+    // Each is a separate handle of the instance's; a struct of them would
+    // only be unpacked here.
+    #[allow(clippy::too_many_arguments)]
     fn start(
         app: &App,
         assembly: &Assembly,
@@ -445,6 +452,7 @@ impl TaskDriver {
         figures: &Arc<Figures>,
         clients: &SharedClients,
         previous: crate::client::PreviousOwner,
+        wake: Arc<Wake>,
     ) -> Result<TaskDriver, RuntimeError> {
         let mut task = Task::new(app, assembly, &id.stage, id.partition, config.task)?;
         let producer = TxnProducer::owned_by(
@@ -514,6 +522,7 @@ impl TaskDriver {
             id.clone(),
             stage,
             positions.iter().map(|(tp, _)| tp.clone()).collect(),
+            wake,
         );
         let mut driver = TaskDriver {
             task,
@@ -639,18 +648,21 @@ impl TaskDriver {
     }
 
     /// How long the task may sleep waiting for records, which wake it as
-    /// they come: never past what time alone changes, the next tick and an
-    /// open transaction's commit (X2), and never longer than the idle poll.
-    /// With records held or waiting in the gate, barely at all: a hold may
-    /// end with time (G9's wait for a source), and the stall check must
-    /// see it.
+    /// they come, as does a stop: never past what time alone changes (the
+    /// next tick, an open transaction's commit, X2, the end of a wait for a
+    /// source, G9), never past the next read of a visible end while it
+    /// waits for a source behind its log (G9), and never longer than the
+    /// idle poll.
     fn poll_wait(&self, now: i64) -> Duration {
-        let mut wait = if self.task.buffered() > 0 {
-            self.config.busy_poll
-        } else {
-            self.config.idle_poll
-        };
-        let due = [self.task.next_tick_at(), self.task.commit_due_at()];
+        let mut wait = self.config.idle_poll;
+        if self.positions.iter().any(|(tp, _)| self.task.waits_for(tp)) {
+            wait = wait.min(VISIBLE_END_EVERY);
+        }
+        let due = [
+            self.task.next_tick_at(),
+            self.task.commit_due_at(),
+            self.task.wait_ends_at(),
+        ];
         for at in due.into_iter().flatten() {
             let until = u64::try_from(at.saturating_sub(now)).unwrap_or(0);
             wait = wait.min(Duration::from_millis(until));

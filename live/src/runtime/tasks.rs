@@ -11,6 +11,7 @@ use parsley::app::App;
 use parsley::assembly::Assembly;
 use parsley::task::TaskId;
 
+use super::super::client::Wake;
 use super::super::instance::TaskState;
 use super::figures::Figures;
 use super::shared_clients::SharedClients;
@@ -26,9 +27,16 @@ pub(crate) struct StopFlags {
     /// Set with `task` when the group assignment was lost (the session
     /// expired): the task stops without its final commit.
     lost: Arc<AtomicBool>,
+    /// Wakes the task from its wait for records when `task` is set.
+    wake: Arc<Wake>,
 }
 
 impl StopFlags {
+    /// What wakes the task: its partition queues share it.
+    pub(crate) fn wake(&self) -> Arc<Wake> {
+        Arc::clone(&self.wake)
+    }
+
     pub(crate) fn is_set(&self) -> bool {
         self.instance.load(Ordering::Relaxed) || self.task.load(Ordering::Relaxed)
     }
@@ -42,10 +50,21 @@ struct Running {
     id: TaskId,
     stop: Arc<AtomicBool>,
     lost: Arc<AtomicBool>,
+    wake: Arc<Wake>,
     handle: JoinHandle<TaskRun>,
 }
 
 impl Running {
+    /// Tells the task to stop (`lost`: without its final commit) and wakes
+    /// it, so a task waiting for records stops at once.
+    fn tell_to_stop(&self, lost: bool) {
+        if lost {
+            self.lost.store(true, Ordering::Relaxed);
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        self.wake.notify();
+    }
+
     /// Running, and not told to stop.
     fn is_live(&self) -> bool {
         !self.handle.is_finished() && !self.stop.load(Ordering::Relaxed)
@@ -164,8 +183,7 @@ impl TaskSet {
         self.figures.disown_all();
         let threads = lock(&self.threads);
         for running in threads.iter() {
-            running.lost.store(true, Ordering::Relaxed);
-            running.stop.store(true, Ordering::Relaxed);
+            running.tell_to_stop(true);
         }
     }
 
@@ -194,10 +212,12 @@ impl TaskSet {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let lost = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(Wake::default());
         let flags = StopFlags {
             instance: Arc::clone(&self.instance_stop),
             task: Arc::clone(&stop),
             lost: Arc::clone(&lost),
+            wake: Arc::clone(&wake),
         };
         let (app, assembly, config, ended, failed, figures, clients) = (
             Arc::clone(&self.app),
@@ -247,6 +267,7 @@ impl TaskSet {
             id,
             stop,
             lost,
+            wake,
             handle,
         });
         Ok(())
@@ -268,7 +289,7 @@ impl TaskSet {
             released
         };
         for running in &released {
-            running.stop.store(true, Ordering::Relaxed);
+            running.tell_to_stop(false);
         }
         let until = Instant::now() + patience;
         while Instant::now() < until && !released.iter().all(|r| r.handle.is_finished()) {
