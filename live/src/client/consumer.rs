@@ -3,13 +3,15 @@
 //! committed offsets.
 
 use std::borrow::Cow;
+use std::ffi::CStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use rdkafka::bindings as rdsys;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use parsley::header::STAMP_HEADER;
@@ -240,15 +242,14 @@ pub(crate) fn fetch_visible<C: ConsumerContext>(
 /// slot keeps a key for as long as the slot lives, and must not keep its
 /// record's value with it.
 pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
-    let headers = message.headers();
+    let list = header_list(message);
+    // SAFETY: the list lives as long as `message`, borrowed here.
+    let headers = || unsafe { headers_of(list) };
     let key = message.key();
     let value = message.payload();
-    let header_bytes: usize = headers.map_or(0, |headers| {
-        headers
-            .iter()
-            .map(|header| header.value.map_or(0, <[u8]>::len))
-            .sum()
-    });
+    let header_bytes: usize = headers()
+        .map(|(_, value)| value.map_or(0, <[u8]>::len))
+        .sum();
     let mut buffer = BytesMut::with_capacity(value.map_or(0, <[u8]>::len) + header_bytes);
     let mut cut = |bytes: &[u8]| {
         buffer.extend_from_slice(bytes);
@@ -256,22 +257,17 @@ pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
     };
     let key = key.map(Bytes::copy_from_slice);
     let value = value.map(&mut cut);
-    let headers = headers
-        .map(|headers| {
-            headers
-                .iter()
-                .map(|header| Header {
-                    // The stamp header's name is the core's own: no copy.
-                    name: match header.key {
-                        STAMP_HEADER => Cow::Borrowed(STAMP_HEADER),
-                        name => Cow::Owned(name.to_owned()),
-                    },
-                    // The core writes no null header values; read one as empty.
-                    value: header.value.map(&mut cut).unwrap_or_default(),
-                })
-                .collect()
+    let headers = headers()
+        .map(|(name, value)| Header {
+            // The stamp header's name is the core's own: no copy.
+            name: match name {
+                Cow::Borrowed(STAMP_HEADER) => Cow::Borrowed(STAMP_HEADER),
+                name => Cow::Owned(name.into_owned()),
+            },
+            // The core writes no null header values; read one as empty.
+            value: value.map(&mut cut).unwrap_or_default(),
         })
-        .unwrap_or_default();
+        .collect();
     ConsumedRecord {
         offset: our_offset(message.offset()).unwrap_or(0),
         data: RecordData {
@@ -281,6 +277,53 @@ pub(crate) fn consumed(message: &BorrowedMessage<'_>) -> ConsumedRecord {
             timestamp: message.timestamp().to_millis().unwrap_or(-1),
         },
     }
+}
+
+/// `message`'s header list, null when it has none.
+fn header_list(message: &BorrowedMessage<'_>) -> *const rdsys::rd_kafka_headers_t {
+    let mut list: *mut rdsys::rd_kafka_headers_t = std::ptr::null_mut();
+    // SAFETY: the message is valid while borrowed; librdkafka parses its
+    // headers once and keeps the list with the message.
+    let found = unsafe { rdsys::rd_kafka_message_headers(message.ptr(), &mut list) };
+    if found == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        list
+    } else {
+        std::ptr::null()
+    }
+}
+
+/// The names and values of librdkafka's header list `list` (none when it
+/// is null). Names are read lossily: Kafka's protocol does not check that
+/// a header's name is UTF-8, and rust-rdkafka's own reader panics on one
+/// that is not, where a record from another producer must never stop a
+/// task unexplained (it would reach the core's checks, or pass through).
+///
+/// # Safety
+/// `list` is null or a valid list that outlives `'a`.
+unsafe fn headers_of<'a>(
+    list: *const rdsys::rd_kafka_headers_t,
+) -> impl Iterator<Item = (Cow<'a, str>, Option<&'a [u8]>)> {
+    let count = if list.is_null() {
+        0
+    } else {
+        // SAFETY: a valid list (the caller's promise).
+        unsafe { rdsys::rd_kafka_header_cnt(list) }
+    };
+    (0..count).filter_map(move |index| {
+        let (mut name, mut value, mut len) = (std::ptr::null(), std::ptr::null(), 0);
+        // SAFETY: a valid list, and an index below its count.
+        let found =
+            unsafe { rdsys::rd_kafka_header_get_all(list, index, &mut name, &mut value, &mut len) };
+        if found != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR || name.is_null() {
+            return None;
+        }
+        // SAFETY: librdkafka's names are NUL-terminated, its values `len`
+        // bytes long, both kept with the list.
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        let value = (!value.is_null())
+            .then(|| unsafe { std::slice::from_raw_parts(value.cast::<u8>(), len) });
+        Some((name, value))
+    })
 }
 
 /// How often [`committed_offsets`] looks at the consumer's queue for a
@@ -383,4 +426,69 @@ fn group_refusal<C: ConsumerContext>(consumer: &BaseConsumer<C>, group: &str) ->
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header list with `headers`, names given as raw bytes.
+    fn list_of(headers: &[(&[u8], Option<&[u8]>)]) -> *mut rdsys::rd_kafka_headers_t {
+        // SAFETY: a fresh list; every name and value pointer is valid for
+        // its length (librdkafka copies them).
+        unsafe {
+            let list = rdsys::rd_kafka_headers_new(headers.len());
+            for (name, value) in headers {
+                let (value_ptr, value_len) = match value {
+                    Some(value) => (value.as_ptr().cast(), value.len() as isize),
+                    None => (std::ptr::null(), 0),
+                };
+                let added = rdsys::rd_kafka_header_add(
+                    list,
+                    name.as_ptr().cast(),
+                    name.len() as isize,
+                    value_ptr,
+                    value_len,
+                );
+                assert_eq!(
+                    added,
+                    rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+                );
+            }
+            list
+        }
+    }
+
+    /// §8: a header whose name is not UTF-8 (Kafka does not check it) is
+    /// read, its name lossily, beside the others: no panic (rust-rdkafka's
+    /// own reader unwraps it), no header dropped.
+    #[test]
+    fn a_header_name_that_is_not_utf8_is_read_lossily() {
+        let list = list_of(&[
+            (STAMP_HEADER.as_bytes(), Some(&[1, 2, 3])),
+            (&[0x66, 0xff, 0x6f], Some(b"v")),
+            (b"empty", None),
+        ]);
+        // SAFETY: the list lives until destroyed below.
+        let read: Vec<(String, Option<Vec<u8>>)> = unsafe { headers_of(list) }
+            .map(|(name, value)| (name.into_owned(), value.map(<[u8]>::to_vec)))
+            .collect();
+        // SAFETY: made above, destroyed once.
+        unsafe { rdsys::rd_kafka_headers_destroy(list) };
+        assert_eq!(
+            read,
+            vec![
+                (STAMP_HEADER.to_owned(), Some(vec![1, 2, 3])),
+                ("f\u{fffd}o".to_owned(), Some(b"v".to_vec())),
+                ("empty".to_owned(), None),
+            ]
+        );
+    }
+
+    /// A message without headers has none: a null list reads as empty.
+    #[test]
+    fn a_null_header_list_is_empty() {
+        // SAFETY: null is allowed.
+        assert_eq!(unsafe { headers_of(std::ptr::null()) }.count(), 0);
+    }
 }
