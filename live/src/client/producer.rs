@@ -369,9 +369,9 @@ fn queue(
 /// to be acknowledged (the event thread, `pump.rs`, serves their reports).
 /// Not rust-rdkafka's: that one polls the reports itself in 100-ms polls,
 /// which the event thread leaves empty, so it returned only when a poll ran
-/// out (up to 100 ms after the last acknowledgement), spinning through each
-/// poll's last millisecond. Its outcome is not reported: a commit flushes
-/// again, and fails with the record that failed.
+/// out (up to 100 ms after the last acknowledgement), spinning through the
+/// end of a poll an event cut short. Its outcome is not reported: a commit
+/// flushes again, and fails with the record that failed.
 fn flush(producer: &KafkaProducer, timeout: Duration) {
     let timeout = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     // SAFETY: the client is alive (borrowed), and `rd_kafka_flush` may be

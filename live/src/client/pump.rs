@@ -2,14 +2,15 @@
 //! statistics) are served on a thread of its own that sleeps until one is
 //! queued: [`PumpedProducer`].
 //!
-//! rust-rdkafka's `ThreadedProducer` serves them on a 100-ms timer, and
-//! its poll loop spins through the last millisecond of every poll: the
+//! rust-rdkafka's `ThreadedProducer` serves them in 100-ms polls, and its
+//! poll loop spins through the end of a poll that an event cut short: the
 //! time left, under a millisecond, reaches librdkafka as a 0-ms wait, again
-//! and again until the deadline passes. That is about 1 % of a core per
-//! producer, idle or not, and the runtime makes one producer per task (X4):
-//! in the order pipeline's live bench it was a fifth of the process's CPU,
-//! most of it reading the clock. Here the thread sleeps on the producer's
-//! queue's non-empty callback, and serves each event with a 0-ms poll.
+//! and again until the deadline passes. With delivery reports coming all
+//! the time that is about 1 % of a core per producer, and the runtime makes
+//! one producer per task (X4): in the order pipeline's live bench it was a
+//! fifth of the process's CPU, most of it reading the clock. Here the
+//! thread sleeps on the producer's queue's non-empty callback, and serves
+//! each event with a 0-ms poll.
 
 use std::ffi::c_void;
 use std::ops::Deref;
