@@ -707,12 +707,13 @@ impl Task {
         waiting
     }
 
-    /// G9: when the earliest of the task's current waits for a caught-up
-    /// source ends (it began at `waiting_since`, it lasts `max_idle`), if
-    /// it holds records: the time at which a head may become deliverable
-    /// with time alone. A driver that sleeps waiting for records sleeps no
-    /// later than this.
-    pub fn wait_ends_at(&self) -> Option<i64> {
+    /// G9: when the earliest of the task's waits for a caught-up source
+    /// still running at `now` ends (it began at `waiting_since`, it lasts
+    /// `max_idle`), if it holds records: the time at which a head may
+    /// become deliverable with time alone. A driver that sleeps waiting for
+    /// records sleeps no later than this. A wait that has ended is not
+    /// begun again until its source has had records, so it is no deadline.
+    pub fn wait_ends_at(&self, now: i64) -> Option<i64> {
         let sync = self.sync.as_ref()?;
         if self.gate.is_empty() {
             return None;
@@ -721,6 +722,7 @@ impl Task {
             .iter()
             .flatten()
             .map(|since| since.saturating_add(sync.max_idle))
+            .filter(|&end| end > now)
             .min()
     }
 

@@ -661,7 +661,7 @@ impl TaskDriver {
         let due = [
             self.task.next_tick_at(),
             self.task.commit_due_at(),
-            self.task.wait_ends_at(),
+            self.task.wait_ends_at(now),
         ];
         for at in due.into_iter().flatten() {
             let until = u64::try_from(at.saturating_sub(now)).unwrap_or(0);

@@ -120,20 +120,34 @@ fn g9_a_caught_up_source_is_waited_for_up_to_max_idle() {
 }
 
 /// G9: the wait for a caught-up source ends `max_idle` after it began,
-/// which is when a driver must look again; none without a wait, and none
-/// once the gate is empty.
+/// which is when a driver must look again; none without a wait, none once
+/// the wait has ended (it is not begun again), none once the gate is empty.
 #[test]
 fn g9_wait_ends_at_is_the_wait_start_plus_max_idle() {
     let mut task = synchronised(false);
     let (o, p) = (tp(ORDERS, 0), tp(PAYMENTS, 0));
-    assert_eq!(task.wait_ends_at(), None, "nothing held");
+    assert_eq!(task.wait_ends_at(T0), None, "nothing held");
     feed(&mut task, &p, vec![], 0);
-    feed(&mut task, &o, vec![rec(0).at(T0 + 50)], 1);
+    feed(
+        &mut task,
+        &o,
+        vec![rec(0).at(T0 + 50), rec(1).at(T0 + 60)],
+        2,
+    );
     assert!(ready_at(&mut task, T0 + 20).is_empty());
-    assert_eq!(task.wait_ends_at(), Some(T0 + 20 + MAX_IDLE_MS));
-    assert_eq!(ready_at(&mut task, T0 + 20 + MAX_IDLE_MS), only(&o));
+    let end = T0 + 20 + MAX_IDLE_MS;
+    assert_eq!(task.wait_ends_at(T0 + 20), Some(end));
+    assert_eq!(task.wait_ends_at(end - 1), Some(end));
+    assert_eq!(ready_at(&mut task, end), only(&o));
     task.delivered(&o).unwrap();
-    assert_eq!(task.wait_ends_at(), None, "the gate is empty");
+    assert_eq!(
+        task.wait_ends_at(end),
+        None,
+        "the wait has ended, with a record still held: no deadline in the past"
+    );
+    assert_eq!(ready_at(&mut task, end), only(&o));
+    task.delivered(&o).unwrap();
+    assert_eq!(task.wait_ends_at(end), None, "the gate is empty");
 }
 
 /// G9 after G2: a held head is not offered however low its timestamp, and
