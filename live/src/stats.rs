@@ -5,12 +5,17 @@
 //! `broker`.
 
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use rdkafka::Statistics;
 
-/// How often librdkafka reports its statistics to a runtime client, in
-/// milliseconds.
-pub(crate) const INTERVAL_MS: &str = "5000";
+/// How often librdkafka reports its statistics to a runtime client.
+pub(crate) const INTERVAL: Duration = Duration::from_secs(5);
+
+/// [`INTERVAL`] as librdkafka's `statistics.interval.ms` setting.
+pub(crate) fn interval_ms() -> String {
+    INTERVAL.as_millis().to_string()
+}
 
 /// Publishes one report of librdkafka's statistics.
 pub(crate) fn publish(stats: &Statistics) {

@@ -445,7 +445,7 @@ impl TxnProducer {
                 // interval lost; in the live benchmark most commits waited
                 // it out. The Java producer retries this case after 20 ms.
                 ("retry.backoff.ms", "10".into()),
-                ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
+                ("statistics.interval.ms", crate::stats::interval_ms()),
                 ("linger.ms", millis(linger)),
             ])
             .create_with_context::<_, BaseProducer<DeliveryContext>>(context);

@@ -498,14 +498,6 @@ const PROBE_EVENTS: usize = 32;
 /// How long one such question waits for the cluster.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How late librdkafka's view of the join may reach the membership thread:
-/// one statistics interval.
-fn stats_interval() -> Duration {
-    crate::stats::INTERVAL_MS
-        .parse()
-        .map_or(Duration::from_secs(5), Duration::from_millis)
-}
-
 /// What the membership thread does on one turn about a consumer that may
 /// be out of its group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -666,7 +658,7 @@ fn join_group(
     );
     // After them too: the rejoin detector reads the join state from these
     // reports (which also feed the figures).
-    client_config.set("statistics.interval.ms", crate::stats::INTERVAL_MS);
+    client_config.set("statistics.interval.ms", crate::stats::interval_ms());
     let context = MembershipContext {
         watch: Arc::new(JoinWatch::new(Instant::now())),
         ..context
@@ -786,7 +778,7 @@ pub(crate) fn spawn(
             let mut logged: Vec<(String, Instant)> = Vec::new();
             let figures = Arc::clone(tasks.figures());
             let (mut reported, mut last_report) = (0u64, Instant::now());
-            let mut detector = RejoinDetector::new(session, stats_interval(), stuck_after);
+            let mut detector = RejoinDetector::new(session, crate::stats::INTERVAL, stuck_after);
             let mut prober: Option<BaseConsumer> = None;
             let mut denied = None;
             while !stop.load(Ordering::Relaxed) {

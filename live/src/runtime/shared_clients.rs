@@ -112,7 +112,7 @@ pub(crate) fn consumer_for(config: &LiveConfig, group: &str) -> Result<StageClie
             ("enable.auto.offset.store", "false".into()),
             ("auto.offset.reset", "error".into()),
             ("fetch.wait.max.ms", "10".into()),
-            ("statistics.interval.ms", crate::stats::INTERVAL_MS.into()),
+            ("statistics.interval.ms", crate::stats::interval_ms()),
         ])
         .create_with_context::<_, StageClient>(LogContext)
         .map_err(|source| LiveError::Client {
