@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use super::batches::{self, Batches};
 use super::checks::Auditor;
 use super::index::{describe_record, Beyond, DeadLetters, Lane, Log, Out, TaskPlan};
+use super::lookahead::unreachable_output;
 use super::replay::deliver;
 use super::Invariant;
 use crate::assembly::Assembly;
@@ -98,6 +99,9 @@ pub(super) struct Ctx<'a, 'b> {
     /// Records beyond the cut: left over at the end, they are no violation.
     pub(super) beyond: &'b Beyond,
     pub(super) gate: bool,
+    /// Whether nodes whose history exceeds an output still to be emitted
+    /// are cut off at once (`super::lookahead`).
+    pub(super) lookahead: bool,
     pub(super) assembly: &'b Assembly,
 }
 
@@ -183,6 +187,7 @@ impl<'a> Auditor<'a> {
                 taken: &taken,
                 beyond,
                 gate: true,
+                lookahead: true,
                 assembly: self.assembly,
             };
             let gated = self.search(&ctx);
@@ -222,7 +227,7 @@ impl<'a> Auditor<'a> {
                             Some((matched, changelog, dead))
                         }
                         _ => {
-                            let (depth, failure) = best.unwrap_or((
+                            let (depth, failure) = self.explain(&mut ctx, best).unwrap_or((
                                 0,
                                 Failure {
                                     invariant: Invariant::I1,
@@ -314,6 +319,32 @@ impl<'a> Auditor<'a> {
             if let Some(cut) = self.summary.cut.tps.get_mut(tp) {
                 cut.beyond += 1;
             }
+        }
+    }
+
+    /// The deepest failure of the search without the outputs' lookahead,
+    /// where it finishes within its steps, else `cut_short`: the verdict
+    /// is the lookahead's, the words the full search's, whose deepest
+    /// failure follows the committed order furthest (a lost emission, say,
+    /// rather than the first later output a wrong order can no longer
+    /// reach).
+    fn explain(
+        &mut self,
+        ctx: &mut Ctx<'a, '_>,
+        cut_short: Option<(usize, Failure)>,
+    ) -> Option<(usize, Failure)> {
+        ctx.gate = true;
+        ctx.lookahead = false;
+        let full = self.search(ctx);
+        ctx.lookahead = true;
+        debug_assert!(
+            !matches!(full, Search::Found { .. }),
+            "task {}: the outputs' lookahead cut off a reconstruction",
+            ctx.task.id
+        );
+        match full {
+            Search::Failed { best } => best.or(cut_short),
+            _ => cut_short,
         }
     }
 
@@ -453,6 +484,13 @@ impl<'a> Auditor<'a> {
                 Ok((node, took)) => {
                     if failed.contains(&node.key()) {
                         continue;
+                    }
+                    if ctx.lookahead && lane != COMMIT {
+                        if let Some(failure) = unreachable_output(ctx, &node, lane, depth + 1) {
+                            keep_deepest(&mut best, depth + 1, failure);
+                            failed.insert(node.key());
+                            continue;
+                        }
                     }
                     let choices = ready_lanes(ctx, &node);
                     stack.push(Frame {

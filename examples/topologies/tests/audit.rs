@@ -14,8 +14,8 @@ use parsley::{
 };
 use parsley_examples::{ChainTopics, FanInTopics, Order, PaymentsTopics};
 use parsley_sim::audit::{
-    audit, committed_logs, committed_logs_at_cut, group_offsets, AuditReport, CommittedLogs,
-    LogBounds,
+    audit, audit_with, committed_logs, committed_logs_at_cut, group_offsets, AuditOptions,
+    AuditReport, CommittedLogs, LogBounds,
 };
 use parsley_sim::sim::{run_seed, Invariant, Scenario};
 use parsley_sim::{TestDriver, TestRecord};
@@ -139,6 +139,30 @@ fn audit_is_clean_on_balances_under_the_test_driver() {
     assert_eq!(summary.changelog_records, 8);
     assert!(summary.claims_checked > 0);
     assert!(report.to_string().starts_with("audit clean: "), "{report}");
+}
+
+/// An audit whose search for a task's history runs out of steps found no
+/// violation but is not clean: it is inconclusive, says so first, and names
+/// the task in a note.
+#[test]
+fn an_audit_that_could_not_check_a_task_is_inconclusive_not_clean() {
+    let (app, driver) = balances_run();
+    let (assembly, logs) = read(&driver, &app);
+    let report = audit_with(&app, &assembly, &logs, AuditOptions { search_steps: 3 });
+    assert!(report.is_clean(), "{report}");
+    assert!(report.is_inconclusive(), "{report}");
+    assert_eq!(report.summary.tasks_reconstructed, 0, "{report}");
+    let text = report.to_string();
+    assert!(
+        text.starts_with("audit inconclusive: no violation found, but 2 of 2 tasks not checked"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: task balances/0: inconclusive, the search for an interleaving of its committed deliveries ran out of 3 steps"),
+        "{text}"
+    );
+    let report = audit(&app, &assembly, &logs);
+    assert!(!report.is_inconclusive(), "{report}");
 }
 
 /// The fifth-tick audit cut: a tick fold over the tick slot.
@@ -406,6 +430,84 @@ fn i7_audit_reports_a_duplicated_output() {
     );
     let report = audit(&app, &assembly, &logs);
     assert_reports(&report, Invariant::I7, "duplicated");
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
+/// I7: an output duplicated early in a long, busy log (the timers shape:
+/// orders and fires on one task, transactions of many deliveries on few
+/// keys) is reported as a duplicate within a search budget the full search
+/// runs out of: once the task's history exceeds the duplicate's stamp, no
+/// order of what follows can emit it, and the search stops there rather
+/// than trying them all (the outputs' lookahead). The full search needs
+/// some 1,400,000 steps here.
+#[test]
+fn i7_audit_reports_a_duplicate_deep_in_a_busy_log_within_its_search_budget() {
+    use parsley_examples::{timers_with, TimerTopics};
+
+    let topics = TimerTopics::new();
+    let app = timers_with("timers", &topics, 2_000).unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .commit_each_step(false)
+        .commit_interval(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let orders = driver.input(&topics.orders).unwrap();
+    let accounts = ["alice", "bob", "carol", "dave"];
+    for round in 0..300 {
+        let key = accounts[round % accounts.len()];
+        orders
+            .pipe(
+                key.to_string(),
+                Order {
+                    total: 1 + (round % 7) as i64,
+                },
+            )
+            .unwrap();
+        driver
+            .advance_wall_clock(Duration::from_millis(100))
+            .unwrap();
+    }
+    driver.advance_wall_clock(MINUTE).unwrap();
+    let (assembly, mut logs) = read(&driver, &app);
+    // The first expiry committed once more, stamp and all, a third of the
+    // way into the log, as a foreign writer would while the application
+    // ran on (nothing consumes expiries, so the offsets after it move up).
+    let expiries = tp("expiries", 0);
+    let mut records = logs.records(&expiries).to_vec();
+    let at = records.len() / 3;
+    let mut copy = records[0].clone();
+    copy.offset = records[at].offset;
+    for record in &mut records[at..] {
+        record.offset += 1;
+    }
+    records.insert(at, copy);
+    let (first, planted) = (
+        records[0].offset,
+        format!("{expiries}@{}", records[at].offset),
+    );
+    let bounds = logs.bounds(&expiries).unwrap();
+    logs.insert_records(expiries.clone(), records);
+    logs.insert_bounds(
+        expiries,
+        LogBounds {
+            start: 0,
+            read_until: bounds.read_until + 1,
+            end: bounds.end + 1,
+        },
+    );
+    let budget = AuditOptions {
+        search_steps: 200_000,
+    };
+    let report = audit_with(&app, &assembly, &logs, budget);
+    assert!(report.summary.notes.is_empty(), "{report}");
+    assert!(report.summary.deliveries > 500, "{report}");
+    assert_reports(&report, Invariant::I7, &format!("{planted} (alice, "));
+    assert_reports(
+        &report,
+        Invariant::I7,
+        &format!("duplicated: it repeats expiries-0@{first}"),
+    );
     assert_eq!(report.invariants().len(), 1, "{report}");
 }
 

@@ -49,9 +49,10 @@ async fn audit_running(live: &Live) -> AuditReport {
     audit(&live.topology.app, &live.assembly, &read.to_logs())
 }
 
-fn parsley_live_audit(live: &Live) -> std::process::Output {
+fn parsley_live_audit(live: &Live, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_parsley-live"))
         .args(["audit", TopologyName::as_str(live.topology.name)])
+        .args(extra)
         .args(["--namespace", &live.namespace])
         .args(["--set", &format!("tick-ms={}", TICK.as_millis())])
         .args(["--bootstrap", &live.client.config().bootstrap_servers])
@@ -64,7 +65,7 @@ fn parsley_live_audit(live: &Live) -> std::process::Output {
 /// per tp and what lay beyond it; over the rounds, tasks committed while
 /// the logs were read and records lay beyond the cut (the reads that
 /// reported I2, I4 and I5 before). `parsley-live audit` on it exits 0 and
-/// prints the cut. Then an output of the cut is committed a second time by
+/// prints the cut; held to one search step, it exits 9, inconclusive. Then an output of the cut is committed a second time by
 /// a foreign writer while the application runs (the effect of a runtime
 /// that commits an emission twice): the next audit of the running
 /// application reports it (I7), and so does `parsley-live audit` (exit 1).
@@ -130,7 +131,7 @@ async fn audit_of_a_running_application_is_clean_at_each_cut_and_flags_a_planted
         "ticks kept coming: {ticks:?}"
     );
 
-    let output = parsley_live_audit(&live);
+    let output = parsley_live_audit(&live, &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
         output.status.code(),
@@ -140,6 +141,12 @@ async fn audit_of_a_running_application_is_clean_at_each_cut_and_flags_a_planted
     );
     assert!(stdout.starts_with("audit clean: "), "{stdout}");
     assert!(stdout.contains("records beyond the cut"), "{stdout}");
+    // A search held to one step checks no task: inconclusive, exit 9.
+    let output = parsley_live_audit(&live, &["--search-steps", "1"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(9), "{stdout}");
+    assert!(stdout.starts_with("audit inconclusive: "), "{stdout}");
+    assert!(stdout.contains("ran out of 1 steps"), "{stdout}");
 
     // The planted bug: the first expiry, an output well within every cut,
     // committed once more, stamp and all, while the application runs.
@@ -173,7 +180,7 @@ async fn audit_of_a_running_application_is_clean_at_each_cut_and_flags_a_planted
         report.summary.tasks - 1,
         "{report}"
     );
-    let output = parsley_live_audit(&live);
+    let output = parsley_live_audit(&live, &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");

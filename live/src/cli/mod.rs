@@ -82,6 +82,7 @@
 //! | 6 | the broker does not enable the client's SASL mechanism |
 //! | 7 | the broker refused the client's credentials |
 //! | 8 | not authorized: the cluster's authorizer refused an operation (an ACL is missing); the message names the principal, the operation and the resource |
+//! | 9 | the audit is inconclusive: it found no violation, but a task was not checked (its search ran out of `--search-steps`, or a partition it needs was not read); the notes name the task and why |
 //!
 //! # Secured clusters
 //!
@@ -317,7 +318,8 @@ impl Settings {
                   violations); 2 refused before acting (bad arguments, a cluster the \
                   application cannot use, a refused skip); 3 fenced by another owner; \
                   4 cluster unreachable; 5 TLS handshake failed; 6 SASL mechanism not \
-                  enabled; 7 credentials refused; 8 not authorized (an ACL is missing).\n\n\
+                  enabled; 7 credentials refused; 8 not authorized (an ACL is missing); \
+                  9 the audit is inconclusive (a task not checked).\n\n\
                   Example:\n  \
                   setup APP --partitions 4\n  \
                   produce APP --rate 200 --duration 60s --wait 5m\n  \
@@ -351,8 +353,9 @@ enum Command {
     /// beyond the cut and is no violation. The summary names the cut per tp
     /// (each group's committed offset, where the log was read to) and how
     /// many records lay beyond it. Of an application at rest the cut is
-    /// everything. Exit 0 clean, 1 violations found.
-    Audit(Common),
+    /// everything. Exit 0 clean, 1 violations found, 9 inconclusive (no
+    /// violation found, but a task was not checked: the notes say why).
+    Audit(AuditArgs),
     /// Print each task's committed position, log end, lag, owner and state,
     /// read from the cluster (whether or not an instance runs).
     Status(StatusArgs),
@@ -387,6 +390,17 @@ struct Common {
     /// file and the PARSLEY_CLIENT_* variables (as kcat's -X).
     #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = crate::client::properties::from_flag)]
     properties: Vec<crate::client::properties::Property>,
+}
+
+#[derive(Args)]
+struct AuditArgs {
+    #[command(flatten)]
+    common: Common,
+    /// How many deliveries one task's search may try before the task is
+    /// reported inconclusive (exit 9); raise it for a long history the
+    /// search could not finish.
+    #[arg(long, value_name = "N", default_value_t = parsley::audit::AuditOptions::default().search_steps)]
+    search_steps: u64,
 }
 
 #[derive(Args)]
@@ -612,6 +626,8 @@ const EXIT_MECHANISM: u8 = 6;
 const EXIT_CREDENTIALS: u8 = 7;
 /// The cluster's authorizer refused an operation: an ACL is missing.
 const EXIT_NOT_AUTHORIZED: u8 = 8;
+/// The audit found no violation but could not check every task.
+const EXIT_INCONCLUSIVE: u8 = 9;
 
 /// The principal the command's clients authenticate as, for messages
 /// about a missing ACL.
@@ -936,8 +952,8 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
     }
 }
 
-async fn audit(registry: &Registry, common: Common) -> ExitCode {
-    let (client, app, assembly) = match assembled(registry, &common).await {
+async fn audit(registry: &Registry, args: AuditArgs) -> ExitCode {
+    let (client, app, assembly) = match assembled(registry, &args.common).await {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -945,12 +961,17 @@ async fn audit(registry: &Registry, common: Common) -> ExitCode {
         Ok(read) => read,
         Err(error) => return refuse(error),
     };
-    let report = parsley::audit::audit(&app.app, &assembly, &read.to_logs());
+    let options = parsley::audit::AuditOptions {
+        search_steps: args.search_steps,
+    };
+    let report = parsley::audit::audit_with(&app.app, &assembly, &read.to_logs(), options);
     println!("{report}");
-    if report.violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    if !report.is_clean() {
         ExitCode::from(EXIT_FAILED)
+    } else if report.is_inconclusive() {
+        ExitCode::from(EXIT_INCONCLUSIVE)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
