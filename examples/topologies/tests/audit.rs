@@ -408,26 +408,40 @@ fn i7_audit_reports_a_lost_output() {
     assert_eq!(report.invariants().len(), 1, "{report}");
 }
 
+/// Commits `tp`'s record `of` once more, as a foreign writer would, at
+/// index `at` of its records: the records from `at` on (which nothing
+/// consumes) move up an offset; at the end, the copy takes the log end.
+/// Returns the copy's offset.
+fn plant_copy(logs: &mut CommittedLogs, tp: &Tp, of: usize, at: usize) -> u64 {
+    let mut records = logs.records(tp).to_vec();
+    let bounds = logs.bounds(tp).unwrap();
+    let mut copy = records[of].clone();
+    copy.offset = records.get(at).map_or(bounds.end, |record| record.offset);
+    for record in &mut records[at..] {
+        record.offset += 1;
+    }
+    let offset = copy.offset;
+    records.insert(at, copy);
+    logs.insert_records(tp.clone(), records);
+    logs.insert_bounds(
+        tp.clone(),
+        LogBounds {
+            start: bounds.start,
+            read_until: bounds.read_until + 1,
+            end: bounds.end + 1,
+        },
+    );
+    offset
+}
+
 /// I7: a committed output written twice is a duplicate.
 #[test]
 fn i7_audit_reports_a_duplicated_output() {
     let (app, driver) = balances_run();
     let (assembly, mut logs) = read(&driver, &app);
     let audits = tp("audits", 0);
-    let mut records = logs.records(&audits).to_vec();
-    let bounds = logs.bounds(&audits).unwrap();
-    let mut copy = records[0].clone();
-    copy.offset = bounds.end;
-    records.push(copy);
-    logs.insert_records(audits.clone(), records);
-    logs.insert_bounds(
-        audits,
-        LogBounds {
-            start: 0,
-            read_until: bounds.end + 1,
-            end: bounds.end + 1,
-        },
-    );
+    let at = logs.records(&audits).len();
+    plant_copy(&mut logs, &audits, 0, at);
     let report = audit(&app, &assembly, &logs);
     assert_reports(&report, Invariant::I7, "duplicated");
     assert_eq!(report.invariants().len(), 1, "{report}");
@@ -472,29 +486,13 @@ fn i7_audit_reports_a_duplicate_deep_in_a_busy_log_within_its_search_budget() {
     let (assembly, mut logs) = read(&driver, &app);
     // The first expiry committed once more, stamp and all, a third of the
     // way into the log, as a foreign writer would while the application
-    // ran on (nothing consumes expiries, so the offsets after it move up).
+    // ran on.
     let expiries = tp("expiries", 0);
-    let mut records = logs.records(&expiries).to_vec();
-    let at = records.len() / 3;
-    let mut copy = records[0].clone();
-    copy.offset = records[at].offset;
-    for record in &mut records[at..] {
-        record.offset += 1;
-    }
-    records.insert(at, copy);
+    let at = logs.records(&expiries).len() / 3;
+    let planted = plant_copy(&mut logs, &expiries, 0, at);
     let (first, planted) = (
-        records[0].offset,
-        format!("{expiries}@{}", records[at].offset),
-    );
-    let bounds = logs.bounds(&expiries).unwrap();
-    logs.insert_records(expiries.clone(), records);
-    logs.insert_bounds(
-        expiries,
-        LogBounds {
-            start: 0,
-            read_until: bounds.read_until + 1,
-            end: bounds.end + 1,
-        },
+        logs.records(&expiries)[0].offset,
+        format!("{expiries}@{planted}"),
     );
     let budget = AuditOptions {
         search_steps: 200_000,
