@@ -399,6 +399,55 @@ async fn graceful_stop_commits_pending_work() {
     assert_eq!(values(&committed), ["5", "11"]);
 }
 
+/// X2 within a turn: a backlog waiting when the task starts comes in turns
+/// of up to `max_batch` records, each far longer than a 5-ms commit
+/// interval; the task still commits about every interval, not once a turn
+/// (it did: a turn of 50,000 records was one transaction).
+#[tokio::test(flavor = "multi_thread")]
+async fn x2_a_long_turn_commits_every_interval_within_it() {
+    const RECORDS: u64 = 30_000;
+    let Some(live) = live_config() else { return };
+    let (client, app) = set_up(&live, Duration::from_secs(600), 1).await;
+    let input = Tp::new(app.input.name().clone(), 0);
+    let producer = client.plain_producer().expect("producer");
+    let deliveries: Vec<_> = (0..RECORDS)
+        .map(|_| {
+            producer
+                .enqueue(&input, &record("k", json(1), Vec::new()))
+                .expect("enqueue")
+        })
+        .collect();
+    for delivery in deliveries {
+        delivery.wait().await.expect("appended");
+    }
+    let runtime = Runtime::start(
+        Arc::new(app.app.clone()),
+        config(live).with_commit_interval(Duration::from_millis(5)),
+    )
+    .await
+    .expect("start");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while committed_offset(&client, &app.app, &input).await != Some(RECORDS) {
+        assert!(Instant::now() < deadline, "the backlog was not committed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    runtime.stopper().stop();
+    let runs = runtime.wait().await;
+    let transactions: u64 = runs
+        .iter()
+        .map(|run| run.metrics.transactions_committed_total)
+        .sum();
+    let deliveries: u64 = runs
+        .iter()
+        .map(|run| run.metrics.records_delivered_total)
+        .sum();
+    assert_eq!(deliveries, RECORDS);
+    assert!(
+        transactions >= 20,
+        "{RECORDS} records in {transactions} transactions at a 5-ms commit interval"
+    );
+}
+
 /// T3, T4: ticks come from the real clock, one per interval, on the task's
 /// partition of the tick topic, and are delivered back through the gate.
 #[tokio::test(flavor = "multi_thread")]

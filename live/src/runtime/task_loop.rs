@@ -116,6 +116,12 @@ pub(crate) struct TaskDriver {
 /// G9: how often a task waiting for a source reads its visible end.
 const VISIBLE_END_EVERY: Duration = Duration::from_millis(50);
 
+/// How many deliveries of a turn go by between two looks at the clock for
+/// what time brings due (a commit, a tick): a delivery takes microseconds,
+/// so the commit interval is kept to within a millisecond or so, and the
+/// clock is read once per this many records, not per record.
+const TIME_CHECK_EVERY: usize = 64;
+
 /// Starts the task `id` and runs it until `stop` is set or it fails. A
 /// transient failure ([`RuntimeError::is_transient`]: a Kafka call abandoned
 /// at its deadline, a broker away, a transaction the broker aborted) does
@@ -602,10 +608,10 @@ impl TaskDriver {
     /// One turn: fetch, deliver, tick, commit. True if anything was
     /// delivered.
     fn step(&mut self, exported: &Exported) -> Result<bool, Exit> {
-        let now = wall_clock_ms();
+        let mut now = wall_clock_ms();
         let wait = self.poll_wait(now);
         self.fetch(wait)?;
-        let mut delivered = false;
+        let mut delivered = 0usize;
         while let Some(tp) = self.task.next_deliverable(now)? {
             let mut produced = std::mem::take(&mut self.produced);
             produced.clear();
@@ -616,9 +622,22 @@ impl TaskDriver {
                 .and_then(|()| self.send(produced.drain(..)));
             self.produced = produced;
             sent?;
-            delivered = true;
+            delivered += 1;
+            // A turn's records (up to `max_batch`) can take longer than the
+            // commit interval or a tick's: what time brings comes due
+            // within the turn too (X2, T3).
+            if delivered % TIME_CHECK_EVERY == 0 {
+                now = wall_clock_ms();
+                self.on_time(now, exported)?;
+            }
         }
-        let now = wall_clock_ms();
+        self.on_time(wall_clock_ms(), exported)?;
+        Ok(delivered > 0)
+    }
+
+    /// What time alone brings due: the next tick (T3), the open
+    /// transaction's commit (X2), or an idle task's fence check (X4).
+    fn on_time(&mut self, now: i64, exported: &Exported) -> Result<(), Exit> {
         if let Some((tick, _)) = self.task.poll_tick(now) {
             self.send(std::iter::once(tick))?;
         }
@@ -631,7 +650,7 @@ impl TaskDriver {
             self.commit(now)?;
             tracing::debug!(task = %self.task.id(), "idle: checked the fence with an empty transaction (X4)");
         }
-        Ok(delivered)
+        Ok(())
     }
 
     /// X4: an idle task makes no transactional call, so a newer owner's
