@@ -143,29 +143,46 @@ impl Topics {
 }
 
 /// `examples/shop-app`'s `app`, its windows closed by stream time.
+///
+/// With `PARSLEY_SHOP_INLINE_REKEY=1`, for measuring what a hop costs (not
+/// the shipped pipeline): the dedupe writes each unique order a second
+/// time, keyed by its customer, to `orders-by-customer`, which the join
+/// reads in place of the `by-customer` re-key stage's topic, as Kafka
+/// Streams' `selectKey` runs in the sub-topology before its repartition
+/// topic: one consume–produce hop an order fewer.
 fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
+    let inline = std::env::var("PARSLEY_SHOP_INLINE_REKEY").as_deref() == Ok("1");
     let shop = Parsley::named(format!("{prefix}shop"));
     let unique = topics.unique_orders.clone();
-    let dedupe = Expiring::after(DEDUPE)
-        .from_first_write()
-        .fold(
-            "dedupe",
-            &topics.orders,
-            Json,
-            || false,
-            move |seen: bool, order| match seen {
-                true => Step::of(true),
-                false => {
-                    Step::of(true).emit(unique.send(order.key().cloned(), order.value().clone()))
-                }
-            },
-        )
-        .into(&topics.unique_orders)
-        .build();
-    let (by_customer, orders_by_customer) =
-        shop.rekey("by-customer", &topics.unique_orders, Utf8, |order| {
-            order.value().customer.clone()
-        });
+    let by_customer_inline: Topic<String, Order> =
+        Topic::with_codecs(format!("{prefix}orders-by-customer"), Utf8, Json);
+    let by_customer_sink = by_customer_inline.clone();
+    let dedupe = Expiring::after(DEDUPE).from_first_write().fold(
+        "dedupe",
+        &topics.orders,
+        Json,
+        || false,
+        move |seen: bool, order| match seen {
+            true => Step::of(true),
+            false if inline => Step::of(true)
+                .emit(unique.send(order.key().cloned(), order.value().clone()))
+                .emit(
+                    by_customer_sink
+                        .send(Some(order.value().customer.clone()), order.value().clone()),
+                ),
+            false => Step::of(true).emit(unique.send(order.key().cloned(), order.value().clone())),
+        },
+    );
+    let dedupe = if inline {
+        dedupe.into((&topics.unique_orders, &by_customer_inline))
+    } else {
+        dedupe.into(&topics.unique_orders)
+    }
+    .build();
+    let (by_customer, rekeyed) = shop.rekey("by-customer", &topics.unique_orders, Utf8, |order| {
+        order.value().customer.clone()
+    });
+    let orders_by_customer = if inline { by_customer_inline } else { rekeyed };
     let enrich = Join::stream_table("enrich", &orders_by_customer, &topics.profiles)
         .left(|order, profile: Option<&Profile>| Enriched {
             order: order.value().clone(),
@@ -192,12 +209,13 @@ fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
         .late_records_to(&topics.late)
         .into(&topics.revenue)
         .build();
-    shop.stage(dedupe)
-        .stage(by_customer)
-        .stage(enrich)
-        .stage(by_product)
-        .stage(revenue)
-        .build()
+    let shop = shop.stage(dedupe);
+    let shop = if inline {
+        shop
+    } else {
+        shop.stage(by_customer)
+    };
+    shop.stage(enrich).stage(by_product).stage(revenue).build()
 }
 
 /// The child process of the Parsley side: the pipeline on the runtime,
