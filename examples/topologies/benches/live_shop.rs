@@ -43,7 +43,9 @@
 //! `PARSLEY_SHOP_JAVA_CP` (the Java side's classpath; without it only the
 //! Parsley side runs), `PARSLEY_SHOP_JAVA_OPTS`, `PARSLEY_SHOP_STORES` and
 //! `PARSLEY_SHOP_THREADS` (passed to the Java side), `PARSLEY_SHOP_TIMEOUT_S`
-//! (per side and round, default 900).
+//! (per side and round, default 900), `PARSLEY_SHOP_INLINE_REKEY=1` (the
+//! Parsley side with its first re-key written by the stage before it, for
+//! measuring what a hop costs: see `pipeline`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
