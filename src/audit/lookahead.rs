@@ -48,34 +48,33 @@ pub(super) fn unreachable_output(
         }
         let at = &ctx.task.lanes[lane];
         let delivered = at.log.records[node.pos[lane] - 1].offset;
-        let repeats = out.entries[..entry]
+        // An earlier record of the task's own with the same bytes: the
+        // entries before the cursor, less those another task took.
+        let repeats = out.entries[..node.out[target]]
             .iter()
             .map(|&(earlier, _)| &out.log.records[earlier])
+            .filter(|earlier| !ctx.taken.contains(&(out.log.tp.clone(), earlier.offset)))
             .find(|earlier| {
                 earlier.data.key == record.data.key && earlier.data.value == record.data.value
             });
-        let (invariant, what) = match repeats {
-            Some(earlier) => (
-                Invariant::I7,
-                format!(
-                    "no committed delivery emits it (duplicated: it repeats {}@{})",
-                    out.log.tp, earlier.offset
-                ),
+        // I7 either way, as a record left over at the end is: the record is
+        // no emission of this order of deliveries (its stamp may also be
+        // wrong, I5, which only its emission could tell).
+        let what = match repeats {
+            Some(earlier) => format!(
+                "no committed delivery emits it (duplicated: it repeats {}@{})",
+                out.log.tp, earlier.offset
             ),
-            None => (
-                Invariant::I5,
-                "it is extra, or its stamp misses causes its emission had".to_string(),
-            ),
+            None => "no committed delivery emits it (extra), or its stamp misses causes its emission had".to_string(),
         };
         return Some(Failure {
-            invariant,
+            invariant: Invariant::I7,
             message: format!(
-                "task {}: {}@{} {} is the task's next committed record on {}, but its stamp {stamp} does not dominate the task's history after delivering {}@{delivered} (after {depth} deliveries), {}, so no later delivery can have emitted it (G5): {what}",
+                "task {}: {}@{} {} is the task's next committed record on its partition, but its stamp {stamp} does not dominate the task's history after delivering {}@{delivered} (after {depth} deliveries), {}, so no later delivery can have emitted it (G5): {what}",
                 ctx.task.id,
                 out.log.tp,
                 record.offset,
                 describe_record(record),
-                out.log.tp,
                 at.tp,
                 node.history
             ),

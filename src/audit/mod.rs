@@ -514,7 +514,9 @@ pub struct AuditSummary {
     pub claims_unverifiable: usize,
     /// Deliveries tried by the searches, backtracking included.
     pub search_steps: u64,
-    /// Inconclusive tasks and other remarks; not violations.
+    /// One per task that was not checked (its search ran out of steps, or
+    /// a partition it needs was not read), saying why; not violations.
+    /// [`AuditReport::is_inconclusive`] counts them as tasks.
     pub notes: Vec<String>,
     /// The cut the audit judged, and what lay beyond it.
     pub cut: AuditCut,

@@ -333,10 +333,11 @@ impl<'a> Auditor<'a> {
         ctx: &mut Ctx<'a, '_>,
         cut_short: Option<(usize, Failure)>,
     ) -> Option<(usize, Failure)> {
+        let (gate, lookahead) = (ctx.gate, ctx.lookahead);
         ctx.gate = true;
         ctx.lookahead = false;
         let full = self.search(ctx);
-        ctx.lookahead = true;
+        (ctx.gate, ctx.lookahead) = (gate, lookahead);
         debug_assert!(
             !matches!(full, Search::Found { .. }),
             "task {}: the outputs' lookahead cut off a reconstruction",
