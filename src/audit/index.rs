@@ -56,6 +56,25 @@ pub(super) struct Out<'a> {
     pub(super) entries: Vec<(usize, bool)>,
 }
 
+impl<'a> Out<'a> {
+    /// The first of the entries before `upto`, less those `skip` names,
+    /// with `record`'s key and value bytes: what a duplicate repeats.
+    pub(super) fn copy_before(
+        &self,
+        upto: usize,
+        record: &ConsumedRecord,
+        skip: impl Fn(&ConsumedRecord) -> bool,
+    ) -> Option<&'a ConsumedRecord> {
+        self.entries[..upto]
+            .iter()
+            .map(|&(earlier, _)| &self.log.records[earlier])
+            .filter(|earlier| !skip(earlier))
+            .find(|earlier| {
+                earlier.data.key == record.data.key && earlier.data.value == record.data.value
+            })
+    }
+}
+
 /// A task's partition of its stage's dead-letter topic (X5), with the dead
 /// letters there that name a record of the task's committed prefix.
 pub(super) struct DeadLetters<'a> {

@@ -50,13 +50,9 @@ pub(super) fn unreachable_output(
         let delivered = at.log.records[node.pos[lane] - 1].offset;
         // An earlier record of the task's own with the same bytes: the
         // entries before the cursor, less those another task took.
-        let repeats = out.entries[..node.out[target]]
-            .iter()
-            .map(|&(earlier, _)| &out.log.records[earlier])
-            .filter(|earlier| !ctx.taken.contains(&(out.log.tp.clone(), earlier.offset)))
-            .find(|earlier| {
-                earlier.data.key == record.data.key && earlier.data.value == record.data.value
-            });
+        let repeats = out.copy_before(node.out[target], record, |earlier| {
+            ctx.taken.contains(&(out.log.tp.clone(), earlier.offset))
+        });
         // I7 either way, as a record left over at the end is: the record is
         // no emission of this order of deliveries (its stamp may also be
         // wrong, I5, which only its emission could tell).

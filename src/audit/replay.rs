@@ -383,12 +383,7 @@ pub(super) fn mismatch(
         .find(|later| same_content(later, emission));
     match later {
         Some(later) => {
-            let repeats = out.entries[..entry]
-                .iter()
-                .map(|&(earlier, _)| &out.log.records[earlier])
-                .find(|earlier| {
-                    earlier.data.key == record.data.key && earlier.data.value == record.data.value
-                });
+            let repeats = out.copy_before(entry, record, |_| false);
             let what = match repeats {
                 Some(earlier) => format!("duplicated: it repeats {}@{}", out.log.tp, earlier.offset),
                 None => "extra".to_string(),

@@ -633,12 +633,7 @@ pub(super) fn end_failure(ctx: &Ctx<'_, '_>, node: &Node) -> Option<Failure> {
             if !sole || ctx.taken.contains(&at) || ctx.beyond.contains(&at) {
                 continue;
             }
-            let repeats = out.entries[..node.out[index]]
-                .iter()
-                .map(|&(earlier, _)| &out.log.records[earlier])
-                .find(|earlier| {
-                    earlier.data.key == record.data.key && earlier.data.value == record.data.value
-                });
+            let repeats = out.copy_before(node.out[index], record, |_| false);
             let what = match repeats {
                 Some(earlier) => format!(
                     "duplicated: it repeats {}@{}, which a committed delivery emitted",
