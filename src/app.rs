@@ -207,6 +207,14 @@ pub enum CompositionError {
         /// Its repartition topic.
         topic: String,
     },
+    /// R3: a re-key of a stage's output that cannot be.
+    #[error("R3 (docs/RULES.md#r3): stage {stage:?} declares {reason}")]
+    ImpossibleRekeyOutput {
+        /// The stage at fault.
+        stage: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// R1: a stage other than its re-key stage writes a repartition topic.
     #[error("R1 (docs/RULES.md#r1): stage {stage:?} writes {topic:?}, the repartition topic of re-key stage {owner:?}; only the re-key stage writes it")]
     RepartitionTopicAsSink {
@@ -327,6 +335,35 @@ impl AppBuilder {
         crate::rekey::rekey(&self.id, name.into(), source, key_codec, select)
     }
 
+    /// A re-key named `name` of what `stage` writes to `output`, run within
+    /// that stage (R3; [`crate::rekey`]): each record the stage emits to
+    /// `output` is written again in the same step, value unchanged, under
+    /// the key `select` returns for its key and value (or `Result<K2, E>`;
+    /// an error refuses the delivery, X5), encoded with `key_codec`, to the
+    /// derived topic `<application.id>-<name>-repartition`. Returns the
+    /// stage, to add with [`AppBuilder::stage`] in place of `stage`, and
+    /// that topic, for downstream stages to consume. Kafka Streams'
+    /// `selectKey(…)` in the sub-topology before its repartition topic: no
+    /// stage, and no hop, of its own, where [`AppBuilder::rekey`] reads
+    /// `output` back.
+    pub fn rekey_output<K, V, K2, KC, R>(
+        &self,
+        name: impl Into<String>,
+        stage: Stage,
+        output: &Topic<K, V>,
+        key_codec: KC,
+        select: impl Fn(Option<&K>, &V) -> R + Send + Sync + 'static,
+    ) -> (Stage, Topic<K2, V>)
+    where
+        K: 'static,
+        V: 'static,
+        K2: 'static,
+        KC: Codec<K2>,
+        R: Fallible<K2>,
+    {
+        crate::rekey::rekey_output(&self.id, name.into(), stage, output, key_codec, select)
+    }
+
     /// A foreign-key table–table join named `name` (J10–J15;
     /// [`crate::join::ForeignKeyJoin`]): each row of `left` joined with the
     /// row of `right` whose key `foreign_key` returns for its value (or
@@ -410,6 +447,9 @@ impl AppBuilder {
                     StageProblem::ForeignKeyJoin(reason) => {
                         CompositionError::ImpossibleForeignKeyJoin { stage, reason }
                     }
+                    StageProblem::RekeyOutput(reason) => {
+                        CompositionError::ImpossibleRekeyOutput { stage, reason }
+                    }
                 });
             }
             if def.sources.is_empty() {
@@ -430,6 +470,17 @@ impl AppBuilder {
             }
             if let Some(rekey) = &def.rekey {
                 let expected = crate::rekey::repartition_topic_name(&self.id, &def.name);
+                if rekey.repartition.as_str() != expected {
+                    return Err(CompositionError::ForeignRekey {
+                        app: self.id.clone(),
+                        stage: def.name.clone(),
+                        topic: rekey.repartition.to_string(),
+                    });
+                }
+            }
+            for rekey in &def.rekeyed_outputs {
+                check_name("re-key name", &rekey.name)?;
+                let expected = crate::rekey::repartition_topic_name(&self.id, &rekey.name);
                 if rekey.repartition.as_str() != expected {
                     return Err(CompositionError::ForeignRekey {
                         app: self.id.clone(),
@@ -684,6 +735,9 @@ impl App {
         let mut written: BTreeMap<&str, (&str, bool)> = BTreeMap::new();
         for plan in &self.stages {
             if let Some(rekey) = plan.stage.rekey() {
+                written.insert(rekey.repartition.as_str(), (plan.name(), false));
+            }
+            for rekey in plan.stage.rekeyed_outputs() {
                 written.insert(rekey.repartition.as_str(), (plan.name(), false));
             }
             if let Some(join) = plan.stage.foreign_key_join() {

@@ -96,9 +96,9 @@ pub enum Mutation {
     /// Expiring state never expires: a key's state outlives its time to
     /// live (breaks E2, I14).
     ExpiryNeverExpires,
-    /// A re-key stage writes its records with an empty stamp: the re-keyed
-    /// record claims neither its source record nor its causes (breaks R2,
-    /// G5, I5).
+    /// A re-key writes its records with an empty stamp: the re-keyed
+    /// record claims neither its source record nor its causes (breaks R2
+    /// or R3, G5, I5).
     RekeyDropsStamp,
     /// A left or outer stream–stream join writes a record's unmatched
     /// result when the record arrives with nothing to join yet, as Kafka

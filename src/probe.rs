@@ -193,11 +193,16 @@ impl ContractProbes {
             // writes partition p, so each source partition's dead letters
             // stay in offset order. Kept like any data topic (no retention
             // suggested): an operator reads and replays them.
-            // A repartition topic has one partition per task of its re-key
-            // stage, as its other derived topics do (R1).
-            if let Some(rekey) = plan.stage.rekey() {
+            // A repartition topic has one partition per task of the stage
+            // that writes it, as its other derived topics do (R1, R3).
+            let repartitions = plan.stage.rekey().map(|rekey| &rekey.repartition);
+            let within = plan.stage.rekeyed_outputs().iter();
+            for repartition in repartitions
+                .into_iter()
+                .chain(within.map(|r| &r.repartition))
+            {
                 add(
-                    &rekey.repartition,
+                    repartition,
                     Role::Repartition {
                         stage: stage.clone(),
                     },

@@ -179,6 +179,7 @@ impl TimerServiceBuilder {
                 table_join: None,
                 expiry: None,
                 rekey: None,
+                rekeyed_outputs: Vec::new(),
                 foreign_key_join: None,
                 timer: Some(TimerDecl {
                     requests: requests.name().clone(),

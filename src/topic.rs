@@ -146,6 +146,34 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         }
     }
 
+    /// A record's key (`None`: null) and value decoded from their bytes.
+    pub(crate) fn decode_parts(
+        &self,
+        key: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<(Option<K>, V), RecordCodecError> {
+        let key = key
+            .map(|key| self.key_codec.decode(key))
+            .transpose()
+            .map_err(|error| RecordCodecError {
+                part: RecordPart::Key,
+                error,
+            })?;
+        let value = self
+            .value_codec
+            .decode(value)
+            .map_err(|error| RecordCodecError {
+                part: RecordPart::Value,
+                error,
+            })?;
+        Ok((key, value))
+    }
+
+    /// A key encoded with this topic's key codec.
+    pub(crate) fn encode_key(&self, key: &K) -> Result<Bytes, CodecError> {
+        self.key_codec.encode(key)
+    }
+
     /// Whether `other` encodes its keys with the same codec as this topic.
     pub(crate) fn same_key_codec<V2>(&self, other: &Topic<K, V2>) -> bool {
         self.identity.same_key_codec(&other.identity)

@@ -185,3 +185,186 @@ fn r1_derived_topics_follow_the_repartition_topic() {
     assert_eq!(cluster.partitions("site-to-page-repartition"), Some(5));
     assert_eq!(cluster.partitions("site-count-state-changelog"), Some(5));
 }
+
+/// Clicks keyed by visitor joined with each visitor's country (a
+/// stream–table join), the join's output re-keyed within the join stage by
+/// country (R3) and counted per country.
+struct Countries {
+    clicks: Topic<String, String>,
+    visitors: Topic<String, String>,
+    joined: Topic<String, String>,
+    by_country: Topic<String, String>,
+    counts: Topic<String, i64>,
+    app: App,
+}
+
+fn countries() -> Countries {
+    let clicks = Topic::<String, String>::with_codecs("clicks", Utf8, Utf8);
+    let visitors = Topic::<String, String>::with_codecs("visitor-countries", Utf8, Utf8);
+    let joined = Topic::<String, String>::with_codecs("clicks-with-country", Utf8, Utf8);
+    let counts = Topic::<String, i64>::with_codecs("clicks-per-country", Utf8, I64);
+    let site = Parsley::named("site");
+    let join = parsley::join::Join::stream_table("join", &clicks, &visitors)
+        .left(|click, country: Option<&String>| {
+            format!("{}@{}", click.value(), country.map_or("?", String::as_str))
+        })
+        .into(&joined)
+        .build();
+    let (join, by_country) = site.rekey_output("to-country", join, &joined, Utf8, |_, joined| {
+        joined.rsplit('@').next().unwrap_or("?").to_string()
+    });
+    let counting = Stage::named("count")
+        .state(Json, || 0i64)
+        .on(&by_country, {
+            let counts = counts.clone();
+            move |count: i64, click| {
+                Step::of(count + 1).emit(counts.send(click.key().cloned(), count + 1))
+            }
+        })
+        .into(&counts)
+        .build();
+    let app = site.stage(join).stage(counting).build().unwrap();
+    Countries {
+        clicks,
+        visitors,
+        joined,
+        by_country,
+        counts,
+        app,
+    }
+}
+
+/// R3 (with R1): a re-key within a join stage derives, probes and creates
+/// its repartition topic as a re-key stage does, owned by the join; the
+/// join writes each joined click to its output and again under its
+/// country, with the same value, timestamp and stamp (which claims the
+/// click and the table row the join read), and every click of a country
+/// is counted in one task.
+#[test]
+fn r3_a_join_rekeys_its_output_within_its_own_stage() {
+    let countries = countries();
+    assert_eq!(
+        countries.by_country.name().as_str(),
+        "site-to-country-repartition"
+    );
+    let driver = TestDriver::builder(&countries.app)
+        .default_partitions(3)
+        .build()
+        .unwrap();
+    let contract = driver
+        .probe()
+        .into_iter()
+        .find(|contract| contract.name == *countries.by_country.name())
+        .expect("probed");
+    assert!(contract.roles.contains(&Role::Repartition {
+        stage: "join".to_string()
+    }));
+    assert_eq!(contract.owner(), Some("join"));
+    assert_eq!(
+        driver
+            .cluster()
+            .partitions(countries.by_country.name().as_str()),
+        Some(3)
+    );
+    let table = driver.input(&countries.visitors).unwrap();
+    let mut rows = Vec::new();
+    for (visitor, country) in [("ann", "fr"), ("bob", "de"), ("cyd", "fr")] {
+        rows.push(
+            table
+                .pipe_record(TestRecord::new(visitor, country).at(1))
+                .unwrap(),
+        );
+    }
+    let input = driver.input(&countries.clicks).unwrap();
+    let mut clicks = Vec::new();
+    for (visitor, page, at) in [
+        ("ann", "home", 10),
+        ("bob", "home", 20),
+        ("cyd", "shop", 30),
+        ("dee", "cart", 40),
+        ("ann", "shop", 50),
+    ] {
+        clicks.push(
+            input
+                .pipe_record(TestRecord::new(visitor, page).at(at))
+                .unwrap(),
+        );
+    }
+    let joined = driver
+        .output(&countries.joined)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    let rekeyed = driver
+        .output(&countries.by_country)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert_eq!(
+        joined.iter().map(|r| r.value.as_str()).collect::<Vec<_>>(),
+        ["home@fr", "home@de", "shop@fr", "cart@?", "shop@fr"]
+    );
+    assert_eq!(rekeyed.len(), joined.len(), "one copy per joined click");
+    for ((record, copy), (tp, offset)) in joined.iter().zip(&rekeyed).zip(&clicks) {
+        assert_eq!(copy.value, record.value);
+        assert_eq!(copy.timestamp, record.timestamp);
+        assert_eq!(copy.stamp, record.stamp, "stamped at one stamping site");
+        assert_eq!(
+            Some(copy.key.as_deref().unwrap_or_default()),
+            record.value.rsplit('@').next()
+        );
+        assert_eq!(copy.stamp.offset(tp), Some(*offset), "claims the click");
+    }
+    // ann's first click claims the table row it was joined with.
+    let (row_tp, row_offset) = &rows[0];
+    assert_eq!(rekeyed[0].stamp.offset(row_tp), Some(*row_offset));
+    let counts = driver
+        .output(&countries.counts)
+        .unwrap()
+        .read_key_values_to_list()
+        .unwrap();
+    assert_eq!(
+        counts
+            .iter()
+            .filter(|(country, _)| country.as_deref() == Some("fr"))
+            .map(|(_, count)| *count)
+            .collect::<Vec<_>>(),
+        [1, 2, 3],
+        "every click from France counted in one task"
+    );
+}
+
+/// R3 with X5: a tombstone on a re-keyed output has no value to select a
+/// key from; the stage stops naming the record, and nothing of the step is
+/// written.
+#[test]
+fn r3_a_tombstone_on_a_rekeyed_output_stops_the_stage_naming_the_record() {
+    let site = Parsley::named("site");
+    let input = Topic::<String, String>::with_codecs("commands", Utf8, Utf8);
+    let table = Topic::<String, String>::with_codecs("table", Utf8, Utf8);
+    let writing = Stage::named("write")
+        .on(&input, {
+            let table = table.clone();
+            move |command: &parsley::Record<String, String>| match command.value.as_str() {
+                "delete" => vec![table.tombstone(command.key.clone())],
+                value => vec![table.send(command.key.clone(), value.to_string())],
+            }
+        })
+        .into(&table)
+        .build();
+    let (writing, _) =
+        site.rekey_output("by-value", writing, &table, Utf8, |_, value| value.clone());
+    let app = site.stage(writing).build().unwrap();
+    let driver = TestDriver::builder(&app).build().unwrap();
+    let commands = driver.input(&input).unwrap();
+    commands.pipe_record(TestRecord::new("k", "v")).unwrap();
+    let error = commands
+        .pipe_record(TestRecord::new("k", "delete"))
+        .expect_err("the tombstone stops the stage");
+    let text = error.to_string();
+    assert!(
+        text.contains("tombstone") && text.contains("commands"),
+        "{text}"
+    );
+    assert_eq!(driver.output(&table).unwrap().read_all().unwrap().len(), 1);
+}

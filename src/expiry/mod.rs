@@ -251,6 +251,7 @@ where
                 table_join: None,
                 expiry: Some(decl),
                 rekey: None,
+                rekeyed_outputs: Vec::new(),
                 foreign_key_join: None,
                 timestamp_sync: None,
                 logic: Arc::new(logic),

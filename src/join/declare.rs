@@ -92,6 +92,7 @@ impl<K: 'static, A: 'static, B: 'static, O: 'static> JoinStage<K, A, B, O> {
                 table_join,
                 expiry: None,
                 rekey: None,
+                rekeyed_outputs: Vec::new(),
                 foreign_key_join: None,
                 timestamp_sync: self.timestamp_sync,
                 logic,

@@ -44,6 +44,7 @@ pub struct Stage {
     pub(crate) def: Arc<StageDef>,
 }
 
+#[derive(Clone)]
 pub(crate) struct StageDef {
     pub name: String,
     pub sources: Vec<TopicRef>,
@@ -66,6 +67,8 @@ pub(crate) struct StageDef {
     pub expiry: Option<crate::expiry::ExpiryDecl>,
     /// The re-key's declaration, when the stage is one (R1).
     pub rekey: Option<crate::rekey::RekeyDecl>,
+    /// The re-keys of this stage's own outputs (R3).
+    pub rekeyed_outputs: Vec<crate::rekey::RekeyOutputDecl>,
     /// The foreign-key join's declaration, when the stage is one of its
     /// three (J10).
     pub foreign_key_join: Option<crate::join::ForeignKeyJoinDecl>,
@@ -103,6 +106,7 @@ impl StageDef {
             table_join: None,
             expiry: None,
             rekey: None,
+            rekeyed_outputs: Vec::new(),
             foreign_key_join: None,
             timestamp_sync: None,
             logic,
@@ -146,6 +150,8 @@ pub(crate) enum StageProblem {
     Expiry(&'static str),
     /// J10: a foreign-key join that cannot be, and why.
     ForeignKeyJoin(&'static str),
+    /// R3: a re-key of an output that cannot be, and why.
+    RekeyOutput(&'static str),
 }
 
 impl Stage {
@@ -509,6 +515,12 @@ impl Stage {
         self.def.rekey.as_ref()
     }
 
+    /// The re-keys of this stage's outputs, each written within the stage
+    /// (R3, [`crate::app::AppBuilder::rekey_output`]).
+    pub fn rekeyed_outputs(&self) -> &[crate::rekey::RekeyOutputDecl] {
+        &self.def.rekeyed_outputs
+    }
+
     /// The foreign-key join's declaration, when this stage is one of its
     /// three (J10, [`crate::app::AppBuilder::foreign_key_join`]).
     pub fn foreign_key_join(&self) -> Option<&crate::join::ForeignKeyJoinDecl> {
@@ -796,6 +808,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 table_join: None,
                 expiry: None,
                 rekey: None,
+                rekeyed_outputs: Vec::new(),
                 foreign_key_join: None,
                 timestamp_sync: self.timestamp_sync,
                 logic: Arc::new(logic),

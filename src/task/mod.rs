@@ -192,8 +192,9 @@ pub struct Task {
     logic: Arc<dyn StageLogic>,
     /// Whether the stage is a timer service (K2), for its planted bug.
     timer_service: bool,
-    /// Whether the stage is a re-key (R2): only a planted bug reads it.
-    rekey: bool,
+    /// The repartition topics the stage writes (R2, R3): only a planted
+    /// bug reads them.
+    repartitions: Vec<TopicName>,
     /// G9: delivery in timestamp order across sources, when declared.
     sync: Option<Synchronised>,
     slots: Box<dyn SlotStore>,
@@ -308,7 +309,12 @@ impl Task {
             gate: Gate::new(tps),
             logic: Arc::clone(&def.logic),
             timer_service: def.timer.is_some(),
-            rekey: def.rekey.is_some(),
+            repartitions: def
+                .rekey
+                .iter()
+                .map(|rekey| rekey.repartition.clone())
+                .chain(def.rekeyed_outputs.iter().map(|r| r.repartition.clone()))
+                .collect(),
             sync: def.timestamp_sync.map(|max_idle| Synchronised {
                 max_idle: millis(max_idle),
                 waiting_since: vec![None; lane_count],
@@ -1280,12 +1286,14 @@ impl Task {
     ) {
         produced.reserve(outcome.emissions.len() + 1);
         if !outcome.emissions.is_empty() {
-            let unstamped = (self.timer_service && mutation::active(Mutation::TimerFireUnstamped))
-                || (self.rekey && mutation::active(Mutation::RekeyDropsStamp));
+            let unstamped = self.timer_service && mutation::active(Mutation::TimerFireUnstamped);
             let stamp_header = match unstamped {
                 true => header::stamp_header(&Stamp::empty()),
                 false => self.at_stamping_site(header::stamp_header),
             };
+            // Planted bug (R2, R3): re-keyed records written unstamped.
+            let rekey_unstamped =
+                !self.repartitions.is_empty() && mutation::active(Mutation::RekeyDropsStamp);
             for emission in outcome.emissions.drain(..) {
                 let (topic, key, value) = emission
                     .into_encoded()
@@ -1297,6 +1305,10 @@ impl Task {
                     .map(|(_, partitions)| *partitions)
                     .expect("emissions were checked before delivery");
                 let partition = partition_for(key.as_deref(), partitions, self.id.partition);
+                let header = match rekey_unstamped && self.repartitions.contains(&topic) {
+                    true => header::stamp_header(&Stamp::empty()),
+                    false => stamp_header.clone(),
+                };
                 produced.push(ProducedRecord {
                     tp: Tp::new(topic, partition),
                     data: RecordData {
@@ -1305,7 +1317,7 @@ impl Task {
                         value,
                         // A copy counts a reference: the name is static and
                         // the bytes are shared.
-                        headers: vec![stamp_header.clone()],
+                        headers: vec![header],
                         timestamp,
                     },
                 });

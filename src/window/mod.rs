@@ -525,6 +525,7 @@ where
                 table_join: None,
                 expiry: None,
                 rekey: None,
+                rekeyed_outputs: Vec::new(),
                 foreign_key_join: None,
                 timestamp_sync: None,
                 logic: Arc::new(logic),

@@ -1,14 +1,18 @@
 //! An order pipeline as a user would write it with Parsley's operators:
 //!
 //! ```text
-//! orders ──► dedupe (expiring, 10 min) ──► unique-orders ──► by-customer (re-key)
-//!     ──► enrich (left join) ◄── profiles (table)
-//!           └──► enriched-orders ──► by-product (re-key) ──► revenue (windows) ──► product-revenue
-//!                                                                └──► late-sales
+//! orders ──► dedupe (expiring, 10 min) ──► unique-orders
+//!              └─ by customer ──► enrich (left join) ◄── profiles (table)
+//!                                   ├──► enriched-orders
+//!                                   └─ by product ──► revenue (windows) ──► product-revenue
+//!                                                        └──► late-sales
 //! ```
 //!
 //! Only sources and sinks are declared; the two repartition topics, the
-//! changelogs and the revenue windows' tick topic are derived. The join
+//! changelogs and the revenue windows' tick topic are derived. Each re-key
+//! runs within the stage that writes what it re-keys (R3), as Kafka
+//! Streams' `selectKey` runs in the sub-topology before its repartition
+//! topic: an order crosses three stages, not five. The join
 //! delivers orders and profiles in timestamp order (G9), so an order is
 //! enriched with its customer's profile as of the order's time.
 
@@ -121,10 +125,13 @@ pub fn app(
         )
         .into(&topics.unique_orders)
         .build();
-    let (by_customer, orders_by_customer) =
-        shop.rekey("by-customer", &topics.unique_orders, Utf8, |order| {
-            order.value().customer.clone()
-        });
+    let (dedupe, orders_by_customer) = shop.rekey_output(
+        "by-customer",
+        dedupe,
+        &topics.unique_orders,
+        Utf8,
+        |_, order| order.customer.clone(),
+    );
     let enrich = Join::stream_table("enrich", &orders_by_customer, &topics.profiles)
         .left(|order, profile: Option<&Profile>| Enriched {
             order: order.value().clone(),
@@ -137,9 +144,9 @@ pub fn app(
         .synchronise_by_timestamp(PROFILE_WAIT)
         .into(&topics.enriched)
         .build();
-    let (by_product, enriched_by_product) =
-        shop.rekey("by-product", &topics.enriched, Utf8, |sale| {
-            sale.value().order.product.clone()
+    let (enrich, enriched_by_product) =
+        shop.rekey_output("by-product", enrich, &topics.enriched, Utf8, |_, sale| {
+            sale.order.product.clone()
         });
     let revenue = Windows::tumbling(window)
         .grace(grace)
@@ -156,10 +163,5 @@ pub fn app(
         .late_records_to(&topics.late)
         .into(&topics.revenue)
         .build();
-    shop.stage(dedupe)
-        .stage(by_customer)
-        .stage(enrich)
-        .stage(by_product)
-        .stage(revenue)
-        .build()
+    shop.stage(dedupe).stage(enrich).stage(revenue).build()
 }

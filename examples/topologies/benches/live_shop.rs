@@ -43,9 +43,9 @@
 //! `PARSLEY_SHOP_JAVA_CP` (the Java side's classpath; without it only the
 //! Parsley side runs), `PARSLEY_SHOP_JAVA_OPTS`, `PARSLEY_SHOP_STORES` and
 //! `PARSLEY_SHOP_THREADS` (passed to the Java side), `PARSLEY_SHOP_TIMEOUT_S`
-//! (per side and round, default 900), `PARSLEY_SHOP_INLINE_REKEY=1` (the
-//! Parsley side with its first re-key written by the stage before it, for
-//! measuring what a hop costs: see `pipeline`).
+//! (per side and round, default 900), `PARSLEY_SHOP_REKEY_STAGES=1` (the
+//! Parsley side with each re-key a stage of its own, for measuring what a
+//! hop costs: see `pipeline`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -144,47 +144,53 @@ impl Topics {
     }
 }
 
-/// `examples/shop-app`'s `app`, its windows closed by stream time.
+/// `examples/shop-app`'s `app`, its windows closed by stream time: each
+/// re-key within the stage that writes what it re-keys (R3).
 ///
-/// With `PARSLEY_SHOP_INLINE_REKEY=1`, for measuring what a hop costs (not
-/// the shipped pipeline): the dedupe writes each unique order a second
-/// time, keyed by its customer, to `orders-by-customer`, which the join
-/// reads in place of the `by-customer` re-key stage's topic, as Kafka
-/// Streams' `selectKey` runs in the sub-topology before its repartition
-/// topic: one consume–produce hop an order fewer.
+/// With `PARSLEY_SHOP_REKEY_STAGES=1`, for measuring what a hop costs (not
+/// the shipped pipeline): each re-key a stage of its own
+/// (`AppBuilder::rekey`) that reads back the topic the stage before wrote,
+/// two consume–produce hops an order more.
 fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
-    let inline = std::env::var("PARSLEY_SHOP_INLINE_REKEY").as_deref() == Ok("1");
+    let stages = std::env::var("PARSLEY_SHOP_REKEY_STAGES").as_deref() == Ok("1");
     let shop = Parsley::named(format!("{prefix}shop"));
     let unique = topics.unique_orders.clone();
-    let by_customer_inline: Topic<String, Order> =
-        Topic::with_codecs(format!("{prefix}orders-by-customer"), Utf8, Json);
-    let by_customer_sink = by_customer_inline.clone();
-    let dedupe = Expiring::after(DEDUPE).from_first_write().fold(
-        "dedupe",
-        &topics.orders,
-        Json,
-        || false,
-        move |seen: bool, order| match seen {
-            true => Step::of(true),
-            false if inline => Step::of(true)
-                .emit(unique.send(order.key().cloned(), order.value().clone()))
-                .emit(
-                    by_customer_sink
-                        .send(Some(order.value().customer.clone()), order.value().clone()),
-                ),
-            false => Step::of(true).emit(unique.send(order.key().cloned(), order.value().clone())),
-        },
-    );
-    let dedupe = if inline {
-        dedupe.into((&topics.unique_orders, &by_customer_inline))
-    } else {
-        dedupe.into(&topics.unique_orders)
-    }
-    .build();
-    let (by_customer, rekeyed) = shop.rekey("by-customer", &topics.unique_orders, Utf8, |order| {
-        order.value().customer.clone()
-    });
-    let orders_by_customer = if inline { by_customer_inline } else { rekeyed };
+    let dedupe = Expiring::after(DEDUPE)
+        .from_first_write()
+        .fold(
+            "dedupe",
+            &topics.orders,
+            Json,
+            || false,
+            move |seen: bool, order| match seen {
+                true => Step::of(true),
+                false => {
+                    Step::of(true).emit(unique.send(order.key().cloned(), order.value().clone()))
+                }
+            },
+        )
+        .into(&topics.unique_orders)
+        .build();
+    let customer = |order: &Order| order.customer.clone();
+    let (dedupe, by_customer, orders_by_customer) = match stages {
+        true => {
+            let (rekey, rekeyed) =
+                shop.rekey("by-customer", &topics.unique_orders, Utf8, move |order| {
+                    customer(order.value())
+                });
+            (dedupe, Some(rekey), rekeyed)
+        }
+        false => {
+            let (dedupe, rekeyed) = shop.rekey_output(
+                "by-customer",
+                dedupe,
+                &topics.unique_orders,
+                Utf8,
+                move |_, order| customer(order),
+            );
+            (dedupe, None, rekeyed)
+        }
+    };
     let enrich = Join::stream_table("enrich", &orders_by_customer, &topics.profiles)
         .left(|order, profile: Option<&Profile>| Enriched {
             order: order.value().clone(),
@@ -195,10 +201,25 @@ fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
         .synchronise_by_timestamp(PROFILE_WAIT)
         .into(&topics.enriched)
         .build();
-    let (by_product, enriched_by_product) =
-        shop.rekey("by-product", &topics.enriched, Utf8, |sale| {
-            sale.value().order.product.clone()
-        });
+    let product = |sale: &Enriched| sale.order.product.clone();
+    let (enrich, by_product, enriched_by_product) = match stages {
+        true => {
+            let (rekey, rekeyed) = shop.rekey("by-product", &topics.enriched, Utf8, move |sale| {
+                product(sale.value())
+            });
+            (enrich, Some(rekey), rekeyed)
+        }
+        false => {
+            let (enrich, rekeyed) = shop.rekey_output(
+                "by-product",
+                enrich,
+                &topics.enriched,
+                Utf8,
+                move |_, sale| product(sale),
+            );
+            (enrich, None, rekeyed)
+        }
+    };
     let revenue = Windows::tumbling(Duration::from_millis(WINDOW_MS as u64))
         .grace(Duration::from_millis(GRACE_MS as u64))
         .aggregate(
@@ -211,13 +232,17 @@ fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
         .late_records_to(&topics.late)
         .into(&topics.revenue)
         .build();
-    let shop = shop.stage(dedupe);
-    let shop = if inline {
-        shop
-    } else {
-        shop.stage(by_customer)
+    let mut shop = shop.stage(dedupe);
+    shop = match by_customer {
+        Some(rekey) => shop.stage(rekey),
+        None => shop,
     };
-    shop.stage(enrich).stage(by_product).stage(revenue).build()
+    shop = shop.stage(enrich);
+    shop = match by_product {
+        Some(rekey) => shop.stage(rekey),
+        None => shop,
+    };
+    shop.stage(revenue).build()
 }
 
 /// The child process of the Parsley side: the pipeline on the runtime,

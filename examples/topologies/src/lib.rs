@@ -1021,11 +1021,13 @@ pub struct Sale {
     pub amount: i64,
 }
 
-/// The topics of the by-product example (R1, R2 with W1–W4).
+/// The topics of the by-product example (R1, R3 with W1–W4).
 #[derive(Clone, Debug)]
 pub struct ByProductTopics {
     /// Sales, keyed by customer.
     pub sales: Topic<String, Sale>,
+    /// Sales at the price each customer pays, keyed by customer.
+    pub priced: Topic<String, Sale>,
     /// Revenue per product per second, each second once it closes.
     pub revenue: Topic<Windowed<String>, i64>,
 }
@@ -1040,6 +1042,7 @@ impl ByProductTopics {
     pub fn with_prefix(prefix: &str) -> Self {
         ByProductTopics {
             sales: Topic::with_codecs(format!("{prefix}customer-sales"), Utf8, Json),
+            priced: Topic::with_codecs(format!("{prefix}priced-sales"), Utf8, Json),
             revenue: Topic::with_codecs(
                 format!("{prefix}product-revenue"),
                 WindowedCodec(Utf8),
@@ -1055,12 +1058,22 @@ impl Default for ByProductTopics {
     }
 }
 
-/// Re-keying (R1, R2) into a windowed aggregation: sales keyed by customer
-/// are re-keyed by product through the derived topic
-/// `by-product-by-product-repartition`, then summed per product per second
-/// (tumbling windows with grace, as in [`windows`]). Only the sales and the
-/// revenue topics are declared; the repartition topic, the windows'
-/// changelog and the topics' partition counts are derived.
+/// From a customer's this-many-th sale on, they pay [`LOYAL_PERCENT`] of
+/// the price.
+pub const LOYAL_FROM: i64 = 3;
+
+/// What a loyal customer pays, in percent of the price.
+pub const LOYAL_PERCENT: i64 = 90;
+
+/// Re-keying within a stage (R1, R3) into a windowed aggregation: a fold
+/// per customer prices each sale (from a customer's [`LOYAL_FROM`]th sale
+/// on, at [`LOYAL_PERCENT`] %) and writes it to `priced-sales`, keyed by
+/// customer; the same stage writes each priced sale again, re-keyed by
+/// product, to the derived topic `by-product-by-product-repartition`, and
+/// the revenue per product per second is summed from there (tumbling
+/// windows with grace, as in [`windows`]). Only the sales, priced sales and
+/// revenue topics are declared; the repartition topic, the changelogs and
+/// the topics' partition counts are derived.
 pub fn by_product(topics: &ByProductTopics) -> Result<App, CompositionError> {
     by_product_named("by-product", topics)
 }
@@ -1068,9 +1081,29 @@ pub fn by_product(topics: &ByProductTopics) -> Result<App, CompositionError> {
 /// [`by_product`] under another application id.
 pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, CompositionError> {
     let app = Parsley::named(app_id);
-    let (rekey, sales_by_product) = app.rekey("by-product", &topics.sales, Utf8, |sale| {
-        sale.value().product.clone()
-    });
+    let priced = topics.priced.clone();
+    let pricing = Stage::named("pricing")
+        .state(Json, || 0i64)
+        .on(&topics.sales, move |sales: i64, sale| {
+            let count = sales + 1;
+            let percent = if count >= LOYAL_FROM {
+                LOYAL_PERCENT
+            } else {
+                100
+            };
+            let amount = checked(sale.value.amount)? * percent / 100;
+            let priced_sale = Sale {
+                product: sale.value.product.clone(),
+                amount,
+            };
+            Ok::<_, String>(Step::of(count).emit(priced.send(sale.key.clone(), priced_sale)))
+        })
+        .into(&topics.priced)
+        .build();
+    let (pricing, sales_by_product) =
+        app.rekey_output("by-product", pricing, &topics.priced, Utf8, |_, sale| {
+            sale.product.clone()
+        });
     let revenue = Windows::tumbling(Duration::from_millis(REVENUE_WINDOW_MS))
         .grace(Duration::from_millis(REVENUE_GRACE_MS))
         .aggregate(
@@ -1082,7 +1115,7 @@ pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, C
         )
         .into(&topics.revenue)
         .build();
-    app.stage(rekey).stage(revenue).build()
+    app.stage(pricing).stage(revenue).build()
 }
 
 /// The topics of the fan-in.

@@ -164,3 +164,147 @@ fn r2_a_rekeyed_record_claims_its_source_record() {
         stamp(&[(ORDERS, 1, 0), (PAYMENTS, 0, 7)])
     );
 }
+
+/// An app of the echo stage (orders → out) with its output re-keyed within
+/// it (R3) by `select`, assembled over 2-partition topics.
+fn echo_rekeyed<R: crate::stage::Fallible<String> + 'static>(
+    select: impl Fn(Option<&String>, &String) -> R + Send + Sync + 'static,
+) -> Fixture {
+    let app = Parsley::named("app");
+    let (stage, repartition) = app.rekey_output(
+        "by-value",
+        echo(&[orders()], false),
+        &out(),
+        crate::codec::Utf8,
+        select,
+    );
+    assert_eq!(repartition.name().as_str(), "app-by-value-repartition");
+    let app = app.stage(stage).build().expect("the re-keyed app composes");
+    let metadata: std::collections::BTreeMap<String, u32> =
+        [(ORDERS, 2), (OUT, 3), ("app-by-value-repartition", 2)]
+            .into_iter()
+            .map(|(topic, partitions)| (topic.to_string(), partitions))
+            .collect();
+    let assembly = assemble(&app, &metadata).expect("every topic exists");
+    Fixture { app, assembly }
+}
+
+/// R3: a stage writes each record of its re-keyed output again, in the
+/// same step, under the selected key, with the record's value bytes,
+/// timestamp and stamp: the copy claims what the stage delivered and its
+/// causes.
+#[test]
+fn r3_a_rekeyed_output_is_written_again_in_the_same_step_with_its_stamp() {
+    let f =
+        echo_rekeyed(|key, value: &String| format!("{}/{value}", key.cloned().unwrap_or_default()));
+    let mut task = f.started(1);
+    let o = tp(ORDERS, 1);
+    feed(
+        &mut task,
+        &o,
+        vec![rec(0)
+            .key("k")
+            .value(3)
+            .at(T0 + 5)
+            .stamp(&[(PAYMENTS, 0, 7)])],
+        1,
+    );
+    let produced = deliver(&mut task, &o);
+    assert_eq!(produced.len(), 2, "{produced:?}");
+    let (written, copy) = (&produced[0], &produced[1]);
+    assert_eq!(written.tp.topic.as_str(), OUT);
+    assert_eq!(copy.tp.topic.as_str(), "app-by-value-repartition");
+    let value = json(&format!("{ORDERS}@0"));
+    assert_eq!(written.data.value.as_ref(), Some(&value));
+    assert_eq!(
+        copy.data.value.as_ref(),
+        Some(&value),
+        "the value's bytes, unchanged"
+    );
+    assert_eq!(
+        copy.data.key.as_deref(),
+        Some(format!("k/{ORDERS}@0").as_bytes()),
+        "the key the function selects, in the key codec given"
+    );
+    assert_eq!(copy.data.timestamp, T0 + 5);
+    assert_eq!(copy.data.timestamp, written.data.timestamp);
+    let expected = stamp(&[(ORDERS, 1, 0), (PAYMENTS, 0, 7)]);
+    assert_eq!(stamp_of(written), expected);
+    assert_eq!(
+        stamp_of(copy),
+        expected,
+        "the copy claims the delivery and its causes"
+    );
+}
+
+/// R3 with X5: a key function that fails refuses the delivery; the task
+/// stops naming the stage and the record, and writes nothing of it.
+#[test]
+fn r3_a_failing_key_function_stops_the_task_naming_the_record() {
+    let f = echo_rekeyed(|_, value: &String| match value.ends_with("@1") {
+        true => Err(format!("no key for {value}")),
+        false => Ok(value.clone()),
+    });
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    feed(
+        &mut task,
+        &o,
+        vec![rec(0).key("a").value(1), rec(1).key("b").value(2)],
+        2,
+    );
+    assert_eq!(deliver(&mut task, &o).len(), 2);
+    let ready = task.ready().expect("no poison head");
+    assert!(ready.contains(&o));
+    let error = task.delivered(&o).expect_err("the key function refuses it");
+    let text = error.to_string();
+    assert!(
+        text.contains("no key for") && text.contains(&format!("{o}")),
+        "{text}"
+    );
+}
+
+/// R3: a re-key of a topic the stage does not write is refused at build,
+/// naming the rule.
+#[test]
+fn r3_a_rekey_of_a_topic_the_stage_does_not_write_fails_at_build() {
+    let app = Parsley::named("app");
+    let (stage, _) = app.rekey_output(
+        "r",
+        echo(&[orders()], false),
+        &payments(),
+        crate::codec::Utf8,
+        |key, _: &i64| key.cloned().unwrap_or_default(),
+    );
+    let error = app
+        .stage(stage)
+        .build()
+        .expect_err("payments is not an output of s");
+    assert!(error.to_string().starts_with("R3 "), "{error}");
+}
+
+/// R2: the re-keyed record carries its source record's value bytes as they
+/// are, not the value decoded and encoded again.
+#[test]
+fn r2_a_rekeyed_record_keeps_its_source_value_bytes() {
+    let app = Parsley::named("app");
+    let (rekey, _) = app.rekey("s", &orders(), Json, |order| order.value().to_string());
+    let app = app.stage(rekey).build().expect("the re-key app composes");
+    let metadata: std::collections::BTreeMap<String, u32> = [(ORDERS, 2), ("app-s-repartition", 2)]
+        .into_iter()
+        .map(|(topic, partitions)| (topic.to_string(), partitions))
+        .collect();
+    let assembly = assemble(&app, &metadata).expect("every topic exists");
+    let f = Fixture { app, assembly };
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    feed(
+        &mut task,
+        &o,
+        vec![rec(0).key("k").raw_value(Some(b" 3 "))],
+        1,
+    );
+    let produced = deliver(&mut task, &o);
+    assert_eq!(produced[0].data.value.as_deref(), Some(&b" 3 "[..]));
+    assert_eq!(produced[0].data.key.as_deref(), Some(&b"\"3\""[..]));
+}

@@ -1,0 +1,256 @@
+//! Re-keying as an operator (R1–R3): Kafka Streams' `selectKey(…)` followed
+//! by the repartition topic its next stateful operation derives.
+//!
+//! Two ways to declare one, both on the application's builder, because the
+//! repartition topic is named after the application id:
+//!
+//! - [`AppBuilder::rekey`](crate::app::AppBuilder::rekey): a stage of its
+//!   own that reads a topic (an external one, say) and writes it re-keyed.
+//! - [`AppBuilder::rekey_output`](crate::app::AppBuilder::rekey_output):
+//!   within the stage that writes the topic (R3), as Kafka Streams runs
+//!   `selectKey` in the sub-topology before its repartition topic: each
+//!   record the stage emits to its output is written again, in the same
+//!   step and with the same stamp, re-keyed. No stage and no hop of its
+//!   own; see the second example below.
+//!
+//! [`AppBuilder::rekey`](crate::app::AppBuilder::rekey) makes a stage that
+//! writes every record of its source, value unchanged, under the key a
+//! function of the record selects, to a topic Parsley derives:
+//! `<application.id>-<stage>-repartition`. It returns the stage and that
+//! topic, typed, for downstream stages to consume:
+//!
+//! - **The repartition topic (R1).** It is the re-key stage's own, like its
+//!   tick topic and changelog: it has one partition per task of the stage
+//!   (its source's partition count, C3), the probe lists it (C4) and setup
+//!   creates it; no other stage may write it. A record lands on the
+//!   partition Kafka's default partitioner gives its new key, so every
+//!   record of a key meets in one downstream task.
+//! - **The re-keyed record (R2).** Its value is the source record's bytes,
+//!   its timestamp the source record's, and its stamp claims the source
+//!   record and its causes (G5), so gating downstream still holds. A key
+//!   function that returns an error or panics refuses the record (X5), as
+//!   does a value the source's codec refuses.
+//!
+//! ```
+//! use parsley::{Parsley, Stage, Step, Topic, Json, Utf8, I64};
+//!
+//! let sales = Topic::<String, i64>::with_codecs("sales-by-customer", Utf8, I64);
+//! let shop = Parsley::named("shop");
+//! // Each sale again, keyed by its product (here: the customer's initial).
+//! let (by_product, sales_by_product) = shop.rekey("by-product", &sales, Utf8, |sale| {
+//!     sale.key().and_then(|customer| customer.get(..1)).unwrap_or("?").to_string()
+//! });
+//! assert_eq!(sales_by_product.name().as_str(), "shop-by-product-repartition");
+//! let totals = Topic::<String, i64>::with_codecs("product-totals", Utf8, I64);
+//! let out = totals.clone();
+//! let totalling = Stage::named("totals")
+//!     .state(Json, || 0i64)
+//!     .on(&sales_by_product, move |total: i64, sale| {
+//!         Step::of(total + sale.value).emit(out.send(sale.key().cloned(), total + sale.value))
+//!     })
+//!     .into(&totals)
+//!     .build();
+//! let app = shop.stage(by_product).stage(totalling).build()?;
+//! assert!(app.stage("by-product").unwrap().stage.rekey().is_some());
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+//!
+//! Within the writing stage (R3): a fold per customer writes each customer's
+//! running total to `customer-totals`, and the same stage writes each total
+//! again, keyed by its amount's bucket, for a stage that counts per bucket.
+//!
+//! ```
+//! use parsley::{Parsley, Stage, Step, Topic, Json, Utf8, I64};
+//!
+//! let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
+//! let totals = Topic::<String, i64>::with_codecs("customer-totals", Utf8, I64);
+//! let shop = Parsley::named("shop");
+//! let out = totals.clone();
+//! let totalling = Stage::named("totals")
+//!     .state(Json, || 0i64)
+//!     .on(&sales, move |total: i64, sale| {
+//!         Step::of(total + sale.value).emit(out.send(sale.key().cloned(), total + sale.value))
+//!     })
+//!     .into(&totals)
+//!     .build();
+//! let (totalling, by_bucket) = shop.rekey_output("by-bucket", totalling, &totals, Utf8, |_, total| {
+//!     format!("{}00s", total / 100)
+//! });
+//! assert_eq!(by_bucket.name().as_str(), "shop-by-bucket-repartition");
+//! let counts = Topic::<String, i64>::with_codecs("bucket-counts", Utf8, I64);
+//! let out = counts.clone();
+//! let counting = Stage::named("counts")
+//!     .state(Json, || 0i64)
+//!     .on(&by_bucket, move |count: i64, total| {
+//!         Step::of(count + 1).emit(out.send(total.key().cloned(), count + 1))
+//!     })
+//!     .into(&counts)
+//!     .build();
+//! let app = shop.stage(totalling).stage(counting).build()?;
+//! assert_eq!(app.stage("totals").unwrap().stage.rekeyed_outputs()[0].name, "by-bucket");
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+
+pub(crate) mod output;
+
+use std::sync::Arc;
+
+use crate::codec::Codec;
+use crate::emission::{Emission, Record, Step};
+use crate::stage::logic::{guarded, DeliveryFailure, Fallible, TypedLogic};
+use crate::stage::{Stage, StageDef, StageProblem};
+use crate::topic::{RecordPart, Topic, TopicRef};
+use crate::tp::TopicName;
+
+/// `<application.id>-<stage>-repartition` (R1).
+pub fn repartition_topic_name(app: &str, stage: &str) -> String {
+    format!("{app}-{stage}-repartition")
+}
+
+/// A re-key stage's declaration, as [`Stage::rekey`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RekeyDecl {
+    /// The source topic.
+    pub source: TopicName,
+    /// The derived repartition topic it writes (R1).
+    pub repartition: TopicName,
+}
+
+/// A re-key within the stage that writes its source, as
+/// [`Stage::rekeyed_outputs`] reports it (R3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RekeyOutputDecl {
+    /// The re-key's name, which names its repartition topic.
+    pub name: String,
+    /// The stage's output whose records are re-keyed.
+    pub output: TopicName,
+    /// The derived repartition topic the stage writes the copies to (R1).
+    pub repartition: TopicName,
+}
+
+/// The re-key stage of application `app` and its repartition topic; see
+/// [`AppBuilder::rekey`](crate::app::AppBuilder::rekey).
+pub(crate) fn rekey<K, V, K2, KC, R>(
+    app: &str,
+    name: String,
+    source: &Topic<K, V>,
+    key_codec: KC,
+    select: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static,
+) -> (Stage, Topic<K2, V>)
+where
+    K: 'static,
+    V: Clone + 'static,
+    K2: 'static,
+    KC: Codec<K2>,
+    R: Fallible<K2>,
+{
+    let repartition = source.rekeyed(repartition_topic_name(app, &name), key_codec);
+    let decl = RekeyDecl {
+        source: source.name().clone(),
+        repartition: repartition.name().clone(),
+    };
+    let decoding = source.clone();
+    let out = repartition.clone();
+    let logic = TypedLogic::<()> {
+        state: None,
+        sources: vec![Arc::new(move |(), tp, consumed| {
+            let record =
+                decoding
+                    .decode(tp, consumed)
+                    .map_err(|refused| DeliveryFailure::Codec {
+                        part: refused.part,
+                        error: refused.error,
+                    })?;
+            let key = guarded(|| select(&record).into_result())?;
+            let key = out
+                .encode_key(&key)
+                .map_err(|error| DeliveryFailure::Codec {
+                    part: RecordPart::Key,
+                    error,
+                })?;
+            // The source's value bytes as they are (R2), not encoded again.
+            let value = consumed
+                .data
+                .value
+                .clone()
+                .expect("a record whose value decoded has one");
+            Ok(Step {
+                state: Some(()),
+                emissions: vec![Emission::new(out.name().clone(), Ok((Some(key), value)))],
+            })
+        })],
+        tick: None,
+    };
+    let stage = Stage {
+        def: Arc::new(StageDef {
+            rekey: Some(decl),
+            ..StageDef::built_in(
+                name,
+                vec![TopicRef::from(source)],
+                vec![TopicRef::from(&repartition)],
+                false,
+                Arc::new(logic),
+            )
+        }),
+    };
+    (stage, repartition)
+}
+
+/// `stage`, now also writing each record it emits to `output` again, under
+/// the key `select` returns, to the derived repartition topic of the re-key
+/// `name` of application `app`; and that topic. See
+/// [`AppBuilder::rekey_output`](crate::app::AppBuilder::rekey_output).
+pub(crate) fn rekey_output<K, V, K2, KC, R>(
+    app: &str,
+    name: String,
+    stage: Stage,
+    output: &Topic<K, V>,
+    key_codec: KC,
+    select: impl Fn(Option<&K>, &V) -> R + Send + Sync + 'static,
+) -> (Stage, Topic<K2, V>)
+where
+    K: 'static,
+    V: 'static,
+    K2: 'static,
+    KC: Codec<K2>,
+    R: Fallible<K2>,
+{
+    let repartition = output.rekeyed(repartition_topic_name(app, &name), key_codec);
+    let decoding = output.clone();
+    let encoding = repartition.clone();
+    let select: output::SelectKey = Arc::new(move |key, value| {
+        let (key, value) = decoding
+            .decode_parts(key.map(|key| &key[..]), value)
+            .map_err(|refused| DeliveryFailure::Codec {
+                part: refused.part,
+                error: refused.error,
+            })?;
+        let selected = guarded(|| select(key.as_ref(), &value).into_result())?;
+        let encoded = encoding
+            .encode_key(&selected)
+            .map_err(|error| DeliveryFailure::Codec {
+                part: RecordPart::Key,
+                error,
+            })?;
+        Ok(Some(encoded))
+    });
+    let mut def = StageDef::clone(&stage.def);
+    if !def.sinks.iter().any(|sink| sink.name == *output.name()) {
+        def.problems.push(StageProblem::RekeyOutput(
+            "a re-key of a topic it does not write (declare the topic with `.into(…)`)",
+        ));
+    }
+    def.logic = Arc::new(output::RekeyedOutput {
+        inner: Arc::clone(&def.logic),
+        output: output.name().clone(),
+        repartition: repartition.name().clone(),
+        select,
+    });
+    def.sinks.push(TopicRef::from(&repartition));
+    def.rekeyed_outputs.push(RekeyOutputDecl {
+        name,
+        output: output.name().clone(),
+        repartition: repartition.name().clone(),
+    });
+    (Stage { def: Arc::new(def) }, repartition)
+}
