@@ -6,7 +6,7 @@ use std::fmt;
 
 /// The invariants the checker verifies on every simulated run, and the audit
 /// on committed logs. Each is defined, with the rules it rests on, in
-/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i16`).
+/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i17`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Invariant {
     /// Causal delivery: every committed delivery came after the task had
@@ -80,6 +80,13 @@ pub enum Invariant {
     /// delivers a source record while another source's deliverable head
     /// has a lower timestamp (ties broken by tp) (G9; docs/RULES.md#i16).
     I16,
+    /// Re-keyed outputs: every record a stage wrote to an output it
+    /// re-keys within itself is followed, in the same committed delivery,
+    /// by one copy on the re-key's repartition topic with the record's
+    /// value, timestamp and stamp, under the key the re-key's function
+    /// selects, on the partition that key hashes to; and no copy without
+    /// its record (R3; docs/RULES.md#i17).
+    I17,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -105,6 +112,7 @@ impl Invariant {
             Invariant::I14 => "expiring state",
             Invariant::I15 => "a group per stage",
             Invariant::I16 => "timestamp order",
+            Invariant::I17 => "re-keyed outputs",
             Invariant::Property(_) => "user property",
         }
     }

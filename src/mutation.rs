@@ -154,11 +154,16 @@ pub enum Mutation {
     /// task restored from it, holds a state the fold has left behind
     /// (breaks S5, I6).
     ChangelogKeepsFirstChange,
+    /// A re-key within a stage writes each copy under the key of the
+    /// record it copies instead of the key its function selects: the copy
+    /// lands on the wrong partition of the repartition topic, and a
+    /// downstream stage counts it under the wrong key (breaks R3, I17).
+    RekeyOutputKeepsKey,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 38] = [
+    pub const ALL: [Mutation; 39] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -197,6 +202,7 @@ impl Mutation {
         Mutation::DeadLetterKindSwapped,
         Mutation::ForeignKeyJoinKeepsStaleResponse,
         Mutation::ChangelogKeepsFirstChange,
+        Mutation::RekeyOutputKeepsKey,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -229,6 +235,7 @@ impl Mutation {
             Mutation::ExpiryHalfTtlEarly => "expiry-half-ttl-early",
             Mutation::ExpiryNeverExpires => "expiry-never-expires",
             Mutation::RekeyDropsStamp => "rekey-drops-stamp",
+            Mutation::RekeyOutputKeepsKey => "rekey-output-keeps-key",
             Mutation::StreamJoinEmitsUnmatchedEarly => "stream-join-emits-unmatched-early",
             Mutation::TimerFiresOneMsEarly => "timer-fires-one-ms-early",
             Mutation::TimerSkipsExactDue => "timer-skips-exact-due",

@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use crate::codec::{CodecError, Direction};
 use crate::emission::{Emission, Tick};
+use crate::mutation::{self, Mutation};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore};
@@ -50,10 +51,17 @@ impl RekeyedOutput {
         let mut all = Vec::with_capacity(emissions.len() * 2);
         for emission in emissions {
             let copy = match (emission.topic() == &self.output, emission.encoded()) {
-                (true, Ok((key, Some(value)))) => Some(Emission::new(
-                    self.repartition.clone(),
-                    Ok(((self.select)(key, value)?, value.clone())),
-                )),
+                (true, Ok((key, Some(value)))) => {
+                    let key = match mutation::active(Mutation::RekeyOutputKeepsKey) {
+                        // Planted bug (R3, I17): the copy keeps the old key.
+                        true => key.cloned(),
+                        false => (self.select)(key, value)?,
+                    };
+                    Some(Emission::new(
+                        self.repartition.clone(),
+                        Ok((key, value.clone())),
+                    ))
+                }
                 // A tombstone has no value to select a key from.
                 (true, Ok((_, None))) => {
                     return Err(DeliveryFailure::Codec {
@@ -168,6 +176,18 @@ impl StageLogic for RekeyedOutput {
         right: Option<&[u8]>,
     ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
         self.inner.table_joined(key, left, right)
+    }
+
+    fn rekeyed_key(
+        &self,
+        repartition: &TopicName,
+        key: Option<&Bytes>,
+        value: &Bytes,
+    ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
+        match *repartition == self.repartition {
+            true => Some((self.select)(key, value)),
+            false => self.inner.rekeyed_key(repartition, key, value),
+        }
     }
 
     fn joined(

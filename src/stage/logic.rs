@@ -13,7 +13,7 @@ use crate::codec::{Codec, CodecError};
 use crate::emission::{Emission, Step, Tick};
 use crate::record::ConsumedRecord;
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
-use crate::tp::Tp;
+use crate::tp::{TopicName, Tp};
 
 /// What one delivery asks of the task: emissions, and slot changes: the
 /// delivery's own slot (the record's key slot, or the tick slot) in
@@ -132,6 +132,19 @@ pub(crate) trait StageLogic: Send + Sync {
         _key: &[u8],
         _left: Option<&[u8]>,
         _right: Option<&[u8]>,
+    ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
+        None
+    }
+    /// The key a re-key within this stage (R3) whose copies go to
+    /// `repartition` selects for a record the stage wrote with these key
+    /// and value bytes (`None` inside: a null key); `None` when no re-key
+    /// of this stage writes `repartition`.
+    #[allow(clippy::type_complexity)]
+    fn rekeyed_key(
+        &self,
+        _repartition: &TopicName,
+        _key: Option<&Bytes>,
+        _value: &Bytes,
     ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
         None
     }

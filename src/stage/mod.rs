@@ -308,6 +308,15 @@ pub enum ReplayError {
         /// The stage.
         stage: String,
     },
+    /// [`Stage::rekeyed_output_key`] of a stage with no re-key writing the
+    /// topic.
+    #[error("stage {stage:?} has no re-key that writes {topic}")]
+    NotRekeyed {
+        /// The stage.
+        stage: String,
+        /// The topic asked for.
+        topic: String,
+    },
     /// The given state does not decode with the stage's state codec.
     #[error("{0}")]
     State(CodecError),
@@ -588,6 +597,28 @@ impl Stage {
             }
             None => Err(ReplayError::NotAJoin {
                 stage: self.def.name.clone(),
+            }),
+        }
+    }
+
+    /// The key bytes (`None`: a null key) the re-key within this stage
+    /// whose copies go to `repartition` (R3) selects for a record the stage
+    /// wrote with these key and value bytes: the user's key function, with
+    /// the output's codecs and the re-key's key codec. What a checker
+    /// compares each copy's key with (I17).
+    pub fn rekeyed_output_key(
+        &self,
+        repartition: &TopicName,
+        key: Option<&bytes::Bytes>,
+        value: &bytes::Bytes,
+    ) -> Result<Option<bytes::Bytes>, ReplayError> {
+        match self.def.logic.rekeyed_key(repartition, key, value) {
+            Some(result) => {
+                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
+            }
+            None => Err(ReplayError::NotRekeyed {
+                stage: self.def.name.clone(),
+                topic: repartition.to_string(),
             }),
         }
     }

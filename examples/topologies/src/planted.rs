@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 38] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 39] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -55,6 +55,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 38] = [
     (Mutation::ExpiryHalfTtlEarly, "dedupe", Invariant::I14),
     (Mutation::ExpiryNeverExpires, "dedupe", Invariant::I14),
     (Mutation::RekeyDropsStamp, "by-product", Invariant::I5),
+    (Mutation::RekeyOutputKeepsKey, "by-product", Invariant::I17),
     (
         Mutation::StreamJoinEmitsUnmatchedEarly,
         "settlement",
@@ -96,7 +97,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 38] = [
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 35] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 36] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -142,6 +143,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 35] = [
     (Mutation::ExpiryHalfTtlEarly, "storefront", Invariant::I14),
     (Mutation::ExpiryNeverExpires, "storefront", Invariant::I14),
     (Mutation::RekeyDropsStamp, "storefront", Invariant::I5),
+    (Mutation::RekeyOutputKeepsKey, "storefront", Invariant::I17),
     (
         Mutation::StreamJoinEmitsUnmatchedEarly,
         "storefront",

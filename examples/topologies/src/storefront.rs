@@ -1,8 +1,9 @@
 //! The storefront: every operator over one set of sources, as an
 //! application that mixes them would be. Orders, payments, discounts and
 //! credit limits keyed by customer feed a dedupe (expiring state), a
-//! stream–table join, a stream–stream join with the dead-letter opt-in,
-//! a re-key into tumbling windows, session windows, and a table–table
+//! stream–table join, a stream–stream join with the dead-letter opt-in
+//! whose settlements are re-keyed by status within the join and counted, a
+//! re-key stage into tumbling windows, session windows, and a table–table
 //! join. Each operator also has an example of its own; here they share
 //! sources, tasks' inputs and the simulator's faults, so that each planted
 //! operator bug is caught by a second, unlike shape.
@@ -18,8 +19,9 @@ use parsley::{App, CompositionError, Json, Parsley, Topic, Utf8, I64};
 
 use crate::{checked, PricedOrder, Settlement, Spree};
 
-/// The storefront's topics: four sources and six sinks, all keyed by
-/// customer except the windows by order size.
+/// The storefront's topics: four sources and seven sinks, all keyed by
+/// customer except the windows by order size and the counts by settlement
+/// status.
 #[derive(Clone, Debug)]
 pub struct StorefrontTopics {
     /// Orders, keyed by customer; the value is the amount.
@@ -38,6 +40,9 @@ pub struct StorefrontTopics {
     /// Every order with each payment within [`PAID_WITHIN_MS`] of it, or
     /// alone once its window closed (a left join).
     pub paid: Topic<String, Settlement>,
+    /// How many settlements of each status (`paid`, `unpaid`, `payment
+    /// only`) so far, keyed by status.
+    pub settlement_counts: Topic<String, i64>,
     /// Revenue per order size (`small`, `large`) per window.
     pub by_size: Topic<Windowed<String>, i64>,
     /// Each customer's visits: orders no more than [`VISIT_GAP_MS`] apart.
@@ -59,6 +64,7 @@ impl StorefrontTopics {
             first_orders: amounts("first-orders"),
             priced: Topic::with_codecs("store-priced", Utf8, Json),
             paid: Topic::with_codecs("store-paid", Utf8, Json),
+            settlement_counts: amounts("settlement-counts"),
             by_size: Topic::with_codecs("revenue-by-size", WindowedCodec(Utf8), I64),
             visits: Topic::with_codecs("visits", WindowedCodec(Utf8), Json),
             standing: Topic::with_codecs("standing", Utf8, Json),
@@ -96,6 +102,16 @@ pub struct Standing {
     pub limit: Option<i64>,
 }
 
+/// A settlement's status: its counts' key after the re-key within `paid`.
+fn status(settlement: &Settlement) -> String {
+    match (settlement.order, settlement.payment) {
+        (Some(_), Some(_)) => "paid",
+        (Some(_), None) => "unpaid",
+        (None, _) => "payment only",
+    }
+    .to_string()
+}
+
 /// An order's size: its windows' key after the re-key.
 fn size(amount: i64) -> String {
     if amount >= 50 { "large" } else { "small" }.to_string()
@@ -128,6 +144,19 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         })
         .dead_letter_queue()
         .into(&topics.paid)
+        .build();
+    // Re-keyed within the join (R3): its unmatched results are written at
+    // the window's close, on a tick, and their copies with them.
+    let (paid, by_status) = app.rekey_output("by-status", paid, &topics.paid, Utf8, |_, paid| {
+        status(paid)
+    });
+    let counts = topics.settlement_counts.clone();
+    let settlement_counts = parsley::Stage::named("settlement-counts")
+        .state(Json, || 0i64)
+        .on(&by_status, move |count: i64, settlement| {
+            parsley::Step::of(count + 1).emit(counts.send(settlement.key.clone(), count + 1))
+        })
+        .into(&topics.settlement_counts)
         .build();
     let (rekey, orders_by_size) = app.rekey("by-size", &topics.orders, Utf8, |order| {
         size(*order.value())
@@ -165,6 +194,7 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
     app.stage(first_order)
         .stage(priced)
         .stage(paid)
+        .stage(settlement_counts)
         .stage(rekey)
         .stage(by_size)
         .stage(visits)

@@ -110,6 +110,7 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
         (ExpiryHalfTtlEarly, "dedupe", tiny(8), Invariant::I14),
         (ExpiryNeverExpires, "dedupe", tiny(8), Invariant::I14),
         (RekeyDropsStamp, "by-product", tiny(8), Invariant::I5),
+        (RekeyOutputKeepsKey, "by-product", tiny(8), Invariant::I17),
         (
             StreamJoinEmitsUnmatchedEarly,
             "settlement",

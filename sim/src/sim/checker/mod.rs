@@ -1,4 +1,4 @@
-//! The independent checker: recomputes every guarantee (I1–I8, I10–I16) from the
+//! The independent checker: recomputes every guarantee (I1–I8, I10–I17) from the
 //! recorded trace and the committed logs, trusting none of the runtime's own
 //! bookkeeping.
 //!
@@ -16,8 +16,8 @@
 //! (I6, the fold of the committed history), [`outputs`] (I7),
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
 //! [`windows`] (I12), [`joins`], [`stream_joins`], [`table_joins`] and
-//! [`fk_joins`] (I13), [`expiry`] (I14), [`groups`] (I15) and [`order`] (I16, asked by
-//! the walk at each delivery); [`purity`] tells impure logic (S4) from a
+//! [`fk_joins`] (I13), [`expiry`] (I14), [`groups`] (I15), [`order`] (I16, asked by
+//! the walk at each delivery) and [`rekeys`] (I17); [`purity`] tells impure logic (S4) from a
 //! broken rule when a replay disagrees with what was committed.
 //! [`check`] builds the reconstruction once and runs them in turn.
 
@@ -32,6 +32,7 @@ mod order;
 mod outputs;
 mod purity;
 mod reconstruction;
+mod rekeys;
 mod stamps;
 mod state;
 mod stream_joins;
@@ -109,6 +110,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     checker.check_table_joins(&committed);
     checker.check_foreign_key_joins(&committed);
     checker.check_expiry(&committed);
+    checker.check_rekeyed_outputs(&committed);
     checker.check_groups();
     checker.check_liveness(&committed);
     checker.locate_related();
