@@ -99,7 +99,7 @@ use crate::codec::Codec;
 use crate::emission::{Emission, Record, Step};
 use crate::stage::logic::{guarded, DeliveryFailure, Fallible, TypedLogic};
 use crate::stage::{Stage, StageDef, StageProblem};
-use crate::topic::{RecordPart, Topic, TopicRef};
+use crate::topic::{Topic, TopicRef};
 use crate::tp::TopicName;
 
 /// `<application.id>-<stage>-repartition` (R1).
@@ -162,21 +162,18 @@ where
                         error: refused.error,
                     })?;
             let key = guarded(|| select(&record).into_result())?;
-            let key = out
-                .encode_key(&key)
-                .map_err(|error| DeliveryFailure::Codec {
-                    part: RecordPart::Key,
-                    error,
-                })?;
             // The source's value bytes as they are (R2), not encoded again.
             let value = consumed
                 .data
                 .value
                 .clone()
                 .expect("a record whose value decoded has one");
+            // A key the codec refuses travels in the emission, as
+            // `Topic::send`'s does: the task stops naming the topic (S3).
+            let encoded = out.encode_key(&key).map(|key| (Some(key), value));
             Ok(Step {
                 state: Some(()),
-                emissions: vec![Emission::new(out.name().clone(), Ok((Some(key), value)))],
+                emissions: vec![Emission::new(out.name().clone(), encoded)],
             })
         })],
         tick: None,
@@ -226,13 +223,7 @@ where
                 error: refused.error,
             })?;
         let selected = guarded(|| select(key.as_ref(), &value).into_result())?;
-        let encoded = encoding
-            .encode_key(&selected)
-            .map_err(|error| DeliveryFailure::Codec {
-                part: RecordPart::Key,
-                error,
-            })?;
-        Ok(Some(encoded))
+        Ok(encoding.encode_key(&selected).map(Some))
     });
     let mut def = StageDef::clone(&stage.def);
     if !def.sinks.iter().any(|sink| sink.name == *output.name()) {

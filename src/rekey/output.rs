@@ -19,9 +19,14 @@ use crate::topic::RecordPart;
 use crate::tp::{TopicName, Tp};
 
 /// The new key's bytes for an emitted record's key and value bytes (`None`:
-/// a null key), or why the record is refused (X5).
-pub(crate) type SelectKey =
-    Arc<dyn Fn(Option<&Bytes>, &Bytes) -> Result<Option<Bytes>, DeliveryFailure> + Send + Sync>;
+/// a null key), or the key codec's refusal of the selected key (it travels
+/// in the copy, as `Topic::send`'s does); or why the record is refused
+/// (X5).
+pub(crate) type SelectKey = Arc<
+    dyn Fn(Option<&Bytes>, &Bytes) -> Result<Result<Option<Bytes>, CodecError>, DeliveryFailure>
+        + Send
+        + Sync,
+>;
 
 /// A stage's logic with one of its outputs re-keyed (R3).
 pub(crate) struct RekeyedOutput {
@@ -54,13 +59,11 @@ impl RekeyedOutput {
                 (true, Ok((key, Some(value)))) => {
                     let key = match mutation::active(Mutation::RekeyOutputKeepsKey) {
                         // Planted bug (R3, I17): the copy keeps the old key.
-                        true => key.cloned(),
+                        true => Ok(key.cloned()),
                         false => (self.select)(key, value)?,
                     };
-                    Some(Emission::new(
-                        self.repartition.clone(),
-                        Ok((key, value.clone())),
-                    ))
+                    let encoded = key.map(|key| (key, value.clone()));
+                    Some(Emission::new(self.repartition.clone(), encoded))
                 }
                 // A tombstone has no value to select a key from.
                 (true, Ok((_, None))) => {
@@ -185,7 +188,12 @@ impl StageLogic for RekeyedOutput {
         value: &Bytes,
     ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
         match *repartition == self.repartition {
-            true => Some((self.select)(key, value)),
+            true => Some((self.select)(key, value).and_then(|encoded| {
+                encoded.map_err(|error| DeliveryFailure::Codec {
+                    part: RecordPart::Key,
+                    error,
+                })
+            })),
             false => self.inner.rekeyed_key(repartition, key, value),
         }
     }
