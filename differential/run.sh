@@ -18,6 +18,8 @@
 #                               (TableJoins.java says its format)
 #   differential/run.sh fk-joins      the same for the foreign-key joins program
 #                               (ForeignKeyJoins.java says its format)
+#   differential/run.sh rekeys        the same for the re-key program (Rekeys.java
+#                               says its format)
 #
 # The build is cached under differential/kafka-streams/target/; delete that
 # folder (or touch the pom/source) to rebuild.
@@ -54,6 +56,7 @@ case "${1:-}" in
   stream-joins) main=parsley.differential.StreamJoins ;;
   table-joins) main=parsley.differential.TableJoins ;;
   fk-joins) main=parsley.differential.ForeignKeyJoins ;;
-  *) echo "differential/run.sh: say build, windows, joins, sessions, stream-joins, table-joins or fk-joins (got ${1:-nothing})" >&2; exit 2 ;;
+  rekeys) main=parsley.differential.Rekeys ;;
+  *) echo "differential/run.sh: say build, windows, joins, sessions, stream-joins, table-joins, fk-joins or rekeys (got ${1:-nothing})" >&2; exit 2 ;;
 esac
 exec java -cp "$jar:$(cat "$classpath")" "$main"
