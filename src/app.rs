@@ -196,9 +196,9 @@ pub enum CompositionError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// R1: a re-key stage made by another application's builder (its
+    /// R1: a re-key made by another application's builder (its
     /// repartition topic is named after that application).
-    #[error("R1 (docs/RULES.md#r1): re-key stage {stage:?} writes {topic:?}, another application's repartition topic; make it with this application's builder, Parsley::named({app:?}).rekey(…)")]
+    #[error("R1 (docs/RULES.md#r1): stage {stage:?} re-keys into {topic:?}, another application's repartition topic; make the re-key with this application's builder, Parsley::named({app:?}).rekey(…) or .rekey_output(…)")]
     ForeignRekey {
         /// The application being built.
         app: String,
@@ -215,8 +215,20 @@ pub enum CompositionError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// R1: a stage other than its re-key stage writes a repartition topic.
-    #[error("R1 (docs/RULES.md#r1): stage {stage:?} writes {topic:?}, the repartition topic of re-key stage {owner:?}; only the re-key stage writes it")]
+    /// R1: two re-keys with one repartition topic (one name), on one stage
+    /// or two.
+    #[error("R1 (docs/RULES.md#r1): {topic:?} is the repartition topic of two re-keys, of stage {first:?} and of stage {second:?}; give each re-key a name of its own")]
+    RepartitionTopicTwice {
+        /// The repartition topic.
+        topic: String,
+        /// The stage of the first re-key.
+        first: String,
+        /// The stage of the second.
+        second: String,
+    },
+    /// R1: a stage other than the one whose re-key writes it writes a
+    /// repartition topic.
+    #[error("R1 (docs/RULES.md#r1): stage {stage:?} writes {topic:?}, the repartition topic of a re-key of stage {owner:?}; only that stage writes it")]
     RepartitionTopicAsSink {
         /// The stage at fault.
         stage: String,
@@ -412,6 +424,7 @@ impl AppBuilder {
             return Err(CompositionError::NoStages { app: self.id });
         }
         let mut plans: Vec<StagePlan> = Vec::new();
+        let mut repartitions: BTreeMap<TopicName, String> = BTreeMap::new();
         for stage in self.stages {
             let def = &stage.def;
             check_name("stage name", &def.name)?;
@@ -468,24 +481,31 @@ impl AppBuilder {
                     });
                 }
             }
-            if let Some(rekey) = &def.rekey {
-                let expected = crate::rekey::repartition_topic_name(&self.id, &def.name);
-                if rekey.repartition.as_str() != expected {
+            // Each re-key's topic is named after this application and the
+            // re-key (the stage, for a re-key stage), and is no other's (R1).
+            let own = def
+                .rekey
+                .iter()
+                .map(|rekey| (&def.name, &rekey.repartition));
+            let within = def
+                .rekeyed_outputs
+                .iter()
+                .map(|r| (&r.name, &r.repartition));
+            for (name, topic) in own.chain(within) {
+                check_name("re-key name", name)?;
+                let expected = crate::rekey::repartition_topic_name(&self.id, name);
+                if topic.as_str() != expected {
                     return Err(CompositionError::ForeignRekey {
                         app: self.id.clone(),
                         stage: def.name.clone(),
-                        topic: rekey.repartition.to_string(),
+                        topic: topic.to_string(),
                     });
                 }
-            }
-            for rekey in &def.rekeyed_outputs {
-                check_name("re-key name", &rekey.name)?;
-                let expected = crate::rekey::repartition_topic_name(&self.id, &rekey.name);
-                if rekey.repartition.as_str() != expected {
-                    return Err(CompositionError::ForeignRekey {
-                        app: self.id.clone(),
-                        stage: def.name.clone(),
-                        topic: rekey.repartition.to_string(),
+                if let Some(first) = repartitions.insert(topic.clone(), def.name.clone()) {
+                    return Err(CompositionError::RepartitionTopicTwice {
+                        topic: topic.to_string(),
+                        first,
+                        second: def.name.clone(),
                     });
                 }
             }
@@ -734,11 +754,8 @@ impl App {
         // The derived topics a stage writes and no other may (R1, J10).
         let mut written: BTreeMap<&str, (&str, bool)> = BTreeMap::new();
         for plan in &self.stages {
-            if let Some(rekey) = plan.stage.rekey() {
-                written.insert(rekey.repartition.as_str(), (plan.name(), false));
-            }
-            for rekey in plan.stage.rekeyed_outputs() {
-                written.insert(rekey.repartition.as_str(), (plan.name(), false));
+            for repartition in plan.stage.repartitions() {
+                written.insert(repartition.as_str(), (plan.name(), false));
             }
             if let Some(join) = plan.stage.foreign_key_join() {
                 let topic = match join.part {

@@ -195,12 +195,7 @@ impl ContractProbes {
             // suggested): an operator reads and replays them.
             // A repartition topic has one partition per task of the stage
             // that writes it, as its other derived topics do (R1, R3).
-            let repartitions = plan.stage.rekey().map(|rekey| &rekey.repartition);
-            let within = plan.stage.rekeyed_outputs().iter();
-            for repartition in repartitions
-                .into_iter()
-                .chain(within.map(|r| &r.repartition))
-            {
+            for repartition in plan.stage.repartitions() {
                 add(
                     repartition,
                     Role::Repartition {

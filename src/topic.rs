@@ -152,13 +152,7 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         key: Option<&[u8]>,
         value: &[u8],
     ) -> Result<(Option<K>, V), RecordCodecError> {
-        let key = key
-            .map(|key| self.key_codec.decode(key))
-            .transpose()
-            .map_err(|error| RecordCodecError {
-                part: RecordPart::Key,
-                error,
-            })?;
+        let key = self.decode_key(key)?;
         let value = self
             .value_codec
             .decode(value)
@@ -167,6 +161,16 @@ impl<K: 'static, V: 'static> Topic<K, V> {
                 error,
             })?;
         Ok((key, value))
+    }
+
+    /// A record's key decoded from its bytes (`None`: a null key).
+    fn decode_key(&self, key: Option<&[u8]>) -> Result<Option<K>, RecordCodecError> {
+        key.map(|key| self.key_codec.decode(key))
+            .transpose()
+            .map_err(|error| RecordCodecError {
+                part: RecordPart::Key,
+                error,
+            })
     }
 
     /// A key encoded with this topic's key codec.
@@ -258,28 +262,21 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         offset: u64,
         data: &RecordData,
     ) -> Result<Record<K, V>, RecordCodecError> {
-        let key = data
-            .key
-            .as_ref()
-            .map(|key| self.key_codec.decode(key))
-            .transpose()
-            .map_err(|error| RecordCodecError {
-                part: RecordPart::Key,
-                error,
-            })?;
-        let value = match &data.value {
-            Some(value) => self.value_codec.decode(value),
-            None => Err(CodecError {
-                codec: "parsley",
-                direction: Direction::Decode,
-                type_name: std::any::type_name::<V>(),
-                message: "the value is null (a tombstone); typed records carry values".to_string(),
-            }),
-        }
-        .map_err(|error| RecordCodecError {
-            part: RecordPart::Value,
-            error,
-        })?;
+        let Some(value) = &data.value else {
+            // The key is judged first, as for any record.
+            self.decode_key(data.key.as_deref())?;
+            return Err(RecordCodecError {
+                part: RecordPart::Value,
+                error: CodecError {
+                    codec: "parsley",
+                    direction: Direction::Decode,
+                    type_name: std::any::type_name::<V>(),
+                    message: "the value is null (a tombstone); typed records carry values"
+                        .to_string(),
+                },
+            });
+        };
+        let (key, value) = self.decode_parts(data.key.as_deref(), value)?;
         Ok(Record {
             key,
             value,

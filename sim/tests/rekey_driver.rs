@@ -164,7 +164,7 @@ fn r1_foreign_rekeys_and_other_writers_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(
-        error.starts_with("R1 ") && error.contains("only the re-key stage writes it"),
+        error.starts_with("R1 ") && error.contains("only that stage writes it"),
         "{error}"
     );
 }
@@ -363,8 +363,65 @@ fn r3_a_tombstone_on_a_rekeyed_output_stops_the_stage_naming_the_record() {
         .expect_err("the tombstone stops the stage");
     let text = error.to_string();
     assert!(
-        text.contains("tombstone") && text.contains("commands"),
+        text.contains("R3") && text.contains("tombstone") && text.contains("commands-0@1"),
         "{text}"
     );
+    assert!(
+        !text.contains("codec"),
+        "the stage's output is at fault, not its input's bytes: {text}"
+    );
     assert_eq!(driver.output(&table).unwrap().read_all().unwrap().len(), 1);
+}
+
+/// R1 with R3: two re-keys with one name, on one stage or on two, would
+/// write one repartition topic with two key functions; the build refuses
+/// them naming R1.
+#[test]
+fn r1_two_rekeys_with_one_name_are_refused() {
+    let countries = countries();
+    let join = countries.app.stage("join").unwrap().stage.clone();
+    // The join already re-keys into site-to-country-repartition.
+    let site = Parsley::named("site");
+    let (twice, _) = site.rekey_output(
+        "to-country",
+        join.clone(),
+        &countries.joined,
+        Utf8,
+        |_, joined| joined.clone(),
+    );
+    let error = site.stage(twice).build().unwrap_err().to_string();
+    assert!(
+        error.starts_with("R1 ") && error.contains("site-to-country-repartition"),
+        "{error}"
+    );
+    let site = Parsley::named("site");
+    let (rekey, _) = site.rekey("to-country", &countries.clicks, Utf8, |click| {
+        click.value().clone()
+    });
+    let error = site
+        .stage(join)
+        .stage(rekey)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("R1 ") && error.contains("two re-keys"),
+        "{error}"
+    );
+}
+
+/// R3: a re-key given a topic of the output's name but other codecs would
+/// read what the stage writes with the wrong codecs; the build refuses it.
+#[test]
+fn r3_a_rekey_of_an_output_with_other_codecs_is_refused() {
+    let countries = countries();
+    let join = countries.app.stage("join").unwrap().stage.clone();
+    let site = Parsley::named("site");
+    let as_json = Topic::<String, String>::with_codecs("clicks-with-country", Utf8, Json);
+    let (join, _) = site.rekey_output("by-value", join, &as_json, Utf8, |_, joined| joined.clone());
+    let error = site.stage(join).build().unwrap_err().to_string();
+    assert!(
+        error.starts_with("R3 ") && error.contains("other codecs"),
+        "{error}"
+    );
 }

@@ -215,21 +215,33 @@ where
     let repartition = output.rekeyed(repartition_topic_name(app, &name), key_codec);
     let decoding = output.clone();
     let encoding = repartition.clone();
+    let rekey = name.clone();
     let select: output::SelectKey = Arc::new(move |key, value| {
+        // What the stage wrote does not decode with the topic's own codecs:
+        // the stage's fault, not its input record's.
         let (key, value) = decoding
             .decode_parts(key.map(|key| &key[..]), value)
-            .map_err(|refused| DeliveryFailure::Codec {
-                part: refused.part,
-                error: refused.error,
+            .map_err(|refused| {
+                DeliveryFailure::Logic(format!(
+                    "R3: the re-key {rekey:?} cannot read the record the stage wrote to {}: its {} was rejected: {}",
+                    decoding.name(),
+                    refused.part,
+                    refused.error
+                ))
             })?;
         let selected = guarded(|| select(key.as_ref(), &value).into_result())?;
         Ok(encoding.encode_key(&selected).map(Some))
     });
     let mut def = StageDef::clone(&stage.def);
-    if !def.sinks.iter().any(|sink| sink.name == *output.name()) {
-        def.problems.push(StageProblem::RekeyOutput(
+    let declared = TopicRef::from(output);
+    match def.sinks.iter().find(|sink| sink.name == declared.name) {
+        None => def.problems.push(StageProblem::RekeyOutput(
             "a re-key of a topic it does not write (declare the topic with `.into(…)`)",
-        ));
+        )),
+        Some(sink) if *sink != declared => def.problems.push(StageProblem::RekeyOutput(
+            "a re-key of an output it writes with other codecs than the topic given (give `rekey_output` the `Topic` the stage writes)",
+        )),
+        Some(_) => {}
     }
     def.logic = Arc::new(output::RekeyedOutput {
         inner: Arc::clone(&def.logic),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::codec::{CodecError, Direction};
+use crate::codec::CodecError;
 use crate::emission::{Emission, Tick};
 use crate::mutation::{self, Mutation};
 use crate::record::ConsumedRecord;
@@ -65,20 +65,13 @@ impl RekeyedOutput {
                     let encoded = key.map(|key| (key, value.clone()));
                     Some(Emission::new(self.repartition.clone(), encoded))
                 }
-                // A tombstone has no value to select a key from.
+                // A tombstone has no value to select a key from: the
+                // stage's output, not its input record, is at fault.
                 (true, Ok((_, None))) => {
-                    return Err(DeliveryFailure::Codec {
-                        part: RecordPart::Value,
-                        error: CodecError {
-                            codec: "parsley",
-                            direction: Direction::Decode,
-                            type_name: "a value to re-key (R3)",
-                            message: format!(
-                                "the stage wrote a tombstone to {}, whose records it re-keys into {}; a tombstone has no value to select a key from",
-                                self.output, self.repartition
-                            ),
-                        },
-                    })
+                    return Err(DeliveryFailure::Logic(format!(
+                        "R3: the stage wrote a tombstone to {}, whose records it writes again re-keyed to {}; a tombstone has no value to select a key from",
+                        self.output, self.repartition
+                    )))
                 }
                 // An emission its codec refused: the task stops on it (S3)
                 // as it would without the re-key.

@@ -82,6 +82,13 @@ pub(crate) struct StageDef {
 }
 
 impl StageDef {
+    /// Every repartition topic the stage writes: its own as a re-key stage
+    /// (R1) and its re-keyed outputs' (R3).
+    pub(crate) fn repartitions(&self) -> impl Iterator<Item = &TopicName> {
+        let own = self.rekey.iter().map(|rekey| &rekey.repartition);
+        own.chain(self.rekeyed_outputs.iter().map(|rekey| &rekey.repartition))
+    }
+
     /// A stage with built-in logic and none of the other declarations (no
     /// ticks, no dead letters, no operator's declaration): what an operator
     /// that makes its stages by hand starts from, filling in its own.
@@ -522,6 +529,12 @@ impl Stage {
     /// [`crate::app::AppBuilder::rekey`]).
     pub fn rekey(&self) -> Option<&crate::rekey::RekeyDecl> {
         self.def.rekey.as_ref()
+    }
+
+    /// Every repartition topic the stage writes: its own as a re-key stage
+    /// (R1) and its re-keyed outputs' (R3).
+    pub fn repartitions(&self) -> impl Iterator<Item = &TopicName> {
+        self.def.repartitions()
     }
 
     /// The re-keys of this stage's outputs, each written within the stage

@@ -309,12 +309,7 @@ impl Task {
             gate: Gate::new(tps),
             logic: Arc::clone(&def.logic),
             timer_service: def.timer.is_some(),
-            repartitions: def
-                .rekey
-                .iter()
-                .map(|rekey| rekey.repartition.clone())
-                .chain(def.rekeyed_outputs.iter().map(|r| r.repartition.clone()))
-                .collect(),
+            repartitions: def.repartitions().cloned().collect(),
             sync: def.timestamp_sync.map(|max_idle| Synchronised {
                 max_idle: millis(max_idle),
                 waiting_since: vec![None; lane_count],

@@ -508,13 +508,14 @@ async fn kill_9_of_one_of_two_instances_under_flowing_input_keeps_every_order_on
     // the order's timestamp. Measured and printed, not bounded: the join
     // delivers in timestamp order across its sources' heads (as Kafka
     // Streams does), but an order reaches its by-customer partition from
-    // whichever by-customer task rekeyed it, not in timestamp order; one
+    // whichever dedupe task re-keyed it, not in timestamp order; one
     // overtaken there by a later order is joined after the profiles that
     // later order let through. Every order measured joined with a newer
     // profile had been overtaken so (4.2 % to 10.6 % of the orders after
     // the first 5 s and outside the 10 s after the kill; up to 59 % in
     // those 10 s, when the killed instance's tasks stall for its session
-    // timeout while the survivor's go on).
+    // timeout while the survivor's go on; measured when each re-key was a
+    // stage of its own).
     let judged = freshness(
         &read,
         &topics,

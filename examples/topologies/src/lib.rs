@@ -1030,6 +1030,9 @@ pub struct ByProductTopics {
     pub priced: Topic<String, Sale>,
     /// Revenue per product per second, each second once it closes.
     pub revenue: Topic<Windowed<String>, i64>,
+    /// How many closed product-seconds of each size (`small`, `large`) so
+    /// far, keyed by size.
+    pub sizes: Topic<String, i64>,
 }
 
 impl ByProductTopics {
@@ -1048,6 +1051,7 @@ impl ByProductTopics {
                 WindowedCodec(Utf8),
                 I64,
             ),
+            sizes: Topic::with_codecs(format!("{prefix}revenue-sizes"), Utf8, I64),
         }
     }
 }
@@ -1065,15 +1069,22 @@ pub const LOYAL_FROM: i64 = 3;
 /// What a loyal customer pays, in percent of the price.
 pub const LOYAL_PERCENT: i64 = 90;
 
-/// Re-keying within a stage (R1, R3) into a windowed aggregation: a fold
-/// per customer prices each sale (from a customer's [`LOYAL_FROM`]th sale
-/// on, at [`LOYAL_PERCENT`] %) and writes it to `priced-sales`, keyed by
+/// A product-second's revenue from this much on is `large`.
+pub const LARGE_REVENUE: i64 = 200;
+
+/// Re-keying within a stage (R1, R3), on records and on ticks: a fold per
+/// customer prices each sale (from a customer's [`LOYAL_FROM`]th sale on,
+/// at [`LOYAL_PERCENT`] %) and writes it to `priced-sales`, keyed by
 /// customer; the same stage writes each priced sale again, re-keyed by
-/// product, to the derived topic `by-product-by-product-repartition`, and
-/// the revenue per product per second is summed from there (tumbling
-/// windows with grace, as in [`windows`]). Only the sales, priced sales and
-/// revenue topics are declared; the repartition topic, the changelogs and
-/// the topics' partition counts are derived.
+/// product, to the derived topic `by-product-by-product-repartition`. The
+/// revenue per product per second is summed from there (tumbling windows
+/// with grace, closed by the wall clock, so each is written on a tick) and
+/// written to `product-revenue`; the windows' stage writes each result
+/// again, re-keyed by its size (`large` from [`LARGE_REVENUE`]), to
+/// `by-product-by-size-repartition`, and a third stage counts the
+/// product-seconds of each size. Only the sales, priced sales, revenue and
+/// size counts are declared; the repartition topics, the changelogs, the
+/// windows' tick topic and the topics' partition counts are derived.
 pub fn by_product(topics: &ByProductTopics) -> Result<App, CompositionError> {
     by_product_named("by-product", topics)
 }
@@ -1113,9 +1124,28 @@ pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, C
             || 0i64,
             |total, sale| checked(sale.value.amount).map(|amount| total + amount),
         )
+        .close_by(Close::WallClock {
+            resolution: Duration::from_millis(REVENUE_GRACE_MS),
+        })
         .into(&topics.revenue)
         .build();
-    app.stage(pricing).stage(revenue).build()
+    let (revenue, by_size) =
+        app.rekey_output("by-size", revenue, &topics.revenue, Utf8, |_, total| {
+            match *total >= LARGE_REVENUE {
+                true => "large",
+                false => "small",
+            }
+            .to_string()
+        });
+    let sizes = topics.sizes.clone();
+    let counting = Stage::named("revenue-sizes")
+        .state(Json, || 0i64)
+        .on(&by_size, move |count: i64, window| {
+            Step::of(count + 1).emit(sizes.send(window.key.clone(), count + 1))
+        })
+        .into(&topics.sizes)
+        .build();
+    app.stage(pricing).stage(revenue).stage(counting).build()
 }
 
 /// The topics of the fan-in.

@@ -169,8 +169,9 @@ pub fn dedupe(settings: &Settings) -> Result<SimulationBuilder, BoxError> {
 }
 
 /// `by-product`: sales of three products by customers under `k<N>`
-/// keys, up to 400 ms behind the wall clock, re-keyed by product and
-/// windowed; refused amounts stop the windows' task (X5).
+/// keys, up to 400 ms behind the wall clock, priced, re-keyed by product
+/// and windowed, each window's result re-keyed by size and counted;
+/// refused amounts stop the pricing task (X5).
 pub fn by_product(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     let topics = ByProductTopics::new();
     let app = crate::by_product(&topics)?;

@@ -145,8 +145,8 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         .dead_letter_queue()
         .into(&topics.paid)
         .build();
-    // Re-keyed within the join (R3): its unmatched results are written at
-    // the window's close, on a tick, and their copies with them.
+    // Re-keyed within the join (R3): its unmatched results are written when
+    // stream time closes their window, and their copies with them.
     let (paid, by_status) = app.rekey_output("by-status", paid, &topics.paid, Utf8, |_, paid| {
         status(paid)
     });

@@ -165,28 +165,71 @@ fn r2_a_rekeyed_record_claims_its_source_record() {
     );
 }
 
-/// An app of the echo stage (orders → out) with its output re-keyed within
-/// it (R3) by `select`, assembled over 2-partition topics.
-fn echo_rekeyed<R: crate::stage::Fallible<String> + 'static>(
+/// An app of the echo stage (orders → out, with `ticks` a tick handler
+/// too) with its output re-keyed within it (R3) by `select`, assembled
+/// over 2-partition topics.
+fn echo_rekeyed_with<R: crate::stage::Fallible<String> + 'static>(
+    ticks: bool,
     select: impl Fn(Option<&String>, &String) -> R + Send + Sync + 'static,
 ) -> Fixture {
     let app = Parsley::named("app");
     let (stage, repartition) = app.rekey_output(
         "by-value",
-        echo(&[orders()], false),
+        echo(&[orders()], ticks),
         &out(),
         crate::codec::Utf8,
         select,
     );
     assert_eq!(repartition.name().as_str(), "app-by-value-repartition");
     let app = app.stage(stage).build().expect("the re-keyed app composes");
-    let metadata: std::collections::BTreeMap<String, u32> =
-        [(ORDERS, 2), (OUT, 3), ("app-by-value-repartition", 2)]
-            .into_iter()
-            .map(|(topic, partitions)| (topic.to_string(), partitions))
-            .collect();
+    let metadata: std::collections::BTreeMap<String, u32> = [
+        (ORDERS, 2),
+        (OUT, 3),
+        (TICKS, 2),
+        ("app-by-value-repartition", 2),
+    ]
+    .into_iter()
+    .map(|(topic, partitions)| (topic.to_string(), partitions))
+    .collect();
     let assembly = assemble(&app, &metadata).expect("every topic exists");
     Fixture { app, assembly }
+}
+
+fn echo_rekeyed<R: crate::stage::Fallible<String> + 'static>(
+    select: impl Fn(Option<&String>, &String) -> R + Send + Sync + 'static,
+) -> Fixture {
+    echo_rekeyed_with(false, select)
+}
+
+/// R3 on a tick: what a stage emits on a tick to its re-keyed output is
+/// copied as what it emits on a record is, with the tick's stamp.
+#[test]
+fn r3_a_rekeyed_output_written_on_a_tick_is_copied_too() {
+    let f = echo_rekeyed_with(true, |_, value: &String| value.to_uppercase());
+    let mut task = f.started(0);
+    let produced = tick_and_deliver(&mut task, T0 + INTERVAL_MS, 0);
+    let written: Vec<_> = produced
+        .iter()
+        .filter(|r| r.tp.topic.as_str() == OUT)
+        .collect();
+    let copies: Vec<_> = produced
+        .iter()
+        .filter(|r| r.tp.topic.as_str() == "app-by-value-repartition")
+        .collect();
+    assert_eq!((written.len(), copies.len()), (1, 1), "{produced:?}");
+    let note = format!("tick@{}", T0 + INTERVAL_MS);
+    assert_eq!(written[0].data.value.as_ref(), Some(&json(&note)));
+    assert_eq!(copies[0].data.value, written[0].data.value);
+    assert_eq!(
+        copies[0].data.key.as_deref(),
+        Some(note.to_uppercase().as_bytes())
+    );
+    assert_eq!(copies[0].data.timestamp, written[0].data.timestamp);
+    assert_eq!(stamp_of(copies[0]), stamp_of(written[0]));
+    assert!(
+        stamp_of(copies[0]).offset(task.tick_tp().unwrap()) == Some(0),
+        "the copy claims the tick it was written on"
+    );
 }
 
 /// R3: a stage writes each record of its re-keyed output again, in the

@@ -73,26 +73,29 @@ impl<'a> Checker<'a> {
             .expect("the assembly sizes every derived topic");
         let what = format!("{}@{}", delivery.tp, delivery.offset);
         let mut problem = None;
-        for index in 0..records.len().max(copies.len()) {
-            let (record, copy) = (records.get(index), copies.get(index));
-            let (Some(record_at), Some(copy_at)) = (record, copy) else {
-                let (tp, offset) = record.or(copy).expect("one of them exists");
-                problem = Some((
-                    (*tp).clone(),
-                    *offset,
-                    match record {
-                        Some(_) => format!(
-                            "wrote {tp}@{offset} to {} and no copy of it to {}",
-                            decl.output, decl.repartition
-                        ),
-                        None => format!(
-                            "wrote the copy {tp}@{offset} to {} without a record of {} it copies",
-                            decl.repartition, decl.output
-                        ),
-                    },
-                ));
+        if records.len() != copies.len() {
+            // Told as counts: which record lacks its copy (or which copy
+            // its record) positions alone cannot tell.
+            let (tp, offset) = records
+                .first()
+                .or(copies.first())
+                .expect("one is not empty");
+            problem = Some((
+                tp.clone(),
+                *offset,
+                format!(
+                    "wrote {} records to {} and {} copies to {}",
+                    records.len(),
+                    decl.output,
+                    copies.len(),
+                    decl.repartition
+                ),
+            ));
+        }
+        for (record_at, copy_at) in records.iter().zip(&copies) {
+            if problem.is_some() {
                 break;
-            };
+            }
             let (Some(original), Some(copied)) = (self.data_at(record_at), self.data_at(copy_at))
             else {
                 continue;
