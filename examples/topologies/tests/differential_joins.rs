@@ -16,7 +16,7 @@
 
 mod differential;
 
-use differential::{kafka_streams, Rng};
+use differential::{first_difference, kafka_streams, Rng};
 use parsley::join::{Join, JoinKind};
 use parsley::mutation::{self, Mutation};
 use parsley::{Parsley, Topic, Utf8, I64};
@@ -156,27 +156,6 @@ fn kafka_streams_side(cases: &[(JoinKind, Vec<Piped>)]) -> Vec<Vec<Joined>> {
         .collect()
 }
 
-/// The first difference between the two outputs, told; `None` when equal.
-fn difference(name: &str, parsley: &[Joined], kafka_streams: &[Joined]) -> Option<String> {
-    if parsley == kafka_streams {
-        return None;
-    }
-    let at = parsley
-        .iter()
-        .zip(kafka_streams)
-        .position(|(p, k)| p != k)
-        .unwrap_or(parsley.len().min(kafka_streams.len()));
-    let around = |side: &[Joined]| side[at.saturating_sub(2)..(at + 3).min(side.len())].to_vec();
-    Some(format!(
-        "{name}: Parsley and Kafka Streams differ at output {at} (Parsley wrote {}, Kafka Streams {})\n\
-         Parsley:       {:?}\nKafka Streams: {:?}",
-        parsley.len(),
-        kafka_streams.len(),
-        around(parsley),
-        around(kafka_streams)
-    ))
-}
-
 /// The cases: inner and left joins alternately, each with its own seed,
 /// length (50–250 pipes), key count (one to six: key churn) and share of
 /// tombstones (none to a half of the table records).
@@ -211,7 +190,7 @@ fn compare(cases: &[(JoinKind, Vec<Piped>, String)]) -> (Vec<String>, usize) {
     for ((kind, records, name), kafka_streams) in cases.iter().zip(&outputs) {
         joined += kafka_streams.len();
         let parsley = parsley_side(*kind, records);
-        differences.extend(difference(name, &parsley, kafka_streams));
+        differences.extend(first_difference(name, "output", &parsley, kafka_streams));
     }
     (differences, joined)
 }

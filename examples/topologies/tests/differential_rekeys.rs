@@ -21,7 +21,7 @@
 
 mod differential;
 
-use differential::{kafka_streams, Rng};
+use differential::{first_difference, kafka_streams, Rng};
 use parsley::mutation::{self, Mutation};
 use parsley::{App, Json, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley_sim::{TestDriver, TestRecord};
@@ -157,27 +157,6 @@ fn kafka_streams_side(cases: &[Vec<Sale>]) -> Vec<Vec<Count>> {
         .collect()
 }
 
-/// The first difference between the two outputs, told; `None` when equal.
-fn difference(name: &str, parsley: &[Count], kafka_streams: &[Count]) -> Option<String> {
-    if parsley == kafka_streams {
-        return None;
-    }
-    let at = parsley
-        .iter()
-        .zip(kafka_streams)
-        .position(|(p, k)| p != k)
-        .unwrap_or(parsley.len().min(kafka_streams.len()));
-    let around = |side: &[Count]| side[at.saturating_sub(2)..(at + 3).min(side.len())].to_vec();
-    Some(format!(
-        "{name}: Parsley and Kafka Streams differ at count {at} (Parsley wrote {}, Kafka Streams {})\n\
-         Parsley:       {:?}\nKafka Streams: {:?}",
-        parsley.len(),
-        kafka_streams.len(),
-        around(parsley),
-        around(kafka_streams)
-    ))
-}
-
 /// The cases, each with its own seed, length (50–250 sales), customer
 /// count (one to six: key churn) and largest amount (10–300, so totals
 /// cross buckets slowly or every sale).
@@ -204,7 +183,12 @@ fn compare(form: Form, cases: &[(Vec<Sale>, String)], outputs: &[Vec<Count>]) ->
         .zip(outputs)
         .filter_map(|((records, name), kafka_streams)| {
             let parsley = parsley_side(form, records);
-            difference(&format!("{form:?}, {name}"), &parsley, kafka_streams)
+            first_difference(
+                &format!("{form:?}, {name}"),
+                "count",
+                &parsley,
+                kafka_streams,
+            )
         })
         .collect()
 }

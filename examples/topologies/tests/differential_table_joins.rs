@@ -16,7 +16,7 @@
 
 mod differential;
 
-use differential::{kafka_streams, Rng};
+use differential::{first_difference, kafka_streams, Rng};
 use parsley::join::{Join, TableJoinKind};
 use parsley::mutation::{self, Mutation};
 use parsley::{Parsley, Topic, Utf8, I64};
@@ -153,27 +153,6 @@ fn kafka_streams_side(cases: &[(TableJoinKind, Vec<Piped>)], cache: bool) -> Vec
         .collect()
 }
 
-/// The first difference between the two outputs, told; `None` when equal.
-fn difference(name: &str, parsley: &[Change], kafka_streams: &[Change]) -> Option<String> {
-    if parsley == kafka_streams {
-        return None;
-    }
-    let at = parsley
-        .iter()
-        .zip(kafka_streams)
-        .position(|(p, k)| p != k)
-        .unwrap_or(parsley.len().min(kafka_streams.len()));
-    let around = |side: &[Change]| side[at.saturating_sub(2)..(at + 3).min(side.len())].to_vec();
-    Some(format!(
-        "{name}: Parsley and Kafka Streams differ at output {at} (Parsley wrote {}, Kafka Streams {})\n\
-         Parsley:       {:?}\nKafka Streams: {:?}",
-        parsley.len(),
-        kafka_streams.len(),
-        around(parsley),
-        around(kafka_streams)
-    ))
-}
-
 /// The cases: inner, left and outer joins in turn, each with its own seed,
 /// length (50–250 pipes), key count (one to six: key churn) and share of
 /// tombstones (none to a half).
@@ -214,7 +193,7 @@ fn compare(cases: &[(TableJoinKind, Vec<Piped>, String)]) -> (Vec<String>, usize
             .count();
         results += kafka_streams.len();
         let parsley = parsley_side(*kind, records);
-        differences.extend(difference(name, &parsley, kafka_streams));
+        differences.extend(first_difference(name, "output", &parsley, kafka_streams));
     }
     (differences, results, tombstones)
 }

@@ -60,6 +60,36 @@ fn build_once() {
     }
 }
 
+/// The first difference between two sides' outputs, told with the records
+/// around it; `None` when they are equal. `what` names one output record
+/// ("output", "count").
+pub fn first_difference<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    what: &str,
+    parsley: &[T],
+    kafka_streams: &[T],
+) -> Option<String> {
+    if parsley == kafka_streams {
+        return None;
+    }
+    let at = parsley
+        .iter()
+        .zip(kafka_streams)
+        .position(|(p, k)| p != k)
+        .unwrap_or(parsley.len().min(kafka_streams.len()));
+    fn around<T>(side: &[T], at: usize) -> &[T] {
+        &side[at.saturating_sub(2).min(side.len())..(at + 3).min(side.len())]
+    }
+    Some(format!(
+        "{name}: Parsley and Kafka Streams differ at {what} {at} (Parsley wrote {}, Kafka Streams {})\n\
+         Parsley:       {:?}\nKafka Streams: {:?}",
+        parsley.len(),
+        kafka_streams.len(),
+        around(parsley, at),
+        around(kafka_streams, at)
+    ))
+}
+
 /// Runs `program` (`windows`, `joins` or `sessions`) on `stdin`, the cases
 /// each ended by a line `end`; returns each case's output lines. Asserts the
 /// program answered `cases` cases.
