@@ -56,7 +56,10 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The clients of one instance that its tasks share, made when the first
 /// task needs them and kept for the instance's life (a task that moves
-/// away and back finds its stage's consumer still connected).
+/// away and back finds its stage's consumer still connected), save a
+/// stage's consumer through which a task could not read its committed
+/// offsets: the next task to start makes a fresh one
+/// ([`SharedClients::renew_stage_consumer`]).
 pub(crate) struct SharedClients {
     live: LiveConfig,
     probes: Mutex<Option<Arc<Probes>>>,
@@ -97,6 +100,23 @@ impl SharedClients {
         });
         stages.insert(group.to_owned(), Arc::clone(&made));
         Ok(made)
+    }
+}
+
+impl SharedClients {
+    /// Forgets the stage's consumer `stale` if it is still the stage's
+    /// here, so that the next task of the stage to start makes a fresh
+    /// one; returns it (tasks running on it keep it until they restart).
+    pub(crate) fn renew_stage_consumer(
+        &self,
+        stale: &Arc<StageConsumer>,
+    ) -> Option<Arc<StageConsumer>> {
+        let mut stages = lock(&self.stages);
+        let current = stages.get(&stale.group)?;
+        match Arc::ptr_eq(current, stale) {
+            true => stages.remove(&stale.group),
+            false => None,
+        }
     }
 }
 
@@ -363,6 +383,24 @@ mod tests {
         assert_eq!(other.group(), "app-totals");
         let probes = clients.probes().expect("probes");
         assert!(Arc::ptr_eq(&probes, &clients.probes().expect("probes")));
+    }
+
+    /// A stage's consumer that failed a task's start is renewed: the next
+    /// task to start gets a fresh one, and a task that started on an older
+    /// one renews nothing (the fresh one stays).
+    #[test]
+    fn a_stage_consumer_renewed_after_a_failed_start_is_made_afresh() {
+        let clients = SharedClients::new(&LiveConfig::new("127.0.0.1:9"));
+        let stale = clients.stage_consumer("app-balances").expect("a consumer");
+        let renewed = clients
+            .renew_stage_consumer(&stale)
+            .expect("it was the stage's");
+        assert!(Arc::ptr_eq(&renewed, &stale));
+        let fresh = clients.stage_consumer("app-balances").expect("a consumer");
+        assert!(!Arc::ptr_eq(&fresh, &stale), "a fresh consumer");
+        assert!(clients.renew_stage_consumer(&stale).is_none());
+        let again = clients.stage_consumer("app-balances").expect("a consumer");
+        assert!(Arc::ptr_eq(&fresh, &again), "the fresh one stays");
     }
 
     /// A misrouted record of one task's partition is that task's to

@@ -510,11 +510,25 @@ impl TaskDriver {
                 tps.clone(),
                 config.live.timeout,
             );
-            bounded(
+            let read = bounded(
                 || format!("reading the committed offsets of group `{}`", task.group()),
                 config.live.deadline(),
                 move || committed_offsets(&consumer, &group, &tps, timeout),
-            )??
+            );
+            match read.and_then(|read| read) {
+                Ok(committed) => committed,
+                Err(error) => {
+                    // A consumer that could not reach its group's
+                    // coordinator may stay so once the cluster is back
+                    // (librdkafka does not always recover a client from a
+                    // frozen broker): the stage's next task to start here
+                    // makes a fresh one, as the membership consumer does.
+                    // Dropped elsewhere: closing a client can wait on the
+                    // cluster.
+                    drop_elsewhere((clients.renew_stage_consumer(&stage), stage));
+                    return Err(error.into());
+                }
+            }
         };
         let positions = task.start(&committed, wall_clock_ms())?;
         tracing::info!(
