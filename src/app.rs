@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use crate::codec::Codec;
 pub use crate::dead_letter::dead_letter_topic_name;
 use crate::emission::Record;
+use crate::join::ForeignKeyJoinDecl;
 use crate::stage::logic::Fallible;
 use crate::stage::{Stage, StageProblem};
 use crate::topic::{Topic, TopicRef};
@@ -150,49 +151,20 @@ pub enum CompositionError {
         /// The stage at fault.
         stage: String,
     },
-    /// W1: a windowed aggregation whose windows cannot be (a zero size, an
-    /// advance of zero or past the size) or that has no output topic.
-    #[error("W1, W5 (docs/RULES.md#w1): windowed aggregation {stage:?} declares {reason}")]
-    ImpossibleWindows {
+    /// An operator whose declaration cannot be: a window of size zero
+    /// (W1), a join without an output topic (J4, J5, J9, J10), a time to
+    /// live of zero (E1), a re-key of a topic its stage does not write
+    /// (R3), …
+    #[error("{rules} (docs/RULES.md#{anchor}): {operator} {stage:?} declares {reason}")]
+    ImpossibleOperator {
         /// The stage at fault.
         stage: String,
-        /// What is wrong.
-        reason: &'static str,
-    },
-    /// J4: a stream–table join without an output topic, over one topic as
-    /// both stream and table, or whose stream and table keys have
-    /// different codecs.
-    #[error("J4 (docs/RULES.md#j4): stream–table join {stage:?} declares {reason}")]
-    ImpossibleJoin {
-        /// The stage at fault.
-        stage: String,
-        /// What is wrong.
-        reason: &'static str,
-    },
-    /// J5: a stream–stream join without an output topic, over one topic as
-    /// both sides, whose sides' keys have different codecs, or with a join
-    /// window of zero.
-    #[error("J5 (docs/RULES.md#j5): stream–stream join {stage:?} declares {reason}")]
-    ImpossibleStreamJoin {
-        /// The stage at fault.
-        stage: String,
-        /// What is wrong.
-        reason: &'static str,
-    },
-    /// J9: a table–table join without an output topic, over one topic as
-    /// both sides, or whose sides' keys have different codecs.
-    #[error("J9 (docs/RULES.md#j9): table–table join {stage:?} declares {reason}")]
-    ImpossibleTableJoin {
-        /// The stage at fault.
-        stage: String,
-        /// What is wrong.
-        reason: &'static str,
-    },
-    /// E1: expiring state with a time to live of zero.
-    #[error("E1 (docs/RULES.md#e1): expiring fold {stage:?} declares {reason}")]
-    ImpossibleExpiry {
-        /// The stage at fault.
-        stage: String,
+        /// The rules it breaks.
+        rules: &'static str,
+        /// The anchor of the first in docs/RULES.md.
+        anchor: &'static str,
+        /// What the operator is called.
+        operator: &'static str,
         /// What is wrong.
         reason: &'static str,
     },
@@ -206,14 +178,6 @@ pub enum CompositionError {
         stage: String,
         /// Its repartition topic.
         topic: String,
-    },
-    /// R3: a re-key of a stage's output that cannot be.
-    #[error("R3 (docs/RULES.md#r3): stage {stage:?} declares {reason}")]
-    ImpossibleRekeyOutput {
-        /// The stage at fault.
-        stage: String,
-        /// What is wrong.
-        reason: &'static str,
     },
     /// R1: two re-keys with one repartition topic (one name), on one stage
     /// or two.
@@ -236,15 +200,6 @@ pub enum CompositionError {
         topic: String,
         /// Its re-key stage.
         owner: String,
-    },
-    /// J10: a foreign-key join without an output topic, or with one of its
-    /// tables as its output.
-    #[error("J10 (docs/RULES.md#j10): foreign-key join stage {stage:?} declares {reason}")]
-    ImpossibleForeignKeyJoin {
-        /// The stage at fault.
-        stage: String,
-        /// What is wrong.
-        reason: &'static str,
     },
     /// J10: a foreign-key join made by another application's builder (its
     /// derived topics are named after that application).
@@ -442,27 +397,13 @@ impl AppBuilder {
                     }
                     StageProblem::ZeroTickInterval => CompositionError::ZeroTickInterval { stage },
                     StageProblem::StateAfterLogic => CompositionError::StateAfterLogic { stage },
-                    StageProblem::Window(reason) => {
-                        CompositionError::ImpossibleWindows { stage, reason }
-                    }
-                    StageProblem::Join(reason) => {
-                        CompositionError::ImpossibleJoin { stage, reason }
-                    }
-                    StageProblem::StreamJoin(reason) => {
-                        CompositionError::ImpossibleStreamJoin { stage, reason }
-                    }
-                    StageProblem::TableJoin(reason) => {
-                        CompositionError::ImpossibleTableJoin { stage, reason }
-                    }
-                    StageProblem::Expiry(reason) => {
-                        CompositionError::ImpossibleExpiry { stage, reason }
-                    }
-                    StageProblem::ForeignKeyJoin(reason) => {
-                        CompositionError::ImpossibleForeignKeyJoin { stage, reason }
-                    }
-                    StageProblem::RekeyOutput(reason) => {
-                        CompositionError::ImpossibleRekeyOutput { stage, reason }
-                    }
+                    StageProblem::Operator(problem) => CompositionError::ImpossibleOperator {
+                        stage,
+                        rules: problem.rules,
+                        anchor: problem.anchor,
+                        operator: problem.operator,
+                        reason: problem.reason,
+                    },
                 });
             }
             if def.sources.is_empty() {
@@ -483,13 +424,11 @@ impl AppBuilder {
             }
             // Each re-key's topic is named after this application and the
             // re-key (the stage, for a re-key stage), and is no other's (R1).
-            let own = def
-                .rekey
-                .iter()
+            let own = stage
+                .operators::<crate::rekey::RekeyDecl>()
                 .map(|rekey| (&def.name, &rekey.repartition));
-            let within = def
-                .rekeyed_outputs
-                .iter()
+            let within = stage
+                .operators::<crate::rekey::RekeyOutputDecl>()
                 .map(|r| (&r.name, &r.repartition));
             for (name, topic) in own.chain(within) {
                 check_name("re-key name", name)?;
@@ -509,7 +448,7 @@ impl AppBuilder {
                     });
                 }
             }
-            if let Some(join) = &def.foreign_key_join {
+            if let Some(join) = stage.operator::<ForeignKeyJoinDecl>() {
                 let derived = [
                     (
                         &join.subscription,
@@ -716,14 +655,14 @@ impl App {
     /// J10: each foreign-key join has its three stages.
     fn check_foreign_key_joins(&self) -> Result<(), CompositionError> {
         for plan in &self.stages {
-            let Some(join) = plan.stage.foreign_key_join() else {
+            let Some(join) = plan.stage.operator::<ForeignKeyJoinDecl>() else {
                 continue;
             };
             for part in crate::join::ForeignKeyJoinPart::ALL {
                 let present = self.stages.iter().any(|other| {
                     other
                         .stage
-                        .foreign_key_join()
+                        .operator::<ForeignKeyJoinDecl>()
                         .is_some_and(|other| other.join == join.join && other.part == part)
                 });
                 if !present {
@@ -757,7 +696,7 @@ impl App {
             for repartition in plan.stage.repartitions() {
                 written.insert(repartition.as_str(), (plan.name(), false));
             }
-            if let Some(join) = plan.stage.foreign_key_join() {
+            if let Some(join) = plan.stage.operator::<ForeignKeyJoinDecl>() {
                 let topic = match join.part {
                     crate::join::ForeignKeyJoinPart::Subscribe => &join.subscription,
                     crate::join::ForeignKeyJoinPart::Respond => &join.response,

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use crate::app::{App, StagePlan};
+use crate::operator::CoPartitioned;
 use crate::probe::{ContractProbes, Role, TopicContract};
 use crate::task::TaskId;
 use crate::tp::TopicName;
@@ -177,30 +178,21 @@ fn task_count(plan: &StagePlan, metadata: &dyn TopicMetadata) -> Option<u32> {
 fn co_partitioned(
     metadata: &dyn TopicMetadata,
     failures: &mut Vec<AssemblyFailure>,
-    (leader, follower): (&TopicName, &TopicName),
-    role: String,
-    fix: String,
+    pair: CoPartitioned,
 ) {
-    let expected = metadata.partitions(leader.as_str());
-    let found = metadata.partitions(follower.as_str());
+    let expected = metadata.partitions(pair.leader.as_str());
+    let found = metadata.partitions(pair.follower.as_str());
     if let (Some(expected), Some(found)) = (expected, found) {
         if expected != found {
             failures.push(AssemblyFailure::WrongPartitionCount {
-                topic: follower.to_string(),
-                role,
+                topic: pair.follower.to_string(),
+                role: pair.role,
                 expected,
                 found,
-                fix,
+                fix: pair.fix,
             });
         }
     }
-}
-
-/// J4's fix for two join sides that are not co-partitioned.
-fn rekey_fix(follower: &TopicName, leader: &TopicName) -> String {
-    format!(
-        "give {follower} and {leader} the same partition count (and the same partitioner): re-key one of them into a topic with the other's count"
-    )
 }
 
 /// Checks `app` against `metadata` (C3).
@@ -248,77 +240,14 @@ pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, Ass
             }
         }
     }
-    // C3, K2: a timer service's fires land on its requests' partitions.
+    // C3: what an operator needs co-partitioned (a join's sides, J4; a
+    // timer service's requests and fires, K2).
     for plan in app.stages() {
-        let Some(timer) = plan.stage.timer_service() else {
-            continue;
-        };
-        co_partitioned(
-            metadata,
-            &mut failures,
-            (&timer.requests, &timer.fires),
-            format!(
-                "fires of timer service {}, which must match its requests {}",
-                plan.name(),
-                timer.requests
-            ),
-            format!(
-                "give {} and {} the same partition count",
-                timer.fires, timer.requests
-            ),
-        );
-    }
-    // C3, J4: a join's stream and table are co-partitioned, so that a key's
-    // records and its row meet in one task.
-    for plan in app.stages() {
-        let Some(join) = plan.stage.join() else {
-            continue;
-        };
-        co_partitioned(
-            metadata,
-            &mut failures,
-            (&join.stream, &join.table),
-            format!(
-                "table of stream–table join {}, which must be co-partitioned with its stream {} (J4)",
-                plan.name(),
-                join.stream
-            ),
-            rekey_fix(&join.table, &join.stream),
-        );
-    }
-    // C3, J4: a stream–stream join's two sides are co-partitioned too.
-    for plan in app.stages() {
-        let Some(join) = plan.stage.stream_join() else {
-            continue;
-        };
-        co_partitioned(
-            metadata,
-            &mut failures,
-            (&join.left, &join.right),
-            format!(
-                "right stream of stream–stream join {}, which must be co-partitioned with its left stream {} (J4)",
-                plan.name(),
-                join.left
-            ),
-            rekey_fix(&join.right, &join.left),
-        );
-    }
-    // C3, J4: a table–table join's two tables are co-partitioned too.
-    for plan in app.stages() {
-        let Some(join) = plan.stage.table_join() else {
-            continue;
-        };
-        co_partitioned(
-            metadata,
-            &mut failures,
-            (&join.left, &join.right),
-            format!(
-                "right table of table–table join {}, which must be co-partitioned with its left table {} (J4)",
-                plan.name(),
-                join.left
-            ),
-            rekey_fix(&join.right, &join.left),
-        );
+        for operator in &plan.stage.def.operators {
+            for pair in operator.co_partitioned(plan.name()) {
+                co_partitioned(metadata, &mut failures, pair);
+            }
+        }
     }
     if failures.is_empty() {
         Ok(Assembly { tasks, partitions })

@@ -104,11 +104,14 @@ pub use dead_letter::{DeadLetter, DeadLetterKind};
 pub mod task;
 pub use task::{Task, TaskConfig, TaskError};
 pub mod clock;
+pub mod deadline;
+pub mod operator;
 pub use clock::CausalClock;
 pub mod audit;
 pub mod expiry;
 mod invariant;
 pub mod join;
+#[doc(hidden)]
 pub mod mutation;
 pub mod rekey;
 pub mod text;

@@ -207,7 +207,7 @@ impl ContractProbes {
             }
             // A foreign-key join's derived topics follow the table they are
             // co-partitioned with, not their writer's task count (J11).
-            if let Some(join) = plan.stage.foreign_key_join() {
+            if let Some(join) = plan.stage.operator::<crate::join::ForeignKeyJoinDecl>() {
                 let derived = match join.part {
                     ForeignKeyJoinPart::Subscribe => Some((
                         &join.subscription,

@@ -75,7 +75,7 @@
 //!     .build();
 //! let timers = TimerService::named("session-timers").build(&requests, &fires);
 //! let app = Parsley::named("shop").stage(sessions).stage(timers).build()?;
-//! assert!(app.stage("session-timers").unwrap().stage.timer_service().is_some());
+//! assert!(app.stage("session-timers").unwrap().stage.operator::<parsley::timer::TimerDecl>().is_some());
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 
@@ -86,6 +86,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codec::{Codec, CodecError, Direction};
 use crate::emission::Tick;
+use crate::operator::{CoPartitioned, Counter, Operator};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
@@ -96,7 +97,7 @@ use crate::tp::{TopicName, Tp};
 /// The default [`TimerServiceBuilder::resolution`]: one second.
 pub const DEFAULT_RESOLUTION: Duration = Duration::from_secs(1);
 
-/// A timer service's declaration, as [`Stage::timer_service`] reports it.
+/// A timer service's declaration, as [`Stage::operator`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimerDecl {
     /// The topic the service reads requests from.
@@ -106,6 +107,43 @@ pub struct TimerDecl {
     /// Its tick interval: how late a fire may be.
     pub resolution: Duration,
 }
+
+impl Operator for TimerDecl {
+    /// A tick fires any key's due timers (K2).
+    fn tick_reads_every_slot(&self) -> bool {
+        true
+    }
+
+    /// C3, K2: its fires land on its requests' partitions.
+    fn co_partitioned(&self, stage: &str) -> Vec<CoPartitioned> {
+        vec![CoPartitioned {
+            leader: self.requests.clone(),
+            follower: self.fires.clone(),
+            role: format!(
+                "fires of timer service {stage}, which must match its requests {}",
+                self.requests
+            ),
+            fix: format!(
+                "give {} and {} the same partition count",
+                self.fires, self.requests
+            ),
+        }]
+    }
+
+    fn counters(&self) -> &'static [Counter] {
+        &[Counter {
+            name: LATE_REQUESTS,
+            help: "Timer requests (K2) for a time before their own timestamp: each fired at the timer service's next tick.",
+        }]
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// K2's late timer requests, as a task's metrics count them.
+pub(crate) const LATE_REQUESTS: &str = "timer-requests-late-total";
 
 /// The timer service of K2; see the [module docs](self).
 #[derive(Debug)]
@@ -173,19 +211,11 @@ impl TimerServiceBuilder {
                 }),
                 stateful: true,
                 dead_letter: self.dead_letter,
-                window: None,
-                join: None,
-                stream_join: None,
-                table_join: None,
-                expiry: None,
-                rekey: None,
-                rekeyed_outputs: Vec::new(),
-                foreign_key_join: None,
-                timer: Some(TimerDecl {
+                operators: vec![Arc::new(TimerDecl {
                     requests: requests.name().clone(),
                     fires: fires.name().clone(),
                     resolution: self.resolution,
-                }),
+                })],
                 timestamp_sync: None,
                 logic: Arc::new(logic),
                 problems,
@@ -314,6 +344,19 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
         pending
     }
 
+    /// A request's outcome: its key's new pending times, and K2's late
+    /// request counted.
+    fn requested(write: SlotWrite, late: bool) -> Outcome {
+        let mut outcome = Outcome {
+            write: Some(write),
+            ..Outcome::default()
+        };
+        if late {
+            outcome.counted.count(LATE_REQUESTS);
+        }
+        outcome
+    }
+
     fn write(slot: SlotKey, pending: &Pending) -> Result<SlotWrite, DeliveryFailure> {
         let encoded = match pending.is_empty() {
             true => None,
@@ -397,8 +440,7 @@ impl<K: Clone + Send + Sync + 'static> TimerLogic<K> {
             emissions,
             write: None,
             more_writes: writes,
-            late_timer_request: false,
-            late_window_record: false,
+            ..Outcome::default()
         };
         Ok((outcome, states))
     }
@@ -436,13 +478,7 @@ impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
         };
         let write = Self::write(slot, &pending)?;
         slots.propose((!pending.is_empty()).then_some(pending));
-        Ok(Outcome {
-            emissions: Vec::new(),
-            write: Some(write),
-            more_writes: Vec::new(),
-            late_timer_request: late,
-            late_window_record: false,
-        })
+        Ok(Self::requested(write, late))
     }
 
     fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure> {
@@ -456,7 +492,10 @@ impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
             .take_while(|(earliest, _)| *earliest <= by)
             .filter_map(|(_, slot)| Some((slot, slots.get(slot)?.clone())))
             .collect();
-        let (outcome, states) = self.fire(due.into_iter(), tick.timestamp)?;
+        let (mut outcome, states) = self.fire(due.into_iter(), tick.timestamp)?;
+        // Planted bug (I5): the fires are written unstamped.
+        outcome.planted_unstamped =
+            crate::mutation::active(crate::mutation::Mutation::TimerFireUnstamped);
         let mut states = states.into_iter();
         if let Some(first) = states.next() {
             slots.propose(first);
@@ -467,40 +506,43 @@ impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
         Ok(outcome)
     }
 
-    fn next_deadline(&self, slots: &dyn SlotStore) -> Option<crate::task::Deadline> {
+    fn next_deadline(&self, slots: &dyn SlotStore) -> Option<crate::deadline::Deadline> {
         let slots = slots.as_any().downcast_ref::<Slots<Pending>>()?;
-        earliest_pending(slots)
-            .map(|at| crate::task::Deadline::wall_clock(at, crate::task::DeadlineKind::Timer))
+        earliest_pending(slots).map(|at| {
+            crate::deadline::Deadline::wall_clock(at, crate::deadline::DeadlineKind::Timer)
+        })
+    }
+
+    fn restored(&self, slots: &mut dyn SlotStore, now: i64) {
+        // Planted bug (I11): the restored timers already due are dropped,
+        // as if they had fired before the restart.
+        if crate::mutation::active(crate::mutation::Mutation::TimerLostWhenOverdueAtStart) {
+            forget_overdue(slots, now);
+        }
     }
 
     fn replay_record(
         &self,
-        state: Option<&[u8]>,
+        slots: &[(SlotKey, &[u8])],
         _source: usize,
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, ReplayFailure> {
-        let pending = state
-            .map(|bytes| PendingCodec.decode(bytes))
+        let pending = slots
+            .first()
+            .map(|(_, bytes)| PendingCodec.decode(bytes))
             .transpose()
             .map_err(ReplayFailure::State)?;
         let (key, at) = self.request(tp, record)?;
         let late = at < record.data.timestamp;
         let pending = Self::add(pending, at);
-        Ok(Outcome {
-            emissions: Vec::new(),
-            write: Some(Self::write(SlotKey::Key(key), &pending)?),
-            more_writes: Vec::new(),
-            late_timer_request: late,
-            late_window_record: false,
-        })
+        Ok(Self::requested(
+            Self::write(SlotKey::Key(key), &pending)?,
+            late,
+        ))
     }
 
-    fn replay_tick(&self, _state: Option<&[u8]>, _tick: Tick) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_tick refuses a timer service's ticks")
-    }
-
-    fn replay_tick_over_slots(
+    fn replay_tick(
         &self,
         slots: &[(SlotKey, &[u8])],
         tick: Tick,
@@ -520,8 +562,8 @@ impl<K: Clone + Send + Sync + 'static> StageLogic for TimerLogic<K> {
 /// The pending timers of a timer service's task, as `(key, time)` pairs in
 /// time order, from its slots (`Task::slots`); `None` when the slots are not
 /// a timer service's.
-pub fn pending_of(task: &crate::Task) -> Option<Vec<(Bytes, i64)>> {
-    let slots = task.slots::<Pending>()?;
+pub fn pending_of(slots: crate::stage::SlotsView<'_>) -> Option<Vec<(Bytes, i64)>> {
+    let slots = slots.of::<Pending>()?;
     let mut pending: Vec<(Bytes, i64)> = slots
         .current_slots()
         .filter_map(|(slot, times)| match slot {
@@ -537,8 +579,8 @@ pub fn pending_of(task: &crate::Task) -> Option<Vec<(Bytes, i64)>> {
 /// When a timer service's task next has a timer due: its earliest pending
 /// time, without listing them all (`None` when nothing is pending or the
 /// task is not a timer service's). A driver asks this often.
-pub fn next_due(task: &crate::Task) -> Option<i64> {
-    earliest_pending(task.slots::<Pending>()?)
+pub fn next_due(slots: crate::stage::SlotsView<'_>) -> Option<i64> {
+    earliest_pending(slots.of::<Pending>()?)
 }
 
 fn earliest_pending(slots: &Slots<Pending>) -> Option<i64> {

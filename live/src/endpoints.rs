@@ -171,7 +171,8 @@ fn answer(
     response
 }
 
-/// The help text of every figure the runtime exports.
+/// The help text of every figure the runtime exports but the operators' own
+/// counters, which each task describes as it starts (`Exported::new`).
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(
@@ -197,14 +198,6 @@ fn describe() {
     describe_counter!(
         "parsley_records_dead_lettered_total",
         "Records the task wrote to its dead-letter topic instead of their effects (X5)."
-    );
-    describe_counter!(
-        "parsley_timer_requests_late_total",
-        "Timer requests (K2) for a time before their own timestamp: each fired at the timer service's next tick."
-    );
-    describe_counter!(
-        "parsley_window_records_late_total",
-        "Records a windowed aggregation (W3) delivered too late for at least one of their windows."
     );
     describe_counter!(
         "parsley_task_restarts_total",

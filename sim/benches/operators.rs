@@ -507,7 +507,7 @@ fn task_entries(task: &mut Task, tp: &Tp, entries: usize) -> isize {
 fn task_windows(entries: usize) -> isize {
     let mut task = task(&window_app().app, "revenue");
     let held = task_entries(&mut task, &Tp::new("sales", 0), entries);
-    let open = parsley::window::open_windows_of::<i64>(&task).expect("a window task");
+    let open = parsley::window::open_windows_of::<i64>(task.slots_view()).expect("a window task");
     assert_eq!(open.len(), entries, "every window is open");
     held
 }
@@ -515,7 +515,7 @@ fn task_windows(entries: usize) -> isize {
 fn task_rows(entries: usize) -> isize {
     let mut task = task(&join_app().app, "pricing");
     let held = task_entries(&mut task, &Tp::new("discounts", 0), entries);
-    let rows = parsley::join::rows_of::<i64>(&task).expect("a join task");
+    let rows = parsley::join::rows_of::<i64>(task.slots_view()).expect("a join task");
     assert_eq!(rows.len(), entries, "every row is held");
     held
 }
@@ -594,7 +594,7 @@ fn expiry(live: usize, deliveries: usize) -> Duration {
     let start = Instant::now();
     deliver_orders(&mut task, &tp, live..live + deliveries);
     let elapsed = start.elapsed();
-    let held = parsley::expiry::live_state_of::<i64>(&task).expect("an expiring task");
+    let held = parsley::expiry::live_state_of::<i64>(task.slots_view()).expect("an expiring task");
     assert_eq!(held.len(), live, "one id expires per delivery");
     elapsed / deliveries as u32
 }

@@ -132,7 +132,7 @@ fn main() {
         fill(&mut task, &tp, records, 1_000);
         let held = LIVE.load(Ordering::Relaxed) - before;
         assert_eq!(
-            parsley::timer::pending_of(&task).unwrap().len() as u64,
+            parsley::timer::pending_of(task.slots_view()).unwrap().len() as u64,
             count,
             "every request is pending"
         );

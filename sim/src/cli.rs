@@ -458,13 +458,11 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
                         .cloned()
                         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_default();
-                    Violation::new(
+                    Violation::found(
+                        crate::sim::checker::Finding::Panicked,
                         Invariant::I8,
                         0,
-                        format!(
-                            "{}: seed {seed}: {message}",
-                            crate::sim::report::cause::PANICKED
-                        ),
+                        &format!("seed {seed}: {message}"),
                     )
                 });
                 let (stats, violations) = match outcome {

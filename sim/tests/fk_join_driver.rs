@@ -210,7 +210,7 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
         .build()
         .unwrap_err();
     assert!(
-        matches!(&error, CompositionError::ImpossibleForeignKeyJoin { reason, .. } if reason.contains("no output topic")),
+        matches!(&error, CompositionError::ImpossibleOperator { rules: "J10", reason, .. } if reason.contains("no output topic")),
         "{error}"
     );
     assert!(error.to_string().starts_with("J10 (docs/RULES.md#j10)"));
@@ -225,7 +225,7 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
         .build()
         .unwrap_err();
     assert!(
-        matches!(&error, CompositionError::ImpossibleForeignKeyJoin { reason, .. } if reason.contains("one of its tables")),
+        matches!(&error, CompositionError::ImpossibleOperator { rules: "J10", reason, .. } if reason.contains("one of its tables")),
         "{error}"
     );
 

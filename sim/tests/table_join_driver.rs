@@ -261,7 +261,10 @@ fn j9_one_topic_as_both_sides_is_refused() {
         .build();
     let error = Parsley::named("service").stage(stage).build().unwrap_err();
     assert!(
-        matches!(error, CompositionError::ImpossibleTableJoin { .. }),
+        matches!(
+            error,
+            CompositionError::ImpossibleOperator { rules: "J9", .. }
+        ),
         "{error}"
     );
     assert!(error.to_string().contains("J9"), "{error}");

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::codec::Codec;
+use crate::deadline::{Deadline, DeadlineKind, TimeDomain};
 use crate::emission::{Emission, Record, Step, Tick};
 use crate::mutation::{self, Mutation};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::stage::wide::{self, SlotChanges};
-use crate::task::{Deadline, DeadlineKind, TimeDomain};
 use crate::topic::Topic;
 use crate::tp::Tp;
 
@@ -305,6 +305,30 @@ where
     }
 }
 
+/// The user's fold of an expiring fold with its topics' codecs, for the
+/// harness's oracle ([`super::ExpiryDecl::fold_over`]).
+pub(crate) trait ExpiringFold: Send + Sync {
+    #[allow(clippy::type_complexity)]
+    fn fold_over(
+        &self,
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<(Vec<Emission>, bool), DeliveryFailure>;
+}
+
+impl<K, V, S> ExpiringFold for ExpiryLogic<K, V, S>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    S: Clone + Send + Sync + 'static,
+{
+    fn fold_over(
+        &self,
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<(Vec<Emission>, bool), DeliveryFailure> {
+        ExpiryLogic::fold_over(self, records)
+    }
+}
+
 impl<K, V, S> StageLogic for ExpiryLogic<K, V, S>
 where
     K: Send + Sync + 'static,
@@ -357,20 +381,6 @@ where
 
     fn replay_record(
         &self,
-        _state: Option<&[u8]>,
-        _source: usize,
-        _tp: &Tp,
-        _record: &ConsumedRecord,
-    ) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_record refuses an expiring fold's records")
-    }
-
-    fn replay_tick(&self, _state: Option<&[u8]>, _tick: Tick) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_tick refuses an expiring fold's ticks")
-    }
-
-    fn replay_record_over_slots(
-        &self,
         slots: &[(SlotKey, &[u8])],
         _source: usize,
         tp: &Tp,
@@ -381,7 +391,7 @@ where
         Ok(wide::outcome(&*self.codec, change)?.0)
     }
 
-    fn replay_tick_over_slots(
+    fn replay_tick(
         &self,
         slots: &[(SlotKey, &[u8])],
         tick: Tick,
@@ -389,13 +399,6 @@ where
         let view = wide::decoded(&*self.codec, slots)?;
         let change = self.tick(&view, tick)?;
         Ok(wide::outcome(&*self.codec, change)?.0)
-    }
-
-    fn expiring_fold(
-        &self,
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Option<Result<(Vec<Emission>, bool), DeliveryFailure>> {
-        Some(self.fold_over(records))
     }
 }
 

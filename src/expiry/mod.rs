@@ -59,11 +59,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::codec::Codec;
+use crate::emission::Emission;
 use crate::emission::{Record, Step};
+use crate::operator::{Operator, OperatorProblem, UserLogic};
+use crate::record::ConsumedRecord;
 use crate::stage::logic::Fallible;
-use crate::stage::{Stage, StageDef, StageProblem, TickDecl, TickKind};
+use crate::stage::{ReplayError, Stage, StageDef, StageProblem, TickDecl, TickKind};
 use crate::topic::{Sinks, Topic, TopicRef};
-use crate::tp::TopicName;
+use crate::tp::{TopicName, Tp};
 
 use logic::ExpiryLogic;
 use state::ExpirySlotCodec;
@@ -93,7 +96,7 @@ pub enum Expire {
     },
 }
 
-/// An expiring fold's declaration, as [`Stage::expiry`] reports it.
+/// An expiring fold's declaration, as [`Stage::operator`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExpiryDecl {
     /// The source topic.
@@ -104,6 +107,39 @@ pub struct ExpiryDecl {
     pub since: Since,
     /// What moves the frontier.
     pub expire: Expire,
+    /// The user's fold with the topics' codecs, for
+    /// [`ExpiryDecl::fold_over`].
+    pub(crate) fold: UserLogic<dyn logic::ExpiringFold>,
+}
+
+impl Operator for ExpiryDecl {
+    /// A record may expire other keys (E2).
+    fn record_reads_every_slot(&self) -> bool {
+        true
+    }
+
+    /// A tick may expire any key (E2).
+    fn tick_reads_every_slot(&self) -> bool {
+        true
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl ExpiryDecl {
+    /// The user's fold from its initial state over `records` (one key's,
+    /// each with the tp it was read from, in delivery order): the last
+    /// record's emissions, and whether the fold keeps state after it (it
+    /// did not delete it). What a checker that decides expiry by itself
+    /// compares a delivery with (I14).
+    pub fn fold_over(
+        &self,
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<(Vec<Emission>, bool), ReplayError> {
+        self.fold.fold_over(records).map_err(ReplayError::delivery)
+    }
 }
 
 /// Expiring state being declared: its time to live, before the fold.
@@ -206,7 +242,12 @@ where
         let Expiring { ttl, since, expire } = self.expiring;
         let mut problems = Vec::new();
         if ttl.is_zero() {
-            problems.push(StageProblem::Expiry("a time to live of zero"));
+            problems.push(StageProblem::Operator(OperatorProblem {
+                rules: "E1",
+                anchor: "e1",
+                operator: "expiring fold",
+                reason: "a time to live of zero",
+            }));
         }
         let ticks = match expire {
             Expire::StreamTime => None,
@@ -220,21 +261,22 @@ where
                 })
             }
         };
-        let decl = ExpiryDecl {
-            source: self.source.name().clone(),
-            ttl,
-            since,
-            expire,
-        };
         let sources = vec![TopicRef::from(&self.source)];
-        let logic = ExpiryLogic {
-            source: self.source,
+        let logic = Arc::new(ExpiryLogic {
+            source: self.source.clone(),
             ttl: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
             since,
             expire,
             init: self.init,
             fold: self.fold,
             codec: Arc::new(ExpirySlotCodec { state: self.codec }),
+        });
+        let decl = ExpiryDecl {
+            source: self.source.name().clone(),
+            ttl,
+            since,
+            expire,
+            fold: UserLogic(logic.clone()),
         };
         Stage {
             def: Arc::new(StageDef {
@@ -244,17 +286,9 @@ where
                 ticks,
                 stateful: true,
                 dead_letter: self.dead_letter,
-                timer: None,
-                window: None,
-                join: None,
-                stream_join: None,
-                table_join: None,
-                expiry: Some(decl),
-                rekey: None,
-                rekeyed_outputs: Vec::new(),
-                foreign_key_join: None,
+                operators: vec![Arc::new(decl)],
                 timestamp_sync: None,
-                logic: Arc::new(logic),
+                logic,
                 problems,
             }),
         }
@@ -266,9 +300,9 @@ where
 /// when the task is not an expiring fold's or `S` is not its state type. A
 /// driver's view for tests; the open transaction's changes are included.
 pub fn live_state_of<S: Clone + Send + Sync + 'static>(
-    task: &crate::Task,
+    slots: crate::stage::SlotsView<'_>,
 ) -> Option<Vec<(bytes::Bytes, S, i64)>> {
-    let slots = task.slots::<state::ExpirySlot<S>>()?;
+    let slots = slots.of::<state::ExpirySlot<S>>()?;
     let mut live: Vec<(bytes::Bytes, S, i64)> = slots
         .current_slots()
         .filter_map(|(slot, entry)| match (slot, entry) {

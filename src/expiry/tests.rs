@@ -238,17 +238,17 @@ fn e1_bad_records_and_a_zero_ttl_are_refused() {
         .stage(counting(Expiring::after(Duration::ZERO)))
         .build()
     {
-        Err(error @ CompositionError::ImpossibleExpiry { .. }) => {
+        Err(error @ CompositionError::ImpossibleOperator { rules: "E1", .. }) => {
             assert!(
                 error.to_string().contains("a time to live of zero"),
                 "{error}"
             )
         }
-        other => panic!("expected ImpossibleExpiry, got {other:?}"),
+        other => panic!("expected E1's ImpossibleOperator, got {other:?}"),
     }
 }
 
-/// I14's view: `Stage::expiring_fold` folds from init over given records.
+/// I14's view: `ExpiryDecl::fold_over` folds from init over given records.
 #[test]
 fn expiring_fold_folds_from_init_over_the_records() {
     let stage = counting(Expiring::after(Duration::from_millis(100)));
@@ -263,13 +263,21 @@ fn expiring_fold_folds_from_init_over_the_records() {
         },
     };
     let (one, two, gone) = (record(1), record(1), record(-1));
-    let (emitted, kept) = stage.expiring_fold(&[(&tp, &one), (&tp, &two)]).unwrap();
+    let (emitted, kept) = stage
+        .operator::<crate::expiry::ExpiryDecl>()
+        .unwrap()
+        .fold_over(&[(&tp, &one), (&tp, &two)])
+        .unwrap();
     assert!(kept);
     assert_eq!(
         I64.decode(emitted[0].encoded().unwrap().1.unwrap())
             .unwrap(),
         2
     );
-    let (_, kept) = stage.expiring_fold(&[(&tp, &one), (&tp, &gone)]).unwrap();
+    let (_, kept) = stage
+        .operator::<crate::expiry::ExpiryDecl>()
+        .unwrap()
+        .fold_over(&[(&tp, &one), (&tp, &gone)])
+        .unwrap();
     assert!(!kept);
 }

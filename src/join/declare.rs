@@ -5,16 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::operator::{Operator, OperatorProblem};
 use crate::stage::logic::StageLogic;
 use crate::stage::{Stage, StageDef, StageProblem};
 use crate::topic::{Topic, TopicRef};
 
-use super::{JoinDecl, StreamJoinDecl, TableJoinDecl};
-
 /// A join's problems, worded for its kind.
 pub(super) struct Wording {
-    /// The problem variant of the join's rule.
-    pub(super) problem: fn(&'static str) -> StageProblem,
+    /// The join's rule, its anchor in docs/RULES.md, and what the join is
+    /// called in a message.
+    pub(super) rule: (&'static str, &'static str, &'static str),
     /// One topic as both sides.
     pub(super) same_topic: &'static str,
     /// Sides whose keys are encoded by different codecs.
@@ -32,24 +32,28 @@ pub(super) fn problems<K: 'static, A: 'static, B: 'static, O: 'static>(
 ) -> Vec<StageProblem> {
     let mut problems = Vec::new();
     if output.is_none() {
-        problems.push((wording.problem)(
-            "no output topic (declare one with `into`)",
-        ));
+        problems.push(wording.problem("no output topic (declare one with `into`)"));
     }
     if first.name() == second.name() {
-        problems.push((wording.problem)(wording.same_topic));
+        problems.push(wording.problem(wording.same_topic));
     }
     if !first.same_key_codec(second) {
-        problems.push((wording.problem)(wording.key_codecs));
+        problems.push(wording.problem(wording.key_codecs));
     }
     problems
 }
 
-/// Which join a stage runs, as its declaration reports it.
-pub(super) enum Declared {
-    StreamTable(JoinDecl),
-    StreamStream(StreamJoinDecl),
-    TableTable(TableJoinDecl),
+impl Wording {
+    /// The join's problem `reason`, with its rule.
+    pub(super) fn problem(&self, reason: &'static str) -> StageProblem {
+        let (rules, anchor, operator) = self.rule;
+        StageProblem::Operator(OperatorProblem {
+            rules,
+            anchor,
+            operator,
+            reason,
+        })
+    }
 }
 
 /// What a join's stage is made of besides its declaration.
@@ -67,16 +71,10 @@ impl<K: 'static, A: 'static, B: 'static, O: 'static> JoinStage<K, A, B, O> {
     /// two sides as sources 0 and 1, its output as its one sink.
     pub(super) fn stage(
         self,
-        declared: Declared,
+        declared: Arc<dyn Operator>,
         logic: Arc<dyn StageLogic>,
         problems: Vec<StageProblem>,
     ) -> Stage {
-        let (mut join, mut stream_join, mut table_join) = (None, None, None);
-        match declared {
-            Declared::StreamTable(decl) => join = Some(decl),
-            Declared::StreamStream(decl) => stream_join = Some(decl),
-            Declared::TableTable(decl) => table_join = Some(decl),
-        }
         Stage {
             def: Arc::new(StageDef {
                 name: self.name,
@@ -85,15 +83,7 @@ impl<K: 'static, A: 'static, B: 'static, O: 'static> JoinStage<K, A, B, O> {
                 ticks: None,
                 stateful: true,
                 dead_letter: self.dead_letter,
-                timer: None,
-                window: None,
-                join,
-                stream_join,
-                table_join,
-                expiry: None,
-                rekey: None,
-                rekeyed_outputs: Vec::new(),
-                foreign_key_join: None,
+                operators: vec![declared],
                 timestamp_sync: self.timestamp_sync,
                 logic,
                 problems,

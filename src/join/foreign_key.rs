@@ -64,6 +64,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::codec::RawBytes;
+use crate::operator::{Operator, OperatorProblem};
 use crate::stage::logic::{Fallible, StageLogic};
 use crate::stage::{Stage, StageDef, StageProblem};
 use crate::topic::{Topic, TopicRef};
@@ -114,8 +115,8 @@ impl ForeignKeyJoinPart {
     }
 }
 
-/// A foreign-key join's declaration, as each of its stages reports it
-/// ([`Stage::foreign_key_join`]).
+/// A foreign-key join's declaration, as each of its stages holds it
+/// ([`Stage::operator`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForeignKeyJoinDecl {
     /// The join's name.
@@ -134,6 +135,22 @@ pub struct ForeignKeyJoinDecl {
     pub output: Option<TopicName>,
     /// Inner or left.
     pub kind: JoinKind,
+}
+
+impl Operator for ForeignKeyJoinDecl {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// J10's declaration mistakes.
+fn problem(reason: &'static str) -> StageProblem {
+    StageProblem::Operator(OperatorProblem {
+        rules: "J10",
+        anchor: "j10",
+        operator: "foreign-key join stage",
+        reason,
+    })
 }
 
 /// A foreign-key join being declared, before its joiner; see
@@ -292,13 +309,11 @@ where
         );
         let mut problems = Vec::new();
         match &self.output {
-            None => problems.push(StageProblem::ForeignKeyJoin(
-                "no output topic (declare one with `into`)",
-            )),
+            None => problems.push(problem("no output topic (declare one with `into`)")),
             Some(output)
                 if output.name() == join.left.name() || output.name() == join.right.name() =>
             {
-                problems.push(StageProblem::ForeignKeyJoin(
+                problems.push(problem(
                     "one of its tables as its output (its results would feed back into it)",
                 ))
             }
@@ -327,7 +342,7 @@ where
                      logic: Arc<dyn StageLogic>| Stage {
             def: Arc::new(StageDef {
                 dead_letter: self.dead_letter,
-                foreign_key_join: Some(decl(part)),
+                operators: vec![Arc::new(decl(part))],
                 problems: problems.clone(),
                 ..StageDef::built_in(part.stage_name(&join.name), sources, sinks, true, logic)
             }),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::codec::Codec;
-use crate::emission::{Emission, Record, Tick};
+use crate::emission::{Emission, Record};
 use crate::mutation::{self, Mutation};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{
@@ -147,8 +147,7 @@ where
             emissions: Vec::new(),
             write: None,
             more_writes: Vec::new(),
-            late_timer_request: false,
-            late_window_record: false,
+            ..Outcome::default()
         };
         let proposal = match change {
             Change::Row { slot, row } => {
@@ -204,6 +203,23 @@ where
     }
 }
 
+impl<K, V, T, R> super::Joiner for JoinLogic<K, V, T, R>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    R: 'static,
+{
+    fn joined(
+        &self,
+        tp: &Tp,
+        record: &ConsumedRecord,
+        row: Option<&[u8]>,
+    ) -> Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure> {
+        JoinLogic::joined(self, tp, record, row)
+    }
+}
+
 impl<K, V, T, R> StageLogic for JoinLogic<K, V, T, R>
 where
     K: Clone + Send + Sync + 'static,
@@ -235,34 +251,18 @@ where
         Ok(outcome)
     }
 
-    fn on_tick(&self, _slots: &mut dyn SlotStore, _tick: Tick) -> Result<Outcome, DeliveryFailure> {
-        unreachable!("a stream–table join declares no ticks")
-    }
-
     fn replay_record(
         &self,
-        state: Option<&[u8]>,
+        slots: &[(SlotKey, &[u8])],
         source: usize,
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, ReplayFailure> {
-        let row = state
-            .map(|bytes| self.table.value_codec().decode(bytes))
+        let row = slots
+            .first()
+            .map(|(_, bytes)| self.table.value_codec().decode(bytes))
             .transpose()
             .map_err(ReplayFailure::State)?;
         Ok(self.deliver(source, tp, record, row.as_ref())?.0)
-    }
-
-    fn replay_tick(&self, _state: Option<&[u8]>, _tick: Tick) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_tick refuses a stage without ticks")
-    }
-
-    fn joined(
-        &self,
-        tp: &Tp,
-        record: &ConsumedRecord,
-        row: Option<&[u8]>,
-    ) -> Option<Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure>> {
-        Some(JoinLogic::joined(self, tp, record, row))
     }
 }

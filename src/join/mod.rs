@@ -48,7 +48,7 @@
 //! so is a value the topic's codec refuses, and a joiner's error or panic.
 //!
 //! ```
-//! use parsley::join::Join;
+//! use parsley::join::{Join, JoinDecl};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
@@ -60,7 +60,7 @@
 //!     .into(&priced)
 //!     .build();
 //! let app = Parsley::named("shop").stage(pricing).build()?;
-//! let declared = app.stage("pricing").unwrap().stage.join().unwrap();
+//! let declared = app.stage("pricing").unwrap().stage.operator::<JoinDecl>().unwrap();
 //! assert_eq!(declared.table.as_str(), "discounts");
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
@@ -92,12 +92,15 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::emission::Record;
+use crate::operator::{CoPartitioned, Operator, UserLogic};
+use crate::record::ConsumedRecord;
+use crate::stage::logic::DeliveryFailure;
 use crate::stage::logic::Fallible;
-use crate::stage::{Stage, StageProblem};
+use crate::stage::{ReplayError, Stage};
 use crate::topic::Topic;
-use crate::tp::TopicName;
+use crate::tp::{TopicName, Tp};
 
-use declare::{Declared, JoinStage, Wording};
+use declare::{JoinStage, Wording};
 use logic::{JoinLogic, JoinerFn};
 
 /// A two-sided join's joiner (stream–stream, table–table), given each side
@@ -188,7 +191,7 @@ pub enum JoinKind {
     Left,
 }
 
-/// A stream–table join's declaration, as [`Stage::join`] reports it.
+/// A stream–table join's declaration, as [`Stage::operator`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinDecl {
     /// The stream topic (source 0 of the stage).
@@ -199,6 +202,60 @@ pub struct JoinDecl {
     pub output: Option<TopicName>,
     /// Inner or left.
     pub kind: JoinKind,
+    /// The user's joiner with the topics' codecs, for [`JoinDecl::joined`].
+    pub(crate) joiner: UserLogic<dyn Joiner>,
+}
+
+impl Operator for JoinDecl {
+    /// C3, J4: its stream and table, so that a key's records and its row
+    /// meet in one task.
+    fn co_partitioned(&self, stage: &str) -> Vec<CoPartitioned> {
+        vec![CoPartitioned::join_sides(
+            &self.stream,
+            &self.table,
+            format!(
+                "table of stream–table join {stage}, which must be co-partitioned with its stream {} (J4)",
+                self.stream
+            ),
+        )]
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl JoinDecl {
+    /// The output record (key and value bytes; `None` when an inner join
+    /// writes nothing) for the stream record `record` read from `tp`, when
+    /// its key's row is `row` (the table's value bytes; `None`: no row):
+    /// the user's joiner, encoded with the output topic's codecs. What a
+    /// checker that keeps the table by itself compares a delivery's output
+    /// with (I13).
+    #[allow(clippy::type_complexity)]
+    pub fn joined(
+        &self,
+        tp: &Tp,
+        record: &ConsumedRecord,
+        row: Option<&[u8]>,
+    ) -> Result<Option<(Option<Bytes>, Bytes)>, ReplayError> {
+        self.joiner
+            .joined(tp, record, row)
+            .map_err(ReplayError::delivery)
+    }
+}
+
+/// The user's joiner of a stream–table or a stream–stream join with its
+/// topics' codecs, for the harness's oracle: the output record for a
+/// record joined with the other side's value bytes (`None`: none).
+pub(crate) trait Joiner: Send + Sync {
+    #[allow(clippy::type_complexity)]
+    fn joined(
+        &self,
+        tp: &Tp,
+        record: &ConsumedRecord,
+        other: Option<&[u8]>,
+    ) -> Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure>;
 }
 
 /// A stream–table join being declared: its sources, before the joiner.
@@ -307,16 +364,23 @@ where
     /// The stage.
     pub fn build(self) -> Stage {
         let wording = Wording {
-            problem: StageProblem::Join,
+            rule: ("J4", "j4", "stream–table join"),
             same_topic: "one topic as both its stream and its table",
             key_codecs: "a stream and a table whose keys have different codecs (a key's bytes must be the same on both to meet)",
         };
         let problems = declare::problems(&wording, &self.stream, &self.table, self.output.as_ref());
-        let declared = Declared::StreamTable(JoinDecl {
+        let logic = Arc::new(JoinLogic {
+            stream: self.stream.clone(),
+            table: self.table.clone(),
+            output: self.output.clone(),
+            joiner: self.joiner,
+        });
+        let declared = Arc::new(JoinDecl {
             stream: self.stream.name().clone(),
             table: self.table.name().clone(),
             output: self.output.as_ref().map(|topic| topic.name().clone()),
             kind: self.kind,
+            joiner: UserLogic(logic.clone()),
         });
         let stage = JoinStage {
             name: self.name,
@@ -326,13 +390,7 @@ where
             dead_letter: self.dead_letter,
             timestamp_sync: self.timestamp_sync,
         };
-        let logic = JoinLogic {
-            stream: self.stream,
-            table: self.table,
-            output: self.output,
-            joiner: self.joiner,
-        };
-        stage.stage(declared, Arc::new(logic), problems)
+        stage.stage(declared, logic, problems)
     }
 }
 
@@ -341,8 +399,10 @@ where
 /// `None` when the task is not a join's or `T` is not its table's value
 /// type. A driver's view for tests; the open transaction's changes are
 /// included.
-pub fn rows_of<T: Clone + Send + Sync + 'static>(task: &crate::Task) -> Option<Vec<(Bytes, T)>> {
-    let slots = task.slots::<T>()?;
+pub fn rows_of<T: Clone + Send + Sync + 'static>(
+    slots: crate::stage::SlotsView<'_>,
+) -> Option<Vec<(Bytes, T)>> {
+    let slots = slots.of::<T>()?;
     let mut rows: Vec<(Bytes, T)> = slots
         .current_slots()
         .filter_map(|(slot, row)| match slot {

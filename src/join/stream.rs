@@ -42,7 +42,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::join::{Join, JoinWindows, StreamJoinKind};
+//! use parsley::join::{Join, JoinWindows, StreamJoinDecl, StreamJoinKind};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
@@ -56,7 +56,7 @@
 //!     .into(&settled)
 //!     .build();
 //! let app = Parsley::named("shop").stage(settle).build()?;
-//! let declared = app.stage("settle").unwrap().stage.stream_join().unwrap();
+//! let declared = app.stage("settle").unwrap().stage.operator::<StreamJoinDecl>().unwrap();
 //! assert_eq!(declared.kind, StreamJoinKind::Left);
 //! assert_eq!(declared.after, Duration::from_secs(60));
 //! # Ok::<(), parsley::CompositionError>(())
@@ -65,14 +65,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::stage::logic::Fallible;
-use crate::stage::{Stage, StageProblem};
-use crate::topic::Topic;
-use crate::tp::TopicName;
+use bytes::Bytes;
 
-use super::declare::{self, Declared, JoinStage, Wording};
+use crate::operator::{CoPartitioned, Operator, UserLogic};
+use crate::record::ConsumedRecord;
+use crate::stage::logic::Fallible;
+use crate::stage::{ReplayError, Stage};
+use crate::topic::Topic;
+use crate::tp::{TopicName, Tp};
+
+use super::declare::{self, JoinStage, Wording};
 use super::stream_logic::{StreamJoinLogic, StreamJoinerFn};
-use super::Join;
+use super::{Join, Joiner};
 
 /// A stream–stream join's window (J5) and grace (J6): how far apart in
 /// time a left and a right record of one key may be to join, and how long
@@ -130,7 +134,7 @@ pub enum StreamJoinKind {
     Outer,
 }
 
-/// A stream–stream join's declaration, as [`Stage::stream_join`] reports it.
+/// A stream–stream join's declaration, as [`Stage::operator`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamJoinDecl {
     /// The left stream (source 0 of the stage).
@@ -147,6 +151,52 @@ pub struct StreamJoinDecl {
     pub after: Duration,
     /// How long after its window a record is held (J6).
     pub grace: Duration,
+    /// The user's joiner with the topics' codecs, for
+    /// [`StreamJoinDecl::joined`].
+    pub(crate) joiner: UserLogic<dyn Joiner>,
+}
+
+impl Operator for StreamJoinDecl {
+    /// C3, J4: its two sides.
+    fn co_partitioned(&self, stage: &str) -> Vec<CoPartitioned> {
+        vec![CoPartitioned::join_sides(
+            &self.left,
+            &self.right,
+            format!(
+                "right stream of stream–stream join {stage}, which must be co-partitioned with its left stream {} (J4)",
+                self.left
+            ),
+        )]
+    }
+
+    /// A record may close other keys' join windows (J6).
+    fn record_reads_every_slot(&self) -> bool {
+        true
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl StreamJoinDecl {
+    /// The output record (key and value bytes) for `record`, a record of
+    /// either side read from `tp`, joined with `other`, the other side's
+    /// value bytes (`None`: its unmatched result, J7; `None` is returned
+    /// when the join writes none for that side): the user's joiner,
+    /// encoded with the output topic's codecs. What a checker that holds
+    /// the records by itself compares a delivery's output with (I13).
+    #[allow(clippy::type_complexity)]
+    pub fn joined(
+        &self,
+        tp: &Tp,
+        record: &ConsumedRecord,
+        other: Option<&[u8]>,
+    ) -> Result<Option<(Option<Bytes>, Bytes)>, ReplayError> {
+        self.joiner
+            .joined(tp, record, other)
+            .map_err(ReplayError::delivery)
+    }
 }
 
 impl Join {
@@ -305,18 +355,29 @@ where
     /// by the application's `build`, with J5.
     pub fn build(self) -> Stage {
         let wording = Wording {
-            problem: StageProblem::StreamJoin,
+            rule: ("J5", "j5", "stream–stream join"),
             same_topic: "one topic as both its left and its right stream",
             key_codecs: "a left and a right stream whose keys have different codecs (a key's bytes must be the same on both to meet)",
         };
         let mut problems =
             declare::problems(&wording, &self.left, &self.right, self.output.as_ref());
         if self.windows.before.is_zero() && self.windows.after.is_zero() {
-            problems.push(StageProblem::StreamJoin(
+            problems.push(wording.problem(
                 "a join window of zero (records would join only at the same millisecond; declare a time difference of at least 1 ms)",
             ));
         }
-        let declared = Declared::StreamStream(StreamJoinDecl {
+        let logic = Arc::new(StreamJoinLogic {
+            left: self.left.clone(),
+            right: self.right.clone(),
+            output: self.output.clone(),
+            kind: self.kind,
+            before: millis(self.windows.before),
+            after: millis(self.windows.after),
+            grace: millis(self.windows.grace),
+            joiner: self.joiner,
+        });
+        let declared = Arc::new(StreamJoinDecl {
+            joiner: UserLogic(logic.clone()),
             left: self.left.name().clone(),
             right: self.right.name().clone(),
             output: self.output.as_ref().map(|topic| topic.name().clone()),
@@ -333,17 +394,7 @@ where
             dead_letter: self.dead_letter,
             timestamp_sync: self.timestamp_sync,
         };
-        let logic = StreamJoinLogic {
-            left: self.left,
-            right: self.right,
-            output: self.output,
-            kind: self.kind,
-            before: millis(self.windows.before),
-            after: millis(self.windows.after),
-            grace: millis(self.windows.grace),
-            joiner: self.joiner,
-        };
-        stage.stage(declared, Arc::new(logic), problems)
+        stage.stage(declared, logic, problems)
     }
 }
 
@@ -351,8 +402,8 @@ where
 /// key, then arrival. `None` when the task is
 /// not a stream–stream join's. A driver's view for tests; the open
 /// transaction's changes are included.
-pub fn held_of(task: &crate::Task) -> Option<Vec<HeldRecord>> {
-    super::stream_logic::held_of(task)
+pub fn held_of(slots: crate::stage::SlotsView<'_>) -> Option<Vec<HeldRecord>> {
+    super::stream_logic::held_of(slots)
 }
 
 /// A record a stream–stream join holds, as [`held_of`] lists it.

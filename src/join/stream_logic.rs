@@ -13,13 +13,13 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codec::{Codec, CodecError, Direction};
-use crate::emission::{Emission, Tick};
+use crate::deadline::{Deadline, DeadlineKind, TimeDomain};
+use crate::emission::Emission;
 use crate::mutation::{self, Mutation};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::stage::wide::{self, SlotChanges};
-use crate::task::{Deadline, DeadlineKind, TimeDomain};
 use crate::topic::{RecordCodecError, RecordPart, Topic};
 use crate::tp::Tp;
 
@@ -435,6 +435,23 @@ where
     }
 }
 
+impl<K, L, R, O> super::Joiner for StreamJoinLogic<K, L, R, O>
+where
+    K: Clone + Send + Sync + 'static,
+    L: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+    O: 'static,
+{
+    fn joined(
+        &self,
+        tp: &Tp,
+        record: &ConsumedRecord,
+        other: Option<&[u8]>,
+    ) -> Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure> {
+        StreamJoinLogic::joined(self, tp, record, other)
+    }
+}
+
 impl<K, L, R, O> StageLogic for StreamJoinLogic<K, L, R, O>
 where
     K: Clone + Send + Sync + 'static,
@@ -470,25 +487,7 @@ where
         Ok(outcome)
     }
 
-    fn on_tick(&self, _slots: &mut dyn SlotStore, _tick: Tick) -> Result<Outcome, DeliveryFailure> {
-        unreachable!("a stream–stream join declares no ticks")
-    }
-
     fn replay_record(
-        &self,
-        _state: Option<&[u8]>,
-        _source: usize,
-        _tp: &Tp,
-        _record: &ConsumedRecord,
-    ) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_record refuses a stream–stream join's records")
-    }
-
-    fn replay_tick(&self, _state: Option<&[u8]>, _tick: Tick) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_tick refuses a stage without ticks")
-    }
-
-    fn replay_record_over_slots(
         &self,
         slots: &[(SlotKey, &[u8])],
         source: usize,
@@ -499,20 +498,11 @@ where
         let changes = self.record(&view, source, tp, record)?;
         Ok(wide::outcome(&JoinSlotCodec, changes)?.0)
     }
-
-    fn joined(
-        &self,
-        tp: &Tp,
-        record: &ConsumedRecord,
-        row: Option<&[u8]>,
-    ) -> Option<Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure>> {
-        Some(StreamJoinLogic::joined(self, tp, record, row))
-    }
 }
 
 /// The held records of a stream–stream join's task ([`super::held_of`]).
-pub(crate) fn held_of(task: &crate::Task) -> Option<Vec<HeldRecord>> {
-    let slots = task.slots::<JoinSlot>()?;
+pub(crate) fn held_of(slots: crate::stage::SlotsView<'_>) -> Option<Vec<HeldRecord>> {
+    let slots = slots.of::<JoinSlot>()?;
     let mut held: Vec<(usize, HeldRecord)> = slots
         .current_slots()
         .filter_map(|(slot, state)| match (slot, state) {

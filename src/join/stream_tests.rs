@@ -327,19 +327,23 @@ fn j5_bad_records_are_refused_naming_the_record() {
 }
 
 /// The checker's view of a pair or an unmatched record
-/// (`Stage::join_output`) is what the delivery writes.
+/// (`StreamJoinDecl::joined`) is what the delivery writes.
 #[test]
 fn join_output_is_what_the_delivery_writes() {
     let stage = outer();
     let order = Replay::record(Some("a"), Some(7), 1_000, 1);
     let payment = 3i64.to_be_bytes();
     let pair = stage
-        .join_output(&Tp::new("orders", 0), &order, Some(&payment))
+        .operator::<crate::join::StreamJoinDecl>()
+        .unwrap()
+        .joined(&Tp::new("orders", 0), &order, Some(&payment))
         .unwrap();
     assert_eq!(pair, Some((Some(Bytes::from("a")), Bytes::from("7/3"))));
     let alone = Replay::record(Some("a"), Some(3), 1_000, 1);
     let unmatched = stage
-        .join_output(&Tp::new("payments", 0), &alone, None)
+        .operator::<crate::join::StreamJoinDecl>()
+        .unwrap()
+        .joined(&Tp::new("payments", 0), &alone, None)
         .unwrap();
     assert_eq!(
         unmatched,
@@ -348,7 +352,9 @@ fn join_output_is_what_the_delivery_writes() {
     // A left join writes no payment alone.
     assert_eq!(
         left()
-            .join_output(&Tp::new("payments", 0), &alone, None)
+            .operator::<crate::join::StreamJoinDecl>()
+            .unwrap()
+            .joined(&Tp::new("payments", 0), &alone, None)
             .unwrap(),
         None
     );
@@ -391,14 +397,14 @@ fn j5_impossible_joins_are_refused_when_built() {
     ];
     for (stage, reason) in cases {
         match Parsley::named("shop").stage(stage).build() {
-            Err(error @ CompositionError::ImpossibleStreamJoin { .. }) => {
+            Err(error @ CompositionError::ImpossibleOperator { rules: "J5", .. }) => {
                 let message = error.to_string();
                 assert!(
                     message.starts_with("J5 ") && message.contains(reason),
                     "{message}"
                 );
             }
-            other => panic!("expected ImpossibleStreamJoin ({reason}), got {other:?}"),
+            other => panic!("expected J5's ImpossibleOperator ({reason}), got {other:?}"),
         }
     }
 }

@@ -29,7 +29,7 @@
 //! value its topic's codec refuses, and a joiner's error or panic.
 //!
 //! ```
-//! use parsley::join::{Join, TableJoinKind};
+//! use parsley::join::{Join, TableJoinDecl, TableJoinKind};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let balances = Topic::<String, i64>::with_codecs("balances", Utf8, I64);
@@ -42,7 +42,7 @@
 //!     .into(&headroom)
 //!     .build();
 //! let app = Parsley::named("bank").stage(view).build()?;
-//! let declared = app.stage("headroom").unwrap().stage.table_join().unwrap();
+//! let declared = app.stage("headroom").unwrap().stage.operator::<TableJoinDecl>().unwrap();
 //! assert_eq!(declared.kind, TableJoinKind::Inner);
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
@@ -52,12 +52,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::stage::logic::Fallible;
-use crate::stage::{Stage, StageProblem};
+use crate::operator::{CoPartitioned, Operator, UserLogic};
+use crate::stage::logic::{DeliveryFailure, Fallible};
+use crate::stage::{ReplayError, Stage};
 use crate::topic::Topic;
 use crate::tp::TopicName;
 
-use super::declare::{self, Declared, JoinStage, Wording};
+use super::declare::{self, JoinStage, Wording};
 use super::table_logic::{TableJoinLogic, TableJoinerFn};
 use super::Join;
 
@@ -83,7 +84,7 @@ impl TableJoinKind {
     }
 }
 
-/// A table–table join's declaration, as [`Stage::table_join`] reports it.
+/// A table–table join's declaration, as [`Stage::operator`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableJoinDecl {
     /// The left table (source 0 of the stage).
@@ -94,6 +95,57 @@ pub struct TableJoinDecl {
     pub output: Option<TopicName>,
     /// Inner, left or outer.
     pub kind: TableJoinKind,
+    /// The user's joiner with the topics' codecs, for
+    /// [`TableJoinDecl::joined`].
+    pub(crate) joiner: UserLogic<dyn TableJoiner>,
+}
+
+impl Operator for TableJoinDecl {
+    /// C3, J4: its two sides.
+    fn co_partitioned(&self, stage: &str) -> Vec<CoPartitioned> {
+        vec![CoPartitioned::join_sides(
+            &self.left,
+            &self.right,
+            format!(
+                "right table of table–table join {stage}, which must be co-partitioned with its left table {} (J4)",
+                self.left
+            ),
+        )]
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl TableJoinDecl {
+    /// The result for the key `key` (its bytes) when its left side is
+    /// `left` and its right side `right` (each its table's value bytes;
+    /// `None`: no value): the user's joiner, encoded with the output
+    /// topic's value codec; `None` when the key has no result with these
+    /// sides (J8). What a checker that keeps both tables by itself compares
+    /// a delivery's output with (I13).
+    pub fn joined(
+        &self,
+        key: &[u8],
+        left: Option<&[u8]>,
+        right: Option<&[u8]>,
+    ) -> Result<Option<Bytes>, ReplayError> {
+        self.joiner
+            .joined(key, left, right)
+            .map_err(ReplayError::delivery)
+    }
+}
+
+/// The user's joiner of a table–table join with its topics' codecs, for
+/// the harness's oracle ([`TableJoinDecl::joined`]).
+pub(crate) trait TableJoiner: Send + Sync {
+    fn joined(
+        &self,
+        key: &[u8],
+        left: Option<&[u8]>,
+        right: Option<&[u8]>,
+    ) -> Result<Option<Bytes>, DeliveryFailure>;
 }
 
 impl Join {
@@ -242,12 +294,20 @@ where
     /// `build`, with J9.
     pub fn build(self) -> Stage {
         let wording = Wording {
-            problem: StageProblem::TableJoin,
+            rule: ("J9", "j9", "table–table join"),
             same_topic: "one topic as both its left and its right table",
             key_codecs: "a left and a right table whose keys have different codecs (a key's bytes must be the same on both to meet)",
         };
         let problems = declare::problems(&wording, &self.left, &self.right, self.output.as_ref());
-        let declared = Declared::TableTable(TableJoinDecl {
+        let logic = Arc::new(TableJoinLogic {
+            left: self.left.clone(),
+            right: self.right.clone(),
+            output: self.output.clone(),
+            kind: self.kind,
+            joiner: self.joiner,
+        });
+        let declared = Arc::new(TableJoinDecl {
+            joiner: UserLogic(logic.clone()),
             left: self.left.name().clone(),
             right: self.right.name().clone(),
             output: self.output.as_ref().map(|topic| topic.name().clone()),
@@ -261,14 +321,7 @@ where
             dead_letter: self.dead_letter,
             timestamp_sync: self.timestamp_sync,
         };
-        let logic = TableJoinLogic {
-            left: self.left,
-            right: self.right,
-            output: self.output,
-            kind: self.kind,
-            joiner: self.joiner,
-        };
-        stage.stage(declared, Arc::new(logic), problems)
+        stage.stage(declared, logic, problems)
     }
 }
 
@@ -288,6 +341,6 @@ pub struct Sides {
 /// The sides a table–table join's task holds, by key bytes in key order.
 /// `None` when the task is not a table–table join's. A driver's view for
 /// tests; the open transaction's changes are included.
-pub fn sides_of(task: &crate::Task) -> Option<Vec<Sides>> {
-    super::table_logic::sides_of(task)
+pub fn sides_of(slots: crate::stage::SlotsView<'_>) -> Option<Vec<Sides>> {
+    super::table_logic::sides_of(slots)
 }

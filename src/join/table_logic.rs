@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codec::{Codec, CodecError, Direction};
-use crate::emission::{Emission, Tick};
+use crate::emission::Emission;
 use crate::mutation::{self, Mutation};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{
@@ -151,8 +151,7 @@ where
             emissions: emission.into_iter().collect(),
             write: None,
             more_writes: Vec::new(),
-            late_timer_request: false,
-            late_window_record: false,
+            ..Outcome::default()
         };
         let proposal = match after {
             None => None,
@@ -200,6 +199,23 @@ where
     }
 }
 
+impl<K, L, R, O> super::table::TableJoiner for TableJoinLogic<K, L, R, O>
+where
+    K: Clone + Send + Sync + 'static,
+    L: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+    O: 'static,
+{
+    fn joined(
+        &self,
+        key: &[u8],
+        left: Option<&[u8]>,
+        right: Option<&[u8]>,
+    ) -> Result<Option<Bytes>, DeliveryFailure> {
+        self.joined_bytes(key, left, right)
+    }
+}
+
 impl<K, L, R, O> StageLogic for TableJoinLogic<K, L, R, O>
 where
     K: Clone + Send + Sync + 'static,
@@ -233,19 +249,16 @@ where
         Ok(outcome)
     }
 
-    fn on_tick(&self, _slots: &mut dyn SlotStore, _tick: Tick) -> Result<Outcome, DeliveryFailure> {
-        unreachable!("a table–table join declares no ticks")
-    }
-
     fn replay_record(
         &self,
-        state: Option<&[u8]>,
+        slots: &[(SlotKey, &[u8])],
         source: usize,
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, ReplayFailure> {
-        let before = state
-            .map(|bytes| PairCodec.decode(bytes))
+        let before = slots
+            .first()
+            .map(|(_, bytes)| PairCodec.decode(bytes))
             .transpose()
             .map_err(ReplayFailure::State)?
             .unwrap_or_default();
@@ -253,24 +266,11 @@ where
         let change = self.deliver(source, tp, record, &before)?;
         Ok(Self::outcome(slot, change)?.0)
     }
-
-    fn replay_tick(&self, _state: Option<&[u8]>, _tick: Tick) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_tick refuses a stage without ticks")
-    }
-
-    fn table_joined(
-        &self,
-        key: &[u8],
-        left: Option<&[u8]>,
-        right: Option<&[u8]>,
-    ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
-        Some(self.joined_bytes(key, left, right))
-    }
 }
 
 /// The sides of a table–table join's task ([`super::sides_of`]).
-pub(crate) fn sides_of(task: &crate::Task) -> Option<Vec<Sides>> {
-    let slots = task.slots::<Pair>()?;
+pub(crate) fn sides_of(slots: crate::stage::SlotsView<'_>) -> Option<Vec<Sides>> {
+    let slots = slots.of::<Pair>()?;
     let mut sides: Vec<Sides> = slots
         .current_slots()
         .filter_map(|(slot, pair)| match slot {

@@ -228,7 +228,7 @@ fn j9_the_build_refuses_impossible_joins() {
     ] {
         let error = Parsley::named("bank").stage(stage).build().unwrap_err();
         assert!(
-            matches!(&error, CompositionError::ImpossibleTableJoin { reason: found, .. } if found.contains(reason)),
+            matches!(&error, CompositionError::ImpossibleOperator { rules: "J9", reason: found, .. } if found.contains(reason)),
             "{error}"
         );
         assert!(error.to_string().contains("J9"), "{error}");

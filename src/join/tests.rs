@@ -208,7 +208,7 @@ fn j2_a_failing_joiner_refuses_the_record() {
     }
 }
 
-/// I13's view: `Stage::join_output` is the delivery's emission as bytes.
+/// I13's view: `JoinDecl::joined` is the delivery's emission as bytes.
 #[test]
 fn join_output_is_what_the_delivery_emits() {
     let stage = left();
@@ -224,7 +224,9 @@ fn join_output_is_what_the_delivery_emits() {
     };
     let row = 30i64.to_be_bytes();
     let (key, value) = stage
-        .join_output(&tp, &record, Some(&row))
+        .operator::<crate::join::JoinDecl>()
+        .unwrap()
+        .joined(&tp, &record, Some(&row))
         .unwrap()
         .unwrap();
     assert_eq!(key.as_deref(), Some(&b"alice"[..]));
@@ -238,10 +240,7 @@ fn join_output_is_what_the_delivery_emits() {
             |total, order| total + order.value,
         )
         .build();
-    assert!(matches!(
-        windows.join_output(&tp, &record, None),
-        Err(ReplayError::NotAJoin { .. })
-    ));
+    assert!(windows.operator::<crate::join::JoinDecl>().is_none());
 }
 
 /// J4: the build refuses a join without an output, over one topic, or
@@ -276,14 +275,14 @@ fn j4_impossible_joins_are_refused_when_built() {
     ];
     for (stage, reason) in cases {
         match Parsley::named("shop").stage(stage).build() {
-            Err(error @ CompositionError::ImpossibleJoin { .. }) => {
+            Err(error @ CompositionError::ImpossibleOperator { rules: "J4", .. }) => {
                 let message = error.to_string();
                 assert!(
                     message.starts_with("J4 ") && message.contains(reason),
                     "{message}"
                 );
             }
-            other => panic!("expected ImpossibleJoin ({reason}), got {other:?}"),
+            other => panic!("expected J4's ImpossibleOperator ({reason}), got {other:?}"),
         }
     }
 }

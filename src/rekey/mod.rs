@@ -95,19 +95,32 @@ pub(crate) mod output;
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::codec::Codec;
 use crate::emission::{Emission, Record, Step};
+use crate::operator::{Operator, OperatorProblem, UserLogic};
 use crate::stage::logic::{guarded, DeliveryFailure, Fallible, TypedLogic};
-use crate::stage::{Stage, StageDef, StageProblem};
+use crate::stage::{ReplayError, Stage, StageDef, StageProblem};
 use crate::topic::{Topic, TopicRef};
 use crate::tp::TopicName;
+
+/// R3's declaration mistakes.
+fn problem(reason: &'static str) -> StageProblem {
+    StageProblem::Operator(OperatorProblem {
+        rules: "R3",
+        anchor: "r3",
+        operator: "stage",
+        reason,
+    })
+}
 
 /// `<application.id>-<stage>-repartition` (R1).
 pub fn repartition_topic_name(app: &str, stage: &str) -> String {
     format!("{app}-{stage}-repartition")
 }
 
-/// A re-key stage's declaration, as [`Stage::rekey`] reports it.
+/// A re-key stage's declaration, as [`Stage::operator`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RekeyDecl {
     /// The source topic.
@@ -117,7 +130,7 @@ pub struct RekeyDecl {
 }
 
 /// A re-key within the stage that writes its source, as
-/// [`Stage::rekeyed_outputs`] reports it (R3).
+/// [`Stage::operators`] finds it (R3).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RekeyOutputDecl {
     /// The re-key's name, which names its repartition topic.
@@ -126,6 +139,41 @@ pub struct RekeyOutputDecl {
     pub output: TopicName,
     /// The derived repartition topic the stage writes the copies to (R1).
     pub repartition: TopicName,
+    /// The user's key function with the topics' codecs, for
+    /// [`RekeyOutputDecl::key_of`].
+    pub(crate) select: UserLogic<output::KeyOf>,
+}
+
+impl Operator for RekeyDecl {
+    fn repartition(&self) -> Option<&TopicName> {
+        Some(&self.repartition)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Operator for RekeyOutputDecl {
+    fn repartition(&self) -> Option<&TopicName> {
+        Some(&self.repartition)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl RekeyOutputDecl {
+    /// The key bytes (`None`: a null key) the user's key function selects
+    /// for a record the stage wrote with these key and value bytes, with
+    /// the output's codecs and the re-key's key codec. What a checker
+    /// compares each copy's key with (I17).
+    pub fn key_of(&self, key: Option<&Bytes>, value: &Bytes) -> Result<Option<Bytes>, ReplayError> {
+        self.select
+            .key_of(key, value)
+            .map_err(ReplayError::delivery)
+    }
 }
 
 /// The re-key stage of application `app` and its repartition topic; see
@@ -180,7 +228,7 @@ where
     };
     let stage = Stage {
         def: Arc::new(StageDef {
-            rekey: Some(decl),
+            operators: vec![Arc::new(decl)],
             ..StageDef::built_in(
                 name,
                 vec![TopicRef::from(source)],
@@ -235,10 +283,10 @@ where
     let mut def = StageDef::clone(&stage.def);
     let declared = TopicRef::from(output);
     match def.sinks.iter().find(|sink| sink.name == declared.name) {
-        None => def.problems.push(StageProblem::RekeyOutput(
+        None => def.problems.push(problem(
             "a re-key of a topic it does not write (declare the topic with `.into(…)`)",
         )),
-        Some(sink) if *sink != declared => def.problems.push(StageProblem::RekeyOutput(
+        Some(sink) if *sink != declared => def.problems.push(problem(
             "a re-key of an output it writes with other codecs than the topic given (give `rekey_output` the `Topic` the stage writes)",
         )),
         Some(_) => {}
@@ -247,13 +295,14 @@ where
         inner: Arc::clone(&def.logic),
         output: output.name().clone(),
         repartition: repartition.name().clone(),
-        select,
+        select: Arc::clone(&select),
     });
     def.sinks.push(TopicRef::from(&repartition));
-    def.rekeyed_outputs.push(RekeyOutputDecl {
+    def.operators.push(Arc::new(RekeyOutputDecl {
         name,
         output: output.name().clone(),
         repartition: repartition.name().clone(),
-    });
+        select: UserLogic(Arc::new(output::KeyOf(select))),
+    }));
     (Stage { def: Arc::new(def) }, repartition)
 }

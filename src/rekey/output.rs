@@ -9,12 +9,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::codec::CodecError;
+use crate::deadline::Deadline;
 use crate::emission::{Emission, Tick};
 use crate::mutation::{self, Mutation};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore};
-use crate::task::Deadline;
 use crate::topic::RecordPart;
 use crate::tp::{TopicName, Tp};
 
@@ -107,96 +107,46 @@ impl StageLogic for RekeyedOutput {
         self.inner.next_deadline(slots)
     }
 
+    fn restored(&self, slots: &mut dyn SlotStore, now: i64) {
+        self.inner.restored(slots, now)
+    }
+
     fn replay_record(
         &self,
-        state: Option<&[u8]>,
+        slots: &[(SlotKey, &[u8])],
         source: usize,
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, ReplayFailure> {
-        Ok(self.rekeyed(self.inner.replay_record(state, source, tp, record)?)?)
+        Ok(self.rekeyed(self.inner.replay_record(slots, source, tp, record)?)?)
     }
 
-    fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Outcome, ReplayFailure> {
-        Ok(self.rekeyed(self.inner.replay_tick(state, tick)?)?)
-    }
-
-    fn replay_tick_over_slots(
+    fn replay_tick(
         &self,
         slots: &[(SlotKey, &[u8])],
         tick: Tick,
     ) -> Result<Outcome, ReplayFailure> {
-        Ok(self.rekeyed(self.inner.replay_tick_over_slots(slots, tick)?)?)
+        Ok(self.rekeyed(self.inner.replay_tick(slots, tick)?)?)
     }
+}
 
-    fn replay_record_over_slots(
-        &self,
-        slots: &[(SlotKey, &[u8])],
-        source: usize,
-        tp: &Tp,
-        record: &ConsumedRecord,
-    ) -> Result<Outcome, ReplayFailure> {
-        Ok(self.rekeyed(
-            self.inner
-                .replay_record_over_slots(slots, source, tp, record)?,
-        )?)
-    }
+/// The user's key function of a re-key within a stage with its topics'
+/// codecs, for the harness's oracle ([`super::RekeyOutputDecl::key_of`]).
+pub(crate) struct KeyOf(pub SelectKey);
 
-    // The operators' own oracles name the record the operator writes to
-    // its output; its re-keyed copy is R3's, checked on its own.
-    fn window_emission(
+impl KeyOf {
+    /// The key bytes (`None`: a null key) selected for a record the stage
+    /// wrote with these key and value bytes.
+    pub fn key_of(
         &self,
-        key: &[u8],
-        bounds: (i64, i64),
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Option<Result<(Bytes, Bytes), DeliveryFailure>> {
-        self.inner.window_emission(key, bounds, records)
-    }
-
-    fn expiring_fold(
-        &self,
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Option<Result<(Vec<Emission>, bool), DeliveryFailure>> {
-        // The fold's emissions are the delivery's: its copies included.
-        Some(
-            self.inner
-                .expiring_fold(records)?
-                .and_then(|(emissions, kept)| Ok((self.with_copies(emissions)?, kept))),
-        )
-    }
-
-    fn table_joined(
-        &self,
-        key: &[u8],
-        left: Option<&[u8]>,
-        right: Option<&[u8]>,
-    ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
-        self.inner.table_joined(key, left, right)
-    }
-
-    fn rekeyed_key(
-        &self,
-        repartition: &TopicName,
         key: Option<&Bytes>,
         value: &Bytes,
-    ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
-        match *repartition == self.repartition {
-            true => Some((self.select)(key, value).and_then(|encoded| {
-                encoded.map_err(|error| DeliveryFailure::Codec {
-                    part: RecordPart::Key,
-                    error,
-                })
-            })),
-            false => self.inner.rekeyed_key(repartition, key, value),
-        }
-    }
-
-    fn joined(
-        &self,
-        tp: &Tp,
-        record: &ConsumedRecord,
-        row: Option<&[u8]>,
-    ) -> Option<Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure>> {
-        self.inner.joined(tp, record, row)
+    ) -> Result<Option<Bytes>, DeliveryFailure> {
+        (self.0)(key, value).and_then(|encoded| {
+            encoded.map_err(|error| DeliveryFailure::Codec {
+                part: RecordPart::Key,
+                error,
+            })
+        })
     }
 }

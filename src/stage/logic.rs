@@ -11,24 +11,35 @@ use bytes::Bytes;
 
 use crate::codec::{Codec, CodecError};
 use crate::emission::{Emission, Step, Tick};
+use crate::operator::Counted;
 use crate::record::ConsumedRecord;
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
-use crate::tp::{TopicName, Tp};
+use crate::tp::Tp;
 
 /// What one delivery asks of the task: emissions, and slot changes: the
 /// delivery's own slot (the record's key slot, or the tick slot) in
-/// `write`, and, for the timer service's ticks alone (K2), the key slots it
-/// changes, in order.
+/// `write`, and, for logic whose deliveries read every slot, the other
+/// slots it changes, in order.
+#[derive(Default)]
 pub(crate) struct Outcome {
     pub emissions: Vec<Emission>,
     pub write: Option<SlotWrite>,
     pub more_writes: Vec<SlotWrite>,
-    /// A timer service's delivery of a request for a time before its own
-    /// timestamp (K2): it fires at the next tick, and the task counts it.
-    pub late_timer_request: bool,
-    /// A windowed aggregation's delivery of a record too late for one of
-    /// its windows (W3): the task counts it.
-    pub late_window_record: bool,
+    /// What the operator counts of this delivery (a late record, W3; a
+    /// late timer request, K2): the task adds it to its metrics by name.
+    pub counted: Counted,
+    /// A planted bug's (I5): the emissions are written with an empty stamp.
+    pub planted_unstamped: bool,
+}
+
+impl Outcome {
+    /// Emissions and no slot change.
+    pub fn emitting(emissions: Vec<Emission>) -> Outcome {
+        Outcome {
+            emissions,
+            ..Outcome::default()
+        }
+    }
 }
 
 /// A slot change, encoded for the changelog (`None` deletes the slot). In a
@@ -64,102 +75,41 @@ pub(crate) trait StageLogic: Send + Sync {
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, DeliveryFailure>;
-    fn on_tick(&self, slots: &mut dyn SlotStore, tick: Tick) -> Result<Outcome, DeliveryFailure>;
+    /// Runs the tick logic; logic without any (the task delivers ticks
+    /// only to stages that declare them) does nothing.
+    fn on_tick(&self, _slots: &mut dyn SlotStore, _tick: Tick) -> Result<Outcome, DeliveryFailure> {
+        Ok(Outcome::default())
+    }
     /// The next time at which this logic's state changes with time alone,
     /// read from `slots` (a timer due, a window's close, a key's expiry);
     /// `None` for logic that time alone never changes.
-    fn next_deadline(&self, _slots: &dyn SlotStore) -> Option<crate::task::Deadline> {
+    fn next_deadline(&self, _slots: &dyn SlotStore) -> Option<crate::deadline::Deadline> {
         None
     }
-    /// [`StageLogic::on_record`] with the record's slot holding `state`
-    /// (encoded; `None`: unseen) and no other slot: the pure fold, without
-    /// building slots.
+    /// Called once the task has restored `slots` from its changelog, before
+    /// its first delivery, at wall-clock time `now`.
+    fn restored(&self, _slots: &mut dyn SlotStore, _now: i64) {}
+    /// [`StageLogic::on_record`] replayed over `slots`, the encoded states
+    /// the delivery reads and no others: the record's own slot (absent:
+    /// unseen) for logic whose records read one slot, every slot of the
+    /// task for logic whose records read every slot
+    /// ([`crate::operator::Operator::record_reads_every_slot`]). The pure
+    /// delivery, without building slots.
     fn replay_record(
         &self,
-        state: Option<&[u8]>,
+        slots: &[(SlotKey, &[u8])],
         source: usize,
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, ReplayFailure>;
-    /// [`StageLogic::on_tick`] with the tick slot holding `state`.
-    fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Outcome, ReplayFailure>;
-    /// [`StageLogic::on_tick`] for logic whose ticks read every key slot
-    /// (the timer service, K2), given every slot's encoded state.
-    fn replay_tick_over_slots(
+    /// [`StageLogic::on_tick`] replayed over `slots`: the tick slot alone,
+    /// or every slot for logic whose ticks read every slot.
+    fn replay_tick(
         &self,
         _slots: &[(SlotKey, &[u8])],
         _tick: Tick,
     ) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_tick_over_slots refuses stages whose ticks read one slot")
-    }
-    /// [`StageLogic::on_record`] for logic whose records read every slot (a
-    /// windowed aggregation, W2), given every slot's encoded state.
-    fn replay_record_over_slots(
-        &self,
-        _slots: &[(SlotKey, &[u8])],
-        _source: usize,
-        _tp: &Tp,
-        _record: &ConsumedRecord,
-    ) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_record_over_slots refuses stages whose records read one slot")
-    }
-    /// A windowed aggregation's (W4) output record for the window `bounds`
-    /// of `key` holding `records`, by its own fold and codecs; `None` for
-    /// other logic.
-    fn window_emission(
-        &self,
-        _key: &[u8],
-        _bounds: (i64, i64),
-        _records: &[(&Tp, &ConsumedRecord)],
-    ) -> Option<Result<(Bytes, Bytes), DeliveryFailure>> {
-        None
-    }
-    /// An expiring fold's (I14) fold from its initial state over `records`
-    /// (one key's, in delivery order): the last record's emissions, and
-    /// whether the state is kept after it; `None` for other logic.
-    #[allow(clippy::type_complexity)]
-    fn expiring_fold(
-        &self,
-        _records: &[(&Tp, &ConsumedRecord)],
-    ) -> Option<Result<(Vec<Emission>, bool), DeliveryFailure>> {
-        None
-    }
-    /// A table–table join's (J8) result value bytes for `key` with these
-    /// sides, `None` inside when the key has no result; `None` for other
-    /// logic.
-    fn table_joined(
-        &self,
-        _key: &[u8],
-        _left: Option<&[u8]>,
-        _right: Option<&[u8]>,
-    ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
-        None
-    }
-    /// The key a re-key within this stage (R3) whose copies go to
-    /// `repartition` selects for a record the stage wrote with these key
-    /// and value bytes (`None` inside: a null key); `None` when no re-key
-    /// of this stage writes `repartition`.
-    #[allow(clippy::type_complexity)]
-    fn rekeyed_key(
-        &self,
-        _repartition: &TopicName,
-        _key: Option<&Bytes>,
-        _value: &Bytes,
-    ) -> Option<Result<Option<Bytes>, DeliveryFailure>> {
-        None
-    }
-    /// A stream–table join's (J2) output record for the stream record
-    /// `record` of `tp` when its key's row is `row` (the table's value
-    /// bytes): key and value bytes, or `None` for no output; `None` for
-    /// other logic.
-    #[allow(clippy::type_complexity)]
-    fn joined(
-        &self,
-        _tp: &Tp,
-        _record: &ConsumedRecord,
-        _row: Option<&[u8]>,
-    ) -> Option<Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure>> {
-        None
+        Ok(Outcome::default())
     }
 }
 
@@ -319,12 +269,19 @@ impl<S: Clone + Send + Sync + 'static> TypedLogic<S> {
         let outcome = Outcome {
             emissions: step.emissions,
             write,
-            more_writes: Vec::new(),
-            late_timer_request: false,
-            late_window_record: false,
+            ..Outcome::default()
         };
         Ok((outcome, step.state))
     }
+}
+
+/// The state of the one slot a one-slot replay is given (`None`: unseen).
+fn only_slot<'a>(slots: &[(SlotKey, &'a [u8])]) -> Option<&'a [u8]> {
+    debug_assert!(
+        slots.len() <= 1,
+        "a one-slot replay is given at most its own slot"
+    );
+    slots.first().map(|(_, state)| *state)
 }
 
 /// For stateless stages, `read` yields no state; the unit state stands in.
@@ -364,13 +321,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
             .as_ref()
             .expect("ticks are delivered only to stages that declare them")
         {
-            TickLogic::Handler(handler) => Ok(Outcome {
-                emissions: handler(&tick)?,
-                write: None,
-                more_writes: Vec::new(),
-                late_timer_request: false,
-                late_window_record: false,
-            }),
+            TickLogic::Handler(handler) => Ok(Outcome::emitting(handler(&tick)?)),
             TickLogic::Fold(fold) => {
                 let slots = self.slots(slots);
                 let slot = Self::tick_slot();
@@ -383,11 +334,12 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
 
     fn replay_record(
         &self,
-        state: Option<&[u8]>,
+        slots: &[(SlotKey, &[u8])],
         source: usize,
         tp: &Tp,
         record: &ConsumedRecord,
     ) -> Result<Outcome, ReplayFailure> {
+        let state = only_slot(slots);
         let slot = SlotKey::for_key(record.data.key.as_ref());
         let state = self
             .replay_read(&slot, &slot, state)
@@ -396,7 +348,12 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
         Ok(self.outcome(slot, step)?.0)
     }
 
-    fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Outcome, ReplayFailure> {
+    fn replay_tick(
+        &self,
+        slots: &[(SlotKey, &[u8])],
+        tick: Tick,
+    ) -> Result<Outcome, ReplayFailure> {
+        let state = only_slot(slots);
         let tick_logic = self
             .tick
             .as_ref()
@@ -408,13 +365,7 @@ impl<S: Clone + Send + Sync + 'static> StageLogic for TypedLogic<S> {
             .replay_read(&slot, &SlotKey::Tick, state)
             .map_err(ReplayFailure::State)?;
         match tick_logic {
-            TickLogic::Handler(handler) => Ok(Outcome {
-                emissions: handler(&tick)?,
-                write: None,
-                more_writes: Vec::new(),
-                late_timer_request: false,
-                late_window_record: false,
-            }),
+            TickLogic::Handler(handler) => Ok(Outcome::emitting(handler(&tick)?)),
             TickLogic::Fold(fold) => {
                 let step = fold(state_or_unit(state), &tick)?;
                 Ok(self.outcome(slot, step)?.0)

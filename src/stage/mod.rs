@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use crate::codec::{Codec, CodecError};
 use crate::emission::{Emission, Record, Step, Tick};
+use crate::operator::{Counter, Operator, OperatorProblem};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{
     guarded, DeliveryFailure, SourceFn, StageLogic, StateDecl, TickLogic, TypedLogic,
@@ -36,7 +37,7 @@ use crate::topic::{RecordPart, Sinks, Topic, TopicRef};
 use crate::tp::{TopicName, Tp};
 
 pub use logic::Fallible;
-pub use slots::{SlotKey, Slots};
+pub use slots::{SlotKey, Slots, SlotsView};
 
 /// A built stage: its declaration and its logic. Cheap to clone.
 #[derive(Clone)]
@@ -53,25 +54,10 @@ pub(crate) struct StageDef {
     pub stateful: bool,
     /// X5's opt-in: refused records go to `<application.id>-<stage>-dlq`.
     pub dead_letter: bool,
-    /// The timer service's topics, when the stage is one (K2).
-    pub timer: Option<crate::timer::TimerDecl>,
-    /// The windowed aggregation's declaration, when the stage is one (W1).
-    pub window: Option<crate::window::WindowDecl>,
-    /// The stream–table join's declaration, when the stage is one (J1).
-    pub join: Option<crate::join::JoinDecl>,
-    /// The stream–stream join's declaration, when the stage is one (J5).
-    pub stream_join: Option<crate::join::StreamJoinDecl>,
-    /// The table–table join's declaration, when the stage is one (J8).
-    pub table_join: Option<crate::join::TableJoinDecl>,
-    /// The expiring fold's declaration, when the stage is one (E1).
-    pub expiry: Option<crate::expiry::ExpiryDecl>,
-    /// The re-key's declaration, when the stage is one (R1).
-    pub rekey: Option<crate::rekey::RekeyDecl>,
-    /// The re-keys of this stage's own outputs (R3).
-    pub rekeyed_outputs: Vec<crate::rekey::RekeyOutputDecl>,
-    /// The foreign-key join's declaration, when the stage is one of its
-    /// three (J10).
-    pub foreign_key_join: Option<crate::join::ForeignKeyJoinDecl>,
+    /// Its operators' declarations (the seam, [`crate::operator`]): at
+    /// most one that makes the stage (a window, a join, …), and the re-keys
+    /// of its outputs (R3).
+    pub operators: Vec<Arc<dyn Operator>>,
     /// G9: deliver across sources in timestamp order, waiting at most this
     /// long for a source with nothing fetched.
     pub timestamp_sync: Option<Duration>,
@@ -85,8 +71,9 @@ impl StageDef {
     /// Every repartition topic the stage writes: its own as a re-key stage
     /// (R1) and its re-keyed outputs' (R3).
     pub(crate) fn repartitions(&self) -> impl Iterator<Item = &TopicName> {
-        let own = self.rekey.iter().map(|rekey| &rekey.repartition);
-        own.chain(self.rekeyed_outputs.iter().map(|rekey| &rekey.repartition))
+        self.operators
+            .iter()
+            .filter_map(|operator| operator.repartition())
     }
 
     /// A stage with built-in logic and none of the other declarations (no
@@ -106,15 +93,7 @@ impl StageDef {
             ticks: None,
             stateful,
             dead_letter: false,
-            timer: None,
-            window: None,
-            join: None,
-            stream_join: None,
-            table_join: None,
-            expiry: None,
-            rekey: None,
-            rekeyed_outputs: Vec::new(),
-            foreign_key_join: None,
+            operators: Vec::new(),
             timestamp_sync: None,
             logic,
             problems: Vec::new(),
@@ -145,20 +124,8 @@ pub(crate) enum StageProblem {
     TicksDeclaredTwice,
     ZeroTickInterval,
     StateAfterLogic,
-    /// W1: windows that cannot be, and why.
-    Window(&'static str),
-    /// J4: a join that cannot be, and why.
-    Join(&'static str),
-    /// J5: a stream–stream join that cannot be, and why.
-    StreamJoin(&'static str),
-    /// J9: a table–table join that cannot be, and why.
-    TableJoin(&'static str),
-    /// E1: expiring state that cannot be, and why.
-    Expiry(&'static str),
-    /// J10: a foreign-key join that cannot be, and why.
-    ForeignKeyJoin(&'static str),
-    /// R3: a re-key of an output that cannot be, and why.
-    RekeyOutput(&'static str),
+    /// An operator's declaration that cannot be, with its rule.
+    Operator(OperatorProblem),
 }
 
 impl Stage {
@@ -296,34 +263,6 @@ pub enum ReplayError {
         /// The stage.
         stage: String,
     },
-    /// [`Stage::window_emission`] of a stage that is not a windowed
-    /// aggregation.
-    #[error("stage {stage:?} is not a windowed aggregation")]
-    NotWindowed {
-        /// The stage.
-        stage: String,
-    },
-    /// [`Stage::expiring_fold`] of a stage that is not an expiring fold.
-    #[error("stage {stage:?} is not an expiring fold")]
-    NotExpiring {
-        /// The stage.
-        stage: String,
-    },
-    /// [`Stage::join_output`] of a stage that is not a stream–table join.
-    #[error("stage {stage:?} is not a stream–table join")]
-    NotAJoin {
-        /// The stage.
-        stage: String,
-    },
-    /// [`Stage::rekeyed_output_key`] of a stage with no re-key writing the
-    /// topic.
-    #[error("stage {stage:?} has no re-key that writes {topic}")]
-    NotRekeyed {
-        /// The stage.
-        stage: String,
-        /// The topic asked for.
-        topic: String,
-    },
     /// The given state does not decode with the stage's state codec.
     #[error("{0}")]
     State(CodecError),
@@ -342,6 +281,13 @@ pub enum ReplayError {
     /// The fold or handler returned an error or panicked.
     #[error("the logic failed: {0}")]
     Logic(String),
+}
+
+impl ReplayError {
+    /// The error of a delivery that fails as it would in a task.
+    pub(crate) fn delivery(failure: DeliveryFailure) -> ReplayError {
+        logic::ReplayFailure::Delivery(failure).into()
+    }
 }
 
 impl From<logic::ReplayFailure> for ReplayError {
@@ -379,7 +325,9 @@ impl Stage {
                 stage: self.def.name.clone(),
             });
         }
-        let outcome = self.def.logic.replay_record(state, index, tp, record)?;
+        let slot = SlotKey::for_key(record.data.key.as_ref());
+        let slots: Vec<(SlotKey, &[u8])> = state.map(|state| (slot, state)).into_iter().collect();
+        let outcome = self.def.logic.replay_record(&slots, index, tp, record)?;
         Ok(Self::replayed(outcome))
     }
 
@@ -395,20 +343,42 @@ impl Stage {
     }
 
     /// Whether a record's delivery reads every slot of its task, not only
-    /// its key's: a windowed aggregation's does (W2, a record may close
-    /// other keys' windows), an expiring fold's (E2, a record may expire
-    /// other keys) and a stream–stream join's (J6, a record may close other
-    /// keys' join windows). Replay such a stage's records with
+    /// its key's: its operator says ([`Operator::record_reads_every_slot`]:
+    /// a windowed aggregation's, an expiring fold's, a stream–stream
+    /// join's). Replay such a stage's records with
     /// [`Stage::replay_record_over_slots`].
     pub fn record_reads_every_slot(&self) -> bool {
-        self.def.window.is_some() || self.def.expiry.is_some() || self.def.stream_join.is_some()
+        self.def
+            .operators
+            .iter()
+            .any(|operator| operator.record_reads_every_slot())
     }
 
     /// Whether a tick's delivery reads every slot of its task, not only the
-    /// tick slot: a timer service's (K2), a windowed aggregation's (W2) and
-    /// an expiring fold's (E2) do. Replay such a stage's ticks with [`Stage::replay_tick_over_slots`].
+    /// tick slot: its operator says ([`Operator::tick_reads_every_slot`]: a
+    /// timer service's, a windowed aggregation's, an expiring fold's).
+    /// Replay such a stage's ticks with [`Stage::replay_tick_over_slots`].
     pub fn tick_reads_every_slot(&self) -> bool {
-        self.def.timer.is_some() || self.def.window.is_some() || self.def.expiry.is_some()
+        self.def
+            .operators
+            .iter()
+            .any(|operator| operator.tick_reads_every_slot())
+    }
+
+    /// The declaration of this stage's operator of type `O` (a
+    /// [`crate::window::WindowDecl`], a [`crate::join::JoinDecl`], …), if it
+    /// has one: how a driver or a checker that knows an operator finds it.
+    pub fn operator<O: Operator>(&self) -> Option<&O> {
+        self.operators::<O>().next()
+    }
+
+    /// Every operator of type `O` of this stage, in the order they were
+    /// declared (a stage may re-key several of its outputs, R3).
+    pub fn operators<O: Operator>(&self) -> impl Iterator<Item = &O> {
+        self.def
+            .operators
+            .iter()
+            .filter_map(|operator| operator.as_any().downcast_ref::<O>())
     }
 
     /// Runs the stage's logic for one record of `source` whose delivery
@@ -429,10 +399,7 @@ impl Stage {
                 stage: self.def.name.clone(),
             });
         }
-        let outcome = self
-            .def
-            .logic
-            .replay_record_over_slots(slots, index, tp, record)?;
+        let outcome = self.def.logic.replay_record(slots, index, tp, record)?;
         Ok(Self::replayed(outcome))
     }
 
@@ -446,7 +413,11 @@ impl Stage {
         if self.tick_reads_every_slot() {
             return Err(ReplayError::ReadsEverySlot { stage: stage() });
         }
-        let outcome = self.def.logic.replay_tick(state, tick)?;
+        let slots: Vec<(SlotKey, &[u8])> = state
+            .map(|state| (SlotKey::Tick, state))
+            .into_iter()
+            .collect();
+        let outcome = self.def.logic.replay_tick(&slots, tick)?;
         Ok(Self::replayed(outcome))
     }
 
@@ -487,48 +458,8 @@ impl Stage {
                 stage: self.def.name.clone(),
             });
         }
-        let outcome = self.def.logic.replay_tick_over_slots(slots, tick)?;
+        let outcome = self.def.logic.replay_tick(slots, tick)?;
         Ok(Self::replayed(outcome))
-    }
-
-    /// The timer service's declaration, when this stage is one (K2,
-    /// [`crate::timer::TimerService`]).
-    pub fn timer_service(&self) -> Option<&crate::timer::TimerDecl> {
-        self.def.timer.as_ref()
-    }
-
-    /// The windowed aggregation's declaration, when this stage is one (W1,
-    /// [`crate::window::Windows`]).
-    pub fn window(&self) -> Option<&crate::window::WindowDecl> {
-        self.def.window.as_ref()
-    }
-
-    /// A windowed aggregation's output record (key and value bytes) for the
-    /// window `[start, end)` of `key` (the records' key bytes) holding
-    /// `records` (each with the tp it was read from, in delivery order): the
-    /// stage's own fold from its initial value, encoded with its output
-    /// topic's codecs. What a checker that decides membership and closing
-    /// by itself compares an emitted window with (I12).
-    pub fn window_emission(
-        &self,
-        key: &[u8],
-        (start, end): (i64, i64),
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Result<(bytes::Bytes, bytes::Bytes), ReplayError> {
-        match self.def.logic.window_emission(key, (start, end), records) {
-            Some(result) => {
-                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
-            }
-            None => Err(ReplayError::NotWindowed {
-                stage: self.def.name.clone(),
-            }),
-        }
-    }
-
-    /// The re-key's declaration, when this stage is one (R1,
-    /// [`crate::app::AppBuilder::rekey`]).
-    pub fn rekey(&self) -> Option<&crate::rekey::RekeyDecl> {
-        self.def.rekey.as_ref()
     }
 
     /// Every repartition topic the stage writes: its own as a re-key stage
@@ -537,129 +468,13 @@ impl Stage {
         self.def.repartitions()
     }
 
-    /// The re-keys of this stage's outputs, each written within the stage
-    /// (R3, [`crate::app::AppBuilder::rekey_output`]).
-    pub fn rekeyed_outputs(&self) -> &[crate::rekey::RekeyOutputDecl] {
-        &self.def.rekeyed_outputs
-    }
-
-    /// The foreign-key join's declaration, when this stage is one of its
-    /// three (J10, [`crate::app::AppBuilder::foreign_key_join`]).
-    pub fn foreign_key_join(&self) -> Option<&crate::join::ForeignKeyJoinDecl> {
-        self.def.foreign_key_join.as_ref()
-    }
-
-    /// The expiring fold's declaration, when this stage is one (E1,
-    /// [`crate::expiry::Expiring`]).
-    pub fn expiry(&self) -> Option<&crate::expiry::ExpiryDecl> {
-        self.def.expiry.as_ref()
-    }
-
-    /// An expiring fold's fold from its initial state over `records` (one
-    /// key's, each with the tp it was read from, in delivery order): the
-    /// last record's emissions, and whether the fold keeps state after it
-    /// (it did not delete it). What a checker that decides expiry by
-    /// itself compares a delivery with (I14).
-    pub fn expiring_fold(
-        &self,
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Result<(Vec<Emission>, bool), ReplayError> {
-        match self.def.logic.expiring_fold(records) {
-            Some(result) => {
-                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
-            }
-            None => Err(ReplayError::NotExpiring {
-                stage: self.def.name.clone(),
-            }),
-        }
-    }
-
-    /// The stream–table join's declaration, when this stage is one (J1,
-    /// [`crate::join::Join`]).
-    pub fn join(&self) -> Option<&crate::join::JoinDecl> {
-        self.def.join.as_ref()
-    }
-
-    /// The stream–stream join's declaration, when this stage is one (J5,
-    /// [`crate::join::Join::stream_stream`]).
-    pub fn stream_join(&self) -> Option<&crate::join::StreamJoinDecl> {
-        self.def.stream_join.as_ref()
-    }
-
-    /// The table–table join's declaration, when this stage is one (J8,
-    /// [`crate::join::Join::table_table`]).
-    pub fn table_join(&self) -> Option<&crate::join::TableJoinDecl> {
-        self.def.table_join.as_ref()
-    }
-
-    /// A table–table join's result for the key `key` (its bytes) when its
-    /// left side is `left` and its right side `right` (each its table's
-    /// value bytes; `None`: no value): the stage's own joiner, encoded with
-    /// its output topic's value codec; `None` when the key has no result
-    /// with these sides (J8). What a checker that keeps both tables by
-    /// itself compares a delivery's output with (I13).
-    pub fn table_join_output(
-        &self,
-        key: &[u8],
-        left: Option<&[u8]>,
-        right: Option<&[u8]>,
-    ) -> Result<Option<bytes::Bytes>, ReplayError> {
-        match self.def.logic.table_joined(key, left, right) {
-            Some(result) => {
-                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
-            }
-            None => Err(ReplayError::NotAJoin {
-                stage: self.def.name.clone(),
-            }),
-        }
-    }
-
-    /// The key bytes (`None`: a null key) the re-key within this stage
-    /// whose copies go to `repartition` (R3) selects for a record the stage
-    /// wrote with these key and value bytes: the user's key function, with
-    /// the output's codecs and the re-key's key codec. What a checker
-    /// compares each copy's key with (I17).
-    pub fn rekeyed_output_key(
-        &self,
-        repartition: &TopicName,
-        key: Option<&bytes::Bytes>,
-        value: &bytes::Bytes,
-    ) -> Result<Option<bytes::Bytes>, ReplayError> {
-        match self.def.logic.rekeyed_key(repartition, key, value) {
-            Some(result) => {
-                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
-            }
-            None => Err(ReplayError::NotRekeyed {
-                stage: self.def.name.clone(),
-                topic: repartition.to_string(),
-            }),
-        }
-    }
-
-    /// A stream–table join's output record (key and value bytes; `None`
-    /// when an inner join writes nothing) for the stream record `record`
-    /// read from `tp`, when its key's row is `row` (the table's value bytes;
-    /// `None`: no row): the stage's own joiner, encoded with its output
-    /// topic's codecs. What a checker that keeps the table by itself
-    /// compares a delivery's output with (I13). For a stream–stream join
-    /// (J5), `record` is a record of either side and `row` the other
-    /// side's value bytes it is joined with (`None`: its unmatched result,
-    /// J7; `None` is returned when the join writes none for that side).
-    #[allow(clippy::type_complexity)]
-    pub fn join_output(
-        &self,
-        tp: &Tp,
-        record: &ConsumedRecord,
-        row: Option<&[u8]>,
-    ) -> Result<Option<(Option<bytes::Bytes>, bytes::Bytes)>, ReplayError> {
-        match self.def.logic.joined(tp, record, row) {
-            Some(result) => {
-                result.map_err(|failure| logic::ReplayFailure::Delivery(failure).into())
-            }
-            None => Err(ReplayError::NotAJoin {
-                stage: self.def.name.clone(),
-            }),
-        }
+    /// The counters its operators report, each task's from 0
+    /// ([`crate::task::TaskMetrics::operator_counts`]).
+    pub fn counters(&self) -> impl Iterator<Item = &'static Counter> + '_ {
+        self.def
+            .operators
+            .iter()
+            .flat_map(|operator| operator.counters().iter())
     }
 }
 
@@ -845,15 +660,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 ticks,
                 stateful,
                 dead_letter: self.dead_letter,
-                timer: None,
-                window: None,
-                join: None,
-                stream_join: None,
-                table_join: None,
-                expiry: None,
-                rekey: None,
-                rekeyed_outputs: Vec::new(),
-                foreign_key_join: None,
+                operators: Vec::new(),
                 timestamp_sync: self.timestamp_sync,
                 logic: Arc::new(logic),
                 problems: self.problems,

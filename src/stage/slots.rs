@@ -95,6 +95,19 @@ pub(crate) trait SlotStore: Send {
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
+/// A task's slots as a driver reads them, for tests and for the operators'
+/// views of their state (`open_windows_of`, `rows_of`, …), which read
+/// through it and know no task.
+#[derive(Clone, Copy)]
+pub struct SlotsView<'a>(pub(crate) &'a dyn SlotStore);
+
+impl<'a> SlotsView<'a> {
+    /// The slots, when they hold state of type `S`.
+    pub fn of<S: 'static>(self) -> Option<&'a Slots<S>> {
+        self.0.as_any().downcast_ref::<Slots<S>>()
+    }
+}
+
 /// The slots' maps. Keys are user data, so the hasher is seeded (per process
 /// and per map) rather than fixed; foldhash is several times cheaper than
 /// std's SipHash on short keys, and every delivery and restored changelog

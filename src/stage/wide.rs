@@ -59,8 +59,7 @@ pub(crate) fn outcome<T: 'static>(
         emissions: changes.emissions,
         write,
         more_writes,
-        late_timer_request: false,
-        late_window_record: false,
+        ..Outcome::default()
     };
     Ok((outcome, states))
 }

@@ -2,30 +2,13 @@
 //! involved, its tp and offset; the task's committed position stays before
 //! that record (docs/RULES.md#bad-input, X5).
 
-use std::fmt;
-use std::sync::Arc;
-
 use crate::codec::CodecError;
 use crate::header::HeaderError;
 use crate::stamp::Claim;
 use crate::topic::RecordPart;
 use crate::tp::Tp;
 
-/// One stage's task: its unit of work and of parallelism. Cheap to clone
-/// (the stage's name is shared): drivers put it in every trace event.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TaskId {
-    /// The stage's name.
-    pub stage: Arc<str>,
-    /// The partition of each source the task consumes.
-    pub partition: u32,
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.stage, self.partition)
-    }
-}
+use super::TaskId;
 
 /// Why a task stopped: bad input (docs/RULES.md#bad-input) or failing logic (X5). The driver aborts the open transaction, so the committed position stays before the record named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

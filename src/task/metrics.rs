@@ -1,5 +1,9 @@
 //! Task metrics (T8). The core counts; drivers export.
 
+use std::collections::BTreeMap;
+
+use crate::operator::Counter;
+
 /// Counters and gauges of one task.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskMetrics {
@@ -19,19 +23,31 @@ pub struct TaskMetrics {
     /// Deliveries that dead-lettered their record (X5's opt-in), including
     /// ones later undone by an abort; each also counts as delivered.
     pub records_dead_lettered_total: u64,
-    /// A timer service's (K2) deliveries of requests for a time before
-    /// their own timestamp, each fired at the service's next tick; including
-    /// ones later undone by an abort.
-    pub timer_requests_late_total: u64,
-    /// A windowed aggregation's (W3) deliveries of records too late for at
-    /// least one of their windows; including ones later undone by an abort.
-    pub window_records_late_total: u64,
+    /// What the stage's operator counts, by published name, including
+    /// deliveries later undone by an abort: a windowed aggregation's
+    /// records too late for one of their windows
+    /// (`window-records-late-total`, W3), a timer service's requests for a
+    /// time before their own timestamp (`timer-requests-late-total`, K2).
+    /// A name the operator has not counted yet is absent.
+    pub operator_counts: BTreeMap<&'static str, u64>,
 }
 
 impl TaskMetrics {
-    /// The metrics under their published names.
-    pub fn named(&self) -> [(&'static str, u64); 9] {
-        [
+    /// No counts yet, with each of `counters` (the stage's operators') at 0.
+    pub(crate) fn counting<'a>(counters: impl IntoIterator<Item = &'a Counter>) -> TaskMetrics {
+        TaskMetrics {
+            operator_counts: counters
+                .into_iter()
+                .map(|counter| (counter.name, 0))
+                .collect(),
+            ..TaskMetrics::default()
+        }
+    }
+
+    /// The metrics under their published names: the task's own, then its
+    /// operator's counters.
+    pub fn named(&self) -> Vec<(&'static str, u64)> {
+        let own = [
             ("ticks-emitted-total", self.ticks_emitted_total),
             ("records-delivered-total", self.records_delivered_total),
             ("records-held", self.records_held),
@@ -48,8 +64,23 @@ impl TaskMetrics {
                 "records-dead-lettered-total",
                 self.records_dead_lettered_total,
             ),
-            ("timer-requests-late-total", self.timer_requests_late_total),
-            ("window-records-late-total", self.window_records_late_total),
-        ]
+        ];
+        own.into_iter()
+            .chain(
+                self.operator_counts
+                    .iter()
+                    .map(|(name, count)| (*name, *count)),
+            )
+            .collect()
+    }
+
+    /// An operator's counter `name`: 0 until it counts one.
+    pub fn operator_count(&self, name: &str) -> u64 {
+        self.operator_counts.get(name).copied().unwrap_or(0)
+    }
+
+    /// Counts one more of the operator's counter `name`.
+    pub(crate) fn count(&mut self, name: &'static str) {
+        *self.operator_counts.entry(name).or_insert(0) += 1;
     }
 }

@@ -13,9 +13,9 @@
 
 mod changes;
 mod checkpoint;
-mod deadline;
 mod error;
 mod gate;
+mod id;
 mod metrics;
 
 use std::sync::Arc;
@@ -24,20 +24,21 @@ use std::time::Duration;
 use crate::app::{App, StagePlan};
 use crate::assembly::Assembly;
 use crate::dead_letter::{self, DeadLetterKind};
+use crate::deadline::{Deadline, DeadlineKind};
 use crate::emission::{Emission, Tick};
 use crate::header;
 use crate::mutation::{self, Mutation};
 use crate::partitioner::partition_for;
 use crate::record::{ConsumedRecord, ProducedRecord, RecordData};
 use crate::stage::logic::{DeliveryFailure, Outcome, StageLogic};
-use crate::stage::slots::{SlotKey, SlotStore, Slots};
+use crate::stage::slots::{SlotKey, SlotStore, Slots, SlotsView};
 use crate::stamp::{Claim, Stamp};
 use crate::tp::{TopicName, Tp};
 
 pub use checkpoint::{Checkpoint, CheckpointError};
-pub use deadline::{Deadline, DeadlineKind, TimeDomain};
-pub use error::{SkipError, TaskError, TaskId};
+pub use error::{SkipError, TaskError};
 pub use gate::{HeadStatus, Poison};
+pub use id::TaskId;
 pub use metrics::TaskMetrics;
 
 use gate::Gate;
@@ -190,8 +191,6 @@ pub struct Task {
     kinds: Vec<LaneKind>,
     gate: Gate,
     logic: Arc<dyn StageLogic>,
-    /// Whether the stage is a timer service (K2), for its planted bug.
-    timer_service: bool,
     /// The repartition topics the stage writes (R2, R3): only a planted
     /// bug reads them.
     repartitions: Vec<TopicName>,
@@ -308,7 +307,6 @@ impl Task {
             kinds,
             gate: Gate::new(tps),
             logic: Arc::clone(&def.logic),
-            timer_service: def.timer.is_some(),
             repartitions: def.repartitions().cloned().collect(),
             sync: def.timestamp_sync.map(|max_idle| Synchronised {
                 max_idle: millis(max_idle),
@@ -348,7 +346,7 @@ impl Task {
                 positions,
             },
             open: OpenWork::default(),
-            metrics: TaskMetrics::default(),
+            metrics: TaskMetrics::counting(plan.stage.counters()),
         })
     }
 
@@ -447,7 +445,13 @@ impl Task {
 
     /// The task's slots, typed; `None` if `S` is not the stage's state type.
     pub fn slots<S: 'static>(&self) -> Option<&Slots<S>> {
-        self.slots.as_any().downcast_ref::<Slots<S>>()
+        self.slots_view().of::<S>()
+    }
+
+    /// The task's slots, as the operators' views read them
+    /// (`parsley::window::open_windows_of`, …).
+    pub fn slots_view(&self) -> SlotsView<'_> {
+        SlotsView(&*self.slots)
     }
 
     /// Every lane's head and whether it may go (for schedulers and tests).
@@ -594,11 +598,7 @@ impl Task {
         self.phase = Phase::Running;
         self.started_at = now;
         self.last_commit_at = now;
-        // Planted bug (I11): a timer service's restored timers already due
-        // are dropped, as if they had fired before the restart.
-        if self.timer_service && mutation::active(Mutation::TimerLostWhenOverdueAtStart) {
-            crate::timer::forget_overdue(&mut *self.slots, now);
-        }
+        self.logic.restored(&mut *self.slots, now);
         Ok(self.roll_back())
     }
 
@@ -714,7 +714,7 @@ impl Task {
     /// become deliverable with time alone. A driver that sleeps waiting for
     /// records sleeps no later than this. A wait that has ended is not
     /// begun again until its source has had records, so it is no deadline.
-    pub fn wait_ends_at(&self, now: i64) -> Option<i64> {
+    pub(crate) fn wait_ends_at(&self, now: i64) -> Option<i64> {
         let sync = self.sync.as_ref()?;
         if self.gate.is_empty() {
             return None;
@@ -957,11 +957,8 @@ impl Task {
             .expect("a deliverable head has a decoded stamp");
         self.history.merge(&stamp);
         self.account_delivery(lane, offset, timestamp);
-        if outcome.late_timer_request {
-            self.metrics.timer_requests_late_total += 1;
-        }
-        if outcome.late_window_record {
-            self.metrics.window_records_late_total += 1;
+        for name in outcome.counted.names() {
+            self.metrics.count(name);
         }
         self.produce(outcome, timestamp, produced);
         Ok(())
@@ -1281,8 +1278,7 @@ impl Task {
     ) {
         produced.reserve(outcome.emissions.len() + 1);
         if !outcome.emissions.is_empty() {
-            let unstamped = self.timer_service && mutation::active(Mutation::TimerFireUnstamped);
-            let stamp_header = match unstamped {
+            let stamp_header = match outcome.planted_unstamped {
                 true => header::stamp_header(&Stamp::empty()),
                 false => self.at_stamping_site(header::stamp_header),
             };
@@ -1421,11 +1417,27 @@ impl Task {
     /// plus the commit interval); `None` with nothing to commit, or once
     /// the task has failed. A driver that sleeps waiting for records
     /// sleeps no later than this.
-    pub fn commit_due_at(&self) -> Option<i64> {
+    pub(crate) fn commit_due_at(&self) -> Option<i64> {
         (self.failure.is_none() && self.open.dirty).then(|| {
             self.last_commit_at
                 .saturating_add(millis(self.config.commit_interval))
         })
+    }
+
+    /// The earliest time at which the task's behaviour changes with time
+    /// alone, as quinn-proto's `poll_timeout`: its next tick (T3), its open
+    /// transaction's commit (X2), or the end of a wait for a caught-up
+    /// source while it holds records (G9). A driver that sleeps waiting for
+    /// records sleeps no later than this; `None`: only records wake it.
+    pub fn poll_timeout(&self, now: i64) -> Option<i64> {
+        [
+            self.next_tick_at(),
+            self.commit_due_at(),
+            self.wait_ends_at(now),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// X1: what to send to the transaction before committing it. The

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::codec::{encode_chunked, Codec};
+use crate::deadline::{Deadline, DeadlineKind, TimeDomain};
 use crate::emission::{Emission, Record, Tick};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::stage::wide::{self, SlotChanges};
-use crate::task::{Deadline, DeadlineKind, TimeDomain};
 use crate::topic::{RecordPart, Topic};
 use crate::tp::Tp;
 
@@ -373,7 +373,9 @@ where
             emissions: change.emissions,
         };
         let (mut outcome, states) = wide::outcome(&*self.codec, changes)?;
-        outcome.late_window_record = change.late;
+        if change.late {
+            outcome.counted.count(LATE_RECORDS);
+        }
         Ok((outcome, states))
     }
 
@@ -460,6 +462,40 @@ where
     }
 }
 
+/// W3's late records, as a task's metrics count them.
+pub(crate) const LATE_RECORDS: &str = "window-records-late-total";
+
+/// The user's fold of a windowed aggregation with its topics' codecs, for
+/// the harness's oracle ([`super::WindowDecl::emission`]).
+pub(crate) trait WindowFold: Send + Sync {
+    fn emission(
+        &self,
+        key: &[u8],
+        bounds: (i64, i64),
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<(Bytes, Bytes), DeliveryFailure>;
+}
+
+impl<K, V, A> WindowFold for WindowLogic<K, V, A>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    A: Clone + Send + Sync + 'static,
+{
+    fn emission(
+        &self,
+        key: &[u8],
+        bounds: (i64, i64),
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<(Bytes, Bytes), DeliveryFailure> {
+        let span = Span {
+            start: bounds.0,
+            end: bounds.1,
+        };
+        self.emission_of(key, span, records)
+    }
+}
+
 impl<K, V, A> StageLogic for WindowLogic<K, V, A>
 where
     K: Clone + Send + Sync + 'static,
@@ -509,20 +545,6 @@ where
 
     fn replay_record(
         &self,
-        _state: Option<&[u8]>,
-        _source: usize,
-        _tp: &Tp,
-        _record: &ConsumedRecord,
-    ) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_record refuses a windowed aggregation's records")
-    }
-
-    fn replay_tick(&self, _state: Option<&[u8]>, _tick: Tick) -> Result<Outcome, ReplayFailure> {
-        unreachable!("Stage::replay_tick refuses a windowed aggregation's ticks")
-    }
-
-    fn replay_record_over_slots(
-        &self,
         slots: &[(SlotKey, &[u8])],
         _source: usize,
         tp: &Tp,
@@ -533,7 +555,7 @@ where
         Ok(self.outcome(change)?.0)
     }
 
-    fn replay_tick_over_slots(
+    fn replay_tick(
         &self,
         slots: &[(SlotKey, &[u8])],
         tick: Tick,
@@ -541,18 +563,5 @@ where
         let view = wide::decoded(&*self.codec, slots)?;
         let change = self.tick(&view, tick)?;
         Ok(self.outcome(change)?.0)
-    }
-
-    fn window_emission(
-        &self,
-        key: &[u8],
-        bounds: (i64, i64),
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Option<Result<(Bytes, Bytes), DeliveryFailure>> {
-        let span = Span {
-            start: bounds.0,
-            end: bounds.1,
-        };
-        Some(self.emission_of(key, span, records))
     }
 }

@@ -54,7 +54,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::window::{WindowShape, Windowed, WindowedCodec, Windows};
+//! use parsley::window::{WindowDecl, WindowShape, Windowed, WindowedCodec, Windows};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
@@ -67,7 +67,7 @@
 //!     .into(&per_minute)
 //!     .build();
 //! let app = Parsley::named("shop").stage(revenue).build()?;
-//! let declared = app.stage("revenue").unwrap().stage.window().unwrap();
+//! let declared = app.stage("revenue").unwrap().stage.operator::<WindowDecl>().unwrap();
 //! let size = Duration::from_secs(60);
 //! assert_eq!(declared.shape, WindowShape::Time { size, advance: size });
 //! assert_eq!(declared.grace, Duration::from_secs(5));
@@ -86,10 +86,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{Codec, CodecError, Direction};
 use crate::emission::Record;
+use crate::operator::{Counter, Operator, OperatorProblem, UserLogic};
+use crate::record::ConsumedRecord;
 use crate::stage::logic::Fallible;
-use crate::stage::{Stage, StageDef, StageProblem, TickDecl, TickKind};
+use crate::stage::{ReplayError, Stage, StageDef, StageProblem, TickDecl, TickKind};
 use crate::topic::{Topic, TopicRef};
-use crate::tp::TopicName;
+use crate::tp::{TopicName, Tp};
 
 use assign::{millis, Shape};
 pub(crate) use logic::WindowLogic;
@@ -200,7 +202,7 @@ pub enum WindowShape {
     },
 }
 
-/// A windowed aggregation's declaration, as [`Stage::window`] reports it.
+/// A windowed aggregation's declaration, as [`Stage::operator`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WindowDecl {
     /// The topic whose records are windowed.
@@ -218,6 +220,60 @@ pub struct WindowDecl {
     pub emit: Emit,
     /// What closes windows (W2).
     pub close: Close,
+    /// The user's fold with the topics' codecs, for [`WindowDecl::emission`].
+    pub(crate) fold: UserLogic<dyn logic::WindowFold>,
+}
+
+impl Operator for WindowDecl {
+    /// A record may close other keys' windows (W2).
+    fn record_reads_every_slot(&self) -> bool {
+        true
+    }
+
+    /// A tick may close any key's windows (W2).
+    fn tick_reads_every_slot(&self) -> bool {
+        true
+    }
+
+    fn counters(&self) -> &'static [Counter] {
+        &[Counter {
+            name: logic::LATE_RECORDS,
+            help: "Records a windowed aggregation (W3) delivered too late for at least one of their windows.",
+        }]
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl WindowDecl {
+    /// The output record (key and value bytes) for the window `[start,
+    /// end)` of `key` (the records' key bytes) holding `records` (each with
+    /// the tp it was read from, in delivery order): the user's fold from its
+    /// initial value, encoded with the output topic's codecs. What a
+    /// checker that decides membership and closing by itself compares an
+    /// emitted window with (I12).
+    pub fn emission(
+        &self,
+        key: &[u8],
+        (start, end): (i64, i64),
+        records: &[(&Tp, &ConsumedRecord)],
+    ) -> Result<(Bytes, Bytes), ReplayError> {
+        self.fold
+            .emission(key, (start, end), records)
+            .map_err(ReplayError::delivery)
+    }
+}
+
+/// W1's and W5's declaration mistakes.
+fn problem(reason: &'static str) -> StageProblem {
+    StageProblem::Operator(OperatorProblem {
+        rules: "W1, W5",
+        anchor: "w1",
+        operator: "windowed aggregation",
+        reason,
+    })
 }
 
 /// The time windows of an aggregation: their size, advance and grace (W1,
@@ -439,11 +495,9 @@ where
         let shape = match self.shape {
             WindowShape::Time { size, advance } => {
                 if size.is_zero() {
-                    problems.push(StageProblem::Window("a window size of zero"));
+                    problems.push(problem("a window size of zero"));
                 } else if advance.is_zero() || advance > size {
-                    problems.push(StageProblem::Window(
-                        "an advance of zero or larger than the window size",
-                    ));
+                    problems.push(problem("an advance of zero or larger than the window size"));
                 }
                 Shape::Time {
                     size: millis(size),
@@ -453,10 +507,10 @@ where
             }
             WindowShape::Session { gap } => {
                 if gap.is_zero() {
-                    problems.push(StageProblem::Window("a session inactivity gap of zero"));
+                    problems.push(problem("a session inactivity gap of zero"));
                 }
                 if self.emit == Emit::OnUpdate {
-                    problems.push(StageProblem::Window(
+                    problems.push(problem(
                         "session windows emitting on update (a merge would need a tombstone for each session it replaces; sessions emit on close)",
                     ));
                 }
@@ -467,9 +521,7 @@ where
             }
         };
         if self.output.is_none() {
-            problems.push(StageProblem::Window(
-                "no output topic (declare one with `into`)",
-            ));
+            problems.push(problem("no output topic (declare one with `into`)"));
         }
         let ticks = match self.close {
             Close::StreamTime => None,
@@ -486,20 +538,11 @@ where
         let mut sinks = Vec::new();
         sinks.extend(self.output.iter().map(TopicRef::from));
         sinks.extend(self.late.iter().map(TopicRef::from));
-        let decl = WindowDecl {
-            source: self.source.name().clone(),
-            output: self.output.as_ref().map(|topic| topic.name().clone()),
-            late: self.late.as_ref().map(|topic| topic.name().clone()),
-            shape: self.shape,
-            grace,
-            emit: self.emit,
-            close: self.close,
-        };
         let sources = vec![TopicRef::from(&self.source)];
-        let logic = WindowLogic {
-            source: self.source,
-            output: self.output,
-            late: self.late,
+        let logic = Arc::new(WindowLogic {
+            source: self.source.clone(),
+            output: self.output.clone(),
+            late: self.late.clone(),
             shape,
             emit: self.emit,
             close: self.close,
@@ -509,6 +552,16 @@ where
             codec: Arc::new(WindowSlotCodec {
                 aggregate: self.codec,
             }),
+        });
+        let decl = WindowDecl {
+            fold: UserLogic(logic.clone()),
+            source: self.source.name().clone(),
+            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            late: self.late.as_ref().map(|topic| topic.name().clone()),
+            shape: self.shape,
+            grace,
+            emit: self.emit,
+            close: self.close,
         };
         Stage {
             def: Arc::new(StageDef {
@@ -518,17 +571,9 @@ where
                 ticks,
                 stateful: true,
                 dead_letter: self.dead_letter,
-                timer: None,
-                window: Some(decl),
-                join: None,
-                stream_join: None,
-                table_join: None,
-                expiry: None,
-                rekey: None,
-                rekeyed_outputs: Vec::new(),
-                foreign_key_join: None,
+                operators: vec![Arc::new(decl)],
                 timestamp_sync: None,
-                logic: Arc::new(logic),
+                logic,
                 problems,
             }),
         }
@@ -553,9 +598,9 @@ pub struct OpenWindow<A> {
 /// task is not a windowed aggregation's or `A` is not its aggregate type. A
 /// driver's view for tests; the open transaction's changes are included.
 pub fn open_windows_of<A: Clone + Send + Sync + 'static>(
-    task: &crate::Task,
+    slots: crate::stage::SlotsView<'_>,
 ) -> Option<Vec<OpenWindow<A>>> {
-    let slots = task.slots::<state::WindowSlot<A>>()?;
+    let slots = slots.of::<state::WindowSlot<A>>()?;
     let mut open: Vec<OpenWindow<A>> = slots
         .current_slots()
         .filter_map(|(slot, state)| match (slot, state) {

@@ -94,7 +94,9 @@ fn w5_a_session_emission_replays_its_records_and_refuses_other_shapes() {
     };
     let (first, second, bridge) = (record(0, 1, 0), record(1, 2, 20), record(2, 4, 10));
     let (key, value) = stage
-        .window_emission(
+        .operator::<crate::window::WindowDecl>()
+        .unwrap()
+        .emission(
             b"k",
             (0, 20),
             &[(&tp, &first), (&tp, &second), (&tp, &bridge)],
@@ -110,7 +112,9 @@ fn w5_a_session_emission_replays_its_records_and_refuses_other_shapes() {
     );
     assert_eq!(I64.decode(&value).unwrap(), 7);
     let apart = stage
-        .window_emission(b"k", (0, 20), &[(&tp, &first), (&tp, &second)])
+        .operator::<crate::window::WindowDecl>()
+        .unwrap()
+        .emission(b"k", (0, 20), &[(&tp, &first), (&tp, &second)])
         .unwrap_err();
     assert!(
         matches!(&apart, ReplayError::Logic(message) if message.contains("W5") && message.contains("[0, 20]")),
@@ -131,14 +135,18 @@ fn w5_impossible_sessions_are_refused_at_build() {
         ),
     ] {
         match build(stage) {
-            Err(error @ CompositionError::ImpossibleWindows { .. }) => {
+            Err(
+                error @ CompositionError::ImpossibleOperator {
+                    rules: "W1, W5", ..
+                },
+            ) => {
                 let text = error.to_string();
                 assert!(
                     text.contains("\"totals\"") && text.contains(reason),
                     "{text}"
                 );
             }
-            other => panic!("expected ImpossibleWindows ({reason}), got {other:?}"),
+            other => panic!("expected W1's ImpossibleOperator ({reason}), got {other:?}"),
         }
     }
 }

@@ -285,14 +285,18 @@ fn w1_impossible_windows_are_refused_at_build() {
         (no_output, "no output topic"),
     ] {
         match build(stage) {
-            Err(error @ CompositionError::ImpossibleWindows { .. }) => {
+            Err(
+                error @ CompositionError::ImpossibleOperator {
+                    rules: "W1, W5", ..
+                },
+            ) => {
                 let text = error.to_string();
                 assert!(
                     text.contains("W1") && text.contains("\"totals\"") && text.contains(reason),
                     "{text}"
                 );
             }
-            other => panic!("expected ImpossibleWindows ({reason}), got {other:?}"),
+            other => panic!("expected W1's ImpossibleOperator ({reason}), got {other:?}"),
         }
     }
     let zero_resolution = summing(Windows::tumbling(Duration::from_secs(1)))
@@ -330,7 +334,9 @@ fn a_windowed_stage_is_replayed_over_its_slots() {
     );
     let tp = Tp::new("sales", 0);
     let (key, value) = stage
-        .window_emission(b"k", (0, 1000), &[(&tp, &record), (&tp, &record)])
+        .operator::<crate::window::WindowDecl>()
+        .unwrap()
+        .emission(b"k", (0, 1000), &[(&tp, &record), (&tp, &record)])
         .unwrap();
     assert_eq!(
         WindowedCodec(Utf8).decode(&key).unwrap(),

@@ -29,8 +29,22 @@ pub(crate) struct Exported {
     earlier: TaskMetrics,
 }
 
+/// The exported name of a core counter: `window-records-late-total` is
+/// `parsley_window_records_late_total`.
+pub(crate) fn published_name(name: &str) -> String {
+    format!("parsley_{}", name.replace('-', "_"))
+}
+
 impl Exported {
-    pub(crate) fn new(app: &str, task: &TaskId) -> Exported {
+    /// The figures of task `task` of application `app`, whose operators'
+    /// counters are described for the endpoint as they come.
+    pub(crate) fn new(app: &parsley::App, task: &TaskId) -> Exported {
+        if let Some(plan) = app.stage(&task.stage) {
+            for counter in plan.stage.counters() {
+                metrics::describe_counter!(published_name(counter.name), counter.help);
+            }
+        }
+        let app = app.id();
         Exported {
             labels: [("app", app.to_string()), ("task", task.to_string())],
             last: None,
@@ -65,10 +79,15 @@ impl Exported {
                 + current.records_redelivered_total,
             records_dead_lettered_total: earlier.records_dead_lettered_total
                 + current.records_dead_lettered_total,
-            timer_requests_late_total: earlier.timer_requests_late_total
-                + current.timer_requests_late_total,
-            window_records_late_total: earlier.window_records_late_total
-                + current.window_records_late_total,
+            operator_counts: earlier
+                .operator_counts
+                .keys()
+                .chain(current.operator_counts.keys())
+                .map(|name| {
+                    let sum = earlier.operator_count(name) + current.operator_count(name);
+                    (*name, sum)
+                })
+                .collect(),
         }
     }
 
@@ -113,19 +132,15 @@ impl Exported {
                 current.records_dead_lettered_total,
                 before.records_dead_lettered_total,
             ),
-            (
-                "parsley_timer_requests_late_total",
-                current.timer_requests_late_total,
-                before.timer_requests_late_total,
-            ),
-            (
-                "parsley_window_records_late_total",
-                current.window_records_late_total,
-                before.window_records_late_total,
-            ),
         ] {
             // A core's counters only grow within its run.
             metrics::counter!(name, labels).increment(now.saturating_sub(then));
+        }
+        // The operator's own counters (K2's late requests, W3's late
+        // records), by name.
+        for (name, now) in &current.operator_counts {
+            let then = before.operator_count(name);
+            metrics::counter!(published_name(name), labels).increment(now.saturating_sub(then));
         }
         metrics::gauge!("parsley_records_held", labels).set(current.records_held as f64);
         self.published = current.clone();

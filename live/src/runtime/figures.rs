@@ -26,7 +26,7 @@ use super::super::client::{Isolation, LiveClient, LiveConsumer};
 use super::super::error::LiveError;
 use super::super::instance::{instance_name, InstanceState, TaskReport, TaskState};
 use super::super::status::tp_lag;
-use super::task_loop::wall_clock_ms;
+use super::clock::wall_clock_ms;
 
 /// How often the instance's gauges and the tasks' lag are refreshed.
 const EVERY: Duration = Duration::from_secs(1);

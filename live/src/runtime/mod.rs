@@ -30,6 +30,7 @@
 //! fences the old owner and aborts its open transaction, then resumes from
 //! the committed positions, so no task ever runs twice un-fenced.
 
+mod clock;
 mod error;
 mod exported;
 mod figures;
@@ -53,11 +54,12 @@ use super::error::LiveError;
 use figures::Figures;
 use tasks::TaskSet;
 
+pub use clock::wall_clock_ms;
 pub use error::{MembershipFailure, ReleaseCause, RuntimeError};
 pub use figures::{Health, HealthError};
 pub use membership::{group_identity, membership_topic, GroupMembership};
 pub use setup::{assemble_on, create_topics, TopicSetup};
-pub use task_loop::{wall_clock_ms, TaskRun};
+pub use task_loop::TaskRun;
 
 /// Which share of the application's tasks an instance runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

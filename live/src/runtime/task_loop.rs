@@ -11,7 +11,7 @@
 //! that overruns is abandoned, and the task restarts with a fresh producer.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
@@ -29,6 +29,7 @@ use super::super::client::{
 };
 use super::super::error::{LiveError, TxnErrorClass};
 use super::super::instance::TaskState;
+use super::clock::wall_clock_ms;
 use super::exported::Exported;
 use super::figures::Figures;
 use super::shared_clients::{consumer_for, SharedClients, TaskQueues};
@@ -38,16 +39,6 @@ use super::{Assignment, ReleaseCause, RuntimeConfig, RuntimeError};
 /// How many times a retriable transactional call is tried before the
 /// transaction is aborted instead.
 const RETRIES: u32 = 5;
-
-/// The wall clock in milliseconds since the Unix epoch: the `now` the core
-/// takes as an argument.
-pub fn wall_clock_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-        })
-}
 
 /// How a task's run ended.
 #[derive(Debug)]
@@ -148,7 +139,7 @@ pub(crate) fn run_task(
     clients: &SharedClients,
 ) -> TaskRun {
     let grouped = matches!(config.assignment, Assignment::Group(_));
-    let mut exported = Exported::new(app.id(), &id);
+    let mut exported = Exported::new(app, &id);
     let mut metrics = TaskMetrics::default();
     let (mut restarts, mut in_a_row) = (0u32, 0u32);
     let ran = |metrics, outcome, restarts| TaskRun {
@@ -282,7 +273,7 @@ pub(crate) fn skip_record(
         app, assembly, id, config, &figures, &clients, previous, wake,
     )?;
     driver.task.skip(tp, offset)?;
-    let exported = Exported::new(app.id(), id);
+    let exported = Exported::new(app, id);
     let until = Instant::now() + patience;
     while driver.task.pending_skip().is_some() {
         if Instant::now() >= until {
@@ -691,12 +682,7 @@ impl TaskDriver {
         if self.positions.iter().any(|(tp, _)| self.task.waits_for(tp)) {
             wait = wait.min(VISIBLE_END_EVERY);
         }
-        let due = [
-            self.task.next_tick_at(),
-            self.task.commit_due_at(),
-            self.task.wait_ends_at(now),
-        ];
-        for at in due.into_iter().flatten() {
+        if let Some(at) = self.task.poll_timeout(now) {
             let until = u64::try_from(at.saturating_sub(now)).unwrap_or(0);
             wait = wait.min(Duration::from_millis(until));
         }

@@ -751,7 +751,7 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            let pending = parsley::timer::pending_of(&host.task).ok_or_else(|| {
+            let pending = parsley::timer::pending_of(host.task.slots_view()).ok_or_else(|| {
                 DriverError::NotATimerService {
                     stage: stage.to_string(),
                 }
@@ -777,11 +777,11 @@ impl TestDriver {
     ) -> Result<Vec<(parsley::window::Windowed<K>, A)>, DriverError> {
         let world = self.world();
         world.check_stage(stage)?;
-        if world
-            .app
-            .stage(stage)
-            .is_some_and(|plan| plan.stage.window().is_none())
-        {
+        if world.app.stage(stage).is_some_and(|plan| {
+            plan.stage
+                .operator::<parsley::window::WindowDecl>()
+                .is_none()
+        }) {
             return Err(DriverError::NotAWindowedAggregation {
                 stage: stage.to_string(),
             });
@@ -792,12 +792,11 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            let windows = parsley::window::open_windows_of::<A>(&host.task).ok_or_else(|| {
-                DriverError::WrongStateType {
+            let windows = parsley::window::open_windows_of::<A>(host.task.slots_view())
+                .ok_or_else(|| DriverError::WrongStateType {
                     stage: stage.to_string(),
                     type_name: std::any::type_name::<A>(),
-                }
-            })?;
+                })?;
             open.extend(windows);
         }
         open.sort_by(|a, b| (a.end, a.start, &a.key).cmp(&(b.end, b.start, &b.key)));
@@ -837,7 +836,7 @@ impl TestDriver {
         if world
             .app
             .stage(stage)
-            .is_some_and(|plan| plan.stage.join().is_none())
+            .is_some_and(|plan| plan.stage.operator::<parsley::join::JoinDecl>().is_none())
         {
             return Err(DriverError::NotAJoin {
                 stage: stage.to_string(),
@@ -849,12 +848,14 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            rows.extend(parsley::join::rows_of::<T>(&host.task).ok_or_else(|| {
-                DriverError::WrongStateType {
-                    stage: stage.to_string(),
-                    type_name: std::any::type_name::<T>(),
-                }
-            })?);
+            rows.extend(
+                parsley::join::rows_of::<T>(host.task.slots_view()).ok_or_else(|| {
+                    DriverError::WrongStateType {
+                        stage: stage.to_string(),
+                        type_name: std::any::type_name::<T>(),
+                    }
+                })?,
+            );
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         rows.into_iter()
@@ -893,11 +894,11 @@ impl TestDriver {
         let not_a_join = || DriverError::NotATableJoin {
             stage: stage.to_string(),
         };
-        if world
-            .app
-            .stage(stage)
-            .is_some_and(|plan| plan.stage.table_join().is_none())
-        {
+        if world.app.stage(stage).is_some_and(|plan| {
+            plan.stage
+                .operator::<parsley::join::TableJoinDecl>()
+                .is_none()
+        }) {
             return Err(not_a_join());
         }
         let mut sides = Vec::new();
@@ -906,7 +907,7 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            sides.extend(parsley::join::sides_of(&host.task).ok_or_else(not_a_join)?);
+            sides.extend(parsley::join::sides_of(host.task.slots_view()).ok_or_else(not_a_join)?);
         }
         sides.sort_by(|a, b| a.key.cmp(&b.key));
         let refused = |topic: &str, part: &'static str| {
@@ -948,11 +949,11 @@ impl TestDriver {
     ) -> Result<Vec<(K, S, i64)>, DriverError> {
         let world = self.world();
         world.check_stage(stage)?;
-        if world
-            .app
-            .stage(stage)
-            .is_some_and(|plan| plan.stage.expiry().is_none())
-        {
+        if world.app.stage(stage).is_some_and(|plan| {
+            plan.stage
+                .operator::<parsley::expiry::ExpiryDecl>()
+                .is_none()
+        }) {
             return Err(DriverError::NotExpiring {
                 stage: stage.to_string(),
             });
@@ -964,7 +965,7 @@ impl TestDriver {
             .filter(|host| *host.task.id().stage == *stage)
         {
             live.extend(
-                parsley::expiry::live_state_of::<S>(&host.task).ok_or_else(|| {
+                parsley::expiry::live_state_of::<S>(host.task.slots_view()).ok_or_else(|| {
                     DriverError::WrongStateType {
                         stage: stage.to_string(),
                         type_name: std::any::type_name::<S>(),

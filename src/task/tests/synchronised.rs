@@ -137,6 +137,11 @@ fn g9_wait_ends_at_is_the_wait_start_plus_max_idle() {
     assert!(ready_at(&mut task, T0 + 20).is_empty());
     let end = T0 + 20 + MAX_IDLE_MS;
     assert_eq!(task.wait_ends_at(T0 + 20), Some(end));
+    assert_eq!(
+        task.poll_timeout(T0 + 20),
+        Some(end),
+        "the driver's timeout"
+    );
     assert_eq!(task.wait_ends_at(end - 1), Some(end));
     assert_eq!(ready_at(&mut task, end), only(&o));
     task.delivered(&o).unwrap();

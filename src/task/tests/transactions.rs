@@ -142,6 +142,22 @@ fn x2_commit_due_at_is_the_last_commit_plus_the_interval_with_open_work() {
     assert_eq!(task.commit_due_at(), Some(T0 + 230), "from the last commit");
 }
 
+/// X2, T3: a driver's one timeout is the earliest of the next tick and the
+/// open transaction's commit.
+#[test]
+fn x2_t3_poll_timeout_is_the_earliest_of_the_next_tick_and_the_commit() {
+    let f = fixture(echo(&[orders()], true));
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    let tick = task.next_tick_at().expect("the stage ticks");
+    assert_eq!(task.poll_timeout(T0), Some(tick), "nothing to commit");
+    feed(&mut task, &o, vec![rec(0)], 1);
+    deliver(&mut task, &o);
+    let commit = task.commit_due_at().expect("a delivery is open work");
+    assert!(commit < tick, "the fixture commits before it ticks");
+    assert_eq!(task.poll_timeout(T0), Some(commit));
+}
+
 /// X2: a task wants to commit only when the commit interval has passed since
 /// its last commit (or start) and there is open work (a delivery or a tick).
 #[test]

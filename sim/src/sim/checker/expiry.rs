@@ -4,7 +4,7 @@
 //! the expiry frontier stands, which keys are live, when each expires and
 //! which records made its state. It uses none of the fold's state or expiry
 //! arithmetic; only the emissions of a record (the fold over the records
-//! the model says the state holds, `Stage::expiring_fold`) come from the
+//! the model says the state holds, `ExpiryDecl::fold_over`) come from the
 //! stage, since the fold and the codecs are the user's.
 
 use std::collections::BTreeMap;
@@ -57,7 +57,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_expiry(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.expiry() else {
+            let Some(decl) = plan.stage.operator::<parsley::expiry::ExpiryDecl>() else {
                 continue;
             };
             let ttl = i64::try_from(decl.ttl.as_millis()).unwrap_or(i64::MAX);
@@ -118,7 +118,7 @@ impl<'a> Checker<'a> {
                 // A record the fold refuses (a codec, a failing fold)
                 // changes nothing; I6 and I10 judge its delivery.
                 let probe = [(delivery.tp, &record)];
-                if plan.stage.expiring_fold(&probe).is_err() {
+                if fold_of(plan).fold_over(&probe).is_err() {
                     return true;
                 }
                 if decl.expire == Expire::StreamTime {
@@ -155,7 +155,10 @@ impl<'a> Checker<'a> {
             let Some(data) = self.tps.data(id, *offset) else {
                 continue;
             };
-            if plan.changelog.as_ref() != Some(&tp.topic) {
+            // Re-keyed copies of what the fold wrote are R3's, checked by
+            // I17 on their own.
+            let rekeyed = plan.stage.repartitions().any(|topic| *topic == tp.topic);
+            if plan.changelog.as_ref() != Some(&tp.topic) && !rekeyed {
                 wrote.push((
                     tp.topic.clone(),
                     data.key.clone(),
@@ -192,7 +195,7 @@ impl<'a> Checker<'a> {
         records.push((delivery.tp.clone(), record));
         let folded: Vec<(&Tp, &ConsumedRecord)> =
             records.iter().map(|(tp, record)| (tp, record)).collect();
-        let Ok((emissions, kept)) = plan.stage.expiring_fold(&folded) else {
+        let Ok((emissions, kept)) = fold_of(plan).fold_over(&folded) else {
             // Refused in this company: I6 judges the delivery.
             return true;
         };
@@ -339,4 +342,12 @@ fn describe(bytes: &Option<Bytes>) -> String {
     bytes
         .as_ref()
         .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
+}
+
+/// The expiring fold of `plan`, which the checker follows only for an
+/// expiring fold's stage.
+fn fold_of(plan: &StagePlan) -> &parsley::expiry::ExpiryDecl {
+    plan.stage
+        .operator::<parsley::expiry::ExpiryDecl>()
+        .expect("I14 follows only expiring folds")
 }

@@ -68,7 +68,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_foreign_key_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.foreign_key_join() else {
+            let Some(decl) = plan.stage.operator::<parsley::join::ForeignKeyJoinDecl>() else {
                 continue;
             };
             if decl.part != ForeignKeyJoinPart::Resolve {

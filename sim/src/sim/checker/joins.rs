@@ -5,7 +5,7 @@
 //! committed table record of each key the task delivered, none after a
 //! tombstone, and how far into its table partition the task has delivered.
 //! It uses none of the join's state; only the output record of a stream
-//! record joined with a row (`Stage::join_output`) comes from the stage,
+//! record joined with a row (`JoinDecl::joined`) comes from the stage,
 //! since the joiner and the codecs are the user's.
 
 use std::fmt::Write as _;
@@ -63,7 +63,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.join() else {
+            let Some(decl) = plan.stage.operator::<parsley::join::JoinDecl>() else {
                 continue;
             };
             self.check_each_task(
@@ -144,7 +144,7 @@ impl<'a> Checker<'a> {
             .get(&key)
             .and_then(|row| row.value.as_ref())
             .map(|value| &value[..]);
-        let Ok(expected) = plan.stage.join_output(delivery.tp, &record, row) else {
+        let Ok(expected) = decl.joined(delivery.tp, &record, row) else {
             // The joiner or a codec refuses it: I6 and I10 judge that.
             return true;
         };

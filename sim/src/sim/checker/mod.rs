@@ -53,7 +53,7 @@ use reconstruction::Tps;
 use rustc_hash::FxHashMap;
 
 pub use parsley::audit::Invariant;
-pub use violation::{DeliveryOf, Gate, Related, Relation, TxnEnd, Violation};
+pub use violation::{DeliveryOf, Finding, Gate, Related, Relation, TxnEnd, Violation};
 
 /// What the checker needs besides the trace and the logs.
 pub struct CheckInput<'a> {

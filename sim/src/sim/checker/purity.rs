@@ -13,8 +13,7 @@ use parsley::task::TaskId;
 
 use super::reconstruction::Delivery;
 use super::state::{Call, Slots};
-use super::{Checker, Invariant};
-use crate::sim::report::cause::IMPURE;
+use super::{Checker, Finding, Invariant};
 
 /// How many disagreeing deliveries of one check are called again: enough
 /// to name S4 at the first of them, bounded so a broken rule on every
@@ -68,29 +67,32 @@ impl Checker<'_> {
             .drain(found..)
             .map(|violation| format!("{}: {}", violation.invariant, violation.message))
             .collect();
-        self.violation(
-            Invariant::I9,
-            delivery.step,
-            format!(
-                "{IMPURE}: task {task}: the logic of stage `{}`, given the same state and the \
+        let violation = self
+            .violation(
+                Invariant::I9,
+                delivery.step,
+                format!(
+                    "{}: task {task}: the logic of stage `{}`, given the same state and the \
                  same {} ({}@{}), answered {} when the checker called it, but {} when {how}: it \
                  keeps state outside Parsley (captured by its closures or in statics), so what \
                  it committed depends on calls before it and cannot be replayed \
                  (docs/RULES.md#s4). What it committed therefore disagrees with a replay: {}",
-                task.stage,
-                match call {
-                    Call::Record(_) => "record",
-                    Call::Tick(_) => "tick",
-                },
-                delivery.tp,
-                delivery.offset,
-                describe(first),
-                describe(&other),
-                seemed.join("; ")
-            ),
-        )
-        .on(delivery.at)
-        .about(delivery.tp, delivery.offset);
+                    Finding::Impure.prefix(),
+                    task.stage,
+                    match call {
+                        Call::Record(_) => "record",
+                        Call::Tick(_) => "tick",
+                    },
+                    delivery.tp,
+                    delivery.offset,
+                    describe(first),
+                    describe(&other),
+                    seemed.join("; ")
+                ),
+            )
+            .on(delivery.at)
+            .about(delivery.tp, delivery.offset);
+        violation.finding = Some(Finding::Impure);
     }
 }
 

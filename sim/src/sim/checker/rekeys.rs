@@ -6,7 +6,7 @@
 //! repartition topic must pair one to one, in the order written, each copy
 //! with its record's value, timestamp and headers, on the partition its key
 //! hashes to. Only the key the copy should have comes from the stage
-//! (`Stage::rekeyed_output_key`), since the key function and the codecs
+//! (`RekeyOutputDecl::key_of`), since the key function and the codecs
 //! are the user's; the checker trusts none of the wrapper that writes the
 //! copies, and its replay of the stage's logic (I7) would repeat any bug
 //! of that wrapper.
@@ -33,7 +33,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_rekeyed_outputs(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            for decl in plan.stage.rekeyed_outputs() {
+            for decl in plan.stage.operators::<parsley::rekey::RekeyOutputDecl>() {
                 self.check_each_task(
                     committed,
                     plan.name(),
@@ -101,7 +101,7 @@ impl<'a> Checker<'a> {
                 continue;
             };
             if let Some(mismatch) =
-                self.copy_mismatch(plan, decl, original, copied, copy_at, partitions, task)
+                self.copy_mismatch(decl, original, copied, copy_at, partitions, task)
             {
                 problem = Some((
                     copy_at.0.clone(),
@@ -146,7 +146,6 @@ impl<'a> Checker<'a> {
     #[allow(clippy::too_many_arguments)]
     fn copy_mismatch(
         &self,
-        plan: &StagePlan,
         decl: &RekeyOutputDecl,
         original: &RecordData,
         copied: &RecordData,
@@ -172,10 +171,7 @@ impl<'a> Checker<'a> {
             wrong.push_str("has other headers (another stamp) than the record");
         } else if let Some(value) = &original.value {
             // A key function that refuses the record: I6 and I10 judge it.
-            let expected = plan
-                .stage
-                .rekeyed_output_key(&decl.repartition, original.key.as_ref(), value)
-                .ok()?;
+            let expected = decl.key_of(original.key.as_ref(), value).ok()?;
             let partition = partition_for(expected.as_deref(), partitions, task.partition);
             if copied.key != expected {
                 let _ = write!(

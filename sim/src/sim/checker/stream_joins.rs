@@ -5,7 +5,7 @@
 //! the records held with their side, timestamp and whether they joined,
 //! closed by its own window arithmetic. It uses none of the join's state;
 //! only the output record of a pair or of an unmatched record
-//! (`Stage::join_output`) comes from the stage, since the joiner and the
+//! (`JoinDecl::joined`) comes from the stage, since the joiner and the
 //! codecs are the user's.
 
 use std::collections::BTreeMap;
@@ -95,7 +95,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_stream_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.stream_join() else {
+            let Some(decl) = plan.stage.operator::<parsley::join::StreamJoinDecl>() else {
                 continue;
             };
             let window = Window::of(decl);
@@ -311,7 +311,11 @@ impl<'a> Checker<'a> {
         other: Option<&[u8]>,
         label: String,
     ) -> Option<Option<Expected>> {
-        let output = plan.stage.join_output(tp, record, other).ok()?;
+        let output = plan
+            .stage
+            .operator::<parsley::join::StreamJoinDecl>()?
+            .joined(tp, record, other)
+            .ok()?;
         Some(output.map(|(key, value)| Expected { label, key, value }))
     }
 }

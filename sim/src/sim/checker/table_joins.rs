@@ -4,7 +4,7 @@
 //! The checker keeps its own copy of each join task's two tables: the
 //! latest committed record of each key the task delivered from each side,
 //! none after a tombstone. It uses none of the join's state; only a key's
-//! result value for two sides (`Stage::table_join_output`) comes from the
+//! result value for two sides (`TableJoinDecl::joined`) comes from the
 //! stage, since the joiner and the codecs are the user's.
 
 use std::fmt::Write as _;
@@ -44,7 +44,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_table_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.table_join() else {
+            let Some(decl) = plan.stage.operator::<parsley::join::TableJoinDecl>() else {
                 continue;
             };
             self.check_each_task(
@@ -89,11 +89,8 @@ impl<'a> Checker<'a> {
         let expected: Option<Option<Bytes>> = match changed {
             false => None,
             true => {
-                let Ok(joined) = plan.stage.table_join_output(
-                    &key,
-                    after.left.as_deref(),
-                    after.right.as_deref(),
-                ) else {
+                let Ok(joined) = decl.joined(&key, after.left.as_deref(), after.right.as_deref())
+                else {
                     // The joiner or a codec refuses it: I6 and I10 judge that.
                     return true;
                 };

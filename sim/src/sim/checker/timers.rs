@@ -49,7 +49,7 @@ impl<'a> Checker<'a> {
         let app: &'a App = self.input.app;
         let last_step = self.input.trace.last().map_or(0, |entry| entry.step);
         for plan in app.stages() {
-            let Some(timer) = plan.stage.timer_service() else {
+            let Some(timer) = plan.stage.operator::<parsley::timer::TimerDecl>() else {
                 continue;
             };
             let asked = self.committed_requests(plan, timer);

@@ -39,6 +39,52 @@ pub struct Violation {
     /// claims its stamp lacks or has in excess (I5), the record that was due
     /// instead (I2).
     pub related: Vec<Related>,
+    /// Which of the simulator's own findings it is, when it is one rather
+    /// than the checker's or a property's: they share I8 or I9 with the
+    /// checker, and a report groups and shrinks by this.
+    pub finding: Option<Finding>,
+}
+
+/// The simulator's own findings, each sharing an invariant with the
+/// checker's (docs/RULES.md#i8, #i9) and opening its message with its
+/// [`Finding::prefix`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Finding {
+    /// A task stop the simulation did not expect (I8).
+    UnexpectedStop,
+    /// A task start the model refused (I8).
+    RefusedStart,
+    /// A run that panicked: the harness, an input generator or a property
+    /// (I8).
+    Panicked,
+    /// Logic found not to be a pure function (S4, under I9).
+    Impure,
+}
+
+impl Finding {
+    /// Every finding.
+    pub const ALL: [Finding; 4] = [
+        Finding::UnexpectedStop,
+        Finding::RefusedStart,
+        Finding::Panicked,
+        Finding::Impure,
+    ];
+
+    /// What its violations' messages open with, and how a report names it.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Finding::UnexpectedStop => "unexpected stop",
+            Finding::RefusedStart => "refused start",
+            Finding::Panicked => "the run panicked",
+            Finding::Impure => "S4 (logic is not a pure function)",
+        }
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.prefix())
+    }
 }
 
 impl Violation {
@@ -53,6 +99,16 @@ impl Violation {
             record: None,
             stamp: None,
             related: Vec::new(),
+            finding: None,
+        }
+    }
+
+    /// The simulator's own `finding` of `invariant` at `step`: its message
+    /// is the finding's prefix, then `": "` and `rest`.
+    pub fn found(finding: Finding, invariant: Invariant, step: u64, rest: &str) -> Violation {
+        Violation {
+            finding: Some(finding),
+            ..Violation::new(invariant, step, format!("{}: {rest}", finding.prefix()))
         }
     }
 

@@ -5,7 +5,7 @@
 //! which windows are open and which records each holds. It uses none of
 //! the aggregation's state or window arithmetic; only the output record of
 //! a window (the aggregation's fold over the records the model placed in it,
-//! encoded with the output topic's codecs, `Stage::window_emission`) comes
+//! encoded with the output topic's codecs, `WindowDecl::emission`) comes
 //! from the stage, since the fold and the codecs are the user's.
 
 use std::collections::BTreeMap;
@@ -133,7 +133,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_windows(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.window() else {
+            let Some(decl) = plan.stage.operator::<parsley::window::WindowDecl>() else {
                 continue;
             };
             let shape = Shape::of(decl);
@@ -202,7 +202,7 @@ impl<'a> Checker<'a> {
                 Shape::Session { .. } => (timestamp, timestamp),
             };
             let probe = [(delivery.tp, &record)];
-            if plan.stage.window_emission(&key, alone, &probe).is_err() {
+            if decl.emission(&key, alone, &probe).is_err() {
                 return true;
             }
             if decl.close == Close::StreamTime {
@@ -416,7 +416,8 @@ impl<'a> Checker<'a> {
             .collect();
         let (key_bytes, value) = plan
             .stage
-            .window_emission(key, (start, window.end), &records)
+            .operator::<parsley::window::WindowDecl>()?
+            .emission(key, (start, window.end), &records)
             .ok()?;
         let label = format!(
             "{} of key {} holding {} record(s)",

@@ -1,19 +1,9 @@
 //! The causes a report groups violations by: the checker's and the
 //! properties' invariants, and the simulator's own findings (an unexpected
 //! stop, a refused start, a panic, impure logic), which share I8 or I9 with
-//! the checker and are told apart by the prefix of their message.
+//! the checker and are told apart by their `finding`.
 
-use crate::sim::checker::{Invariant, Violation};
-
-/// The message prefix of a task stop the simulation did not expect.
-pub(crate) const STOPPED: &str = "unexpected stop";
-/// The message prefix of a task start the model refused.
-pub(crate) const REFUSED: &str = "refused start";
-/// The message prefix of a run that panicked (the harness, an input
-/// generator or a property).
-pub(crate) const PANICKED: &str = "the run panicked";
-/// The message prefix of logic found not to be a pure function.
-pub(crate) const IMPURE: &str = "S4 (logic is not a pure function)";
+use crate::sim::checker::{Finding, Invariant, Violation};
 
 /// What a violation is about, finer than its invariant: the simulator's own
 /// findings that share an invariant with the checker's are told apart, so
@@ -22,19 +12,17 @@ pub(crate) const IMPURE: &str = "S4 (logic is not a pure function)";
 pub(crate) enum Cause {
     /// A violation the checker or a property found.
     Rule(Invariant),
-    /// One of the simulator's own findings: its message prefix.
-    Harness(&'static str),
+    /// One of the simulator's own findings.
+    Harness(Finding),
 }
 
 impl Cause {
     /// The cause of `violation`.
     pub fn of(violation: &Violation) -> Cause {
-        for prefix in [STOPPED, REFUSED, PANICKED, IMPURE] {
-            if violation.message.starts_with(prefix) {
-                return Cause::Harness(prefix);
-            }
+        match violation.finding {
+            Some(finding) => Cause::Harness(finding),
+            None => Cause::Rule(violation.invariant),
         }
-        Cause::Rule(violation.invariant)
     }
 }
 
@@ -42,7 +30,7 @@ impl std::fmt::Display for Cause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Cause::Rule(invariant) => write!(f, "{invariant}"),
-            Cause::Harness(prefix) => f.write_str(prefix),
+            Cause::Harness(finding) => write!(f, "{finding}"),
         }
     }
 }
@@ -70,16 +58,17 @@ mod tests {
             let rest = &rules[start + 1..];
             &rest[..rest.find("<a id=").unwrap_or(rest.len())]
         };
-        for prefix in [STOPPED, REFUSED, PANICKED] {
+        for finding in Finding::ALL {
+            let prefix = finding.prefix();
+            let named = match finding {
+                Finding::Impure => section("i9").contains(&format!("\"{prefix}\"")),
+                _ => section("i8").contains(&format!("`{prefix}`")),
+            };
             assert!(
-                section("i8").contains(&format!("`{prefix}`")),
-                "RULES.md#i8 does not name `{prefix}`"
+                named,
+                "RULES.md does not name {prefix:?} under its invariant"
             );
         }
-        assert!(
-            section("i9").contains(&format!("\"{IMPURE}\"")),
-            "RULES.md#i9 does not name {IMPURE:?}"
-        );
         assert!(section("s4").contains("pure logic"));
     }
 }

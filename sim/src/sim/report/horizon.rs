@@ -45,7 +45,7 @@ pub fn horizons(app: &App) -> Vec<Horizon> {
     for plan in app.stages() {
         let stage = &plan.stage;
         let name = plan.name();
-        if let Some(window) = stage.window() {
+        if let Some(window) = stage.operator::<parsley::window::WindowDecl>() {
             let (what, span) = match window.shape {
                 WindowShape::Time { size, .. } => (
                     format!(
@@ -66,7 +66,7 @@ pub fn horizons(app: &App) -> Vec<Horizon> {
             };
             found.push(Horizon { what, span });
         }
-        if let Some(join) = stage.stream_join() {
+        if let Some(join) = stage.operator::<parsley::join::StreamJoinDecl>() {
             found.push(Horizon {
                 what: format!(
                     "the join window of stage {name}: {} before, {} after, plus {} of grace",
@@ -77,14 +77,14 @@ pub fn horizons(app: &App) -> Vec<Horizon> {
                 span: join.before + join.after + join.grace,
             });
         }
-        if let Some(expiry) = stage.expiry() {
+        if let Some(expiry) = stage.operator::<parsley::expiry::ExpiryDecl>() {
             found.push(Horizon {
                 what: format!("the time to live of stage {name}: {}", seconds(expiry.ttl)),
                 span: expiry.ttl,
             });
         }
         if let Some(ticks) = stage.ticks() {
-            let what = match stage.timer_service() {
+            let what = match stage.operator::<parsley::timer::TimerDecl>() {
                 Some(_) => format!(
                     "the resolution of timer service {name}: {}",
                     seconds(ticks.interval)

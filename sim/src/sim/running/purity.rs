@@ -12,8 +12,8 @@ use parsley::Tp;
 use rustc_hash::FxHasher;
 
 use crate::model::{Cluster, Entry as LogEntry};
+use crate::sim::checker::Finding;
 use crate::sim::checker::{Invariant, Violation};
-use crate::sim::report::cause::IMPURE;
 use crate::sim::report::outcome::RunOutcome;
 use crate::sim::world::trace::{Entry, Event};
 
@@ -61,10 +61,18 @@ pub(crate) fn fingerprint(trace: &[Entry], cluster: &Cluster) -> u64 {
 /// I9, determinism) that names the event, the stage and the record; `None`
 /// when their fingerprints agree. `what` names the run (`seed 7`).
 pub(crate) fn divergence(what: &str, first: &RunOutcome, second: &RunOutcome) -> Option<Violation> {
+    let mut violation = told_divergence(what, first, second)?;
+    violation.finding = Some(Finding::Impure);
+    Some(violation)
+}
+
+/// [`divergence`]'s violation, its finding not yet named.
+fn told_divergence(what: &str, first: &RunOutcome, second: &RunOutcome) -> Option<Violation> {
     let lead = format!(
-        "{IMPURE}: {what} ran twice on the same choices and the runs differ, so the \
+        "{}: {what} ran twice on the same choices and the runs differ, so the \
          application's logic (or state its closures capture, shared by every run) is not a \
-         pure function of its input (docs/RULES.md#s4)"
+         pure function of its input (docs/RULES.md#s4)",
+        Finding::Impure.prefix()
     );
     if first.trace_hash == second.trace_hash {
         // Same runs; a check that calls the logic again may still differ.

@@ -10,8 +10,7 @@ use parsley::assembly::Assembly;
 use parsley::App;
 
 use crate::model::Cluster;
-use crate::sim::checker::{check, CheckInput, Invariant, Related, Relation, Violation};
-use crate::sim::report::cause::PANICKED;
+use crate::sim::checker::{check, CheckInput, Finding, Invariant, Related, Relation, Violation};
 use crate::sim::report::outcome::RunOutcome;
 use crate::sim::running::history::{commits, first_failing, Commit, StateRead};
 use crate::sim::running::property::{Committed, PropertyFailure};
@@ -118,10 +117,11 @@ pub(crate) fn run_gated(
             let panic = phases
                 .err()
                 .map_or_else(String::new, |p| panic_message(&*p));
-            let violation = Violation::new(
+            let violation = Violation::found(
+                Finding::Panicked,
                 Invariant::I8,
                 0,
-                format!("{PANICKED} while setting up the world: {panic}"),
+                &format!("while setting up the world: {panic}"),
             );
             let (tape, spans, canonical) = choices.into_parts();
             return Some(RunOutcome {
@@ -165,20 +165,22 @@ pub(crate) fn run_gated(
                 })
             }));
             let violations = checked.unwrap_or_else(|panic| {
-                vec![Violation::new(
+                vec![Violation::found(
+                    Finding::Panicked,
                     Invariant::I8,
                     last_step,
-                    format!("{PANICKED} in the checker: {}", panic_message(&*panic)),
+                    &format!("in the checker: {}", panic_message(&*panic)),
                 )]
             });
             (quiesced, violations)
         }
         Err(panic) => {
-            let violation = Violation::new(
+            let violation = Violation::found(
+                Finding::Panicked,
                 Invariant::I8,
                 last_step,
-                format!(
-                    "{PANICKED} at step {last_step} (after {} events): {}",
+                &format!(
+                    "at step {last_step} (after {} events): {}",
                     world.trace.len(),
                     panic_message(&*panic)
                 ),

@@ -24,9 +24,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::sim::checker::Finding;
 use crate::sim::checker::Invariant;
 use crate::sim::report;
-use crate::sim::report::cause::{Cause, IMPURE};
+use crate::sim::report::cause::Cause;
 use crate::sim::report::coverage;
 use crate::sim::report::horizon;
 use crate::sim::report::outcome::RunOutcome;
@@ -362,7 +363,7 @@ impl Simulation {
         out.push_str(&report::grouped(&outcome.violations, LISTED_PER_CAUSE));
         // With an application per run, logic named impure by the checker
         // fails the same way on every replay: it shrinks like any failure.
-        if cause == Cause::Harness(IMPURE) && !self.app_per_run() {
+        if cause == Cause::Harness(Finding::Impure) && !self.app_per_run() {
             let _ = writeln!(
                 out,
                 "\nA run of impure logic cannot be shrunk or kept as a tape: make the logic a \
@@ -386,14 +387,14 @@ impl Simulation {
         if !failure.reproduces() {
             // The same choices gave another run: the logic is not pure.
             let mut out = String::new();
-            let _ = writeln!(out, "{}: {what} fails {IMPURE}", self.name());
+            let _ = writeln!(out, "{}: {what} fails {}", self.name(), Finding::Impure);
             let _ = writeln!(
                 out,
                 "  {}: {what} failed with {cause}, but not again when its choices were \
                  replayed ({}): the run depends on something besides its choices, such as \
                  state the logic keeps outside Parsley (docs/RULES.md#s4). No tape is shown \
                  or kept. As it failed:",
-                IMPURE,
+                Finding::Impure,
                 report::not_reproduced(&failure)
             );
             out.push_str(&report::grouped(

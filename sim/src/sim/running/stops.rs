@@ -24,8 +24,7 @@ use std::sync::Arc;
 use parsley::header::{self, STAMP_HEADER};
 use parsley::Tp;
 
-use crate::sim::checker::{Invariant, Violation};
-use crate::sim::report::cause::{REFUSED, STOPPED};
+use crate::sim::checker::{Finding, Invariant, Violation};
 use crate::sim::running::simulation::{ExpectedStop, Stop};
 use crate::sim::world::trace::Event;
 use crate::sim::world::World;
@@ -40,12 +39,11 @@ pub(crate) fn judge(world: &World, expected: &[(String, ExpectedStop)]) -> Vec<V
         if !seen.insert((Arc::clone(&at.task), Tp::new("-", 0), 0)) {
             continue;
         }
-        let mut violation = Violation::new(
+        let mut violation = Violation::found(
+            Finding::RefusedStart,
             Invariant::I8,
             *step,
-            format!(
-                "{REFUSED}: task {at} could not start, so its partition is never processed: {error}"
-            ),
+            &format!("task {at} could not start, so its partition is never processed: {error}"),
         );
         violation.task = Some(Arc::clone(&at.task));
         violation.instance = Some(at.instance);
@@ -77,12 +75,13 @@ pub(crate) fn judge(world: &World, expected: &[(String, ExpectedStop)]) -> Vec<V
         if expected.iter().any(|(_, expected)| expected(&stop)) {
             continue;
         }
-        let mut violation = Violation::new(
+        let mut violation = Violation::found(
+            Finding::UnexpectedStop,
             Invariant::I8,
             entry.step,
-            format!(
-                "{STOPPED}: task {at} stopped on {tp}@{offset}, which no rejected input caused \
-                 and no expect_stop declares: {error}"
+            &format!(
+                "task {at} stopped on {tp}@{offset}, which no rejected input caused and no \
+                 expect_stop declares: {error}"
             ),
         );
         violation.task = Some(Arc::clone(&at.task));

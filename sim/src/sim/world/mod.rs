@@ -1124,7 +1124,8 @@ impl World {
             let Some(host) = self.host_index(instance, &task) else {
                 continue;
             };
-            let Some(due) = parsley::timer::next_due(&self.host(instance, host).task) else {
+            let Some(due) = parsley::timer::next_due(self.host(instance, host).task.slots_view())
+            else {
                 continue;
             };
             let next_tick = self.host(instance, host).task.next_tick_at().unwrap_or(due);
@@ -1325,7 +1326,7 @@ impl World {
         for (_, _, host) in self.active_hosts() {
             if host.task.has_open_work()
                 || host.task.buffered() > 0
-                || parsley::timer::next_due(&host.task).is_some()
+                || parsley::timer::next_due(host.task.slots_view()).is_some()
             {
                 return false;
             }
