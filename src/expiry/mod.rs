@@ -48,7 +48,7 @@
 //!     .into(&unique)
 //!     .build();
 //! let app = Parsley::named("shop").stage(dedupe).build()?;
-//! assert_eq!(app.stage("dedupe").unwrap().stage.expiry().unwrap().ttl, Duration::from_secs(600));
+//! assert_eq!(app.stage("dedupe").unwrap().stage.operator::<parsley::expiry::ExpiryDecl>().unwrap().ttl, Duration::from_secs(600));
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 
