@@ -83,6 +83,11 @@ pub enum Mutation {
     /// within the gap of it only, not every one: a record that bridges two
     /// sessions leaves them apart (breaks W5, I12).
     SessionBridgeNotMerged,
+    /// A session aggregation that merges sessions keeps only the last
+    /// joined session's aggregate, dropping the others' (the session's
+    /// bounds stay right): a record that bridges two sessions loses one's
+    /// aggregate (breaks W5, I12).
+    SessionMergeKeepsLast,
     /// A stream–table join ignores a tombstone: the deleted row stays, and
     /// later stream records are joined with it (breaks J1, I13).
     JoinIgnoresTombstones,
@@ -163,7 +168,7 @@ pub enum Mutation {
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 39] = [
+    pub const ALL: [Mutation; 40] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -186,6 +191,7 @@ impl Mutation {
         Mutation::WindowClosesOneIntervalEarly,
         Mutation::WindowGraceOffByOne,
         Mutation::SessionBridgeNotMerged,
+        Mutation::SessionMergeKeepsLast,
         Mutation::JoinIgnoresTombstones,
         Mutation::JoinKeepsStaleRow,
         Mutation::ExpiryHalfTtlEarly,
@@ -230,6 +236,7 @@ impl Mutation {
             Mutation::WindowClosesOneIntervalEarly => "window-closes-one-interval-early",
             Mutation::WindowGraceOffByOne => "window-grace-off-by-one",
             Mutation::SessionBridgeNotMerged => "session-bridge-not-merged",
+            Mutation::SessionMergeKeepsLast => "session-merge-keeps-last",
             Mutation::JoinIgnoresTombstones => "join-ignores-tombstones",
             Mutation::JoinKeepsStaleRow => "join-keeps-stale-row",
             Mutation::ExpiryHalfTtlEarly => "expiry-half-ttl-early",

@@ -134,7 +134,13 @@ where
         let mut aggregate = (self.init)();
         for session in joined {
             let earlier = session.aggregate.clone();
-            aggregate = guarded(|| merge(aggregate, earlier))?;
+            aggregate =
+                match crate::mutation::active(crate::mutation::Mutation::SessionMergeKeepsLast) {
+                    // Planted bug (W5, I12): each joined session's aggregate
+                    // replaces what came before instead of merging with it.
+                    true => earlier,
+                    false => guarded(|| merge(aggregate, earlier))?,
+                };
         }
         guarded(|| (self.fold)(aggregate, record))
     }
@@ -385,17 +391,95 @@ where
             .downcast_mut::<Slots<WindowSlot<A>>>()
             .expect("a windowed aggregation's slots hold windows")
     }
+}
 
-    /// The output record of the window `[start, end)` of `key` (its bytes
-    /// in the source's key codec) holding `records` (in delivery order):
-    /// the windowed key and the fold of the records, encoded with the
-    /// output topic's codecs. What a checker that decides membership and
-    /// closing by itself compares an emitted window with (I12).
-    fn emission_of(
+/// W3's late records, as a task's metrics count them.
+pub(crate) const LATE_RECORDS: &str = "window-records-late-total";
+
+/// A windowed aggregation's user logic with its topics' codecs, for the
+/// harness's oracle ([`super::WindowDecl`]): the user's initial value, fold
+/// and merge over aggregates encoded with the aggregate's codec, and the
+/// output record of a window. None of the operator's window arithmetic.
+pub(crate) trait WindowFold: Send + Sync {
+    fn initial(&self) -> Result<Bytes, DeliveryFailure>;
+    fn fold(
+        &self,
+        aggregate: &[u8],
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Bytes, DeliveryFailure>;
+    fn merge(&self, aggregate: &[u8], earlier: &[u8]) -> Result<Bytes, DeliveryFailure>;
+    fn output(
         &self,
         key: &[u8],
-        span: Span,
-        records: &[(&Tp, &ConsumedRecord)],
+        bounds: (i64, i64),
+        aggregate: &[u8],
+    ) -> Result<(Bytes, Bytes), DeliveryFailure>;
+}
+
+impl<K, V, A> WindowLogic<K, V, A>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    A: Clone + Send + Sync + 'static,
+{
+    fn decode_aggregate(&self, bytes: &[u8]) -> Result<A, DeliveryFailure> {
+        self.codec
+            .aggregate
+            .decode(bytes)
+            .map_err(DeliveryFailure::StateCodec)
+    }
+
+    fn encode_aggregate(&self, aggregate: &A) -> Result<Bytes, DeliveryFailure> {
+        encode_chunked(&*self.codec.aggregate, aggregate).map_err(DeliveryFailure::StateCodec)
+    }
+}
+
+impl<K, V, A> WindowFold for WindowLogic<K, V, A>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    A: Clone + Send + Sync + 'static,
+{
+    fn initial(&self) -> Result<Bytes, DeliveryFailure> {
+        self.encode_aggregate(&guarded(|| Ok((self.init)()))?)
+    }
+
+    fn fold(
+        &self,
+        aggregate: &[u8],
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+    ) -> Result<Bytes, DeliveryFailure> {
+        let aggregate = self.decode_aggregate(aggregate)?;
+        let record =
+            self.source
+                .decode(tp, consumed)
+                .map_err(|refused| DeliveryFailure::Codec {
+                    part: refused.part,
+                    error: refused.error,
+                })?;
+        self.encode_aggregate(&guarded(|| (self.fold)(aggregate, &record))?)
+    }
+
+    fn merge(&self, aggregate: &[u8], earlier: &[u8]) -> Result<Bytes, DeliveryFailure> {
+        let Some(merge) = &self.merge else {
+            return Err(DeliveryFailure::Logic(
+                "W5 (docs/RULES.md#w5): time windows have no merge".to_string(),
+            ));
+        };
+        let (aggregate, earlier) = (
+            self.decode_aggregate(aggregate)?,
+            self.decode_aggregate(earlier)?,
+        );
+        self.encode_aggregate(&guarded(|| merge(aggregate, earlier))?)
+    }
+
+    fn output(
+        &self,
+        key: &[u8],
+        (start, end): (i64, i64),
+        aggregate: &[u8],
     ) -> Result<(Bytes, Bytes), DeliveryFailure> {
         let key = self
             .source
@@ -405,94 +489,13 @@ where
                 part: RecordPart::Key,
                 error,
             })?;
-        let mut aggregate = (self.init)();
-        // A session's records, merged as they came (W5), with no closing.
-        let mut sessions: Vec<Open<A>> = Vec::new();
-        for (tp, consumed) in records {
-            let record =
-                self.source
-                    .decode(tp, consumed)
-                    .map_err(|refused| DeliveryFailure::Codec {
-                        part: refused.part,
-                        error: refused.error,
-                    })?;
-            match self.shape {
-                Shape::Time { .. } => aggregate = guarded(|| (self.fold)(aggregate, &record))?,
-                Shape::Session { gap, .. } => {
-                    let timestamp = consumed.data.timestamp;
-                    let joined =
-                        Shape::sessions_joined(gap, timestamp, &sessions, |open| open.span);
-                    let span = session_span(timestamp, &sessions[joined.clone()]);
-                    let merged = self.merged(&sessions[joined.clone()], &record)?;
-                    sessions.splice(
-                        joined,
-                        [Open {
-                            span,
-                            aggregate: merged,
-                        }],
-                    );
-                }
-            }
-        }
-        if let Shape::Session { .. } = self.shape {
-            match sessions.pop() {
-                Some(session) if sessions.is_empty() && session.span == span => {
-                    aggregate = session.aggregate;
-                }
-                _ => {
-                    return Err(DeliveryFailure::Logic(format!(
-                        "W5 (docs/RULES.md#w5): the {} record(s) given do not make the one session [{}, {}]",
-                        records.len(),
-                        span.start,
-                        span.end
-                    )))
-                }
-            }
-        }
+        let aggregate = self.decode_aggregate(aggregate)?;
         let output = self.output();
-        let windowed = Windowed {
-            key,
-            start: span.start,
-            end: span.end,
-        };
+        let windowed = Windowed { key, start, end };
         let key = encode_chunked(output.key_codec(), &windowed);
         let value = encode_chunked(output.value_codec(), &aggregate);
         key.and_then(|key| Ok((key, value?)))
             .map_err(DeliveryFailure::StateCodec)
-    }
-}
-
-/// W3's late records, as a task's metrics count them.
-pub(crate) const LATE_RECORDS: &str = "window-records-late-total";
-
-/// The user's fold of a windowed aggregation with its topics' codecs, for
-/// the harness's oracle ([`super::WindowDecl::emission`]).
-pub(crate) trait WindowFold: Send + Sync {
-    fn emission(
-        &self,
-        key: &[u8],
-        bounds: (i64, i64),
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Result<(Bytes, Bytes), DeliveryFailure>;
-}
-
-impl<K, V, A> WindowFold for WindowLogic<K, V, A>
-where
-    K: Clone + Send + Sync + 'static,
-    V: Send + Sync + 'static,
-    A: Clone + Send + Sync + 'static,
-{
-    fn emission(
-        &self,
-        key: &[u8],
-        bounds: (i64, i64),
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Result<(Bytes, Bytes), DeliveryFailure> {
-        let span = Span {
-            start: bounds.0,
-            end: bounds.1,
-        };
-        self.emission_of(key, span, records)
     }
 }
 

@@ -220,7 +220,8 @@ pub struct WindowDecl {
     pub emit: Emit,
     /// What closes windows (W2).
     pub close: Close,
-    /// The user's fold with the topics' codecs, for [`WindowDecl::emission`].
+    /// The user's logic with the topics' codecs, for [`WindowDecl::fold`]
+    /// and the rest.
     pub(crate) fold: UserLogic<dyn logic::WindowFold>,
 }
 
@@ -247,21 +248,47 @@ impl Operator for WindowDecl {
     }
 }
 
+/// The user's logic of a windowed aggregation, for a checker that decides
+/// membership, merging and closing by itself (I12): the user's initial
+/// value, fold and merge over aggregates encoded with the aggregate's codec,
+/// and a window's output record; none of the operator's window arithmetic.
 impl WindowDecl {
-    /// The output record (key and value bytes) for the window `[start,
-    /// end)` of `key` (the records' key bytes) holding `records` (each with
-    /// the tp it was read from, in delivery order): the user's fold from its
-    /// initial value, encoded with the output topic's codecs. What a
-    /// checker that decides membership and closing by itself compares an
-    /// emitted window with (I12).
-    pub fn emission(
+    /// The initial aggregate, encoded.
+    pub fn initial(&self) -> Result<Bytes, ReplayError> {
+        self.fold.initial().map_err(ReplayError::delivery)
+    }
+
+    /// `record`, read from `tp`, folded into `aggregate` by the user's fold.
+    pub fn fold(
+        &self,
+        aggregate: &[u8],
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<Bytes, ReplayError> {
+        self.fold
+            .fold(aggregate, tp, record)
+            .map_err(ReplayError::delivery)
+    }
+
+    /// A session aggregation's merge of `earlier`, a joined session's
+    /// aggregate, into `aggregate` (W5); time windows have none.
+    pub fn merge(&self, aggregate: &[u8], earlier: &[u8]) -> Result<Bytes, ReplayError> {
+        self.fold
+            .merge(aggregate, earlier)
+            .map_err(ReplayError::delivery)
+    }
+
+    /// The output record (key and value bytes) of the window `[start, end)`
+    /// (a session: `[start, end]`) of `key` (its bytes in the source's key
+    /// codec) with `aggregate`, encoded with the output topic's codecs.
+    pub fn output(
         &self,
         key: &[u8],
         (start, end): (i64, i64),
-        records: &[(&Tp, &ConsumedRecord)],
+        aggregate: &[u8],
     ) -> Result<(Bytes, Bytes), ReplayError> {
         self.fold
-            .emission(key, (start, end), records)
+            .output(key, (start, end), aggregate)
             .map_err(ReplayError::delivery)
     }
 }

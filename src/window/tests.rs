@@ -333,11 +333,15 @@ fn a_windowed_stage_is_replayed_over_its_slots() {
         "{refused}"
     );
     let tp = Tp::new("sales", 0);
-    let (key, value) = stage
-        .operator::<crate::window::WindowDecl>()
-        .unwrap()
-        .emission(b"k", (0, 1000), &[(&tp, &record), (&tp, &record)])
-        .unwrap();
+    let decl = stage.operator::<crate::window::WindowDecl>().unwrap();
+    let once = decl.fold(&decl.initial().unwrap(), &tp, &record).unwrap();
+    let twice = decl.fold(&once, &tp, &record).unwrap();
+    let refused = decl.merge(&once, &twice).unwrap_err();
+    assert!(
+        matches!(&refused, ReplayError::Logic(message) if message.contains("W5")),
+        "time windows have no merge: {refused}"
+    );
+    let (key, value) = decl.output(b"k", (0, 1000), &twice).unwrap();
     assert_eq!(
         WindowedCodec(Utf8).decode(&key).unwrap(),
         Windowed {

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 39] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 40] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -46,6 +46,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 39] = [
     ),
     (Mutation::WindowGraceOffByOne, "windows", Invariant::I12),
     (Mutation::SessionBridgeNotMerged, "windows", Invariant::I12),
+    (Mutation::SessionMergeKeepsLast, "windows", Invariant::I12),
     (
         Mutation::JoinIgnoresTombstones,
         "enrichment",
@@ -97,7 +98,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 39] = [
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 36] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 37] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -131,6 +132,11 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 36] = [
     (Mutation::WindowGraceOffByOne, "storefront", Invariant::I12),
     (
         Mutation::SessionBridgeNotMerged,
+        "storefront",
+        Invariant::I12,
+    ),
+    (
+        Mutation::SessionMergeKeepsLast,
         "storefront",
         Invariant::I12,
     ),

@@ -204,6 +204,18 @@ fn found_on_the_smallest() -> Vec<(Mutation, &'static str, Smallest, Bounds, Inv
             Invariant::I12,
         ),
         (
+            SessionMergeKeepsLast,
+            "a session aggregation alone",
+            smallest::sessions,
+            Bounds {
+                inputs: 4,
+                faults: 0,
+                range_ends: true,
+                ..tiny(6)
+            },
+            Invariant::I12,
+        ),
+        (
             CheckpointKeeps16Tps,
             "a chain of 17 stages",
             |planted| smallest::chain(17, planted),

@@ -2,11 +2,14 @@
 //!
 //! The checker keeps its own model of every task of a windowed aggregation:
 //! which windows each record belongs to, where the close frontier stands,
-//! which windows are open and which records each holds. It uses none of
-//! the aggregation's state or window arithmetic; only the output record of
-//! a window (the aggregation's fold over the records the model placed in it,
-//! encoded with the output topic's codecs, `WindowDecl::emission`) comes
-//! from the stage, since the fold and the codecs are the user's.
+//! which windows are open, which records each holds and its aggregate. It
+//! uses none of the aggregation's state, window arithmetic or session
+//! merging: it folds each record into its windows' aggregates itself and,
+//! for a record that bridges sessions, merges the joined sessions'
+//! aggregates in start order into the initial value before folding the
+//! record in (W5). Only the user's logic comes from the stage, encoded with
+//! its codecs: the initial value, fold and merge, and a window's output
+//! record (`WindowDecl::initial`, `fold`, `merge`, `output`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -100,11 +103,12 @@ impl Shape {
     }
 }
 
-/// One open window of the model: its end and the records it holds, each
-/// with its place in the task's delivery order.
+/// One open window of the model: its end, the records it holds (each with
+/// its place in the task's delivery order) and their aggregate, encoded.
 struct Window {
     end: i64,
     records: Vec<(u64, Tp, ConsumedRecord)>,
+    aggregate: Bytes,
 }
 
 /// One task's windows, as the checker has them.
@@ -194,15 +198,10 @@ impl<'a> Checker<'a> {
             }
             // A record the aggregation refuses (a codec, a failing fold)
             // changes nothing; I6 and I10 judge its delivery.
-            let alone = match *shape {
-                Shape::Time { size, advance, .. } => {
-                    let first = Shape::starts(size, advance, timestamp)[0];
-                    (first, first + size)
-                }
-                Shape::Session { .. } => (timestamp, timestamp),
+            let Ok(initial) = decl.initial() else {
+                return true;
             };
-            let probe = [(delivery.tp, &record)];
-            if decl.emission(&key, alone, &probe).is_err() {
+            if decl.fold(&initial, delivery.tp, &record).is_err() {
                 return true;
             }
             if decl.close == Close::StreamTime {
@@ -221,7 +220,13 @@ impl<'a> Checker<'a> {
                         let window = model.open.entry((key.clone(), start)).or_insert(Window {
                             end,
                             records: Vec::new(),
+                            aggregate: initial.clone(),
                         });
+                        // W1: the record folded into each window it belongs to.
+                        let Ok(folded) = decl.fold(&window.aggregate, delivery.tp, &record) else {
+                            return true;
+                        };
+                        window.aggregate = folded;
                         window.records.push(placed.clone());
                         if decl.emit == Emit::OnUpdate {
                             match self.window_output(
@@ -251,13 +256,25 @@ impl<'a> Checker<'a> {
                     let mut session = Window {
                         end: timestamp,
                         records: vec![placed],
+                        aggregate: initial,
                     };
+                    // W5: the initial value merged with each joined
+                    // session's aggregate in start order, then the record
+                    // folded in.
                     let mut start = timestamp;
                     for joined_start in &joined {
                         let window = &model.open[&(key.clone(), *joined_start)];
                         start = start.min(*joined_start);
                         session.end = session.end.max(window.end);
+                        let Ok(merged) = decl.merge(&session.aggregate, &window.aggregate) else {
+                            return true;
+                        };
+                        session.aggregate = merged;
                     }
+                    let Ok(folded) = decl.fold(&session.aggregate, delivery.tp, &record) else {
+                        return true;
+                    };
+                    session.aggregate = folded;
                     if shape.closed(session.end, model.frontier) {
                         late_for.push((start, session.end));
                     } else {
@@ -409,21 +426,16 @@ impl<'a> Checker<'a> {
         start: i64,
         window: &Window,
     ) -> Option<Expected> {
-        let records: Vec<(&Tp, &ConsumedRecord)> = window
-            .records
-            .iter()
-            .map(|(_, tp, record)| (tp, record))
-            .collect();
         let (key_bytes, value) = plan
             .stage
             .operator::<parsley::window::WindowDecl>()?
-            .emission(key, (start, window.end), &records)
+            .output(key, (start, window.end), &window.aggregate)
             .ok()?;
         let label = format!(
             "{} of key {} holding {} record(s)",
             shape.bounds(start, window.end),
             bytes_for_humans(key),
-            records.len()
+            window.records.len()
         );
         Some(Expected {
             label,
