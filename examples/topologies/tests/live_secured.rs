@@ -753,9 +753,12 @@ fn resource_of(line: &str) -> String {
 }
 
 /// How long an instance may take, from its start, to exit 8 on a missing
-/// ACL: joining the instances' group and starting its task take seconds; a
-/// look-up that waited out its 30 s timeout instead would not make it.
-const PROMPTLY: Duration = Duration::from_secs(30);
+/// ACL: joining the instances' group and starting its tasks take seconds; a
+/// look-up that waited out its 30 s timeout instead would not make it. Two
+/// partitions, so a stage's group refused fails both of its tasks, the
+/// second too within seconds (they share one consumer, to which librdkafka
+/// reports the refusal once).
+const PROMPTLY: Duration = Duration::from_secs(15);
 
 /// Setup, then (input produced by the super user) an instance for up to
 /// 40 s, then audit: one of them must exit 8 naming the resource (a
@@ -771,7 +774,7 @@ fn check_one_removed(secured: &Secured, namespace: &str, line: &str) -> Result<(
     let setup = secured.output(secured.command(
         "app",
         namespace,
-        &["setup", "balances", "--partitions", "1"],
+        &["setup", "balances", "--partitions", "2"],
     ));
     said.push(format!(
         "setup: {:?}\n{}",
@@ -786,7 +789,7 @@ fn check_one_removed(secured: &Secured, namespace: &str, line: &str) -> Result<(
         let admin = secured.output(secured.command(
             "admin",
             namespace,
-            &["setup", "balances", "--partitions", "1"],
+            &["setup", "balances", "--partitions", "2"],
         ));
         said.push(format!(
             "admin setup: {:?}\n{}",
