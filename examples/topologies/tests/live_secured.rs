@@ -392,6 +392,15 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
         .success());
     let exit = second.wait().expect("the survivor exits");
     assert!(exit.success(), "a graceful stop exits 0, got {exit}");
+    // T5: right after a clean stop, with no input left, every task is
+    // caught up; the last tick a task wrote itself is pending, not lag.
+    let stopped = secured.output(secured.command("app", &namespace, &["status", "balances"]));
+    assert!(stopped.status.success(), "{}", text(&stopped));
+    assert!(
+        !text(&stopped).contains("behind") && text(&stopped).contains("caught up"),
+        "{}",
+        text(&stopped)
+    );
     secured.keep_log(&logs.join("run-0.log"));
     secured.keep_log(&logs.join("run-1.log"));
     // With exactly the printed ACLs, nothing the application does is
@@ -400,6 +409,7 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
     clean.push(std::fs::read_to_string(logs.join("run-0.log")).unwrap());
     clean.push(std::fs::read_to_string(logs.join("run-1.log")).unwrap());
     clean.push(text(&status));
+    clean.push(text(&stopped));
     clean.push(text(&audit));
     for said in &clean {
         for line in said.lines() {
