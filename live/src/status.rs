@@ -184,10 +184,6 @@ pub struct TpStatus {
     pub lag: u64,
     /// Whether `lag` was counted record by record.
     pub exact: bool,
-    /// Whether the tp is the stage's own tick topic (T2): its lag is ticks
-    /// the task wrote itself before it last committed, delivered when it
-    /// next runs (T5), not input it is behind on.
-    pub ticks: bool,
 }
 
 /// A task's position, lag and state, read from the cluster alone (group
@@ -203,35 +199,17 @@ pub struct TaskStatus {
 }
 
 impl TaskStatus {
-    /// The task's lag over its input tps: its own ticks not counted
-    /// ([`TaskStatus::ticks_pending`]).
+    /// The task's lag over its tps.
     pub fn lag(&self) -> u64 {
-        self.tps
-            .iter()
-            .filter(|tp| !tp.ticks)
-            .map(|tp| tp.lag)
-            .sum()
+        self.tps.iter().map(|tp| tp.lag).sum()
     }
 
-    /// Ticks the task wrote to its own tick topic and has not delivered
-    /// yet: a task that stopped cleanly leaves the last one or two, which
-    /// its next run delivers first. Not lag: no input waits behind them.
-    pub fn ticks_pending(&self) -> u64 {
-        self.tps.iter().filter(|tp| tp.ticks).map(|tp| tp.lag).sum()
-    }
-
-    /// "caught up" or "behind" by [`TaskStatus::lag`], and how many of its
-    /// own ticks are pending, if any.
-    pub fn state(&self) -> String {
-        let state = if self.lag() == 0 {
+    /// "caught up" or "behind".
+    pub fn state(&self) -> &'static str {
+        if self.lag() == 0 {
             "caught up"
         } else {
             "behind"
-        };
-        match self.ticks_pending() {
-            0 => state.to_string(),
-            1 => format!("{state}, 1 tick pending"),
-            ticks => format!("{state}, {ticks} ticks pending"),
         }
     }
 }
@@ -296,7 +274,6 @@ pub async fn task_status(
                     stable_end,
                     lag,
                     exact,
-                    ticks: plan.tick_topic.as_ref() == Some(&tp.topic),
                 });
             }
             statuses.push(task);
@@ -424,31 +401,6 @@ pub async fn task_owners(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// T5: a task that stopped cleanly with its last tick not yet delivered
-    /// back is caught up, the tick pending; input lag is behind.
-    #[test]
-    fn t5_a_tasks_own_pending_tick_is_not_lag() {
-        let tp = |topic: &str, lag: u64, ticks: bool| TpStatus {
-            tp: Tp::new(topic, 0),
-            committed: Some(10),
-            stable_end: 10 + lag,
-            lag,
-            exact: true,
-            ticks,
-        };
-        let mut task = TaskStatus {
-            stage: "balances".into(),
-            partition: 0,
-            tps: vec![tp("orders", 0, false), tp("shop-balances-ticks", 1, true)],
-        };
-        assert_eq!((task.lag(), task.ticks_pending()), (0, 1));
-        assert_eq!(task.state(), "caught up, 1 tick pending");
-        task.tps[0].lag = 3;
-        assert_eq!(task.state(), "behind, 1 tick pending");
-        task.tps[1].lag = 0;
-        assert_eq!(task.state(), "behind");
-    }
 
     #[test]
     fn an_owner_is_named_by_its_instance() {

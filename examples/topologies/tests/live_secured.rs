@@ -392,8 +392,8 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
         .success());
     let exit = second.wait().expect("the survivor exits");
     assert!(exit.success(), "a graceful stop exits 0, got {exit}");
-    // T5: right after a clean stop, with no input left, every task is
-    // caught up; the last tick a task wrote itself is pending, not lag.
+    // Right after a clean stop, with no input left, every task of this
+    // one-stage application is caught up (its ticks are not listed).
     let stopped = secured.output(secured.command("app", &namespace, &["status", "balances"]));
     assert!(stopped.status.success(), "{}", text(&stopped));
     assert!(

@@ -95,7 +95,6 @@ fn status_json(task: &TaskStatus, known: bool, owner: Option<&TaskOwner>) -> ser
         "since_ms": owner.and_then(|owner| owner.report.as_ref()).map(|report| report.since_ms),
         "lag": task.lag(),
         "caught_up": task.lag() == 0,
-        "ticks_pending": task.ticks_pending(),
         "tps": task.tps.iter().map(|tp| serde_json::json!({
             "tp": tp.tp.to_string(),
             "topic": tp.tp.topic.as_str(),
@@ -104,7 +103,6 @@ fn status_json(task: &TaskStatus, known: bool, owner: Option<&TaskOwner>) -> ser
             "log_end": tp.stable_end,
             "lag": tp.lag,
             "exact": tp.exact,
-            "ticks": tp.ticks,
         })).collect::<Vec<_>>(),
     })
 }
