@@ -609,11 +609,23 @@ fn jaas_credentials(jaas: &str) -> Result<(String, String), String> {
             .split_once('=')
             .ok_or_else(|| "an option is not name=\"value\"".to_string())?;
         let name = name.trim();
+        // A malformed configuration may put secret text where a name is
+        // expected: only a plain identifier is ever quoted back.
+        let shown_name = if !name.is_empty()
+            && name.len() <= 32
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        {
+            name
+        } else {
+            "(not shown)"
+        };
         let after = after.trim_start();
         let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
-            let end = quoted
-                .find('"')
-                .ok_or_else(|| format!("option `{name}`: the quoted value has no closing quote"))?;
+            let end = quoted.find('"').ok_or_else(|| {
+                format!("option `{shown_name}`: the quoted value has no closing quote")
+            })?;
             (&quoted[..end], &quoted[end + 1..])
         } else {
             let end = after
@@ -772,6 +784,19 @@ mod tests {
         };
         let error = translate_java(vec![no_password]).unwrap_err().to_string();
         assert!(error.contains("no password option"), "{error}");
+        // A stray secret where an option's name belongs is not quoted.
+        let malformed = Property {
+            key: "sasl.jaas.config".into(),
+            value: "org.apache.kafka.common.security.scram.ScramLoginModule required \
+                    username=\"a\" hunter2 password=\"x"
+                .into(),
+            origin: Origin::Flag,
+        };
+        let error = translate_java(vec![malformed]).unwrap_err().to_string();
+        assert!(
+            !error.contains("hunter2") && error.contains("no closing quote"),
+            "{error}"
+        );
     }
 
     #[test]
