@@ -342,7 +342,7 @@ pub fn producer_acls(app: &App) -> Vec<Acl> {
 }
 
 /// The text `setup APP --print-acls PRINCIPAL --producer` prints: what
-/// `produce` needs, as [`print`] prints the application's.
+/// `produce` needs, as [`print()`] prints the application's.
 pub fn print_producer(app: &App, principal: &str, bootstrap: &str) -> String {
     let acls = producer_acls(app);
     let mut text = format!(

@@ -88,7 +88,7 @@ const SECRET_WORDS: &[(&str, usize)] = &[
 /// or `private` as they are
 /// (an edit: a character inserted, deleted, replaced, or two neighbours
 /// swapped), or when a word is `pw`, `pwd` or `pass`; and it is not one of
-/// the exact names of [`NOT_SECRET`] (a location, a URL, a type, a public
+/// the exact names of `NOT_SECRET` (a location, a URL, a type, a public
 /// certificate). So `ssl.key.password`, `ssl.key.pem`, `ssl_key`,
 /// `sasl.jaas.config`, `sasl.oauthbearer.client.secret` are secrets, and
 /// `ssl.key.location` and `sasl.oauthbearer.token.endpoint.url` are not.
