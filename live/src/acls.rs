@@ -15,14 +15,21 @@
 //! | `run` | commits each stage's positions in its transactions (X6), reads them at start | `Read` on each stage's group `<app>-<stage>` |
 //! | `run` | initialises each task's transactional producer (X4) | `Write` on the transactional ids by the prefix `<app>-` |
 //! | `run` | makes, joins and commits its reports to the instances' topic and group | `Create` and `Read` on topic `<app>.instances`, `Read` on group `<app>.instances` |
+//! | `run` | reads the instances' group's members before joining and after each assignment | `Describe` on group `<app>.instances`, which its `Read` grants (the reading client has no group of its own) |
 //! | `status`, `skip` | read the same groups and logs | covered by the above |
-//! | `audit` | reads every committed topic back | `Read` on each sink (the rest is covered) |
+//! | `audit` | reads every committed topic back | `Read` on each sink (the rest is covered); its reader carries the first stage's group id, never joined |
 //!
 //! Exactly-once needs nothing on the cluster itself: since Kafka 3.0
 //! (KIP-679) an idempotent producer's id is authorized by `Write` on a
 //! topic or on its transactional id, and `IdempotentWrite` on the cluster
-//! is no longer needed; `produce`, which writes the application's sources
-//! from outside it, needs `Write` on them and is not the application's.
+//! is no longer needed.
+//!
+//! `produce`, which writes the application's inputs from outside it, is
+//! not the application's: `setup APP --print-acls PRINCIPAL --producer`
+//! prints what it needs ([`producer_acls`]), as `kafka-acls.sh --producer`
+//! grants a producer's: `Write` on each input (a source no stage writes),
+//! and `Describe` on the application's other topics, whose partition
+//! counts it reads to assemble the application (C3).
 
 use std::fmt;
 
@@ -285,13 +292,84 @@ pub fn application_acls(app: &App) -> Vec<Acl> {
     wanted
 }
 
+/// The ACLs `produce` needs to write `app`'s inputs: `Write` on each
+/// source no stage writes (its idempotent producer's id comes with it,
+/// KIP-679), and `Describe` on every other topic of the application
+/// (the derived ones by the prefix `<app>-`), whose partition counts it
+/// reads to assemble the application (C3).
+pub fn producer_acls(app: &App) -> Vec<Acl> {
+    let derived_prefix = format!("{}-", app.id());
+    let contracts = ContractProbes::probe(app);
+    let mut acls: Vec<Acl> = Vec::new();
+    let mut derived_seen = false;
+    for contract in &contracts {
+        let name = contract.name.as_str();
+        let read = contract
+            .roles
+            .iter()
+            .any(|role| matches!(role, Role::Source { .. }));
+        let written = contract
+            .roles
+            .iter()
+            .any(|role| !matches!(role, Role::Source { .. }));
+        if read && !written {
+            acls.push(Acl {
+                resource: AclResource::Topic(name.to_owned()),
+                pattern: Pattern::Literal,
+                operation: AclOperation::Write,
+                why: format!("produce: write the input {name}"),
+            });
+        } else if name.starts_with(&derived_prefix) {
+            derived_seen = true;
+        } else {
+            acls.push(Acl {
+                resource: AclResource::Topic(name.to_owned()),
+                pattern: Pattern::Literal,
+                operation: AclOperation::Describe,
+                why: format!("produce: read the partition count of {name} (C3)"),
+            });
+        }
+    }
+    if derived_seen {
+        acls.push(Acl {
+            resource: AclResource::Topic(derived_prefix),
+            pattern: Pattern::Prefixed,
+            operation: AclOperation::Describe,
+            why: "produce: read the partition counts of the derived topics (C3)".into(),
+        });
+    }
+    acls
+}
+
+/// The text `setup APP --print-acls PRINCIPAL --producer` prints: what
+/// `produce` needs, as [`print()`] prints the application's.
+pub fn print_producer(app: &App, principal: &str, bootstrap: &str) -> String {
+    let acls = producer_acls(app);
+    let mut text = format!(
+        "# The {} ACLs `produce {}` needs for principal {principal}, nothing more\n\
+         # (the application's own ACLs, without --producer, do not include them).\n\
+         # Add your admin client's --command-config to each line on a secured cluster.\n",
+        acls.len(),
+        app.id()
+    );
+    for acl in &acls {
+        text.push_str(&format!(
+            "# {}\n{}\n",
+            acl.why,
+            acl.command(principal, bootstrap)
+        ));
+    }
+    text
+}
+
 /// The text `setup APP --print-acls PRINCIPAL` prints: a comment naming
 /// the application and principal, then each ACL's `kafka-acls.sh` line
 /// after a comment saying what needs it.
 pub fn print(app: &App, principal: &str, bootstrap: &str) -> String {
     let acls = application_acls(app);
     let mut text = format!(
-        "# The {} ACLs application `{}` needs for principal {principal}, nothing more.\n\
+        "# The {} ACLs application `{}` needs for principal {principal}, nothing more:\n\
+         # for setup, run, status, skip and audit; `produce` needs its own (--producer).\n\
          # Add your admin client's --command-config to each line on a secured cluster.\n",
         acls.len(),
         app.id()
@@ -354,6 +432,33 @@ mod tests {
             "kafka-acls.sh --bootstrap-server 127.0.0.1:9093 --add --allow-principal User:alice --operation Read --topic orders\n"
         ), "{text}");
         assert!(!text.contains("--cluster"), "{text}");
+    }
+
+    /// `produce` writes the inputs and describes the other topics; the
+    /// application's own list grants no write on an input.
+    #[test]
+    fn produce_needs_write_on_the_inputs_and_describe_on_the_rest() {
+        let app = copy_app();
+        let lines: Vec<String> = producer_acls(&app)
+            .iter()
+            .map(|acl| acl.arguments().join(" "))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "--operation Describe --topic copies",
+                "--operation Write --topic orders",
+            ]
+        );
+        assert!(!application_acls(&app)
+            .iter()
+            .any(|acl| acl.allows(&AclResource::Topic("orders".into()), AclOperation::Write)));
+        let text = print_producer(&app, &principal("alice"), "b:1");
+        assert!(
+            text.contains("--allow-principal User:alice --operation Write --topic orders\n"),
+            "{text}"
+        );
+        assert!(print(&app, "User:alice", "b:1").contains("--producer"));
     }
 
     #[test]

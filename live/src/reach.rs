@@ -45,6 +45,10 @@ pub enum UnreachableCause {
     /// The connection was accepted, but what came back is not Kafka's
     /// answer (a closed connection, another protocol).
     NotKafka(String),
+    /// The listener speaks TLS: it answered the plaintext `ApiVersions`
+    /// with a TLS alert. `security.protocol` is `plaintext` or
+    /// `sasl_plaintext` where the listener wants `ssl` or `sasl_ssl`.
+    SpeaksTls,
     /// Any other network error (no route to the host, say).
     Network(String),
 }
@@ -60,6 +64,10 @@ impl fmt::Display for UnreachableCause {
                 "the connection was accepted but no Kafka answer came (ApiVersions went unanswered): is a Kafka broker listening there, and is it alive?",
             ),
             UnreachableCause::NotKafka(why) => write!(f, "not a Kafka broker: {why}"),
+            UnreachableCause::SpeaksTls => f.write_str(
+                "the listener speaks TLS (it answered Kafka's plaintext ApiVersions with a TLS \
+                 alert): set security.protocol to SSL, or SASL_SSL for SASL, for this listener",
+            ),
             UnreachableCause::Network(why) => write!(f, "network error: {why}"),
         }
     }
@@ -172,6 +180,15 @@ pub enum SecureFailure {
         /// librdkafka's words.
         detail: String,
     },
+    /// The client's own TLS identity cannot be used: its key or
+    /// certificate cannot be read, is not PEM, or cannot be decrypted with
+    /// `ssl.key.password`. Found before any connection.
+    ClientIdentity {
+        /// The property naming the file or the PEM (with the file).
+        what: String,
+        /// Why, with the property to look at.
+        why: String,
+    },
     /// The handshake and authentication did not complete within the
     /// bound.
     NoAnswer {
@@ -201,6 +218,10 @@ impl fmt::Display for SecureFailure {
                 "authentication of {} with SASL {mechanism} failed: the credentials were refused \
                  (sasl.username, sasl.password): {detail}",
                 principal.as_deref().unwrap_or("the client")
+            ),
+            SecureFailure::ClientIdentity { what, why } => write!(
+                f,
+                "the client's TLS key or certificate cannot be used: {what}: {why}"
             ),
             SecureFailure::NoAnswer { within, detail } => {
                 write!(
@@ -271,13 +292,107 @@ pub fn secure_probe(
     let verify = config
         .property("enable.ssl.certificate.verification")
         .is_none_or(|value| value != "false");
-    if matches!(protocol.as_str(), "ssl" | "sasl_ssl") && verify {
-        tls_check(config, deadline)?;
+    if matches!(protocol.as_str(), "ssl" | "sasl_ssl") {
+        client_identity_check(config)?;
+        if verify {
+            tls_check(config, deadline)?;
+        }
     }
     if protocol == "plaintext" {
         return Ok(());
     }
     kafka_check(config, within, deadline)
+}
+
+/// The client's key and certificate, read and decrypted as librdkafka
+/// will: a file that cannot be read, a key that is not PEM, or one that
+/// `ssl.key.password` does not decrypt is named at once. librdkafka itself
+/// would fail every connection with "PEM lib" and retry for ever.
+fn client_identity_check(config: &crate::client::LiveConfig) -> Result<(), SecureFailure> {
+    use openssl::pkey::PKey;
+    let password = config.property("ssl.key.password");
+    let failed = |what: String, why: String| SecureFailure::ClientIdentity { what, why };
+    let key = match (
+        config.property("ssl.key.location"),
+        config.property("ssl.key.pem"),
+    ) {
+        (Some(location), _) => {
+            let what = format!("ssl.key.location {location}");
+            let bytes = std::fs::read(location)
+                .map_err(|error| failed(what.clone(), format!("cannot be read: {error}")))?;
+            Some((what, bytes))
+        }
+        (None, Some(pem)) => Some(("ssl.key.pem".to_string(), pem.as_bytes().to_vec())),
+        (None, None) => None,
+    };
+    if let Some((what, bytes)) = key {
+        let encrypted = bytes
+            .windows(b"ENCRYPTED".len())
+            .any(|window| window == b"ENCRYPTED");
+        let loaded = match password {
+            Some(password) => PKey::private_key_from_pem_passphrase(&bytes, password.as_bytes()),
+            // Without a password OpenSSL would ask on the terminal.
+            None => PKey::private_key_from_pem_callback(&bytes, |_| Ok(0)),
+        };
+        if let Err(error) = loaded {
+            let why = match (encrypted, password.is_some()) {
+                (true, true) => format!(
+                    "the key is encrypted and ssl.key.password does not decrypt it (OpenSSL: {})",
+                    first_reason(&error)
+                ),
+                (true, false) => {
+                    "the key is encrypted: give its password as ssl.key.password".to_string()
+                }
+                (false, _) => format!("not a PEM private key (OpenSSL: {})", first_reason(&error)),
+            };
+            return Err(failed(what, why));
+        }
+    }
+    if let Some(location) = config.property("ssl.keystore.location") {
+        let what = format!("ssl.keystore.location {location}");
+        let bytes = std::fs::read(location)
+            .map_err(|error| failed(what.clone(), format!("cannot be read: {error}")))?;
+        let store = openssl::pkcs12::Pkcs12::from_der(&bytes).map_err(|error| {
+            failed(
+                what.clone(),
+                format!(
+                    "not a PKCS#12 key store (OpenSSL: {})",
+                    first_reason(&error)
+                ),
+            )
+        })?;
+        store
+            .parse2(config.property("ssl.keystore.password").unwrap_or(""))
+            .map_err(|error| {
+                failed(
+                    what,
+                    format!(
+                        "ssl.keystore.password does not open it (OpenSSL: {})",
+                        first_reason(&error)
+                    ),
+                )
+            })?;
+    }
+    if let Some(location) = config.property("ssl.certificate.location") {
+        let what = format!("ssl.certificate.location {location}");
+        let bytes = std::fs::read(location)
+            .map_err(|error| failed(what.clone(), format!("cannot be read: {error}")))?;
+        openssl::x509::X509::stack_from_pem(&bytes)
+            .ok()
+            .filter(|chain| !chain.is_empty())
+            .ok_or_else(|| failed(what, "not a PEM certificate".into()))?;
+    }
+    Ok(())
+}
+
+/// OpenSSL's first reason, without its library's codes.
+fn first_reason(error: &openssl::error::ErrorStack) -> String {
+    error
+        .errors()
+        .first()
+        .and_then(|error| error.reason())
+        .unwrap_or("no reason given")
+        .to_string()
 }
 
 /// The TLS handshake with the first bootstrap address that accepts TCP.
@@ -644,6 +759,7 @@ fn api_versions(mut stream: TcpStream, deadline: Instant) -> Result<(), Unreacha
             .set_read_timeout(Some(left(Instant::now())?))
             .map_err(io)?;
         match stream.read(&mut answer[got..]) {
+            Ok(0) if is_tls_alert(&answer[..got]) => return Err(UnreachableCause::SpeaksTls),
             Ok(0) => {
                 return Err(UnreachableCause::NotKafka(format!(
                     "the connection was closed after {got} byte(s) of an answer to ApiVersions"
@@ -651,8 +767,12 @@ fn api_versions(mut stream: TcpStream, deadline: Instant) -> Result<(), Unreacha
             }
             Ok(read) => got += read,
             Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(_) if is_tls_alert(&answer[..got]) => return Err(UnreachableCause::SpeaksTls),
             Err(error) => return Err(io(error)),
         }
+    }
+    if is_tls_alert(&answer) {
+        return Err(UnreachableCause::SpeaksTls);
     }
     let correlation = i32::from_be_bytes([answer[4], answer[5], answer[6], answer[7]]);
     if correlation != CORRELATION_ID {
@@ -661,6 +781,14 @@ fn api_versions(mut stream: TcpStream, deadline: Instant) -> Result<(), Unreacha
         )));
     }
     Ok(())
+}
+
+/// True when `bytes` start a TLS alert record: content type 21, then a
+/// TLS version 3.x (what a TLS listener sends back to bytes that are not
+/// a TLS handshake; a Kafka answer starts with its size, whose first byte
+/// is 0 for any answer under 16 MiB).
+fn is_tls_alert(bytes: &[u8]) -> bool {
+    bytes.len() >= 3 && bytes[0] == 0x15 && bytes[1] == 0x03 && bytes[2] <= 0x04
 }
 
 fn resolve(address: &str) -> Result<Vec<SocketAddr>, UnreachableCause> {
@@ -695,6 +823,95 @@ mod tests {
     /// A listener that answers the first eight bytes of an ApiVersions
     /// response (size, correlation id) to whatever it is sent, as a broker
     /// does.
+    /// A plaintext client at a TLS listener: the listener answers the
+    /// ApiVersions bytes with a TLS alert and closes, which is named as a
+    /// TLS listener and points at security.protocol.
+    #[test]
+    fn a_tls_listener_answering_plaintext_is_named_as_tls() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                // The whole request, as a TLS listener reads it, so its
+                // close is a FIN, not a reset over unread bytes.
+                let mut size = [0u8; 4];
+                let _ = stream.read_exact(&mut size);
+                let mut request = vec![0u8; i32::from_be_bytes(size) as usize];
+                let _ = stream.read_exact(&mut request);
+                // An alert record: fatal (2), protocol_version (70).
+                let _ = stream.write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46]);
+            }
+        });
+        let failures = probe(&address, SECOND * 5, Depth::Kafka).unwrap_err();
+        assert_eq!(failures[0].cause, UnreachableCause::SpeaksTls);
+        let text = failures[0].to_string();
+        assert!(
+            text.contains("speaks TLS") && text.contains("security.protocol"),
+            "{text}"
+        );
+        assert!(!is_tls_alert(&[0, 0, 0, 6]));
+    }
+
+    /// A client key that cannot be read or decrypted fails before any
+    /// connection, naming the file and ssl.key.password, never the
+    /// password; the right password passes.
+    #[test]
+    fn an_undecryptable_client_key_is_named_with_its_file() {
+        use openssl::{ec, nid::Nid, pkey::PKey, symm::Cipher};
+        let group = ec::EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap();
+        let key = PKey::from_ec_key(ec::EcKey::generate(&group).unwrap()).unwrap();
+        let pem = key
+            .private_key_to_pem_pkcs8_passphrase(Cipher::aes_256_cbc(), b"right-pw-4711")
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("parsley-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("client.key");
+        std::fs::write(&path, pem).unwrap();
+        let location = path.display().to_string();
+        let config = |password: Option<&str>, location: &str| {
+            let config = crate::client::LiveConfig::new("127.0.0.1:1")
+                .with_property("security.protocol", "ssl")
+                .with_property("ssl.key.location", location);
+            match password {
+                Some(password) => config.with_property("ssl.key.password", password),
+                None => config,
+            }
+        };
+        let wrong = client_identity_check(&config(Some("wrong-pw-0815"), &location)).unwrap_err();
+        let text = wrong.to_string();
+        assert!(
+            text.contains(&location) && text.contains("ssl.key.password does not decrypt"),
+            "{text}"
+        );
+        assert!(!text.contains("wrong-pw-0815"), "{text}");
+        let none = client_identity_check(&config(None, &location))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            none.contains("give its password as ssl.key.password"),
+            "{none}"
+        );
+        let missing = dir.join("absent.key").display().to_string();
+        let absent = client_identity_check(&config(None, &missing))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            absent.contains(&missing) && absent.contains("cannot be read"),
+            "{absent}"
+        );
+        client_identity_check(&config(Some("right-pw-4711"), &location)).unwrap();
+        // Before any connection: secure_probe fails at once, as TLS.
+        let started = Instant::now();
+        let failure =
+            secure_probe(&config(Some("wrong-pw-0815"), &location), SECOND * 5).unwrap_err();
+        assert!(
+            matches!(failure, SecureFailure::ClientIdentity { .. }),
+            "{failure}"
+        );
+        assert!(started.elapsed() < SECOND);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn fake_broker() -> String {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();

@@ -548,3 +548,46 @@ fn explore_shuffled_says_so_and_its_tape_replays() {
     assert_eq!(replayed.status.code(), Some(1), "{}", stdout(&replayed));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// README's install command names a crate, features and a binary that go
+/// together: the crate at `--path` declares the `[[bin]]`, and the binary's
+/// required features are among those given.
+#[test]
+fn readmes_install_command_names_a_binary_of_that_crate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let command = readme
+        .split('`')
+        .find(|span| span.starts_with("cargo install --path"))
+        .expect("README names a `cargo install --path …` command");
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let after = |flag: &str| {
+        words
+            .iter()
+            .position(|word| *word == flag)
+            .map(|at| words[at + 1])
+            .unwrap_or_else(|| panic!("{flag} in `{command}`"))
+    };
+    let (path, features, bin) = (after("--path"), after("--features"), after("--bin"));
+    let manifest = std::fs::read_to_string(root.join(path).join("Cargo.toml"))
+        .unwrap_or_else(|error| panic!("`{command}`: no {path}/Cargo.toml: {error}"));
+    // The `[[bin]]` block naming it (no TOML parser among the dev
+    // dependencies: the manifest's blocks are one `key = value` a line).
+    let block = manifest
+        .split("[[bin]]")
+        .skip(1)
+        .map(|block| block.split("\n[").next().unwrap_or(block))
+        .find(|block| block.contains(&format!("name = \"{bin}\"")))
+        .unwrap_or_else(|| panic!("`{command}`: {path} declares no binary {bin}"));
+    let given: Vec<&str> = features.split(',').collect();
+    let required = block
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("required-features"))
+        .unwrap_or("");
+    for needed in required.split('"').skip(1).step_by(2) {
+        assert!(
+            given.contains(&needed),
+            "`{command}`: {bin} needs feature {needed}"
+        );
+    }
+}

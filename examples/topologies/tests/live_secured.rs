@@ -254,6 +254,47 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
         &["setup", "balances", "--partitions", "2"],
     ));
     assert!(setup.status.success(), "{}", text(&setup));
+    let mut clean = vec![text(&setup)];
+    // `produce` is not the application's: with only its ACLs, producing as
+    // its principal is refused naming the principal, the operation and
+    // the input (exit 8); with `--print-acls --producer`'s too, it works.
+    let produce_as_app = || {
+        secured.output(secured.command(
+            "app",
+            &namespace,
+            &[
+                "produce", "balances", "--count", "40", "--keys", "8", "--seed", "1000",
+            ],
+        ))
+    };
+    let refused = produce_as_app();
+    assert_eq!(refused.status.code(), Some(8), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("not authorized: no ACL allows User:parsley-app Write on Topic:"),
+        "{}",
+        text(&refused)
+    );
+    assert!(text(&refused).contains("--producer"), "{}", text(&refused));
+    let for_produce = secured.output(secured.command(
+        "app",
+        &namespace,
+        &[
+            "setup",
+            "balances",
+            "--print-acls",
+            "parsley-app",
+            "--producer",
+        ],
+    ));
+    assert!(for_produce.status.success(), "{}", text(&for_produce));
+    secured.acls(&String::from_utf8(for_produce.stdout).unwrap());
+    // The refused batch may be partly appended; only the seeds below are
+    // counted, so the refused one must have appended nothing.
+    assert!(
+        text(&refused).contains("0 records were appended"),
+        "{}",
+        text(&refused)
+    );
 
     let logs = tempdir(&namespace);
     // Each instance serves its metrics, searched for the password too.
@@ -314,7 +355,12 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
     first.wait().expect("reaped");
     tokio::time::sleep(Duration::from_secs(10)).await;
     flowing.store(false, Ordering::Relaxed);
-    let seeds = producer.join().expect("the producer");
+    let mut seeds = producer.join().expect("the producer");
+    // Once more as the application's principal, with the producer's ACLs.
+    let produced = produce_as_app();
+    assert!(produced.status.success(), "{}", text(&produced));
+    clean.push(text(&produced));
+    seeds.push(1000);
 
     let topology = namespaced(TopologyName::Balances, &namespace, TICK).expect("balances");
     let client = LiveClient::new(secured.admin_config()).expect("the super user's client");
@@ -346,8 +392,34 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
         .success());
     let exit = second.wait().expect("the survivor exits");
     assert!(exit.success(), "a graceful stop exits 0, got {exit}");
+    // Right after a clean stop, with no input left, every task of this
+    // one-stage application is caught up (its ticks are not listed).
+    let stopped = secured.output(secured.command("app", &namespace, &["status", "balances"]));
+    assert!(stopped.status.success(), "{}", text(&stopped));
+    assert!(
+        !text(&stopped).contains("behind") && text(&stopped).contains("caught up"),
+        "{}",
+        text(&stopped)
+    );
     secured.keep_log(&logs.join("run-0.log"));
     secured.keep_log(&logs.join("run-1.log"));
+    // With exactly the printed ACLs, nothing the application does is
+    // refused: no line of any log or output of its principal's commands
+    // speaks of an authorization failure.
+    clean.push(std::fs::read_to_string(logs.join("run-0.log")).unwrap());
+    clean.push(std::fs::read_to_string(logs.join("run-1.log")).unwrap());
+    clean.push(text(&status));
+    clean.push(text(&stopped));
+    clean.push(text(&audit));
+    for said in &clean {
+        for line in said.lines() {
+            let lower = line.to_ascii_lowercase();
+            assert!(
+                !lower.contains("authoriz") && !lower.contains("not authorized"),
+                "an authorization error with only the printed ACLs: {line}"
+            );
+        }
+    }
 
     // Read back by the super user: the state is the fold of every input.
     let plan: Vec<PlannedInput> = seeds
@@ -379,6 +451,195 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
     );
     let report = parsley::audit::audit(&topology.app, &assembly, &read.to_logs());
     assert!(report.is_clean(), "{report}");
+    secured.assert_no_secret_said();
+}
+
+/// A secret under a misspelt key, from the file, the environment and `-X`
+/// (and a `-X` that is not KEY=VALUE), given to every command: each is
+/// refused before it acts (exit 2) naming the key and where it was given,
+/// and neither that value nor the password appears in any output.
+#[test]
+fn a_misspelt_secret_is_refused_by_every_command_without_its_value() {
+    let Some(secured) = secured() else { return };
+    let namespace = namespace("typo");
+    let value = format!("misspelt-{}", namespace.trim_end_matches('-'));
+    let dir = tempdir(&namespace);
+    let file = dir.join("app-misspelt.properties");
+    let mut properties =
+        std::fs::read_to_string(secured.dir.join("app.properties")).expect("app.properties");
+    let line = properties.lines().count() + 1;
+    properties.push_str(&format!("sasl.pasword={value}\n"));
+    std::fs::write(&file, properties).unwrap();
+    let commands: [&[&str]; 8] = [
+        &["setup", "balances"],
+        &["setup", "balances", "--print-acls", "parsley-app"],
+        &["produce", "balances", "--count", "1"],
+        &["run", "balances", "--metrics", "127.0.0.1:0"],
+        &["status", "balances"],
+        &["status", "balances", "--json"],
+        &["audit", "balances"],
+        &[
+            "skip",
+            "balances",
+            "--stage",
+            "balances",
+            "--topic",
+            "orders",
+            "--partition",
+            "0",
+            "--offset",
+            "0",
+        ],
+    ];
+    let sources: [(&str, String); 4] = [
+        (
+            "file",
+            format!(
+                "{}:{line}: client property `sasl.pasword` refused",
+                file.display()
+            ),
+        ),
+        (
+            "env",
+            "environment variable PARSLEY_CLIENT_SASL_PASSWROD: client property `sasl.passwrod` \
+             refused"
+                .into(),
+        ),
+        ("flag", "-X: client property `sasl.passwrd` refused".into()),
+        ("malformed flag", "-X: expected KEY=VALUE".into()),
+    ];
+    for args in commands {
+        for (source, message) in &sources {
+            let mut command = secured.command("app", &namespace, args);
+            match *source {
+                "file" => {
+                    // The same command with the misspelt file instead.
+                    command = Command::new(BIN);
+                    command
+                        .args(args)
+                        .args(["--namespace", &namespace, "--bootstrap", &secured.bootstrap])
+                        .arg("--command-config")
+                        .arg(&file)
+                        .env("PARSLEY_LOG", "info,librdkafka=warn")
+                        .env_remove("PARSLEY_COMMAND_CONFIG");
+                }
+                "env" => {
+                    command.env("PARSLEY_CLIENT_SASL_PASSWROD", &value);
+                }
+                "flag" => {
+                    command.args(["-X", &format!("sasl.passwrd={value}")]);
+                }
+                _ => {
+                    command.args(["-X", &format!("sasl.password:{value}")]);
+                }
+            }
+            let output = secured.output(command);
+            let said = text(&output);
+            assert!(
+                !said.contains(&value),
+                "{args:?} from the {source}:\n{said}"
+            );
+            if args.contains(&"--print-acls") {
+                // It reads the application only, never the properties.
+                assert!(output.status.success(), "{args:?}: {said}");
+                continue;
+            }
+            assert_eq!(output.status.code(), Some(2), "{args:?} {source}: {said}");
+            assert!(said.contains(message), "{args:?} {source}: {said}");
+        }
+    }
+    secured.assert_no_secret_said();
+}
+
+/// A Java client's file as it is, and TLS configuration errors as TLS
+/// errors: the super user's file with a PEM key store (key encrypted,
+/// `ssl.key.password`), the empty host name check and `bootstrap.servers`,
+/// and no `--bootstrap`, sets the application up; the same with a wrong
+/// `ssl.key.password` exits 5 at once naming the file and the property; a
+/// SASL_PLAINTEXT client at the TLS listener exits 5 pointing at
+/// `security.protocol`.
+#[test]
+fn java_pem_key_stores_and_tls_mistakes_exit_with_their_codes() {
+    let Some(secured) = secured() else { return };
+    let namespace = namespace("java");
+    let dir = tempdir(&namespace);
+    let key_password = format!("key-{}", namespace.trim_end_matches('-'));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-days", "1"])
+        .args(["-subj", "/CN=parsley-app", "-passout"])
+        .arg(format!("pass:{key_password}"))
+        .arg("-keyout")
+        .arg(dir.join("client.key"))
+        .arg("-out")
+        .arg(dir.join("client.crt"))
+        .output()
+        .expect("openssl runs");
+    assert!(made.status.success(), "{}", text(&made));
+    let keystore = dir.join("client-keystore.pem");
+    let pem = std::fs::read_to_string(dir.join("client.key")).unwrap()
+        + &std::fs::read_to_string(dir.join("client.crt")).unwrap();
+    std::fs::write(&keystore, pem).unwrap();
+    let java_file = |name: &str, password: &str| {
+        let mut properties = std::fs::read_to_string(secured.dir.join("admin.properties")).unwrap();
+        properties.push_str(&format!(
+            "bootstrap.servers={}\nssl.keystore.type=PEM\nssl.keystore.location={}\n\
+             ssl.key.password={password}\nssl.endpoint.identification.algorithm=\n",
+            secured.bootstrap,
+            keystore.display()
+        ));
+        let file = dir.join(format!("java-{name}.properties"));
+        std::fs::write(&file, properties).unwrap();
+        file
+    };
+    let java = |file: &Path, args: &[&str]| {
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .args(["--namespace", &namespace, "--command-config"])
+            .arg(file)
+            .env("PARSLEY_LOG", "info,librdkafka=warn")
+            .env_remove("PARSLEY_COMMAND_CONFIG")
+            .env_remove("KAFKA_BOOTSTRAP_SERVERS");
+        let started = Instant::now();
+        (secured.output(command), started.elapsed())
+    };
+    let (setup, _) = java(
+        &java_file("right", &key_password),
+        &["setup", "balances", "--partitions", "1"],
+    );
+    assert!(setup.status.success(), "{}", text(&setup));
+    assert!(
+        text(&setup).contains("host name is not checked"),
+        "{}",
+        text(&setup)
+    );
+
+    let wrong = "not-the-key-password";
+    let (refused, took) = java(&java_file("wrong", wrong), &["status", "balances"]);
+    let said = text(&refused);
+    assert_eq!(refused.status.code(), Some(5), "{said}");
+    assert!(
+        said.contains(&keystore.display().to_string())
+            && said.contains("ssl.key.password does not decrypt"),
+        "{said}"
+    );
+    assert!(
+        !said.contains(wrong) && !said.contains(&key_password),
+        "{said}"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}: {said}");
+
+    let mut plaintext = secured.command("app", &namespace, &["status", "balances"]);
+    plaintext.args(["-X", "security.protocol=SASL_PLAINTEXT"]);
+    let started = Instant::now();
+    let output = secured.output(plaintext);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(5), "{said}");
+    assert!(
+        said.contains("the listener speaks TLS") && said.contains("security.protocol to SSL"),
+        "{said}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3), "{said}");
     secured.assert_no_secret_said();
 }
 
@@ -502,9 +763,12 @@ fn resource_of(line: &str) -> String {
 }
 
 /// How long an instance may take, from its start, to exit 8 on a missing
-/// ACL: joining the instances' group and starting its task take seconds; a
-/// look-up that waited out its 30 s timeout instead would not make it.
-const PROMPTLY: Duration = Duration::from_secs(30);
+/// ACL: joining the instances' group and starting its tasks take seconds; a
+/// look-up that waited out its 30 s timeout instead would not make it. Two
+/// partitions, so a stage's group refused fails both of its tasks, the
+/// second too within seconds (they share one consumer, to which librdkafka
+/// reports the refusal once).
+const PROMPTLY: Duration = Duration::from_secs(15);
 
 /// Setup, then (input produced by the super user) an instance for up to
 /// 40 s, then audit: one of them must exit 8 naming the resource (a
@@ -520,7 +784,7 @@ fn check_one_removed(secured: &Secured, namespace: &str, line: &str) -> Result<(
     let setup = secured.output(secured.command(
         "app",
         namespace,
-        &["setup", "balances", "--partitions", "1"],
+        &["setup", "balances", "--partitions", "2"],
     ));
     said.push(format!(
         "setup: {:?}\n{}",
@@ -535,7 +799,7 @@ fn check_one_removed(secured: &Secured, namespace: &str, line: &str) -> Result<(
         let admin = secured.output(secured.command(
             "admin",
             namespace,
-            &["setup", "balances", "--partitions", "1"],
+            &["setup", "balances", "--partitions", "2"],
         ));
         said.push(format!(
             "admin setup: {:?}\n{}",

@@ -78,7 +78,7 @@
 //! | 2 | refused before acting: bad arguments, an unknown application or stage, a cluster the application cannot use as it is (a missing or mis-sized topic, C3), a skip refused (no dead-letter topic, a tp the task does not consume, an offset beyond the log end or delivered already) |
 //! | 3 | fenced by another owner (the tasks moved): with a static share (`--instance`), or a skip whose task was taken by an instance meanwhile; with group membership tasks move all the time, and a fence is not reported |
 //! | 4 | the cluster is unreachable: no bootstrap address answered |
-//! | 5 | the TLS handshake failed: an untrusted or expired certificate, one for another host, a listener that does not speak TLS |
+//! | 5 | TLS: the handshake failed (an untrusted or expired certificate, one for another host, a listener that does not speak TLS), a plaintext client at a TLS listener, or the client's own key or certificate cannot be read or decrypted (`ssl.key.password`) |
 //! | 6 | the broker does not enable the client's SASL mechanism |
 //! | 7 | the broker refused the client's credentials |
 //! | 8 | not authorized: the cluster's authorizer refused an operation (an ACL is missing); the message names the principal, the operation and the resource |
@@ -91,7 +91,8 @@
 //! `PARSLEY_COMMAND_CONFIG`), then `PARSLEY_CLIENT_<KEY>` variables, then
 //! `-X KEY=VALUE`, later ones winning ([`crate::client::properties`]).
 //! `setup APP --print-acls PRINCIPAL` prints the `kafka-acls.sh` lines the
-//! application needs ([`crate::acls`]) without touching the cluster.
+//! application needs ([`crate::acls`]) without touching the cluster, and
+//! with `--producer` those `produce` needs.
 //!
 //! # Producing at a rate
 //!
@@ -317,7 +318,8 @@ impl Settings {
                   and failed (a task failed, a skip did not complete, the audit found \
                   violations); 2 refused before acting (bad arguments, a cluster the \
                   application cannot use, a refused skip); 3 fenced by another owner; \
-                  4 cluster unreachable; 5 TLS handshake failed; 6 SASL mechanism not \
+                  4 cluster unreachable; 5 TLS (handshake failed, a plaintext client at a TLS \
+                  listener, an unusable client key); 6 SASL mechanism not \
                   enabled; 7 credentials refused; 8 not authorized (an ACL is missing); \
                   9 the audit is inconclusive (a task not checked).\n\n\
                   Example:\n  \
@@ -374,7 +376,8 @@ struct Common {
     /// cluster (applications that honour it).
     #[arg(long, default_value = "")]
     namespace: String,
-    /// Bootstrap servers [default: $KAFKA_BOOTSTRAP_SERVERS].
+    /// Bootstrap servers [default: the client properties' bootstrap.servers,
+    /// else $KAFKA_BOOTSTRAP_SERVERS].
     #[arg(long)]
     bootstrap: Option<String>,
     /// A setting for the application's factory, KEY=VALUE (repeatable).
@@ -388,7 +391,7 @@ struct Common {
     command_config: Option<std::path::PathBuf>,
     /// One librdkafka client property, KEY=VALUE (repeatable), over the
     /// file and the PARSLEY_CLIENT_* variables (as kcat's -X).
-    #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = crate::client::properties::from_flag)]
+    #[arg(short = 'X', value_name = "KEY=VALUE", value_parser = crate::client::properties::flag_arg)]
     properties: Vec<crate::client::properties::Property>,
 }
 
@@ -432,6 +435,11 @@ struct SetupArgs {
     /// need, read from the application without the cluster.
     #[arg(long, value_name = "PRINCIPAL", conflicts_with = "partitions")]
     print_acls: Option<String>,
+    /// With --print-acls: print what `produce` needs instead (Write on the
+    /// application's inputs, Describe on its other topics), as
+    /// kafka-acls.sh's --producer.
+    #[arg(long, requires = "print_acls")]
+    producer: bool,
 }
 
 #[derive(Args)]
@@ -617,8 +625,9 @@ const EXIT_UNUSABLE: u8 = 2;
 const EXIT_FENCED: u8 = 3;
 /// No bootstrap address could be reached.
 const EXIT_UNREACHABLE: u8 = 4;
-/// The TLS handshake failed: an untrusted or expired certificate, one for
-/// another host, a listener that does not speak TLS.
+/// TLS: the handshake failed (an untrusted or expired certificate, one for
+/// another host, a listener that does not speak TLS), a plaintext client at
+/// a TLS listener, or the client's own key or certificate is unusable.
 const EXIT_TLS: u8 = 5;
 /// The broker does not enable the client's SASL mechanism.
 const EXIT_MECHANISM: u8 = 6;
@@ -652,10 +661,19 @@ fn live_error_of(error: &RuntimeError) -> Option<&LiveError> {
 /// credentials, 8 a missing ACL), if `error` is one.
 fn security_code(error: &RuntimeError) -> Option<u8> {
     let live = live_error_of(error)?;
+    if let LiveError::Unreachable { failures, .. } = live {
+        // A plaintext client at a TLS listener reached it: the mismatch is
+        // the TLS configuration's.
+        let tls = !failures.is_empty()
+            && failures
+                .iter()
+                .all(|failure| failure.cause == crate::reach::UnreachableCause::SpeaksTls);
+        return tls.then_some(EXIT_TLS);
+    }
     if let LiveError::Secure { failure, .. } = live {
         use crate::reach::SecureFailure;
         return Some(match failure {
-            SecureFailure::Tls { .. } => EXIT_TLS,
+            SecureFailure::Tls { .. } | SecureFailure::ClientIdentity { .. } => EXIT_TLS,
             SecureFailure::Mechanism { .. } => EXIT_MECHANISM,
             SecureFailure::Credentials { .. } => EXIT_CREDENTIALS,
             SecureFailure::NoAnswer { .. } => EXIT_UNREACHABLE,
@@ -722,7 +740,7 @@ fn refuse(error: impl Into<RuntimeError>) -> ExitCode {
 /// exit code; see the [module docs](self).
 pub fn main(registry: Registry) -> ExitCode {
     install_logs();
-    let cli = Cli::parse();
+    let cli = parse_with(&registry, std::env::args_os());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -740,6 +758,37 @@ pub fn main(registry: Registry) -> ExitCode {
             Command::Skip(args) => skip::skip(&registry, args).await,
         }
     })
+}
+
+/// The command line, with the registry's applications named in the help
+/// (`--help` and each command's): the runner's applications are known only
+/// at run time.
+fn parse_with(registry: &Registry, args: impl IntoIterator<Item = std::ffi::OsString>) -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let command = with_applications(Cli::command(), registry);
+    let matches = command.get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+}
+
+/// `command` with `APP`'s help naming the registry's applications.
+fn with_applications(command: clap::Command, registry: &Registry) -> clap::Command {
+    let names = registry.names().join(", ");
+    let listed = format!("Applications: {names}");
+    let help = format!("The application, one of: {names}");
+    let mut command = command.before_help(listed.clone());
+    let subcommands: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    for name in subcommands {
+        let help = help.clone();
+        let listed = listed.clone();
+        command = command.mut_subcommand(name, move |sub| {
+            sub.mut_arg("app", move |arg| arg.help(help))
+                .before_help(listed)
+        });
+    }
+    command
 }
 
 /// The runtime's logs (task starts, retries, aborts, fencing, stops) and
@@ -770,11 +819,27 @@ fn client_and_app(registry: &Registry, common: &Common) -> Result<(LiveClient, L
 /// `--command-config` (or `PARSLEY_COMMAND_CONFIG`), `PARSLEY_CLIENT_*` and
 /// `-X`, later ones winning ([`crate::client::properties`]).
 fn live_config(common: &Common) -> Result<LiveConfig, ExitCode> {
-    let bootstrap = bootstrap_of(common)?;
-    let found =
+    let mut found =
         crate::client::properties::gather(common.command_config.as_deref(), &common.properties)
             .map_err(|error| fail(format!("client properties: {error}")))?;
+    // As Kafka's tools: --bootstrap over the file's bootstrap.servers.
+    let from_properties = crate::client::properties::take_bootstrap(&mut found);
+    let bootstrap = match (&common.bootstrap, from_properties) {
+        (Some(servers), _) => servers.clone(),
+        (None, Some(property)) if !property.value.trim().is_empty() => {
+            tracing::info!(bootstrap = %property.value, from = %property.origin, "bootstrap servers from the client properties");
+            property.value
+        }
+        (None, _) => bootstrap_of(common)?,
+    };
     let config = LiveConfig::new(bootstrap).with_properties(found);
+    if config
+        .property("ssl.endpoint.identification.algorithm")
+        .is_some_and(|algorithm| algorithm.eq_ignore_ascii_case("none"))
+        && config.security_protocol().ends_with("ssl")
+    {
+        tracing::warn!("the broker's host name is not checked against its certificate (ssl.endpoint.identification.algorithm is empty or none), as a Java client with that setting does");
+    }
     if let Some(principal) = config.principal() {
         let _ = PRINCIPAL.set(principal);
     }
@@ -796,7 +861,12 @@ fn bootstrap_of(common: &Common) -> Result<String, ExitCode> {
         None => std::env::var(BOOTSTRAP_ENV)
             .ok()
             .filter(|servers| !servers.trim().is_empty())
-            .ok_or_else(|| fail(format!("no --bootstrap and no {BOOTSTRAP_ENV}"))),
+            .ok_or_else(|| {
+                fail(format!(
+                    "no --bootstrap, no bootstrap.servers in the client properties and no \
+                     {BOOTSTRAP_ENV}"
+                ))
+            }),
     }
 }
 
@@ -829,10 +899,15 @@ async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
             .or_else(|| std::env::var(BOOTSTRAP_ENV).ok())
             .filter(|servers| !servers.trim().is_empty())
             .unwrap_or_else(|| "BOOTSTRAP".into());
-        print!(
-            "{}",
-            crate::acls::print(&app.app, &crate::acls::principal(principal), &bootstrap)
-        );
+        let principal = crate::acls::principal(principal);
+        if args.producer {
+            print!(
+                "{}",
+                crate::acls::print_producer(&app.app, &principal, &bootstrap)
+            );
+        } else {
+            print!("{}", crate::acls::print(&app.app, &principal, &bootstrap));
+        }
         return ExitCode::SUCCESS;
     }
     let (client, app) = match client_and_app(registry, &args.common) {
@@ -987,6 +1062,29 @@ mod tests {
         assert_eq!(error, "unknown application \"cpy\": expected one of copy");
         let error = registry.build("copy", &Settings::default()).unwrap_err();
         assert_eq!(error, "application \"copy\" cannot be built: unused");
+    }
+
+    /// `--help` and every command's help name the registered applications.
+    #[test]
+    fn help_lists_the_registered_applications() {
+        use clap::CommandFactory;
+        let registry = Registry::new()
+            .app("copy", |_| Err("unused".into()))
+            .app("balances", |_| Err("unused".into()));
+        let mut command = with_applications(Cli::command(), &registry);
+        let help = command.render_help().to_string();
+        assert!(help.contains("Applications: copy, balances"), "{help}");
+        let run = command
+            .find_subcommand_mut("run")
+            .expect("run")
+            .render_help()
+            .to_string();
+        assert!(run.contains("one of: copy, balances"), "{run}");
+        let parsed = parse_with(
+            &registry,
+            ["parsley-live", "status", "copy"].map(Into::into),
+        );
+        assert!(matches!(parsed.command, Command::Status(_)));
     }
 
     /// `--set` values are KEY=VALUE, and a duration names a bad one.

@@ -137,12 +137,23 @@ pub(super) async fn produce(registry: &Registry, args: ProduceArgs) -> ExitCode 
                 batch.first + batch.count
             )
         });
+        let denied = denied_in(error.as_ref());
+        let because = denied.as_ref().map_or(String::new(), |denied| {
+            format!(
+                "\nnot authorized: no ACL allows {} {denied} (`setup APP --print-acls PRINCIPAL --producer` prints the ACLs produce needs)",
+                PRINCIPAL.get().map_or("this client's principal", String::as_str)
+            )
+        });
         eprintln!(
             "error: producing failed: {which} failed{waited}: {error}; \
              {appended} records were appended by the {batches} batches that completed; \
-             the failed batch may be partly appended, and was not sent again"
+             the failed batch may be partly appended, and was not sent again{because}"
         );
-        return ExitCode::from(EXIT_FAILED);
+        return ExitCode::from(if denied.is_some() {
+            EXIT_NOT_AUTHORIZED
+        } else {
+            EXIT_FAILED
+        });
     }
     let elapsed = producing.elapsed();
     match (args.rate, last_sent) {
@@ -223,4 +234,25 @@ async fn produce_client(
         }
         tokio::time::sleep(WAIT_PAUSE).await;
     }
+}
+
+/// The authorizer's refusal inside a producer's error, if it is one: the
+/// registered producer's error is the user's, so its chain of sources is
+/// searched for the runtime's error.
+fn denied_in(error: &(dyn std::error::Error + 'static)) -> Option<crate::error::Denied> {
+    let mut cause = Some(error);
+    while let Some(found) = cause {
+        if let Some(live) = found.downcast_ref::<LiveError>() {
+            if let Some(denied) = live.denied() {
+                return Some(denied);
+            }
+        }
+        if let Some(runtime) = found.downcast_ref::<RuntimeError>() {
+            if let Some(denied) = live_error_of(runtime).and_then(LiveError::denied) {
+                return Some(denied);
+            }
+        }
+        cause = found.source();
+    }
+    None
 }

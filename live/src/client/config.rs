@@ -126,7 +126,8 @@ impl LiveConfig {
 
     /// Checks every property with librdkafka (a known name, a valid
     /// value), naming the first it refuses, where it was given and why;
-    /// a secret's value is never shown.
+    /// the refused value is never shown (a misspelt secret's key is unknown
+    /// to librdkafka, but its value is still a secret), nor any secret's.
     pub fn check_properties(&self) -> Result<(), PropertiesError> {
         let mut config = ClientConfig::new();
         for property in &self.properties {
@@ -142,9 +143,8 @@ impl LiveConfig {
                     .map(|p| (p.key.as_str(), p.value.as_str()));
                 return Err(PropertiesError::Refused {
                     key: property.key.clone(),
-                    value: properties::shown(&property.key, &property.value).to_string(),
                     origin: property.origin.clone(),
-                    why: properties::redact(&why, secrets),
+                    why: properties::redact_refused(&why, &property.value, secrets),
                 });
             }
         }

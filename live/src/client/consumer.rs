@@ -139,7 +139,7 @@ impl LiveConsumer {
         let (group, timeout, tps) = (self.group.clone(), self.timeout, tps.to_vec());
         blocking(
             format!("committed offsets of `{}`", self.group),
-            move || committed_offsets(&consumer, &group, &tps, timeout),
+            move || committed_offsets(&consumer, &group, &tps, timeout, None),
         )
         .await
     }
@@ -341,11 +341,18 @@ const REFUSAL_WATCH: Duration = Duration::from_millis(100);
 /// [`LiveError::Coordinator`] naming `group`, instead of a timeout. A
 /// consumer with partitions assigned is not watched (its queue holds
 /// records for its fetches).
+///
+/// `shared` is where the consumer's users keep a refusal one of them saw
+/// (a stage's tasks share one consumer, and librdkafka reports the refusal
+/// once per consumer): a refusal found here is recorded there, and one
+/// recorded there ends this wait too, so every task of a refused stage
+/// fails at once rather than one at once and the rest at their timeout.
 pub(crate) fn committed_offsets<C: ConsumerContext + 'static>(
     consumer: &Arc<BaseConsumer<C>>,
     group: &str,
     tps: &[Tp],
     timeout: Duration,
+    shared: Option<&SharedRefusal>,
 ) -> Result<Vec<Option<CommittedOffset>>, LiveError> {
     let failed = |source: KafkaError| LiveError::Committed {
         group: group.to_owned(),
@@ -375,8 +382,27 @@ pub(crate) fn committed_offsets<C: ConsumerContext + 'static>(
         match answered.recv_timeout(REFUSAL_WATCH) {
             Ok(answer) => break answer.map_err(failed)?,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let seen = shared.and_then(|shared| {
+                    shared
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone()
+                        .filter(is_group_refusal)
+                });
+                if let Some(error) = seen {
+                    return Err(LiveError::Coordinator {
+                        group: group.to_owned(),
+                        source: Box::new(error),
+                    });
+                }
                 if watch {
-                    if let Some(refused) = group_refusal(consumer, group) {
+                    if let Some((refused, error)) = group_refusal(consumer, group) {
+                        if let Some(shared) = shared {
+                            shared
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .get_or_insert(error);
+                        }
                         return Err(refused);
                     }
                 }
@@ -415,18 +441,26 @@ pub(crate) fn is_group_refusal(error: &KafkaError) -> bool {
 /// The refusal of `group` waiting on the queue of `consumer`, which has
 /// nothing assigned, if there is one; other events it drains are dropped
 /// (librdkafka retries what they report by itself).
-fn group_refusal<C: ConsumerContext>(consumer: &BaseConsumer<C>, group: &str) -> Option<LiveError> {
+fn group_refusal<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    group: &str,
+) -> Option<(LiveError, KafkaError)> {
     for _ in 0..32 {
         let polled = consumer.poll(Duration::ZERO)?;
         if let Some(error) = polled.err().filter(is_group_refusal) {
-            return Some(LiveError::Coordinator {
+            let refused = LiveError::Coordinator {
                 group: group.to_owned(),
-                source: Box::new(error),
-            });
+                source: Box::new(error.clone()),
+            };
+            return Some((refused, error));
         }
     }
     None
 }
+
+/// A refusal of a consumer's group, kept where every user of the consumer
+/// sees it ([`committed_offsets`]).
+pub(crate) type SharedRefusal = std::sync::Mutex<Option<KafkaError>>;
 
 #[cfg(test)]
 mod tests {

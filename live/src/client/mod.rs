@@ -50,7 +50,9 @@ pub use config::{
     client_id, test_broker, Isolation, LiveConfig, BOOTSTRAP_ENV, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_TIMEOUT, DEFAULT_TRANSACTION_TIMEOUT,
 };
-pub(crate) use consumer::{committed_offsets, consumed, fetch_visible, is_group_refusal};
+pub(crate) use consumer::{
+    committed_offsets, consumed, fetch_visible, is_group_refusal, SharedRefusal,
+};
 pub use consumer::{LiveConsumer, LiveFetch};
 pub(crate) use log::{error_librdkafka, log_librdkafka};
 pub use log::{tracing_level, LogContext};

@@ -132,12 +132,46 @@ impl PidWait {
     }
 }
 
+/// Whether the process has explained librdkafka's `Failed to acquire
+/// idempotence PID … retrying` once ([`explains_idempotence_pid`]).
+static IDEMPOTENCE_PID_SAID: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `message` (of facility `fac`) is an idempotent producer's retry
+/// of `InitProducerId`, explained here instead of logged as librdkafka
+/// says it: the first of the process at INFO, the repeats at DEBUG. A
+/// cluster that is loading its transaction state (just started, or a
+/// coordinator moving) answers COORDINATOR_LOAD_IN_PROGRESS or
+/// NOT_COORDINATOR for a while, and `produce --rate` makes one producer
+/// per batch, each of which met it; librdkafka retries by itself and sends
+/// nothing until it has an id, so nothing is lost or doubled. Kafka's own
+/// Java producer logs these retries at DEBUG.
+fn explains_idempotence_pid(fac: &str, message: &str) -> bool {
+    if fac != "GETPID" || !message.contains("idempotence PID") || !message.ends_with("retrying") {
+        return false;
+    }
+    if IDEMPOTENCE_PID_SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::debug!(target: "librdkafka", facility = fac, "{message}");
+    } else {
+        tracing::info!(
+            "an idempotent producer is waiting for its producer id (InitProducerId) while the \
+             cluster gets ready ({message}): librdkafka retries by itself and sends nothing \
+             until it has one, so no record is lost or doubled; further such retries of this \
+             process are logged at DEBUG"
+        );
+    }
+    true
+}
+
 impl ClientContext for DeliveryContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
         if let Some(wait) = &self.pid_wait {
             if wait.explains(fac, log_message) {
                 return;
             }
+        }
+        if explains_idempotence_pid(fac, log_message) {
+            return;
         }
         log_librdkafka(level, fac, log_message);
     }
@@ -836,5 +870,47 @@ mod pid_wait_tests {
             named.contains("its previous owner, instance host-1-42 (it last reported the task running), left open on transactional id `shop-balances-2`"),
             "{named}"
         );
+    }
+
+    /// `produce`'s idempotent producers waiting for a producer id while the
+    /// cluster loads: explained once per process at INFO, the rest DEBUG.
+    #[test]
+    fn idempotence_pid_retries_are_explained_once() {
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info,librdkafka=warn"))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let line = "[thrd:main]: Failed to acquire idempotence PID from broker \
+                    sasl_ssl://127.0.0.1:29095/1: Broker: Coordinator load in progress: retrying";
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..13 {
+                assert!(explains_idempotence_pid("GETPID", line));
+            }
+            assert!(!explains_idempotence_pid(
+                "GETPID",
+                "Failed to acquire idempotence PID: fatal"
+            ));
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains(" INFO ") && text.contains("Coordinator load in progress"),
+            "{text}"
+        );
+        assert!(text.contains("no record is lost or doubled"), "{text}");
     }
 }

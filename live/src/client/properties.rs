@@ -37,18 +37,104 @@ pub const CLIENT_ENV_PREFIX: &str = "PARSLEY_CLIENT_";
 /// What a secret's value is shown as.
 pub const REDACTED: &str = "[redacted]";
 
-/// True for a property whose value is a secret: a password, a private key,
-/// a client secret, a JAAS configuration (which holds a password), or
-/// OAUTHBEARER's configuration (which may).
+/// Properties whose names hold a secret-looking word but whose values are
+/// not secrets: file locations, URLs, types, ids and public certificates.
+/// Only these exact names (lower-cased) escape [`is_secret`]'s rule; a
+/// misspelling of one of them is redacted like any unknown key.
+const NOT_SECRET: &[&str] = &[
+    "https.ca.pem",
+    "oauthbearer_token_refresh_cb",
+    "sasl.kerberos.keytab",
+    "sasl.oauthbearer.assertion.private.key.file",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.token.endpoint.url",
+    "ssl.ca.pem",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.keystore.certificate.chain",
+    "ssl.keymanager.algorithm",
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.certificates",
+];
+
+/// Secret-looking words and how many edits (insertions, deletions,
+/// substitutions, transpositions of neighbours) a word of a key may be
+/// from holding one of them as a substring.
+const SECRET_WORDS: &[(&str, usize)] = &[
+    ("password", 2),
+    ("passwd", 1),
+    ("passphrase", 2),
+    ("credential", 2),
+    ("secret", 1),
+    ("token", 1),
+    ("jaas", 0),
+    ("key", 0),
+    ("pem", 0),
+    ("private", 0),
+];
+
+/// True for a property whose value is a secret, or may be: the rule is
+/// deliberately loose, because a key misspelt by the operator is still
+/// the operator's secret (`sasl.passwrd`, `sasl.pasword`,
+/// `PARSLEY_CLIENT_SASL_PASSWROD`, `sasl.secrt`).
+///
+/// The key is lower-cased and cut into words at every character that is
+/// not a letter or digit; it is a secret when one of its words holds
+/// `password`, `passphrase` or `credential` with at most two edits,
+/// `passwd`, `secret` or `token` with at most one, or `jaas`, `key`, `pem`
+/// or `private` as they are
+/// (an edit: a character inserted, deleted, replaced, or two neighbours
+/// swapped), or when a word is `pw`, `pwd` or `pass`; and it is not one of
+/// the exact names of `NOT_SECRET` (a location, a URL, a type, a public
+/// certificate). So `ssl.key.password`, `ssl.key.pem`, `ssl_key`,
+/// `sasl.jaas.config`, `sasl.oauthbearer.client.secret` are secrets, and
+/// `ssl.key.location` and `sasl.oauthbearer.token.endpoint.url` are not.
+/// `sasl.oauthbearer.config` (which may hold a secret) is one by name.
 pub fn is_secret(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
-    key.contains("password")
-        || key.contains("secret")
-        || key.contains("jaas")
-        || key == "ssl.key.pem"
-        || key == "ssl_key"
-        || key == "ssl.keystore.location.pem"
-        || key == "sasl.oauthbearer.config"
+    if NOT_SECRET.contains(&key.as_str()) {
+        return false;
+    }
+    if key == "sasl.oauthbearer.config" {
+        return true;
+    }
+    key.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .any(|word| {
+            matches!(word, "pw" | "pwd" | "pass")
+                || SECRET_WORDS
+                    .iter()
+                    .any(|(secret, edits)| edits_to_substring(secret, word) <= *edits)
+        })
+}
+
+/// The fewest edits (insertion, deletion, substitution, transposition of
+/// neighbours) that turn some substring of `text` into `pattern`: Sellers'
+/// approximate substring match over the optimal-string-alignment distance.
+fn edits_to_substring(pattern: &str, text: &str) -> usize {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    // rows[i][j]: edits between p[..i] and the best substring ending at t[..j].
+    let mut rows = vec![vec![0usize; t.len() + 1]; p.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for i in 1..=p.len() {
+        for j in 1..=t.len() {
+            let cost = usize::from(p[i - 1] != t[j - 1]);
+            let mut best = (rows[i - 1][j] + 1)
+                .min(rows[i][j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && p[i - 1] == t[j - 2] && p[i - 2] == t[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[p.len()].iter().copied().min().unwrap_or(p.len())
 }
 
 /// `value`, or [`REDACTED`] when `key` names a secret.
@@ -145,18 +231,38 @@ pub enum PropertiesError {
         /// What is wrong, without the value.
         why: String,
     },
-    /// librdkafka refused a property: an unknown name or a bad value.
-    #[error("{origin}: client property `{key}` = {value}: {why}")]
+    /// librdkafka refused a property: an unknown name or a bad value. Its
+    /// value is never shown, secret or not: a misspelt secret's key is
+    /// unknown, and its value is still the secret.
+    #[error("{origin}: client property `{key}` refused (its value is not shown): {why}")]
     Refused {
         /// The property.
         key: String,
-        /// Its value, or [`REDACTED`] for a secret.
-        value: String,
         /// Where it was given.
         origin: Origin,
-        /// librdkafka's reason, with a secret's value removed.
+        /// librdkafka's reason, with the property's value and every
+        /// secret's value removed ([`redact_refused`]).
         why: String,
     },
+}
+
+/// librdkafka's reason for refusing `value` of a property, with that value
+/// (quoted, as librdkafka quotes it, or as it is when it is long enough
+/// not to be mistaken for other text) and every secret value of
+/// `properties` replaced by [`REDACTED`].
+pub fn redact_refused<'a>(
+    why: &str,
+    value: &str,
+    properties: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> String {
+    let mut text = why.to_string();
+    if !value.is_empty() {
+        text = text.replace(&format!("\"{value}\""), &format!("\"{REDACTED}\""));
+        if value.chars().count() >= 3 {
+            text = text.replace(value, REDACTED);
+        }
+    }
+    redact(&text, properties)
 }
 
 /// Reads the properties file at `path`.
@@ -306,6 +412,18 @@ pub fn from_flag(text: &str) -> Result<Property, String> {
     }
 }
 
+/// `-X`'s parser for the command line: never fails, because the command
+/// line's parser would quote the refused text, which may be a secret
+/// (`-X sasl.password:hunter2`). A text that is not `KEY=VALUE` becomes a
+/// property with an empty key that [`gather`] refuses without showing it.
+pub fn flag_arg(text: &str) -> Result<Property, String> {
+    Ok(from_flag(text).unwrap_or_else(|_| Property {
+        key: String::new(),
+        value: text.to_string(),
+        origin: Origin::Flag,
+    }))
+}
+
 /// The operator's properties: `file` (else `PARSLEY_COMMAND_CONFIG`'s), the
 /// environment's `PARSLEY_CLIENT_*`, then `flags`, later ones winning;
 /// `sasl.jaas.config` read into librdkafka's properties ([module
@@ -319,72 +437,143 @@ pub fn gather(file: Option<&Path>, flags: &[Property]) -> Result<Vec<Property>, 
         None => Vec::new(),
     };
     all.extend(from_env_vars(std::env::vars()));
+    if flags.iter().any(|flag| flag.key.is_empty()) {
+        return Err(PropertiesError::Syntax {
+            origin: Origin::Flag,
+            why: "expected KEY=VALUE, e.g. -X security.protocol=sasl_ssl (the text given is not \
+                  shown: it may be a secret)"
+                .into(),
+        });
+    }
     all.extend(flags.iter().cloned());
     translate_java(all)
 }
 
-/// `properties` with the Java clients' names read as librdkafka's:
-/// `sasl.jaas.config` as `sasl.username` and `sasl.password` (given where
-/// the JAAS configuration was, so a later explicit `sasl.username` or
-/// `sasl.password` still wins), and a PEM trust store
-/// (`ssl.truststore.type=PEM`, `ssl.truststore.location`) as
-/// `ssl.ca.location`. A JKS or PKCS12 trust store is refused by name:
-/// librdkafka reads a CA as PEM.
+/// `properties` with the Java clients' names read as librdkafka's, each
+/// given where the Java property was (so a later explicit librdkafka
+/// property still wins):
+///
+/// - `sasl.jaas.config` (PLAIN or SCRAM login module) as `sasl.username`
+///   and `sasl.password`;
+/// - a PEM trust store (`ssl.truststore.type=PEM`) as `ssl.ca.location`
+///   (`ssl.truststore.location`) or `ssl.ca.pem`
+///   (`ssl.truststore.certificates`); its password is dropped (a PEM trust
+///   store has none);
+/// - a PEM key store (`ssl.keystore.type=PEM`): `ssl.keystore.location`, one
+///   file with the private key and its certificate chain, as both
+///   `ssl.key.location` and `ssl.certificate.location` (librdkafka reads
+///   the key and the chain out of the same file); `ssl.keystore.key` and
+///   `ssl.keystore.certificate.chain` as `ssl.key.pem` and
+///   `ssl.certificate.pem`; `ssl.key.password` decrypts the key in both
+///   clients; a `ssl.keystore.password` is dropped, as Java ignores it
+///   for PEM;
+/// - a PKCS12 key store (`ssl.keystore.type=PKCS12`) as it is: librdkafka's
+///   `ssl.keystore.location` is PKCS#12;
+/// - an empty `ssl.endpoint.identification.algorithm` (the Java clients'
+///   way to turn the host name check off) as librdkafka's `none`.
+///
+/// A JKS trust or key store is refused by name: librdkafka reads PEM (and
+/// PKCS#12 for the key store).
 pub fn translate_java(properties: Vec<Property>) -> Result<Vec<Property>, PropertiesError> {
-    let store_type = properties
-        .iter()
-        .rev()
-        .find(|property| property.key == "ssl.truststore.type")
-        .map(|property| (property.value.to_ascii_uppercase(), property.origin.clone()));
+    let last_of = |key: &str| {
+        properties
+            .iter()
+            .rev()
+            .find(|property| property.key == key)
+            .map(|property| property.value.to_ascii_uppercase())
+    };
+    let trust_type = last_of("ssl.truststore.type");
+    let key_type = last_of("ssl.keystore.type");
+    let renamed = |property: &Property, key: &str| Property {
+        key: key.into(),
+        value: property.value.clone(),
+        origin: property.origin.clone(),
+    };
     let mut out = Vec::with_capacity(properties.len());
     for property in properties {
-        if property.key == "ssl.truststore.type" {
-            continue;
-        }
-        if property.key == "ssl.truststore.location" {
-            match &store_type {
-                Some((kind, _)) if kind == "PEM" => out.push(Property {
-                    key: "ssl.ca.location".into(),
-                    value: property.value,
-                    origin: property.origin,
-                }),
+        match property.key.as_str() {
+            "ssl.truststore.type" | "ssl.keystore.type" => {}
+            "ssl.truststore.location" | "ssl.truststore.certificates" => {
+                if trust_type.as_deref() != Some("PEM") {
+                    return Err(PropertiesError::Syntax {
+                        origin: property.origin,
+                        why: format!(
+                            "{} of type {}: librdkafka reads a CA as PEM; give \
+                             ssl.truststore.type=PEM with a PEM file, or ssl.ca.location",
+                            property.key,
+                            trust_type.as_deref().unwrap_or("JKS (the default)")
+                        ),
+                    });
+                }
+                let key = if property.key == "ssl.truststore.location" {
+                    "ssl.ca.location"
+                } else {
+                    "ssl.ca.pem"
+                };
+                out.push(renamed(&property, key));
+            }
+            // A PEM trust store has no password.
+            "ssl.truststore.password" => {}
+            "ssl.keystore.location" => match key_type.as_deref() {
+                Some("PEM") => {
+                    out.push(renamed(&property, "ssl.key.location"));
+                    out.push(renamed(&property, "ssl.certificate.location"));
+                }
+                Some("PKCS12") => out.push(property),
                 other => {
                     return Err(PropertiesError::Syntax {
                         origin: property.origin,
                         why: format!(
-                            "ssl.truststore.location of type {}: librdkafka reads a CA as PEM; \
-                             give ssl.truststore.type=PEM with a PEM file, or ssl.ca.location",
-                            other
-                                .as_ref()
-                                .map_or("JKS (the default)", |(kind, _)| kind.as_str())
+                            "ssl.keystore.location of type {}: librdkafka reads a client key \
+                             store as PEM or PKCS12; give ssl.keystore.type=PEM (or PKCS12) \
+                             with such a file, or ssl.key.location and ssl.certificate.location",
+                            other.unwrap_or("JKS (the default)")
                         ),
                     })
                 }
+            },
+            "ssl.keystore.key" => out.push(renamed(&property, "ssl.key.pem")),
+            "ssl.keystore.certificate.chain" => out.push(renamed(&property, "ssl.certificate.pem")),
+            // Java ignores a PEM key store's password: the key's is
+            // ssl.key.password.
+            "ssl.keystore.password" if key_type.as_deref() == Some("PEM") => {}
+            "ssl.endpoint.identification.algorithm" if property.value.trim().is_empty() => out
+                .push(Property {
+                    value: "none".into(),
+                    ..property
+                }),
+            "sasl.jaas.config" => {
+                let (username, password) =
+                    jaas_credentials(&property.value).map_err(|why| PropertiesError::Jaas {
+                        origin: property.origin.clone(),
+                        why,
+                    })?;
+                for (key, value) in [("sasl.username", username), ("sasl.password", password)] {
+                    out.push(Property {
+                        key: key.into(),
+                        value,
+                        origin: property.origin.clone(),
+                    });
+                }
             }
-            continue;
-        }
-        if property.key == "ssl.truststore.password" {
-            // A PEM trust store has no password.
-            continue;
-        }
-        if property.key != "sasl.jaas.config" {
-            out.push(property);
-            continue;
-        }
-        let (username, password) =
-            jaas_credentials(&property.value).map_err(|why| PropertiesError::Jaas {
-                origin: property.origin.clone(),
-                why,
-            })?;
-        for (key, value) in [("sasl.username", username), ("sasl.password", password)] {
-            out.push(Property {
-                key: key.into(),
-                value,
-                origin: property.origin.clone(),
-            });
+            _ => out.push(property),
         }
     }
     Ok(out)
+}
+
+/// `properties`' `bootstrap.servers`, taken out: the runner reaches the
+/// cluster at `--bootstrap` when given, else at the properties' (a Java
+/// client's file names it), else at `KAFKA_BOOTSTRAP_SERVERS`; every client
+/// then uses that one address list.
+pub fn take_bootstrap(properties: &mut Vec<Property>) -> Option<Property> {
+    let found = properties
+        .iter()
+        .rev()
+        .find(|property| property.key == "bootstrap.servers")
+        .cloned();
+    properties.retain(|property| property.key != "bootstrap.servers");
+    found
 }
 
 /// The `username` and `password` options of a JAAS configuration for
@@ -420,11 +609,23 @@ fn jaas_credentials(jaas: &str) -> Result<(String, String), String> {
             .split_once('=')
             .ok_or_else(|| "an option is not name=\"value\"".to_string())?;
         let name = name.trim();
+        // A malformed configuration may put secret text where a name is
+        // expected: only a plain identifier is ever quoted back.
+        let shown_name = if !name.is_empty()
+            && name.len() <= 32
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        {
+            name
+        } else {
+            "(not shown)"
+        };
         let after = after.trim_start();
         let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
-            let end = quoted
-                .find('"')
-                .ok_or_else(|| format!("option `{name}`: the quoted value has no closing quote"))?;
+            let end = quoted.find('"').ok_or_else(|| {
+                format!("option `{shown_name}`: the quoted value has no closing quote")
+            })?;
             (&quoted[..end], &quoted[end + 1..])
         } else {
             let end = after
@@ -516,6 +717,46 @@ mod tests {
         assert!(error.contains("c:1") && error.contains("PEM"), "{error}");
     }
 
+    /// A Java client's file as it is: a PEM key store (a file, or the key
+    /// and chain inline), the empty host name check, bootstrap.servers.
+    #[test]
+    fn java_pem_key_stores_and_the_empty_host_check_are_read_as_librdkafkas() {
+        let text = "bootstrap.servers=b1:9093,b2:9093\nssl.keystore.type=PEM\n\
+                    ssl.keystore.location=/etc/client.pem\nssl.key.password=k3y-pw\n\
+                    ssl.keystore.password=ignored\nssl.endpoint.identification.algorithm=\n";
+        let mut translated = translate_java(parse(text, Path::new("c")).unwrap()).unwrap();
+        let bootstrap = take_bootstrap(&mut translated).unwrap();
+        assert_eq!(bootstrap.value, "b1:9093,b2:9093");
+        assert_eq!(
+            pairs(&translated),
+            [
+                ("ssl.key.location", "/etc/client.pem"),
+                ("ssl.certificate.location", "/etc/client.pem"),
+                ("ssl.key.password", "k3y-pw"),
+                ("ssl.endpoint.identification.algorithm", "none"),
+            ]
+        );
+        let inline = "ssl.keystore.type=PEM\nssl.keystore.key=-----BEGIN PRIVATE KEY-----\n\
+                      ssl.keystore.certificate.chain=-----BEGIN CERTIFICATE-----\n\
+                      ssl.truststore.type=PEM\nssl.truststore.certificates=-----BEGIN CERTIFICATE-----\n";
+        let translated = translate_java(parse(inline, Path::new("c")).unwrap()).unwrap();
+        assert_eq!(
+            translated
+                .iter()
+                .map(|p| p.key.as_str())
+                .collect::<Vec<_>>(),
+            ["ssl.key.pem", "ssl.certificate.pem", "ssl.ca.pem"]
+        );
+        let pkcs12 = "ssl.keystore.type=PKCS12\nssl.keystore.location=/k.p12\n";
+        let translated = translate_java(parse(pkcs12, Path::new("c")).unwrap()).unwrap();
+        assert_eq!(pairs(&translated), [("ssl.keystore.location", "/k.p12")]);
+        let jks = "ssl.keystore.location=/k.jks\n";
+        let error = translate_java(parse(jks, Path::new("c")).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("c:1") && error.contains("JKS"), "{error}");
+    }
+
     #[test]
     fn bad_lines_and_jaas_are_named_without_their_secret() {
         let error = parse("=value\n", Path::new("c.properties")).unwrap_err();
@@ -543,6 +784,19 @@ mod tests {
         };
         let error = translate_java(vec![no_password]).unwrap_err().to_string();
         assert!(error.contains("no password option"), "{error}");
+        // A stray secret where an option's name belongs is not quoted.
+        let malformed = Property {
+            key: "sasl.jaas.config".into(),
+            value: "org.apache.kafka.common.security.scram.ScramLoginModule required \
+                    username=\"a\" hunter2 password=\"x"
+                .into(),
+            origin: Origin::Flag,
+        };
+        let error = translate_java(vec![malformed]).unwrap_err().to_string();
+        assert!(
+            !error.contains("hunter2") && error.contains("no closing quote"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -563,6 +817,96 @@ mod tests {
         );
         let error = from_flag("hunter2").unwrap_err();
         assert!(!error.contains("hunter2"), "{error}");
+    }
+
+    /// Every secret property of librdkafka 2.12 and of the Java clients is
+    /// a secret, and so is any misspelling of a secret word an operator
+    /// may type; no property that names a file, a URL, a type or a public
+    /// certificate is.
+    #[test]
+    fn misspelt_secret_keys_are_secrets_and_locations_are_not() {
+        for key in [
+            "sasl.password",
+            "sasl.jaas.config",
+            "sasl.oauthbearer.config",
+            "sasl.oauthbearer.client.secret",
+            "sasl.oauthbearer.client.credentials.client.secret",
+            "sasl.oauthbearer.assertion.private.key.passphrase",
+            "sasl.oauthbearer.assertion.private.key.pem",
+            "ssl.key.password",
+            "ssl.key.pem",
+            "ssl_key",
+            "ssl.keystore.password",
+            "ssl.keystore.key",
+            "ssl.truststore.password",
+            // Misspelt, in any case, from any source.
+            "sasl.passwrd",
+            "sasl.pasword",
+            "SASL.PASSWROD",
+            "sasl.passwrod",
+            "sasl.paswd",
+            "sasl.pwd",
+            "sasl.pssword",
+            "saslpasswrd",
+            "sasl.secrt",
+            "sasl.oauthbearer.client.scret",
+            "ssl.key.pasword",
+            "sasl.jaas.confg",
+            "sasl.tokn",
+            "ssl.kee.pem",
+            "my.api.key",
+        ] {
+            assert!(is_secret(key), "{key} is a secret");
+            assert_eq!(shown(key, "hunter2"), REDACTED, "{key}");
+        }
+        for key in [
+            "security.protocol",
+            "sasl.username",
+            "sasl.mechanism",
+            "sasl.mechanisms",
+            "bootstrap.servers",
+            "client.id",
+            "ssl.ca.location",
+            "ssl.ca.pem",
+            "ssl.certificate.location",
+            "ssl.certificate.pem",
+            "ssl.key.location",
+            "ssl.keystore.location",
+            "ssl.keystore.type",
+            "ssl.endpoint.identification.algorithm",
+            "enable.ssl.certificate.verification",
+            "sasl.kerberos.keytab",
+            "sasl.oauthbearer.token.endpoint.url",
+            "sasl.oauthbearer.client.credentials.client.id",
+            "transactional.id",
+            "message.timeout.ms",
+            "enable.idempotence",
+        ] {
+            assert!(!is_secret(key), "{key} is not a secret");
+        }
+        assert_eq!(edits_to_substring("password", "saslpasswrd"), 1);
+        assert_eq!(edits_to_substring("password", "passwrod"), 1);
+        assert_eq!(edits_to_substring("secret", "security"), 2);
+    }
+
+    /// A refused property's value is never in the error, secret-looking
+    /// or not, nor is a text `-X` could not split.
+    #[test]
+    fn a_refused_value_is_not_shown() {
+        let why = "Invalid value \"hunter2\" for configuration property \"sasl.passwrd\"";
+        let redacted = redact_refused(why, "hunter2", [("sasl.password", "other-secret")]);
+        assert!(!redacted.contains("hunter2"), "{redacted}");
+        assert!(redacted.contains("sasl.passwrd"), "{redacted}");
+        // A short value is replaced only where librdkafka quotes it.
+        assert_eq!(
+            redact_refused("Invalid value \"x\" for \"a.x\"", "x", []),
+            "Invalid value \"[redacted]\" for \"a.x\""
+        );
+        let flag = flag_arg("sasl.password:hunter2").unwrap();
+        assert!(flag.key.is_empty());
+        let error = gather(None, &[flag]).unwrap_err().to_string();
+        assert!(!error.contains("hunter2"), "{error}");
+        assert!(error.contains("KEY=VALUE"), "{error}");
     }
 
     #[test]

@@ -139,13 +139,17 @@ pub(crate) fn foreign_members(
     group: &str,
     ours: &str,
 ) -> Result<Vec<String>, RuntimeError> {
-    let consumer: BaseConsumer = live
-        .client_config(&[("group.id", format!("{group}.check"))])
-        .create()
-        .map_err(|source| LiveError::Client {
-            client: "group check consumer",
-            source: Box::new(source),
-        })?;
+    // No group id of its own: one would make librdkafka look up that
+    // group's coordinator, which needs an ACL the application has no other
+    // use for. Describing `group` needs only `Describe` on it, which the
+    // instances' `Read` grants.
+    let consumer: BaseConsumer =
+        live.client_config(&[])
+            .create()
+            .map_err(|source| LiveError::Client {
+                client: "group check consumer",
+                source: Box::new(source),
+            })?;
     let (timeout, name) = (live.timeout, group.to_owned());
     let listed = bounded(
         || format!("describing group `{group}`"),

@@ -163,6 +163,14 @@ impl StageConsumer {
         &self.group
     }
 
+    /// Where the error that stops every task of the stage is kept: a task
+    /// that finds the group refused while reading its committed offsets
+    /// records it here for the stage's other tasks, which librdkafka does
+    /// not tell (it reports the refusal once per consumer).
+    pub(crate) fn failure(&self) -> &super::super::client::SharedRefusal {
+        &self.failure
+    }
+
     /// Serves the consumer's own queue (errors, statistics; librdkafka
     /// needs it polled) and returns the error that stops the stage's tasks,
     /// if one was seen, by this turn or another task's.

@@ -416,7 +416,7 @@ fn last_reporter(
             .create_with_context(LogContext)
             .ok()?,
         );
-        let committed = committed_offsets(&consumer, &topic, &[tp], live.timeout).ok()?;
+        let committed = committed_offsets(&consumer, &topic, &[tp], live.timeout, None).ok()?;
         let metadata = committed.into_iter().next()??.metadata;
         let report = crate::instance::TaskReport::from_json(&metadata).ok()?;
         Some(described(&report))
@@ -495,16 +495,17 @@ impl TaskDriver {
         }
         let tps = task.consumed_tps();
         let committed: Vec<Option<CommittedOffset>> = {
-            let (consumer, group, tps, timeout) = (
+            let (consumer, group, tps, timeout, shared) = (
                 Arc::clone(stage.client()),
                 task.group().to_owned(),
                 tps.clone(),
                 config.live.timeout,
+                Arc::clone(&stage),
             );
             let read = bounded(
                 || format!("reading the committed offsets of group `{}`", task.group()),
                 config.live.deadline(),
-                move || committed_offsets(&consumer, &group, &tps, timeout),
+                move || committed_offsets(&consumer, &group, &tps, timeout, Some(shared.failure())),
             );
             match read.and_then(|read| read) {
                 Ok(committed) => committed,
