@@ -248,9 +248,9 @@ impl LocalStore {
 
     /// Applies the changelog records of one committed transaction (or one
     /// chunk of a restore), `(key, value)` in changelog order, the last at
-    /// offset `last_offset`, as one atomic batch. Not synced: a crash may
-    /// lose it, never half of it, and the checkpoint does not claim it
-    /// until [`LocalStore::checkpoint`].
+    /// offset `last_offset`, as one atomic batch. Written to the operating
+    /// system but not synced: an OS crash may lose it, never half of it,
+    /// and the checkpoint does not claim it until [`LocalStore::checkpoint`].
     pub fn apply(
         &mut self,
         records: &[(Bytes, Option<Bytes>)],
@@ -259,7 +259,9 @@ impl LocalStore {
         let Some((key, value)) = records.last() else {
             return Ok(());
         };
-        let mut batch = self.db.batch();
+        // Handed to the operating system at once (not synced): a process
+        // crash loses none of it.
+        let mut batch = self.db.batch().durability(Some(fjall::PersistMode::Buffer));
         for (key, value) in records {
             match value {
                 Some(value) => batch.insert(&self.changes, key.as_ref(), value.as_ref()),
