@@ -228,3 +228,83 @@ async fn a_corrupt_checkpoint_rebuilds_the_store_from_the_changelog() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The restart a local store saves, measured (run by hand:
+/// `cargo test -p parsley-live --features mutations --test live_state --
+/// --ignored --nocapture`): a task with `PARSLEY_RESTART_KEYS` keys
+/// (default 100,000) restarts from its store, then from an empty state
+/// directory (the whole changelog), each timed from `Runtime::start` until
+/// every task runs.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement: run by hand"]
+async fn restart_time_with_and_without_the_local_store() {
+    let Some(live) = live_config() else { return };
+    support::captured_logs();
+    let keys: usize = std::env::var("PARSLEY_RESTART_KEYS")
+        .ok()
+        .and_then(|keys| keys.parse().ok())
+        .unwrap_or(100_000);
+    let sums = sums();
+    let dir = state_dir();
+    let client = LiveClient::new(live.clone()).expect("client");
+    create_topics(&client, &sums.app, 1, &Default::default())
+        .await
+        .expect("topics");
+    let producer = client.plain_producer().expect("producer");
+    let mut deliveries = Vec::with_capacity(keys);
+    for key in 0..keys {
+        let data = record(&format!("key-{key:08}"), 1);
+        deliveries.push(producer.enqueue(&sums.input, &data).expect("enqueue"));
+    }
+    for delivery in deliveries {
+        delivery.wait().await.expect("delivered");
+    }
+    let group = sums.app.group_of("sum").expect("a sum stage").to_owned();
+    let runtime = Runtime::start(Arc::new(sums.app.clone()), config(live.clone(), &dir))
+        .await
+        .expect("start");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let committed = client
+            .consumer(&group, Isolation::ReadCommitted)
+            .expect("consumer")
+            .committed(std::slice::from_ref(&sums.input))
+            .await
+            .expect("committed offsets");
+        if committed[0].as_ref().map(|c| c.offset) == Some(keys as u64) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the first run did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    runtime.stopper().stop();
+    runtime.wait().await;
+    let timed = |dir: PathBuf| {
+        let (app, live) = (sums.app.clone(), live.clone());
+        async move {
+            let started = Instant::now();
+            let runtime = Runtime::start(Arc::new(app), config(live, &dir))
+                .await
+                .expect("restart");
+            while runtime.health().ready().is_err() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let took = started.elapsed();
+            runtime.stopper().stop();
+            runtime.wait().await;
+            took
+        }
+    };
+    let with_store = timed(dir.clone()).await;
+    let empty = state_dir();
+    let without_store = timed(empty.clone()).await;
+    let again = timed(dir.clone()).await;
+    println!(
+        "{keys} keys: restart from the local store {with_store:?} and {again:?}, from the whole changelog {without_store:?}"
+    );
+    for line in restores(sums.app.id()) {
+        println!("{line}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&empty).unwrap();
+}
