@@ -16,6 +16,8 @@
 //!   [`parsley::audit`];
 //! - [`endpoints`]: an instance's `/metrics`, `/health` and `/ready`;
 //! - [`instance`]: an instance's name and state, and its tasks' states;
+//! - [`state`]: a task's local state store and its checkpoint, so that a
+//!   restart restores only the changelog after the checkpoint;
 //! - [`client`]: rdkafka wrapped with the in-memory model's operations,
 //!   and the client properties of a secured cluster
 //!   ([`client::properties`]);
@@ -64,6 +66,7 @@ mod pacing;
 pub mod reach;
 pub mod readback;
 pub mod runtime;
+pub mod state;
 mod stats;
 pub mod status;
 

@@ -521,6 +521,12 @@ struct RunArgs {
     /// `localhost:9464` or `0.0.0.0:9464`, at any path.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_address)]
     metrics: Option<std::net::SocketAddr>,
+    /// Where the tasks keep their local state stores, each in
+    /// `DIR/<app>/<stage>-<partition>`, so that a restart restores only the
+    /// changelog after a store's checkpoint. Default: `parsley` in the
+    /// system's temporary directory.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -954,6 +960,10 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
     let config = RuntimeConfig::new(client.config().clone())
         .with_commit_interval(Duration::from_millis(args.commit_interval_ms))
         .with_failure_policy(args.on_failure.into());
+    let config = match args.state_dir {
+        Some(dir) => config.with_state_dir(dir),
+        None => config,
+    };
     let config = match args.instance {
         Some(share) => config.with_share(share),
         None => config.with_group(GroupMembership {

@@ -260,11 +260,11 @@ impl Delivery {
     /// `message.timeout.ms`, which for a transactional producer is at most
     /// its transaction timeout; for a [`PlainProducer`] also by the runtime's
     /// deadline from when the record was queued ([`LiveError::Overran`]).
-    pub async fn wait(self) -> Result<u64, LiveError> {
+    pub async fn wait(mut self) -> Result<u64, LiveError> {
         let reply = match self.bound {
-            None => self.reply.await,
+            None => (&mut self.reply).await,
             Some((until, deadline)) => {
-                match tokio::time::timeout_at(until.into(), self.reply).await {
+                match tokio::time::timeout_at(until.into(), &mut self.reply).await {
                     Ok(reply) => reply,
                     Err(_) => {
                         return Err(LiveError::Overran {
@@ -278,6 +278,41 @@ impl Delivery {
                 }
             }
         };
+        self.settle(reply)
+    }
+
+    /// [`Delivery::wait`] on a thread that is not tokio's, for at most
+    /// `deadline` ([`LiveError::Overran`] past it): for a record whose
+    /// transaction has committed, whose report is on its way.
+    pub fn wait_blocking(mut self, deadline: Duration) -> Result<u64, LiveError> {
+        let until = Instant::now() + deadline;
+        loop {
+            match self.reply.try_recv() {
+                Ok(reply) => return self.settle(Ok(reply)),
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    return Err(LiveError::DeliveryLost {
+                        producer: self.producer,
+                        tp: self.tp,
+                    })
+                }
+                Err(oneshot::error::TryRecvError::Empty) if Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(oneshot::error::TryRecvError::Empty) => {
+                    return Err(LiveError::Overran {
+                        what: format!(
+                            "the delivery report of a record to {} by producer `{}`",
+                            self.tp, self.producer
+                        ),
+                        deadline,
+                    })
+                }
+            }
+        }
+    }
+
+    /// The offset a delivery report gives, or why there is none.
+    fn settle(self, reply: Result<Reply, oneshot::error::RecvError>) -> Result<u64, LiveError> {
         match reply {
             // With acks=all, which idempotence implies, the broker always
             // reports the offset; a missing one is not a place to guess.

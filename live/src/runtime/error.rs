@@ -108,6 +108,18 @@ pub enum RuntimeError {
         source: Box<LiveError>,
     },
 
+    /// The task's local state store ([`crate::state`]) in `dir` failed:
+    /// its directory or files could not be made, written or synced.
+    #[error("task {task}: local state in {}: {source}", dir.display())]
+    State {
+        /// The task.
+        task: TaskId,
+        /// The task's state directory.
+        dir: std::path::PathBuf,
+        /// What failed.
+        source: crate::state::StateError,
+    },
+
     /// The task restarted `restarts` times in a row without committing once
     /// in between, and stopped trying.
     #[error("task {task}: gave up after {restarts} restarts in a row without a commit; the last failure: {}", without_task(task, &last.to_string()))]

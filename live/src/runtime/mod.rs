@@ -34,6 +34,7 @@ mod clock;
 mod error;
 mod exported;
 mod figures;
+mod local_state;
 mod membership;
 mod retry;
 mod setup;
@@ -41,6 +42,7 @@ mod shared_clients;
 mod task_loop;
 mod tasks;
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -152,6 +154,11 @@ pub struct RuntimeConfig {
     /// ([`RuntimeError::is_transient`]) without committing in between before
     /// it gives up ([`RuntimeError::GaveUp`]).
     pub max_restarts: u32,
+    /// The root of the tasks' local state stores ([`crate::state`]): each
+    /// task of a stateful stage keeps its store and checkpoint in
+    /// `<state_dir>/<app>/<stage>-<partition>`. Instances on one machine
+    /// may share it; a task runs in one of them at a time.
+    pub state_dir: PathBuf,
 }
 
 impl RuntimeConfig {
@@ -173,6 +180,7 @@ impl RuntimeConfig {
             fence_check: Duration::from_secs(30),
             on_failure: FailurePolicy::default(),
             max_restarts: 20,
+            state_dir: crate::state::default_state_dir(),
         }
     }
 
@@ -198,6 +206,12 @@ impl RuntimeConfig {
     /// The same with a static share of the tasks.
     pub fn with_share(mut self, share: InstanceShare) -> RuntimeConfig {
         self.assignment = Assignment::Share(share);
+        self
+    }
+
+    /// The same with another root for the tasks' local state stores.
+    pub fn with_state_dir(mut self, dir: impl Into<PathBuf>) -> RuntimeConfig {
+        self.state_dir = dir.into();
         self
     }
 

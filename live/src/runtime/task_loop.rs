@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -23,16 +24,19 @@ use parsley::record::ProducedRecord;
 use parsley::task::{CommitRequest, CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
 use parsley::tp::Tp;
 
+use super::super::client::Delivery;
 use super::super::client::{
-    bounded, committed_offsets, consumed, fetch_visible, is_group_refusal, Isolation, LiveConfig,
-    LogContext, Probes, TxnProducer, Wake,
+    bounded, committed_offsets, consumed, is_group_refusal, LiveConfig, LogContext, Probes,
+    TxnProducer, Wake,
 };
 use super::super::error::{LiveError, TxnErrorClass};
 use super::super::instance::TaskState;
+use super::super::state::LocalStore;
 use super::clock::wall_clock_ms;
 use super::exported::Exported;
 use super::figures::Figures;
-use super::shared_clients::{consumer_for, SharedClients, TaskQueues};
+use super::local_state::restore_local;
+use super::shared_clients::{SharedClients, TaskQueues};
 use super::tasks::StopFlags;
 use super::{Assignment, ReleaseCause, RuntimeConfig, RuntimeError};
 
@@ -102,6 +106,15 @@ pub(crate) struct TaskDriver {
     /// last read, and per consumed tp the position and end that read found.
     visible_ends_read: Option<Instant>,
     visible_ends_seen: Vec<Option<(u64, u64)>>,
+    /// A stateful task's local store ([`crate::state`]), which gets each
+    /// transaction's changelog records once it has committed.
+    local: Option<LocalStore>,
+    /// The open transaction's changelog records, `(key, value)` in order,
+    /// for the local store.
+    unapplied: Vec<(Bytes, Option<Bytes>)>,
+    /// The delivery of the open transaction's last changelog record: its
+    /// offset is where the local store then stands.
+    last_change: Option<Delivery>,
 }
 
 /// G9: how often a task waiting for a source reads its visible end.
@@ -469,29 +482,22 @@ impl TaskDriver {
         }
         let probes = clients.probes()?;
         let mut restored = 0usize;
+        let mut local = None;
         if let Some(changelog) = task.changelog_tp().cloned() {
-            let end = probes.watermarks(&changelog)?.high_watermark;
-            if end > 0 {
-                figures.restoring(id, end);
-                // A consumer of its own: restoring assigns the changelog
-                // alone, which the stage's shared consumer must not.
-                let restorer = Arc::new(consumer_for(&config.live, task.group())?);
-                let fetched = fetch_visible(
-                    &restorer,
-                    task.group(),
-                    &probes,
-                    Isolation::ReadCommitted,
-                    &changelog,
-                    0,
-                    config.live.timeout,
-                )?;
-                drop_elsewhere(restorer);
-                for record in &fetched.records {
-                    task.restore_state(record.offset, &record.data)?;
-                }
-                restored = fetched.records.len();
-                figures.restoring(id, 0);
-            }
+            let (store, restore) = restore_local(
+                app, assembly, id, &config, figures, &probes, &changelog, &mut task,
+            )?;
+            restored = restore.from_changelog;
+            tracing::info!(
+                app = app.id(),
+                task = %id,
+                from_store = restore.from_store,
+                from_changelog = restore.from_changelog,
+                changelog_from = restore.changelog_from,
+                rebuilt = restore.rebuilt.is_some(),
+                "state restored"
+            );
+            local = store;
         }
         let tps = task.consumed_tps();
         let committed: Vec<Option<CommittedOffset>> = {
@@ -553,6 +559,9 @@ impl TaskDriver {
             commit_request: CommitRequest::default(),
             visible_ends_read: None,
             visible_ends_seen: Vec::new(),
+            local,
+            unapplied: Vec::new(),
+            last_change: None,
         };
         driver
             .fetched
@@ -879,11 +888,32 @@ impl TaskDriver {
     fn commit(&mut self, now: i64) -> Result<(), Exit> {
         let mut produced = std::mem::take(&mut self.produced);
         produced.clear();
-        let sent = self
+        let prepared = self
             .task
             .prepare_commit(&mut self.commit_request, &mut produced)
-            .map_err(Exit::from)
-            .and_then(|()| self.send(produced.drain(..)));
+            .map_err(Exit::from);
+        let last_change = match (&prepared, &self.local, self.task.changelog_tp()) {
+            (Ok(()), Some(_), Some(changelog)) => {
+                for record in produced.iter().filter(|record| record.tp == *changelog) {
+                    if let Some(key) = &record.data.key {
+                        self.unapplied
+                            .push((key.clone(), record.data.value.clone()));
+                    }
+                }
+                produced
+                    .iter()
+                    .rposition(|record| record.tp == *changelog)
+                    .map(|at| produced.remove(at))
+            }
+            _ => None,
+        };
+        let sent = prepared
+            .and_then(|()| self.send(produced.drain(..)))
+            .and_then(|()| match last_change {
+                // Sent last, with a report: where the store then stands.
+                Some(record) => self.send_reported(record),
+                None => Ok(()),
+            });
         self.produced = produced;
         sent?;
         self.ensure_transaction()?;
@@ -910,7 +940,69 @@ impl TaskDriver {
         self.transaction_began = None;
         self.last_committed = Instant::now();
         self.task.handle_committed(now);
-        Ok(())
+        self.apply_committed()
+    }
+
+    /// Queues the transaction's last changelog record with a delivery
+    /// report.
+    fn send_reported(&mut self, record: ProducedRecord) -> Result<(), Exit> {
+        self.ensure_transaction()?;
+        match self.producer.enqueue(&record.tp, &record.data) {
+            Ok(delivery) => {
+                self.last_change = Some(delivery);
+                Ok(())
+            }
+            Err(error) => self.on_transaction_error(error),
+        }
+    }
+
+    /// The committed transaction's changelog records go to the local
+    /// store, as one batch, and a checkpoint follows when one is due. A
+    /// report that does not come, or a store that fails, ends the run:
+    /// the next start restores from the changelog what the store lacks.
+    fn apply_committed(&mut self) -> Result<(), Exit> {
+        let (Some(store), Some(delivery)) = (&mut self.local, self.last_change.take()) else {
+            return Ok(());
+        };
+        let offset = delivery.wait_blocking(self.config.live.deadline())?;
+        let applied = store.apply(&self.unapplied, offset).and_then(|()| {
+            if store.checkpoint_due() {
+                store.checkpoint()
+            } else {
+                Ok(())
+            }
+        });
+        self.unapplied.clear();
+        applied.map_err(|source| self.state_error(source))
+    }
+
+    /// Checkpoints the local store, if the task has one.
+    fn checkpoint(&mut self) -> Result<(), Exit> {
+        let Some(store) = &mut self.local else {
+            return Ok(());
+        };
+        store
+            .checkpoint()
+            .map_err(|source| self.state_error(source))
+    }
+
+    fn state_error(&self, source: crate::state::StateError) -> Exit {
+        let dir = self
+            .local
+            .as_ref()
+            .map(|store| store.dir().to_owned())
+            .unwrap_or_default();
+        Exit::Failed(RuntimeError::State {
+            task: self.id(),
+            dir,
+            source,
+        })
+    }
+
+    /// Forgets the open transaction's changelog records: it did not commit.
+    fn forget_unapplied(&mut self) {
+        self.unapplied.clear();
+        self.last_change = None;
     }
 
     /// True once the group's assignment of this task was lost: no retry,
@@ -999,7 +1091,12 @@ impl TaskDriver {
     /// Drops the task's producer on a thread of its own (after a call was
     /// abandoned, its destructor may block as long as the call does), and
     /// unassigns its partitions of the stage's consumer at once.
-    fn abandon(self) {
+    fn abandon(mut self) {
+        // The store holds committed transactions only, so what it applied
+        // may be checkpointed whatever ended the run.
+        if let Err(Exit::Failed(error)) = self.checkpoint() {
+            tracing::warn!(task = %self.task.id(), error = %error, "the local store could not be checkpointed; the next start restores more of the changelog");
+        }
         let TaskDriver {
             producer, queues, ..
         } = self;
@@ -1013,6 +1110,7 @@ impl TaskDriver {
     /// Aborts the open transaction and rewinds the gate and the consumer to
     /// the committed positions (X3).
     fn abort(&mut self) -> Result<(), Exit> {
+        self.forget_unapplied();
         if self.transaction_began.is_some() {
             self.producer
                 .abort_blocking()
@@ -1032,6 +1130,7 @@ impl TaskDriver {
     /// After a failure: the open transaction is dropped so nothing of it
     /// becomes visible; the broker would abort it at its timeout anyway.
     fn abort_quietly(&mut self) {
+        self.forget_unapplied();
         if self.transaction_began.is_some() {
             let _ = self.producer.abort_blocking();
             self.transaction_began = None;
@@ -1043,7 +1142,7 @@ impl TaskDriver {
         if self.task.has_open_work() && self.task.failure().is_none() {
             self.commit(wall_clock_ms())?;
         }
-        Ok(())
+        self.checkpoint()
     }
 }
 
@@ -1070,7 +1169,7 @@ fn log_dead_letter(id: &TaskId, record: &ProducedRecord) {
 
 /// Drops `clients` on a thread of their own: after a call was abandoned, a
 /// client's destructor may block as long as the call does.
-fn drop_elsewhere<T: Send + 'static>(clients: T) {
+pub(super) fn drop_elsewhere<T: Send + 'static>(clients: T) {
     let reaped = std::thread::Builder::new()
         .name("parsley reaper".into())
         .spawn(move || drop(clients));
