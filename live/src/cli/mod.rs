@@ -771,9 +771,66 @@ pub fn main(registry: Registry) -> ExitCode {
 /// at run time.
 fn parse_with(registry: &Registry, args: impl IntoIterator<Item = std::ffi::OsString>) -> Cli {
     use clap::{CommandFactory, FromArgMatches};
+    let args: Vec<std::ffi::OsString> = args.into_iter().collect();
     let command = with_applications(Cli::command(), registry);
-    let matches = command.get_matches_from(args);
-    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+    let kept = kept_words(&command, registry);
+    let matches = command
+        .try_get_matches_from(&args)
+        .unwrap_or_else(|error| exit_redacted(error, &args, &kept));
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| exit_redacted(error, &args, &kept))
+}
+
+/// The words of a command line clap's errors may quote as they are: the
+/// commands and the registry's applications.
+fn kept_words(command: &clap::Command, registry: &Registry) -> Vec<String> {
+    let mut kept: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    kept.extend(registry.names().into_iter().map(String::from));
+    kept
+}
+
+/// Exits with clap's error, every word of `args` it could quote that may
+/// be a secret redacted: a value that is not a flag, a command or an
+/// application (`-X sasl.password hunter2` makes `hunter2` a stray
+/// argument), and the value of every `KEY=VALUE`. Help and version go out
+/// as clap writes them.
+fn exit_redacted(error: clap::Error, args: &[std::ffi::OsString], kept: &[String]) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        error.exit()
+    }
+    let text = redact_words(&error.render().to_string(), args, kept);
+    eprint!("{text}");
+    std::process::exit(error.exit_code())
+}
+
+/// `text` with the words of `args` that may be secrets replaced by
+/// [`REDACTED`](crate::client::properties::REDACTED) ([`exit_redacted`]).
+fn redact_words(text: &str, args: &[std::ffi::OsString], kept: &[String]) -> String {
+    let redacted = crate::client::properties::REDACTED;
+    let mut secrets: Vec<String> = Vec::new();
+    for arg in args.iter().skip(1) {
+        let arg = arg.to_string_lossy();
+        if let Some((_, value)) = arg.split_once('=') {
+            secrets.push(value.to_string());
+        } else if !arg.starts_with('-') && !kept.iter().any(|word| *word == arg) {
+            secrets.push(arg.to_string());
+        }
+    }
+    // Longest first, so that a secret holding another is replaced whole.
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    let mut text = text.to_string();
+    for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
+        text = text.replace(secret.as_str(), redacted);
+    }
+    text
 }
 
 /// `command` with `APP`'s help naming the registry's applications.
@@ -1095,6 +1152,51 @@ mod tests {
             ["parsley-live", "status", "copy"].map(Into::into),
         );
         assert!(matches!(parsed.command, Command::Status(_)));
+    }
+
+    /// A secret given where clap expects none (`-X sasl.password hunter2`,
+    /// a space for the `=`) is not echoed by clap's error, nor the value of
+    /// any KEY=VALUE; the command and the application still are.
+    #[test]
+    fn a_command_line_error_never_echoes_a_secret() {
+        use clap::CommandFactory;
+        let registry = Registry::new().app("copy", |_| Err("unused".into()));
+        let command = with_applications(Cli::command(), &registry);
+        let kept = kept_words(&command, &registry);
+        let mut echoed = 0;
+        for line in [
+            &[
+                "parsley-live",
+                "run",
+                "copy",
+                "-X",
+                "sasl.password",
+                "hunter2",
+            ][..],
+            &[
+                "parsley-live",
+                "run",
+                "copy",
+                "hunter2",
+                "-X",
+                "sasl.pasword=hunter2",
+            ],
+            &["parsley-live", "run", "copy", "--no-such-flag=hunter2"],
+        ] {
+            let args: Vec<std::ffi::OsString> = line.iter().map(Into::into).collect();
+            let error = command
+                .clone()
+                .try_get_matches_from(&args)
+                .expect_err("a malformed command line");
+            let told = error.render().to_string();
+            let redacted = redact_words(&told, &args, &kept);
+            assert!(!redacted.contains("hunter2"), "{line:?}: {redacted}");
+            assert!(
+                redacted.contains("run") || redacted.contains("copy") || redacted.contains("error")
+            );
+            echoed += usize::from(told.contains("hunter2"));
+        }
+        assert!(echoed > 0, "clap's own errors would have echoed the secret");
     }
 
     /// `--set` values are KEY=VALUE, and a duration names a bad one.
