@@ -5,7 +5,6 @@
 use super::tests::{late, sales, totals, Replay};
 use super::*;
 use crate::record::{ConsumedRecord, RecordData};
-use crate::stage::ReplayError;
 use crate::tp::Tp;
 use crate::{CompositionError, Parsley, Utf8, I64};
 
