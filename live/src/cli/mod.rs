@@ -581,27 +581,15 @@ fn parse_rate(text: &str) -> Result<u64, String> {
     }
 }
 
-/// A duration as `500ms`, `3s`, `2m`, `1h` or a bare number of seconds.
+/// A duration as humantime reads it (`500ms`, `3s`, `2m`, `1h 30m`), or a
+/// bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration such as 500ms, 3s, 2m or 1h"))?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        other => return Err(format!("`{text}`: unknown unit `{other}` (ms, s, m or h)")),
-    };
-    if !seconds.is_finite() || seconds > 1e9 {
-        return Err(format!("`{text}` is too long a duration"));
+    if let Ok(seconds) = trimmed.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    humantime::parse_duration(trimmed)
+        .map_err(|error| format!("`{text}` is not a duration such as 500ms, 3s, 2m or 1h: {error}"))
 }
 
 fn parse_keys(text: &str) -> Result<usize, String> {
@@ -1197,6 +1185,17 @@ mod tests {
             echoed += usize::from(told.contains("hunter2"));
         }
         assert!(echoed > 0, "clap's own errors would have echoed the secret");
+    }
+
+    /// Durations read as humantime does, a bare number as seconds; a bad
+    /// one is named.
+    #[test]
+    fn durations_read_as_humantime_does() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        let error = parse_duration("soon").unwrap_err();
+        assert!(error.contains("`soon`"), "{error}");
     }
 
     /// `--set` values are KEY=VALUE, and a duration names a bad one.

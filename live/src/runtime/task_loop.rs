@@ -641,7 +641,7 @@ impl TaskDriver {
             // A turn's records (up to `max_batch`) can take longer than the
             // commit interval or a tick's: what time brings comes due
             // within the turn too (X2, T3).
-            if delivered % TIME_CHECK_EVERY == 0 {
+            if delivered.is_multiple_of(TIME_CHECK_EVERY) {
                 now = wall_clock_ms();
                 self.on_time(now, exported)?;
             }

@@ -456,7 +456,7 @@ fn crashes_anywhere_between_checkpoints_never_leave_wrong_state() {
                 .map(|i| {
                     next += 1;
                     let key = format!("k{}", (next * 7 + i) % 5);
-                    let value = (next % 4 != 0).then(|| next.to_string());
+                    let value = (!next.is_multiple_of(4)).then(|| next.to_string());
                     (key, value)
                 })
                 .collect();
