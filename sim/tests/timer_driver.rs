@@ -91,17 +91,22 @@ fn driver(carts: &Carts) -> TestDriver {
     driver_of(&carts.app)
 }
 
+/// Pipes `value` under `key` into `topic`.
+fn pipe(driver: &TestDriver, topic: &Topic<String, i64>, key: &str, value: i64) {
+    driver
+        .input(topic)
+        .unwrap()
+        .pipe(key.to_string(), value)
+        .unwrap();
+}
+
 /// K2: a timer fires once its time has come, by `advance_wall_clock` alone,
 /// and never before it.
 #[test]
 fn k2_advance_wall_clock_fires_due_timers_and_no_others() {
     let carts = carts();
     let driver = driver(&carts);
-    driver
-        .input(&carts.items)
-        .unwrap()
-        .pipe("ann".to_string(), 2)
-        .unwrap();
+    pipe(&driver, &carts.items, "ann", 2);
     assert_eq!(
         driver.pending_timers("cart-timers").unwrap(),
         [START + IDLE_MS]
@@ -153,11 +158,7 @@ fn k2_each_request_fires_once_and_the_stage_decides_what_it_means() {
 fn k2_a_fire_claims_its_request_and_the_requests_causes() {
     let carts = carts();
     let driver = driver(&carts);
-    driver
-        .input(&carts.items)
-        .unwrap()
-        .pipe("ann".to_string(), 1)
-        .unwrap();
+    pipe(&driver, &carts.items, "ann", 1);
     driver
         .advance_wall_clock(Duration::from_millis(IDLE_MS as u64 + 1_000))
         .unwrap();
@@ -227,11 +228,7 @@ fn reminders(offset_ms: i64, dead_letters: bool) -> (Topic<String, i64>, App) {
 fn a_timer_in_the_past() -> TestDriver {
     let (readings, app) = reminders(-1, false);
     let driver = driver_of(&app);
-    driver
-        .input(&readings)
-        .unwrap()
-        .pipe("s1".to_string(), 1)
-        .unwrap();
+    pipe(&driver, &readings, "s1", 1);
     assert_eq!(driver.pending_timers("timers").unwrap(), [START - 1]);
     driver
 }
@@ -335,11 +332,7 @@ fn k2_re_arming_on_every_fire_keeps_firing_tick_after_tick() {
         .build();
     let app = with_timers("pulse", beat, "beat-timers", &requests, &fires);
     let driver = driver_of(&app);
-    driver
-        .input(&starts)
-        .unwrap()
-        .pipe("p".to_string(), 0)
-        .unwrap();
+    pipe(&driver, &starts, "p", 0);
     for _ in 0..5 {
         driver.advance_wall_clock(Duration::from_secs(1)).unwrap();
     }
