@@ -13,7 +13,7 @@ use parsley::probe::Role;
 use parsley::{
     assemble, App, Codec, CompositionError, Json, Parsley, Stage, TaskError, Topic, Utf8,
 };
-use parsley_sim::{DriverError, TestDriver, TestOutputTopic};
+use parsley_sim::{DriverError, TestDriver, TestInputTopic, TestOutputTopic};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -85,6 +85,25 @@ fn driver_of(shop: &Shop) -> TestDriver {
         .default_partitions(1)
         .build()
         .unwrap()
+}
+
+/// A driver of the shop, its orders and customers to pipe and its labels
+/// to read.
+type Labelling = (
+    TestDriver,
+    TestInputTopic<String, Order>,
+    TestInputTopic<String, String>,
+    TestOutputTopic<String, String>,
+);
+
+/// The shop (`kind`) under `driver_of`, with its inputs and its output.
+fn labelling(kind: &str) -> Labelling {
+    let shop = shop(kind);
+    let driver = driver_of(&shop);
+    let orders = driver.input(&shop.orders).unwrap();
+    let customers = driver.input(&shop.customers).unwrap();
+    let labelled = driver.output(&shop.labelled).unwrap();
+    (driver, orders, customers, labelled)
 }
 
 fn changes(output: &TestOutputTopic<String, String>) -> Vec<(String, Option<String>)> {
@@ -203,12 +222,12 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
         })
     };
     let joiner = |_: &String, order: &Order, name: &String| format!("{} {name}", order.item);
+    // What building an application "shop" of the join's stages says.
+    let refused_in_shop =
+        |stages: ForeignKeyJoinStages| Parsley::named("shop").stages(stages).build().unwrap_err();
 
     let no_output = join(&shop).inner(joiner).build();
-    let error = Parsley::named("shop")
-        .stages(no_output)
-        .build()
-        .unwrap_err();
+    let error = refused_in_shop(no_output);
     assert!(
         matches!(&error, CompositionError::ImpossibleOperator { rules: "J10", reason, .. } if reason.contains("no output topic")),
         "{error}"
@@ -220,10 +239,7 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
         .inner(|_: &String, _: &Order, name: &String| name.clone())
         .into(&names)
         .build();
-    let error = Parsley::named("shop")
-        .stages(feeding_back)
-        .build()
-        .unwrap_err();
+    let error = refused_in_shop(feeding_back);
     assert!(
         matches!(&error, CompositionError::ImpossibleOperator { rules: "J10", reason, .. } if reason.contains("one of its tables")),
         "{error}"
@@ -249,10 +265,7 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
         .inner(joiner)
         .into(&labelled)
         .build();
-    let error = Parsley::named("shop")
-        .stages(elsewhere)
-        .build()
-        .unwrap_err();
+    let error = refused_in_shop(elsewhere);
     assert!(
         matches!(&error, CompositionError::ForeignKeyJoinOfAnotherApp { topic, .. } if topic == "other-labels-subscription"),
         "{error}"
@@ -289,11 +302,7 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
 /// customer goes; an order whose customer is unknown never appears.
 #[test]
 fn j14_an_inner_join_follows_both_tables() {
-    let shop = shop("inner");
-    let driver = driver_of(&shop);
-    let orders = driver.input(&shop.orders).unwrap();
-    let customers = driver.input(&shop.customers).unwrap();
-    let labelled = driver.output(&shop.labelled).unwrap();
+    let (_, orders, customers, labelled) = labelling("inner");
     orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
     orders.pipe("o2", order(Some("bob"), "jam")).unwrap();
     assert!(changes(&labelled).is_empty(), "no customer known yet");
@@ -325,11 +334,7 @@ fn j14_an_inner_join_follows_both_tables() {
 /// `None`): as Kafka Streams' `leftJoin`.
 #[test]
 fn j14_a_left_join_writes_orders_without_customers() {
-    let shop = shop("left");
-    let driver = driver_of(&shop);
-    let orders = driver.input(&shop.orders).unwrap();
-    let customers = driver.input(&shop.customers).unwrap();
-    let labelled = driver.output(&shop.labelled).unwrap();
+    let (_, orders, customers, labelled) = labelling("left");
     orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
     orders.pipe("o2", order(None, "jam")).unwrap();
     customers.pipe("ada", "Ada").unwrap();
@@ -350,15 +355,8 @@ fn j14_a_left_join_writes_orders_without_customers() {
 /// order that never had one; the left join writes it with no customer.
 #[test]
 fn j14_a_foreign_key_of_none() {
-    let inner = shop("inner");
-    let driver = driver_of(&inner);
-    let orders = driver.input(&inner.orders).unwrap();
-    driver
-        .input(&inner.customers)
-        .unwrap()
-        .pipe("ada", "Ada")
-        .unwrap();
-    let labelled = driver.output(&inner.labelled).unwrap();
+    let (_, orders, customers, labelled) = labelling("inner");
+    customers.pipe("ada", "Ada").unwrap();
     orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
     orders.pipe("o1", order(None, "tea")).unwrap();
     orders.pipe("o1", order(None, "mint tea")).unwrap();
@@ -368,15 +366,8 @@ fn j14_a_foreign_key_of_none() {
         [result("o1", "o1: tea for Ada"), tombstone("o1")]
     );
 
-    let left = shop("left");
-    let driver = driver_of(&left);
-    let orders = driver.input(&left.orders).unwrap();
-    driver
-        .input(&left.customers)
-        .unwrap()
-        .pipe("ada", "Ada")
-        .unwrap();
-    let labelled = driver.output(&left.labelled).unwrap();
+    let (_, orders, customers, labelled) = labelling("left");
+    customers.pipe("ada", "Ada").unwrap();
     orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
     orders.pipe("o1", order(None, "tea")).unwrap();
     assert_eq!(
@@ -394,11 +385,7 @@ fn j14_a_foreign_key_of_none() {
 #[test]
 fn j14_a_left_tombstone_deletes_the_result_once() {
     for kind in ["inner", "left"] {
-        let shop = shop(kind);
-        let driver = driver_of(&shop);
-        let orders = driver.input(&shop.orders).unwrap();
-        let customers = driver.input(&shop.customers).unwrap();
-        let labelled = driver.output(&shop.labelled).unwrap();
+        let (_, orders, customers, labelled) = labelling(kind);
         customers.pipe("ada", "Ada").unwrap();
         orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
         orders.pipe_tombstone("o1").unwrap();
@@ -430,11 +417,7 @@ fn j13_a_right_tombstone_reaches_every_subscriber() {
         ),
     ];
     for (kind, after) in expected {
-        let shop = shop(kind);
-        let driver = driver_of(&shop);
-        let orders = driver.input(&shop.orders).unwrap();
-        let customers = driver.input(&shop.customers).unwrap();
-        let labelled = driver.output(&shop.labelled).unwrap();
+        let (_, orders, customers, labelled) = labelling(kind);
         customers.pipe("ada", "Ada").unwrap();
         orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
         orders.pipe("o2", order(Some("ada"), "jam")).unwrap();
@@ -452,11 +435,7 @@ fn j13_a_right_tombstone_reaches_every_subscriber() {
 /// writes no label.
 #[test]
 fn j14_a_foreign_key_change_a_b_a_writes_no_stale_result() {
-    let shop = shop("inner");
-    let driver = driver_of(&shop);
-    let orders = driver.input(&shop.orders).unwrap();
-    let customers = driver.input(&shop.customers).unwrap();
-    let labelled = driver.output(&shop.labelled).unwrap();
+    let (_, orders, customers, labelled) = labelling("inner");
     customers.pipe("ada", "Ada").unwrap();
     customers.pipe("bob", "Bob").unwrap();
     orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
@@ -480,11 +459,7 @@ fn j14_a_foreign_key_change_a_b_a_writes_no_stale_result() {
 /// order's older version. The output before and after the respond stage
 /// catches up.
 fn stale_response_story() -> [Vec<(String, Option<String>)>; 2] {
-    let shop = shop("inner");
-    let driver = driver_of(&shop);
-    let orders = driver.input(&shop.orders).unwrap();
-    let customers = driver.input(&shop.customers).unwrap();
-    let labelled = driver.output(&shop.labelled).unwrap();
+    let (driver, orders, customers, labelled) = labelling("inner");
     customers.pipe("ada", "Ada").unwrap();
     customers.pipe("bob", "Bob").unwrap();
     orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
@@ -546,11 +521,7 @@ struct GateStory {
 }
 
 fn gate_story() -> GateStory {
-    let shop = shop("inner");
-    let driver = driver_of(&shop);
-    let orders = driver.input(&shop.orders).unwrap();
-    let customers = driver.input(&shop.customers).unwrap();
-    let labelled = driver.output(&shop.labelled).unwrap();
+    let (driver, orders, customers, labelled) = labelling("inner");
     customers.pipe("ada", "Ada").unwrap();
     customers.pipe("bob", "Bob").unwrap();
     orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
@@ -619,11 +590,7 @@ fn j14_without_the_gate_the_response_is_lost() {
 /// application goes on joining as before.
 #[test]
 fn x1_a_restart_keeps_the_subscriptions_and_versions() {
-    let shop = shop("inner");
-    let driver = driver_of(&shop);
-    let orders = driver.input(&shop.orders).unwrap();
-    let customers = driver.input(&shop.customers).unwrap();
-    let labelled = driver.output(&shop.labelled).unwrap();
+    let (driver, orders, customers, labelled) = labelling("inner");
     customers.pipe("ada", "Ada").unwrap();
     orders.pipe("o1", order(Some("ada"), "tea")).unwrap();
     driver.restart().unwrap();
@@ -639,23 +606,26 @@ fn x1_a_restart_keeps_the_subscriptions_and_versions() {
     );
 }
 
+/// The inner shop's refusal of a record of raw `key` and `value` piped
+/// to `topic`.
+fn refused(topic: &str, key: Option<Bytes>, value: Bytes) -> DriverError {
+    driver_of(&shop("inner"))
+        .input_raw(topic)
+        .unwrap()
+        .pipe_raw(0, key, Some(value), Vec::new())
+        .unwrap_err()
+}
+
 /// J15, X5: bad bytes on the subscription topic are a typed codec error
 /// naming the topic and offset, never a panic; with the dead-letter
 /// opt-in the respond stage dead-letters the record and goes on.
 #[test]
 fn j15_bad_bytes_on_a_derived_topic_are_refused() {
-    let shop = shop("inner");
-    let driver = driver_of(&shop);
-    let error = driver
-        .input_raw("shop-labels-subscription")
-        .unwrap()
-        .pipe_raw(
-            0,
-            Some(Bytes::from_static(b"ada")),
-            Some(Bytes::from_static(&[7, 1, 2])),
-            Vec::new(),
-        )
-        .unwrap_err();
+    let error = refused(
+        "shop-labels-subscription",
+        Some(Bytes::from_static(b"ada")),
+        Bytes::from_static(&[7, 1, 2]),
+    );
     let DriverError::Task(TaskError::Codec { tp, offset, .. }) = &error else {
         panic!("expected a codec error, got {error}");
     };
@@ -687,20 +657,11 @@ fn j15_bad_bytes_on_a_derived_topic_are_refused() {
 /// J15: a left record without a key is refused naming J15.
 #[test]
 fn j15_a_left_record_without_a_key_is_refused() {
-    let shop = shop("inner");
-    let driver = driver_of(&shop);
-    let error = driver
-        .input_raw("orders")
-        .unwrap()
-        .pipe_raw(
-            0,
-            None,
-            Some(Bytes::from_static(
-                b"{\"customer\":\"ada\",\"item\":\"tea\"}",
-            )),
-            Vec::new(),
-        )
-        .unwrap_err();
+    let error = refused(
+        "orders",
+        None,
+        Bytes::from_static(b"{\"customer\":\"ada\",\"item\":\"tea\"}"),
+    );
     assert!(
         error.to_string().contains("J15 (docs/RULES.md#j15)"),
         "{error}"

@@ -38,40 +38,45 @@ fn knobs(builder: SimulationBuilder) -> SimulationBuilder {
         .seeds(0..40)
 }
 
+/// An app `name` whose stage "count" counts views per key, each view
+/// adding `bump` of its id (0: the count stays, and nothing is written).
+fn counting(name: &str, bump: impl Fn(i64) -> i64 + Send + Sync + 'static) -> App {
+    let counts = counts();
+    let count = Stage::named("count")
+        .state(I64, || 0i64)
+        .on(&views(), move |count: i64, view| {
+            match bump(*view.value()) {
+                0 => Step::of(count),
+                bump => Step::of(count + bump).emit(counts.send(view.key().cloned(), count + bump)),
+            }
+        })
+        .into(&self::counts())
+        .build();
+    Parsley::named(name).stage(count).build().unwrap()
+}
+
 /// A count per key that skips ids it has "seen": a dedupe set in memory,
 /// outside Parsley's state, so a redelivery after an abort is skipped and
 /// the set outlives the run.
 fn dedupe_app() -> App {
     let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
-    let counts = counts();
-    let count = Stage::named("count")
-        .state(I64, || 0i64)
-        .on(&views(), move |count: i64, view| {
-            if !seen.lock().unwrap().insert(*view.value()) {
-                return Step::of(count);
-            }
-            Step::of(count + 1).emit(counts.send(view.key().cloned(), count + 1))
-        })
-        .into(&self::counts())
-        .build();
-    Parsley::named("dedupe").stage(count).build().unwrap()
+    counting("dedupe", move |id| {
+        i64::from(seen.lock().unwrap().insert(id))
+    })
 }
 
 /// A fold wrong once in a thousand calls, counted by a static: no run of
 /// its own can make it pure.
 fn once_in_a_thousand_app() -> App {
     static CALLS: AtomicU64 = AtomicU64::new(0);
-    let counts = counts();
-    let count = Stage::named("count")
-        .state(I64, || 0i64)
-        .on(&views(), move |count: i64, view| {
-            let call = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
-            let bump = if call % 1000 == 0 { 2 } else { 1 };
-            Step::of(count + bump).emit(counts.send(view.key().cloned(), count + bump))
-        })
-        .into(&self::counts())
-        .build();
-    Parsley::named("thousand").stage(count).build().unwrap()
+    counting("thousand", |_| {
+        let call = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+        if call % 1000 == 0 {
+            2
+        } else {
+            1
+        }
+    })
 }
 
 /// The fold pushes each view into a buffer shared with the tick, which
@@ -166,11 +171,31 @@ fn rerun(test: &str, replay: &str) -> (bool, String) {
     (output.status.success(), text)
 }
 
+/// The report of `simulation` failing, its tapes kept in a regressions
+/// file of its own (`kept(name)`), and that file.
+fn failing(simulation: fn(Regressions) -> Simulation, name: &str) -> (PathBuf, String) {
+    let kept = kept(name);
+    let report = report_of(&simulation(Regressions::File(kept.clone())));
+    (kept, report)
+}
+
 /// A regressions file of this test's own, absent.
 fn kept(name: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("parsley-sim-{name}-{}.txt", std::process::id()));
     let _ = std::fs::remove_file(&path);
     path
+}
+
+/// Both the report's replay lines, seed and tape, run `replay_test` in a
+/// fresh process, which fails saying each of `says`.
+fn both_replays_fail(report: &str, replay_test: &str, says: &[&str]) {
+    for kind in ["seed", "tape"] {
+        let (passed, output) = rerun(replay_test, replay_value(report, kind));
+        assert!(!passed, "the {kind} replay passed:\n{output}");
+        for said in says {
+            assert!(output.contains(said), "{output}");
+        }
+    }
 }
 
 /// A report of impure logic names the seed, S4 and the stage, has a seed
@@ -196,11 +221,14 @@ fn assert_impure(report: &str, stage: &str, replay_test: &str, kept: &std::path:
     );
 }
 
+/// `builder` with the `knobs`, keeping failing tapes as `regressions`
+/// says.
+fn simulation(builder: SimulationBuilder, regressions: Regressions) -> Simulation {
+    knobs(builder).regressions(regressions).build().unwrap()
+}
+
 fn dedupe_shared(regressions: Regressions) -> Simulation {
-    knobs(Simulation::builder(dedupe_app()))
-        .regressions(regressions)
-        .build()
-        .unwrap()
+    simulation(Simulation::builder(dedupe_app()), regressions)
 }
 
 #[test]
@@ -211,8 +239,7 @@ fn replay_dedupe_shared() {
 
 #[test]
 fn an_impure_dedupe_fold_is_named_s4() {
-    let kept = kept("dedupe");
-    let report = report_of(&dedupe_shared(Regressions::File(kept.clone())));
+    let (kept, report) = failing(dedupe_shared, "dedupe");
     assert_impure(&report, "count", "replay_dedupe_shared", &kept);
 }
 
@@ -232,16 +259,12 @@ fn replay_thousand() {
 
 #[test]
 fn a_fold_wrong_once_in_a_thousand_calls_is_named_s4() {
-    let kept = kept("thousand");
-    let report = report_of(&thousand(Regressions::File(kept.clone())));
+    let (kept, report) = failing(thousand, "thousand");
     assert_impure(&report, "count", "replay_thousand", &kept);
 }
 
 fn shared_buffer(regressions: Regressions) -> Simulation {
-    knobs(Simulation::builder(shared_buffer_app()))
-        .regressions(regressions)
-        .build()
-        .unwrap()
+    simulation(Simulation::builder(shared_buffer_app()), regressions)
 }
 
 #[test]
@@ -258,8 +281,7 @@ fn replay_shared_buffer() {
 /// reproduce it.
 #[test]
 fn a_tick_flushing_a_shared_buffer_is_named_s4() {
-    let kept = kept("buffer");
-    let report = report_of(&shared_buffer(Regressions::File(kept.clone())));
+    let (kept, report) = failing(shared_buffer, "buffer");
     assert!(report.contains("seed "), "{report}");
     assert!(report.contains("batch/"), "{report}");
     if report.contains("fails S4 (logic is not a pure function)") {
@@ -282,18 +304,11 @@ fn a_tick_flushing_a_shared_buffer_is_named_s4() {
     );
     assert!(kept.exists(), "a reproducing tape is kept:\n{report}");
     let _ = std::fs::remove_file(&kept);
-    for kind in ["seed", "tape"] {
-        let (passed, output) = rerun("replay_shared_buffer", replay_value(&report, kind));
-        assert!(!passed, "the {kind} replay passed:\n{output}");
-        assert!(output.contains("I7"), "{output}");
-    }
+    both_replays_fail(&report, "replay_shared_buffer", &["I7"]);
 }
 
 fn dedupe_per_run(regressions: Regressions) -> Simulation {
-    knobs(Simulation::builder_fn(dedupe_app))
-        .regressions(regressions)
-        .build()
-        .unwrap()
+    simulation(Simulation::builder_fn(dedupe_app), regressions)
 }
 
 #[test]
@@ -310,8 +325,7 @@ fn replay_dedupe_per_run() {
 /// reproduces it.
 #[test]
 fn with_an_app_per_run_the_dedupe_fold_is_named_s4_and_shrinks() {
-    let kept = kept("dedupe-per-run");
-    let report = report_of(&dedupe_per_run(Regressions::File(kept.clone())));
+    let (kept, report) = failing(dedupe_per_run, "dedupe-per-run");
     assert!(
         report.contains("fails S4 (logic is not a pure function)"),
         "{report}"
@@ -326,29 +340,18 @@ fn with_an_app_per_run_the_dedupe_fold_is_named_s4_and_shrinks() {
     let text = std::fs::read_to_string(&kept).expect("the shrunk tape is kept");
     assert!(text.contains("with_an_app_per_run"), "{text}");
     let _ = std::fs::remove_file(&kept);
-    for kind in ["seed", "tape"] {
-        let (passed, output) = rerun("replay_dedupe_per_run", replay_value(&report, kind));
-        assert!(!passed, "the {kind} replay passed:\n{output}");
-        assert!(output.contains("the replayed run fails"), "{output}");
-        assert!(output.contains("S4 (logic"), "{output}");
-    }
+    both_replays_fail(
+        &report,
+        "replay_dedupe_per_run",
+        &["the replayed run fails", "S4 (logic"],
+    );
 }
 
 /// The pure version of the same app passes with an app per run, and the
 /// sampled re-runs find every run deterministic.
 #[test]
 fn a_pure_app_per_run_passes() {
-    let app = || {
-        let counts = counts();
-        let count = Stage::named("count")
-            .state(I64, || 0i64)
-            .on(&views(), move |count: i64, view| {
-                Step::of(count + 1).emit(counts.send(view.key().cloned(), count + 1))
-            })
-            .into(&self::counts())
-            .build();
-        Parsley::named("pure").stage(count).build().unwrap()
-    };
+    let app = || counting("pure", |_| 1);
     let summary = knobs(Simulation::builder_fn(app))
         .build()
         .unwrap()
@@ -357,10 +360,7 @@ fn a_pure_app_per_run_passes() {
 }
 
 fn undeclared(regressions: Regressions) -> Simulation {
-    knobs(Simulation::builder(undeclared_sink_app()))
-        .regressions(regressions)
-        .build()
-        .unwrap()
+    simulation(Simulation::builder(undeclared_sink_app()), regressions)
 }
 
 #[test]
@@ -374,8 +374,7 @@ fn replay_undeclared() {
 /// lines reproduce it.
 #[test]
 fn a_task_that_stops_on_one_key_is_a_violation() {
-    let kept = kept("undeclared");
-    let report = report_of(&undeclared(Regressions::File(kept.clone())));
+    let (kept, report) = failing(undeclared, "undeclared");
     assert!(report.contains("unexpected stop"), "{report}");
     assert!(report.contains("task forward/"), "{report}");
     assert!(report.contains("elsewhere"), "{report}");
@@ -384,11 +383,7 @@ fn a_task_that_stops_on_one_key_is_a_violation() {
     assert!(report.contains(&format!("seed={seed}")), "{report}");
     assert!(kept.exists(), "a reproducing tape is kept:\n{report}");
     let _ = std::fs::remove_file(&kept);
-    for kind in ["seed", "tape"] {
-        let (passed, output) = rerun("replay_undeclared", replay_value(&report, kind));
-        assert!(!passed, "the {kind} replay passed:\n{output}");
-        assert!(output.contains("unexpected stop"), "{output}");
-    }
+    both_replays_fail(&report, "replay_undeclared", &["unexpected stop"]);
 }
 
 /// Most seeds stop the task, and every one of them is flagged; a stop the
@@ -427,17 +422,7 @@ fn every_seed_with_the_stop_is_flagged_unless_declared() {
 /// message; the other seeds run and the runner does not panic.
 #[test]
 fn a_panic_in_a_run_is_a_violation_of_its_seed() {
-    let app = || {
-        let counts = counts();
-        let count = Stage::named("count")
-            .state(I64, || 0i64)
-            .on(&views(), move |count: i64, view| {
-                Step::of(count + 1).emit(counts.send(view.key().cloned(), count + 1))
-            })
-            .into(&self::counts())
-            .build();
-        Parsley::named("panicky").stage(count).build().unwrap()
-    };
+    let app = || counting("panicky", |_| 1);
     let summary = Simulation::builder_fn(app)
         .input(Input::new(&views(), |draw| {
             let value = draw.range(1, 400);

@@ -5,8 +5,8 @@
 //! by visitor, re-keyed by page, counted per page.
 
 use parsley::probe::Role;
-use parsley::{App, Json, Parsley, Stage, Step, Topic, Utf8, I64};
-use parsley_sim::{TestDriver, TestRecord};
+use parsley::{App, Json, Parsley, Stage, Step, Topic, Tp, Utf8, I64};
+use parsley_sim::{TestDriver, TestInputTopic, TestRecord};
 
 struct Views {
     by_visitor: Topic<String, String>,
@@ -15,23 +15,93 @@ struct Views {
     app: App,
 }
 
+/// What building `app` refuses it with.
+fn refusal(app: parsley::app::AppBuilder) -> String {
+    app.build().unwrap_err().to_string()
+}
+
+/// Asserts that `error` names `rule` first, and says `what`.
+fn assert_refused(error: &str, rule: &str, what: &str) {
+    assert!(
+        error.starts_with(&format!("{rule} ")) && error.contains(what),
+        "{error}"
+    );
+}
+
+/// A stage "count" counting the records of `source` per key into `counts`.
+fn counting(source: &Topic<String, String>, counts: &Topic<String, i64>) -> Stage {
+    let written = counts.clone();
+    Stage::named("count")
+        .state(Json, || 0i64)
+        .on(source, move |count: i64, record| {
+            Step::of(count + 1).emit(written.send(record.key().cloned(), count + 1))
+        })
+        .into(counts)
+        .build()
+}
+
+/// A driver of `app`, its topics of three partitions.
+fn three_partitions(app: &App) -> TestDriver {
+    TestDriver::builder(app)
+        .default_partitions(3)
+        .build()
+        .unwrap()
+}
+
+/// Asserts that `driver` probes and creates `topic` as the repartition
+/// topic of `stage`, with three partitions.
+fn assert_repartition(driver: &TestDriver, topic: &Topic<String, String>, stage: &str) {
+    let contract = driver
+        .probe()
+        .into_iter()
+        .find(|contract| contract.name == *topic.name())
+        .expect("probed");
+    assert!(contract.roles.contains(&Role::Repartition {
+        stage: stage.to_string()
+    }));
+    assert_eq!(contract.owner(), Some(stage));
+    assert_eq!(driver.cluster().partitions(topic.name().as_str()), Some(3));
+}
+
+/// Pipes each (key, value, timestamp) of `records`; where each landed.
+fn pipe_each(
+    input: &TestInputTopic<String, String>,
+    records: &[(&str, &str, i64)],
+) -> Vec<(Tp, u64)> {
+    records
+        .iter()
+        .map(|(key, value, at)| {
+            input
+                .pipe_record(TestRecord::new(*key, *value).at(*at))
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The counts `driver` wrote to `counts` for `key`, in order.
+fn counts_of(driver: &TestDriver, counts: &Topic<String, i64>, key: &str) -> Vec<i64> {
+    driver
+        .output(counts)
+        .unwrap()
+        .read_key_values_to_list()
+        .unwrap()
+        .into_iter()
+        .filter(|(counted, _)| counted.as_deref() == Some(key))
+        .map(|(_, count)| count)
+        .collect()
+}
+
 fn views() -> Views {
     let by_visitor = Topic::<String, String>::with_codecs("views-by-visitor", Utf8, Utf8);
     let counts = Topic::<String, i64>::with_codecs("views-per-page", Utf8, I64);
     let site = Parsley::named("site");
     // The value is the page.
     let (rekey, by_page) = site.rekey("to-page", &by_visitor, Utf8, |view| view.value().clone());
-    let counting = Stage::named("count")
-        .state(Json, || 0i64)
-        .on(&by_page, {
-            let counts = counts.clone();
-            move |count: i64, view| {
-                Step::of(count + 1).emit(counts.send(view.key().cloned(), count + 1))
-            }
-        })
-        .into(&counts)
-        .build();
-    let app = site.stage(rekey).stage(counting).build().unwrap();
+    let app = site
+        .stage(rekey)
+        .stage(counting(&by_page, &counts))
+        .build()
+        .unwrap();
     Views {
         by_visitor,
         by_page,
@@ -47,26 +117,7 @@ fn views() -> Views {
 fn r1_the_repartition_topic_is_derived_probed_and_created() {
     let views = views();
     assert_eq!(views.by_page.name().as_str(), "site-to-page-repartition");
-    let contract = TestDriver::builder(&views.app)
-        .default_partitions(3)
-        .build()
-        .unwrap()
-        .probe()
-        .into_iter()
-        .find(|contract| contract.name == *views.by_page.name())
-        .expect("probed");
-    assert!(contract.roles.contains(&Role::Repartition {
-        stage: "to-page".to_string()
-    }));
-    assert_eq!(contract.owner(), Some("to-page"));
-    let driver = TestDriver::builder(&views.app)
-        .default_partitions(3)
-        .build()
-        .unwrap();
-    assert_eq!(
-        driver.cluster().partitions(views.by_page.name().as_str()),
-        Some(3)
-    );
+    assert_repartition(&three_partitions(&views.app), &views.by_page, "to-page");
 }
 
 /// R1, R2: every visitor's views of a page are counted in one task, each
@@ -75,24 +126,17 @@ fn r1_the_repartition_topic_is_derived_probed_and_created() {
 #[test]
 fn r2_rekeyed_records_keep_value_timestamp_and_cause() {
     let views = views();
-    let driver = TestDriver::builder(&views.app)
-        .default_partitions(3)
-        .build()
-        .unwrap();
+    let driver = three_partitions(&views.app);
     let input = driver.input(&views.by_visitor).unwrap();
-    let mut sources = Vec::new();
-    for (visitor, page, at) in [
-        ("ann", "home", 10),
-        ("bob", "home", 20),
-        ("cyd", "shop", 30),
-        ("dee", "home", 40),
-    ] {
-        sources.push(
-            input
-                .pipe_record(TestRecord::new(visitor, page).at(at))
-                .unwrap(),
-        );
-    }
+    let sources = pipe_each(
+        &input,
+        &[
+            ("ann", "home", 10),
+            ("bob", "home", 20),
+            ("cyd", "shop", 30),
+            ("dee", "home", 40),
+        ],
+    );
     let rekeyed = driver.output(&views.by_page).unwrap().read_all().unwrap();
     assert_eq!(rekeyed.len(), 4);
     for (record, (tp, offset)) in rekeyed.iter().zip(&sources) {
@@ -117,19 +161,7 @@ fn r2_rekeyed_records_keep_value_timestamp_and_cause() {
         .map(|record| record.tp.partition)
         .collect();
     assert!(home.windows(2).all(|pair| pair[0] == pair[1]), "{home:?}");
-    let counts = driver
-        .output(&views.counts)
-        .unwrap()
-        .read_key_values_to_list()
-        .unwrap();
-    assert_eq!(
-        counts
-            .iter()
-            .filter(|(page, _)| page.as_deref() == Some("home"))
-            .map(|(_, count)| *count)
-            .collect::<Vec<_>>(),
-        [1, 2, 3]
-    );
+    assert_eq!(counts_of(&driver, &views.counts, "home"), [1, 2, 3]);
 }
 
 /// R1: a re-key made by another application's builder, and another stage
@@ -141,11 +173,8 @@ fn r1_foreign_rekeys_and_other_writers_are_refused() {
     let (rekey, _) = Parsley::named("site").rekey("to-page", &views.by_visitor, Utf8, |view| {
         view.value().clone()
     });
-    let error = other.stage(rekey).build().unwrap_err().to_string();
-    assert!(
-        error.starts_with("R1 ") && error.contains("site-to-page-repartition"),
-        "{error}"
-    );
+    let error = refusal(other.stage(rekey));
+    assert_refused(&error, "R1", "site-to-page-repartition");
     let site = Parsley::named("site");
     let (rekey, by_page) = site.rekey("to-page", &views.by_visitor, Utf8, |view| {
         view.value().clone()
@@ -157,16 +186,8 @@ fn r1_foreign_rekeys_and_other_writers_are_refused() {
         })
         .into(&by_page)
         .build();
-    let error = site
-        .stage(rekey)
-        .stage(forger)
-        .build()
-        .unwrap_err()
-        .to_string();
-    assert!(
-        error.starts_with("R1 ") && error.contains("only that stage writes it"),
-        "{error}"
-    );
+    let error = refusal(site.stage(rekey).stage(forger));
+    assert_refused(&error, "R1", "only that stage writes it");
 }
 
 /// R1, C3: derived topics follow derived topics: the repartition topic takes
@@ -213,17 +234,11 @@ fn countries() -> Countries {
     let (join, by_country) = site.rekey_output("to-country", join, &joined, Utf8, |_, joined| {
         joined.rsplit('@').next().unwrap_or("?").to_string()
     });
-    let counting = Stage::named("count")
-        .state(Json, || 0i64)
-        .on(&by_country, {
-            let counts = counts.clone();
-            move |count: i64, click| {
-                Step::of(count + 1).emit(counts.send(click.key().cloned(), count + 1))
-            }
-        })
-        .into(&counts)
-        .build();
-    let app = site.stage(join).stage(counting).build().unwrap();
+    let app = site
+        .stage(join)
+        .stage(counting(&by_country, &counts))
+        .build()
+        .unwrap();
     Countries {
         clicks,
         visitors,
@@ -247,49 +262,24 @@ fn r3_a_join_rekeys_its_output_within_its_own_stage() {
         countries.by_country.name().as_str(),
         "site-to-country-repartition"
     );
-    let driver = TestDriver::builder(&countries.app)
-        .default_partitions(3)
-        .build()
-        .unwrap();
-    let contract = driver
-        .probe()
-        .into_iter()
-        .find(|contract| contract.name == *countries.by_country.name())
-        .expect("probed");
-    assert!(contract.roles.contains(&Role::Repartition {
-        stage: "join".to_string()
-    }));
-    assert_eq!(contract.owner(), Some("join"));
-    assert_eq!(
-        driver
-            .cluster()
-            .partitions(countries.by_country.name().as_str()),
-        Some(3)
-    );
+    let driver = three_partitions(&countries.app);
+    assert_repartition(&driver, &countries.by_country, "join");
     let table = driver.input(&countries.visitors).unwrap();
-    let mut rows = Vec::new();
-    for (visitor, country) in [("ann", "fr"), ("bob", "de"), ("cyd", "fr")] {
-        rows.push(
-            table
-                .pipe_record(TestRecord::new(visitor, country).at(1))
-                .unwrap(),
-        );
-    }
+    let rows = pipe_each(
+        &table,
+        &[("ann", "fr", 1), ("bob", "de", 1), ("cyd", "fr", 1)],
+    );
     let input = driver.input(&countries.clicks).unwrap();
-    let mut clicks = Vec::new();
-    for (visitor, page, at) in [
-        ("ann", "home", 10),
-        ("bob", "home", 20),
-        ("cyd", "shop", 30),
-        ("dee", "cart", 40),
-        ("ann", "shop", 50),
-    ] {
-        clicks.push(
-            input
-                .pipe_record(TestRecord::new(visitor, page).at(at))
-                .unwrap(),
-        );
-    }
+    let clicks = pipe_each(
+        &input,
+        &[
+            ("ann", "home", 10),
+            ("bob", "home", 20),
+            ("cyd", "shop", 30),
+            ("dee", "cart", 40),
+            ("ann", "shop", 50),
+        ],
+    );
     let joined = driver
         .output(&countries.joined)
         .unwrap()
@@ -318,17 +308,8 @@ fn r3_a_join_rekeys_its_output_within_its_own_stage() {
     // ann's first click claims the table row it was joined with.
     let (row_tp, row_offset) = &rows[0];
     assert_eq!(rekeyed[0].stamp.offset(row_tp), Some(*row_offset));
-    let counts = driver
-        .output(&countries.counts)
-        .unwrap()
-        .read_key_values_to_list()
-        .unwrap();
     assert_eq!(
-        counts
-            .iter()
-            .filter(|(country, _)| country.as_deref() == Some("fr"))
-            .map(|(_, count)| *count)
-            .collect::<Vec<_>>(),
+        counts_of(&driver, &countries.counts, "fr"),
         [1, 2, 3],
         "every click from France counted in one task"
     );
@@ -389,25 +370,14 @@ fn r1_two_rekeys_with_one_name_are_refused() {
         Utf8,
         |_, joined| joined.clone(),
     );
-    let error = site.stage(twice).build().unwrap_err().to_string();
-    assert!(
-        error.starts_with("R1 ") && error.contains("site-to-country-repartition"),
-        "{error}"
-    );
+    let error = refusal(site.stage(twice));
+    assert_refused(&error, "R1", "site-to-country-repartition");
     let site = Parsley::named("site");
     let (rekey, _) = site.rekey("to-country", &countries.clicks, Utf8, |click| {
         click.value().clone()
     });
-    let error = site
-        .stage(join)
-        .stage(rekey)
-        .build()
-        .unwrap_err()
-        .to_string();
-    assert!(
-        error.starts_with("R1 ") && error.contains("two re-keys"),
-        "{error}"
-    );
+    let error = refusal(site.stage(join).stage(rekey));
+    assert_refused(&error, "R1", "two re-keys");
 }
 
 /// R3: a re-key given a topic of the output's name but other codecs would
@@ -419,9 +389,6 @@ fn r3_a_rekey_of_an_output_with_other_codecs_is_refused() {
     let site = Parsley::named("site");
     let as_json = Topic::<String, String>::with_codecs("clicks-with-country", Utf8, Json);
     let (join, _) = site.rekey_output("by-value", join, &as_json, Utf8, |_, joined| joined.clone());
-    let error = site.stage(join).build().unwrap_err().to_string();
-    assert!(
-        error.starts_with("R3 ") && error.contains("other codecs"),
-        "{error}"
-    );
+    let error = refusal(site.stage(join));
+    assert_refused(&error, "R3", "other codecs");
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use parsley::join::{Join, JoinWindows};
 use parsley::{App, Json, Parsley, Topic, Utf8, I64};
-use parsley_sim::{TestDriver, TestRecord};
+use parsley_sim::{TestDriver, TestInputTopic, TestRecord};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,11 +71,25 @@ fn attributed(placement: i64, click: Option<i64>) -> Attribution {
     Attribution { placement, click }
 }
 
-fn driver(ads: &Ads) -> TestDriver {
-    TestDriver::builder(&ads.app)
+/// A driver of `ads` (two partitions a topic), and its inputs of
+/// impressions and of clicks.
+fn driver(ads: &Ads) -> (TestDriver, Input, Input) {
+    let driver = TestDriver::builder(&ads.app)
         .default_partitions(2)
         .build()
-        .unwrap()
+        .unwrap();
+    let impressions = driver.input(&ads.impressions).unwrap();
+    let clicks = driver.input(&ads.clicks).unwrap();
+    (driver, impressions, clicks)
+}
+
+type Input = TestInputTopic<String, i64>;
+
+/// Pipes `value` under `key` at `at` into `input`.
+fn pipe(input: &Input, key: &str, value: i64, at: i64) {
+    input
+        .pipe_record(TestRecord::new(key, value).at(at))
+        .unwrap();
 }
 
 /// J5: a click up to 10 s after its impression is attributed to it, when
@@ -83,23 +97,13 @@ fn driver(ads: &Ads) -> TestDriver {
 #[test]
 fn j5_a_click_within_its_window_is_joined_when_it_comes() {
     let ads = ads();
-    let driver = driver(&ads);
-    let impressions = driver.input(&ads.impressions).unwrap();
-    let clicks = driver.input(&ads.clicks).unwrap();
+    let (driver, impressions, clicks) = driver(&ads);
     let attributed_out = driver.output(&ads.attributed).unwrap();
-    impressions
-        .pipe_record(TestRecord::new("ad1", 1).at(10_000))
-        .unwrap();
-    clicks
-        .pipe_record(TestRecord::new("ad1", 7).at(9_999))
-        .unwrap();
+    pipe(&impressions, "ad1", 1, 10_000);
+    pipe(&clicks, "ad1", 7, 9_999);
     assert!(attributed_out.is_empty(), "a click before the impression");
-    clicks
-        .pipe_record(TestRecord::new("ad1", 8).at(20_000))
-        .unwrap();
-    clicks
-        .pipe_record(TestRecord::new("ad1", 9).at(20_001))
-        .unwrap();
+    pipe(&clicks, "ad1", 8, 20_000);
+    pipe(&clicks, "ad1", 9, 20_001);
     assert_eq!(
         attributed_out.read_key_values_to_list().unwrap(),
         [(Some("ad1".to_string()), attributed(1, Some(8)))],
@@ -113,41 +117,27 @@ fn j5_a_click_within_its_window_is_joined_when_it_comes() {
 #[test]
 fn j7_an_unclicked_impression_is_written_once_its_window_and_grace_close() {
     let ads = ads();
-    let driver = driver(&ads);
-    let impressions = driver.input(&ads.impressions).unwrap();
-    let clicks = driver.input(&ads.clicks).unwrap();
+    let (driver, impressions, clicks) = driver(&ads);
     let attributed_out = driver.output(&ads.attributed).unwrap();
-    impressions
-        .pipe_record(TestRecord::new("ad1", 1).at(1_000))
-        .unwrap();
-    impressions
-        .pipe_record(TestRecord::new("ad1", 2).at(2_000))
-        .unwrap();
+    pipe(&impressions, "ad1", 1, 1_000);
+    pipe(&impressions, "ad1", 2, 2_000);
     // Stream time at 13,000: ad1@1,000 closes after 13,000.
-    impressions
-        .pipe_record(TestRecord::new("ad1", 3).at(13_000))
-        .unwrap();
+    pipe(&impressions, "ad1", 3, 13_000);
     assert!(attributed_out.is_empty(), "nothing closed yet");
     // Out of order but within the grace: ad1@2,000 is clicked.
-    clicks
-        .pipe_record(TestRecord::new("ad1", 5).at(11_500))
-        .unwrap();
+    pipe(&clicks, "ad1", 5, 11_500);
     assert_eq!(
         attributed_out.read_values_to_list().unwrap(),
         [attributed(2, Some(5))],
         "the click at 11,500 is within 10 s after 2,000 only"
     );
-    impressions
-        .pipe_record(TestRecord::new("ad1", 4).at(13_001))
-        .unwrap();
+    pipe(&impressions, "ad1", 4, 13_001);
     assert_eq!(
         attributed_out.read_values_to_list().unwrap(),
         [attributed(1, None)],
         "ad1@1,000 alone, once"
     );
-    impressions
-        .pipe_record(TestRecord::new("ad1", 6).at(60_000))
-        .unwrap();
+    pipe(&impressions, "ad1", 6, 60_000);
     assert_eq!(
         attributed_out.read_values_to_list().unwrap(),
         [attributed(3, None), attributed(4, None)],
@@ -161,45 +151,29 @@ fn j7_an_unclicked_impression_is_written_once_its_window_and_grace_close() {
 #[test]
 fn j6_j7_held_records_survive_a_restart_and_outer_writes_both_sides() {
     let ads = ads();
-    let driver = driver(&ads);
-    let impressions = driver.input(&ads.impressions).unwrap();
-    let clicks = driver.input(&ads.clicks).unwrap();
+    let (driver, impressions, clicks) = driver(&ads);
     let nearby = driver.output(&ads.nearby).unwrap();
-    impressions
-        .pipe_record(TestRecord::new("ad2", 1).at(5_000))
-        .unwrap();
-    clicks
-        .pipe_record(TestRecord::new("ad2", 2).at(5_800))
-        .unwrap();
+    pipe(&impressions, "ad2", 1, 5_000);
+    pipe(&clicks, "ad2", 2, 5_800);
     assert_eq!(nearby.read_values_to_list().unwrap(), ["1/2"]);
     driver.restart().unwrap();
-    clicks
-        .pipe_record(TestRecord::new("ad2", 3).at(6_000))
-        .unwrap();
+    pipe(&clicks, "ad2", 3, 6_000);
     assert_eq!(
         nearby.read_values_to_list().unwrap(),
         ["1/3"],
         "the impression is held across the restart, until 6,000"
     );
     driver.restart().unwrap();
-    impressions
-        .pipe_record(TestRecord::new("ad2", 4).at(6_900))
-        .unwrap();
+    pipe(&impressions, "ad2", 4, 6_900);
     assert_eq!(
         nearby.read_values_to_list().unwrap(),
         ["4/3"],
         "not 4/2: closed at 6,800"
     );
-    clicks
-        .pipe_record(TestRecord::new("ad2", 5).at(9_000))
-        .unwrap();
+    pipe(&clicks, "ad2", 5, 9_000);
     assert!(nearby.is_empty(), "what closed had met something");
-    impressions
-        .pipe_record(TestRecord::new("ad2", 6).at(20_000))
-        .unwrap();
+    pipe(&impressions, "ad2", 6, 20_000);
     assert_eq!(nearby.read_values_to_list().unwrap(), ["-/5"]);
-    clicks
-        .pipe_record(TestRecord::new("ad2", 7).at(30_000))
-        .unwrap();
+    pipe(&clicks, "ad2", 7, 30_000);
     assert_eq!(nearby.read_values_to_list().unwrap(), ["6/-"], "once");
 }

@@ -4,10 +4,34 @@ mod support;
 
 use std::time::Duration;
 
-use parsley::{Claim, Stamp, Tp};
+use parsley::{App, Claim, Stamp, Tp};
 use parsley_sim::{TestDriver, TestRecord};
 use support::{deliveries, ledger, ticks_delivered, ticks_emitted, MINUTE, START};
 use support::{shop, tally, Sale, ShopTopics};
+
+/// A driver of `app` whose wall clock starts at `START`.
+fn at_start(app: &App) -> TestDriver {
+    TestDriver::builder(app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap()
+}
+
+/// The shop, under a driver whose wall clock starts at `START`.
+fn shop_at_start() -> (ShopTopics, TestDriver) {
+    let topics = ShopTopics::new();
+    let driver = at_start(&shop(&topics).unwrap());
+    (topics, driver)
+}
+
+/// The receipts the shop wrote.
+fn receipts(driver: &TestDriver, topics: &ShopTopics) -> Vec<String> {
+    driver
+        .output(&topics.receipts)
+        .unwrap()
+        .read_values()
+        .unwrap()
+}
 
 /// T5: a tick emitted while a record is held on an unresolved claim claims
 /// that record's causes, so it is held too, and delivered only after the
@@ -15,10 +39,7 @@ use support::{shop, tally, Sale, ShopTopics};
 #[test]
 fn t5_tick_held_behind_unresolved_claim_is_delivered_after_it_resolves() {
     let ledger = ledger();
-    let driver = TestDriver::builder(&ledger.app)
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
+    let driver = at_start(&ledger.app);
     driver.pause("payments");
     let (payment, _) = driver
         .input(&ledger.payments)
@@ -63,11 +84,7 @@ fn t5_tick_held_behind_unresolved_claim_is_delivered_after_it_resolves() {
 /// visible, the tick time rolls back, and the retry emits a fresh tick.
 #[test]
 fn t6_abort_of_emitting_transaction_reemits_the_tick() {
-    let topics = ShopTopics::new();
-    let driver = TestDriver::builder(&shop(&topics).unwrap())
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
+    let (topics, driver) = shop_at_start();
     driver.fail_next_commit("till", 0).unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
     // Offset 0 held the aborted tick, offset 1 its abort marker.
@@ -80,11 +97,7 @@ fn t6_abort_of_emitting_transaction_reemits_the_tick() {
         [("shop-till-ticks-0".to_string(), 2)]
     );
     assert_eq!(
-        driver
-            .output(&topics.receipts)
-            .unwrap()
-            .read_values()
-            .unwrap(),
+        receipts(&driver, &topics),
         [format!("close@{}", START + 60_000)]
     );
     assert_eq!(driver.metric("till", "ticks-emitted-total").unwrap(), 1);
@@ -94,11 +107,7 @@ fn t6_abort_of_emitting_transaction_reemits_the_tick() {
 /// the same tick, in order, and its effects commit exactly once.
 #[test]
 fn t6_abort_of_processing_transaction_redelivers_the_same_tick() {
-    let topics = ShopTopics::new();
-    let driver = TestDriver::builder(&shop(&topics).unwrap())
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
+    let (topics, driver) = shop_at_start();
     driver.pause("shop-till-ticks");
     driver.advance_wall_clock(MINUTE).unwrap();
     driver.fail_next_commit("till", 0).unwrap();
@@ -109,11 +118,7 @@ fn t6_abort_of_processing_transaction_redelivers_the_same_tick() {
         [(tick.clone(), 0), (tick, 0)]
     );
     assert_eq!(
-        driver
-            .output(&topics.receipts)
-            .unwrap()
-            .read_values()
-            .unwrap(),
+        receipts(&driver, &topics),
         [format!("close@{}", START + 60_000)]
     );
     let metrics = driver.metrics("till", 0).unwrap();
@@ -125,11 +130,7 @@ fn t6_abort_of_processing_transaction_redelivers_the_same_tick() {
 /// cadence instead of counting from the restart.
 #[test]
 fn t3_cadence_survives_a_restart() {
-    let topics = ShopTopics::new();
-    let driver = TestDriver::builder(&shop(&topics).unwrap())
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
+    let (_, driver) = shop_at_start();
     driver.advance_wall_clock(MINUTE).unwrap();
     driver.advance_wall_clock(Duration::from_secs(30)).unwrap();
     driver.restart().unwrap();
@@ -144,11 +145,7 @@ fn t3_cadence_survives_a_restart() {
 /// T3: one tick per firing, never a burst of catch-up ticks.
 #[test]
 fn t3_a_long_pause_gives_one_tick_not_a_burst() {
-    let topics = ShopTopics::new();
-    let driver = TestDriver::builder(&shop(&topics).unwrap())
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
+    let (_, driver) = shop_at_start();
     driver.advance_wall_clock(Duration::from_secs(59)).unwrap();
     assert!(
         ticks_emitted(&driver.trace()).is_empty(),
@@ -165,10 +162,7 @@ fn t3_a_long_pause_gives_one_tick_not_a_burst() {
 #[test]
 fn t7_tick_slot_is_never_the_null_key_slot() {
     let topics = ShopTopics::new();
-    let driver = TestDriver::builder(&tally(&topics).unwrap())
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
+    let driver = at_start(&tally(&topics).unwrap());
     driver
         .input(&topics.sales)
         .unwrap()

@@ -51,14 +51,7 @@ fn carts() -> Carts {
         })
         .into((&requests, &abandoned))
         .build();
-    let timers = TimerService::named("cart-timers")
-        .resolution(Duration::from_secs(1))
-        .build(&requests, &fires);
-    let app = Parsley::named("shop")
-        .stage(carts)
-        .stage(timers)
-        .build()
-        .unwrap();
+    let app = with_timers("shop", carts, "cart-timers", &requests, &fires);
     Carts {
         items,
         checkouts,
@@ -67,11 +60,44 @@ fn carts() -> Carts {
     }
 }
 
-fn driver(carts: &Carts) -> TestDriver {
-    TestDriver::builder(&carts.app)
+/// An app of `stage` and a timer service `timers` (a resolution of one
+/// second) answering its `requests` on `fires`.
+fn with_timers(
+    app: &str,
+    stage: Stage,
+    timers: &str,
+    requests: &Topic<String, i64>,
+    fires: &Topic<String, i64>,
+) -> App {
+    let timers = TimerService::named(timers)
+        .resolution(Duration::from_secs(1))
+        .build(requests, fires);
+    Parsley::named(app)
+        .stage(stage)
+        .stage(timers)
+        .build()
+        .unwrap()
+}
+
+/// A driver of `app` whose wall clock starts at `START`.
+fn driver_of(app: &App) -> TestDriver {
+    TestDriver::builder(app)
         .initial_wall_clock(START)
         .build()
         .unwrap()
+}
+
+fn driver(carts: &Carts) -> TestDriver {
+    driver_of(&carts.app)
+}
+
+/// Pipes `value` under `key` into `topic`.
+fn pipe(driver: &TestDriver, topic: &Topic<String, i64>, key: &str, value: i64) {
+    driver
+        .input(topic)
+        .unwrap()
+        .pipe(key.to_string(), value)
+        .unwrap();
 }
 
 /// K2: a timer fires once its time has come, by `advance_wall_clock` alone,
@@ -80,11 +106,7 @@ fn driver(carts: &Carts) -> TestDriver {
 fn k2_advance_wall_clock_fires_due_timers_and_no_others() {
     let carts = carts();
     let driver = driver(&carts);
-    driver
-        .input(&carts.items)
-        .unwrap()
-        .pipe("ann".to_string(), 2)
-        .unwrap();
+    pipe(&driver, &carts.items, "ann", 2);
     assert_eq!(
         driver.pending_timers("cart-timers").unwrap(),
         [START + IDLE_MS]
@@ -136,11 +158,7 @@ fn k2_each_request_fires_once_and_the_stage_decides_what_it_means() {
 fn k2_a_fire_claims_its_request_and_the_requests_causes() {
     let carts = carts();
     let driver = driver(&carts);
-    driver
-        .input(&carts.items)
-        .unwrap()
-        .pipe("ann".to_string(), 1)
-        .unwrap();
+    pipe(&driver, &carts.items, "ann", 1);
     driver
         .advance_wall_clock(Duration::from_millis(IDLE_MS as u64 + 1_000))
         .unwrap();
@@ -205,23 +223,23 @@ fn reminders(offset_ms: i64, dead_letters: bool) -> (Topic<String, i64>, App) {
     (readings, app)
 }
 
+/// The reminders asking for timers a millisecond in the past, and one
+/// reading piped: its timer is pending, for `START - 1`.
+fn a_timer_in_the_past() -> TestDriver {
+    let (readings, app) = reminders(-1, false);
+    let driver = driver_of(&app);
+    pipe(&driver, &readings, "s1", 1);
+    assert_eq!(driver.pending_timers("timers").unwrap(), [START - 1]);
+    driver
+}
+
 /// K2: a request for a time before its own timestamp (a timer "in the
 /// past") is due at once: it fires at the service's next tick, for the time
 /// it asked, and the service's task counts it on
 /// `timer-requests-late-total`; nothing stops.
 #[test]
 fn k2_a_timer_in_the_past_fires_at_the_next_tick_and_is_counted() {
-    let (readings, app) = reminders(-1, false);
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
-    driver
-        .input(&readings)
-        .unwrap()
-        .pipe("s1".to_string(), 1)
-        .unwrap();
-    assert_eq!(driver.pending_timers("timers").unwrap(), [START - 1]);
+    let driver = a_timer_in_the_past();
     assert_eq!(
         driver
             .metric("timers", "timer-requests-late-total")
@@ -259,17 +277,7 @@ fn k2_a_timer_overdue_at_a_restart_fires_at_the_next_tick() {
     let fires = Topic::<String, i64>::with_codecs("fires", Utf8, I64);
     let overdue_then_restarted = |planted: Option<parsley::mutation::Mutation>| {
         parsley::mutation::set(planted);
-        let (readings, app) = reminders(-1, false);
-        let driver = TestDriver::builder(&app)
-            .initial_wall_clock(START)
-            .build()
-            .unwrap();
-        driver
-            .input(&readings)
-            .unwrap()
-            .pipe("s1".to_string(), 1)
-            .unwrap();
-        assert_eq!(driver.pending_timers("timers").unwrap(), [START - 1]);
+        let driver = a_timer_in_the_past();
         driver.restart_task("timers", 0).unwrap();
         let pending = driver.pending_timers("timers").unwrap();
         driver.advance_wall_clock(Duration::from_secs(1)).unwrap();
@@ -322,23 +330,9 @@ fn k2_re_arming_on_every_fire_keeps_firing_tick_after_tick() {
         })
         .into((&requests, &beats))
         .build();
-    let timers = TimerService::named("beat-timers")
-        .resolution(Duration::from_secs(1))
-        .build(&requests, &fires);
-    let app = Parsley::named("pulse")
-        .stage(beat)
-        .stage(timers)
-        .build()
-        .unwrap();
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
-    driver
-        .input(&starts)
-        .unwrap()
-        .pipe("p".to_string(), 0)
-        .unwrap();
+    let app = with_timers("pulse", beat, "beat-timers", &requests, &fires);
+    let driver = driver_of(&app);
+    pipe(&driver, &starts, "p", 0);
     for _ in 0..5 {
         driver.advance_wall_clock(Duration::from_secs(1)).unwrap();
     }
@@ -364,10 +358,7 @@ fn k2_re_arming_on_every_fire_keeps_firing_tick_after_tick() {
 #[test]
 fn k2_a_refused_request_is_dead_lettered_with_the_opt_in() {
     let (readings, app) = reminders(0, true);
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
+    let driver = driver_of(&app);
     let readings = driver.input(&readings).unwrap();
     readings.pipe(None, 1).unwrap();
     readings.pipe("s2".to_string(), 2).unwrap();
@@ -387,10 +378,7 @@ fn k2_a_refused_request_is_dead_lettered_with_the_opt_in() {
 #[test]
 fn k2_a_request_that_does_not_decode_is_a_codec_error_naming_the_record() {
     let (_, app) = reminders(0, false);
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(START)
-        .build()
-        .unwrap();
+    let driver = driver_of(&app);
     let requests = Topic::<String, i64>::with_codecs("requests", Utf8, I64);
     let error = driver
         .input(&requests)

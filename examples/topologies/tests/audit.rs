@@ -64,6 +64,13 @@ fn assert_reports(report: &AuditReport, invariant: Invariant, needle: &str) {
     );
 }
 
+/// Asserts that `invariant`, mentioning `needle`, is the one invariant the
+/// report finds broken.
+fn assert_only(report: &AuditReport, invariant: Invariant, needle: &str) {
+    assert_reports(report, invariant, needle);
+    assert_eq!(report.invariants().len(), 1, "{report}");
+}
+
 fn with_stamp(record: &ConsumedRecord, stamp: &Stamp) -> ConsumedRecord {
     let mut record = record.clone();
     record
@@ -75,6 +82,15 @@ fn with_stamp(record: &ConsumedRecord, stamp: &Stamp) -> ConsumedRecord {
         value: header::encode(stamp),
     });
     record
+}
+
+/// Rewrites the stamp of `tp`'s record at `index` in `logs` with `edit`.
+fn restamp(logs: &mut CommittedLogs, tp: &Tp, index: usize, edit: impl FnOnce(&mut Stamp)) {
+    let mut records = logs.records(tp).to_vec();
+    let mut stamp = stamp_of(&records[index]);
+    edit(&mut stamp);
+    records[index] = with_stamp(&records[index], &stamp);
+    logs.insert_records(tp.clone(), records);
 }
 
 fn stamp_of(record: &ConsumedRecord) -> Stamp {
@@ -121,6 +137,13 @@ fn balances_run() -> (App, TestDriver) {
         .unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
     (app, driver)
+}
+
+/// `balances_run`'s app, assembly and committed logs, to forge.
+fn balances_logs() -> (App, Assembly, CommittedLogs) {
+    let (app, driver) = balances_run();
+    let (assembly, logs) = read(&driver, &app);
+    (app, assembly, logs)
 }
 
 /// I1, I4–I7 hold on `balances` (ticks, a plain tick handler on a stateful
@@ -247,6 +270,13 @@ fn fan_in_run() -> (App, TestDriver, FanInTopics) {
     driver.resume("payments").unwrap();
     driver.advance_wall_clock(MINUTE).unwrap();
     (app, driver, topics)
+}
+
+/// `fan_in_run`'s app, assembly and committed logs, to forge.
+fn fan_in_logs() -> (App, Assembly, CommittedLogs) {
+    let (app, driver, _) = fan_in_run();
+    let (assembly, logs) = read(&driver, &app);
+    (app, assembly, logs)
 }
 
 #[test]
@@ -397,15 +427,13 @@ fn tp(topic: &str, partition: u32) -> Tp {
 /// I7: a committed output dropped from the log is an emission lost.
 #[test]
 fn i7_audit_reports_a_lost_output() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let audits = tp("audits", 0);
     let mut records = logs.records(&audits).to_vec();
     records.remove(1);
     logs.insert_records(audits, records);
     let report = audit(&app, &assembly, &logs);
-    assert_reports(&report, Invariant::I7, "lost");
-    assert_eq!(report.invariants().len(), 1, "{report}");
+    assert_only(&report, Invariant::I7, "lost");
 }
 
 /// Commits `tp`'s record `of` once more, as a foreign writer would, at
@@ -437,14 +465,12 @@ fn plant_copy(logs: &mut CommittedLogs, tp: &Tp, of: usize, at: usize) -> u64 {
 /// I7: a committed output written twice is a duplicate.
 #[test]
 fn i7_audit_reports_a_duplicated_output() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let audits = tp("audits", 0);
     let at = logs.records(&audits).len();
     plant_copy(&mut logs, &audits, 0, at);
     let report = audit(&app, &assembly, &logs);
-    assert_reports(&report, Invariant::I7, "duplicated");
-    assert_eq!(report.invariants().len(), 1, "{report}");
+    assert_only(&report, Invariant::I7, "duplicated");
 }
 
 /// I7: an output duplicated early in a long, busy log (the timers shape:
@@ -501,12 +527,11 @@ fn i7_audit_reports_a_duplicate_deep_in_a_busy_log_within_its_search_budget() {
     assert!(report.summary.notes.is_empty(), "{report}");
     assert!(report.summary.deliveries > 500, "{report}");
     assert_reports(&report, Invariant::I7, &format!("{planted} (alice, "));
-    assert_reports(
+    assert_only(
         &report,
         Invariant::I7,
         &format!("duplicated: it repeats expiries-0@{first}"),
     );
-    assert_eq!(report.invariants().len(), 1, "{report}");
 }
 
 /// I1: an order rewritten to claim a payment that was delivered after it
@@ -515,18 +540,14 @@ fn i7_audit_reports_a_duplicate_deep_in_a_busy_log_within_its_search_budget() {
 /// committed after the order, so it is a causal inversion too (I3).
 #[test]
 fn i1_audit_reports_a_delivery_before_its_claim() {
-    let (app, driver, _) = fan_in_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = fan_in_logs();
     let orders = tp("orders", 0);
     let payments = tp("payments", 0);
     // payments@0, orders@0, payments@1 were delivered in that order.
     let later_payment = logs.records(&payments)[1].offset;
-    let mut records = logs.records(&orders).to_vec();
-    records[0] = with_stamp(
-        &records[0],
-        &Stamp::from_claims([Claim::new(payments.clone(), later_payment)]),
-    );
-    logs.insert_records(orders, records);
+    restamp(&mut logs, &orders, 0, |stamp| {
+        *stamp = Stamp::from_claims([Claim::new(payments.clone(), later_payment)]);
+    });
     let report = audit(&app, &assembly, &logs);
     assert_reports(
         &report,
@@ -545,8 +566,7 @@ fn i1_audit_reports_a_delivery_before_its_claim() {
 /// delivers (the claimed payment lies beyond the committed position).
 #[test]
 fn i1_audit_reports_a_claim_the_committed_history_never_delivers() {
-    let (app, driver, _) = fan_in_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = fan_in_logs();
     let payments = tp("payments", 0);
     let group = app.group_of("ledger").unwrap().to_string();
     let committed = logs.committed(&group, &payments).unwrap().clone();
@@ -568,55 +588,43 @@ fn i1_audit_reports_a_claim_the_committed_history_never_delivers() {
 /// was emitted for.
 #[test]
 fn i5_audit_reports_an_output_that_does_not_claim_its_cause() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let audits = tp("audits", 0);
-    let mut records = logs.records(&audits).to_vec();
-    records[2] = with_stamp(&records[2], &Stamp::empty());
-    logs.insert_records(audits, records);
+    restamp(&mut logs, &audits, 2, |stamp| *stamp = Stamp::empty());
     let report = audit(&app, &assembly, &logs);
-    assert_reports(
+    assert_only(
         &report,
         Invariant::I5,
         "does not claim the delivered record",
     );
-    assert_eq!(report.invariants().len(), 1, "{report}");
 }
 
 /// I3 (G6): a claim on an offset that holds no committed record — here a
 /// transaction marker.
 #[test]
 fn i3_audit_reports_a_claim_on_a_marker() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let audits = tp("audits", 0);
-    let mut records = logs.records(&audits).to_vec();
+    let records = logs.records(&audits);
     let marker = (0..logs.bounds(&audits).unwrap().end)
         .find(|offset| records.iter().all(|record| record.offset != *offset))
         .expect("transactions leave markers");
     let last = records.len() - 1;
-    let mut stamp = stamp_of(&records[last]);
-    stamp.claim(&audits, marker);
-    records[last] = with_stamp(&records[last], &stamp);
-    logs.insert_records(audits, records);
+    restamp(&mut logs, &audits, last, |stamp| {
+        stamp.claim(&audits, marker)
+    });
     let report = audit(&app, &assembly, &logs);
-    assert_reports(&report, Invariant::I3, &format!("claims audits-0@{marker}"));
-    assert_eq!(report.invariants().len(), 1, "{report}");
+    assert_only(&report, Invariant::I3, &format!("claims audits-0@{marker}"));
 }
 
 /// I1 (G6): a claim beyond the log end names a cause never appended.
 #[test]
 fn i1_audit_reports_a_claim_beyond_the_log_end() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let audits = tp("audits", 0);
     let orders = tp("orders", 1);
     let end = logs.bounds(&orders).unwrap().end;
-    let mut records = logs.records(&audits).to_vec();
-    let mut stamp = stamp_of(&records[0]);
-    stamp.claim(&orders, end + 3);
-    records[0] = with_stamp(&records[0], &stamp);
-    logs.insert_records(audits, records);
+    restamp(&mut logs, &audits, 0, |stamp| stamp.claim(&orders, end + 3));
     let report = audit(&app, &assembly, &logs);
     assert_reports(&report, Invariant::I1, "never appended");
 }
@@ -626,8 +634,7 @@ fn i1_audit_reports_a_claim_beyond_the_log_end() {
 /// `read_committed` consumer can have delivered that record.
 #[test]
 fn i3_audit_reports_a_claim_beyond_the_last_stable_offset() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let audits = tp("audits", 0);
     let orders = tp("orders", 1);
     // Two records of a transaction still open follow the committed ones:
@@ -641,26 +648,20 @@ fn i3_audit_reports_a_claim_beyond_the_last_stable_offset() {
             ..bounds
         },
     );
-    let mut records = logs.records(&audits).to_vec();
-    let mut stamp = stamp_of(&records[0]);
-    stamp.claim(&orders, stable);
-    records[0] = with_stamp(&records[0], &stamp);
-    logs.insert_records(audits, records);
+    restamp(&mut logs, &audits, 0, |stamp| stamp.claim(&orders, stable));
     let report = audit(&app, &assembly, &logs);
-    assert_reports(
+    assert_only(
         &report,
         Invariant::I3,
         &format!("precommitted read: orders-1@{stable} lies at or beyond the last stable offset {stable}"),
     );
-    assert_eq!(report.invariants().len(), 1, "{report}");
 }
 
 /// I3: a committed record claiming a record that was committed after it is
 /// a causal inversion (its writer read the cause before it committed).
 #[test]
 fn i3_audit_reports_a_cause_committed_after_its_effect() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let orders = tp("orders", 0);
     // A committed record of the application that claims an order.
     let (claimant, claimed) = logs
@@ -708,22 +709,19 @@ fn i3_audit_reports_a_cause_committed_after_its_effect() {
 /// I6: a changelog record that is not the fold of the committed deliveries.
 #[test]
 fn i6_audit_reports_a_changelog_that_differs_from_the_fold() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let changelog = tp("payments-balances-state-changelog", 0);
     let mut records = logs.records(&changelog).to_vec();
     records[0].data.value = Some(Bytes::from_static(b"12345"));
     logs.insert_records(changelog, records);
     let report = audit(&app, &assembly, &logs);
-    assert_reports(&report, Invariant::I6, "12345");
-    assert_eq!(report.invariants().len(), 1, "{report}");
+    assert_only(&report, Invariant::I6, "12345");
 }
 
 /// I4: a tick committed twice is a burst of two ticks in one interval.
 #[test]
 fn i4_audit_reports_a_tick_committed_twice() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let ticks = tp("payments-balances-ticks", 0);
     let bounds = logs.bounds(&ticks).unwrap();
     let mut records = logs.records(&ticks).to_vec();
@@ -740,16 +738,14 @@ fn i4_audit_reports_a_tick_committed_twice() {
         },
     );
     let report = audit(&app, &assembly, &logs);
-    assert_reports(&report, Invariant::I4, "only 0 ms apart");
-    assert_eq!(report.invariants().len(), 1, "{report}");
+    assert_only(&report, Invariant::I4, "only 0 ms apart");
 }
 
 /// I5 (G7): a checkpoint whose history is not the merge of the committed
 /// deliveries.
 #[test]
 fn i5_audit_reports_a_checkpoint_history_that_is_not_the_committed_one() {
-    let (app, driver) = balances_run();
-    let (assembly, mut logs) = read(&driver, &app);
+    let (app, assembly, mut logs) = balances_logs();
     let orders = tp("orders", 0);
     let ticks = tp("payments-balances-ticks", 0);
     let group = app.group_of("balances").unwrap().to_string();
@@ -763,8 +759,7 @@ fn i5_audit_reports_a_checkpoint_history_that_is_not_the_committed_one() {
         logs.insert_committed(&group, lane, offset);
     }
     let report = audit(&app, &assembly, &logs);
-    assert_reports(&report, Invariant::I5, "is not the merge");
-    assert_eq!(report.invariants().len(), 1, "{report}");
+    assert_only(&report, Invariant::I5, "is not the merge");
 }
 
 // ----- dead letters (X5, I10) -----
@@ -882,8 +877,7 @@ fn i10_audit_reports_a_refused_record_with_no_dead_letter() {
             letter.tp, letter.offset
         ),
     );
-    assert_reports(&report, Invariant::I10, "(record lost)");
-    assert_eq!(report.invariants().len(), 1, "{report}");
+    assert_only(&report, Invariant::I10, "(record lost)");
 }
 
 /// I10: a dead letter added for an order the logic accepts (whose effects
@@ -922,7 +916,7 @@ fn i10_audit_reports_a_dead_letter_for_an_accepted_record() {
         },
     );
     let report = audit(&app, &assembly, &logs);
-    assert_reports(
+    assert_only(
         &report,
         Invariant::I10,
         &format!(
@@ -930,7 +924,6 @@ fn i10_audit_reports_a_dead_letter_for_an_accepted_record() {
             accepted.offset
         ),
     );
-    assert_eq!(report.invariants().len(), 1, "{report}");
 }
 
 /// I10: a dead letter whose offset header is altered names a record that
@@ -984,12 +977,11 @@ fn i10_audit_reports_a_record_dead_lettered_twice() {
         },
     );
     let report = audit(&app, &assembly, &logs);
-    assert_reports(
+    assert_only(
         &report,
         Invariant::I10,
         &format!("{}@{} is dead-lettered twice", letter.tp, letter.offset),
     );
-    assert_eq!(report.invariants().len(), 1, "{report}");
 }
 
 /// The operator's skip (docs/RULES.md#skip) of a record the logic accepts,

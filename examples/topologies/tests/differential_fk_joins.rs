@@ -26,10 +26,11 @@ mod differential;
 
 use std::collections::BTreeMap;
 
-use differential::{kafka_streams, Rng};
+use differential::{
+    kafka_streams_cases, pipe, read_changes, record_line, test_driver, wandering, Rng,
+};
 use parsley::join::JoinKind;
 use parsley::{Parsley, Topic, Utf8, I64};
-use parsley_sim::{TestDriver, TestRecord};
 
 /// One piped record: left or right table, key, value (`None`: a
 /// tombstone; a left value is a foreign key or `-`), timestamp.
@@ -60,35 +61,30 @@ fn inputs(
     customers: usize,
     tombstones: u64,
 ) -> Vec<Piped> {
-    let mut rng = Rng::new(seed);
-    let mut now = 1_000i64;
-    (0..records)
-        .map(|_| {
-            now = (now + rng.below(200) as i64 - 60).max(0);
-            let left = rng.below(2) == 0;
-            let (key, value) = match left {
-                true => {
-                    let key = ORDERS[rng.below(orders as u64) as usize].to_string();
-                    let value = match rng.below(6) {
-                        0 => "-".to_string(),
-                        _ => CUSTOMERS[rng.below(customers as u64) as usize].to_string(),
-                    };
-                    (key, value)
-                }
-                false => {
-                    let customer = CUSTOMERS[rng.below(customers as u64) as usize].to_string();
-                    (customer, rng.below(1_000).to_string())
-                }
-            };
-            let value = (rng.below(100) >= tombstones).then_some(value);
-            Piped {
-                left,
-                key,
-                value,
-                at: now,
+    wandering(seed, records, |rng, at| {
+        let left = rng.below(2) == 0;
+        let (key, value) = match left {
+            true => {
+                let key = ORDERS[rng.below(orders as u64) as usize].to_string();
+                let value = match rng.below(6) {
+                    0 => "-".to_string(),
+                    _ => CUSTOMERS[rng.below(customers as u64) as usize].to_string(),
+                };
+                (key, value)
             }
-        })
-        .collect()
+            false => {
+                let customer = CUSTOMERS[rng.below(customers as u64) as usize].to_string();
+                (customer, rng.below(1_000).to_string())
+            }
+        };
+        let value = (rng.below(100) >= tombstones).then_some(value);
+        Piped {
+            left,
+            key,
+            value,
+            at,
+        }
+    })
 }
 
 /// The join's result for `order` over the two tables, as both joiners
@@ -162,11 +158,7 @@ fn parsley_side(kind: JoinKind, records: &[Piped]) -> (Vec<Change>, Option<Strin
         }),
     };
     let app = app.stages(builder.into(&out).build()).build().unwrap();
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(0)
-        .default_partitions(1)
-        .build()
-        .unwrap();
+    let driver = test_driver(&app);
     let (lefts_in, rights_in) = (
         driver.input(&orders).unwrap(),
         driver.input(&tiers).unwrap(),
@@ -176,32 +168,18 @@ fn parsley_side(kind: JoinKind, records: &[Piped]) -> (Vec<Change>, Option<Strin
     let mut changes: Vec<Change> = Vec::new();
     let mut wrong = None;
     for (at, piped) in records.iter().enumerate() {
-        match (&piped.value, piped.left) {
-            (Some(customer), true) => {
-                lefts_in
-                    .pipe_record(TestRecord::new(piped.key.clone(), customer.clone()).at(piped.at))
-                    .unwrap();
-            }
-            (Some(tier), false) => {
-                let tier: i64 = tier.parse().unwrap();
-                rights_in
-                    .pipe_record(TestRecord::new(piped.key.clone(), tier).at(piped.at))
-                    .unwrap();
-            }
-            (None, true) => {
-                lefts_in.pipe_tombstone(piped.key.clone()).unwrap();
-            }
-            (None, false) => {
-                rights_in.pipe_tombstone(piped.key.clone()).unwrap();
-            }
+        let value = piped.value.clone();
+        match piped.left {
+            true => pipe(&lefts_in, &piped.key, value, piped.at),
+            false => pipe(
+                &rights_in,
+                &piped.key,
+                value.map(|tier| tier.parse().unwrap()),
+                piped.at,
+            ),
         }
         apply(&mut lefts, &mut rights, piped);
-        let all: Vec<Change> = output
-            .read_changes()
-            .unwrap()
-            .into_iter()
-            .map(|record| (record.key.expect("keyed"), record.value))
-            .collect();
+        let all: Vec<Change> = read_changes(&output);
         for (order, value) in &all[changes.len()..] {
             let expected = joined(kind, &lefts, &rights, order);
             if wrong.is_none() && *value != expected {
@@ -223,32 +201,18 @@ fn header(kind: JoinKind) -> &'static str {
 }
 
 /// Kafka Streams' outputs of `cases`.
-fn kafka_streams_side(cases: &[(JoinKind, Vec<Piped>)]) -> Vec<Vec<Change>> {
-    let mut stdin = String::new();
-    for (kind, records) in cases {
-        stdin.push_str(header(*kind));
-        stdin.push('\n');
-        for piped in records {
-            let value = piped.value.clone().unwrap_or_else(|| "null".to_string());
-            let side = if piped.left { "l" } else { "r" };
-            stdin.push_str(&format!("{side} {} {value} {}\n", piped.key, piped.at));
-        }
-        stdin.push_str("end\n");
-    }
-    kafka_streams("fk-joins", stdin, cases.len())
-        .into_iter()
-        .map(|lines| {
-            lines
-                .iter()
-                .map(|line| {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    assert_eq!(fields.len(), 3, "bad Kafka Streams line {line:?}");
-                    let value = (fields[1] != "null").then(|| fields[1].to_string());
-                    (fields[0].to_string(), value)
-                })
-                .collect()
-        })
-        .collect()
+fn kafka_streams_side(cases: &[(JoinKind, Vec<Piped>, String)]) -> Vec<Vec<Change>> {
+    let cases = cases.iter().map(|(kind, records, _)| {
+        let lines = records
+            .iter()
+            .map(|piped| {
+                let side = if piped.left { "l" } else { "r" };
+                record_line(side, &piped.key, piped.value.as_ref(), piped.at)
+            })
+            .collect();
+        (header(*kind).to_string(), lines)
+    });
+    kafka_streams_cases("fk-joins", cases, 3, |line| (line.text(0), line.value(1)))
 }
 
 /// The cases: inner and left joins in turn, each with its own seed, length
@@ -284,11 +248,7 @@ fn cases(count: u64) -> Vec<(JoinKind, Vec<Piped>, String)> {
 #[test]
 fn j14_random_cases_end_in_the_same_table_with_no_stale_result() {
     let cases = cases(200);
-    let inputs: Vec<(JoinKind, Vec<Piped>)> = cases
-        .iter()
-        .map(|(kind, records, _)| (*kind, records.clone()))
-        .collect();
-    let outputs = kafka_streams_side(&inputs);
+    let outputs = kafka_streams_side(&cases);
     let mut differences = Vec::new();
     let (mut written, mut rows) = (0, 0);
     for ((kind, records, name), kafka_streams) in cases.iter().zip(&outputs) {

@@ -21,10 +21,12 @@
 
 mod differential;
 
-use differential::{first_difference, kafka_streams, Rng};
-use parsley::mutation::{self, Mutation};
+use differential::{
+    assert_agree, first_difference, kafka_streams_cases, pipe, planted, read_records, test_driver,
+    Rng,
+};
+use parsley::mutation::Mutation;
 use parsley::{App, Json, Parsley, Stage, Step, Topic, Utf8, I64};
-use parsley_sim::{TestDriver, TestRecord};
 
 /// One sale: customer, amount, timestamp.
 type Sale = (String, i64, i64);
@@ -107,54 +109,25 @@ fn parsley_side(form: Form, records: &[Sale]) -> Vec<Count> {
     let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
     let out = Topic::<String, i64>::with_codecs("out", Utf8, I64);
     let app = app(form, &sales, &out);
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(0)
-        .default_partitions(1)
-        .build()
-        .unwrap();
+    let driver = test_driver(&app);
     let input = driver.input(&sales).unwrap();
     for (customer, amount, at) in records {
-        input
-            .pipe_record(TestRecord::new(customer.clone(), *amount).at(*at))
-            .unwrap();
+        pipe(&input, customer, Some(*amount), *at);
     }
-    driver
-        .output(&out)
-        .unwrap()
-        .read_all()
-        .unwrap()
-        .into_iter()
-        .map(|record| (record.key.expect("keyed"), record.value, record.timestamp))
-        .collect()
+    read_records(&driver, &out)
 }
 
 fn kafka_streams_side(cases: &[Vec<Sale>]) -> Vec<Vec<Count>> {
-    let mut stdin = String::new();
-    for records in cases {
-        stdin.push_str("rekey\n");
-        for (customer, amount, at) in records {
-            stdin.push_str(&format!("{customer} {amount} {at}\n"));
-        }
-        stdin.push_str("end\n");
-    }
-    kafka_streams("rekeys", stdin, cases.len())
-        .into_iter()
-        .map(|lines| {
-            lines
-                .iter()
-                .map(|line| {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    let parse = |field: &str| {
-                        field
-                            .parse()
-                            .unwrap_or_else(|_| panic!("bad Kafka Streams line {line:?}"))
-                    };
-                    assert_eq!(fields.len(), 3, "bad Kafka Streams line {line:?}");
-                    (fields[0].to_string(), parse(fields[1]), parse(fields[2]))
-                })
-                .collect()
-        })
-        .collect()
+    let cases = cases.iter().map(|records| {
+        let lines = records
+            .iter()
+            .map(|(customer, amount, at)| format!("{customer} {amount} {at}"))
+            .collect();
+        ("rekey".to_string(), lines)
+    });
+    kafka_streams_cases("rekeys", cases, 3, |line| {
+        (line.text(0), line.number(1), line.number(2))
+    })
 }
 
 /// The cases, each with its own seed, length (50–250 sales), customer
@@ -217,13 +190,7 @@ fn random_cases_agree() {
     assert!(counts > 30_000 && buckets > 3_000, "too little exercised");
     for form in [Form::Within, Form::OwnStage] {
         let differences = compare(form, &cases, &outputs);
-        assert!(
-            differences.is_empty(),
-            "{} of {} cases differ; the first:\n{}",
-            differences.len(),
-            cases.len(),
-            differences[0]
-        );
+        assert_agree(&differences, cases.len());
     }
 }
 
@@ -234,9 +201,9 @@ fn a_planted_rekey_bug_is_caught() {
     let cases = cases(10);
     let inputs: Vec<Vec<Sale>> = cases.iter().map(|(records, _)| records.clone()).collect();
     let outputs = kafka_streams_side(&inputs);
-    mutation::set(Some(Mutation::RekeyOutputKeepsKey));
-    let differences = compare(Form::Within, &cases, &outputs);
-    mutation::set(None);
+    let differences = planted(Mutation::RekeyOutputKeepsKey, || {
+        compare(Form::Within, &cases, &outputs)
+    });
     assert_eq!(
         differences.len(),
         cases.len(),

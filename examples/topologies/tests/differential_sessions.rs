@@ -24,9 +24,11 @@ mod differential;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use differential::{kafka_streams_windowed, pipe_windowed, Rng};
+use differential::{
+    assert_agree, compare_windowed, kafka_streams_windowed, pipe_windowed, planted, Rng,
+};
 
-use parsley::mutation::{self, Mutation};
+use parsley::mutation::Mutation;
 use parsley::window::{SessionWindows, Windowed, WindowedCodec};
 use parsley::{Topic, Utf8, I64};
 
@@ -348,30 +350,8 @@ fn compare_outputs(
 ) -> Result<(), String> {
     let (parsley, parsley_late) = parsley_side(case, records);
     let name = format!("{} (seed {})", case.name, case.seed);
-    assert!(!kafka_streams.is_empty(), "{name}: no output");
-    if parsley == kafka_streams {
-        // The outputs first: the late count is the test's own model of W3.
-        if parsley_late != expected_late as u64 {
-            return Err(format!(
-                "{name}: Parsley counted {parsley_late} late records, W3 expects {expected_late}"
-            ));
-        }
-        return Ok(());
-    }
-    let at = parsley
-        .iter()
-        .zip(kafka_streams)
-        .position(|(p, k)| p != k)
-        .unwrap_or(parsley.len().min(kafka_streams.len()));
-    let around = |side: &[Session]| side[at.saturating_sub(3)..(at + 3).min(side.len())].to_vec();
-    Err(format!(
-        "{name} ({case:?}): Parsley and Kafka Streams differ at output {at} (Parsley wrote {}, \
-         Kafka Streams {})\nParsley:       {:?}\nKafka Streams: {:?}",
-        parsley.len(),
-        kafka_streams.len(),
-        around(&parsley),
-        around(kafka_streams)
-    ))
+    let late = ("counted", parsley_late, expected_late as u64);
+    compare_windowed(&name, case, &parsley, kafka_streams, late)
 }
 
 /// Both sides on `records` (clear of the close boundary), which must also
@@ -657,9 +637,9 @@ fn a_grace_off_by_one_is_caught() {
     );
     compare_outputs(&case, &records, 0, &kafka_streams)
         .expect("both sides agree without the mutation");
-    mutation::set(Some(Mutation::WindowGraceOffByOne));
-    let result = compare_outputs(&case, &records, 0, &kafka_streams);
-    mutation::set(None);
+    let result = planted(Mutation::WindowGraceOffByOne, || {
+        compare_outputs(&case, &records, 0, &kafka_streams)
+    });
     match result {
         Ok(()) => panic!("the differential test missed Parsley's grace-off-by-one mutation"),
         Err(difference) => eprintln!("caught, as it should be: {difference}"),
@@ -680,9 +660,9 @@ fn closing_a_gap_early_is_caught() {
     let kafka_streams = kafka_streams_one(&case, &records);
     compare_outputs(&case, &records, coverage.late, &kafka_streams)
         .expect("both sides agree without the mutation");
-    mutation::set(Some(Mutation::WindowClosesOneIntervalEarly));
-    let result = compare_outputs(&case, &records, coverage.late, &kafka_streams);
-    mutation::set(None);
+    let result = planted(Mutation::WindowClosesOneIntervalEarly, || {
+        compare_outputs(&case, &records, coverage.late, &kafka_streams)
+    });
     match result {
         Ok(()) => {
             panic!("the differential test missed Parsley's closes-one-interval-early mutation")
@@ -739,12 +719,7 @@ fn random_cases_agree() {
          on the close boundary and redrawn), {written} sessions out",
         total.late, total.out_of_order, total.merges, total.near_closed, total.avoided
     );
-    assert!(
-        differences.is_empty(),
-        "{} of {CASES} cases differ; the first:\n{}",
-        differences.len(),
-        differences[0]
-    );
+    assert_agree(&differences, CASES);
     let cases = CASES as usize;
     assert!(total.late > cases, "too few late records: {total:?}");
     assert!(

@@ -29,11 +29,12 @@
 
 mod differential;
 
-use differential::{kafka_streams, Rng};
+use differential::{
+    kafka_streams_cases, pipe, planted, read_records, record_line, test_driver, Rng,
+};
 use parsley::join::{Join, JoinWindows, StreamJoinKind};
-use parsley::mutation::{self, Mutation};
+use parsley::mutation::Mutation;
 use parsley::{Parsley, Topic, Utf8, I64};
-use parsley_sim::{TestDriver, TestRecord};
 use std::time::Duration;
 
 /// One piped record: left or right, key, value, timestamp.
@@ -136,66 +137,45 @@ fn parsley_side(declared: Declared, records: &[Piped]) -> Vec<String> {
             .build(),
     };
     let app = Parsley::named("differential").stage(stage).build().unwrap();
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(0)
-        .default_partitions(1)
-        .build()
-        .unwrap();
+    let driver = test_driver(&app);
     let (left, right) = (
         driver.input(&lefts).unwrap(),
         driver.input(&rights).unwrap(),
     );
     for piped in records {
         let input = if piped.left { &left } else { &right };
-        input
-            .pipe_record(TestRecord::new(piped.key.clone(), piped.value).at(piped.at))
-            .unwrap();
+        pipe(input, &piped.key, Some(piped.value), piped.at);
     }
-    driver
-        .output(&out)
-        .unwrap()
-        .read_all()
-        .unwrap()
+    read_records(&driver, &out)
         .into_iter()
-        .map(|record| format!("{} {}", record.key.expect("keyed"), record.value))
+        .map(|(key, value, _)| format!("{key} {value}"))
         .collect()
 }
 
 /// Kafka Streams' results per case, in output order, as `key value`.
 fn kafka_streams_side(cases: &[(Declared, Vec<Piped>)]) -> Vec<Vec<String>> {
-    let mut stdin = String::new();
-    for (declared, records) in cases {
+    let cases = cases.iter().map(|(declared, records)| {
         let kind = match declared.kind {
             StreamJoinKind::Inner => "inner",
             StreamJoinKind::Left => "left",
             StreamJoinKind::Outer => "outer",
         };
-        stdin.push_str(&format!(
-            "{kind} {} {} {}\n",
+        let header = format!(
+            "{kind} {} {} {}",
             declared.before, declared.after, declared.grace
-        ));
-        for piped in records {
-            let side = if piped.left { "l" } else { "r" };
-            stdin.push_str(&format!(
-                "{side} {} {} {}\n",
-                piped.key, piped.value, piped.at
-            ));
-        }
-        stdin.push_str("end\n");
-    }
-    kafka_streams("stream-joins", stdin, cases.len())
-        .into_iter()
-        .map(|lines| {
-            lines
-                .into_iter()
-                .map(|line| {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    assert_eq!(fields.len(), 3, "bad Kafka Streams line {line:?}");
-                    format!("{} {}", fields[0], fields[1])
-                })
-                .collect()
-        })
-        .collect()
+        );
+        let lines = records
+            .iter()
+            .map(|piped| {
+                let side = if piped.left { "l" } else { "r" };
+                record_line(side, &piped.key, Some(piped.value), piped.at)
+            })
+            .collect();
+        (header, lines)
+    });
+    kafka_streams_cases("stream-joins", cases, 3, |line| {
+        format!("{} {}", line.text(0), line.text(1))
+    })
 }
 
 fn sorted(mut results: Vec<String>) -> Vec<String> {
@@ -315,9 +295,9 @@ fn a_planted_eager_unmatched_result_is_caught() {
         .map(|seed| case(seed, 30, 3))
         .filter(|(declared, _)| declared.kind != StreamJoinKind::Inner)
         .collect();
-    mutation::set(Some(Mutation::StreamJoinEmitsUnmatchedEarly));
-    let found = differences(&cases, 1);
-    mutation::set(None);
+    let found = planted(Mutation::StreamJoinEmitsUnmatchedEarly, || {
+        differences(&cases, 1)
+    });
     assert!(
         !found.is_empty(),
         "the planted bug went unnoticed over {} cases",

@@ -16,11 +16,13 @@
 
 mod differential;
 
-use differential::{first_difference, kafka_streams, Rng};
+use differential::{
+    assert_agree, differences, join_cases, kafka_streams_cases, pipe, planted, read_changes,
+    record_line, test_driver, wandering,
+};
 use parsley::join::{Join, TableJoinKind};
-use parsley::mutation::{self, Mutation};
+use parsley::mutation::Mutation;
 use parsley::{Parsley, Topic, Utf8, I64};
-use parsley_sim::{TestDriver, TestRecord};
 
 /// One piped record: left or right table, key, value (`None`: a
 /// tombstone), timestamp.
@@ -40,25 +42,20 @@ const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
 /// `records` pipes over `keys` keys, each side as likely, a `tombstones`
 /// share of them deletes; timestamps wander back and forth.
 fn inputs(seed: u64, records: usize, keys: usize, tombstones: u64) -> Vec<Piped> {
-    let mut rng = Rng::new(seed);
-    let mut now = 1_000i64;
-    (0..records)
-        .map(|_| {
-            now = (now + rng.below(200) as i64 - 60).max(0);
-            let left = rng.below(2) == 0;
-            let key = KEYS[rng.below(keys as u64) as usize].to_string();
-            let value = match rng.below(100) < tombstones {
-                true => None,
-                false => Some(rng.below(1_000) as i64),
-            };
-            Piped {
-                left,
-                key,
-                value,
-                at: now,
-            }
-        })
-        .collect()
+    wandering(seed, records, |rng, at| {
+        let left = rng.below(2) == 0;
+        let key = KEYS[rng.below(keys as u64) as usize].to_string();
+        let value = match rng.below(100) < tombstones {
+            true => None,
+            false => Some(rng.below(1_000) as i64),
+        };
+        Piped {
+            left,
+            key,
+            value,
+            at,
+        }
+    })
 }
 
 fn side(value: Option<&i64>) -> String {
@@ -81,36 +78,16 @@ fn parsley_side(kind: TableJoinKind, records: &[Piped]) -> Vec<Change> {
         .stage(builder.into(&out).build())
         .build()
         .unwrap();
-    let driver = TestDriver::builder(&app)
-        .initial_wall_clock(0)
-        .default_partitions(1)
-        .build()
-        .unwrap();
+    let driver = test_driver(&app);
     let (lefts, rights) = (driver.input(&left).unwrap(), driver.input(&right).unwrap());
     for piped in records {
         let input = match piped.left {
             true => &lefts,
             false => &rights,
         };
-        match piped.value {
-            Some(value) => {
-                input
-                    .pipe_record(TestRecord::new(piped.key.clone(), value).at(piped.at))
-                    .unwrap();
-            }
-            None => {
-                input.pipe_tombstone(piped.key.clone()).unwrap();
-            }
-        }
+        pipe(input, &piped.key, piped.value, piped.at);
     }
-    driver
-        .output(&out)
-        .unwrap()
-        .read_changes()
-        .unwrap()
-        .into_iter()
-        .map(|record| (record.key.expect("keyed"), record.value))
-        .collect()
+    read_changes(&driver.output(&out).unwrap())
 }
 
 fn header(kind: TableJoinKind) -> &'static str {
@@ -123,79 +100,53 @@ fn header(kind: TableJoinKind) -> &'static str {
 
 /// Kafka Streams' outputs of `cases`, with the record cache on (its
 /// default) or off.
-fn kafka_streams_side(cases: &[(TableJoinKind, Vec<Piped>)], cache: bool) -> Vec<Vec<Change>> {
-    let mut stdin = String::new();
-    for (kind, records) in cases {
-        stdin.push_str(header(*kind));
-        stdin.push_str(if cache { " cache\n" } else { "\n" });
-        for piped in records {
-            let value = piped
-                .value
-                .map_or("null".to_string(), |value| value.to_string());
-            let side = if piped.left { "l" } else { "r" };
-            stdin.push_str(&format!("{side} {} {value} {}\n", piped.key, piped.at));
-        }
-        stdin.push_str("end\n");
-    }
-    kafka_streams("table-joins", stdin, cases.len())
-        .into_iter()
-        .map(|lines| {
-            lines
-                .iter()
-                .map(|line| {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    assert_eq!(fields.len(), 3, "bad Kafka Streams line {line:?}");
-                    let value = (fields[1] != "null").then(|| fields[1].to_string());
-                    (fields[0].to_string(), value)
-                })
-                .collect()
-        })
-        .collect()
+fn kafka_streams_side(
+    cases: &[(TableJoinKind, Vec<Piped>, String)],
+    cache: bool,
+) -> Vec<Vec<Change>> {
+    let cases = cases.iter().map(|(kind, records, _)| {
+        let header = format!("{}{}", header(*kind), if cache { " cache" } else { "" });
+        let lines = records
+            .iter()
+            .map(|piped| {
+                let side = if piped.left { "l" } else { "r" };
+                record_line(side, &piped.key, piped.value, piped.at)
+            })
+            .collect();
+        (header, lines)
+    });
+    kafka_streams_cases("table-joins", cases, 3, |line| {
+        (line.text(0), line.value(1))
+    })
 }
 
 /// The cases: inner, left and outer joins in turn, each with its own seed,
 /// length (50–250 pipes), key count (one to six: key churn) and share of
 /// tombstones (none to a half).
 fn cases(count: u64) -> Vec<(TableJoinKind, Vec<Piped>, String)> {
-    let mut rng = Rng::new(0x7AB1E);
-    (0..count)
-        .map(|seed| {
-            let kind = match seed % 3 {
-                0 => TableJoinKind::Inner,
-                1 => TableJoinKind::Left,
-                _ => TableJoinKind::Outer,
-            };
-            let records = 50 + rng.below(201) as usize;
-            let keys = 1 + rng.below(KEYS.len() as u64) as usize;
-            let tombstones = rng.below(51);
-            let name = format!(
-                "{kind:?} join, seed {seed}: {records} pipes over {keys} keys, {tombstones}% tombstones"
-            );
-            (kind, inputs(seed, records, keys, tombstones), name)
-        })
-        .collect()
+    let kinds = [
+        TableJoinKind::Inner,
+        TableJoinKind::Left,
+        TableJoinKind::Outer,
+    ];
+    join_cases(0x7AB1E, count, &kinds, inputs)
 }
 
 /// Runs `cases` through both sides; the differences, told, and the number
 /// of results and of tombstones Kafka Streams wrote.
 fn compare(cases: &[(TableJoinKind, Vec<Piped>, String)]) -> (Vec<String>, usize, usize) {
-    let inputs: Vec<(TableJoinKind, Vec<Piped>)> = cases
+    let outputs = kafka_streams_side(cases, true);
+    let results = outputs.iter().map(Vec::len).sum();
+    let tombstones = outputs
         .iter()
-        .map(|(kind, records, _)| (*kind, records.clone()))
-        .collect();
-    let outputs = kafka_streams_side(&inputs, true);
-    let mut differences = Vec::new();
-    let (mut results, mut tombstones) = (0, 0);
-    for ((kind, records, name), kafka_streams) in cases.iter().zip(&outputs) {
-        tombstones += kafka_streams
-            .iter()
-            .filter(|(_, value)| value.is_none())
-            .count();
-        results += kafka_streams.len();
-        let parsley = parsley_side(*kind, records);
-        differences.extend(first_difference(name, "output", &parsley, kafka_streams));
-    }
-    (differences, results, tombstones)
+        .flatten()
+        .filter(|(_, value)| value.is_none())
+        .count();
+    (
+        differences(cases, &outputs, parsley_side),
+        results,
+        tombstones,
+    )
 }
 
 /// 300 seeded cases in one Kafka Streams program: every output agrees.
@@ -207,13 +158,7 @@ fn random_cases_agree() {
         "{} cases: {results} records out, {tombstones} of them tombstones",
         cases.len()
     );
-    assert!(
-        differences.is_empty(),
-        "{} of {} cases differ; the first:\n{}",
-        differences.len(),
-        cases.len(),
-        differences[0]
-    );
+    assert_agree(&differences, cases.len());
     assert!(
         tombstones > 1_000 && results > 10_000,
         "too little exercised"
@@ -278,9 +223,9 @@ fn j8_a_tombstone_for_a_missing_side_differs_as_designed() {
             ],
         ),
     ];
-    let cases: Vec<(TableJoinKind, Vec<Piped>)> = expected
+    let cases: Vec<(TableJoinKind, Vec<Piped>, String)> = expected
         .iter()
-        .map(|(kind, _, _)| (*kind, records.clone()))
+        .map(|(kind, _, _)| (*kind, records.clone(), format!("{kind:?}")))
         .collect();
     let cached = kafka_streams_side(&cases, true);
     let uncached = kafka_streams_side(&cases, false);
@@ -306,9 +251,7 @@ fn j8_a_tombstone_for_a_missing_side_differs_as_designed() {
 #[test]
 fn a_planted_missing_tombstone_is_caught() {
     let cases = cases(20);
-    mutation::set(Some(Mutation::TableJoinSkipsTombstone));
-    let (differences, _, _) = compare(&cases);
-    mutation::set(None);
+    let (differences, _, _) = planted(Mutation::TableJoinSkipsTombstone, || compare(&cases));
     assert!(
         !differences.is_empty(),
         "the differential test missed Parsley's table-join-skips-tombstone mutation"

@@ -17,9 +17,11 @@ mod differential;
 
 use std::time::Duration;
 
-use differential::{kafka_streams_windowed, pipe_windowed, Rng};
+use differential::{
+    assert_agree, compare_windowed, kafka_streams_windowed, pipe_windowed, planted, Rng,
+};
 
-use parsley::mutation::{self, Mutation};
+use parsley::mutation::Mutation;
 use parsley::window::{Emit, Windowed, WindowedCodec, Windows};
 use parsley::{Topic, Utf8, I64};
 
@@ -171,30 +173,9 @@ fn compare_outputs(
     let expected_late = late_count(case, records);
     let (parsley, parsley_late) = parsley_side(case, records);
     let name = format!("{} (seed {})", case.name, case.seed);
-    assert!(!kafka_streams.is_empty(), "{name}: no output");
-    // The outputs first: the late count is the test's own model of W3.
-    if parsley == kafka_streams {
-        if parsley_late != expected_late {
-            return Err(format!(
-                "{name}: Parsley wrote {parsley_late} late records, W3 expects {expected_late}"
-            ));
-        }
-        return Ok(expected_late);
-    }
-    let at = parsley
-        .iter()
-        .zip(kafka_streams)
-        .position(|(p, k)| p != k)
-        .unwrap_or(parsley.len().min(kafka_streams.len()));
-    let around = |side: &[Window]| side[at.saturating_sub(3)..(at + 3).min(side.len())].to_vec();
-    Err(format!(
-        "{name} ({case:?}): Parsley and Kafka Streams differ at output {at} (Parsley wrote {}, \
-         Kafka Streams {})\nParsley:       {:?}\nKafka Streams: {:?}",
-        parsley.len(),
-        kafka_streams.len(),
-        around(&parsley),
-        around(kafka_streams)
-    ))
+    let late = ("wrote", parsley_late as u64, expected_late as u64);
+    compare_windowed(&name, case, &parsley, kafka_streams, late)?;
+    Ok(expected_late)
 }
 
 const CASE: Case = Case {
@@ -296,9 +277,9 @@ fn a_grace_off_by_one_is_caught() {
         .map(|(key, value, at)| (key.to_string(), value, at))
         .collect();
     compare_records(&case, &records, false).expect("both sides agree without the mutation");
-    mutation::set(Some(Mutation::WindowGraceOffByOne));
-    let result = compare_records(&case, &records, false);
-    mutation::set(None);
+    let result = planted(Mutation::WindowGraceOffByOne, || {
+        compare_records(&case, &records, false)
+    });
     match result {
         Ok(()) => panic!("the differential test missed Parsley's grace-off-by-one mutation"),
         Err(difference) => eprintln!("caught, as it should be: {difference}"),
@@ -356,12 +337,7 @@ fn random_cases_agree() {
         }
     }
     eprintln!("{CASES} random cases: {late} late records, {windows} windows out");
-    assert!(
-        differences.is_empty(),
-        "{} of {CASES} cases differ; the first:\n{}",
-        differences.len(),
-        differences[0]
-    );
+    assert_agree(&differences, CASES);
     assert!(
         late as u64 > CASES,
         "the random inputs have too few late records: {late}"

@@ -1,25 +1,9 @@
 package parsley.differential;
 
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
-import java.time.Instant;
-import java.util.Comparator;
-import java.util.Properties;
-import java.util.stream.Stream;
 
 import org.apache.kafka.common.serialization.Serdes;
-import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
-import org.apache.kafka.streams.StreamsConfig;
-import org.apache.kafka.streams.TestInputTopic;
-import org.apache.kafka.streams.TestOutputTopic;
-import org.apache.kafka.streams.TopologyTestDriver;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
@@ -27,7 +11,7 @@ import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
-import org.apache.kafka.streams.test.TestRecord;
+import org.apache.kafka.streams.kstream.WindowedSerdes;
 
 /**
  * The Kafka Streams side of the windowed-aggregation differential test.
@@ -37,34 +21,14 @@ import org.apache.kafka.streams.test.TestRecord;
  * uncached windowed KTable's changelog), lines {@code key value timestamp}, and a
  * line {@code end}. stdout: per case, one line {@code key start end value} per output
  * record, in output order, then a line {@code end}. Each case runs on a
- * TopologyTestDriver of its own, so that one JVM serves hundreds of cases.
+ * TopologyTestDriver of its own, so that one JVM serves hundreds of cases ({@link Harness}).
  */
 public final class Windows {
     public static void main(String[] args) throws Exception {
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
-        // A state directory of its own: the test runs several programs at once,
-        // and RocksDB locks its store under the shared default /tmp/kafka-streams.
-        Path stateDir = Files.createTempDirectory("parsley-differential-");
-        try {
-            String line;
-            int cases = 0;
-            while ((line = in.readLine()) != null) {
-                line = line.trim();
-                if (line.isEmpty()) {
-                    continue;
-                }
-                runCase(line, in, out, stateDir.resolve("case-" + cases++));
-                out.println("end");
-            }
-        } finally {
-            deleteRecursively(stateDir);
-        }
-        out.flush();
+        Harness.run("windows", Windows::build);
     }
 
-    private static void runCase(String headerLine, BufferedReader in, PrintStream out, Path stateDir)
-            throws IOException {
+    private static Harness.Case<?, ?> build(String headerLine) {
         String[] header = headerLine.split("\\s+");
         if (header.length != 4) {
             throw new IllegalArgumentException("a case header is `size advance grace mode`, got " + headerLine);
@@ -86,57 +50,9 @@ public final class Windows {
         } else if (!mode.equals("update")) {
             throw new IllegalArgumentException("mode must be close or update, got " + mode);
         }
-        table.toStream().to("out", Produced.with(
-            new org.apache.kafka.streams.kstream.WindowedSerdes.TimeWindowedSerde<>(Serdes.String(), size),
-            Serdes.Long()));
-
-        Properties props = new Properties();
-        props.put(StreamsConfig.APPLICATION_ID_CONFIG, "differential-windows");
-        props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "dummy:1234");
-        props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
-        props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
-        try (TopologyTestDriver driver = new TopologyTestDriver(builder.build(), props, Instant.ofEpochMilli(0))) {
-            TestInputTopic<String, Long> input = driver.createInputTopic(
-                "sales", Serdes.String().serializer(), Serdes.Long().serializer());
-            TestOutputTopic<Windowed<String>, Long> output = driver.createOutputTopic(
-                "out",
-                new org.apache.kafka.streams.kstream.WindowedSerdes.TimeWindowedSerde<>(Serdes.String(), size).deserializer(),
-                Serdes.Long().deserializer());
-            String line;
-            while ((line = in.readLine()) != null) {
-                line = line.trim();
-                if (line.equals("end")) {
-                    drain(output, out);
-                    return;
-                }
-                if (line.isEmpty()) {
-                    continue;
-                }
-                String[] f = line.split("\\s+");
-                input.pipeInput(new TestRecord<>(f[0], Long.parseLong(f[1]), Instant.ofEpochMilli(Long.parseLong(f[2]))));
-                drain(output, out);
-            }
-            throw new IllegalArgumentException("stdin ended inside a case (no `end` line)");
-        }
-    }
-
-    static void deleteRecursively(Path root) throws IOException {
-        if (!Files.exists(root)) {
-            return;
-        }
-        try (Stream<Path> paths = Files.walk(root)) {
-            for (Path path : (Iterable<Path>) paths.sorted(Comparator.reverseOrder())::iterator) {
-                Files.deleteIfExists(path);
-            }
-        }
-    }
-
-    private static void drain(TestOutputTopic<Windowed<String>, Long> output, PrintStream out) {
-        while (!output.isEmpty()) {
-            KeyValue<Windowed<String>, Long> kv = output.readKeyValue();
-            Windowed<String> w = kv.key;
-            out.println(w.key() + " " + w.window().start() + " " + w.window().end() + " "
-                + (kv.value == null ? "null" : kv.value.toString()));
-        }
+        WindowedSerdes.TimeWindowedSerde<String> windowed = new WindowedSerdes.TimeWindowedSerde<>(Serdes.String(), size);
+        table.toStream().to("out", Produced.with(windowed, Serdes.Long()));
+        return new Harness.Case<>(builder, Harness.oneTopic(Harness.Topic.longs("sales")),
+            Harness.Output.windows(windowed.deserializer()));
     }
 }
