@@ -48,7 +48,7 @@ pub trait Operator: Any + fmt::Debug + Send + Sync {
         Vec::new()
     }
 
-    /// The counters its deliveries report ([`Counted`]).
+    /// The counters its deliveries report, by name, through their outcome.
     fn counters(&self) -> &'static [Counter] {
         &[]
     }
@@ -62,7 +62,7 @@ pub trait Operator: Any + fmt::Debug + Send + Sync {
 /// harness's oracles (the user's fold, aggregator, joiner or key function
 /// with the topics' codecs, never the operator's own machinery). Two are
 /// equal when they are the same logic; it shows as `UserLogic(..)`.
-pub struct UserLogic<T: ?Sized>(pub(crate) Arc<T>);
+pub(crate) struct UserLogic<T: ?Sized>(pub(crate) Arc<T>);
 
 impl<T: ?Sized> Clone for UserLogic<T> {
     fn clone(&self) -> Self {
@@ -96,7 +96,7 @@ impl<T: ?Sized> std::ops::Deref for UserLogic<T> {
 /// late timer requests): the task adds them to its metrics by name
 /// ([`crate::task::TaskMetrics::operator_counts`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Counted(Vec<&'static str>);
+pub(crate) struct Counted(Vec<&'static str>);
 
 impl Counted {
     /// Counts one more of `name` (a published metric name, such as
@@ -127,7 +127,7 @@ pub struct OperatorProblem {
     pub reason: &'static str,
 }
 
-/// A counter an operator reports through [`Counted`], as drivers publish
+/// A counter an operator reports through its deliveries' outcomes, as drivers publish
 /// it: every task of a stage starts with each of its operators' counters
 /// at 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -154,13 +154,7 @@ where
         tp: &Tp,
         consumed: &ConsumedRecord,
     ) -> Result<Change<S>, DeliveryFailure> {
-        let record =
-            self.source
-                .decode(tp, consumed)
-                .map_err(|refused| DeliveryFailure::Codec {
-                    part: refused.part,
-                    error: refused.error,
-                })?;
+        let record = self.source.decode(tp, consumed)?;
         let Some(key) = &consumed.data.key else {
             return Err(DeliveryFailure::Logic(format!(
                 "E1 (docs/RULES.md#e1): record {tp}@{} has no key, and expiring state is kept per key",
@@ -289,13 +283,7 @@ where
         let mut state = Some((self.init)());
         let mut emissions = Vec::new();
         for (tp, consumed) in records {
-            let record =
-                self.source
-                    .decode(tp, consumed)
-                    .map_err(|refused| DeliveryFailure::Codec {
-                        part: refused.part,
-                        error: refused.error,
-                    })?;
+            let record = self.source.decode(tp, consumed)?;
             let current = state.take().unwrap_or_else(|| (self.init)());
             let step = guarded(|| (self.fold)(current, &record))?;
             state = step.state;

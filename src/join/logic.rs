@@ -14,7 +14,7 @@ use crate::stage::logic::{
     guarded, DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic,
 };
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
-use crate::topic::{RecordCodecError, Topic};
+use crate::topic::Topic;
 use crate::tp::Tp;
 
 /// The joiner, in its left-join form: `None` when an inner join writes
@@ -41,13 +41,6 @@ enum Change<T> {
     },
     Unchanged,
     Joined(Option<Emission>),
-}
-
-fn codec_failure(refused: RecordCodecError) -> DeliveryFailure {
-    DeliveryFailure::Codec {
-        part: refused.part,
-        error: refused.error,
-    }
 }
 
 impl<K, V, T, R> JoinLogic<K, V, T, R>
@@ -95,11 +88,7 @@ where
                 false => Change::Unchanged,
             });
         };
-        let row = self
-            .table
-            .decode(tp, consumed)
-            .map_err(codec_failure)?
-            .value;
+        let row = self.table.decode(tp, consumed)?.value;
         if exists && mutation::active(Mutation::JoinKeepsStaleRow) {
             return Ok(Change::Unchanged);
         }
@@ -123,7 +112,7 @@ where
                 consumed.offset
             )));
         }
-        let record = self.stream.decode(tp, consumed).map_err(codec_failure)?;
+        let record = self.stream.decode(tp, consumed)?;
         let joined = guarded(|| (self.joiner)(&record, row).transpose())?;
         // Under the stream record's key; an output codec's refusal travels
         // in the emission and stops the task, as any stage's does.

@@ -20,7 +20,7 @@ use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::stage::wide::{self, SlotChanges};
-use crate::topic::{RecordCodecError, RecordPart, Topic};
+use crate::topic::{RecordPart, Topic};
 use crate::tp::Tp;
 
 use super::stream::{HeldRecord, StreamJoinKind};
@@ -125,13 +125,6 @@ impl View for HashMap<SlotKey, JoinSlot> {
 enum Value<L, R> {
     Left(L),
     Right(R),
-}
-
-fn codec_failure(refused: RecordCodecError) -> DeliveryFailure {
-    DeliveryFailure::Codec {
-        part: refused.part,
-        error: refused.error,
-    }
 }
 
 impl<K, L, R, O> StreamJoinLogic<K, L, R, O>
@@ -247,11 +240,11 @@ where
         // A tombstone is refused by the side's codec, as any typed record's.
         let (key, value) = match is_left {
             true => {
-                let record = self.left.decode(tp, consumed).map_err(codec_failure)?;
+                let record = self.left.decode(tp, consumed)?;
                 (record.key, Value::Left(record.value))
             }
             false => {
-                let record = self.right.decode(tp, consumed).map_err(codec_failure)?;
+                let record = self.right.decode(tp, consumed)?;
                 (record.key, Value::Right(record.value))
             }
         };

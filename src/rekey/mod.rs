@@ -202,13 +202,7 @@ where
     let logic = TypedLogic::<()> {
         state: None,
         sources: vec![Arc::new(move |(), tp, consumed| {
-            let record =
-                decoding
-                    .decode(tp, consumed)
-                    .map_err(|refused| DeliveryFailure::Codec {
-                        part: refused.part,
-                        error: refused.error,
-                    })?;
+            let record = decoding.decode(tp, consumed)?;
             let key = guarded(|| select(&record).into_result())?;
             // The source's value bytes as they are (R2), not encoded again.
             let value = consumed

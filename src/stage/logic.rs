@@ -63,6 +63,16 @@ pub(crate) enum DeliveryFailure {
 
 pub use crate::topic::RecordPart;
 
+impl From<crate::topic::RecordCodecError> for DeliveryFailure {
+    /// A record's key or value its topic's codec refuses.
+    fn from(refused: crate::topic::RecordCodecError) -> Self {
+        DeliveryFailure::Codec {
+            part: refused.part,
+            error: refused.error,
+        }
+    }
+}
+
 /// The erased logic of a stage.
 pub(crate) trait StageLogic: Send + Sync {
     fn new_slots(&self) -> Box<dyn SlotStore>;

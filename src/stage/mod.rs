@@ -251,7 +251,7 @@ pub enum ReplayError {
     /// [`Stage::replay_record`] or [`Stage::replay_tick`] of a delivery that
     /// reads every slot (a timer service's tick, K2; a windowed
     /// aggregation's record or tick, W2; an expiring fold's, E2).
-    #[error("stage {stage:?} reads every slot on this delivery (a timer service, a windowed aggregation or an expiring fold): replay it over the slots, with replay_record_over_slots or replay_tick_over_slots")]
+    #[error("stage {stage:?} reads every slot on this delivery (its operator may change any key's state on it): replay it over the slots, with replay_record_over_slots or replay_tick_over_slots")]
     ReadsEverySlot {
         /// The stage.
         stage: String,
@@ -522,12 +522,7 @@ where
 {
     let topic = topic.clone();
     Arc::new(move |state: S, tp: &Tp, consumed: &ConsumedRecord| {
-        let record = topic
-            .decode(tp, consumed)
-            .map_err(|refused| DeliveryFailure::Codec {
-                part: refused.part,
-                error: refused.error,
-            })?;
+        let record = topic.decode(tp, consumed)?;
         guarded(|| fold(state, &record).into_result())
     })
 }

@@ -153,13 +153,7 @@ where
         tp: &Tp,
         consumed: &ConsumedRecord,
     ) -> Result<Change<A>, DeliveryFailure> {
-        let record =
-            self.source
-                .decode(tp, consumed)
-                .map_err(|refused| DeliveryFailure::Codec {
-                    part: refused.part,
-                    error: refused.error,
-                })?;
+        let record = self.source.decode(tp, consumed)?;
         let (Some(key_bytes), Some(key)) = (&consumed.data.key, &record.key) else {
             return Err(DeliveryFailure::Logic(format!(
                 "W1 (docs/RULES.md#w1): record {tp}@{} has no key, and a windowed aggregation groups by key",
@@ -452,13 +446,7 @@ where
         consumed: &ConsumedRecord,
     ) -> Result<Bytes, DeliveryFailure> {
         let aggregate = self.decode_aggregate(aggregate)?;
-        let record =
-            self.source
-                .decode(tp, consumed)
-                .map_err(|refused| DeliveryFailure::Codec {
-                    part: refused.part,
-                    error: refused.error,
-                })?;
+        let record = self.source.decode(tp, consumed)?;
         self.encode_aggregate(&guarded(|| (self.fold)(aggregate, &record))?)
     }
 
