@@ -780,10 +780,8 @@ fn kept_words(command: &clap::Command, registry: &Registry) -> Vec<String> {
 }
 
 /// Exits with clap's error, every word of `args` it could quote that may
-/// be a secret redacted: a value that is not a flag, a command or an
-/// application (`-X sasl.password hunter2` makes `hunter2` a stray
-/// argument), and the value of every `KEY=VALUE`. Help and version go out
-/// as clap writes them.
+/// be a secret redacted ([`redact_words`]). Help and version go out as clap
+/// writes them.
 fn exit_redacted(error: clap::Error, args: &[std::ffi::OsString], kept: &[String]) -> ! {
     use clap::error::ErrorKind;
     if matches!(
@@ -800,23 +798,50 @@ fn exit_redacted(error: clap::Error, args: &[std::ffi::OsString], kept: &[String
 }
 
 /// `text` with the words of `args` that may be secrets replaced by
-/// [`REDACTED`](crate::client::properties::REDACTED) ([`exit_redacted`]).
+/// [`REDACTED`](crate::client::properties::REDACTED): the value of every
+/// `-X KEY=VALUE`; the word after an `-X KEY` given without its `=` (so
+/// `-X sasl.password hunter2` makes `hunter2` a stray argument clap would
+/// quote); and the value of any `KEY=VALUE` whose key looks like a secret
+/// ([`is_secret`](crate::client::properties::is_secret)). Other values,
+/// such as an out-of-range `--session-timeout-ms`, are quoted as given.
 fn redact_words(text: &str, args: &[std::ffi::OsString], kept: &[String]) -> String {
-    let redacted = crate::client::properties::REDACTED;
-    let mut secrets: Vec<String> = Vec::new();
-    for arg in args.iter().skip(1) {
-        let arg = arg.to_string_lossy();
-        if let Some((_, value)) = arg.split_once('=') {
-            secrets.push(value.to_string());
-        } else if !arg.starts_with('-') && !kept.iter().any(|word| *word == arg) {
-            secrets.push(arg.to_string());
+    use crate::client::properties::{is_secret, REDACTED};
+    let args: Vec<String> = args
+        .iter()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let mut secrets: Vec<&str> = Vec::new();
+    for (at, arg) in args.iter().enumerate().skip(1) {
+        let property = match arg.strip_prefix("-X") {
+            Some("") => args.get(at + 1).map(String::as_str),
+            Some(attached) => Some(attached.strip_prefix('=').unwrap_or(attached)),
+            None => None,
+        };
+        match property.map(|property| property.split_once('=')) {
+            Some(Some((_, value))) => secrets.push(value),
+            // `-X KEY` without its `=`: the next word may be the value.
+            Some(None) => {
+                let next = args.get(at + 1 + usize::from(arg == "-X"));
+                if let Some(next) = next.filter(|next| !next.starts_with('-')) {
+                    secrets.push(next);
+                }
+            }
+            None => {
+                if let Some((key, value)) = arg.split_once('=') {
+                    if is_secret(key.trim_start_matches('-')) {
+                        secrets.push(value);
+                    }
+                }
+            }
         }
     }
-    // Longest first, so that a secret holding another is replaced whole.
+    // Longest first, so that a secret holding another is replaced whole;
+    // a command or an application's name is never taken for one.
+    secrets.retain(|secret| !secret.is_empty() && !kept.iter().any(|word| word == secret));
     secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
     let mut text = text.to_string();
-    for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
-        text = text.replace(secret.as_str(), redacted);
+    for secret in secrets {
+        text = text.replace(secret, REDACTED);
     }
     text
 }
@@ -1169,7 +1194,7 @@ mod tests {
                 "-X",
                 "sasl.pasword=hunter2",
             ],
-            &["parsley-live", "run", "copy", "--no-such-flag=hunter2"],
+            &["parsley-live", "run", "copy", "--sasl-password=hunter2"],
         ] {
             let args: Vec<std::ffi::OsString> = line.iter().map(Into::into).collect();
             let error = command
@@ -1185,6 +1210,19 @@ mod tests {
             echoed += usize::from(told.contains("hunter2"));
         }
         assert!(echoed > 0, "clap's own errors would have echoed the secret");
+        // A value that is no secret is quoted as given.
+        let args: Vec<std::ffi::OsString> =
+            ["parsley-live", "run", "copy", "--commit-interval-ms", "0"]
+                .iter()
+                .map(Into::into)
+                .collect();
+        let told = command
+            .clone()
+            .try_get_matches_from(&args)
+            .expect_err("out of range")
+            .render()
+            .to_string();
+        assert_eq!(redact_words(&told, &args, &kept), told);
     }
 
     /// Durations read as humantime does, a bare number as seconds; a bad
