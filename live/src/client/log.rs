@@ -159,10 +159,45 @@ impl Echoes {
         !echo
     }
 }
+/// What `run` logs under the runtime's default filter (`info`, librdkafka's
+/// own lines from `warn`), as the text a terminal would show: for the
+/// tests that pin a log line.
+#[cfg(test)]
+pub(crate) fn logged(run: impl FnOnce()) -> String {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info,librdkafka=warn"))
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, run);
+    let bytes = captured
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     /// librdkafka's syslog levels land on tracing's levels.
     #[test]
@@ -208,25 +243,7 @@ mod tests {
     /// their level, and an error it also logged is printed once.
     #[test]
     fn librdkafka_lines_are_logged_under_its_target_once() {
-        use std::io::Write as _;
-        #[derive(Clone, Default)]
-        struct Captured(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Captured {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().write(bytes)
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("info,librdkafka=warn"))
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        let text = logged(|| {
             let reason = "test-capture:1/bootstrap: Connect failed: Connection refused";
             LogContext.log(
                 RDKafkaLogLevel::Error,
@@ -247,8 +264,6 @@ mod tests {
                 "test-capture: 1/1 brokers are down",
             );
         });
-        let _ = captured.clone().flush();
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
         let lines: Vec<&str> = text
             .lines()
             .filter(|line| line.contains("test-capture"))

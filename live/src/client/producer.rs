@@ -853,24 +853,6 @@ mod pid_wait_tests {
     /// its repeats go to DEBUG, and other lines pass through.
     #[test]
     fn concurrent_transactions_at_init_are_explained_once() {
-        #[derive(Clone, Default)]
-        struct Captured(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Captured {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("info,librdkafka=warn"))
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
         let wait = PidWait {
             transactional_id: "shop-balances-2".into(),
             owner: "task balances/2".into(),
@@ -880,14 +862,13 @@ mod pid_wait_tests {
         let line = "[thrd:main]: Failed to acquire transactional PID from broker \
                     TxnCoordinator/1: Broker: Producer attempted to update a transaction while \
                     another concurrent operation on the same transaction was ongoing: retrying";
-        tracing::subscriber::with_default(subscriber, || {
+        let text = crate::client::log::logged(|| {
             for _ in 0..6 {
                 assert!(wait.explains("GETPID", line));
             }
             assert!(!wait.explains("GETPID", "Failed to acquire transactional PID: timed out"));
             assert!(!wait.explains("FAIL", line));
         });
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 1, "{text}");
         assert!(lines[0].contains(" INFO "), "{text}");
@@ -911,27 +892,9 @@ mod pid_wait_tests {
     /// cluster loads: explained once per process at INFO, the rest DEBUG.
     #[test]
     fn idempotence_pid_retries_are_explained_once() {
-        #[derive(Clone, Default)]
-        struct Captured(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Captured {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("info,librdkafka=warn"))
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
         let line = "[thrd:main]: Failed to acquire idempotence PID from broker \
                     sasl_ssl://127.0.0.1:29095/1: Broker: Coordinator load in progress: retrying";
-        tracing::subscriber::with_default(subscriber, || {
+        let text = crate::client::log::logged(|| {
             for _ in 0..13 {
                 assert!(explains_idempotence_pid("GETPID", line));
             }
@@ -940,7 +903,6 @@ mod pid_wait_tests {
                 "Failed to acquire idempotence PID: fatal"
             ));
         });
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(
             text.contains(" INFO ") && text.contains("Coordinator load in progress"),
