@@ -18,6 +18,9 @@ use crate::tp::TopicName;
 pub struct Emission {
     topic: TopicName,
     encoded: Result<(Option<Bytes>, Option<Bytes>), CodecError>,
+    /// The record's timestamp when an operator sets its own (W4: a
+    /// window's highest record timestamp); `None`: the delivery's.
+    timestamp: Option<i64>,
 }
 
 impl Emission {
@@ -28,6 +31,7 @@ impl Emission {
         Emission {
             topic,
             encoded: encoded.map(|(key, value)| (key, Some(value))),
+            timestamp: None,
         }
     }
 
@@ -37,7 +41,21 @@ impl Emission {
         Emission {
             topic,
             encoded: key.map(|key| (key, None)),
+            timestamp: None,
         }
+    }
+
+    /// The same record written with `timestamp` instead of the
+    /// delivery's: an operator's choice (W4, W5), not the user's.
+    pub(crate) fn at(mut self, timestamp: i64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+
+    /// The timestamp the record is written with, when it is not the
+    /// delivery's (W4, W5).
+    pub fn timestamp(&self) -> Option<i64> {
+        self.timestamp
     }
 
     /// The topic the emission goes to.
@@ -69,9 +87,20 @@ impl Emission {
     }
 }
 
-/// Renders bytes as text when they are text (JSON and UTF-8 codecs), else hex.
+/// Renders bytes as text when they are text (JSON and UTF-8 codecs), else
+/// hex, and an operator's own timestamp as `@<ms>`.
 impl fmt::Debug for Emission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_record(f)?;
+        match self.timestamp {
+            Some(timestamp) => write!(f, "@{timestamp}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Emission {
+    fn fmt_record(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.encoded {
             Ok((key, value)) => {
                 let key = key.as_ref().map_or_else(

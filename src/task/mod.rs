@@ -1286,6 +1286,7 @@ impl Task {
             let rekey_unstamped =
                 !self.repartitions.is_empty() && mutation::active(Mutation::RekeyDropsStamp);
             for emission in outcome.emissions.drain(..) {
+                let timestamp = emission.timestamp().unwrap_or(timestamp);
                 let (topic, key, value) = emission
                     .into_encoded()
                     .expect("emissions were checked before delivery");

@@ -186,14 +186,18 @@ where
             let closes = self.shape.closes_at(window.span.end);
             next_close = Some(next_close.map_or(closes, |next: i64| next.min(closes)));
             if self.emit == Emit::OnUpdate {
-                emissions.push(self.output().send(
-                    Windowed {
-                        key: key.clone(),
-                        start: window.span.start,
-                        end: window.span.end,
-                    },
-                    window.aggregate.clone(),
-                ));
+                emissions.push(
+                    self.output()
+                        .send(
+                            Windowed {
+                                key: key.clone(),
+                                start: window.span.start,
+                                end: window.span.end,
+                            },
+                            window.aggregate.clone(),
+                        )
+                        .at(window.latest),
+                );
             }
         };
         match self.shape {
@@ -212,6 +216,7 @@ where
                                     Open {
                                         span,
                                         aggregate: (self.init)(),
+                                        latest: timestamp,
                                     },
                                 );
                                 index
@@ -219,6 +224,7 @@ where
                         };
                     let aggregate = windows[index].aggregate.clone();
                     windows[index].aggregate = guarded(|| (self.fold)(aggregate, &record))?;
+                    windows[index].latest = windows[index].latest.max(timestamp);
                     folded_into(&windows[index], &mut emissions);
                 }
             }
@@ -232,7 +238,14 @@ where
                 } else {
                     let aggregate = self.merged(&windows[joined.clone()], &record)?;
                     let at = joined.start;
-                    windows.splice(joined, [Open { span, aggregate }]);
+                    windows.splice(
+                        joined,
+                        [Open {
+                            span,
+                            aggregate,
+                            latest: span.end,
+                        }],
+                    );
                     folded_into(&windows[at], &mut emissions);
                 }
             }
@@ -284,13 +297,13 @@ where
         let mut own_windows = own.map(|(_, windows, _)| windows);
         let mut others = Vec::new();
         if clock.next_close.is_some_and(|next| next <= clock.frontier) {
-            let mut closed: Vec<(Span, SlotKey, A)> = Vec::new();
+            let mut closed: Vec<(Span, SlotKey, A, i64)> = Vec::new();
             let mut next_close: Option<i64> = None;
             let mut keep = |slot: &SlotKey, windows: &[Open<A>], closed: &mut Vec<_>| {
                 let mut left = Vec::with_capacity(windows.len());
                 for open in windows {
                     if self.shape.is_closed(open.span.end, clock.frontier) {
-                        closed.push((open.span, slot.clone(), open.aggregate.clone()));
+                        closed.push((open.span, slot.clone(), open.aggregate.clone(), open.latest));
                     } else {
                         let closes = self.shape.closes_at(open.span.end);
                         next_close = Some(next_close.map_or(closes, |next| next.min(closes)));
@@ -317,7 +330,7 @@ where
             clock.next_close = next_close;
             closed.sort_by(|a, b| (a.0.end, &a.1, a.0.start).cmp(&(b.0.end, &b.1, b.0.start)));
             if self.emit == Emit::OnClose {
-                for (span, slot, aggregate) in closed {
+                for (span, slot, aggregate, latest) in closed {
                     let SlotKey::Key(bytes) = &slot else {
                         unreachable!("windows are kept in key slots")
                     };
@@ -327,14 +340,18 @@ where
                             error,
                         }
                     })?;
-                    emissions.push(self.output().send(
-                        Windowed {
-                            key,
-                            start: span.start,
-                            end: span.end,
-                        },
-                        aggregate,
-                    ));
+                    emissions.push(
+                        self.output()
+                            .send(
+                                Windowed {
+                                    key,
+                                    start: span.start,
+                                    end: span.end,
+                                },
+                                aggregate,
+                            )
+                            .at(latest),
+                    );
                 }
             }
             // Slots in key order: the changelog's order is the delivery's.

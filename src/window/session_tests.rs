@@ -6,7 +6,7 @@ use super::tests::{late, sales, totals, Replay};
 use super::*;
 use crate::record::{ConsumedRecord, RecordData};
 use crate::tp::Tp;
-use crate::{CompositionError, Parsley, Utf8, I64};
+use crate::{CompositionError, Emission, Parsley, Utf8, I64};
 
 fn sessions(gap: u64, grace: u64) -> WindowedBuilder<String, i64, i64> {
     SessionWindows::with_inactivity_gap(Duration::from_millis(gap))
@@ -51,6 +51,23 @@ fn w4_w5_keys_keep_their_own_sessions_and_close_in_end_key_order() {
     assert!(replay.sale("b", 4, 3).is_empty());
     // 14 passes 3 + 10: both sessions end at 3 and close, a before b.
     assert_eq!(replay.sale("c", 8, 14), ["a[3,3)=2", "b[0,3)=5"]);
+}
+
+/// W4, W5: a session is written at its end, the highest timestamp among
+/// its records, as Kafka Streams writes its sessions; a merge takes the
+/// later end.
+#[test]
+fn w4_w5_a_session_is_written_at_its_end() {
+    let mut replay = Replay::of(sessions(10, 20).build());
+    for (amount, at) in [(1, 30), (2, 25), (4, 38)] {
+        assert!(replay.try_sale(Some("k"), amount, at).unwrap().is_empty());
+    }
+    let closed = replay.try_sale(Some("other"), 8, 69).unwrap();
+    assert_eq!(
+        closed.iter().map(Emission::timestamp).collect::<Vec<_>>(),
+        [Some(38)],
+        "{closed:?}"
+    );
 }
 
 /// W3: a record whose session would be closed already (its end + gap +

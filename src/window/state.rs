@@ -17,6 +17,10 @@ use super::assign::Span;
 pub(crate) struct Open<A> {
     pub span: Span,
     pub aggregate: A,
+    /// The highest timestamp of a record folded in: the timestamp of the
+    /// window's emissions (W4), as Kafka Streams gives its aggregates. A
+    /// session's is its end.
+    pub latest: i64,
 }
 
 /// The task's window clock (in its tick slot).
@@ -53,8 +57,9 @@ const TAG_WINDOWS: u8 = 1;
 
 /// The slots on the changelog: a tag byte; a clock is its frontier (8
 /// bytes, big-endian) and, when a window is open, its next close (8
-/// bytes); windows are, each, start and end (8 bytes each), the
-/// aggregate's length (4 bytes) and the aggregate in the user's codec.
+/// bytes); windows are, each, start, end and latest record timestamp (8
+/// bytes each), the aggregate's length (4 bytes) and the aggregate in the
+/// user's codec.
 pub(crate) struct WindowSlotCodec<A> {
     pub aggregate: Arc<dyn Codec<A>>,
 }
@@ -118,6 +123,7 @@ impl<A: Send + Sync + 'static> Codec<WindowSlot<A>> for WindowSlotCodec<A> {
                 for open in windows {
                     out.put_i64(open.span.start);
                     out.put_i64(open.span.end);
+                    out.put_i64(open.latest);
                     let aggregate = self.aggregate.encode(&open.aggregate)?;
                     let length = u32::try_from(aggregate.len()).map_err(|_| CodecError {
                         codec: "window-slot",
@@ -161,6 +167,7 @@ impl<A: Send + Sync + 'static> Codec<WindowSlot<A>> for WindowSlotCodec<A> {
                 while !reader.bytes.is_empty() {
                     let start = reader.i64("a window's start")?;
                     let end = reader.i64("a window's end")?;
+                    let latest = reader.i64("a window's latest record timestamp")?;
                     let length = reader.u32("an aggregate's length")? as usize;
                     let aggregate = self
                         .aggregate
@@ -171,6 +178,7 @@ impl<A: Send + Sync + 'static> Codec<WindowSlot<A>> for WindowSlotCodec<A> {
                     windows.push(Open {
                         span: Span { start, end },
                         aggregate,
+                        latest,
                     });
                 }
                 Ok(WindowSlot::Windows(windows))
@@ -208,10 +216,12 @@ mod tests {
                 Open {
                     span: Span { start: 0, end: 60 },
                     aggregate: 5,
+                    latest: 41,
                 },
                 Open {
                     span: Span { start: 30, end: 90 },
                     aggregate: -2,
+                    latest: 30,
                 },
             ]),
         ] {
@@ -223,10 +233,12 @@ mod tests {
                 Open {
                     span: Span { start: 30, end: 90 },
                     aggregate: 1,
+                    latest: 30,
                 },
                 Open {
                     span: Span { start: 0, end: 60 },
                     aggregate: 1,
+                    latest: 0,
                 },
             ]))
             .unwrap();

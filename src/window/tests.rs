@@ -203,6 +203,47 @@ fn w2_w3_grace_holds_a_window_open_to_its_last_millisecond() {
     assert_eq!(replay.sale("k", 32, 200), ["k[60,120)=10"]);
 }
 
+/// W4: a window's records carry the highest timestamp among the records
+/// folded into it, as Kafka Streams' windowed aggregates do: on update,
+/// and on close (not the timestamp of the record that closed it).
+#[test]
+fn w4_a_window_is_written_at_its_highest_record_timestamp() {
+    let timestamps = |emitted: Vec<Emission>| -> Vec<Option<i64>> {
+        emitted.iter().map(Emission::timestamp).collect()
+    };
+    let mut on_close = Replay::of(
+        summing(Windows::tumbling(Duration::from_millis(60)).grace(Duration::from_millis(30)))
+            .build(),
+    );
+    for (amount, at) in [(1, 10), (2, 50), (4, 30)] {
+        assert!(on_close.try_sale(Some("k"), amount, at).unwrap().is_empty());
+    }
+    // 90 closes [0, 60): written at 50, its latest record, not at 90.
+    assert_eq!(
+        timestamps(on_close.try_sale(Some("j"), 8, 90).unwrap()),
+        [Some(50)]
+    );
+
+    let mut on_update = Replay::of(
+        summing(Windows::tumbling(Duration::from_millis(60)))
+            .emit(Emit::OnUpdate)
+            .build(),
+    );
+    assert_eq!(
+        timestamps(on_update.try_sale(Some("k"), 1, 40).unwrap()),
+        [Some(40)]
+    );
+    // A record back in time rewrites the window at its latest timestamp.
+    assert_eq!(
+        timestamps(on_update.try_sale(Some("k"), 2, 20).unwrap()),
+        [Some(40)]
+    );
+    assert_eq!(
+        timestamps(on_update.try_sale(Some("k"), 4, 45).unwrap()),
+        [Some(45)]
+    );
+}
+
 /// W2: with wall-clock closing, records do not move the frontier (a record
 /// far ahead closes nothing); a tick closes what its time reaches.
 #[test]

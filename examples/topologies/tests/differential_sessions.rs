@@ -33,8 +33,8 @@ use parsley::window::{SessionWindows, Windowed, WindowedCodec};
 use parsley::{Topic, Utf8, I64};
 
 /// One output session: key, start, end (its last record's timestamp),
-/// total.
-type Session = (String, i64, i64, i64);
+/// total, record timestamp (W4, W5: the end).
+type Session = (String, i64, i64, i64, i64);
 
 /// One input record: key, value, timestamp.
 type Sale = (String, i64, i64);
@@ -67,10 +67,11 @@ fn sales(records: &[(&str, i64, i64)]) -> Vec<Sale> {
         .collect()
 }
 
+/// Sessions as both sides write them: each at its end (W4, W5).
 fn sessions(sessions: &[(&str, i64, i64, i64)]) -> Vec<Session> {
     sessions
         .iter()
-        .map(|(key, start, end, total)| (key.to_string(), *start, *end, *total))
+        .map(|(key, start, end, total)| (key.to_string(), *start, *end, *total, *end))
         .collect()
 }
 

@@ -25,8 +25,8 @@ use parsley::mutation::Mutation;
 use parsley::window::{Emit, Windowed, WindowedCodec, Windows};
 use parsley::{Topic, Utf8, I64};
 
-/// One output window: key, start, end, aggregate.
-type Window = (String, i64, i64, i64);
+/// One output window: key, start, end, aggregate, record timestamp (W4).
+type Window = (String, i64, i64, i64, i64);
 
 /// One input record: key, value, timestamp.
 type Sale = (String, i64, i64);

@@ -205,7 +205,7 @@ pub fn pipe_windowed(
     source: &Topic<String, i64>,
     output: &Topic<parsley::window::Windowed<String>, i64>,
     records: &[(String, i64, i64)],
-) -> (TestDriver, Vec<(String, i64, i64, i64)>) {
+) -> (TestDriver, Vec<(String, i64, i64, i64, i64)>) {
     let app = parsley::Parsley::named("differential")
         .stage(stage)
         .build()
@@ -225,7 +225,7 @@ pub fn pipe_windowed(
         .into_iter()
         .map(|record| {
             let key = record.key.expect("a windowed key");
-            (key.key, key.start, key.end, record.value)
+            (key.key, key.start, key.end, record.value, record.timestamp)
         })
         .collect();
     (driver, windows)
@@ -238,8 +238,8 @@ pub fn pipe_windowed(
 pub fn compare_windowed(
     name: &str,
     case: &impl std::fmt::Debug,
-    parsley: &[(String, i64, i64, i64)],
-    kafka_streams: &[(String, i64, i64, i64)],
+    parsley: &[(String, i64, i64, i64, i64)],
+    kafka_streams: &[(String, i64, i64, i64, i64)],
     (late, parsley_late, expected_late): (&str, u64, u64),
 ) -> Result<(), String> {
     assert!(!kafka_streams.is_empty(), "{name}: no output");
@@ -348,7 +348,7 @@ pub fn kafka_streams_cases<T>(
 pub fn kafka_streams_windowed<'a>(
     program: &str,
     cases: impl ExactSizeIterator<Item = (String, &'a [(String, i64, i64)])>,
-) -> Vec<Vec<(String, i64, i64, i64)>> {
+) -> Vec<Vec<(String, i64, i64, i64, i64)>> {
     let cases = cases.map(|(header, records)| {
         let lines = records
             .iter()
@@ -356,8 +356,14 @@ pub fn kafka_streams_windowed<'a>(
             .collect();
         (header, lines)
     });
-    kafka_streams_cases(program, cases, 4, |line| {
-        (line.text(0), line.number(1), line.number(2), line.number(3))
+    kafka_streams_cases(program, cases, 5, |line| {
+        (
+            line.text(0),
+            line.number(1),
+            line.number(2),
+            line.number(3),
+            line.number(4),
+        )
     })
 }
 

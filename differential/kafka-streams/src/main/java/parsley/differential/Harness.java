@@ -60,11 +60,12 @@ final class Harness {
                 record -> record.key() + " " + record.value() + " " + record.timestamp());
         }
 
-        /** Lines {@code key start end value} of windowed keys. */
+        /** Lines {@code key start end value timestamp} of windowed keys. */
         static Output<Windowed<String>, Long> windows(Deserializer<Windowed<String>> keys) {
             return new Output<>(keys, Serdes.Long().deserializer(), record -> {
                 Windowed<String> w = record.key();
-                return w.key() + " " + w.window().start() + " " + w.window().end() + " " + record.value();
+                return w.key() + " " + w.window().start() + " " + w.window().end() + " " + record.value()
+                    + " " + record.timestamp();
             });
         }
     }

@@ -22,7 +22,7 @@ import org.apache.kafka.streams.state.SessionStore;
  * .aggregate(0, sum, sum).suppress(untilWindowCloses(unbounded()))} with the record cache
  * off. Without {@code retention_ms} the session store keeps Kafka Streams' default
  * retention (gap + grace); with it, {@code Materialized.withRetention}. stdout: per case,
- * one line {@code key start end value} per output record, in output order, then a line
+ * one line {@code key start end value timestamp} per output record, in output order, then a line
  * {@code end}. Each case runs on a TopologyTestDriver of its own, so that one JVM serves
  * hundreds of cases ({@link Harness}).
  */

@@ -19,7 +19,7 @@ import org.apache.kafka.streams.kstream.WindowedSerdes;
  * stdin: one or more cases, each a header line {@code size_ms advance_ms grace_ms mode}
  * (mode is {@code close} for suppress(untilWindowCloses) or {@code update} for the
  * uncached windowed KTable's changelog), lines {@code key value timestamp}, and a
- * line {@code end}. stdout: per case, one line {@code key start end value} per output
+ * line {@code end}. stdout: per case, one line {@code key start end value timestamp} per output
  * record, in output order, then a line {@code end}. Each case runs on a
  * TopologyTestDriver of its own, so that one JVM serves hundreds of cases ({@link Harness}).
  */
