@@ -88,6 +88,10 @@ pub enum Mutation {
     /// bounds stay right): a record that bridges two sessions loses one's
     /// aggregate (breaks W5, I12).
     SessionMergeKeepsLast,
+    /// A windowed aggregation writes a closed window at the timestamp of
+    /// the record whose delivery closed it, not at the highest timestamp
+    /// among the window's records (breaks W4, I12).
+    WindowWrittenAtClosingRecord,
     /// A stream–table join ignores a tombstone: the deleted row stays, and
     /// later stream records are joined with it (breaks J1, I13).
     JoinIgnoresTombstones,
@@ -168,7 +172,7 @@ pub enum Mutation {
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 40] = [
+    pub const ALL: [Mutation; 41] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -192,6 +196,7 @@ impl Mutation {
         Mutation::WindowGraceOffByOne,
         Mutation::SessionBridgeNotMerged,
         Mutation::SessionMergeKeepsLast,
+        Mutation::WindowWrittenAtClosingRecord,
         Mutation::JoinIgnoresTombstones,
         Mutation::JoinKeepsStaleRow,
         Mutation::ExpiryHalfTtlEarly,
@@ -237,6 +242,7 @@ impl Mutation {
             Mutation::WindowGraceOffByOne => "window-grace-off-by-one",
             Mutation::SessionBridgeNotMerged => "session-bridge-not-merged",
             Mutation::SessionMergeKeepsLast => "session-merge-keeps-last",
+            Mutation::WindowWrittenAtClosingRecord => "window-written-at-closing-record",
             Mutation::JoinIgnoresTombstones => "join-ignores-tombstones",
             Mutation::JoinKeepsStaleRow => "join-keeps-stale-row",
             Mutation::ExpiryHalfTtlEarly => "expiry-half-ttl-early",

@@ -63,7 +63,13 @@ impl RekeyedOutput {
                         false => (self.select)(key, value)?,
                     };
                     let encoded = key.map(|key| (key, value.clone()));
-                    Some(Emission::new(self.repartition.clone(), encoded))
+                    let copy = Emission::new(self.repartition.clone(), encoded);
+                    // R3: the copy keeps the record's timestamp, an
+                    // operator's own (W4) included.
+                    Some(match emission.timestamp() {
+                        Some(timestamp) => copy.at(timestamp),
+                        None => copy,
+                    })
                 }
                 // A tombstone has no value to select a key from: the
                 // stage's output, not its input record, is at fault.

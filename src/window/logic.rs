@@ -330,6 +330,10 @@ where
             clock.next_close = next_close;
             closed.sort_by(|a, b| (a.0.end, &a.1, a.0.start).cmp(&(b.0.end, &b.1, b.0.start)));
             if self.emit == Emit::OnClose {
+                // A planted bug (W4, I12) writes the delivery's timestamp.
+                let written_at_close = crate::mutation::active(
+                    crate::mutation::Mutation::WindowWrittenAtClosingRecord,
+                );
                 for (span, slot, aggregate, latest) in closed {
                     let SlotKey::Key(bytes) = &slot else {
                         unreachable!("windows are kept in key slots")
@@ -340,18 +344,18 @@ where
                             error,
                         }
                     })?;
-                    emissions.push(
-                        self.output()
-                            .send(
-                                Windowed {
-                                    key,
-                                    start: span.start,
-                                    end: span.end,
-                                },
-                                aggregate,
-                            )
-                            .at(latest),
+                    let written = self.output().send(
+                        Windowed {
+                            key,
+                            start: span.start,
+                            end: span.end,
+                        },
+                        aggregate,
                     );
+                    emissions.push(match written_at_close {
+                        true => written,
+                        false => written.at(latest),
+                    });
                 }
             }
             // Slots in key order: the changelog's order is the delivery's.

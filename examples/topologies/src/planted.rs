@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 40] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 41] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -47,6 +47,11 @@ pub const PLANTED: [(Mutation, &str, Invariant); 40] = [
     (Mutation::WindowGraceOffByOne, "windows", Invariant::I12),
     (Mutation::SessionBridgeNotMerged, "windows", Invariant::I12),
     (Mutation::SessionMergeKeepsLast, "windows", Invariant::I12),
+    (
+        Mutation::WindowWrittenAtClosingRecord,
+        "windows",
+        Invariant::I12,
+    ),
     (
         Mutation::JoinIgnoresTombstones,
         "enrichment",
@@ -98,7 +103,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 40] = [
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 37] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 38] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -137,6 +142,11 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 37] = [
     ),
     (
         Mutation::SessionMergeKeepsLast,
+        "storefront",
+        Invariant::I12,
+    ),
+    (
+        Mutation::WindowWrittenAtClosingRecord,
         "storefront",
         Invariant::I12,
     ),

@@ -107,6 +107,12 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
             Invariant::I12,
         ),
         (WindowGraceOffByOne, "windows", tiny(8), Invariant::I12),
+        (
+            WindowWrittenAtClosingRecord,
+            "windows",
+            tiny(8),
+            Invariant::I12,
+        ),
         (ExpiryHalfTtlEarly, "dedupe", tiny(8), Invariant::I14),
         (ExpiryNeverExpires, "dedupe", tiny(8), Invariant::I14),
         (RekeyDropsStamp, "by-product", tiny(8), Invariant::I5),

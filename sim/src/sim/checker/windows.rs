@@ -1,4 +1,5 @@
-//! I12: windows (W1–W5), from each task's committed deliveries alone.
+//! I12: windows (W1–W5), from each task's committed deliveries alone:
+//! what each delivery writes, and at which timestamp (W4).
 //!
 //! The checker keeps its own model of every task of a windowed aggregation:
 //! which windows each record belongs to, where the close frontier stands,
@@ -121,11 +122,13 @@ struct Model {
     delivered: u64,
 }
 
-/// An output record the model expects: what it is, and its bytes.
+/// An output record the model expects: what it is, its bytes, and its
+/// timestamp (W4: the highest of the window's records).
 struct Expected {
     label: String,
     key: Bytes,
     value: Bytes,
+    timestamp: i64,
 }
 
 impl<'a> Checker<'a> {
@@ -334,6 +337,7 @@ impl<'a> Checker<'a> {
                 data.key.clone(),
                 data.value.clone(),
                 format!("{tp}@{offset}"),
+                data.timestamp,
             );
             match into_output {
                 true => wrote.push(written),
@@ -349,8 +353,10 @@ impl<'a> Checker<'a> {
             && expected
                 .iter()
                 .zip(&wrote)
-                .all(|(expected, (key, value, _))| {
-                    key.as_ref() == Some(&expected.key) && value.as_ref() == Some(&expected.value)
+                .all(|(expected, (key, value, _, timestamp))| {
+                    key.as_ref() == Some(&expected.key)
+                        && value.as_ref() == Some(&expected.value)
+                        && *timestamp == expected.timestamp
                 });
         if !same {
             let mut message = format!(
@@ -361,16 +367,17 @@ impl<'a> Checker<'a> {
             for expected in &expected {
                 let _ = write!(
                     message,
-                    "; {} = {}",
+                    "; {} = {} at {}",
                     expected.label,
-                    bytes_for_humans(&expected.value)
+                    bytes_for_humans(&expected.value),
+                    expected.timestamp
                 );
             }
             let _ = write!(message, " — it wrote {}", wrote.len());
-            for (key, value, at) in &wrote {
+            for (key, value, at, timestamp) in &wrote {
                 let _ = write!(
                     message,
-                    "; {at}: key {} value {}",
+                    "; {at}: key {} value {} at {timestamp}",
                     describe(key),
                     describe(value)
                 );
@@ -381,7 +388,7 @@ impl<'a> Checker<'a> {
         let late_right = wrote_late.len() == late_expected
             && wrote_late
                 .iter()
-                .all(|(key, value, _)| *key == record.data.key && *value == record.data.value);
+                .all(|(key, value, _, _)| *key == record.data.key && *value == record.data.value);
         if problem.is_none() && !late_right {
             let late = decl
                 .late
@@ -397,7 +404,7 @@ impl<'a> Checker<'a> {
                     "it is late for none of its windows, so nothing should be written to {late}"
                 ),
             };
-            let wrote: Vec<&str> = wrote_late.iter().map(|(_, _, at)| at.as_str()).collect();
+            let wrote: Vec<&str> = wrote_late.iter().map(|(_, _, at, _)| at.as_str()).collect();
             problem = Some(format!(
                 "task {task} committed the delivery of {what}, after which the close frontier is {frontier}: {because}; it wrote {} record(s) there ({})",
                 wrote.len(),
@@ -437,10 +444,18 @@ impl<'a> Checker<'a> {
             bytes_for_humans(key),
             window.records.len()
         );
+        // W4: the highest timestamp among the window's records.
+        let timestamp = window
+            .records
+            .iter()
+            .map(|(_, _, record)| record.data.timestamp)
+            .max()
+            .expect("an open window holds a record");
         Some(Expected {
             label,
             key: key_bytes,
             value,
+            timestamp,
         })
     }
 }
