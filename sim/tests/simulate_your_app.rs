@@ -298,7 +298,9 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
     let text = std::fs::read_to_string(&kept).expect("the tape is kept");
     assert!(
         text.lines().any(|line| line
-            .starts_with("a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line ")),
+            .starts_with(
+                "simulate_your_app::a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line "
+            )),
         "{text}"
     );
     let again =
@@ -308,7 +310,7 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
 
     // Both replay lines reproduce the failure in a fresh process.
     for kind in ["seed", "tape"] {
-        let (passed, output) = rerun("replay_wrong_property", replay_value(&report, kind));
+        let (passed, output) = rerun("simulate_your_app::replay_wrong_property", replay_value(&report, kind));
         assert!(!passed, "the {kind} replay passed:\n{output}");
         assert!(output.contains("no report total passes 40"), "{output}");
         assert!(output.contains("the replayed run fails"), "{output}");
@@ -322,7 +324,7 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
 fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
     let output = Command::new(std::env::current_exe().unwrap())
         .args([
-            "replay_wrong_property",
+            "simulate_your_app::replay_wrong_property",
             "--exact",
             "--include-ignored",
             "--nocapture",
@@ -351,7 +353,7 @@ fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
     let args: Vec<&str> = args.split_whitespace().collect();
     assert_eq!(
         args,
-        ["replay_wrong_property", "--exact", "--include-ignored"],
+        ["simulate_your_app::replay_wrong_property", "--exact", "--include-ignored"],
         "{line}"
     );
     let replay = assignment
@@ -442,7 +444,7 @@ fn a_broken_fold_is_caught_by_a_property_and_replayed() {
     );
     assert!(report.contains("device counts each view once"), "{report}");
     assert!(report.contains("of k3"), "{report}");
-    let (passed, output) = rerun("replay_broken_fold", replay_value(&report, "tape"));
+    let (passed, output) = rerun("simulate_your_app::replay_broken_fold", replay_value(&report, "tape"));
     assert!(!passed, "the replay passed:\n{output}");
     assert!(output.contains("of k3"), "{output}");
 }

@@ -20,7 +20,7 @@ use parsley_sim::audit::{
 use parsley_sim::sim::{run_seed, Invariant, Scenario};
 use parsley_sim::{TestDriver, TestRecord};
 
-mod shipped;
+use crate::shipped;
 
 const START: i64 = 1_700_000_000_000;
 const MINUTE: Duration = Duration::from_secs(60);

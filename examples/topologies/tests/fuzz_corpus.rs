@@ -262,7 +262,7 @@ fn causal_order_seeds() -> Vec<(String, Vec<u8>)> {
 /// crash files, are left alone):
 ///
 /// ```text
-/// cargo test -p parsley-examples --test fuzz_corpus -- --ignored write_corpus
+/// cargo test -p parsley-examples --test main -- --ignored fuzz_corpus::write_corpus
 /// ```
 #[test]
 #[ignore = "writes the seed corpus into fuzz/corpus"]

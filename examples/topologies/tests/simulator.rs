@@ -7,7 +7,7 @@ use parsley::mutation::Mutation;
 use parsley_examples::planted::{ALSO_PLANTED, PLANTED};
 use parsley_sim::sim::{Event, Invariant, Relation, RunOutcome, Simulation, Violation};
 
-mod shipped;
+use crate::shipped;
 
 fn load(name: &str) -> Simulation {
     shipped::shipped(name)

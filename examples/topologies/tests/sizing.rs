@@ -5,7 +5,7 @@
 
 use parsley_sim::sim::{Input, Settings, Simulation};
 
-mod shipped;
+use crate::shipped;
 use shipped::missed;
 
 #[allow(dead_code)]
