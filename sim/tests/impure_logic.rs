@@ -240,7 +240,12 @@ fn replay_dedupe_shared() {
 #[test]
 fn an_impure_dedupe_fold_is_named_s4() {
     let (kept, report) = failing(dedupe_shared, "dedupe");
-    assert_impure(&report, "count", "impure_logic::replay_dedupe_shared", &kept);
+    assert_impure(
+        &report,
+        "count",
+        "impure_logic::replay_dedupe_shared",
+        &kept,
+    );
 }
 
 fn thousand(regressions: Regressions) -> Simulation {
@@ -289,7 +294,10 @@ fn a_tick_flushing_a_shared_buffer_is_named_s4() {
         // process runs alone, so it reproduces the I7 it causes, or S4.
         assert!(!report.contains("PARSLEY_SIM_REPLAY=tape="), "{report}");
         assert!(!kept.exists(), "a non-reproducing tape was kept");
-        let (passed, output) = rerun("impure_logic::replay_shared_buffer", replay_value(&report, "seed"));
+        let (passed, output) = rerun(
+            "impure_logic::replay_shared_buffer",
+            replay_value(&report, "seed"),
+        );
         assert!(!passed, "the replay passed:\n{output}");
         assert!(
             output.contains("I7") || output.contains("S4 (logic"),
@@ -383,7 +391,11 @@ fn a_task_that_stops_on_one_key_is_a_violation() {
     assert!(report.contains(&format!("seed={seed}")), "{report}");
     assert!(kept.exists(), "a reproducing tape is kept:\n{report}");
     let _ = std::fs::remove_file(&kept);
-    both_replays_fail(&report, "impure_logic::replay_undeclared", &["unexpected stop"]);
+    both_replays_fail(
+        &report,
+        "impure_logic::replay_undeclared",
+        &["unexpected stop"],
+    );
 }
 
 /// Most seeds stop the task, and every one of them is flagged; a stop the

@@ -299,10 +299,9 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
     // The kept tape is replayed first from now on.
     let text = std::fs::read_to_string(&kept).expect("the tape is kept");
     assert!(
-        text.lines().any(|line| line
-            .starts_with(
-                "simulate_your_app::a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line "
-            )),
+        text.lines().any(|line| line.starts_with(
+            "simulate_your_app::a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line "
+        )),
         "{text}"
     );
     let again =
@@ -312,7 +311,10 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
 
     // Both replay lines reproduce the failure in a fresh process.
     for kind in ["seed", "tape"] {
-        let (passed, output) = rerun("simulate_your_app::replay_wrong_property", replay_value(&report, kind));
+        let (passed, output) = rerun(
+            "simulate_your_app::replay_wrong_property",
+            replay_value(&report, kind),
+        );
         assert!(!passed, "the {kind} replay passed:\n{output}");
         assert!(output.contains("no report total passes 40"), "{output}");
         assert!(output.contains("the replayed run fails"), "{output}");
@@ -355,7 +357,11 @@ fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
     let args: Vec<&str> = args.split_whitespace().collect();
     assert_eq!(
         args,
-        ["simulate_your_app::replay_wrong_property", "--exact", "--include-ignored"],
+        [
+            "simulate_your_app::replay_wrong_property",
+            "--exact",
+            "--include-ignored"
+        ],
         "{line}"
     );
     let replay = assignment
@@ -446,7 +452,10 @@ fn a_broken_fold_is_caught_by_a_property_and_replayed() {
     );
     assert!(report.contains("device counts each view once"), "{report}");
     assert!(report.contains("of k3"), "{report}");
-    let (passed, output) = rerun("simulate_your_app::replay_broken_fold", replay_value(&report, "tape"));
+    let (passed, output) = rerun(
+        "simulate_your_app::replay_broken_fold",
+        replay_value(&report, "tape"),
+    );
     assert!(!passed, "the replay passed:\n{output}");
     assert!(output.contains("of k3"), "{output}");
 }
@@ -842,10 +851,15 @@ fn a_table_topics_tombstones_read_as_none() {
                 }
             }
             if changes.len() != inputs.len() {
-                return Err(format!("{} changes for {} prices", changes.len(), inputs.len()).into());
+                return Err(
+                    format!("{} changes for {} prices", changes.len(), inputs.len()).into(),
+                );
             }
             // `records` refuses the first tombstone, naming where it is.
-            match (run.records(&output), changes.iter().find(|c| c.value.is_none())) {
+            match (
+                run.records(&output),
+                changes.iter().find(|c| c.value.is_none()),
+            ) {
                 (Ok(_), None) => Ok(()),
                 (Err(ReadError::Tombstone { offset, .. }), Some(_)) => {
                     let text = run.records(&output).unwrap_err().to_string();
