@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 #[path = "../../../fuzz/bodies/stamp_decode.rs"]
 mod stamp_decode_body;
 
-#[path = "../../../fuzz/bodies/causal_order.rs"]
-mod causal_order_body;
+// The causal-order body is shared with `properties.rs`: one module of the
+// test binary (tests/main.rs).
+use crate::causal_order_body;
 
 #[path = "../../../fuzz/bodies/diamond.rs"]
 mod diamond_body;

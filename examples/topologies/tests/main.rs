@@ -9,6 +9,11 @@ mod common;
 mod shipped;
 mod smallest;
 
+// The fuzz target's body that `fuzz_corpus` runs and `properties` takes
+// its scenarios from.
+#[path = "../../../fuzz/bodies/causal_order.rs"]
+mod causal_order_body;
+
 mod audit;
 mod cli;
 mod examples;

@@ -551,7 +551,7 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     /// The records in the topic's queue, in the order they were written,
     /// and where the queue stands once they are consumed; the queue itself
     /// is left as it is.
-    fn unread(&self, world: &World) -> Result<(Vec<OutputRecord<K, V>>, Vec<u64>), DriverError> {
+    fn unread(&self, world: &World) -> Result<Unread<K, V>, DriverError> {
         let positions = self.positions(world);
         let mut next = Vec::with_capacity(positions.len());
         let records = self.read_in(world, &positions, &mut next)?;
@@ -710,6 +710,10 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
         })
     }
 }
+
+/// What a consuming read takes off a topic's queue, in write order, and
+/// where the queue stands once they are consumed.
+type Unread<K, V> = (Vec<OutputRecord<K, V>>, Vec<u64>);
 
 /// Renders records one per line, for snapshots: `tp@offset  key …  value …
 /// stamp {…}`, a null key as `null`, keys and values with `Debug` (so a
