@@ -164,6 +164,28 @@ impl<S> Step<S> {
         self.emissions.push(emission);
         self
     }
+
+    /// Adds every emission of `emissions`, in order, after those already
+    /// added: for a list the logic computes (one record per line of an
+    /// order, say), where [`emit`](Self::emit) adds one.
+    ///
+    /// ```
+    /// use parsley::{Step, Topic, Utf8, I64};
+    ///
+    /// let lines: Topic<String, i64> = Topic::with_codecs("lines", Utf8, I64);
+    /// let amounts = [30, 12, 5];
+    /// let step = Step::of(amounts.len())
+    ///     .emit_all(amounts.iter().map(|amount| lines.send("order-7".to_string(), *amount)));
+    /// assert_eq!(step.emissions.len(), 3);
+    /// assert_eq!(step.emissions[1], lines.send("order-7".to_string(), 12));
+    /// ```
+    pub fn emit_all(mut self, emissions: impl IntoIterator<Item = Emission>) -> Self {
+        if self.emissions.capacity() == 0 {
+            self.emissions = spare_emissions();
+        }
+        self.emissions.extend(emissions);
+        self
+    }
 }
 
 /// The most emissions a list kept for reuse may have room for.

@@ -25,7 +25,7 @@ pub struct Header {
 pub struct RecordData {
     /// The key bytes; `None` for a null key.
     pub key: Option<Bytes>,
-    /// The header value.
+    /// The value bytes; `None` for a null value (a tombstone).
     pub value: Option<Bytes>,
     /// The headers, the stamp header among them.
     pub headers: Vec<Header>,

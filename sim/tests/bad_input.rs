@@ -2,7 +2,7 @@
 //! what and where, the task stops, and its committed position stays before
 //! the bad record, so nothing committed is lost.
 
-mod support;
+use crate::support;
 
 use bytes::Bytes;
 use parsley::header::{self, HeaderError, STAMP_HEADER};

@@ -278,10 +278,12 @@ fn queue_size_and_is_empty_count_what_is_left_to_read() {
     assert!(counts.is_empty());
 }
 
-/// A TTD user's `TestOutputTopic`s each have their own queue: reading from
-/// one handle leaves another handle of the same topic untouched.
+/// A TopologyTestDriver keeps one output queue per topic: every
+/// `TestOutputTopic` of it reads that queue, so what one handle consumed is
+/// gone for the others, and a helper that opens the output anew reads on
+/// from where the test left off instead of reading everything again.
 #[test]
-fn each_output_handle_has_its_own_queue() {
+fn every_output_handle_of_a_topic_reads_one_queue() {
     let app = word_count();
     let driver = driver(&app);
     let first = driver.output(&app.counts).unwrap();
@@ -289,13 +291,26 @@ fn each_output_handle_has_its_own_queue() {
     let words = driver.input(&app.words).unwrap();
     words.pipe("a", 1).unwrap();
     words.pipe("b", 1).unwrap();
-    assert_eq!(first.read_values_to_list().unwrap(), [1, 1]);
-    assert!(first.is_empty());
     assert_eq!(second.queue_size(), 2);
-    assert_eq!(second.read_value().unwrap(), 1);
-    // read_new shares each handle's queue with the other consuming reads.
-    assert_eq!(second.read_new().unwrap().len(), 1);
-    assert!(second.is_empty());
+    assert_eq!(first.read_value().unwrap(), 1);
+    assert_eq!(second.queue_size(), 1, "the first handle consumed one");
+    assert_eq!(second.read_key_value().unwrap(), (Some("b".into()), 1));
+    assert!(first.is_empty());
+    assert!(matches!(
+        first.read_value(),
+        Err(DriverError::NoRecordToRead { .. })
+    ));
+    // A helper that opens the output itself sees only what is new.
+    let read_fresh = |driver: &TestDriver| driver.output(&app.counts).unwrap().read_new().unwrap();
+    words.pipe("a", 1).unwrap();
+    let fresh = read_fresh(&driver);
+    assert_eq!(
+        fresh.iter().map(|record| record.value).collect::<Vec<_>>(),
+        [2]
+    );
+    assert!(read_fresh(&driver).is_empty(), "read twice");
+    // The non-consuming reads still see everything.
+    assert_eq!(second.read_values().unwrap(), [1, 1, 2]);
 }
 
 /// Not in a TTD: `read_all` and `read_values` see everything committed,
@@ -478,4 +493,37 @@ fn produced_topics_lists_what_the_tasks_wrote() {
             "words-count-ticks"
         ]
     );
+}
+
+/// `Step::emit_all` emits a list the logic computes, in order, after the
+/// emissions already added: here one record per unit of an order, then
+/// the running total.
+#[test]
+fn a_step_emits_a_computed_list() {
+    let orders: Topic<String, i64> = Topic::with_codecs("orders", Utf8, I64);
+    let units: Topic<String, i64> = Topic::with_codecs("units", Utf8, I64);
+    let split = Stage::named("split")
+        .state(I64, || 0i64)
+        .on(&orders, {
+            let units = units.clone();
+            move |total: i64, order| {
+                let count = *order.value();
+                let key = order.key().cloned();
+                Step::of(total + count)
+                    .emit_all((1..=count).map(|unit| units.send(key.clone(), unit)))
+                    .emit(units.send(key.clone(), -(total + count)))
+            }
+        })
+        .into(&units)
+        .build();
+    let app = Parsley::named("split").stage(split).build().unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
+    let input = driver.input(&orders).unwrap();
+    input.pipe("o1", 3).unwrap();
+    input.pipe("o1", 2).unwrap();
+    let out = driver.output(&units).unwrap();
+    assert_eq!(out.read_values_to_list().unwrap(), [1, 2, 3, -3, 1, 2, -5]);
 }

@@ -240,7 +240,12 @@ fn replay_dedupe_shared() {
 #[test]
 fn an_impure_dedupe_fold_is_named_s4() {
     let (kept, report) = failing(dedupe_shared, "dedupe");
-    assert_impure(&report, "count", "replay_dedupe_shared", &kept);
+    assert_impure(
+        &report,
+        "count",
+        "impure_logic::replay_dedupe_shared",
+        &kept,
+    );
 }
 
 fn thousand(regressions: Regressions) -> Simulation {
@@ -260,7 +265,7 @@ fn replay_thousand() {
 #[test]
 fn a_fold_wrong_once_in_a_thousand_calls_is_named_s4() {
     let (kept, report) = failing(thousand, "thousand");
-    assert_impure(&report, "count", "replay_thousand", &kept);
+    assert_impure(&report, "count", "impure_logic::replay_thousand", &kept);
 }
 
 fn shared_buffer(regressions: Regressions) -> Simulation {
@@ -289,7 +294,10 @@ fn a_tick_flushing_a_shared_buffer_is_named_s4() {
         // process runs alone, so it reproduces the I7 it causes, or S4.
         assert!(!report.contains("PARSLEY_SIM_REPLAY=tape="), "{report}");
         assert!(!kept.exists(), "a non-reproducing tape was kept");
-        let (passed, output) = rerun("replay_shared_buffer", replay_value(&report, "seed"));
+        let (passed, output) = rerun(
+            "impure_logic::replay_shared_buffer",
+            replay_value(&report, "seed"),
+        );
         assert!(!passed, "the replay passed:\n{output}");
         assert!(
             output.contains("I7") || output.contains("S4 (logic"),
@@ -304,7 +312,7 @@ fn a_tick_flushing_a_shared_buffer_is_named_s4() {
     );
     assert!(kept.exists(), "a reproducing tape is kept:\n{report}");
     let _ = std::fs::remove_file(&kept);
-    both_replays_fail(&report, "replay_shared_buffer", &["I7"]);
+    both_replays_fail(&report, "impure_logic::replay_shared_buffer", &["I7"]);
 }
 
 fn dedupe_per_run(regressions: Regressions) -> Simulation {
@@ -342,7 +350,7 @@ fn with_an_app_per_run_the_dedupe_fold_is_named_s4_and_shrinks() {
     let _ = std::fs::remove_file(&kept);
     both_replays_fail(
         &report,
-        "replay_dedupe_per_run",
+        "impure_logic::replay_dedupe_per_run",
         &["the replayed run fails", "S4 (logic"],
     );
 }
@@ -383,7 +391,11 @@ fn a_task_that_stops_on_one_key_is_a_violation() {
     assert!(report.contains(&format!("seed={seed}")), "{report}");
     assert!(kept.exists(), "a reproducing tape is kept:\n{report}");
     let _ = std::fs::remove_file(&kept);
-    both_replays_fail(&report, "replay_undeclared", &["unexpected stop"]);
+    both_replays_fail(
+        &report,
+        "impure_logic::replay_undeclared",
+        &["unexpected stop"],
+    );
 }
 
 /// Most seeds stop the task, and every one of them is flagged; a stop the

@@ -5,7 +5,7 @@
 use parsley::mutation::Mutation;
 use parsley_sim::sim::{Invariant, OrderStrategy};
 
-mod support;
+use crate::support;
 
 fn settings() -> parsley_sim::sim::Settings {
     let mut settings = support::fan_in_settings();

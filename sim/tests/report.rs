@@ -9,7 +9,7 @@ use parsley_sim::sim::{
     story_of, Entry, Event, Failure, Gate, Invariant, Relation, RunOutcome, TimeStrategy, Violation,
 };
 
-mod support;
+use crate::support;
 
 /// The planted bugs the bank exposes, and the invariant that must report
 /// each (the examples' mutation suite runs every planted bug on its shipped

@@ -12,7 +12,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
-use parsley_sim::sim::{Committed, FaultRates, Input, PropertyResult, Regressions, Simulation};
+use parsley_sim::sim::{
+    Committed, FaultRates, Input, PropertyResult, ReadError, Regressions, Simulation,
+};
 
 /// `views` → `geo` → `regional`; `views` → `device` → `devices`;
 /// `report` joins `regional` and `devices` and ticks.
@@ -297,8 +299,9 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
     // The kept tape is replayed first from now on.
     let text = std::fs::read_to_string(&kept).expect("the tape is kept");
     assert!(
-        text.lines().any(|line| line
-            .starts_with("a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line ")),
+        text.lines().any(|line| line.starts_with(
+            "simulate_your_app::a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line "
+        )),
         "{text}"
     );
     let again =
@@ -308,7 +311,10 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
 
     // Both replay lines reproduce the failure in a fresh process.
     for kind in ["seed", "tape"] {
-        let (passed, output) = rerun("replay_wrong_property", replay_value(&report, kind));
+        let (passed, output) = rerun(
+            "simulate_your_app::replay_wrong_property",
+            replay_value(&report, kind),
+        );
         assert!(!passed, "the {kind} replay passed:\n{output}");
         assert!(output.contains("no report total passes 40"), "{output}");
         assert!(output.contains("the replayed run fails"), "{output}");
@@ -322,7 +328,7 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
 fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
     let output = Command::new(std::env::current_exe().unwrap())
         .args([
-            "replay_wrong_property",
+            "simulate_your_app::replay_wrong_property",
             "--exact",
             "--include-ignored",
             "--nocapture",
@@ -351,7 +357,11 @@ fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
     let args: Vec<&str> = args.split_whitespace().collect();
     assert_eq!(
         args,
-        ["replay_wrong_property", "--exact", "--include-ignored"],
+        [
+            "simulate_your_app::replay_wrong_property",
+            "--exact",
+            "--include-ignored"
+        ],
         "{line}"
     );
     let replay = assignment
@@ -442,7 +452,10 @@ fn a_broken_fold_is_caught_by_a_property_and_replayed() {
     );
     assert!(report.contains("device counts each view once"), "{report}");
     assert!(report.contains("of k3"), "{report}");
-    let (passed, output) = rerun("replay_broken_fold", replay_value(&report, "tape"));
+    let (passed, output) = rerun(
+        "simulate_your_app::replay_broken_fold",
+        replay_value(&report, "tape"),
+    );
     assert!(!passed, "the replay passed:\n{output}");
     assert!(output.contains("of k3"), "{output}");
 }
@@ -751,4 +764,129 @@ fn a_generator_reads_the_clock_it_produces_at() {
         .build()
         .expect("the simulation fits the app")
         .check();
+}
+
+/// Run by `a_replay_that_passes_says_it_did_not_reproduce`: the shop
+/// without the wrong property, which every seed passes.
+#[test]
+#[ignore = "run by a_replay_that_passes_says_it_did_not_reproduce"]
+fn replay_the_shop_without_the_wrong_property() {
+    simulation(shop(false))
+        .inputs(60)
+        .seeds(0..50)
+        .regressions(Regressions::Off)
+        .build()
+        .unwrap()
+        .check();
+}
+
+/// A replay line run where the condition of its failure is gone (here the
+/// property that failed) passes, and says that it did not reproduce, not
+/// "1 seeds passed", which reads as "fixed".
+#[test]
+fn a_replay_that_passes_says_it_did_not_reproduce() {
+    let (passed, output) = rerun(
+        "simulate_your_app::replay_the_shop_without_the_wrong_property",
+        "seed=3",
+    );
+    assert!(passed, "{output}");
+    assert!(
+        output.contains(
+            "PARSLEY_SIM_REPLAY=seed=3 did not reproduce: the failure needs a condition this run lacks"
+        ),
+        "{output}"
+    );
+    assert!(!output.contains("seeds passed"), "{output}");
+}
+
+/// A table topic's tombstones read as typed `Option` values: `changes`
+/// gives every committed record, a deletion as `None`, where `records`
+/// refuses the first tombstone with a typed error naming it and the read
+/// to use instead.
+#[test]
+fn a_table_topics_tombstones_read_as_none() {
+    let prices: Topic<String, i64> = Topic::with_codecs("prices", Utf8, I64);
+    let latest: Topic<String, i64> = Topic::with_codecs("latest", Utf8, I64);
+    let stage = Stage::named("latest")
+        .on(&prices, {
+            let latest = latest.clone();
+            // A price of 0 withdraws the item: its row is deleted.
+            move |price| match *price.value() {
+                0 => vec![latest.tombstone(price.key().cloned())],
+                value => vec![latest.send(price.key().cloned(), value)],
+            }
+        })
+        .into(&latest)
+        .build();
+    let app = Parsley::named("prices").stage(stage).build().unwrap();
+    let (input, output) = (prices.clone(), latest.clone());
+    let simulation = Simulation::builder(app)
+        .input(Input::new(&prices, |draw| {
+            (Some(draw.key()), i64::from(draw.below(3)))
+        }))
+        .partitions(2)
+        .inputs(20)
+        .regressions(Regressions::Off)
+        .property("each withdrawal is a tombstone of its key", move |run| {
+            let changes = run.changes(&output)?;
+            let inputs = run.records(&input)?;
+            let withdrawn = |key: &Option<String>| {
+                inputs
+                    .iter()
+                    .filter(|price| price.key == *key && price.value == 0)
+                    .count()
+            };
+            for change in &changes {
+                let deleted = changes
+                    .iter()
+                    .filter(|other| other.key == change.key && other.value.is_none())
+                    .count();
+                if deleted != withdrawn(&change.key) {
+                    return Err(format!(
+                        "{:?}: {deleted} tombstones for {} withdrawals",
+                        change.key,
+                        withdrawn(&change.key)
+                    )
+                    .into());
+                }
+            }
+            if changes.len() != inputs.len() {
+                return Err(
+                    format!("{} changes for {} prices", changes.len(), inputs.len()).into(),
+                );
+            }
+            // `records` refuses the first tombstone, naming where it is.
+            match (
+                run.records(&output),
+                changes.iter().find(|c| c.value.is_none()),
+            ) {
+                (Ok(_), None) => Ok(()),
+                (Err(ReadError::Tombstone { offset, .. }), Some(_)) => {
+                    let text = run.records(&output).unwrap_err().to_string();
+                    if text.contains("changes()") && text.contains(&format!("@{offset}")) {
+                        Ok(())
+                    } else {
+                        Err(format!("the refusal does not point to changes(): {text}").into())
+                    }
+                }
+                (other, first) => Err(format!(
+                    "records() gave {:?} with a tombstone at {:?}",
+                    other.map(|records| records.len()),
+                    first.map(|c| c.offset)
+                )
+                .into()),
+            }
+        })
+        .sometimes("a tombstone was committed", move |run| {
+            Ok(run.changes(&latest)?.iter().any(|c| c.value.is_none()))
+        })
+        .build()
+        .unwrap();
+    let summary = simulation.check_seeds(0..40);
+    assert!(summary.failure.is_none(), "{}", summary.failure.unwrap());
+    assert!(
+        summary.reached.iter().all(|(_, runs)| *runs > 0),
+        "{:?}",
+        summary.reached
+    );
 }

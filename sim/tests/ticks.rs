@@ -1,6 +1,6 @@
 //! Ticks under the test driver (T3–T8): held, aborted, redelivered, restarted.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

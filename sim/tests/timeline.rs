@@ -12,7 +12,7 @@ use parsley_sim::sim::{
     Simulation, TaskAt, TxnRef,
 };
 
-mod support;
+use crate::support;
 
 /// The bank under the fan-in settings, shortened for test speed.
 fn bank() -> Simulation {
@@ -513,7 +513,7 @@ fn a_shrunk_run_is_drawn_on_its_real_steps_and_times() {
 }
 
 /// Writes the picture of one run for a person to look at:
-/// `TIMELINE_EXAMPLE=$PWD/target/timeline-example.html cargo test -p parsley-sim --test timeline`
+/// `TIMELINE_EXAMPLE=$PWD/target/timeline-example.html cargo test -p parsley-sim --test main -- timeline::`
 /// (`TIMELINE_SEED=n` picks the seed, `TIMELINE_FULL=1` keeps the fan-in
 /// settings' full budget: a long, compressed picture).
 #[test]

@@ -1,7 +1,7 @@
 //! Transactions, restarts and fencing under the test driver and the task host
 //! (G7, G8, X1–X4, S5).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

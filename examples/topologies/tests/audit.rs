@@ -20,7 +20,7 @@ use parsley_sim::audit::{
 use parsley_sim::sim::{run_seed, Invariant, Scenario};
 use parsley_sim::{TestDriver, TestRecord};
 
-mod shipped;
+use crate::shipped;
 
 const START: i64 = 1_700_000_000_000;
 const MINUTE: Duration = Duration::from_secs(60);
@@ -1193,7 +1193,7 @@ fn audit_at_a_cut_catches(planted: Mutation, name: &str, invariant: Invariant) {
 }
 
 /// Minutes long (six planted bugs, up to 30 seeds each): CI runs it in a
-/// step of its own (`.ci/run`, "audit at a cut"), not README's `cargo test`.
+/// step of its own (`.ci/run`, "slow tests"), not README's `cargo test`.
 #[test]
 #[ignore = "minutes long: CI runs it in its own step (`-- --ignored`)"]
 fn audit_at_a_cut_catches_planted_bugs_while_the_application_runs() {
@@ -1288,7 +1288,11 @@ fn i7_audit_at_a_cut_reports_a_duplicate_appended_while_running() {
 /// before and after the logs agree, nothing lies beyond the cut, and the
 /// audit finds what the audit of one instant's read finds, planted bugs
 /// included.
+///
+/// Minutes long (an audit at a cut of each planted bug): CI runs it in a
+/// step of its own (`.ci/run`, "slow tests"), not README's `cargo test`.
 #[test]
+#[ignore = "minutes long: CI runs it in its own step (`-- --ignored`)"]
 fn audit_at_a_cut_of_an_application_at_rest_is_the_audit_of_its_logs() {
     for (name, planted) in [
         ("balances", None),

@@ -19,10 +19,10 @@
 //! `mvn`:
 //!
 //! ```text
-//! cargo test -p parsley-examples --features differential --test differential_fk_joins
+//! cargo test -p parsley-examples --features differential --test differential -- differential_fk_joins::
 //! ```
 
-mod differential;
+use crate::differential;
 
 use std::collections::BTreeMap;
 

@@ -11,10 +11,10 @@
 //! feature, as it needs `java` and `mvn`:
 //!
 //! ```text
-//! cargo test -p parsley-examples --features differential --test differential_joins
+//! cargo test -p parsley-examples --features differential --test differential -- differential_joins::
 //! ```
 
-mod differential;
+use crate::differential;
 
 use differential::{
     assert_agree, differences, join_cases, kafka_streams_cases, pipe, read_records, record_line,

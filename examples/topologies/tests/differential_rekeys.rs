@@ -16,10 +16,10 @@
 //! `differential` feature, as it needs `java` and `mvn`:
 //!
 //! ```text
-//! cargo test -p parsley-examples --features differential --test differential_rekeys
+//! cargo test -p parsley-examples --features differential --test differential -- differential_rekeys::
 //! ```
 
-mod differential;
+use crate::differential;
 
 use differential::{
     assert_agree, first_difference, kafka_streams_cases, pipe, planted, read_records, test_driver,

@@ -10,7 +10,7 @@
 //! rather than skipping:
 //!
 //! ```text
-//! cargo test -p parsley-examples --features differential --test differential_sessions
+//! cargo test -p parsley-examples --features differential --test differential -- differential_sessions::
 //! ```
 //!
 //! The two differ by design at one millisecond: Kafka Streams closes a
@@ -19,7 +19,7 @@
 //! it (W2). Generated inputs stay clear of that millisecond, and
 //! `the_close_boundary_differs_as_designed` shows both sides on it.
 
-mod differential;
+use crate::differential;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! Built only with the `differential` feature, as it needs `java` and `mvn`:
 //!
 //! ```text
-//! cargo test -p parsley-examples --features differential --test differential_stream_joins
+//! cargo test -p parsley-examples --features differential --test differential -- differential_stream_joins::
 //! ```
 //!
 //! What is compared, and why not more (DESIGN.md, "stream–stream joins"):
@@ -27,7 +27,7 @@
 //! the record is more than its look-ahead behind stream time, where
 //! Parsley does neither: the named cases below show both.
 
-mod differential;
+use crate::differential;
 
 use differential::{
     kafka_streams_cases, pipe, planted, read_records, record_line, test_driver, Rng,

@@ -10,10 +10,10 @@
 //! what is missing, rather than skipping:
 //!
 //! ```text
-//! cargo test -p parsley-examples --features differential --test differential_windows
+//! cargo test -p parsley-examples --features differential --test differential -- differential_windows::
 //! ```
 
-mod differential;
+use crate::differential;
 
 use std::time::Duration;
 

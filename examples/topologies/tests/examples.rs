@@ -1,6 +1,6 @@
 //! The worked examples under the test driver, with snapshots of their ticks.
 
-mod common;
+use crate::common;
 
 use common::{MINUTE, START};
 use parsley::{Step, Tick};

@@ -3,8 +3,8 @@
 //! every planted core bug found on the smallest topology that shows it.
 //! Figures: BENCHMARKS.md, "Bounded exhaustive mode".
 
-mod shipped;
-mod smallest;
+use crate::shipped;
+use crate::smallest;
 
 use parsley::mutation::Mutation;
 use parsley_examples::planted::PLANTED;

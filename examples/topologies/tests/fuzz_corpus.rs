@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 #[path = "../../../fuzz/bodies/stamp_decode.rs"]
 mod stamp_decode_body;
 
-#[path = "../../../fuzz/bodies/causal_order.rs"]
-mod causal_order_body;
+// The causal-order body is shared with `properties.rs`: one module of the
+// test binary (tests/main.rs).
+use crate::causal_order_body;
 
 #[path = "../../../fuzz/bodies/diamond.rs"]
 mod diamond_body;
@@ -262,7 +263,7 @@ fn causal_order_seeds() -> Vec<(String, Vec<u8>)> {
 /// crash files, are left alone):
 ///
 /// ```text
-/// cargo test -p parsley-examples --test fuzz_corpus -- --ignored write_corpus
+/// cargo test -p parsley-examples --test main -- --ignored fuzz_corpus::write_corpus
 /// ```
 #[test]
 #[ignore = "writes the seed corpus into fuzz/corpus"]

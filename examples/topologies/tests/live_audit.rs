@@ -22,7 +22,7 @@ use parsley::Tp;
 use parsley_examples::TopologyName;
 use parsley_live::{read_committed, test_broker, PlainProducer, Runtime, RuntimeConfig};
 
-mod live_common;
+use crate::live_common;
 
 use live_common::{set_up, Live, TICK};
 

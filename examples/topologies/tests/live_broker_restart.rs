@@ -12,7 +12,7 @@
 
 #![cfg(feature = "live")]
 
-mod live_common;
+use crate::live_common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -29,7 +29,7 @@ use parsley_sim::audit::{committed_logs, CommittedLogs};
 use parsley_sim::TestDriver;
 use rand_core::{RngCore, SeedableRng};
 
-mod live_common;
+use crate::live_common;
 
 use live_common::{set_up, terminate, Live, PATIENCE, TICK};
 

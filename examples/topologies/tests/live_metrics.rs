@@ -28,7 +28,7 @@ use parsley::Tp;
 use parsley_examples::TopologyName;
 use parsley_live::{read_committed, task_status, test_broker, Isolation};
 
-mod live_common;
+use crate::live_common;
 
 use live_common::{set_up, Live};
 

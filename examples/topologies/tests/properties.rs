@@ -17,9 +17,7 @@ use parsley_sim::sim::RunOutcome;
 
 // Only the scenario loader is used here; the body itself runs in
 // `fuzz_corpus.rs` and under `cargo fuzz`.
-#[allow(dead_code)]
-#[path = "../../../fuzz/bodies/causal_order.rs"]
-mod causal_order_body;
+use crate::causal_order_body;
 
 use causal_order_body::{simulations, SCENARIOS};
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use parsley::mutation::Mutation;
 use parsley_sim::sim::{Regressions, Simulation};
 
-mod shipped;
+use crate::shipped;
 
 /// The wide regrouping scenario with every stage on one group; no
 /// regressions file is kept.
@@ -74,7 +74,7 @@ fn a_refused_start_is_a_violation_of_its_seed_with_a_replay_line() {
         .to_string();
     let output = Command::new(std::env::current_exe().unwrap())
         .args([
-            "replay_shared_group",
+            "refused_start::replay_shared_group",
             "--exact",
             "--include-ignored",
             "--nocapture",

@@ -198,10 +198,10 @@ pub enum DriverError {
         /// The published names.
         known: Vec<&'static str>,
     },
-    /// A consuming read found this handle's queue empty: every committed
-    /// record was consumed (Kafka Streams' `readValue` throws
-    /// `NoSuchElementException`).
-    #[error("no record to read on topic {topic:?}: this handle consumed every committed record (check `is_empty()` first when none is expected)")]
+    /// A consuming read found the topic's queue empty: every committed
+    /// record was consumed, by this handle or another of the same topic
+    /// (Kafka Streams' `readValue` throws `NoSuchElementException`).
+    #[error("no record to read on topic {topic:?}: every committed record was consumed (check `is_empty()` first when none is expected)")]
     NoRecordToRead {
         /// The topic read.
         topic: String,

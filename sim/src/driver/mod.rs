@@ -395,7 +395,6 @@ impl TestDriver {
         Ok(TestOutputTopic {
             topic: topic.clone(),
             world: Arc::clone(&self.world),
-            queue: Mutex::new(topics::Queue::new(logs.len())),
             logs,
         })
     }

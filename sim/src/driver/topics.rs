@@ -1,10 +1,10 @@
 //! Typed input and output handles, like Kafka Streams' `TestInputTopic` and
 //! `TestOutputTopic`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt::{self, Debug, Write};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use parsley::header::{self, STAMP_HEADER};
@@ -235,13 +235,16 @@ pub struct OutputRecord<K, V> {
 
 /// Reads what was committed to a topic, `read_committed`, in two ways:
 ///
-/// - **Consuming reads**, like Kafka Streams' `TestOutputTopic`: each handle
-///   has its own queue of the records committed since it last read, and
+/// - **Consuming reads**, like Kafka Streams' `TestOutputTopic`: the driver
+///   keeps one queue per topic, as a TopologyTestDriver does, of the
+///   records committed to it and not consumed yet, and
 ///   [`read_value`](Self::read_value), [`read_key_value`](Self::read_key_value),
 ///   [`read_record`](Self::read_record), the `read_*_to_list`/`_to_map` reads
 ///   and [`read_new`](Self::read_new) take records off it;
 ///   [`is_empty`](Self::is_empty) and [`queue_size`](Self::queue_size) look
-///   at it. Two handles of one topic read independently.
+///   at it. Every handle of a topic reads the same queue: a record one
+///   handle consumed is gone for the others, so a helper that opens the
+///   output anew reads on from where the test left off.
 /// - **Non-consuming reads**: [`read_all`](Self::read_all),
 ///   [`read_values`](Self::read_values) and [`render`](Self::render) always
 ///   see everything committed to the topic, from its first record, and leave
@@ -272,28 +275,8 @@ pub struct OutputRecord<K, V> {
 pub struct TestOutputTopic<K, V> {
     pub(crate) topic: Topic<K, V>,
     pub(crate) world: Arc<Shared>,
-    /// This handle's own queue of records to consume.
-    pub(crate) queue: Mutex<Queue<K, V>>,
     /// Per partition, where its log is in the model.
     pub(crate) logs: Vec<LogId>,
-}
-
-/// A handle's queue: where it read each partition up to, and what it read
-/// there but has not handed out yet.
-pub(crate) struct Queue<K, V> {
-    /// Per partition, where the next fetch from the log starts.
-    pub(crate) positions: Vec<u64>,
-    /// Decoded records not consumed yet, in the order they were written.
-    pub(crate) fetched: VecDeque<OutputRecord<K, V>>,
-}
-
-impl<K, V> Queue<K, V> {
-    pub(crate) fn new(partitions: usize) -> Self {
-        Queue {
-            positions: vec![0; partitions],
-            fetched: VecDeque::new(),
-        }
-    }
 }
 
 impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
@@ -317,26 +300,14 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
             .collect())
     }
 
-    /// Consumes every record in this handle's queue: the committed records
+    /// Consumes every record in the topic's queue: the committed records
     /// not returned by an earlier consuming read, in the order they were
     /// written (Kafka Streams' `readRecordsToList`). Costs what it returns:
     /// each call reads on from where the last one stopped, like a consumer's
     /// position. A record that does not decode fails the read, and the next
     /// read starts where this one did.
     pub fn read_new(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if let (true, [position]) = (queue.fetched.is_empty(), queue.positions.as_mut_slice()) {
-            // Nothing queued and one partition: decode straight into the
-            // list returned, without passing through the queue.
-            let world = self.world.lock();
-            let mut fresh = Vec::new();
-            *position =
-                self.read_partition(&world, 0, *position, |_, record| fresh.push(record))?;
-            return Ok(fresh);
-        }
-        drop(queue);
-        let mut queue = self.fetch()?;
-        Ok(queue.fetched.drain(..).collect())
+        self.consume_all()
     }
 
     /// The same as [`read_new`](Self::read_new), under Kafka Streams' name.
@@ -352,10 +323,7 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     /// when an empty queue is expected.
     #[doc(alias = "readRecord")]
     pub fn read_record(&self) -> Result<OutputRecord<K, V>, DriverError> {
-        let mut queue = self.fetch()?;
-        queue
-            .fetched
-            .pop_front()
+        self.consume_next()?
             .ok_or_else(|| DriverError::NoRecordToRead {
                 topic: self.topic.name().to_string(),
             })
@@ -381,18 +349,20 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     /// order (Kafka Streams' `readValuesToList`); empty when the queue is.
     #[doc(alias = "readValuesToList")]
     pub fn read_values_to_list(&self) -> Result<Vec<V>, DriverError> {
-        let mut queue = self.fetch()?;
-        Ok(queue.fetched.drain(..).map(|record| record.value).collect())
+        Ok(self
+            .consume_all()?
+            .into_iter()
+            .map(|record| record.value)
+            .collect())
     }
 
     /// Consumes every record of the queue and returns their keys and values,
     /// in write order (Kafka Streams' `readKeyValuesToList`).
     #[doc(alias = "readKeyValuesToList")]
     pub fn read_key_values_to_list(&self) -> Result<Vec<(Option<K>, V)>, DriverError> {
-        let mut queue = self.fetch()?;
-        Ok(queue
-            .fetched
-            .drain(..)
+        Ok(self
+            .consume_all()?
+            .into_iter()
             .map(|record| (record.key, record.value))
             .collect())
     }
@@ -485,29 +455,28 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
     where
         K: Eq + Hash,
     {
-        let mut queue = self.fetch()?;
-        if let Some(record) = queue.fetched.iter().find(|record| record.key.is_none()) {
+        let mut world = self.world.lock();
+        let (records, next) = self.unread(&world)?;
+        if let Some(record) = records.iter().find(|record| record.key.is_none()) {
             return Err(DriverError::NullKeyInMap {
                 tp: record.tp.clone(),
                 offset: record.offset,
             });
         }
-        Ok(queue
-            .fetched
-            .drain(..)
+        self.set_positions(&mut world, next);
+        Ok(records
+            .into_iter()
             .filter_map(|record| Some((record.key?, record.value)))
             .collect())
     }
 
-    /// How many records this handle's queue holds: committed and not
-    /// consumed yet (Kafka Streams' `getQueueSize`). Counts without
-    /// decoding, so it never fails.
+    /// How many records the topic's queue holds: committed and not
+    /// consumed yet by any handle of the topic (Kafka Streams'
+    /// `getQueueSize`). Counts without decoding, so it never fails.
     #[doc(alias = "getQueueSize")]
     pub fn queue_size(&self) -> usize {
-        let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let world = self.world.lock();
-        let unread: usize = queue
-            .positions
+        self.positions(&world)
             .iter()
             .zip(&self.logs)
             .map(|(&position, &log)| {
@@ -515,11 +484,10 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
                 log.committed_offsets(position, log.last_stable_offset().max(position))
                     .count()
             })
-            .sum();
-        queue.fetched.len() + unread
+            .sum()
     }
 
-    /// Whether this handle's queue is empty: every committed record was
+    /// Whether the topic's queue is empty: every committed record was
     /// consumed (Kafka Streams' `isEmpty`).
     #[doc(alias = "isEmpty")]
     pub fn is_empty(&self) -> bool {
@@ -559,32 +527,78 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
         Ok(render_records(&self.read_all()?))
     }
 
-    /// Reads what was committed since this handle's queue last fetched into
-    /// the queue, and returns the queue. A record that does not decode fails
-    /// the fetch and leaves the queue as it was.
-    fn fetch(&self) -> Result<std::sync::MutexGuard<'_, Queue<K, V>>, DriverError> {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        let queue_ref = &mut *queue;
-        if let [position] = queue_ref.positions.as_mut_slice() {
-            // One partition: read on in place, no merge.
-            let world = self.world.lock();
-            let fetched = &mut queue_ref.fetched;
-            let before = fetched.len();
-            match self.read_partition(&world, 0, *position, |_, record| fetched.push_back(record)) {
-                Ok(next) => *position = next,
-                Err(error) => {
-                    fetched.truncate(before);
-                    return Err(error);
+    /// Where the topic's queue stands, per partition: where its next
+    /// consuming read starts.
+    fn positions<'w>(&self, world: &'w World) -> std::borrow::Cow<'w, [u64]> {
+        match world.read_positions.get(self.topic.name().as_str()) {
+            Some(positions) => std::borrow::Cow::Borrowed(positions),
+            None => std::borrow::Cow::Owned(vec![0; self.logs.len()]),
+        }
+    }
+
+    /// Moves the topic's queue to `next`.
+    fn set_positions(&self, world: &mut World, next: Vec<u64>) {
+        match world.read_positions.get_mut(self.topic.name().as_str()) {
+            Some(positions) => *positions = next,
+            None => {
+                world
+                    .read_positions
+                    .insert(self.topic.name().to_string(), next);
+            }
+        }
+    }
+
+    /// The records in the topic's queue, in the order they were written,
+    /// and where the queue stands once they are consumed; the queue itself
+    /// is left as it is.
+    fn unread(&self, world: &World) -> Result<Unread<K, V>, DriverError> {
+        let positions = self.positions(world);
+        let mut next = Vec::with_capacity(positions.len());
+        let records = self.read_in(world, &positions, &mut next)?;
+        Ok((records, next))
+    }
+
+    /// Consumes every record of the topic's queue. A record that does not
+    /// decode fails the read and leaves the queue as it was.
+    fn consume_all(&self) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
+        let mut world = self.world.lock();
+        let (records, next) = self.unread(&world)?;
+        self.set_positions(&mut world, next);
+        Ok(records)
+    }
+
+    /// Consumes the first record of the topic's queue (the first written,
+    /// across partitions), decoding only it; `None` when the queue is empty.
+    fn consume_next(&self) -> Result<Option<OutputRecord<K, V>>, DriverError> {
+        let mut world = self.world.lock();
+        let positions = self.positions(&world);
+        let mut first: Option<(u64, usize, u64)> = None;
+        for (partition, &position) in positions.iter().enumerate() {
+            let log = world.cluster.log_at(self.logs[partition]);
+            let stable = log.last_stable_offset();
+            if stable <= position {
+                continue;
+            }
+            if let Some(offset) = log.committed_offsets(position, stable).next() {
+                let sequence = log.sequence(offset).unwrap_or(u64::MAX);
+                if first.is_none_or(|(earliest, _, _)| sequence < earliest) {
+                    first = Some((sequence, partition, offset));
                 }
             }
-            drop(world);
-            return Ok(queue);
         }
-        let mut next = Vec::with_capacity(queue_ref.positions.len());
-        let fresh = self.read_from(&queue_ref.positions, &mut next)?;
-        queue_ref.positions = next;
-        queue_ref.fetched.extend(fresh);
-        Ok(queue)
+        let Some((_, partition, offset)) = first else {
+            return Ok(None);
+        };
+        let log = world.cluster.log_at(self.logs[partition]);
+        let data = log
+            .record(offset)
+            .expect("a committed offset holds a record");
+        let tp = self.topic.tp(partition as u32);
+        let record = self.decode(&tp, offset, data)?;
+        let mut next = positions.into_owned();
+        next[partition] = offset + 1;
+        self.set_positions(&mut world, next);
+        Ok(Some(record))
     }
 
     /// Reads every partition from `positions` on, in place in the logs:
@@ -596,13 +610,29 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
         next: &mut Vec<u64>,
     ) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
         let world = self.world.lock();
+        self.read_in(&world, positions, next)
+    }
+
+    /// [`read_from`](Self::read_from) in a world already locked.
+    fn read_in(
+        &self,
+        world: &World,
+        positions: &[u64],
+        next: &mut Vec<u64>,
+    ) -> Result<Vec<OutputRecord<K, V>>, DriverError> {
+        if let [position] = positions {
+            // One partition: in offset order, no merge.
+            let mut records = Vec::new();
+            next.push(self.read_partition(world, 0, *position, |_, record| records.push(record))?);
+            return Ok(records);
+        }
         // Records of several partitions are merged by where each was
         // appended, cluster-wide.
         let mut sequenced = Vec::new();
         for (partition, &position) in positions.iter().enumerate() {
             let log = world.cluster.log_at(self.logs[partition]);
             next.push(
-                self.read_partition(&world, partition, position, |offset, record| {
+                self.read_partition(world, partition, position, |offset, record| {
                     let sequence = log.sequence(offset).unwrap_or(u64::MAX);
                     sequenced.push((sequence, record));
                 })?,
@@ -680,6 +710,10 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
         })
     }
 }
+
+/// What a consuming read takes off a topic's queue, in write order, and
+/// where the queue stands once they are consumed.
+type Unread<K, V> = (Vec<OutputRecord<K, V>>, Vec<u64>);
 
 /// Renders records one per line, for snapshots: `tp@offset  key …  value …
 /// stamp {…}`, a null key as `null`, keys and values with `Debug` (so a

@@ -1,7 +1,7 @@
 //! The driver's world: the model, one [`TaskHost`] per task, the wall clock,
 //! and the loop that runs everything to quiescence.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use parsley::assembly::Assembly;
 use parsley::task::TaskId;
@@ -34,6 +34,10 @@ pub(crate) struct World {
     /// How many of `stopped` a step has returned: each stop is returned once
     /// as [`DriverError::Task`], later steps say the task is stopped.
     reported: usize,
+    /// The output queues, one per topic as a TopologyTestDriver keeps them:
+    /// per partition, where the next consuming read of the topic starts.
+    /// Every handle of a topic reads from (and consumes) the same queue.
+    pub read_positions: HashMap<String, Vec<u64>>,
 }
 
 impl World {
@@ -62,6 +66,7 @@ impl World {
             held_seen: HashSet::new(),
             stopped: Vec::new(),
             reported: 0,
+            read_positions: HashMap::new(),
         }
     }
 

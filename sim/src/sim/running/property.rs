@@ -130,6 +130,18 @@ pub enum ReadError {
         /// What the codec said.
         error: parsley::RecordCodecError,
     },
+    /// A tombstone (a record with a null value) read as a typed record,
+    /// which carries a value: a table topic's deletions are read with
+    /// [`Committed::changes`], where a tombstone's value is `None`.
+    #[error("{topic}-{partition}@{offset} is a tombstone (a null value), which a typed record cannot carry: read the topic with `changes()` (or `partition_changes()`), where a tombstone's value is `None`")]
+    Tombstone {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The record's offset.
+        offset: u64,
+    },
     /// A slot's key the topic's key codec cannot decode.
     #[error("a key slot of stage {stage:?} does not decode with {topic:?}'s key codec: {error}")]
     SlotKey {
@@ -235,12 +247,43 @@ impl<'a> Committed<'a> {
 
     /// The committed records of one partition of `topic`, in offset order,
     /// decoded with the topic's codecs (records of aborted or open
-    /// transactions are not there, as a `read_committed` consumer sees).
+    /// transactions are not there, as a `read_committed` consumer sees). A
+    /// tombstone is refused ([`ReadError::Tombstone`]): a table topic is
+    /// read with [`partition_changes`](Self::partition_changes).
     pub fn partition<K: 'static, V: 'static>(
         &self,
         topic: &Topic<K, V>,
         partition: u32,
     ) -> Result<Vec<Record<K, V>>, ReadError> {
+        self.partition_changes(topic, partition)?
+            .into_iter()
+            .map(|record| match record.value {
+                Some(value) => Ok(Record {
+                    key: record.key,
+                    value,
+                    timestamp: record.timestamp,
+                    topic: record.topic,
+                    partition: record.partition,
+                    offset: record.offset,
+                }),
+                None => Err(ReadError::Tombstone {
+                    topic: record.topic.to_string(),
+                    partition,
+                    offset: record.offset,
+                }),
+            })
+            .collect()
+    }
+
+    /// The committed records of one partition of `topic`, in offset order,
+    /// tombstones included: a record with a null value (a table's deletion
+    /// of its key) has the value `None`, every other `Some`, as a Kafka
+    /// Streams test reads a table's changelog with `null` values.
+    pub fn partition_changes<K: 'static, V: 'static>(
+        &self,
+        topic: &Topic<K, V>,
+        partition: u32,
+    ) -> Result<Vec<Record<K, Option<V>>>, ReadError> {
         let partitions = self.partitions(topic)?;
         if partition >= partitions {
             return Err(ReadError::UnknownPartition {
@@ -253,20 +296,67 @@ impl<'a> Committed<'a> {
         self.committed_raw(&tp)?
             .iter()
             .map(|consumed| {
-                topic
-                    .decode(&tp, consumed)
-                    .map_err(|error| ReadError::Decode {
-                        topic: tp.topic.to_string(),
-                        partition,
-                        offset: consumed.offset,
-                        error,
-                    })
+                let refused = |error| ReadError::Decode {
+                    topic: tp.topic.to_string(),
+                    partition,
+                    offset: consumed.offset,
+                    error,
+                };
+                if consumed.data.value.is_some() {
+                    let record = topic.decode(&tp, consumed).map_err(refused)?;
+                    return Ok(Record {
+                        key: record.key,
+                        value: Some(record.value),
+                        timestamp: record.timestamp,
+                        topic: record.topic,
+                        partition: record.partition,
+                        offset: record.offset,
+                    });
+                }
+                let key = consumed
+                    .data
+                    .key
+                    .as_ref()
+                    .map(|key| topic.key_codec().decode(key))
+                    .transpose()
+                    .map_err(|error| {
+                        refused(parsley::RecordCodecError {
+                            part: parsley::RecordPart::Key,
+                            error,
+                        })
+                    })?;
+                Ok(Record {
+                    key,
+                    value: None,
+                    timestamp: consumed.data.timestamp,
+                    topic: tp.topic.clone(),
+                    partition,
+                    offset: consumed.offset,
+                })
             })
             .collect()
     }
 
+    /// The committed records of every partition of `topic`, tombstones
+    /// included as `None` values ([`partition_changes`](Self::partition_changes)):
+    /// partition 0 in offset order, then partition 1, and so on. A table
+    /// topic's records, which [`records`](Self::records) refuses at its
+    /// first tombstone.
+    pub fn changes<K: 'static, V: 'static>(
+        &self,
+        topic: &Topic<K, V>,
+    ) -> Result<Vec<Record<K, Option<V>>>, ReadError> {
+        let mut records = Vec::new();
+        for partition in 0..self.partitions(topic)? {
+            records.extend(self.partition_changes(topic, partition)?);
+        }
+        Ok(records)
+    }
+
     /// The committed records of every partition of `topic`: partition 0 in
-    /// offset order, then partition 1, and so on.
+    /// offset order, then partition 1, and so on. A tombstone is refused
+    /// ([`ReadError::Tombstone`]); [`changes`](Self::changes) reads it as
+    /// `None`.
     pub fn records<K: 'static, V: 'static>(
         &self,
         topic: &Topic<K, V>,

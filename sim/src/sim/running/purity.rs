@@ -199,12 +199,99 @@ fn first_different_record(a: &Cluster, b: &Cluster) -> Option<(Tp, u64, String, 
             for offset in 0..left.len().max(right.len()) {
                 let (x, y) = (left.get(offset), right.get(offset));
                 if x != y {
-                    return Some((tp, offset as u64, tell_entry(x), tell_entry(y)));
+                    let (x, y) = tell_entries(x, y);
+                    return Some((tp, offset as u64, x, y));
                 }
             }
         }
     }
     None
+}
+
+/// Two versions of one log entry, told so that where they differ shows:
+/// a key or value that differs is shown around its first differing byte,
+/// in both versions.
+fn tell_entries(a: Option<&LogEntry<'_>>, b: Option<&LogEntry<'_>>) -> (String, String) {
+    let (Some(LogEntry::Data { record: x, .. }), Some(LogEntry::Data { record: y, .. })) = (a, b)
+    else {
+        return (tell_entry(a), tell_entry(b));
+    };
+    let (x_key, y_key) = tell_pair(x.key.as_ref(), y.key.as_ref());
+    let (x_value, y_value) = tell_pair(x.value.as_ref(), y.value.as_ref());
+    let (mut left, mut right) = (
+        format!("key {x_key} value {x_value}"),
+        format!("key {y_key} value {y_value}"),
+    );
+    if x.key == y.key && x.value == y.value {
+        // Same key and value: the difference is elsewhere.
+        let what = if x.timestamp != y.timestamp {
+            format!("timestamp {} and {}", x.timestamp, y.timestamp)
+        } else {
+            "headers".to_string()
+        };
+        left.push_str(&format!(" (the same key and value, another {what})"));
+        right.push_str(" (see the first)");
+    }
+    (left, right)
+}
+
+/// Bytes shown on each side of the first byte two versions differ at.
+const BEFORE_DIFFERENCE: usize = 24;
+const AFTER_DIFFERENCE: usize = 40;
+
+/// Two versions of a key or value: as [`tell_bytes`] when they are equal
+/// or short; otherwise each shown around the first byte where they differ
+/// (`…` marks what is left out), with the byte's index.
+fn tell_pair(a: Option<&Bytes>, b: Option<&Bytes>) -> (String, String) {
+    let (Some(x), Some(y)) = (a, b) else {
+        return (tell_bytes(a), tell_bytes(b));
+    };
+    if x == y {
+        return (tell_bytes(a), tell_bytes(b));
+    }
+    let at = x
+        .iter()
+        .zip(y.iter())
+        .position(|(p, q)| p != q)
+        .unwrap_or_else(|| x.len().min(y.len()));
+    let whole = |bytes: &Bytes| bytes.len() <= BEFORE_DIFFERENCE + AFTER_DIFFERENCE;
+    if whole(x) && whole(y) {
+        return (tell_bytes(a), tell_bytes(b));
+    }
+    let around = |bytes: &Bytes| -> String {
+        let (start, end) = (
+            at.saturating_sub(BEFORE_DIFFERENCE),
+            (at + AFTER_DIFFERENCE).min(bytes.len()),
+        );
+        let (before, after) = (
+            if start > 0 { "…" } else { "" },
+            if end < bytes.len() { "…" } else { "" },
+        );
+        match std::str::from_utf8(bytes) {
+            Ok(text) if text.chars().all(|c| !c.is_control()) => {
+                let (mut start, mut end) = (start, end);
+                while !text.is_char_boundary(start) {
+                    start -= 1;
+                }
+                while !text.is_char_boundary(end) {
+                    end += 1;
+                }
+                format!("{before}{:?}{after}", &text[start..end])
+            }
+            _ => {
+                let hex: String = bytes[start..end]
+                    .iter()
+                    .map(|byte| format!("{byte:02x}"))
+                    .collect();
+                format!("0x{before}{hex}{after}")
+            }
+        }
+    };
+    let note = |bytes: &Bytes| format!(" ({} bytes; they differ from byte {at})", bytes.len());
+    (
+        format!("{}{}", around(x), note(x)),
+        format!("{}{}", around(y), note(y)),
+    )
 }
 
 fn tell_entry(entry: Option<&LogEntry<'_>>) -> String {
@@ -240,4 +327,50 @@ fn tell_bytes(bytes: Option<&Bytes>) -> String {
         .map(|byte| format!("{byte:02x}"))
         .collect();
     format!("0x{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two long values that differ near their end: both are shown around
+    /// the first differing byte, not cut before it.
+    #[test]
+    fn both_values_are_shown_around_their_first_difference() {
+        let prefix = format!("{{\"lines\":[{}],", "1,".repeat(40));
+        let a = Bytes::from(format!("{prefix}\"total\":41}}"));
+        let b = Bytes::from(format!("{prefix}\"total\":42}}"));
+        let (x, y) = tell_pair(Some(&a), Some(&b));
+        let at = prefix.len() + "\"total\":4".len();
+        assert!(x.contains("total\\\":41}\""), "{x}");
+        assert!(y.contains("total\\\":42}\""), "{y}");
+        assert!(x.starts_with('…') && y.starts_with('…'), "{x} / {y}");
+        assert!(x.ends_with(&format!("they differ from byte {at})")), "{x}");
+        // The old cut (the first 60 characters) showed the same text twice.
+        assert_ne!(x.split(" (").next(), y.split(" (").next());
+    }
+
+    /// Binary values are shown in hex around the difference; equal and
+    /// short ones whole.
+    #[test]
+    fn binary_values_in_hex_around_the_difference_and_short_ones_whole() {
+        let mut a = vec![0u8; 100];
+        let mut b = a.clone();
+        a[90] = 0xab;
+        b[90] = 0xcd;
+        let (x, y) = tell_pair(Some(&Bytes::from(a)), Some(&Bytes::from(b)));
+        assert!(x.starts_with("0x…") && x.contains("ab"), "{x}");
+        assert!(y.starts_with("0x…") && y.contains("cd"), "{y}");
+        assert!(x.contains("differ from byte 90"), "{x}");
+        let short = Bytes::from_static(b"total 3");
+        let other = Bytes::from_static(b"total 4");
+        assert_eq!(
+            tell_pair(Some(&short), Some(&other)),
+            ("\"total 3\"".to_string(), "\"total 4\"".to_string())
+        );
+        assert_eq!(
+            tell_pair(None, Some(&short)),
+            ("null".to_string(), "\"total 3\"".to_string())
+        );
+    }
 }
