@@ -469,15 +469,18 @@ fn expiring_dedupe_app() -> App {
 fn windowed_dedupe_app() -> App {
     use parsley::window::{Emit, Windowed, WindowedCodec, Windows};
     let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
-    let sums: Topic<Windowed<String>, i64> =
-        Topic::with_codecs("sums", WindowedCodec(Utf8), I64);
+    let sums: Topic<Windowed<String>, i64> = Topic::with_codecs("sums", WindowedCodec(Utf8), I64);
     let windows = Windows::tumbling(Duration::from_millis(500))
-        .aggregate("windowed-dedupe", &views(), I64, || 0i64, move |sum: i64, view| {
-            match seen.lock().unwrap().insert(*view.value()) {
+        .aggregate(
+            "windowed-dedupe",
+            &views(),
+            I64,
+            || 0i64,
+            move |sum: i64, view| match seen.lock().unwrap().insert(*view.value()) {
                 true => sum + 1,
                 false => sum,
-            }
-        })
+            },
+        )
         .into(&sums)
         .emit(Emit::OnUpdate)
         .build();

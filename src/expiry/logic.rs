@@ -2,8 +2,8 @@
 //! task over its slots and by the pure replay over the slots it is given,
 //! so every driver and every checker sees the same expiry.
 
-use std::collections::HashMap;
 use bytes::Bytes;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::codec::Codec;

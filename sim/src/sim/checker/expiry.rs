@@ -21,8 +21,8 @@ use parsley::task::TaskId;
 use parsley::text::bytes_for_humans;
 use parsley::{App, Tp};
 
-use super::reconstruction::{Committed, Delivery};
 use super::purity::{Answer, UserCalls};
+use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
 /// A live key of the model: when it expires, its state (encoded) and how

@@ -94,9 +94,13 @@ fn calls_of(source: &str, forbidden: &BTreeSet<String>) -> Vec<(usize, String)> 
     for (number, line) in source.lines().enumerate() {
         let code = line.split("//").next().unwrap_or_default();
         for name in forbidden {
-            if [format!(".{name}("), format!("::{name}("), format!(".{name}::<")]
-                .iter()
-                .any(|call| code.contains(call.as_str()))
+            if [
+                format!(".{name}("),
+                format!("::{name}("),
+                format!(".{name}::<"),
+            ]
+            .iter()
+            .any(|call| code.contains(call.as_str()))
             {
                 calls.push((number + 1, name.clone()));
             }
@@ -112,7 +116,9 @@ fn read(path: &Path) -> String {
 #[test]
 fn i12_i13_i14_operator_oracles_call_only_the_users_logic() {
     let crate_root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = crate_root.parent().expect("the simulator is in the workspace");
+    let root = crate_root
+        .parent()
+        .expect("the simulator is in the workspace");
     let forbidden: BTreeSet<String> = OPERATORS
         .iter()
         .flat_map(|path| operator_functions(&read(&root.join(path))))
@@ -142,10 +148,14 @@ fn i12_i13_i14_operator_oracles_call_only_the_users_logic() {
 /// The lint fails on an oracle that calls operator code.
 #[test]
 fn i13_the_lint_catches_an_oracle_calling_operator_code() {
-    let operator = "impl TableJoinKind {\n    pub fn has_result(self) -> bool {\n        true\n    }\n}\n\
+    let operator =
+        "impl TableJoinKind {\n    pub fn has_result(self) -> bool {\n        true\n    }\n}\n\
                     impl TableJoinDecl {\n    pub fn joined(&self) {}\n}\n";
     let forbidden = operator_functions(operator);
     assert_eq!(forbidden, BTreeSet::from(["has_result".to_string()]));
     let oracle = "let had = decl.kind.has_result(true, false);\nlet joined = decl.joined(&key);\n";
-    assert_eq!(calls_of(oracle, &forbidden), vec![(1, "has_result".to_string())]);
+    assert_eq!(
+        calls_of(oracle, &forbidden),
+        vec![(1, "has_result".to_string())]
+    );
 }

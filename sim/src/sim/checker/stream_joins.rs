@@ -320,7 +320,11 @@ impl<'a> Checker<'a> {
             .stage
             .operator::<parsley::join::StreamJoinDecl>()?
             .joined(tp, record, other);
-        let (tp, record, other) = (tp.clone(), record.clone(), other.map(Bytes::copy_from_slice));
+        let (tp, record, other) = (
+            tp.clone(),
+            record.clone(),
+            other.map(Bytes::copy_from_slice),
+        );
         calls.note("joiner", answer_of(&joined), move |plan, _, _| {
             let decl = plan.stage.operator::<parsley::join::StreamJoinDecl>()?;
             Some(answer_of(&decl.joined(&tp, &record, other.as_deref())))

@@ -96,7 +96,11 @@ impl<'a> Checker<'a> {
                 calls.note("joiner", answer_of(&joined), move |plan, _, _| {
                     let decl = plan.stage.operator::<TableJoinDecl>()?;
                     let (key, left, right) = &sides;
-                    Some(answer_of(&decl.joined(key, left.as_deref(), right.as_deref())))
+                    Some(answer_of(&decl.joined(
+                        key,
+                        left.as_deref(),
+                        right.as_deref(),
+                    )))
                 });
                 let Ok(joined) = joined else {
                     // The joiner or a codec refuses it: I6 and I10 judge that.

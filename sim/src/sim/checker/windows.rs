@@ -202,9 +202,11 @@ impl<'a> Checker<'a> {
             // A record the aggregation refuses (a codec, a failing fold)
             // changes nothing; I6 and I10 judge its delivery.
             let initial = decl.initial();
-            calls.note("initial aggregate", Answer::bytes(&initial), |plan, _, _| {
-                Some(Answer::bytes(&window_of(plan)?.initial()))
-            });
+            calls.note(
+                "initial aggregate",
+                Answer::bytes(&initial),
+                |plan, _, _| Some(Answer::bytes(&window_of(plan)?.initial())),
+            );
             let Ok(initial) = initial else {
                 return true;
             };
@@ -448,11 +450,17 @@ impl<'a> Checker<'a> {
     ) -> Option<Expected> {
         let output = window_of(plan)?.output(key, (start, window.end), &window.aggregate);
         let (of, end, aggregate) = (key.clone(), window.end, window.aggregate.clone());
-        calls.note("window output", answer_of_output(&output), move |plan, _, _| {
-            Some(answer_of_output(
-                &window_of(plan)?.output(&of, (start, end), &aggregate),
-            ))
-        });
+        calls.note(
+            "window output",
+            answer_of_output(&output),
+            move |plan, _, _| {
+                Some(answer_of_output(&window_of(plan)?.output(
+                    &of,
+                    (start, end),
+                    &aggregate,
+                )))
+            },
+        );
         let (key_bytes, value) = output.ok()?;
         let label = format!(
             "{} of key {} holding {} record(s)",
@@ -490,7 +498,9 @@ fn fold_noted(
     let folded = decl.fold(aggregate, tp, record);
     let aggregate = aggregate.clone();
     calls.note("fold", Answer::bytes(&folded), move |plan, tp, record| {
-        Some(Answer::bytes(&window_of(plan)?.fold(&aggregate, tp, record)))
+        Some(Answer::bytes(
+            &window_of(plan)?.fold(&aggregate, tp, record),
+        ))
     });
     folded
 }
