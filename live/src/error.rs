@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
-use parsley::tp::Tp;
+use parsley::Tp;
 
 /// rdkafka's three transaction error classes. See the [module docs](self).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

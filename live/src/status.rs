@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use crate::instance::TaskReport;
 use crate::{membership_topic, Isolation, LiveClient, LiveConsumer, LiveError};
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::assembly::Assembly;
-use parsley::stage::SlotKey;
-use parsley::task::TaskId;
+use parsley::Assembly;
+use parsley::SlotKey;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Tp};
 
 use parsley::audit::CommittedLogs;

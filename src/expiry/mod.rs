@@ -32,7 +32,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::expiry::Expiring;
+//! use parsley::Expiring;
 //! use parsley::{Parsley, Step, Topic, Json, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
@@ -48,7 +48,7 @@
 //!     .into(&unique)
 //!     .build();
 //! let app = Parsley::named("shop").stage(dedupe).build()?;
-//! assert_eq!(app.stage("dedupe").unwrap().stage.operator::<parsley::expiry::ExpiryDecl>().unwrap().ttl, Duration::from_secs(600));
+//! assert_eq!(app.stage("dedupe").unwrap().stage.hooks().operator::<parsley::ExpiryDecl>().unwrap().ttl, Duration::from_secs(600));
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 

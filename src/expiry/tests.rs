@@ -91,7 +91,7 @@ impl Replay {
             .iter()
             .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
             .collect();
-        let replayed = self.stage.replay_record_over_slots(
+        let replayed = self.stage.hooks().replay_record_over_slots(
             orders().name(),
             &slots,
             &Tp::new("orders", 0),
@@ -118,6 +118,7 @@ impl Replay {
             .collect();
         let replayed = self
             .stage
+            .hooks()
             .replay_tick_over_slots(&slots, Tick::new(at))
             .unwrap();
         let emitted = self.apply(SlotKey::Tick, replayed);
@@ -264,6 +265,7 @@ fn expiring_fold_folds_from_init_over_the_records() {
     };
     let (one, two, gone) = (record(1), record(1), record(-1));
     let (emitted, kept) = stage
+        .hooks()
         .operator::<crate::expiry::ExpiryDecl>()
         .unwrap()
         .fold_over(&[(&tp, &one), (&tp, &two)])
@@ -275,6 +277,7 @@ fn expiring_fold_folds_from_init_over_the_records() {
         2
     );
     let (_, kept) = stage
+        .hooks()
         .operator::<crate::expiry::ExpiryDecl>()
         .unwrap()
         .fold_over(&[(&tp, &one), (&tp, &gone)])

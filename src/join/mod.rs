@@ -48,7 +48,7 @@
 //! so is a value the topic's codec refuses, and a joiner's error or panic.
 //!
 //! ```
-//! use parsley::join::{Join, JoinDecl};
+//! use parsley::{Join, JoinDecl};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
@@ -60,7 +60,7 @@
 //!     .into(&priced)
 //!     .build();
 //! let app = Parsley::named("shop").stage(pricing).build()?;
-//! let declared = app.stage("pricing").unwrap().stage.operator::<JoinDecl>().unwrap();
+//! let declared = app.stage("pricing").unwrap().stage.hooks().operator::<JoinDecl>().unwrap();
 //! assert_eq!(declared.table.as_str(), "discounts");
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```

@@ -51,7 +51,7 @@
 //!     .into(&totals)
 //!     .build();
 //! let app = shop.stage(by_product).stage(totalling).build()?;
-//! assert!(app.stage("by-product").unwrap().stage.operator::<parsley::rekey::RekeyDecl>().is_some());
+//! assert!(app.stage("by-product").unwrap().stage.hooks().operator::<parsley::RekeyDecl>().is_some());
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 //!
@@ -87,7 +87,7 @@
 //!     .into(&counts)
 //!     .build();
 //! let app = shop.stage(totalling).stage(counting).build()?;
-//! assert_eq!(app.stage("totals").unwrap().stage.operators::<parsley::rekey::RekeyOutputDecl>().next().unwrap().name, "by-bucket");
+//! assert_eq!(app.stage("totals").unwrap().stage.hooks().operators::<parsley::RekeyOutputDecl>().next().unwrap().name, "by-bucket");
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 

@@ -135,11 +135,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
-use parsley::assembly::Assembly;
-use parsley::task::TaskId;
+use parsley::Assembly;
+use parsley::TaskId;
 use parsley::{App, Tp};
 
-use parsley::task::SkipError;
+use parsley::SkipError;
 
 mod produce;
 mod skip;
@@ -992,9 +992,9 @@ async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
     };
     // Asked for, a partition count is demanded of every source and sink.
     let demanded: BTreeMap<String, u32> = match args.partitions {
-        Some(partitions) => parsley::probe::ContractProbes::probe(&app.app)
+        Some(partitions) => parsley::ContractProbes::probe(&app.app)
             .iter()
-            .filter(|contract| contract.partitions == parsley::probe::PartitionRule::Any)
+            .filter(|contract| contract.partitions == parsley::PartitionRule::Any)
             .map(|contract| (contract.name.to_string(), partitions))
             .collect(),
         None => BTreeMap::new(),

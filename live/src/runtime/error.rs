@@ -1,8 +1,8 @@
 //! What stops a live task or an instance.
 
-use parsley::assembly::AssemblyError;
-use parsley::task::{SkipError, TaskError, TaskId};
-use parsley::tp::Tp;
+use parsley::AssemblyError;
+use parsley::Tp;
+use parsley::{SkipError, TaskError, TaskId};
 
 use rdkafka::error::KafkaError;
 
@@ -367,7 +367,7 @@ mod tests {
         let line = gave_up.about_task(&task());
         assert_eq!(line.matches("task balances/0").count(), 1, "{line}");
         assert!(line.contains("the last failure: released"), "{line}");
-        let skip = RuntimeError::Skip(parsley::task::SkipError::NotConsumed {
+        let skip = RuntimeError::Skip(parsley::SkipError::NotConsumed {
             task: task(),
             tp: Tp::new("orders", 1),
         });

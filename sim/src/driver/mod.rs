@@ -50,10 +50,10 @@ use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use bytes::Bytes;
-use parsley::probe::{ContractProbes, PartitionRule, TopicContract};
-use parsley::stage::{SlotKey, Slots};
-use parsley::task::{TaskId, TaskMetrics};
 use parsley::{assemble, App, RawBytes, TaskConfig, Topic, Tp};
+use parsley::{ContractProbes, PartitionRule, TopicContract};
+use parsley::{SlotKey, Slots};
+use parsley::{TaskId, TaskMetrics};
 
 use crate::model::{Cluster, LogId};
 
@@ -688,7 +688,7 @@ impl TestDriver {
             .ok_or_else(|| DriverError::UnknownTopic {
                 topic: topic.name().to_string(),
             })?;
-        let partition = parsley::partitioner::partition_for(Some(&bytes), partitions, 0);
+        let partition = parsley::partition_for(Some(&bytes), partitions, 0);
         self.committed_slot(stage, partition, &SlotKey::Key(bytes))
     }
 
@@ -736,7 +736,7 @@ impl TestDriver {
     }
 
     /// The pending timers of a timer service (K2,
-    /// `parsley::timer::TimerService`): every timer its tasks hold that has
+    /// `parsley::TimerService`): every timer its tasks hold that has
     /// not fired, as the times they are due, earliest first. After a pipe or
     /// [`TestDriver::advance_wall_clock`] everything is committed, so these
     /// are the committed pending timers; `advance_wall_clock` past a time
@@ -751,7 +751,7 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            let pending = parsley::timer::pending_of(host.task.slots_view()).ok_or_else(|| {
+            let pending = parsley::pending_of(host.task.slots_view()).ok_or_else(|| {
                 DriverError::NotATimerService {
                     stage: stage.to_string(),
                 }
@@ -763,7 +763,7 @@ impl TestDriver {
     }
 
     /// The open windows of a windowed aggregation (W1,
-    /// `parsley::window::Windows`; Kafka Streams' `getWindowStore`) with
+    /// `parsley::Windows`; Kafka Streams' `getWindowStore`) with
     /// their aggregates, keys decoded with `source`'s key codec, across its
     /// tasks in the order they will close (end, then key, then start). A
     /// closed window is no longer listed. Refused for an unknown stage, a
@@ -774,12 +774,13 @@ impl TestDriver {
         &self,
         stage: &str,
         source: &Topic<K, V>,
-    ) -> Result<Vec<(parsley::window::Windowed<K>, A)>, DriverError> {
+    ) -> Result<Vec<(parsley::Windowed<K>, A)>, DriverError> {
         let world = self.world();
         world.check_stage(stage)?;
         if world.app.stage(stage).is_some_and(|plan| {
             plan.stage
-                .operator::<parsley::window::WindowDecl>()
+                .hooks()
+                .operator::<parsley::WindowDecl>()
                 .is_none()
         }) {
             return Err(DriverError::NotAWindowedAggregation {
@@ -792,10 +793,12 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            let windows = parsley::window::open_windows_of::<A>(host.task.slots_view())
-                .ok_or_else(|| DriverError::WrongStateType {
-                    stage: stage.to_string(),
-                    type_name: std::any::type_name::<A>(),
+            let windows =
+                parsley::open_windows_of::<A>(host.task.slots_view()).ok_or_else(|| {
+                    DriverError::WrongStateType {
+                        stage: stage.to_string(),
+                        type_name: std::any::type_name::<A>(),
+                    }
                 })?;
             open.extend(windows);
         }
@@ -809,7 +812,7 @@ impl TestDriver {
                         error,
                     }
                 })?;
-                let windowed = parsley::window::Windowed {
+                let windowed = parsley::Windowed {
                     key,
                     start: window.start,
                     end: window.end,
@@ -819,7 +822,7 @@ impl TestDriver {
             .collect()
     }
 
-    /// The table of a stream–table join (J1, `parsley::join::Join`; Kafka
+    /// The table of a stream–table join (J1, `parsley::Join`; Kafka
     /// Streams' `getKeyValueStore` of the `KTable`): each key's row, as its
     /// task holds it now, keys decoded with `table`'s key codec, in key-byte
     /// order across the stage's tasks. A deleted row is no longer listed.
@@ -836,7 +839,7 @@ impl TestDriver {
         if world
             .app
             .stage(stage)
-            .is_some_and(|plan| plan.stage.operator::<parsley::join::JoinDecl>().is_none())
+            .is_some_and(|plan| plan.stage.hooks().operator::<parsley::JoinDecl>().is_none())
         {
             return Err(DriverError::NotAJoin {
                 stage: stage.to_string(),
@@ -849,7 +852,7 @@ impl TestDriver {
             .filter(|host| *host.task.id().stage == *stage)
         {
             rows.extend(
-                parsley::join::rows_of::<T>(host.task.slots_view()).ok_or_else(|| {
+                parsley::rows_of::<T>(host.task.slots_view()).ok_or_else(|| {
                     DriverError::WrongStateType {
                         stage: stage.to_string(),
                         type_name: std::any::type_name::<T>(),
@@ -875,7 +878,7 @@ impl TestDriver {
     }
 
     /// The two tables of a table–table join (J8,
-    /// `parsley::join::Join::table_table`; Kafka Streams' `getKeyValueStore`
+    /// `parsley::Join::table_table`; Kafka Streams' `getKeyValueStore`
     /// of each source `KTable`): each key with its left and right values as
     /// its task holds them now (`None` for a side without one), keys and
     /// values decoded with `left`'s and `right`'s codecs, in key-byte order
@@ -896,7 +899,8 @@ impl TestDriver {
         };
         if world.app.stage(stage).is_some_and(|plan| {
             plan.stage
-                .operator::<parsley::join::TableJoinDecl>()
+                .hooks()
+                .operator::<parsley::TableJoinDecl>()
                 .is_none()
         }) {
             return Err(not_a_join());
@@ -907,7 +911,7 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            sides.extend(parsley::join::sides_of(host.task.slots_view()).ok_or_else(not_a_join)?);
+            sides.extend(parsley::sides_of(host.task.slots_view()).ok_or_else(not_a_join)?);
         }
         sides.sort_by(|a, b| a.key.cmp(&b.key));
         let refused = |topic: &str, part: &'static str| {
@@ -936,7 +940,7 @@ impl TestDriver {
             .collect()
     }
 
-    /// The live state of an expiring fold (E1, `parsley::expiry::Expiring`):
+    /// The live state of an expiring fold (E1, `parsley::Expiring`):
     /// each live key with its state and the time it expires (milliseconds
     /// since the epoch), keys decoded with `source`'s key codec, in
     /// key-byte order across the stage's tasks. An expired key is no longer
@@ -951,7 +955,8 @@ impl TestDriver {
         world.check_stage(stage)?;
         if world.app.stage(stage).is_some_and(|plan| {
             plan.stage
-                .operator::<parsley::expiry::ExpiryDecl>()
+                .hooks()
+                .operator::<parsley::ExpiryDecl>()
                 .is_none()
         }) {
             return Err(DriverError::NotExpiring {
@@ -965,7 +970,7 @@ impl TestDriver {
             .filter(|host| *host.task.id().stage == *stage)
         {
             live.extend(
-                parsley::expiry::live_state_of::<S>(host.task.slots_view()).ok_or_else(|| {
+                parsley::live_state_of::<S>(host.task.slots_view()).ok_or_else(|| {
                     DriverError::WrongStateType {
                         stage: stage.to_string(),
                         type_name: std::any::type_name::<S>(),

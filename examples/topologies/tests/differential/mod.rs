@@ -203,7 +203,7 @@ pub fn read_changes<V: 'static>(output: &TestOutputTopic<String, V>) -> Vec<(Str
 pub fn pipe_windowed(
     stage: parsley::Stage,
     source: &Topic<String, i64>,
-    output: &Topic<parsley::window::Windowed<String>, i64>,
+    output: &Topic<parsley::Windowed<String>, i64>,
     records: &[(String, i64, i64)],
 ) -> (TestDriver, Vec<(String, i64, i64, i64)>) {
     let app = parsley::Parsley::named("differential")

@@ -11,10 +11,10 @@
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::join::JoinDecl;
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
+use parsley::JoinDecl;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Tp};
 use rustc_hash::FxHashMap;
 
@@ -63,7 +63,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::join::JoinDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::JoinDecl>() else {
                 continue;
             };
             self.check_each_task(

@@ -8,8 +8,8 @@
 //! different answers prove that the logic keeps state outside Parsley, and
 //! the finding is named S4 outright instead of the rule it seemed to break.
 
-use parsley::stage::{ReplayError, Replayed};
-use parsley::task::TaskId;
+use parsley::TaskId;
+use parsley::{ReplayError, Replayed};
 
 use super::reconstruction::Delivery;
 use super::state::{Call, Slots};

@@ -13,12 +13,12 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::join::{StreamJoinDecl, StreamJoinKind};
-use parsley::record::ConsumedRecord;
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
+use parsley::ConsumedRecord;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Tp};
+use parsley::{StreamJoinDecl, StreamJoinKind};
 
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
@@ -95,7 +95,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_stream_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::join::StreamJoinDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::StreamJoinDecl>() else {
                 continue;
             };
             let window = Window::of(decl);
@@ -313,7 +313,8 @@ impl<'a> Checker<'a> {
     ) -> Option<Option<Expected>> {
         let output = plan
             .stage
-            .operator::<parsley::join::StreamJoinDecl>()?
+            .hooks()
+            .operator::<parsley::StreamJoinDecl>()?
             .joined(tp, record, other)
             .ok()?;
         Some(output.map(|(key, value)| Expected { label, key, value }))

@@ -10,11 +10,11 @@
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::join::TableJoinDecl;
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
 use parsley::App;
+use parsley::StagePlan;
+use parsley::TableJoinDecl;
+use parsley::TaskId;
 use rustc_hash::FxHashMap;
 
 use super::reconstruction::{Committed, Delivery};
@@ -44,7 +44,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_table_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::join::TableJoinDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::TableJoinDecl>() else {
                 continue;
             };
             self.check_each_task(

@@ -15,12 +15,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::record::ConsumedRecord;
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
-use parsley::window::{Close, Emit, WindowDecl, WindowShape};
+use parsley::bytes_for_humans;
+use parsley::ConsumedRecord;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Tp};
+use parsley::{Close, Emit, WindowDecl, WindowShape};
 
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
@@ -137,7 +137,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_windows(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::window::WindowDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::WindowDecl>() else {
                 continue;
             };
             let shape = Shape::of(decl);
@@ -178,7 +178,7 @@ impl<'a> Checker<'a> {
         let is_tick = plan.tick_topic.as_ref() == Some(&delivery.tp.topic);
         let what;
         if is_tick {
-            let Some(tick) = parsley::task::tick_of(&record) else {
+            let Some(tick) = parsley::tick_of(&record) else {
                 return true;
             };
             if matches!(decl.close, Close::WallClock { .. }) {
@@ -428,7 +428,8 @@ impl<'a> Checker<'a> {
     ) -> Option<Expected> {
         let (key_bytes, value) = plan
             .stage
-            .operator::<parsley::window::WindowDecl>()?
+            .hooks()
+            .operator::<parsley::WindowDecl>()?
             .output(key, (start, window.end), &window.aggregate)
             .ok()?;
         let label = format!(
