@@ -277,7 +277,7 @@ fn check_name(what: &'static str, name: &str) -> Result<(), CompositionError> {
 }
 
 impl AppBuilder {
-    /// A re-key stage named `name` (R1, R2; [`crate::rekey`]): every record
+    /// A re-key stage named `name` (R1, R2; [`RekeyDecl`](crate::RekeyDecl)): every record
     /// of `source`, value unchanged, under the key `select` returns (or
     /// `Result<K2, E>`; an error refuses the record, X5), encoded with
     /// `key_codec`, written to the derived topic
@@ -303,7 +303,7 @@ impl AppBuilder {
     }
 
     /// A re-key named `name` of what `stage` writes to `output`, run within
-    /// that stage (R3; [`crate::rekey`]): each record the stage emits to
+    /// that stage (R3; [`RekeyDecl`](crate::RekeyDecl)): each record the stage emits to
     /// `output` is written again in the same step, value unchanged, under
     /// the key `select` returns for its key and value (or `Result<K2, E>`;
     /// an error refuses the delivery, X5), encoded with `key_codec`, to the

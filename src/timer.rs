@@ -97,7 +97,7 @@ use crate::tp::{TopicName, Tp};
 /// The default [`TimerServiceBuilder::resolution`]: one second.
 pub const DEFAULT_RESOLUTION: Duration = Duration::from_secs(1);
 
-/// A timer service's declaration, as [`Stage::operator`] finds it.
+/// A timer service's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimerDecl {
     /// The topic the service reads requests from.
@@ -145,7 +145,7 @@ impl Operator for TimerDecl {
 /// K2's late timer requests, as a task's metrics count them.
 pub(crate) const LATE_REQUESTS: &str = "timer-requests-late-total";
 
-/// The timer service of K2; see the [module docs](self).
+/// The timer service of K2 (the rules it keeps are in `docs/RULES.md`).
 #[derive(Debug)]
 pub struct TimerService;
 

@@ -96,7 +96,7 @@ pub enum Expire {
     },
 }
 
-/// An expiring fold's declaration, as [`Stage::operator`] finds it.
+/// An expiring fold's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExpiryDecl {
     /// The source topic.
@@ -206,7 +206,7 @@ impl Expiring {
     }
 }
 
-/// An expiring fold being declared; see the [module docs](self).
+/// An expiring fold being declared (the rules it keeps are in `docs/RULES.md`).
 pub struct ExpiringBuilder<K, V, S> {
     name: String,
     expiring: Expiring,

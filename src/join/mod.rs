@@ -191,7 +191,7 @@ pub enum JoinKind {
     Left,
 }
 
-/// A stream–table join's declaration, as [`Stage::operator`] finds it.
+/// A stream–table join's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinDecl {
     /// The stream topic (source 0 of the stage).
@@ -316,7 +316,7 @@ where
     }
 }
 
-/// A stream–table join with its joiner; see the [module docs](self).
+/// A stream–table join with its joiner (the rules it keeps are in `docs/RULES.md`).
 pub struct JoinBuilder<K, V, T, R> {
     name: String,
     stream: Topic<K, V>,

@@ -134,7 +134,7 @@ pub enum StreamJoinKind {
     Outer,
 }
 
-/// A stream–stream join's declaration, as [`Stage::operator`] finds it.
+/// A stream–stream join's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamJoinDecl {
     /// The left stream (source 0 of the stage).

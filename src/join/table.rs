@@ -84,7 +84,7 @@ impl TableJoinKind {
     }
 }
 
-/// A table–table join's declaration, as [`Stage::operator`] finds it.
+/// A table–table join's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableJoinDecl {
     /// The left table (source 0 of the stage).

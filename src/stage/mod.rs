@@ -217,7 +217,7 @@ impl Stage {
     }
 }
 
-/// What one delivery does to its slot, as [`Stage::replay_record`] reports it.
+/// What one delivery does to its slot, as [`StageHooks::replay_record`](crate::StageHooks::replay_record) reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SlotChange {
     /// A stateless stage, or a tick handler: no slot is touched.
@@ -240,8 +240,8 @@ pub struct Replayed {
     pub emissions: Vec<Emission>,
 }
 
-/// Why [`Stage::replay_record`], [`Stage::replay_tick`] or
-/// [`Stage::replay_tick_over_slots`] has no [`Replayed`]: the replay was
+/// Why [`StageHooks::replay_record`](crate::StageHooks::replay_record), [`StageHooks::replay_tick`](crate::StageHooks::replay_tick) or
+/// [`StageHooks::replay_tick_over_slots`](crate::StageHooks::replay_tick_over_slots) has no [`Replayed`]: the replay was
 /// asked of the wrong stage, or the delivery fails as it would in a task.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplayError {
@@ -259,7 +259,7 @@ pub enum ReplayError {
         /// The stage.
         stage: String,
     },
-    /// [`Stage::replay_record`] or [`Stage::replay_tick`] of a delivery that
+    /// [`StageHooks::replay_record`](crate::StageHooks::replay_record) or [`StageHooks::replay_tick`](crate::StageHooks::replay_tick) of a delivery that
     /// reads every slot (a timer service's tick, K2; a windowed
     /// aggregation's record or tick, W2; an expiring fold's, E2).
     #[error("stage {stage:?} reads every slot on this delivery (its operator may change any key's state on it): replay it over the slots, with replay_record_over_slots or replay_tick_over_slots")]
@@ -267,8 +267,8 @@ pub enum ReplayError {
         /// The stage.
         stage: String,
     },
-    /// [`Stage::replay_record_over_slots`] or
-    /// [`Stage::replay_tick_over_slots`] of a delivery that reads one slot.
+    /// [`StageHooks::replay_record_over_slots`](crate::StageHooks::replay_record_over_slots) or
+    /// [`StageHooks::replay_tick_over_slots`](crate::StageHooks::replay_tick_over_slots) of a delivery that reads one slot.
     #[error("stage {stage:?} reads one slot on this delivery: replay it with replay_record or replay_tick")]
     ReadsOneSlot {
         /// The stage.
@@ -407,7 +407,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
     /// source codec refuses its key or value, the state codec refuses the
     /// state returned, or its stamp header does not decode — is written there
     /// with its original key and value and `parsley.dlq.*` headers naming
-    /// the error and the record ([`crate::dead_letter`]); it counts as
+    /// the error and the record ([`DeadLetter`](crate::DeadLetter)); it counts as
     /// delivered, with no effect. Everything else still stops the task.
     /// Kafka Streams users know this as the dead-letter queue of KIP-1034
     /// (`errors.dead.letter.queue.topic.name`).

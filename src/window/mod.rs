@@ -202,7 +202,7 @@ pub enum WindowShape {
     },
 }
 
-/// A windowed aggregation's declaration, as [`Stage::operator`] finds it.
+/// A windowed aggregation's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WindowDecl {
     /// The topic whose records are windowed.
@@ -426,7 +426,7 @@ impl SessionWindows {
     }
 }
 
-/// A windowed aggregation being declared; see the [module docs](self).
+/// A windowed aggregation being declared (the rules it keeps are in `docs/RULES.md`).
 pub struct WindowedBuilder<K, V, A> {
     name: String,
     shape: WindowShape,

@@ -66,7 +66,7 @@ pub use trace::{render_ticks, TraceEvent};
 use world::World;
 
 /// Runs an application over the in-memory Kafka model, one synchronous step
-/// at a time; see the [module documentation](self). It is `Send`, so a test
+/// at a time. It is `Send`, so a test
 /// may move it (and its topic handles) to another thread.
 pub struct TestDriver {
     world: Arc<Shared>,
