@@ -180,7 +180,7 @@ pub struct TpStatus {
     /// Its last stable offset: what a `read_committed` consumer can reach.
     pub stable_end: u64,
     /// Committed records between the position and the stable end: exact
-    /// when the gap is at most [`COUNTED_LAG_MAX`] offsets, else the gap.
+    /// when the gap is at most `COUNTED_LAG_MAX` offsets, else the gap.
     pub lag: u64,
     /// Whether `lag` was counted record by record.
     pub exact: bool,

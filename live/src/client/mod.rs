@@ -77,7 +77,7 @@ impl LiveClient {
     /// the offset probes. A cluster none of whose bootstrap addresses accepts
     /// a connection and answers Kafka's `ApiVersions` within
     /// [`LiveConfig::connect_timeout`] is an [`LiveError::Unreachable`]
-    /// naming each address and its cause ([`crate::reach`]).
+    /// naming each address and its cause.
     pub fn new(config: LiveConfig) -> Result<LiveClient, LiveError> {
         let started = std::time::Instant::now();
         config

@@ -108,7 +108,7 @@ pub enum RuntimeError {
         source: Box<LiveError>,
     },
 
-    /// The task's local state store ([`crate::state`]) in `dir` failed:
+    /// The task's local state store in `dir` failed:
     /// its directory or files could not be made, written or synced.
     #[error("task {task}: local state in {}: {source}", dir.display())]
     State {

@@ -154,7 +154,7 @@ pub struct RuntimeConfig {
     /// ([`RuntimeError::is_transient`]) without committing in between before
     /// it gives up ([`RuntimeError::GaveUp`]).
     pub max_restarts: u32,
-    /// The root of the tasks' local state stores ([`crate::state`]): each
+    /// The root of the tasks' local state stores: each
     /// task of a stateful stage keeps its store and checkpoint in
     /// `<state_dir>/<app>/<stage>-<partition>`. Instances on one machine
     /// may share it; a task runs in one of them at a time.
