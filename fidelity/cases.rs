@@ -29,7 +29,7 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
-use parsley::task::CommittedOffset;
+use parsley::CommittedOffset;
 use parsley::{ConsumedRecord, Header, Isolation, RecordData, Tp};
 
 // ----- the backend -----

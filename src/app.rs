@@ -277,7 +277,7 @@ fn check_name(what: &'static str, name: &str) -> Result<(), CompositionError> {
 }
 
 impl AppBuilder {
-    /// A re-key stage named `name` (R1, R2; [`crate::rekey`]): every record
+    /// A re-key stage named `name` (R1, R2; [`RekeyDecl`](crate::RekeyDecl)): every record
     /// of `source`, value unchanged, under the key `select` returns (or
     /// `Result<K2, E>`; an error refuses the record, X5), encoded with
     /// `key_codec`, written to the derived topic
@@ -303,7 +303,7 @@ impl AppBuilder {
     }
 
     /// A re-key named `name` of what `stage` writes to `output`, run within
-    /// that stage (R3; [`crate::rekey`]): each record the stage emits to
+    /// that stage (R3; [`RekeyDecl`](crate::RekeyDecl)): each record the stage emits to
     /// `output` is written again in the same step, value unchanged, under
     /// the key `select` returns for its key and value (or `Result<K2, E>`;
     /// an error refuses the delivery, X5), encoded with `key_codec`, to the
@@ -425,9 +425,11 @@ impl AppBuilder {
             // Each re-key's topic is named after this application and the
             // re-key (the stage, for a re-key stage), and is no other's (R1).
             let own = stage
+                .hooks()
                 .operators::<crate::rekey::RekeyDecl>()
                 .map(|rekey| (&def.name, &rekey.repartition));
             let within = stage
+                .hooks()
                 .operators::<crate::rekey::RekeyOutputDecl>()
                 .map(|r| (&r.name, &r.repartition));
             for (name, topic) in own.chain(within) {
@@ -448,7 +450,7 @@ impl AppBuilder {
                     });
                 }
             }
-            if let Some(join) = stage.operator::<ForeignKeyJoinDecl>() {
+            if let Some(join) = stage.hooks().operator::<ForeignKeyJoinDecl>() {
                 let derived = [
                     (
                         &join.subscription,
@@ -655,13 +657,14 @@ impl App {
     /// J10: each foreign-key join has its three stages.
     fn check_foreign_key_joins(&self) -> Result<(), CompositionError> {
         for plan in &self.stages {
-            let Some(join) = plan.stage.operator::<ForeignKeyJoinDecl>() else {
+            let Some(join) = plan.stage.hooks().operator::<ForeignKeyJoinDecl>() else {
                 continue;
             };
             for part in crate::join::ForeignKeyJoinPart::ALL {
                 let present = self.stages.iter().any(|other| {
                     other
                         .stage
+                        .hooks()
                         .operator::<ForeignKeyJoinDecl>()
                         .is_some_and(|other| other.join == join.join && other.part == part)
                 });
@@ -693,10 +696,10 @@ impl App {
         // The derived topics a stage writes and no other may (R1, J10).
         let mut written: BTreeMap<&str, (&str, bool)> = BTreeMap::new();
         for plan in &self.stages {
-            for repartition in plan.stage.repartitions() {
+            for repartition in plan.stage.hooks().repartitions() {
                 written.insert(repartition.as_str(), (plan.name(), false));
             }
-            if let Some(join) = plan.stage.operator::<ForeignKeyJoinDecl>() {
+            if let Some(join) = plan.stage.hooks().operator::<ForeignKeyJoinDecl>() {
                 let topic = match join.part {
                     crate::join::ForeignKeyJoinPart::Subscribe => &join.subscription,
                     crate::join::ForeignKeyJoinPart::Respond => &join.response,

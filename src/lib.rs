@@ -75,48 +75,95 @@
 //! `parsley-live` crate against Kafka.
 
 #![warn(missing_docs)]
-mod chunks;
-pub mod record;
-pub mod tp;
-
-pub use record::{ConsumedRecord, Header, Isolation, ProducedRecord, RecordData};
-pub use tp::{TopicName, Tp};
-pub mod header;
-pub mod stamp;
-pub use stamp::{Claim, Stamp};
-pub mod codec;
-pub mod emission;
-pub mod partitioner;
-pub mod topic;
-pub use codec::{Codec, CodecError, Json, RawBytes, Utf8, I64};
-pub use emission::{Emission, Record, Step, Tick};
-pub use topic::{RecordCodecError, RecordPart, Sinks, Topic, TopicRef};
-pub mod stage;
-pub use stage::Stage;
-pub mod app;
-pub use app::{App, CompositionError, Parsley};
-pub mod assembly;
-pub mod probe;
-pub use assembly::{assemble, Assembly, AssemblyError, TopicMetadata};
-pub use probe::ContractProbes;
-pub mod dead_letter;
-pub use dead_letter::{DeadLetter, DeadLetterKind};
-pub mod task;
-pub use task::{Task, TaskConfig, TaskError};
-pub mod clock;
-pub mod deadline;
-pub mod operator;
-pub use clock::CausalClock;
+// The face: modules are private and the root re-exports what users write
+// against, each name by one path (as quinn-proto's and turmoil's do). Three
+// namespaces stay public where their names would crowd the root: `audit`,
+// the stamp header's wire format (`header`) and the dead-letter headers.
+mod app;
+mod assembly;
 pub mod audit;
-pub mod expiry;
+mod chunks;
+mod clock;
+mod codec;
+mod dead_letter;
+mod deadline;
+mod emission;
+mod expiry;
+pub mod header;
 mod invariant;
-pub mod join;
+mod join;
 #[doc(hidden)]
 pub mod mutation;
-pub mod rekey;
-pub mod text;
-pub mod timer;
-pub mod window;
+mod operator;
+mod partitioner;
+mod probe;
+mod record;
+mod rekey;
+mod stage;
+mod stamp;
+mod task;
+mod text;
+mod timer;
+mod topic;
+mod tp;
+mod window;
+
+// Records, topics and codecs.
+pub use codec::{Codec, CodecError, CodecIdentity, Direction, Json, RawBytes, Utf8, I64};
+pub use emission::{Emission, Record, Step, Tick};
+pub use partitioner::{murmur2, partition_for};
+pub use record::{ConsumedRecord, Header, Isolation, ProducedRecord, RecordData};
+pub use stamp::{Claim, Stamp};
+pub use topic::{RecordCodecError, RecordPart, Sinks, Topic, TopicRef};
+pub use tp::{TopicName, Tp};
+
+// Stages and applications.
+pub use app::{
+    changelog_topic_name, fingerprint, group_name, tick_topic_name, App, AppBuilder,
+    CompositionError, Parsley, StagePlan,
+};
+pub use dead_letter::{dead_letter_topic_name, DeadLetter, DeadLetterKind, NotADeadLetter};
+pub use stage::{
+    Fallible, ReplayError, Replayed, SlotChange, SlotKey, SlotKeyError, Slots, SlotsView, Stage,
+    StageBuilder, StageHooks, Stateful, Stateless, TickDecl, TickKind,
+};
+
+// Operators.
+pub use expiry::{live_state_of, Expire, Expiring, ExpiringBuilder, ExpiryDecl, Since};
+pub use join::{
+    held_of, response_topic_name, rows_of, sides_of, subscription_topic_name, ForeignKeyJoin,
+    ForeignKeyJoinBuilder, ForeignKeyJoinDecl, ForeignKeyJoinPart, ForeignKeyJoinStages,
+    HeldRecord, Join, JoinBuilder, JoinDecl, JoinKind, JoinWindows, Response, ResponseCodec, Sides,
+    StreamJoinBuilder, StreamJoinDecl, StreamJoinKind, StreamStreamJoin, StreamTableJoin,
+    Subscription, SubscriptionCodec, TableJoinBuilder, TableJoinDecl, TableJoinKind,
+    TableTableJoin,
+};
+pub use operator::{CoPartitioned, Counter, Operator, OperatorProblem};
+pub use rekey::{repartition_topic_name, RekeyDecl, RekeyOutputDecl};
+pub use timer::{
+    next_due, pending_of, TimerDecl, TimerService, TimerServiceBuilder, DEFAULT_RESOLUTION,
+};
+pub use window::{
+    open_windows_of, Close, Emit, OpenWindow, SessionWindows, WindowDecl, WindowShape, Windowed,
+    WindowedBuilder, WindowedCodec, Windows,
+};
+
+// What a driver needs: the task, its assembly over a cluster and its clock.
+pub use assembly::{assemble, Assembly, AssemblyError, AssemblyFailure, TopicMetadata};
+pub use clock::CausalClock;
+pub use deadline::{Deadline, DeadlineKind, TimeDomain};
+pub use probe::{ContractProbes, PartitionRule, Role, TopicContract};
+pub use task::{
+    tick_of, Checkpoint, CheckpointError, CommitRequest, CommittedOffset, Fetched, HeadStatus,
+    Poison, SkipError, Task, TaskConfig, TaskError, TaskId, TaskMetrics, OFFSET_METADATA_BYTES_MAX,
+};
+pub use text::bytes_for_humans;
+
+/// The headers a dead-lettered record carries (`parsley.dlq.*`), each
+/// naming one fact of the refusal.
+pub mod dead_letter_headers {
+    pub use crate::dead_letter::{ERROR, MESSAGE, OFFSET, PARTITION, STAGE, STAMP, TOPIC};
+}
 
 /// Any error a user's code hands back to a driver that only reports it: a
 /// simulation's property or app factory, a live app's factory or producer.

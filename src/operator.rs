@@ -5,7 +5,7 @@
 //! aggregation's, a join's, a re-key's, …) beside its erased logic; the
 //! stage and the task read them only through this trait, and a driver or a
 //! checker that knows an operator finds its declaration with
-//! [`crate::Stage::operator`]. An operator's logic plugs into the task as
+//! [`crate::StageHooks::operator`]. An operator's logic plugs into the task as
 //! any stage's logic does (`StageLogic`), and reports what it counts through
 //! the outcome's named counters. So a new operator touches its own folder,
 //! its checker and the docs, and nothing else (DESIGN.md, "Operators").
@@ -23,7 +23,7 @@ pub trait Operator: Any + fmt::Debug + Send + Sync {
     /// Whether a record's delivery reads every slot of its task, not only
     /// its key's (a record may close other keys' windows, W2; expire other
     /// keys, E2; close other keys' join windows, J6). Its records are
-    /// replayed with every slot ([`crate::Stage::replay_record_over_slots`]).
+    /// replayed with every slot ([`crate::StageHooks::replay_record_over_slots`]).
     fn record_reads_every_slot(&self) -> bool {
         false
     }
@@ -53,7 +53,7 @@ pub trait Operator: Any + fmt::Debug + Send + Sync {
         &[]
     }
 
-    /// The declaration as [`Any`], for [`crate::Stage::operator`]'s
+    /// The declaration as [`Any`], for [`crate::StageHooks::operator`]'s
     /// downcast.
     fn as_any(&self) -> &dyn Any;
 }

@@ -195,7 +195,7 @@ impl ContractProbes {
             // suggested): an operator reads and replays them.
             // A repartition topic has one partition per task of the stage
             // that writes it, as its other derived topics do (R1, R3).
-            for repartition in plan.stage.repartitions() {
+            for repartition in plan.stage.hooks().repartitions() {
                 add(
                     repartition,
                     Role::Repartition {
@@ -207,7 +207,11 @@ impl ContractProbes {
             }
             // A foreign-key join's derived topics follow the table they are
             // co-partitioned with, not their writer's task count (J11).
-            if let Some(join) = plan.stage.operator::<crate::join::ForeignKeyJoinDecl>() {
+            if let Some(join) = plan
+                .stage
+                .hooks()
+                .operator::<crate::join::ForeignKeyJoinDecl>()
+            {
                 let derived = match join.part {
                     ForeignKeyJoinPart::Subscribe => Some((
                         &join.subscription,

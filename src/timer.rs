@@ -45,7 +45,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::timer::TimerService;
+//! use parsley::TimerService;
 //! use parsley::{Parsley, Stage, Step, Topic, Utf8, I64};
 //!
 //! let clicks = Topic::<String, i64>::with_codecs("clicks", Utf8, I64);
@@ -75,7 +75,7 @@
 //!     .build();
 //! let timers = TimerService::named("session-timers").build(&requests, &fires);
 //! let app = Parsley::named("shop").stage(sessions).stage(timers).build()?;
-//! assert!(app.stage("session-timers").unwrap().stage.operator::<parsley::timer::TimerDecl>().is_some());
+//! assert!(app.stage("session-timers").unwrap().stage.hooks().operator::<parsley::TimerDecl>().is_some());
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 
@@ -97,7 +97,7 @@ use crate::tp::{TopicName, Tp};
 /// The default [`TimerServiceBuilder::resolution`]: one second.
 pub const DEFAULT_RESOLUTION: Duration = Duration::from_secs(1);
 
-/// A timer service's declaration, as [`Stage::operator`] finds it.
+/// A timer service's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimerDecl {
     /// The topic the service reads requests from.
@@ -145,7 +145,7 @@ impl Operator for TimerDecl {
 /// K2's late timer requests, as a task's metrics count them.
 pub(crate) const LATE_REQUESTS: &str = "timer-requests-late-total";
 
-/// The timer service of K2; see the [module docs](self).
+/// The timer service of K2 (the rules it keeps are in `docs/RULES.md`).
 #[derive(Debug)]
 pub struct TimerService;
 
@@ -661,6 +661,7 @@ mod tests {
         let tp = Tp::new("requests", 0);
         let name = TopicName::new("requests");
         let first = stage
+            .hooks()
             .replay_record(
                 &name,
                 None,
@@ -672,6 +673,7 @@ mod tests {
             panic!("a request sets its key's slot")
         };
         let second = stage
+            .hooks()
             .replay_record(
                 &name,
                 Some(&state),
@@ -688,11 +690,13 @@ mod tests {
         );
         let slot = SlotKey::Key(Bytes::from_static(b"k"));
         let early = stage
+            .hooks()
             .replay_tick_over_slots(&[(slot.clone(), &state)], Tick::new(99))
             .unwrap();
         assert!(early.emissions.is_empty());
         assert!(early.other_slots.is_empty());
         let fired = stage
+            .hooks()
             .replay_tick_over_slots(&[(slot.clone(), &state)], Tick::new(100))
             .unwrap();
         assert_eq!(fired.emissions, vec![fires.send("k".to_string(), 100)]);
@@ -701,6 +705,7 @@ mod tests {
         };
         assert_eq!(PendingCodec.decode(left).unwrap(), Pending(vec![300]));
         let all = stage
+            .hooks()
             .replay_tick_over_slots(&[(slot, &state)], Tick::new(1_000))
             .unwrap();
         assert_eq!(
@@ -724,6 +729,7 @@ mod tests {
             let held = slots.iter().position(|(held, _)| *held == slot);
             let state = held.map(|index| slots[index].1.clone());
             let replayed = stage
+                .hooks()
                 .replay_record(
                     &name,
                     state.as_deref(),
@@ -764,7 +770,10 @@ mod tests {
             .iter()
             .map(|(slot, bytes)| (slot.clone(), bytes.as_ref()))
             .collect();
-        let fired = stage.replay_tick_over_slots(&view, Tick::new(400)).unwrap();
+        let fired = stage
+            .hooks()
+            .replay_tick_over_slots(&view, Tick::new(400))
+            .unwrap();
         let fire = |key: &str, at: i64| fires.send(key.to_string(), at);
         assert_eq!(
             fired.emissions,
@@ -805,6 +814,7 @@ mod tests {
         let tp = Tp::new("requests", 2);
         let name = TopicName::new("requests");
         let no_key = stage
+            .hooks()
             .replay_record(&name, None, &tp, &request(4, None, &1i64.to_be_bytes(), 0))
             .unwrap_err();
         assert!(
@@ -812,6 +822,7 @@ mod tests {
             "{no_key:?}"
         );
         let bad_time = stage
+            .hooks()
             .replay_record(&name, None, &tp, &request(5, Some("k"), b"soon", 0))
             .unwrap_err();
         assert!(
@@ -825,6 +836,7 @@ mod tests {
             "{bad_time:?}"
         );
         let past = stage
+            .hooks()
             .replay_record(
                 &name,
                 None,

@@ -16,11 +16,11 @@ use proptest::prelude::*;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult, Testable};
 
 use parsley::header::{self, STAMP_HEADER};
-use parsley::task::{Fetched, HeadStatus};
 use parsley::{
     assemble, Claim, ConsumedRecord, Header, Parsley, Record, RecordData, Stage, Stamp, Task,
     TaskConfig, Topic, Tp,
 };
+use parsley::{Fetched, HeadStatus};
 
 // ----- quickcheck values -----
 

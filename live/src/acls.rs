@@ -33,8 +33,8 @@
 
 use std::fmt;
 
-use parsley::probe::{ContractProbes, Role};
 use parsley::App;
+use parsley::{ContractProbes, Role};
 
 use crate::error::{AclOperation, AclResource};
 use crate::membership_topic;

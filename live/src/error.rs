@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
-use parsley::tp::Tp;
+use parsley::Tp;
 
-/// rdkafka's three transaction error classes. See the [module docs](self).
+/// rdkafka's three transaction error classes. The runtime handles each as its variant says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TxnErrorClass {
     /// Repeat the call; the transaction is still open and intact.

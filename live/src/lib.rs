@@ -6,23 +6,26 @@
 //! the harness (`parsley-sim`), as Kafka Streams' runtime does not depend on
 //! its test utilities. It holds:
 //!
-//! - [`runtime`]: an application's tasks on a cluster, with group
-//!   membership, failover, fencing, logs and metrics;
+//! - the runtime ([`Runtime`], [`RuntimeConfig`]): an application's tasks
+//!   on a cluster, with group membership, failover, fencing, logs and
+//!   metrics;
 //! - [`cli`]: the operator commands (`setup`, `run`, `status`, `skip`,
 //!   `audit`) over a registry of the user's applications, in one call from
 //!   `main`;
-//! - [`status`] and [`readback`]: what a cluster says of an application,
-//!   read from outside, and the committed topics read back for
-//!   [`parsley::audit`];
-//! - [`endpoints`]: an instance's `/metrics`, `/health` and `/ready`;
-//! - [`instance`]: an instance's name and state, and its tasks' states;
-//! - [`state`]: a task's local state store and its checkpoint, so that a
-//!   restart restores only the changelog after the checkpoint;
-//! - [`client`]: rdkafka wrapped with the in-memory model's operations,
-//!   and the client properties of a secured cluster
-//!   ([`client::properties`]);
-//! - [`reach`]: whether the cluster answers, and over TLS and SASL;
-//! - [`acls`]: the ACLs an application needs, from its assembly.
+//! - status and read-back ([`task_status`], [`read_committed`]): what a
+//!   cluster says of an application, read from outside, and the committed
+//!   topics read back for [`parsley::audit`];
+//! - [`serve_endpoints`]: an instance's `/metrics`, `/health` and `/ready`;
+//! - [`InstanceState`] and [`TaskState`]: an instance's name and state, and
+//!   its tasks' states;
+//! - a task's local state store and its checkpoint, so that a restart
+//!   restores only the changelog after the checkpoint
+//!   ([`RuntimeConfig`]'s state directory);
+//! - [`LiveClient`]: rdkafka wrapped with the in-memory model's operations,
+//!   and the client properties of a secured cluster ([`properties`]);
+//! - whether the cluster answers, and over TLS and SASL ([`Unreachable`],
+//!   [`SecureFailure`]);
+//! - the ACLs an application needs, from its assembly (the `acls` command).
 //!
 //! # How it relates to the in-memory model
 //!
@@ -42,7 +45,7 @@
 //! - offsets sent to a transaction, with their metadata string (the task's
 //!   checkpoint), become the group's committed offsets only when it commits.
 //!
-//! [`client`] wraps rdkafka with the model's operations, and the
+//! [`LiveClient`] wraps rdkafka with the model's operations, and the
 //! model-fidelity tests (`tests/live_fidelity.rs`) run the table of
 //! transactional cases the model runs too (`fidelity/cases.rs` at the
 //! workspace root) against a broker started by `scripts/kafka/broker.sh`,
@@ -50,43 +53,54 @@
 //!
 //! # Errors
 //!
-//! librdkafka's transactional errors come in three classes; [`error`] mirrors
+//! librdkafka's transactional errors come in three classes; the runtime mirrors
 //! them as [`TxnErrorClass`] and says what a driver does with each. Every
 //! other failure is a [`LiveError`] naming what was being done and where.
 
-pub mod acls;
+// The face: modules are private and the root re-exports what users write
+// against, each name by one path; `cli` (what a user's `main` calls) and
+// `properties` (a secured cluster's client properties) are namespaces whose
+// names are not repeated at the root. Test support and planted faults are
+// hidden from the docs.
+mod acls;
 pub mod cli;
-pub mod client;
-pub mod endpoints;
-pub mod error;
+mod client;
+mod endpoints;
+mod error;
 #[cfg(feature = "mutations")]
+#[doc(hidden)]
 pub mod faults;
-pub mod instance;
+mod instance;
 mod pacing;
-pub mod reach;
-pub mod readback;
-pub mod runtime;
-pub mod state;
+mod reach;
+mod readback;
+mod runtime;
+mod state;
 mod stats;
-pub mod status;
+mod status;
 
-pub use client::test_broker;
+pub use client::properties;
+#[doc(hidden)]
+pub use client::{test_broker, BOOTSTRAP_ENV};
 pub use client::{
-    Delivery, Isolation, LiveClient, LiveConfig, LiveConsumer, LiveFetch, PlainProducer,
-    TxnProducer, Watermarks, BOOTSTRAP_ENV,
+    Assigned, AssignmentError, Delivery, GroupMember, Isolation, LiveClient, LiveConfig,
+    LiveConsumer, LiveFetch, PlainProducer, TxnProducer, Watermarks,
 };
+pub use endpoints::{serve as serve_endpoints, EndpointError, Endpoints};
 pub use error::{
     is_fenced, is_fenced_code, AclOperation, AclResource, CreateTopicFailure, Denied, JoinFailure,
     LiveError, TxnErrorClass, TxnOp,
 };
 pub use instance::{instance_name, InstanceState, ReportError, TaskReport, TaskState};
+pub use reach::{SecureFailure, TlsCause, Unreachable, UnreachableCause};
 pub use readback::{read_committed, ReadBack};
 pub use runtime::{
-    assemble_on, create_topics, group_identity, membership_topic, skip_record, Assignment,
-    FailurePolicy, GroupMembership, Health, HealthError, InstanceShare, MembershipFailure,
-    ReleaseCause, Runtime, RuntimeConfig, RuntimeError, Stopper, TaskEnd, TaskEndKind, TaskRun,
-    TopicSetup,
+    assemble_on, create_topics, group_identity, membership_topic, skip_record, wall_clock_ms,
+    Assignment, FailurePolicy, GroupMembership, Health, HealthError, InstanceShare,
+    MembershipFailure, ReleaseCause, Runtime, RuntimeConfig, RuntimeError, Stopper, TaskEnd,
+    TaskEndKind, TaskRun, TopicSetup,
 };
+pub use state::StateError;
 pub use status::{
     caught_up, final_state, keyed_outputs, task_status, wait_caught_up, TaskStatus, TpStatus,
 };

@@ -151,7 +151,7 @@ impl Depth {
 }
 
 /// Why a secured connection to the cluster failed, after a bootstrap
-/// address accepted TCP ([`secure_probe`]).
+/// address accepted TCP (`secure_probe`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SecureFailure {
     /// The TLS handshake failed.

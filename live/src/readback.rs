@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use crate::{Isolation, LiveClient, LiveError};
-use parsley::assembly::Assembly;
-use parsley::probe::ContractProbes;
-use parsley::task::CommittedOffset;
+use parsley::Assembly;
+use parsley::CommittedOffset;
+use parsley::ContractProbes;
 use parsley::{App, ConsumedRecord, Tp};
 
 use parsley::audit::{CommittedLogs, LogBounds};

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use crate::instance::TaskReport;
 use crate::{membership_topic, Isolation, LiveClient, LiveConsumer, LiveError};
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::assembly::Assembly;
-use parsley::stage::SlotKey;
-use parsley::task::TaskId;
+use parsley::Assembly;
+use parsley::SlotKey;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Tp};
 
 use parsley::audit::CommittedLogs;
@@ -180,7 +180,7 @@ pub struct TpStatus {
     /// Its last stable offset: what a `read_committed` consumer can reach.
     pub stable_end: u64,
     /// Committed records between the position and the stable end: exact
-    /// when the gap is at most [`COUNTED_LAG_MAX`] offsets, else the gap.
+    /// when the gap is at most `COUNTED_LAG_MAX` offsets, else the gap.
     pub lag: u64,
     /// Whether `lag` was counted record by record.
     pub exact: bool,

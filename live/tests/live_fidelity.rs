@@ -23,7 +23,7 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use parsley::task::CommittedOffset;
+use parsley::CommittedOffset;
 use parsley::{Isolation, RecordData, Tp};
 use parsley_live::{
     LiveClient, LiveConfig, LiveConsumer, LiveError, PlainProducer, TxnErrorClass, TxnProducer,

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parsley::assembly::AssemblyFailure;
 use parsley::header::STAMP_HEADER;
+use parsley::AssemblyFailure;
 use parsley::{
     App, ConsumedRecord, Header, Json, Parsley, RecordData, Stage, Step, TaskError, Topic,
     TopicName, Tp,
@@ -857,10 +857,7 @@ async fn x5_each_dead_letter_writes_one_log_line_naming_the_record() {
     let runtime = Runtime::start(Arc::new(app.clone()), config(live))
         .await
         .expect("start");
-    let dead_letters = Tp::new(
-        parsley::dead_letter::dead_letter_topic_name(app.id(), "sum"),
-        0,
-    );
+    let dead_letters = Tp::new(parsley::dead_letter_topic_name(app.id(), "sum"), 0);
     wait_for(
         &client,
         &dead_letters,
@@ -895,7 +892,7 @@ async fn x5_each_dead_letter_writes_one_log_line_naming_the_record() {
 /// through a change of customer and a tier update, with nothing stale.
 #[tokio::test(flavor = "multi_thread")]
 async fn j14_a_foreign_key_join_runs_live() {
-    use parsley::partitioner::partition_for;
+    use parsley::partition_for;
     use parsley::{Utf8, I64};
     use std::collections::{BTreeMap, HashMap};
 

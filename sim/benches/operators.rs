@@ -59,14 +59,14 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use parsley::expiry::Expiring;
-use parsley::join::Join;
-use parsley::record::{ConsumedRecord, RecordData};
-use parsley::task::{CommitRequest, Fetched};
-use parsley::window::{Windowed, WindowedCodec, Windows};
+use parsley::Expiring;
+use parsley::Join;
 use parsley::{
     assemble, App, Codec, ContractProbes, Parsley, Step, Task, TaskConfig, Topic, Tp, Utf8, I64,
 };
+use parsley::{CommitRequest, Fetched};
+use parsley::{ConsumedRecord, RecordData};
+use parsley::{Windowed, WindowedCodec, Windows};
 use parsley_sim::{TestDriver, TestRecord};
 
 /// Counts heap bytes and allocations only while `COUNTING` is set: the
@@ -507,7 +507,7 @@ fn task_entries(task: &mut Task, tp: &Tp, entries: usize) -> isize {
 fn task_windows(entries: usize) -> isize {
     let mut task = task(&window_app().app, "revenue");
     let held = task_entries(&mut task, &Tp::new("sales", 0), entries);
-    let open = parsley::window::open_windows_of::<i64>(task.slots_view()).expect("a window task");
+    let open = parsley::open_windows_of::<i64>(task.slots_view()).expect("a window task");
     assert_eq!(open.len(), entries, "every window is open");
     held
 }
@@ -515,7 +515,7 @@ fn task_windows(entries: usize) -> isize {
 fn task_rows(entries: usize) -> isize {
     let mut task = task(&join_app().app, "pricing");
     let held = task_entries(&mut task, &Tp::new("discounts", 0), entries);
-    let rows = parsley::join::rows_of::<i64>(task.slots_view()).expect("a join task");
+    let rows = parsley::rows_of::<i64>(task.slots_view()).expect("a join task");
     assert_eq!(rows.len(), entries, "every row is held");
     held
 }
@@ -594,7 +594,7 @@ fn expiry(live: usize, deliveries: usize) -> Duration {
     let start = Instant::now();
     deliver_orders(&mut task, &tp, live..live + deliveries);
     let elapsed = start.elapsed();
-    let held = parsley::expiry::live_state_of::<i64>(task.slots_view()).expect("an expiring task");
+    let held = parsley::live_state_of::<i64>(task.slots_view()).expect("an expiring task");
     assert_eq!(held.len(), live, "one id expires per delivery");
     elapsed / deliveries as u32
 }

@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use parsley::record::{ConsumedRecord, RecordData};
-use parsley::task::{CommitRequest, Fetched};
-use parsley::timer::TimerService;
+use parsley::TimerService;
 use parsley::{assemble, Codec, Parsley, Task, TaskConfig, Topic, Tp, Utf8, I64};
+use parsley::{CommitRequest, Fetched};
+use parsley::{ConsumedRecord, RecordData};
 
 /// Counts the bytes live on the heap, so a figure is what the task holds,
 /// not what the process's allocator keeps around.
@@ -132,7 +132,7 @@ fn main() {
         fill(&mut task, &tp, records, 1_000);
         let held = LIVE.load(Ordering::Relaxed) - before;
         assert_eq!(
-            parsley::timer::pending_of(task.slots_view()).unwrap().len() as u64,
+            parsley::pending_of(task.slots_view()).unwrap().len() as u64,
             count,
             "every request is pending"
         );

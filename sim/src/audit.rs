@@ -2,8 +2,8 @@
 //! committed logs a `read_committed` consumer of the model reads, for the
 //! checks that committed topics alone can show.
 
-use parsley::assembly::Assembly;
 pub use parsley::audit::*;
+use parsley::Assembly;
 use parsley::{App, Tp};
 
 use crate::model::{Cluster, Isolation};

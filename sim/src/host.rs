@@ -8,10 +8,10 @@
 
 use std::sync::Arc;
 
-use parsley::assembly::Assembly;
 use parsley::mutation::{self, Mutation};
-use parsley::task::{CommitRequest, Fetched};
+use parsley::Assembly;
 use parsley::{App, ProducedRecord, Stamp, Task, TaskConfig, TaskError, Tp};
+use parsley::{CommitRequest, Fetched};
 
 use crate::model::{Cluster, Isolation, LogId, ModelError, ProducerId};
 

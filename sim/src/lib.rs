@@ -50,16 +50,20 @@
 
 #![warn(missing_docs)]
 
+// The face: the test driver and the task host are private modules whose
+// names the root re-exports; `model`, `sim`, `audit` and `cli` are
+// namespaces whose names are not repeated at the root.
 pub mod audit;
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod driver;
-pub mod host;
+mod driver;
+mod host;
 pub mod model;
 pub mod sim;
 
 pub use driver::{
-    DriverError, IntoKey, IntoValue, KeyValueStore, OutputRecord, TestDriver, TestInputTopic,
-    TestOutputTopic, TestRecord,
+    render_records, render_ticks, ClusterView, DriverError, IntoKey, IntoValue, JsonKey,
+    KeyValueStore, OutputRecord, StoreKey, TestDriver, TestDriverBuilder, TestInputTopic,
+    TestOutputTopic, TestRecord, TraceEvent,
 };
-pub use host::TaskHost;
+pub use host::{CommitOutcome, HostError, Markers, Sent, SentTick, TaskHost};

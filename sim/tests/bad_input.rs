@@ -6,7 +6,7 @@ use crate::support;
 
 use bytes::Bytes;
 use parsley::header::{self, HeaderError, STAMP_HEADER};
-use parsley::record::Header;
+use parsley::Header;
 use parsley::{
     AssemblyError, Claim, CompositionError, Parsley, Stage, Stamp, TaskError, Topic, Tp,
 };

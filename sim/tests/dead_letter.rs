@@ -7,8 +7,8 @@
 use bytes::Bytes;
 use parsley::header::stamp_header;
 use parsley::{Claim, DeadLetterKind, Json, Parsley, Stage, Stamp, Step, Topic, Tp, Utf8, I64};
-use parsley_sim::driver::TestRecord;
 use parsley_sim::sim::{FaultRates, Input, Simulation};
+use parsley_sim::TestRecord;
 use parsley_sim::{DriverError, TestDriver};
 
 /// Readings above this are refused by the logic.
@@ -181,7 +181,7 @@ fn x5_skip_the_driver_restarts_a_stopped_task_past_the_named_record() {
     assert!(
         matches!(
             refused,
-            DriverError::Skip(parsley::task::SkipError::Behind { next: 1, .. })
+            DriverError::Skip(parsley::SkipError::Behind { next: 1, .. })
         ),
         "{refused}"
     );

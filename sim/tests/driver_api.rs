@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use parsley::{Json, Parsley, Stage, Step, Topic, Utf8, I64};
-use parsley_sim::driver::JsonKey;
+use parsley_sim::JsonKey;
 use parsley_sim::{DriverError, TestDriver, TestRecord};
 
 const START: i64 = 1_700_000_000_000;
@@ -435,7 +435,7 @@ fn render_prints_committed_records_decoded_for_snapshots() {
     // Rendering does not consume; the same rendering serves what was read.
     assert_eq!(counts.queue_size(), 3);
     assert_eq!(
-        parsley_sim::driver::render_records(&counts.read_new().unwrap()),
+        parsley_sim::render_records(&counts.read_new().unwrap()),
         counts.render().unwrap()
     );
 }

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use parsley::expiry::{Expire, Expiring};
 use parsley::{App, Json, Parsley, Stage, Step, Topic, Utf8, I64};
+use parsley::{Expire, Expiring};
 use parsley_sim::{DriverError, TestDriver, TestRecord};
 
 const START: i64 = 1_700_000_000_000;

@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use parsley::join::{ForeignKeyJoinStages, Subscription, SubscriptionCodec};
-use parsley::probe::Role;
+use parsley::Role;
 use parsley::{
     assemble, App, Codec, CompositionError, Json, Parsley, Stage, TaskError, Topic, Utf8,
 };
+use parsley::{ForeignKeyJoinStages, Subscription, SubscriptionCodec};
 use parsley_sim::{DriverError, TestDriver, TestInputTopic, TestOutputTopic};
 use serde::{Deserialize, Serialize};
 
@@ -216,7 +216,7 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
     let customers = Topic::<String, String>::with_codecs("customers", Utf8, Utf8);
     let labelled = Topic::<String, String>::with_codecs("labelled", Utf8, Utf8);
     let shop = Parsley::named("shop");
-    let join = |app: &parsley::app::AppBuilder| {
+    let join = |app: &parsley::AppBuilder| {
         app.foreign_key_join("labels", &orders, &customers, |order: &Order| {
             order.customer.clone()
         })
@@ -533,10 +533,10 @@ fn gate_story() -> GateStory {
         ))
         .unwrap();
     let responses = driver
-        .output(&Topic::<Bytes, parsley::join::Response>::with_codecs(
+        .output(&Topic::<Bytes, parsley::Response>::with_codecs(
             "shop-labels-response",
             parsley::RawBytes,
-            parsley::join::ResponseCodec,
+            parsley::ResponseCodec,
         ))
         .unwrap()
         .read_all()

@@ -457,7 +457,7 @@ fn a_panic_in_a_run_is_a_violation_of_its_seed() {
 fn expiring_dedupe_app() -> App {
     let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let counts = counts();
-    let dedupe = parsley::expiry::Expiring::after(Duration::from_secs(5))
+    let dedupe = parsley::Expiring::after(Duration::from_secs(5))
         .fold(
             "expiring-dedupe",
             &views(),
@@ -479,7 +479,7 @@ fn expiring_dedupe_app() -> App {
 /// Tumbling windows summing each key's new ids, "new" decided by a set the
 /// aggregator captures.
 fn windowed_dedupe_app() -> App {
-    use parsley::window::{Emit, Windowed, WindowedCodec, Windows};
+    use parsley::{Emit, Windowed, WindowedCodec, Windows};
     let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let sums: Topic<Windowed<String>, i64> = Topic::with_codecs("sums", WindowedCodec(Utf8), I64);
     let windows = Windows::tumbling(Duration::from_millis(500))

@@ -6,7 +6,7 @@
 //! costs (an inner join with each warehouse's rate), and a third stage
 //! sums the costs per warehouse.
 
-use parsley::join::Join;
+use parsley::Join;
 use parsley::{App, Claim, Json, Parsley, Stage, Stamp, Step, Topic, Utf8, I64};
 use parsley_sim::{DriverError, TestDriver, TestRecord};
 use serde::{Deserialize, Serialize};

@@ -13,7 +13,7 @@
 #[path = "../../fidelity/cases.rs"]
 mod cases;
 
-use parsley::task::CommittedOffset;
+use parsley::CommittedOffset;
 use parsley::{Isolation, RecordData, Tp};
 use parsley_sim::model::{
     AbortedTxn, Cluster, ControlKind, Entry, EntryStatus, ModelError, ProducerId,

@@ -4,7 +4,7 @@
 //! a key in one task. The application is not an example: page views keyed
 //! by visitor, re-keyed by page, counted per page.
 
-use parsley::probe::Role;
+use parsley::Role;
 use parsley::{App, Json, Parsley, Stage, Step, Topic, Tp, Utf8, I64};
 use parsley_sim::{TestDriver, TestInputTopic, TestRecord};
 
@@ -16,7 +16,7 @@ struct Views {
 }
 
 /// What building `app` refuses it with.
-fn refusal(app: parsley::app::AppBuilder) -> String {
+fn refusal(app: parsley::AppBuilder) -> String {
     app.build().unwrap_err().to_string()
 }
 
@@ -225,7 +225,7 @@ fn countries() -> Countries {
     let joined = Topic::<String, String>::with_codecs("clicks-with-country", Utf8, Utf8);
     let counts = Topic::<String, i64>::with_codecs("clicks-per-country", Utf8, I64);
     let site = Parsley::named("site");
-    let join = parsley::join::Join::stream_table("join", &clicks, &visitors)
+    let join = parsley::Join::stream_table("join", &clicks, &visitors)
         .left(|click, country: Option<&String>| {
             format!("{}@{}", click.value(), country.map_or("?", String::as_str))
         })

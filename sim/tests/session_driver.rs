@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use parsley::window::{SessionWindows, Windowed, WindowedCodec};
 use parsley::{App, Json, Parsley, Stage, Step, Topic, Utf8, I64};
+use parsley::{SessionWindows, Windowed, WindowedCodec};
 use parsley_sim::{TestDriver, TestRecord};
 
 const MINUTE: i64 = 60_000;

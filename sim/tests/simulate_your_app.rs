@@ -674,7 +674,7 @@ fn null_keys_spread_over_partitions_and_are_delivered_once() {
 /// the windows' closes, the same 40 inputs span it too.
 #[test]
 fn inputs_shorter_than_a_window_are_named_in_the_summary() {
-    use parsley::window::{WindowedCodec, Windows};
+    use parsley::{WindowedCodec, Windows};
     use parsley_sim::sim::{ClockConfig, StepRange, TimeStrategy};
 
     let simulation = |clock: ClockConfig| {

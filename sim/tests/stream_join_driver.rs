@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use parsley::join::{Join, JoinWindows};
 use parsley::{App, Json, Parsley, Topic, Utf8, I64};
+use parsley::{Join, JoinWindows};
 use parsley_sim::{TestDriver, TestInputTopic, TestRecord};
 use serde::{Deserialize, Serialize};
 

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use parsley::join::Join;
+use parsley::Join;
 use parsley::{App, Parsley, Topic, Utf8};
 use parsley_sim::{TestDriver, TestRecord};
 

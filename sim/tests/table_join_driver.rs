@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use parsley::join::Join;
+use parsley::Join;
 use parsley::{App, CompositionError, Parsley, Topic, Utf8, I64};
 use parsley_sim::{DriverError, TestDriver};
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use parsley::mutation::Mutation;
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::{Claim, Stamp, TopicName, Tp};
 use parsley_sim::sim::{
     render_timeline, stamps_in, tick_topics, Entry, Event, Invariant, Relation, RunOutcome,

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use parsley::timer::TimerService;
+use parsley::TimerService;
 use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley_sim::{DriverError, TestDriver};
 

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use parsley::mutation::{self, Mutation};
-use parsley::timer::TimerService;
+use parsley::TimerService;
 use parsley::{assemble, App, Parsley, Stage, Topic, Utf8, I64};
 use parsley_sim::audit::{audit, committed_logs};
 use parsley_sim::sim::{

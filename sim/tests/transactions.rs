@@ -6,8 +6,8 @@ use crate::support;
 use std::time::Duration;
 
 use parsley::{assemble, Parsley, Stage, TaskConfig, Topic, Tp};
-use parsley_sim::host::{CommitOutcome, TaskHost};
 use parsley_sim::model::{Cluster, ModelError};
+use parsley_sim::{CommitOutcome, TaskHost};
 use parsley_sim::{TestDriver, TestRecord};
 use support::{deliveries, MINUTE, START};
 use support::{shop, Sale, ShopTopics};

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use parsley::window::{Close, Windowed, WindowedCodec, Windows};
 use parsley::{App, Parsley, Stage, Topic, Utf8, I64};
+use parsley::{Close, Windowed, WindowedCodec, Windows};
 use parsley_sim::{DriverError, TestDriver, TestRecord};
 
 // A multiple of ten minutes: windows start at multiples of their advance.

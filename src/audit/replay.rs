@@ -47,10 +47,10 @@ pub(super) fn deliver(
     let replay = || -> Result<Result<Replayed, ReplayError>, Failure> {
         if at.tick {
             match tick_of(record) {
-                Some(tick) if plan.stage.tick_reads_every_slot() => {
-                    Ok(plan.stage.replay_tick_over_slots(&every_slot(), tick))
+                Some(tick) if plan.stage.hooks().tick_reads_every_slot() => {
+                    Ok(plan.stage.hooks().replay_tick_over_slots(&every_slot(), tick))
                 }
-                Some(tick) => Ok(plan.stage.replay_tick(state.map(|bytes| &bytes[..]), tick)),
+                Some(tick) => Ok(plan.stage.hooks().replay_tick(state.map(|bytes| &bytes[..]), tick)),
                 None => Err(Failure {
                     invariant: Invariant::I4,
                     message: format!(
@@ -58,12 +58,15 @@ pub(super) fn deliver(
                     ),
                 }),
             }
-        } else if plan.stage.record_reads_every_slot() {
-            Ok(plan
-                .stage
-                .replay_record_over_slots(&at.tp.topic, &every_slot(), &at.tp, record))
+        } else if plan.stage.hooks().record_reads_every_slot() {
+            Ok(plan.stage.hooks().replay_record_over_slots(
+                &at.tp.topic,
+                &every_slot(),
+                &at.tp,
+                record,
+            ))
         } else {
-            Ok(plan.stage.replay_record(
+            Ok(plan.stage.hooks().replay_record(
                 &at.tp.topic,
                 state.map(|bytes| &bytes[..]),
                 &at.tp,

@@ -32,7 +32,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::expiry::Expiring;
+//! use parsley::Expiring;
 //! use parsley::{Parsley, Step, Topic, Json, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
@@ -48,7 +48,7 @@
 //!     .into(&unique)
 //!     .build();
 //! let app = Parsley::named("shop").stage(dedupe).build()?;
-//! assert_eq!(app.stage("dedupe").unwrap().stage.operator::<parsley::expiry::ExpiryDecl>().unwrap().ttl, Duration::from_secs(600));
+//! assert_eq!(app.stage("dedupe").unwrap().stage.hooks().operator::<parsley::ExpiryDecl>().unwrap().ttl, Duration::from_secs(600));
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 
@@ -97,7 +97,7 @@ pub enum Expire {
     },
 }
 
-/// An expiring fold's declaration, as [`Stage::operator`] finds it.
+/// An expiring fold's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExpiryDecl {
     /// The source topic.
@@ -218,7 +218,7 @@ impl Expiring {
     }
 }
 
-/// An expiring fold being declared; see the [module docs](self).
+/// An expiring fold being declared (the rules it keeps are in `docs/RULES.md`).
 pub struct ExpiringBuilder<K, V, S> {
     name: String,
     expiring: Expiring,

@@ -91,7 +91,7 @@ impl Replay {
             .iter()
             .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
             .collect();
-        let replayed = self.stage.replay_record_over_slots(
+        let replayed = self.stage.hooks().replay_record_over_slots(
             orders().name(),
             &slots,
             &Tp::new("orders", 0),
@@ -118,6 +118,7 @@ impl Replay {
             .collect();
         let replayed = self
             .stage
+            .hooks()
             .replay_tick_over_slots(&slots, Tick::new(at))
             .unwrap();
         let emitted = self.apply(SlotKey::Tick, replayed);
@@ -253,7 +254,10 @@ fn e1_bad_records_and_a_zero_ttl_are_refused() {
 #[test]
 fn expiring_fold_runs_the_users_fold_over_encoded_states() {
     let stage = counting(Expiring::after(Duration::from_millis(100)));
-    let decl = stage.operator::<crate::expiry::ExpiryDecl>().unwrap();
+    let decl = stage
+        .hooks()
+        .operator::<crate::expiry::ExpiryDecl>()
+        .unwrap();
     let tp = Tp::new("orders", 0);
     let record = |amount: i64| ConsumedRecord {
         offset: 0,

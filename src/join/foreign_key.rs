@@ -116,7 +116,7 @@ impl ForeignKeyJoinPart {
 }
 
 /// A foreign-key join's declaration, as each of its stages holds it
-/// ([`Stage::operator`]).
+/// ([`StageHooks::operator`](crate::StageHooks::operator)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForeignKeyJoinDecl {
     /// The join's name.

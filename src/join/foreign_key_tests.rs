@@ -55,7 +55,10 @@ impl Slots {
         };
         let state = self.0.get(key).map(|bytes| &bytes[..]);
         let tp = Tp::new(topic, 0);
-        let replayed = stage.replay_record(&tp.topic, state, &tp, &record).unwrap();
+        let replayed = stage
+            .hooks()
+            .replay_record(&tp.topic, state, &tp, &record)
+            .unwrap();
         match replayed.slot {
             SlotChange::Set(bytes) => {
                 self.0.insert(key.clone(), bytes);
@@ -225,6 +228,7 @@ fn j15_a_left_key_the_codec_refuses_is_refused_by_both_left_stages() {
     let tp = Tp::new("orders", 0);
     for stage in [&join.subscribe, &join.resolve] {
         let refused = stage
+            .hooks()
             .replay_record(&tp.topic, None, &tp, &record)
             .expect_err("the key is not UTF-8");
         let text = refused.to_string();
@@ -259,6 +263,7 @@ fn j11_a_response_on_another_partition_than_its_left_record_is_refused() {
     let tp = Tp::new(join.response.as_str(), 0);
     let refused = join
         .resolve
+        .hooks()
         .replay_record(&tp.topic, None, &tp, &record)
         .expect_err("routed to partition 0, its left record is of partition 2");
     let text = refused.to_string();
@@ -271,6 +276,7 @@ fn j11_a_response_on_another_partition_than_its_left_record_is_refused() {
     let tp = Tp::new(join.response.as_str(), 2);
     let replayed = join
         .resolve
+        .hooks()
         .replay_record(&tp.topic, None, &tp, &record)
         .expect("a stale response");
     assert!(replayed.emissions.is_empty());

@@ -48,7 +48,7 @@
 //! so is a value the topic's codec refuses, and a joiner's error or panic.
 //!
 //! ```
-//! use parsley::join::{Join, JoinDecl};
+//! use parsley::{Join, JoinDecl};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
@@ -60,7 +60,7 @@
 //!     .into(&priced)
 //!     .build();
 //! let app = Parsley::named("shop").stage(pricing).build()?;
-//! let declared = app.stage("pricing").unwrap().stage.operator::<JoinDecl>().unwrap();
+//! let declared = app.stage("pricing").unwrap().stage.hooks().operator::<JoinDecl>().unwrap();
 //! assert_eq!(declared.table.as_str(), "discounts");
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
@@ -191,7 +191,7 @@ pub enum JoinKind {
     Left,
 }
 
-/// A stream–table join's declaration, as [`Stage::operator`] finds it.
+/// A stream–table join's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinDecl {
     /// The stream topic (source 0 of the stage).
@@ -316,7 +316,7 @@ where
     }
 }
 
-/// A stream–table join with its joiner; see the [module docs](self).
+/// A stream–table join with its joiner (the rules it keeps are in `docs/RULES.md`).
 pub struct JoinBuilder<K, V, T, R> {
     name: String,
     stream: Topic<K, V>,

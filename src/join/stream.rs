@@ -42,7 +42,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::join::{Join, JoinWindows, StreamJoinDecl, StreamJoinKind};
+//! use parsley::{Join, JoinWindows, StreamJoinDecl, StreamJoinKind};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
@@ -56,7 +56,7 @@
 //!     .into(&settled)
 //!     .build();
 //! let app = Parsley::named("shop").stage(settle).build()?;
-//! let declared = app.stage("settle").unwrap().stage.operator::<StreamJoinDecl>().unwrap();
+//! let declared = app.stage("settle").unwrap().stage.hooks().operator::<StreamJoinDecl>().unwrap();
 //! assert_eq!(declared.kind, StreamJoinKind::Left);
 //! assert_eq!(declared.after, Duration::from_secs(60));
 //! # Ok::<(), parsley::CompositionError>(())
@@ -134,7 +134,7 @@ pub enum StreamJoinKind {
     Outer,
 }
 
-/// A stream–stream join's declaration, as [`Stage::operator`] finds it.
+/// A stream–stream join's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamJoinDecl {
     /// The left stream (source 0 of the stage).

@@ -105,6 +105,7 @@ impl Replay {
             .collect();
         let replayed = self
             .stage
+            .hooks()
             .replay_record_over_slots(&tp.topic, &given, &tp, &record)?;
         let own = SlotKey::for_key(record.data.key.as_ref());
         for (slot, change) in std::iter::once((own, replayed.slot)).chain(replayed.other_slots) {
@@ -334,6 +335,7 @@ fn join_output_is_what_the_delivery_writes() {
     let order = Replay::record(Some("a"), Some(7), 1_000, 1);
     let payment = 3i64.to_be_bytes();
     let pair = stage
+        .hooks()
         .operator::<crate::join::StreamJoinDecl>()
         .unwrap()
         .joined(&Tp::new("orders", 0), &order, Some(&payment))
@@ -341,6 +343,7 @@ fn join_output_is_what_the_delivery_writes() {
     assert_eq!(pair, Some((Some(Bytes::from("a")), Bytes::from("7/3"))));
     let alone = Replay::record(Some("a"), Some(3), 1_000, 1);
     let unmatched = stage
+        .hooks()
         .operator::<crate::join::StreamJoinDecl>()
         .unwrap()
         .joined(&Tp::new("payments", 0), &alone, None)
@@ -352,6 +355,7 @@ fn join_output_is_what_the_delivery_writes() {
     // A left join writes no payment alone.
     assert_eq!(
         left()
+            .hooks()
             .operator::<crate::join::StreamJoinDecl>()
             .unwrap()
             .joined(&Tp::new("payments", 0), &alone, None)

@@ -29,7 +29,7 @@
 //! value its topic's codec refuses, and a joiner's error or panic.
 //!
 //! ```
-//! use parsley::join::{Join, TableJoinDecl, TableJoinKind};
+//! use parsley::{Join, TableJoinDecl, TableJoinKind};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let balances = Topic::<String, i64>::with_codecs("balances", Utf8, I64);
@@ -42,7 +42,7 @@
 //!     .into(&headroom)
 //!     .build();
 //! let app = Parsley::named("bank").stage(view).build()?;
-//! let declared = app.stage("headroom").unwrap().stage.operator::<TableJoinDecl>().unwrap();
+//! let declared = app.stage("headroom").unwrap().stage.hooks().operator::<TableJoinDecl>().unwrap();
 //! assert_eq!(declared.kind, TableJoinKind::Inner);
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
@@ -84,7 +84,7 @@ impl TableJoinKind {
     }
 }
 
-/// A table–table join's declaration, as [`Stage::operator`] finds it.
+/// A table–table join's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableJoinDecl {
     /// The left table (source 0 of the stage).

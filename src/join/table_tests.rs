@@ -72,7 +72,10 @@ impl Replay {
         };
         let slot = key.map(|key| key.as_bytes().to_vec()).unwrap_or_default();
         let state = self.slots.get(&slot).map(|bytes| &bytes[..]);
-        let replayed = self.stage.replay_record(&tp.topic, state, &tp, &record)?;
+        let replayed = self
+            .stage
+            .hooks()
+            .replay_record(&tp.topic, state, &tp, &record)?;
         match replayed.slot {
             SlotChange::Set(bytes) => {
                 self.slots.insert(slot, bytes);

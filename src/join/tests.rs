@@ -70,7 +70,10 @@ impl Replay {
         };
         let slot = key.map(|key| key.as_bytes().to_vec()).unwrap_or_default();
         let state = self.rows.get(&slot).map(|bytes| &bytes[..]);
-        let replayed = self.stage.replay_record(&tp.topic, state, &tp, &record)?;
+        let replayed = self
+            .stage
+            .hooks()
+            .replay_record(&tp.topic, state, &tp, &record)?;
         match replayed.slot {
             SlotChange::Set(bytes) => {
                 self.rows.insert(slot, bytes);
@@ -185,7 +188,7 @@ fn j1_j2_records_without_a_key_are_refused_naming_the_record() {
         },
     };
     assert!(matches!(
-        inner().replay_record(&tp.topic, None, &tp, &bad),
+        inner().hooks().replay_record(&tp.topic, None, &tp, &bad),
         Err(ReplayError::Record { .. })
     ));
 }
@@ -224,6 +227,7 @@ fn join_output_is_what_the_delivery_emits() {
     };
     let row = 30i64.to_be_bytes();
     let (key, value) = stage
+        .hooks()
         .operator::<crate::join::JoinDecl>()
         .unwrap()
         .joined(&tp, &record, Some(&row))
@@ -240,7 +244,10 @@ fn join_output_is_what_the_delivery_emits() {
             |total, order| total + order.value,
         )
         .build();
-    assert!(windows.operator::<crate::join::JoinDecl>().is_none());
+    assert!(windows
+        .hooks()
+        .operator::<crate::join::JoinDecl>()
+        .is_none());
 }
 
 /// J4: the build refuses a join without an output, over one topic, or

@@ -51,7 +51,7 @@
 //!     .into(&totals)
 //!     .build();
 //! let app = shop.stage(by_product).stage(totalling).build()?;
-//! assert!(app.stage("by-product").unwrap().stage.operator::<parsley::rekey::RekeyDecl>().is_some());
+//! assert!(app.stage("by-product").unwrap().stage.hooks().operator::<parsley::RekeyDecl>().is_some());
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 //!
@@ -87,7 +87,7 @@
 //!     .into(&counts)
 //!     .build();
 //! let app = shop.stage(totalling).stage(counting).build()?;
-//! assert_eq!(app.stage("totals").unwrap().stage.operators::<parsley::rekey::RekeyOutputDecl>().next().unwrap().name, "by-bucket");
+//! assert_eq!(app.stage("totals").unwrap().stage.hooks().operators::<parsley::RekeyOutputDecl>().next().unwrap().name, "by-bucket");
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 
@@ -120,7 +120,7 @@ pub fn repartition_topic_name(app: &str, stage: &str) -> String {
     format!("{app}-{stage}-repartition")
 }
 
-/// A re-key stage's declaration, as [`Stage::operator`] finds it.
+/// A re-key stage's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RekeyDecl {
     /// The source topic.
@@ -130,7 +130,7 @@ pub struct RekeyDecl {
 }
 
 /// A re-key within the stage that writes its source, as
-/// [`Stage::operators`] finds it (R3).
+/// [`StageHooks::operators`](crate::StageHooks::operators) finds it (R3).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RekeyOutputDecl {
     /// The re-key's name, which names its repartition topic.

@@ -36,8 +36,11 @@ use crate::stage::logic::{
 use crate::topic::{RecordPart, Sinks, Topic, TopicRef};
 use crate::tp::{TopicName, Tp};
 
+mod hooks;
+
+pub use hooks::StageHooks;
 pub use logic::Fallible;
-pub use slots::{SlotKey, Slots, SlotsView};
+pub use slots::{SlotKey, SlotKeyError, Slots, SlotsView};
 
 /// A built stage: its declaration and its logic. Cheap to clone.
 #[derive(Clone)]
@@ -204,9 +207,17 @@ impl Stage {
     pub fn has_dead_letter_queue(&self) -> bool {
         self.def.dead_letter
     }
+
+    /// What a checker or the audit asks of the stage beyond its
+    /// declaration: replaying its logic over encoded slots, the operators
+    /// it holds, the topics and counters they derive. One accessor, so the
+    /// stage's own face stays what a user declares and reads.
+    pub fn hooks(&self) -> StageHooks<'_> {
+        StageHooks { stage: self }
+    }
 }
 
-/// What one delivery does to its slot, as [`Stage::replay_record`] reports it.
+/// What one delivery does to its slot, as [`StageHooks::replay_record`](crate::StageHooks::replay_record) reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SlotChange {
     /// A stateless stage, or a tick handler: no slot is touched.
@@ -229,8 +240,8 @@ pub struct Replayed {
     pub emissions: Vec<Emission>,
 }
 
-/// Why [`Stage::replay_record`], [`Stage::replay_tick`] or
-/// [`Stage::replay_tick_over_slots`] has no [`Replayed`]: the replay was
+/// Why [`StageHooks::replay_record`](crate::StageHooks::replay_record), [`StageHooks::replay_tick`](crate::StageHooks::replay_tick) or
+/// [`StageHooks::replay_tick_over_slots`](crate::StageHooks::replay_tick_over_slots) has no [`Replayed`]: the replay was
 /// asked of the wrong stage, or the delivery fails as it would in a task.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplayError {
@@ -248,7 +259,7 @@ pub enum ReplayError {
         /// The stage.
         stage: String,
     },
-    /// [`Stage::replay_record`] or [`Stage::replay_tick`] of a delivery that
+    /// [`StageHooks::replay_record`](crate::StageHooks::replay_record) or [`StageHooks::replay_tick`](crate::StageHooks::replay_tick) of a delivery that
     /// reads every slot (a timer service's tick, K2; a windowed
     /// aggregation's record or tick, W2; an expiring fold's, E2).
     #[error("stage {stage:?} reads every slot on this delivery (its operator may change any key's state on it): replay it over the slots, with replay_record_over_slots or replay_tick_over_slots")]
@@ -256,8 +267,8 @@ pub enum ReplayError {
         /// The stage.
         stage: String,
     },
-    /// [`Stage::replay_record_over_slots`] or
-    /// [`Stage::replay_tick_over_slots`] of a delivery that reads one slot.
+    /// [`StageHooks::replay_record_over_slots`](crate::StageHooks::replay_record_over_slots) or
+    /// [`StageHooks::replay_tick_over_slots`](crate::StageHooks::replay_tick_over_slots) of a delivery that reads one slot.
     #[error("stage {stage:?} reads one slot on this delivery: replay it with replay_record or replay_tick")]
     ReadsOneSlot {
         /// The stage.
@@ -304,177 +315,6 @@ impl From<logic::ReplayFailure> for ReplayError {
                 ReplayError::Logic(message)
             }
         }
-    }
-}
-
-impl Stage {
-    /// Runs the stage's logic for one record of `source`, given the slot's
-    /// encoded state (`None`: unseen). Nothing else is touched: this is the
-    /// pure fold, for checkers that recompute what a run should have
-    /// committed without trusting the task that ran it.
-    pub fn replay_record(
-        &self,
-        source: &crate::tp::TopicName,
-        state: Option<&[u8]>,
-        tp: &Tp,
-        record: &ConsumedRecord,
-    ) -> Result<Replayed, ReplayError> {
-        let index = self.source_index(source)?;
-        if self.record_reads_every_slot() {
-            return Err(ReplayError::ReadsEverySlot {
-                stage: self.def.name.clone(),
-            });
-        }
-        let slot = SlotKey::for_key(record.data.key.as_ref());
-        let slots: Vec<(SlotKey, &[u8])> = state.map(|state| (slot, state)).into_iter().collect();
-        let outcome = self.def.logic.replay_record(&slots, index, tp, record)?;
-        Ok(Self::replayed(outcome))
-    }
-
-    fn source_index(&self, source: &TopicName) -> Result<usize, ReplayError> {
-        self.def
-            .sources
-            .iter()
-            .position(|declared| declared.name == *source)
-            .ok_or_else(|| ReplayError::UnknownSource {
-                stage: self.def.name.clone(),
-                topic: source.clone(),
-            })
-    }
-
-    /// Whether a record's delivery reads every slot of its task, not only
-    /// its key's: its operator says ([`Operator::record_reads_every_slot`]:
-    /// a windowed aggregation's, an expiring fold's, a stream–stream
-    /// join's). Replay such a stage's records with
-    /// [`Stage::replay_record_over_slots`].
-    pub fn record_reads_every_slot(&self) -> bool {
-        self.def
-            .operators
-            .iter()
-            .any(|operator| operator.record_reads_every_slot())
-    }
-
-    /// Whether a tick's delivery reads every slot of its task, not only the
-    /// tick slot: its operator says ([`Operator::tick_reads_every_slot`]: a
-    /// timer service's, a windowed aggregation's, an expiring fold's).
-    /// Replay such a stage's ticks with [`Stage::replay_tick_over_slots`].
-    pub fn tick_reads_every_slot(&self) -> bool {
-        self.def
-            .operators
-            .iter()
-            .any(|operator| operator.tick_reads_every_slot())
-    }
-
-    /// The declaration of this stage's operator of type `O` (a
-    /// [`crate::window::WindowDecl`], a [`crate::join::JoinDecl`], …), if it
-    /// has one: how a driver or a checker that knows an operator finds it.
-    pub fn operator<O: Operator>(&self) -> Option<&O> {
-        self.operators::<O>().next()
-    }
-
-    /// Every operator of type `O` of this stage, in the order they were
-    /// declared (a stage may re-key several of its outputs, R3).
-    pub fn operators<O: Operator>(&self) -> impl Iterator<Item = &O> {
-        self.def
-            .operators
-            .iter()
-            .filter_map(|operator| operator.as_any().downcast_ref::<O>())
-    }
-
-    /// Runs the stage's logic for one record of `source` whose delivery
-    /// reads every slot ([`Stage::record_reads_every_slot`]), given every
-    /// slot's encoded state (the tick slot's too); the record's own slot's
-    /// change is in [`Replayed::slot`], the others' in
-    /// [`Replayed::other_slots`].
-    pub fn replay_record_over_slots(
-        &self,
-        source: &TopicName,
-        slots: &[(SlotKey, &[u8])],
-        tp: &Tp,
-        record: &ConsumedRecord,
-    ) -> Result<Replayed, ReplayError> {
-        let index = self.source_index(source)?;
-        if !self.record_reads_every_slot() {
-            return Err(ReplayError::ReadsOneSlot {
-                stage: self.def.name.clone(),
-            });
-        }
-        let outcome = self.def.logic.replay_record(slots, index, tp, record)?;
-        Ok(Self::replayed(outcome))
-    }
-
-    /// Runs the stage's tick logic for one tick, given the tick slot's
-    /// encoded state (`None`: unseen).
-    pub fn replay_tick(&self, state: Option<&[u8]>, tick: Tick) -> Result<Replayed, ReplayError> {
-        let stage = || self.def.name.clone();
-        if self.def.ticks.is_none() {
-            return Err(ReplayError::NoTicks { stage: stage() });
-        }
-        if self.tick_reads_every_slot() {
-            return Err(ReplayError::ReadsEverySlot { stage: stage() });
-        }
-        let slots: Vec<(SlotKey, &[u8])> = state
-            .map(|state| (SlotKey::Tick, state))
-            .into_iter()
-            .collect();
-        let outcome = self.def.logic.replay_tick(&slots, tick)?;
-        Ok(Self::replayed(outcome))
-    }
-
-    fn replayed(outcome: logic::Outcome) -> Replayed {
-        let change = |encoded: Option<bytes::Bytes>| match encoded {
-            Some(bytes) => SlotChange::Set(bytes),
-            None => SlotChange::Deleted,
-        };
-        Replayed {
-            slot: outcome
-                .write
-                .map_or(SlotChange::Unchanged, |write| change(write.encoded)),
-            other_slots: outcome
-                .more_writes
-                .into_iter()
-                .map(|write| (write.slot, change(write.encoded)))
-                .collect(),
-            emissions: outcome.emissions,
-        }
-    }
-
-    /// Runs a tick of a stage whose ticks read every slot
-    /// ([`Stage::tick_reads_every_slot`]), given every slot's encoded
-    /// state (the tick slot's too); its changes are in
-    /// [`Replayed::other_slots`].
-    pub fn replay_tick_over_slots(
-        &self,
-        slots: &[(SlotKey, &[u8])],
-        tick: Tick,
-    ) -> Result<Replayed, ReplayError> {
-        if self.def.ticks.is_none() {
-            return Err(ReplayError::NoTicks {
-                stage: self.def.name.clone(),
-            });
-        }
-        if !self.tick_reads_every_slot() {
-            return Err(ReplayError::ReadsOneSlot {
-                stage: self.def.name.clone(),
-            });
-        }
-        let outcome = self.def.logic.replay_tick(slots, tick)?;
-        Ok(Self::replayed(outcome))
-    }
-
-    /// Every repartition topic the stage writes: its own as a re-key stage
-    /// (R1) and its re-keyed outputs' (R3).
-    pub fn repartitions(&self) -> impl Iterator<Item = &TopicName> {
-        self.def.repartitions()
-    }
-
-    /// The counters its operators report, each task's from 0
-    /// ([`crate::task::TaskMetrics::operator_counts`]).
-    pub fn counters(&self) -> impl Iterator<Item = &'static Counter> + '_ {
-        self.def
-            .operators
-            .iter()
-            .flat_map(|operator| operator.counters().iter())
     }
 }
 
@@ -567,7 +407,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
     /// source codec refuses its key or value, the state codec refuses the
     /// state returned, or its stamp header does not decode — is written there
     /// with its original key and value and `parsley.dlq.*` headers naming
-    /// the error and the record ([`crate::dead_letter`]); it counts as
+    /// the error and the record ([`DeadLetter`](crate::DeadLetter)); it counts as
     /// delivered, with no effect. Everything else still stops the task.
     /// Kafka Streams users know this as the dead-letter queue of KIP-1034
     /// (`errors.dead.letter.queue.topic.name`).
@@ -842,11 +682,13 @@ mod tests {
         let numbers = crate::tp::TopicName::new("numbers");
         let tp = Tp::new("numbers", 0);
         let from_state = stage
+            .hooks()
             .replay_record(&numbers, Some(&long(40)), &tp, &number(2))
             .unwrap();
         assert_eq!(from_state.slot, SlotChange::Set(long(42)));
         assert_eq!(from_state.emissions.len(), 1);
         let unseen = stage
+            .hooks()
             .replay_record(&numbers, None, &tp, &number(2))
             .unwrap();
         assert_eq!(unseen.slot, SlotChange::Set(long(2)));
@@ -859,6 +701,7 @@ mod tests {
         let stage = summing();
         let numbers = crate::tp::TopicName::new("numbers");
         let error = stage
+            .hooks()
             .replay_record(&numbers, Some(b"42"), &Tp::new("numbers", 0), &number(2))
             .unwrap_err();
         assert!(matches!(error, ReplayError::State(_)), "{error:?}");
@@ -866,7 +709,10 @@ mod tests {
             error.to_string(),
             "i64 codec could not decode i64: expected 8 bytes, got 2"
         );
-        let error = stage.replay_tick(Some(b"42"), Tick::new(0)).unwrap_err();
+        let error = stage
+            .hooks()
+            .replay_tick(Some(b"42"), Tick::new(0))
+            .unwrap_err();
         assert!(matches!(error, ReplayError::State(_)), "{error:?}");
         assert_eq!(
             error.to_string(),
@@ -878,10 +724,13 @@ mod tests {
     #[test]
     fn replay_tick_folds_the_tick_slot() {
         let stage = summing();
-        let replayed = stage.replay_tick(Some(&long(4)), Tick::new(0)).unwrap();
+        let replayed = stage
+            .hooks()
+            .replay_tick(Some(&long(4)), Tick::new(0))
+            .unwrap();
         assert_eq!(replayed.slot, SlotChange::Set(long(5)));
         assert!(replayed.emissions.is_empty());
-        let first = stage.replay_tick(None, Tick::new(0)).unwrap();
+        let first = stage.hooks().replay_tick(None, Tick::new(0)).unwrap();
         assert_eq!(first.slot, SlotChange::Set(long(1)));
     }
 
@@ -890,6 +739,7 @@ mod tests {
     fn replay_of_an_unknown_source_is_refused() {
         let stage = summing();
         let error = stage
+            .hooks()
             .replay_record(
                 &crate::tp::TopicName::new("elsewhere"),
                 None,
@@ -915,7 +765,10 @@ mod tests {
     #[test]
     fn replay_of_a_tick_the_stage_cannot_take_is_refused() {
         let stage = summing();
-        let error = stage.replay_tick_over_slots(&[], Tick::new(0)).unwrap_err();
+        let error = stage
+            .hooks()
+            .replay_tick_over_slots(&[], Tick::new(0))
+            .unwrap_err();
         assert_eq!(
             error,
             ReplayError::ReadsOneSlot {

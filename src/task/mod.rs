@@ -346,7 +346,7 @@ impl Task {
                 positions,
             },
             open: OpenWork::default(),
-            metrics: TaskMetrics::counting(plan.stage.counters()),
+            metrics: TaskMetrics::counting(plan.stage.hooks().counters()),
         })
     }
 
@@ -449,7 +449,7 @@ impl Task {
     }
 
     /// The task's slots, as the operators' views read them
-    /// (`parsley::window::open_windows_of`, …).
+    /// (`parsley::open_windows_of`, …).
     pub fn slots_view(&self) -> SlotsView<'_> {
         SlotsView(&*self.slots)
     }

@@ -54,7 +54,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::window::{WindowDecl, WindowShape, Windowed, WindowedCodec, Windows};
+//! use parsley::{WindowDecl, WindowShape, Windowed, WindowedCodec, Windows};
 //! use parsley::{Parsley, Topic, Utf8, I64};
 //!
 //! let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
@@ -67,7 +67,7 @@
 //!     .into(&per_minute)
 //!     .build();
 //! let app = Parsley::named("shop").stage(revenue).build()?;
-//! let declared = app.stage("revenue").unwrap().stage.operator::<WindowDecl>().unwrap();
+//! let declared = app.stage("revenue").unwrap().stage.hooks().operator::<WindowDecl>().unwrap();
 //! let size = Duration::from_secs(60);
 //! assert_eq!(declared.shape, WindowShape::Time { size, advance: size });
 //! assert_eq!(declared.grace, Duration::from_secs(5));
@@ -202,7 +202,7 @@ pub enum WindowShape {
     },
 }
 
-/// A windowed aggregation's declaration, as [`Stage::operator`] finds it.
+/// A windowed aggregation's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WindowDecl {
     /// The topic whose records are windowed.
@@ -426,7 +426,7 @@ impl SessionWindows {
     }
 }
 
-/// A windowed aggregation being declared; see the [module docs](self).
+/// A windowed aggregation being declared (the rules it keeps are in `docs/RULES.md`).
 pub struct WindowedBuilder<K, V, A> {
     name: String,
     shape: WindowShape,

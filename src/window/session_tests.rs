@@ -98,7 +98,10 @@ fn w3_a_late_record_leaves_the_sessions_alone_and_a_closed_session_is_final() {
 #[test]
 fn w5_a_checker_runs_the_users_initial_fold_merge_and_output() {
     let stage = sessions(10, 0).build();
-    let decl = stage.operator::<crate::window::WindowDecl>().unwrap();
+    let decl = stage
+        .hooks()
+        .operator::<crate::window::WindowDecl>()
+        .unwrap();
     let tp = Tp::new("sales", 0);
     let record = |offset: u64, amount: i64, at: i64| ConsumedRecord {
         offset,

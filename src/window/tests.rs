@@ -91,7 +91,7 @@ impl Replay {
         };
         self.offset += 1;
         let slots = self.slots();
-        let replayed = self.stage.replay_record_over_slots(
+        let replayed = self.stage.hooks().replay_record_over_slots(
             sales().name(),
             &slots,
             &Tp::new("sales", 0),
@@ -112,6 +112,7 @@ impl Replay {
         let slots = self.slots();
         let replayed = self
             .stage
+            .hooks()
             .replay_tick_over_slots(&slots, Tick::new(at))
             .expect("a windowed stage's tick");
         self.apply(SlotKey::Tick, replayed)
@@ -356,7 +357,7 @@ fn w1_impossible_windows_are_refused_at_build() {
 #[test]
 fn a_windowed_stage_is_replayed_over_its_slots() {
     let stage = summing(Windows::tumbling(Duration::from_secs(1))).build();
-    assert!(stage.record_reads_every_slot());
+    assert!(stage.hooks().record_reads_every_slot());
     let record = ConsumedRecord {
         offset: 0,
         data: RecordData {
@@ -367,6 +368,7 @@ fn a_windowed_stage_is_replayed_over_its_slots() {
         },
     };
     let refused = stage
+        .hooks()
         .replay_record(sales().name(), None, &Tp::new("sales", 0), &record)
         .unwrap_err();
     assert!(
@@ -374,7 +376,10 @@ fn a_windowed_stage_is_replayed_over_its_slots() {
         "{refused}"
     );
     let tp = Tp::new("sales", 0);
-    let decl = stage.operator::<crate::window::WindowDecl>().unwrap();
+    let decl = stage
+        .hooks()
+        .operator::<crate::window::WindowDecl>()
+        .unwrap();
     let once = decl.fold(&decl.initial().unwrap(), &tp, &record).unwrap();
     let twice = decl.fold(&once, &tp, &record).unwrap();
     let refused = decl.merge(&once, &twice).unwrap_err();

@@ -18,9 +18,9 @@
 
 use std::time::Duration;
 
-use parsley::expiry::Expiring;
-use parsley::join::Join;
-use parsley::window::{Close, Windowed, WindowedCodec, Windows};
+use parsley::Expiring;
+use parsley::Join;
+use parsley::{Close, Windowed, WindowedCodec, Windows};
 use parsley::{App, CompositionError, Json, Parsley, Step, Topic, Utf8, I64};
 use serde::{Deserialize, Serialize};
 

@@ -75,7 +75,7 @@ async fn append<V: Serialize + serde::de::DeserializeOwned + 'static>(
         .assembly
         .partitions_of(topic.name().as_str())
         .unwrap_or(1);
-    let partition = parsley::partitioner::partition_for(Some(&key), partitions, 0);
+    let partition = parsley::partition_for(Some(&key), partitions, 0);
     let record = RecordData {
         key: Some(key),
         value: Some(Codec::<V>::encode(&Json, value)?),

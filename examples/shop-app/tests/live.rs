@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use parsley::window::WindowedCodec;
+use parsley::WindowedCodec;
 use parsley::{Codec, Json, Utf8, I64};
 use parsley_live::{assemble_on, read_committed, task_status, test_broker, LiveClient, ReadBack};
 use parsley_shop_app::{app, Enriched, Order, Profile, Topics};

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parsley::header::{self, STAMP_HEADER};
-use parsley::record::{ConsumedRecord, Header, RecordData};
-use parsley::task::Fetched;
+use parsley::Fetched;
 use parsley::{assemble, Claim, Parsley, Stage, Stamp, Task, TaskConfig, Topic, Tp};
+use parsley::{ConsumedRecord, Header, RecordData};
 use parsley_examples::{balances, chain, ChainTopics, Order, PaymentsTopics};
 use parsley_sim::{TestDriver, TestRecord};
 

@@ -26,14 +26,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parsley::assembly::Assembly;
+use parsley::Assembly;
 use parsley::{RecordData, Tp};
 use parsley_examples::live::{plan_inputs, produce_inputs};
 use parsley_examples::namespaced;
 use parsley_examples::ExampleTopology;
 use parsley_examples::Order;
 use parsley_examples::TopologyName;
-use parsley_live::runtime::wall_clock_ms;
+use parsley_live::wall_clock_ms;
 use parsley_live::{
     assemble_on, create_topics, test_broker, Isolation, LiveClient, LiveConfig, Runtime,
     RuntimeConfig,
@@ -411,7 +411,7 @@ async fn measure_latency(live: &LiveConfig, setup: &Setup, output: &str, rate: u
     for (index, chunk) in plan.chunks(per_tick).enumerate() {
         for input in chunk {
             let (key, value) = setup.topology.encode_input(0, &input.key, input.amount);
-            let partition = parsley::partitioner::partition_for(Some(&key), PARTITIONS, 0);
+            let partition = parsley::partition_for(Some(&key), PARTITIONS, 0);
             let data = RecordData {
                 key: Some(key),
                 value: Some(value),

@@ -54,12 +54,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use parsley::expiry::Expiring;
-use parsley::join::Join;
-use parsley::partitioner::partition_for;
-use parsley::window::{Windowed, WindowedCodec, Windows};
+use parsley::partition_for;
+use parsley::Expiring;
+use parsley::Join;
 use parsley::{App, Codec, CompositionError, Json, Parsley, Step, Topic, Utf8, I64};
-use parsley_live::runtime::wall_clock_ms;
+use parsley::{Windowed, WindowedCodec, Windows};
+use parsley_live::wall_clock_ms;
 use parsley_live::{create_topics, test_broker, LiveClient, LiveConfig, Runtime, RuntimeConfig};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -271,7 +271,7 @@ fn parsley_child() {
         let runs = running.wait().await;
         // What explains a far-off round: aborts redo work, restarts redo
         // their set-up.
-        let sum = |metric: fn(&parsley::task::TaskMetrics) -> u64| -> u64 {
+        let sum = |metric: fn(&parsley::TaskMetrics) -> u64| -> u64 {
             runs.iter().map(|run| metric(&run.metrics)).sum()
         };
         eprintln!(

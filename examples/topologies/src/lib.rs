@@ -47,11 +47,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use parsley::expiry::{Expire, Expiring};
-use parsley::join::{Join, JoinWindows};
-use parsley::timer::TimerService;
-use parsley::window::{Close, Emit, SessionWindows, Windowed, WindowedCodec, Windows};
+use parsley::TimerService;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
+use parsley::{Close, Emit, SessionWindows, Windowed, WindowedCodec, Windows};
+use parsley::{Expire, Expiring};
+use parsley::{Join, JoinWindows};
 
 /// An order against an account; the key is the account.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

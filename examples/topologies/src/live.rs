@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use parsley::assembly::Assembly;
-use parsley::partitioner::partition_for;
+use parsley::partition_for;
+use parsley::Assembly;
 use parsley::{Claim, RecordData, Stamp, Tp};
 use parsley_live::{LiveClient, LiveError};
 use rand_chacha::ChaCha8Rng;
@@ -69,7 +69,7 @@ pub fn expected_balances(
 }
 
 fn now_ms() -> i64 {
-    parsley_live::runtime::wall_clock_ms()
+    parsley_live::wall_clock_ms()
 }
 
 /// Produces `plan` with an idempotent producer and returns where each record

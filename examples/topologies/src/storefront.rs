@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use parsley::expiry::Expiring;
-use parsley::join::{Join, JoinWindows};
-use parsley::window::{SessionWindows, Windowed, WindowedCodec, Windows};
+use parsley::Expiring;
 use parsley::{App, CompositionError, Json, Parsley, Topic, Utf8, I64};
+use parsley::{Join, JoinWindows};
+use parsley::{SessionWindows, Windowed, WindowedCodec, Windows};
 
 use crate::{checked, PricedOrder, Settlement, Spree};
 

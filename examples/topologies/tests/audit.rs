@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use parsley::dead_letter::{ERROR, OFFSET};
+use parsley::dead_letter_headers::{ERROR, OFFSET};
 use parsley::header::{self, STAMP_HEADER};
 use parsley::mutation::{self, Mutation};
-use parsley::record::ConsumedRecord;
+use parsley::ConsumedRecord;
 use parsley::{
     assemble, App, Assembly, Claim, DeadLetter, DeadLetterKind, Header, Parsley, Stamp, Tp,
 };
@@ -750,7 +750,7 @@ fn i5_audit_reports_a_checkpoint_history_that_is_not_the_committed_one() {
     let ticks = tp("payments-balances-ticks", 0);
     let group = app.group_of("balances").unwrap().to_string();
     let committed = logs.committed(&group, &orders).unwrap().clone();
-    let mut checkpoint = parsley::task::Checkpoint::decode(&committed.metadata).unwrap();
+    let mut checkpoint = parsley::Checkpoint::decode(&committed.metadata).unwrap();
     checkpoint.history.claim(&orders, committed.offset + 5);
     let metadata = checkpoint.encode();
     for lane in [orders, ticks] {

@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use differential::{
     kafka_streams_cases, pipe, read_changes, record_line, test_driver, wandering, Rng,
 };
-use parsley::join::JoinKind;
+use parsley::JoinKind;
 use parsley::{Parsley, Topic, Utf8, I64};
 
 /// One piped record: left or right table, key, value (`None`: a

@@ -20,8 +20,8 @@ use differential::{
     assert_agree, differences, join_cases, kafka_streams_cases, pipe, read_records, record_line,
     test_driver, wandering,
 };
-use parsley::join::{Join, JoinKind};
 use parsley::mutation::Mutation;
+use parsley::{Join, JoinKind};
 use parsley::{Parsley, Topic, Utf8, I64};
 
 /// One piped record: table or stream, key, value (`None`: a tombstone),

@@ -29,7 +29,7 @@ use differential::{
 };
 
 use parsley::mutation::Mutation;
-use parsley::window::{SessionWindows, Windowed, WindowedCodec};
+use parsley::{SessionWindows, Windowed, WindowedCodec};
 use parsley::{Topic, Utf8, I64};
 
 /// One output session: key, start, end (its last record's timestamp),

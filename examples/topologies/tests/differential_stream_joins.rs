@@ -32,8 +32,8 @@ use crate::differential;
 use differential::{
     kafka_streams_cases, pipe, planted, read_records, record_line, test_driver, Rng,
 };
-use parsley::join::{Join, JoinWindows, StreamJoinKind};
 use parsley::mutation::Mutation;
+use parsley::{Join, JoinWindows, StreamJoinKind};
 use parsley::{Parsley, Topic, Utf8, I64};
 use std::time::Duration;
 

@@ -20,8 +20,8 @@ use differential::{
     assert_agree, differences, join_cases, kafka_streams_cases, pipe, planted, read_changes,
     record_line, test_driver, wandering,
 };
-use parsley::join::{Join, TableJoinKind};
 use parsley::mutation::Mutation;
+use parsley::{Join, TableJoinKind};
 use parsley::{Parsley, Topic, Utf8, I64};
 
 /// One piped record: left or right table, key, value (`None`: a

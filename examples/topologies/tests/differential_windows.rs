@@ -22,7 +22,7 @@ use differential::{
 };
 
 use parsley::mutation::Mutation;
-use parsley::window::{Emit, Windowed, WindowedCodec, Windows};
+use parsley::{Emit, Windowed, WindowedCodec, Windows};
 use parsley::{Topic, Utf8, I64};
 
 /// One output window: key, start, end, aggregate, record timestamp (W4).

@@ -5,7 +5,7 @@ use crate::common;
 use common::{MINUTE, START};
 use parsley::{Step, Tick};
 use parsley_examples::{audit_cut, audit_cut_policy, balances, Order, PaymentsTopics};
-use parsley_sim::driver::TraceEvent;
+use parsley_sim::TraceEvent;
 use parsley_sim::{TestDriver, TestRecord};
 
 /// The seed's `balances`: a fold over orders and a one-minute tick that cuts

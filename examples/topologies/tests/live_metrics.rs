@@ -23,7 +23,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parsley::record::RecordData;
+use parsley::RecordData;
 use parsley::Tp;
 use parsley_examples::TopologyName;
 use parsley_live::{read_committed, task_status, test_broker, Isolation};
@@ -506,7 +506,7 @@ async fn a_task_stuck_in_a_call_is_not_ready_and_its_lag_follows_the_cluster() {
     let Some(config) = test_broker() else { return };
     let config = config.with_timeout(Duration::from_secs(3));
     let live = set_up(&config, TopologyName::Balances, "stuck", 2).await;
-    let endpoints = parsley_live::endpoints::serve("127.0.0.1:0".parse().expect("an address"))
+    let endpoints = parsley_live::serve_endpoints("127.0.0.1:0".parse().expect("an address"))
         .await
         .expect("the endpoints");
     let address = endpoints.address();

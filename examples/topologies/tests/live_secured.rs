@@ -145,10 +145,9 @@ impl Secured {
 
     /// The super user's configuration, for reading back independently.
     fn admin_config(&self) -> LiveConfig {
-        let properties =
-            parsley_live::client::properties::read_file(&self.dir.join("admin.properties"))
-                .and_then(parsley_live::client::properties::translate_java)
-                .expect("admin.properties");
+        let properties = parsley_live::properties::read_file(&self.dir.join("admin.properties"))
+            .and_then(parsley_live::properties::translate_java)
+            .expect("admin.properties");
         LiveConfig::new(self.bootstrap.clone()).with_properties(properties)
     }
 
@@ -433,8 +432,8 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
     let actual: BTreeMap<String, i64> = final_state(&read.to_logs(), &topology.app)
         .iter()
         .map(|((_, key), value)| {
-            let account = match parsley::stage::SlotKey::from_changelog_key(key) {
-                Ok(parsley::stage::SlotKey::Key(account)) => account,
+            let account = match parsley::SlotKey::from_changelog_key(key) {
+                Ok(parsley::SlotKey::Key(account)) => account,
                 other => panic!("a changelog key of an account's slot, got {other:?}"),
             };
             (

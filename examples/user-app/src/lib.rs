@@ -12,7 +12,7 @@
 //! remembers each user's last closed session and raises an alert for a
 //! large payment from a user whose last session was a single click.
 
-use parsley::timer::TimerService;
+use parsley::TimerService;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Topic, Utf8, I64};
 use serde::{Deserialize, Serialize};
 

@@ -36,7 +36,7 @@ async fn produce(
         };
         let key = Codec::<String>::encode(&Utf8, &user)?;
         let partitions = request.assembly.partitions_of(topic.name().as_str()).unwrap_or(1);
-        let partition = parsley::partitioner::partition_for(Some(&key), partitions, 0);
+        let partition = parsley::partition_for(Some(&key), partitions, 0);
         let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as i64;
         let record = RecordData {
             key: Some(key),

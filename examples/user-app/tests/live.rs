@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use parsley::assembly::Assembly;
+use parsley::Assembly;
 use parsley::{Codec, I64};
 use parsley_live::{assemble_on, read_committed, task_status, test_broker, LiveClient, ReadBack};
 use parsley_user_app::{app, Topics};

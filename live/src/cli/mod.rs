@@ -44,7 +44,7 @@
 //!
 //! The cluster is `--bootstrap`, or `KAFKA_BOOTSTRAP_SERVERS`. A bootstrap
 //! address must accept a connection and answer Kafka's `ApiVersions` within
-//! 10 s ([`crate::reach`]). Logs go to stderr, filtered by `PARSLEY_LOG`
+//! 10 s. Logs go to stderr, filtered by `PARSLEY_LOG`
 //! (`tracing_subscriber::EnvFilter`'s syntax, default
 //! `info,librdkafka=warn`); librdkafka's own lines come under the target
 //! `librdkafka`, at their level, once.
@@ -91,7 +91,7 @@
 //! `PARSLEY_COMMAND_CONFIG`), then `PARSLEY_CLIENT_<KEY>` variables, then
 //! `-X KEY=VALUE`, later ones winning ([`crate::client::properties`]).
 //! `setup APP --print-acls PRINCIPAL` prints the `kafka-acls.sh` lines the
-//! application needs ([`crate::acls`]) without touching the cluster, and
+//! application needs without touching the cluster, and
 //! with `--producer` those `produce` needs.
 //!
 //! # Producing at a rate
@@ -135,11 +135,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
-use parsley::assembly::Assembly;
-use parsley::task::TaskId;
+use parsley::Assembly;
+use parsley::TaskId;
 use parsley::{App, Tp};
 
-use parsley::task::SkipError;
+use parsley::SkipError;
 
 mod produce;
 mod skip;
@@ -992,9 +992,9 @@ async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
     };
     // Asked for, a partition count is demanded of every source and sink.
     let demanded: BTreeMap<String, u32> = match args.partitions {
-        Some(partitions) => parsley::probe::ContractProbes::probe(&app.app)
+        Some(partitions) => parsley::ContractProbes::probe(&app.app)
             .iter()
-            .filter(|contract| contract.partitions == parsley::probe::PartitionRule::Any)
+            .filter(|contract| contract.partitions == parsley::PartitionRule::Any)
             .map(|contract| (contract.name.to_string(), partitions))
             .collect(),
         None => BTreeMap::new(),

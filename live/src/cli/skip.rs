@@ -113,7 +113,7 @@ async fn check_skip(
 /// topic's partition count when the partition is past it, the stage's task
 /// count when the task is; `None` when it does consume it.
 fn not_consumed(
-    plan: &parsley::app::StagePlan,
+    plan: &parsley::StagePlan,
     assembly: &Assembly,
     task: &TaskId,
     tp: &Tp,

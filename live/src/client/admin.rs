@@ -154,12 +154,12 @@ pub struct GroupMember {
     pub client_id: String,
     /// The host it connects from, as the broker sees it (`/127.0.0.1`).
     pub client_host: String,
-    /// Its assignment, decoded ([`decode_assignment`]); `None` while it has
+    /// Its assignment, decoded (`decode_assignment`); `None` while it has
     /// none (the group is rebalancing).
     pub assignment: Option<Result<Assigned, AssignmentError>>,
 }
 
-/// Why a member's assignment could not be decoded ([`decode_assignment`]).
+/// Why a member's assignment could not be decoded (`decode_assignment`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AssignmentError {
     /// The bytes end in the middle of a field.

@@ -15,9 +15,9 @@ use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use parsley::header::STAMP_HEADER;
-use parsley::record::{ConsumedRecord, Header, RecordData};
-use parsley::task::CommittedOffset;
-use parsley::tp::Tp;
+use parsley::CommittedOffset;
+use parsley::Tp;
+use parsley::{ConsumedRecord, Header, RecordData};
 
 use super::log::LogContext;
 use super::offsets::{kafka_offset, kafka_partition, our_offset, Probes};

@@ -45,17 +45,14 @@ mod pump;
 mod util;
 mod wake;
 
-pub use admin::{decode_assignment, Assigned, AssignmentError, GroupMember};
-pub use config::{
-    client_id, test_broker, Isolation, LiveConfig, BOOTSTRAP_ENV, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_TIMEOUT, DEFAULT_TRANSACTION_TIMEOUT,
-};
+pub use admin::{Assigned, AssignmentError, GroupMember};
+pub use config::{test_broker, Isolation, LiveConfig, BOOTSTRAP_ENV, DEFAULT_TIMEOUT};
 pub(crate) use consumer::{
     committed_offsets, consumed, fetch_visible, is_group_refusal, SharedRefusal,
 };
 pub use consumer::{LiveConsumer, LiveFetch};
+pub use log::LogContext;
 pub(crate) use log::{error_librdkafka, log_librdkafka};
-pub use log::{tracing_level, LogContext};
 pub use offsets::Watermarks;
 pub(crate) use offsets::{kafka_offset, kafka_partition, Probes};
 pub use producer::{Delivery, PlainProducer, TxnProducer};
@@ -80,7 +77,7 @@ impl LiveClient {
     /// the offset probes. A cluster none of whose bootstrap addresses accepts
     /// a connection and answers Kafka's `ApiVersions` within
     /// [`LiveConfig::connect_timeout`] is an [`LiveError::Unreachable`]
-    /// naming each address and its cause ([`crate::reach`]).
+    /// naming each address and its cause.
     pub fn new(config: LiveConfig) -> Result<LiveClient, LiveError> {
         let started = std::time::Instant::now();
         config

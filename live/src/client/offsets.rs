@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::Offset;
 
-use parsley::tp::Tp;
+use parsley::Tp;
 
 use super::log::LogContext;
 use super::util::{blocking, bounded};

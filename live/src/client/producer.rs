@@ -13,9 +13,9 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::{ClientContext, TopicPartitionList};
 use tokio::sync::oneshot;
 
-use parsley::record::RecordData;
-use parsley::task::CommittedOffset;
-use parsley::tp::Tp;
+use parsley::CommittedOffset;
+use parsley::RecordData;
+use parsley::Tp;
 
 use super::log::{error_librdkafka, log_librdkafka, LogContext};
 use super::offsets::{kafka_offset, kafka_partition, our_offset};

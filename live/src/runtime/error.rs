@@ -1,8 +1,8 @@
 //! What stops a live task or an instance.
 
-use parsley::assembly::AssemblyError;
-use parsley::task::{SkipError, TaskError, TaskId};
-use parsley::tp::Tp;
+use parsley::AssemblyError;
+use parsley::Tp;
+use parsley::{SkipError, TaskError, TaskId};
 
 use rdkafka::error::KafkaError;
 
@@ -108,7 +108,7 @@ pub enum RuntimeError {
         source: Box<LiveError>,
     },
 
-    /// The task's local state store ([`crate::state`]) in `dir` failed:
+    /// The task's local state store in `dir` failed:
     /// its directory or files could not be made, written or synced.
     #[error("task {task}: local state in {}: {source}", dir.display())]
     State {
@@ -367,7 +367,7 @@ mod tests {
         let line = gave_up.about_task(&task());
         assert_eq!(line.matches("task balances/0").count(), 1, "{line}");
         assert!(line.contains("the last failure: released"), "{line}");
-        let skip = RuntimeError::Skip(parsley::task::SkipError::NotConsumed {
+        let skip = RuntimeError::Skip(parsley::SkipError::NotConsumed {
             task: task(),
             tp: Tp::new("orders", 1),
         });

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use parsley::task::{TaskId, TaskMetrics};
+use parsley::{TaskId, TaskMetrics};
 
 /// How often a task refreshes its figures: often enough to watch lag drain,
 /// seldom enough to cost nothing next to its turns.
@@ -40,7 +40,7 @@ impl Exported {
     /// counters are described for the endpoint as they come.
     pub(crate) fn new(app: &parsley::App, task: &TaskId) -> Exported {
         if let Some(plan) = app.stage(&task.stage) {
-            for counter in plan.stage.counters() {
+            for counter in plan.stage.hooks().counters() {
                 metrics::describe_counter!(published_name(counter.name), counter.help);
             }
         }

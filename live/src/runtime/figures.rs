@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use parsley::app::App;
-use parsley::assembly::Assembly;
-use parsley::task::TaskId;
-use parsley::tp::Tp;
+use parsley::App;
+use parsley::Assembly;
+use parsley::TaskId;
+use parsley::Tp;
 
 use super::super::client::{Isolation, LiveClient, LiveConsumer};
 use super::super::error::LiveError;

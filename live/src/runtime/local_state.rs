@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use parsley::app::App;
-use parsley::assembly::Assembly;
-use parsley::record::{ConsumedRecord, RecordData};
-use parsley::task::{Task, TaskError, TaskId};
-use parsley::tp::Tp;
+use parsley::App;
+use parsley::Assembly;
+use parsley::Tp;
+use parsley::{ConsumedRecord, RecordData};
+use parsley::{Task, TaskError, TaskId};
 
 use super::super::client::{fetch_visible, Isolation, Probes};
 use super::super::state::{self, LocalStore, RestoreError, Restored, Slots, StateError};

@@ -30,10 +30,10 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use parsley::app::App;
-use parsley::assembly::Assembly;
-use parsley::probe::ContractProbes;
-use parsley::task::TaskId;
+use parsley::App;
+use parsley::Assembly;
+use parsley::ContractProbes;
+use parsley::TaskId;
 
 use super::super::client::{bounded, LiveClient, LiveConfig};
 use super::super::error::LiveError;
@@ -107,7 +107,7 @@ pub fn group_identity(app: &App, assembly: &Assembly) -> String {
     let mut identity = format!(
         "parsley;app={};topology={:016x};stages={}",
         app.id(),
-        parsley::app::fingerprint(&shape),
+        parsley::fingerprint(&shape),
         stages.join(",")
     );
     // librdkafka and the broker take long client ids, but logs do not.
@@ -895,8 +895,8 @@ pub(crate) fn spawn(
 mod tests {
     use std::collections::BTreeMap;
 
-    use parsley::assembly::assemble;
-    use parsley::probe::ContractProbes;
+    use parsley::assemble;
+    use parsley::ContractProbes;
     use parsley::{Json, Parsley, Stage, Step, Topic};
 
     use super::super::figures::Figures;

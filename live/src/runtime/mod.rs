@@ -47,9 +47,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use parsley::app::App;
-use parsley::assembly::Assembly;
-use parsley::task::{TaskConfig, TaskId};
+use parsley::App;
+use parsley::Assembly;
+use parsley::{TaskConfig, TaskId};
 
 use super::client::{LiveClient, LiveConfig};
 use super::error::LiveError;
@@ -154,7 +154,7 @@ pub struct RuntimeConfig {
     /// ([`RuntimeError::is_transient`]) without committing in between before
     /// it gives up ([`RuntimeError::GaveUp`]).
     pub max_restarts: u32,
-    /// The root of the tasks' local state stores ([`crate::state`]): each
+    /// The root of the tasks' local state stores: each
     /// task of a stateful stage keeps its store and checkpoint in
     /// `<state_dir>/<app>/<stage>-<partition>`. Instances on one machine
     /// may share it; a task runs in one of them at a time.
@@ -505,7 +505,7 @@ impl Runtime {
 /// skipped), and returns once that is committed, with the task's metrics.
 /// Run it while no instance runs the task: its producer fences one that
 /// does. The stage must declare a dead-letter topic
-/// ([`SkipError::NoDeadLetterTopic`](parsley::task::SkipError) otherwise);
+/// ([`SkipError::NoDeadLetterTopic`](parsley::SkipError) otherwise);
 /// an offset the task delivered already, one that is no record, or one not
 /// reached within the calls' deadline times four is refused, and nothing is
 /// skipped.
@@ -513,9 +513,9 @@ pub async fn skip_record(
     app: Arc<App>,
     config: RuntimeConfig,
     task: TaskId,
-    tp: parsley::tp::Tp,
+    tp: parsley::Tp,
     offset: u64,
-) -> Result<parsley::task::TaskMetrics, RuntimeError> {
+) -> Result<parsley::TaskMetrics, RuntimeError> {
     let client = LiveClient::new(config.live.clone())?;
     let assembly = assemble_on(&client, &app).await?;
     let patience = config.live.deadline() * 4;

@@ -9,9 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use parsley::app::App;
-use parsley::assembly::{assemble, Assembly, AssemblyError, AssemblyFailure};
-use parsley::probe::{ContractProbes, PartitionRule};
+use parsley::App;
+use parsley::{assemble, Assembly, AssemblyError, AssemblyFailure};
+use parsley::{ContractProbes, PartitionRule};
 
 use super::super::client::LiveClient;
 use super::RuntimeError;
@@ -62,7 +62,7 @@ fn with_what_is_lost(app: &App, mut error: AssemblyError) -> AssemblyError {
 /// C3 on the cluster `client` reaches: reads the partition count of every
 /// topic the application needs and assembles. A missing topic, or a tick or
 /// changelog topic whose partition count does not match its stage's tasks,
-/// is an [`parsley::assembly::AssemblyError`] listing every problem.
+/// is an [`parsley::AssemblyError`] listing every problem.
 pub async fn assemble_on(client: &LiveClient, app: &App) -> Result<Assembly, RuntimeError> {
     let mut known: BTreeMap<String, u32> = BTreeMap::new();
     for contract in ContractProbes::probe(app) {

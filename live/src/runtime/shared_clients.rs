@@ -34,8 +34,8 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::TopicPartitionList;
 
-use parsley::task::TaskId;
-use parsley::tp::Tp;
+use parsley::TaskId;
+use parsley::Tp;
 
 use super::super::client::{
     is_group_refusal, kafka_offset, kafka_partition, LiveConfig, LogContext, Probes, Wake,

@@ -18,11 +18,11 @@ use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
-use parsley::app::App;
-use parsley::assembly::Assembly;
-use parsley::record::ProducedRecord;
-use parsley::task::{CommitRequest, CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
-use parsley::tp::Tp;
+use parsley::App;
+use parsley::Assembly;
+use parsley::ProducedRecord;
+use parsley::Tp;
+use parsley::{CommitRequest, CommittedOffset, Fetched, Task, TaskId, TaskMetrics};
 
 use super::super::client::Delivery;
 use super::super::client::{
@@ -1149,7 +1149,7 @@ impl TaskDriver {
 /// One warning per dead letter (X5), naming the record and why, from the
 /// headers the core wrote on it.
 fn log_dead_letter(id: &TaskId, record: &ProducedRecord) {
-    use parsley::dead_letter::{ERROR, MESSAGE, OFFSET, PARTITION, TOPIC};
+    use parsley::dead_letter_headers::{ERROR, MESSAGE, OFFSET, PARTITION, TOPIC};
     let header = |name: &str| {
         record
             .data

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parsley::app::App;
-use parsley::assembly::Assembly;
-use parsley::task::TaskId;
+use parsley::App;
+use parsley::Assembly;
+use parsley::TaskId;
 
 use super::super::client::Wake;
 use super::super::instance::TaskState;

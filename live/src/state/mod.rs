@@ -34,8 +34,8 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use parsley::record::{ConsumedRecord, RecordData};
-use parsley::task::TaskId;
+use parsley::TaskId;
+use parsley::{ConsumedRecord, RecordData};
 
 use checkpoint::{fingerprint, Checkpoint, LastApplied, ReadError};
 
@@ -229,6 +229,7 @@ impl LocalStore {
     }
 
     /// The first changelog offset the store does not reflect.
+    #[cfg(test)]
     pub fn next_offset(&self) -> u64 {
         self.next_offset
     }

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
-use parsley::record::{ConsumedRecord, RecordData};
-use parsley::task::TaskId;
+use parsley::TaskId;
+use parsley::{ConsumedRecord, RecordData};
 
 use super::checkpoint::{Checkpoint, FILE};
 use super::*;

@@ -1,7 +1,7 @@
-use parsley::codec::CodecError;
-use parsley::dead_letter::NotADeadLetter;
 use parsley::header::HeaderError;
-use parsley::task::SkipError;
+use parsley::CodecError;
+use parsley::NotADeadLetter;
+use parsley::SkipError;
 use parsley::{AssemblyError, TaskError, Tp};
 
 use crate::host::HostError;
@@ -115,31 +115,37 @@ pub enum DriverError {
         suggestion: Option<String>,
     },
     /// The stage exists but is not a timer service (K2).
-    #[error("stage {stage:?} is not a timer service (parsley::timer::TimerService): it has no pending timers")]
+    #[error(
+        "stage {stage:?} is not a timer service (parsley::TimerService): it has no pending timers"
+    )]
     NotATimerService {
         /// The stage.
         stage: String,
     },
     /// The stage exists but is not a windowed aggregation (W1).
-    #[error("stage {stage:?} is not a windowed aggregation (parsley::window::Windows): it has no windows")]
+    #[error("stage {stage:?} is not a windowed aggregation (parsley::Windows): it has no windows")]
     NotAWindowedAggregation {
         /// The stage.
         stage: String,
     },
     /// The stage exists but is not an expiring fold (E1).
-    #[error("stage {stage:?} is not an expiring fold (parsley::expiry::Expiring): it has no expiring state")]
+    #[error(
+        "stage {stage:?} is not an expiring fold (parsley::Expiring): it has no expiring state"
+    )]
     NotExpiring {
         /// The stage.
         stage: String,
     },
     /// The stage exists but is not a stream–table join (J1).
-    #[error("stage {stage:?} is not a stream–table join (parsley::join::Join): it has no table")]
+    #[error("stage {stage:?} is not a stream–table join (parsley::Join): it has no table")]
     NotAJoin {
         /// The stage.
         stage: String,
     },
     /// The stage exists but is not a table–table join (J8).
-    #[error("stage {stage:?} is not a table–table join (parsley::join::Join::table_table): it has no sides")]
+    #[error(
+        "stage {stage:?} is not a table–table join (parsley::Join::table_table): it has no sides"
+    )]
     NotATableJoin {
         /// The stage.
         stage: String,

@@ -50,10 +50,10 @@ use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use bytes::Bytes;
-use parsley::probe::{ContractProbes, PartitionRule, TopicContract};
-use parsley::stage::{SlotKey, Slots};
-use parsley::task::{TaskId, TaskMetrics};
 use parsley::{assemble, App, RawBytes, TaskConfig, Topic, Tp};
+use parsley::{ContractProbes, PartitionRule, TopicContract};
+use parsley::{SlotKey, Slots};
+use parsley::{TaskId, TaskMetrics};
 
 use crate::model::{Cluster, LogId};
 
@@ -66,7 +66,7 @@ pub use trace::{render_ticks, TraceEvent};
 use world::World;
 
 /// Runs an application over the in-memory Kafka model, one synchronous step
-/// at a time; see the [module documentation](self). It is `Send`, so a test
+/// at a time. It is `Send`, so a test
 /// may move it (and its topic handles) to another thread.
 pub struct TestDriver {
     world: Arc<Shared>,
@@ -687,7 +687,7 @@ impl TestDriver {
             .ok_or_else(|| DriverError::UnknownTopic {
                 topic: topic.name().to_string(),
             })?;
-        let partition = parsley::partitioner::partition_for(Some(&bytes), partitions, 0);
+        let partition = parsley::partition_for(Some(&bytes), partitions, 0);
         self.committed_slot(stage, partition, &SlotKey::Key(bytes))
     }
 
@@ -735,7 +735,7 @@ impl TestDriver {
     }
 
     /// The pending timers of a timer service (K2,
-    /// `parsley::timer::TimerService`): every timer its tasks hold that has
+    /// `parsley::TimerService`): every timer its tasks hold that has
     /// not fired, as the times they are due, earliest first. After a pipe or
     /// [`TestDriver::advance_wall_clock`] everything is committed, so these
     /// are the committed pending timers; `advance_wall_clock` past a time
@@ -750,7 +750,7 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            let pending = parsley::timer::pending_of(host.task.slots_view()).ok_or_else(|| {
+            let pending = parsley::pending_of(host.task.slots_view()).ok_or_else(|| {
                 DriverError::NotATimerService {
                     stage: stage.to_string(),
                 }
@@ -762,7 +762,7 @@ impl TestDriver {
     }
 
     /// The open windows of a windowed aggregation (W1,
-    /// `parsley::window::Windows`; Kafka Streams' `getWindowStore`) with
+    /// `parsley::Windows`; Kafka Streams' `getWindowStore`) with
     /// their aggregates, keys decoded with `source`'s key codec, across its
     /// tasks in the order they will close (end, then key, then start). A
     /// closed window is no longer listed. Refused for an unknown stage, a
@@ -773,12 +773,13 @@ impl TestDriver {
         &self,
         stage: &str,
         source: &Topic<K, V>,
-    ) -> Result<Vec<(parsley::window::Windowed<K>, A)>, DriverError> {
+    ) -> Result<Vec<(parsley::Windowed<K>, A)>, DriverError> {
         let world = self.world();
         world.check_stage(stage)?;
         if world.app.stage(stage).is_some_and(|plan| {
             plan.stage
-                .operator::<parsley::window::WindowDecl>()
+                .hooks()
+                .operator::<parsley::WindowDecl>()
                 .is_none()
         }) {
             return Err(DriverError::NotAWindowedAggregation {
@@ -791,10 +792,12 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            let windows = parsley::window::open_windows_of::<A>(host.task.slots_view())
-                .ok_or_else(|| DriverError::WrongStateType {
-                    stage: stage.to_string(),
-                    type_name: std::any::type_name::<A>(),
+            let windows =
+                parsley::open_windows_of::<A>(host.task.slots_view()).ok_or_else(|| {
+                    DriverError::WrongStateType {
+                        stage: stage.to_string(),
+                        type_name: std::any::type_name::<A>(),
+                    }
                 })?;
             open.extend(windows);
         }
@@ -808,7 +811,7 @@ impl TestDriver {
                         error,
                     }
                 })?;
-                let windowed = parsley::window::Windowed {
+                let windowed = parsley::Windowed {
                     key,
                     start: window.start,
                     end: window.end,
@@ -818,7 +821,7 @@ impl TestDriver {
             .collect()
     }
 
-    /// The table of a stream–table join (J1, `parsley::join::Join`; Kafka
+    /// The table of a stream–table join (J1, `parsley::Join`; Kafka
     /// Streams' `getKeyValueStore` of the `KTable`): each key's row, as its
     /// task holds it now, keys decoded with `table`'s key codec, in key-byte
     /// order across the stage's tasks. A deleted row is no longer listed.
@@ -835,7 +838,7 @@ impl TestDriver {
         if world
             .app
             .stage(stage)
-            .is_some_and(|plan| plan.stage.operator::<parsley::join::JoinDecl>().is_none())
+            .is_some_and(|plan| plan.stage.hooks().operator::<parsley::JoinDecl>().is_none())
         {
             return Err(DriverError::NotAJoin {
                 stage: stage.to_string(),
@@ -848,7 +851,7 @@ impl TestDriver {
             .filter(|host| *host.task.id().stage == *stage)
         {
             rows.extend(
-                parsley::join::rows_of::<T>(host.task.slots_view()).ok_or_else(|| {
+                parsley::rows_of::<T>(host.task.slots_view()).ok_or_else(|| {
                     DriverError::WrongStateType {
                         stage: stage.to_string(),
                         type_name: std::any::type_name::<T>(),
@@ -874,7 +877,7 @@ impl TestDriver {
     }
 
     /// The two tables of a table–table join (J8,
-    /// `parsley::join::Join::table_table`; Kafka Streams' `getKeyValueStore`
+    /// `parsley::Join::table_table`; Kafka Streams' `getKeyValueStore`
     /// of each source `KTable`): each key with its left and right values as
     /// its task holds them now (`None` for a side without one), keys and
     /// values decoded with `left`'s and `right`'s codecs, in key-byte order
@@ -895,7 +898,8 @@ impl TestDriver {
         };
         if world.app.stage(stage).is_some_and(|plan| {
             plan.stage
-                .operator::<parsley::join::TableJoinDecl>()
+                .hooks()
+                .operator::<parsley::TableJoinDecl>()
                 .is_none()
         }) {
             return Err(not_a_join());
@@ -906,7 +910,7 @@ impl TestDriver {
             .iter()
             .filter(|host| *host.task.id().stage == *stage)
         {
-            sides.extend(parsley::join::sides_of(host.task.slots_view()).ok_or_else(not_a_join)?);
+            sides.extend(parsley::sides_of(host.task.slots_view()).ok_or_else(not_a_join)?);
         }
         sides.sort_by(|a, b| a.key.cmp(&b.key));
         let refused = |topic: &str, part: &'static str| {
@@ -935,7 +939,7 @@ impl TestDriver {
             .collect()
     }
 
-    /// The live state of an expiring fold (E1, `parsley::expiry::Expiring`):
+    /// The live state of an expiring fold (E1, `parsley::Expiring`):
     /// each live key with its state and the time it expires (milliseconds
     /// since the epoch), keys decoded with `source`'s key codec, in
     /// key-byte order across the stage's tasks. An expired key is no longer
@@ -950,7 +954,8 @@ impl TestDriver {
         world.check_stage(stage)?;
         if world.app.stage(stage).is_some_and(|plan| {
             plan.stage
-                .operator::<parsley::expiry::ExpiryDecl>()
+                .hooks()
+                .operator::<parsley::ExpiryDecl>()
                 .is_none()
         }) {
             return Err(DriverError::NotExpiring {
@@ -964,7 +969,7 @@ impl TestDriver {
             .filter(|host| *host.task.id().stage == *stage)
         {
             live.extend(
-                parsley::expiry::live_state_of::<S>(host.task.slots_view()).ok_or_else(|| {
+                parsley::live_state_of::<S>(host.task.slots_view()).ok_or_else(|| {
                     DriverError::WrongStateType {
                         stage: stage.to_string(),
                         type_name: std::any::type_name::<S>(),

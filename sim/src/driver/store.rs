@@ -4,8 +4,8 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use parsley::partitioner::partition_for;
-use parsley::stage::SlotKey;
+use parsley::partition_for;
+use parsley::SlotKey;
 
 use crate::driver::error::DriverError;
 use crate::driver::keys::StoreKey;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parsley::header::{self, STAMP_HEADER};
-use parsley::partitioner::partition_for;
-use parsley::record::{Header, RecordData};
+use parsley::partition_for;
+use parsley::{Header, RecordData};
 use parsley::{Stamp, Topic, Tp};
 
 use crate::driver::error::DriverError;

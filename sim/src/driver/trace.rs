@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::{App, Claim, RecordPart, Stamp, TopicRef, Tp, I64};
 
 use crate::driver::keys::{declares_key, declares_value};

@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use parsley::assembly::Assembly;
-use parsley::task::TaskId;
+use parsley::Assembly;
+use parsley::TaskId;
 use parsley::{App, TaskConfig, TaskError, Tp};
 
 use crate::driver::error::{closest, DriverError};
@@ -285,7 +285,7 @@ impl World {
                 true => host
                     .task
                     .head(&tp)
-                    .and_then(parsley::task::tick_of)
+                    .and_then(parsley::tick_of)
                     .map(|tick| tick.timestamp),
                 false => None,
             };

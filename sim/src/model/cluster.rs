@@ -30,11 +30,11 @@ pub struct ProducerId {
 
 /// A consumer group's committed position on one tp, with its metadata string:
 /// the core's own type, so drivers hand it to a task as they read it.
-pub use parsley::task::CommittedOffset;
+pub use parsley::CommittedOffset;
 
 /// Kafka's default `offset.metadata.max.bytes`: the broker refuses longer
 /// offset metadata, and so does the model.
-pub use parsley::task::OFFSET_METADATA_BYTES_MAX;
+pub use parsley::OFFSET_METADATA_BYTES_MAX;
 
 /// Where one partition's log is in a [`Cluster`] ([`Cluster::log_id`]):
 /// a caller that reaches the same logs over and over (a consumer's

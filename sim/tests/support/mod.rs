@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use parsley::mutation::Mutation;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
-use parsley_sim::driver::TraceEvent;
 use parsley_sim::sim::{
     Budget, ClockConfig, Draw, FaultRates, Input, OrderStrategy, Settings, Simulation,
     SimulationBuilder, StepRange, TimeStrategy, Workload,
 };
+use parsley_sim::TraceEvent;
 
 /// 2023-11-14T22:13:20Z: a fixed initial wall clock.
 pub const START: i64 = 1_700_000_000_000;

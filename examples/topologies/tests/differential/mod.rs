@@ -207,7 +207,7 @@ pub type WindowRecord = (String, i64, i64, i64, i64);
 pub fn pipe_windowed(
     stage: parsley::Stage,
     source: &Topic<String, i64>,
-    output: &Topic<parsley::window::Windowed<String>, i64>,
+    output: &Topic<parsley::Windowed<String>, i64>,
     records: &[(String, i64, i64)],
 ) -> (TestDriver, Vec<WindowRecord>) {
     let app = parsley::Parsley::named("differential")

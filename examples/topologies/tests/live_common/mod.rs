@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use parsley::assembly::Assembly;
 use parsley::audit::audit;
+use parsley::Assembly;
 use parsley_examples::live::{expected_balances, plan_inputs, produce_inputs, PlannedInput};
 use parsley_examples::namespaced;
 use parsley_examples::ExampleTopology;
@@ -90,8 +90,8 @@ impl Live {
         let actual: BTreeMap<String, i64> = state
             .iter()
             .map(|((_, key), value)| {
-                let account = match parsley::stage::SlotKey::from_changelog_key(key) {
-                    Ok(parsley::stage::SlotKey::Key(account)) => account,
+                let account = match parsley::SlotKey::from_changelog_key(key) {
+                    Ok(parsley::SlotKey::Key(account)) => account,
                     other => panic!("a changelog key of an account's slot, got {other:?}"),
                 };
                 let balance = parsley::Codec::<i64>::decode(&parsley::I64, value)

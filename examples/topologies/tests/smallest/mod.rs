@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use parsley::mutation::Mutation;
-use parsley::timer::TimerService;
-use parsley::window::{SessionWindows, Windowed};
+use parsley::TimerService;
 use parsley::{Json, Parsley, Stage, Topic};
+use parsley::{SessionWindows, Windowed};
 use parsley_sim::sim::{Input, Simulation};
 
 use crate::shipped;

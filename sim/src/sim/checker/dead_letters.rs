@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use parsley::record::ConsumedRecord;
-use parsley::stage::{ReplayError, Replayed};
-use parsley::task::TaskId;
+use parsley::ConsumedRecord;
 use parsley::DeadLetterKind;
+use parsley::TaskId;
 use parsley::{App, TopicName, Tp};
+use parsley::{ReplayError, Replayed};
 
 use super::reconstruction::Delivery;
 use super::{Checker, Invariant, Relation};

@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::{Stamp, Tp};
 
 use crate::model::EntryStatus;

@@ -14,12 +14,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::expiry::{Expire, ExpiryDecl, Since};
-use parsley::stage::{ReplayError, SlotKey};
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
+use parsley::ReplayError;
+use parsley::SlotKey;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Tp};
+use parsley::{Expire, ExpiryDecl, Since};
 
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
@@ -61,7 +62,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_expiry(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::expiry::ExpiryDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::ExpiryDecl>() else {
                 continue;
             };
             let ttl = i64::try_from(decl.ttl.as_millis()).unwrap_or(i64::MAX);
@@ -103,7 +104,7 @@ impl<'a> Checker<'a> {
         let is_tick = plan.tick_topic.as_ref() == Some(&delivery.tp.topic);
         let own = match is_tick {
             true => {
-                let Some(tick) = parsley::task::tick_of(&record) else {
+                let Some(tick) = parsley::tick_of(&record) else {
                     return true;
                 };
                 if matches!(decl.expire, Expire::WallClock { .. }) {
@@ -163,7 +164,11 @@ impl<'a> Checker<'a> {
             };
             // Re-keyed copies of what the fold wrote are R3's, checked by
             // I17 on their own.
-            let rekeyed = plan.stage.repartitions().any(|topic| *topic == tp.topic);
+            let rekeyed = plan
+                .stage
+                .hooks()
+                .repartitions()
+                .any(|topic| *topic == tp.topic);
             if plan.changelog.as_ref() != Some(&tp.topic) && !rekeyed {
                 wrote.push((
                     tp.topic.clone(),
@@ -367,7 +372,7 @@ fn describe(bytes: &Option<Bytes>) -> String {
 
 /// The expiring fold of `plan`, if it is one.
 fn expiry_of(plan: &StagePlan) -> Option<&ExpiryDecl> {
-    plan.stage.operator::<ExpiryDecl>()
+    plan.stage.hooks().operator::<ExpiryDecl>()
 }
 
 /// A fold's answer as the S4 probe compares it: the state after it and

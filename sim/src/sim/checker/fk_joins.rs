@@ -19,11 +19,11 @@
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::join::{ForeignKeyJoinDecl, ForeignKeyJoinPart, JoinKind, ResponseCodec};
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Codec};
+use parsley::{ForeignKeyJoinDecl, ForeignKeyJoinPart, JoinKind, ResponseCodec};
 use rustc_hash::FxHashMap;
 
 use super::reconstruction::{Committed, Delivery};
@@ -68,7 +68,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_foreign_key_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::join::ForeignKeyJoinDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::ForeignKeyJoinDecl>() else {
                 continue;
             };
             if decl.part != ForeignKeyJoinPart::Resolve {

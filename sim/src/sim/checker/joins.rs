@@ -14,11 +14,12 @@
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::join::{JoinDecl, JoinKind};
-use parsley::stage::ReplayError;
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
+use parsley::JoinDecl;
+use parsley::JoinKind;
+use parsley::ReplayError;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Tp};
 use rustc_hash::FxHashMap;
 
@@ -68,7 +69,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::join::JoinDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::JoinDecl>() else {
                 continue;
             };
             self.check_each_task(
@@ -156,7 +157,7 @@ impl<'a> Checker<'a> {
                 let joined = decl.joined(delivery.tp, &record, row);
                 let row = row.map(Bytes::copy_from_slice);
                 calls.note("joiner", answer_of(&joined), move |plan, tp, record| {
-                    let decl = plan.stage.operator::<JoinDecl>()?;
+                    let decl = plan.stage.hooks().operator::<JoinDecl>()?;
                     Some(answer_of(&decl.joined(tp, record, row.as_deref())))
                 });
                 let Ok(joined) = joined else {

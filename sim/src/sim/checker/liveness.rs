@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::Tp;
 
 use crate::sim::world::trace::Event;

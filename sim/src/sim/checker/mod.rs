@@ -46,7 +46,7 @@ mod windows;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use parsley::assembly::Assembly;
+use parsley::Assembly;
 use parsley::{App, Tp};
 
 use crate::model::Cluster;

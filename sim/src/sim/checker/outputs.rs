@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::{TopicName, Tp};
 
 use crate::model::EntryStatus;

@@ -14,12 +14,12 @@
 //! probe makes them again ([`Checker::name_impure_operator_logic`]).
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::record::ConsumedRecord;
-use parsley::stage::{ReplayError, Replayed};
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
+use parsley::ConsumedRecord;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::Tp;
+use parsley::{ReplayError, Replayed};
 
 use super::reconstruction::Delivery;
 use super::state::{Call, Slots};

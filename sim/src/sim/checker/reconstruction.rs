@@ -11,9 +11,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use parsley::header::{self, STAMP_HEADER};
-use parsley::record::{ConsumedRecord, RecordData};
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::{App, Claim, Stamp, TopicName, Tp};
+use parsley::{ConsumedRecord, RecordData};
 
 use crate::model::{Cluster, EntryStatus, LogView};
 use crate::sim::world::trace::{Entry, Event, TaskAt, TxnRef};
@@ -287,7 +287,7 @@ pub(super) struct Delivery<'a> {
 impl Delivery<'_> {
     /// Whether the delivery dead-lettered its record (X5's opt-in): it
     /// wrote to `plan`'s dead-letter topic, and had no other effect.
-    pub(super) fn dead_lettered(&self, plan: &parsley::app::StagePlan) -> bool {
+    pub(super) fn dead_lettered(&self, plan: &parsley::StagePlan) -> bool {
         plan.dead_letter
             .as_ref()
             .is_some_and(|dlq| self.sent.iter().any(|(tp, _)| tp.topic == *dlq))

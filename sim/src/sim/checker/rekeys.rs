@@ -13,11 +13,11 @@
 
 use std::fmt::Write as _;
 
-use parsley::app::StagePlan;
-use parsley::partitioner::partition_for;
-use parsley::rekey::RekeyOutputDecl;
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
+use parsley::partition_for;
+use parsley::RekeyOutputDecl;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, RecordData, Tp};
 
 use super::reconstruction::{Committed, Delivery};
@@ -33,7 +33,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_rekeyed_outputs(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            for decl in plan.stage.operators::<parsley::rekey::RekeyOutputDecl>() {
+            for decl in plan.stage.hooks().operators::<parsley::RekeyOutputDecl>() {
                 self.check_each_task(
                     committed,
                     plan.name(),

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::rc::Rc;
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::{Claim, Stamp, Tp};
 
 use crate::sim::world::trace::TaskAt;
@@ -143,7 +143,7 @@ impl<'a> Checker<'a> {
                 .expect("tasks belong to stages");
             let Some(checkpoint) = self.consumed_tps(&task).iter().find_map(|tp| {
                 let offset = self.input.cluster.committed(&plan.group, tp)?;
-                parsley::task::Checkpoint::decode(&offset.metadata).ok()
+                parsley::Checkpoint::decode(&offset.metadata).ok()
             }) else {
                 continue;
             };

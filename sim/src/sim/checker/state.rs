@@ -8,11 +8,11 @@ use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::stage::{ReplayError, Replayed, SlotChange, SlotKey, Stage};
-use parsley::task::TaskId;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, TopicName, Tp};
 use parsley::{ConsumedRecord, Tick};
+use parsley::{ReplayError, Replayed, SlotChange, SlotKey, Stage};
 
 use rustc_hash::FxHashMap;
 
@@ -49,16 +49,20 @@ impl Call<'_> {
                 .collect()
         };
         match self {
-            Call::Tick(tick) if stage.tick_reads_every_slot() => {
-                stage.replay_tick_over_slots(&every_slot(), *tick)
+            Call::Tick(tick) if stage.hooks().tick_reads_every_slot() => {
+                stage.hooks().replay_tick_over_slots(&every_slot(), *tick)
             }
-            Call::Tick(tick) => stage.replay_tick(slots.get(&SlotKey::Tick).map(|b| &b[..]), *tick),
-            Call::Record(record) if stage.record_reads_every_slot() => {
-                stage.replay_record_over_slots(&tp.topic, &every_slot(), tp, record)
-            }
+            Call::Tick(tick) => stage
+                .hooks()
+                .replay_tick(slots.get(&SlotKey::Tick).map(|b| &b[..]), *tick),
+            Call::Record(record) if stage.hooks().record_reads_every_slot() => stage
+                .hooks()
+                .replay_record_over_slots(&tp.topic, &every_slot(), tp, record),
             Call::Record(record) => {
                 let slot = SlotKey::for_key(record.data.key.as_ref());
-                stage.replay_record(&tp.topic, slots.get(&slot).map(|b| &b[..]), tp, record)
+                stage
+                    .hooks()
+                    .replay_record(&tp.topic, slots.get(&slot).map(|b| &b[..]), tp, record)
             }
         }
     }
@@ -111,7 +115,7 @@ impl<'a> Checker<'a> {
         };
         let is_tick = plan.tick_topic.as_ref() == Some(&delivery.tp.topic);
         let call = match is_tick {
-            true => match parsley::task::tick_of(&record) {
+            true => match parsley::tick_of(&record) {
                 Some(tick) => Call::Tick(tick),
                 None => return,
             },
@@ -210,7 +214,7 @@ impl<'a> Checker<'a> {
                 if actual != expected {
                     let render = |bytes: Option<&Bytes>| {
                         bytes.map_or("unset".to_string(), |bytes| {
-                            parsley::text::bytes_for_humans(bytes)
+                            parsley::bytes_for_humans(bytes)
                         })
                     };
                     let message = format!(

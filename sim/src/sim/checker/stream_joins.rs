@@ -13,12 +13,12 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::join::{StreamJoinDecl, StreamJoinKind};
-use parsley::record::ConsumedRecord;
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
+use parsley::ConsumedRecord;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Tp};
+use parsley::{StreamJoinDecl, StreamJoinKind};
 
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
@@ -96,7 +96,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_stream_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::join::StreamJoinDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::StreamJoinDecl>() else {
                 continue;
             };
             let window = Window::of(decl);
@@ -318,7 +318,8 @@ impl<'a> Checker<'a> {
     ) -> Option<Option<Expected>> {
         let joined = plan
             .stage
-            .operator::<parsley::join::StreamJoinDecl>()?
+            .hooks()
+            .operator::<parsley::StreamJoinDecl>()?
             .joined(tp, record, other);
         let (tp, record, other) = (
             tp.clone(),
@@ -326,7 +327,7 @@ impl<'a> Checker<'a> {
             other.map(Bytes::copy_from_slice),
         );
         calls.note("joiner", answer_of(&joined), move |plan, _, _| {
-            let decl = plan.stage.operator::<parsley::join::StreamJoinDecl>()?;
+            let decl = plan.stage.hooks().operator::<parsley::StreamJoinDecl>()?;
             Some(answer_of(&decl.joined(&tp, &record, other.as_deref())))
         });
         let output = joined.ok()?;
@@ -342,9 +343,7 @@ fn describe(bytes: &Option<Bytes>) -> String {
 
 /// A joiner's answer as the S4 probe compares it.
 #[allow(clippy::type_complexity)]
-fn answer_of(
-    joined: &Result<Option<(Option<Bytes>, Bytes)>, parsley::stage::ReplayError>,
-) -> Answer {
+fn answer_of(joined: &Result<Option<(Option<Bytes>, Bytes)>, parsley::ReplayError>) -> Answer {
     Answer::of(joined, |joined| match joined {
         Some((key, value)) => vec![key.clone(), Some(value.clone())],
         None => Vec::new(),

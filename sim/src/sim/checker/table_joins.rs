@@ -10,11 +10,12 @@
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::join::{TableJoinDecl, TableJoinKind};
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
+use parsley::bytes_for_humans;
 use parsley::App;
+use parsley::StagePlan;
+use parsley::TableJoinDecl;
+use parsley::TableJoinKind;
+use parsley::TaskId;
 use rustc_hash::FxHashMap;
 
 use super::purity::{Answer, UserCalls};
@@ -45,7 +46,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_table_joins(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::join::TableJoinDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::TableJoinDecl>() else {
                 continue;
             };
             self.check_each_task(
@@ -94,7 +95,7 @@ impl<'a> Checker<'a> {
                 let joined = decl.joined(&key, after.left.as_deref(), after.right.as_deref());
                 let sides = (key.clone(), after.left.clone(), after.right.clone());
                 calls.note("joiner", answer_of(&joined), move |plan, _, _| {
-                    let decl = plan.stage.operator::<TableJoinDecl>()?;
+                    let decl = plan.stage.hooks().operator::<TableJoinDecl>()?;
                     let (key, left, right) = &sides;
                     Some(answer_of(&decl.joined(
                         key,
@@ -209,6 +210,6 @@ fn has_result(kind: TableJoinKind, left: bool, right: bool) -> bool {
 }
 
 /// A joiner's answer as the S4 probe compares it.
-fn answer_of(joined: &Result<Option<Bytes>, parsley::stage::ReplayError>) -> Answer {
+fn answer_of(joined: &Result<Option<Bytes>, parsley::ReplayError>) -> Answer {
     Answer::of(joined, |joined| vec![joined.clone()])
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::Tp;
 
 use crate::sim::world::trace::TaskAt;

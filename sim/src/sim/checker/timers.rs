@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::stage::{SlotChange, SlotKey};
-use parsley::task::TaskId;
-use parsley::timer::TimerDecl;
+use parsley::StagePlan;
+use parsley::TaskId;
+use parsley::TimerDecl;
 use parsley::{App, RecordData, Stamp, Tp};
+use parsley::{SlotChange, SlotKey};
 
 use crate::sim::world::trace::{Event, TaskAt};
 
@@ -49,7 +49,7 @@ impl<'a> Checker<'a> {
         let app: &'a App = self.input.app;
         let last_step = self.input.trace.last().map_or(0, |entry| entry.step);
         for plan in app.stages() {
-            let Some(timer) = plan.stage.operator::<parsley::timer::TimerDecl>() else {
+            let Some(timer) = plan.stage.hooks().operator::<parsley::TimerDecl>() else {
                 continue;
             };
             let asked = self.committed_requests(plan, timer);
@@ -146,6 +146,7 @@ impl<'a> Checker<'a> {
         let record = self.record(id, offset)?;
         let replayed = plan
             .stage
+            .hooks()
             .replay_record(&timer.requests, None, tp, &record)
             .ok()?;
         let (Some(key), SlotChange::Set(pending)) = (&record.data.key, &replayed.slot) else {
@@ -157,6 +158,7 @@ impl<'a> Checker<'a> {
         let slot = [(SlotKey::Key(key.clone()), &pending[..])];
         let fired = plan
             .stage
+            .hooks()
             .replay_tick_over_slots(&slot, parsley::Tick::new(time))
             .ok()?;
         let Ok((fire_key, fire_value)) = fired.emissions.first()?.encoded() else {
@@ -229,7 +231,7 @@ impl<'a> Checker<'a> {
         last_step: u64,
     ) {
         let key = data.key.as_ref().map_or("no key".to_string(), |key| {
-            format!("key {}", parsley::text::bytes_for_humans(key))
+            format!("key {}", parsley::bytes_for_humans(key))
         });
         let writer = self.writer_of(tp, offset);
         let step = writer.map_or(last_step, |entry| entry.step);
@@ -325,7 +327,7 @@ impl<'a> Checker<'a> {
                 continue;
             };
             let key = wanted.0.as_ref().map_or("no key".to_string(), |key| {
-                format!("key {}", parsley::text::bytes_for_humans(key))
+                format!("key {}", parsley::bytes_for_humans(key))
             });
             let message = format!(
                 "task {}: timer request {}@{} ({key}, time {}) is in its committed history and due (a committed tick at or past its time claims it), but no committed fire on {} answers it ({fired} of {} requests for it fired)",

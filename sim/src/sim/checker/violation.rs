@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::{Stamp, Tp};
 
 use crate::model::EntryStatus;

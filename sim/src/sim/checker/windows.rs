@@ -16,13 +16,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use parsley::app::StagePlan;
-use parsley::record::ConsumedRecord;
-use parsley::stage::ReplayError;
-use parsley::task::TaskId;
-use parsley::text::bytes_for_humans;
-use parsley::window::{Close, Emit, WindowDecl, WindowShape};
+use parsley::bytes_for_humans;
+use parsley::ConsumedRecord;
+use parsley::ReplayError;
+use parsley::StagePlan;
+use parsley::TaskId;
 use parsley::{App, Tp};
+use parsley::{Close, Emit, WindowDecl, WindowShape};
 
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
@@ -142,7 +142,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_windows(&mut self, committed: &Committed<'a>) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            let Some(decl) = plan.stage.operator::<parsley::window::WindowDecl>() else {
+            let Some(decl) = plan.stage.hooks().operator::<parsley::WindowDecl>() else {
                 continue;
             };
             let shape = Shape::of(decl);
@@ -184,7 +184,7 @@ impl<'a> Checker<'a> {
         let is_tick = plan.tick_topic.as_ref() == Some(&delivery.tp.topic);
         let what;
         if is_tick {
-            let Some(tick) = parsley::task::tick_of(&record) else {
+            let Some(tick) = parsley::tick_of(&record) else {
                 return true;
             };
             if matches!(decl.close, Close::WallClock { .. }) {
@@ -499,7 +499,7 @@ fn describe(bytes: &Option<Bytes>) -> String {
 
 /// The windowed aggregation of `plan`, if it is one.
 fn window_of(plan: &StagePlan) -> Option<&WindowDecl> {
-    plan.stage.operator::<WindowDecl>()
+    plan.stage.hooks().operator::<WindowDecl>()
 }
 
 /// The user's fold of `record` into `aggregate`, noted for the S4 probe.

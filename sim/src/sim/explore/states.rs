@@ -14,7 +14,7 @@ use std::collections::hash_map::Entry;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::sim::world::trace::{Entry as TraceEntry, Event};

@@ -8,8 +8,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use parsley::window::WindowShape;
 use parsley::App;
+use parsley::WindowShape;
 
 use crate::sim::world::settings::{Settings, TimeStrategy};
 use crate::sim::world::stats::Stats;
@@ -45,7 +45,7 @@ pub fn horizons(app: &App) -> Vec<Horizon> {
     for plan in app.stages() {
         let stage = &plan.stage;
         let name = plan.name();
-        if let Some(window) = stage.operator::<parsley::window::WindowDecl>() {
+        if let Some(window) = stage.hooks().operator::<parsley::WindowDecl>() {
             let (what, span) = match window.shape {
                 WindowShape::Time { size, .. } => (
                     format!(
@@ -66,7 +66,7 @@ pub fn horizons(app: &App) -> Vec<Horizon> {
             };
             found.push(Horizon { what, span });
         }
-        if let Some(join) = stage.operator::<parsley::join::StreamJoinDecl>() {
+        if let Some(join) = stage.hooks().operator::<parsley::StreamJoinDecl>() {
             found.push(Horizon {
                 what: format!(
                     "the join window of stage {name}: {} before, {} after, plus {} of grace",
@@ -77,14 +77,14 @@ pub fn horizons(app: &App) -> Vec<Horizon> {
                 span: join.before + join.after + join.grace,
             });
         }
-        if let Some(expiry) = stage.operator::<parsley::expiry::ExpiryDecl>() {
+        if let Some(expiry) = stage.hooks().operator::<parsley::ExpiryDecl>() {
             found.push(Horizon {
                 what: format!("the time to live of stage {name}: {}", seconds(expiry.ttl)),
                 span: expiry.ttl,
             });
         }
         if let Some(ticks) = stage.ticks() {
-            let what = match stage.operator::<parsley::timer::TimerDecl>() {
+            let what = match stage.hooks().operator::<parsley::TimerDecl>() {
                 Some(_) => format!(
                     "the resolution of timer service {name}: {}",
                     seconds(ticks.interval)
@@ -136,12 +136,12 @@ pub fn note(horizon: &Horizon, stats: &Stats, seeds: u64, settings: &Settings) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use parsley::window::Windows;
+    use parsley::Windows;
     use parsley::{Parsley, Stage, Topic, Utf8, I64};
 
     fn app() -> App {
         let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
-        let totals = Topic::with_codecs("totals", parsley::window::WindowedCodec(Utf8), I64);
+        let totals = Topic::with_codecs("totals", parsley::WindowedCodec(Utf8), I64);
         let revenue = Windows::tumbling(Duration::from_secs(60))
             .grace(Duration::from_secs(5))
             .aggregate(

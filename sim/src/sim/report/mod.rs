@@ -472,7 +472,7 @@ pub(crate) fn seed_size(stats: &Stats, seeds: u64) -> String {
 mod tests {
     use std::sync::Arc;
 
-    use parsley::task::TaskId;
+    use parsley::TaskId;
     use parsley::{Claim, Stamp};
 
     use super::*;

@@ -26,7 +26,7 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use parsley::header::{self, STAMP_HEADER};
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::{App, Stamp, TopicName, Tp};
 
 use crate::model::Cluster;

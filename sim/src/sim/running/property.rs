@@ -3,10 +3,10 @@
 //! order, and the committed state of every task.
 
 use bytes::Bytes;
-use parsley::partitioner::partition_for;
-use parsley::record::ConsumedRecord;
-use parsley::stage::SlotKey;
-use parsley::task::TaskId;
+use parsley::partition_for;
+use parsley::ConsumedRecord;
+use parsley::SlotKey;
+use parsley::TaskId;
 use parsley::{App, Record, Topic, Tp};
 
 use std::collections::HashSet;
@@ -412,7 +412,7 @@ impl<'a> Committed<'a> {
         &self,
         stage: &str,
         partition: u32,
-    ) -> Result<&'a parsley::stage::Slots<S>, ReadError> {
+    ) -> Result<&'a parsley::Slots<S>, ReadError> {
         self.host(stage, partition)?
             .task
             .slots::<S>()

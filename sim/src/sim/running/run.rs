@@ -6,8 +6,8 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use parsley::assembly::Assembly;
 use parsley::App;
+use parsley::Assembly;
 
 use crate::model::Cluster;
 use crate::sim::checker::{check, CheckInput, Finding, Invariant, Related, Relation, Violation};

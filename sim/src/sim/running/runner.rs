@@ -697,7 +697,7 @@ impl Simulation {
     /// every knob, and the tape format, fingerprinted. A regression tape
     /// recorded under another is stale.
     pub(crate) fn build_fingerprint(&self) -> u64 {
-        parsley::app::fingerprint(&format!(
+        parsley::fingerprint(&format!(
             "tape format {TAPE_FORMAT}\n{}settings {:?}\n",
             self.app().shape(),
             self.settings()

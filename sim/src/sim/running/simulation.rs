@@ -266,6 +266,7 @@ pub enum SimulationError {
         allowed: String,
     },
     /// Planted bugs need `parsley`'s `mutations` feature.
+    #[doc(hidden)]
     #[error("cannot plant {mutation:?}: this build of parsley lacks the `mutations` feature")]
     MutationsUnavailable {
         /// The bug asked for.
@@ -489,9 +490,11 @@ impl SimulationBuilder {
         self
     }
 
-    /// Plants a bug of the core ([`parsley::mutation`]) on every thread that
+    /// Plants a bug of the core (`parsley::mutation`) on every thread that
     /// runs this simulation, to show that the checker finds it. Planted bugs
-    /// exist only with `parsley`'s `mutations` feature; never in production.
+    /// exist only with `parsley`'s `mutations` feature; never in production,
+    /// and hidden from the docs as the bugs are.
+    #[doc(hidden)]
     pub fn planted(mut self, mutation: Option<Mutation>) -> Self {
         self.mutation = mutation;
         self
@@ -863,6 +866,7 @@ impl Simulation {
     }
 
     /// The planted bug, if any.
+    #[doc(hidden)]
     pub fn mutation(&self) -> Option<Mutation> {
         self.inner.mutation
     }

@@ -13,7 +13,7 @@
 //! is the simplest decision: a zero draws a uniform (smallest) advance, the
 //! nearest deadline, and the deadline itself.
 
-use parsley::deadline::{Deadline, TimeDomain};
+use parsley::{Deadline, TimeDomain};
 
 use super::choice::Choices;
 use super::settings::TimeStrategy;

@@ -7,7 +7,7 @@
 
 use std::hash::{Hash, Hasher};
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 
 use super::TaskHost;
 use super::{Action, World};

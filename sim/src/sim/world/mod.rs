@@ -17,11 +17,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parsley::assembly::Assembly;
-use parsley::partitioner::partition_for;
-use parsley::record::RecordData;
-use parsley::task::{HeadStatus, TaskId};
+use parsley::partition_for;
+use parsley::Assembly;
+use parsley::RecordData;
 use parsley::{assemble, App, Claim, Stamp, TaskConfig, Tp};
+use parsley::{HeadStatus, TaskId};
 
 use crate::host::{CommitOutcome, HostError, Markers, Sent, TaskHost};
 use crate::model::{Cluster, ModelError};
@@ -1124,8 +1124,7 @@ impl World {
             let Some(host) = self.host_index(instance, &task) else {
                 continue;
             };
-            let Some(due) = parsley::timer::next_due(self.host(instance, host).task.slots_view())
-            else {
+            let Some(due) = parsley::next_due(self.host(instance, host).task.slots_view()) else {
                 continue;
             };
             let next_tick = self.host(instance, host).task.next_tick_at().unwrap_or(due);
@@ -1326,7 +1325,7 @@ impl World {
         for (_, _, host) in self.active_hosts() {
             if host.task.has_open_work()
                 || host.task.buffered() > 0
-                || parsley::timer::next_due(host.task.slots_view()).is_some()
+                || parsley::next_due(host.task.slots_view()).is_some()
             {
                 return false;
             }

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use parsley::task::TaskId;
+use parsley::TaskId;
 use parsley::{Claim, Tp};
 
 /// One transaction of one task instance: the producer (id and epoch) and the
