@@ -22,6 +22,10 @@ use crate::tp::Tp;
 pub(crate) type JoinerFn<K, V, T, R> =
     Arc<dyn Fn(&Record<K, V>, Option<&T>) -> Option<Result<R, String>> + Send + Sync>;
 
+/// The counter of stream records joined with a row whose timestamp is
+/// higher than their own: a table newer than the record.
+pub(crate) const ROWS_NEWER: &str = "join-rows-newer-than-record-total";
+
 /// Source 0 is the stream, source 1 the table.
 const TABLE: usize = 1;
 
@@ -119,6 +123,23 @@ where
         Ok(Change::Joined(joined.map(|joined| {
             self.output().send(record.key.clone(), joined)
         })))
+    }
+
+    /// J2's join of the stream record `consumed` with `row`: the output
+    /// record, or `None` when an inner join writes nothing. The versioned
+    /// join (V2) joins through it, with the version it looked up.
+    pub(super) fn join_record(
+        &self,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+        row: Option<&T>,
+    ) -> Result<Option<Emission>, DeliveryFailure> {
+        match self.stream_record(tp, consumed, row)? {
+            Change::Joined(joined) => Ok(joined),
+            Change::Row { .. } | Change::Unchanged => {
+                unreachable!("a stream record changes no row")
+            }
+        }
     }
 
     fn deliver(

@@ -74,6 +74,7 @@ mod stream;
 mod stream_logic;
 mod table;
 mod table_logic;
+mod versioned;
 
 pub use foreign_key::{
     response_topic_name, subscription_topic_name, ForeignKeyJoin, ForeignKeyJoinBuilder,
@@ -85,6 +86,7 @@ pub use stream::{
     StreamStreamJoin,
 };
 pub use table::{sides_of, Sides, TableJoinBuilder, TableJoinDecl, TableJoinKind, TableTableJoin};
+pub use versioned::{StreamVersionedTableJoin, VersionedJoinBuilder, VersionedJoinDecl};
 
 use std::sync::Arc;
 use std::time::Duration;
