@@ -50,9 +50,15 @@ fn fx() -> Fx {
         .inner(|trade, rate: &i64| trade.value * rate)
         .into(&converted)
         .build();
+    // The plain join, for comparison: the latest rate its task delivered.
+    let latest = Join::stream_table("latest", &trades, &rates)
+        .inner(|trade, rate: &i64| trade.value * rate)
+        .into(&long("converted-at-latest"))
+        .build();
     let app = Parsley::named("fx")
         .stage(valuing)
         .stage(converting)
+        .stage(latest)
         .build()
         .unwrap();
     Fx {
@@ -201,4 +207,42 @@ fn j16_an_update_older_than_the_retention_is_dropped_and_counted() {
         .map(|valuation| valuation.rate)
         .collect();
     assert_eq!(rates_seen, vec![Some(100), None]);
+}
+
+/// J2, J17: a trade piped after a rate newer than itself meets that rate in
+/// the plain join, which counts it (`join-rows-newer-than-record-total`);
+/// the versioned joins never do.
+#[test]
+fn j2_j17_a_row_newer_than_the_record_is_counted_by_the_plain_join_only() {
+    let fx = fx();
+    let driver = driver(&fx);
+    let rates = driver.input(&fx.rates).unwrap();
+    let trades = driver.input(&fx.trades).unwrap();
+    rates
+        .pipe_record(TestRecord::new("eur", 105).at(T0 + 1_000))
+        .unwrap();
+    rates
+        .pipe_record(TestRecord::new("eur", 110).at(T0 + 2_000))
+        .unwrap();
+    // Older than the latest rate: one plain meeting of a newer row.
+    trades
+        .pipe_record(TestRecord::new("eur", 1).at(T0 + 1_500))
+        .unwrap();
+    // Of the latest rate's own millisecond, and after it: not newer.
+    trades
+        .pipe_record(TestRecord::new("eur", 2).at(T0 + 2_000))
+        .unwrap();
+    trades
+        .pipe_record(TestRecord::new("eur", 3).at(T0 + 3_000))
+        .unwrap();
+    let newer = |stage: &str| {
+        driver
+            .metric(stage, "join-rows-newer-than-record-total")
+            .unwrap()
+    };
+    assert_eq!(newer("latest"), 1);
+    assert_eq!(newer("valuing"), 0);
+    assert_eq!(newer("converting"), 0);
+    let converted = driver.output(&fx.converted).unwrap().read_values().unwrap();
+    assert_eq!(converted, vec![105, 2 * 110, 3 * 110]);
 }

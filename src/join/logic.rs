@@ -17,6 +17,8 @@ use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::topic::Topic;
 use crate::tp::Tp;
 
+use super::row::{Row, RowCodec};
+
 /// The joiner, in its left-join form: `None` when an inner join writes
 /// nothing (there is no row).
 pub(crate) type JoinerFn<K, V, T, R> =
@@ -41,7 +43,7 @@ pub(crate) struct JoinLogic<K, V, T, R> {
 enum Change<T> {
     Row {
         slot: SlotKey,
-        row: Option<(T, Bytes)>,
+        row: Option<(Row<T>, Bytes)>,
     },
     Unchanged,
     Joined(Option<Emission>),
@@ -54,6 +56,14 @@ where
     T: Clone + Send + Sync + 'static,
     R: 'static,
 {
+    /// The slots' codec: a row's timestamp, then its value in the table's
+    /// codec.
+    fn row_codec(&self) -> RowCodec<T> {
+        RowCodec {
+            value: self.table.value_codec_arc(),
+        }
+    }
+
     fn output(&self) -> &Topic<K, R> {
         self.output
             .as_ref()
@@ -92,14 +102,19 @@ where
                 false => Change::Unchanged,
             });
         };
-        let row = self.table.decode(tp, consumed)?.value;
+        let value = self.table.decode(tp, consumed)?.value;
         if exists && mutation::active(Mutation::JoinKeepsStaleRow) {
             return Ok(Change::Unchanged);
         }
-        // The changelog keeps the row as the table has it: its own bytes.
+        // The changelog keeps the row's value as the table has it, its own
+        // bytes, after its timestamp.
+        let timestamp = consumed.data.timestamp;
         Ok(Change::Row {
             slot,
-            row: Some((row, bytes.clone())),
+            row: Some((
+                Row { value, timestamp },
+                RowCodec::<T>::bytes(timestamp, bytes),
+            )),
         })
     }
 
@@ -147,11 +162,11 @@ where
         source: usize,
         tp: &Tp,
         consumed: &ConsumedRecord,
-        row: Option<&T>,
-    ) -> Result<(Outcome, Option<Option<T>>), DeliveryFailure> {
+        row: Option<&Row<T>>,
+    ) -> Result<(Outcome, Option<Option<Row<T>>>), DeliveryFailure> {
         let change = match source {
             TABLE => self.table_record(tp, consumed, row.is_some())?,
-            _ => self.stream_record(tp, consumed, row)?,
+            _ => self.stream_record(tp, consumed, row.map(|row| &row.value))?,
         };
         let mut outcome = Outcome {
             emissions: Vec::new(),
@@ -159,6 +174,11 @@ where
             more_writes: Vec::new(),
             ..Outcome::default()
         };
+        // A stream record that meets a row newer than itself: the table
+        // as of the delivery order is not the table as of its time.
+        if source != TABLE && row.is_some_and(|row| row.timestamp > consumed.data.timestamp) {
+            outcome.counted.count(ROWS_NEWER);
+        }
         let proposal = match change {
             Change::Row { slot, row } => {
                 let (state, encoded) = match row {
@@ -238,8 +258,8 @@ where
     R: 'static,
 {
     fn new_slots(&self) -> Box<dyn SlotStore> {
-        let codec: Arc<dyn Codec<T>> = self.table.value_codec_arc();
-        Box::new(Slots::<T>::new(Some(codec)))
+        let codec: Arc<dyn Codec<Row<T>>> = Arc::new(self.row_codec());
+        Box::new(Slots::<Row<T>>::new(Some(codec)))
     }
 
     fn on_record(
@@ -251,7 +271,7 @@ where
     ) -> Result<Outcome, DeliveryFailure> {
         let slots = slots
             .as_any_mut()
-            .downcast_mut::<Slots<T>>()
+            .downcast_mut::<Slots<Row<T>>>()
             .expect("a join's slots hold its table's rows");
         let slot = SlotKey::for_key(record.data.key.as_ref());
         let (outcome, proposal) = self.deliver(source, tp, record, slots.get(&slot))?;
@@ -270,7 +290,7 @@ where
     ) -> Result<Outcome, ReplayFailure> {
         let row = slots
             .first()
-            .map(|(_, bytes)| self.table.value_codec().decode(bytes))
+            .map(|(_, bytes)| self.row_codec().decode(bytes))
             .transpose()
             .map_err(ReplayFailure::State)?;
         Ok(self.deliver(source, tp, record, row.as_ref())?.0)

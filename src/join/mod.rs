@@ -15,7 +15,11 @@
 //!   the task's delivery order. [`StreamTableJoin::inner`] writes nothing
 //!   when there is no row; [`StreamTableJoin::left`] calls the joiner with
 //!   `None`. The result goes to the output topic under the stream record's
-//!   key, with its timestamp. A stream record never changes the table.
+//!   key, with its timestamp. A stream record never changes the table. A
+//!   stream record that meets a row newer than itself is counted
+//!   (`join-rows-newer-than-record-total`); a versioned join
+//!   ([`Join::stream_versioned_table`]) reads the table as of the record's
+//!   timestamp instead.
 //! - **Causal joins (J3).** A stream record whose stamp claims a table
 //!   record (its producer stamped it with [`crate::CausalClock`] after
 //!   writing the table update, or a stage that had delivered the update
@@ -70,6 +74,7 @@ mod foreign_key;
 mod foreign_key_codec;
 mod foreign_key_logic;
 mod logic;
+mod row;
 mod stream;
 mod stream_logic;
 mod table;
@@ -94,7 +99,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::emission::Record;
-use crate::operator::{CoPartitioned, Operator, UserLogic};
+use crate::operator::{CoPartitioned, Counter, Operator, UserLogic};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::DeliveryFailure;
 use crate::stage::logic::Fallible;
@@ -209,6 +214,13 @@ pub struct JoinDecl {
 }
 
 impl Operator for JoinDecl {
+    fn counters(&self) -> &'static [Counter] {
+        &[Counter {
+            name: logic::ROWS_NEWER,
+            help: "Stream records a stream–table join (J2) joined with a row whose timestamp is higher than their own.",
+        }]
+    }
+
     /// C3, J4: its stream and table, so that a key's records and its row
     /// meet in one task.
     fn co_partitioned(&self, stage: &str) -> Vec<CoPartitioned> {
@@ -404,11 +416,11 @@ where
 pub fn rows_of<T: Clone + Send + Sync + 'static>(
     slots: crate::stage::SlotsView<'_>,
 ) -> Option<Vec<(Bytes, T)>> {
-    let slots = slots.of::<T>()?;
+    let slots = slots.of::<row::Row<T>>()?;
     let mut rows: Vec<(Bytes, T)> = slots
         .current_slots()
         .filter_map(|(slot, row)| match slot {
-            crate::stage::SlotKey::Key(key) => Some((key.clone(), row.clone())),
+            crate::stage::SlotKey::Key(key) => Some((key.clone(), row.value.clone())),
             _ => None,
         })
         .collect();
