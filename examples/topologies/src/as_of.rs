@@ -4,10 +4,12 @@
 //! stream–table join over the same topics that prices each order at the
 //! latest discount its task delivered.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use parsley::join::Join;
 use parsley::{App, CompositionError, Json, Parsley, Topic, Utf8};
+use parsley_sim::sim::{BoxError, Committed};
 
 use crate::{discounted, long_topic, priced, PricedOrder};
 
@@ -88,4 +90,50 @@ pub fn as_of(topics: &AsOfTopics) -> Result<App, CompositionError> {
         .stage(as_of_discounted)
         .stage(latest)
         .build()
+}
+
+/// The committed records of `priced` that carry a discount no committed
+/// update of their customer at or before their timestamp set: orders that
+/// met a discount newer than themselves (the discounts' own log is the
+/// reference, not a join's state). The `as-of` simulation's property
+/// (none for the versioned joins) and its sometimes mark (some for the
+/// plain join) read it.
+pub fn met_newer_discounts(
+    run: &Committed<'_>,
+    discounts: &Topic<String, i64>,
+    priced: &Topic<String, PricedOrder>,
+) -> Result<Vec<parsley::Record<String, PricedOrder>>, BoxError> {
+    let mut set: HashMap<String, Vec<(i64, i64)>> = HashMap::new();
+    for partition in 0..run.partitions(discounts)? {
+        let tp = parsley::Tp::new(discounts.name().clone(), partition);
+        for update in run.committed_raw(&tp)? {
+            let (Some(key), Some(value)) = (&update.data.key, &update.data.value) else {
+                continue;
+            };
+            let customer = discounts.key_codec().decode(key)?;
+            let discount = discounts.value_codec().decode(value)?;
+            set.entry(customer)
+                .or_default()
+                .push((update.data.timestamp, discount));
+        }
+    }
+    let seen_by = |order: &parsley::Record<String, PricedOrder>| {
+        let Some(discount) = order.value.discount else {
+            return true;
+        };
+        order
+            .key
+            .as_ref()
+            .and_then(|key| set.get(key))
+            .is_some_and(|updates| {
+                updates
+                    .iter()
+                    .any(|(at, value)| *at <= order.timestamp && *value == discount)
+            })
+    };
+    Ok(run
+        .records(priced)?
+        .into_iter()
+        .filter(|order| !seen_by(order))
+        .collect())
 }

@@ -166,7 +166,24 @@ pub fn enrichment(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
 pub fn as_of(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     let topics = crate::AsOfTopics::new();
     let app = crate::as_of(&topics)?;
+    let (discounts, priced) = (topics.discounts.clone(), topics.priced.clone());
+    let (table, latest) = (topics.discounts.clone(), topics.latest.clone());
     Ok(Simulation::builder(app)
+        .property(
+            "a versioned join never prices an order at a discount newer than it",
+            move |run| match crate::as_of::met_newer_discounts(run, &discounts, &priced)?.first() {
+                None => Ok(()),
+                Some(order) => Err(format!(
+                    "{}@{} (customer {:?}, timestamp {}) was priced at discount {:?}, which no update of its customer at or before its timestamp set",
+                    order.topic, order.offset, order.key, order.timestamp, order.value.discount
+                )
+                .into()),
+            },
+        )
+        .sometimes(
+            "a plain join prices an order at a discount newer than it",
+            move |run| Ok(!crate::as_of::met_newer_discounts(run, &table, &latest)?.is_empty()),
+        )
         .input(
             Input::new(&topics.discounts, |draw| {
                 (Some(draw.key()), draw.range(0, 50))
