@@ -363,12 +363,21 @@ where
         self
     }
 
-    /// G9: the join's task delivers its stream and table records in
-    /// timestamp order, waiting for records known to be in a source's log
+    /// G9: the join's task merges its stream and table partitions by their
+    /// heads' timestamps, waiting for records known to be in a source's log
     /// and up to `max_idle` for a caught-up source to get more (Kafka
-    /// Streams' `max.task.idle.ms`), so that a stream record is joined with
-    /// the table as of its timestamp: with every table update of a lower
-    /// timestamp that reached the table in time, and none of a higher one. See
+    /// Streams' `max.task.idle.ms`). When both topics' timestamps rise with
+    /// their offsets, a stream record is joined with every table update of
+    /// a lower timestamp that reached the table in time and none of a
+    /// higher one. It does not sort a partition: when a topic is out of
+    /// timestamp order within itself, a record may meet an update newer
+    /// than itself or miss an older one (counted by
+    /// `join-rows-newer-than-record-total`, the first of these). Of a stream
+    /// record and a table update of one millisecond, the one whose topic's
+    /// name sorts first (byte by byte) goes first: the record sees the
+    /// update only when the table's name sorts before the stream's. For the
+    /// table as of each record's timestamp whatever the order, use
+    /// [`Join::stream_versioned_table`] (J16, J17). See
     /// [`StageBuilder::synchronise_by_timestamp`](crate::stage::StageBuilder::synchronise_by_timestamp).
     pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
         self.timestamp_sync = Some(max_idle);
