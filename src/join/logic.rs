@@ -38,6 +38,10 @@ pub(crate) struct JoinLogic<K, V, T, R> {
     pub joiner: JoinerFn<K, V, T, R>,
 }
 
+/// A delivery's new row for its key's slot, when it writes one (`None`
+/// inside: deleted).
+type Proposal<T> = Option<Option<Row<T>>>;
+
 /// What one delivery does: a row written or deleted (a table record), or
 /// the join's result (a stream record).
 enum Change<T> {
@@ -163,7 +167,7 @@ where
         tp: &Tp,
         consumed: &ConsumedRecord,
         row: Option<&Row<T>>,
-    ) -> Result<(Outcome, Option<Option<Row<T>>>), DeliveryFailure> {
+    ) -> Result<(Outcome, Proposal<T>), DeliveryFailure> {
         let change = match source {
             TABLE => self.table_record(tp, consumed, row.is_some())?,
             _ => self.stream_record(tp, consumed, row.map(|row| &row.value))?,
