@@ -28,6 +28,9 @@ pub(crate) type JoinerFn<K, V, T, R> =
 /// higher than their own: a table newer than the record.
 pub(crate) const ROWS_NEWER: &str = "join-rows-newer-than-record-total";
 
+/// Its help text, one for every stream–table join that declares it.
+pub(crate) const ROWS_NEWER_HELP: &str = "Stream records a stream–table join (J2, J17) joined with a row whose timestamp is higher than their own.";
+
 /// Source 0 is the stream, source 1 the table.
 const TABLE: usize = 1;
 

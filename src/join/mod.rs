@@ -217,7 +217,7 @@ impl Operator for JoinDecl {
     fn counters(&self) -> &'static [Counter] {
         &[Counter {
             name: logic::ROWS_NEWER,
-            help: "Stream records a stream–table join (J2) joined with a row whose timestamp is higher than their own.",
+            help: logic::ROWS_NEWER_HELP,
         }]
     }
 

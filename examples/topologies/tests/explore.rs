@@ -158,12 +158,7 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
         (TickTimeNotRolledBack, "balances", tiny(8), Invariant::I4),
         // A discount and an order of one millisecond (the clock stands
         // still between them): the order must see the discount.
-        (
-            VersionedJoinExcludesEqual,
-            "as-of",
-            tiny(8),
-            Invariant::I13,
-        ),
+        (VersionedJoinExcludesEqual, "as-of", tiny(8), Invariant::I13),
         // A discount stamped later than the order after it.
         (VersionedJoinTakesLatest, "as-of", tiny(8), Invariant::I13),
         (

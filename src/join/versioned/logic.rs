@@ -26,7 +26,7 @@ pub(crate) const UPDATES_EXPIRED: &str = "versioned-table-updates-expired-total"
 /// The counter of stream records joined with a version newer than
 /// themselves, shared with the plain join (`join-rows-newer-than-record-total`):
 /// never counted here but by a broken lookup.
-pub(crate) use super::super::logic::ROWS_NEWER;
+pub(crate) use super::super::logic::{ROWS_NEWER, ROWS_NEWER_HELP};
 
 pub(crate) struct VersionedJoinLogic<K, V, T, R> {
     /// The plain join's logic, for its joiner and codecs.

@@ -139,7 +139,7 @@ impl Operator for VersionedJoinDecl {
             },
             Counter {
                 name: logic::ROWS_NEWER,
-                help: "Stream records a stream–table join joined with a row whose timestamp is higher than their own.",
+                help: logic::ROWS_NEWER_HELP,
             },
         ]
     }
