@@ -20,6 +20,8 @@
 #                               (ForeignKeyJoins.java says its format)
 #   differential/run.sh rekeys        the same for the re-key program (Rekeys.java
 #                               says its format)
+#   differential/run.sh versioned-joins  the same for the versioned stream–table joins
+#                               program (VersionedJoins.java says its format)
 #
 # The build is cached under differential/kafka-streams/target/; delete that
 # folder (or touch the pom/source) to rebuild.
@@ -57,6 +59,7 @@ case "${1:-}" in
   table-joins) main=parsley.differential.TableJoins ;;
   fk-joins) main=parsley.differential.ForeignKeyJoins ;;
   rekeys) main=parsley.differential.Rekeys ;;
-  *) echo "differential/run.sh: say build, windows, joins, sessions, stream-joins, table-joins, fk-joins or rekeys (got ${1:-nothing})" >&2; exit 2 ;;
+  versioned-joins) main=parsley.differential.VersionedJoins ;;
+  *) echo "differential/run.sh: say build, windows, joins, sessions, stream-joins, table-joins, fk-joins, rekeys or versioned-joins (got ${1:-nothing})" >&2; exit 2 ;;
 esac
 exec java -cp "$jar:$(cat "$classpath")" "$main"

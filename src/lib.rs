@@ -135,8 +135,8 @@ pub use join::{
     ForeignKeyJoinBuilder, ForeignKeyJoinDecl, ForeignKeyJoinPart, ForeignKeyJoinStages,
     HeldRecord, Join, JoinBuilder, JoinDecl, JoinKind, JoinWindows, Response, ResponseCodec, Sides,
     StreamJoinBuilder, StreamJoinDecl, StreamJoinKind, StreamStreamJoin, StreamTableJoin,
-    Subscription, SubscriptionCodec, TableJoinBuilder, TableJoinDecl, TableJoinKind,
-    TableTableJoin,
+    StreamVersionedTableJoin, Subscription, SubscriptionCodec, TableJoinBuilder, TableJoinDecl,
+    TableJoinKind, TableTableJoin, VersionedJoinBuilder, VersionedJoinDecl,
 };
 pub use operator::{CoPartitioned, Counter, Operator, OperatorProblem};
 pub use rekey::{repartition_topic_name, RekeyDecl, RekeyOutputDecl};

@@ -168,11 +168,20 @@ pub enum Mutation {
     /// lands on the wrong partition of the repartition topic, and a
     /// downstream stage counts it under the wrong key (breaks R3, I17).
     RekeyOutputKeepsKey,
+    /// A versioned join's lookup leaves out a version of the stream
+    /// record's own millisecond: a record joins the version before it
+    /// (breaks J17, I13). Only a table update and a stream record of one
+    /// key and one timestamp show it.
+    VersionedJoinExcludesEqual,
+    /// A versioned join's lookup takes the key's latest version whatever
+    /// its timestamp, as a plain table does: a record joins a version
+    /// newer than itself (breaks J17, I13).
+    VersionedJoinTakesLatest,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 41] = [
+    pub const ALL: [Mutation; 43] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -214,6 +223,8 @@ impl Mutation {
         Mutation::ForeignKeyJoinKeepsStaleResponse,
         Mutation::ChangelogKeepsFirstChange,
         Mutation::RekeyOutputKeepsKey,
+        Mutation::VersionedJoinExcludesEqual,
+        Mutation::VersionedJoinTakesLatest,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -260,6 +271,8 @@ impl Mutation {
             Mutation::DeadLetterKindSwapped => "dead-letter-kind-swapped",
             Mutation::ForeignKeyJoinKeepsStaleResponse => "fk-join-keeps-stale-response",
             Mutation::ChangelogKeepsFirstChange => "changelog-keeps-first-change",
+            Mutation::VersionedJoinExcludesEqual => "versioned-join-excludes-equal",
+            Mutation::VersionedJoinTakesLatest => "versioned-join-takes-latest",
         }
     }
 

@@ -29,4 +29,5 @@ mod timeline;
 mod timer_driver;
 mod timer_service;
 mod transactions;
+mod versioned_join_driver;
 mod window_driver;

@@ -17,10 +17,19 @@ use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::topic::Topic;
 use crate::tp::Tp;
 
+use super::row::{Row, RowCodec};
+
 /// The joiner, in its left-join form: `None` when an inner join writes
 /// nothing (there is no row).
 pub(crate) type JoinerFn<K, V, T, R> =
     Arc<dyn Fn(&Record<K, V>, Option<&T>) -> Option<Result<R, String>> + Send + Sync>;
+
+/// The counter of stream records joined with a row whose timestamp is
+/// higher than their own: a table newer than the record.
+pub(crate) const ROWS_NEWER: &str = "join-rows-newer-than-record-total";
+
+/// Its help text, one for every stream–table join that declares it.
+pub(crate) const ROWS_NEWER_HELP: &str = "Stream records a stream–table join (J2, J17) joined with a row whose timestamp is higher than their own.";
 
 /// Source 0 is the stream, source 1 the table.
 const TABLE: usize = 1;
@@ -32,12 +41,16 @@ pub(crate) struct JoinLogic<K, V, T, R> {
     pub joiner: JoinerFn<K, V, T, R>,
 }
 
+/// A delivery's new row for its key's slot, when it writes one (`None`
+/// inside: deleted).
+type Proposal<T> = Option<Option<Row<T>>>;
+
 /// What one delivery does: a row written or deleted (a table record), or
 /// the join's result (a stream record).
 enum Change<T> {
     Row {
         slot: SlotKey,
-        row: Option<(T, Bytes)>,
+        row: Option<(Row<T>, Bytes)>,
     },
     Unchanged,
     Joined(Option<Emission>),
@@ -50,6 +63,14 @@ where
     T: Clone + Send + Sync + 'static,
     R: 'static,
 {
+    /// The slots' codec: a row's timestamp, then its value in the table's
+    /// codec.
+    fn row_codec(&self) -> RowCodec<T> {
+        RowCodec {
+            value: self.table.value_codec_arc(),
+        }
+    }
+
     fn output(&self) -> &Topic<K, R> {
         self.output
             .as_ref()
@@ -88,14 +109,19 @@ where
                 false => Change::Unchanged,
             });
         };
-        let row = self.table.decode(tp, consumed)?.value;
+        let value = self.table.decode(tp, consumed)?.value;
         if exists && mutation::active(Mutation::JoinKeepsStaleRow) {
             return Ok(Change::Unchanged);
         }
-        // The changelog keeps the row as the table has it: its own bytes.
+        // The changelog keeps the row's value as the table has it, its own
+        // bytes, after its timestamp.
+        let timestamp = consumed.data.timestamp;
         Ok(Change::Row {
             slot,
-            row: Some((row, bytes.clone())),
+            row: Some((
+                Row { value, timestamp },
+                RowCodec::<T>::bytes(timestamp, bytes),
+            )),
         })
     }
 
@@ -121,16 +147,33 @@ where
         })))
     }
 
+    /// J2's join of the stream record `consumed` with `row`: the output
+    /// record, or `None` when an inner join writes nothing. The versioned
+    /// join (V2) joins through it, with the version it looked up.
+    pub(super) fn join_record(
+        &self,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+        row: Option<&T>,
+    ) -> Result<Option<Emission>, DeliveryFailure> {
+        match self.stream_record(tp, consumed, row)? {
+            Change::Joined(joined) => Ok(joined),
+            Change::Row { .. } | Change::Unchanged => {
+                unreachable!("a stream record changes no row")
+            }
+        }
+    }
+
     fn deliver(
         &self,
         source: usize,
         tp: &Tp,
         consumed: &ConsumedRecord,
-        row: Option<&T>,
-    ) -> Result<(Outcome, Option<Option<T>>), DeliveryFailure> {
+        row: Option<&Row<T>>,
+    ) -> Result<(Outcome, Proposal<T>), DeliveryFailure> {
         let change = match source {
             TABLE => self.table_record(tp, consumed, row.is_some())?,
-            _ => self.stream_record(tp, consumed, row)?,
+            _ => self.stream_record(tp, consumed, row.map(|row| &row.value))?,
         };
         let mut outcome = Outcome {
             emissions: Vec::new(),
@@ -138,6 +181,11 @@ where
             more_writes: Vec::new(),
             ..Outcome::default()
         };
+        // A stream record that meets a row newer than itself: the table
+        // as of the delivery order is not the table as of its time.
+        if source != TABLE && row.is_some_and(|row| row.timestamp > consumed.data.timestamp) {
+            outcome.counted.count(ROWS_NEWER);
+        }
         let proposal = match change {
             Change::Row { slot, row } => {
                 let (state, encoded) = match row {
@@ -215,8 +263,8 @@ where
     R: 'static,
 {
     fn new_slots(&self) -> Box<dyn SlotStore> {
-        let codec: Arc<dyn Codec<T>> = self.table.value_codec_arc();
-        Box::new(Slots::<T>::new(Some(codec)))
+        let codec: Arc<dyn Codec<Row<T>>> = Arc::new(self.row_codec());
+        Box::new(Slots::<Row<T>>::new(Some(codec)))
     }
 
     fn on_record(
@@ -228,7 +276,7 @@ where
     ) -> Result<Outcome, DeliveryFailure> {
         let slots = slots
             .as_any_mut()
-            .downcast_mut::<Slots<T>>()
+            .downcast_mut::<Slots<Row<T>>>()
             .expect("a join's slots hold its table's rows");
         let slot = SlotKey::for_key(record.data.key.as_ref());
         let (outcome, proposal) = self.deliver(source, tp, record, slots.get(&slot))?;
@@ -247,7 +295,7 @@ where
     ) -> Result<Outcome, ReplayFailure> {
         let row = slots
             .first()
-            .map(|(_, bytes)| self.table.value_codec().decode(bytes))
+            .map(|(_, bytes)| self.row_codec().decode(bytes))
             .transpose()
             .map_err(ReplayFailure::State)?;
         Ok(self.deliver(source, tp, record, row.as_ref())?.0)

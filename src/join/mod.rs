@@ -15,7 +15,11 @@
 //!   the task's delivery order. [`StreamTableJoin::inner`] writes nothing
 //!   when there is no row; [`StreamTableJoin::left`] calls the joiner with
 //!   `None`. The result goes to the output topic under the stream record's
-//!   key, with its timestamp. A stream record never changes the table.
+//!   key, with its timestamp. A stream record never changes the table. A
+//!   stream record that meets a row newer than itself is counted
+//!   (`join-rows-newer-than-record-total`); a versioned join
+//!   ([`Join::stream_versioned_table`]) reads the table as of the record's
+//!   timestamp instead.
 //! - **Causal joins (J3).** A stream record whose stamp claims a table
 //!   record (its producer stamped it with [`crate::CausalClock`] after
 //!   writing the table update, or a stage that had delivered the update
@@ -70,10 +74,12 @@ mod foreign_key;
 mod foreign_key_codec;
 mod foreign_key_logic;
 mod logic;
+mod row;
 mod stream;
 mod stream_logic;
 mod table;
 mod table_logic;
+mod versioned;
 
 pub use foreign_key::{
     response_topic_name, subscription_topic_name, ForeignKeyJoin, ForeignKeyJoinBuilder,
@@ -85,6 +91,7 @@ pub use stream::{
     StreamStreamJoin,
 };
 pub use table::{sides_of, Sides, TableJoinBuilder, TableJoinDecl, TableJoinKind, TableTableJoin};
+pub use versioned::{StreamVersionedTableJoin, VersionedJoinBuilder, VersionedJoinDecl};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,7 +99,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::emission::Record;
-use crate::operator::{CoPartitioned, Operator, UserLogic};
+use crate::operator::{CoPartitioned, Counter, Operator, UserLogic};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::DeliveryFailure;
 use crate::stage::logic::Fallible;
@@ -207,6 +214,13 @@ pub struct JoinDecl {
 }
 
 impl Operator for JoinDecl {
+    fn counters(&self) -> &'static [Counter] {
+        &[Counter {
+            name: logic::ROWS_NEWER,
+            help: logic::ROWS_NEWER_HELP,
+        }]
+    }
+
     /// C3, J4: its stream and table, so that a key's records and its row
     /// meet in one task.
     fn co_partitioned(&self, stage: &str) -> Vec<CoPartitioned> {
@@ -349,12 +363,21 @@ where
         self
     }
 
-    /// G9: the join's task delivers its stream and table records in
-    /// timestamp order, waiting for records known to be in a source's log
+    /// G9: the join's task merges its stream and table partitions by their
+    /// heads' timestamps, waiting for records known to be in a source's log
     /// and up to `max_idle` for a caught-up source to get more (Kafka
-    /// Streams' `max.task.idle.ms`), so that a stream record is joined with
-    /// the table as of its timestamp: with every table update of a lower
-    /// timestamp that reached the table in time, and none of a higher one. See
+    /// Streams' `max.task.idle.ms`). When both topics' timestamps rise with
+    /// their offsets, a stream record is joined with every table update of
+    /// a lower timestamp that reached the table in time and none of a
+    /// higher one. It does not sort a partition: when a topic is out of
+    /// timestamp order within itself, a record may meet an update newer
+    /// than itself or miss an older one (counted by
+    /// `join-rows-newer-than-record-total`, the first of these). Of a stream
+    /// record and a table update of one millisecond, the one whose topic's
+    /// name sorts first (byte by byte) goes first: the record sees the
+    /// update only when the table's name sorts before the stream's. For the
+    /// table as of each record's timestamp whatever the order, use
+    /// [`Join::stream_versioned_table`] (J16, J17). See
     /// [`StageBuilder::synchronise_by_timestamp`](crate::stage::StageBuilder::synchronise_by_timestamp).
     pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
         self.timestamp_sync = Some(max_idle);
@@ -402,11 +425,11 @@ where
 pub fn rows_of<T: Clone + Send + Sync + 'static>(
     slots: crate::stage::SlotsView<'_>,
 ) -> Option<Vec<(Bytes, T)>> {
-    let slots = slots.of::<T>()?;
+    let slots = slots.of::<row::Row<T>>()?;
     let mut rows: Vec<(Bytes, T)> = slots
         .current_slots()
         .filter_map(|(slot, row)| match slot {
-            crate::stage::SlotKey::Key(key) => Some((key.clone(), row.clone())),
+            crate::stage::SlotKey::Key(key) => Some((key.clone(), row.value.clone())),
             _ => None,
         })
         .collect();

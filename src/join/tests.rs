@@ -143,12 +143,15 @@ fn j1_a_tombstone_deletes_the_row() {
     }
 }
 
-/// J2: a stream record changes no row; the row is the table's own bytes.
+/// J1, J2: a stream record changes no row; the row is the table record's
+/// timestamp, then the table's own bytes.
 #[test]
 fn j2_a_stream_record_changes_no_row_and_rows_keep_the_tables_bytes() {
     let mut join = Replay::of(inner());
     join.discount("alice", Some(7));
-    assert_eq!(join.rows[&b"alice".to_vec()][..], 7i64.to_be_bytes());
+    let row = &join.rows[&b"alice".to_vec()][..];
+    assert_eq!(row[..8], 1_000i64.to_be_bytes(), "the row's timestamp");
+    assert_eq!(row[8..], 7i64.to_be_bytes(), "the table record's bytes");
     join.order("alice", 1);
     join.order("dave", 1);
     assert_eq!(join.rows.len(), 1);

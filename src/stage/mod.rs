@@ -438,15 +438,26 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
 
     /// G9's opt-in, Kafka Streams' `max.task.idle.ms`: each task delivers,
     /// among its sources' deliverable heads, the one with the lowest record
-    /// timestamp (ties by topic and partition). While a source has nothing
-    /// fetched and its log has records to fetch, the task waits for them;
-    /// while a source is caught up and empty, it waits up to `max_idle` of
-    /// wall-clock time for more before it delivers the others. The gate's
-    /// causal holds come first (G2): a held head neither goes nor makes the
-    /// others wait. Ticks are not held back. A join over a table and a
-    /// stream so declared sees the table as of each stream record's
-    /// timestamp. `Duration::ZERO` orders by timestamp and waits only for
-    /// records known to be in the log, as Kafka Streams' default does.
+    /// timestamp; equal timestamps go in tp order, by topic name (byte by
+    /// byte), then partition. While a source has nothing fetched and its
+    /// log has records to fetch, the task waits for them; while a source is
+    /// caught up and empty, it waits up to `max_idle` of wall-clock time
+    /// for more before it delivers the others. The gate's causal holds come
+    /// first (G2): a held head neither goes nor makes the others wait.
+    /// Ticks are not held back. `Duration::ZERO` orders by timestamp and
+    /// waits only for records known to be in the log, as Kafka Streams'
+    /// default does.
+    ///
+    /// What it gives is the task's partitions merged by their heads'
+    /// timestamps, each still in offset order: a partition out of timestamp
+    /// order within itself is not sorted, and a record that arrives more
+    /// than `max_idle` late is not waited for. A stream–table join so
+    /// declared sees the table as of each stream record's timestamp only
+    /// when both topics' timestamps rise with their offsets and nothing is
+    /// that late; a table update of the record's own millisecond is seen
+    /// only when the table topic's name sorts first. For the table as of
+    /// each record's timestamp whatever the order, declare a versioned
+    /// join ([`crate::join::Join::stream_versioned_table`], J16, J17).
     ///
     /// ```
     /// use std::time::Duration;

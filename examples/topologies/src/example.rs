@@ -68,11 +68,15 @@ pub enum TopologyName {
     /// stream–stream and a table–table join, a re-key into windows, and
     /// sessions ([`crate::storefront()`]).
     Storefront,
+    /// Versioned tables and as-of joins (J16–J18): orders priced at the
+    /// discount in force at their time, over a table updated out of order,
+    /// beside a plain join ([`crate::as_of()`]).
+    AsOf,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 19] = [
+    pub const ALL: [TopologyName; 20] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -92,6 +96,7 @@ impl TopologyName {
         TopologyName::Credit,
         TopologyName::OrderLabels,
         TopologyName::Storefront,
+        TopologyName::AsOf,
     ];
 
     /// The name as written in scenario files.
@@ -116,6 +121,7 @@ impl TopologyName {
             TopologyName::Credit => "credit",
             TopologyName::OrderLabels => "order-labels",
             TopologyName::Storefront => "storefront",
+            TopologyName::AsOf => "as-of",
         }
     }
 
@@ -141,6 +147,7 @@ impl TopologyName {
             TopologyName::Credit => simulations::credit,
             TopologyName::OrderLabels => simulations::order_labels,
             TopologyName::Storefront => simulations::storefront,
+            TopologyName::AsOf => simulations::as_of,
         }
     }
 
@@ -153,7 +160,8 @@ impl TopologyName {
     /// by-product windows, for the windows' reason, or the settlement
     /// joins, whose windows need input timestamps too, or the credit
     /// joins, whose tables need tombstones, or the order labels, for the
-    /// same reason, or the storefront, which needs all of these.
+    /// same reason, or the storefront, which needs all of these, or the as-of joins,
+    /// whose tables need tombstones and out-of-order timestamps.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -168,6 +176,7 @@ impl TopologyName {
                 | TopologyName::Credit
                 | TopologyName::OrderLabels
                 | TopologyName::Storefront
+                | TopologyName::AsOf
         )
     }
 }
@@ -290,7 +299,8 @@ pub fn namespaced(
         | TopologyName::Settlement
         | TopologyName::Credit
         | TopologyName::OrderLabels
-        | TopologyName::Storefront => return Err(ExampleError::SimulatorOnly(name)),
+        | TopologyName::Storefront
+        | TopologyName::AsOf => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

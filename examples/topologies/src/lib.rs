@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod as_of;
 pub mod cpu;
 pub mod example;
 #[cfg(feature = "live")]
@@ -28,6 +29,7 @@ pub mod planted;
 pub mod simulations;
 pub mod storefront;
 
+pub use as_of::{as_of, AsOfTopics};
 pub use example::{
     namespaced, ExampleError, ExampleTopology, InputTopic, TopologyName, LIVE_RESERVATION_MS,
 };

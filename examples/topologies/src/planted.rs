@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 41] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 43] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -97,6 +97,12 @@ pub const PLANTED: [(Mutation, &str, Invariant); 41] = [
         "balances",
         Invariant::I6,
     ),
+    (
+        Mutation::VersionedJoinExcludesEqual,
+        "as-of",
+        Invariant::I13,
+    ),
+    (Mutation::VersionedJoinTakesLatest, "as-of", Invariant::I13),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
@@ -194,7 +200,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 38] = [
 
 /// The planted bugs only one shipped shape can reach, each with the
 /// reason (also in the mutation's own docs).
-pub const ONE_SHAPE_ONLY: [(Mutation, &str); 3] = [
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 5] = [
     (
         Mutation::CheckpointKeeps16Tps,
         "only a task whose history claims more than 16 tps shows it: regroup's wide topic",
@@ -206,6 +212,14 @@ pub const ONE_SHAPE_ONLY: [(Mutation, &str); 3] = [
     (
         Mutation::ForeignKeyJoinKeepsStaleResponse,
         "only a foreign-key join shows it: order-labels",
+    ),
+    (
+        Mutation::VersionedJoinExcludesEqual,
+        "only a versioned join shows it: as-of",
+    ),
+    (
+        Mutation::VersionedJoinTakesLatest,
+        "only a versioned join shows it: as-of",
     ),
 ];
 

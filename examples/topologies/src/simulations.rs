@@ -157,6 +157,43 @@ pub fn enrichment(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
         .input(amounts(&topics.orders).claims_latest(&topics.discounts, 0.5)))
 }
 
+/// `as-of`: orders joined with the discount in force at their time by
+/// two versioned joins (J16, J17) and with the latest discount by a plain
+/// one, over few customers; discount updates (one in five a tombstone) and
+/// orders both stamped up to 20 and 40 ms behind the wall clock, beyond the
+/// joins' 15 ms retention, so that updates arrive out of order, some too
+/// old to keep, and some orders land on a discount's own millisecond.
+pub fn as_of(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = crate::AsOfTopics::new();
+    let app = crate::as_of(&topics)?;
+    let (discounts, priced) = (topics.discounts.clone(), topics.priced.clone());
+    let (table, latest) = (topics.discounts.clone(), topics.latest.clone());
+    Ok(Simulation::builder(app)
+        .property(
+            "a versioned join never prices an order at a discount newer than it",
+            move |run| match crate::as_of::met_newer_discounts(run, &discounts, &priced)?.first() {
+                None => Ok(()),
+                Some(order) => Err(format!(
+                    "{}@{} (customer {:?}, timestamp {}) was priced at discount {:?}, which no update of its customer at or before its timestamp set",
+                    order.topic, order.offset, order.key, order.timestamp, order.value.discount
+                )
+                .into()),
+            },
+        )
+        .sometimes(
+            "a plain join prices an order at a discount newer than it",
+            move |run| Ok(!crate::as_of::met_newer_discounts(run, &table, &latest)?.is_empty()),
+        )
+        .input(
+            Input::new(&topics.discounts, |draw| {
+                (Some(draw.key()), draw.range(0, 50))
+            })
+            .tombstones(0.2)
+            .event_time_lag(Duration::from_millis(20)),
+        )
+        .input(amounts(&topics.orders).event_time_lag(Duration::from_millis(40))))
+}
+
 /// `dedupe`: order ids over few keys, so that they repeat, with
 /// timestamps up to 1.5 s behind the wall clock (some too far behind stream
 /// time to keep state, E3), and

@@ -11,4 +11,5 @@ mod differential_rekeys;
 mod differential_sessions;
 mod differential_stream_joins;
 mod differential_table_joins;
+mod differential_versioned_joins;
 mod differential_windows;

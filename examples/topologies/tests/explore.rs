@@ -162,6 +162,11 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
             Invariant::I13,
         ),
         (TickTimeNotRolledBack, "balances", tiny(8), Invariant::I4),
+        // A discount and an order of one millisecond (the clock stands
+        // still between them): the order must see the discount.
+        (VersionedJoinExcludesEqual, "as-of", tiny(8), Invariant::I13),
+        // A discount stamped later than the order after it.
+        (VersionedJoinTakesLatest, "as-of", tiny(8), Invariant::I13),
         (
             DeadLetterKindSwapped,
             "dead-letter",

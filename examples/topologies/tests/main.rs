@@ -14,6 +14,7 @@ mod smallest;
 #[path = "../../../fuzz/bodies/causal_order.rs"]
 mod causal_order_body;
 
+mod as_of;
 mod audit;
 mod cli;
 mod examples;

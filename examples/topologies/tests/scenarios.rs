@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 19] = [
+const NAMES: [&str; 20] = [
     "balances",
     "audit-cut",
     "timers",
@@ -26,6 +26,7 @@ const NAMES: [&str; 19] = [
     "credit",
     "order-labels",
     "storefront",
+    "as-of",
 ];
 
 #[test]

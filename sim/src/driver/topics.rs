@@ -162,6 +162,25 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
     /// Kafka Streams' `pipeInput(key, null)` does. It goes where the key's
     /// records go, stamped with the wall clock; then the application runs.
     pub fn pipe_tombstone(&self, key: impl IntoKey<K>) -> Result<(Tp, u64), DriverError> {
+        self.tombstone(key, None)
+    }
+
+    /// Pipes a tombstone for `key` at `timestamp`, as Kafka Streams'
+    /// `pipeInput(key, null, timestamp)` does: what a versioned table
+    /// (J16) keeps as the version that ends a key's row at that time.
+    pub fn pipe_tombstone_at(
+        &self,
+        key: impl IntoKey<K>,
+        timestamp: i64,
+    ) -> Result<(Tp, u64), DriverError> {
+        self.tombstone(key, Some(timestamp))
+    }
+
+    fn tombstone(
+        &self,
+        key: impl IntoKey<K>,
+        timestamp: Option<i64>,
+    ) -> Result<(Tp, u64), DriverError> {
         let name = self.topic.name().as_str();
         let key = key
             .into_key()
@@ -184,7 +203,7 @@ impl<K: 'static, V: 'static> TestInputTopic<K, V> {
             key,
             value: None,
             headers: Vec::new(),
-            timestamp: world.now,
+            timestamp: timestamp.unwrap_or(world.now),
         };
         let offset = world.cluster.append_at(logs[partition as usize], data);
         world.run()?;

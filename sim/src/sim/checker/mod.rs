@@ -16,7 +16,7 @@
 //! (I6, the fold of the committed history), [`outputs`] (I7),
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
 //! [`windows`] (I12), [`joins`], [`stream_joins`], [`table_joins`] and
-//! [`fk_joins`] (I13), [`expiry`] (I14), [`groups`] (I15), [`order`] (I16, asked by
+//! [`fk_joins`] and [`versioned_joins`] (I13), [`expiry`] (I14), [`groups`] (I15), [`order`] (I16, asked by
 //! the walk at each delivery) and [`rekeys`] (I17); [`purity`] tells impure logic (S4) from a
 //! broken rule when a replay disagrees with what was committed.
 //! [`check`] builds the reconstruction once and runs them in turn.
@@ -41,6 +41,7 @@ mod stream_joins;
 mod table_joins;
 mod ticks;
 mod timers;
+mod versioned_joins;
 mod violation;
 mod windows;
 
@@ -113,6 +114,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     checker.check_timers();
     checker.check_windows(&committed);
     checker.check_joins(&committed);
+    checker.check_versioned_joins(&committed);
     checker.check_stream_joins(&committed);
     checker.check_table_joins(&committed);
     checker.check_foreign_key_joins(&committed);

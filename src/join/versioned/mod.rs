@@ -1,0 +1,327 @@
+//! Stream–table joins against a versioned table (J16–J18): Kafka Streams'
+//! `KStream.join(KTable, …)` and `leftJoin` over a table materialised in a
+//! versioned store (KIP-914), so that each stream record is joined with the
+//! table as of its own timestamp, whatever order either topic arrives in.
+//!
+//! - **The versioned table (J16).** Each key's slot holds its history: a
+//!   version per table record (its timestamp and value; a tombstone is a
+//!   version too), kept for the declared history retention; the task's
+//!   tick slot holds the table's observed stream time, the highest
+//!   timestamp of a table update it put. An update older than the observed
+//!   stream time less the retention is dropped. Both are state, written to
+//!   the stage's changelog in the delivery's transaction (S5).
+//! - **The as-of lookup (J17).** A stream record is joined with the latest
+//!   version of its key at or below its own timestamp (equal included); a
+//!   tombstone there, or no version, is no row. A stream record older than
+//!   the observed stream time less the retention sees only the key's
+//!   latest version, when that is at or below its timestamp.
+//! - **The declaration (J18).** Stream and table must be co-partitioned as
+//!   J4 asks, and the retention must be a whole number of milliseconds
+//!   that fits Kafka's timestamps.
+//!
+//! Differences from Kafka Streams are in docs/DESIGN.md ("Versioned
+//! tables"): there is no grace period (KIP-923), so a table update
+//! delivered after a stream record does not change that record's result.
+//!
+//! ```
+//! use std::time::Duration;
+//! use parsley::{Join, VersionedJoinDecl};
+//! use parsley::{Parsley, Topic, Utf8, I64};
+//!
+//! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
+//! let discounts = Topic::<String, i64>::with_codecs("discounts", Utf8, I64);
+//! let priced = Topic::<String, i64>::with_codecs("priced-orders", Utf8, I64);
+//! // Each order at the discount its customer had when it was placed.
+//! let pricing = Join::stream_versioned_table("pricing", &orders, &discounts, Duration::from_secs(3600))
+//!     .left(|order, discount: Option<&i64>| order.value - discount.copied().unwrap_or(0))
+//!     .into(&priced)
+//!     .build();
+//! let app = Parsley::named("shop").stage(pricing).build()?;
+//! let declared = app.stage("pricing").unwrap().stage.hooks().operator::<VersionedJoinDecl>().unwrap();
+//! assert_eq!(declared.history_retention, Duration::from_secs(3600));
+//! # Ok::<(), parsley::CompositionError>(())
+//! ```
+
+mod history;
+mod logic;
+mod slot;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::emission::Record;
+use crate::operator::{CoPartitioned, Counter, Operator, UserLogic};
+use crate::record::ConsumedRecord;
+use crate::stage::logic::Fallible;
+use crate::stage::{ReplayError, Stage};
+use crate::topic::Topic;
+use crate::tp::{TopicName, Tp};
+
+use super::declare::{self, JoinStage, Wording};
+use super::logic::{JoinLogic, JoinerFn};
+use super::{Join, JoinKind, Joiner};
+use logic::VersionedJoinLogic;
+
+impl Join {
+    /// A stream–table join against a versioned table, a stage named `name`
+    /// (unique in its application, C1; it also names the stage's
+    /// changelog): each record of `stream` joined with the version of its
+    /// key in `table` as of the record's timestamp (J16, J17), the table's
+    /// history kept for `history_retention`. Choose the join with
+    /// [`StreamVersionedTableJoin::inner`] or
+    /// [`StreamVersionedTableJoin::left`].
+    pub fn stream_versioned_table<K, V, T>(
+        name: impl Into<String>,
+        stream: &Topic<K, V>,
+        table: &Topic<K, T>,
+        history_retention: Duration,
+    ) -> StreamVersionedTableJoin<K, V, T>
+    where
+        K: Clone + Send + Sync + 'static,
+        V: Send + Sync + 'static,
+        T: Clone + Send + Sync + 'static,
+    {
+        StreamVersionedTableJoin {
+            name: name.into(),
+            stream: stream.clone(),
+            table: table.clone(),
+            history_retention,
+        }
+    }
+}
+
+/// A versioned join's declaration, as [`Stage::operator`] finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionedJoinDecl {
+    /// The stream topic (source 0 of the stage).
+    pub stream: TopicName,
+    /// The table topic (source 1).
+    pub table: TopicName,
+    /// The output topic, once declared.
+    pub output: Option<TopicName>,
+    /// Inner or left.
+    pub kind: JoinKind,
+    /// How long each key's older versions are kept (J16).
+    pub history_retention: Duration,
+    /// The user's joiner with the topics' codecs, for
+    /// [`VersionedJoinDecl::joined`].
+    pub(crate) joiner: UserLogic<dyn Joiner>,
+}
+
+impl Operator for VersionedJoinDecl {
+    /// A table update moves the task's observed stream time (J16), which
+    /// every later delivery reads: kept in the tick slot, read beside the
+    /// record's own.
+    fn record_reads_every_slot(&self) -> bool {
+        true
+    }
+
+    /// C3, J4: its stream and table, so that a key's records and its
+    /// versions meet in one task.
+    fn co_partitioned(&self, stage: &str) -> Vec<CoPartitioned> {
+        vec![CoPartitioned::join_sides(
+            &self.stream,
+            &self.table,
+            format!(
+                "versioned table of stream–table join {stage}, which must be co-partitioned with its stream {} (J4, J18)",
+                self.stream
+            ),
+        )]
+    }
+
+    fn counters(&self) -> &'static [Counter] {
+        &[
+            Counter {
+                name: logic::UPDATES_EXPIRED,
+                help: "Table updates a versioned join (J16) dropped as older than its history retention.",
+            },
+            Counter {
+                name: logic::ROWS_NEWER,
+                help: logic::ROWS_NEWER_HELP,
+            },
+        ]
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl VersionedJoinDecl {
+    /// The output record (key and value bytes; `None` when an inner join
+    /// writes nothing) for the stream record `record` read from `tp`, when
+    /// the version of its key it must see is `row` (the table's value
+    /// bytes; `None`: no row): the user's joiner, encoded with the output
+    /// topic's codecs. What a checker that keeps the histories by itself
+    /// compares a delivery's output with (I13).
+    #[allow(clippy::type_complexity)]
+    pub fn joined(
+        &self,
+        tp: &Tp,
+        record: &ConsumedRecord,
+        row: Option<&[u8]>,
+    ) -> Result<Option<(Option<Bytes>, Bytes)>, ReplayError> {
+        self.joiner
+            .joined(tp, record, row)
+            .map_err(ReplayError::delivery)
+    }
+
+    /// The history retention in milliseconds (J16).
+    pub fn retention_ms(&self) -> i64 {
+        retention_ms(self.history_retention).unwrap_or(i64::MAX)
+    }
+}
+
+/// The retention in whole milliseconds, when it fits a timestamp (J18).
+fn retention_ms(retention: Duration) -> Option<i64> {
+    if retention.subsec_nanos() % 1_000_000 != 0 {
+        return None;
+    }
+    i64::try_from(retention.as_millis()).ok()
+}
+
+/// A versioned join being declared: its sources, before the joiner.
+pub struct StreamVersionedTableJoin<K, V, T> {
+    name: String,
+    stream: Topic<K, V>,
+    table: Topic<K, T>,
+    history_retention: Duration,
+}
+
+impl<K, V, T> StreamVersionedTableJoin<K, V, T>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    /// An inner join: each stream record with a version as of its
+    /// timestamp is joined by `joiner` (which may return `R` or
+    /// `Result<R, E>`; an error or a panic refuses the record, X5).
+    pub fn inner<R, F>(
+        self,
+        joiner: impl Fn(&Record<K, V>, &T) -> F + Send + Sync + 'static,
+    ) -> VersionedJoinBuilder<K, V, T, R>
+    where
+        R: 'static,
+        F: Fallible<R>,
+    {
+        let joiner: JoinerFn<K, V, T, R> =
+            Arc::new(move |record, row| row.map(|row| joiner(record, row).into_result()));
+        self.with(JoinKind::Inner, joiner)
+    }
+
+    /// A left join: each stream record is joined by `joiner`, with its
+    /// version as of its timestamp or `None`.
+    pub fn left<R, F>(
+        self,
+        joiner: impl Fn(&Record<K, V>, Option<&T>) -> F + Send + Sync + 'static,
+    ) -> VersionedJoinBuilder<K, V, T, R>
+    where
+        R: 'static,
+        F: Fallible<R>,
+    {
+        let joiner: JoinerFn<K, V, T, R> =
+            Arc::new(move |record, row| Some(joiner(record, row).into_result()));
+        self.with(JoinKind::Left, joiner)
+    }
+
+    fn with<R>(
+        self,
+        kind: JoinKind,
+        joiner: JoinerFn<K, V, T, R>,
+    ) -> VersionedJoinBuilder<K, V, T, R> {
+        VersionedJoinBuilder {
+            name: self.name,
+            stream: self.stream,
+            table: self.table,
+            history_retention: self.history_retention,
+            kind,
+            joiner,
+            output: None,
+            dead_letter: false,
+        }
+    }
+}
+
+/// A versioned join with its joiner; see the [module docs](self).
+pub struct VersionedJoinBuilder<K, V, T, R> {
+    name: String,
+    stream: Topic<K, V>,
+    table: Topic<K, T>,
+    history_retention: Duration,
+    kind: JoinKind,
+    joiner: JoinerFn<K, V, T, R>,
+    output: Option<Topic<K, R>>,
+    dead_letter: bool,
+}
+
+impl<K, V, T, R> VersionedJoinBuilder<K, V, T, R>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    R: 'static,
+{
+    /// The topic the join's results are written to (required).
+    pub fn into(mut self, output: &Topic<K, R>) -> Self {
+        self.output = Some(output.clone());
+        self
+    }
+
+    /// X5's opt-in: refused records (no key, no timestamp, a value the
+    /// codec refuses, a failing joiner) go to `<application.id>-<name>-dlq`
+    /// instead of stopping the task.
+    pub fn dead_letter_queue(mut self) -> Self {
+        self.dead_letter = true;
+        self
+    }
+
+    /// The stage.
+    pub fn build(self) -> Stage {
+        let wording = Wording {
+            rule: ("J18", "j18", "versioned stream–table join"),
+            same_topic: "one topic as both its stream and its versioned table",
+            key_codecs: "a stream and a versioned table whose keys have different codecs (a key's bytes must be the same on both to meet)",
+        };
+        let mut problems =
+            declare::problems(&wording, &self.stream, &self.table, self.output.as_ref());
+        let retention = retention_ms(self.history_retention);
+        if retention.is_none() {
+            problems.push(wording.problem(
+                "a history retention that is not a whole number of milliseconds up to i64::MAX (Kafka's timestamps are milliseconds)",
+            ));
+        }
+        let join = Arc::new(JoinLogic {
+            stream: self.stream.clone(),
+            table: self.table.clone(),
+            output: self.output.clone(),
+            joiner: self.joiner,
+        });
+        let logic = Arc::new(VersionedJoinLogic {
+            join: join.clone(),
+            retention: retention.unwrap_or(i64::MAX),
+        });
+        let declared = Arc::new(VersionedJoinDecl {
+            stream: self.stream.name().clone(),
+            table: self.table.name().clone(),
+            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            kind: self.kind,
+            history_retention: self.history_retention,
+            joiner: UserLogic(join),
+        });
+        let stage = JoinStage {
+            name: self.name,
+            first: self.stream.clone(),
+            second: self.table.clone(),
+            output: self.output.clone(),
+            dead_letter: self.dead_letter,
+            timestamp_sync: None,
+        };
+        stage.stage(declared, logic, problems)
+    }
+}
+
+#[cfg(test)]
+mod tests;
