@@ -439,3 +439,118 @@ fn a_panic_in_a_run_is_a_violation_of_its_seed() {
     assert!(failure.contains("cannot make a view worth 7"), "{failure}");
     assert!(failure.contains("seed "), "{failure}");
 }
+
+/// An expiring fold that counts each key's new ids, "new" decided by a set
+/// its closure captures: a redelivery after an abort is not counted.
+fn expiring_dedupe_app() -> App {
+    let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
+    let counts = counts();
+    let dedupe = parsley::expiry::Expiring::after(Duration::from_secs(5))
+        .fold(
+            "expiring-dedupe",
+            &views(),
+            I64,
+            || 0i64,
+            move |count: i64, view| match seen.lock().unwrap().insert(*view.value()) {
+                true => Step::of(count + 1).emit(counts.send(view.key().cloned(), count + 1)),
+                false => Step::of(count),
+            },
+        )
+        .into(&self::counts())
+        .build();
+    Parsley::named("expiring-dedupe")
+        .stage(dedupe)
+        .build()
+        .unwrap()
+}
+
+/// Tumbling windows summing each key's new ids, "new" decided by a set the
+/// aggregator captures.
+fn windowed_dedupe_app() -> App {
+    use parsley::window::{Emit, Windowed, WindowedCodec, Windows};
+    let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
+    let sums: Topic<Windowed<String>, i64> = Topic::with_codecs("sums", WindowedCodec(Utf8), I64);
+    let windows = Windows::tumbling(Duration::from_millis(500))
+        .aggregate(
+            "windowed-dedupe",
+            &views(),
+            I64,
+            || 0i64,
+            move |sum: i64, view| match seen.lock().unwrap().insert(*view.value()) {
+                true => sum + 1,
+                false => sum,
+            },
+        )
+        .into(&sums)
+        .emit(Emit::OnUpdate)
+        .build();
+    Parsley::named("windowed-dedupe")
+        .stage(windows)
+        .build()
+        .unwrap()
+}
+
+fn expiring_dedupe(regressions: Regressions) -> Simulation {
+    simulation(Simulation::builder_fn(expiring_dedupe_app), regressions)
+}
+
+fn windowed_dedupe(regressions: Regressions) -> Simulation {
+    simulation(Simulation::builder_fn(windowed_dedupe_app), regressions)
+}
+
+/// The report of an operator whose user logic keeps state outside Parsley
+/// leads with S4, blaming the user's logic of the stage, in the headline
+/// and in the shrunk run, and not the operator's invariant.
+fn assert_operator_impure(report: &str, stage: &str, invariant: &str) {
+    let headline = report.lines().next().unwrap_or_default();
+    assert!(
+        headline.contains("S4 (logic is not a pure function)"),
+        "the headline names S4:\n{report}"
+    );
+    assert!(
+        report.contains(&format!("of stage `{stage}`, given the same input")),
+        "the S4 finding names the user's logic of the operator's stage:\n{report}"
+    );
+    assert!(
+        !report.contains(&format!("fails {invariant}")),
+        "the operator's invariant is not blamed:\n{report}"
+    );
+    let shrunk = report
+        .split("Shrunk in")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the run is shrunk:\n{report}"));
+    let first = shrunk.lines().nth(1).unwrap_or_default();
+    assert!(
+        first.contains("S4 (logic is not a pure function)"),
+        "the shrunk run's first finding is S4, not {invariant}: {first}\n{report}"
+    );
+}
+
+#[test]
+#[ignore = "run by s4_an_impure_expiring_fold_is_named_s4_before_i14"]
+fn replay_expiring_dedupe() {
+    expiring_dedupe(Regressions::Off).check();
+}
+
+/// S4 before I14: the oracle of expiring state makes its calls of the
+/// user's fold again when a delivery disagrees with it, and names S4.
+#[test]
+fn s4_an_impure_expiring_fold_is_named_s4_before_i14() {
+    let (kept, report) = failing(expiring_dedupe, "expiring-dedupe");
+    let _ = std::fs::remove_file(&kept);
+    assert_operator_impure(&report, "expiring-dedupe", "I14");
+}
+
+#[test]
+#[ignore = "run by s4_an_impure_window_aggregator_is_named_s4_before_i12"]
+fn replay_windowed_dedupe() {
+    windowed_dedupe(Regressions::Off).check();
+}
+
+/// S4 before I12: the same for a windowed aggregation's fold.
+#[test]
+fn s4_an_impure_window_aggregator_is_named_s4_before_i12() {
+    let (kept, report) = failing(windowed_dedupe, "windowed-dedupe");
+    let _ = std::fs::remove_file(&kept);
+    assert_operator_impure(&report, "windowed-dedupe", "I12");
+}

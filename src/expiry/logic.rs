@@ -2,6 +2,7 @@
 //! task over its slots and by the pure replay over the slots it is given,
 //! so every driver and every checker sees the same expiry.
 
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -271,36 +272,20 @@ where
             .downcast_mut::<Slots<ExpirySlot<S>>>()
             .expect("an expiring fold's slots hold expiring state")
     }
-
-    /// The fold from `init()` over `records` (one key's, in delivery
-    /// order): the last record's emissions, and whether the state is kept
-    /// after it (the fold did not delete it). What a checker that decides
-    /// expiry by itself compares a delivery with (I14).
-    fn fold_over(
-        &self,
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Result<(Vec<Emission>, bool), DeliveryFailure> {
-        let mut state = Some((self.init)());
-        let mut emissions = Vec::new();
-        for (tp, consumed) in records {
-            let record = self.source.decode(tp, consumed)?;
-            let current = state.take().unwrap_or_else(|| (self.init)());
-            let step = guarded(|| (self.fold)(current, &record))?;
-            state = step.state;
-            emissions = step.emissions;
-        }
-        Ok((emissions, state.is_some()))
-    }
 }
 
 /// The user's fold of an expiring fold with its topics' codecs, for the
-/// harness's oracle ([`super::ExpiryDecl::fold_over`]).
+/// harness's oracle ([`super::ExpiryDecl::initial`] and
+/// [`super::ExpiryDecl::fold`]): states travel encoded with the state's
+/// codec.
 pub(crate) trait ExpiringFold: Send + Sync {
-    #[allow(clippy::type_complexity)]
-    fn fold_over(
+    fn initial(&self) -> Result<Bytes, DeliveryFailure>;
+    fn fold(
         &self,
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Result<(Vec<Emission>, bool), DeliveryFailure>;
+        state: &[u8],
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<(Option<Bytes>, Vec<Emission>), DeliveryFailure>;
 }
 
 impl<K, V, S> ExpiringFold for ExpiryLogic<K, V, S>
@@ -309,11 +294,33 @@ where
     V: Send + Sync + 'static,
     S: Clone + Send + Sync + 'static,
 {
-    fn fold_over(
+    fn initial(&self) -> Result<Bytes, DeliveryFailure> {
+        let state = guarded(|| Ok((self.init)()))?;
+        self.codec
+            .state
+            .encode(&state)
+            .map_err(DeliveryFailure::StateCodec)
+    }
+
+    fn fold(
         &self,
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Result<(Vec<Emission>, bool), DeliveryFailure> {
-        ExpiryLogic::fold_over(self, records)
+        state: &[u8],
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+    ) -> Result<(Option<Bytes>, Vec<Emission>), DeliveryFailure> {
+        let state = self
+            .codec
+            .state
+            .decode(state)
+            .map_err(DeliveryFailure::StateCodec)?;
+        let record = self.source.decode(tp, consumed)?;
+        let step = guarded(|| (self.fold)(state, &record))?;
+        let state = step
+            .state
+            .map(|state| self.codec.state.encode(&state))
+            .transpose()
+            .map_err(DeliveryFailure::StateCodec)?;
+        Ok((state, step.emissions))
     }
 }
 

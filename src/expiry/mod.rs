@@ -55,6 +55,7 @@
 mod logic;
 mod state;
 
+use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,7 +109,7 @@ pub struct ExpiryDecl {
     /// What moves the frontier.
     pub expire: Expire,
     /// The user's fold with the topics' codecs, for
-    /// [`ExpiryDecl::fold_over`].
+    /// [`ExpiryDecl::initial`] and [`ExpiryDecl::fold`].
     pub(crate) fold: UserLogic<dyn logic::ExpiringFold>,
 }
 
@@ -128,17 +129,28 @@ impl Operator for ExpiryDecl {
     }
 }
 
+/// The user's logic of an expiring fold, for a checker that decides
+/// expiry by itself (I14): the user's initial state and fold over states
+/// encoded with the state's codec; none of the operator's expiry
+/// arithmetic or slots.
 impl ExpiryDecl {
-    /// The user's fold from its initial state over `records` (one key's,
-    /// each with the tp it was read from, in delivery order): the last
-    /// record's emissions, and whether the fold keeps state after it (it
-    /// did not delete it). What a checker that decides expiry by itself
-    /// compares a delivery with (I14).
-    pub fn fold_over(
+    /// The initial state, encoded.
+    pub fn initial(&self) -> Result<Bytes, ReplayError> {
+        self.fold.initial().map_err(ReplayError::delivery)
+    }
+
+    /// `record`, read from `tp`, folded into `state` (encoded) by the
+    /// user's fold: the state after it (`None`: the fold deleted it) and
+    /// its emissions.
+    pub fn fold(
         &self,
-        records: &[(&Tp, &ConsumedRecord)],
-    ) -> Result<(Vec<Emission>, bool), ReplayError> {
-        self.fold.fold_over(records).map_err(ReplayError::delivery)
+        state: &[u8],
+        tp: &Tp,
+        record: &ConsumedRecord,
+    ) -> Result<(Option<Bytes>, Vec<Emission>), ReplayError> {
+        self.fold
+            .fold(state, tp, record)
+            .map_err(ReplayError::delivery)
     }
 }
 

@@ -248,10 +248,12 @@ fn e1_bad_records_and_a_zero_ttl_are_refused() {
     }
 }
 
-/// I14's view: `ExpiryDecl::fold_over` folds from init over given records.
+/// I14's view: `ExpiryDecl::initial` and `ExpiryDecl::fold` run the
+/// user's initial state and fold over encoded states, and tell a deletion.
 #[test]
-fn expiring_fold_folds_from_init_over_the_records() {
+fn expiring_fold_runs_the_users_fold_over_encoded_states() {
     let stage = counting(Expiring::after(Duration::from_millis(100)));
+    let decl = stage.operator::<crate::expiry::ExpiryDecl>().unwrap();
     let tp = Tp::new("orders", 0);
     let record = |amount: i64| ConsumedRecord {
         offset: 0,
@@ -262,22 +264,17 @@ fn expiring_fold_folds_from_init_over_the_records() {
             timestamp: 0,
         },
     };
-    let (one, two, gone) = (record(1), record(1), record(-1));
-    let (emitted, kept) = stage
-        .operator::<crate::expiry::ExpiryDecl>()
-        .unwrap()
-        .fold_over(&[(&tp, &one), (&tp, &two)])
-        .unwrap();
-    assert!(kept);
+    let initial = decl.initial().unwrap();
+    assert_eq!(Json.decode(&initial).map(|count: i64| count).unwrap(), 0);
+    let (state, _) = decl.fold(&initial, &tp, &record(1)).unwrap();
+    let (state, emitted) = decl.fold(&state.unwrap(), &tp, &record(1)).unwrap();
+    let state = state.expect("a count is kept");
+    assert_eq!(Json.decode(&state).map(|count: i64| count).unwrap(), 2);
     assert_eq!(
         I64.decode(emitted[0].encoded().unwrap().1.unwrap())
             .unwrap(),
         2
     );
-    let (_, kept) = stage
-        .operator::<crate::expiry::ExpiryDecl>()
-        .unwrap()
-        .fold_over(&[(&tp, &one), (&tp, &gone)])
-        .unwrap();
-    assert!(!kept);
+    let (gone, _) = decl.fold(&state, &tp, &record(-1)).unwrap();
+    assert!(gone.is_none(), "a negative amount deletes the state");
 }

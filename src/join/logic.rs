@@ -156,11 +156,13 @@ where
         Ok((outcome, proposal))
     }
 
-    /// J2's result for the stream record `consumed` of `tp` when its key's
-    /// row is `row` (the table's value bytes, `None`: no row): the output
-    /// record's key and value bytes, or `None` when an inner join writes
-    /// nothing. What a checker that keeps the table by itself compares a
-    /// delivery's output with (I13).
+    /// The user's joiner on the stream record `consumed` of `tp` and the
+    /// row `row` (the table's value bytes, `None`: no row), decoded and
+    /// encoded with the topics' codecs: the output record's key and value
+    /// bytes, or `None` when the joiner gives none (an inner join's, given
+    /// no row). What a checker that keeps the table and decides J2 by
+    /// itself compares a delivery's output with (I13); it shares none of
+    /// the delivery's code ([`Self::stream_record`]).
     pub(crate) fn joined(
         &self,
         tp: &Tp,
@@ -174,20 +176,16 @@ where
                 part: crate::topic::RecordPart::Value,
                 error,
             })?;
-        match self.stream_record(tp, consumed, row.as_ref())? {
-            Change::Joined(None) => Ok(None),
-            Change::Joined(Some(emission)) => match emission.encoded() {
-                Ok((key, value)) => Ok(Some((
-                    key.cloned(),
-                    value.expect("a joined result is sent with a value").clone(),
-                ))),
-                Err(error) => Err(DeliveryFailure::Logic(format!(
-                    "the output topic's codec refuses the join's result: {error}"
-                ))),
-            },
-            Change::Row { .. } | Change::Unchanged => {
-                unreachable!("a stream record changes no row")
-            }
+        let record = self.stream.decode(tp, consumed)?;
+        let Some(joined) = guarded(|| (self.joiner)(&record, row.as_ref()).transpose())? else {
+            return Ok(None);
+        };
+        match self.output().encode(record.key.as_ref(), &joined) {
+            Ok(encoded) => Ok(Some(encoded)),
+            Err(refused) => Err(DeliveryFailure::Logic(format!(
+                "the output topic's codec refuses the join's result: {}",
+                refused.error
+            ))),
         }
     }
 }

@@ -2,10 +2,13 @@
 //!
 //! The checker keeps its own model of every expiring fold's task: where
 //! the expiry frontier stands, which keys are live, when each expires and
-//! which records made its state. It uses none of the fold's state or expiry
-//! arithmetic; only the emissions of a record (the fold over the records
-//! the model says the state holds, `ExpiryDecl::fold_over`) come from the
-//! stage, since the fold and the codecs are the user's.
+//! its state (encoded with the state's codec). It uses none of the
+//! operator's state, expiry arithmetic or replay: it decides which keys
+//! are live itself and folds each record into its key's live state, or
+//! into the initial state, itself. Only the user's logic comes from the
+//! stage, with its codecs: the initial state and the fold
+//! (`ExpiryDecl::initial`, `fold`). A delivery that disagrees has those
+//! calls made again (S4, [`super::purity`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,20 +16,21 @@ use std::fmt::Write as _;
 use bytes::Bytes;
 use parsley::app::StagePlan;
 use parsley::expiry::{Expire, ExpiryDecl, Since};
-use parsley::record::ConsumedRecord;
-use parsley::stage::SlotKey;
+use parsley::stage::{ReplayError, SlotKey};
 use parsley::task::TaskId;
 use parsley::text::bytes_for_humans;
 use parsley::{App, Tp};
 
+use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
-/// A live key of the model: when it expires, and the records folded into
-/// its state since it was created.
+/// A live key of the model: when it expires, its state (encoded) and how
+/// many records were folded into it since it was created.
 struct Live {
     expires_at: i64,
-    records: Vec<(Tp, ConsumedRecord)>,
+    state: Bytes,
+    records: usize,
 }
 
 /// A key the open transaction expired: the delivery that moved the
@@ -50,8 +54,8 @@ struct Model {
 impl<'a> Checker<'a> {
     /// I14 (E1–E3) for every expiring fold: each task's committed
     /// deliveries, in committed order, through the checker's own model;
-    /// each delivery must emit what the fold over the key's live records
-    /// emits, and each transaction's changelog records must delete exactly
+    /// each delivery must emit what the user's fold of the record into the
+    /// key's live state (or the initial state) emits, and each transaction's changelog records must delete exactly
     /// the keys its deliveries expired (no earlier, no later). A task is
     /// reported once, at its first wrong delivery or commit.
     pub(super) fn check_expiry(&mut self, committed: &Committed<'a>) {
@@ -117,8 +121,10 @@ impl<'a> Checker<'a> {
                 }
                 // A record the fold refuses (a codec, a failing fold)
                 // changes nothing; I6 and I10 judge its delivery.
-                let probe = [(delivery.tp, &record)];
-                if fold_of(plan).fold_over(&probe).is_err() {
+                let Ok(initial) = decl.initial() else {
+                    return true;
+                };
+                if decl.fold(&initial, delivery.tp, &record).is_err() {
                     return true;
                 }
                 if decl.expire == Expire::StreamTime {
@@ -186,16 +192,28 @@ impl<'a> Checker<'a> {
         let Some((key, timestamp)) = own else {
             return true;
         };
-        // E3: the fold over the key's live records and this one.
+        // E3: the record folded into the key's live state, or into the
+        // initial state when it has none.
         let previous = model.live.remove(&key);
-        let mut records: Vec<(Tp, ConsumedRecord)> = previous
-            .as_ref()
-            .map(|live| live.records.clone())
-            .unwrap_or_default();
-        records.push((delivery.tp.clone(), record));
-        let folded: Vec<(&Tp, &ConsumedRecord)> =
-            records.iter().map(|(tp, record)| (tp, record)).collect();
-        let Ok((emissions, kept)) = fold_of(plan).fold_over(&folded) else {
+        let mut calls = UserCalls::default();
+        let from = match &previous {
+            Some(live) => live.state.clone(),
+            None => {
+                let initial = decl.initial();
+                calls.note("initial state", Answer::bytes(&initial), |plan, _, _| {
+                    Some(Answer::bytes(&expiry_of(plan)?.initial()))
+                });
+                let Ok(initial) = initial else {
+                    return true;
+                };
+                initial
+            }
+        };
+        let folded = decl.fold(&from, delivery.tp, &record);
+        calls.note("fold", answer_of(&folded), move |plan, tp, record| {
+            Some(answer_of(&expiry_of(plan)?.fold(&from, tp, record)))
+        });
+        let Ok((state, emissions)) = folded else {
             // Refused in this company: I6 judges the delivery.
             return true;
         };
@@ -217,8 +235,7 @@ impl<'a> Checker<'a> {
             let state = match &previous {
                 Some(live) => format!(
                     "its state live until {}, made by {} record(s)",
-                    live.expires_at,
-                    live.records.len()
+                    live.expires_at, live.records
                 ),
                 None => "no live state (it starts from the initial state)".to_string(),
             };
@@ -243,21 +260,25 @@ impl<'a> Checker<'a> {
                     describe(value)
                 );
             }
+            let found = self.violations.len();
             self.violation(Invariant::I14, delivery.step, message)
                 .on(delivery.at)
                 .about(delivery.tp, delivery.offset);
+            self.name_impure_operator_logic(task, delivery, &record, &calls, found);
             return false;
         }
-        if kept {
+        if let Some(state) = state {
             let expires_at = match (decl.since, &previous) {
                 (Since::FirstWrite, Some(live)) => live.expires_at,
                 _ => timestamp.saturating_add(ttl),
             };
             if expires_at > frontier {
+                let records = previous.as_ref().map_or(0, |live| live.records) + 1;
                 model.live.insert(
                     key,
                     Live {
                         expires_at,
+                        state,
                         records,
                     },
                 );
@@ -344,10 +365,22 @@ fn describe(bytes: &Option<Bytes>) -> String {
         .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
 }
 
-/// The expiring fold of `plan`, which the checker follows only for an
-/// expiring fold's stage.
-fn fold_of(plan: &StagePlan) -> &parsley::expiry::ExpiryDecl {
-    plan.stage
-        .operator::<parsley::expiry::ExpiryDecl>()
-        .expect("I14 follows only expiring folds")
+/// The expiring fold of `plan`, if it is one.
+fn expiry_of(plan: &StagePlan) -> Option<&ExpiryDecl> {
+    plan.stage.operator::<ExpiryDecl>()
+}
+
+/// A fold's answer as the S4 probe compares it: the state after it and
+/// each emission's key and value.
+fn answer_of(folded: &Result<(Option<Bytes>, Vec<parsley::Emission>), ReplayError>) -> Answer {
+    Answer::of(folded, |(state, emissions)| {
+        let mut parts = vec![state.clone()];
+        for emission in emissions {
+            match emission.encoded() {
+                Ok((key, value)) => parts.extend([key.cloned(), value.cloned()]),
+                Err(error) => parts.push(Some(Bytes::from(error.to_string()))),
+            }
+        }
+        parts
+    })
 }

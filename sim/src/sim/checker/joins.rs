@@ -4,20 +4,25 @@
 //! The checker keeps its own copy of every join task's table: the latest
 //! committed table record of each key the task delivered, none after a
 //! tombstone, and how far into its table partition the task has delivered.
-//! It uses none of the join's state; only the output record of a stream
-//! record joined with a row (`JoinDecl::joined`) comes from the stage,
-//! since the joiner and the codecs are the user's.
+//! It uses none of the join's state or delivery code: it decides itself
+//! whether a stream record has a result (an inner join writes nothing
+//! without a row); only the result of the user's joiner on the record and
+//! the row, encoded with the output's codecs (`JoinDecl::joined`), comes
+//! from the stage. A delivery that disagrees has that call made again
+//! (S4, [`super::purity`]).
 
 use std::fmt::Write as _;
 
 use bytes::Bytes;
 use parsley::app::StagePlan;
-use parsley::join::JoinDecl;
+use parsley::join::{JoinDecl, JoinKind};
+use parsley::stage::ReplayError;
 use parsley::task::TaskId;
 use parsley::text::bytes_for_humans;
 use parsley::{App, Tp};
 use rustc_hash::FxHashMap;
 
+use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
@@ -144,9 +149,22 @@ impl<'a> Checker<'a> {
             .get(&key)
             .and_then(|row| row.value.as_ref())
             .map(|value| &value[..]);
-        let Ok(expected) = decl.joined(delivery.tp, &record, row) else {
-            // The joiner or a codec refuses it: I6 and I10 judge that.
-            return true;
+        let mut calls = UserCalls::default();
+        let expected = match (decl.kind, row) {
+            (JoinKind::Inner, None) => None,
+            (_, row) => {
+                let joined = decl.joined(delivery.tp, &record, row);
+                let row = row.map(Bytes::copy_from_slice);
+                calls.note("joiner", answer_of(&joined), move |plan, tp, record| {
+                    let decl = plan.stage.operator::<JoinDecl>()?;
+                    Some(answer_of(&decl.joined(tp, record, row.as_deref())))
+                });
+                let Ok(joined) = joined else {
+                    // The joiner or a codec refuses it: I6 and I10 judge that.
+                    return true;
+                };
+                joined
+            }
         };
         let output = decl.output.as_ref();
         let mut wrote = Vec::new();
@@ -200,11 +218,22 @@ impl<'a> Checker<'a> {
                 describe(value)
             );
         }
+        let found = self.violations.len();
         self.violation(Invariant::I13, delivery.step, message)
             .on(delivery.at)
             .about(delivery.tp, delivery.offset);
+        self.name_impure_operator_logic(task, delivery, &record, &calls, found);
         false
     }
+}
+
+/// A joiner's answer as the S4 probe compares it.
+#[allow(clippy::type_complexity)]
+fn answer_of(joined: &Result<Option<(Option<Bytes>, Bytes)>, ReplayError>) -> Answer {
+    Answer::of(joined, |joined| match joined {
+        Some((key, value)) => vec![key.clone(), Some(value.clone())],
+        None => Vec::new(),
+    })
 }
 
 fn describe(bytes: &Option<Bytes>) -> String {

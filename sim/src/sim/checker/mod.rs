@@ -26,6 +26,8 @@ mod delivery;
 mod expiry;
 mod fk_joins;
 mod groups;
+#[cfg(test)]
+mod independence;
 mod joins;
 mod liveness;
 mod order;
@@ -87,6 +89,10 @@ struct Checker<'a> {
     tps: Tps<'a>,
     /// Disagreeing deliveries called again so far ([`purity`]).
     probes: usize,
+    /// Disagreeing deliveries of the operator oracles (I12–I14) whose
+    /// calls of the user's logic were made again so far: a budget of their
+    /// own, so that I6's and I7's probes do not use it up first.
+    operator_probes: usize,
 }
 
 /// Runs every check and returns the violations found, first ones first.
@@ -96,6 +102,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
         violations: Vec::new(),
         tps: Tps::new(input.cluster, input.app),
         probes: 0,
+        operator_probes: 0,
     };
     let committed = checker.replay_trace();
     checker.check_committed_histories(&committed);

@@ -7,9 +7,19 @@
 //! (`Simulation::builder_fn`). Pure logic answers the same every time; two
 //! different answers prove that the logic keeps state outside Parsley, and
 //! the finding is named S4 outright instead of the rule it seemed to break.
+//!
+//! The operator oracles (I12, I13, I14) compute what a delivery should
+//! write with the user's logic only (a fold, a merge, a joiner); each notes
+//! those calls ([`UserCalls`]) and, when the delivery disagrees, the same
+//! probe makes them again ([`Checker::name_impure_operator_logic`]).
 
+use bytes::Bytes;
+use parsley::app::StagePlan;
+use parsley::record::ConsumedRecord;
 use parsley::stage::{ReplayError, Replayed};
 use parsley::task::TaskId;
+use parsley::text::bytes_for_humans;
+use parsley::Tp;
 
 use super::reconstruction::Delivery;
 use super::state::{Call, Slots};
@@ -120,5 +130,153 @@ fn describe(answer: &Result<Replayed, ReplayError>) -> String {
             replayed.slot
         ),
         Err(error) => format!("a failure ({error})"),
+    }
+}
+
+/// What a call of the user's logic answered, as the S4 probe of the
+/// operator oracles (I12–I14) compares it: the bytes it made (an
+/// aggregate, a state, an output record's key and value, emissions'
+/// keys and values), or how it refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    Made(Vec<Option<Bytes>>),
+    Refused(String),
+}
+
+impl Answer {
+    /// The answer of a call that made `parts`, or refused.
+    pub(super) fn of<T>(
+        result: &Result<T, ReplayError>,
+        parts: impl FnOnce(&T) -> Vec<Option<Bytes>>,
+    ) -> Answer {
+        match result {
+            Ok(made) => Answer::Made(parts(made)),
+            Err(error) => Answer::Refused(error.to_string()),
+        }
+    }
+
+    /// The answer of a call that made one value.
+    pub(super) fn bytes(result: &Result<Bytes, ReplayError>) -> Answer {
+        Answer::of(result, |bytes| vec![Some(bytes.clone())])
+    }
+
+    fn told(&self) -> String {
+        match self {
+            Answer::Made(parts) => format!(
+                "[{}]",
+                parts
+                    .iter()
+                    .map(|part| part
+                        .as_ref()
+                        .map_or("null".to_string(), |bytes| bytes_for_humans(bytes)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Answer::Refused(error) => format!("a refusal ({error})"),
+        }
+    }
+}
+
+/// A call made again: with the logic of a stage, on the delivery's tp and
+/// record; `None` when the stage is not the operator's.
+type Again<'c> = Box<dyn Fn(&StagePlan, &Tp, &ConsumedRecord) -> Option<Answer> + 'c>;
+
+/// The calls of the user's logic an operator oracle made to compute what
+/// one delivery should write, each with its answer: what its S4 probe
+/// makes again when the delivery disagrees with the oracle.
+#[derive(Default)]
+pub(super) struct UserCalls<'c> {
+    calls: Vec<(&'static str, Answer, Again<'c>)>,
+}
+
+impl<'c> UserCalls<'c> {
+    /// Notes a call of `what` (the user's fold, merge, joiner…) that
+    /// answered `answer`, and how to make it again.
+    pub(super) fn note(
+        &mut self,
+        what: &'static str,
+        answer: Answer,
+        again: impl Fn(&StagePlan, &Tp, &ConsumedRecord) -> Option<Answer> + 'c,
+    ) {
+        self.calls.push((what, answer, Box::new(again)));
+    }
+}
+
+impl Checker<'_> {
+    /// The violations from `found` on were found by an operator oracle on
+    /// `delivery` of `record`, from what `calls` answered. Makes each call
+    /// again, as [`Checker::name_impure_logic`] does for a stage's own
+    /// logic: a second time in the checking application, in the run's own
+    /// and in a fresh one; if any answer differs, those violations become
+    /// one S4 violation that quotes them, so that the report blames the
+    /// user's logic and not the operator.
+    pub(super) fn name_impure_operator_logic(
+        &mut self,
+        task: &TaskId,
+        delivery: &Delivery<'_>,
+        record: &ConsumedRecord,
+        calls: &UserCalls<'_>,
+        found: usize,
+    ) {
+        if self.operator_probes >= PROBES
+            || calls.calls.is_empty()
+            || self.violations.len() <= found
+        {
+            return;
+        }
+        self.operator_probes += 1;
+        let input = self.input;
+        let differing = |app: &parsley::App| {
+            let plan = app.stage(&task.stage)?;
+            calls.calls.iter().find_map(|(what, first, again)| {
+                let answer = again(plan, delivery.tp, record)?;
+                (answer != *first).then(|| (*what, first.told(), answer.told()))
+            })
+        };
+        let mut found_impure = differing(input.app)
+            .map(|told| (told, "called a second time in the checking application"));
+        if found_impure.is_none() {
+            found_impure = differing(input.run_app)
+                .map(|told| (told, "called in the run's own application, after the run"));
+        }
+        if found_impure.is_none() {
+            found_impure = input.fresh_app.and_then(|fresh| {
+                differing(&fresh()).map(|told| {
+                    (
+                        told,
+                        "called in a fresh application from the simulation's factory",
+                    )
+                })
+            });
+        }
+        let Some(((what, first, other), how)) = found_impure else {
+            return;
+        };
+        let seemed: Vec<String> = self
+            .violations
+            .drain(found..)
+            .map(|violation| format!("{}: {}", violation.invariant, violation.message))
+            .collect();
+        let violation = self
+            .violation(
+                Invariant::I9,
+                delivery.step,
+                format!(
+                    "{}: task {task}: the user's {what} of stage `{}`, given the same input \
+                 and the same record ({}@{}), answered {first} when the checker called it, but \
+                 {other} when {how}: it keeps state outside Parsley (captured by its closures \
+                 or in statics), so what it committed depends on calls before it and cannot \
+                 be replayed (docs/RULES.md#s4). What it committed therefore disagrees with \
+                 the operator's rules as the checker computes them: {}",
+                    Finding::Impure.prefix(),
+                    task.stage,
+                    delivery.tp,
+                    delivery.offset,
+                    seemed.join("; ")
+                ),
+            )
+            .on(delivery.at)
+            .about(delivery.tp, delivery.offset);
+        violation.finding = Some(Finding::Impure);
     }
 }

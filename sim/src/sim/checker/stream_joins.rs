@@ -20,6 +20,7 @@ use parsley::task::TaskId;
 use parsley::text::bytes_for_humans;
 use parsley::{App, Tp};
 
+use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
@@ -144,6 +145,7 @@ impl<'a> Checker<'a> {
         }
         let frontier = model.frontier.max(timestamp);
         let mut expected = Vec::new();
+        let mut calls = UserCalls::default();
         // J6, J7: what the frontier closes, unmatched ones written.
         let mut closed: Vec<(i64, bool, Bytes, usize, &Held)> = Vec::new();
         for (held_key, held) in &model.held {
@@ -165,7 +167,7 @@ impl<'a> Checker<'a> {
                 one.timestamp,
                 window.close_point(one.left, one.timestamp)
             );
-            match self.expect(plan, &one.tp, &one.record, None, label) {
+            match self.expect(plan, &one.tp, &one.record, None, label, &mut calls) {
                 Some(Some(output)) => expected.push(output),
                 Some(None) => {}
                 None => return true,
@@ -204,7 +206,7 @@ impl<'a> Checker<'a> {
                 .value
                 .clone()
                 .expect("held records have values");
-            match self.expect(plan, delivery.tp, &record, Some(&other), label) {
+            match self.expect(plan, delivery.tp, &record, Some(&other), label, &mut calls) {
                 Some(Some(output)) => expected.push(output),
                 Some(None) => {}
                 None => return true,
@@ -216,7 +218,7 @@ impl<'a> Checker<'a> {
                 "its own unmatched result (its window closed at {}, before it came)",
                 window.close_point(left, timestamp)
             );
-            match self.expect(plan, delivery.tp, &record, None, label) {
+            match self.expect(plan, delivery.tp, &record, None, label, &mut calls) {
                 Some(Some(output)) => expected.push(output),
                 Some(None) => {}
                 None => return true,
@@ -272,9 +274,11 @@ impl<'a> Checker<'a> {
                     describe(value)
                 );
             }
+            let found = self.violations.len();
             self.violation(Invariant::I13, delivery.step, message)
                 .on(delivery.at)
                 .about(delivery.tp, delivery.offset);
+            self.name_impure_operator_logic(task, delivery, &record, &calls, found);
             return false;
         }
         // The model moves on as J5–J7 say.
@@ -310,12 +314,22 @@ impl<'a> Checker<'a> {
         record: &ConsumedRecord,
         other: Option<&[u8]>,
         label: String,
+        calls: &mut UserCalls<'_>,
     ) -> Option<Option<Expected>> {
-        let output = plan
+        let joined = plan
             .stage
             .operator::<parsley::join::StreamJoinDecl>()?
-            .joined(tp, record, other)
-            .ok()?;
+            .joined(tp, record, other);
+        let (tp, record, other) = (
+            tp.clone(),
+            record.clone(),
+            other.map(Bytes::copy_from_slice),
+        );
+        calls.note("joiner", answer_of(&joined), move |plan, _, _| {
+            let decl = plan.stage.operator::<parsley::join::StreamJoinDecl>()?;
+            Some(answer_of(&decl.joined(&tp, &record, other.as_deref())))
+        });
+        let output = joined.ok()?;
         Some(output.map(|(key, value)| Expected { label, key, value }))
     }
 }
@@ -324,4 +338,15 @@ fn describe(bytes: &Option<Bytes>) -> String {
     bytes
         .as_ref()
         .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
+}
+
+/// A joiner's answer as the S4 probe compares it.
+#[allow(clippy::type_complexity)]
+fn answer_of(
+    joined: &Result<Option<(Option<Bytes>, Bytes)>, parsley::stage::ReplayError>,
+) -> Answer {
+    Answer::of(joined, |joined| match joined {
+        Some((key, value)) => vec![key.clone(), Some(value.clone())],
+        None => Vec::new(),
+    })
 }

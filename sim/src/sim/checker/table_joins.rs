@@ -11,12 +11,13 @@ use std::fmt::Write as _;
 
 use bytes::Bytes;
 use parsley::app::StagePlan;
-use parsley::join::TableJoinDecl;
+use parsley::join::{TableJoinDecl, TableJoinKind};
 use parsley::task::TaskId;
 use parsley::text::bytes_for_humans;
 use parsley::App;
 use rustc_hash::FxHashMap;
 
+use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
@@ -86,17 +87,26 @@ impl<'a> Checker<'a> {
         }
         // J8: the key's result after the record, and whether it had one.
         let changed = after != before || record.data.value.is_some();
+        let mut calls = UserCalls::default();
         let expected: Option<Option<Bytes>> = match changed {
             false => None,
             true => {
-                let Ok(joined) = decl.joined(&key, after.left.as_deref(), after.right.as_deref())
-                else {
+                let joined = decl.joined(&key, after.left.as_deref(), after.right.as_deref());
+                let sides = (key.clone(), after.left.clone(), after.right.clone());
+                calls.note("joiner", answer_of(&joined), move |plan, _, _| {
+                    let decl = plan.stage.operator::<TableJoinDecl>()?;
+                    let (key, left, right) = &sides;
+                    Some(answer_of(&decl.joined(
+                        key,
+                        left.as_deref(),
+                        right.as_deref(),
+                    )))
+                });
+                let Ok(joined) = joined else {
                     // The joiner or a codec refuses it: I6 and I10 judge that.
                     return true;
                 };
-                let had = decl
-                    .kind
-                    .has_result(before.left.is_some(), before.right.is_some());
+                let had = has_result(decl.kind, before.left.is_some(), before.right.is_some());
                 match joined {
                     Some(value) => Some(Some(value)),
                     None if had => Some(None),
@@ -179,9 +189,26 @@ impl<'a> Checker<'a> {
                 describe(value)
             );
         }
+        let found = self.violations.len();
         self.violation(Invariant::I13, delivery.step, message)
             .on(delivery.at)
             .about(delivery.tp, delivery.offset);
+        self.name_impure_operator_logic(task, delivery, &record, &calls, found);
         false
     }
+}
+
+/// J8, as the checker reads it: whether a key with these sides has a
+/// result (inner: both, left: a left side, outer: either).
+fn has_result(kind: TableJoinKind, left: bool, right: bool) -> bool {
+    match kind {
+        TableJoinKind::Inner => left && right,
+        TableJoinKind::Left => left,
+        TableJoinKind::Outer => left || right,
+    }
+}
+
+/// A joiner's answer as the S4 probe compares it.
+fn answer_of(joined: &Result<Option<Bytes>, parsley::stage::ReplayError>) -> Answer {
+    Answer::of(joined, |joined| vec![joined.clone()])
 }

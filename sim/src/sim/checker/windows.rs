@@ -18,11 +18,13 @@ use std::fmt::Write as _;
 use bytes::Bytes;
 use parsley::app::StagePlan;
 use parsley::record::ConsumedRecord;
+use parsley::stage::ReplayError;
 use parsley::task::TaskId;
 use parsley::text::bytes_for_humans;
 use parsley::window::{Close, Emit, WindowDecl, WindowShape};
 use parsley::{App, Tp};
 
+use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
@@ -178,6 +180,7 @@ impl<'a> Checker<'a> {
         }
         let mut expected = Vec::new();
         let mut late_for = Vec::new();
+        let mut calls = UserCalls::default();
         let is_tick = plan.tick_topic.as_ref() == Some(&delivery.tp.topic);
         let what;
         if is_tick {
@@ -201,10 +204,16 @@ impl<'a> Checker<'a> {
             }
             // A record the aggregation refuses (a codec, a failing fold)
             // changes nothing; I6 and I10 judge its delivery.
-            let Ok(initial) = decl.initial() else {
+            let initial = decl.initial();
+            calls.note(
+                "initial aggregate",
+                Answer::bytes(&initial),
+                |plan, _, _| Some(Answer::bytes(&window_of(plan)?.initial())),
+            );
+            let Ok(initial) = initial else {
                 return true;
             };
-            if decl.fold(&initial, delivery.tp, &record).is_err() {
+            if fold_noted(&mut calls, decl, &initial, delivery.tp, &record).is_err() {
                 return true;
             }
             if decl.close == Close::StreamTime {
@@ -226,7 +235,9 @@ impl<'a> Checker<'a> {
                             aggregate: initial.clone(),
                         });
                         // W1: the record folded into each window it belongs to.
-                        let Ok(folded) = decl.fold(&window.aggregate, delivery.tp, &record) else {
+                        let Ok(folded) =
+                            fold_noted(&mut calls, decl, &window.aggregate, delivery.tp, &record)
+                        else {
                             return true;
                         };
                         window.aggregate = folded;
@@ -238,6 +249,7 @@ impl<'a> Checker<'a> {
                                 &key,
                                 start,
                                 &model.open[&(key.clone(), start)],
+                                &mut calls,
                             ) {
                                 Some(output) => expected.push(output),
                                 None => return true,
@@ -269,12 +281,19 @@ impl<'a> Checker<'a> {
                         let window = &model.open[&(key.clone(), *joined_start)];
                         start = start.min(*joined_start);
                         session.end = session.end.max(window.end);
-                        let Ok(merged) = decl.merge(&session.aggregate, &window.aggregate) else {
+                        let merged = decl.merge(&session.aggregate, &window.aggregate);
+                        let (into, earlier) = (session.aggregate.clone(), window.aggregate.clone());
+                        calls.note("merge", Answer::bytes(&merged), move |plan, _, _| {
+                            Some(Answer::bytes(&window_of(plan)?.merge(&into, &earlier)))
+                        });
+                        let Ok(merged) = merged else {
                             return true;
                         };
                         session.aggregate = merged;
                     }
-                    let Ok(folded) = decl.fold(&session.aggregate, delivery.tp, &record) else {
+                    let Ok(folded) =
+                        fold_noted(&mut calls, decl, &session.aggregate, delivery.tp, &record)
+                    else {
                         return true;
                     };
                     session.aggregate = folded;
@@ -315,7 +334,7 @@ impl<'a> Checker<'a> {
                 .remove(&(key.clone(), start))
                 .expect("listed as open");
             if decl.emit == Emit::OnClose {
-                match self.window_output(plan, shape, &key, start, &window) {
+                match self.window_output(plan, shape, &key, start, &window, &mut calls) {
                     Some(output) => expected.push(output),
                     None => return true,
                 }
@@ -413,9 +432,11 @@ impl<'a> Checker<'a> {
         }
         match problem {
             Some(message) => {
+                let found = self.violations.len();
                 self.violation(Invariant::I12, delivery.step, message)
                     .on(delivery.at)
                     .about(delivery.tp, delivery.offset);
+                self.name_impure_operator_logic(task, delivery, &record, &calls, found);
                 false
             }
             None => true,
@@ -432,12 +453,22 @@ impl<'a> Checker<'a> {
         key: &Bytes,
         start: i64,
         window: &Window,
+        calls: &mut UserCalls<'_>,
     ) -> Option<Expected> {
-        let (key_bytes, value) = plan
-            .stage
-            .operator::<parsley::window::WindowDecl>()?
-            .output(key, (start, window.end), &window.aggregate)
-            .ok()?;
+        let output = window_of(plan)?.output(key, (start, window.end), &window.aggregate);
+        let (of, end, aggregate) = (key.clone(), window.end, window.aggregate.clone());
+        calls.note(
+            "window output",
+            answer_of_output(&output),
+            move |plan, _, _| {
+                Some(answer_of_output(&window_of(plan)?.output(
+                    &of,
+                    (start, end),
+                    &aggregate,
+                )))
+            },
+        );
+        let (key_bytes, value) = output.ok()?;
         let label = format!(
             "{} of key {} holding {} record(s)",
             shape.bounds(start, window.end),
@@ -464,4 +495,34 @@ fn describe(bytes: &Option<Bytes>) -> String {
     bytes
         .as_ref()
         .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
+}
+
+/// The windowed aggregation of `plan`, if it is one.
+fn window_of(plan: &StagePlan) -> Option<&WindowDecl> {
+    plan.stage.operator::<WindowDecl>()
+}
+
+/// The user's fold of `record` into `aggregate`, noted for the S4 probe.
+fn fold_noted(
+    calls: &mut UserCalls<'_>,
+    decl: &WindowDecl,
+    aggregate: &Bytes,
+    tp: &Tp,
+    record: &ConsumedRecord,
+) -> Result<Bytes, ReplayError> {
+    let folded = decl.fold(aggregate, tp, record);
+    let aggregate = aggregate.clone();
+    calls.note("fold", Answer::bytes(&folded), move |plan, tp, record| {
+        Some(Answer::bytes(
+            &window_of(plan)?.fold(&aggregate, tp, record),
+        ))
+    });
+    folded
+}
+
+/// A window's output record as the S4 probe compares it.
+fn answer_of_output(output: &Result<(Bytes, Bytes), ReplayError>) -> Answer {
+    Answer::of(output, |(key, value)| {
+        vec![Some(key.clone()), Some(value.clone())]
+    })
 }
