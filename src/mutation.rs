@@ -168,11 +168,16 @@ pub enum Mutation {
     /// lands on the wrong partition of the repartition topic, and a
     /// downstream stage counts it under the wrong key (breaks R3, I17).
     RekeyOutputKeepsKey,
+    /// A hopping window does not take a record at exactly its start: the
+    /// window's start is taken as exclusive, so the record counts only in
+    /// the earlier windows that hold it (breaks W1, I12). Only a record
+    /// stamped on the advance's grid reaches it.
+    HoppingWindowSkipsStart,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 41] = [
+    pub const ALL: [Mutation; 42] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -214,6 +219,7 @@ impl Mutation {
         Mutation::ForeignKeyJoinKeepsStaleResponse,
         Mutation::ChangelogKeepsFirstChange,
         Mutation::RekeyOutputKeepsKey,
+        Mutation::HoppingWindowSkipsStart,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -249,6 +255,7 @@ impl Mutation {
             Mutation::ExpiryNeverExpires => "expiry-never-expires",
             Mutation::RekeyDropsStamp => "rekey-drops-stamp",
             Mutation::RekeyOutputKeepsKey => "rekey-output-keeps-key",
+            Mutation::HoppingWindowSkipsStart => "hopping-window-skips-start",
             Mutation::StreamJoinEmitsUnmatchedEarly => "stream-join-emits-unmatched-early",
             Mutation::TimerFiresOneMsEarly => "timer-fires-one-ms-early",
             Mutation::TimerSkipsExactDue => "timer-skips-exact-due",

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 41] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 42] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -96,6 +96,11 @@ pub const PLANTED: [(Mutation, &str, Invariant); 41] = [
         Mutation::ChangelogKeepsFirstChange,
         "balances",
         Invariant::I6,
+    ),
+    (
+        Mutation::HoppingWindowSkipsStart,
+        "windows",
+        Invariant::I12,
     ),
 ];
 
@@ -194,7 +199,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 38] = [
 
 /// The planted bugs only one shipped shape can reach, each with the
 /// reason (also in the mutation's own docs).
-pub const ONE_SHAPE_ONLY: [(Mutation, &str); 3] = [
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 4] = [
     (
         Mutation::CheckpointKeeps16Tps,
         "only a task whose history claims more than 16 tps shows it: regroup's wide topic",
@@ -206,6 +211,10 @@ pub const ONE_SHAPE_ONLY: [(Mutation, &str); 3] = [
     (
         Mutation::ForeignKeyJoinKeepsStaleResponse,
         "only a foreign-key join shows it: order-labels",
+    ),
+    (
+        Mutation::HoppingWindowSkipsStart,
+        "only a hopping window shows it: windows' trend (the others' windows are tumbling or sessions)",
     ),
 ];
 

@@ -78,20 +78,22 @@ fn assert_caught_within_50_seeds(planted: Mutation, name: &str, invariant: Invar
 }
 
 /// Boundary-seeking time: a bug that shows only when something happens at
-/// exactly a deadline or the millisecond beside it (a tick, a timer's due
-/// time, a window's close, an expiry, a restart while a timer is overdue)
+/// exactly a deadline or an edge, or the millisecond beside it (a tick, a
+/// timer's due time, a window's close or start, an expiry, a restart while
+/// a timer is overdue)
 /// fails within the first 10 seeds of its shipped scenario at its default
 /// size. Under uniform time most of them take tens of seeds
 /// (BENCHMARKS.md, "Time and order strategies").
 #[test]
 fn boundary_bugs_are_caught_within_ten_seeds() {
-    const BOUNDARY_BUGS: [Mutation; 6] = [
+    const BOUNDARY_BUGS: [Mutation; 7] = [
         Mutation::TimerFiresOneMsEarly,
         Mutation::TimerSkipsExactDue,
         Mutation::TickOneMsEarly,
         Mutation::ExpiryOneMsEarly,
         Mutation::WindowGraceOffByOne,
         Mutation::TimerLostWhenOverdueAtStart,
+        Mutation::HoppingWindowSkipsStart,
     ];
     for planted in BOUNDARY_BUGS {
         let (_, name, invariant) = PLANTED

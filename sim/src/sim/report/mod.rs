@@ -162,7 +162,9 @@ const EVENTS_PER_RECORD: usize = 8;
 /// `events_max`, a few of them after it) together with every event that
 /// concerns a record the violation names, wherever it is in the trace (a
 /// few per record), in trace order, with the events left out counted.
-/// `>` marks the violating event, `*` an event of a named record. Without a
+/// `>` marks the violating event, `*` an event of a named record; `t` is
+/// the wall clock in milliseconds since the whole hour every run starts in
+/// (each starts at a whole minute of it). Without a
 /// violation, the last `events_max` events.
 pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usize) -> String {
     // told_before[i]: how many entries before entry i are worth telling.
@@ -219,9 +221,9 @@ pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usiz
         let entry = &trace[index];
         let _ = write!(
             out,
-            " {mark} step {:>5}  t={:>6}  {}",
+            " {mark} step {:>5}  t={:>7}  {}",
             entry.step,
-            entry.now - 1_700_000_000_000,
+            entry.now - crate::sim::world::WORLD_BASE_MS,
             entry.event
         );
         if !notes.is_empty() {
@@ -499,7 +501,7 @@ mod tests {
     fn entry(step: u64, event: Event) -> Entry {
         Entry {
             step,
-            now: 1_700_000_000_000 + step as i64 * 10,
+            now: crate::sim::world::WORLD_BASE_MS + step as i64 * 10,
             event,
         }
     }
