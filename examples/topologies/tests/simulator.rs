@@ -339,6 +339,7 @@ fn a_short_safety_phase_still_runs_the_whole_workload() {
     scenario.settings.faults.hanging_transaction = 0.0;
     let inputs = scenario.settings.workload.inputs;
     let simulation = shipped::simulation(&scenario);
+    let mut some_in_safety = false;
     for seed in 0..5 {
         let outcome = simulation.run_seed(seed);
         assert!(
@@ -347,11 +348,13 @@ fn a_short_safety_phase_still_runs_the_whole_workload() {
             outcome.violations
         );
         assert_eq!(outcome.stats.inputs, inputs, "seed {seed}");
+        // Twenty steps reach few inputs, or (a seed in ten) none.
         assert!(
-            outcome.stats.inputs_after_faults > 0 && outcome.stats.inputs_after_faults < inputs,
+            outcome.stats.inputs_after_faults > 0,
             "seed {seed}: {} of {inputs} inputs came after the faults",
             outcome.stats.inputs_after_faults
         );
+        some_in_safety |= outcome.stats.inputs_after_faults < inputs;
         let produced = outcome
             .trace
             .iter()
@@ -364,6 +367,10 @@ fn a_short_safety_phase_still_runs_the_whole_workload() {
             outcome.stats.deliveries
         );
     }
+    assert!(
+        some_in_safety,
+        "no seed produced an input in the safety phase"
+    );
 }
 
 /// Faults really happen: over a few seeds every scenario reaches aborts,

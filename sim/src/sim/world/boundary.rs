@@ -167,7 +167,12 @@ impl World {
         );
         // Edges within one largest step ahead: the next point of each grid,
         // and each span after a recent record.
-        let reach = now.saturating_add(self.settings.clock.step_ms.max as i64);
+        let reach = match choices.is_guided() {
+            // An exhaustive search tries the deadlines and the ranges' ends;
+            // the edges would multiply its schedules (DESIGN.md).
+            true => now - 1,
+            false => now.saturating_add(self.settings.clock.step_ms.max as i64),
+        };
         for &grid in &self.edges.grids {
             let next = Edges::grid_at_or_before(grid, now).saturating_add(grid.0);
             if next <= reach {
@@ -247,7 +252,8 @@ impl World {
             );
             // The edges within reach: the grids' points, and the spans
             // after this key's latest record.
-            for &grid in &self.edges.grids {
+            let guided = choices.is_guided();
+            for &grid in self.edges.grids.iter().filter(|_| !guided) {
                 let mut at = Edges::grid_at_or_before(grid, now + 1);
                 for _ in 0..GRID_BACK {
                     if at < earliest - 1 {
@@ -257,7 +263,7 @@ impl World {
                     at -= grid.0;
                 }
             }
-            let latest = key.and_then(|key| {
+            let latest = key.filter(|_| !guided).and_then(|key| {
                 self.recent
                     .iter()
                     .rev()
