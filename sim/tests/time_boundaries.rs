@@ -48,20 +48,23 @@ fn simulation(slips: bool, declared: bool) -> Simulation {
         .partitions(2)
         .inputs(60)
         .budget(600, 3_000)
-        .property("an order is bucketed in the minute of its timestamp", move |run| {
-            for record in run.records(&bucketed)? {
-                let minute = record.timestamp.div_euclid(MINUTE_MS);
-                if record.value != minute {
-                    return Err(PropertyFailure::new(format!(
-                        "an order at {} ms went in minute {}, not {minute}",
-                        record.timestamp, record.value
-                    ))
-                    .about(&record)
-                    .into());
+        .property(
+            "an order is bucketed in the minute of its timestamp",
+            move |run| {
+                for record in run.records(&bucketed)? {
+                    let minute = record.timestamp.div_euclid(MINUTE_MS);
+                    if record.value != minute {
+                        return Err(PropertyFailure::new(format!(
+                            "an order at {} ms went in minute {}, not {minute}",
+                            record.timestamp, record.value
+                        ))
+                        .about(&record)
+                        .into());
+                    }
                 }
-            }
-            Ok(())
-        });
+                Ok(())
+            },
+        );
     let builder = match declared {
         true => builder.time_boundaries(Duration::from_secs(60)),
         false => builder,
@@ -101,7 +104,11 @@ fn every_run_starts_at_a_whole_minute() {
     for seed in 0..20 {
         let outcome = simulation.run_seed(seed);
         let start = outcome.trace.first().expect("a run has events").now;
-        assert_eq!(start.rem_euclid(MINUTE_MS), 0, "seed {seed} starts at {start}");
+        assert_eq!(
+            start.rem_euclid(MINUTE_MS),
+            0,
+            "seed {seed} starts at {start}"
+        );
         starts.insert(start);
     }
     assert!(starts.len() > 1, "every seed starts at {starts:?}");
@@ -111,8 +118,8 @@ fn every_run_starts_at_a_whole_minute() {
 #[test]
 fn a_fifth_period_is_refused() {
     let (orders, _) = (topic("orders"), topic("bucketed"));
-    let mut builder = Simulation::builder(app(false))
-        .input(Input::new(&orders, |draw| (Some(draw.key()), 1)));
+    let mut builder =
+        Simulation::builder(app(false)).input(Input::new(&orders, |draw| (Some(draw.key()), 1)));
     for seconds in 1..=5 {
         builder = builder.time_boundaries(Duration::from_secs(seconds));
     }

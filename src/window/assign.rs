@@ -138,7 +138,10 @@ mod tests {
     #[test]
     fn w1_a_hopping_window_takes_a_record_at_its_start() {
         assert_eq!(spans(100, 25, 50), [(0, 100), (25, 125), (50, 150)]);
-        assert_eq!(spans(2_000, 1_000, 60_000), [(59_000, 61_000), (60_000, 62_000)]);
+        assert_eq!(
+            spans(2_000, 1_000, 60_000),
+            [(59_000, 61_000), (60_000, 62_000)]
+        );
     }
 
     /// W1: a hopping window's record belongs to size / advance windows,

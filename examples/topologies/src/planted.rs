@@ -97,11 +97,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 42] = [
         "balances",
         Invariant::I6,
     ),
-    (
-        Mutation::HoppingWindowSkipsStart,
-        "windows",
-        Invariant::I12,
-    ),
+    (Mutation::HoppingWindowSkipsStart, "windows", Invariant::I12),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another

@@ -195,6 +195,10 @@ pub fn read_changes<V: 'static>(output: &TestOutputTopic<String, V>) -> Vec<(Str
         .collect()
 }
 
+/// A window written: key, start, end, aggregate, and its record's
+/// timestamp.
+pub type WindowRow = (String, i64, i64, i64, i64);
+
 /// The Parsley side of a windowed comparison: `stage` (a windowed
 /// aggregation of `source` into `output`) alone in an application, under
 /// [`test_driver`]; `records` (key, value, timestamp) piped one by one; the
@@ -205,7 +209,7 @@ pub fn pipe_windowed(
     source: &Topic<String, i64>,
     output: &Topic<parsley::window::Windowed<String>, i64>,
     records: &[(String, i64, i64)],
-) -> (TestDriver, Vec<(String, i64, i64, i64, i64)>) {
+) -> (TestDriver, Vec<WindowRow>) {
     let app = parsley::Parsley::named("differential")
         .stage(stage)
         .build()
@@ -238,8 +242,8 @@ pub fn pipe_windowed(
 pub fn compare_windowed(
     name: &str,
     case: &impl std::fmt::Debug,
-    parsley: &[(String, i64, i64, i64, i64)],
-    kafka_streams: &[(String, i64, i64, i64, i64)],
+    parsley: &[WindowRow],
+    kafka_streams: &[WindowRow],
     (late, parsley_late, expected_late): (&str, u64, u64),
 ) -> Result<(), String> {
     assert!(!kafka_streams.is_empty(), "{name}: no output");
@@ -348,7 +352,7 @@ pub fn kafka_streams_cases<T>(
 pub fn kafka_streams_windowed<'a>(
     program: &str,
     cases: impl ExactSizeIterator<Item = (String, &'a [(String, i64, i64)])>,
-) -> Vec<Vec<(String, i64, i64, i64, i64)>> {
+) -> Vec<Vec<WindowRow>> {
     let cases = cases.map(|(header, records)| {
         let lines = records
             .iter()

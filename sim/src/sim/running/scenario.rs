@@ -1052,7 +1052,8 @@ liveness_steps = 50000
 
     #[test]
     fn the_clock_takes_the_periods_the_app_keys_on() {
-        let head = "topology = \"ledger\"\npartitions = 1\nseeds = { start = 0, count = 1 }\n[clock]\n";
+        let head =
+            "topology = \"ledger\"\npartitions = 1\nseeds = { start = 0, count = 1 }\n[clock]\n";
         let text = format!("{head}time_boundaries_ms = [60000, 3600000]\n");
         let scenario = parse("periods", "periods.toml", &text).unwrap();
         assert_eq!(
@@ -1060,7 +1061,11 @@ liveness_steps = 50000
             [60_000, 3_600_000, 0, 0]
         );
         assert_eq!(
-            scenario.settings.clock.time_boundaries().collect::<Vec<_>>(),
+            scenario
+                .settings
+                .clock
+                .time_boundaries()
+                .collect::<Vec<_>>(),
             [60_000, 3_600_000]
         );
         let text = format!("{head}time_boundaries_ms = [1, 2, 3, 4, 5]\n");

@@ -411,11 +411,12 @@ impl SimulationBuilder {
     /// counts as 1 ms); call it after [`SimulationBuilder::settings`] and
     /// [`SimulationBuilder::clock`], which set every knob of the clock.
     pub fn time_boundaries(mut self, period: std::time::Duration) -> Self {
-        let period = u64::try_from(period.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
+        let period = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(1);
         let slots = &mut self.settings.clock.time_boundaries_ms;
-        match slots.iter_mut().find(|slot| **slot == 0 || **slot == period) {
+        match slots
+            .iter_mut()
+            .find(|slot| **slot == 0 || **slot == period)
+        {
             Some(slot) => *slot = period,
             None => self.boundaries_beyond += 1,
         }
@@ -528,10 +529,7 @@ impl SimulationBuilder {
         if self.boundaries_beyond > 0 {
             return Err(SimulationError::OutOfRange {
                 knob: "clock.time_boundaries_ms",
-                value: format!(
-                    "{} periods",
-                    TIME_BOUNDARIES_MAX + self.boundaries_beyond
-                ),
+                value: format!("{} periods", TIME_BOUNDARIES_MAX + self.boundaries_beyond),
                 allowed: format!("[0, {TIME_BOUNDARIES_MAX}] periods"),
             });
         }
