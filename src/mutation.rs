@@ -177,11 +177,16 @@ pub enum Mutation {
     /// its timestamp, as a plain table does: a record joins a version
     /// newer than itself (breaks J17, I13).
     VersionedJoinTakesLatest,
+    /// A hopping window does not take a record at exactly its start: the
+    /// window's start is taken as exclusive, so the record counts only in
+    /// the earlier windows that hold it (breaks W1, I12). Only a record
+    /// stamped on the advance's grid reaches it.
+    HoppingWindowSkipsStart,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 43] = [
+    pub const ALL: [Mutation; 44] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -225,6 +230,7 @@ impl Mutation {
         Mutation::RekeyOutputKeepsKey,
         Mutation::VersionedJoinExcludesEqual,
         Mutation::VersionedJoinTakesLatest,
+        Mutation::HoppingWindowSkipsStart,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -260,6 +266,7 @@ impl Mutation {
             Mutation::ExpiryNeverExpires => "expiry-never-expires",
             Mutation::RekeyDropsStamp => "rekey-drops-stamp",
             Mutation::RekeyOutputKeepsKey => "rekey-output-keeps-key",
+            Mutation::HoppingWindowSkipsStart => "hopping-window-skips-start",
             Mutation::StreamJoinEmitsUnmatchedEarly => "stream-join-emits-unmatched-early",
             Mutation::TimerFiresOneMsEarly => "timer-fires-one-ms-early",
             Mutation::TimerSkipsExactDue => "timer-skips-exact-due",

@@ -25,6 +25,7 @@ mod stream_join_driver;
 mod synchronised_driver;
 mod table_join_driver;
 mod ticks;
+mod time_boundaries;
 mod timeline;
 mod timer_driver;
 mod timer_service;

@@ -88,6 +88,7 @@ fn simulation(bug: Option<Mutation>) -> Simulation {
             tick_interval_ms: 500,
             commit_interval_ms: 100,
             transaction_timeout_ms: 4_000,
+            ..ClockConfig::default()
         })
         .budget(1_000, 4_000)
         .sometimes("a session closed", move |run| {

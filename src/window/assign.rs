@@ -45,9 +45,14 @@ impl Shape {
         debug_assert!(timestamp >= 0, "W1: windows hold records with a timestamp");
         let first =
             (timestamp.saturating_sub(size).saturating_add(advance)).max(0) / advance * advance;
+        // Planted bug (I12): a hopping window does not take a record at
+        // exactly its start (its start taken as exclusive).
+        let skips_start = advance < size
+            && crate::mutation::active(crate::mutation::Mutation::HoppingWindowSkipsStart);
         (0..)
             .map(move |n| first + n * advance)
             .take_while(move |start| *start <= timestamp)
+            .filter(move |start| !(skips_start && *start == timestamp))
             .map(move |start| Span {
                 start,
                 end: start.saturating_add(size),
@@ -126,6 +131,17 @@ mod tests {
         assert_eq!(spans(60, 60, 59), [(0, 60)]);
         assert_eq!(spans(60, 60, 60), [(60, 120)]);
         assert_eq!(spans(60, 60, 125), [(120, 180)]);
+    }
+
+    /// W1: a hopping window takes a record at exactly its start (its start
+    /// is inclusive), as well as the earlier windows that still reach it.
+    #[test]
+    fn w1_a_hopping_window_takes_a_record_at_its_start() {
+        assert_eq!(spans(100, 25, 50), [(0, 100), (25, 125), (50, 150)]);
+        assert_eq!(
+            spans(2_000, 1_000, 60_000),
+            [(59_000, 61_000), (60_000, 62_000)]
+        );
     }
 
     /// W1: a hopping window's record belongs to size / advance windows,

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 43] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 44] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -103,6 +103,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 43] = [
         Invariant::I13,
     ),
     (Mutation::VersionedJoinTakesLatest, "as-of", Invariant::I13),
+    (Mutation::HoppingWindowSkipsStart, "windows", Invariant::I12),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
@@ -200,7 +201,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 38] = [
 
 /// The planted bugs only one shipped shape can reach, each with the
 /// reason (also in the mutation's own docs).
-pub const ONE_SHAPE_ONLY: [(Mutation, &str); 5] = [
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 6] = [
     (
         Mutation::CheckpointKeeps16Tps,
         "only a task whose history claims more than 16 tps shows it: regroup's wide topic",
@@ -220,6 +221,10 @@ pub const ONE_SHAPE_ONLY: [(Mutation, &str); 5] = [
     (
         Mutation::VersionedJoinTakesLatest,
         "only a versioned join shows it: as-of",
+    ),
+    (
+        Mutation::HoppingWindowSkipsStart,
+        "only a hopping window shows it: windows' trend (the others' windows are tumbling or sessions)",
     ),
 ];
 

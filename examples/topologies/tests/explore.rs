@@ -107,6 +107,9 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
             Invariant::I12,
         ),
         (WindowGraceOffByOne, "windows", tiny(8), Invariant::I12),
+        // A record at the run's start, a whole minute: on the trend
+        // windows' grid.
+        (HoppingWindowSkipsStart, "windows", tiny(8), Invariant::I12),
         (
             WindowWrittenAtClosingRecord,
             "windows",

@@ -49,7 +49,7 @@ pub use world::choice::Choices;
 pub use world::input::Draw;
 pub use world::settings::{
     Budget, ClockConfig, FaultRates, OrderStrategy, SeedRange, Settings, StepRange, TimeStrategy,
-    Workload,
+    Workload, TIME_BOUNDARIES_MAX,
 };
 pub use world::stats::{Marks, Stats};
 pub use world::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};

@@ -207,6 +207,7 @@ pub fn fan_in_settings() -> Settings {
             tick_interval_ms: 1000,
             commit_interval_ms: 100,
             transaction_timeout_ms: 5000,
+            ..ClockConfig::default()
         },
         faults: FaultRates {
             swarm: true,

@@ -162,7 +162,9 @@ const EVENTS_PER_RECORD: usize = 8;
 /// `events_max`, a few of them after it) together with every event that
 /// concerns a record the violation names, wherever it is in the trace (a
 /// few per record), in trace order, with the events left out counted.
-/// `>` marks the violating event, `*` an event of a named record. Without a
+/// `>` marks the violating event, `*` an event of a named record; `t` is
+/// the wall clock in milliseconds since the whole hour every run starts in
+/// (each starts at a whole minute of it). Without a
 /// violation, the last `events_max` events.
 pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usize) -> String {
     // told_before[i]: how many entries before entry i are worth telling.
@@ -219,9 +221,9 @@ pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usiz
         let entry = &trace[index];
         let _ = write!(
             out,
-            " {mark} step {:>5}  t={:>6}  {}",
+            " {mark} step {:>5}  t={:>7}  {}",
             entry.step,
-            entry.now - 1_700_000_000_000,
+            entry.now - crate::sim::world::WORLD_BASE_MS,
             entry.event
         );
         if !notes.is_empty() {
@@ -499,7 +501,7 @@ mod tests {
     fn entry(step: u64, event: Event) -> Entry {
         Entry {
             step,
-            now: 1_700_000_000_000 + step as i64 * 10,
+            now: crate::sim::world::WORLD_BASE_MS + step as i64 * 10,
             event,
         }
     }
@@ -584,17 +586,17 @@ mod tests {
   where its records were at step 13:
     payments-0@0 (unresolved claim): fetched but not delivered yet; committed in the log; next delivered at step 14 by ledger/0@i0 (committed at step 15)
   … 1 event
- * step     1  t=    10  input payments-0@0  ← payments-0@0 (unresolved claim)
- * step     2  t=    20  input orders-0@0  ← orders-0@0
+ * step     1  t=     10  input payments-0@0  ← payments-0@0 (unresolved claim)
+ * step     2  t=     20  input orders-0@0  ← orders-0@0
   … 5 events
-   step     8  t=    80  input noise-0@5
-   step     9  t=    90  input noise-0@6
-   step    10  t=   100  input noise-0@7
-   step    11  t=   110  input noise-0@8
-   step    12  t=   120  input noise-0@9
- > step    13  t=   130  ledger/0@i0 delivered orders-0@0 in txn 7.0#1  ← orders-0@0
- * step    14  t=   140  ledger/0@i0 delivered payments-0@0 in txn 7.0#1  ← payments-0@0 (unresolved claim)
- * step    15  t=   150  ledger/0@i0 committed txn 7.0#1  ← orders-0@0, payments-0@0 (unresolved claim)
+   step     8  t=     80  input noise-0@5
+   step     9  t=     90  input noise-0@6
+   step    10  t=    100  input noise-0@7
+   step    11  t=    110  input noise-0@8
+   step    12  t=    120  input noise-0@9
+ > step    13  t=    130  ledger/0@i0 delivered orders-0@0 in txn 7.0#1  ← orders-0@0
+ * step    14  t=    140  ledger/0@i0 delivered payments-0@0 in txn 7.0#1  ← payments-0@0 (unresolved claim)
+ * step    15  t=    150  ledger/0@i0 committed txn 7.0#1  ← orders-0@0, payments-0@0 (unresolved claim)
   … 5 events
 ";
         assert_eq!(story, expected, "\n{story}");
@@ -604,9 +606,9 @@ mod tests {
     fn without_a_violation_the_story_is_the_last_events() {
         let story = story_of(&trace(), None, 3);
         let expected = "  … 18 events
-   step    18  t=   180  input noise-0@12
-   step    19  t=   190  input noise-0@13
-   step    20  t=   200  input noise-0@14
+   step    18  t=    180  input noise-0@12
+   step    19  t=    190  input noise-0@13
+   step    20  t=    200  input noise-0@14
 ";
         assert_eq!(story, expected, "\n{story}");
     }

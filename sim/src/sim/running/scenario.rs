@@ -25,6 +25,7 @@
 //! tick_interval_ms = 1000        # the topology's tick interval, >= 1
 //! commit_interval_ms = 100       # the commit interval, >= 1
 //! transaction_timeout_ms = 10000 # the broker aborts hanging transactions after this, >= 1
+//! time_boundaries_ms = []        # periods the app's own logic keys on (at most 4, each >= 1): "boundary" time aims at their multiples too
 //!
 //! [faults]                       # optional; probabilities per simulator step, each in [0, 1]
 //! swarm = true                   # each seed draws its own mix: every rate scaled by a per-seed factor
@@ -62,7 +63,7 @@ use serde_spanned::Spanned;
 
 use crate::sim::world::settings::{
     Budget, ClockConfig, FaultRates, OrderStrategy, SeedRange, Settings, StepRange, TimeStrategy,
-    Workload, INSTANCES_MAX, PARTITIONS_MAX,
+    Workload, INSTANCES_MAX, PARTITIONS_MAX, TIME_BOUNDARIES_MAX,
 };
 
 /// A scenario, checked: every value is in range.
@@ -181,6 +182,7 @@ struct RawClock {
     tick_interval_ms: Option<Spanned<u64>>,
     commit_interval_ms: Option<Spanned<u64>>,
     transaction_timeout_ms: Option<Spanned<u64>>,
+    time_boundaries_ms: Option<Spanned<Vec<u64>>>,
 }
 
 #[derive(Deserialize)]
@@ -235,6 +237,38 @@ fn strsim_closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
 }
 
 impl Checker<'_> {
+    /// `clock.time_boundaries_ms`: at most [`TIME_BOUNDARIES_MAX`] periods,
+    /// each `>= 1`.
+    fn time_boundaries(
+        &self,
+        periods: Spanned<Vec<u64>>,
+    ) -> Result<[u64; TIME_BOUNDARIES_MAX], ScenarioError> {
+        let span = periods.span();
+        let periods = periods.into_inner();
+        if periods.len() > TIME_BOUNDARIES_MAX {
+            return Err(self.error(
+                span,
+                "clock.time_boundaries_ms",
+                format!(
+                    "{} periods: at most {TIME_BOUNDARIES_MAX} may be declared",
+                    periods.len()
+                ),
+            ));
+        }
+        let mut slots = [0; TIME_BOUNDARIES_MAX];
+        for (slot, period) in slots.iter_mut().zip(periods) {
+            if period == 0 {
+                return Err(self.error(
+                    span,
+                    "clock.time_boundaries_ms",
+                    "a period of 0 ms: each must be >= 1".to_string(),
+                ));
+            }
+            *slot = period;
+        }
+        Ok(slots)
+    }
+
     fn error(&self, span: Range<usize>, field: &str, message: String) -> ScenarioError {
         ScenarioError {
             file: self.file.to_owned(),
@@ -426,6 +460,10 @@ impl Checker<'_> {
                     default.transaction_timeout_ms,
                     1,
                 )?,
+                time_boundaries_ms: match c.time_boundaries_ms {
+                    None => default.time_boundaries_ms,
+                    Some(periods) => self.time_boundaries(periods)?,
+                },
             },
         };
 
@@ -1010,6 +1048,34 @@ liveness_steps = 50000
             let scenario = parse("time", "time.toml", &text).unwrap();
             assert_eq!(scenario.settings.clock.time, strategy);
         }
+    }
+
+    #[test]
+    fn the_clock_takes_the_periods_the_app_keys_on() {
+        let head =
+            "topology = \"ledger\"\npartitions = 1\nseeds = { start = 0, count = 1 }\n[clock]\n";
+        let text = format!("{head}time_boundaries_ms = [60000, 3600000]\n");
+        let scenario = parse("periods", "periods.toml", &text).unwrap();
+        assert_eq!(
+            scenario.settings.clock.time_boundaries_ms,
+            [60_000, 3_600_000, 0, 0]
+        );
+        assert_eq!(
+            scenario
+                .settings
+                .clock
+                .time_boundaries()
+                .collect::<Vec<_>>(),
+            [60_000, 3_600_000]
+        );
+        let text = format!("{head}time_boundaries_ms = [1, 2, 3, 4, 5]\n");
+        let error = parse("periods", "periods.toml", &text).unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("clock.time_boundaries_ms"));
+        assert_eq!(error.line, Some(5), "{error}");
+        assert!(error.message.contains("at most 4"), "{error}");
+        let text = format!("{head}time_boundaries_ms = [0]\n");
+        let error = parse("periods", "periods.toml", &text).unwrap_err();
+        assert!(error.message.contains(">= 1"), "{error}");
     }
 
     #[test]

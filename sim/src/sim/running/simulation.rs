@@ -45,7 +45,7 @@ use crate::sim::world::input::{Draw, Generator, PlainInput};
 use crate::sim::world::plan::Plan;
 use crate::sim::world::settings::{
     Budget, ClockConfig, FaultRates, OrderStrategy, SeedRange, Settings, INSTANCES_MAX,
-    PARTITIONS_MAX,
+    PARTITIONS_MAX, TIME_BOUNDARIES_MAX,
 };
 
 /// The input of one source topic: a typed generator of its records, drawn
@@ -306,6 +306,10 @@ pub struct SimulationBuilder {
     mutation: Option<Mutation>,
     regressions: Regressions,
     shrink_attempts: usize,
+    /// Periods given to [`SimulationBuilder::time_boundaries`] beyond the
+    /// [`TIME_BOUNDARIES_MAX`] it holds: [`SimulationBuilder::build`]
+    /// refuses them.
+    boundaries_beyond: usize,
 }
 
 /// Shrink attempts [`Simulation::check`] makes by default, as the CLI's
@@ -396,6 +400,27 @@ impl SimulationBuilder {
     /// The wall clock and its intervals.
     pub fn clock(mut self, clock: ClockConfig) -> Self {
         self.settings.clock = clock;
+        self
+    }
+
+    /// A period the application's own logic keys on (a report per minute,
+    /// a window of its own), added to [`ClockConfig::time_boundaries_ms`]:
+    /// boundary-seeking time aims the clock's advances and input
+    /// timestamps at its multiples from the epoch and the millisecond
+    /// either side, as at the window edges, gaps and TTLs the library
+    /// knows. Up to [`TIME_BOUNDARIES_MAX`] periods (a period below 1 ms
+    /// counts as 1 ms); call it after [`SimulationBuilder::settings`] and
+    /// [`SimulationBuilder::clock`], which set every knob of the clock.
+    pub fn time_boundaries(mut self, period: std::time::Duration) -> Self {
+        let period = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(1);
+        let slots = &mut self.settings.clock.time_boundaries_ms;
+        match slots
+            .iter_mut()
+            .find(|slot| **slot == 0 || **slot == period)
+        {
+            Some(slot) => *slot = period,
+            None => self.boundaries_beyond += 1,
+        }
         self
     }
 
@@ -504,6 +529,13 @@ impl SimulationBuilder {
     /// their ranges.
     pub fn build(self) -> Result<Simulation, SimulationError> {
         check_settings(&self.settings)?;
+        if self.boundaries_beyond > 0 {
+            return Err(SimulationError::OutOfRange {
+                knob: "clock.time_boundaries_ms",
+                value: format!("{} periods", TIME_BOUNDARIES_MAX + self.boundaries_beyond),
+                allowed: format!("[0, {TIME_BOUNDARIES_MAX}] periods"),
+            });
+        }
         if let Some(mutation) = self.mutation {
             if !parsley::mutation::AVAILABLE {
                 return Err(SimulationError::MutationsUnavailable {
@@ -811,6 +843,7 @@ impl Simulation {
             mutation: None,
             regressions: Regressions::default(),
             shrink_attempts: SHRINK_ATTEMPTS,
+            boundaries_beyond: 0,
         }
     }
 

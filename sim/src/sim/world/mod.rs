@@ -77,8 +77,14 @@ enum Action {
     FaultLogicError,
 }
 
-/// Where every world's wall clock starts.
-const WORLD_START_MS: i64 = 1_700_000_000_000;
+/// The whole hour (2023-11-14T22:00:00Z) every world's wall clock starts
+/// at or after: each world starts at a whole minute of that hour, drawn
+/// from its choices (the zero word: the hour itself). Logic that keys on a
+/// minute, an hour or a window of its own so meets its boundaries within a
+/// run, as a clock starting on a whole second alone would not.
+pub(crate) const WORLD_BASE_MS: i64 = 1_699_999_200_000;
+/// The whole minutes after [`WORLD_BASE_MS`] a world may start at.
+const WORLD_START_MINUTES: u32 = 60;
 
 /// The simulated world: the model, the application instances and their tasks, inputs and the wall clock. Every choice comes from the run's choice source.
 pub(crate) struct World {
@@ -139,6 +145,14 @@ pub(crate) struct World {
     deadline_buffer: Vec<i64>,
     /// PCT's priorities and change points, under [`settings::OrderStrategy::Pct`].
     pct: Option<order::Pct>,
+    /// When this world's wall clock started.
+    start: i64,
+    /// The edges of the application's declared logic (boundary.rs).
+    edges: boundary::Edges,
+    /// The latest input records' keys and timestamps, oldest first, at
+    /// most [`boundary::RECENT`]: what the edges after a key's latest
+    /// record are measured from.
+    recent: std::collections::VecDeque<(Option<bytes::Bytes>, i64)>,
 }
 
 const INPUT_TRANSACTIONAL_ID: &str = "sim-input";
@@ -167,6 +181,8 @@ impl World {
         let faults = settings.faults.swarm(choices);
         let fault_ppm = World::fault_ppm(&faults, settings.instances);
         let pct = order::Pct::draw(settings.order, settings.budget.safety_steps, choices);
+        let start = WORLD_BASE_MS + i64::from(choices.below(WORLD_START_MINUTES)) * 60_000;
+        let edges = boundary::Edges::of(&app, &settings.clock);
         // Without a generator of rejected records, the logic-error fault
         // has nothing to produce.
         let poison_left = u32::from(inputs.iter().any(|input| input.rejected.is_some()));
@@ -177,7 +193,7 @@ impl World {
             refused: Vec::new(),
             assembly,
             cluster,
-            now: WORLD_START_MS,
+            now: start,
             // About one entry per step: growing a trace of large entries by
             // doubling copied a few percent of a run.
             trace: Vec::with_capacity(settings.budget.safety_steps.min(1 << 20) as usize + 1024),
@@ -208,6 +224,9 @@ impl World {
             moment_steps: 0,
             deadline_buffer: Vec::new(),
             pct,
+            start,
+            edges,
+            recent: std::collections::VecDeque::with_capacity(boundary::RECENT),
         };
         // Tasks are spread over the instances round-robin, as a static
         // assignment would.
@@ -909,7 +928,7 @@ impl World {
 
     fn advance_clock(&mut self, by: i64) {
         self.now += by;
-        self.stats.simulated_ms = (self.now - WORLD_START_MS).max(0) as u64;
+        self.stats.simulated_ms = (self.now - self.start).max(0) as u64;
         self.record(Event::ClockAdvanced { now: self.now });
         self.write_due_markers();
         let expired = self.cluster.expire_transactions(self.now);
@@ -1063,7 +1082,7 @@ impl World {
         // before the epoch.
         let lag = match self.inputs[input].event_time_lag_ms {
             0 => 0,
-            max => self.event_time_lag(choices, partition, max),
+            max => self.event_time_lag(choices, partition, key.as_ref(), max),
         };
         // A tombstone only when the input asks for them: no choice is drawn
         // otherwise, so other inputs' runs stay as they were.
@@ -1072,11 +1091,16 @@ impl World {
             true => None,
             false => Some(value),
         };
+        let timestamp = self.now - lag;
+        if self.recent.len() == boundary::RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((key.clone(), timestamp));
         let data = RecordData {
             key,
             value,
             headers,
-            timestamp: self.now - lag,
+            timestamp,
         };
         (input, Tp::new(topic, partition), data)
     }

@@ -187,6 +187,26 @@ pub struct ClockConfig {
     pub commit_interval_ms: u64,
     /// The broker aborts a hanging transaction after this, `>= 1`.
     pub transaction_timeout_ms: u64,
+    /// Periods the application's own logic keys on (a report per minute,
+    /// a user's own windows), up to [`TIME_BOUNDARIES_MAX`] of them, zero
+    /// for none: under [`TimeStrategy::Boundary`] the clock's advances and
+    /// input timestamps aim at their multiples (from the epoch) and the
+    /// millisecond either side, as they aim at the edges the library knows.
+    pub time_boundaries_ms: [u64; TIME_BOUNDARIES_MAX],
+}
+
+/// How many periods [`ClockConfig::time_boundaries_ms`] holds.
+pub const TIME_BOUNDARIES_MAX: usize = 4;
+
+impl ClockConfig {
+    /// The declared periods of [`ClockConfig::time_boundaries_ms`], in
+    /// milliseconds, without the unused zeros.
+    pub fn time_boundaries(&self) -> impl Iterator<Item = u64> + '_ {
+        self.time_boundaries_ms
+            .iter()
+            .copied()
+            .filter(|period| *period > 0)
+    }
 }
 
 impl Default for ClockConfig {
@@ -197,6 +217,7 @@ impl Default for ClockConfig {
             tick_interval_ms: 1000,
             commit_interval_ms: 100,
             transaction_timeout_ms: 10_000,
+            time_boundaries_ms: [0; TIME_BOUNDARIES_MAX],
         }
     }
 }
