@@ -392,3 +392,61 @@ fn r3_a_rekey_of_an_output_with_other_codecs_is_refused() {
     let error = refusal(site.stage(join));
     assert_refused(&error, "R3", "other codecs");
 }
+
+/// R3 with W4: the re-keyed copy of a window's record keeps the timestamp
+/// the window wrote it at (the window's latest record's), not the
+/// delivery's: a record back in time rewrites the window at 40 and so
+/// does its copy.
+#[test]
+fn r3_a_rekeyed_window_record_keeps_the_windows_timestamp() {
+    let shop = Parsley::named("shop");
+    let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
+    let totals = Topic::<parsley::Windowed<String>, i64>::with_codecs(
+        "totals",
+        parsley::WindowedCodec(Utf8),
+        I64,
+    );
+    let windows = parsley::Windows::tumbling(std::time::Duration::from_millis(60))
+        .aggregate(
+            "totals",
+            &sales,
+            I64,
+            || 0i64,
+            |total, sale| total + sale.value,
+        )
+        .emit(parsley::Emit::OnUpdate)
+        .into(&totals)
+        .build();
+    let (windows, by_total) =
+        shop.rekey_output("by-total", windows, &totals, I64, |_, total| *total);
+    let app = shop.stage(windows).build().unwrap();
+    let driver = TestDriver::builder(&app).build().unwrap();
+    let input = driver.input(&sales).unwrap();
+    input.pipe_record(TestRecord::new("k", 1).at(40)).unwrap();
+    input.pipe_record(TestRecord::new("k", 2).at(20)).unwrap();
+    let written: Vec<i64> = driver
+        .output(&totals)
+        .unwrap()
+        .read_all()
+        .unwrap()
+        .iter()
+        .map(|record| record.timestamp)
+        .collect();
+    let copied: Vec<i64> = driver
+        .output(&by_total)
+        .unwrap()
+        .read_all()
+        .unwrap()
+        .iter()
+        .map(|record| record.timestamp)
+        .collect();
+    assert_eq!(
+        written,
+        [40, 40],
+        "W4: the window's latest record's timestamp"
+    );
+    assert_eq!(
+        copied, written,
+        "R3: each copy keeps its record's timestamp"
+    );
+}
