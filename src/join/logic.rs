@@ -11,7 +11,7 @@ use crate::emission::{Emission, Record};
 use crate::mutation::{self, Mutation};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{
-    guarded, DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic,
+    guarded, DeliveryFailure, Fallible, Outcome, ReplayFailure, SlotWrite, StageLogic,
 };
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::topic::Topic;
@@ -23,6 +23,35 @@ use super::row::{Row, RowCodec};
 /// nothing (there is no row).
 pub(crate) type JoinerFn<K, V, T, R> =
     Arc<dyn Fn(&Record<K, V>, Option<&T>) -> Option<Result<R, String>> + Send + Sync>;
+
+/// An inner stream–table joiner: a result only when the record has a row.
+pub(crate) fn inner_row_joiner<K, V, T, R, F>(
+    joiner: impl Fn(&Record<K, V>, &T) -> F + Send + Sync + 'static,
+) -> JoinerFn<K, V, T, R>
+where
+    K: 'static,
+    V: 'static,
+    T: 'static,
+    R: 'static,
+    F: Fallible<R>,
+{
+    Arc::new(move |record, row| row.map(|row| joiner(record, row).into_result()))
+}
+
+/// A left stream–table joiner: a result for every record, with its row or
+/// `None`.
+pub(crate) fn left_row_joiner<K, V, T, R, F>(
+    joiner: impl Fn(&Record<K, V>, Option<&T>) -> F + Send + Sync + 'static,
+) -> JoinerFn<K, V, T, R>
+where
+    K: 'static,
+    V: 'static,
+    T: 'static,
+    R: 'static,
+    F: Fallible<R>,
+{
+    Arc::new(move |record, row| Some(joiner(record, row).into_result()))
+}
 
 /// The counter of stream records joined with a row whose timestamp is
 /// higher than their own: a table newer than the record.

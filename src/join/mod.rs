@@ -108,7 +108,7 @@ use crate::topic::Topic;
 use crate::tp::{TopicName, Tp};
 
 use declare::{JoinStage, Wording};
-use logic::{JoinLogic, JoinerFn};
+use logic::{inner_row_joiner, left_row_joiner, JoinLogic, JoinerFn};
 
 /// A two-sided join's joiner (stream–stream, table–table), given each side
 /// or `None`: the result to write, or `None` when the join's kind writes
@@ -296,9 +296,7 @@ where
         R: 'static,
         F: Fallible<R>,
     {
-        let joiner: JoinerFn<K, V, T, R> =
-            Arc::new(move |record, row| row.map(|row| joiner(record, row).into_result()));
-        self.with(JoinKind::Inner, joiner)
+        self.with(JoinKind::Inner, inner_row_joiner(joiner))
     }
 
     /// A left join: each stream record is joined by `joiner`, with its row
@@ -311,9 +309,7 @@ where
         R: 'static,
         F: Fallible<R>,
     {
-        let joiner: JoinerFn<K, V, T, R> =
-            Arc::new(move |record, row| Some(joiner(record, row).into_result()));
-        self.with(JoinKind::Left, joiner)
+        self.with(JoinKind::Left, left_row_joiner(joiner))
     }
 
     fn with<R>(self, kind: JoinKind, joiner: JoinerFn<K, V, T, R>) -> JoinBuilder<K, V, T, R> {

@@ -60,7 +60,7 @@ use crate::topic::Topic;
 use crate::tp::{TopicName, Tp};
 
 use super::declare::{self, JoinStage, Wording};
-use super::logic::{JoinLogic, JoinerFn};
+use super::logic::{inner_row_joiner, left_row_joiner, JoinLogic, JoinerFn};
 use super::{Join, JoinKind, Joiner};
 use logic::VersionedJoinLogic;
 
@@ -207,9 +207,7 @@ where
         R: 'static,
         F: Fallible<R>,
     {
-        let joiner: JoinerFn<K, V, T, R> =
-            Arc::new(move |record, row| row.map(|row| joiner(record, row).into_result()));
-        self.with(JoinKind::Inner, joiner)
+        self.with(JoinKind::Inner, inner_row_joiner(joiner))
     }
 
     /// A left join: each stream record is joined by `joiner`, with its
@@ -222,9 +220,7 @@ where
         R: 'static,
         F: Fallible<R>,
     {
-        let joiner: JoinerFn<K, V, T, R> =
-            Arc::new(move |record, row| Some(joiner(record, row).into_result()));
-        self.with(JoinKind::Left, joiner)
+        self.with(JoinKind::Left, left_row_joiner(joiner))
     }
 
     fn with<R>(
