@@ -6,7 +6,7 @@ use std::fmt;
 
 /// The invariants the checker verifies on every simulated run, and the audit
 /// on committed logs. Each is defined, with the rules it rests on, in
-/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i17`).
+/// `docs/RULES.md` under its id (`docs/RULES.md#i1` … `#i18`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Invariant {
     /// Causal delivery: every committed delivery came after the task had
@@ -87,6 +87,13 @@ pub enum Invariant {
     /// selects, on the partition that key hashes to; and no copy without
     /// its record (R3; docs/RULES.md#i17).
     I17,
+    /// Consistent views: every record a consistent view released with a
+    /// cut equals what the application computes for its key from the
+    /// source records of the epochs below the cut, and nothing else; no
+    /// cut is past what every source partition's committed log reached,
+    /// and the cuts of one key's releases never go down (V1;
+    /// docs/RULES.md#i18).
+    I18,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -113,6 +120,7 @@ impl Invariant {
             Invariant::I15 => "a group per stage",
             Invariant::I16 => "timestamp order",
             Invariant::I17 => "re-keyed outputs",
+            Invariant::I18 => "consistent views",
             Invariant::Property(_) => "user property",
         }
     }

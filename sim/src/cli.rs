@@ -28,7 +28,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use parsley::mutation::Mutation;
 use parsley::App;
 
-use crate::sim::checker::{Invariant, Violation};
+use crate::sim::checker::{Invariant, NotJudged, Violation};
 use crate::sim::report::timeline;
 use crate::sim::report::{self, Failure};
 use crate::sim::running::runner::{parse_partition, partition};
@@ -419,6 +419,7 @@ struct SeedResult {
     seed: u64,
     stats: Stats,
     violations: Vec<Violation>,
+    not_judged: Vec<NotJudged>,
 }
 
 fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
@@ -465,15 +466,16 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
                         &format!("seed {seed}: {message}"),
                     )
                 });
-                let (stats, violations) = match outcome {
-                    Ok(outcome) => (outcome.stats, outcome.violations),
-                    Err(violation) => (Stats::default(), vec![violation]),
+                let (stats, violations, not_judged) = match outcome {
+                    Ok(outcome) => (outcome.stats, outcome.violations, outcome.not_judged),
+                    Err(violation) => (Stats::default(), vec![violation], Vec::new()),
                 };
                 let result = SeedResult {
                     index,
                     seed,
                     stats,
                     violations,
+                    not_judged,
                 };
                 if sender.send(result).is_err() {
                     break;
@@ -558,6 +560,13 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
         report::horizon::note(&horizon, &total, count, &setup.scenario.settings)
     }) {
         row("inputs too short", note);
+    }
+    let mut not_judged = Vec::new();
+    for result in &results {
+        NotJudged::merge(&mut not_judged, &result.not_judged);
+    }
+    for note in &not_judged {
+        row("not judged", note.to_string());
     }
     row("violations", format!("{} failing seeds", failing.len()));
     if !failing.is_empty() {
@@ -787,6 +796,9 @@ fn replay(registry: &Registry, args: ReplayArgs) -> Result<bool, CliError> {
         &hint,
         Some(&setup.simulation),
     );
+    for note in &outcome.not_judged {
+        row("not judged", note.to_string());
+    }
     row("violations", outcome.violations.len().to_string());
     for violation in &outcome.violations {
         println!("  {violation}");
@@ -948,6 +960,9 @@ fn tell(
     println!("\nWhat happened:");
     print!("{}", report::story(outcome, 200));
     println!();
+    for note in &outcome.not_judged {
+        row("not judged", note.to_string());
+    }
     row("violations", outcome.violations.len().to_string());
     for violation in &outcome.violations {
         println!("  {violation}");

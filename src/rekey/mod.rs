@@ -97,13 +97,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::codec::Codec;
+use crate::codec::{Codec, CodecError};
 use crate::emission::{Emission, Record, Step};
 use crate::operator::{Operator, OperatorProblem, UserLogic};
+use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Fallible, TypedLogic};
 use crate::stage::{ReplayError, Stage, StageDef, StageProblem};
 use crate::topic::{Topic, TopicRef};
-use crate::tp::TopicName;
+use crate::tp::{TopicName, Tp};
 
 /// R3's declaration mistakes.
 fn problem(reason: &'static str) -> StageProblem {
@@ -127,7 +128,17 @@ pub struct RekeyDecl {
     pub source: TopicName,
     /// The derived repartition topic it writes (R1).
     pub repartition: TopicName,
+    /// The user's key function with the topics' codecs, for
+    /// [`RekeyDecl::key_of`].
+    pub(crate) select: UserLogic<SelectRecordKey>,
 }
+
+/// The new key's bytes for a record of a re-key stage's source, or the
+/// key codec's refusal of the selected key (it travels in the emission,
+/// as `Topic::send`'s does); or why the record is refused (X5, R2).
+type SelectRecordKey = dyn Fn(&Tp, &ConsumedRecord) -> Result<Result<Bytes, CodecError>, DeliveryFailure>
+    + Send
+    + Sync;
 
 /// A re-key within the stage that writes its source, as
 /// [`StageHooks::operators`](crate::StageHooks::operators) finds it (R3).
@@ -164,6 +175,23 @@ impl Operator for RekeyOutputDecl {
     }
 }
 
+impl RekeyDecl {
+    /// The key bytes the user's key function selects for a record of the
+    /// re-key stage's source, with the source's codecs and the re-key's
+    /// key codec. What a checker that re-keys a source by itself (I18)
+    /// calls, and nothing of the stage's own logic.
+    pub fn key_of(&self, tp: &Tp, record: &ConsumedRecord) -> Result<Bytes, ReplayError> {
+        (self.select)(tp, record)
+            .and_then(|encoded| {
+                encoded.map_err(|error| DeliveryFailure::Codec {
+                    part: crate::topic::RecordPart::Key,
+                    error,
+                })
+            })
+            .map_err(ReplayError::delivery)
+    }
+}
+
 impl RekeyOutputDecl {
     /// The key bytes (`None`: a null key) the user's key function selects
     /// for a record the stage wrote with these key and value bytes, with
@@ -193,17 +221,25 @@ where
     R: Fallible<K2>,
 {
     let repartition = source.rekeyed(repartition_topic_name(app, &name), key_codec);
+    let decoding = source.clone();
+    let out = repartition.clone();
+    // One closure runs the user's function, for the stage's logic and for
+    // the declaration's hook (`RekeyDecl::key_of`).
+    let selected: Arc<SelectRecordKey> = Arc::new(move |tp, consumed| {
+        let record = decoding.decode(tp, consumed)?;
+        let key = guarded(|| select(&record).into_result())?;
+        Ok(out.encode_key(&key))
+    });
     let decl = RekeyDecl {
         source: source.name().clone(),
         repartition: repartition.name().clone(),
+        select: UserLogic(Arc::clone(&selected)),
     };
-    let decoding = source.clone();
     let out = repartition.clone();
     let logic = TypedLogic::<()> {
         state: None,
         sources: vec![Arc::new(move |(), tp, consumed| {
-            let record = decoding.decode(tp, consumed)?;
-            let key = guarded(|| select(&record).into_result())?;
+            let key = selected(tp, consumed)?;
             // The source's value bytes as they are (R2), not encoded again.
             let value = consumed
                 .data
@@ -212,7 +248,7 @@ where
                 .expect("a record whose value decoded has one");
             // A key the codec refuses travels in the emission, as
             // `Topic::send`'s does: the task stops naming the topic (S3).
-            let encoded = out.encode_key(&key).map(|key| (Some(key), value));
+            let encoded = key.map(|key| (Some(key), value));
             Ok(Step {
                 state: Some(()),
                 emissions: vec![Emission::new(out.name().clone(), encoded)],

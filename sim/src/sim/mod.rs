@@ -30,7 +30,9 @@ pub(crate) mod report;
 pub(crate) mod running;
 pub(crate) mod world;
 
-pub use checker::{DeliveryOf, Finding, Gate, Invariant, Related, Relation, TxnEnd, Violation};
+pub use checker::{
+    DeliveryOf, Finding, Gate, Invariant, NotJudged, Related, Relation, TxnEnd, Violation,
+};
 pub use explore::{Bounds, Exploration, FaultKind};
 pub use report::outcome::RunOutcome;
 pub use report::outliers::{Outlier, OUTLIER_FACTOR};

@@ -1,4 +1,4 @@
-//! The independent checker: recomputes every guarantee (I1–I8, I10–I17) from the
+//! The independent checker: recomputes every guarantee (I1–I8, I10–I18) from the
 //! recorded trace and the committed logs, trusting none of the runtime's own
 //! bookkeeping.
 //!
@@ -17,10 +17,12 @@
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
 //! [`windows`] (I12), [`joins`], [`stream_joins`], [`table_joins`] and
 //! [`fk_joins`] and [`versioned_joins`] (I13), [`expiry`] (I14), [`groups`] (I15), [`order`] (I16, asked by
-//! the walk at each delivery) and [`rekeys`] (I17); [`purity`] tells impure logic (S4) from a
+//! the walk at each delivery), [`rekeys`] (I17) and [`consistent`] (I18, with its reference
+//! evaluator of a region, [`region`]); [`purity`] tells impure logic (S4) from a
 //! broken rule when a replay disagrees with what was committed.
 //! [`check`] builds the reconstruction once and runs them in turn.
 
+mod consistent;
 mod dead_letters;
 mod delivery;
 mod expiry;
@@ -34,6 +36,9 @@ mod order;
 mod outputs;
 mod purity;
 mod reconstruction;
+mod region;
+#[cfg(test)]
+mod region_tests;
 mod rekeys;
 mod stamps;
 mod state;
@@ -55,6 +60,7 @@ use crate::sim::world::trace::{Entry, Event, TaskAt, TxnRef};
 use reconstruction::Tps;
 use rustc_hash::FxHashMap;
 
+pub use consistent::NotJudged;
 pub use parsley::audit::Invariant;
 pub use violation::{DeliveryOf, Finding, Gate, Related, Relation, TxnEnd, Violation};
 
@@ -94,16 +100,29 @@ struct Checker<'a> {
     /// calls of the user's logic were made again so far: a budget of their
     /// own, so that I6's and I7's probes do not use it up first.
     operator_probes: usize,
+    /// What an oracle could not judge, and why ([`NotJudged`]).
+    not_judged: Vec<NotJudged>,
 }
 
-/// Runs every check and returns the violations found, first ones first.
-pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
+/// What the checker found: the violations, first ones first, and what it
+/// could not judge.
+pub struct Checked {
+    /// The violations, sorted by step.
+    pub violations: Vec<Violation>,
+    /// The notes of what was not judged, one per stage and reason.
+    pub not_judged: Vec<NotJudged>,
+}
+
+/// Runs every check and returns the violations found, first ones first,
+/// and what could not be judged.
+pub fn check(input: &CheckInput<'_>) -> Checked {
     let mut checker = Checker {
         input,
         violations: Vec::new(),
         tps: Tps::new(input.cluster, input.app),
         probes: 0,
         operator_probes: 0,
+        not_judged: Vec::new(),
     };
     let committed = checker.replay_trace();
     checker.check_committed_histories(&committed);
@@ -120,11 +139,17 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Violation> {
     checker.check_foreign_key_joins(&committed);
     checker.check_expiry(&committed);
     checker.check_rekeyed_outputs(&committed);
+    checker.check_consistent_views();
     checker.check_groups();
     checker.check_liveness(&committed);
     checker.locate_related();
     checker.violations.sort_by_key(|violation| violation.step);
-    checker.violations
+    let mut not_judged = Vec::new();
+    NotJudged::merge(&mut not_judged, &checker.not_judged);
+    Checked {
+        violations: checker.violations,
+        not_judged,
+    }
 }
 
 impl<'a> Checker<'a> {

@@ -2,7 +2,7 @@
 //! the trace, the counters, the violations and the model's logs.
 
 use crate::model::Cluster;
-use crate::sim::checker::Violation;
+use crate::sim::checker::{NotJudged, Violation};
 use crate::sim::world::stats::Stats;
 use crate::sim::world::trace::Entry;
 
@@ -27,6 +27,9 @@ pub struct RunOutcome {
     /// What the checker and the user's properties found; empty for a
     /// passing run.
     pub violations: Vec<Violation>,
+    /// What the checker could not judge, and why: shown beside the
+    /// violations, never taken for a pass.
+    pub not_judged: Vec<NotJudged>,
     /// Whether this run reached each of the simulation's "sometimes" marks,
     /// in the order of [`Simulation::sometimes_names`](crate::sim::Simulation::sometimes_names).
     pub reached: Vec<bool>,

@@ -133,6 +133,7 @@ pub(crate) fn run_gated(
                 stats: Stats::default(),
                 quiesced: false,
                 violations: vec![violation],
+                not_judged: Vec::new(),
                 reached: vec![false; simulation.sometimes().len()],
                 trace_hash: 0,
                 cluster: Cluster::default(),
@@ -140,6 +141,7 @@ pub(crate) fn run_gated(
         }
     };
     let last_step = world.trace.last().map_or(0, |entry| entry.step);
+    let mut not_judged = Vec::new();
     let (quiesced, mut violations) = match phases {
         Ok(quiesced) => {
             // The checker replays the logic on an application of its own, so
@@ -164,14 +166,18 @@ pub(crate) fn run_gated(
                     liveness_steps: budget.liveness_steps,
                 })
             }));
-            let violations = checked.unwrap_or_else(|panic| {
-                vec![Violation::found(
+            let violations = match checked {
+                Ok(checked) => {
+                    not_judged = checked.not_judged;
+                    checked.violations
+                }
+                Err(panic) => vec![Violation::found(
                     Finding::Panicked,
                     Invariant::I8,
                     last_step,
                     &format!("in the checker: {}", panic_message(&*panic)),
-                )]
-            });
+                )],
+            };
             (quiesced, violations)
         }
         Err(panic) => {
@@ -257,6 +263,7 @@ pub(crate) fn run_gated(
         stats: world.stats,
         quiesced,
         violations,
+        not_judged,
         reached,
         trace_hash,
         cluster: world.cluster,

@@ -26,6 +26,7 @@ use std::sync::Mutex;
 
 use crate::sim::checker::Finding;
 use crate::sim::checker::Invariant;
+use crate::sim::checker::NotJudged;
 use crate::sim::report;
 use crate::sim::report::cause::Cause;
 use crate::sim::report::coverage;
@@ -77,6 +78,9 @@ pub struct Summary {
     /// the application's longest horizon (a window and its grace, a time to
     /// live, a tick interval): a note saying so, with the knobs to raise.
     pub short_inputs: Option<String>,
+    /// What the checker could not judge, over every run, one note per
+    /// stage and reason, its records summed ([`NotJudged`]).
+    pub not_judged: Vec<NotJudged>,
 }
 
 impl Summary {
@@ -206,6 +210,9 @@ impl Simulation {
         if let Some(note) = &summary.short_inputs {
             eprintln!("{}: {note}", self.name());
         }
+        for note in &summary.not_judged {
+            eprintln!("{}: {note}", self.name());
+        }
     }
 
     /// Runs `seeds` (no environment, no regression file) and says what was
@@ -258,6 +265,7 @@ impl Simulation {
             outliers: Vec::new(),
             stale_regressions: Vec::new(),
             short_inputs: None,
+            not_judged: Vec::new(),
         };
         for tape in &tapes {
             let outcome = self.run_tape(tape);
@@ -274,7 +282,12 @@ impl Simulation {
         let next = AtomicU64::new(0);
         // The lowest failing seed's index: seeds past it need not run.
         let lowest_failure = AtomicU64::new(u64::MAX);
-        let results = Mutex::new((Stats::default(), vec![0u64; marks.len()], None));
+        let results = Mutex::new((
+            Stats::default(),
+            vec![0u64; marks.len()],
+            None,
+            Vec::<NotJudged>::new(),
+        ));
         // Each seed's size (seed, steps, deliveries), for the outliers.
         let sizes: Mutex<Vec<(u64, u64, u64)>> = Mutex::new(Vec::with_capacity(seeds.len()));
         std::thread::scope(|scope| {
@@ -284,6 +297,7 @@ impl Simulation {
                     let mut reached = vec![0u64; marks.len()];
                     let mut failed: Option<(u64, RunOutcome)> = None;
                     let mut sized: Vec<(u64, u64, u64)> = Vec::new();
+                    let mut not_judged: Vec<NotJudged> = Vec::new();
                     loop {
                         let index = next.fetch_add(1, Ordering::Relaxed);
                         if index as usize >= seeds.len()
@@ -304,6 +318,7 @@ impl Simulation {
                             }
                         }
                         stats.add(&outcome.stats);
+                        NotJudged::merge(&mut not_judged, &outcome.not_judged);
                         sized.push((seed, outcome.stats.steps, outcome.stats.deliveries));
                         for (count, yes) in reached.iter_mut().zip(&outcome.reached) {
                             *count += u64::from(*yes);
@@ -318,6 +333,7 @@ impl Simulation {
                     sizes.lock().expect("a worker panicked").extend(sized);
                     let mut results = results.lock().expect("a worker panicked");
                     results.0.add(&stats);
+                    NotJudged::merge(&mut results.3, &not_judged);
                     for (total, count) in results.1.iter_mut().zip(&reached) {
                         *total += count;
                     }
@@ -333,8 +349,9 @@ impl Simulation {
                 });
             }
         });
-        let (stats, reached, failed) = results.into_inner().expect("a worker panicked");
+        let (stats, reached, failed, not_judged) = results.into_inner().expect("a worker panicked");
         summary.stats = stats;
+        summary.not_judged = not_judged;
         summary.outliers = outliers::outliers(&sizes.into_inner().expect("a worker panicked"));
         if summary.seeds > 0 {
             summary.short_inputs = horizon::longest(self.app()).and_then(|horizon| {
@@ -598,6 +615,7 @@ impl Simulation {
             outliers: Vec::new(),
             stale_regressions: Vec::new(),
             short_inputs: None,
+            not_judged: outcome.not_judged.clone(),
         };
         if !outcome.violations.is_empty() {
             let mut out = format!("{}: the replayed run fails\n", self.name());
