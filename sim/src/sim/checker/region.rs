@@ -39,9 +39,8 @@ pub(super) type Key = Option<Bytes>;
 
 /// How the reference evaluates one stage of a region.
 enum Evaluated<'a> {
-    /// The user's own logic, replayed through the stage's hooks; the
-    /// re-keys of its outputs (R3) done by the reference.
-    Logic { rekeys: Vec<&'a RekeyOutputDecl> },
+    /// The user's own logic, replayed through the stage's hooks.
+    Logic,
     /// A re-key stage (R1, R2).
     Rekey(&'a RekeyDecl),
     /// A table–table join (J8).
@@ -51,6 +50,9 @@ enum Evaluated<'a> {
 struct RegionStage<'a> {
     plan: &'a StagePlan,
     how: Evaluated<'a>,
+    /// The re-keys of its outputs within it (R3), done by the reference
+    /// whatever the stage is.
+    rekeys: Vec<&'a RekeyOutputDecl>,
 }
 
 /// A consistent view's region, as the reference evaluates it.
@@ -110,7 +112,8 @@ pub(super) fn region<'a>(app: &'a App, view: &str) -> Region<'a> {
                 if plan.name() == view {
                     view_index = Some(stages.len());
                 }
-                stages.push(RegionStage { plan, how });
+                let rekeys = plan.stage.hooks().operators::<RekeyOutputDecl>().collect();
+                stages.push(RegionStage { plan, how, rekeys });
             }
             Err(what) => unevaluated.push(Unevaluated {
                 stage: plan.name().to_string(),
@@ -186,9 +189,7 @@ fn evaluated(plan: &StagePlan) -> Result<Evaluated<'_>, &'static str> {
             None => Err("a table–table join without an output"),
         };
     }
-    Ok(Evaluated::Logic {
-        rekeys: hooks.operators::<RekeyOutputDecl>().collect(),
-    })
+    Ok(Evaluated::Logic)
 }
 
 /// A committed record of a source partition and its epoch.
@@ -386,109 +387,138 @@ impl Region<'_> {
     /// `index`: what it writes, or `None` when the logic refuses it (X5).
     fn deliver(&self, index: usize, flow: &Flow, tasks: &mut Tasks) -> Option<Written> {
         let stage = &self.stages[index];
-        let (tp, record) = (&flow.tp, &flow.record);
-        let timestamp = record.data.timestamp;
-        match &stage.how {
-            Evaluated::Logic { rekeys } => {
-                let slot = (index, tp.partition, record.data.key.clone());
-                let state = tasks.slots.get(&slot).map(|bytes| &bytes[..]);
-                let replayed = stage
-                    .plan
-                    .stage
-                    .hooks()
-                    .replay_record(&tp.topic, state, tp, record)
-                    .ok()?;
-                let mut written = Written::new();
-                for emission in &replayed.emissions {
-                    // The re-keys' copies are the reference's to make.
-                    if rekeys
-                        .iter()
-                        .any(|rekey| rekey.repartition == *emission.topic())
-                    {
-                        continue;
-                    }
-                    let (key, value) = emission.encoded().ok()?;
-                    let (key, value) = (key.cloned(), value.cloned());
-                    let at = emission.timestamp().unwrap_or(timestamp);
-                    written.push((emission.topic().clone(), key.clone(), value.clone(), at));
-                    for rekey in rekeys
-                        .iter()
-                        .filter(|rekey| rekey.output == *emission.topic())
-                    {
-                        // R3: a tombstone has no value to select a key from,
-                        // and refuses the delivery.
-                        let value = value.as_ref()?;
-                        let selected = rekey.key_of(key.as_ref(), value).ok()?;
-                        written.push((
-                            rekey.repartition.clone(),
-                            selected,
-                            Some(value.clone()),
-                            at,
-                        ));
-                    }
-                }
-                match replayed.slot {
-                    SlotChange::Set(bytes) => {
-                        tasks.slots.insert(slot, bytes);
-                    }
-                    SlotChange::Deleted => {
-                        tasks.slots.remove(&slot);
-                    }
-                    SlotChange::Unchanged => {}
-                }
-                Some(written)
-            }
+        let written = match &stage.how {
+            Evaluated::Logic => self.deliver_logic(index, flow, tasks)?,
             Evaluated::Rekey(decl) => {
+                let (tp, record) = (&flow.tp, &flow.record);
                 // R2: the source record's value bytes and timestamp under the
                 // selected key; a null value is refused.
                 let value = record.data.value.clone()?;
                 let key = decl.key_of(tp, record).ok()?;
-                Some(vec![(
+                vec![(
                     decl.repartition.clone(),
                     Some(key),
                     Some(value),
-                    timestamp,
-                )])
+                    record.data.timestamp,
+                )]
             }
-            Evaluated::TableJoin(decl) => {
-                let output = decl.output.clone()?;
-                // J9: a record without a key is refused.
-                let key = record.data.key.clone()?;
-                let place = (index, tp.partition, key.clone());
-                let before = tasks.sides.get(&place).cloned().unwrap_or_default();
-                let mut after = before.clone();
-                let value = record.data.value.clone();
-                let tombstone = value.is_none();
-                match tp.topic == decl.left {
-                    true => after.left = value,
-                    false => after.right = value,
-                }
-                // J8: a tombstone of a side without a value changes nothing.
-                if after == before && tombstone {
-                    return Some(Written::new());
-                }
-                // The joiner decodes both sides: a value its codec refuses
-                // refuses the record, the sides unchanged.
-                let joined = decl
-                    .joined(&key, after.left.as_deref(), after.right.as_deref())
-                    .ok()?;
-                let had = has_result(decl.kind, &before);
-                let result = match has_result(decl.kind, &after) {
-                    true => joined,
-                    false => None,
-                };
-                let written = match result {
-                    Some(value) => vec![(output, Some(key), Some(value), timestamp)],
-                    None if had => vec![(output, Some(key), None, timestamp)],
-                    None => Written::new(),
-                };
-                match after.left.is_none() && after.right.is_none() {
-                    true => tasks.sides.remove(&place),
-                    false => tasks.sides.insert(place, after),
-                };
-                Some(written)
-            }
+            Evaluated::TableJoin(decl) => self.deliver_table_join(index, decl, flow, tasks)?,
+        };
+        if stage.rekeys.is_empty() {
+            return Some(written);
         }
+        // R3: each record written to a re-keyed output is written again,
+        // right after it, under its selected key; a tombstone has no value
+        // to select a key from, and refuses the delivery.
+        let mut copied = Written::with_capacity(written.len() * 2);
+        for (topic, key, value, timestamp) in written {
+            let copies = stage
+                .rekeys
+                .iter()
+                .filter(|rekey| rekey.output == topic)
+                .map(|rekey| {
+                    let value = value.as_ref()?;
+                    let selected = rekey.key_of(key.as_ref(), value).ok()?;
+                    Some((
+                        rekey.repartition.clone(),
+                        selected,
+                        Some(value.clone()),
+                        timestamp,
+                    ))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            copied.push((topic, key, value, timestamp));
+            copied.extend(copies);
+        }
+        Some(copied)
+    }
+
+    /// A stage of the user's own logic: replayed through its hooks over
+    /// the slot the reference keeps for the record's key (S1, S2).
+    fn deliver_logic(&self, index: usize, flow: &Flow, tasks: &mut Tasks) -> Option<Written> {
+        let stage = &self.stages[index];
+        let (tp, record) = (&flow.tp, &flow.record);
+        let slot = (index, tp.partition, record.data.key.clone());
+        let state = tasks.slots.get(&slot).map(|bytes| &bytes[..]);
+        let replayed = stage
+            .plan
+            .stage
+            .hooks()
+            .replay_record(&tp.topic, state, tp, record)
+            .ok()?;
+        let mut written = Written::new();
+        for emission in &replayed.emissions {
+            // The re-keys' copies are the reference's to make.
+            if stage
+                .rekeys
+                .iter()
+                .any(|rekey| rekey.repartition == *emission.topic())
+            {
+                continue;
+            }
+            let (key, value) = emission.encoded().ok()?;
+            let at = emission.timestamp().unwrap_or(record.data.timestamp);
+            written.push((emission.topic().clone(), key.cloned(), value.cloned(), at));
+        }
+        match replayed.slot {
+            SlotChange::Set(bytes) => {
+                tasks.slots.insert(slot, bytes);
+            }
+            SlotChange::Deleted => {
+                tasks.slots.remove(&slot);
+            }
+            SlotChange::Unchanged => {}
+        }
+        Some(written)
+    }
+
+    /// A table–table join (J8): the key's sides kept by the reference,
+    /// only the result's value from the user's joiner.
+    fn deliver_table_join(
+        &self,
+        index: usize,
+        decl: &TableJoinDecl,
+        flow: &Flow,
+        tasks: &mut Tasks,
+    ) -> Option<Written> {
+        let (tp, record) = (&flow.tp, &flow.record);
+        let output = decl.output.clone()?;
+        // J9: a record without a key is refused.
+        let key = record.data.key.clone()?;
+        let place = (index, tp.partition, key.clone());
+        let before = tasks.sides.get(&place).cloned().unwrap_or_default();
+        let mut after = before.clone();
+        let value = record.data.value.clone();
+        let tombstone = value.is_none();
+        match tp.topic == decl.left {
+            true => after.left = value,
+            false => after.right = value,
+        }
+        // J8: a tombstone of a side without a value changes nothing.
+        if after == before && tombstone {
+            return Some(Written::new());
+        }
+        // The joiner decodes both sides: a value its codec refuses refuses
+        // the record, the sides unchanged.
+        let joined = decl
+            .joined(&key, after.left.as_deref(), after.right.as_deref())
+            .ok()?;
+        let had = has_result(decl.kind, &before);
+        let result = match has_result(decl.kind, &after) {
+            true => joined,
+            false => None,
+        };
+        let timestamp = record.data.timestamp;
+        let written = match result {
+            Some(value) => vec![(output, Some(key), Some(value), timestamp)],
+            None if had => vec![(output, Some(key), None, timestamp)],
+            None => Written::new(),
+        };
+        match after.left.is_none() && after.right.is_none() {
+            true => tasks.sides.remove(&place),
+            false => tasks.sides.insert(place, after),
+        };
+        Some(written)
     }
 }
 

@@ -32,8 +32,9 @@ struct Balance {
     balance: i64,
 }
 
-/// The diamond, and its source.
-fn diamond() -> (App, Topic<String, Transfer>) {
+/// The diamond, and its source: every balance re-keyed to one key by a
+/// re-key stage (R1), or `within` the join that writes it (R3).
+fn diamond(within: bool) -> (App, Topic<String, Transfer>) {
     let transfers = Topic::<String, Transfer>::with_codecs("transfers", Utf8, Json);
     let credits = Topic::<String, i64>::with_codecs("credits", Utf8, I64);
     let debits = Topic::<String, i64>::with_codecs("debits", Utf8, I64);
@@ -68,7 +69,17 @@ fn diamond() -> (App, Topic<String, Transfer>) {
         )
         .into(&balances)
         .build();
-    let (to_one, all_balances) = bank.rekey("to-one", &balances, Utf8, |_| "all".to_string());
+    let (balance, to_one, all_balances) = match within {
+        false => {
+            let (to_one, all) = bank.rekey("to-one", &balances, Utf8, |_| "all".to_string());
+            (balance, Some(to_one), all)
+        }
+        true => {
+            let (balance, all) =
+                bank.rekey_output("to-one", balance, &balances, Utf8, |_, _| "all".to_string());
+            (balance, None, all)
+        }
+    };
     let out = totals.clone();
     let total = Stage::named("total")
         .state(Json, BTreeMap::<String, i64>::new)
@@ -83,15 +94,9 @@ fn diamond() -> (App, Topic<String, Transfer>) {
         .into(&totals)
         .build();
     let app = bank
-        .stages([
-            by_recipient,
-            by_sender,
-            credit,
-            debit,
-            balance,
-            to_one,
-            total,
-        ])
+        .stages([by_recipient, by_sender, credit, debit, balance])
+        .stages(to_one)
+        .stage(total)
         .build()
         .expect("the diamond builds");
     (app, transfers)
@@ -128,7 +133,17 @@ fn last_per_key(cluster: &Cluster, topic: &str) -> BTreeMap<Option<Bytes>, Optio
 
 #[test]
 fn i18_the_reference_equals_the_library_at_quiescence_on_a_diamond() {
-    let (app, transfers) = diamond();
+    reference_equals_the_library(false);
+}
+
+/// The same with the balances re-keyed within the join (R3).
+#[test]
+fn i18_the_reference_equals_the_library_with_a_rekey_within_the_join() {
+    reference_equals_the_library(true);
+}
+
+fn reference_equals_the_library(within: bool) {
+    let (app, transfers) = diamond(within);
     let simulation = Simulation::builder(app.clone())
         .input(Input::new(&transfers, |draw| {
             (
@@ -208,7 +223,7 @@ fn i18_the_reference_equals_the_library_at_quiescence_on_a_diamond() {
 /// holds only the records below it.
 #[test]
 fn i18_a_cut_holds_only_the_epochs_below_it() {
-    let (app, transfers) = diamond();
+    let (app, transfers) = diamond(false);
     let region = region(&app, "credit");
     let transfer = |to: &str, amount: i64| parsley::RecordData {
         key: Some(Bytes::from_static(b"t")),
