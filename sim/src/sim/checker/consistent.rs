@@ -27,14 +27,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parsley::bytes_for_humans;
-use parsley::{App, Stage, StagePlan, TopicName, Tp};
+use parsley::header::CUT_HEADER;
+use parsley::{App, StagePlan, TopicName, Tp};
 use rustc_hash::FxHashMap;
 
 use super::region::{region, AtCut, Key, Outputs, Region, Schedule, SourceRecord};
 use super::{Checker, Finding, Invariant};
-
-/// The header of a released record: its cut, in ASCII decimal.
-pub(crate) const CUT_HEADER: &str = "parsley-cut";
+use crate::sim::world::trace::{Entry, Event, TaskAt};
 
 /// How many wrong releases of one view are reported, each kind of wrong:
 /// a planted bug shows in many, and the first few tell it.
@@ -85,16 +84,12 @@ impl fmt::Display for NotJudged {
     }
 }
 
-/// The epoch length of a consistent view (V1), `None` for any other stage.
-fn epoch_of(stage: &Stage) -> Option<Duration> {
-    let _ = stage;
-    None
-}
-
 /// A record a view released.
 struct Release<'l> {
     tp: Tp,
     offset: u64,
+    /// The task instance that wrote it and the step, from the trace.
+    written: Option<(u64, &'l TaskAt)>,
     key: &'l Key,
     value: &'l Option<Bytes>,
     /// The cut its header gives, or the header as it is when it does not
@@ -121,7 +116,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_consistent_views(&mut self) {
         let app: &'a App = self.input.app;
         for plan in app.stages() {
-            if let Some(epoch) = epoch_of(&plan.stage) {
+            if let Some(epoch) = plan.stage.consistent_epoch() {
                 self.check_consistent_view(plan, epoch);
             }
         }
@@ -164,7 +159,8 @@ impl<'a> Checker<'a> {
             .min_by_key(|(_, reached)| reached.unwrap_or(i64::MIN));
         let mut reported = [0usize; 3];
         let mut order_dependent = 0usize;
-        let mut last_cut: FxHashMap<(&Tp, &Key), (i64, u64)> = FxHashMap::default();
+        // Per (writing task, tp, key): the highest cut so far and where.
+        let mut last_cut: FxHashMap<(Option<u32>, &Tp, &Key), (i64, u64)> = FxHashMap::default();
         let mut reference: Option<Reference> = None;
         let highest = releases
             .iter()
@@ -181,7 +177,7 @@ impl<'a> Checker<'a> {
                         release.offset,
                         describe(release.key)
                     );
-                    self.release_violation(&release.tp, release.offset, message);
+                    self.release_violation(release, message);
                     continue;
                 }
             };
@@ -199,17 +195,20 @@ impl<'a> Checker<'a> {
                         release.offset,
                         describe(release.key)
                     );
-                    self.release_violation(&release.tp, release.offset, message);
+                    self.release_violation(release, message);
                 }
             }
-            // A key's cuts never go down.
+            // A key's cuts never go down, release after release of one task
+            // (two tasks of a view that write one key have cuts of their own).
+            let task = release.written.map(|(_, at)| at.task.partition);
             let slot = last_cut
-                .entry((&release.tp, release.key))
+                .entry((task, &release.tp, release.key))
                 .or_insert((cut, release.offset));
             if cut < slot.0 && reported[1] < REPORTED_PER_VIEW {
                 reported[1] += 1;
                 let message = format!(
-                    "stage `{name}` released {}@{} (key {}) with cut {cut}, after releasing the key at {}@{} with the higher cut {}: a key's releases went back to an earlier cut",
+                    "stage `{name}`{} released {}@{} (key {}) with cut {cut}, after releasing the key at {}@{} with the higher cut {}: a key's releases went back to an earlier cut",
+                    task.map_or(String::new(), |task| format!(" (its task {task})")),
                     release.tp,
                     release.offset,
                     describe(release.key),
@@ -217,7 +216,7 @@ impl<'a> Checker<'a> {
                     slot.1,
                     slot.0
                 );
-                self.release_violation(&release.tp, release.offset, message);
+                self.release_violation(release, message);
             }
             if cut >= slot.0 {
                 *slot = (cut, release.offset);
@@ -259,7 +258,7 @@ impl<'a> Checker<'a> {
                 sources.reached.len(),
             );
             let found = self.violations.len();
-            self.release_violation(&release.tp, release.offset, message);
+            self.release_violation(release, message);
             if reported[2] == 1 {
                 self.name_impure_region(
                     name,
@@ -286,8 +285,27 @@ impl<'a> Checker<'a> {
     }
 
     /// Every committed record of `plan`'s sinks that carries a cut, in log
-    /// order, partition by partition.
+    /// order, partition by partition, with the task instance that wrote it.
     fn releases_of(&mut self, plan: &StagePlan) -> Vec<Release<'a>> {
+        let trace: &'a [Entry] = self.input.trace;
+        let sinks: Vec<&TopicName> = plan.stage.sinks().iter().map(|sink| &sink.name).collect();
+        let mut writers: FxHashMap<(Tp, u64), (u64, &'a TaskAt)> = FxHashMap::default();
+        for entry in trace {
+            let (at, sent) = match &entry.event {
+                Event::Committed { at, sent, .. } | Event::Delivered { at, sent, .. } => (at, sent),
+                _ => continue,
+            };
+            if &*at.task.stage != plan.name() {
+                continue;
+            }
+            for (tp, offset) in sent {
+                if sinks.contains(&&tp.topic) {
+                    writers
+                        .entry((tp.clone(), *offset))
+                        .or_insert((entry.step, at));
+                }
+            }
+        }
         let mut releases = Vec::new();
         for sink in plan.stage.sinks() {
             let partitions = self
@@ -309,9 +327,11 @@ impl<'a> Checker<'a> {
                         .ok()
                         .and_then(|text| text.parse::<i64>().ok())
                         .ok_or_else(|| bytes_for_humans(cut));
+                    let written = writers.get(&(tp.clone(), offset)).copied();
                     releases.push(Release {
                         tp: tp.clone(),
                         offset,
+                        written,
                         key: &data.key,
                         value: &data.value,
                         cut,
@@ -376,21 +396,17 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Records an I18 violation about a released record, dated at the
-    /// step that wrote it.
-    fn release_violation(&mut self, tp: &Tp, offset: u64, message: String) {
-        let written = self
-            .input
-            .trace
-            .iter()
-            .find(|entry| entry.event.concerns(tp, offset));
-        let step = written
-            .or(self.input.trace.last())
-            .map_or(0, |entry| entry.step);
-        let at = written.and_then(|entry| entry.event.task_at()).cloned();
+    /// Records an I18 violation about `release`, dated at the step that
+    /// wrote it, on the task instance that did.
+    fn release_violation(&mut self, release: &Release<'a>, message: String) {
+        let step = release
+            .written
+            .map(|(step, _)| step)
+            .or(self.input.trace.last().map(|entry| entry.step))
+            .unwrap_or(0);
         let violation = self.violation(Invariant::I18, step, message);
-        violation.about(tp, offset);
-        if let Some(at) = &at {
+        violation.about(&release.tp, release.offset);
+        if let Some((_, at)) = release.written {
             violation.on(at);
         }
     }

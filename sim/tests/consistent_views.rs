@@ -1,0 +1,261 @@
+//! I18 (consistent views) under the simulator, on a bank of the operators
+//! I18's reference evaluates: transfers re-keyed by recipient and by
+//! sender, summed per account, the sums joined by an outer table–table
+//! join into balances, each balance re-keyed within the join to one key
+//! and folded into a total, the consistent view. Every prefix of the
+//! transfers has total 0, so the reference's total is 0 at every cut; a
+//! release that is not is reported.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use parsley::mutation::Mutation;
+use parsley::{App, Join, Json, Parsley, Stage, Step, Topic, Utf8, I64};
+use parsley_sim::sim::{Input, Invariant, Simulation};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Transfer {
+    from: String,
+    to: String,
+    amount: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Balance {
+    account: String,
+    balance: i64,
+}
+
+fn transfers() -> Topic<String, Transfer> {
+    Topic::with_codecs("transfers", Utf8, Json)
+}
+
+/// The bank; its total a consistent view of `epoch`.
+fn bank(epoch: Duration) -> App {
+    let transfers = transfers();
+    let credits = Topic::<String, i64>::with_codecs("credits", Utf8, I64);
+    let debits = Topic::<String, i64>::with_codecs("debits", Utf8, I64);
+    let balances = Topic::<String, Balance>::with_codecs("balances", Utf8, Json);
+    let totals = Topic::<String, i64>::with_codecs("totals", Utf8, I64);
+    let bank = Parsley::named("bank");
+    let (by_to, to) = bank.rekey("by-to", &transfers, Utf8, |t| t.value.to.clone());
+    let (by_from, from) = bank.rekey("by-from", &transfers, Utf8, |t| t.value.from.clone());
+    let sum = |name: &str, source: &Topic<String, Transfer>, out: &Topic<String, i64>| {
+        let sink = out.clone();
+        Stage::named(name)
+            .state(I64, || 0)
+            .on(source, move |sum: i64, t| {
+                let sum = sum + t.value.amount;
+                Step::of(sum).emit(sink.send(t.key().cloned(), sum))
+            })
+            .into(out)
+            .build()
+    };
+    let balance = Join::table_table("balance", &credits, &debits)
+        .outer(
+            |account: &String, credit: Option<&i64>, debit: Option<&i64>| Balance {
+                account: account.clone(),
+                balance: credit.copied().unwrap_or(0) - debit.copied().unwrap_or(0),
+            },
+        )
+        .into(&balances)
+        .build();
+    let (balance, all) =
+        bank.rekey_output("all", balance, &balances, Utf8, |_, _| "all".to_string());
+    let out = totals.clone();
+    let total = Stage::named("total")
+        .state(Json, BTreeMap::<String, i64>::new)
+        .on(&all, move |mut each: BTreeMap<String, i64>, balance| {
+            each.insert(balance.value.account.clone(), balance.value.balance);
+            let total = each.values().sum::<i64>();
+            Step::of(each).emit(out.send(Some("all".to_string()), total))
+        })
+        .into(&totals)
+        .build()
+        .consistent(epoch);
+    bank.stages([by_to, by_from])
+        .stage(sum("credit", &to, &credits))
+        .stage(sum("debit", &from, &debits))
+        .stages([balance, total])
+        .build()
+        .expect("the bank builds")
+}
+
+fn simulation(planted: Option<Mutation>) -> Simulation {
+    Simulation::builder_fn(|| bank(Duration::from_millis(200)))
+        .input(
+            Input::new(&transfers(), |draw| {
+                (
+                    Some(draw.key()),
+                    Transfer {
+                        from: draw.key(),
+                        to: draw.key(),
+                        amount: draw.range(1, 9),
+                    },
+                )
+            })
+            .event_time_lag(Duration::from_millis(300)),
+        )
+        .partitions(2)
+        .keys(4)
+        .inputs(120)
+        .budget(3_000, 8_000)
+        .planted(planted)
+        .build()
+        .expect("the simulation builds")
+}
+
+/// The I18 violations of a run.
+fn i18(outcome: &parsley_sim::sim::RunOutcome) -> Vec<&parsley_sim::sim::Violation> {
+    outcome
+        .violations
+        .iter()
+        .filter(|violation| violation.invariant == Invariant::I18)
+        .collect()
+}
+
+/// The records the view released in a run.
+fn releases(outcome: &parsley_sim::sim::RunOutcome) -> usize {
+    (0..2)
+        .map(|partition| {
+            let tp = parsley::Tp::new("totals", partition);
+            outcome.cluster.log(&tp).map_or(0, |log| {
+                log.read_committed()
+                    .filter(|(_, data)| parsley::header::cut_of(data).is_some())
+                    .count()
+            })
+        })
+        .sum()
+}
+
+/// Without a planted bug, every total the view releases is 0, the
+/// reference's total at every cut, and the reference judges them all.
+#[test]
+fn i18_holds_on_the_bank() {
+    let simulation = simulation(None);
+    let mut released = 0;
+    for seed in 0..20 {
+        let outcome = simulation.run_seed(seed);
+        assert_eq!(
+            i18(&outcome),
+            Vec::<&parsley_sim::sim::Violation>::new(),
+            "seed {seed}"
+        );
+        assert!(outcome.not_judged.is_empty(), "{:?}", outcome.not_judged);
+        released += releases(&outcome);
+    }
+    assert!(
+        released >= 20,
+        "the view released {released} records in 20 seeds"
+    );
+}
+
+/// A view that releases outputs from partway through an epoch (V5) is
+/// caught: they hold totals no cut gives.
+#[test]
+fn i18_catches_a_view_releasing_before_its_epoch_ends() {
+    assert_caught(Mutation::ViewReleasesEarly, "the region computes");
+}
+
+/// A region task whose frontier leaves out a lane (V4) delivers an epoch
+/// before that lane has brought all of the epochs below it: the view
+/// releases totals that leave out some of a cut's transfers.
+#[test]
+fn i18_catches_a_cut_that_skips_a_lane() {
+    assert_caught(Mutation::CutSkipsLane, "the region computes");
+}
+
+fn assert_caught(planted: Mutation, saying: &str) {
+    let simulation = simulation(Some(planted));
+    let caught = (0..20).find_map(|seed| {
+        let outcome = simulation.run_seed(seed);
+        let found = i18(&outcome).first().map(|violation| (*violation).clone());
+        found.map(|violation| (outcome, violation))
+    });
+    let (outcome, violation) =
+        caught.unwrap_or_else(|| panic!("{} went unnoticed by I18", planted.name()));
+    assert!(violation.message.contains(saying), "{violation}");
+    // On the task that released it, and on the record.
+    assert!(violation.task.is_some(), "{violation}");
+    let (tp, offset) = violation.record.clone().expect("a release is named");
+    assert_eq!(tp.topic.as_str(), "totals");
+    let entry = &outcome.trace[violation.entry_in(&outcome.trace).unwrap()];
+    assert!(
+        entry.event.concerns(&tp, offset),
+        "{violation}: {}",
+        entry.event
+    );
+}
+
+/// A region holding an operator I18's reference does not evaluate (here a
+/// stream–table join) is not judged, and the run says so; the cuts are
+/// still checked.
+#[test]
+fn i18_says_what_it_does_not_judge() {
+    let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
+    let prices = Topic::<String, i64>::with_codecs("prices", Utf8, I64);
+    let priced = Topic::<String, i64>::with_codecs("priced", Utf8, I64);
+    let totals = Topic::<String, i64>::with_codecs("order-totals", Utf8, I64);
+    let app = {
+        let (orders, prices, priced, totals) = (
+            orders.clone(),
+            prices.clone(),
+            priced.clone(),
+            totals.clone(),
+        );
+        move || {
+            let join = Join::stream_table("price", &orders, &prices)
+                .left(|order, price: Option<&i64>| order.value * price.copied().unwrap_or(1))
+                .into(&priced)
+                .build();
+            let out = totals.clone();
+            let total = Stage::named("total")
+                .state(I64, || 0)
+                .on(&priced, move |total: i64, order| {
+                    let total = total + order.value;
+                    Step::of(total).emit(out.send(order.key().cloned(), total))
+                })
+                .into(&totals)
+                .build()
+                .consistent(Duration::from_millis(200));
+            Parsley::named("shop")
+                .stages([join, total])
+                .build()
+                .expect("the shop builds")
+        }
+    };
+    let simulation = Simulation::builder_fn(app)
+        .input(
+            Input::new(&prices, |draw| (Some(draw.key()), draw.range(1, 5)))
+                .event_time_lag(Duration::from_millis(300)),
+        )
+        .input(
+            Input::new(&orders, |draw| (Some(draw.key()), draw.range(1, 9)))
+                .event_time_lag(Duration::from_millis(300)),
+        )
+        .partitions(2)
+        .keys(8)
+        .inputs(80)
+        .budget(2_000, 8_000)
+        .build()
+        .expect("the simulation builds");
+    let noted = (0..10).find_map(|seed| {
+        let outcome = simulation.run_seed(seed);
+        assert!(
+            i18(&outcome).is_empty(),
+            "seed {seed}: {}",
+            i18(&outcome)[0]
+        );
+        outcome.not_judged.into_iter().next()
+    });
+    let note = noted.expect("a region with a stream–table join is noted");
+    assert_eq!(note.invariant, Invariant::I18);
+    assert_eq!(note.stage, "total");
+    assert!(note.records > 0);
+    assert!(
+        note.to_string()
+            .contains("stage `price`, a stream–table join"),
+        "{note}"
+    );
+}
