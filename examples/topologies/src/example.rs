@@ -72,11 +72,19 @@ pub enum TopologyName {
     /// discount in force at their time, over a table updated out of order,
     /// beside a plain join ([`crate::as_of()`]).
     AsOf,
+    /// A consistent view (V1–V5): transfers re-keyed by recipient and by
+    /// sender, summed, joined into balances and totalled, the total the
+    /// view ([`crate::ledger()`]).
+    Ledger,
+    /// A consistent view (V1–V5) of a table–table join: ledger entries
+    /// split into charges and payments, summed per customer, joined into
+    /// what each owes ([`crate::invoices()`]).
+    Invoices,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 20] = [
+    pub const ALL: [TopologyName; 22] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -97,6 +105,8 @@ impl TopologyName {
         TopologyName::OrderLabels,
         TopologyName::Storefront,
         TopologyName::AsOf,
+        TopologyName::Ledger,
+        TopologyName::Invoices,
     ];
 
     /// The name as written in scenario files.
@@ -122,6 +132,8 @@ impl TopologyName {
             TopologyName::OrderLabels => "order-labels",
             TopologyName::Storefront => "storefront",
             TopologyName::AsOf => "as-of",
+            TopologyName::Ledger => "ledger",
+            TopologyName::Invoices => "invoices",
         }
     }
 
@@ -148,6 +160,8 @@ impl TopologyName {
             TopologyName::OrderLabels => simulations::order_labels,
             TopologyName::Storefront => simulations::storefront,
             TopologyName::AsOf => simulations::as_of,
+            TopologyName::Ledger => simulations::ledger,
+            TopologyName::Invoices => simulations::invoices,
         }
     }
 
@@ -161,7 +175,8 @@ impl TopologyName {
     /// joins, whose windows need input timestamps too, or the credit
     /// joins, whose tables need tombstones, or the order labels, for the
     /// same reason, or the storefront, which needs all of these, or the as-of joins,
-    /// whose tables need tombstones and out-of-order timestamps.
+    /// whose tables need tombstones and out-of-order timestamps, or the
+    /// consistent views, whose epochs need input timestamps too.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -177,6 +192,8 @@ impl TopologyName {
                 | TopologyName::OrderLabels
                 | TopologyName::Storefront
                 | TopologyName::AsOf
+                | TopologyName::Ledger
+                | TopologyName::Invoices
         )
     }
 }
@@ -300,7 +317,9 @@ pub fn namespaced(
         | TopologyName::Credit
         | TopologyName::OrderLabels
         | TopologyName::Storefront
-        | TopologyName::AsOf => return Err(ExampleError::SimulatorOnly(name)),
+        | TopologyName::AsOf
+        | TopologyName::Ledger
+        | TopologyName::Invoices => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

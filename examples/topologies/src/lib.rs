@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod as_of;
+pub mod consistent;
 pub mod cpu;
 pub mod example;
 #[cfg(feature = "live")]
@@ -30,6 +31,7 @@ pub mod simulations;
 pub mod storefront;
 
 pub use as_of::{as_of, AsOfTopics};
+pub use consistent::{invoices, ledger, InvoiceTopics, LedgerTopics};
 pub use example::{
     namespaced, ExampleError, ExampleTopology, InputTopic, TopologyName, LIVE_RESERVATION_MS,
 };

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 44] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 46] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -104,13 +104,15 @@ pub const PLANTED: [(Mutation, &str, Invariant); 44] = [
     ),
     (Mutation::VersionedJoinTakesLatest, "as-of", Invariant::I13),
     (Mutation::HoppingWindowSkipsStart, "windows", Invariant::I12),
+    (Mutation::ViewReleasesEarly, "ledger", Invariant::I18),
+    (Mutation::CutSkipsLane, "ledger", Invariant::I18),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 38] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 40] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -197,6 +199,8 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 38] = [
         "by-product",
         Invariant::I6,
     ),
+    (Mutation::ViewReleasesEarly, "invoices", Invariant::I18),
+    (Mutation::CutSkipsLane, "invoices", Invariant::I18),
 ];
 
 /// The planted bugs only one shipped shape can reach, each with the

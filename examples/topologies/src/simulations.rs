@@ -340,6 +340,66 @@ pub fn storefront(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
         })))
 }
 
+/// `ledger`: transfers between few accounts, each stamped up to 600 ms
+/// behind the wall clock (out of order across the view's 250 ms epochs),
+/// through the ledger's consistent total ([`crate::ledger()`]); its
+/// property: every total the view released is 0, as on every prefix of
+/// the transfers.
+pub fn ledger(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = crate::LedgerTopics::new();
+    let epoch = Duration::from_millis(crate::consistent::VIEW_EPOCH_MS);
+    let app = crate::ledger(&topics, epoch)?;
+    let totals = topics.totals.clone();
+    Ok(Simulation::builder(app)
+        .property("every total the view released is 0", move |run| {
+            match crate::consistent::impossible_totals(run, &totals)?.first() {
+                None => Ok(()),
+                Some(total) => Err(format!(
+                    "{}@{} is {}: no prefix of the transfers gives it",
+                    total.topic, total.offset, total.value
+                )
+                .into()),
+            }
+        })
+        .time_boundaries(epoch)
+        .input(
+            Input::new(&topics.transfers, |draw| {
+                (
+                    Some(draw.key()),
+                    crate::consistent::Transfer {
+                        from: draw.key(),
+                        to: draw.key(),
+                        amount: amount(draw),
+                    },
+                )
+            })
+            .event_time_lag(Duration::from_millis(600)),
+        ))
+}
+
+/// `invoices`: ledger entries over few customers, a charge, a payment or
+/// both, stamped up to 600 ms behind the wall clock, through the
+/// invoices' consistent join ([`crate::invoices()`]).
+pub fn invoices(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = crate::InvoiceTopics::new();
+    let epoch = Duration::from_millis(crate::consistent::VIEW_EPOCH_MS);
+    let app = crate::invoices(&topics, epoch)?;
+    Ok(Simulation::builder(app).time_boundaries(epoch).input(
+        Input::new(&topics.entries, |draw| {
+            let (charge, payment) = match draw.range(0, 2) {
+                0 => (amount(draw), 0),
+                1 => (0, amount(draw)),
+                _ => (amount(draw), amount(draw)),
+            };
+            (
+                Some(draw.key()),
+                crate::consistent::Entry { charge, payment },
+            )
+        })
+        .event_time_lag(Duration::from_millis(600)),
+    ))
+}
+
 /// Every example topology by the name scenario files use
 /// ([`TopologyName::ALL`]).
 pub fn registry() -> Registry {

@@ -17,6 +17,7 @@ mod causal_order_body;
 mod as_of;
 mod audit;
 mod cli;
+mod consistent;
 mod examples;
 mod explore;
 mod fuzz_corpus;

@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 20] = [
+const NAMES: [&str; 22] = [
     "balances",
     "audit-cut",
     "timers",
@@ -27,6 +27,8 @@ const NAMES: [&str; 20] = [
     "order-labels",
     "storefront",
     "as-of",
+    "ledger",
+    "invoices",
 ];
 
 #[test]
