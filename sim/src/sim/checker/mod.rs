@@ -23,6 +23,8 @@
 //! [`check`] builds the reconstruction once and runs them in turn.
 
 mod consistent;
+#[cfg(test)]
+mod consistent_tests;
 mod dead_letters;
 mod delivery;
 mod expiry;

@@ -20,10 +20,10 @@ use crate::sim::running::simulation::{Input, Simulation};
 use crate::sim::world::settings::FaultRates;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-struct Transfer {
-    from: String,
-    to: String,
-    amount: i64,
+pub(super) struct Transfer {
+    pub(super) from: String,
+    pub(super) to: String,
+    pub(super) amount: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,6 +35,14 @@ struct Balance {
 /// The diamond, and its source: every balance re-keyed to one key by a
 /// re-key stage (R1), or `within` the join that writes it (R3).
 fn diamond(within: bool) -> (App, Topic<String, Transfer>) {
+    diamond_viewed(within, None)
+}
+
+/// The diamond, its total a consistent view of `epoch` when given.
+pub(super) fn diamond_viewed(
+    within: bool,
+    epoch: Option<std::time::Duration>,
+) -> (App, Topic<String, Transfer>) {
     let transfers = Topic::<String, Transfer>::with_codecs("transfers", Utf8, Json);
     let credits = Topic::<String, i64>::with_codecs("credits", Utf8, I64);
     let debits = Topic::<String, i64>::with_codecs("debits", Utf8, I64);
@@ -93,6 +101,10 @@ fn diamond(within: bool) -> (App, Topic<String, Transfer>) {
         )
         .into(&totals)
         .build();
+    let total = match epoch {
+        Some(epoch) => total.consistent(epoch),
+        None => total,
+    };
     let app = bank
         .stages([by_recipient, by_sender, credit, debit, balance])
         .stages(to_one)
