@@ -137,6 +137,11 @@ fn i18_holds_on_the_bank() {
     let mut released = 0;
     for seed in 0..20 {
         let outcome = simulation.run_seed(seed);
+        assert!(
+            outcome.violations.is_empty(),
+            "seed {seed}: {}",
+            outcome.violations[0]
+        );
         assert_eq!(
             i18(&outcome),
             Vec::<&parsley_sim::sim::Violation>::new(),

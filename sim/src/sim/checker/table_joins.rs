@@ -49,6 +49,9 @@ impl<'a> Checker<'a> {
             let Some(decl) = plan.stage.hooks().operator::<parsley::TableJoinDecl>() else {
                 continue;
             };
+            if !super::writes_per_delivery(plan) {
+                continue;
+            }
             self.check_each_task(
                 committed,
                 plan.name(),
