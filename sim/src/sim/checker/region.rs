@@ -218,10 +218,12 @@ pub(super) enum Schedule {
 /// (`None`: a tombstone), in order.
 type Emitted = Vec<(i64, Option<Bytes>)>;
 
-/// What the view emitted under the reference, per (topic, key).
+/// What the view emitted under the reference, per (topic, key), task by
+/// task: each task of a view holds and releases its own emissions (V5),
+/// so a key two of its tasks write has an output per task.
 #[derive(Default)]
 pub(super) struct Outputs {
-    emitted: FxHashMap<(TopicName, Key), Emitted>,
+    emitted: FxHashMap<(TopicName, Key), BTreeMap<u32, Emitted>>,
     /// Deliveries the logic refused (X5: dead-lettered, or the task
     /// stopped): they have no effect.
     pub(super) refused: usize,
@@ -238,15 +240,38 @@ pub(super) enum AtCut {
 
 impl Outputs {
     /// The view's last emission for `key` on `topic` among those of the
-    /// epochs below `cut`.
-    pub(super) fn at(&self, topic: &TopicName, key: &Key, cut: i64) -> AtCut {
-        let Some(emitted) = self.emitted.get(&(topic.clone(), key.clone())) else {
-            return AtCut::Nothing;
+    /// epochs below `cut`: the one of its task `task`, or, when the
+    /// writing task is not known, of each task that emitted to the key
+    /// (`Nothing` when none did).
+    pub(super) fn at(
+        &self,
+        task: Option<u32>,
+        topic: &TopicName,
+        key: &Key,
+        cut: i64,
+    ) -> Vec<AtCut> {
+        let last = |emitted: &Emitted| {
+            let below = emitted.partition_point(|(epoch, _)| *epoch < cut);
+            match below.checked_sub(1) {
+                Some(last) => AtCut::Value(emitted[last].1.clone()),
+                None => AtCut::Nothing,
+            }
         };
-        let below = emitted.partition_point(|(epoch, _)| *epoch < cut);
-        match below.checked_sub(1) {
-            Some(last) => AtCut::Value(emitted[last].1.clone()),
-            None => AtCut::Nothing,
+        let tasks = self.emitted.get(&(topic.clone(), key.clone()));
+        let values: Vec<AtCut> = match task {
+            Some(task) => vec![tasks
+                .and_then(|tasks| tasks.get(&task))
+                .map_or(AtCut::Nothing, last)],
+            None => tasks
+                .into_iter()
+                .flat_map(|tasks| tasks.values())
+                .map(last)
+                .filter(|value| *value != AtCut::Nothing)
+                .collect(),
+        };
+        match values.is_empty() {
+            true => vec![AtCut::Nothing],
+            false => values,
         }
     }
 }
@@ -352,6 +377,8 @@ impl Region<'_> {
                     outputs
                         .emitted
                         .entry((topic.clone(), key.clone()))
+                        .or_default()
+                        .entry(task)
                         .or_default()
                         .push((flow.epoch, value.clone()));
                 }

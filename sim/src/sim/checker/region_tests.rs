@@ -207,16 +207,16 @@ fn reference_equals_the_library(within: bool) {
                 let outputs = region.evaluate(&records, 1, &partitions, schedule);
                 for (key, value) in &committed {
                     assert_eq!(
-                        outputs.at(&TopicName::new(topic), key, 1),
-                        AtCut::Value(value.clone()),
+                        outputs.at(None, &TopicName::new(topic), key, 1),
+                        [AtCut::Value(value.clone())],
                         "seed {seed}, {schedule:?}: {topic}'s last record for key {key:?}"
                     );
                 }
                 // And nothing the library did not write.
                 let other = Some(Bytes::from_static(b"nobody"));
                 assert_eq!(
-                    outputs.at(&TopicName::new(topic), &other, 1),
-                    AtCut::Nothing
+                    outputs.at(None, &TopicName::new(topic), &other, 1),
+                    [AtCut::Nothing]
                 );
             }
         }
@@ -269,12 +269,16 @@ fn i18_a_cut_holds_only_the_epochs_below_it() {
     let outputs = region.evaluate(&records, i64::MAX, &partitions, Schedule::OldestFirst);
     let credits = TopicName::new("credits");
     let ana = Some(Bytes::from_static(b"ana"));
-    let value = |sum: i64| AtCut::Value(Some(Codec::<i64>::encode(&I64, &sum).unwrap()));
-    assert_eq!(outputs.at(&credits, &ana, 10), AtCut::Nothing);
-    assert_eq!(outputs.at(&credits, &ana, 11), value(5));
-    assert_eq!(outputs.at(&credits, &ana, 12), value(12));
-    assert_eq!(outputs.at(&credits, &ana, 99), value(12));
+    let value = |sum: i64| {
+        vec![AtCut::Value(Some(
+            Codec::<i64>::encode(&I64, &sum).unwrap(),
+        ))]
+    };
+    assert_eq!(outputs.at(None, &credits, &ana, 10), [AtCut::Nothing]);
+    assert_eq!(outputs.at(None, &credits, &ana, 11), value(5));
+    assert_eq!(outputs.at(None, &credits, &ana, 12), value(12));
+    assert_eq!(outputs.at(None, &credits, &ana, 99), value(12));
     // Evaluated only up to epoch 11: the second transfer is not in it.
     let short = region.evaluate(&records, 11, &partitions, Schedule::OldestFirst);
-    assert_eq!(short.at(&credits, &ana, 99), value(5));
+    assert_eq!(short.at(None, &credits, &ana, 99), value(5));
 }
