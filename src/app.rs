@@ -212,6 +212,52 @@ pub enum CompositionError {
         /// The derived topic it names.
         topic: String,
     },
+    /// V2: a consistent view's epoch is not a whole, positive number of
+    /// milliseconds.
+    #[error("V2 (docs/RULES.md#v2): consistent view {view:?} declares an epoch of {epoch:?}; an epoch is a whole, positive number of milliseconds")]
+    ConsistentEpoch {
+        /// The consistent stage.
+        view: String,
+        /// The epoch it declared.
+        epoch: std::time::Duration,
+    },
+    /// V2: a stage on a path to a consistent view does something no cut
+    /// of the sources decides (it ticks on the wall clock, or waits on it
+    /// to order its sources), or is itself a consistent view.
+    #[error("V2 (docs/RULES.md#v2): stage {stage:?} is on a path to consistent view {view:?} but {reason}; what a view shows must be a function of a prefix of its sources")]
+    ConsistentRegion {
+        /// The consistent stage.
+        view: String,
+        /// The stage on its path.
+        stage: String,
+        /// What the stage does that a cut cannot decide.
+        reason: String,
+    },
+    /// V2: a stage leads to two consistent views of different epochs: its
+    /// tasks can deliver in only one epoch order.
+    #[error("V2 (docs/RULES.md#v2): stage {stage:?} leads to consistent views {first:?} (epoch {first_epoch:?}) and {second:?} (epoch {second_epoch:?}); views that share a stage must share an epoch")]
+    ConsistentEpochsDiffer {
+        /// The shared stage.
+        stage: String,
+        /// One view.
+        first: String,
+        /// Its epoch.
+        first_epoch: std::time::Duration,
+        /// The other.
+        second: String,
+        /// Its epoch.
+        second_epoch: std::time::Duration,
+    },
+    /// V2: a consistent view whose inputs come from disjoint sources: no
+    /// record of one input has a cause in common with the other, so no cut
+    /// relates them.
+    #[error("V2 (docs/RULES.md#v2): consistent view {view:?} reads inputs that share no source: {inputs}; a view over unrelated sources needs no consistency (drop the declaration) or a common source")]
+    ConsistentInputsUnrelated {
+        /// The consistent stage.
+        view: String,
+        /// Each input with the application's sources it derives from.
+        inputs: String,
+    },
     /// J10: a foreign-key join with one or two of its three stages.
     #[error("J10 (docs/RULES.md#j10): foreign-key join {join:?} lacks its stage {missing:?}; add all three stages the join's build returns")]
     IncompleteForeignKeyJoin {
@@ -487,8 +533,10 @@ impl AppBuilder {
                 tick_topic,
                 changelog,
                 dead_letter,
+                region: None,
             });
         }
+        crate::region::plan(&mut plans)?;
         let app = App {
             id: self.id,
             stages: plans,
@@ -537,6 +585,9 @@ pub struct StagePlan {
     /// The stage's dead-letter topic, `<application.id>-<stage>-dlq`, when it
     /// opts in (X5).
     pub dead_letter: Option<TopicName>,
+    /// V2: how the stage takes part in a consistent view, when it is on
+    /// a path to one.
+    pub region: Option<crate::region::Region>,
 }
 
 impl StagePlan {

@@ -26,6 +26,8 @@ use crate::record::Header;
 use crate::stamp::{Claim, Stamp};
 use crate::tp::{TopicName, Tp};
 
+pub use crate::task::aligned::{cut_of, is_progress, CUT_HEADER, EPOCH_HEADER, PROGRESS_HEADER};
+
 /// The record header that carries a stamp.
 pub const STAMP_HEADER: &str = "parsley-stamp";
 /// The version this build writes and reads.

@@ -98,6 +98,7 @@ mod operator;
 mod partitioner;
 mod probe;
 mod record;
+mod region;
 mod rekey;
 mod stage;
 mod stamp;
@@ -123,6 +124,7 @@ pub use app::{
     CompositionError, Parsley, StagePlan,
 };
 pub use dead_letter::{dead_letter_topic_name, DeadLetter, DeadLetterKind, NotADeadLetter};
+pub use region::Region;
 pub use stage::{
     Fallible, ReplayError, Replayed, SlotChange, SlotKey, SlotKeyError, Slots, SlotsView, Stage,
     StageBuilder, StageHooks, Stateful, Stateless, TickDecl, TickKind,

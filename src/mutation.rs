@@ -147,6 +147,16 @@ pub enum Mutation {
     /// `synchronise_by_timestamp` reaches it: of the shipped scenarios,
     /// `enrichment` alone.
     SyncIgnoresTimestamps,
+    /// A consistent view writes each output it replaces within an epoch
+    /// as well, at the epoch's end: outputs of states partway through an
+    /// epoch, released before the epoch they belong to ended (breaks V5,
+    /// I18).
+    ViewReleasesEarly,
+    /// A task on a path to a consistent view leaves its last source out
+    /// of its frontier: it delivers an epoch before that source has
+    /// brought all of the epoch below it, a cut that skips one lane
+    /// (breaks V4, I18).
+    CutSkipsLane,
     /// A dead letter's kind has its logic and codec arms swapped: a record
     /// the topic's codec refused is dead-lettered as a logic error, and one
     /// the logic refused as a codec error, so whoever reads the
@@ -186,7 +196,7 @@ pub enum Mutation {
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 44] = [
+    pub const ALL: [Mutation; 46] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -224,6 +234,8 @@ impl Mutation {
         Mutation::TimerLostWhenOverdueAtStart,
         Mutation::TableJoinSkipsTombstone,
         Mutation::SyncIgnoresTimestamps,
+        Mutation::ViewReleasesEarly,
+        Mutation::CutSkipsLane,
         Mutation::DeadLetterKindSwapped,
         Mutation::ForeignKeyJoinKeepsStaleResponse,
         Mutation::ChangelogKeepsFirstChange,
@@ -275,6 +287,8 @@ impl Mutation {
             Mutation::TimerLostWhenOverdueAtStart => "timer-lost-when-overdue-at-start",
             Mutation::TableJoinSkipsTombstone => "table-join-skips-tombstone",
             Mutation::SyncIgnoresTimestamps => "sync-ignores-timestamps",
+            Mutation::ViewReleasesEarly => "view-releases-early",
+            Mutation::CutSkipsLane => "cut-skips-lane",
             Mutation::DeadLetterKindSwapped => "dead-letter-kind-swapped",
             Mutation::ForeignKeyJoinKeepsStaleResponse => "fk-join-keeps-stale-response",
             Mutation::ChangelogKeepsFirstChange => "changelog-keeps-first-change",

@@ -217,6 +217,7 @@ impl TimerServiceBuilder {
                     resolution: self.resolution,
                 })],
                 timestamp_sync: None,
+                consistent: None,
                 logic: Arc::new(logic),
                 problems,
             }),

@@ -313,7 +313,9 @@ impl TaskHost {
         markers: Markers,
         sent: &mut Vec<Sent>,
     ) -> Result<CommitOutcome, HostError> {
-        if !self.task.has_open_work() {
+        // A task on a path to a consistent view commits only between
+        // epochs (V5): within one, there is nothing it may commit yet.
+        if !self.task.has_open_work() || !self.task.may_commit() {
             return Ok(CommitOutcome::Nothing);
         }
         // The list is the host's, kept from one commit to the next.

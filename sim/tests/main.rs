@@ -6,6 +6,7 @@
 mod support;
 
 mod bad_input;
+mod consistent_driver;
 mod dead_letter;
 mod driver_api;
 mod driver_errors;

@@ -432,6 +432,7 @@ impl<'a> Auditor<'a> {
         let mut checkpoint = Checkpoint {
             history: Stamp::empty(),
             last_tick_at: None,
+            epochs: None,
         };
         if let Some((first_tp, first)) = committed.first() {
             for (tp, offset) in &committed[1..] {

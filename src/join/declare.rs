@@ -85,6 +85,7 @@ impl<K: 'static, A: 'static, B: 'static, O: 'static> JoinStage<K, A, B, O> {
                 dead_letter: self.dead_letter,
                 operators: vec![declared],
                 timestamp_sync: self.timestamp_sync,
+                consistent: None,
                 logic,
                 problems,
             }),

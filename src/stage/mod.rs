@@ -64,6 +64,9 @@ pub(crate) struct StageDef {
     /// G9: deliver across sources in timestamp order, waiting at most this
     /// long for a source with nothing fetched.
     pub timestamp_sync: Option<Duration>,
+    /// V1: a consistent view with this epoch length
+    /// ([`Stage::consistent`]).
+    pub consistent: Option<Duration>,
     pub logic: Arc<dyn StageLogic>,
     /// Declaration mistakes found while building, reported by
     /// [`crate::Parsley`]'s `build` with the rule they break.
@@ -98,6 +101,7 @@ impl StageDef {
             dead_letter: false,
             operators: Vec::new(),
             timestamp_sync: None,
+            consistent: None,
             logic,
             problems: Vec::new(),
         }
@@ -200,6 +204,50 @@ impl Stage {
     /// not ([`StageBuilder::synchronise_by_timestamp`]).
     pub fn timestamp_sync(&self) -> Option<Duration> {
         self.def.timestamp_sync
+    }
+
+    /// V1: declares the stage a *consistent view*. Each record it writes
+    /// is what the application computes on a prefix of its sources (a
+    /// cut): every source record of an epoch below the cut, and none
+    /// above. A source record's epoch is the highest timestamp of its
+    /// partition up to it, divided by `epoch`. The stages on the paths from
+    /// the sources to this one (its *region*) deliver in epoch order, and
+    /// this stage writes at each epoch's end the last output per key, with
+    /// the cut in a `parsley-cut` header. Kafka Streams has no counterpart;
+    /// Materialize and differential dataflow give every view this.
+    ///
+    /// What it costs and what it cannot promise: docs/RULES.md#v1, and
+    /// docs/DESIGN.md, "Consistent views". The application's `build`
+    /// refuses a region it cannot align (V2).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use parsley::{Json, Stage, Step, Topic};
+    ///
+    /// let balances: Topic<String, i64> = Topic::new("balances");
+    /// let totals: Topic<String, i64> = Topic::new("totals");
+    /// let out = totals.clone();
+    /// let total = Stage::named("total")
+    ///     .state(Json, std::collections::BTreeMap::<String, i64>::new)
+    ///     .on(&balances, move |mut all, balance| {
+    ///         all.insert(balance.key().cloned().unwrap_or_default(), *balance.value());
+    ///         let sum = all.values().sum::<i64>();
+    ///         Step::of(all).emit(out.send(Some("total".into()), sum))
+    ///     })
+    ///     .into(&totals)
+    ///     .build()
+    ///     .consistent(Duration::from_secs(1));
+    /// assert_eq!(total.consistent_epoch(), Some(Duration::from_secs(1)));
+    /// ```
+    pub fn consistent(mut self, epoch: Duration) -> Stage {
+        Arc::make_mut(&mut self.def).consistent = Some(epoch);
+        self
+    }
+
+    /// V1: the epoch length of a consistent view ([`Stage::consistent`]);
+    /// `None` for any other stage.
+    pub fn consistent_epoch(&self) -> Option<Duration> {
+        self.def.consistent
     }
 
     /// Whether the stage opted in to a dead-letter topic
@@ -508,6 +556,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 dead_letter: self.dead_letter,
                 operators: Vec::new(),
                 timestamp_sync: self.timestamp_sync,
+                consistent: None,
                 logic: Arc::new(logic),
                 problems: self.problems,
             }),

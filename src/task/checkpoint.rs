@@ -8,6 +8,8 @@
 use crate::header;
 use crate::stamp::Stamp;
 
+use super::aligned::EpochCheckpoint;
+
 const PREFIX: &str = "parsley1:";
 
 /// What a task commits beside its positions (G7): its history and its last tick time, carried in the offsets' metadata.
@@ -17,6 +19,9 @@ pub struct Checkpoint {
     pub history: Stamp,
     /// When the task last ticked, milliseconds since the epoch (T3).
     pub last_tick_at: Option<i64>,
+    /// On a path to a consistent view, its epochs (V5): after the hex,
+    /// `;` and [`EpochCheckpoint::encode_into`]'s text.
+    pub epochs: Option<EpochCheckpoint>,
 }
 
 /// Committed offset metadata that is not a checkpoint.
@@ -30,14 +35,21 @@ pub struct CheckpointError {
 impl Checkpoint {
     /// The metadata string: `parsley1:` and the hex of the encoding.
     pub fn encode(&self) -> String {
-        Self::encode_parts(&self.history, self.last_tick_at)
+        let mut scratch = (Vec::new(), Vec::new());
+        Self::encode_parts_into(
+            &self.history,
+            self.last_tick_at,
+            self.epochs.as_ref(),
+            &mut scratch,
+        )
+        .to_string()
     }
 
     /// [`Checkpoint::encode`] of a borrowed history: a task commits often and
     /// need not copy its history to write it.
     pub fn encode_parts(history: &Stamp, last_tick_at: Option<i64>) -> String {
         let mut scratch = (Vec::new(), Vec::new());
-        Self::encode_parts_into(history, last_tick_at, &mut scratch).to_string()
+        Self::encode_parts_into(history, last_tick_at, None, &mut scratch).to_string()
     }
 
     /// [`Checkpoint::encode_parts`] written into `scratch` (the binary
@@ -46,6 +58,7 @@ impl Checkpoint {
     pub fn encode_parts_into<'s>(
         history: &Stamp,
         last_tick_at: Option<i64>,
+        epochs: Option<&EpochCheckpoint>,
         scratch: &'s mut (Vec<u8>, Vec<u8>),
     ) -> &'s str {
         let (bytes, text) = scratch;
@@ -76,6 +89,11 @@ impl Checkpoint {
             pair[0] = HEX[usize::from(byte >> 4)];
             pair[1] = HEX[usize::from(byte & 0xf)];
         }
+        if let Some(epochs) = epochs {
+            let mut tail = String::from(";");
+            epochs.encode_into(&mut tail);
+            text.extend_from_slice(tail.as_bytes());
+        }
         std::str::from_utf8(text).expect("a prefix and hex digits are ASCII")
     }
 
@@ -85,6 +103,10 @@ impl Checkpoint {
         let hex = text
             .strip_prefix(PREFIX)
             .ok_or_else(|| fail(format!("it does not start with {PREFIX:?}")))?;
+        let (hex, epochs) = match hex.split_once(';') {
+            Some((hex, epochs)) => (hex, Some(EpochCheckpoint::decode(epochs).map_err(fail)?)),
+            None => (hex, None),
+        };
         if hex.len() % 2 != 0 {
             return Err(fail("odd number of hex digits".into()));
         }
@@ -110,6 +132,7 @@ impl Checkpoint {
         Ok(Checkpoint {
             history,
             last_tick_at,
+            epochs,
         })
     }
 }
@@ -125,6 +148,13 @@ mod tests {
         let checkpoint = Checkpoint {
             history: Stamp::from_claims([Claim::new(Tp::new("orders", 1), 41)]),
             last_tick_at: Some(1_700_000_060_000),
+            epochs: Some(EpochCheckpoint {
+                frontier: 1_700_000_061,
+                lanes: vec![
+                    (1_700_000_060, 42, vec![1_700_000_062]),
+                    (i64::MIN, 0, vec![i64::MIN, 7]),
+                ],
+            }),
         };
         assert_eq!(
             Checkpoint::decode(&checkpoint.encode()).unwrap(),
@@ -133,8 +163,10 @@ mod tests {
         let empty = Checkpoint {
             history: Stamp::empty(),
             last_tick_at: None,
+            epochs: None,
         };
         assert_eq!(Checkpoint::decode(&empty.encode()).unwrap(), empty);
+        assert!(Checkpoint::decode(&format!("{};e1/x", empty.encode())).is_err());
         assert!(Checkpoint::decode("hello").is_err());
         assert!(Checkpoint::decode("parsley1:01ff").is_err());
     }

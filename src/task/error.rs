@@ -25,6 +25,20 @@ pub enum TaskError {
         /// The codec's refusal.
         error: HeaderError,
     },
+    /// V4: on a path to a consistent view, a record whose epoch header (or
+    /// progress header) is missing, does not parse, or names a task that
+    /// does not write its topic.
+    #[error("task {task}: record {tp}@{offset} cannot be placed in an epoch (V4, docs/RULES.md#v4): {reason}")]
+    BadEpoch {
+        /// The task that stopped.
+        task: TaskId,
+        /// The tp of the record the task stopped on.
+        tp: Tp,
+        /// The offset of that record.
+        offset: u64,
+        /// What is wrong with its header.
+        reason: String,
+    },
     /// G6: a claim that can never resolve, or a cycle of claims.
     #[error("task {task}: record {tp}@{offset} is poison (G6, docs/RULES.md#g6): its claim {claim} can never resolve: {reason}")]
     UnresolvableClaim {
@@ -185,6 +199,7 @@ impl TaskError {
     pub fn task(&self) -> &TaskId {
         match self {
             TaskError::BadStamp { task, .. }
+            | TaskError::BadEpoch { task, .. }
             | TaskError::UnresolvableClaim { task, .. }
             | TaskError::Codec { task, .. }
             | TaskError::StateCodec { task, .. }
@@ -205,6 +220,7 @@ impl TaskError {
     pub fn record(&self) -> Option<(&Tp, u64)> {
         match self {
             TaskError::BadStamp { tp, offset, .. }
+            | TaskError::BadEpoch { tp, offset, .. }
             | TaskError::UnresolvableClaim { tp, offset, .. }
             | TaskError::Codec { tp, offset, .. }
             | TaskError::StateCodec { tp, offset, .. }

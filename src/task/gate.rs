@@ -15,6 +15,8 @@ use crate::record::ConsumedRecord;
 use crate::stamp::{Claim, Stamp};
 use crate::tp::Tp;
 
+use super::aligned::Tag;
+
 pub(crate) struct Queued {
     pub record: ConsumedRecord,
     /// Decoded when fetched; a decode error makes the record poison when it
@@ -25,6 +27,10 @@ pub(crate) struct Queued {
     /// Whether the stamp claims a tp this task consumes: only such a record
     /// can ever be held (claims elsewhere are carried forward, G2).
     pub claims_consumed: bool,
+    /// Its epoch, on a path to a consistent view (V3, V4); 0 elsewhere.
+    pub epoch: i64,
+    /// Why its epoch header is bad input, when it is (V4).
+    pub bad_epoch: Option<Box<str>>,
 }
 
 pub(crate) struct Lane {
@@ -50,6 +56,18 @@ impl Lane {
             .front()
             .map_or(self.fetch_position, |queued| queued.record.offset)
     }
+
+    /// Whether `offset` was delivered, or is no record: it is below the
+    /// position, or fetched and no longer queued (a task on a path to a
+    /// consistent view delivers a lane's writers out of offset order, V4).
+    pub fn is_passed(&self, offset: u64) -> bool {
+        offset < self.position()
+            || (offset < self.fetch_position
+                && self
+                    .queue
+                    .binary_search_by_key(&offset, |queued| queued.record.offset)
+                    .is_err())
+    }
 }
 
 /// Why a lane's head cannot be delivered.
@@ -68,6 +86,9 @@ pub enum HeadStatus {
 pub enum Poison {
     /// Its stamp header does not decode.
     BadStamp(HeaderError),
+    /// On a path to a consistent view, its epoch header does not say what
+    /// it must (V4).
+    BadEpoch(String),
     /// G6: the claim names an offset that cannot ever be delivered here.
     Unresolvable {
         /// The claim.
@@ -119,6 +140,7 @@ impl Gate {
         records: impl ExactSizeIterator<Item = ConsumedRecord>,
         next_offset: u64,
         log_end: u64,
+        mut tag: impl FnMut(&ConsumedRecord) -> Tag,
     ) {
         self.fetch_seq += 1;
         let seq = self.fetch_seq;
@@ -132,6 +154,14 @@ impl Gate {
                 record.offset,
                 lane.fetch_position
             );
+            let (epoch, bad_epoch) = match tag(&record) {
+                Tag::Data { epoch } => (epoch, None),
+                Tag::Pass => {
+                    self.lanes[index].fetch_position = record.offset + 1;
+                    continue;
+                }
+                Tag::Bad(reason) => (i64::MIN, Some(reason.into_boxed_str())),
+            };
             let stamp = match record.data.header(STAMP_HEADER) {
                 Some(bytes) => header::decode(bytes),
                 None => Ok(Stamp::empty()),
@@ -150,6 +180,8 @@ impl Gate {
                 stamp,
                 fetched_seq: seq,
                 claims_consumed,
+                epoch,
+                bad_epoch,
             });
         }
         let lane = &mut self.lanes[index];
@@ -166,8 +198,18 @@ impl Gate {
 
     /// G2 and G6 for the head of `lane`.
     pub fn head_status(&self, lane: usize) -> Option<HeadStatus> {
+        self.status_at(lane, 0)
+    }
+
+    /// G2 and G6 for the record queued at `index` of `lane`: its head, or,
+    /// on a path to a consistent view, the first record of the lane's
+    /// epoch (V4).
+    pub fn status_at(&self, lane: usize, index: usize) -> Option<HeadStatus> {
         let own = &self.lanes[lane];
-        let head = own.queue.front()?;
+        let head = own.queue.get(index)?;
+        if let Some(reason) = &head.bad_epoch {
+            return Some(HeadStatus::Poison(Poison::BadEpoch(reason.to_string())));
+        }
         let stamp = match &head.stamp {
             Ok(stamp) => stamp,
             Err(error) => return Some(HeadStatus::Poison(Poison::BadStamp(error.clone()))),
@@ -200,7 +242,7 @@ impl Gate {
                     ),
                 }));
             }
-            if other.position() > claim.offset {
+            if other.is_passed(claim.offset) {
                 continue;
             }
             // The claimed record was appended before this one was written, so a
@@ -225,7 +267,7 @@ impl Gate {
         let stamp = queued.stamp.as_ref().ok()?;
         stamp.claims().iter().find(|claim| {
             self.lane_index(&claim.tp)
-                .is_some_and(|index| self.lanes[index].position() <= claim.offset)
+                .is_some_and(|index| !self.lanes[index].is_passed(claim.offset))
         })
     }
 
@@ -255,9 +297,10 @@ impl Gate {
         self.lanes.iter().all(|lane| lane.queue.is_empty())
     }
 
-    /// Takes the head of `lane` off its queue, once it is delivered.
-    pub fn pop_head(&mut self, lane: usize) -> Option<Queued> {
-        let queued = self.lanes[lane].queue.pop_front()?;
+    /// Takes the record at `index` of `lane` off its queue, once it is
+    /// delivered.
+    pub fn take(&mut self, lane: usize, index: usize) -> Option<Queued> {
+        let queued = self.lanes[lane].queue.remove(index)?;
         self.claiming -= usize::from(queued.claims_consumed);
         Some(queued)
     }

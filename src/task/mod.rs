@@ -11,6 +11,7 @@
 //! [`Task`]'s own documentation gives the calling order, and the buffers a
 //! driver keeps for it.
 
+pub(crate) mod aligned;
 mod changes;
 mod checkpoint;
 mod error;
@@ -41,6 +42,7 @@ pub use gate::{HeadStatus, Poison};
 pub use id::TaskId;
 pub use metrics::TaskMetrics;
 
+use aligned::{Aligned, EpochCheckpoint, Tag};
 use gate::Gate;
 
 /// How a task commits.
@@ -196,6 +198,10 @@ pub struct Task {
     repartitions: Vec<TopicName>,
     /// G9: delivery in timestamp order across sources, when declared.
     sync: Option<Synchronised>,
+    /// V3–V5: delivery in epoch order, on a path to a consistent view.
+    aligned: Option<Aligned>,
+    /// The epochs the commit being prepared makes durable (V5).
+    pending_epochs: Option<EpochCheckpoint>,
     slots: Box<dyn SlotStore>,
     sinks: Vec<(TopicName, u32)>,
     tick_topics: Vec<TopicName>,
@@ -291,6 +297,40 @@ impl Task {
                 (sink.name.clone(), count)
             })
             .collect();
+        let aligned = plan.region.as_ref().map(|region| {
+            let writers = kinds
+                .iter()
+                .map(|kind| match kind {
+                    LaneKind::Source(source) => region.writers[*source]
+                        .iter()
+                        .flat_map(|stage| {
+                            let tasks = assembly.tasks_of(stage).unwrap_or(0);
+                            let stage: Arc<str> = stage.as_str().into();
+                            (0..tasks).map(move |partition| (Arc::clone(&stage), partition))
+                        })
+                        .collect(),
+                    LaneKind::Ticks => Vec::new(),
+                })
+                .collect();
+            let progress: Vec<(TopicName, u32)> = region
+                .progress_sinks
+                .iter()
+                .map(|sink| {
+                    let count = assembly
+                        .partitions_of(sink.as_str())
+                        .expect("assembly resolved every sink");
+                    (sink.clone(), count)
+                })
+                .collect();
+            Aligned::new(
+                region.epoch_ms,
+                region.is_view,
+                stage,
+                partition,
+                writers,
+                aligned::progress_tps(&progress),
+            )
+        });
         let positions = vec![0; tps.len()];
         let lane_count = tps.len();
         Ok(Task {
@@ -312,6 +352,8 @@ impl Task {
                 max_idle: millis(max_idle),
                 waiting_since: vec![None; lane_count],
             }),
+            aligned,
+            pending_epochs: None,
             slots: def.logic.new_slots(),
             sinks,
             tick_topics: app
@@ -459,7 +501,7 @@ impl Task {
         (0..self.gate.lanes.len())
             .filter_map(|lane| {
                 let status = self.status(lane)?;
-                let head = self.gate.lanes[lane].queue.front()?;
+                let head = &self.gate.lanes[lane].queue[self.next_index(lane)?];
                 Some((self.gate.lanes[lane].tp.clone(), head.record.offset, status))
             })
             .collect()
@@ -472,24 +514,80 @@ impl Task {
         (0..self.gate.lanes.len()).filter_map(|lane| match self.status(lane)? {
             HeadStatus::Held(claim) => {
                 let state = &self.gate.lanes[lane];
-                Some((lane, &state.tp, state.queue.front()?.record.offset, claim))
+                let head = &state.queue[self.next_index(lane)?];
+                Some((lane, &state.tp, head.record.offset, claim))
             }
             _ => None,
         })
     }
 
-    /// The record at the head of `tp`, next in line for delivery.
+    /// The record of `tp` next in line for delivery: its head, or, on a
+    /// path to a consistent view, its first record of the task's frontier
+    /// (V4).
     pub fn head(&self, tp: &Tp) -> Option<&ConsumedRecord> {
         let lane = self.gate.lane_index(tp)?;
-        self.gate.lanes[lane]
-            .queue
-            .front()
-            .map(|queued| &queued.record)
+        let index = self.next_index(lane)?;
+        Some(&self.gate.lanes[lane].queue[index].record)
     }
 
-    /// True when something was delivered or emitted since the last commit.
+    /// True when something was delivered or emitted since the last commit,
+    /// or, on a path to a consistent view, the frontier rose (V4: the
+    /// commit tells the task's readers).
     pub fn has_open_work(&self) -> bool {
         self.open.dirty
+            || self
+                .aligned
+                .as_ref()
+                .is_some_and(|aligned| self.frontier() > aligned.committed_frontier())
+    }
+
+    /// V4: the lowest epoch the task may still deliver, on a path to a
+    /// consistent view (what its progress records say); `i64::MAX`
+    /// elsewhere.
+    pub fn frontier(&self) -> i64 {
+        let (lowest, horizon) = self.epochs();
+        lowest.min(horizon)
+    }
+
+    /// V4: the lowest queued epoch and the horizon ([`Aligned::epochs`]).
+    fn epochs(&self) -> (i64, i64) {
+        match &self.aligned {
+            Some(aligned) => aligned.epochs(self.gate.lanes.iter().map(|lane| {
+                (
+                    lane.queue.iter().map(|queued| queued.epoch),
+                    lane.fetch_position,
+                )
+            })),
+            None => (i64::MAX, i64::MAX),
+        }
+    }
+
+    /// V5: whether the task may commit now: anywhere, unless it is on a
+    /// path to a consistent view, which commits only between epochs.
+    pub fn may_commit(&self) -> bool {
+        self.aligned
+            .as_ref()
+            .is_none_or(|aligned| aligned.at_epoch_end(self.frontier()))
+    }
+
+    /// Where in its lane's queue the record next in line for delivery is:
+    /// the head (G3), or, on a path to a consistent view, the first record
+    /// of the lowest queued epoch once that epoch is closed, which keeps
+    /// each writer's order (V4). A record whose epoch header is bad comes
+    /// first, to be refused.
+    fn next_index(&self, lane: usize) -> Option<usize> {
+        let queue = &self.gate.lanes[lane].queue;
+        if self.aligned.is_none() {
+            return (!queue.is_empty()).then_some(0);
+        }
+        if let Some(bad) = queue.iter().position(|queued| queued.bad_epoch.is_some()) {
+            return Some(bad);
+        }
+        let (lowest, horizon) = self.epochs();
+        if lowest >= horizon {
+            return None;
+        }
+        queue.iter().position(|queued| queued.epoch == lowest)
     }
 
     /// Records fetched and not yet delivered.
@@ -589,7 +687,14 @@ impl Task {
         let checkpoint = checkpoint.unwrap_or(Checkpoint {
             history: Stamp::empty(),
             last_tick_at: None,
+            epochs: None,
         });
+        if let Some(aligned) = &mut self.aligned {
+            aligned.roll_back(Some(checkpoint.epochs.clone().unwrap_or(EpochCheckpoint {
+                frontier: i64::MIN,
+                lanes: Vec::new(),
+            })));
+        }
         self.committed = Committed {
             history: checkpoint.history,
             last_tick_at: checkpoint.last_tick_at,
@@ -609,11 +714,19 @@ impl Task {
     /// fetch.
     pub fn handle_fetched(&mut self, tp: &Tp, fetched: &mut Fetched) {
         let lane = self.consumed_lane(tp);
-        self.gate.push_fetched(
+        let Task { gate, aligned, .. } = self;
+        let tag = |record: &ConsumedRecord| match aligned {
+            Some(aligned) => aligned.tag(lane, record),
+            // No Parsley reader delivers a progress record (V4).
+            None if aligned::is_progress(&record.data) => Tag::Pass,
+            None => Tag::Data { epoch: 0 },
+        };
+        gate.push_fetched(
             lane,
             fetched.records.drain(..),
             fetched.next_offset,
             fetched.log_end,
+            tag,
         );
     }
 
@@ -655,6 +768,9 @@ impl Task {
             return Ok(());
         }
         self.check_skip()?;
+        if self.commits_before_delivering(now) {
+            return Ok(());
+        }
         let waiting = self.waits_for_a_source(now);
         let mut lowest: Option<(i64, usize)> = None;
         for lane in 0..self.gate.lanes.len() {
@@ -678,6 +794,15 @@ impl Task {
             self.check_cycles()?;
         }
         Ok(())
+    }
+
+    /// V5: a task on a path to a consistent view at an epoch's end, with
+    /// work due to commit (X2), delivers nothing more until it commits: a
+    /// commit later would cut the next epoch.
+    fn commits_before_delivering(&self, now: i64) -> bool {
+        self.aligned.is_some()
+            && self.may_commit()
+            && self.commit_due_at().is_some_and(|due| now >= due)
     }
 
     /// G9: whether a synchronised task waits for one of its sources, as
@@ -760,13 +885,10 @@ impl Task {
     /// timestamp, ties broken by tp (G3's order for the live runtime, G9's).
     fn earlier_head(&self, best: Option<(i64, usize)>, lane: usize) -> Option<(i64, usize)> {
         let state = &self.gate.lanes[lane];
-        let timestamp = state
-            .queue
-            .front()
-            .expect("a deliverable lane has a head")
-            .record
-            .data
-            .timestamp;
+        let index = self
+            .next_index(lane)
+            .expect("a deliverable lane has a head");
+        let timestamp = state.queue[index].record.data.timestamp;
         let better = best.is_none_or(|(best_timestamp, best_lane)| {
             // A planted bug keeps the first deliverable head in lane order.
             !mutation::active(Mutation::SyncIgnoresTimestamps)
@@ -799,6 +921,9 @@ impl Task {
             return Ok(None);
         }
         self.check_skip()?;
+        if self.commits_before_delivering(now) {
+            return Ok(None);
+        }
         let waiting = self.waits_for_a_source(now);
         let mut best: Option<(i64, usize)> = None;
         for lane in 0..self.gate.lanes.len() {
@@ -820,14 +945,10 @@ impl Task {
     }
 
     fn poison_error(&mut self, lane: usize, poison: Poison) -> TaskError {
+        let index = self.next_index(lane).expect("poison is found at a head");
         let lane = &self.gate.lanes[lane];
         let tp = lane.tp.clone();
-        let offset = lane
-            .queue
-            .front()
-            .expect("poison is found at a head")
-            .record
-            .offset;
+        let offset = lane.queue[index].record.offset;
         let error = match poison {
             Poison::BadStamp(error) => TaskError::BadStamp {
                 task: self.id.clone(),
@@ -840,6 +961,12 @@ impl Task {
                 tp,
                 offset,
                 claim,
+                reason,
+            },
+            Poison::BadEpoch(reason) => TaskError::BadEpoch {
+                task: self.id.clone(),
+                tp,
+                offset,
                 reason,
             },
         };
@@ -860,39 +987,44 @@ impl Task {
         self.check_running()?;
         self.check_skip()?;
         let lane = self.consumed_lane(tp);
+        let Some(index) = self.next_index(lane) else {
+            panic!("task {}: {tp} has nothing to deliver", self.id)
+        };
         if self.skips_head(lane) {
-            let offset = self.gate.lanes[lane]
-                .queue
-                .front()
-                .expect("skips a head")
-                .record
-                .offset;
-            let merge = self.gate.head_status(lane) == Some(HeadStatus::Deliverable);
+            let offset = self.gate.lanes[lane].queue[index].record.offset;
+            let merge = self.gate.status_at(lane, index) == Some(HeadStatus::Deliverable);
             let message = format!(
                 "task {}: {tp}@{offset} was skipped by the operator (X5, docs/RULES.md#x5)",
                 self.id
             );
             self.skip_done = true;
-            produced.extend(self.dead_letter(lane, DeadLetterKind::Skipped, message, merge));
+            produced.extend(self.dead_letter(lane, index, DeadLetterKind::Skipped, message, merge));
             return Ok(());
         }
-        match self.gate.head_status(lane) {
+        match self.gate.status_at(lane, index) {
             Some(HeadStatus::Deliverable) => {}
-            Some(HeadStatus::Poison(Poison::BadStamp(error))) if self.dead_letter.is_some() => {
-                let offset = self.gate.lanes[lane]
-                    .queue
-                    .front()
-                    .expect("poison is at a head")
-                    .record
-                    .offset;
-                let error = TaskError::BadStamp {
-                    task: self.id.clone(),
-                    tp: tp.clone(),
-                    offset,
-                    error,
+            Some(HeadStatus::Poison(poison @ (Poison::BadStamp(_) | Poison::BadEpoch(_))))
+                if self.dead_letter.is_some() =>
+            {
+                let offset = self.gate.lanes[lane].queue[index].record.offset;
+                let error = match poison {
+                    Poison::BadStamp(error) => TaskError::BadStamp {
+                        task: self.id.clone(),
+                        tp: tp.clone(),
+                        offset,
+                        error,
+                    },
+                    Poison::BadEpoch(reason) => TaskError::BadEpoch {
+                        task: self.id.clone(),
+                        tp: tp.clone(),
+                        offset,
+                        reason,
+                    },
+                    Poison::Unresolvable { .. } => unreachable!("matched above"),
                 };
                 produced.extend(self.dead_letter(
                     lane,
+                    index,
                     DeadLetterKind::BadStamp,
                     error.to_string(),
                     false,
@@ -906,7 +1038,7 @@ impl Task {
             ),
             None => panic!("task {}: {tp} has nothing to deliver", self.id),
         }
-        let head = self.gate.lanes[lane].queue.front().expect("checked above");
+        let head = &self.gate.lanes[lane].queue[index];
         let offset = head.record.offset;
         let timestamp = head.record.data.timestamp;
         let outcome = match self.kinds[lane] {
@@ -940,7 +1072,7 @@ impl Task {
                         _ if swapped => DeadLetterKind::Codec,
                         _ => DeadLetterKind::Logic,
                     };
-                    produced.extend(self.dead_letter(lane, kind, error.to_string(), true));
+                    produced.extend(self.dead_letter(lane, index, kind, error.to_string(), true));
                     return Ok(());
                 }
                 return Err(self.stop(error));
@@ -951,7 +1083,12 @@ impl Task {
         }
 
         // The delivery is accepted: from here on nothing can fail.
-        let queued = self.gate.pop_head(lane).expect("checked above");
+        let queued = self.gate.take(lane, index).expect("checked above");
+        if let Some(aligned) = &mut self.aligned {
+            aligned.taken(lane, queued.epoch);
+            aligned.delivered = Some(queued.epoch);
+        }
+        let epoch = queued.epoch;
         let stamp = queued
             .stamp
             .expect("a deliverable head has a decoded stamp");
@@ -960,7 +1097,7 @@ impl Task {
         for name in outcome.counted.names() {
             self.metrics.count(name);
         }
-        self.produce(outcome, timestamp, produced);
+        self.produce(outcome, timestamp, epoch, produced);
         Ok(())
     }
 
@@ -968,12 +1105,14 @@ impl Task {
     /// head the operator skips may go whatever it claims, and so may a head
     /// whose stamp does not decode when the stage dead-letters (X5).
     fn status(&self, lane: usize) -> Option<HeadStatus> {
-        let status = self.gate.head_status(lane)?;
+        let status = self.gate.status_at(lane, self.next_index(lane)?)?;
         if self.skips_head(lane) {
             return Some(HeadStatus::Deliverable);
         }
         match status {
-            HeadStatus::Poison(Poison::BadStamp(_)) if self.dead_letter.is_some() => {
+            HeadStatus::Poison(Poison::BadStamp(_) | Poison::BadEpoch(_))
+                if self.dead_letter.is_some() =>
+            {
                 Some(HeadStatus::Deliverable)
             }
             status => Some(status),
@@ -990,10 +1129,9 @@ impl Task {
         }
         let state = &self.gate.lanes[lane];
         state.tp == *tp
-            && state
-                .queue
-                .front()
-                .is_some_and(|head| head.record.offset == *offset)
+            && self
+                .next_index(lane)
+                .is_some_and(|index| state.queue[index].record.offset == *offset)
     }
 
     /// A skip names a record that is not there: the lane's head is already
@@ -1051,6 +1189,7 @@ impl Task {
     fn dead_letter(
         &mut self,
         lane: usize,
+        index: usize,
         kind: DeadLetterKind,
         message: String,
         merge: bool,
@@ -1059,7 +1198,13 @@ impl Task {
             .dead_letter
             .clone()
             .expect("only stages with a dead-letter topic dead-letter");
-        let queued = self.gate.pop_head(lane).expect("dead-letters a head");
+        let queued = self.gate.take(lane, index).expect("dead-letters a head");
+        if let Some(aligned) = &mut self.aligned {
+            aligned.taken(lane, queued.epoch);
+            if queued.bad_epoch.is_none() {
+                aligned.delivered = Some(queued.epoch);
+            }
+        }
         let tp = self.gate.lanes[lane].tp.clone();
         let offset = queued.record.offset;
         if merge {
@@ -1274,6 +1419,7 @@ impl Task {
         &mut self,
         mut outcome: Outcome,
         timestamp: i64,
+        epoch: i64,
         produced: &mut Vec<ProducedRecord>,
     ) {
         produced.reserve(outcome.emissions.len() + 1);
@@ -1285,6 +1431,12 @@ impl Task {
             // Planted bug (R2, R3): re-keyed records written unstamped.
             let rekey_unstamped =
                 !self.repartitions.is_empty() && mutation::active(Mutation::RekeyDropsStamp);
+            // V4: a region task's records carry the epoch of the delivery.
+            let epoch_header = self
+                .aligned
+                .as_ref()
+                .filter(|aligned| !aligned.is_view())
+                .map(|aligned| aligned.epoch_header(epoch));
             for emission in outcome.emissions.drain(..) {
                 let timestamp = emission.timestamp().unwrap_or(timestamp);
                 let (topic, key, value) = emission
@@ -1301,18 +1453,27 @@ impl Task {
                     true => header::stamp_header(&Stamp::empty()),
                     false => stamp_header.clone(),
                 };
-                produced.push(ProducedRecord {
+                // A copy counts a reference: the name is static and the
+                // bytes are shared.
+                let headers = match &epoch_header {
+                    Some(epoch) => vec![header, epoch.clone()],
+                    None => vec![header],
+                };
+                let record = ProducedRecord {
                     tp: Tp::new(topic, partition),
                     data: RecordData {
                         key,
                         // `None`: a tombstone (J8), written with a null value.
                         value,
-                        // A copy counts a reference: the name is static and
-                        // the bytes are shared.
-                        headers: vec![header],
+                        headers,
                         timestamp,
                     },
-                });
+                };
+                match &mut self.aligned {
+                    // V5: the view's outputs wait for their epoch's end.
+                    Some(aligned) if aligned.is_view() => aligned.hold(record),
+                    _ => produced.push(record),
+                }
             }
         }
         crate::emission::recycle_emissions(outcome.emissions);
@@ -1411,7 +1572,7 @@ impl Task {
 
     /// X2: true when the commit interval has passed and there is work.
     pub fn wants_commit(&self, now: i64) -> bool {
-        self.commit_due_at().is_some_and(|due| now >= due)
+        self.commit_due_at().is_some_and(|due| now >= due) && self.may_commit()
     }
 
     /// X2: when the open transaction is due to commit (the last commit
@@ -1419,7 +1580,7 @@ impl Task {
     /// the task has failed. A driver that sleeps waiting for records
     /// sleeps no later than this.
     pub(crate) fn commit_due_at(&self) -> Option<i64> {
-        (self.failure.is_none() && self.open.dirty).then(|| {
+        (self.failure.is_none() && self.has_open_work()).then(|| {
             self.last_commit_at
                 .saturating_add(millis(self.config.commit_interval))
         })
@@ -1456,9 +1617,23 @@ impl Task {
         request: &mut CommitRequest,
         produced: &mut Vec<ProducedRecord>,
     ) -> Result<(), TaskError> {
+        self.pending_epochs = match &self.aligned {
+            Some(aligned) => {
+                let frontier = self.frontier();
+                assert!(
+                    aligned.at_epoch_end(frontier),
+                    "task {}: a commit within an epoch (V5): commit when `wants_commit` or `may_commit` says so",
+                    self.id
+                );
+                let fetched = self.gate.lanes.iter().map(|lane| lane.fetch_position);
+                Some(aligned.checkpoint(frontier, fetched))
+            }
+            None => None,
+        };
         let metadata = Checkpoint::encode_parts_into(
             &self.history,
             self.last_tick_at,
+            self.pending_epochs.as_ref(),
             &mut self.checkpoint_scratch,
         );
         if metadata.len() > OFFSET_METADATA_BYTES_MAX {
@@ -1473,6 +1648,9 @@ impl Task {
         request.metadata = metadata.into();
         if !Arc::ptr_eq(&request.group, &self.group) {
             request.group = Arc::clone(&self.group);
+        }
+        if let (Some(aligned), Some(epochs)) = (&mut self.aligned, &self.pending_epochs) {
+            aligned.prepare_commit(epochs.frontier, produced);
         }
         if !self.changes.is_empty() {
             let changelog = self
@@ -1508,6 +1686,9 @@ impl Task {
             .positions
             .extend(self.gate.lanes.iter().map(gate::Lane::position));
         self.slots.commit();
+        if let (Some(aligned), Some(epochs)) = (&mut self.aligned, self.pending_epochs.take()) {
+            aligned.committed(epochs);
+        }
         if self.skip_done {
             self.skip = None;
             self.skip_done = false;
@@ -1538,6 +1719,10 @@ impl Task {
         // A skip done in the aborted transaction waits for the redelivery.
         self.skip_done = false;
         self.gate.rewind(&self.committed.positions);
+        if let Some(aligned) = &mut self.aligned {
+            aligned.roll_back(None);
+        }
+        self.pending_epochs = None;
         self.open = OpenWork::default();
         self.gate
             .lanes

@@ -600,6 +600,7 @@ where
                 dead_letter: self.dead_letter,
                 operators: vec![Arc::new(decl)],
                 timestamp_sync: None,
+                consistent: None,
                 logic,
                 problems,
             }),

@@ -197,7 +197,8 @@ impl TestDriverBuilder {
         self
     }
 
-    /// By default the driver commits after each step (X2). With
+    /// By default the driver commits after each step (X2), and a task on a
+    /// path to a consistent view at each epoch's end (V5). With
     /// `commit_each_step(false)` tasks commit only when their commit interval
     /// has passed on the driver's wall clock.
     pub fn commit_each_step(mut self, each_step: bool) -> Self {
@@ -266,8 +267,14 @@ impl TestDriverBuilder {
             }
         }
         let assembly = assemble(&self.app, &cluster)?;
+        // Each step commits: a commit is due as soon as there is work, and
+        // a task on a path to a consistent view stops at each epoch's end
+        // for it (V5).
         let config = TaskConfig {
-            commit_interval: self.commit_interval,
+            commit_interval: match self.commit_each_step {
+                true => Duration::ZERO,
+                false => self.commit_interval,
+            },
         };
         let mut world = World::new(
             self.app,

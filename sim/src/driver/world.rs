@@ -343,7 +343,9 @@ impl World {
     fn commit_host(&mut self, index: usize) -> Result<bool, DriverError> {
         let now = self.now;
         let host = &mut self.hosts[index];
-        if !(self.commit_each_step && host.task.has_open_work() || host.task.wants_commit(now)) {
+        let each_step =
+            self.commit_each_step && host.task.has_open_work() && host.task.may_commit();
+        if !(each_step || host.task.wants_commit(now)) {
             return Ok(false);
         }
         let task = host.task.id().clone();

@@ -9,6 +9,7 @@
 
 mod fixtures;
 
+mod aligned;
 mod buffers;
 mod codec;
 mod dead_letter;

@@ -94,6 +94,7 @@ fn x1_commit_carries_positions_and_checkpoint_and_a_restart_resumes_them() {
         Checkpoint {
             history: history.clone(),
             last_tick_at: Some(T0 + 1_500),
+            epochs: None,
         }
     );
     task.handle_committed(T0 + 1_500);

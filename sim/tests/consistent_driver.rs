@@ -1,0 +1,238 @@
+//! Consistent views (V1–V5) under the `TestDriver`, on a topology the
+//! examples do not have: stock moved between warehouses. Moves are summed
+//! per receiving and per sending warehouse, an outer table–table join
+//! gives each warehouse's stock, and a total over every warehouse must be
+//! the stock the network started with (0: moves only move it). Every
+//! prefix of the moves has total 0, so a total ≠ 0 is an output no input
+//! could produce. Written as a Kafka Streams user writes it (two
+//! `selectKey`s, two aggregates, an outer join, a `groupBy` to one key and
+//! a total), then declared consistent.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use parsley::{App, Join, Json, Parsley, Stage, Step, Topic, Utf8, I64};
+use parsley_sim::{TestDriver, TestRecord};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Move {
+    from: String,
+    to: String,
+    quantity: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Stock {
+    warehouse: String,
+    quantity: i64,
+}
+
+struct Network {
+    app: App,
+    moves: Topic<String, Move>,
+    stocks: Topic<String, Stock>,
+    totals: Topic<String, i64>,
+}
+
+/// The network's topology; `epoch` declares the total a consistent view.
+fn network(epoch: Option<Duration>) -> Network {
+    let moves: Topic<String, Move> = Topic::with_codecs("moves", Utf8, Json);
+    let received: Topic<String, i64> = Topic::with_codecs("received", Utf8, I64);
+    let sent: Topic<String, i64> = Topic::with_codecs("sent", Utf8, I64);
+    let stocks: Topic<String, Stock> = Topic::with_codecs("stocks", Utf8, Json);
+    let totals: Topic<String, i64> = Topic::with_codecs("totals", Utf8, I64);
+    let builder = Parsley::named("network");
+    let (by_to, to_topic) = builder.rekey("by-to", &moves, Utf8, |m| m.value.to.clone());
+    let (by_from, from_topic) = builder.rekey("by-from", &moves, Utf8, |m| m.value.from.clone());
+    let sum = |name: &str, source: &Topic<String, Move>, out: &Topic<String, i64>| {
+        let sink = out.clone();
+        Stage::named(name)
+            .state(I64, || 0)
+            .on(source, move |sum: i64, m| {
+                let sum = sum + m.value().quantity;
+                Step::of(sum).emit(sink.send(m.key().cloned(), sum))
+            })
+            .into(out)
+            .build()
+    };
+    let stock = Join::table_table("stock", &received, &sent)
+        .outer(
+            |warehouse: &String, r: Option<&i64>, s: Option<&i64>| Stock {
+                warehouse: warehouse.clone(),
+                quantity: r.copied().unwrap_or(0) - s.copied().unwrap_or(0),
+            },
+        )
+        .into(&stocks)
+        .build();
+    let (stock, all) = builder.rekey_output("all", stock, &stocks, Utf8, |_, _| "all".to_string());
+    let out = totals.clone();
+    let total = Stage::named("total")
+        .state(Json, BTreeMap::<String, i64>::new)
+        .on(&all, move |mut each: BTreeMap<String, i64>, stock| {
+            each.insert(stock.value().warehouse.clone(), stock.value().quantity);
+            let total = each.values().sum::<i64>();
+            Step::of(each).emit(out.send(Some("all".to_string()), total))
+        })
+        .into(&totals)
+        .build();
+    let total = match epoch {
+        Some(epoch) => total.consistent(epoch),
+        None => total,
+    };
+    let app = builder
+        .stage(by_to)
+        .stage(by_from)
+        .stage(sum("received", &to_topic, &received))
+        .stage(sum("sent", &from_topic, &sent))
+        .stage(stock)
+        .stage(total)
+        .build()
+        .unwrap();
+    Network {
+        app,
+        moves,
+        stocks,
+        totals,
+    }
+}
+
+/// `count` moves of 1 between 6 warehouses, each stamped up to 10 s
+/// before its place in the sequence (one move a millisecond): out of
+/// order, as Jamie Brandon's transfers are.
+fn moves(count: u64, seed: u64) -> Vec<(String, Move, i64)> {
+    let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    let mut next = move |bound: u64| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % bound
+    };
+    (0..count)
+        .map(|at| {
+            let from = next(6);
+            let to = (from + 1 + next(5)) % 6;
+            let lag = i64::try_from(next(10_001)).expect("small");
+            let timestamp = 1_700_000_000_000 + i64::try_from(at).expect("small") - lag;
+            let m = Move {
+                from: format!("w{from}"),
+                to: format!("w{to}"),
+                quantity: 1,
+            };
+            (format!("m{at}"), m, timestamp)
+        })
+        .collect()
+}
+
+fn pipe_one_at_a_time(network: &Network, driver: &TestDriver, moves: &[(String, Move, i64)]) {
+    let input = driver.input(&network.moves).unwrap();
+    for (id, m, at) in moves {
+        input
+            .pipe_record(TestRecord::new(id.as_str(), m.clone()).at(*at))
+            .unwrap();
+    }
+}
+
+fn totals(network: &Network, driver: &TestDriver) -> Vec<i64> {
+    driver
+        .output(&network.totals)
+        .unwrap()
+        .read_values()
+        .unwrap()
+}
+
+/// V5: the total over a diamond, declared consistent, never shows a
+/// move's arrival without its departure, piped one at a time; the same
+/// topology undeclared does, on the same input.
+#[test]
+fn v5_a_consistent_total_is_never_impossible_one_at_a_time() {
+    let input = moves(6_000, 7);
+    let plain = network(None);
+    let driver = TestDriver::new(&plain.app).unwrap();
+    pipe_one_at_a_time(&plain, &driver, &input);
+    let impossible = totals(&plain, &driver).iter().filter(|t| **t != 0).count();
+    assert!(
+        impossible > 0,
+        "the plain topology met no impossible total: the test shows nothing"
+    );
+
+    let view = network(Some(Duration::from_secs(1)));
+    let driver = TestDriver::new(&view.app).unwrap();
+    pipe_one_at_a_time(&view, &driver, &input);
+    let totals = totals(&view, &driver);
+    assert!(
+        totals.len() > 2,
+        "the view released {} totals over 6 s of moves with 1 s epochs",
+        totals.len()
+    );
+    assert!(
+        totals.iter().all(|total| *total == 0),
+        "impossible totals from a consistent view: {:?}",
+        totals.iter().filter(|t| **t != 0).collect::<Vec<_>>()
+    );
+    // The stocks between sources and view are region records, each
+    // carrying its epoch; none is a progress record the reads show.
+    let stocks = driver.output(&view.stocks).unwrap().read_all().unwrap();
+    assert!(!stocks.is_empty());
+}
+
+/// V5: piped in batches of 500, so that each task meets many moves of
+/// several epochs at once, every released total is still 0, and each
+/// carries its cut, rising.
+#[test]
+fn v5_a_consistent_total_is_never_impossible_in_batches() {
+    let input = moves(6_000, 11);
+    let view = network(Some(Duration::from_secs(1)));
+    let driver = TestDriver::new(&view.app).unwrap();
+    let topic = driver.input(&view.moves).unwrap();
+    for batch in input.chunks(500) {
+        topic
+            .pipe_all(
+                batch
+                    .iter()
+                    .map(|(id, m, at)| TestRecord::new(id.as_str(), m.clone()).at(*at)),
+            )
+            .unwrap();
+    }
+    let totals = totals(&view, &driver);
+    assert!(totals.len() > 2, "{} totals", totals.len());
+    assert!(
+        totals.iter().all(|total| *total == 0),
+        "impossible totals: {totals:?}"
+    );
+}
+
+/// V2: a view over a stage that ticks is refused, naming both.
+#[test]
+fn v2_a_view_over_a_ticking_stage_is_refused() {
+    let clicks: Topic<String, i64> = Topic::with_codecs("clicks", Utf8, I64);
+    let beats: Topic<String, i64> = Topic::with_codecs("beats", Utf8, I64);
+    let counts: Topic<String, i64> = Topic::with_codecs("counts", Utf8, I64);
+    let out = beats.clone();
+    let ticking = Stage::named("beat")
+        .on(&clicks, |_click| Vec::<parsley::Emission>::new())
+        .ticks(Duration::from_secs(1), move |tick| {
+            vec![out.send(None, tick.timestamp)]
+        })
+        .into(&beats)
+        .build();
+    let sink = counts.clone();
+    let count = Stage::named("count")
+        .state(I64, || 0)
+        .on(&beats, move |count: i64, _| {
+            Step::of(count + 1).emit(sink.send(None, count + 1))
+        })
+        .into(&counts)
+        .build()
+        .consistent(Duration::from_secs(1));
+    let error = Parsley::named("beats")
+        .stage(ticking)
+        .stage(count)
+        .build()
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("V2") && message.contains("\"beat\"") && message.contains("\"count\""),
+        "{message}"
+    );
+}
