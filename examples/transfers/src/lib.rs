@@ -13,8 +13,11 @@
 //! account's latest balance and emits their sum. Every prefix of the
 //! transfers sums to 0, so a total that is not 0 is *impossible*: no
 //! prefix of the input produces it. Without a consistent view some totals
-//! are: the join emits a balance that holds a transfer's credit before its
-//! debit has arrived (docs/CONCEPTS.md, *Internal consistency*).
+//! are: the total meets the balance of the account a transfer credits
+//! before that of the account it debits (docs/CONCEPTS.md, *Internal
+//! consistency*). Declared a consistent view ([`parsley::Stage::consistent`],
+//! docs/RULES.md#v1), the total is released at the end of each epoch, at a
+//! cut of the transfers, and none is.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -147,9 +150,11 @@ pub fn app(
         )
         .into(&topics.totals)
         .build();
-    // CONSISTENT VIEW: the declaration, once the core has it:
-    // let total = match epoch { Some(epoch) => total.consistent(epoch), None => total };
-    let _ = epoch;
+    // The one declaration: the total is a consistent view (V1).
+    let total = match epoch {
+        Some(epoch) => total.consistent(epoch),
+        None => total,
+    };
     bank.stages([to, from, credits, debits, balance, total])
         .build()
 }

