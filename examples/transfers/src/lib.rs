@@ -195,6 +195,12 @@ pub fn transfers(seed: u64, n: usize) -> Vec<Transfer> {
 /// account to itself) drawn from `seed`: transfer `i`, id `t<i>`, happened
 /// at `base_ms + i` less a lag drawn uniformly from `0..=MAX_LAG_MS`, so
 /// event times are out of order by up to ten seconds.
+///
+/// The draws are those of the Kafka Streams side's generator
+/// (bench/kafka-streams-transfers, README, "Input"), so that both read the
+/// same bytes from the same seed: SplitMix64 from `seed`, and for each
+/// transfer `lag = next() mod 10001`, `from = next() mod 10`,
+/// `to = next() mod 9`, plus 1 if `to >= from`.
 pub fn transfers_from(seed: u64, n: usize, base_ms: i64) -> Vec<Transfer> {
     let mut state = seed;
     let mut next = move || {
@@ -207,9 +213,10 @@ pub fn transfers_from(seed: u64, n: usize, base_ms: i64) -> Vec<Transfer> {
     };
     (0..n)
         .map(|i| {
-            let from = next() % ACCOUNTS;
-            let to = (from + 1 + next() % (ACCOUNTS - 1)) % ACCOUNTS;
             let lag = (next() % (MAX_LAG_MS as u64 + 1)) as i64;
+            let from = next() % ACCOUNTS;
+            let to = next() % (ACCOUNTS - 1);
+            let to = if to >= from { to + 1 } else { to };
             Transfer {
                 id: format!("t{i}"),
                 from: from.to_string(),
@@ -286,6 +293,16 @@ mod tests {
             .filter(|w| w[1].timestamp_ms < w[0].timestamp_ms)
             .count();
         assert!(late > 5_000, "{late} transfers earlier than the one before");
+    }
+
+    #[test]
+    fn the_same_bytes_as_the_kafka_streams_side_writes() {
+        // bench/kafka-streams-transfers/README.md, "Input": seed 1's first lines.
+        let csv = to_csv(&transfers(1, 3));
+        assert_eq!(
+            csv,
+            "t0,9,3,1,1699999993996\nt1,1,6,1,1699999990566\nt2,3,0,1,1699999993070\n"
+        );
     }
 
     #[test]
