@@ -57,12 +57,16 @@ impl Lane {
             .map_or(self.fetch_position, |queued| queued.record.offset)
     }
 
-    /// Whether `offset` was delivered, or is no record: it is below the
-    /// position, or fetched and no longer queued (a task on a path to a
-    /// consistent view delivers a lane's writers out of offset order, V4).
-    pub fn is_passed(&self, offset: u64) -> bool {
+    /// Whether a claim on `offset` is resolved: the lane's position is
+    /// past it (G2: the claim covers every earlier offset too). A task on a
+    /// path to a consistent view delivers a lane's writers out of offset
+    /// order (V4): there, the claimed offset itself being fetched and no
+    /// longer queued resolves it, as the offsets before it may be another
+    /// writer's records of a later epoch, no cause of the claim.
+    pub fn is_passed(&self, offset: u64, by_writer: bool) -> bool {
         offset < self.position()
-            || (offset < self.fetch_position
+            || (by_writer
+                && offset < self.fetch_position
                 && self
                     .queue
                     .binary_search_by_key(&offset, |queued| queued.record.offset)
@@ -105,6 +109,8 @@ pub(crate) struct Gate {
     /// site (G5) looks for held records only when there can be any, instead
     /// of scanning every queued record on every delivery.
     claiming: usize,
+    /// Whether lanes are delivered by writer, out of offset order (V4).
+    pub by_writer: bool,
 }
 
 impl Gate {
@@ -124,6 +130,7 @@ impl Gate {
                 .collect(),
             fetch_seq: 0,
             claiming: 0,
+            by_writer: false,
         }
     }
 
@@ -242,7 +249,7 @@ impl Gate {
                     ),
                 }));
             }
-            if other.is_passed(claim.offset) {
+            if other.is_passed(claim.offset, self.by_writer) {
                 continue;
             }
             // The claimed record was appended before this one was written, so a
@@ -267,7 +274,7 @@ impl Gate {
         let stamp = queued.stamp.as_ref().ok()?;
         stamp.claims().iter().find(|claim| {
             self.lane_index(&claim.tp)
-                .is_some_and(|index| !self.lanes[index].is_passed(claim.offset))
+                .is_some_and(|index| !self.lanes[index].is_passed(claim.offset, self.by_writer))
         })
     }
 

@@ -333,6 +333,8 @@ impl Task {
         });
         let positions = vec![0; tps.len()];
         let lane_count = tps.len();
+        let mut gate = Gate::new(tps);
+        gate.by_writer = aligned.is_some();
         Ok(Task {
             id,
             // A planted bug may commit every stage under the application id,
@@ -345,7 +347,7 @@ impl Task {
             },
             transactional_id: format!("{}-{partition}", plan.group),
             kinds,
-            gate: Gate::new(tps),
+            gate,
             logic: Arc::clone(&def.logic),
             repartitions: def.repartitions().cloned().collect(),
             sync: def.timestamp_sync.map(|max_idle| Synchronised {
@@ -560,6 +562,21 @@ impl Task {
             })),
             None => (i64::MAX, i64::MAX),
         }
+    }
+
+    /// V4: whether every record the task buffers waits for its epoch to
+    /// close: the task is on a path to a consistent view, and no lane has
+    /// fetched past the lowest epoch it holds. Such a task is at rest: its
+    /// sources have to bring a later epoch for it to go on.
+    pub fn awaits_open_epochs(&self) -> bool {
+        let (lowest, horizon) = self.epochs();
+        self.aligned.is_some()
+            && lowest >= horizon
+            && self
+                .gate
+                .lanes
+                .iter()
+                .all(|lane| lane.queue.iter().all(|queued| queued.bad_epoch.is_none()))
     }
 
     /// V5: whether the task may commit now: anywhere, unless it is on a

@@ -1137,10 +1137,15 @@ impl TaskDriver {
         }
     }
 
-    /// Graceful stop: commits what is pending, whatever the interval.
+    /// Graceful stop: commits what is pending, whatever the interval. A
+    /// task on a path to a consistent view stopped within an epoch commits
+    /// nothing of it (V5): it aborts, and its next owner re-reads the epoch.
     fn shut_down(&mut self) -> Result<(), Exit> {
         if self.task.has_open_work() && self.task.failure().is_none() {
-            self.commit(wall_clock_ms())?;
+            match self.task.may_commit() {
+                true => self.commit(wall_clock_ms())?,
+                false => self.abort_quietly(),
+            }
         }
         self.checkpoint()
     }

@@ -277,10 +277,13 @@ impl World {
                 }
                 break;
             };
+            // The record next in line: its lane's head, or, on a path to a
+            // consistent view, its first of the epoch delivered (V4).
             let offset = host
                 .task
-                .position(&tp)
-                .expect("a deliverable tp is consumed");
+                .head(&tp)
+                .map(|record| record.offset)
+                .expect("a deliverable tp has a record next in line");
             let tick_timestamp = match host.task.tick_tp() == Some(&tp) {
                 true => host
                     .task

@@ -130,8 +130,9 @@ impl<'a> Checker<'a> {
         stamp
     }
 
-    /// I2 (G3): the delivered record is the head of its lane; the lane moves
-    /// past it if it is.
+    /// I2 (G3): the delivered record is the head of its lane, or, on a
+    /// path to a consistent view (V4), the first buffered record of its
+    /// writer; the lane moves past it if it is.
     fn check_head_of_lane(
         &mut self,
         step: u64,
@@ -140,6 +141,30 @@ impl<'a> Checker<'a> {
         lanes: &mut Lanes,
         lane: usize,
     ) {
+        if lanes.by_writer.is_some() {
+            let id = lanes.ids[lane];
+            let writer = self.tps.writer(id, offset);
+            let head = lanes.buffers[lane]
+                .iter()
+                .copied()
+                .find(|buffered| *buffered == offset || self.tps.writer(id, *buffered) == writer);
+            if head == Some(offset) {
+                lanes.take(lane, offset);
+                return;
+            }
+            let violation = self
+                .violation(
+                    Invariant::I2,
+                    step,
+                    format!("{at} delivered {tp}@{offset}, but the first buffered record of its writer was {head:?}"),
+                )
+                .on(at)
+                .about(tp, offset);
+            if let Some(head) = head {
+                violation.naming(Relation::Due, tp, head, Some(Gate::Fetched));
+            }
+            return;
+        }
         let head = lanes.buffers[lane].front().copied();
         if head != Some(offset) {
             let violation = self
@@ -174,10 +199,10 @@ impl<'a> Checker<'a> {
                 continue;
             };
             let position = lanes.position(claimed_lane);
-            let passed = if claimed_lane == lane {
+            let passed = if claimed_lane == lane && lanes.by_writer.is_none() {
                 offset > claim.offset
             } else {
-                position > claim.offset
+                lanes.passed(claimed_lane, claim.offset)
             };
             if !passed {
                 let violation = self
@@ -205,18 +230,38 @@ impl<'a> Checker<'a> {
     }
 
     /// I2: each task's committed deliveries of each consumed tp are exactly
-    /// a prefix of that tp's committed records, in order, once each.
+    /// a prefix of that tp's committed records, in order, once each; on a
+    /// path to a consistent view (V4), a prefix of each writer's records.
     pub(super) fn check_committed_histories(&mut self, committed: &Committed<'a>) {
         let tasks: Vec<TaskId> = self.input.assembly.task_ids();
         for task in tasks {
             let deliveries = committed_of(committed, &task);
+            let by_writer = self
+                .input
+                .app
+                .stage(&task.stage)
+                .is_some_and(|plan| plan.region.is_some());
             for tp in self.consumed_tps(&task) {
                 let end = self.input.cluster.high_watermark(&tp).unwrap_or(0);
                 let id = self.tps.id(&tp);
-                let mut records = self.tps.committed_offsets(id, 0, end);
+                // One sequence per writer: the whole tp but by writer.
+                let mut writers: Vec<(Option<&[u8]>, std::collections::VecDeque<u64>)> = Vec::new();
+                for offset in self.tps.committed_offsets(id, 0, end) {
+                    let writer = by_writer.then(|| self.tps.writer(id, offset)).flatten();
+                    match writers.iter_mut().find(|(known, _)| *known == writer) {
+                        Some((_, records)) => records.push_back(offset),
+                        None => writers.push((writer, [offset].into())),
+                    }
+                }
                 let delivered = deliveries.iter().filter(|delivery| delivery.id == id);
                 for delivery in delivered {
-                    let expected = records.next();
+                    let writer = by_writer
+                        .then(|| self.tps.writer(id, delivery.offset))
+                        .flatten();
+                    let expected = writers
+                        .iter_mut()
+                        .find(|(known, _)| *known == writer)
+                        .and_then(|(_, records)| records.pop_front());
                     if expected != Some(delivery.offset) {
                         let message = match expected {
                             Some(expected) if delivery.offset > expected => format!("task {task} skipped {tp}@{expected}: its committed history delivers {tp}@{} next", delivery.offset),

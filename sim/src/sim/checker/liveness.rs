@@ -1,7 +1,7 @@
 //! I8: liveness. Once faults and inputs stop, the world quiesces and every
 //! committed record of every consumed tp is delivered.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use parsley::TaskId;
 use parsley::Tp;
@@ -37,17 +37,47 @@ impl<'a> Checker<'a> {
         }
         for task in self.input.assembly.task_ids() {
             let deliveries = committed_of(committed, &task);
+            // On a path to a consistent view, records of epochs the task's
+            // sources have not closed wait, at rest (V4).
+            let open = self.open_epochs(&task);
             for tp in self.consumed_tps(&task) {
                 let end = self.input.cluster.high_watermark(&tp).unwrap_or(0);
                 let id = self.tps.id(&tp);
-                let delivered = deliveries
+                let delivered: HashSet<u64> = deliveries
                     .iter()
                     .filter(|delivery| delivery.id == id)
-                    .count();
-                let undelivered = self.tps.committed_offsets(id, 0, end).nth(delivered);
-                let Some(undelivered) = undelivered else {
+                    .map(|delivery| delivery.offset)
+                    .collect();
+                let mut undelivered = self
+                    .tps
+                    .committed_offsets(id, 0, end)
+                    .filter(|offset| !delivered.contains(offset));
+                let Some(undelivered) = undelivered.next() else {
                     continue;
                 };
+                if let Some((horizon, epochs)) = &open {
+                    let lane = epochs.get(&tp);
+                    let waits = |offset: u64| {
+                        lane.and_then(|epochs| epochs.get(&offset))
+                            .is_some_and(|epoch| epoch >= horizon)
+                    };
+                    let late = self
+                        .tps
+                        .committed_offsets(id, 0, end)
+                        .filter(|offset| !delivered.contains(offset))
+                        .find(|offset| !waits(*offset));
+                    let Some(late) = late else {
+                        continue;
+                    };
+                    self.violation(
+                        Invariant::I8,
+                        last_step,
+                        format!("task {task} never delivered {tp}@{late}, of an epoch below {horizon}, which every source of the task has closed (V4)"),
+                    )
+                    .of_task(&task)
+                    .about(&tp, late);
+                    continue;
+                }
                 // I2: the committed position never passes a committed record
                 // the committed history has not delivered (that record would
                 // be lost: no restart goes back for it), stopped task or not.
@@ -72,7 +102,7 @@ impl<'a> Checker<'a> {
                         self.violation(
                             Invariant::I8,
                             last_step,
-                            format!("task {task} never delivered {tp}@{undelivered} ({delivered} of {records} committed records delivered)"),
+                            format!("task {task} never delivered {tp}@{undelivered} ({} of {records} committed records delivered)", delivered.len()),
                         )
                         .of_task(&task)
                         .about(&tp, undelivered);
@@ -81,4 +111,75 @@ impl<'a> Checker<'a> {
             }
         }
     }
+
+    /// For a task on a path to a consistent view: the lowest epoch its
+    /// sources' committed logs have not closed, and each source record's
+    /// epoch, computed here from the logs (V3): on a source of the
+    /// application, the running highest timestamp over the epoch length;
+    /// on a topic stages write, its `parsley-epoch` header. `None` for any
+    /// other task.
+    fn open_epochs(&mut self, task: &TaskId) -> Option<(i64, EpochsOf)> {
+        let app = self.input.app;
+        let plan = app.stage(&task.stage)?;
+        let region = plan.region.as_ref()?;
+        let mut horizon = i64::MAX;
+        let mut epochs = HashMap::new();
+        for (source, writers) in plan.stage.sources().iter().zip(&region.writers) {
+            let tp = Tp::new(source.name.clone(), task.partition);
+            let id = self.tps.id(&tp);
+            let mut lane = HashMap::new();
+            let Some(log) = self.tps.log(id) else {
+                continue;
+            };
+            if writers.is_empty() {
+                let mut running = i64::MIN;
+                for (offset, data) in log.read_committed() {
+                    running = running.max(data.timestamp.div_euclid(region.epoch_ms));
+                    lane.insert(offset, running);
+                }
+                horizon = horizon.min(running);
+            } else {
+                // Each writing task's highest epoch, from records and
+                // progress records alike.
+                let mut highest: HashMap<(String, u32), i64> = HashMap::new();
+                for stage in writers {
+                    for partition in 0..self.input.assembly.tasks_of(stage).unwrap_or(0) {
+                        highest.insert((stage.clone(), partition), i64::MIN);
+                    }
+                }
+                for (offset, data) in log.read_committed() {
+                    let header = data
+                        .header(parsley::header::EPOCH_HEADER)
+                        .or_else(|| data.header(parsley::header::PROGRESS_HEADER));
+                    let Some((epoch, writer)) = header.and_then(|value| parse_epoch(value)) else {
+                        continue;
+                    };
+                    if data.header(parsley::header::EPOCH_HEADER).is_some() {
+                        lane.insert(offset, epoch);
+                    }
+                    if let Some(high) = highest.get_mut(&writer) {
+                        *high = (*high).max(epoch);
+                    }
+                }
+                let lowest = highest.values().copied().min().unwrap_or(i64::MAX);
+                horizon = horizon.min(lowest);
+            }
+            epochs.insert(tp, lane);
+        }
+        Some((horizon, epochs))
+    }
+}
+
+/// Per consumed tp, the epoch of each committed record (V3).
+type EpochsOf = HashMap<Tp, HashMap<u64, i64>>;
+
+/// `"<epoch> <partition> <stage>"`, as region records and progress
+/// records carry it (V3, V4).
+fn parse_epoch(value: &[u8]) -> Option<(i64, (String, u32))> {
+    let text = std::str::from_utf8(value).ok()?;
+    let mut parts = text.splitn(3, ' ');
+    let epoch = parts.next()?.parse().ok()?;
+    let partition = parts.next()?.parse().ok()?;
+    let stage = parts.next()?.to_string();
+    Some((epoch, (stage, partition)))
 }

@@ -49,15 +49,32 @@ impl<'a> Checker<'a> {
         // Every committed record a task wrote must come from a committed
         // delivery (outputs, changelogs) or a committed tick check.
         for entry in self.input.trace {
-            if let Event::TickChecked {
-                emitted: Some((tp, offset)),
-                ..
-            } = &entry.event
-            {
-                let id = self.tps.id(tp);
-                if self.tps.status(id, *offset) == Some(EntryStatus::Committed) {
-                    accounted.mark(&mut self.tps, tp, *offset);
+            match &entry.event {
+                Event::TickChecked {
+                    emitted: Some((tp, offset)),
+                    ..
+                } => {
+                    let id = self.tps.id(tp);
+                    if self.tps.status(id, *offset) == Some(EntryStatus::Committed) {
+                        accounted.mark(&mut self.tps, tp, *offset);
+                    }
                 }
+                // A commit's progress records (V4), whether or not its
+                // transaction delivered anything.
+                Event::Committed { sent, .. } => {
+                    for (tp, offset) in sent.iter() {
+                        let id = self.tps.id(tp);
+                        let progress = self
+                            .tps
+                            .data(id, *offset)
+                            .is_some_and(parsley::header::is_progress);
+                        if progress && self.tps.status(id, *offset) == Some(EntryStatus::Committed)
+                        {
+                            accounted.mark(&mut self.tps, tp, *offset);
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         let written: BTreeSet<TopicName> = self
@@ -190,6 +207,72 @@ impl<'a> Checker<'a> {
                 .on(delivery.at)
                 .about(tp, *offset)
                 .naming(Relation::Delivering, delivery.tp, delivery.offset, None);
+            }
+        }
+    }
+
+    /// I7 for a consistent view (V5): the outputs its commit wrote (after
+    /// `delivery`, the last of the transaction) are the last emission per
+    /// topic and key of the transaction's deliveries, `held`.
+    pub(super) fn compare_releases(
+        &mut self,
+        task: &TaskId,
+        delivery: &Delivery,
+        held: &[parsley::Emission],
+    ) {
+        let app = self.input.app;
+        let released: Vec<(Tp, u64)> = delivery
+            .commit
+            .unwrap_or_default()
+            .iter()
+            .filter(|(tp, _)| app.changelog_owner(tp.topic.as_str()).is_none())
+            .filter(|(tp, offset)| {
+                let id = self.tps.id(tp);
+                !self
+                    .tps
+                    .data(id, *offset)
+                    .is_some_and(parsley::header::is_progress)
+            })
+            .cloned()
+            .collect();
+        let describe = || {
+            held.iter()
+                .map(|emission| format!("{emission:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if released.len() != held.len() {
+            let message = format!(
+                "task {task}: the consistent view's commit after {}@{} wrote {} outputs, but the last of each key its logic emitted in the transaction are [{}] (V5)",
+                delivery.tp,
+                delivery.offset,
+                released.len(),
+                describe()
+            );
+            self.violation(Invariant::I7, delivery.step, message)
+                .on(delivery.at)
+                .about(delivery.tp, delivery.offset);
+            return;
+        }
+        for ((tp, offset), emission) in released.iter().zip(held) {
+            let id = self.tps.id(tp);
+            let Some(data) = self.tps.data(id, *offset) else {
+                continue;
+            };
+            let Ok((key, value)) = emission.encoded() else {
+                continue;
+            };
+            if tp.topic != *emission.topic()
+                || data.key.as_ref() != key
+                || data.value.as_ref() != value
+            {
+                self.violation(
+                    Invariant::I7,
+                    delivery.step,
+                    format!("task {task}: the consistent view released {tp}@{offset}, but the last output of its key in the transaction is {emission:?} (V5)"),
+                )
+                .on(delivery.at)
+                .about(tp, *offset);
             }
         }
     }

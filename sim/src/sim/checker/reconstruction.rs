@@ -6,7 +6,7 @@
 //! about each fetch, delivery and tick on the way.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -102,16 +102,34 @@ impl<'a> Tps<'a> {
         self.logs[id]?.record(offset)
     }
 
-    /// The committed data records of the tp numbered `id` in `[from, to)`.
+    /// The committed data records of the tp numbered `id` in `[from, to)`,
+    /// progress records (V4) left out: no task delivers them.
     pub(super) fn committed_offsets(
         &self,
         id: usize,
         from: u64,
         to: u64,
     ) -> impl Iterator<Item = u64> + 'a {
+        self.log(id).into_iter().flat_map(move |log| {
+            log.committed_offsets(from, to)
+                .filter(move |&offset| !log.record(offset).is_some_and(header::is_progress))
+        })
+    }
+
+    /// How many committed records, progress records included, the tp
+    /// numbered `id` holds in `[from, to)`: what a fetch there returns.
+    pub(super) fn committed_count(&self, id: usize, from: u64, to: u64) -> usize {
         self.log(id)
-            .into_iter()
-            .flat_map(move |log| log.committed_offsets(from, to))
+            .map_or(0, |log| log.committed_offsets(from, to).count())
+    }
+
+    /// The task that wrote a record of a topic region stages write, from
+    /// its `parsley-epoch` header's text after the epoch (V3); `None` for a
+    /// record without one.
+    pub(super) fn writer(&self, id: usize, offset: u64) -> Option<&'a [u8]> {
+        let value = self.data(id, offset)?.header(header::EPOCH_HEADER)?;
+        let at = value.iter().position(|byte| *byte == b' ')?;
+        Some(&value[at..])
     }
 
     /// The stamp a record carries in the log (empty without a header; `None`
@@ -175,6 +193,11 @@ pub(super) struct Lanes {
     pub(super) ids: Vec<usize>,
     pub(super) buffers: Vec<VecDeque<u64>>,
     pub(super) fetch_next: Vec<u64>,
+    /// On a path to a consistent view: lanes are delivered per writer,
+    /// out of offset order (V4), and per lane, the offsets past its
+    /// position already delivered, which a re-read after a rewind does
+    /// not deliver again.
+    pub(super) by_writer: Option<Vec<std::collections::BTreeSet<u64>>>,
 }
 
 impl Lanes {
@@ -189,6 +212,32 @@ impl Lanes {
         self.tps.iter().position(|known| known == tp)
     }
 
+    /// Whether a claim on `offset` of `lane` is resolved: the position is
+    /// past it, or, delivering by writer (V4), the offset itself was
+    /// delivered.
+    pub(super) fn passed(&self, lane: usize, offset: u64) -> bool {
+        offset < self.position(lane)
+            || self
+                .by_writer
+                .as_ref()
+                .is_some_and(|delivered| delivered[lane].contains(&offset))
+    }
+
+    /// `offset` of `lane` was delivered: off its buffer, and remembered
+    /// while past the position.
+    pub(super) fn take(&mut self, lane: usize, offset: u64) {
+        let buffer = &mut self.buffers[lane];
+        if let Some(at) = buffer.iter().position(|buffered| *buffered == offset) {
+            buffer.remove(at);
+        }
+        let position = self.position(lane);
+        if let Some(delivered) = &mut self.by_writer {
+            let delivered = &mut delivered[lane];
+            delivered.insert(offset);
+            delivered.retain(|offset| *offset >= position);
+        }
+    }
+
     pub(super) fn positions_into(&self, positions: &mut Vec<u64>) {
         positions.clear();
         positions.extend((0..self.tps.len()).map(|lane| self.position(lane)));
@@ -200,8 +249,10 @@ impl Lanes {
     pub(super) fn gate(&self, claim: &Claim, delivering: Option<(usize, u64)>) -> Option<Gate> {
         let lane = self.lane(&claim.tp)?;
         let passed = match delivering {
-            Some((delivering, offset)) if delivering == lane => offset > claim.offset,
-            _ => self.position(lane) > claim.offset,
+            Some((delivering, offset)) if delivering == lane && self.by_writer.is_none() => {
+                offset > claim.offset
+            }
+            _ => self.passed(lane, claim.offset),
         };
         Some(if passed {
             Gate::Delivered
@@ -212,11 +263,19 @@ impl Lanes {
         })
     }
 
-    pub(super) fn rewind(&mut self, positions: &[u64]) {
+    pub(super) fn rewind(&mut self, positions: &[u64], delivered: Option<&[BTreeSet<u64>]>) {
         for buffer in &mut self.buffers {
             buffer.clear();
         }
         self.fetch_next.copy_from_slice(positions);
+        if let Some(by_writer) = &mut self.by_writer {
+            for (lane, ahead) in by_writer.iter_mut().enumerate() {
+                ahead.clear();
+                if let Some(delivered) = delivered {
+                    ahead.clone_from(&delivered[lane]);
+                }
+            }
+        }
     }
 }
 
@@ -226,6 +285,9 @@ pub(super) struct Snapshot {
     pub(super) positions: Vec<u64>,
     pub(super) history: Stamp,
     pub(super) last_tick_at: Option<i64>,
+    /// Delivering by writer (V4): per lane, the offsets past the position
+    /// the committed history delivered.
+    pub(super) delivered: Vec<BTreeSet<u64>>,
 }
 
 pub(super) struct Instance {
@@ -242,6 +304,9 @@ impl Snapshot {
     fn commit(&mut self, instance: &mut Instance) {
         instance.lanes.positions_into(&mut self.positions);
         self.history.clone_from(&instance.history);
+        if let Some(delivered) = &instance.lanes.by_writer {
+            self.delivered.clone_from(delivered);
+        }
         if let Some(tick) = instance.open_tick.take() {
             self.last_tick_at = Some(tick);
         }
@@ -255,12 +320,13 @@ impl Instance {
     fn abort_to(&mut self, snapshot: Option<&Snapshot>) {
         match snapshot {
             Some(snapshot) => {
-                self.lanes.rewind(&snapshot.positions);
+                let delivered = (!snapshot.delivered.is_empty()).then_some(&snapshot.delivered[..]);
+                self.lanes.rewind(&snapshot.positions, delivered);
                 self.history.clone_from(&snapshot.history);
             }
             None => {
                 let positions = vec![0; self.lanes.tps.len()];
-                self.lanes.rewind(&positions);
+                self.lanes.rewind(&positions, None);
                 self.history = Stamp::empty();
             }
         }
@@ -381,7 +447,7 @@ impl<'a> Checker<'a> {
                 let held = stamp.claims().iter().any(|claim| {
                     lanes
                         .lane(&claim.tp)
-                        .is_some_and(|index| lanes.position(index) <= claim.offset)
+                        .is_some_and(|index| !lanes.passed(index, claim.offset))
                 });
                 if held {
                     merged.merge(&stamp);
@@ -424,11 +490,21 @@ impl<'a> Checker<'a> {
                 positions: vec![0; tps.len()],
                 ..Snapshot::default()
             });
+        let by_writer = self
+            .input
+            .app
+            .stage(&task.stage)
+            .is_some_and(|plan| plan.region.is_some())
+            .then(|| match snapshot.delivered.len() == tps.len() {
+                true => snapshot.delivered.clone(),
+                false => vec![BTreeSet::new(); tps.len()],
+            });
         let lanes = Lanes {
             buffers: vec![VecDeque::new(); tps.len()],
             fetch_next: snapshot.positions.clone(),
             tps,
             ids,
+            by_writer,
         };
         Instance {
             lanes,
@@ -470,10 +546,20 @@ impl<'a> Checker<'a> {
                         continue;
                     };
                     let id = instance.lanes.ids[lane];
+                    let delivered = instance
+                        .lanes
+                        .by_writer
+                        .as_ref()
+                        .map(|delivered| &delivered[lane]);
                     let buffer = &mut instance.lanes.buffers[lane];
-                    let before = buffer.len();
-                    buffer.extend(self.tps.committed_offsets(id, *from, *next));
-                    let found = buffer.len() - before;
+                    // What the committed history delivered already is not
+                    // delivered again (V5).
+                    buffer.extend(
+                        self.tps
+                            .committed_offsets(id, *from, *next)
+                            .filter(|offset| delivered.is_none_or(|ahead| !ahead.contains(offset))),
+                    );
+                    let found = self.tps.committed_count(id, *from, *next);
                     self.check_fetched(step, at, tp, (*from, *next), *records, found);
                     instance.lanes.fetch_next[lane] = *next;
                 }

@@ -80,6 +80,12 @@ impl<'a> Checker<'a> {
             let plan = app.stage(&task.stage).expect("tasks belong to stages");
             let deliveries = committed_of(committed, &task);
             let mut slots = Slots::default();
+            // A consistent view writes its outputs at its commits (V5).
+            let mut held = plan
+                .region
+                .as_ref()
+                .is_some_and(|region| region.is_view)
+                .then(Vec::new);
             for delivery in deliveries {
                 for (tp, offset) in delivery
                     .sent
@@ -88,7 +94,11 @@ impl<'a> Checker<'a> {
                 {
                     accounted.mark(&mut self.tps, tp, *offset);
                 }
-                self.fold_delivery(&task, plan, delivery, &mut slots);
+                self.fold_delivery(&task, plan, delivery, &mut slots, held.as_mut());
+                if let (Some(held), Some(_)) = (held.as_mut(), delivery.commit) {
+                    self.compare_releases(&task, delivery, held);
+                    held.clear();
+                }
             }
             if let Some(changelog) = &plan.changelog {
                 let step = deliveries.last().map_or(0, |delivery| delivery.step);
@@ -109,6 +119,7 @@ impl<'a> Checker<'a> {
         plan: &StagePlan,
         delivery: &Delivery<'a>,
         slots: &mut Slots,
+        held: Option<&mut Vec<parsley::Emission>>,
     ) {
         let Some(record) = self.record(delivery.id, delivery.offset) else {
             return;
@@ -130,9 +141,10 @@ impl<'a> Checker<'a> {
             None => true,
         };
         if accepted {
-            match &replayed {
-                Ok(replayed) => self.compare_emissions(task, delivery, &replayed.emissions),
-                Err(error) => {
+            match (&replayed, held) {
+                (Ok(replayed), Some(held)) => hold(held, &replayed.emissions),
+                (Ok(replayed), None) => self.compare_emissions(task, delivery, &replayed.emissions),
+                (Err(error), _) => {
                     self.violation(
                         Invariant::I6,
                         delivery.step,
@@ -251,6 +263,22 @@ fn apply_other_slots(slots: &mut Slots, changes: Vec<(SlotKey, SlotChange)>) {
                 slots.remove(&slot);
             }
             SlotChange::Unchanged => {}
+        }
+    }
+}
+
+/// V5: what a consistent view holds until its commit: the last emission
+/// per topic and key, in the order each was first held.
+fn hold(held: &mut Vec<parsley::Emission>, emissions: &[parsley::Emission]) {
+    for emission in emissions {
+        let same = |earlier: &parsley::Emission| {
+            earlier.topic() == emission.topic()
+                && earlier.encoded().ok().map(|(key, _)| key)
+                    == emission.encoded().ok().map(|(key, _)| key)
+        };
+        match held.iter().position(same) {
+            Some(at) => held[at] = emission.clone(),
+            None => held.push(emission.clone()),
         }
     }
 }

@@ -605,11 +605,14 @@ impl World {
     fn deliver(&mut self, instance: usize, host: usize, tp: &Tp) {
         let at = self.at(instance, host);
         let txn = self.txn(instance, host);
+        // The record next in line: its lane's head, or, on a path to a
+        // consistent view, its first of the epoch delivered (V4).
         let offset = self
             .host(instance, host)
             .task
-            .position(tp)
-            .expect("a deliverable tp is consumed");
+            .head(tp)
+            .map(|record| record.offset)
+            .expect("a deliverable tp has a record next in line");
         let redelivered_before = self.host(instance, host).task.records_redelivered_total();
         let now = self.now;
         let mut sent = Vec::new();
@@ -1347,8 +1350,11 @@ impl World {
             return false;
         }
         for (_, _, host) in self.active_hosts() {
+            // A task on a path to a consistent view rests with the records
+            // of epochs its sources have not closed (V4).
+            let buffered = host.task.buffered() > 0 && !host.task.awaits_open_epochs();
             if host.task.has_open_work()
-                || host.task.buffered() > 0
+                || buffered
                 || parsley::next_due(host.task.slots_view()).is_some()
             {
                 return false;
