@@ -361,7 +361,10 @@ impl CommittedLogs {
     /// are sorted by offset. Without [`CommittedLogs::insert_bounds`] they
     /// are taken to be the whole log: start 0, read to the end, and the log
     /// end just past the last record.
+    /// Progress records (V4) are left out: no task delivers them, and they
+    /// are no task's emission.
     pub fn insert_records(&mut self, tp: Tp, mut records: Vec<ConsumedRecord>) {
+        records.retain(|record| !crate::header::is_progress(&record.data));
         records.sort_by_key(|record| record.offset);
         self.records.insert(tp, records);
     }
