@@ -36,13 +36,14 @@ use crate::stage::slots::{SlotKey, SlotStore, Slots, SlotsView};
 use crate::stamp::{Claim, Stamp};
 use crate::tp::{TopicName, Tp};
 
+pub use aligned::EpochCheckpoint;
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use error::{SkipError, TaskError};
 pub use gate::{HeadStatus, Poison};
 pub use id::TaskId;
 pub use metrics::TaskMetrics;
 
-use aligned::{Aligned, EpochCheckpoint, Tag};
+use aligned::{Aligned, Tag};
 use gate::Gate;
 
 /// How a task commits.
