@@ -133,6 +133,13 @@ pub fn app(
         )
         .into(&topics.balances)
         .build();
+    // The declarations: the balances and the total are consistent views
+    // (V1), so no balance shows a transfer's credit without its debit and
+    // no total is one no prefix of the transfers gives.
+    let balance = match epoch {
+        Some(epoch) => balance.consistent(epoch),
+        None => balance,
+    };
     let (balance, by_total) =
         bank.rekey_output("by-total", balance, &topics.balances, Utf8, |_, _| {
             TOTAL.to_string()
@@ -150,7 +157,6 @@ pub fn app(
         )
         .into(&topics.totals)
         .build();
-    // The one declaration: the total is a consistent view (V1).
     let total = match epoch {
         Some(epoch) => total.consistent(epoch),
         None => total,

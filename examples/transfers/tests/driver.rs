@@ -266,6 +266,10 @@ fn one_at_a_time() {
         counts.impossible, 0,
         "a consistent view's totals are all possible"
     );
+    assert_eq!(
+        counts.inconsistent, 0,
+        "no consistent balance shows a credit without its debit"
+    );
 }
 
 #[test]
@@ -284,6 +288,14 @@ fn in_batches_of_a_thousand() {
     assert_eq!(
         counts.impossible, 0,
         "a consistent view's totals are all possible"
+    );
+    assert_eq!(
+        counts.inconsistent, 0,
+        "no consistent balance shows a credit without its debit"
+    );
+    assert!(
+        plain.inconsistent > 0,
+        "in batches, some plain balances show a credit without its debit"
     );
 }
 
