@@ -156,8 +156,9 @@ pub use clock::CausalClock;
 pub use deadline::{Deadline, DeadlineKind, TimeDomain};
 pub use probe::{ContractProbes, PartitionRule, Role, TopicContract};
 pub use task::{
-    tick_of, Checkpoint, CheckpointError, CommitRequest, CommittedOffset, Fetched, HeadStatus,
-    Poison, SkipError, Task, TaskConfig, TaskError, TaskId, TaskMetrics, OFFSET_METADATA_BYTES_MAX,
+    tick_of, Checkpoint, CheckpointError, CommitRequest, CommittedOffset, EpochCheckpoint, Fetched,
+    HeadStatus, Poison, SkipError, Task, TaskConfig, TaskError, TaskId, TaskMetrics,
+    OFFSET_METADATA_BYTES_MAX,
 };
 pub use text::bytes_for_humans;
 

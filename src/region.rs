@@ -52,9 +52,6 @@ pub(crate) fn plan(plans: &mut [StagePlan]) -> Result<(), CompositionError> {
                 stage: plan.name().to_string(),
                 reason: reason.to_string(),
             };
-            if member != view && plan.stage.consistent_epoch().is_some() {
-                return Err(refuse("is itself a consistent view: views do not nest"));
-            }
             if plan.stage.ticks().is_some() {
                 return Err(refuse(
                     "ticks on the wall clock (T1; a timer, a window's or an expiry's close)",

@@ -144,10 +144,10 @@ pub(crate) struct Aligned {
     /// Where the task writes progress records: every partition of its
     /// sinks that region stages read.
     progress: Vec<Tp>,
-    /// The view's outputs held until the epoch ends (V5): the last one per
-    /// tp and key, in the order each was first held. `None` for a task
-    /// that is not the view.
-    held: Option<Vec<ProducedRecord>>,
+    /// The view's outputs held until their epoch ends (V5): per epoch, in
+    /// epoch order, the last one per tp and key, in the order each was
+    /// first held. `None` for a task that is not a view.
+    held: Option<Vec<(i64, Vec<(Option<Bytes>, ProducedRecord)>)>>,
 }
 
 impl Aligned {
@@ -296,21 +296,28 @@ impl Aligned {
         }
     }
 
-    /// V5: holds one of the view's outputs until its epoch ends, in place
-    /// of an earlier one of its tp and key.
-    pub fn hold(&mut self, record: ProducedRecord) {
-        let held = self.held.as_mut().expect("only the view holds");
+    /// V5: holds one of the view's outputs, emitted by a delivery of
+    /// `epoch`, until that epoch ends, in place of an earlier one of its tp
+    /// and `key` in the same epoch: the record's own key, or, for a copy a
+    /// re-key within the stage made (R3), the key of the record it copies,
+    /// so that each row's copy is kept.
+    pub fn hold(&mut self, epoch: i64, key: Option<Bytes>, record: ProducedRecord) {
+        let held = self.held.as_mut().expect("only a view holds");
+        if held.last().is_none_or(|(last, _)| *last != epoch) {
+            held.push((epoch, Vec::new()));
+        }
+        let (_, held) = held.last_mut().expect("pushed above");
         let earlier = held
             .iter()
-            .position(|earlier| earlier.tp == record.tp && earlier.data.key == record.data.key);
+            .position(|(earlier_key, earlier)| earlier.tp == record.tp && *earlier_key == key);
         match earlier {
             // A planted bug writes the earlier output out too, as if its
             // epoch had ended.
             Some(_) if crate::mutation::active(crate::mutation::Mutation::ViewReleasesEarly) => {
-                held.push(record);
+                held.push((key, record));
             }
-            Some(at) => held[at] = record,
-            None => held.push(record),
+            Some(at) => held[at] = (key, record),
+            None => held.push((key, record)),
         }
     }
 
@@ -319,13 +326,18 @@ impl Aligned {
     /// progress record to each partition region stages read.
     pub fn prepare_commit(&mut self, frontier: i64, produced: &mut Vec<ProducedRecord>) {
         if let Some(held) = &mut self.held {
-            let cut = Bytes::from(frontier.to_string());
-            for mut record in held.drain(..) {
-                record.data.headers.push(Header {
-                    name: CUT_HEADER.into(),
-                    value: cut.clone(),
-                });
-                produced.push(record);
+            // Epoch by epoch: each output is the view's at the end of its
+            // epoch, the cut just above it, so a reader of the view meets
+            // every cut it went through, not only the commits'.
+            for (epoch, records) in held.drain(..) {
+                let cut = Bytes::from(epoch.saturating_add(1).to_string());
+                for (_, mut record) in records {
+                    record.data.headers.push(Header {
+                        name: CUT_HEADER.into(),
+                        value: cut.clone(),
+                    });
+                    produced.push(record);
+                }
             }
         }
         if frontier > self.committed.frontier {

@@ -20,6 +20,8 @@ mod id;
 mod metrics;
 
 use std::sync::Arc;
+
+use bytes::Bytes;
 use std::time::Duration;
 
 use crate::app::{App, StagePlan};
@@ -36,13 +38,14 @@ use crate::stage::slots::{SlotKey, SlotStore, Slots, SlotsView};
 use crate::stamp::{Claim, Stamp};
 use crate::tp::{TopicName, Tp};
 
+pub use aligned::EpochCheckpoint;
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use error::{SkipError, TaskError};
 pub use gate::{HeadStatus, Poison};
 pub use id::TaskId;
 pub use metrics::TaskMetrics;
 
-use aligned::{Aligned, EpochCheckpoint, Tag};
+use aligned::{Aligned, Tag};
 use gate::Gate;
 
 /// How a task commits.
@@ -1452,8 +1455,10 @@ impl Task {
             let epoch_header = self
                 .aligned
                 .as_ref()
-                .filter(|aligned| !aligned.is_view())
                 .map(|aligned| aligned.epoch_header(epoch));
+            // The key of the emission a re-keyed copy (R3) follows: a view
+            // holds a copy under the key of the record it copies (V5).
+            let mut copied: Option<Option<Bytes>> = None;
             for emission in outcome.emissions.drain(..) {
                 let timestamp = emission.timestamp().unwrap_or(timestamp);
                 let (topic, key, value) = emission
@@ -1488,7 +1493,16 @@ impl Task {
                 };
                 match &mut self.aligned {
                     // V5: the view's outputs wait for their epoch's end.
-                    Some(aligned) if aligned.is_view() => aligned.hold(record),
+                    Some(aligned) if aligned.is_view() => {
+                        let key = match self.repartitions.contains(&record.tp.topic) {
+                            true => copied.take().unwrap_or_else(|| record.data.key.clone()),
+                            false => {
+                                copied = Some(record.data.key.clone());
+                                record.data.key.clone()
+                            }
+                        };
+                        aligned.hold(epoch, key, record);
+                    }
                     _ => produced.push(record),
                 }
             }

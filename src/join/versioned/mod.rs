@@ -92,7 +92,7 @@ impl Join {
     }
 }
 
-/// A versioned join's declaration, as [`Stage::operator`] finds it.
+/// A versioned join's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VersionedJoinDecl {
     /// The stream topic (source 0 of the stage).
@@ -241,7 +241,7 @@ where
     }
 }
 
-/// A versioned join with its joiner; see the [module docs](self).
+/// A versioned join with its joiner; see [`Join::stream_versioned_table`](crate::Join::stream_versioned_table).
 pub struct VersionedJoinBuilder<K, V, T, R> {
     name: String,
     stream: Topic<K, V>,

@@ -150,10 +150,19 @@ fn v5_a_region_task_commits_only_between_epochs() {
     let mut ready = Vec::new();
     task.deliverable(due, &mut ready).unwrap();
     assert!(ready.is_empty(), "the commit comes before the next epoch");
-    // Each output carries its delivery's epoch and this task as writer.
-    for record in &produced {
+    // The view's output comes at the commit (the last of its key, null),
+    // with its delivery's epoch and this task as writer, and the cut above
+    // that epoch.
+    assert!(produced.is_empty(), "a view holds its outputs");
+    let released = commit(&mut task, due);
+    assert_eq!(emitted(&released), ["orders@1"]);
+    for record in released
+        .iter()
+        .filter(|record| record.tp.topic.as_str() == OUT)
+    {
         let header = record.data.header(EPOCH_HEADER).expect("an epoch header");
         assert_eq!(header.as_ref(), format!("{} 0 s", epoch_of(T0)).as_bytes());
+        assert_eq!(cut_of(&record.data), Some(epoch_of(T0) + 1));
     }
 }
 

@@ -212,14 +212,23 @@ impl<'a> Checker<'a> {
     }
 
     /// I7 for a consistent view (V5): the outputs its commit wrote (after
-    /// `delivery`, the last of the transaction) are the last emission per
-    /// topic and key of the transaction's deliveries, `held`.
+    /// `delivery`, the last of the transaction) are, epoch by epoch, the
+    /// last emission per topic and key of the transaction's deliveries of
+    /// that epoch (`held`), each with the cut just above its epoch.
     pub(super) fn compare_releases(
         &mut self,
         task: &TaskId,
         delivery: &Delivery,
-        held: &[parsley::Emission],
+        held: &super::state::Held,
     ) {
+        let held: Vec<(i64, &parsley::Emission)> = held
+            .iter()
+            .flat_map(|(epoch, emissions)| {
+                emissions
+                    .iter()
+                    .map(move |(_, emission)| (*epoch, emission))
+            })
+            .collect();
         let app = self.input.app;
         let released: Vec<(Tp, u64)> = delivery
             .commit
@@ -237,7 +246,7 @@ impl<'a> Checker<'a> {
             .collect();
         let describe = || {
             held.iter()
-                .map(|emission| format!("{emission:?}"))
+                .map(|(epoch, emission)| format!("{emission:?} of epoch {epoch}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -254,7 +263,7 @@ impl<'a> Checker<'a> {
                 .about(delivery.tp, delivery.offset);
             return;
         }
-        for ((tp, offset), emission) in released.iter().zip(held) {
+        for ((tp, offset), (epoch, emission)) in released.iter().zip(held) {
             let id = self.tps.id(tp);
             let Some(data) = self.tps.data(id, *offset) else {
                 continue;
@@ -262,6 +271,17 @@ impl<'a> Checker<'a> {
             let Ok((key, value)) = emission.encoded() else {
                 continue;
             };
+            let cut = parsley::header::cut_of(data);
+            if cut != Some(epoch.saturating_add(1)) {
+                self.violation(
+                    Invariant::I7,
+                    delivery.step,
+                    format!("task {task}: the consistent view released {tp}@{offset} at cut {cut:?}, but it is its output at the end of epoch {epoch}: cut {} (V5)", epoch.saturating_add(1)),
+                )
+                .on(delivery.at)
+                .about(tp, *offset);
+                continue;
+            }
             if tp.topic != *emission.topic()
                 || data.key.as_ref() != key
                 || data.value.as_ref() != value
@@ -269,7 +289,7 @@ impl<'a> Checker<'a> {
                 self.violation(
                     Invariant::I7,
                     delivery.step,
-                    format!("task {task}: the consistent view released {tp}@{offset}, but the last output of its key in the transaction is {emission:?} (V5)"),
+                    format!("task {task}: the consistent view released {tp}@{offset}, but the last output of its key in epoch {epoch} is {emission:?} (V5)"),
                 )
                 .on(delivery.at)
                 .about(tp, *offset);

@@ -80,13 +80,18 @@ impl<'a> Checker<'a> {
             let plan = app.stage(&task.stage).expect("tasks belong to stages");
             let deliveries = committed_of(committed, &task);
             let mut slots = Slots::default();
-            // A consistent view writes its outputs at its commits (V5).
-            let mut held = plan
+            // A consistent view writes its outputs at its commits (V5),
+            // epoch by epoch.
+            let view_epoch = plan
                 .region
                 .as_ref()
-                .is_some_and(|region| region.is_view)
-                .then(Vec::new);
+                .filter(|region| region.is_view)
+                .map(|region| region.epoch_ms);
+            let mut held = view_epoch.map(|_| Vec::new());
+            let mut epochs = FxHashMap::default();
             for delivery in deliveries {
+                let epoch =
+                    view_epoch.map(|epoch_ms| self.delivery_epoch(delivery, epoch_ms, &mut epochs));
                 for (tp, offset) in delivery
                     .sent
                     .iter()
@@ -94,7 +99,8 @@ impl<'a> Checker<'a> {
                 {
                     accounted.mark(&mut self.tps, tp, *offset);
                 }
-                self.fold_delivery(&task, plan, delivery, &mut slots, held.as_mut());
+                let hold = held.as_mut().zip(epoch);
+                self.fold_delivery(&task, plan, delivery, &mut slots, hold);
                 if let (Some(held), Some(_)) = (held.as_mut(), delivery.commit) {
                     self.compare_releases(&task, delivery, held);
                     held.clear();
@@ -119,7 +125,7 @@ impl<'a> Checker<'a> {
         plan: &StagePlan,
         delivery: &Delivery<'a>,
         slots: &mut Slots,
-        held: Option<&mut Vec<parsley::Emission>>,
+        held: Option<(&mut Held, i64)>,
     ) {
         let Some(record) = self.record(delivery.id, delivery.offset) else {
             return;
@@ -142,7 +148,15 @@ impl<'a> Checker<'a> {
         };
         if accepted {
             match (&replayed, held) {
-                (Ok(replayed), Some(held)) => hold(held, &replayed.emissions),
+                (Ok(replayed), Some((held, epoch))) => {
+                    let copies: Vec<TopicName> = plan
+                        .stage
+                        .hooks()
+                        .operators::<parsley::RekeyOutputDecl>()
+                        .map(|rekey| rekey.repartition.clone())
+                        .collect();
+                    hold(held, epoch, &replayed.emissions, &copies)
+                }
                 (Ok(replayed), None) => self.compare_emissions(task, delivery, &replayed.emissions),
                 (Err(error), _) => {
                     self.violation(
@@ -267,18 +281,73 @@ fn apply_other_slots(slots: &mut Slots, changes: Vec<(SlotKey, SlotChange)>) {
     }
 }
 
-/// V5: what a consistent view holds until its commit: the last emission
-/// per topic and key, in the order each was first held.
-fn hold(held: &mut Vec<parsley::Emission>, emissions: &[parsley::Emission]) {
+/// V5: what a consistent view holds until its commit: per epoch, in
+/// order, the last emission per topic and key, in the order each was first
+/// held.
+pub(super) type Held = Vec<(i64, Vec<(Option<bytes::Bytes>, parsley::Emission)>)>;
+
+/// Holds `emissions` of a delivery of `epoch`. A re-keyed copy (R3, an
+/// emission to one of `copies`, right after the record it copies) is held
+/// under the key of that record, so that each row's copy is kept.
+fn hold(held: &mut Held, epoch: i64, emissions: &[parsley::Emission], copies: &[TopicName]) {
+    if held.last().is_none_or(|(last, _)| *last != epoch) {
+        held.push((epoch, Vec::new()));
+    }
+    let (_, held) = held.last_mut().expect("pushed above");
+    let key_of =
+        |emission: &parsley::Emission| emission.encoded().ok().and_then(|(key, _)| key.cloned());
+    let mut copied: Option<Option<bytes::Bytes>> = None;
     for emission in emissions {
-        let same = |earlier: &parsley::Emission| {
-            earlier.topic() == emission.topic()
-                && earlier.encoded().ok().map(|(key, _)| key)
-                    == emission.encoded().ok().map(|(key, _)| key)
+        let identity = match copies.contains(emission.topic()) {
+            true => copied.take().unwrap_or_else(|| key_of(emission)),
+            false => {
+                copied = Some(key_of(emission));
+                key_of(emission)
+            }
         };
-        match held.iter().position(same) {
-            Some(at) => held[at] = emission.clone(),
-            None => held.push(emission.clone()),
+        let at = held
+            .iter()
+            .position(|(key, earlier)| earlier.topic() == emission.topic() && *key == identity);
+        match at {
+            Some(at) => held[at] = (identity, emission.clone()),
+            None => held.push((identity, emission.clone())),
         }
+    }
+}
+
+impl Checker<'_> {
+    /// The epoch of a consistent view's delivery (V3), computed here: from
+    /// its record's `parsley-epoch` header on a topic stages write, or as
+    /// the running highest timestamp of its source partition over
+    /// `epoch_ms` (cached per tp in `epochs`).
+    fn delivery_epoch(
+        &mut self,
+        delivery: &Delivery<'_>,
+        epoch_ms: i64,
+        epochs: &mut FxHashMap<usize, FxHashMap<u64, i64>>,
+    ) -> i64 {
+        if let Some(value) = self
+            .tps
+            .data(delivery.id, delivery.offset)
+            .and_then(|data| data.header(parsley::header::EPOCH_HEADER))
+        {
+            return std::str::from_utf8(value)
+                .ok()
+                .and_then(|text| text.split(' ').next()?.parse().ok())
+                .unwrap_or(i64::MIN);
+        }
+        let tps = &self.tps;
+        let source = epochs.entry(delivery.id).or_insert_with(|| {
+            let mut running = i64::MIN;
+            tps.log(delivery.id)
+                .into_iter()
+                .flat_map(|log| log.read_committed())
+                .map(|(offset, data)| {
+                    running = running.max(data.timestamp.div_euclid(epoch_ms));
+                    (offset, running)
+                })
+                .collect()
+        });
+        source.get(&delivery.offset).copied().unwrap_or(i64::MIN)
     }
 }
