@@ -31,8 +31,12 @@ fn transfers() -> Topic<String, Transfer> {
     Topic::with_codecs("transfers", Utf8, Json)
 }
 
-/// The bank; its total a consistent view of `epoch`.
-fn bank(epoch: Duration) -> App {
+/// The bank; its total a consistent view of `epoch`, and, when `nested`,
+/// its balances one too (a view within the total's region, its re-keyed
+/// copies held and released with it) and a count of the balances the
+/// total's stage reads, a third view, which counts the balances' releases
+/// (one per account and epoch), not the join's every output.
+fn bank(epoch: Duration, nested: bool) -> App {
     let transfers = transfers();
     let credits = Topic::<String, i64>::with_codecs("credits", Utf8, I64);
     let debits = Topic::<String, i64>::with_codecs("debits", Utf8, I64);
@@ -63,6 +67,10 @@ fn bank(epoch: Duration) -> App {
         .build();
     let (balance, all) =
         bank.rekey_output("all", balance, &balances, Utf8, |_, _| "all".to_string());
+    let balance = match nested {
+        true => balance.consistent(epoch),
+        false => balance,
+    };
     let out = totals.clone();
     let total = Stage::named("total")
         .state(Json, BTreeMap::<String, i64>::new)
@@ -74,16 +82,35 @@ fn bank(epoch: Duration) -> App {
         .into(&totals)
         .build()
         .consistent(epoch);
-    bank.stages([by_to, by_from])
+    let counted = Topic::<String, i64>::with_codecs("counted", Utf8, I64);
+    let out = counted.clone();
+    let count = Stage::named("count")
+        .state(I64, || 0)
+        .on(&all, move |count: i64, _balance| {
+            Step::of(count + 1).emit(out.send(Some("balances".to_string()), count + 1))
+        })
+        .into(&counted)
+        .build()
+        .consistent(epoch);
+    let bank = bank
+        .stages([by_to, by_from])
         .stage(sum("credit", &to, &credits))
         .stage(sum("debit", &from, &debits))
-        .stages([balance, total])
-        .build()
-        .expect("the bank builds")
+        .stages([balance, total]);
+    match nested {
+        true => bank.stage(count),
+        false => bank,
+    }
+    .build()
+    .expect("the bank builds")
 }
 
 fn simulation(planted: Option<Mutation>) -> Simulation {
-    Simulation::builder_fn(|| bank(Duration::from_millis(200)))
+    simulation_of(planted, false)
+}
+
+fn simulation_of(planted: Option<Mutation>, nested: bool) -> Simulation {
+    Simulation::builder_fn(move || bank(Duration::from_millis(200), nested))
         .input(
             Input::new(&transfers(), |draw| {
                 (
@@ -154,6 +181,43 @@ fn i18_holds_on_the_bank() {
         released >= 20,
         "the view released {released} records in 20 seeds"
     );
+}
+
+/// The bank with its balances a view too, within the total's region: the
+/// reference holds the balances it computes and writes them at each
+/// epoch's end, as the view does, and both views' releases are judged.
+#[test]
+fn i18_holds_on_a_view_within_a_view() {
+    let simulation = simulation_of(None, true);
+    let mut balances = 0;
+    for seed in 0..20 {
+        let outcome = simulation.run_seed(seed);
+        assert!(
+            outcome.violations.is_empty(),
+            "seed {seed}: {}",
+            outcome.violations[0]
+        );
+        assert!(outcome.not_judged.is_empty(), "{:?}", outcome.not_judged);
+        balances += (0..2)
+            .map(|partition| {
+                let tp = parsley::Tp::new("balances", partition);
+                outcome.cluster.log(&tp).map_or(0, |log| {
+                    log.read_committed()
+                        .filter(|(_, data)| parsley::header::cut_of(data).is_some())
+                        .count()
+                })
+            })
+            .sum::<usize>();
+    }
+    assert!(
+        balances >= 40,
+        "the balances view released {balances} records"
+    );
+    for planted in [Mutation::ViewReleasesEarly, Mutation::CutSkipsLane] {
+        let simulation = simulation_of(Some(planted), true);
+        let caught = (0..20).any(|seed| !i18(&simulation.run_seed(seed)).is_empty());
+        assert!(caught, "{} went unnoticed by I18", planted.name());
+    }
 }
 
 /// A view that releases outputs from partway through an epoch (V5) is

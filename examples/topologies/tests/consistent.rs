@@ -36,4 +36,3 @@ fn i18_judges_every_release_of_the_consistent_view_scenarios() {
         assert!(released >= 40, "{name}: {released} releases in 20 seeds");
     }
 }
-

@@ -53,6 +53,9 @@ struct RegionStage<'a> {
     /// The re-keys of its outputs within it (R3), done by the reference
     /// whatever the stage is.
     rekeys: Vec<&'a RekeyOutputDecl>,
+    /// Whether it is a consistent view itself (one in the region of
+    /// another): it writes its outputs at each epoch's end (V5).
+    view: bool,
 }
 
 /// A consistent view's region, as the reference evaluates it.
@@ -113,7 +116,13 @@ pub(super) fn region<'a>(app: &'a App, view: &str) -> Region<'a> {
                     view_index = Some(stages.len());
                 }
                 let rekeys = plan.stage.hooks().operators::<RekeyOutputDecl>().collect();
-                stages.push(RegionStage { plan, how, rekeys });
+                let view = plan.stage.consistent_epoch().is_some();
+                stages.push(RegionStage {
+                    plan,
+                    how,
+                    rekeys,
+                    view,
+                });
             }
             Err(what) => unevaluated.push(Unevaluated {
                 stage: plan.name().to_string(),
@@ -308,7 +317,16 @@ struct Tasks {
     /// The next offset of each derived topic partition, as the reference
     /// numbers its records.
     offsets: FxHashMap<Tp, u64>,
+    /// What each task of a view within the region holds until its epoch
+    /// ends (V5): per (stage, task), in the order first held, the last
+    /// record per (tp, key), a re-keyed copy (R3) under the key of the
+    /// record it copies.
+    held: BTreeMap<(usize, u32), Vec<Held>>,
 }
+
+/// A record a view within the region holds: (tp, the key it is held
+/// under), and its key, value and timestamp.
+type Held = ((Tp, Key), (Key, Option<Bytes>, i64));
 
 impl Region<'_> {
     /// Evaluates the region over `sources` (sorted by epoch, then topic,
@@ -346,8 +364,16 @@ impl Region<'_> {
                 };
                 tasks.enqueue(flow);
             }
-            while let Some(flow) = tasks.next(schedule) {
-                self.deliver_everywhere(&flow, &mut tasks, &mut outputs, partitions);
+            // The epoch's records and all they cause; then what the views
+            // within the region held of it, written at its end, and all
+            // that causes, until no view holds anything.
+            loop {
+                while let Some(flow) = tasks.next(schedule) {
+                    self.deliver_everywhere(&flow, &mut tasks, &mut outputs, partitions);
+                }
+                if !tasks.release(epoch) {
+                    break;
+                }
             }
             at = end;
         }
@@ -372,6 +398,10 @@ impl Region<'_> {
                 continue;
             };
             let task = flow.tp.partition;
+            let stage = &self.stages[index];
+            let holds = stage.view && Some(index) != self.view;
+            // The key of the record a re-keyed copy (R3) follows.
+            let mut copied: Option<Key> = None;
             for (topic, key, value, timestamp) in written {
                 if Some(index) == self.view {
                     outputs
@@ -382,6 +412,13 @@ impl Region<'_> {
                         .or_default()
                         .push((flow.epoch, value.clone()));
                 }
+                let identity = match stage.rekeys.iter().any(|rekey| rekey.repartition == topic) {
+                    true => copied.take().unwrap_or_else(|| key.clone()),
+                    false => {
+                        copied = Some(key.clone());
+                        key.clone()
+                    }
+                };
                 if !self.consumers.contains_key(&topic) {
                     continue;
                 }
@@ -390,22 +427,19 @@ impl Region<'_> {
                 };
                 let partition = partition_for(key.as_deref(), count, task);
                 let tp = Tp::new(topic, partition);
-                let offset = tasks.offsets.entry(tp.clone()).or_default();
-                let record = ConsumedRecord {
-                    offset: *offset,
-                    data: RecordData {
-                        key,
-                        value,
-                        headers: Vec::new(),
-                        timestamp,
-                    },
-                };
-                *offset += 1;
-                tasks.enqueue(Flow {
-                    tp,
-                    record,
-                    epoch: flow.epoch,
-                });
+                if holds {
+                    let held = tasks.held.entry((index, task)).or_default();
+                    let record = (key, value, timestamp);
+                    match held
+                        .iter_mut()
+                        .find(|(at, _)| at.0 == tp && at.1 == identity)
+                    {
+                        Some((_, earlier)) => *earlier = record,
+                        None => held.push(((tp, identity), record)),
+                    }
+                    continue;
+                }
+                tasks.write(tp, key, value, timestamp, flow.epoch);
             }
         }
     }
@@ -550,6 +584,35 @@ impl Region<'_> {
 }
 
 impl Tasks {
+    /// A record written to `tp`, next in its partition.
+    fn write(&mut self, tp: Tp, key: Key, value: Option<Bytes>, timestamp: i64, epoch: i64) {
+        let offset = self.offsets.entry(tp.clone()).or_default();
+        let record = ConsumedRecord {
+            offset: *offset,
+            data: RecordData {
+                key,
+                value,
+                headers: Vec::new(),
+                timestamp,
+            },
+        };
+        *offset += 1;
+        self.enqueue(Flow { tp, record, epoch });
+    }
+
+    /// V5: the views within the region write what they held of `epoch`
+    /// at its end; false when none held anything.
+    fn release(&mut self, epoch: i64) -> bool {
+        let held = std::mem::take(&mut self.held);
+        let any = held.values().any(|records| !records.is_empty());
+        for records in held.into_values() {
+            for ((tp, _), (key, value, timestamp)) in records {
+                self.write(tp, key, value, timestamp, epoch);
+            }
+        }
+        any
+    }
+
     fn enqueue(&mut self, flow: Flow) {
         self.written += 1;
         self.lanes
