@@ -65,9 +65,6 @@ impl<'a> Checker<'a> {
             let Some(decl) = plan.stage.hooks().operator::<parsley::ExpiryDecl>() else {
                 continue;
             };
-            if !super::writes_per_delivery(plan) {
-                continue;
-            }
             let ttl = i64::try_from(decl.ttl.as_millis()).unwrap_or(i64::MAX);
             let model = || Model {
                 frontier: i64::MIN,

@@ -71,9 +71,6 @@ impl<'a> Checker<'a> {
             let Some(decl) = plan.stage.hooks().operator::<parsley::ForeignKeyJoinDecl>() else {
                 continue;
             };
-            if !super::writes_per_delivery(plan) {
-                continue;
-            }
             if decl.part != ForeignKeyJoinPart::Resolve {
                 continue;
             }

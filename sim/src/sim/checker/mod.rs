@@ -154,15 +154,6 @@ pub fn check(input: &CheckInput<'_>) -> Checked {
     }
 }
 
-/// Whether the operator oracles (I12–I14) compare `plan`'s committed
-/// deliveries with what each wrote: not for a consistent view, whose
-/// deliveries write nothing (it holds its outputs and releases them at its
-/// commits, V5). I7 pairs its releases with what it held and I18 judges
-/// their values against the view's region ([`consistent`]).
-fn writes_per_delivery(plan: &parsley::StagePlan) -> bool {
-    plan.stage.consistent_epoch().is_none()
-}
-
 impl<'a> Checker<'a> {
     /// Records a violation; the caller names its task and records on the
     /// returned value.

@@ -99,9 +99,6 @@ impl<'a> Checker<'a> {
             let Some(decl) = plan.stage.hooks().operator::<parsley::StreamJoinDecl>() else {
                 continue;
             };
-            if !super::writes_per_delivery(plan) {
-                continue;
-            }
             let window = Window::of(decl);
             let model = || Model {
                 frontier: i64::MIN,

@@ -49,9 +49,6 @@ impl<'a> Checker<'a> {
             let Some(decl) = plan.stage.hooks().operator::<parsley::TableJoinDecl>() else {
                 continue;
             };
-            if !super::writes_per_delivery(plan) {
-                continue;
-            }
             self.check_each_task(
                 committed,
                 plan.name(),

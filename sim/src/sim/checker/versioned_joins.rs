@@ -77,9 +77,6 @@ impl<'a> Checker<'a> {
             let Some(decl) = plan.stage.hooks().operator::<VersionedJoinDecl>() else {
                 continue;
             };
-            if !super::writes_per_delivery(plan) {
-                continue;
-            }
             self.check_each_task(
                 committed,
                 plan.name(),

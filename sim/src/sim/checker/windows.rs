@@ -145,9 +145,6 @@ impl<'a> Checker<'a> {
             let Some(decl) = plan.stage.hooks().operator::<parsley::WindowDecl>() else {
                 continue;
             };
-            if !super::writes_per_delivery(plan) {
-                continue;
-            }
             let shape = Shape::of(decl);
             let model = || Model {
                 frontier: i64::MIN,
