@@ -132,6 +132,10 @@ impl EpochCheckpoint {
     }
 }
 
+/// One epoch of a view's held outputs: each with the key it is held
+/// under (V5).
+type Held = Vec<(Option<Bytes>, ProducedRecord)>;
+
 /// A task's part in a consistent view's region.
 pub(crate) struct Aligned {
     epoch_ms: i64,
@@ -147,7 +151,7 @@ pub(crate) struct Aligned {
     /// The view's outputs held until their epoch ends (V5): per epoch, in
     /// epoch order, the last one per tp and key, in the order each was
     /// first held. `None` for a task that is not a view.
-    held: Option<Vec<(i64, Vec<(Option<Bytes>, ProducedRecord)>)>>,
+    held: Option<Vec<(i64, Held)>>,
 }
 
 impl Aligned {
