@@ -54,7 +54,12 @@ fn run(
 fn released_cut(driver: &TestDriver, topics: &Topics, from: &mut u64) -> Option<i64> {
     let fetched = driver
         .cluster()
-        .fetch(&topics.totals.tp(0), *from, usize::MAX, Isolation::ReadCommitted)
+        .fetch(
+            &topics.totals.tp(0),
+            *from,
+            usize::MAX,
+            Isolation::ReadCommitted,
+        )
         .expect("the totals read back");
     *from = fetched.next_offset;
     fetched
@@ -78,7 +83,10 @@ fn main() {
     let transfers = transfers(1, count);
     let per_second = |took: Duration| count as f64 / took.as_secs_f64();
 
-    println!("{count} transfers, seed 1, epochs of {} ms", EPOCH.as_millis());
+    println!(
+        "{count} transfers, seed 1, epochs of {} ms",
+        EPOCH.as_millis()
+    );
     for batch in [1, 1_000] {
         let plain = run(&transfers, batch, None, |_, _, _| {});
         let view = run(&transfers, batch, Some(EPOCH), |_, _, _| {});
