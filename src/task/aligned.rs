@@ -1,17 +1,19 @@
-//! Aligned epochs (V3–V6): how a task on a path to a consistent view
+//! Aligned epochs (V3–V5): how a task on a path to a consistent view
 //! delivers in epoch order, tells its readers how far it has got, and, as
-//! the view itself, releases its outputs at epoch ends.
+//! a view, releases its outputs at epoch ends.
 //!
 //! - A record of a source of the application has the epoch of the highest
 //!   timestamp of its partition up to it (V3), computed here from the log.
 //! - A record a region task wrote carries its epoch and writer in the
 //!   `parsley-epoch` header; a *progress record* (`parsley-progress`, no key,
 //!   no value) carries a writer's frontier: it will write nothing below it.
-//! - The task's *frontier* is the lowest epoch any lane may still bring. It
-//!   delivers only records of that epoch (V4), and commits only at an epoch's
-//!   end, when everything below the frontier is delivered and nothing at or
-//!   above it is (V5): after a restart, what it re-reads below the
-//!   committed frontier was delivered already and is passed over.
+//! - The task's *horizon* is the lowest epoch any lane may still fetch; the
+//!   epochs below it are closed. It delivers the lowest epoch it holds once
+//!   that epoch is closed (V4), and commits only between epochs, when all it
+//!   delivered since its last commit is below its *frontier*, the lower of
+//!   its horizon and its lowest held epoch (V5): after a restart, what it
+//!   re-reads below the committed frontier was delivered already and is
+//!   passed over.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -194,8 +196,8 @@ impl Aligned {
         self.held.is_some()
     }
 
-    /// What `record`, fetched on `lane` at fetch position `position`, is
-    /// to the gate; learns the lane's bounds from it.
+    /// What `record`, fetched on `lane`, is to the gate; learns the lane's
+    /// bounds from it.
     pub fn tag(&mut self, lane: usize, record: &ConsumedRecord) -> Tag {
         let committed = self.committed.frontier;
         let state = &mut self.lanes[lane];
