@@ -296,6 +296,11 @@ pub(super) struct Instance {
     pub(super) started_at: i64,
     /// The tick emitted in the open transaction, if any.
     pub(super) open_tick: Option<i64>,
+    /// Delivering by writer (V4): per lane, the offsets past the position
+    /// that this instance's last commit (or its start) had delivered. An
+    /// abort returns the instance's task to its own last commit: a zombie's
+    /// is not the one another instance made since.
+    pub(super) committed_delivered: Vec<BTreeSet<u64>>,
 }
 
 impl Snapshot {
@@ -306,6 +311,7 @@ impl Snapshot {
         self.history.clone_from(&instance.history);
         if let Some(delivered) = &instance.lanes.by_writer {
             self.delivered.clone_from(delivered);
+            instance.committed_delivered.clone_from(delivered);
         }
         if let Some(tick) = instance.open_tick.take() {
             self.last_tick_at = Some(tick);
@@ -320,7 +326,8 @@ impl Instance {
     fn abort_to(&mut self, snapshot: Option<&Snapshot>) {
         match snapshot {
             Some(snapshot) => {
-                let delivered = (!snapshot.delivered.is_empty()).then_some(&snapshot.delivered[..]);
+                let delivered =
+                    (!self.committed_delivered.is_empty()).then_some(&self.committed_delivered[..]);
                 self.lanes.rewind(&snapshot.positions, delivered);
                 self.history.clone_from(&snapshot.history);
             }
@@ -520,6 +527,7 @@ impl<'a> Checker<'a> {
             by_writer,
         };
         Instance {
+            committed_delivered: lanes.by_writer.clone().unwrap_or_default(),
             lanes,
             history: snapshot.history.clone(),
             started_at: now,
