@@ -7,6 +7,10 @@
 //! record, which a `read_committed` consumer skips). A claim `(tp, o)` on a
 //! consumed tp is therefore resolved exactly when that lane's position is past
 //! `o`. Only a lane's head may be delivered (G3): a held head blocks its lane.
+//! On a path to a consistent view, a lane is delivered by epoch across the
+//! tasks that write it, each writer in offset order (V4): there the gate
+//! delivers from within the queue, and a claim resolves once its own offset
+//! is delivered.
 
 use std::collections::VecDeque;
 

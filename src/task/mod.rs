@@ -20,9 +20,9 @@ mod id;
 mod metrics;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
-use std::time::Duration;
 
 use crate::app::{App, StagePlan};
 use crate::assembly::Assembly;
@@ -527,8 +527,8 @@ impl Task {
     }
 
     /// The record of `tp` next in line for delivery: its head, or, on a
-    /// path to a consistent view, its first record of the task's frontier
-    /// (V4).
+    /// path to a consistent view, its first record of the lowest epoch
+    /// held, once that epoch is closed (V4).
     pub fn head(&self, tp: &Tp) -> Option<&ConsumedRecord> {
         let lane = self.gate.lane_index(tp)?;
         let index = self.next_index(lane)?;
