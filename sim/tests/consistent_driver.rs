@@ -434,3 +434,45 @@ fn v5_a_view_within_a_view_releases_each_stock_at_its_cut() {
     let totals = totals(&view, &driver);
     assert!(!totals.is_empty() && totals.iter().all(|total| *total == 0));
 }
+
+/// V2: a view whose inputs derive from no common source is refused,
+/// naming each input with its sources; so is an epoch of zero.
+#[test]
+fn v2_a_view_over_unrelated_inputs_or_a_zero_epoch_is_refused() {
+    let clicks: Topic<String, i64> = Topic::with_codecs("clicks", Utf8, I64);
+    let orders: Topic<String, i64> = Topic::with_codecs("orders", Utf8, I64);
+    let both: Topic<String, i64> = Topic::with_codecs("both", Utf8, I64);
+    let view = |epoch: Duration| {
+        let sink = both.clone();
+        let sink2 = both.clone();
+        Stage::named("both")
+            .state(I64, || 0)
+            .on(&clicks, move |n: i64, c| {
+                Step::of(n + 1).emit(sink.send(c.key().cloned(), n + 1))
+            })
+            .on(&orders, move |n: i64, o| {
+                Step::of(n + 1).emit(sink2.send(o.key().cloned(), n + 1))
+            })
+            .into(&both)
+            .build()
+            .consistent(epoch)
+    };
+    let unrelated = Parsley::named("shop")
+        .stage(view(Duration::from_secs(1)))
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unrelated.contains("V2")
+            && unrelated.contains("share no source")
+            && unrelated.contains("\"clicks\" from [\"clicks\"]")
+            && unrelated.contains("\"orders\" from [\"orders\"]"),
+        "{unrelated}"
+    );
+    let zero = Parsley::named("shop")
+        .stage(view(Duration::ZERO))
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(zero.contains("V2") && zero.contains("epoch"), "{zero}");
+}
