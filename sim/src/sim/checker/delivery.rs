@@ -245,7 +245,8 @@ impl<'a> Checker<'a> {
                 let end = self.input.cluster.high_watermark(&tp).unwrap_or(0);
                 let id = self.tps.id(&tp);
                 // One sequence per writer: the whole tp but by writer.
-                let mut writers: Vec<(Option<&[u8]>, std::collections::VecDeque<u64>)> = Vec::new();
+                let mut writers: Vec<(Option<Writer>, std::collections::VecDeque<u64>)> =
+                    Vec::new();
                 for offset in self.tps.committed_offsets(id, 0, end) {
                     let writer = by_writer.then(|| self.tps.writer(id, offset)).flatten();
                     match writers.iter_mut().find(|(known, _)| *known == writer) {
@@ -282,3 +283,7 @@ impl<'a> Checker<'a> {
         }
     }
 }
+
+/// A task writing a topic region stages read, as its stage and partition
+/// (V3).
+type Writer<'a> = (&'a str, u32);

@@ -8,7 +8,7 @@ use parsley::Tp;
 
 use crate::sim::world::trace::Event;
 
-use super::reconstruction::{committed_of, Committed};
+use super::reconstruction::{committed_of, written_epoch, Committed};
 use super::{Checker, Invariant};
 
 impl<'a> Checker<'a> {
@@ -132,29 +132,27 @@ impl<'a> Checker<'a> {
                 continue;
             };
             if writers.is_empty() {
-                let mut running = i64::MIN;
-                for (offset, data) in log.read_committed() {
-                    running = running.max(data.timestamp.div_euclid(region.epoch_ms));
-                    lane.insert(offset, running);
-                }
-                horizon = horizon.min(running);
+                let source = self.tps.source_epochs(id, region.epoch_ms);
+                horizon = horizon.min(source.last().map_or(i64::MIN, |(_, epoch)| *epoch));
+                lane.extend(source);
             } else {
                 // Each writing task's highest epoch, from records and
                 // progress records alike.
-                let mut highest: HashMap<(String, u32), i64> = HashMap::new();
+                let mut highest: HashMap<(&str, u32), i64> = HashMap::new();
                 for stage in writers {
                     for partition in 0..self.input.assembly.tasks_of(stage).unwrap_or(0) {
-                        highest.insert((stage.clone(), partition), i64::MIN);
+                        highest.insert((stage.as_str(), partition), i64::MIN);
                     }
                 }
                 for (offset, data) in log.read_committed() {
-                    let header = data
-                        .header(parsley::header::EPOCH_HEADER)
-                        .or_else(|| data.header(parsley::header::PROGRESS_HEADER));
-                    let Some((epoch, writer)) = header.and_then(|value| parse_epoch(value)) else {
+                    let epoch_header = data.header(parsley::header::EPOCH_HEADER);
+                    let header =
+                        epoch_header.or_else(|| data.header(parsley::header::PROGRESS_HEADER));
+                    let Some((epoch, writer)) = header.and_then(|value| written_epoch(value))
+                    else {
                         continue;
                     };
-                    if data.header(parsley::header::EPOCH_HEADER).is_some() {
+                    if epoch_header.is_some() {
                         lane.insert(offset, epoch);
                     }
                     if let Some(high) = highest.get_mut(&writer) {
@@ -172,14 +170,3 @@ impl<'a> Checker<'a> {
 
 /// Per consumed tp, the epoch of each committed record (V3).
 type EpochsOf = HashMap<Tp, HashMap<u64, i64>>;
-
-/// `"<epoch> <partition> <stage>"`, as region records and progress
-/// records carry it (V3, V4).
-fn parse_epoch(value: &[u8]) -> Option<(i64, (String, u32))> {
-    let text = std::str::from_utf8(value).ok()?;
-    let mut parts = text.splitn(3, ' ');
-    let epoch = parts.next()?.parse().ok()?;
-    let partition = parts.next()?.parse().ok()?;
-    let stage = parts.next()?.to_string();
-    Some((epoch, (stage, partition)))
-}

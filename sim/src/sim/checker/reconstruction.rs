@@ -124,12 +124,25 @@ impl<'a> Tps<'a> {
     }
 
     /// The task that wrote a record of a topic region stages write, from
-    /// its `parsley-epoch` header's text after the epoch (V3); `None` for a
-    /// record without one.
-    pub(super) fn writer(&self, id: usize, offset: u64) -> Option<&'a [u8]> {
+    /// its `parsley-epoch` header (V3); `None` for a record without one.
+    pub(super) fn writer(&self, id: usize, offset: u64) -> Option<(&'a str, u32)> {
         let value = self.data(id, offset)?.header(header::EPOCH_HEADER)?;
-        let at = value.iter().position(|byte| *byte == b' ')?;
-        Some(&value[at..])
+        written_epoch(value).map(|(_, writer)| writer)
+    }
+
+    /// V3, computed here: the epoch of each committed record of the tp
+    /// numbered `id` as a source of the application, its partition's
+    /// highest timestamp so far over `epoch_ms`, in offset order.
+    pub(super) fn source_epochs(&self, id: usize, epoch_ms: i64) -> Vec<(u64, i64)> {
+        let mut running = i64::MIN;
+        self.log(id)
+            .into_iter()
+            .flat_map(|log| log.read_committed())
+            .map(|(offset, data)| {
+                running = running.max(data.timestamp.div_euclid(epoch_ms));
+                (offset, running)
+            })
+            .collect()
     }
 
     /// The stamp a record carries in the log (empty without a header; `None`
@@ -183,6 +196,18 @@ impl<'a> Tps<'a> {
         }
         cache[index] = Some(stamp);
     }
+}
+
+/// A `parsley-epoch` or `parsley-progress` header's
+/// `"<epoch> <partition> <stage>"` (V3, V4): the epoch, and the writing
+/// task as stage and partition.
+pub(super) fn written_epoch(value: &[u8]) -> Option<(i64, (&str, u32))> {
+    let text = std::str::from_utf8(value).ok()?;
+    let mut parts = text.splitn(3, ' ');
+    let epoch = parts.next()?.parse().ok()?;
+    let partition = parts.next()?.parse().ok()?;
+    let stage = parts.next()?;
+    Some((epoch, (stage, partition)))
 }
 
 /// A task instance's gate as the checker rebuilds it.

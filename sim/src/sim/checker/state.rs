@@ -17,7 +17,7 @@ use parsley::{ReplayError, Replayed, SlotChange, SlotKey, Stage};
 use rustc_hash::FxHashMap;
 
 use super::outputs::Accounted;
-use super::reconstruction::{committed_of, Committed, Delivery};
+use super::reconstruction::{committed_of, written_epoch, Committed, Delivery};
 use super::{Checker, Invariant};
 
 /// A task's state as the fold has it, slot by slot. Compared whole, and slot
@@ -331,21 +331,12 @@ impl Checker<'_> {
             .data(delivery.id, delivery.offset)
             .and_then(|data| data.header(parsley::header::EPOCH_HEADER))
         {
-            return std::str::from_utf8(value)
-                .ok()
-                .and_then(|text| text.split(' ').next()?.parse().ok())
-                .unwrap_or(i64::MIN);
+            return written_epoch(value).map_or(i64::MIN, |(epoch, _)| epoch);
         }
         let tps = &self.tps;
         let source = epochs.entry(delivery.id).or_insert_with(|| {
-            let mut running = i64::MIN;
-            tps.log(delivery.id)
+            tps.source_epochs(delivery.id, epoch_ms)
                 .into_iter()
-                .flat_map(|log| log.read_committed())
-                .map(|(offset, data)| {
-                    running = running.max(data.timestamp.div_euclid(epoch_ms));
-                    (offset, running)
-                })
                 .collect()
         });
         source.get(&delivery.offset).copied().unwrap_or(i64::MIN)
