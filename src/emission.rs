@@ -224,24 +224,41 @@ impl Tick {
     }
 }
 
-/// A delivered record, decoded with its topic's codecs.
+/// A delivered record, decoded with its topic's codecs. Read its parts
+/// with its methods (`record.value()`, `record.key()`, ...), the same way
+/// in a stage's fold, a window's aggregator, a join's joiner and a test.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record<K, V> {
-    /// The decoded key; `None` for a null key.
-    pub key: Option<K>,
-    /// The decoded value.
-    pub value: V,
-    /// The record's timestamp, milliseconds since the Unix epoch.
-    pub timestamp: i64,
-    /// The topic it was read from.
-    pub topic: TopicName,
-    /// The partition it was read from.
-    pub partition: u32,
-    /// Its offset in that partition.
-    pub offset: u64,
+    pub(crate) key: Option<K>,
+    pub(crate) value: V,
+    pub(crate) timestamp: i64,
+    pub(crate) topic: TopicName,
+    pub(crate) partition: u32,
+    pub(crate) offset: u64,
 }
 
 impl<K, V> Record<K, V> {
+    /// A record of `key` and `value` at `timestamp` (milliseconds since the
+    /// Unix epoch), read from `topic`'s `partition` at `offset`: what a
+    /// driver delivers, and what a test of a stage's logic passes it.
+    pub fn new(
+        key: Option<K>,
+        value: V,
+        timestamp: i64,
+        topic: impl Into<TopicName>,
+        partition: u32,
+        offset: u64,
+    ) -> Self {
+        Record {
+            key,
+            value,
+            timestamp,
+            topic: topic.into(),
+            partition,
+            offset,
+        }
+    }
+
     /// The key, if not null.
     pub fn key(&self) -> Option<&K> {
         self.key.as_ref()
@@ -250,5 +267,48 @@ impl<K, V> Record<K, V> {
     /// The value.
     pub fn value(&self) -> &V {
         &self.value
+    }
+
+    /// The record's timestamp, milliseconds since the Unix epoch.
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    /// The topic it was read from.
+    pub fn topic(&self) -> &TopicName {
+        &self.topic
+    }
+
+    /// The partition it was read from.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// Its offset in that partition.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The key and the value, taken out of the record.
+    pub fn into_key_value(self) -> (Option<K>, V) {
+        (self.key, self.value)
+    }
+
+    /// The value, taken out of the record.
+    pub fn into_value(self) -> V {
+        self.value
+    }
+
+    /// The record with its value mapped by `f`, its key, timestamp and
+    /// position kept.
+    pub fn map_value<W>(self, f: impl FnOnce(V) -> W) -> Record<K, W> {
+        Record {
+            key: self.key,
+            value: f(self.value),
+            timestamp: self.timestamp,
+            topic: self.topic,
+            partition: self.partition,
+            offset: self.offset,
+        }
     }
 }

@@ -162,6 +162,38 @@ pub use task::{
 };
 pub use text::bytes_for_humans;
 
+/// What an application's code writes against, in one import:
+/// `use parsley::prelude::*;` brings the topics and codecs, the stage and
+/// the application builders, the records, steps and ticks the logic reads
+/// and returns, and every operator's declaration (windows, joins, expiring
+/// state, timers).
+///
+/// ```
+/// use parsley::prelude::*;
+///
+/// let orders: Topic<String, i64> = Topic::new("orders");
+/// let totals: Topic<String, i64> = Topic::new("totals");
+/// let out = totals.clone();
+/// let stage = Stage::named("totals")
+///     .state(Json, || 0i64)
+///     .on(&orders, move |total: i64, order: &Record<String, i64>| {
+///         let total = total + order.value();
+///         Step::of(total).emit(out.send(order.key().cloned(), total))
+///     })
+///     .into(&totals)
+///     .build();
+/// let app = Parsley::named("shop").stage(stage).build()?;
+/// assert_eq!(app.stages().len(), 1);
+/// # Ok::<(), CompositionError>(())
+/// ```
+pub mod prelude {
+    pub use crate::{
+        App, Close, Codec, CompositionError, Emission, Emit, Expire, Expiring, Json, Join,
+        JoinWindows, Parsley, RawBytes, Record, SessionWindows, Since, Stage, Step, Tick,
+        TimerService, Topic, Utf8, Windowed, WindowedCodec, Windows, I64,
+    };
+}
+
 /// The headers a dead-lettered record carries (`parsley.dlq.*`), each
 /// naming one fact of the refusal.
 pub mod dead_letter_headers {

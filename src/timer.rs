@@ -58,8 +58,8 @@
 //!         let requests = requests.clone();
 //!         // Remember the last click; ask to be woken 30 s after it.
 //!         move |_last: i64, click| {
-//!             let at = click.timestamp + 30_000;
-//!             Step::of(click.timestamp).emit(requests.send(click.key().cloned(), at))
+//!             let at = click.timestamp() + 30_000;
+//!             Step::of(click.timestamp()).emit(requests.send(click.key().cloned(), at))
 //!         }
 //!     })
 //!     .on(&fires, {

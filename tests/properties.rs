@@ -432,10 +432,10 @@ fn echo_task() -> Task {
     let (to_out, to_out_too) = (out.clone(), out.clone());
     let stage = Stage::named("s")
         .on(&orders, move |record: &Record<String, i64>| {
-            vec![to_out.send(None, format!("{}@{}", record.topic, record.offset))]
+            vec![to_out.send(None, format!("{}@{}", record.topic(), record.offset()))]
         })
         .on(&payments, move |record: &Record<String, i64>| {
-            vec![to_out_too.send(None, format!("{}@{}", record.topic, record.offset))]
+            vec![to_out_too.send(None, format!("{}@{}", record.topic(), record.offset()))]
         })
         .into(&out)
         .build();

@@ -179,7 +179,7 @@ fn window_app() -> WindowApp {
             &sales,
             I64,
             || 0i64,
-            |total, sale| total + sale.value,
+            |total, sale| total + sale.value(),
         )
         .into(&per_minute)
         .build();
@@ -208,7 +208,7 @@ fn join_app() -> JoinApp {
     let discounts = Topic::<String, i64>::with_codecs("discounts", Utf8, I64);
     let priced = Topic::<String, i64>::with_codecs("priced-orders", Utf8, I64);
     let stage = Join::stream_table("pricing", &orders, &discounts)
-        .left(|order, discount: Option<&i64>| order.value - discount.copied().unwrap_or(0))
+        .left(|order, discount: Option<&i64>| order.value() - discount.copied().unwrap_or(0))
         .into(&priced)
         .build();
     let app = Parsley::named("bench")

@@ -50,8 +50,8 @@ fn network_with(epoch: Option<Duration>, stock_view: bool) -> Network {
     let stocks: Topic<String, Stock> = Topic::with_codecs("stocks", Utf8, Json);
     let totals: Topic<String, i64> = Topic::with_codecs("totals", Utf8, I64);
     let builder = Parsley::named("network");
-    let (by_to, to_topic) = builder.rekey("by-to", &moves, Utf8, |m| m.value.to.clone());
-    let (by_from, from_topic) = builder.rekey("by-from", &moves, Utf8, |m| m.value.from.clone());
+    let (by_to, to_topic) = builder.rekey("by-to", &moves, Utf8, |m| m.value().to.clone());
+    let (by_from, from_topic) = builder.rekey("by-from", &moves, Utf8, |m| m.value().from.clone());
     let sum = |name: &str, source: &Topic<String, Move>, out: &Topic<String, i64>| {
         let sink = out.clone();
         Stage::named(name)
@@ -287,7 +287,7 @@ fn network_simulation(
         .regressions(Regressions::Off)
         .property("every total the view released is 0", move |run| {
             for total in run.records(&totals)? {
-                if total.value != 0 {
+                if *total.value() != 0 {
                     return Err(format!("an impossible total {total:?}").into());
                 }
             }

@@ -43,14 +43,14 @@ fn bank(epoch: Duration, nested: bool) -> App {
     let balances = Topic::<String, Balance>::with_codecs("balances", Utf8, Json);
     let totals = Topic::<String, i64>::with_codecs("totals", Utf8, I64);
     let bank = Parsley::named("bank");
-    let (by_to, to) = bank.rekey("by-to", &transfers, Utf8, |t| t.value.to.clone());
-    let (by_from, from) = bank.rekey("by-from", &transfers, Utf8, |t| t.value.from.clone());
+    let (by_to, to) = bank.rekey("by-to", &transfers, Utf8, |t| t.value().to.clone());
+    let (by_from, from) = bank.rekey("by-from", &transfers, Utf8, |t| t.value().from.clone());
     let sum = |name: &str, source: &Topic<String, Transfer>, out: &Topic<String, i64>| {
         let sink = out.clone();
         Stage::named(name)
             .state(I64, || 0)
             .on(source, move |sum: i64, t| {
-                let sum = sum + t.value.amount;
+                let sum = sum + t.value().amount;
                 Step::of(sum).emit(sink.send(t.key().cloned(), sum))
             })
             .into(out)
@@ -75,7 +75,7 @@ fn bank(epoch: Duration, nested: bool) -> App {
     let total = Stage::named("total")
         .state(Json, BTreeMap::<String, i64>::new)
         .on(&all, move |mut each: BTreeMap<String, i64>, balance| {
-            each.insert(balance.value.account.clone(), balance.value.balance);
+            each.insert(balance.value().account.clone(), balance.value().balance);
             let total = each.values().sum::<i64>();
             Step::of(each).emit(out.send(Some("all".to_string()), total))
         })
@@ -275,14 +275,14 @@ fn i18_says_what_it_does_not_judge() {
         );
         move || {
             let join = Join::stream_table("price", &orders, &prices)
-                .left(|order, price: Option<&i64>| order.value * price.copied().unwrap_or(1))
+                .left(|order, price: Option<&i64>| order.value() * price.copied().unwrap_or(1))
                 .into(&priced)
                 .build();
             let out = totals.clone();
             let total = Stage::named("total")
                 .state(I64, || 0)
                 .on(&priced, move |total: i64, order| {
-                    let total = total + order.value;
+                    let total = total + order.value();
                     Step::of(total).emit(out.send(order.key().cloned(), total))
                 })
                 .into(&totals)
@@ -345,7 +345,7 @@ fn i18_reports_nothing_of_a_key_two_tasks_of_a_view_write() {
             let out = latest.clone();
             let view = Stage::named("latest")
                 .on(&readings, move |reading| {
-                    vec![out.send(Some("latest".to_string()), reading.value)]
+                    vec![out.send(Some("latest".to_string()), *reading.value())]
                 })
                 .into(&latest)
                 .build()

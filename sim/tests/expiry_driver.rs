@@ -57,8 +57,8 @@ fn api() -> Api {
         .on(&allowed, {
             let totals = totals.clone();
             move |total: i64, call| {
-                Step::of(total + call.value)
-                    .emit(totals.send(call.key().cloned(), total + call.value))
+                Step::of(total + call.value())
+                    .emit(totals.send(call.key().cloned(), total + call.value()))
             }
         })
         .into(&totals)

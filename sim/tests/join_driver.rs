@@ -43,13 +43,13 @@ fn shipping() -> Shipping {
     let totals = long("cost-totals");
     let labelling = Join::stream_table("labelling", &shipments, &addresses)
         .left(|shipment, address: Option<&Address>| Label {
-            parcels: shipment.value,
+            parcels: *shipment.value(),
             city: address.map(|address| address.city.clone()),
         })
         .into(&labels)
         .build();
     let costing = Join::stream_table("costing", &shipments, &rates)
-        .inner(|shipment, rate: &i64| shipment.value * rate)
+        .inner(|shipment, rate: &i64| shipment.value() * rate)
         .into(&costs)
         .build();
     let totalling = Stage::named("totalling")
@@ -57,7 +57,7 @@ fn shipping() -> Shipping {
         .on(&costs, {
             let totals = totals.clone();
             move |total: i64, cost| {
-                let total = total + cost.value;
+                let total = total + cost.value();
                 Step::of(total).emit(totals.send(cost.key().cloned(), total))
             }
         })

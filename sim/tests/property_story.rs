@@ -56,12 +56,12 @@ fn simulation() -> Simulation {
             for record in run.records(&counted)? {
                 let seen = clicks
                     .iter()
-                    .filter(|click| click.key == record.key)
+                    .filter(|click| click.key() == record.key())
                     .count() as i64;
-                if record.value > seen {
+                if *record.value() > seen {
                     return Err(PropertyFailure::new(format!(
                         "{:?} counted {} of {seen} clicks",
-                        record.key, record.value
+                        record.key(), record.value()
                     ))
                     .about(&record)
                     .into());
@@ -125,11 +125,11 @@ fn a_property_that_names_no_record_is_told_from_the_first_commit_it_fails_after(
             for record in run.records(&counted)? {
                 let seen = clicks
                     .iter()
-                    .filter(|click| click.key == record.key)
+                    .filter(|click| click.key() == record.key())
                     .count() as i64;
-                if record.value > seen {
+                if *record.value() > seen {
                     return Err(
-                        format!("{:?} counted {} of {seen}", record.key, record.value).into(),
+                        format!("{:?} counted {} of {seen}", record.key(), record.value()).into(),
                     );
                 }
             }
@@ -176,7 +176,7 @@ fn a_property_that_reads_state_is_dated_at_the_end() {
             let clicks = run
                 .records(&clicks)?
                 .iter()
-                .filter(|click| click.key.as_deref() == Some("k3"))
+                .filter(|click| click.key().map(String::as_str) == Some("k3"))
                 .count() as i64;
             match state {
                 Some(count) if count > clicks => Err(format!("k3 at {count} of {clicks}").into()),

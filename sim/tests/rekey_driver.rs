@@ -326,9 +326,9 @@ fn r3_a_tombstone_on_a_rekeyed_output_stops_the_stage_naming_the_record() {
     let writing = Stage::named("write")
         .on(&input, {
             let table = table.clone();
-            move |command: &parsley::Record<String, String>| match command.value.as_str() {
-                "delete" => vec![table.tombstone(command.key.clone())],
-                value => vec![table.send(command.key.clone(), value.to_string())],
+            move |command: &parsley::Record<String, String>| match command.value().as_str() {
+                "delete" => vec![table.tombstone(command.key().cloned())],
+                value => vec![table.send(command.key().cloned(), value.to_string())],
             }
         })
         .into(&table)
@@ -412,7 +412,7 @@ fn r3_a_rekeyed_window_record_keeps_the_windows_timestamp() {
             &sales,
             I64,
             || 0i64,
-            |total, sale| total + sale.value,
+            |total, sale| total + sale.value(),
         )
         .emit(parsley::Emit::OnUpdate)
         .into(&totals)

@@ -92,10 +92,10 @@ fn views_by_key(run: &Committed<'_>, views: &Topic<String, i64>) -> BTreeMap<Str
     let mut by_key = BTreeMap::new();
     for view in run.records(views).expect("views decode") {
         let entry = by_key
-            .entry(view.key.expect("views are keyed"))
+            .entry(view.key().cloned().expect("views are keyed"))
             .or_insert((0, 0));
         entry.0 += 1;
-        entry.1 += view.value;
+        entry.1 += view.value();
     }
     by_key
 }
@@ -150,8 +150,8 @@ fn simulation(shop: Shop) -> parsley_sim::sim::SimulationBuilder {
                     .into_iter()
                     .chain(run.records(&devices)?)
                 {
-                    if let Some(key) = record.key {
-                        *expected.entry(key).or_default() += record.value;
+                    if let Some(key) = record.key() {
+                        *expected.entry(key.clone()).or_default() += *record.value();
                     }
                 }
                 for (key, total) in expected {
@@ -190,7 +190,7 @@ fn simulation(shop: Shop) -> parsley_sim::sim::SimulationBuilder {
         .sometimes("an instance crashed", |run| Ok(run.stats().crashes > 0))
         .sometimes("a report was emitted", {
             let reports = reports.clone();
-            move |run| Ok(run.records(&reports)?.iter().any(|r| r.key.is_some()))
+            move |run| Ok(run.records(&reports)?.iter().any(|r| r.key().is_some()))
         })
 }
 
@@ -255,9 +255,9 @@ fn wrong_property_over(regressions: Regressions, inputs: u64) -> Simulation {
             match run
                 .records(&reports)?
                 .iter()
-                .find(|r| r.key.is_some() && r.value > 40)
+                .find(|r| r.key().is_some() && *r.value() > 40)
             {
-                Some(report) => Err(format!("{:?} reached {}", report.key, report.value).into()),
+                Some(report) => Err(format!("{:?} reached {}", report.key(), report.value()).into()),
                 None => Ok(()),
             }
         })
@@ -472,7 +472,7 @@ fn a_mark_never_reached_fails_the_check() {
                 Ok(run
                     .records(&views)?
                     .iter()
-                    .any(|v| v.key.as_deref() == Some("k99")))
+                    .any(|v| v.key().map(String::as_str) == Some("k99")))
             }
         })
         .build()
@@ -627,12 +627,12 @@ fn null_keys_spread_over_partitions_and_are_delivered_once() {
                     let sent: Vec<_> = run
                         .partition(&clicks, partition)?
                         .into_iter()
-                        .map(|r| (r.key, r.value))
+                        .map(|r| (r.key().cloned(), r.value().clone()))
                         .collect();
                     let got: Vec<_> = run
                         .partition(&mirrored, partition)?
                         .into_iter()
-                        .map(|r| (r.key, r.value))
+                        .map(|r| (r.key().cloned(), r.value().clone()))
                         .collect();
                     if sent != got {
                         return Err(format!(
@@ -652,7 +652,7 @@ fn null_keys_spread_over_partitions_and_are_delivered_once() {
                     partitions += usize::from(
                         run.partition(&clicks, partition)?
                             .iter()
-                            .any(|r| r.key.is_none()),
+                            .any(|r| r.key().is_none()),
                     );
                 }
                 Ok(partitions >= 2)
@@ -745,16 +745,16 @@ fn a_generator_reads_the_clock_it_produces_at() {
             "a view's value is the clock it was produced at",
             move |run| {
                 let records = run.records(&views)?;
-                if let Some(view) = records.iter().find(|view| *view.value() != view.timestamp) {
+                if let Some(view) = records.iter().find(|view| *view.value() != view.timestamp()) {
                     return Err(format!(
                         "a view produced at {} carries {}",
-                        view.timestamp,
+                        view.timestamp(),
                         view.value()
                     )
                     .into());
                 }
-                let first = records.iter().map(|view| view.timestamp).min();
-                let last = records.iter().map(|view| view.timestamp).max();
+                let first = records.iter().map(|view| view.timestamp()).min();
+                let last = records.iter().map(|view| view.timestamp()).max();
                 match first < last {
                     true => Ok(()),
                     false => Err(format!("every view was produced at {first:?}").into()),
@@ -833,19 +833,19 @@ fn a_table_topics_tombstones_read_as_none() {
             let withdrawn = |key: &Option<String>| {
                 inputs
                     .iter()
-                    .filter(|price| price.key == *key && price.value == 0)
+                    .filter(|price| price.key() == key.as_ref() && *price.value() == 0)
                     .count()
             };
             for change in &changes {
                 let deleted = changes
                     .iter()
-                    .filter(|other| other.key == change.key && other.value.is_none())
+                    .filter(|other| other.key() == change.key() && other.value().is_none())
                     .count();
-                if deleted != withdrawn(&change.key) {
+                if deleted != withdrawn(&change.key().cloned()) {
                     return Err(format!(
                         "{:?}: {deleted} tombstones for {} withdrawals",
-                        change.key,
-                        withdrawn(&change.key)
+                        change.key(),
+                        withdrawn(&change.key().cloned())
                     )
                     .into());
                 }
@@ -858,7 +858,7 @@ fn a_table_topics_tombstones_read_as_none() {
             // `records` refuses the first tombstone, naming where it is.
             match (
                 run.records(&output),
-                changes.iter().find(|c| c.value.is_none()),
+                changes.iter().find(|c| c.value().is_none()),
             ) {
                 (Ok(_), None) => Ok(()),
                 (Err(ReadError::Tombstone { offset, .. }), Some(_)) => {
@@ -872,13 +872,13 @@ fn a_table_topics_tombstones_read_as_none() {
                 (other, first) => Err(format!(
                     "records() gave {:?} with a tombstone at {:?}",
                     other.map(|records| records.len()),
-                    first.map(|c| c.offset)
+                    first.map(|c| c.offset())
                 )
                 .into()),
             }
         })
         .sometimes("a tombstone was committed", move |run| {
-            Ok(run.changes(&latest)?.iter().any(|c| c.value.is_none()))
+            Ok(run.changes(&latest)?.iter().any(|c| c.value().is_none()))
         })
         .build()
         .unwrap();

@@ -31,7 +31,7 @@ fn tiering() -> Tiering {
     let (clicks, tiers, tiered, raced) =
         (text("clicks"), text("tiers"), text("tiered"), text("raced"));
     let joiner = |click: &parsley::Record<String, String>, tier: Option<&String>| {
-        format!("{}:{}", click.value, tier.map_or("none", String::as_str))
+        format!("{}:{}", click.value(), tier.map_or("none", String::as_str))
     };
     let synchronised = Join::stream_table("tiering", &clicks, &tiers)
         .left(joiner)

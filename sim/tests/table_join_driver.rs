@@ -200,7 +200,7 @@ fn j8_the_sides_are_readable_from_the_driver() {
         Err(DriverError::UnknownStage { .. })
     ));
     let stream_table = Join::stream_table("pricing", &service.plans, &service.prices)
-        .inner(|plan, price: &i64| format!("{} at {price}", plan.value))
+        .inner(|plan, price: &i64| format!("{} at {price}", plan.value()))
         .into(&service.billed)
         .build();
     let app = Parsley::named("other").stage(stream_table).build().unwrap();

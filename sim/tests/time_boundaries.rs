@@ -25,7 +25,7 @@ fn app(slips: bool) -> App {
         .on(&orders, {
             let bucketed = bucketed.clone();
             move |order| {
-                let at = order.timestamp;
+                let at = order.timestamp();
                 let minute = match slips {
                     true => (at - 1).div_euclid(MINUTE_MS),
                     false => at.div_euclid(MINUTE_MS),
@@ -52,11 +52,11 @@ fn simulation(slips: bool, declared: bool) -> Simulation {
             "an order is bucketed in the minute of its timestamp",
             move |run| {
                 for record in run.records(&bucketed)? {
-                    let minute = record.timestamp.div_euclid(MINUTE_MS);
-                    if record.value != minute {
+                    let minute = record.timestamp().div_euclid(MINUTE_MS);
+                    if *record.value() != minute {
                         return Err(PropertyFailure::new(format!(
                             "an order at {} ms went in minute {}, not {minute}",
-                            record.timestamp, record.value
+                            record.timestamp(), record.value()
                         ))
                         .about(&record)
                         .into());

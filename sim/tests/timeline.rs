@@ -591,9 +591,9 @@ fn double_count() -> parsley_sim::sim::Simulation {
         .property("a count never runs ahead of the clicks", move |run| {
             let clicks = run.records(&clicks)?;
             for record in run.records(&counted)? {
-                let seen = clicks.iter().filter(|c| c.key == record.key).count() as i64;
-                if record.value > seen {
-                    let message = format!("{:?} counted {} of {seen}", record.key, record.value);
+                let seen = clicks.iter().filter(|c| c.key() == record.key()).count() as i64;
+                if *record.value() > seen {
+                    let message = format!("{:?} counted {} of {seen}", record.key(), record.value());
                     return Err(PropertyFailure::new(message).about(&record).into());
                 }
             }

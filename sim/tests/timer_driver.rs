@@ -38,7 +38,7 @@ fn carts() -> Carts {
             let requests = requests.clone();
             move |count: i64, item| {
                 Step::of(count + item.value())
-                    .emit(requests.send(item.key().cloned(), item.timestamp + IDLE_MS))
+                    .emit(requests.send(item.key().cloned(), item.timestamp() + IDLE_MS))
             }
         })
         .on(&checkouts, |_count: i64, _checkout| Step::delete())
@@ -204,7 +204,7 @@ fn reminders(offset_ms: i64, dead_letters: bool) -> (Topic<String, i64>, App) {
             .on(&readings, {
                 let requests = requests.clone();
                 move |reading| {
-                    vec![requests.send(reading.key().cloned(), reading.timestamp + offset_ms)]
+                    vec![requests.send(reading.key().cloned(), reading.timestamp() + offset_ms)]
                 }
             })
             .on(&fires, |_fire| Vec::new())
@@ -315,7 +315,7 @@ fn k2_re_arming_on_every_fire_keeps_firing_tick_after_tick() {
     let beat = Stage::named("beat")
         .on(&starts, {
             let requests = requests.clone();
-            move |start| vec![requests.send(start.key().cloned(), start.timestamp + 100)]
+            move |start| vec![requests.send(start.key().cloned(), start.timestamp() + 100)]
         })
         .on(&fires, {
             let (requests, beats) = (requests.clone(), beats.clone());

@@ -40,7 +40,7 @@ fn sessions() -> Sessions {
     let sessions = Stage::named("sessions")
         .on(&clicks, {
             let requests = requests.clone();
-            move |click| vec![requests.send(click.key().cloned(), click.timestamp + GAP_MS)]
+            move |click| vec![requests.send(click.key().cloned(), click.timestamp() + GAP_MS)]
         })
         .on(&fires, {
             let closed = closed.clone();

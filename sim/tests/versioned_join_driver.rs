@@ -41,18 +41,18 @@ fn fx() -> Fx {
     let retention = Duration::from_millis(RETENTION_MS as u64);
     let valuing = Join::stream_versioned_table("valuing", &trades, &rates, retention)
         .left(|trade, rate: Option<&i64>| Valuation {
-            amount: trade.value,
+            amount: *trade.value(),
             rate: rate.copied(),
         })
         .into(&valued)
         .build();
     let converting = Join::stream_versioned_table("converting", &trades, &rates, retention)
-        .inner(|trade, rate: &i64| trade.value * rate)
+        .inner(|trade, rate: &i64| trade.value() * rate)
         .into(&converted)
         .build();
     // The plain join, for comparison: the latest rate its task delivered.
     let latest = Join::stream_table("latest", &trades, &rates)
-        .inner(|trade, rate: &i64| trade.value * rate)
+        .inner(|trade, rate: &i64| trade.value() * rate)
         .into(&long("converted-at-latest"))
         .build();
     let app = Parsley::named("fx")

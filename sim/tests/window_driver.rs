@@ -55,7 +55,7 @@ fn views() -> Views {
             &by_user,
             I64,
             || 0i64,
-            |total, view| total + view.value,
+            |total, view| total + view.value(),
         )
         .close_by(Close::WallClock {
             resolution: Duration::from_secs(1),

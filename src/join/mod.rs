@@ -60,7 +60,7 @@
 //! let priced = Topic::<String, i64>::with_codecs("priced-orders", Utf8, I64);
 //! // Each order at its customer's discount, or at full price without one.
 //! let pricing = Join::stream_table("pricing", &orders, &discounts)
-//!     .left(|order, discount: Option<&i64>| order.value - discount.copied().unwrap_or(0))
+//!     .left(|order, discount: Option<&i64>| order.value() - discount.copied().unwrap_or(0))
 //!     .into(&priced)
 //!     .build();
 //! let app = Parsley::named("shop").stage(pricing).build()?;

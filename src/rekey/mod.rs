@@ -46,7 +46,7 @@
 //! let totalling = Stage::named("totals")
 //!     .state(Json, || 0i64)
 //!     .on(&sales_by_product, move |total: i64, sale| {
-//!         Step::of(total + sale.value).emit(out.send(sale.key().cloned(), total + sale.value))
+//!         Step::of(total + sale.value()).emit(out.send(sale.key().cloned(), total + sale.value()))
 //!     })
 //!     .into(&totals)
 //!     .build();
@@ -69,7 +69,7 @@
 //! let totalling = Stage::named("totals")
 //!     .state(Json, || 0i64)
 //!     .on(&sales, move |total: i64, sale| {
-//!         Step::of(total + sale.value).emit(out.send(sale.key().cloned(), total + sale.value))
+//!         Step::of(total + sale.value()).emit(out.send(sale.key().cloned(), total + sale.value()))
 //!     })
 //!     .into(&totals)
 //!     .build();

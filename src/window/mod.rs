@@ -63,7 +63,7 @@
 //! // Revenue per product per minute, each minute written once it closes.
 //! let revenue = Windows::tumbling(Duration::from_secs(60))
 //!     .grace(Duration::from_secs(5))
-//!     .aggregate("revenue", &sales, I64, || 0i64, |total, sale| total + sale.value)
+//!     .aggregate("revenue", &sales, I64, || 0i64, |total, sale| total + sale.value())
 //!     .into(&per_minute)
 //!     .build();
 //! let app = Parsley::named("shop").stage(revenue).build()?;

@@ -155,7 +155,7 @@ pub fn app(
             &enriched_by_product,
             I64,
             || 0i64,
-            |total, sale| total + sale.value.due,
+            |total, sale| total + sale.value().due,
         )
         .close_by(Close::WallClock {
             resolution: Duration::from_millis(250),

@@ -59,10 +59,10 @@ fn a_thousand_seeds_of_the_order_pipeline() {
         .property("every unique order is enriched exactly once", move |run| {
             let mut count: BTreeMap<String, i64> = BTreeMap::new();
             for order in run.records(&unique)? {
-                *count.entry(order.value.id.clone()).or_default() += 1;
+                *count.entry(order.value().id.clone()).or_default() += 1;
             }
             for sale in run.records(&enriched)? {
-                *count.entry(sale.value.order.id.clone()).or_default() -= 1;
+                *count.entry(sale.value().order.id.clone()).or_default() -= 1;
             }
             match count.into_iter().find(|(_, left)| *left != 0) {
                 None => Ok(()),
@@ -81,14 +81,14 @@ fn a_thousand_seeds_of_the_order_pipeline() {
             move |run| {
                 let mut first: BTreeMap<String, i64> = BTreeMap::new();
                 for order in run.records(&unique)? {
-                    let id = order.value.id.clone();
-                    if let Some(earlier) = first.insert(id.clone(), order.timestamp) {
-                        let gap = order.timestamp - earlier;
+                    let id = order.value().id.clone();
+                    if let Some(earlier) = first.insert(id.clone(), order.timestamp()) {
+                        let gap = order.timestamp() - earlier;
                         if gap < (DEDUPE - LAG).as_millis() as i64 {
                             return Err(format!(
                                 "order {id} written to unique-orders at {} and again at {} ({gap} ms later, within the {} s dedupe window)",
                                 earlier,
-                                order.timestamp,
+                                order.timestamp(),
                                 DEDUPE.as_secs()
                             )
                             .into());

@@ -227,7 +227,7 @@ fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
             &enriched_by_product,
             I64,
             || 0i64,
-            |total, sale| total + sale.value.due,
+            |total, sale| total + sale.value().due,
         )
         .late_records_to(&topics.late)
         .into(&topics.revenue)

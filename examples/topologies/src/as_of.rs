@@ -69,7 +69,7 @@ impl Default for AsOfTopics {
 pub fn as_of(topics: &AsOfTopics) -> Result<App, CompositionError> {
     let retention = Duration::from_millis(AS_OF_RETENTION_MS);
     let as_of = Join::stream_versioned_table("as-of", &topics.orders, &topics.discounts, retention)
-        .left(|order, discount: Option<&i64>| priced(order.value, discount))
+        .left(|order, discount: Option<&i64>| priced(*order.value(), discount))
         .into(&topics.priced)
         .build();
     let as_of_discounted = Join::stream_versioned_table(
@@ -78,11 +78,11 @@ pub fn as_of(topics: &AsOfTopics) -> Result<App, CompositionError> {
         &topics.discounts,
         retention,
     )
-    .inner(|order, discount: &i64| discounted(order.value, *discount))
+    .inner(|order, discount: &i64| discounted(*order.value(), *discount))
     .into(&topics.discounted)
     .build();
     let latest = Join::stream_table("latest", &topics.orders, &topics.discounts)
-        .left(|order, discount: Option<&i64>| priced(order.value, discount))
+        .left(|order, discount: Option<&i64>| priced(*order.value(), discount))
         .into(&topics.latest)
         .build();
     Parsley::named("as-of")
@@ -118,17 +118,16 @@ pub fn met_newer_discounts(
         }
     }
     let seen_by = |order: &parsley::Record<String, PricedOrder>| {
-        let Some(discount) = order.value.discount else {
+        let Some(discount) = order.value().discount else {
             return true;
         };
         order
-            .key
-            .as_ref()
+            .key()
             .and_then(|key| set.get(key))
             .is_some_and(|updates| {
                 updates
                     .iter()
-                    .any(|(at, value)| *at <= order.timestamp && *value == discount)
+                    .any(|(at, value)| *at <= order.timestamp() && *value == discount)
             })
     };
     Ok(run

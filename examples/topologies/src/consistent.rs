@@ -101,8 +101,8 @@ fn sum<V: 'static>(
 /// The ledger: its total a consistent view with epochs of `epoch`.
 pub fn ledger(topics: &LedgerTopics, epoch: Duration) -> Result<App, CompositionError> {
     let bank = Parsley::named("ledger");
-    let (by_to, to) = bank.rekey("by-to", &topics.transfers, Utf8, |t| t.value.to.clone());
-    let (by_from, from) = bank.rekey("by-from", &topics.transfers, Utf8, |t| t.value.from.clone());
+    let (by_to, to) = bank.rekey("by-to", &topics.transfers, Utf8, |t| t.value().to.clone());
+    let (by_from, from) = bank.rekey("by-from", &topics.transfers, Utf8, |t| t.value().from.clone());
     let credit = sum("credit", &to, &topics.credits, |t: &Transfer| t.amount);
     let debit = sum("debit", &from, &topics.debits, |t: &Transfer| t.amount);
     let balance = Join::table_table("balance", &topics.credits, &topics.debits)
@@ -121,7 +121,7 @@ pub fn ledger(topics: &LedgerTopics, epoch: Duration) -> Result<App, Composition
     let total = Stage::named("total")
         .state(Json, BTreeMap::<String, i64>::new)
         .on(&all, move |mut each: BTreeMap<String, i64>, balance| {
-            each.insert(balance.value.account.clone(), balance.value.balance);
+            each.insert(balance.value().account.clone(), balance.value().balance);
             let total = each.values().sum::<i64>();
             Step::of(each).emit(out.send(Some(TOTAL.to_string()), total))
         })
@@ -141,7 +141,7 @@ pub fn impossible_totals(
     Ok(run
         .records(totals)?
         .into_iter()
-        .filter(|total| total.value != 0)
+        .filter(|total| *total.value() != 0)
         .collect())
 }
 
@@ -199,11 +199,11 @@ pub fn invoices(topics: &InvoiceTopics, epoch: Duration) -> Result<App, Composit
         .on(&topics.entries, move |entry| {
             let customer = entry.key().cloned();
             let mut out = Vec::new();
-            if entry.value.charge != 0 {
-                out.push(charges.send(customer.clone(), entry.value.charge));
+            if entry.value().charge != 0 {
+                out.push(charges.send(customer.clone(), entry.value().charge));
             }
-            if entry.value.payment != 0 {
-                out.push(payments.send(customer, entry.value.payment));
+            if entry.value().payment != 0 {
+                out.push(payments.send(customer, entry.value().payment));
             }
             out
         })

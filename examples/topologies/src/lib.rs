@@ -476,7 +476,7 @@ pub fn timers_with(
         .on(&topics.orders, move |held: i64, order| {
             checked(order.value().total()).map(|total| {
                 Step::of(held + total)
-                    .emit(requests.send(order.key().cloned(), order.timestamp + reservation_ms))
+                    .emit(requests.send(order.key().cloned(), order.timestamp() + reservation_ms))
             })
         })
         .on(&topics.fires, move |held: i64, fire| {
@@ -622,9 +622,9 @@ pub fn sessions_named(
         .on(&topics.clicks, move |session: Session, click| {
             let next = Session {
                 clicks: session.clicks + 1,
-                last_click: click.timestamp,
+                last_click: click.timestamp(),
             };
-            Step::of(next).emit(requests.send(click.key().cloned(), click.timestamp + gap_ms))
+            Step::of(next).emit(requests.send(click.key().cloned(), click.timestamp() + gap_ms))
         })
         .on(&topics.fires, move |session: Session, fire| {
             if session.clicks > 0 && session.last_click + gap_ms == *fire.value() {
@@ -760,7 +760,7 @@ pub fn windows_named(
             &topics.sales,
             I64,
             || 0i64,
-            |total, sale| checked(sale.value).map(|amount| total + amount),
+            |total, sale| checked(*sale.value()).map(|amount| total + amount),
         )
         .late_records_to(&topics.late_sales)
         .into(&topics.per_second)
@@ -796,7 +796,7 @@ pub fn windows_named(
             &topics.sales,
             Json,
             Spree::default,
-            |spree: Spree, sale| spree.with_sale(sale.value),
+            |spree: Spree, sale| spree.with_sale(*sale.value()),
             Spree::merged,
         )
         .into(&topics.sprees)
@@ -901,11 +901,11 @@ pub fn enrichment(topics: &EnrichmentTopics) -> Result<App, CompositionError> {
 /// [`enrichment`] under another application id.
 pub fn enrichment_named(app_id: &str, topics: &EnrichmentTopics) -> Result<App, CompositionError> {
     let pricing = Join::stream_table("pricing", &topics.orders, &topics.discounts)
-        .left(|order, discount: Option<&i64>| priced(order.value, discount))
+        .left(|order, discount: Option<&i64>| priced(*order.value(), discount))
         .into(&topics.priced)
         .build();
     let discounted_orders = Join::stream_table("discounted", &topics.orders, &topics.discounts)
-        .inner(|order, discount: &i64| discounted(order.value, *discount))
+        .inner(|order, discount: &i64| discounted(*order.value(), *discount))
         .synchronise_by_timestamp(Duration::from_millis(DISCOUNT_IDLE_MS))
         .into(&topics.discounted)
         .build();
@@ -1106,12 +1106,12 @@ pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, C
             } else {
                 100
             };
-            let amount = checked(sale.value.amount)? * percent / 100;
+            let amount = checked(sale.value().amount)? * percent / 100;
             let priced_sale = Sale {
-                product: sale.value.product.clone(),
+                product: sale.value().product.clone(),
                 amount,
             };
-            Ok::<_, String>(Step::of(count).emit(priced.send(sale.key.clone(), priced_sale)))
+            Ok::<_, String>(Step::of(count).emit(priced.send(sale.key().cloned().clone(), priced_sale)))
         })
         .into(&topics.priced)
         .build();
@@ -1126,7 +1126,7 @@ pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, C
             &sales_by_product,
             I64,
             || 0i64,
-            |total, sale| checked(sale.value.amount).map(|amount| total + amount),
+            |total, sale| checked(sale.value().amount).map(|amount| total + amount),
         )
         .close_by(Close::WallClock {
             resolution: Duration::from_millis(REVENUE_GRACE_MS),
@@ -1145,7 +1145,7 @@ pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, C
     let counting = Stage::named("revenue-sizes")
         .state(Json, || 0i64)
         .on(&by_size, move |count: i64, window| {
-            Step::of(count + 1).emit(sizes.send(window.key.clone(), count + 1))
+            Step::of(count + 1).emit(sizes.send(window.key().cloned().clone(), count + 1))
         })
         .into(&topics.sizes)
         .build();

@@ -116,10 +116,10 @@ pub fn sessions(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
             let mut counted: std::collections::BTreeMap<Option<String>, i64> =
                 std::collections::BTreeMap::new();
             for click in run.records(&clicks)? {
-                *counted.entry(click.key.clone()).or_default() += 1;
+                *counted.entry(click.key().cloned().clone()).or_default() += 1;
             }
             for summary in run.records(&summaries)? {
-                *counted.entry(summary.key.clone()).or_default() -= summary.value;
+                *counted.entry(summary.key().cloned().clone()).or_default() -= summary.value();
             }
             match counted.iter().find(|(_, left)| **left != 0) {
                 None => Ok(()),
@@ -175,7 +175,7 @@ pub fn as_of(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
                 None => Ok(()),
                 Some(order) => Err(format!(
                     "{}@{} (customer {:?}, timestamp {}) was priced at discount {:?}, which no update of its customer at or before its timestamp set",
-                    order.topic, order.offset, order.key, order.timestamp, order.value.discount
+                    order.topic(), order.offset(), order.key(), order.timestamp(), order.value().discount
                 )
                 .into()),
             },
@@ -356,7 +356,7 @@ pub fn ledger(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
                 None => Ok(()),
                 Some(total) => Err(format!(
                     "{}@{} is {}: no prefix of the transfers gives it",
-                    total.topic, total.offset, total.value
+                    total.topic(), total.offset(), total.value()
                 )
                 .into()),
             }

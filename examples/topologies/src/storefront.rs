@@ -132,7 +132,7 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         .into(&topics.first_orders)
         .build();
     let priced = Join::stream_table("priced", &topics.orders, &topics.discounts)
-        .left(|order, discount: Option<&i64>| crate::priced(order.value, discount))
+        .left(|order, discount: Option<&i64>| crate::priced(*order.value(), discount))
         .into(&topics.priced)
         .build();
     let window = JoinWindows::time_difference(Duration::from_millis(PAID_WITHIN_MS))
@@ -154,7 +154,7 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
     let settlement_counts = parsley::Stage::named("settlement-counts")
         .state(Json, || 0i64)
         .on(&by_status, move |count: i64, settlement| {
-            parsley::Step::of(count + 1).emit(counts.send(settlement.key.clone(), count + 1))
+            parsley::Step::of(count + 1).emit(counts.send(settlement.key().cloned().clone(), count + 1))
         })
         .into(&topics.settlement_counts)
         .build();
@@ -168,7 +168,7 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
             &orders_by_size,
             I64,
             || 0i64,
-            |total, amount| checked(amount.value).map(|amount| total + amount),
+            |total, amount| checked(*amount.value()).map(|amount| total + amount),
         )
         .into(&topics.by_size)
         .build();
@@ -179,7 +179,7 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
             &topics.orders,
             Json,
             Spree::default,
-            |visit: Spree, order| visit.with_sale(order.value),
+            |visit: Spree, order| visit.with_sale(*order.value()),
             Spree::merged,
         )
         .into(&topics.visits)

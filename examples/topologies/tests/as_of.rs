@@ -32,7 +32,7 @@ fn j17_no_versioned_order_meets_a_newer_discount_where_plain_ones_do() {
                 let discounted = run
                     .records(priced)?
                     .iter()
-                    .filter(|order| order.value.discount.is_some())
+                    .filter(|order| order.value().discount.is_some())
                     .count();
                 let newer = met_newer_discounts(run, &topics.discounts, priced)?.len();
                 *share = (discounted, newer);

@@ -70,8 +70,8 @@ fn app(form: Form, sales: &Topic<String, i64>, out: &Topic<String, i64>) -> App 
     let summing = Stage::named("sum")
         .state(Json, || 0i64)
         .on(sales, move |total: i64, sale| {
-            let total = total + sale.value;
-            Step::of(total).emit(written.send(sale.key.clone(), total))
+            let total = total + sale.value();
+            Step::of(total).emit(written.send(sale.key().cloned(), total))
         })
         .into(&totals)
         .build();
@@ -85,7 +85,7 @@ fn app(form: Form, sales: &Topic<String, i64>, out: &Topic<String, i64>) -> App 
         }
         Form::OwnStage => {
             let (rekey, by_bucket) =
-                differential.rekey("by-bucket", &totals, Utf8, |total| bucket(total.value));
+                differential.rekey("by-bucket", &totals, Utf8, |total| bucket(*total.value()));
             (vec![summing, rekey], by_bucket)
         }
     };
@@ -93,7 +93,7 @@ fn app(form: Form, sales: &Topic<String, i64>, out: &Topic<String, i64>) -> App 
     let counting = Stage::named("count")
         .state(Json, || 0i64)
         .on(&by_bucket, move |count: i64, total| {
-            Step::of(count + 1).emit(counts.send(total.key.clone(), count + 1))
+            Step::of(count + 1).emit(counts.send(total.key().cloned(), count + 1))
         })
         .into(out)
         .build();

@@ -311,7 +311,7 @@ fn parsley_side(case: &Case, records: &[Sale]) -> (Vec<Session>, u64) {
             &sales,
             I64,
             || 0i64,
-            |total, sale| total + sale.value,
+            |total, sale| total + sale.value(),
             |one, two| one + two,
         )
         .into(&out)

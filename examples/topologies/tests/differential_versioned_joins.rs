@@ -101,11 +101,11 @@ fn parsley_side((kind, retention): Kind, records: &[Piped]) -> Vec<Joined> {
     );
     let stage = match kind {
         JoinKind::Inner => join
-            .inner(|order, discount: &i64| joiner(order.value, Some(discount)))
+            .inner(|order, discount: &i64| joiner(*order.value(), Some(discount)))
             .into(&out)
             .build(),
         JoinKind::Left => join
-            .left(|order, discount: Option<&i64>| joiner(order.value, discount))
+            .left(|order, discount: Option<&i64>| joiner(*order.value(), discount))
             .into(&out)
             .build(),
     };

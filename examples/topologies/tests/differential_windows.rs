@@ -106,7 +106,7 @@ fn parsley_side(case: &Case, records: &[Sale]) -> (Vec<Window>, usize) {
             &sales,
             I64,
             || 0i64,
-            |total, sale| total + sale.value,
+            |total, sale| total + sale.value(),
         )
         .emit(case.emit)
         .late_records_to(&late)

@@ -71,9 +71,9 @@ pub fn app(prefix: &str, topics: &Topics, gap_ms: i64) -> Result<App, Compositio
             move |session: Session, click| {
                 let next = Session {
                     clicks: session.clicks + 1,
-                    last: click.timestamp,
+                    last: click.timestamp(),
                 };
-                Step::of(next).emit(requests.send(click.key().cloned(), click.timestamp + gap_ms))
+                Step::of(next).emit(requests.send(click.key().cloned(), click.timestamp() + gap_ms))
             }
         })
         .on(&topics.fires, {

@@ -23,10 +23,10 @@ fn two_thousand_seeds_of_sessions_and_fraud() {
         .property("every click ends in exactly one closed session", move |run| {
             let mut open: BTreeMap<Option<String>, i64> = BTreeMap::new();
             for click in run.records(&clicks)? {
-                *open.entry(click.key.clone()).or_default() += 1;
+                *open.entry(click.key().cloned().clone()).or_default() += 1;
             }
             for summary in run.records(&summaries)? {
-                *open.entry(summary.key.clone()).or_default() -= summary.value;
+                *open.entry(summary.key().cloned().clone()).or_default() -= summary.value();
             }
             match open.into_iter().find(|(_, left)| *left != 0) {
                 None => Ok(()),

@@ -727,10 +727,12 @@ impl<K: 'static, V: 'static> TestOutputTopic<K, V> {
                     error: refused.error,
                 })?;
         let stamp = Self::stamp_of(tp, offset, data)?;
+        let timestamp = record.timestamp();
+        let (key, value) = record.into_key_value();
         Ok(OutputRecord {
-            key: record.key,
-            value: record.value,
-            timestamp: record.timestamp,
+            key,
+            value,
+            timestamp,
             tp: tp.clone(),
             offset,
             stamp,

@@ -33,7 +33,7 @@
 //! let priced = Topic::<String, i64>::with_codecs("priced-orders", Utf8, I64);
 //! // Each order at the discount its customer had when it was placed.
 //! let pricing = Join::stream_versioned_table("pricing", &orders, &discounts, Duration::from_secs(3600))
-//!     .left(|order, discount: Option<&i64>| order.value - discount.copied().unwrap_or(0))
+//!     .left(|order, discount: Option<&i64>| order.value() - discount.copied().unwrap_or(0))
 //!     .into(&priced)
 //!     .build();
 //! let app = Parsley::named("shop").stage(pricing).build()?;

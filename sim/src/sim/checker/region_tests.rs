@@ -50,17 +50,17 @@ pub(super) fn diamond_viewed(
     let totals = Topic::<String, i64>::with_codecs("totals", Utf8, I64);
     let bank = Parsley::named("bank");
     let (by_recipient, to_recipients) = bank.rekey("by-recipient", &transfers, Utf8, |transfer| {
-        transfer.value.to.clone()
+        transfer.value().to.clone()
     });
     let (by_sender, from_senders) = bank.rekey("by-sender", &transfers, Utf8, |transfer| {
-        transfer.value.from.clone()
+        transfer.value().from.clone()
     });
     let sum = |name: &str, source: &Topic<String, Transfer>, out: &Topic<String, i64>| {
         let sink = out.clone();
         Stage::named(name)
             .state(Json, || 0i64)
             .on(source, move |sum: i64, transfer| {
-                let sum = sum + transfer.value.amount;
+                let sum = sum + transfer.value().amount;
                 Step::of(sum).emit(sink.send(transfer.key().cloned(), sum))
             })
             .into(out)
@@ -94,7 +94,7 @@ pub(super) fn diamond_viewed(
         .on(
             &all_balances,
             move |mut all: BTreeMap<String, i64>, balance| {
-                all.insert(balance.value.account.clone(), balance.value.balance);
+                all.insert(balance.value().account.clone(), balance.value().balance);
                 let total = all.values().sum::<i64>();
                 Step::of(all).emit(out.send(Some("total".to_string()), total))
             },

@@ -149,7 +149,7 @@ mod tests {
                 &sales,
                 I64,
                 || 0i64,
-                |total, sale| total + sale.value,
+                |total, sale| total + sale.value(),
             )
             .into(&totals)
             .build();

@@ -36,8 +36,8 @@ pub type PropertyResult = Result<(), BoxError>;
 /// fn no_negative_counts(run: &Committed<'_>) -> PropertyResult {
 ///     let counts = Topic::<String, i64>::with_codecs("counts", Utf8, I64);
 ///     for count in run.records(&counts)? {
-///         if count.value < 0 {
-///             return Err(PropertyFailure::new(format!("{:?} counted {}", count.key, count.value))
+///         if *count.value() < 0 {
+///             return Err(PropertyFailure::new(format!("{:?} counted {}", count.key(), count.value()))
 ///                 .about(&count)
 ///                 .into());
 ///         }
@@ -64,8 +64,8 @@ impl PropertyFailure {
     /// failure is about; the first named leads the report.
     pub fn about<K, V>(self, record: &Record<K, V>) -> PropertyFailure {
         self.about_offset(
-            Tp::new(record.topic.clone(), record.partition),
-            record.offset,
+            Tp::new(record.topic().clone(), record.partition()),
+            record.offset(),
         )
     }
 
@@ -257,19 +257,12 @@ impl<'a> Committed<'a> {
     ) -> Result<Vec<Record<K, V>>, ReadError> {
         self.partition_changes(topic, partition)?
             .into_iter()
-            .map(|record| match record.value {
-                Some(value) => Ok(Record {
-                    key: record.key,
-                    value,
-                    timestamp: record.timestamp,
-                    topic: record.topic,
-                    partition: record.partition,
-                    offset: record.offset,
-                }),
+            .map(|record| match record.value() {
+                Some(_) => Ok(record.map_value(|value| value.expect("matched Some"))),
                 None => Err(ReadError::Tombstone {
-                    topic: record.topic.to_string(),
+                    topic: record.topic().to_string(),
                     partition,
-                    offset: record.offset,
+                    offset: record.offset(),
                 }),
             })
             .collect()
@@ -304,14 +297,7 @@ impl<'a> Committed<'a> {
                 };
                 if consumed.data.value.is_some() {
                     let record = topic.decode(&tp, consumed).map_err(refused)?;
-                    return Ok(Record {
-                        key: record.key,
-                        value: Some(record.value),
-                        timestamp: record.timestamp,
-                        topic: record.topic,
-                        partition: record.partition,
-                        offset: record.offset,
-                    });
+                    return Ok(record.map_value(Some));
                 }
                 let key = consumed
                     .data
@@ -325,14 +311,14 @@ impl<'a> Committed<'a> {
                             error,
                         })
                     })?;
-                Ok(Record {
+                Ok(Record::new(
                     key,
-                    value: None,
-                    timestamp: consumed.data.timestamp,
-                    topic: tp.topic.clone(),
+                    None,
+                    consumed.data.timestamp,
+                    tp.topic.clone(),
                     partition,
-                    offset: consumed.offset,
-                })
+                    consumed.offset,
+                ))
             })
             .collect()
     }
