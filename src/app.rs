@@ -168,6 +168,18 @@ pub enum CompositionError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// J19: a versioned join whose grace period is longer than its table's
+    /// history retention (Kafka Streams refuses it too): a table update
+    /// the grace waits for could be older than the history keeps.
+    #[error("J19 (docs/RULES.md#j19): versioned join {stage:?} declares a grace period of {grace:?}, longer than its table's history retention of {retention:?}; shorten the grace or lengthen the retention")]
+    VersionedGraceBeyondRetention {
+        /// The stage at fault.
+        stage: String,
+        /// Its grace period.
+        grace: std::time::Duration,
+        /// Its history retention.
+        retention: std::time::Duration,
+    },
     /// R1: a re-key made by another application's builder (its
     /// repartition topic is named after that application).
     #[error("R1 (docs/RULES.md#r1): stage {stage:?} re-keys into {topic:?}, another application's repartition topic; make the re-key with this application's builder, Parsley::named({app:?}).rekey(…) or .rekey_output(…)")]
@@ -450,6 +462,13 @@ impl AppBuilder {
                         operator: problem.operator,
                         reason: problem.reason,
                     },
+                    StageProblem::VersionedGraceBeyondRetention { grace, retention } => {
+                        CompositionError::VersionedGraceBeyondRetention {
+                            stage,
+                            grace: *grace,
+                            retention: *retention,
+                        }
+                    }
                 });
             }
             if def.sources.is_empty() {

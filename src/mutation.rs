@@ -187,6 +187,11 @@ pub enum Mutation {
     /// its timestamp, as a plain table does: a record joins a version
     /// newer than itself (breaks J17, I13).
     VersionedJoinTakesLatest,
+    /// A versioned join declared with a grace period joins each stream
+    /// record at once instead of holding it until the stream time passes
+    /// its timestamp plus the grace: a table update arriving out of order
+    /// within the grace is not seen (breaks J19, I13).
+    VersionedGraceIgnored,
     /// A hopping window does not take a record at exactly its start: the
     /// window's start is taken as exclusive, so the record counts only in
     /// the earlier windows that hold it (breaks W1, I12). Only a record
@@ -196,7 +201,7 @@ pub enum Mutation {
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 46] = [
+    pub const ALL: [Mutation; 47] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -242,6 +247,7 @@ impl Mutation {
         Mutation::RekeyOutputKeepsKey,
         Mutation::VersionedJoinExcludesEqual,
         Mutation::VersionedJoinTakesLatest,
+        Mutation::VersionedGraceIgnored,
         Mutation::HoppingWindowSkipsStart,
     ];
 
@@ -294,6 +300,7 @@ impl Mutation {
             Mutation::ChangelogKeepsFirstChange => "changelog-keeps-first-change",
             Mutation::VersionedJoinExcludesEqual => "versioned-join-excludes-equal",
             Mutation::VersionedJoinTakesLatest => "versioned-join-takes-latest",
+            Mutation::VersionedGraceIgnored => "versioned-grace-ignored",
         }
     }
 

@@ -133,6 +133,12 @@ pub(crate) enum StageProblem {
     StateAfterLogic,
     /// An operator's declaration that cannot be, with its rule.
     Operator(OperatorProblem),
+    /// J19: a versioned join whose grace period is longer than its
+    /// history retention.
+    VersionedGraceBeyondRetention {
+        grace: std::time::Duration,
+        retention: std::time::Duration,
+    },
 }
 
 impl Stage {

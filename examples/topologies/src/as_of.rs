@@ -1,8 +1,9 @@
-//! Versioned tables and as-of joins (J16–J18): orders priced at the
+//! Versioned tables and as-of joins (J16–J19): orders priced at the
 //! discount their customer had at the order's own time, over a discount
-//! table whose updates arrive out of timestamp order, beside a plain
-//! stream–table join over the same topics that prices each order at the
-//! latest discount its task delivered.
+//! table whose updates arrive out of timestamp order, with and without a
+//! grace period for late discounts, beside a plain stream–table join over
+//! the same topics that prices each order at the latest discount its task
+//! delivered.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -18,6 +19,11 @@ use crate::{discounted, long_topic, priced, PricedOrder};
 /// older than it and are dropped, and some orders are older than it.
 pub const AS_OF_RETENTION_MS: u64 = 15;
 
+/// How long `as-of-graced` holds an order for late discounts (J19): within
+/// the retention, and shorter than the inputs' lag, so that some orders
+/// come too late to hold.
+pub const AS_OF_GRACE_MS: u64 = 10;
+
 /// The topics of the as-of example.
 #[derive(Clone, Debug)]
 pub struct AsOfTopics {
@@ -30,6 +36,10 @@ pub struct AsOfTopics {
     /// Every order at the discount in force at its time (a versioned left
     /// join).
     pub priced: Topic<String, PricedOrder>,
+    /// The same, each order held for [`AS_OF_GRACE_MS`] so that discounts
+    /// arriving late within it are seen (a versioned left join with a
+    /// grace period).
+    pub priced_graced: Topic<String, PricedOrder>,
     /// The orders placed while their customer had a discount, at it (a
     /// versioned inner join).
     pub discounted: Topic<String, i64>,
@@ -50,6 +60,7 @@ impl AsOfTopics {
             discounts: long_topic(format!("{prefix}discounts")),
             orders: long_topic(format!("{prefix}orders")),
             priced: Topic::with_codecs(format!("{prefix}priced-as-of"), Utf8, Json),
+            priced_graced: Topic::with_codecs(format!("{prefix}priced-as-of-graced"), Utf8, Json),
             discounted: long_topic(format!("{prefix}discounted-as-of")),
             latest: Topic::with_codecs(format!("{prefix}priced-latest"), Utf8, Json),
         }
@@ -62,16 +73,24 @@ impl Default for AsOfTopics {
     }
 }
 
-/// Three joins of orders with discounts: `as-of` (versioned, left) and
-/// `as-of-discounted` (versioned, inner) see the discount in force at each
-/// order's timestamp; `latest` (plain, left) sees the latest its task
-/// delivered.
+/// Four joins of orders with discounts: `as-of` (versioned, left),
+/// `as-of-graced` (the same with a grace period) and `as-of-discounted`
+/// (versioned, inner) see the discount in force at each order's timestamp;
+/// `latest` (plain, left) sees the latest its task delivered.
 pub fn as_of(topics: &AsOfTopics) -> Result<App, CompositionError> {
     let retention = Duration::from_millis(AS_OF_RETENTION_MS);
     let as_of = Join::stream_versioned_table("as-of", &topics.orders, &topics.discounts, retention)
         .left(|order, discount: Option<&i64>| priced(*order.value(), discount))
         .into(&topics.priced)
         .build();
+    let as_of_graced =
+        Join::stream_versioned_table("as-of-graced", &topics.orders, &topics.discounts, retention)
+            .left(|order, discount: Option<&i64>| {
+                crate::priced_or_nothing_due(order.value, discount)
+            })
+            .grace(Duration::from_millis(AS_OF_GRACE_MS))
+            .into(&topics.priced_graced)
+            .build();
     let as_of_discounted = Join::stream_versioned_table(
         "as-of-discounted",
         &topics.orders,
@@ -87,6 +106,7 @@ pub fn as_of(topics: &AsOfTopics) -> Result<App, CompositionError> {
         .build();
     Parsley::named("as-of")
         .stage(as_of)
+        .stage(as_of_graced)
         .stage(as_of_discounted)
         .stage(latest)
         .build()

@@ -872,6 +872,18 @@ pub fn priced(amount: i64, discount: Option<&i64>) -> Result<PricedOrder, String
     })
 }
 
+/// [`priced`] for a join with a grace period (J19), which never refuses:
+/// an amount `priced` refuses is due 0. A held order is joined at the
+/// delivery that releases it, and a joiner's refusal there would refuse
+/// that delivery, not the order's own.
+pub fn priced_or_nothing_due(amount: i64, discount: Option<&i64>) -> PricedOrder {
+    priced(amount, discount).unwrap_or(PricedOrder {
+        amount,
+        discount: discount.copied(),
+        due: 0,
+    })
+}
+
 /// How long the `discounted` join of the enrichment example waits for a
 /// source it is caught up on to get more (G9).
 pub const DISCOUNT_IDLE_MS: u64 = 200;

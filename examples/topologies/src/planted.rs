@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 46] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 47] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -103,6 +103,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 46] = [
         Invariant::I13,
     ),
     (Mutation::VersionedJoinTakesLatest, "as-of", Invariant::I13),
+    (Mutation::VersionedGraceIgnored, "as-of", Invariant::I13),
     (Mutation::HoppingWindowSkipsStart, "windows", Invariant::I12),
     (Mutation::ViewReleasesEarly, "ledger", Invariant::I18),
     (Mutation::CutSkipsLane, "ledger", Invariant::I18),
@@ -112,7 +113,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 46] = [
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 40] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 41] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -198,6 +199,11 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 40] = [
         Mutation::ChangelogKeepsFirstChange,
         "by-product",
         Invariant::I6,
+    ),
+    (
+        Mutation::VersionedGraceIgnored,
+        "storefront",
+        Invariant::I13,
     ),
     (Mutation::ViewReleasesEarly, "invoices", Invariant::I18),
     (Mutation::CutSkipsLane, "invoices", Invariant::I18),

@@ -158,8 +158,8 @@ pub fn enrichment(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
 }
 
 /// `as-of`: orders joined with the discount in force at their time by
-/// two versioned joins (J16, J17) and with the latest discount by a plain
-/// one, over few customers; discount updates (one in five a tombstone) and
+/// three versioned joins (J16, J17; one with a 10 ms grace period, J19)
+/// and with the latest discount by a plain one, over few customers; discount updates (one in five a tombstone) and
 /// orders both stamped up to 20 and 40 ms behind the wall clock, beyond the
 /// joins' 15 ms retention, so that updates arrive out of order, some too
 /// old to keep, and some orders land on a discount's own millisecond.
@@ -168,7 +168,19 @@ pub fn as_of(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     let app = crate::as_of(&topics)?;
     let (discounts, priced) = (topics.discounts.clone(), topics.priced.clone());
     let (table, latest) = (topics.discounts.clone(), topics.latest.clone());
+    let (graced_table, graced) = (topics.discounts.clone(), topics.priced_graced.clone());
     Ok(Simulation::builder(app)
+        .property(
+            "a versioned join with a grace period never prices an order at a discount newer than it",
+            move |run| match crate::as_of::met_newer_discounts(run, &graced_table, &graced)?.first() {
+                None => Ok(()),
+                Some(order) => Err(format!(
+                    "{}@{} (customer {:?}, timestamp {}) was priced at discount {:?}, which no update of its customer at or before its timestamp set",
+                    order.topic, order.offset, order.key, order.timestamp, order.value.discount
+                )
+                .into()),
+            },
+        )
         .property(
             "a versioned join never prices an order at a discount newer than it",
             move |run| match crate::as_of::met_newer_discounts(run, &discounts, &priced)?.first() {

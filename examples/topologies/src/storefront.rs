@@ -3,8 +3,8 @@
 //! credit limits keyed by customer feed a dedupe (expiring state), a
 //! stream–table join, a stream–stream join with the dead-letter opt-in
 //! whose settlements are re-keyed by status within the join and counted, a
-//! re-key stage into tumbling windows, session windows, and a table–table
-//! join. Each operator also has an example of its own; here they share
+//! re-key stage into tumbling windows, session windows, a table–table join
+//! and a versioned join with a grace period. Each operator also has an example of its own; here they share
 //! sources, tasks' inputs and the simulator's faults, so that each planted
 //! operator bug is caught by a second, unlike shape.
 
@@ -19,7 +19,7 @@ use parsley::{SessionWindows, Windowed, WindowedCodec, Windows};
 
 use crate::{checked, PricedOrder, Settlement, Spree};
 
-/// The storefront's topics: four sources and seven sinks, all keyed by
+/// The storefront's topics: four sources and eight sinks, all keyed by
 /// customer except the windows by order size and the counts by settlement
 /// status.
 #[derive(Clone, Debug)]
@@ -50,6 +50,10 @@ pub struct StorefrontTopics {
     /// Each customer's discount and limit while it has either (an outer
     /// table–table join).
     pub standing: Topic<String, Standing>,
+    /// Every order priced at the discount in force at its time, each held
+    /// for [`AS_OF_GRACE_MS`] for late discounts (a versioned left join
+    /// with a grace period).
+    pub priced_as_of: Topic<String, PricedOrder>,
 }
 
 impl StorefrontTopics {
@@ -68,6 +72,7 @@ impl StorefrontTopics {
             by_size: Topic::with_codecs("revenue-by-size", WindowedCodec(Utf8), I64),
             visits: Topic::with_codecs("visits", WindowedCodec(Utf8), Json),
             standing: Topic::with_codecs("standing", Utf8, Json),
+            priced_as_of: Topic::with_codecs("store-priced-as-of", Utf8, Json),
         }
     }
 }
@@ -92,6 +97,10 @@ pub const SIZE_GRACE_MS: u64 = 150;
 pub const VISIT_GAP_MS: u64 = 200;
 /// Its grace.
 pub const VISIT_GRACE_MS: u64 = 100;
+/// How long the versioned join keeps a customer's older discounts.
+pub const AS_OF_RETENTION_MS: u64 = 300;
+/// How long it holds an order for discounts arriving out of order.
+pub const AS_OF_GRACE_MS: u64 = 120;
 
 /// A customer's discount and credit limit, as far as known.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -191,8 +200,19 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         })
         .into(&topics.standing)
         .build();
+    let priced_as_of = Join::stream_versioned_table(
+        "priced-as-of",
+        &topics.orders,
+        &topics.discounts,
+        Duration::from_millis(AS_OF_RETENTION_MS),
+    )
+    .left(|order, discount: Option<&i64>| crate::priced_or_nothing_due(order.value, discount))
+    .grace(Duration::from_millis(AS_OF_GRACE_MS))
+    .into(&topics.priced_as_of)
+    .build();
     app.stage(first_order)
         .stage(priced)
+        .stage(priced_as_of)
         .stage(paid)
         .stage(settlement_counts)
         .stage(rekey)

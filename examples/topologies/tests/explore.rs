@@ -170,6 +170,8 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
         (VersionedJoinExcludesEqual, "as-of", tiny(8), Invariant::I13),
         // A discount stamped later than the order after it.
         (VersionedJoinTakesLatest, "as-of", tiny(8), Invariant::I13),
+        // One order: the graced join must hold it, not write it at once.
+        (VersionedGraceIgnored, "as-of", tiny(8), Invariant::I13),
         (
             DeadLetterKindSwapped,
             "dead-letter",

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::codec::Codec;
-use crate::record::ConsumedRecord;
+use crate::emission::Emission;
+use crate::record::{ConsumedRecord, RecordData};
 use crate::stage::logic::{DeliveryFailure, Outcome, ReplayFailure, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
 use crate::stage::wide::{self, SlotChanges};
@@ -14,6 +15,7 @@ use crate::topic::RecordPart;
 use crate::tp::Tp;
 
 use super::super::logic::JoinLogic;
+use super::grace::{self, Buffer, Held};
 use super::history::{self, Clock, Put};
 use super::slot::{VersionedSlot, VersionedSlotCodec};
 
@@ -33,6 +35,8 @@ pub(crate) struct VersionedJoinLogic<K, V, T, R> {
     pub join: Arc<JoinLogic<K, V, T, R>>,
     /// The history retention, in milliseconds.
     pub retention: i64,
+    /// The grace period, in milliseconds (J19); `None`: none.
+    pub grace: Option<i64>,
 }
 
 /// The slots one delivery reads: the task's own, or those a replay is given.
@@ -67,8 +71,24 @@ where
 {
     fn clock(view: &dyn View) -> Clock {
         match view.slot(&SlotKey::Tick) {
-            Some(VersionedSlot::Clock(clock)) => *clock,
+            Some(VersionedSlot::Clock(clock) | VersionedSlot::Graced(clock, _)) => *clock,
             _ => Clock::default(),
+        }
+    }
+
+    fn buffer(view: &dyn View) -> Option<&Buffer> {
+        match view.slot(&SlotKey::Tick) {
+            Some(VersionedSlot::Graced(_, buffer)) => Some(buffer),
+            _ => None,
+        }
+    }
+
+    /// The tick slot holding `clock`, and `buffer` for a join with a grace
+    /// period.
+    fn tick(&self, clock: Clock, buffer: Option<Buffer>) -> VersionedSlot {
+        match self.grace {
+            Some(_) => VersionedSlot::Graced(clock, buffer.unwrap_or_default()),
+            None => VersionedSlot::Clock(clock),
         }
     }
 
@@ -151,7 +171,10 @@ where
             None => had.then_some((slot, None)),
         };
         let others = match after != clock {
-            true => vec![(SlotKey::Tick, Some(VersionedSlot::Clock(after)))],
+            true => vec![(
+                SlotKey::Tick,
+                Some(self.tick(after, Self::buffer(view).cloned())),
+            )],
             false => Vec::new(),
         };
         Ok(Delivered {
@@ -164,17 +187,19 @@ where
         })
     }
 
-    /// J17: a stream record joined with its key's version as of its
-    /// timestamp.
-    fn stream_record(
+    /// J17: the stream record `consumed` of key slot `slot` joined with
+    /// its key's version as of its timestamp; and whether that version is
+    /// newer than the record (never, unless the lookup is broken).
+    fn join_as_of(
         &self,
         view: &dyn View,
         tp: &Tp,
         consumed: &ConsumedRecord,
-    ) -> Result<Delivered, DeliveryFailure> {
-        let (slot, timestamp) = self.keyed("J17", "stream", tp, consumed)?;
+        slot: &SlotKey,
+    ) -> Result<(Option<Emission>, bool), DeliveryFailure> {
+        let timestamp = consumed.data.timestamp;
         let found = history::as_of(
-            Self::history(view, &slot),
+            Self::history(view, slot),
             Self::clock(view),
             self.retention,
             timestamp,
@@ -185,13 +210,75 @@ where
             .transpose()
             .map_err(DeliveryFailure::StateCodec)?;
         let joined = self.join.join_record(tp, consumed, row.as_ref())?;
+        let newer = found.is_some_and(|version| version.timestamp > timestamp);
+        Ok((joined, newer))
+    }
+
+    /// J17, J19: a stream record joined with its key's version as of its
+    /// timestamp, at once or, with a grace period, when the join's stream
+    /// time passes its timestamp plus the grace.
+    fn stream_record(
+        &self,
+        view: &dyn View,
+        tp: &Tp,
+        consumed: &ConsumedRecord,
+    ) -> Result<Delivered, DeliveryFailure> {
+        let (slot, timestamp) = self.keyed("J17", "stream", tp, consumed)?;
+        let Some(grace) = self.grace else {
+            let (joined, newer) = self.join_as_of(view, tp, consumed, &slot)?;
+            let mut changes = nothing();
+            changes.emissions.extend(joined);
+            return Ok(Delivered {
+                changes,
+                counted: newer.then_some(ROWS_NEWER),
+            });
+        };
+        // A value the stream's codec refuses is refused as it arrives, not
+        // when it is released.
+        self.join.stream.decode(tp, consumed)?;
+        let SlotKey::Key(key) = slot else {
+            unreachable!("a keyed record's slot is its key's")
+        };
+        let buffer = Self::buffer(view).cloned().unwrap_or_default();
+        let arrival = grace::arrive(
+            &buffer,
+            grace,
+            Held {
+                offset: consumed.offset,
+                timestamp,
+                key,
+                value: consumed.data.value.clone(),
+                headers: consumed.data.headers.clone(),
+            },
+        );
         let mut changes = nothing();
-        changes.emissions.extend(joined);
+        let mut newer = false;
+        for held in arrival.released {
+            let slot = SlotKey::Key(held.key.clone());
+            let released = ConsumedRecord {
+                offset: held.offset,
+                data: RecordData {
+                    key: Some(held.key),
+                    value: held.value,
+                    headers: held.headers,
+                    timestamp: held.timestamp,
+                },
+            };
+            let (joined, met_newer) = self.join_as_of(view, tp, &released, &slot)?;
+            // The output carries the held record's timestamp (Kafka
+            // Streams' too), not the one of the record that released it.
+            changes
+                .emissions
+                .extend(joined.map(|emission| emission.at(held.timestamp)));
+            newer |= met_newer;
+        }
+        if arrival.buffer != buffer {
+            let tick = self.tick(Self::clock(view), Some(arrival.buffer));
+            changes.others.push((SlotKey::Tick, Some(tick)));
+        }
         Ok(Delivered {
             changes,
-            counted: found
-                .filter(|version| version.timestamp > timestamp)
-                .map(|_| ROWS_NEWER),
+            counted: newer.then_some(ROWS_NEWER),
         })
     }
 

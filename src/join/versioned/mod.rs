@@ -19,9 +19,17 @@
 //!   J4 asks, and the retention must be a whole number of milliseconds
 //!   that fits Kafka's timestamps.
 //!
+//! - **The grace period (J19).** Declared with
+//!   [`VersionedJoinBuilder::grace`] (Kafka Streams'
+//!   `Joined.withGracePeriod`, KIP-923): each stream record is held in the
+//!   task's tick slot until the join's stream time (the highest timestamp
+//!   of a stream record it held) passes its timestamp plus the grace, so a
+//!   table update arriving out of order within the grace is seen. A grace
+//!   longer than the history retention is refused.
+//!
 //! Differences from Kafka Streams are in docs/DESIGN.md ("Versioned
-//! tables"): there is no grace period (KIP-923), so a table update
-//! delivered after a stream record does not change that record's result.
+//! tables"). Without a grace period, a table update delivered after a
+//! stream record does not change that record's result.
 //!
 //! ```
 //! use std::time::Duration;
@@ -42,6 +50,7 @@
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 
+mod grace;
 mod history;
 mod logic;
 mod slot;
@@ -55,7 +64,7 @@ use crate::emission::Record;
 use crate::operator::{CoPartitioned, Counter, Operator, UserLogic};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::Fallible;
-use crate::stage::{ReplayError, Stage};
+use crate::stage::{ReplayError, Stage, StageProblem};
 use crate::topic::Topic;
 use crate::tp::{TopicName, Tp};
 
@@ -105,6 +114,9 @@ pub struct VersionedJoinDecl {
     pub kind: JoinKind,
     /// How long each key's older versions are kept (J16).
     pub history_retention: Duration,
+    /// How long a stream record is held for late table updates (J19);
+    /// `None`: it is joined as it is delivered.
+    pub grace: Option<Duration>,
     /// The user's joiner with the topics' codecs, for
     /// [`VersionedJoinDecl::joined`].
     pub(crate) joiner: UserLogic<dyn Joiner>,
@@ -172,6 +184,12 @@ impl VersionedJoinDecl {
     pub fn retention_ms(&self) -> i64 {
         retention_ms(self.history_retention).unwrap_or(i64::MAX)
     }
+
+    /// The grace period in milliseconds (J19), when there is one.
+    pub fn grace_ms(&self) -> Option<i64> {
+        self.grace
+            .map(|grace| retention_ms(grace).unwrap_or(i64::MAX))
+    }
 }
 
 /// The retention in whole milliseconds, when it fits a timestamp (J18).
@@ -237,6 +255,7 @@ where
             joiner,
             output: None,
             dead_letter: false,
+            grace: None,
         }
     }
 }
@@ -251,6 +270,7 @@ pub struct VersionedJoinBuilder<K, V, T, R> {
     joiner: JoinerFn<K, V, T, R>,
     output: Option<Topic<K, R>>,
     dead_letter: bool,
+    grace: Option<Duration>,
 }
 
 impl<K, V, T, R> VersionedJoinBuilder<K, V, T, R>
@@ -274,6 +294,19 @@ where
         self
     }
 
+    /// J19: hold each stream record until the join's stream time (the
+    /// highest timestamp of a stream record it held) reaches its timestamp
+    /// plus `grace`, so that table updates arriving up to `grace` out of
+    /// order are seen (Kafka Streams' `Joined.withGracePeriod`). A record
+    /// already older than the stream time less the grace is joined at
+    /// once. The grace must be a whole number of milliseconds (J18) and
+    /// no longer than the history retention
+    /// ([`CompositionError::VersionedGraceBeyondRetention`](crate::CompositionError::VersionedGraceBeyondRetention)).
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = Some(grace);
+        self
+    }
+
     /// The stage.
     pub fn build(self) -> Stage {
         let wording = Wording {
@@ -289,6 +322,18 @@ where
                 "a history retention that is not a whole number of milliseconds up to i64::MAX (Kafka's timestamps are milliseconds)",
             ));
         }
+        let grace = self.grace.map(retention_ms);
+        if grace.is_some_and(|grace| grace.is_none()) {
+            problems.push(wording.problem(
+                "a grace period that is not a whole number of milliseconds up to i64::MAX (Kafka's timestamps are milliseconds)",
+            ));
+        }
+        if let Some(grace) = self.grace.filter(|grace| *grace > self.history_retention) {
+            problems.push(StageProblem::VersionedGraceBeyondRetention {
+                grace,
+                retention: self.history_retention,
+            });
+        }
         let join = Arc::new(JoinLogic {
             stream: self.stream.clone(),
             table: self.table.clone(),
@@ -298,6 +343,7 @@ where
         let logic = Arc::new(VersionedJoinLogic {
             join: join.clone(),
             retention: retention.unwrap_or(i64::MAX),
+            grace: grace.map(|grace| grace.unwrap_or(i64::MAX)),
         });
         let declared = Arc::new(VersionedJoinDecl {
             stream: self.stream.name().clone(),
@@ -305,6 +351,7 @@ where
             output: self.output.as_ref().map(|topic| topic.name().clone()),
             kind: self.kind,
             history_retention: self.history_retention,
+            grace: self.grace,
             joiner: UserLogic(join),
         });
         let stage = JoinStage {

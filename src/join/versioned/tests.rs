@@ -436,3 +436,189 @@ fn j16_j17_records_without_a_key_or_timestamp_are_refused() {
         );
     }
 }
+
+/// A left join with a grace period of `grace_ms`, history kept for an
+/// hour, writing the profile's value or -1.
+fn graced(grace_ms: u64) -> Stage {
+    Join::stream_versioned_table("as-of", &orders(), &profiles(), Duration::from_millis(HOUR))
+        .left(|_order, profile: Option<&i64>| profile.copied().unwrap_or(-1))
+        .into(&joined())
+        .grace(Duration::from_millis(grace_ms))
+        .build()
+}
+
+impl Replay {
+    /// What the order's delivery writes: each output's key, value and
+    /// timestamp, in order.
+    fn order_at(&mut self, key: &str, amount: i64, at: i64) -> Vec<(String, i64, i64)> {
+        self.deliver("orders", Some(key), Some(amount), at)
+            .unwrap()
+            .iter()
+            .map(|emission| {
+                let (key, value) = emission.encoded().unwrap();
+                let key = String::from_utf8(key.unwrap().to_vec()).unwrap();
+                let timestamp = emission.timestamp().expect("a held record's own timestamp");
+                (key, I64.decode(value.unwrap()).unwrap(), timestamp)
+            })
+            .collect()
+    }
+}
+
+fn out(key: &str, value: i64, timestamp: i64) -> (String, i64, i64) {
+    (key.to_string(), value, timestamp)
+}
+
+/// J19: a stream record is held until the stream time reaches its
+/// timestamp plus the grace, so a table update of an older timestamp
+/// delivered after it is seen; its output carries its own timestamp. The
+/// held record lives in the tick slot's bytes (the replay keeps nothing
+/// else between deliveries), so a restart from the changelog keeps it.
+#[test]
+fn j19_a_held_record_sees_a_table_update_arriving_within_the_grace() {
+    let mut join = Replay::of(graced(100));
+    join.profile("k", Some(1), 0);
+    assert_eq!(join.order_at("k", 1, 1_000), vec![], "held");
+    join.profile("k", Some(2), 900);
+    assert_eq!(
+        join.order_at("k", 1, 1_099),
+        vec![],
+        "the stream time 1_099 is below 1_000 + 100"
+    );
+    assert_eq!(
+        join.order_at("k", 1, 1_100),
+        vec![out("k", 2, 1_000)],
+        "released at 1_000 + 100, with the update @900 it came before"
+    );
+    // The same inputs without a grace period: the update is too late.
+    let mut plain = Replay::of(left(HOUR));
+    plain.profile("k", Some(1), 0);
+    assert_eq!(plain.order("k", 1, 1_000), vec![1]);
+}
+
+/// J19: released records come in timestamp order, then key bytes, then
+/// arrival; a record older than the stream time less the grace is joined
+/// at once, and one whose grace the stream time already passed is
+/// released in the delivery that holds it.
+#[test]
+fn j19_records_are_released_in_timestamp_order() {
+    let mut join = Replay::of(graced(100));
+    assert_eq!(join.order_at("k", 1, 500), vec![]);
+    assert_eq!(join.order_at("j", 1, 450), vec![]);
+    assert_eq!(join.order_at("b", 1, 480), vec![]);
+    assert_eq!(join.order_at("a", 1, 480), vec![]);
+    assert_eq!(
+        join.order_at("k", 1, 600),
+        vec![
+            out("j", -1, 450),
+            out("a", -1, 480),
+            out("b", -1, 480),
+            out("k", -1, 500)
+        ]
+    );
+    assert_eq!(
+        join.order_at("k", 1, 499),
+        vec![out("k", -1, 499)],
+        "600 - 100 > 499: too late to hold, joined at once"
+    );
+    assert_eq!(
+        join.order_at("k", 1, 500),
+        vec![out("k", -1, 500)],
+        "held and released at once: the stream time 600 already reached 500 + 100"
+    );
+}
+
+/// J19: only stream records move the join's stream time: a table update
+/// however new releases nothing.
+#[test]
+fn j19_a_table_update_releases_nothing() {
+    let mut join = Replay::of(graced(100));
+    assert_eq!(join.order_at("k", 1, 1_000), vec![]);
+    join.profile("k", Some(5), 10_000);
+    join.profile("k", Some(4), 1_000);
+    assert_eq!(join.order_at("j", 1, 1_100), vec![out("k", 4, 1_000)]);
+}
+
+/// J19: a grace longer than the history retention is refused when the
+/// application is built, naming the stage, the grace and the retention; a
+/// grace equal to it is not; one that is not whole milliseconds is refused
+/// as J18 refuses such a retention.
+#[test]
+fn j19_a_grace_longer_than_the_retention_is_refused_when_built() {
+    let join = |grace: Duration| {
+        Join::stream_versioned_table("as-of", &orders(), &profiles(), Duration::from_secs(60))
+            .left(|_, _: Option<&i64>| 0i64)
+            .into(&joined())
+            .grace(grace)
+            .build()
+    };
+    match Parsley::named("shop")
+        .stage(join(Duration::from_secs(61)))
+        .build()
+    {
+        Err(
+            error @ CompositionError::VersionedGraceBeyondRetention {
+                grace, retention, ..
+            },
+        ) => {
+            assert_eq!(
+                (grace, retention),
+                (Duration::from_secs(61), Duration::from_secs(60))
+            );
+            let message = error.to_string();
+            assert!(
+                message.contains("J19") && message.contains("\"as-of\"") && message.contains("61s"),
+                "{message}"
+            );
+        }
+        other => panic!("expected VersionedGraceBeyondRetention, got {other:?}"),
+    }
+    let app = Parsley::named("shop")
+        .stage(join(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let declared = app.stage("as-of").unwrap().stage.hooks();
+    let declared = declared.operator::<VersionedJoinDecl>().unwrap();
+    assert_eq!(declared.grace_ms(), Some(60_000));
+    match Parsley::named("shop")
+        .stage(join(Duration::from_micros(1_500)))
+        .build()
+    {
+        Err(error @ CompositionError::ImpossibleOperator { rules: "J18", .. }) => {
+            assert!(error.to_string().contains("grace period"), "{error}");
+        }
+        other => panic!("expected J18's ImpossibleOperator, got {other:?}"),
+    }
+}
+
+/// J19, I13: the grace buffer's operations on their own: the stream time
+/// is the highest held timestamp, and only a record below it less the
+/// grace skips the buffer.
+#[test]
+fn j19_grace_buffer_arrivals() {
+    use super::grace::{arrive, Buffer, Held};
+    let held = |timestamp: i64, key: &'static str| Held {
+        offset: 0,
+        timestamp,
+        key: Bytes::from_static(key.as_bytes()),
+        value: None,
+        headers: Vec::new(),
+    };
+    let first = arrive(&Buffer::default(), 10, held(100, "k"));
+    assert_eq!(first.released, vec![]);
+    assert_eq!(first.buffer.stream_time, Some(100));
+    let late = arrive(&first.buffer, 10, held(89, "k"));
+    assert_eq!(late.released, vec![held(89, "k")]);
+    assert_eq!(
+        late.buffer, first.buffer,
+        "a record too late to hold changes nothing"
+    );
+    let edge = arrive(&first.buffer, 10, held(90, "k"));
+    assert_eq!(
+        edge.released,
+        vec![held(90, "k")],
+        "held at the edge, released at once"
+    );
+    let on = arrive(&first.buffer, 10, held(110, "j"));
+    assert_eq!(on.released, vec![held(100, "k")]);
+    assert_eq!(on.buffer.held, vec![held(110, "j")]);
+}

@@ -1,18 +1,23 @@
-//! I13: versioned joins (J16, J17), from each task's committed deliveries
-//! alone.
+//! I13: versioned joins (J16, J17, J19), from each task's committed
+//! deliveries alone.
 //!
 //! The checker keeps its own histories: for every key, the list of
 //! (timestamp, value) of the committed table records the task delivered,
 //! and the observed stream time, with an update below the horizon dropped.
-//! It shares nothing with the join's lookup; only the output record of a
-//! stream record joined with a value (`VersionedJoinDecl::joined`) comes
-//! from the stage, since the joiner and the codecs are the user's.
+//! With a grace period it keeps its own buffer too: the stream records
+//! held, sorted as they arrive, and the highest timestamp held; each
+//! delivery of a stream record must write the joins of the records it
+//! releases, in order, with their own timestamps. It shares nothing with
+//! the join's lookup or buffer; only the output record of a stream record
+//! joined with a value (`VersionedJoinDecl::joined`) comes from the stage,
+//! since the joiner and the codecs are the user's.
 
 use std::fmt::Write as _;
 
 use bytes::Bytes;
 use parsley::bytes_for_humans;
 use parsley::App;
+use parsley::ConsumedRecord;
 use parsley::StagePlan;
 use parsley::TaskId;
 use parsley::VersionedJoinDecl;
@@ -22,11 +27,20 @@ use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
 /// One task's versioned table, as the checker keeps it: every version
-/// ever put, in no order, and the highest timestamp put.
+/// ever put, in no order, and the highest timestamp put; and, with a grace
+/// period, the stream records held (by timestamp, then key bytes, then
+/// arrival) and the highest timestamp held.
 #[derive(Default)]
 struct Histories {
     versions: FxHashMap<Bytes, Vec<(i64, Option<Bytes>)>>,
     observed: Option<i64>,
+    held: Vec<(i64, Bytes, ConsumedRecord)>,
+    held_time: Option<i64>,
+}
+
+/// A duration in whole milliseconds, as the declaration's must be (J18).
+fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 impl Histories {
@@ -62,6 +76,37 @@ impl Histories {
             .filter(|(at, _)| below_horizon || *at <= as_of);
         let latest = candidates.max_by_key(|(at, _)| *at)?;
         (latest.0 <= as_of).then_some(latest)
+    }
+
+    /// J19: the stream records the arrival of `record` (key `key`, at
+    /// `timestamp`) must join now under `grace`, in order.
+    fn arrive(
+        &mut self,
+        grace: i64,
+        key: Bytes,
+        timestamp: i64,
+        record: ConsumedRecord,
+    ) -> Vec<(i64, Bytes, ConsumedRecord)> {
+        if self
+            .held_time
+            .is_some_and(|time| time.saturating_sub(grace) > timestamp)
+        {
+            return vec![(timestamp, key, record)];
+        }
+        let at = self
+            .held
+            .iter()
+            .take_while(|(held, held_key, _)| (*held, held_key) <= (timestamp, &key))
+            .count();
+        self.held.insert(at, (timestamp, key, record));
+        let time = self.held_time.map_or(timestamp, |time| time.max(timestamp));
+        self.held_time = Some(time);
+        let due = self
+            .held
+            .iter()
+            .take_while(|(held, _, _)| *held <= time.saturating_sub(grace))
+            .count();
+        self.held.drain(..due).collect()
     }
 }
 
@@ -108,17 +153,43 @@ impl<'a> Checker<'a> {
             // Refused (J16, J17): I6 and I10 judge the delivery.
             return true;
         };
-        let retention = decl.retention_ms();
+        let retention = millis(decl.history_retention);
         if delivery.tp.topic == decl.table {
             histories.put(retention, key, timestamp, record.data.value.clone());
             return true;
         }
-        let version = histories.lookup(retention, &key, timestamp);
-        let row = version.and_then(|(_, value)| value.as_deref());
-        let Ok(expected) = decl.joined(delivery.tp, &record, row) else {
-            // The joiner or a codec refuses it: I6 and I10 judge that.
-            return true;
+        let delivered_key = bytes_for_humans(&key);
+        let joins = match decl.grace {
+            Some(grace) => histories.arrive(millis(grace), key, timestamp, record),
+            None => vec![(timestamp, key, record)],
         };
+        // What the delivery must write: each join's output, in order, at
+        // its stream record's timestamp.
+        let mut expected = Vec::new();
+        let mut seen = Vec::new();
+        for (at, key, joined) in &joins {
+            let version = histories.lookup(retention, key, *at);
+            let row = version.and_then(|(_, value)| value.as_deref());
+            let Ok(output) = decl.joined(delivery.tp, joined, row) else {
+                // The joiner or a codec refuses it: I6 and I10 judge that.
+                return true;
+            };
+            seen.push(format!(
+                "{}@{} (key {}, timestamp {at}): {}",
+                delivery.tp,
+                joined.offset,
+                bytes_for_humans(key),
+                match version {
+                    Some((version_at, Some(value))) =>
+                        format!("the version @{version_at} = {}", bytes_for_humans(value)),
+                    Some((version_at, None)) => format!("the tombstone @{version_at} (no row)"),
+                    None => "no version (no row)".to_string(),
+                }
+            ));
+            if let Some((key, value)) = output {
+                expected.push((key, value, *at));
+            }
+        }
         let output = decl.output.as_ref();
         let mut wrote = Vec::new();
         for (tp, offset) in delivery.sent {
@@ -130,53 +201,54 @@ impl<'a> Checker<'a> {
                 wrote.push((
                     data.key.clone(),
                     data.value.clone(),
+                    data.timestamp,
                     format!("{tp}@{offset}"),
                 ));
             }
         }
-        let same = match (&expected, &wrote[..]) {
-            (None, []) => true,
-            (Some((key, value)), [(wrote_key, wrote_value, _)]) => {
-                wrote_key == key && wrote_value.as_ref() == Some(value)
-            }
-            _ => false,
-        };
+        let same = expected.len() == wrote.len()
+            && expected.iter().zip(&wrote).all(
+                |((key, value, at), (wrote_key, wrote_value, wrote_at, _))| {
+                    wrote_key == key && wrote_value.as_ref() == Some(value) && wrote_at == at
+                },
+            );
         if same {
             return true;
         }
-        let seen = match version {
-            Some((at, Some(value))) => format!("the version @{at} = {}", bytes_for_humans(value)),
-            Some((at, None)) => format!("the tombstone @{at} (no row)"),
-            None => "no version (no row)".to_string(),
-        };
         let output = output.map_or("its output", |topic| topic.as_str());
+        let grace = match decl.grace {
+            Some(grace) => format!(
+                "grace {} ms, {} stream records still held after it",
+                millis(grace),
+                histories.held.len()
+            ),
+            None => "no grace period".to_string(),
+        };
         let mut message = format!(
-            "task {task} committed the delivery of {}@{} (key {}, timestamp {timestamp}), whose key's table as of that timestamp was {seen}, the horizon {}: the join should write ",
+            "task {task} committed the delivery of {}@{} (key {}, timestamp {timestamp}; {grace}; the horizon {}), which joins {} stream record(s): {}. The join should write ",
             delivery.tp,
             delivery.offset,
-            bytes_for_humans(&key),
+            delivered_key,
             histories
                 .horizon(retention)
                 .map_or("not set (no table update yet)".to_string(), |horizon| horizon.to_string()),
+            joins.len(),
+            if seen.is_empty() { "none (held)".to_string() } else { seen.join("; ") },
         );
-        match &expected {
-            Some((key, value)) => {
-                let _ = write!(
-                    message,
-                    "1 record to {output} (key {}, value {})",
-                    describe(key),
-                    bytes_for_humans(value)
-                );
-            }
-            None => {
-                let _ = write!(message, "nothing to {output} (an inner join without a row)");
-            }
-        }
-        let _ = write!(message, " — it wrote {}", wrote.len());
-        for (key, value, at) in &wrote {
+        let _ = write!(message, "{} record(s) to {output}", expected.len());
+        for (key, value, at) in &expected {
             let _ = write!(
                 message,
-                "; {at}: key {} value {}",
+                " (key {}, value {}, @{at})",
+                describe(key),
+                bytes_for_humans(value)
+            );
+        }
+        let _ = write!(message, " — it wrote {}", wrote.len());
+        for (key, value, at, offset) in &wrote {
+            let _ = write!(
+                message,
+                "; {offset}: key {} value {} @{at}",
                 describe(key),
                 describe(value)
             );

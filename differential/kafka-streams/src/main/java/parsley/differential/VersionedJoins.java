@@ -5,6 +5,7 @@ import java.time.Duration;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
@@ -15,8 +16,9 @@ import org.apache.kafka.streams.state.Stores;
 /**
  * The Kafka Streams side of the versioned stream–table join differential test (KIP-914).
  *
- * stdin: one or more cases, each a header line {@code inner RETENTION_MS} or
- * {@code left RETENTION_MS}, lines {@code t key value timestamp} (a table record; value
+ * stdin: one or more cases, each a header line {@code inner RETENTION_MS [GRACE_MS]} or
+ * {@code left RETENTION_MS [GRACE_MS]} (with a grace, the join holds stream records for it,
+ * {@code Joined.withGracePeriod}, KIP-923), lines {@code t key value timestamp} (a table record; value
  * {@code null} is a tombstone) or {@code s key value timestamp} (a stream record), and a line
  * {@code end}. The table is materialised in {@code Stores.persistentVersionedKeyValueStore}
  * with that history retention. stdout: per case, one line {@code key value timestamp} per
@@ -31,10 +33,14 @@ public final class VersionedJoins {
 
     private static Harness.Case<?, ?> build(String header) {
         String[] f = header.split(" ");
-        if (f.length != 2) {
-            throw new IllegalArgumentException("a case header is `inner|left RETENTION_MS`, got " + header);
+        if (f.length != 2 && f.length != 3) {
+            throw new IllegalArgumentException("a case header is `inner|left RETENTION_MS [GRACE_MS]`, got " + header);
         }
         Duration retention = Duration.ofMillis(Long.parseLong(f[1]));
+        Joined<String, Long, Long> joinedWith = Joined.with(Serdes.String(), Serdes.Long(), Serdes.Long());
+        if (f.length == 3) {
+            joinedWith = joinedWith.withGracePeriod(Duration.ofMillis(Long.parseLong(f[2])));
+        }
         ValueJoiner<Long, Long, String> joiner = (order, discount) -> order + ":" + (discount == null ? "null" : discount);
         StreamsBuilder builder = new StreamsBuilder();
         KStream<String, Long> stream = builder.stream("orders", Consumed.with(Serdes.String(), Serdes.Long()));
@@ -43,9 +49,9 @@ public final class VersionedJoins {
                 .withKeySerde(Serdes.String()).withValueSerde(Serdes.Long()));
         KStream<String, String> joined;
         if (f[0].equals("inner")) {
-            joined = stream.join(table, joiner);
+            joined = stream.join(table, joiner, joinedWith);
         } else if (f[0].equals("left")) {
-            joined = stream.leftJoin(table, joiner);
+            joined = stream.leftJoin(table, joiner, joinedWith);
         } else {
             throw new IllegalArgumentException("a case header starts with inner or left, got " + header);
         }
