@@ -236,7 +236,10 @@ fn g9_the_end_of_a_wait_is_a_deadline() {
     assert!(ready_at(&mut task, T0 + 20).is_empty());
     assert_eq!(
         waits(&task),
-        [Deadline::wall_clock(T0 + 20 + MAX_IDLE_MS, DeadlineKind::SyncWait)]
+        [Deadline::wall_clock(
+            T0 + 20 + MAX_IDLE_MS,
+            DeadlineKind::SyncWait
+        )]
     );
     assert_eq!(ready_at(&mut task, T0 + 20 + MAX_IDLE_MS), only(&o));
     task.delivered(&o).unwrap();

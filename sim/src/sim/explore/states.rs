@@ -52,6 +52,8 @@ impl TaskDigests {
             Event::TaskStarted { at } => {
                 self.digests.insert((at.instance, (*at.task).clone()), 0);
             }
+            // A synchronised task's empty fetches are traced for G9's
+            // waits; like any empty fetch, they move nothing here.
             Event::Fetched {
                 at,
                 tp,
@@ -59,12 +61,8 @@ impl TaskDigests {
                 next,
                 records,
                 ..
-            } => {
-                // A synchronised task's empty fetches are traced for G9's
-                // waits; like any empty fetch, they move nothing here.
-                if *records > 0 || from != next {
-                    self.fold(at.instance, &at.task, (1u8, tp, from, next, records))
-                }
+            } if *records > 0 || from != next => {
+                self.fold(at.instance, &at.task, (1u8, tp, from, next, records))
             }
             Event::Delivered { at, tp, offset, .. } => {
                 self.fold(at.instance, &at.task, (2u8, tp, offset, now))
