@@ -1,5 +1,6 @@
 //! Deadlines: the times at which a task's behaviour next changes with time
-//! alone, without a new record: its next tick (T3), and its stage's own next
+//! alone, without a new record: its next tick (T3), the end of a wait for a
+//! caught-up source (G9), and its stage's own next
 //! deadline (a timer's due time, K2; a window's close, W2; a key's expiry,
 //! E2; a held record's close in a stream–stream join, J6).
 //!
@@ -31,6 +32,8 @@ pub enum DeadlineKind {
     Expiry,
     /// The earliest close of a record a stream–stream join holds (J6).
     JoinClose,
+    /// The end of a synchronised task's wait for a caught-up source (G9).
+    SyncWait,
 }
 
 /// One deadline of a task.

@@ -78,7 +78,9 @@ pub enum Invariant {
     I15,
     /// Timestamp order: a stage that delivers in timestamp order never
     /// delivers a source record while another source's deliverable head
-    /// has a lower timestamp (ties broken by tp) (G9; docs/RULES.md#i16).
+    /// has a lower timestamp (ties broken by tp), nor while it waits for
+    /// another source, behind its log or caught up within `max_idle` (G9;
+    /// docs/RULES.md#i16).
     I16,
     /// Re-keyed outputs: every record a stage wrote to an output it
     /// re-keys within itself is followed, in the same committed delivery,

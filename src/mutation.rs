@@ -55,7 +55,7 @@ pub enum Mutation {
     /// a fixed-size buffer would: a restarted task of a wide application
     /// forgets causes (breaks G7, I5). Only a task whose history claims
     /// more than 16 tps reaches it: of the shipped scenarios, `regroup`'s
-    /// wide topic alone.
+    /// wide topic and `branches`' forty ledgers.
     CheckpointKeeps16Tps,
     /// The gate finds a claim's lane by its topic alone, as if every claim
     /// named the task's own partition of that topic (co-partitioning taken
@@ -145,8 +145,22 @@ pub enum Mutation {
     /// deliverable source head in lane order, whatever its timestamp
     /// (breaks G9, I16). Only a stage declared with
     /// `synchronise_by_timestamp` reaches it: of the shipped scenarios,
-    /// `enrichment` alone.
+    /// `enrichment`'s stream–table join and `settlement`'s inner
+    /// stream–stream join.
     SyncIgnoresTimestamps,
+    /// A stage that delivers in timestamp order ends its wait for a
+    /// caught-up source one millisecond before `max_idle` has passed: the
+    /// other sources' heads go while the wait should still hold them
+    /// (breaks G9, I16). Only a stage declared with
+    /// `synchronise_by_timestamp` and a delivery at exactly the
+    /// millisecond before the wait's end reach it.
+    SyncWaitEndsEarly,
+    /// A checkpoint larger than Kafka's offset-metadata limit is cut to
+    /// the history's claims that fit in it, instead of stopping the task:
+    /// the commit succeeds, and a restarted task forgets the causes it cut
+    /// (breaks X1's limit, G7, I5). Only a task whose history reaches the
+    /// limit shows it: of the shipped scenarios, `branches`.
+    CheckpointTruncated,
     /// A consistent view writes each output it replaces within an epoch
     /// as well, at the epoch's end: outputs of states partway through an
     /// epoch, released before the epoch they belong to ended (breaks V5,
@@ -201,7 +215,7 @@ pub enum Mutation {
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 47] = [
+    pub const ALL: [Mutation; 49] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -249,6 +263,8 @@ impl Mutation {
         Mutation::VersionedJoinTakesLatest,
         Mutation::VersionedGraceIgnored,
         Mutation::HoppingWindowSkipsStart,
+        Mutation::SyncWaitEndsEarly,
+        Mutation::CheckpointTruncated,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -293,6 +309,8 @@ impl Mutation {
             Mutation::TimerLostWhenOverdueAtStart => "timer-lost-when-overdue-at-start",
             Mutation::TableJoinSkipsTombstone => "table-join-skips-tombstone",
             Mutation::SyncIgnoresTimestamps => "sync-ignores-timestamps",
+            Mutation::SyncWaitEndsEarly => "sync-wait-ends-early",
+            Mutation::CheckpointTruncated => "checkpoint-truncated",
             Mutation::ViewReleasesEarly => "view-releases-early",
             Mutation::CutSkipsLane => "cut-skips-lane",
             Mutation::DeadLetterKindSwapped => "dead-letter-kind-swapped",

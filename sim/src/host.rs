@@ -196,6 +196,12 @@ impl TaskHost {
         Ok(count)
     }
 
+    /// The log end (high watermark) the last fetch of the consumed tp at
+    /// `index` carried; `u64::MAX` before its first fetch.
+    pub fn log_end(&self, index: usize) -> u64 {
+        self.log_ends[index]
+    }
+
     /// Whether a fetch of the consumed tp at `index` would tell the task
     /// anything: records to read, or a log end it has not been told. A
     /// driver whose task holds no record may skip the fetches this says no

@@ -58,6 +58,7 @@ fn told(entry: &Entry) -> bool {
     !matches!(
         entry.event,
         Event::Fetched { .. }
+            | Event::Withheld { .. }
             | Event::ClockAdvanced { .. }
             | Event::TickChecked { emitted: None, .. }
     )

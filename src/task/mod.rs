@@ -835,7 +835,9 @@ impl Task {
         let Some(sync) = &self.sync else {
             return false;
         };
-        let max_idle = sync.max_idle;
+        // A planted bug ends the wait a millisecond early.
+        let early = i64::from(mutation::active(Mutation::SyncWaitEndsEarly) && sync.max_idle > 0);
+        let max_idle = sync.max_idle - early;
         let mut waiting = false;
         for lane in 0..self.gate.lanes.len() {
             let is_source = matches!(self.kinds[lane], LaneKind::Source(_));
@@ -1584,9 +1586,10 @@ impl Task {
         )
     }
 
-    /// The task's next deadlines: its next tick, and its stage's own next
-    /// deadline (a timer service's earliest pending timer, a windowed
-    /// aggregation's earliest close, an expiring fold's earliest expiry),
+    /// The task's next deadlines: its next tick, the ends of its waits for
+    /// caught-up sources (G9), and its stage's own next deadline (a timer
+    /// service's earliest pending timer, a windowed aggregation's earliest
+    /// close, an expiring fold's earliest expiry),
     /// each in the time domain that moves it. A driver that chooses time
     /// aims at them; nothing depends on it doing so.
     pub fn deadlines(&self) -> impl Iterator<Item = Deadline> + '_ {
@@ -1597,6 +1600,24 @@ impl Task {
         tick.map(|at| Deadline::wall_clock(at, DeadlineKind::Tick))
             .into_iter()
             .chain(self.logic.next_deadline(&*self.slots))
+            .chain(self.wait_ends())
+    }
+
+    /// G9: the end of each wait for a caught-up source (its start plus
+    /// `max_idle`) while the task holds records, ended or not: a wait that
+    /// has ended stays until its source has records again.
+    fn wait_ends(&self) -> impl Iterator<Item = Deadline> + '_ {
+        self.sync
+            .iter()
+            .filter(|_| !self.gate.is_empty())
+            .flat_map(|sync| {
+                sync.waiting_since.iter().flatten().map(|since| {
+                    Deadline::wall_clock(
+                        since.saturating_add(sync.max_idle),
+                        DeadlineKind::SyncWait,
+                    )
+                })
+            })
     }
 
     // ----- transactions -----
@@ -1661,8 +1682,12 @@ impl Task {
             }
             None => None,
         };
+        let cut = match mutation::active(Mutation::CheckpointTruncated) {
+            true => self.history_cut_to_fit(),
+            false => None,
+        };
         let metadata = Checkpoint::encode_parts_into(
-            &self.history,
+            cut.as_ref().unwrap_or(&self.history),
             self.last_tick_at,
             self.pending_epochs.as_ref(),
             &mut self.checkpoint_scratch,
@@ -1699,6 +1724,29 @@ impl Task {
             (lane.tp.clone(), position)
         }));
         Ok(())
+    }
+
+    /// A planted bug (`Mutation::CheckpointTruncated`): the history cut to
+    /// the claims whose checkpoint fits Kafka's offset metadata limit, when
+    /// the whole one does not.
+    fn history_cut_to_fit(&self) -> Option<Stamp> {
+        let mut scratch = (Vec::new(), Vec::new());
+        let fits = |history: &Stamp, scratch: &mut (Vec<u8>, Vec<u8>)| {
+            let epochs = self.pending_epochs.as_ref();
+            Checkpoint::encode_parts_into(history, self.last_tick_at, epochs, scratch).len()
+                <= OFFSET_METADATA_BYTES_MAX
+        };
+        if fits(&self.history, &mut scratch) {
+            return None;
+        }
+        let mut claims = self.history.claims().to_vec();
+        loop {
+            claims.pop();
+            let cut = Stamp::from_claims(claims.iter().cloned());
+            if claims.is_empty() || fits(&cut, &mut scratch) {
+                return Some(cut);
+            }
+        }
     }
 
     /// The transaction committed: what it held is now the snapshot to return

@@ -80,11 +80,14 @@ pub enum TopologyName {
     /// split into charges and payments, summed per customer, joined into
     /// what each owes ([`crate::invoices()`]).
     Invoices,
+    /// Forty branch ledgers consolidated per account: histories that reach
+    /// Kafka's offset metadata limit ([`crate::branches()`]).
+    Branches,
 }
 
 impl TopologyName {
     /// Every topology, in declaration order.
-    pub const ALL: [TopologyName; 22] = [
+    pub const ALL: [TopologyName; 23] = [
         TopologyName::Balances,
         TopologyName::AuditCut,
         TopologyName::Timers,
@@ -107,6 +110,7 @@ impl TopologyName {
         TopologyName::AsOf,
         TopologyName::Ledger,
         TopologyName::Invoices,
+        TopologyName::Branches,
     ];
 
     /// The name as written in scenario files.
@@ -134,6 +138,7 @@ impl TopologyName {
             TopologyName::AsOf => "as-of",
             TopologyName::Ledger => "ledger",
             TopologyName::Invoices => "invoices",
+            TopologyName::Branches => "branches",
         }
     }
 
@@ -162,6 +167,7 @@ impl TopologyName {
             TopologyName::AsOf => simulations::as_of,
             TopologyName::Ledger => simulations::ledger,
             TopologyName::Invoices => simulations::invoices,
+            TopologyName::Branches => simulations::branches,
         }
     }
 
@@ -176,7 +182,8 @@ impl TopologyName {
     /// joins, whose tables need tombstones, or the order labels, for the
     /// same reason, or the storefront, which needs all of these, or the as-of joins,
     /// whose tables need tombstones and out-of-order timestamps, or the
-    /// consistent views, whose epochs need input timestamps too.
+    /// consistent views, whose epochs need input timestamps too, or the
+    /// branches, whose task stops at the offset metadata limit.
     pub fn runs_live(self) -> bool {
         !matches!(
             self,
@@ -194,6 +201,7 @@ impl TopologyName {
                 | TopologyName::AsOf
                 | TopologyName::Ledger
                 | TopologyName::Invoices
+                | TopologyName::Branches
         )
     }
 }
@@ -319,7 +327,8 @@ pub fn namespaced(
         | TopologyName::Storefront
         | TopologyName::AsOf
         | TopologyName::Ledger
-        | TopologyName::Invoices => return Err(ExampleError::SimulatorOnly(name)),
+        | TopologyName::Invoices
+        | TopologyName::Branches => return Err(ExampleError::SimulatorOnly(name)),
         TopologyName::Timers => {
             let topics = TimerTopics::with_prefix(namespace);
             let app = crate::timers_with(&topic("timers"), &topics, LIVE_RESERVATION_MS)?;

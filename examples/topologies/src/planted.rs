@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 47] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 49] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -107,13 +107,15 @@ pub const PLANTED: [(Mutation, &str, Invariant); 47] = [
     (Mutation::HoppingWindowSkipsStart, "windows", Invariant::I12),
     (Mutation::ViewReleasesEarly, "ledger", Invariant::I18),
     (Mutation::CutSkipsLane, "ledger", Invariant::I18),
+    (Mutation::SyncWaitEndsEarly, "settlement", Invariant::I16),
+    (Mutation::CheckpointTruncated, "branches", Invariant::I5),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 41] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 44] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -207,18 +209,21 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 41] = [
     ),
     (Mutation::ViewReleasesEarly, "invoices", Invariant::I18),
     (Mutation::CutSkipsLane, "invoices", Invariant::I18),
+    (
+        Mutation::SyncIgnoresTimestamps,
+        "settlement",
+        Invariant::I16,
+    ),
+    (Mutation::SyncWaitEndsEarly, "enrichment", Invariant::I16),
+    (Mutation::CheckpointKeeps16Tps, "branches", Invariant::I5),
 ];
 
 /// The planted bugs only one shipped shape can reach, each with the
 /// reason (also in the mutation's own docs).
-pub const ONE_SHAPE_ONLY: [(Mutation, &str); 6] = [
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 5] = [
     (
-        Mutation::CheckpointKeeps16Tps,
-        "only a task whose history claims more than 16 tps shows it: regroup's wide topic",
-    ),
-    (
-        Mutation::SyncIgnoresTimestamps,
-        "only a stage that delivers in timestamp order shows it: enrichment's join",
+        Mutation::CheckpointTruncated,
+        "only a task whose history passes Kafka's 4,096-byte offset metadata limit shows it: branches' forty long-named ledgers (regroup's 50 tps of two short names take about 400 bytes)",
     ),
     (
         Mutation::ForeignKeyJoinKeepsStaleResponse,

@@ -102,6 +102,25 @@ pub fn regroup(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
     Ok(Simulation::builder(app).input(amounts(&topics.clicks)))
 }
 
+/// `branches`: forty branch ledgers consolidated, histories that reach
+/// Kafka's offset metadata limit.
+pub fn branches(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
+    let topics = crate::BranchTopics::new();
+    let app = crate::branches(&topics)?;
+    let limit = format!(
+        "{}-byte offset metadata limit",
+        parsley::OFFSET_METADATA_BYTES_MAX
+    );
+    let mut builder = Simulation::builder(app).expect_stop(
+        "a history past the offset metadata limit stops its task (X1)",
+        move |stop| stop.stage == "consolidate" && stop.error.contains(&limit),
+    );
+    for ledger in &topics.ledgers {
+        builder = builder.input(amounts(ledger));
+    }
+    Ok(builder)
+}
+
 /// `sessions`: sessions closed by the timer service (K2); every click ends
 /// up in exactly one closed session once every timer has fired.
 pub fn sessions(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {

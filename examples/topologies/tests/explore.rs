@@ -165,6 +165,19 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
             Invariant::I13,
         ),
         (TickTimeNotRolledBack, "balances", tiny(8), Invariant::I4),
+        // An order fetched, the discounts fetched empty, a delivery
+        // withheld, then the clock on the millisecond before the wait's
+        // end: the order goes a millisecond early.
+        (
+            SyncWaitEndsEarly,
+            "enrichment",
+            Bounds {
+                inputs: 1,
+                faults: 0,
+                ..tiny(8)
+            },
+            Invariant::I16,
+        ),
         // A discount and an order of one millisecond (the clock stands
         // still between them): the order must see the discount.
         (VersionedJoinExcludesEqual, "as-of", tiny(8), Invariant::I13),
@@ -242,6 +255,13 @@ fn found_on_the_smallest() -> Vec<(Mutation, &'static str, Smallest, Bounds, Inv
             CheckpointKeeps16Tps,
             "a chain of 17 stages",
             |planted| smallest::chain(17, planted),
+            one_input(1),
+            Invariant::I5,
+        ),
+        (
+            CheckpointTruncated,
+            "a chain of 18 stages under long topic names",
+            smallest::chain_past_the_metadata_limit,
             one_input(1),
             Invariant::I5,
         ),

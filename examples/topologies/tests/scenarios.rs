@@ -6,7 +6,7 @@ use std::path::Path;
 use parsley_examples::{registry, TopologyName};
 
 /// The example topologies' names, as scenario files write them.
-const NAMES: [&str; 22] = [
+const NAMES: [&str; 23] = [
     "balances",
     "audit-cut",
     "timers",
@@ -29,6 +29,7 @@ const NAMES: [&str; 22] = [
     "as-of",
     "ledger",
     "invoices",
+    "branches",
 ];
 
 #[test]

@@ -84,13 +84,13 @@ fn assert_caught_within_50_seeds(planted: Mutation, name: &str, invariant: Invar
 /// Boundary-seeking time: a bug that shows only when something happens at
 /// exactly a deadline or an edge, or the millisecond beside it (a tick, a
 /// timer's due time, a window's close or start, an expiry, a restart while
-/// a timer is overdue)
+/// a timer is overdue, the end of a wait for a caught-up source)
 /// fails within the first 10 seeds of its shipped scenario at its default
 /// size. Under uniform time most of them take tens of seeds
 /// (BENCHMARKS.md, "Time and order strategies").
 #[test]
 fn boundary_bugs_are_caught_within_ten_seeds() {
-    const BOUNDARY_BUGS: [Mutation; 7] = [
+    const BOUNDARY_BUGS: [Mutation; 8] = [
         Mutation::TimerFiresOneMsEarly,
         Mutation::TimerSkipsExactDue,
         Mutation::TickOneMsEarly,
@@ -98,6 +98,7 @@ fn boundary_bugs_are_caught_within_ten_seeds() {
         Mutation::WindowGraceOffByOne,
         Mutation::TimerLostWhenOverdueAtStart,
         Mutation::HoppingWindowSkipsStart,
+        Mutation::SyncWaitEndsEarly,
     ];
     for planted in BOUNDARY_BUGS {
         let (_, name, invariant) = PLANTED
@@ -201,8 +202,8 @@ fn every_planted_bug_is_reported_on_a_task_and_a_record() {
 
 /// Coverage where the bug lives: a checkpoint that keeps only its first 16
 /// tps (a fixed-size buffer) is caught by the wide `regroup` scenario (24
-/// partitions, histories of dozens of tps), and by no other shipped
-/// scenario, whose histories stay small.
+/// partitions, histories of dozens of tps) and by `branches` (forty
+/// ledgers), and by no other shipped scenario, whose histories stay small.
 #[test]
 fn a_checkpoint_cut_at_16_tps_is_caught_only_by_the_wide_scenario() {
     for name in scenarios() {
@@ -213,7 +214,8 @@ fn a_checkpoint_cut_at_16_tps_is_caught_only_by_the_wide_scenario() {
         let start = simulation.seeds().start;
         let caught =
             (start..start + 30).any(|seed| !simulation.run_seed(seed).violations.is_empty());
-        assert_eq!(caught, name == "regroup", "scenario {name}");
+        let wide = ["regroup", "branches"].contains(&name.as_str());
+        assert_eq!(caught, wide, "scenario {name}");
     }
 }
 

@@ -216,3 +216,32 @@ fn g9_a_visible_end_reached_makes_a_source_caught_up() {
     );
     assert_eq!(ready_at(&mut task, now + MAX_IDLE_MS), only(&o));
 }
+
+/// G9: the end of each wait for a caught-up source is among the task's
+/// deadlines, where a driver that chooses time aims its clock (and the
+/// millisecond either side); none while the gate is empty.
+#[test]
+fn g9_the_end_of_a_wait_is_a_deadline() {
+    use crate::deadline::{Deadline, DeadlineKind};
+    let mut task = synchronised(false);
+    let (o, p) = (tp(ORDERS, 0), tp(PAYMENTS, 0));
+    let waits = |task: &Task| -> Vec<Deadline> {
+        task.deadlines()
+            .filter(|deadline| deadline.kind == DeadlineKind::SyncWait)
+            .collect()
+    };
+    assert!(waits(&task).is_empty(), "nothing held, no wait");
+    feed(&mut task, &p, vec![], 0);
+    feed(&mut task, &o, vec![rec(0).at(T0 + 50)], 1);
+    assert!(ready_at(&mut task, T0 + 20).is_empty());
+    assert_eq!(
+        waits(&task),
+        [Deadline::wall_clock(
+            T0 + 20 + MAX_IDLE_MS,
+            DeadlineKind::SyncWait
+        )]
+    );
+    assert_eq!(ready_at(&mut task, T0 + 20 + MAX_IDLE_MS), only(&o));
+    task.delivered(&o).unwrap();
+    assert!(waits(&task).is_empty(), "the gate is empty");
+}

@@ -114,6 +114,45 @@ pub fn chain(hops: usize, planted: Option<Mutation>) -> Simulation {
         .expect("the chain's simulation builds")
 }
 
+/// [`chain`]'s shape under topic names of 120 characters: the history of
+/// hop 17 claims 17 tps of 124 bytes each, past Kafka's offset metadata
+/// limit, so hop 17 and every hop after it stop with `CheckpointTooLarge`
+/// at their first commit (X1), which the simulation expects. One input
+/// record reaches the limit, where the shipped `branches` scenario needs
+/// about 38 of its 40 ledgers heard from.
+pub fn chain_past_the_metadata_limit(planted: Option<Mutation>) -> Simulation {
+    const HOPS: usize = 18;
+    let topics: Vec<Topic<String, i64>> = (0..=HOPS)
+        .map(|hop| Topic::new(format!("hop-{hop:02}-{}", "x".repeat(113))))
+        .collect();
+    let mut app = Parsley::named("long-names");
+    for hop in 1..=HOPS {
+        let next = topics[hop].clone();
+        let stage = Stage::named(format!("hop{hop}"))
+            .on(&topics[hop - 1], move |record| {
+                vec![next.send(record.key().cloned(), *record.value())]
+            })
+            .into(&topics[hop])
+            .build();
+        app = app.stage(stage);
+    }
+    let app = app.build().expect("a chain of stages assembles");
+    let limit = format!(
+        "{}-byte offset metadata limit",
+        parsley::OFFSET_METADATA_BYTES_MAX
+    );
+    Simulation::builder(app)
+        .settings(shipped::scenario("chain").settings)
+        .input(Input::new(&topics[0], |draw| (Some(draw.key()), 1)))
+        .expect_stop(
+            "a history past the offset metadata limit (X1)",
+            move |stop| stop.error.contains(&limit),
+        )
+        .planted(planted)
+        .build()
+        .expect("the chain's simulation builds")
+}
+
 /// A left foreign-key join alone (J10–J14), over orders that name a
 /// customer or none (and tiers, which it need not draw): an order that names its customer,
 /// then none, subscribes and unsubscribes, and the respond stage answers

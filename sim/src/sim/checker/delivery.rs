@@ -43,7 +43,7 @@ impl<'a> Checker<'a> {
     /// its stamp does not decode.
     pub(super) fn on_delivered(
         &mut self,
-        step: u64,
+        (step, now): (u64, i64),
         at: &'a TaskAt,
         tp: &'a Tp,
         offset: u64,
@@ -61,6 +61,17 @@ impl<'a> Checker<'a> {
         self.check_read_committed(step, at, (tp, offset), id);
         let stamp = self.delivered_stamp(step, at, (tp, offset), id)?;
         let (instance, lane) = (instance?, lane?);
+        if let Some(waits) = &mut instance.waits {
+            // The delivery answers the task's being asked at `now` (G9).
+            waits.asked(&instance.lanes, now);
+            self.check_waits(
+                (step, now),
+                at,
+                (tp, offset),
+                (&instance.lanes, waits),
+                lane,
+            );
+        }
         self.check_timestamp_order(step, at, (tp, offset), &instance.lanes, lane);
         self.check_head_of_lane(step, at, (tp, offset), &mut instance.lanes, lane);
         self.check_claims_delivered(step, at, (tp, offset), &stamp, &instance.lanes, lane);

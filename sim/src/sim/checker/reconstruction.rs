@@ -19,6 +19,7 @@ use crate::model::{Cluster, EntryStatus, LogView};
 use crate::sim::world::trace::{Entry, Event, TaskAt, TxnRef};
 use rustc_hash::FxHashMap;
 
+use super::order::Waits;
 use super::{Checker, Gate};
 
 /// Every tp the checker looks at, numbered on first sight, with its log
@@ -326,6 +327,8 @@ pub(super) struct Instance {
     /// abort returns the instance's task to its own last commit: a zombie's
     /// is not the one another instance made since.
     pub(super) committed_delivered: Vec<BTreeSet<u64>>,
+    /// G9's waits, for a stage that delivers in timestamp order (I16).
+    pub(super) waits: Option<Waits>,
 }
 
 impl Snapshot {
@@ -551,8 +554,14 @@ impl<'a> Checker<'a> {
             ids,
             by_writer,
         };
+        let waits = self
+            .input
+            .app
+            .stage(&task.stage)
+            .and_then(|plan| Waits::of(plan, &lanes));
         Instance {
             committed_delivered: lanes.by_writer.clone().unwrap_or_default(),
+            waits,
             lanes,
             history: snapshot.history.clone(),
             started_at: now,
@@ -584,6 +593,8 @@ impl<'a> Checker<'a> {
                     from,
                     next,
                     records,
+                    log_end,
+                    visible_end,
                 } => {
                     let Some(instance) = instances.get_mut(at) else {
                         continue;
@@ -608,6 +619,16 @@ impl<'a> Checker<'a> {
                     let found = self.tps.committed_count(id, *from, *next);
                     self.check_fetched(step, at, tp, (*from, *next), *records, found);
                     instance.lanes.fetch_next[lane] = *next;
+                    if let Some(waits) = &mut instance.waits {
+                        waits.fetched(lane, *log_end, *visible_end);
+                    }
+                }
+                Event::Withheld { at } => {
+                    if let Some(instance) = instances.get_mut(at) {
+                        if let Some(waits) = &mut instance.waits {
+                            waits.asked(&instance.lanes, entry.now);
+                        }
+                    }
                 }
                 Event::Delivered {
                     at,
@@ -616,7 +637,8 @@ impl<'a> Checker<'a> {
                     offset,
                     sent,
                 } => {
-                    let delivery = self.on_delivered(step, at, tp, *offset, sent, &mut instances);
+                    let delivery =
+                        self.on_delivered((step, entry.now), at, tp, *offset, sent, &mut instances);
                     if let Some(delivery) = delivery {
                         open.entry(*txn)
                             .or_insert_with(|| spare.pop().unwrap_or_default())

@@ -52,13 +52,18 @@ impl TaskDigests {
             Event::TaskStarted { at } => {
                 self.digests.insert((at.instance, (*at.task).clone()), 0);
             }
+            // A synchronised task's empty fetches are traced for G9's
+            // waits; like any empty fetch, they move nothing here.
             Event::Fetched {
                 at,
                 tp,
                 from,
                 next,
                 records,
-            } => self.fold(at.instance, &at.task, (1u8, tp, from, next, records)),
+                ..
+            } if *records > 0 || from != next => {
+                self.fold(at.instance, &at.task, (1u8, tp, from, next, records))
+            }
             Event::Delivered { at, tp, offset, .. } => {
                 self.fold(at.instance, &at.task, (2u8, tp, offset, now))
             }
@@ -70,6 +75,9 @@ impl TaskDigests {
             Event::Committed { at, .. } => self.fold(at.instance, &at.task, (4u8, now)),
             Event::Aborted { at, .. } => self.fold(at.instance, &at.task, 5u8),
             Event::TaskStopped { at, .. } => self.fold(at.instance, &at.task, 6u8),
+            // A synchronised task asked what to deliver starts its waits
+            // for caught-up sources then (G9): when matters.
+            Event::Withheld { at } => self.fold(at.instance, &at.task, (7u8, now)),
             Event::Fenced { at } => {
                 self.digests.remove(&(at.instance, (*at.task).clone()));
             }

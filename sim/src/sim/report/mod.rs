@@ -133,6 +133,7 @@ fn worth_telling(event: &Event) -> bool {
     !matches!(
         event,
         Event::Fetched { .. }
+            | Event::Withheld { .. }
             | Event::ClockAdvanced { .. }
             | Event::TickChecked { emitted: None, .. }
     )

@@ -473,6 +473,7 @@ fn draws(event: &Event) -> bool {
         Event::InputProduced { .. }
         | Event::ClockAdvanced { .. }
         | Event::Fetched { .. }
+        | Event::Withheld { .. }
         | Event::TickChecked { emitted: None, .. } => false,
         Event::InputTransaction { outcome, .. } => *outcome == InputOutcome::Hanging,
         _ => true,

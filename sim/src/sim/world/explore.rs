@@ -91,7 +91,8 @@ impl World {
     /// A digest of the world's state: the cluster ([`crate::model::Cluster::digest`]), the
     /// clock, the inputs still to produce, the instances and who owns
     /// which task, late markers, and each running task's observable state
-    /// (positions, heads, history, ticks, transaction), with `host`'s
+    /// (positions, heads, history, ticks, transaction; for a synchronised
+    /// task, the log ends its fetches told it), with `host`'s
     /// digest of what the task's logic holds (an explorer keeps it from the
     /// events each task took since it started). Counters and the trace are
     /// left out: they record how the state was reached, not what it is;
@@ -120,6 +121,13 @@ impl World {
                 hosted.host.in_transaction().hash(&mut hasher);
                 hosted.host.transaction_number().hash(&mut hasher);
                 hosted.host.positions().hash(&mut hasher);
+                if task.is_synchronised() {
+                    // The log ends told a synchronised task decide its
+                    // waits (G9): a lane never fetched is waited for.
+                    for lane in 0..hosted.host.positions().len() {
+                        hosted.host.log_end(lane).hash(&mut hasher);
+                    }
+                }
                 for (tp, offset, status) in task.heads() {
                     (tp, offset, format!("{status:?}")).hash(&mut hasher);
                 }

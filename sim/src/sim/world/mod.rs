@@ -588,6 +588,10 @@ impl World {
             self.ready = ready;
             return self.task_failed(instance, host, error);
         }
+        if ready.is_empty() && self.host(instance, host).task.is_synchronised() {
+            let at = self.at(instance, host);
+            self.record(Event::Withheld { at });
+        }
         if !ready.is_empty() {
             let tp = match &self.pct {
                 Some(pct) => ready
@@ -740,20 +744,27 @@ impl World {
             Err(error) => return self.host_error(instance, host, error),
         };
         let next = self.host(instance, host).positions()[lane].1;
+        let mut lso = None;
         if let Ok(log) = self.cluster.log(&tp) {
-            let lso = log.last_stable_offset();
-            if lso < log.high_watermark() && next == lso {
+            lso = Some(log.last_stable_offset());
+            if log.last_stable_offset() < log.high_watermark() && next == log.last_stable_offset() {
                 self.stats.marks.lso_stalled += 1;
             }
         }
-        if records > 0 || next != from {
+        // A synchronised task's every fetch is traced: its waits (G9)
+        // depend on the log ends even an empty one tells it.
+        let synchronised = self.host(instance, host).task.is_synchronised();
+        if records > 0 || next != from || synchronised {
             let at = self.at(instance, host);
+            let log_end = self.host(instance, host).log_end(lane);
             self.record(Event::Fetched {
                 at,
                 tp,
                 from,
                 next,
                 records,
+                log_end,
+                visible_end: lso.filter(|_| synchronised),
             });
             self.note_held(instance, host, true);
         }
@@ -1320,7 +1331,14 @@ impl World {
                     let now = self.now;
                     match self.host_mut(instance, host).task.next_deliverable(now) {
                         Ok(Some(tp)) => self.deliver(instance, host, &tp),
-                        Ok(None) => break,
+                        Ok(None) => {
+                            let task = &self.host(instance, host).task;
+                            if task.is_synchronised() && task.buffered() > 0 {
+                                let at = self.at(instance, host);
+                                self.record(Event::Withheld { at });
+                            }
+                            break;
+                        }
                         Err(error) => {
                             self.task_failed(instance, host, error);
                             break;

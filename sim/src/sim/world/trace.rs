@@ -76,7 +76,8 @@ pub enum Event {
         /// The task instance.
         at: TaskAt,
     },
-    /// A fetch for a task returned records.
+    /// A fetch for a task returned records, or, for a task that delivers
+    /// in timestamp order (G9), any fetch: what its waits depend on.
     Fetched {
         /// The task instance.
         at: TaskAt,
@@ -88,6 +89,18 @@ pub enum Event {
         next: u64,
         /// How many records it returned.
         records: usize,
+        /// The log end (high watermark) the fetch carried.
+        log_end: u64,
+        /// The visible end (last stable offset) the driver gave a task that
+        /// delivers in timestamp order with the fetch; `None` for others.
+        visible_end: Option<u64>,
+    },
+    /// A task that delivers in timestamp order (G9), holding records, was
+    /// asked what to deliver and offered nothing: a moment its waits for
+    /// caught-up sources start from.
+    Withheld {
+        /// The task instance.
+        at: TaskAt,
     },
     /// A head was first seen held on `claim`.
     Held {
@@ -190,6 +203,7 @@ impl Event {
         match self {
             Event::TaskStarted { at }
             | Event::Fetched { at, .. }
+            | Event::Withheld { at }
             | Event::Held { at, .. }
             | Event::Delivered { at, .. }
             | Event::TickChecked { at, .. }
@@ -310,9 +324,19 @@ impl fmt::Display for Event {
                 from,
                 next,
                 records,
+                log_end,
+                visible_end,
             } => {
-                write!(f, "{at} fetched {records} from {tp}@{from} (next {next})")
+                write!(
+                    f,
+                    "{at} fetched {records} from {tp}@{from} (next {next}, log end {log_end}"
+                )?;
+                if let Some(visible) = visible_end {
+                    write!(f, ", visible end {visible}")?;
+                }
+                write!(f, ")")
             }
+            Event::Withheld { at } => write!(f, "{at} was asked what to deliver: nothing yet (G9)"),
             Event::Held {
                 at,
                 tp,
