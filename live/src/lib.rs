@@ -15,7 +15,10 @@
 //! - status and read-back ([`task_status`], [`read_committed`]): what a
 //!   cluster says of an application, read from outside, and the committed
 //!   topics read back for [`parsley::audit`];
-//! - [`serve_endpoints`]: an instance's `/metrics`, `/health` and `/ready`;
+//! - [`serve_endpoints`]: an instance's `/metrics`, `/health`, `/ready`
+//!   and `/query`;
+//! - [`query`]: interactive queries, a stateful stage's committed state
+//!   read by key from outside ([`Runtime::query`]);
 //! - [`InstanceState`] and [`TaskState`]: an instance's name and state, and
 //!   its tasks' states;
 //! - a task's local state store and its checkpoint, so that a restart
@@ -72,6 +75,7 @@ mod error;
 pub mod faults;
 mod instance;
 mod pacing;
+pub mod query;
 mod reach;
 mod readback;
 mod runtime;
