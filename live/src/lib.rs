@@ -61,9 +61,10 @@
 //! other failure is a [`LiveError`] naming what was being done and where.
 
 // The face: modules are private and the root re-exports what users write
-// against, each name by one path; `cli` (what a user's `main` calls) and
-// `properties` (a secured cluster's client properties) are namespaces whose
-// names are not repeated at the root. Test support and planted faults are
+// against, each name by one path; `cli` (what a user's `main` calls),
+// `properties` (a secured cluster's client properties) and `query`
+// (interactive queries) are namespaces whose names are not repeated at the
+// root. Test support and planted faults are
 // hidden from the docs.
 mod acls;
 pub mod cli;

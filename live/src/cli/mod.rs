@@ -388,10 +388,12 @@ struct QueryArgs {
     #[command(flatten)]
     common: Common,
     /// The stage, stateful.
+    #[arg(index = 2)]
     stage: String,
     /// The key: its text in the stage's key codec's form (Utf8: the text;
     /// I64: a decimal number; Json: compact JSON), or `base64:` and the
     /// key's bytes.
+    #[arg(index = 3)]
     key: String,
     /// Ask the instance whose endpoints are at HOST:PORT, instead of the
     /// owner the group names; it answers or redirects to the owner.
@@ -898,7 +900,9 @@ fn with_applications(command: clap::Command, registry: &Registry) -> clap::Comma
         let help = help.clone();
         let listed = listed.clone();
         command = command.mut_subcommand(name, move |sub| {
-            sub.mut_arg("app", move |arg| arg.help(help))
+            // Moved to the end of the arguments, `app` keeps the first
+            // place by its index: `query APP STAGE KEY`.
+            sub.mut_arg("app", move |arg| arg.help(help).index(1))
                 .before_help(listed)
         });
     }
@@ -1223,6 +1227,37 @@ mod tests {
             ["parsley-live", "status", "copy"].map(Into::into),
         );
         assert!(matches!(parsed.command, Command::Status(_)));
+    }
+
+    /// `query APP STAGE KEY` reads its three words in that order.
+    #[test]
+    fn query_takes_the_application_then_the_stage_then_the_key() {
+        let registry = Registry::new().app("balances", |_| Err("unused".into()));
+        let parsed = parse_with(
+            &registry,
+            [
+                "parsley-live",
+                "query",
+                "balances",
+                "totals",
+                "account-7",
+                "--at",
+                "127.0.0.1:9464",
+            ]
+            .map(Into::into),
+        );
+        let Command::Query(args) = parsed.command else {
+            panic!("a query")
+        };
+        assert_eq!(
+            (
+                args.common.app.as_str(),
+                args.stage.as_str(),
+                args.key.as_str(),
+                args.at.as_deref()
+            ),
+            ("balances", "totals", "account-7", Some("127.0.0.1:9464"))
+        );
     }
 
     /// A secret given where clap expects none (`-X sasl.password hunter2`,
