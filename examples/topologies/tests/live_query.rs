@@ -318,3 +318,70 @@ async fn two_instances_answer_every_key_over_http_and_the_cli_as_the_test_driver
         run.outcome.expect("a graceful stop");
     }
 }
+
+/// Query latency, printed (not a timed test): two instances of
+/// `balances`, caught up, then every key asked 100 times over HTTP of one
+/// instance: its own keys answered from its store, the other's keys a
+/// redirect (307) then the owner's answer, as `curl -L` would go.
+///
+/// cargo test -p parsley-examples --features live,mutations --test live -- --ignored --nocapture live_query::query_latency
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: prints figures"]
+async fn query_latency() {
+    let Some(config) = test_broker() else { return };
+    let live = set_up(&config, TopologyName::Balances, "query-bench", 4).await;
+    let logs = std::env::temp_dir().join(format!("{}logs", live.namespace));
+    std::fs::create_dir_all(&logs).expect("a log directory");
+    let (a, b) = (free_address(), free_address());
+    let _first = start(&live, a, &logs.join("a.log"));
+    let _second = start(&live, b, &logs.join("b.log"));
+    live.produce(2_000, 43).await;
+    live.wait_caught_up().await;
+    let keys: Vec<String> = (0..12).map(|n| format!("account-{n}")).collect();
+    let a_text = a.to_string();
+    // Settled: every key answers (directly or after one redirect).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for key in &keys {
+        let path = format!("/query/balances/{key}");
+        while !get(&a_text, &path).is_some_and(|got| got.status == 200 || got.status == 307) {
+            assert!(Instant::now() < deadline, "{key} never answered");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let (mut direct, mut redirected) = (Vec::new(), Vec::new());
+    for _ in 0..100 {
+        for key in &keys {
+            let path = format!("/query/balances/{key}");
+            let began = Instant::now();
+            let got = get(&a_text, &path).expect("an answer");
+            match (got.status, got.location) {
+                (200, _) => direct.push(began.elapsed()),
+                (307, Some(location)) => {
+                    let owner = location
+                        .strip_prefix("http://")
+                        .and_then(|rest| rest.split_once('/'))
+                        .map(|(host, _)| host.to_owned())
+                        .expect("an http location");
+                    let there = get(&owner, &path).expect("the owner's answer");
+                    assert_eq!(there.status, 200, "{}", there.body);
+                    redirected.push(began.elapsed());
+                }
+                (status, _) => panic!("HTTP {status}: {}", got.body),
+            }
+        }
+    }
+    let quantiles = |name: &str, mut times: Vec<Duration>| {
+        times.sort();
+        let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
+        eprintln!(
+            "{name}: {} queries, p50 {:?}, p90 {:?}, p99 {:?}, max {:?}",
+            times.len(),
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            at(1.0)
+        );
+    };
+    quantiles("answered by the instance asked", direct);
+    quantiles("redirected to the owner (two requests)", redirected);
+}
