@@ -218,6 +218,11 @@ impl CodecIdentity {
         }
     }
 
+    /// The key codec's type.
+    pub(crate) fn key_codec(&self) -> TypeId {
+        self.key_codec
+    }
+
     /// Whether two declarations encode their keys alike (type and codec).
     pub(crate) fn same_key_codec(&self, other: &CodecIdentity) -> bool {
         (self.key, self.key_codec) == (other.key, other.key_codec)

@@ -304,6 +304,14 @@ impl TopicRef {
         self.identity.map(|identity| identity.to_string())
     }
 
+    /// Whether the declaration encodes its keys with codec `C` (`false` for
+    /// Parsley's own topics, which declare none): how a driver reads a key
+    /// written as text (an interactive query's) into the key's bytes.
+    pub fn key_codec_is<C: 'static>(&self) -> bool {
+        self.identity
+            .is_some_and(|identity| identity.key_codec() == std::any::TypeId::of::<C>())
+    }
+
     /// Whether `other` declares the same key and value types and codecs.
     pub fn same_codecs(&self, other: &TopicRef) -> bool {
         self.identity == other.identity

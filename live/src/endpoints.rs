@@ -6,6 +6,11 @@
 //! | `/metrics` | every figure, in the Prometheus text format, with `# HELP` |
 //! | `/health` | 200 while the process is alive and not in `ERROR` (the body is its state), 503 with the failed tasks and why otherwise: a liveness probe |
 //! | `/ready` | 200 while every owned task runs and none is stuck in a call, 503 naming each task that is not (restoring, retrying, stalled, …) or the state (`CREATED`, `REBALANCING`, `PENDING_SHUTDOWN`): a readiness probe |
+//! | `/query/<stage>/<key>` | a stateful stage's committed state of one key, as JSON ([`crate::query`]): 200 from the owner of the key's task; a 307 redirect to the owner's endpoint from any other instance; 4xx and 5xx with a typed error (`{"error": …}`) otherwise |
+//!
+//! The key is one percent-encoded path segment: its text in the stage's
+//! key codec's form, or `base64:` and its bytes
+//! ([`key_bytes`](crate::query::key_bytes)).
 //!
 //! Any other path is 404. Commit latency is a histogram (buckets from 1 ms
 //! to 30 s), so it aggregates across instances.
@@ -23,6 +28,7 @@ use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::instance::InstanceState;
+use crate::query::{percent_decode, percent_encode, Queries, QueryError};
 use crate::runtime::{Health, HealthError};
 
 /// The commit latency's histogram buckets, in seconds.
@@ -53,6 +59,7 @@ pub enum EndpointError {
 pub struct Endpoints {
     address: SocketAddr,
     health: Arc<Mutex<Option<Health>>>,
+    queries: Arc<Mutex<Option<Queries>>>,
 }
 
 impl Endpoints {
@@ -64,6 +71,12 @@ impl Endpoints {
     /// From now on `/health` and `/ready` answer for `health`'s instance.
     pub fn attach(&self, health: Health) {
         *self.health.lock().unwrap_or_else(PoisonError::into_inner) = Some(health);
+    }
+
+    /// From now on `/query` answers for `queries`' instance (before that,
+    /// 503 `moving`).
+    pub fn attach_queries(&self, queries: Queries) {
+        *self.queries.lock().unwrap_or_else(PoisonError::into_inner) = Some(queries);
     }
 }
 
@@ -89,6 +102,7 @@ pub async fn serve(address: SocketAddr) -> Result<Endpoints, EndpointError> {
     let endpoints = Endpoints {
         address: bound,
         health: Arc::new(Mutex::new(None)),
+        queries: Arc::new(Mutex::new(None)),
     };
     let upkeep = handle.clone();
     tokio::spawn(async move {
@@ -108,11 +122,30 @@ pub async fn serve(address: SocketAddr) -> Result<Endpoints, EndpointError> {
                     continue;
                 }
             };
-            let (handle, health) = (handle.clone(), Arc::clone(&shared.health));
+            let (handle, health, queries) = (
+                handle.clone(),
+                Arc::clone(&shared.health),
+                Arc::clone(&shared.queries),
+            );
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let answer = answer(request.uri().path(), &handle, &health);
-                    async move { Ok::<_, Infallible>(answer) }
+                    let path = request.uri().path().to_owned();
+                    let answered = match path.strip_prefix(QUERY) {
+                        Some(query) => {
+                            let queries = queries
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .clone();
+                            Err((query.to_owned(), queries))
+                        }
+                        None => Ok(answer(&path, &handle, &health)),
+                    };
+                    async move {
+                        Ok::<_, Infallible>(match answered {
+                            Ok(answer) => answer,
+                            Err((query, queries)) => answer_query(&query, queries).await,
+                        })
+                    }
                 });
                 let served = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
@@ -153,7 +186,7 @@ fn answer(
         },
         _ => (
             StatusCode::NOT_FOUND,
-            "not found: try /metrics, /health or /ready\n".to_string(),
+            "not found: try /metrics, /health, /ready or /query/<stage>/<key>\n".to_string(),
         ),
     };
     let content_type = if path == "/metrics" {
@@ -167,6 +200,65 @@ fn answer(
         response
             .headers_mut()
             .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+/// Where queries are asked.
+const QUERY: &str = "/query/";
+
+/// `/query/<stage>/<key>`'s answer: the committed state as JSON, a
+/// redirect to the owner, or a typed error.
+async fn answer_query(path: &str, queries: Option<Queries>) -> Response<Full<Bytes>> {
+    let (stage, key) = path.split_once('/').unwrap_or((path, ""));
+    let (Some(stage), Some(key)) = (percent_decode(stage), percent_decode(key)) else {
+        let body = serde_json::json!({
+            "error": "bad_path",
+            "message": format!("`/query/{path}` is not /query/<stage>/<key>, each percent-encoded UTF-8"),
+        });
+        return json_response(StatusCode::BAD_REQUEST, &body, None);
+    };
+    let Some(queries) = queries else {
+        let body = serde_json::json!({
+            "error": "moving",
+            "message": "the instance has not started its tasks yet",
+        });
+        return json_response(StatusCode::SERVICE_UNAVAILABLE, &body, None);
+    };
+    match queries.query(&stage, &key).await {
+        Ok(answer) => json_response(StatusCode::OK, &answer.to_json(), None),
+        Err(error) => {
+            let status =
+                StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let location = match &error {
+                QueryError::NotOwner { endpoint, .. } => Some(format!(
+                    "http://{endpoint}{QUERY}{}/{}",
+                    percent_encode(&stage),
+                    percent_encode(&key)
+                )),
+                _ => None,
+            };
+            json_response(status, &error.to_json(), location)
+        }
+    }
+}
+
+fn json_response(
+    status: StatusCode,
+    body: &serde_json::Value,
+    location: Option<String>,
+) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(format!("{body}\n"))));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    if let Some(value) =
+        location.and_then(|location| hyper::header::HeaderValue::from_str(&location).ok())
+    {
+        headers.insert(hyper::header::LOCATION, value);
     }
     response
 }

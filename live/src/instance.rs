@@ -145,18 +145,25 @@ pub struct TaskReport {
     pub state: TaskState,
     /// When it entered that state.
     pub since_ms: u64,
+    /// Where the instance answers interactive queries (`host:port` of its
+    /// endpoints, `run --metrics`), when it serves them.
+    pub endpoint: Option<String>,
 }
 
 impl TaskReport {
     /// The report as committed-offset metadata:
-    /// `{"instance":"…","state":"running","since_ms":…}`.
+    /// `{"instance":"…","state":"running","since_ms":…}`, with
+    /// `"endpoint":"host:port"` when the instance serves queries.
     pub fn to_json(&self) -> String {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "instance": self.instance,
             "state": self.state.as_str(),
             "since_ms": self.since_ms,
-        })
-        .to_string()
+        });
+        if let Some(endpoint) = &self.endpoint {
+            json["endpoint"] = serde_json::Value::from(endpoint.as_str());
+        }
+        json.to_string()
     }
 
     /// The report in `metadata`, or a message naming what is wrong with it.
@@ -188,10 +195,21 @@ impl TaskReport {
         let since_ms = field("since_ms")?
             .as_u64()
             .ok_or_else(|| malformed("since_ms", "is not a number"))?;
+        // Absent from the reports of instances that serve no queries.
+        let endpoint = match value.get("endpoint") {
+            None => None,
+            Some(endpoint) => Some(
+                endpoint
+                    .as_str()
+                    .ok_or_else(|| malformed("endpoint", "is not a string"))?
+                    .to_owned(),
+            ),
+        };
         Ok(TaskReport {
             instance,
             state,
             since_ms,
+            endpoint,
         })
     }
 }
@@ -237,8 +255,14 @@ mod tests {
             instance: "host-1-42".into(),
             state: TaskState::Restoring,
             since_ms: 1_700_000_000_000,
+            endpoint: None,
         };
         assert_eq!(TaskReport::from_json(&report.to_json()).unwrap(), report);
+        let serving = TaskReport {
+            endpoint: Some("10.0.0.7:9464".into()),
+            ..report.clone()
+        };
+        assert_eq!(TaskReport::from_json(&serving.to_json()).unwrap(), serving);
         let error =
             TaskReport::from_json(r#"{"instance":"a","state":"dozing","since_ms":1}"#).unwrap_err();
         assert!(

@@ -15,7 +15,10 @@
 //! - status and read-back ([`task_status`], [`read_committed`]): what a
 //!   cluster says of an application, read from outside, and the committed
 //!   topics read back for [`parsley::audit`];
-//! - [`serve_endpoints`]: an instance's `/metrics`, `/health` and `/ready`;
+//! - [`serve_endpoints`]: an instance's `/metrics`, `/health`, `/ready`
+//!   and `/query`;
+//! - [`query`]: interactive queries, a stateful stage's committed state
+//!   read by key from outside ([`Runtime::query`]);
 //! - [`InstanceState`] and [`TaskState`]: an instance's name and state, and
 //!   its tasks' states;
 //! - a task's local state store and its checkpoint, so that a restart
@@ -58,9 +61,10 @@
 //! other failure is a [`LiveError`] naming what was being done and where.
 
 // The face: modules are private and the root re-exports what users write
-// against, each name by one path; `cli` (what a user's `main` calls) and
-// `properties` (a secured cluster's client properties) are namespaces whose
-// names are not repeated at the root. Test support and planted faults are
+// against, each name by one path; `cli` (what a user's `main` calls),
+// `properties` (a secured cluster's client properties) and `query`
+// (interactive queries) are namespaces whose names are not repeated at the
+// root. Test support and planted faults are
 // hidden from the docs.
 mod acls;
 pub mod cli;
@@ -72,6 +76,7 @@ mod error;
 pub mod faults;
 mod instance;
 mod pacing;
+pub mod query;
 mod reach;
 mod readback;
 mod runtime;

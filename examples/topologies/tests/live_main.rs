@@ -12,5 +12,6 @@ mod live_examples;
 mod live_metrics;
 mod live_operator;
 mod live_produce;
+mod live_query;
 mod live_secured;
 mod live_unreachable;

@@ -37,6 +37,12 @@
 //!   `--json` prints the same as one JSON document;
 //! - `skip APP` gets a stopped task past one named record: the record is
 //!   dead-lettered as skipped in the task's transaction (X5);
+//! - `query APP STAGE KEY` prints a stateful stage's committed state of
+//!   one key, as JSON, asked of the instance that owns the key's task (the
+//!   instances serve queries on their `--metrics` address and advertise it
+//!   to their group, `--advertise` to name another); exit 2 for an unknown
+//!   or stateless stage or an unreadable key, 1 for a task restoring or
+//!   moving;
 //! - `audit APP` reads the committed topics back with `read_committed` at a
 //!   consistent cut (the group offsets first, then every log to its last
 //!   stable offset, [`crate::read_committed`]) and runs the log-only checks
@@ -142,6 +148,7 @@ use parsley::{App, Tp};
 use parsley::SkipError;
 
 mod produce;
+mod query;
 mod skip;
 mod status;
 
@@ -321,12 +328,15 @@ impl Settings {
                   4 cluster unreachable; 5 TLS (handshake failed, a plaintext client at a TLS \
                   listener, an unusable client key); 6 SASL mechanism not \
                   enabled; 7 credentials refused; 8 not authorized (an ACL is missing); \
-                  9 the audit is inconclusive (a task not checked).\n\n\
+                  9 the audit is inconclusive (a task not checked). query: 2 for an unknown \
+                  stage, a stateless one or an unreadable key; 1 for a task restoring or \
+                  moving (ask again).\n\n\
                   Example:\n  \
                   setup APP --partitions 4\n  \
                   produce APP --rate 200 --duration 60s --wait 5m\n  \
                   run APP          # Ctrl-C stops it gracefully\n  \
                   status APP\n  \
+                  query APP STAGE KEY\n  \
                   audit APP"
 )]
 struct Cli {
@@ -366,6 +376,29 @@ enum Command {
     /// commit; then start the instances again. The stage must declare a
     /// dead-letter topic.
     Skip(SkipArgs),
+    /// Read a stateful stage's committed state of one key, from the
+    /// instance that owns the key's task (found through the instances'
+    /// group; instances serve queries on their --metrics address). Prints
+    /// one JSON document: the answer, or the typed error.
+    Query(QueryArgs),
+}
+
+#[derive(Args)]
+struct QueryArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The stage, stateful.
+    #[arg(index = 2)]
+    stage: String,
+    /// The key: its text in the stage's key codec's form (Utf8: the text;
+    /// I64: a decimal number; Json: compact JSON), or `base64:` and the
+    /// key's bytes.
+    #[arg(index = 3)]
+    key: String,
+    /// Ask the instance whose endpoints are at HOST:PORT, instead of the
+    /// owner the group names; it answers or redirects to the owner.
+    #[arg(long, value_name = "HOST:PORT")]
+    at: Option<String>,
 }
 
 #[derive(Args)]
@@ -521,6 +554,12 @@ struct RunArgs {
     /// `localhost:9464` or `0.0.0.0:9464`, at any path.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_address)]
     metrics: Option<std::net::SocketAddr>,
+    /// Where the other instances and `query` reach this instance's
+    /// endpoints (its `/query` among them), as it advertises in its task
+    /// reports [default: the --metrics address, an unspecified IP such as
+    /// 0.0.0.0 replaced by the host's name].
+    #[arg(long, value_name = "HOST:PORT", requires = "metrics")]
+    advertise: Option<String>,
     /// Where the tasks keep their local state stores, each in
     /// `DIR/<app>/<stage>-<partition>`, so that a restart restores only the
     /// changelog after a store's checkpoint. Default: `parsley` in the
@@ -750,6 +789,7 @@ pub fn main(registry: Registry) -> ExitCode {
             Command::Audit(args) => audit(&registry, args).await,
             Command::Status(args) => status::status(&registry, args).await,
             Command::Skip(args) => skip::skip(&registry, args).await,
+            Command::Query(args) => query::query(&registry, args).await,
         }
     })
 }
@@ -860,7 +900,9 @@ fn with_applications(command: clap::Command, registry: &Registry) -> clap::Comma
         let help = help.clone();
         let listed = listed.clone();
         command = command.mut_subcommand(name, move |sub| {
-            sub.mut_arg("app", move |arg| arg.help(help))
+            // Moved to the end of the arguments, `app` keeps the first
+            // place by its index: `query APP STAGE KEY`.
+            sub.mut_arg("app", move |arg| arg.help(help).index(1))
                 .before_help(listed)
         });
     }
@@ -1011,6 +1053,20 @@ async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
         Err(error) => refuse(error),
     }
 }
+/// The address an instance serving on `bound` advertises: `bound`, with
+/// an unspecified IP (listening on every interface) replaced by the host's
+/// name, which the other instances can resolve.
+fn advertised(bound: std::net::SocketAddr) -> String {
+    if bound.ip().is_unspecified() {
+        let host = crate::instance_name()
+            .rsplit_once('-')
+            .map_or("localhost", |(host, _)| host);
+        format!("{host}:{}", bound.port())
+    } else {
+        bound.to_string()
+    }
+}
+
 async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
     let (client, app) = match client_and_app(registry, &args.common) {
         Ok(found) => found,
@@ -1021,7 +1077,7 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
         match crate::endpoints::serve(address).await {
             Ok(serving) => {
                 let at = serving.address();
-                println!("metrics on http://{at}/metrics, health on http://{at}/health and http://{at}/ready");
+                println!("metrics on http://{at}/metrics, health on http://{at}/health and http://{at}/ready, queries on http://{at}/query/<stage>/<key>");
                 endpoints = Some(serving);
             }
             Err(error) => return fail(format!("--metrics {address}: {error}")),
@@ -1033,6 +1089,11 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
     let config = match args.state_dir {
         Some(dir) => config.with_state_dir(dir),
         None => config,
+    };
+    let config = match (&args.advertise, &endpoints) {
+        (Some(advertised), _) => config.with_query_endpoint(advertised.clone()),
+        (None, Some(serving)) => config.with_query_endpoint(advertised(serving.address())),
+        (None, None) => config,
     };
     let config = match args.instance {
         Some(share) => config.with_share(share),
@@ -1047,6 +1108,7 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
     };
     if let Some(endpoints) = &endpoints {
         endpoints.attach(runtime.health());
+        endpoints.attach_queries(runtime.queries());
     }
     if args.instance.is_some() {
         let tasks: Vec<String> = runtime.tasks().iter().map(ToString::to_string).collect();
@@ -1165,6 +1227,37 @@ mod tests {
             ["parsley-live", "status", "copy"].map(Into::into),
         );
         assert!(matches!(parsed.command, Command::Status(_)));
+    }
+
+    /// `query APP STAGE KEY` reads its three words in that order.
+    #[test]
+    fn query_takes_the_application_then_the_stage_then_the_key() {
+        let registry = Registry::new().app("balances", |_| Err("unused".into()));
+        let parsed = parse_with(
+            &registry,
+            [
+                "parsley-live",
+                "query",
+                "balances",
+                "totals",
+                "account-7",
+                "--at",
+                "127.0.0.1:9464",
+            ]
+            .map(Into::into),
+        );
+        let Command::Query(args) = parsed.command else {
+            panic!("a query")
+        };
+        assert_eq!(
+            (
+                args.common.app.as_str(),
+                args.stage.as_str(),
+                args.key.as_str(),
+                args.at.as_deref()
+            ),
+            ("balances", "totals", "account-7", Some("127.0.0.1:9464"))
+        );
     }
 
     /// A secret given where clap expects none (`-X sasl.password hunter2`,

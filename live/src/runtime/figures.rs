@@ -25,6 +25,7 @@ use parsley::Tp;
 use super::super::client::{Isolation, LiveClient, LiveConsumer};
 use super::super::error::LiveError;
 use super::super::instance::{instance_name, InstanceState, TaskReport, TaskState};
+use super::super::state::StoreReader;
 use super::super::status::tp_lag;
 use super::clock::wall_clock_ms;
 
@@ -82,6 +83,15 @@ pub(crate) struct Figures {
     /// [`LiveConfig::timeout`]: crate::LiveConfig::timeout
     stall_after: Duration,
     board: Mutex<Board>,
+    /// Where the instance answers interactive queries, as its reports to
+    /// the group advertise it; set once, at start.
+    endpoint: std::sync::OnceLock<String>,
+    /// The local store of each running task, for interactive queries
+    /// (`None`: the task runs without one). A task is here from the end of
+    /// its restore to the end of its run; a query reads under the read
+    /// lock, so a run ending (write lock) waits for the reads in flight
+    /// before its store closes.
+    stores: std::sync::RwLock<BTreeMap<TaskId, Option<StoreReader>>>,
 }
 
 fn lock(board: &Mutex<Board>) -> MutexGuard<'_, Board> {
@@ -96,7 +106,60 @@ impl Figures {
             instance: instance_name(),
             stall_after,
             board: Mutex::new(Board::default()),
+            endpoint: std::sync::OnceLock::new(),
+            stores: std::sync::RwLock::default(),
         })
+    }
+
+    /// Advertises `endpoint` as where this instance answers queries.
+    pub(crate) fn advertise(&self, endpoint: String) {
+        let _ = self.endpoint.set(endpoint);
+    }
+
+    /// Where this instance answers queries, if it does.
+    pub(crate) fn endpoint(&self) -> Option<String> {
+        self.endpoint.get().cloned()
+    }
+
+    /// Task `id` restored its state and runs: queries read `store`.
+    pub(crate) fn serve_store(&self, id: &TaskId, store: Option<StoreReader>) {
+        self.stores
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), store);
+    }
+
+    /// Task `id`'s run ended: queries no longer read its store. Returns
+    /// once no query reads it.
+    pub(crate) fn withdraw_store(&self, id: &TaskId) {
+        self.stores
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+
+    /// Runs `read` on task `id`'s store entry (`None`: the task is not
+    /// served here), holding it open meanwhile.
+    pub(crate) fn with_store<T>(
+        &self,
+        id: &TaskId,
+        read: impl FnOnce(Option<&Option<StoreReader>>) -> T,
+    ) -> T {
+        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
+        read(stores.get(id))
+    }
+
+    /// Whether the instance owns task `id` now, and the task's state on
+    /// this instance, with the changelog offsets still to restore.
+    pub(crate) fn task_view(&self, id: &TaskId) -> (bool, Option<(TaskState, u64)>) {
+        let board = lock(&self.board);
+        (
+            board.owned.contains(id),
+            board
+                .tasks
+                .get(id)
+                .map(|entry| (entry.state, entry.restore_remaining)),
+        )
     }
 
     fn labels(&self) -> [(&'static str, String); 2] {
@@ -313,6 +376,7 @@ impl Figures {
                             instance: self.instance.to_owned(),
                             state: entry.state,
                             since_ms: entry.since_ms,
+                            endpoint: self.endpoint(),
                         },
                     )
                 })
@@ -338,6 +402,7 @@ impl Figures {
                         instance: self.instance.to_owned(),
                         state: entry.state,
                         since_ms: entry.since_ms,
+                        endpoint: self.endpoint(),
                     },
                 ))
             })

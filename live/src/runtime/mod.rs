@@ -33,7 +33,7 @@
 mod clock;
 mod error;
 mod exported;
-mod figures;
+pub(crate) mod figures;
 mod local_state;
 mod membership;
 mod retry;
@@ -159,6 +159,11 @@ pub struct RuntimeConfig {
     /// `<state_dir>/<app>/<stage>-<partition>`. Instances on one machine
     /// may share it; a task runs in one of them at a time.
     pub state_dir: PathBuf,
+    /// Where this instance answers interactive queries (`host:port` of its
+    /// endpoints, [`serve_endpoints`](crate::serve_endpoints)), advertised
+    /// in its task reports to the group so that other instances and the
+    /// `query` command find the owner of a key; `None`: it serves none.
+    pub query_endpoint: Option<String>,
 }
 
 impl RuntimeConfig {
@@ -181,7 +186,15 @@ impl RuntimeConfig {
             on_failure: FailurePolicy::default(),
             max_restarts: 20,
             state_dir: crate::state::default_state_dir(),
+            query_endpoint: None,
         }
+    }
+
+    /// The same advertising `endpoint` (`host:port`) as where this
+    /// instance answers interactive queries.
+    pub fn with_query_endpoint(mut self, endpoint: impl Into<String>) -> RuntimeConfig {
+        self.query_endpoint = Some(endpoint.into());
+        self
     }
 
     /// The same with another [`FailurePolicy`].
@@ -279,6 +292,8 @@ pub struct Runtime {
     ended: Arc<Mutex<Vec<TaskEnd>>>,
     /// The instance's board, for its figures and health.
     figures: Arc<Figures>,
+    /// Answers interactive queries of the instance's tasks.
+    queries: crate::query::Queries,
 }
 
 impl Runtime {
@@ -302,7 +317,16 @@ impl Runtime {
         let stop = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(Mutex::new(Vec::new()));
         let figures = Figures::new(app.id(), config.live.timeout);
+        if let Some(endpoint) = &config.query_endpoint {
+            figures.advertise(endpoint.clone());
+        }
         let shared_assembly = Arc::new(assembly.clone());
+        let queries = crate::query::Queries::new(
+            Arc::clone(&app),
+            Arc::clone(&shared_assembly),
+            Arc::clone(&figures),
+            Arc::clone(&client),
+        );
         let tasks = Arc::new(TaskSet::new(
             Arc::clone(&app),
             Arc::clone(&shared_assembly),
@@ -385,7 +409,26 @@ impl Runtime {
             ended,
             figures,
             membership_failure: Arc::default(),
+            queries,
         })
+    }
+
+    /// Interactive queries of this instance's tasks, usable from another
+    /// thread or task (the endpoints' `/query`).
+    pub fn queries(&self) -> crate::query::Queries {
+        self.queries.clone()
+    }
+
+    /// The committed state of `key` (in its text form,
+    /// [`key_bytes`](crate::query::key_bytes)) in stage `stage`, answered
+    /// by this instance when it owns the key's task
+    /// ([`Queries::query`](crate::query::Queries::query)).
+    pub async fn query(
+        &self,
+        stage: &str,
+        key: &str,
+    ) -> Result<crate::query::QueryAnswer, crate::query::QueryError> {
+        self.queries.query(stage, key).await
     }
 
     /// The instance's state and the answers of its `/health` and `/ready`

@@ -176,9 +176,13 @@ pub(crate) fn run_task(
         );
         let (error, ended) = match started {
             Ok(mut driver) => {
+                // Queries read the restored store from here to the run's
+                // end, and never the store of a run still restoring.
+                figures.serve_store(&id, driver.local.as_ref().map(LocalStore::reader));
                 figures.task_state(&id, TaskState::Running, None);
                 driver.flags = Some(stop.clone());
                 let exit = driver.run(stop, &mut exported);
+                figures.withdraw_store(&id);
                 let ended = driver.task.metrics();
                 // What the run counted after its last publication, its
                 // final commit's deliveries among them.

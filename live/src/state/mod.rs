@@ -105,6 +105,25 @@ pub struct LocalStore {
     since_checkpoint: usize,
 }
 
+/// Reads a task's local store from another thread ([`LocalStore::reader`]).
+#[derive(Clone)]
+pub struct StoreReader(fjall::Keyspace);
+
+impl StoreReader {
+    /// The committed value of the slot under changelog key `key`; `None`
+    /// when the slot holds none.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StateError> {
+        let value = self.0.get(key).map_err(StateError::store)?;
+        Ok(value.map(|value| Bytes::copy_from_slice(&value)))
+    }
+}
+
+impl std::fmt::Debug for StoreReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreReader")
+    }
+}
+
 /// What a restore did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restored {
@@ -221,6 +240,14 @@ impl LocalStore {
             distrust,
             since_checkpoint: 0,
         })
+    }
+
+    /// A reader of the store's slots for interactive queries, usable from
+    /// another thread. The store holds committed state only, so neither
+    /// does a reader see an open transaction's changes. Drop it before the
+    /// store: it keeps the store's directory locked.
+    pub fn reader(&self) -> StoreReader {
+        StoreReader(self.changes.clone())
     }
 
     /// The task's directory.
