@@ -188,9 +188,9 @@ pub use text::bytes_for_humans;
 /// ```
 pub mod prelude {
     pub use crate::{
-        App, Close, Codec, CompositionError, Emission, Emit, Expire, Expiring, Json, Join,
-        JoinWindows, Parsley, RawBytes, Record, SessionWindows, Since, Stage, Step, Tick,
-        TimerService, Topic, Utf8, Windowed, WindowedCodec, Windows, I64,
+        App, Close, Codec, CompositionError, Emission, Emit, Expire, Expiring, Join, JoinWindows,
+        Json, Parsley, RawBytes, Record, SessionWindows, Since, Stage, Step, Tick, TimerService,
+        Topic, Utf8, Windowed, WindowedCodec, Windows, I64,
     };
 }
 

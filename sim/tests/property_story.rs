@@ -61,7 +61,8 @@ fn simulation() -> Simulation {
                 if *record.value() > seen {
                     return Err(PropertyFailure::new(format!(
                         "{:?} counted {} of {seen} clicks",
-                        record.key(), record.value()
+                        record.key(),
+                        record.value()
                     ))
                     .about(&record)
                     .into());

@@ -257,7 +257,9 @@ fn wrong_property_over(regressions: Regressions, inputs: u64) -> Simulation {
                 .iter()
                 .find(|r| r.key().is_some() && *r.value() > 40)
             {
-                Some(report) => Err(format!("{:?} reached {}", report.key(), report.value()).into()),
+                Some(report) => {
+                    Err(format!("{:?} reached {}", report.key(), report.value()).into())
+                }
                 None => Ok(()),
             }
         })
@@ -745,7 +747,10 @@ fn a_generator_reads_the_clock_it_produces_at() {
             "a view's value is the clock it was produced at",
             move |run| {
                 let records = run.records(&views)?;
-                if let Some(view) = records.iter().find(|view| *view.value() != view.timestamp()) {
+                if let Some(view) = records
+                    .iter()
+                    .find(|view| *view.value() != view.timestamp())
+                {
                     return Err(format!(
                         "a view produced at {} carries {}",
                         view.timestamp(),

@@ -56,7 +56,8 @@ fn simulation(slips: bool, declared: bool) -> Simulation {
                     if *record.value() != minute {
                         return Err(PropertyFailure::new(format!(
                             "an order at {} ms went in minute {}, not {minute}",
-                            record.timestamp(), record.value()
+                            record.timestamp(),
+                            record.value()
                         ))
                         .about(&record)
                         .into());

@@ -593,7 +593,8 @@ fn double_count() -> parsley_sim::sim::Simulation {
             for record in run.records(&counted)? {
                 let seen = clicks.iter().filter(|c| c.key() == record.key()).count() as i64;
                 if *record.value() > seen {
-                    let message = format!("{:?} counted {} of {seen}", record.key(), record.value());
+                    let message =
+                        format!("{:?} counted {} of {seen}", record.key(), record.value());
                     return Err(PropertyFailure::new(message).about(&record).into());
                 }
             }

@@ -199,17 +199,16 @@ fn pending_timers_of_another_stage_is_a_typed_error() {
 fn reminders(offset_ms: i64, dead_letters: bool) -> (Topic<String, i64>, App) {
     let topic = |name: &str| Topic::<String, i64>::with_codecs(name, Utf8, I64);
     let (readings, requests, fires) = (topic("readings"), topic("requests"), topic("fires"));
-    let remind =
-        Stage::named("remind")
-            .on(&readings, {
-                let requests = requests.clone();
-                move |reading| {
-                    vec![requests.send(reading.key().cloned(), reading.timestamp() + offset_ms)]
-                }
-            })
-            .on(&fires, |_fire| Vec::new())
-            .into(&requests)
-            .build();
+    let remind = Stage::named("remind")
+        .on(&readings, {
+            let requests = requests.clone();
+            move |reading| {
+                vec![requests.send(reading.key().cloned(), reading.timestamp() + offset_ms)]
+            }
+        })
+        .on(&fires, |_fire| Vec::new())
+        .into(&requests)
+        .build();
     let timers = TimerService::named("timers");
     let timers = match dead_letters {
         true => timers.dead_letter_queue(),

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use parsley::Expiring;
 use parsley::Join;
-use parsley::{Close, Windowed, WindowedCodec, Windows};
 use parsley::{App, CompositionError, Json, Parsley, Step, Topic, Utf8, I64};
+use parsley::{Close, Windowed, WindowedCodec, Windows};
 use serde::{Deserialize, Serialize};
 
 /// How long after an order id's first sighting its repeats are dropped.

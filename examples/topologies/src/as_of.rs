@@ -86,7 +86,7 @@ pub fn as_of(topics: &AsOfTopics) -> Result<App, CompositionError> {
     let as_of_graced =
         Join::stream_versioned_table("as-of-graced", &topics.orders, &topics.discounts, retention)
             .left(|order, discount: Option<&i64>| {
-                crate::priced_or_nothing_due(order.value, discount)
+                crate::priced_or_nothing_due(*order.value(), discount)
             })
             .grace(Duration::from_millis(AS_OF_GRACE_MS))
             .into(&topics.priced_graced)

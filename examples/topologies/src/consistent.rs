@@ -102,7 +102,9 @@ fn sum<V: 'static>(
 pub fn ledger(topics: &LedgerTopics, epoch: Duration) -> Result<App, CompositionError> {
     let bank = Parsley::named("ledger");
     let (by_to, to) = bank.rekey("by-to", &topics.transfers, Utf8, |t| t.value().to.clone());
-    let (by_from, from) = bank.rekey("by-from", &topics.transfers, Utf8, |t| t.value().from.clone());
+    let (by_from, from) = bank.rekey("by-from", &topics.transfers, Utf8, |t| {
+        t.value().from.clone()
+    });
     let credit = sum("credit", &to, &topics.credits, |t: &Transfer| t.amount);
     let debit = sum("debit", &from, &topics.debits, |t: &Transfer| t.amount);
     let balance = Join::table_table("balance", &topics.credits, &topics.debits)

@@ -1181,7 +1181,9 @@ pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, C
                 product: sale.value().product.clone(),
                 amount,
             };
-            Ok::<_, String>(Step::of(count).emit(priced.send(sale.key().cloned().clone(), priced_sale)))
+            Ok::<_, String>(
+                Step::of(count).emit(priced.send(sale.key().cloned().clone(), priced_sale)),
+            )
         })
         .into(&topics.priced)
         .build();

@@ -195,7 +195,7 @@ pub fn as_of(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
                 None => Ok(()),
                 Some(order) => Err(format!(
                     "{}@{} (customer {:?}, timestamp {}) was priced at discount {:?}, which no update of its customer at or before its timestamp set",
-                    order.topic, order.offset, order.key, order.timestamp, order.value.discount
+                    order.topic(), order.offset(), order.key(), order.timestamp(), order.value().discount
                 )
                 .into()),
             },
@@ -387,7 +387,9 @@ pub fn ledger(_settings: &Settings) -> Result<SimulationBuilder, BoxError> {
                 None => Ok(()),
                 Some(total) => Err(format!(
                     "{}@{} is {}: no prefix of the transfers gives it",
-                    total.topic(), total.offset(), total.value()
+                    total.topic(),
+                    total.offset(),
+                    total.value()
                 )
                 .into()),
             }

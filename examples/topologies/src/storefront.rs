@@ -163,7 +163,8 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
     let settlement_counts = parsley::Stage::named("settlement-counts")
         .state(Json, || 0i64)
         .on(&by_status, move |count: i64, settlement| {
-            parsley::Step::of(count + 1).emit(counts.send(settlement.key().cloned().clone(), count + 1))
+            parsley::Step::of(count + 1)
+                .emit(counts.send(settlement.key().cloned().clone(), count + 1))
         })
         .into(&topics.settlement_counts)
         .build();
@@ -206,7 +207,7 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         &topics.discounts,
         Duration::from_millis(AS_OF_RETENTION_MS),
     )
-    .left(|order, discount: Option<&i64>| crate::priced_or_nothing_due(order.value, discount))
+    .left(|order, discount: Option<&i64>| crate::priced_or_nothing_due(*order.value(), discount))
     .grace(Duration::from_millis(AS_OF_GRACE_MS))
     .into(&topics.priced_as_of)
     .build();

@@ -38,7 +38,8 @@ fn simulation(epoch: Option<Duration>) -> SimulationBuilder {
         move |run: &Committed<'_>| {
             let records = run.records(&transfers)?;
             Ok(records.windows(2).any(|pair| {
-                pair[0].partition() == pair[1].partition() && pair[1].timestamp() < pair[0].timestamp()
+                pair[0].partition() == pair[1].partition()
+                    && pair[1].timestamp() < pair[0].timestamp()
             }))
         }
     };
@@ -61,7 +62,12 @@ fn simulation(epoch: Option<Duration>) -> SimulationBuilder {
 /// Whether a run committed a total that is not 0.
 fn impossible_total(topics: &Topics) -> impl Fn(&Committed<'_>) -> Result<bool, BoxError> {
     let totals = topics.totals.clone();
-    move |run| Ok(run.records(&totals)?.iter().any(|total| *total.value() != 0))
+    move |run| {
+        Ok(run
+            .records(&totals)?
+            .iter()
+            .any(|total| *total.value() != 0))
+    }
 }
 
 #[test]

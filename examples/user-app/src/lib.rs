@@ -90,7 +90,9 @@ pub fn app(prefix: &str, topics: &Topics, gap_ms: i64) -> Result<App, Compositio
     let timers = TimerService::named("session-timers").build(&topics.requests, &topics.fires);
     let fraud = Stage::named("fraud")
         .state(I64, || 0i64)
-        .on(&topics.summaries, |_last: i64, summary| Step::of(*summary.value()))
+        .on(&topics.summaries, |_last: i64, summary| {
+            Step::of(*summary.value())
+        })
         .on(&topics.payments, {
             let alerts = topics.alerts.clone();
             move |last: i64, payment| match last == 1 && *payment.value() >= LARGE {

@@ -26,16 +26,24 @@ async fn produce(
     request: ProduceRequest,
 ) -> Result<usize, parsley_live::cli::BoxError> {
     let producer = request.client.plain_producer()?;
-    let mut state = request.seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let mut state = request
+        .seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1);
     for index in 0..request.count {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let user = format!("u{}", (state >> 33) as usize % request.keys.max(1));
         let (topic, value) = match index % 4 {
             3 => (&topics.payments, ((state >> 20) % 2_000) as i64),
             _ => (&topics.clicks, (index % 7) as i64),
         };
         let key = Codec::<String>::encode(&Utf8, &user)?;
-        let partitions = request.assembly.partitions_of(topic.name().as_str()).unwrap_or(1);
+        let partitions = request
+            .assembly
+            .partitions_of(topic.name().as_str())
+            .unwrap_or(1);
         let partition = parsley::partition_for(Some(&key), partitions, 0);
         let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as i64;
         let record = RecordData {
@@ -44,7 +52,9 @@ async fn produce(
             headers: Vec::new(),
             timestamp: now,
         };
-        producer.append(&Tp::new(topic.name().clone(), partition), &record).await?;
+        producer
+            .append(&Tp::new(topic.name().clone(), partition), &record)
+            .await?;
     }
     Ok(request.count)
 }

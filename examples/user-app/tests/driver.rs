@@ -12,7 +12,10 @@ const START: i64 = 1_700_000_000_000;
 fn a_session_closes_a_gap_after_its_last_click_and_a_lone_click_then_a_large_payment_alerts() {
     let topics = Topics::new("");
     let app = app("", &topics, GAP_MS).unwrap();
-    let driver = TestDriver::builder(&app).initial_wall_clock(START).build().unwrap();
+    let driver = TestDriver::builder(&app)
+        .initial_wall_clock(START)
+        .build()
+        .unwrap();
     let clicks = driver.input(&topics.clicks).unwrap();
     clicks.pipe("ann".to_string(), 1).unwrap();
     clicks.pipe("bob".to_string(), 1).unwrap();
@@ -23,7 +26,10 @@ fn a_session_closes_a_gap_after_its_last_click_and_a_lone_click_then_a_large_pay
         driver
             .key_slot::<Session, _, _>("sessions", &topics.clicks, &"bob".to_string())
             .unwrap(),
-        Some(Session { clicks: 2, last: START + 10_000 })
+        Some(Session {
+            clicks: 2,
+            last: START + 10_000
+        })
     );
     driver.advance_wall_clock(Duration::from_secs(25)).unwrap();
     // ann's session closed; bob's is still open (his last click was later,
@@ -36,14 +42,19 @@ fn a_session_closes_a_gap_after_its_last_click_and_a_lone_click_then_a_large_pay
         .map(|record| (record.key, record.value))
         .collect();
     assert_eq!(closed, [(Some("ann".to_string()), 1)]);
-    assert_eq!(driver.pending_timers("session-timers").unwrap(), [START + 40_000]);
+    assert_eq!(
+        driver.pending_timers("session-timers").unwrap(),
+        [START + 40_000]
+    );
     driver.advance_wall_clock(Duration::from_secs(10)).unwrap();
     assert!(driver.pending_timers("session-timers").unwrap().is_empty());
     let payments = driver.input(&topics.payments).unwrap();
     payments.pipe("ann".to_string(), LARGE).unwrap();
     payments.pipe("bob".to_string(), LARGE).unwrap();
     let alerts = driver.output(&topics.alerts).unwrap().read_all().unwrap();
-    let alerts: Vec<(Option<String>, i64)> =
-        alerts.into_iter().map(|record| (record.key, record.value)).collect();
+    let alerts: Vec<(Option<String>, i64)> = alerts
+        .into_iter()
+        .map(|record| (record.key, record.value))
+        .collect();
     assert_eq!(alerts, [(Some("ann".to_string()), LARGE)]);
 }

@@ -54,11 +54,17 @@ fn timers(read: &ReadBack, topics: &Topics) -> (BTreeMap<(Vec<u8>, i64), usize>,
         let key = fire.data.key.as_deref().unwrap_or_default().to_vec();
         let at = time(&fire.data.value);
         if fire.data.timestamp < at {
-            problems.push(format!("{tp}@{} fired at {} before its time {at}", fire.offset, fire.data.timestamp));
+            problems.push(format!(
+                "{tp}@{} fired at {} before its time {at}",
+                fire.offset, fire.data.timestamp
+            ));
         }
         match count.get_mut(&(key, at)) {
             Some(left) if *left > 0 => *left -= 1,
-            _ => problems.push(format!("{tp}@{} fires a timer no request asked for, or twice", fire.offset)),
+            _ => problems.push(format!(
+                "{tp}@{} fires a timer no request asked for, or twice",
+                fire.offset
+            )),
         }
     }
     count.retain(|_, left| *left > 0);
@@ -69,12 +75,23 @@ fn timers(read: &ReadBack, topics: &Topics) -> (BTreeMap<(Vec<u8>, i64), usize>,
 async fn kill_9_of_one_of_two_instances_under_flowing_input_fires_every_timer_once() {
     let Some(config) = test_broker() else { return };
     let bootstrap = config.bootstrap_servers.clone();
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     let namespace = format!("user-{nanos:x}-");
-    let setup = command(&bootstrap, &namespace, &["setup", "fraud-watch", "--partitions", "2"])
-        .output()
-        .expect("setup");
-    assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
+    let setup = command(
+        &bootstrap,
+        &namespace,
+        &["setup", "fraud-watch", "--partitions", "2"],
+    )
+    .output()
+    .expect("setup");
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
 
     let mut first = instance(&bootstrap, &namespace);
     let mut second = instance(&bootstrap, &namespace);
@@ -91,7 +108,11 @@ async fn kill_9_of_one_of_two_instances_under_flowing_input_fires_every_timer_on
                     .args(["--count", "40", "--keys", "12", "--seed", &seed])
                     .output()
                     .expect("produce");
-                assert!(produced.status.success(), "{}", String::from_utf8_lossy(&produced.stderr));
+                assert!(
+                    produced.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&produced.stderr)
+                );
                 batches += 1;
                 std::thread::sleep(Duration::from_millis(300));
             }
@@ -118,7 +139,9 @@ async fn kill_9_of_one_of_two_instances_under_flowing_input_fires_every_timer_on
             second.try_wait().expect("status").is_none(),
             "the surviving instance exited"
         );
-        let read = read_committed(&client, &app, &assembly).await.expect("read back");
+        let read = read_committed(&client, &app, &assembly)
+            .await
+            .expect("read back");
         let (unfired, problems) = timers(&read, &topics);
         assert!(problems.is_empty(), "{problems:#?}");
         let statuses = task_status(&client, &app, &assembly).await.expect("status");
@@ -145,9 +168,14 @@ async fn kill_9_of_one_of_two_instances_under_flowing_input_fires_every_timer_on
     assert!(status.success());
     let exit = second.wait().expect("the survivor exits");
     assert!(exit.success(), "a graceful stop exits 0, got {exit}");
-    let read = read_committed(&client, &app, &assembly).await.expect("read back");
+    let read = read_committed(&client, &app, &assembly)
+        .await
+        .expect("read back");
     let (unfired, problems) = timers(&read, &topics);
-    assert!(problems.is_empty() && unfired.is_empty(), "{problems:#?} {unfired:?}");
+    assert!(
+        problems.is_empty() && unfired.is_empty(),
+        "{problems:#?} {unfired:?}"
+    );
     let report = parsley::audit::audit(&app, &assembly, &read.to_logs());
     assert!(report.is_clean(), "{report}");
 }
