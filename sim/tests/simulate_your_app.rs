@@ -629,12 +629,12 @@ fn null_keys_spread_over_partitions_and_are_delivered_once() {
                     let sent: Vec<_> = run
                         .partition(&clicks, partition)?
                         .into_iter()
-                        .map(|r| (r.key().cloned(), r.value().clone()))
+                        .map(|r| (r.key().cloned(), *r.value()))
                         .collect();
                     let got: Vec<_> = run
                         .partition(&mirrored, partition)?
                         .into_iter()
-                        .map(|r| (r.key().cloned(), r.value().clone()))
+                        .map(|r| (r.key().cloned(), *r.value()))
                         .collect();
                     if sent != got {
                         return Err(format!(
