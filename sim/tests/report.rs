@@ -304,10 +304,15 @@ fn a_report_says_whether_shrinking_reached_a_minimum() {
         .chunks(4)
         .filter(|word| word.iter().any(|&b| b != 0))
         .count();
+    // Thousands get a comma, as the report prints them.
+    let nonzero = match nonzero {
+        n if n >= 1_000 => format!("{},{:03}", n / 1_000, n % 1_000),
+        n => n.to_string(),
+    };
     assert!(
         report.contains(&format!(
-            "Shrinking stopped after 10 attempts at {nonzero} non-zero choices; it had not \
-             reached a minimum"
+            "Shrinking stopped after 10 attempts at {nonzero} non-zero choices, when its \
+             attempts ran out (budget 10 attempts); it had not reached a minimum"
         )),
         "{report}"
     );
