@@ -351,10 +351,7 @@ fn a_shrink_cut_short_says_so_and_prints_how_to_continue() {
     // The budget that made the tape, then four times it.
     assert!(out.contains("Shrink: "), "{out}");
     let commands = printed_commands(&out);
-    let shrinks: Vec<&Vec<String>> = commands
-        .iter()
-        .filter(|args| args[0] == "shrink")
-        .collect();
+    let shrinks: Vec<&Vec<String>> = commands.iter().filter(|args| args[0] == "shrink").collect();
     assert_eq!(shrinks.len(), 2, "{out}");
     let attempts = |args: &[String]| {
         let at = args.iter().position(|arg| arg == "--attempts").unwrap();

@@ -92,7 +92,12 @@ pub(crate) fn shrink_failure(
     };
     // The time budget counts from here: the replay above was the check.
     let (tape, attempts, finished, spent) = match try_shrink(&original.tape, probe, budget) {
-        Some(outcome) => (outcome.tape, outcome.attempts, outcome.finished, outcome.spent),
+        Some(outcome) => (
+            outcome.tape,
+            outcome.attempts,
+            outcome.finished,
+            outcome.spent,
+        ),
         None => (original.tape.clone(), 0, false, None),
     };
     let shrunk = replay(&tape);
@@ -228,9 +233,7 @@ pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usiz
         _ => false,
     };
     let told: Vec<usize> = (0..trace.len())
-        .filter(|&index| {
-            worth_telling(&trace[index].event) && !unnamed_input(&trace[index].event)
-        })
+        .filter(|&index| worth_telling(&trace[index].event) && !unnamed_input(&trace[index].event))
         .collect();
     let mut out = String::new();
     // Trace index to the mark of its line and the records it concerns.

@@ -26,14 +26,18 @@
 //! 3. **drop steps**: from the last step back, delete runs of whole steps,
 //!    doubling the run's length while deletions succeed and halving it when
 //!    one fails — a crash, a clock advance or a commit goes with its step;
-//! 4. **plain steps**: zero steps' words after their first (the action
+//! 4. **zero steps**: zero runs of whole steps the same way (the zeros
+//!    replay as the simplest steps, deliveries to the first host, so the
+//!    steps after them keep their words, and the world much of its timing,
+//!    where a deletion moved both);
+//! 5. **plain steps**: zero steps' words after their first (the action
 //!    stays, its details become the simplest: the first host, the smallest
 //!    clock step, the lowest value), over runs of steps that double and
 //!    halve as in pass 3;
-//! 5. **truncate** the tail word by word: cut half the words, a quarter, …;
-//! 6. **delete** and **zero** aligned chunks of `4·k` bytes that hold a
+//! 6. **truncate** the tail word by word: cut half the words, a quarter, …;
+//! 7. **zero** and **delete** aligned chunks of `4·k` bytes that hold a
 //!    non-zero word, for k = 32, 16, 8, 4, 2, 1;
-//! 7. **lower** single words: to 0, else halve while that keeps failing,
+//! 8. **lower** single words: to 0, else halve while that keeps failing,
 //!    then bisect towards the last value that passed.
 //!
 //! After every success the tape is replaced by its canonical form, which
@@ -273,10 +277,11 @@ pub(crate) fn try_shrink(
         shrinker.drop_kind(StepKind::Input);
         shrinker.drop_kind(StepKind::Fault);
         shrinker.drop_steps();
+        shrinker.zero_steps();
         shrinker.plain_steps();
         shrinker.truncate();
-        shrinker.delete_chunks();
         shrinker.zero_chunks();
+        shrinker.delete_chunks();
         shrinker.lower_words();
         if shrinker.current == before || shrinker.spent.is_some() {
             break;
@@ -314,7 +319,10 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
         if self.spent.is_none() {
             if self.attempts >= self.attempts_max {
                 self.spent = Some(Spent::Attempts);
-            } else if self.deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            } else if self
+                .deadline
+                .is_some_and(|deadline| Instant::now() >= deadline)
+            {
                 self.spent = Some(Spent::Time);
             }
         }
@@ -445,7 +453,10 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
     /// Walks the steps from the last back in runs that double while `edit`
     /// succeeds and halve when it fails. `edit(shrinker, steps)` tries one
     /// candidate made from the steps in `steps`.
-    fn step_runs(&mut self, mut edit: impl FnMut(&mut Self, std::ops::Range<usize>) -> Option<bool>) {
+    fn step_runs(
+        &mut self,
+        mut edit: impl FnMut(&mut Self, std::ops::Range<usize>) -> Option<bool>,
+    ) {
         // Walking back keeps the earlier steps' spans valid: a run is the
         // same up to the first word that changed.
         let mut end = self.spans.len();
@@ -472,6 +483,24 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
         self.step_runs(|shrinker, steps| {
             let steps: Vec<usize> = steps.collect();
             Some(shrinker.try_candidate(shrinker.without_steps(&steps)))
+        });
+    }
+
+    /// Zeroes runs of whole steps: the zeros replay as the simplest
+    /// steps (deliveries to the first host), as many as they last, so the
+    /// steps after them keep their words where deleting the run would
+    /// have moved the world's timing.
+    fn zero_steps(&mut self) {
+        self.step_runs(|shrinker, steps| {
+            let len = shrinker.current.len();
+            let bytes = (shrinker.spans[steps.start] * WORD_BYTES).min(len)
+                ..(shrinker.step_words(steps.end - 1).end * WORD_BYTES).min(len);
+            if !shrinker.current[bytes.clone()].iter().any(|&b| b != 0) {
+                return None;
+            }
+            let mut candidate = shrinker.current.clone();
+            candidate[bytes].fill(0);
+            Some(shrinker.try_candidate(candidate))
         });
     }
 
@@ -830,7 +859,11 @@ mod tests {
             assert!(inputs_before.len() > 50, "seed {seed}: {inputs_before:?}");
             let outcome = try_shrink(&tape, |t| records(t).0, ShrinkBudget::attempts(5_000))
                 .expect("the tape fails");
-            assert!(outcome.finished, "seed {seed}: {} attempts", outcome.attempts);
+            assert!(
+                outcome.finished,
+                "seed {seed}: {} attempts",
+                outcome.attempts
+            );
             let (probe, inputs) = records(&outcome.tape);
             assert!(probe.fails);
             // Every other input went: the run's inputs are the two the
@@ -890,8 +923,16 @@ mod tests {
         let outcome = try_shrink(&tape, slow, budget).expect("the tape fails");
         assert!(!outcome.finished);
         assert_eq!(outcome.spent, Some(Spent::Time));
-        assert!(outcome.attempts >= 1 && outcome.attempts <= 10, "{} attempts", outcome.attempts);
-        assert!(outcome.elapsed < Duration::from_secs(2), "{:?}", outcome.elapsed);
+        assert!(
+            outcome.attempts >= 1 && outcome.attempts <= 10,
+            "{} attempts",
+            outcome.attempts
+        );
+        assert!(
+            outcome.elapsed < Duration::from_secs(2),
+            "{:?}",
+            outcome.elapsed
+        );
         assert!(toy(&outcome.tape).fails);
         // The attempts it took, with no time limit, give the same tape.
         let again = try_shrink(&tape, toy, ShrinkBudget::attempts(outcome.attempts))
@@ -903,7 +944,10 @@ mod tests {
     #[test]
     fn a_budget_reads_as_its_limits() {
         assert_eq!(ShrinkBudget::default().to_string(), "60 s");
-        assert_eq!(ShrinkBudget::attempts(15_663).to_string(), "15,663 attempts");
+        assert_eq!(
+            ShrinkBudget::attempts(15_663).to_string(),
+            "15,663 attempts"
+        );
         assert_eq!(
             ShrinkBudget {
                 time: Some(Duration::from_millis(1_500)),
@@ -934,7 +978,8 @@ mod tests {
                     break tape;
                 }
             };
-            let outcome = try_shrink(&tape, toy, ShrinkBudget::attempts(5_000)).expect("the tape fails");
+            let outcome =
+                try_shrink(&tape, toy, ShrinkBudget::attempts(5_000)).expect("the tape fails");
             assert!(toy(&outcome.tape).fails);
             assert!(
                 outcome.finished,

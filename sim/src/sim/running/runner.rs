@@ -465,9 +465,7 @@ impl Simulation {
                             failure.attempts.saturating_mul(4).max(1)
                         ),
                     };
-                    format!(
-                        "{more} {command} (the kept tape is replayed first and shrunk further)"
-                    )
+                    format!("{more} {command} (the kept tape is replayed first and shrunk further)")
                 },
             );
             let _ = writeln!(out, "  To continue: {command}");

@@ -953,11 +953,7 @@ impl Simulation {
     /// limit, the same result on every machine). `None` when `original`
     /// did not fail; see [`Failure::reproduces`] for a failure that does
     /// not fail again.
-    pub fn shrink(
-        &self,
-        original: RunOutcome,
-        budget: impl Into<ShrinkBudget>,
-    ) -> Option<Failure> {
+    pub fn shrink(&self, original: RunOutcome, budget: impl Into<ShrinkBudget>) -> Option<Failure> {
         shrink_failure(|tape| self.run_tape(tape), original, budget.into())
     }
 
