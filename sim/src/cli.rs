@@ -29,6 +29,7 @@ use parsley::mutation::Mutation;
 use parsley::App;
 
 use crate::sim::checker::{Invariant, NotJudged, Violation};
+use crate::sim::report::shrink::{ShrinkBudget, Spent};
 use crate::sim::report::timeline;
 use crate::sim::report::{self, Failure};
 use crate::sim::running::runner::{parse_partition, partition};
@@ -257,9 +258,15 @@ struct ShrinkArgs {
     /// The failing seed to shrink.
     #[arg(long, value_name = "S")]
     seed: u64,
-    /// At most this many candidate tapes are tried.
-    #[arg(long, value_name = "N", default_value_t = 2000)]
-    attempts: usize,
+    /// At most this many candidate tapes are tried (default: no cap).
+    /// Shrinking is deterministic in its attempts: with `--seconds 0` the
+    /// same tape comes out on every machine.
+    #[arg(long, value_name = "N")]
+    attempts: Option<usize>,
+    /// Shrinking stops after this many seconds of wall-clock time (0: no
+    /// time limit).
+    #[arg(long, value_name = "S", default_value_t = 60)]
+    seconds: u64,
     /// Write the shrunk tape as hex to FILE, for `replay --tape FILE`.
     #[arg(long, value_name = "FILE")]
     tape_out: Option<PathBuf>,
@@ -350,11 +357,11 @@ impl Setup {
 
     /// Shrinks a failing run on this thread (with the mutation planted)
     /// and prints its report. `None` when the run passed.
-    fn shrink(&self, outcome: RunOutcome, attempts: usize) -> Option<Failure> {
+    fn shrink(&self, outcome: RunOutcome, budget: ShrinkBudget) -> Option<Failure> {
         let seed = outcome.seed;
         let what = seed.map_or_else(|| "the tape".to_string(), |seed| format!("seed {seed}"));
-        eprintln!("shrinking {what} (up to {attempts} attempts)…");
-        let failure = self.simulation.shrink(outcome, attempts)?;
+        eprintln!("shrinking {what} (budget {budget})…");
+        let failure = self.simulation.shrink(outcome, budget)?;
         let mut replays = Vec::new();
         if let Some(seed) = seed {
             // Printed only once the seed has failed again, as the command
@@ -362,15 +369,29 @@ impl Setup {
             if fails(&self.run_seed(seed), failure.invariant) {
                 let seed = format!("{} --seed {seed}", self.path);
                 replays.push(("Replay", self.command(&format!("replay {seed}"))));
-                if failure.finished {
-                    replays.push(("Shrink", self.command(&format!("shrink {seed}"))));
-                } else {
-                    // Shrinking is deterministic: a larger budget goes the
-                    // same way, then further.
-                    let more = attempts.saturating_mul(4).max(1);
+                // Shrinking is deterministic in its attempts: the attempts
+                // it took, with no time limit, give this tape again.
+                replays.push((
+                    "Shrink",
+                    self.command(&format!(
+                        "shrink {seed} --attempts {} --seconds 0",
+                        failure.attempts
+                    )),
+                ));
+                if !failure.finished {
+                    // A larger budget goes the same way, then further.
+                    let more = match (failure.spent, budget.time) {
+                        (Some(Spent::Time), Some(time)) => {
+                            format!("--seconds {}", time.as_secs().saturating_mul(4).max(1))
+                        }
+                        _ => format!(
+                            "--attempts {} --seconds 0",
+                            failure.attempts.saturating_mul(4).max(1)
+                        ),
+                    };
                     replays.push((
                         "Continue shrinking",
-                        self.command(&format!("shrink {seed} --attempts {more}")),
+                        self.command(&format!("shrink {seed} {more}")),
                     ));
                 }
             } else {
@@ -608,7 +629,7 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
     }
     if let Some(first) = failing.first() {
         println!();
-        setup.shrink(setup.run_seed(first.seed), 2000);
+        setup.shrink(setup.run_seed(first.seed), ShrinkBudget::default());
     }
     Ok(!failing.is_empty())
 }
@@ -837,7 +858,11 @@ fn write_timeline(
 fn shrink(registry: &Registry, args: ShrinkArgs) -> Result<bool, CliError> {
     let setup = Setup::load(registry, &args.common)?;
     let outcome = setup.run_seed(args.seed);
-    let Some(failure) = setup.shrink(outcome, args.attempts) else {
+    let budget = ShrinkBudget {
+        time: (args.seconds > 0).then(|| std::time::Duration::from_secs(args.seconds)),
+        attempts: args.attempts,
+    };
+    let Some(failure) = setup.shrink(outcome, budget) else {
         println!(
             "seed {} of {} passes: nothing to shrink",
             args.seed, setup.path

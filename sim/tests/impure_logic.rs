@@ -344,7 +344,7 @@ fn with_an_app_per_run_the_dedupe_fold_is_named_s4_and_shrinks() {
         !report.contains("either Parsley broke"),
         "S4 is named outright, not as one of two causes:\n{report}"
     );
-    assert!(report.contains("Shrunk in"), "{report}");
+    assert!(report.contains("\nShrink: "), "{report}");
     let text = std::fs::read_to_string(&kept).expect("the shrunk tape is kept");
     assert!(text.contains("with_an_app_per_run"), "{text}");
     let _ = std::fs::remove_file(&kept);
@@ -528,7 +528,7 @@ fn assert_operator_impure(report: &str, stage: &str, invariant: &str) {
         "the operator's invariant is not blamed:\n{report}"
     );
     let shrunk = report
-        .split("Shrunk in")
+        .split("\nShrink: ")
         .nth(1)
         .unwrap_or_else(|| panic!("the run is shrunk:\n{report}"));
     let first = shrunk.lines().nth(1).unwrap_or_default();

@@ -305,10 +305,15 @@ fn a_report_says_whether_shrinking_reached_a_minimum() {
         .chunks(4)
         .filter(|word| word.iter().any(|&b| b != 0))
         .count();
+    // Thousands get a comma, as the report prints them.
+    let nonzero = match nonzero {
+        n if n >= 1_000 => format!("{},{:03}", n / 1_000, n % 1_000),
+        n => n.to_string(),
+    };
     assert!(
         report.contains(&format!(
-            "Shrinking stopped after 10 attempts at {nonzero} non-zero choices; it had not \
-             reached a minimum"
+            "Shrinking stopped after 10 attempts at {nonzero} non-zero choices, when its \
+             attempts ran out (budget 10 attempts); it had not reached a minimum"
         )),
         "{report}"
     );
@@ -347,4 +352,107 @@ fn a_check_cut_short_says_how_to_continue() {
         failure.contains("To continue: call Simulation::shrink with a larger budget"),
         "{failure}"
     );
+}
+
+/// The story of a shrunk run lists the production of only the inputs its
+/// violation names (the two-record story): the run still produces its whole
+/// workload, and the rest are counted among the events left out.
+#[test]
+fn a_shrunk_story_lists_only_the_inputs_its_violation_names() {
+    let (original, _) = caught(Mutation::GateIgnoresClaims, Invariant::I1);
+    let simulation = support::bank_simulation(
+        support::fan_in_settings(),
+        Some(Mutation::GateIgnoresClaims),
+    );
+    let failure = simulation.shrink(original, 2_000).expect("the seed fails");
+    assert!(failure.reproduces());
+    let violation = failure
+        .shrunk
+        .violations
+        .iter()
+        .find(|violation| violation.invariant == Invariant::I1)
+        .expect("the shrunk run violates I1");
+    let mut named: Vec<String> = violation
+        .related
+        .iter()
+        .map(|related| format!("{}@{}", related.tp, related.offset))
+        .collect();
+    named.extend(
+        violation
+            .record
+            .iter()
+            .map(|(tp, offset)| format!("{tp}@{offset}")),
+    );
+    let report = parsley_sim::sim::render_report("bank", &failure, &[]);
+    let story = report
+        .split("What happened (shrunk):")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a shrunk story:\n{report}"));
+    let inputs: Vec<&str> = story
+        .lines()
+        .filter(|line| line.contains("  input "))
+        .collect();
+    assert!(
+        !inputs.is_empty(),
+        "the claimed deposit's production is told:\n{story}"
+    );
+    for line in &inputs {
+        assert!(
+            named
+                .iter()
+                .any(|record| line.contains(&format!("input {record}"))),
+            "an input the violation does not name ({named:?}) is told: {line}\n{story}"
+        );
+    }
+    let produced = failure
+        .shrunk
+        .trace
+        .iter()
+        .filter(|entry| matches!(entry.event, Event::InputProduced { .. }))
+        .count();
+    assert!(
+        produced > inputs.len(),
+        "the run produced {produced} inputs, the story tells {}",
+        inputs.len()
+    );
+}
+
+/// The report's `Shrink:` line says where the tape came from: the sizes
+/// before and after, the attempts and time it took, and the budget.
+#[test]
+fn the_shrink_line_carries_the_budget_that_made_the_tape() {
+    let (original, _) = caught(Mutation::GateIgnoresClaims, Invariant::I1);
+    let simulation = support::bank_simulation(
+        support::fan_in_settings(),
+        Some(Mutation::GateIgnoresClaims),
+    );
+    let budget = parsley_sim::sim::ShrinkBudget {
+        time: Some(std::time::Duration::from_secs(60)),
+        attempts: Some(40),
+    };
+    let failure = simulation.shrink(original, budget).expect("the seed fails");
+    let report = parsley_sim::sim::render_report("bank", &failure, &[]);
+    let line = report
+        .lines()
+        .find(|line| line.starts_with("Shrink: "))
+        .unwrap_or_else(|| panic!("no Shrink line:\n{report}"));
+    let nonzero = |tape: &[u8]| {
+        tape.chunks(4)
+            .filter(|word| word.iter().any(|&b| b != 0))
+            .count()
+    };
+    let thousands = |n: usize| match n {
+        n if n >= 1_000 => format!("{},{:03}", n / 1_000, n % 1_000),
+        n => n.to_string(),
+    };
+    let expected = format!(
+        "Shrink: {} → {} non-zero choices in {} attempts, ",
+        thousands(nonzero(&failure.original.tape)),
+        thousands(nonzero(&failure.shrunk.tape)),
+        failure.attempts
+    );
+    assert!(line.starts_with(&expected), "{line}\nexpected {expected}");
+    assert!(line.contains(" s (budget 60 s or 40 attempts) ("), "{line}");
+    assert_eq!(failure.attempts, 40, "{line}");
+    assert_eq!(failure.spent, Some(parsley_sim::sim::Spent::Attempts));
 }

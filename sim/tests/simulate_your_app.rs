@@ -287,7 +287,7 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
     );
     assert!(report.contains("shop: seed "), "{report}");
     assert!(report.contains("no report total passes 40"), "{report}");
-    assert!(report.contains("Shrunk in"), "{report}");
+    assert!(report.contains("\nShrink: "), "{report}");
     assert!(report.contains("What happened (shrunk):"), "{report}");
     let timeline = report
         .lines()

@@ -1,17 +1,18 @@
 //! How far the shrinker takes each planted bug: the first failing seed of
 //! its scenario (the invariant the bug breaks), its non-zero choices before
 //! and after shrinking, the attempts that took, whether the search reached
-//! a local minimum, and the time.
+//! a local minimum, and the time, within the default budget (60 s).
 //!
 //! `cargo bench -p parsley-examples --features mutations --bench shrinking`
 //!
 //! Further arguments keep only the bugs whose name contains one of them
-//! (`-- timer`); `--attempts=N` sets the budget (default 5,000).
+//! (`-- timer`); `--seconds=S` sets the budget's time (default 60; 0: no
+//! limit) and `--attempts=N` caps its attempts (default: no cap).
 
 use std::time::Instant;
 
 use parsley_examples::planted::PLANTED;
-use parsley_sim::sim::Simulation;
+use parsley_sim::sim::{ShrinkBudget, Simulation};
 
 /// Every record the simulator moves allocates; mimalloc is far cheaper at
 /// that than the system allocator (BENCHMARKS.md).
@@ -51,16 +52,25 @@ fn main() {
         );
         return;
     }
-    let attempts_max = args
+    let attempts = args
         .iter()
         .find_map(|arg| arg.strip_prefix("--attempts="))
-        .map_or(5_000, |n| n.parse().expect("--attempts=N takes a number"));
+        .map(|n| n.parse().expect("--attempts=N takes a number"));
+    let seconds: u64 = args
+        .iter()
+        .find_map(|arg| arg.strip_prefix("--seconds="))
+        .map_or(60, |n| n.parse().expect("--seconds=S takes a number"));
+    let budget = ShrinkBudget {
+        time: (seconds > 0).then(|| std::time::Duration::from_secs(seconds)),
+        attempts,
+    };
+    println!("budget: {budget}");
     let filters: Vec<&String> = args.iter().filter(|arg| !arg.starts_with("--")).collect();
     let wanted =
         |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
     println!(
         "{:<34} {:<12} {:>4} {:>5} {:>9} {:>7} {:>9} {:>9} {:>8}",
-        "planted bug", "scenario", "inv", "seed", "original", "shrunk", "attempts", "minimum", "ms"
+        "planted bug", "scenario", "inv", "seed", "original", "shrunk", "attempts", "minimum", "s"
     );
     for (planted, name, invariant) in PLANTED {
         if !wanted(planted.name()) {
@@ -86,7 +96,7 @@ fn main() {
         let seed = outcome.seed.unwrap_or_default();
         let began = Instant::now();
         let failure = simulation
-            .shrink(outcome, attempts_max)
+            .shrink(outcome, budget)
             .expect("a failing run shrinks");
         let elapsed = began.elapsed();
         println!(
@@ -99,7 +109,7 @@ fn main() {
             nonzero(&failure.shrunk.tape),
             failure.attempts,
             if failure.finished { "reached" } else { "no" },
-            elapsed.as_millis()
+            format!("{:.1}", elapsed.as_secs_f64())
         );
     }
 }

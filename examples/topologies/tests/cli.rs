@@ -305,7 +305,13 @@ fn every_command_a_planted_failure_prints_reproduces_it() {
     assert_eq!(subcommands, ["replay", "shrink"], "{out}");
     for mut args in commands {
         if args[0] == "shrink" {
-            args.extend(["--attempts".to_string(), "20".to_string()]);
+            // The printed budget is the one that made the tape; a smaller
+            // one keeps the test short.
+            let at = args
+                .iter()
+                .position(|arg| arg == "--attempts")
+                .unwrap_or_else(|| panic!("the shrink command carries its attempts: {args:?}"));
+            args[at + 1] = "20".to_string();
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let output = sim(&args);
@@ -342,13 +348,19 @@ fn a_shrink_cut_short_says_so_and_prints_how_to_continue() {
     );
     assert!(out.contains("it had not reached a minimum"), "{out}");
     assert!(out.contains("Continue shrinking: "), "{out}");
+    // The budget that made the tape, then four times it.
+    assert!(out.contains("Shrink: "), "{out}");
     let commands = printed_commands(&out);
-    let more = commands
-        .iter()
-        .find(|args| args[0] == "shrink")
-        .unwrap_or_else(|| panic!("no shrink command in\n{out}"));
-    let at = more.iter().position(|arg| arg == "--attempts").unwrap();
-    assert_eq!(more[at + 1], "20", "{more:?}");
+    let shrinks: Vec<&Vec<String>> = commands.iter().filter(|args| args[0] == "shrink").collect();
+    assert_eq!(shrinks.len(), 2, "{out}");
+    let attempts = |args: &[String]| {
+        let at = args.iter().position(|arg| arg == "--attempts").unwrap();
+        args[at + 1].clone()
+    };
+    assert_eq!(attempts(shrinks[0]), "5", "{:?}", shrinks[0]);
+    assert!(out.contains("Continue shrinking: "), "{out}");
+    let more = shrinks[1];
+    assert_eq!(attempts(more), "20", "{more:?}");
     let more: Vec<&str> = more.iter().map(String::as_str).collect();
     let output = sim(&more);
     assert_eq!(code(&output), 1, "{}", stdout(&output));

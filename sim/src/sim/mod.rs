@@ -36,6 +36,7 @@ pub use checker::{
 pub use explore::{Bounds, Exploration, FaultKind};
 pub use report::outcome::RunOutcome;
 pub use report::outliers::{Outlier, OUTLIER_FACTOR};
+pub use report::shrink::{ShrinkBudget, Spent};
 pub use report::timeline::{render_html as render_timeline, stamps_in, tick_topics, StampOf};
 pub use report::{render as render_report, story, story_of, Failure};
 pub use running::property::{BoxError, Committed, PropertyFailure, PropertyResult, ReadError};

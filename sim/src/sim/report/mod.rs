@@ -14,7 +14,7 @@ use crate::sim::world::stats::Stats;
 use crate::sim::world::trace::{Entry, Event, TxnRef};
 use cause::{has_cause, Cause};
 use outcome::RunOutcome;
-use shrink::{try_shrink, Probe};
+use shrink::{seconds, thousands, try_shrink, Probe, ShrinkBudget, Spent};
 
 pub(crate) mod cause;
 pub(crate) mod coverage;
@@ -35,8 +35,14 @@ pub struct Failure {
     /// How many shrink attempts were run.
     pub attempts: usize,
     /// Whether shrinking reached a local minimum (a whole round of its
-    /// passes found nothing simpler) before its attempt budget ran out.
+    /// passes found nothing simpler) before its budget ran out.
     pub finished: bool,
+    /// The budget shrinking had.
+    pub budget: ShrinkBudget,
+    /// The limit of `budget` that stopped it, when it did not finish.
+    pub spent: Option<Spent>,
+    /// How long shrinking took.
+    pub elapsed: std::time::Duration,
 }
 
 /// Shrinks a failing run's tape while the same invariant, with the same
@@ -52,8 +58,9 @@ pub struct Failure {
 pub(crate) fn shrink_failure(
     replay: impl Fn(&[u8]) -> RunOutcome,
     original: RunOutcome,
-    attempts_max: usize,
+    budget: ShrinkBudget,
 ) -> Option<Failure> {
+    let began = std::time::Instant::now();
     let first = original.violations.first()?;
     let invariant = first.invariant;
     let cause = Cause::of(first);
@@ -66,11 +73,15 @@ pub(crate) fn shrink_failure(
             invariant,
             attempts: 0,
             finished: false,
+            budget,
+            spent: None,
+            elapsed: began.elapsed(),
         });
     }
     let probe_of = |outcome: RunOutcome| Probe {
         fails: has_cause(&outcome.violations, &cause),
         spans: outcome.spans,
+        kinds: outcome.kinds,
         canonical: outcome.canonical,
     };
     // The replay above is the precondition's check.
@@ -79,9 +90,15 @@ pub(crate) fn shrink_failure(
         Some(probe) => probe,
         None => probe_of(replay(tape)),
     };
-    let (tape, attempts, finished) = match try_shrink(&original.tape, probe, attempts_max) {
-        Some(outcome) => (outcome.tape, outcome.attempts, outcome.finished),
-        None => (original.tape.clone(), 0, false),
+    // The time budget counts from here: the replay above was the check.
+    let (tape, attempts, finished, spent) = match try_shrink(&original.tape, probe, budget) {
+        Some(outcome) => (
+            outcome.tape,
+            outcome.attempts,
+            outcome.finished,
+            outcome.spent,
+        ),
+        None => (original.tape.clone(), 0, false, None),
     };
     let shrunk = replay(&tape);
     Some(Failure {
@@ -90,6 +107,9 @@ pub(crate) fn shrink_failure(
         invariant,
         attempts,
         finished,
+        budget,
+        spent,
+        elapsed: began.elapsed(),
     })
 }
 
@@ -111,13 +131,32 @@ pub(crate) fn shrink_verdict(failure: &Failure) -> String {
         "Shrinking reached a local minimum: no pass found a simpler run that fails the same way.\n"
             .to_string()
     } else {
+        let limit = match failure.spent {
+            Some(Spent::Time) => "time",
+            _ => "attempts",
+        };
         format!(
-            "Shrinking stopped after {} attempts at {} non-zero choices; it had not reached a \
-             minimum, so the run below may hold choices the failure does not need.\n",
-            failure.attempts,
-            nonzero_words(&failure.shrunk.tape)
+            "Shrinking stopped after {} attempts at {} non-zero choices, when its {limit} ran out \
+             (budget {}); it had not reached a minimum, so the run below may hold choices the \
+             failure does not need.\n",
+            thousands(failure.attempts),
+            thousands(nonzero_words(&failure.shrunk.tape)),
+            failure.budget
         )
     }
+}
+
+/// The line that says what shrinking did and with what budget:
+/// `Shrink: 22,215 → 48 non-zero choices in 2,114 attempts, 41 s (budget 60 s)`.
+pub(crate) fn shrink_line(failure: &Failure) -> String {
+    format!(
+        "Shrink: {} → {} non-zero choices in {} attempts, {} (budget {})",
+        thousands(nonzero_words(&failure.original.tape)),
+        thousands(nonzero_words(&failure.shrunk.tape)),
+        thousands(failure.attempts),
+        seconds(failure.elapsed),
+        failure.budget
+    )
 }
 
 /// Choices that are not the default (zero) one: what a counterexample needs.
@@ -162,8 +201,11 @@ const EVENTS_PER_RECORD: usize = 8;
 /// violating step; then the events around the violating step (up to
 /// `events_max`, a few of them after it) together with every event that
 /// concerns a record the violation names, wherever it is in the trace (a
-/// few per record), in trace order, with the events left out counted.
-/// `>` marks the violating event, `*` an event of a named record; `t` is
+/// few per record), in trace order, with the events left out counted. A
+/// violation that names records is told without the production of the
+/// inputs it does not name (they are among the events counted): a run
+/// produces its whole workload, and the failure needs only the records it
+/// names. `>` marks the violating event, `*` an event of a named record; `t` is
 /// the wall clock in milliseconds since the whole hour every run starts in
 /// (each starts at a whole minute of it). Without a
 /// violation, the last `events_max` events.
@@ -175,8 +217,24 @@ pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usiz
         let told = told_before.last().copied().unwrap_or(0);
         told_before.push(told + usize::from(worth_telling(&entry.event)));
     }
+    // A violation about records: the inputs it does not name are counted
+    // in the gaps, not listed (a run produces its whole workload, and the
+    // failure needs only the records it names).
+    let unnamed_input = |event: &Event| match (event, violation) {
+        (Event::InputProduced { tp, offset, .. }, Some(violation)) if names_records(violation) => {
+            !violation
+                .record
+                .iter()
+                .any(|(named, at)| named == tp && at == offset)
+                && !violation
+                    .related
+                    .iter()
+                    .any(|related| &related.tp == tp && related.offset == *offset)
+        }
+        _ => false,
+    };
     let told: Vec<usize> = (0..trace.len())
-        .filter(|&index| worth_telling(&trace[index].event))
+        .filter(|&index| worth_telling(&trace[index].event) && !unnamed_input(&trace[index].event))
         .collect();
     let mut out = String::new();
     // Trace index to the mark of its line and the records it concerns.
@@ -238,6 +296,11 @@ pub fn story_of(trace: &[Entry], violation: Option<&Violation>, events_max: usiz
         told_before[trace.len()] - told_before[next.min(trace.len())],
     );
     out
+}
+
+/// Whether a violation names records (its own, or related ones).
+fn names_records(violation: &Violation) -> bool {
+    violation.record.is_some() || !violation.related.is_empty()
 }
 
 /// Notes how many events a story leaves out.
@@ -413,10 +476,8 @@ pub fn render(scenario_path: &str, failure: &Failure, replays: &[(&str, String)]
     } else {
         let _ = writeln!(
             out,
-            "\nShrunk in {} attempts from {} to {} non-zero choices ({} trace events); it violates:",
-            failure.attempts,
-            nonzero_words(&failure.original.tape),
-            nonzero_words(&failure.shrunk.tape),
+            "\n{} ({} trace events); it violates:",
+            shrink_line(failure),
             failure.shrunk.trace.len()
         );
         out.push_str(&grouped(&failure.shrunk.violations, 2));

@@ -5,6 +5,7 @@ use crate::model::Cluster;
 use crate::sim::checker::{NotJudged, Violation};
 use crate::sim::world::stats::Stats;
 use crate::sim::world::trace::Entry;
+use crate::sim::world::StepKind;
 
 /// Everything a run produced.
 pub struct RunOutcome {
@@ -15,6 +16,8 @@ pub struct RunOutcome {
     /// The word of `tape` at which each step starts (the safety phase's
     /// steps, then the liveness phase): the joints the shrinker cuts at.
     pub(crate) spans: Vec<u32>,
+    /// The kind of each step of `spans`.
+    pub(crate) kinds: Vec<StepKind>,
     /// The tape with every word lowered to the smallest that makes the same
     /// decision (kept by replays of a tape, empty otherwise).
     pub(crate) canonical: Vec<u8>,

@@ -8,25 +8,36 @@
 //!
 //! [`shrink`] is a deterministic greedy search over the run's structure
 //! first and its words second. Each replay reports where every step of the
-//! run starts on the tape (its *spans*) and the tape's canonical form (each
-//! word lowered to the smallest that makes the same decision), so the
-//! passes cut at a run's joints. It repeats these passes, in order, until a
-//! whole round of them makes no progress (a local minimum) or the attempt
-//! budget is spent:
+//! run starts on the tape (its *spans*), what kind of step each is (an
+//! input, a fault or restart, or anything else), and the tape's canonical
+//! form (each word lowered to the smallest that makes the same decision), so
+//! the passes cut at a run's joints. It repeats these passes, in order,
+//! until a whole round of them makes no progress (a local minimum) or the
+//! budget ([`ShrinkBudget`]: a time, by default 60 s, and optionally a
+//! number of attempts) is spent:
 //!
 //! 1. **cut steps**: bisect the shortest prefix of whole steps that still
 //!    fails (what is cut reads zeros: the steps after it only deliver);
-//! 2. **drop steps**: from the last step back, delete runs of whole steps,
+//! 2. **drop inputs**, then **drop faults**: delete whole input steps (the
+//!    records then come at the liveness phase, with the simplest values),
+//!    then whole fault and restart steps, as delta debugging does — all of
+//!    them at once, then halves, quarters, … down to one at a time, from
+//!    the last back;
+//! 3. **drop steps**: from the last step back, delete runs of whole steps,
 //!    doubling the run's length while deletions succeed and halving it when
-//!    one fails — an input, a crash, a restart or a clock advance goes
-//!    with its step;
-//! 3. **plain steps**: zero a step's words after its first (its action
+//!    one fails — a crash, a clock advance or a commit goes with its step;
+//! 4. **zero steps**: zero runs of whole steps the same way (the zeros
+//!    replay as the simplest steps, deliveries to the first host, so the
+//!    steps after them keep their words, and the world much of its timing,
+//!    where a deletion moved both);
+//! 5. **plain steps**: zero steps' words after their first (the action
 //!    stays, its details become the simplest: the first host, the smallest
-//!    clock step, the lowest value);
-//! 4. **truncate** the tail word by word: cut half the words, a quarter, …;
-//! 5. **delete** and **zero** aligned chunks of `4·k` bytes that hold a
+//!    clock step, the lowest value), over runs of steps that double and
+//!    halve as in pass 3;
+//! 6. **truncate** the tail word by word: cut half the words, a quarter, …;
+//! 7. **zero** and **delete** aligned chunks of `4·k` bytes that hold a
 //!    non-zero word, for k = 32, 16, 8, 4, 2, 1;
-//! 6. **lower** single words: to 0, else halve while that keeps failing,
+//! 8. **lower** single words: to 0, else halve while that keeps failing,
 //!    then bisect towards the last value that passed.
 //!
 //! After every success the tape is replaced by its canonical form, which
@@ -37,11 +48,129 @@
 //! little-endian `u32` words (the order the words mean: comparing raw bytes
 //! would rank the word 256, `00 01 00 00`, below the word 1) — and kept only
 //! if it still fails. Every kept candidate is strictly simpler, so the search
-//! terminates, and the result always still fails.
+//! terminates, and the result always still fails. The search is
+//! deterministic in its attempts: the same tape with a cap of `N` attempts
+//! and no time limit gives the same result on every machine, which is how a
+//! search stopped by its time is reproduced ([`ShrinkOutcome::attempts`]).
 
 use std::cmp::Ordering;
+use std::fmt;
+use std::time::{Duration, Instant};
 
 use crate::sim::world::choice::WORD_BYTES;
+use crate::sim::world::StepKind;
+
+/// How long shrinking may go on before it stops short of a local minimum:
+/// a wall-clock time, a number of attempts (candidate tapes replayed), or
+/// both (whichever runs out first).
+///
+/// The default is 60 s and no cap on attempts
+/// ([`SimulationBuilder::shrink_time`](crate::sim::SimulationBuilder::shrink_time),
+/// [`SimulationBuilder::shrink_attempts`](crate::sim::SimulationBuilder::shrink_attempts)):
+/// a run that is slow to replay gets as long as a fast one, rather than a
+/// budget of attempts that takes seconds on one scenario and minutes on
+/// another. A time makes the result depend on the machine's speed; a cap
+/// on attempts alone does not (shrinking is deterministic in its
+/// attempts), so a report prints the attempts a search took and the
+/// command that repeats exactly them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShrinkBudget {
+    /// Wall-clock time for the whole search; `None`: no limit.
+    pub time: Option<Duration>,
+    /// At most this many candidate tapes; `None`: no limit.
+    pub attempts: Option<usize>,
+}
+
+impl ShrinkBudget {
+    /// The default time budget: 60 s.
+    pub const DEFAULT_TIME: Duration = Duration::from_secs(60);
+
+    /// A budget of `time` alone.
+    pub fn time(time: Duration) -> ShrinkBudget {
+        ShrinkBudget {
+            time: Some(time),
+            attempts: None,
+        }
+    }
+
+    /// A budget of `attempts` alone: the same result on every machine.
+    pub fn attempts(attempts: usize) -> ShrinkBudget {
+        ShrinkBudget {
+            time: None,
+            attempts: Some(attempts),
+        }
+    }
+
+    /// No limit: shrink until a local minimum.
+    pub fn unlimited() -> ShrinkBudget {
+        ShrinkBudget {
+            time: None,
+            attempts: None,
+        }
+    }
+}
+
+impl Default for ShrinkBudget {
+    /// 60 s, no cap on attempts.
+    fn default() -> Self {
+        ShrinkBudget::time(ShrinkBudget::DEFAULT_TIME)
+    }
+}
+
+impl From<usize> for ShrinkBudget {
+    /// A cap of `attempts` and no time limit.
+    fn from(attempts: usize) -> Self {
+        ShrinkBudget::attempts(attempts)
+    }
+}
+
+impl fmt::Display for ShrinkBudget {
+    /// `60 s`, `2,000 attempts`, `60 s or 2,000 attempts`, `no limit`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.time, self.attempts) {
+            (None, None) => write!(f, "no limit"),
+            (Some(time), None) => write!(f, "{}", seconds(time)),
+            (None, Some(attempts)) => write!(f, "{} attempts", thousands(attempts)),
+            (Some(time), Some(attempts)) => {
+                write!(f, "{} or {} attempts", seconds(time), thousands(attempts))
+            }
+        }
+    }
+}
+
+/// A duration in seconds as a report prints it: `60 s`, `1.5 s`, `0.02 s`.
+pub(crate) fn seconds(time: Duration) -> String {
+    let secs = time.as_secs_f64();
+    if time.subsec_nanos() == 0 || secs >= 10.0 {
+        format!("{:.0} s", secs)
+    } else if secs >= 0.1 {
+        format!("{secs:.1} s")
+    } else {
+        format!("{secs:.2} s")
+    }
+}
+
+/// `n` with a comma between thousands: `15,663`.
+pub(crate) fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// Which limit of a [`ShrinkBudget`] stopped a search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spent {
+    /// Its wall-clock time ran out.
+    Time,
+    /// Its attempts ran out.
+    Attempts,
+}
 
 /// What one replay of a candidate tape tells the shrinker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -50,6 +179,9 @@ pub(crate) struct Probe {
     pub fails: bool,
     /// The word at which each step of the replay starts.
     pub spans: Vec<u32>,
+    /// The kind of each step of `spans` (empty when unknown: every step is
+    /// then [`StepKind::Other`]).
+    pub kinds: Vec<StepKind>,
     /// The replay's canonical tape (empty when unknown).
     pub canonical: Vec<u8>,
 }
@@ -71,11 +203,17 @@ pub(crate) struct ShrinkOutcome {
     /// The simplest failing tape found; `still_fails(&tape)` is true.
     pub tape: Vec<u8>,
     /// How many candidates were passed to `still_fails` (not counting the
-    /// initial check of the precondition); at most `attempts_max`.
+    /// initial check of the precondition); within the budget's attempts.
+    /// A search with a cap of exactly this many attempts and no time limit
+    /// ends on the same tape.
     pub attempts: usize,
     /// Whether the search ended at a local minimum (a whole round of passes
     /// found nothing simpler) rather than on its budget.
     pub finished: bool,
+    /// The limit that stopped it, when it did not finish.
+    pub spent: Option<Spent>,
+    /// How long it took.
+    pub elapsed: Duration,
 }
 
 /// Shrinks `tape`, a tape for which `still_fails` is true, to a simpler tape
@@ -94,7 +232,12 @@ pub(crate) fn shrink(
     mut still_fails: impl FnMut(&[u8]) -> bool,
     attempts_max: usize,
 ) -> ShrinkOutcome {
-    try_shrink(tape, |t| Probe::plain(still_fails(t)), attempts_max).unwrap_or_else(|| {
+    try_shrink(
+        tape,
+        |t| Probe::plain(still_fails(t)),
+        ShrinkBudget::attempts(attempts_max),
+    )
+    .unwrap_or_else(|| {
         panic!(
             "shrink: the tape to shrink ({} bytes) must fail, but still_fails returned false for it",
             tape.len()
@@ -102,15 +245,17 @@ pub(crate) fn shrink(
     })
 }
 
-/// [`shrink`] over replays that report their structure ([`Probe`]), or
-/// `None` when `probe(tape)` does not fail: a failure that does not fail
-/// again when replayed (a sign the logic is not a pure function, S4) has
-/// nothing to shrink.
+/// [`shrink`] over replays that report their structure ([`Probe`]) within
+/// `budget`, or `None` when `probe(tape)` does not fail: a failure that
+/// does not fail again when replayed (a sign the logic is not a pure
+/// function, S4) has nothing to shrink. The time budget counts from the
+/// call, the precondition's replay included.
 pub(crate) fn try_shrink(
     tape: &[u8],
     mut probe: impl FnMut(&[u8]) -> Probe,
-    attempts_max: usize,
+    budget: ShrinkBudget,
 ) -> Option<ShrinkOutcome> {
+    let began = Instant::now();
     let first = probe(tape);
     if !first.fails {
         return None;
@@ -118,29 +263,36 @@ pub(crate) fn try_shrink(
     let mut shrinker = Shrinker {
         current: tape.to_vec(),
         spans: Vec::new(),
+        kinds: Vec::new(),
         attempts: 0,
-        attempts_max,
-        cut_short: false,
+        attempts_max: budget.attempts.unwrap_or(usize::MAX),
+        deadline: budget.time.map(|time| began + time),
+        spent: None,
         probe: &mut probe,
     };
     shrinker.learn(first);
     loop {
         let before = shrinker.current.clone();
         shrinker.cut_steps();
+        shrinker.drop_kind(StepKind::Input);
+        shrinker.drop_kind(StepKind::Fault);
         shrinker.drop_steps();
+        shrinker.zero_steps();
         shrinker.plain_steps();
         shrinker.truncate();
-        shrinker.delete_chunks();
         shrinker.zero_chunks();
+        shrinker.delete_chunks();
         shrinker.lower_words();
-        if shrinker.current == before || shrinker.cut_short {
+        if shrinker.current == before || shrinker.spent.is_some() {
             break;
         }
     }
     Some(ShrinkOutcome {
         tape: shrinker.current,
         attempts: shrinker.attempts,
-        finished: !shrinker.cut_short,
+        finished: shrinker.spent.is_none(),
+        spent: shrinker.spent,
+        elapsed: began.elapsed(),
     })
 }
 
@@ -151,18 +303,30 @@ struct Shrinker<'a, F: FnMut(&[u8]) -> Probe> {
     /// Where each step of the current tape's run starts, in words, within
     /// the tape (steps that start past its end read only zeros).
     spans: Vec<usize>,
+    /// The kind of each step of `spans`.
+    kinds: Vec<StepKind>,
     attempts: usize,
     attempts_max: usize,
-    /// Whether some candidate went untried for want of budget.
-    cut_short: bool,
+    /// When the time budget runs out.
+    deadline: Option<Instant>,
+    /// The limit that left some candidate untried.
+    spent: Option<Spent>,
     probe: &'a mut F,
 }
 
 impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
     fn spent(&mut self) -> bool {
-        let spent = self.attempts >= self.attempts_max;
-        self.cut_short |= spent;
-        spent
+        if self.spent.is_none() {
+            if self.attempts >= self.attempts_max {
+                self.spent = Some(Spent::Attempts);
+            } else if self
+                .deadline
+                .is_some_and(|deadline| Instant::now() >= deadline)
+            {
+                self.spent = Some(Spent::Time);
+            }
+        }
+        self.spent.is_some()
     }
 
     /// Words in the current tape, a trailing partial word included.
@@ -185,13 +349,23 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
             }
         }
         let words = self.words();
-        self.spans = probe
-            .spans
-            .iter()
-            .map(|&word| word as usize)
-            .filter(|&word| word < words)
-            .collect();
-        self.spans.dedup();
+        self.spans.clear();
+        self.kinds.clear();
+        for (index, &word) in probe.spans.iter().enumerate() {
+            let word = word as usize;
+            if word >= words {
+                break;
+            }
+            let kind = probe.kinds.get(index).copied().unwrap_or_default();
+            // A step that drew nothing shares its start with the next: the
+            // later one is the step those words belong to.
+            if self.spans.last() == Some(&word) {
+                *self.kinds.last_mut().expect("kinds follow spans") = kind;
+            } else {
+                self.spans.push(word);
+                self.kinds.push(kind);
+            }
+        }
     }
 
     /// Tries `candidate`; keeps it if it is simpler and still fails.
@@ -216,6 +390,18 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
         self.spans[index]..end
     }
 
+    /// The current tape without the words of the steps `steps` (indices in
+    /// ascending order).
+    fn without_steps(&self, steps: &[usize]) -> Vec<u8> {
+        let len = self.current.len();
+        let mut candidate = self.current.clone();
+        for &step in steps.iter().rev() {
+            let words = self.step_words(step);
+            candidate.drain((words.start * WORD_BYTES).min(len)..(words.end * WORD_BYTES).min(len));
+        }
+        candidate
+    }
+
     fn cut_steps(&mut self) {
         // The smallest `kept` steps whose prefix still fails, by bisection:
         // failing is not monotone in the prefix, but every kept cut fails.
@@ -233,45 +419,106 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
         }
     }
 
-    fn drop_steps(&mut self) {
+    /// Deletes whole steps of `kind`, delta debugging's way: all of them,
+    /// then groups of half as many, and so on down to one, each level
+    /// walking from the last group back. A deletion changes the run only
+    /// from its first deleted step on, so the steps before a group keep
+    /// their places.
+    fn drop_kind(&mut self, kind: StepKind) {
+        let of_kind = |shrinker: &Self| -> Vec<usize> {
+            (0..shrinker.spans.len())
+                .filter(|&index| shrinker.kinds[index] == kind)
+                .collect()
+        };
+        let mut size = of_kind(self).len();
+        while size >= 1 && !self.spent() {
+            // `end`: how many of the steps of this kind, counted from the
+            // first, are still to be tried at this size.
+            let mut end = of_kind(self).len();
+            while end > 0 && !self.spent() {
+                let steps = of_kind(self);
+                let end_now = end.min(steps.len());
+                let start = end_now.saturating_sub(size);
+                if start == end_now {
+                    break;
+                }
+                let candidate = self.without_steps(&steps[start..end_now]);
+                self.try_candidate(candidate);
+                end = start;
+            }
+            size /= 2;
+        }
+    }
+
+    /// Walks the steps from the last back in runs that double while `edit`
+    /// succeeds and halve when it fails. `edit(shrinker, steps)` tries one
+    /// candidate made from the steps in `steps`.
+    fn step_runs(
+        &mut self,
+        mut edit: impl FnMut(&mut Self, std::ops::Range<usize>) -> Option<bool>,
+    ) {
         // Walking back keeps the earlier steps' spans valid: a run is the
         // same up to the first word that changed.
         let mut end = self.spans.len();
         let mut run = 1;
         while end > 0 && !self.spent() {
             let run_now = run.min(end);
-            let words = self.step_words(end - run_now).start..self.step_words(end - 1).end;
-            let mut candidate = self.current.clone();
-            let len = candidate.len();
-            candidate.drain((words.start * WORD_BYTES).min(len)..(words.end * WORD_BYTES).min(len));
-            if self.try_candidate(candidate) {
-                end -= run_now;
-                run = run_now * 2;
-            } else if run_now > 1 {
-                run = run_now / 2;
-            } else {
-                end -= 1;
+            match edit(self, end - run_now..end) {
+                Some(true) => {
+                    end -= run_now;
+                    run = run_now * 2;
+                }
+                Some(false) if run_now > 1 => run = run_now / 2,
+                // Failed on one step, or nothing to change in the run.
+                _ => {
+                    end -= run_now;
+                    run = run_now.max(1);
+                }
             }
             end = end.min(self.spans.len());
         }
     }
 
+    fn drop_steps(&mut self) {
+        self.step_runs(|shrinker, steps| {
+            let steps: Vec<usize> = steps.collect();
+            Some(shrinker.try_candidate(shrinker.without_steps(&steps)))
+        });
+    }
+
+    /// Zeroes runs of whole steps: the zeros replay as the simplest
+    /// steps (deliveries to the first host), as many as they last, so the
+    /// steps after them keep their words where deleting the run would
+    /// have moved the world's timing.
+    fn zero_steps(&mut self) {
+        self.step_runs(|shrinker, steps| {
+            let len = shrinker.current.len();
+            let bytes = (shrinker.spans[steps.start] * WORD_BYTES).min(len)
+                ..(shrinker.step_words(steps.end - 1).end * WORD_BYTES).min(len);
+            if !shrinker.current[bytes.clone()].iter().any(|&b| b != 0) {
+                return None;
+            }
+            let mut candidate = shrinker.current.clone();
+            candidate[bytes].fill(0);
+            Some(shrinker.try_candidate(candidate))
+        });
+    }
+
     fn plain_steps(&mut self) {
-        let mut index = self.spans.len();
-        while index > 0 && !self.spent() {
-            index -= 1;
-            if index >= self.spans.len() {
-                continue;
+        self.step_runs(|shrinker, steps| {
+            let mut candidate = shrinker.current.clone();
+            let mut changed = false;
+            for step in steps {
+                let words = shrinker.step_words(step);
+                let bytes = ((words.start + 1) * WORD_BYTES).min(candidate.len())
+                    ..(words.end * WORD_BYTES).min(candidate.len());
+                if candidate[bytes.clone()].iter().any(|&b| b != 0) {
+                    candidate[bytes].fill(0);
+                    changed = true;
+                }
             }
-            let words = self.step_words(index);
-            let bytes =
-                (words.start + 1) * WORD_BYTES..(words.end * WORD_BYTES).min(self.current.len());
-            if bytes.start < bytes.end && self.current[bytes.clone()].iter().any(|&b| b != 0) {
-                let mut candidate = self.current.clone();
-                candidate[bytes].fill(0);
-                self.try_candidate(candidate);
-            }
-        }
+            changed.then(|| shrinker.try_candidate(candidate))
+        });
     }
 
     fn truncate(&mut self) {
@@ -516,6 +763,11 @@ mod tests {
                 },
                 cap,
             );
+            // Everything but the time it took.
+            let outcome = ShrinkOutcome {
+                elapsed: Duration::ZERO,
+                ..outcome
+            };
             (outcome, seen)
         };
         assert_eq!(run(100_000), run(100_000));
@@ -546,8 +798,168 @@ mod tests {
         Probe {
             fails,
             spans,
+            kinds: Vec::new(),
             canonical,
         }
+    }
+
+    /// A toy run whose steps are inputs, faults and deliveries, reported
+    /// with their kinds: each step reads a word whose value mod 3 is its
+    /// kind (0 a delivery, 1 an input, 2 a fault), an input one more word,
+    /// its record's value, a fault one more. It fails when an input of
+    /// value 7 mod 64 comes before one of 9 mod 64, with no fault between.
+    fn records(tape: &[u8]) -> (Probe, Vec<u32>) {
+        const STEPS: usize = 400;
+        let mut choices = Choices::from_tape(tape.to_vec());
+        choices.keep_canonical();
+        let mut kinds = Vec::new();
+        let mut inputs = Vec::new();
+        let (mut seven, mut fails) = (false, false);
+        for _ in 0..STEPS {
+            choices.mark_span();
+            match choices.below(3) {
+                1 => {
+                    kinds.push(StepKind::Input);
+                    let value = choices.below(64);
+                    inputs.push(value);
+                    fails |= seven && value == 9;
+                    seven |= value == 7;
+                }
+                2 => {
+                    kinds.push(StepKind::Fault);
+                    choices.below(8);
+                    seven = false;
+                }
+                _ => kinds.push(StepKind::Other),
+            }
+        }
+        let (_, spans, canonical) = choices.into_parts();
+        let probe = Probe {
+            fails,
+            spans,
+            kinds,
+            canonical,
+        };
+        (probe, inputs)
+    }
+
+    #[test]
+    fn a_failure_that_needs_two_inputs_of_many_keeps_only_those_two() {
+        for seed in 0..5 {
+            let mut choices = Choices::seeded(seed);
+            let tape: Vec<u8> = loop {
+                let tape: Vec<u8> = (0..1_200)
+                    .flat_map(|_| choices.below(u32::MAX).to_le_bytes())
+                    .collect();
+                if records(&tape).0.fails {
+                    break tape;
+                }
+            };
+            let (_, inputs_before) = records(&tape);
+            assert!(inputs_before.len() > 50, "seed {seed}: {inputs_before:?}");
+            let outcome = try_shrink(&tape, |t| records(t).0, ShrinkBudget::attempts(5_000))
+                .expect("the tape fails");
+            assert!(
+                outcome.finished,
+                "seed {seed}: {} attempts",
+                outcome.attempts
+            );
+            let (probe, inputs) = records(&outcome.tape);
+            assert!(probe.fails);
+            // Every other input went: the run's inputs are the two the
+            // failure needs (the rest of the run reads zeros: deliveries).
+            assert_eq!(inputs, vec![7, 9], "seed {seed}");
+            assert_eq!(words(&outcome.tape), vec![1, 7, 1, 9], "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn dropping_inputs_comes_first_and_takes_few_attempts() {
+        let mut choices = Choices::seeded(11);
+        let tape: Vec<u8> = loop {
+            let tape: Vec<u8> = (0..1_200)
+                .flat_map(|_| choices.below(u32::MAX).to_le_bytes())
+                .collect();
+            if records(&tape).0.fails {
+                break tape;
+            }
+        };
+        let inputs_before = records(&tape).1.len();
+        // Within a budget far below one attempt per input, the pass that
+        // drops whole inputs has already removed most of them.
+        let short = try_shrink(
+            &tape,
+            |t| records(t).0,
+            ShrinkBudget::attempts(inputs_before / 3),
+        )
+        .expect("the tape fails");
+        let (probe, inputs) = records(&short.tape);
+        assert!(probe.fails);
+        assert!(
+            inputs.len() * 4 <= inputs_before,
+            "{} of {inputs_before} inputs left after {} attempts",
+            inputs.len(),
+            short.attempts
+        );
+    }
+
+    #[test]
+    fn a_time_budget_stops_the_search_and_says_so() {
+        let mut choices = Choices::seeded(5);
+        let tape: Vec<u8> = loop {
+            let tape: Vec<u8> = (0..600)
+                .flat_map(|_| choices.below(u32::MAX).to_le_bytes())
+                .collect();
+            if toy(&tape).fails {
+                break tape;
+            }
+        };
+        // Each replay takes 5 ms: 50 ms is about ten of them.
+        let slow = |t: &[u8]| {
+            std::thread::sleep(Duration::from_millis(5));
+            toy(t)
+        };
+        let budget = ShrinkBudget::time(Duration::from_millis(50));
+        let outcome = try_shrink(&tape, slow, budget).expect("the tape fails");
+        assert!(!outcome.finished);
+        assert_eq!(outcome.spent, Some(Spent::Time));
+        assert!(
+            outcome.attempts >= 1 && outcome.attempts <= 10,
+            "{} attempts",
+            outcome.attempts
+        );
+        assert!(
+            outcome.elapsed < Duration::from_secs(2),
+            "{:?}",
+            outcome.elapsed
+        );
+        assert!(toy(&outcome.tape).fails);
+        // The attempts it took, with no time limit, give the same tape.
+        let again = try_shrink(&tape, toy, ShrinkBudget::attempts(outcome.attempts))
+            .expect("the tape fails");
+        assert_eq!(again.tape, outcome.tape);
+        assert_eq!(again.spent, Some(Spent::Attempts));
+    }
+
+    #[test]
+    fn a_budget_reads_as_its_limits() {
+        assert_eq!(ShrinkBudget::default().to_string(), "60 s");
+        assert_eq!(
+            ShrinkBudget::attempts(15_663).to_string(),
+            "15,663 attempts"
+        );
+        assert_eq!(
+            ShrinkBudget {
+                time: Some(Duration::from_millis(1_500)),
+                attempts: Some(2_000),
+            }
+            .to_string(),
+            "1.5 s or 2,000 attempts"
+        );
+        assert_eq!(ShrinkBudget::unlimited().to_string(), "no limit");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(1_381), "1,381");
+        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 
     fn nonzero(tape: &[u8]) -> usize {
@@ -566,7 +978,8 @@ mod tests {
                     break tape;
                 }
             };
-            let outcome = try_shrink(&tape, toy, 5_000).expect("the tape fails");
+            let outcome =
+                try_shrink(&tape, toy, ShrinkBudget::attempts(5_000)).expect("the tape fails");
             assert!(toy(&outcome.tape).fails);
             assert!(
                 outcome.finished,
@@ -591,10 +1004,10 @@ mod tests {
                 break tape;
             }
         };
-        let short = try_shrink(&tape, toy, 3).expect("the tape fails");
+        let short = try_shrink(&tape, toy, ShrinkBudget::attempts(3)).expect("the tape fails");
         assert_eq!(short.attempts, 3);
         assert!(!short.finished);
-        let long = try_shrink(&tape, toy, 5_000).expect("the tape fails");
+        let long = try_shrink(&tape, toy, ShrinkBudget::attempts(5_000)).expect("the tape fails");
         assert!(long.finished);
         assert!(long.attempts < 5_000);
     }

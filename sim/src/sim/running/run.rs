@@ -20,7 +20,7 @@ use crate::sim::running::stops;
 use crate::sim::world::choice::Choices;
 use crate::sim::world::stats::Stats;
 use crate::sim::world::trace::Entry;
-use crate::sim::world::World;
+use crate::sim::world::{StepKind, World};
 
 /// Runs `simulation` with the choices of `seed`, on this thread, with
 /// whatever bug this thread has planted.
@@ -84,6 +84,9 @@ pub(crate) fn run_gated(
     choices.reserve_words(budget.safety_steps.min(1 << 20) as usize * 3);
     let plan = simulation.plan();
     let mut world: Option<World> = None;
+    // The kind of each step, beside its span (the shrinker drops whole
+    // inputs and faults first).
+    let mut kinds: Vec<StepKind> = Vec::new();
     let phases = catch_unwind(AssertUnwindSafe(|| {
         let world = world.insert(World::new(plan, &mut choices));
         for step in 0..budget.safety_steps {
@@ -91,7 +94,7 @@ pub(crate) fn run_gated(
             if !gate(world) {
                 return None;
             }
-            world.step(&mut choices);
+            kinds.push(world.step(&mut choices));
             watch(Watch {
                 step,
                 cluster: &world.cluster,
@@ -103,6 +106,7 @@ pub(crate) fn run_gated(
             return None;
         }
         choices.mark_span();
+        kinds.push(StepKind::Other);
         Some(world.run_liveness(&mut choices))
     }));
     let phases = match phases {
@@ -128,6 +132,7 @@ pub(crate) fn run_gated(
                 seed: None,
                 tape,
                 spans,
+                kinds,
                 canonical,
                 trace: Vec::new(),
                 stats: Stats::default(),
@@ -258,6 +263,7 @@ pub(crate) fn run_gated(
         seed: None,
         tape,
         spans,
+        kinds,
         canonical,
         trace,
         stats: world.stats,

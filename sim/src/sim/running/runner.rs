@@ -14,8 +14,11 @@
 //!   (1-based, as cargo-nextest's `--partition count:I/N`), so a CI matrix
 //!   can split millions of seeds across machines;
 //! * `PARSLEY_SIM_JOBS=N` sets the worker threads (default: every core);
-//! * `PARSLEY_SIM_SHRINK_ATTEMPTS=N` sets the shrink budget (default: the
-//!   simulation's, [`SimulationBuilder::shrink_attempts`](crate::sim::SimulationBuilder::shrink_attempts)).
+//! * `PARSLEY_SIM_SHRINK_SECONDS=S` and `PARSLEY_SIM_SHRINK_ATTEMPTS=N` set
+//!   the shrink budget's time (`0`: no limit) and attempts (default: the
+//!   simulation's, 60 s and no cap:
+//!   [`SimulationBuilder::shrink_time`](crate::sim::SimulationBuilder::shrink_time),
+//!   [`SimulationBuilder::shrink_attempts`](crate::sim::SimulationBuilder::shrink_attempts)).
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -33,6 +36,7 @@ use crate::sim::report::coverage;
 use crate::sim::report::horizon;
 use crate::sim::report::outcome::RunOutcome;
 use crate::sim::report::outliers::{self, Outlier};
+use crate::sim::report::shrink::{ShrinkBudget, Spent};
 use crate::sim::report::timeline::{render_html, stamps_in, tick_topics};
 use crate::sim::running::purity::divergence;
 use crate::sim::running::simulation::{Regressions, Simulation};
@@ -412,9 +416,9 @@ impl Simulation {
             }
             return out;
         }
-        let attempts_max = shrink_attempts_from_env().unwrap_or(self.shrink_attempts());
+        let budget = shrink_budget_from_env(self.shrink_budget());
         let failure = self
-            .shrink(outcome, attempts_max)
+            .shrink(outcome, budget)
             .expect("only failing runs are written up");
         if !failure.reproduces() {
             // The same choices gave another run: the logic is not pure.
@@ -443,24 +447,25 @@ impl Simulation {
             }
             return out;
         }
-        let _ = writeln!(
-            out,
-            "\nShrunk in {} attempts from {} to {} non-zero choices; it fails:",
-            failure.attempts,
-            report::nonzero_words(&failure.original.tape),
-            report::nonzero_words(&failure.shrunk.tape),
-        );
+        let _ = writeln!(out, "\n{}; it fails:", report::shrink_line(&failure));
         out.push_str(&report::grouped(&failure.shrunk.violations, 2));
         out.push_str(&report::shrink_verdict(&failure));
         if !failure.finished {
             let command = self.test_command(context).map_or_else(
                 || "call Simulation::shrink with a larger budget".to_string(),
                 |command| {
-                    format!(
-                        "PARSLEY_SIM_SHRINK_ATTEMPTS={} {command} (the kept tape is \
-                         replayed first and shrunk further)",
-                        attempts_max.saturating_mul(4).max(1)
-                    )
+                    // Four times the limit that ran out.
+                    let more = match (failure.spent, budget.time) {
+                        (Some(Spent::Time), Some(time)) => format!(
+                            "PARSLEY_SIM_SHRINK_SECONDS={}",
+                            time.as_secs().saturating_mul(4).max(1)
+                        ),
+                        _ => format!(
+                            "PARSLEY_SIM_SHRINK_ATTEMPTS={}",
+                            failure.attempts.saturating_mul(4).max(1)
+                        ),
+                    };
+                    format!("{more} {command} (the kept tape is replayed first and shrunk further)")
                 },
             );
             let _ = writeln!(out, "  To continue: {command}");
@@ -841,13 +846,28 @@ fn write_timeline(
     Some(path)
 }
 
-/// `PARSLEY_SIM_SHRINK_ATTEMPTS=N`: the shrink budget for this run.
-fn shrink_attempts_from_env() -> Option<usize> {
-    let text = std::env::var("PARSLEY_SIM_SHRINK_ATTEMPTS").ok()?;
-    match text.trim().parse() {
-        Ok(attempts) => Some(attempts),
-        Err(_) => panic!("PARSLEY_SIM_SHRINK_ATTEMPTS={text:?}: expected a number of attempts"),
+/// The shrink budget for this run: `budget`, with its attempts set by
+/// `PARSLEY_SIM_SHRINK_ATTEMPTS=N` and its time by
+/// `PARSLEY_SIM_SHRINK_SECONDS=S` (`0`: no time limit).
+fn shrink_budget_from_env(mut budget: ShrinkBudget) -> ShrinkBudget {
+    if let Ok(text) = std::env::var("PARSLEY_SIM_SHRINK_ATTEMPTS") {
+        match text.trim().parse() {
+            Ok(attempts) => budget.attempts = Some(attempts),
+            Err(_) => {
+                panic!("PARSLEY_SIM_SHRINK_ATTEMPTS={text:?}: expected a number of attempts")
+            }
+        }
     }
+    if let Ok(text) = std::env::var("PARSLEY_SIM_SHRINK_SECONDS") {
+        match text.trim().parse::<u64>() {
+            Ok(0) => budget.time = None,
+            Ok(secs) => budget.time = Some(std::time::Duration::from_secs(secs)),
+            Err(_) => panic!(
+                "PARSLEY_SIM_SHRINK_SECONDS={text:?}: expected a whole number of seconds (0: no limit)"
+            ),
+        }
+    }
+    budget
 }
 
 /// `PARSLEY_SIM_SEEDS`: a count from the first seed, or a range `A..B`.

@@ -37,6 +37,7 @@ use parsley::mutation::Mutation;
 use parsley::{App, Topic, TopicName, TopicRef, Tp};
 
 use crate::sim::report::outcome::RunOutcome;
+use crate::sim::report::shrink::ShrinkBudget;
 use crate::sim::report::{shrink_failure, Failure};
 use crate::sim::running::property::{BoxError, Committed, PropertyResult};
 use crate::sim::running::run::{run, run_seed, run_watched, Watch};
@@ -305,17 +306,12 @@ pub struct SimulationBuilder {
     sometimes: Vec<Sometimes>,
     mutation: Option<Mutation>,
     regressions: Regressions,
-    shrink_attempts: usize,
+    shrink_budget: ShrinkBudget,
     /// Periods given to [`SimulationBuilder::time_boundaries`] beyond the
     /// [`TIME_BOUNDARIES_MAX`] it holds: [`SimulationBuilder::build`]
     /// refuses them.
     boundaries_beyond: usize,
 }
-
-/// Shrink attempts [`Simulation::check`] makes by default, as the CLI's
-/// `shrink`: most planted bugs of the examples reach a local minimum within
-/// it, and a report says when one did not (BENCHMARKS.md, "Shrinking").
-pub(crate) const SHRINK_ATTEMPTS: usize = 2_000;
 
 /// Where [`Simulation::check`] keeps the shrunk tapes of failed runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -506,12 +502,26 @@ impl SimulationBuilder {
         self
     }
 
-    /// How many candidate tapes [`Simulation::check`] tries when it shrinks
-    /// a failure (default 2,000). A report says whether shrinking reached a
-    /// local minimum or stopped on this budget;
-    /// `PARSLEY_SIM_SHRINK_ATTEMPTS=N` overrides it for one `cargo test`.
+    /// At most how many candidate tapes [`Simulation::check`] tries when it
+    /// shrinks a failure (default: no cap, only the time of
+    /// [`SimulationBuilder::shrink_time`]; both apply when both are set).
+    /// Shrinking is deterministic in its attempts, so a cap with
+    /// `shrink_time(None)` gives the same tape on every machine. A report
+    /// says whether shrinking reached a local minimum or stopped on its
+    /// budget; `PARSLEY_SIM_SHRINK_ATTEMPTS=N` overrides it for one
+    /// `cargo test`.
     pub fn shrink_attempts(mut self, attempts: usize) -> Self {
-        self.shrink_attempts = attempts;
+        self.shrink_budget.attempts = Some(attempts);
+        self
+    }
+
+    /// How long [`Simulation::check`] may shrink a failure, in wall-clock
+    /// time (default 60 s, [`ShrinkBudget::DEFAULT_TIME`]); `None`: no
+    /// limit but [`SimulationBuilder::shrink_attempts`].
+    /// `PARSLEY_SIM_SHRINK_SECONDS=S` overrides it for one `cargo test`
+    /// (`0`: no limit).
+    pub fn shrink_time(mut self, time: Option<std::time::Duration>) -> Self {
+        self.shrink_budget.time = time;
         self
     }
 
@@ -681,7 +691,7 @@ impl SimulationBuilder {
                 sometimes: self.sometimes,
                 mutation: self.mutation,
                 regressions: self.regressions,
-                shrink_attempts: self.shrink_attempts,
+                shrink_budget: self.shrink_budget,
             }),
         })
     }
@@ -797,7 +807,7 @@ struct Inner {
     sometimes: Vec<Sometimes>,
     mutation: Option<Mutation>,
     regressions: Regressions,
-    shrink_attempts: usize,
+    shrink_budget: ShrinkBudget,
 }
 
 /// A checked simulation of one application: cheap to clone and shared by the
@@ -842,7 +852,7 @@ impl Simulation {
             sometimes: Vec::new(),
             mutation: None,
             regressions: Regressions::default(),
-            shrink_attempts: SHRINK_ATTEMPTS,
+            shrink_budget: ShrinkBudget::default(),
             boundaries_beyond: 0,
         }
     }
@@ -938,11 +948,13 @@ impl Simulation {
 
     /// Shrinks a failing run of this simulation to a simpler tape that
     /// fails the same way (the same invariant, with the same cause),
-    /// replaying each candidate with [`Simulation::run_tape`] and trying at
-    /// most `attempts_max` of them. `None` when `original` did not fail;
-    /// see [`Failure::reproduces`] for a failure that does not fail again.
-    pub fn shrink(&self, original: RunOutcome, attempts_max: usize) -> Option<Failure> {
-        shrink_failure(|tape| self.run_tape(tape), original, attempts_max)
+    /// replaying each candidate with [`Simulation::run_tape`] within
+    /// `budget`: a [`ShrinkBudget`], or a number of attempts (no time
+    /// limit, the same result on every machine). `None` when `original`
+    /// did not fail; see [`Failure::reproduces`] for a failure that does
+    /// not fail again.
+    pub fn shrink(&self, original: RunOutcome, budget: impl Into<ShrinkBudget>) -> Option<Failure> {
+        shrink_failure(|tape| self.run_tape(tape), original, budget.into())
     }
 
     /// This simulation with other knobs: the bounded exhaustive mode runs
@@ -995,9 +1007,10 @@ impl Simulation {
     }
 
     /// The shrink budget of [`Simulation::check`]
-    /// ([`SimulationBuilder::shrink_attempts`]).
-    pub(crate) fn shrink_attempts(&self) -> usize {
-        self.inner.shrink_attempts
+    /// ([`SimulationBuilder::shrink_time`],
+    /// [`SimulationBuilder::shrink_attempts`]).
+    pub(crate) fn shrink_budget(&self) -> ShrinkBudget {
+        self.inner.shrink_budget
     }
 
     pub(crate) fn expected_stops(&self) -> &[(String, ExpectedStop)] {

@@ -59,6 +59,20 @@ struct Hosted {
     host: TaskHost,
 }
 
+/// What kind of step the world took, for the shrinker's passes that drop
+/// whole inputs and whole faults first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum StepKind {
+    /// Produced input records.
+    Input,
+    /// A fault (an abort, a failed commit, a crash, a move, a hanging
+    /// transaction, a record the logic rejects) or a restart.
+    Fault,
+    /// Anything else: a delivery, a fetch, a commit, a tick, a clock step.
+    #[default]
+    Other,
+}
+
 /// Every action and fault the world can take in one step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Action {
@@ -438,8 +452,9 @@ impl World {
 
     // ----- the safety phase -----
 
-    /// Takes one step: one action or fault, drawn from `choices`.
-    pub(crate) fn step(&mut self, choices: &mut Choices) {
+    /// Takes one step: one action or fault, drawn from `choices`. Returns
+    /// what kind of step it was.
+    pub(crate) fn step(&mut self, choices: &mut Choices) -> StepKind {
         self.step += 1;
         self.stats.steps += 1;
         let action = self.draw_action(choices);
@@ -461,6 +476,21 @@ impl World {
             Action::FaultMove => self.move_task(choices),
             Action::FaultHanging => self.hanging_transaction(choices),
             Action::FaultLogicError => self.produce(choices, true),
+        }
+        match action {
+            Action::Produce => StepKind::Input,
+            Action::Recover
+            | Action::FaultAbort
+            | Action::FaultCommitFailure
+            | Action::FaultCrash
+            | Action::FaultMove
+            | Action::FaultHanging
+            | Action::FaultLogicError => StepKind::Fault,
+            Action::Deliver
+            | Action::Fetch
+            | Action::Commit
+            | Action::Tick
+            | Action::AdvanceClock => StepKind::Other,
         }
     }
 
