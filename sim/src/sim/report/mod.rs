@@ -647,15 +647,10 @@ mod tests {
         let expected = "  I1 at step 13 on ledger/0@i0, about orders-0@0 (stamp {payments-0@0})
   where its records were at step 13:
     payments-0@0 (unresolved claim): fetched but not delivered yet; committed in the log; next delivered at step 14 by ledger/0@i0 (committed at step 15)
-  … 1 event
+   step     0  t=      0  ledger/0@i0 started
  * step     1  t=     10  input payments-0@0  ← payments-0@0 (unresolved claim)
  * step     2  t=     20  input orders-0@0  ← orders-0@0
-  … 5 events
-   step     8  t=     80  input noise-0@5
-   step     9  t=     90  input noise-0@6
-   step    10  t=    100  input noise-0@7
-   step    11  t=    110  input noise-0@8
-   step    12  t=    120  input noise-0@9
+  … 10 events
  > step    13  t=    130  ledger/0@i0 delivered orders-0@0 in txn 7.0#1  ← orders-0@0
  * step    14  t=    140  ledger/0@i0 delivered payments-0@0 in txn 7.0#1  ← payments-0@0 (unresolved claim)
  * step    15  t=    150  ledger/0@i0 committed txn 7.0#1  ← orders-0@0, payments-0@0 (unresolved claim)

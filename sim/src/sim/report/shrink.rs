@@ -35,7 +35,7 @@
 //!    clock step, the lowest value), over runs of steps that double and
 //!    halve as in pass 3;
 //! 6. **truncate** the tail word by word: cut half the words, a quarter, …;
-//! 7. **zero** and **delete** aligned chunks of `4·k` bytes that hold a
+//! 7. **delete** and **zero** aligned chunks of `4·k` bytes that hold a
 //!    non-zero word, for k = 32, 16, 8, 4, 2, 1;
 //! 8. **lower** single words: to 0, else halve while that keeps failing,
 //!    then bisect towards the last value that passed.
@@ -280,8 +280,8 @@ pub(crate) fn try_shrink(
         shrinker.zero_steps();
         shrinker.plain_steps();
         shrinker.truncate();
-        shrinker.zero_chunks();
         shrinker.delete_chunks();
+        shrinker.zero_chunks();
         shrinker.lower_words();
         if shrinker.current == before || shrinker.spent.is_some() {
             break;
