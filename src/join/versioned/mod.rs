@@ -61,7 +61,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::emission::Record;
-use crate::operator::{CoPartitioned, Counter, Operator, UserLogic};
+use crate::operator::{CoPartitioned, Counter, Operator, OperatorProblem, UserLogic};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::Fallible;
 use crate::stage::{ReplayError, Stage, StageProblem};
@@ -327,6 +327,17 @@ where
             problems.push(wording.problem(
                 "a grace period that is not a whole number of milliseconds up to i64::MAX (Kafka's timestamps are milliseconds)",
             ));
+        }
+        if self.grace.is_some() && self.dead_letter {
+            // A joiner failing on a held record fails the delivery that
+            // releases it: a dead-letter queue would dead-letter that
+            // record in the held one's place, and again at each release.
+            problems.push(StageProblem::Operator(OperatorProblem {
+                rules: "J19",
+                anchor: "j19",
+                operator: "versioned stream–table join",
+                reason: "a grace period with a dead-letter queue (a joiner failing on a held record fails the delivery that releases it, so the queue would take the releasing record in its place)",
+            }));
         }
         if let Some(grace) = self.grace.filter(|grace| *grace > self.history_retention) {
             problems.push(StageProblem::VersionedGraceBeyondRetention {

@@ -622,3 +622,28 @@ fn j19_grace_buffer_arrivals() {
     assert_eq!(on.released, vec![held(100, "k")]);
     assert_eq!(on.buffer.held, vec![held(110, "j")]);
 }
+
+#[test]
+fn j19_a_grace_with_a_dead_letter_queue_is_refused_when_built() {
+    let join = |dead_letters: bool| {
+        let join =
+            Join::stream_versioned_table("as-of", &orders(), &profiles(), Duration::from_secs(60))
+                .left(|_, _: Option<&i64>| 0i64)
+                .into(&joined())
+                .grace(Duration::from_secs(1));
+        match dead_letters {
+            true => join.dead_letter_queue().build(),
+            false => join.build(),
+        }
+    };
+    let message = Parsley::named("shop")
+        .stage(join(true))
+        .build()
+        .expect_err("a grace with a dead-letter queue is refused")
+        .to_string();
+    assert!(
+        message.contains("J19") && message.contains("dead-letter queue"),
+        "{message}"
+    );
+    assert!(Parsley::named("shop").stage(join(false)).build().is_ok());
+}
