@@ -903,17 +903,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_time_budget_stops_the_search_and_says_so() {
+    /// The first random tape of 600 words that fails the toy run.
+    fn failing_toy_tape() -> Vec<u8> {
         let mut choices = Choices::seeded(5);
-        let tape: Vec<u8> = loop {
+        loop {
             let tape: Vec<u8> = (0..600)
                 .flat_map(|_| choices.below(u32::MAX).to_le_bytes())
                 .collect();
             if toy(&tape).fails {
-                break tape;
+                return tape;
             }
-        };
+        }
+    }
+
+    #[test]
+    fn a_time_budget_stops_the_search_and_says_so() {
+        let tape = failing_toy_tape();
         // Each replay takes 5 ms: 50 ms is about ten of them.
         let slow = |t: &[u8]| {
             std::thread::sleep(Duration::from_millis(5));
@@ -995,15 +1000,7 @@ mod tests {
 
     #[test]
     fn a_search_cut_short_by_its_budget_says_it_did_not_finish() {
-        let mut choices = Choices::seeded(5);
-        let tape: Vec<u8> = loop {
-            let tape: Vec<u8> = (0..600)
-                .flat_map(|_| choices.below(u32::MAX).to_le_bytes())
-                .collect();
-            if toy(&tape).fails {
-                break tape;
-            }
-        };
+        let tape = failing_toy_tape();
         let short = try_shrink(&tape, toy, ShrinkBudget::attempts(3)).expect("the tape fails");
         assert_eq!(short.attempts, 3);
         assert!(!short.finished);
