@@ -364,7 +364,9 @@ mod tests {
     fn c3_a_fire_topic_of_the_wrong_size_is_named() {
         let requests = Topic::<String, i64>::with_codecs("requests", crate::Utf8, crate::I64);
         let fires = Topic::<String, i64>::with_codecs("fires", crate::Utf8, crate::I64);
-        let timers = crate::timer::TimerService::named("timers").build(&requests, &fires);
+        let timers = Stage::named("timers")
+            .timer_service(&requests, &fires)
+            .build();
         let app = Parsley::named("app").stage(timers).build().unwrap();
         let error = assemble(
             &app,

@@ -126,28 +126,27 @@ pub use app::{
 pub use dead_letter::{dead_letter_topic_name, DeadLetter, DeadLetterKind, NotADeadLetter};
 pub use region::Region;
 pub use stage::{
-    Fallible, ReplayError, Replayed, SlotChange, SlotKey, SlotKeyError, Slots, SlotsView, Stage,
-    StageBuilder, StageHooks, Stateful, Stateless, TickDecl, TickKind,
+    Declaration, Declaring, Fallible, IntoOutput, OperatorBuilder, ReplayError, Replayed,
+    SlotChange, SlotKey, SlotKeyError, Slots, SlotsView, Stage, StageBuilder, StageHooks, Stateful,
+    Stateless, TickDecl, TickKind, TwoSided,
 };
 
 // Operators.
-pub use expiry::{live_state_of, Expire, Expiring, ExpiringBuilder, ExpiryDecl, Since};
+pub use expiry::{live_state_of, Expire, Expiring, ExpiringFold, ExpiryDecl, Since};
 pub use join::{
     held_of, response_topic_name, rows_of, sides_of, subscription_topic_name, ForeignKeyJoin,
-    ForeignKeyJoinBuilder, ForeignKeyJoinDecl, ForeignKeyJoinPart, ForeignKeyJoinStages,
-    HeldRecord, Join, JoinBuilder, JoinDecl, JoinKind, JoinWindows, Response, ResponseCodec, Sides,
-    StreamJoinBuilder, StreamJoinDecl, StreamJoinKind, StreamStreamJoin, StreamTableJoin,
-    StreamVersionedTableJoin, Subscription, SubscriptionCodec, TableJoinBuilder, TableJoinDecl,
-    TableJoinKind, TableTableJoin, VersionedJoinBuilder, VersionedJoinDecl,
+    ForeignKeyJoinDecl, ForeignKeyJoinPart, ForeignKeyJoinStages, ForeignKeyJoined, HeldRecord,
+    Join, JoinDecl, JoinKind, JoinWindows, Joining, KeyedSides, Latest, Response, ResponseCodec,
+    Sides, StreamJoinDecl, StreamJoinKind, StreamStreamJoin, StreamStreamJoined, StreamTableJoin,
+    StreamTableJoined, StreamVersionedTableJoin, Subscription, SubscriptionCodec, TableJoinDecl,
+    TableJoinKind, TableTableJoin, TableTableJoined, Versioned, VersionedJoinDecl, VersionedJoined,
 };
 pub use operator::{CoPartitioned, Counter, Operator, OperatorProblem};
 pub use rekey::{repartition_topic_name, RekeyDecl, RekeyOutputDecl};
-pub use timer::{
-    next_due, pending_of, TimerDecl, TimerService, TimerServiceBuilder, DEFAULT_RESOLUTION,
-};
+pub use timer::{next_due, pending_of, TimerDecl, TimerService, DEFAULT_RESOLUTION};
 pub use window::{
-    open_windows_of, Close, Emit, OpenWindow, SessionWindows, WindowDecl, WindowShape, Windowed,
-    WindowedBuilder, WindowedCodec, Windows,
+    open_windows_of, Close, Emit, OpenWindow, SessionWindows, WindowAggregation, WindowDecl,
+    WindowShape, Windowed, WindowedCodec, Windowing, Windows,
 };
 
 // What a driver needs: the task, its assembly over a cluster and its clock.

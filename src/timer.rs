@@ -7,7 +7,7 @@
 //! *fire* record to the fire topic: keyed K, valued T. The stage consumes
 //! the fires like any source, through its gate.
 //!
-//! The service is a stage ([`TimerServiceBuilder::build`] returns a
+//! The service is a stage ([`OperatorBuilder::build`] returns a
 //! [`Stage`]) with built-in logic, so it runs as tasks of the application,
 //! one per request partition, under the same transactions, fencing, group
 //! membership and failover as every stage:
@@ -18,7 +18,7 @@
 //!   moved task restores its pending timers from the changelog, without
 //!   reading the requests again.
 //! - **Time comes from ticks.** The service ticks every
-//!   [`TimerServiceBuilder::resolution`] (T3); a tick's delivery fires every
+//!   [`OperatorBuilder::resolution`] (T3); a tick's delivery fires every
 //!   pending timer due at the tick's timestamp, earliest first (then by
 //!   key), and removes
 //!   them from their slots, in the tick's transaction: a crash neither loses
@@ -34,7 +34,7 @@
 //!   key at the same time fire twice; a request is never replaced.
 //!
 //! Requests the service refuses stop its task, or go to its dead-letter
-//! topic with [`TimerServiceBuilder::dead_letter_queue`] (X5): a request
+//! topic with [`OperatorBuilder::dead_letter_queue`] (X5): a request
 //! without a key, and a value the request topic's codec rejects. A request
 //! for a time before its own timestamp (a timer "in the past") is due at
 //! once: it fires at the service's next tick, as a Kafka Streams punctuator
@@ -45,7 +45,6 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::TimerService;
 //! use parsley::{Parsley, Stage, Step, Topic, Utf8, I64};
 //!
 //! let clicks = Topic::<String, i64>::with_codecs("clicks", Utf8, I64);
@@ -73,7 +72,7 @@
 //!     .into(&requests)
 //!     .into(&closed)
 //!     .build();
-//! let timers = TimerService::named("session-timers").build(&requests, &fires);
+//! let timers = Stage::named("session-timers").timer_service(&requests, &fires).build();
 //! let app = Parsley::named("shop").stage(sessions).stage(timers).build()?;
 //! assert!(app.stage("session-timers").unwrap().stage.hooks().operator::<parsley::TimerDecl>().is_some());
 //! # Ok::<(), parsley::CompositionError>(())
@@ -90,11 +89,14 @@ use crate::operator::{CoPartitioned, Counter, Operator};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{DeliveryFailure, Outcome, ReplayFailure, SlotWrite, StageLogic};
 use crate::stage::slots::{SlotKey, SlotStore, Slots};
-use crate::stage::{Stage, StageDef, TickDecl, TickKind};
+use crate::stage::{
+    Declaration, OperatorBuilder, OperatorParts, Stage, StageBuilder, StageHead, Stateless,
+    TickDecl, TickKind,
+};
 use crate::topic::{RecordPart, Topic, TopicRef};
 use crate::tp::{TopicName, Tp};
 
-/// The default [`TimerServiceBuilder::resolution`]: one second.
+/// The default [`OperatorBuilder::resolution`]: one second.
 pub const DEFAULT_RESOLUTION: Duration = Duration::from_secs(1);
 
 /// A timer service's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
@@ -145,83 +147,88 @@ impl Operator for TimerDecl {
 /// K2's late timer requests, as a task's metrics count them.
 pub(crate) const LATE_REQUESTS: &str = "timer-requests-late-total";
 
-/// The timer service of K2 (the rules it keeps are in `docs/RULES.md`).
-#[derive(Debug)]
-pub struct TimerService;
-
-impl TimerService {
-    /// Starts the declaration of a timer service, a stage named `name`
-    /// (unique in its application, C1; it also names the service's tick
-    /// topic and changelog).
-    pub fn named(name: impl Into<String>) -> TimerServiceBuilder {
-        TimerServiceBuilder {
-            name: name.into(),
-            resolution: DEFAULT_RESOLUTION,
-            dead_letter: false,
-        }
-    }
-}
-
-/// A timer service being declared.
-#[derive(Debug)]
-pub struct TimerServiceBuilder {
-    name: String,
-    resolution: Duration,
-    dead_letter: bool,
-}
-
-impl TimerServiceBuilder {
-    /// How often the service looks for due timers (its tick interval, T3):
-    /// a fire is at most this late. Default one second.
-    pub fn resolution(mut self, resolution: Duration) -> Self {
-        self.resolution = resolution;
-        self
-    }
-
-    /// X5's opt-in: requests the service refuses go to
-    /// `<application.id>-<name>-dlq` instead of stopping its task.
-    pub fn dead_letter_queue(mut self) -> Self {
-        self.dead_letter = true;
-        self
-    }
-
-    /// The service as a stage that reads `requests` and writes `fires`.
-    pub fn build<K: Clone + Send + Sync + 'static>(
+impl StageBuilder<Stateless> {
+    /// A timer service's stage (K2): it reads timer requests from
+    /// `requests` (a key and the time it asks to be woken at) and writes
+    /// each fire to `fires` when its time has come.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use parsley::prelude::*;
+    ///
+    /// let requests: Topic<String, i64> = Topic::new("requests");
+    /// let fires: Topic<String, i64> = Topic::new("fires");
+    /// let timers = Stage::named("timers")
+    ///     .timer_service(&requests, &fires)
+    ///     .resolution(Duration::from_millis(100))
+    ///     .build();
+    /// assert_eq!(timers.name(), "timers");
+    /// ```
+    pub fn timer_service<K: Clone + Send + Sync + 'static>(
         self,
         requests: &Topic<K, i64>,
         fires: &Topic<K, i64>,
-    ) -> Stage {
-        let mut problems = Vec::new();
-        if self.resolution.is_zero() {
-            problems.push(crate::stage::StageProblem::ZeroTickInterval);
-        }
-        let logic = TimerLogic {
+    ) -> OperatorBuilder<TimerService<K>> {
+        self.choose(()).with(TimerService {
             requests: requests.clone(),
             fires: fires.clone(),
-            resolution: self.resolution,
-        };
-        Stage {
-            def: Arc::new(StageDef {
-                name: self.name,
-                sources: vec![TopicRef::from(requests)],
-                sinks: vec![TopicRef::from(fires)],
-                ticks: Some(TickDecl {
-                    interval: self.resolution,
-                    kind: TickKind::Fold,
-                }),
-                stateful: true,
-                dead_letter: self.dead_letter,
-                operators: vec![Arc::new(TimerDecl {
-                    requests: requests.name().clone(),
-                    fires: fires.name().clone(),
-                    resolution: self.resolution,
-                })],
-                timestamp_sync: None,
-                consistent: None,
-                logic: Arc::new(logic),
-                problems,
-            }),
+            resolution: DEFAULT_RESOLUTION,
+        })
+    }
+}
+
+/// The timer service of K2, as [`OperatorBuilder`] declares it (the rules
+/// it keeps are in `docs/RULES.md`). It writes only its fires: `into`
+/// takes nothing.
+pub struct TimerService<K> {
+    requests: Topic<K, i64>,
+    fires: Topic<K, i64>,
+    resolution: Duration,
+}
+
+impl<K: Clone + Send + Sync + 'static> OperatorBuilder<TimerService<K>> {
+    /// How often the service looks for due timers (its tick interval, T3):
+    /// a fire is at most this late. Default one second.
+    pub fn resolution(mut self, resolution: Duration) -> Self {
+        self.declaration.resolution = resolution;
+        self
+    }
+}
+
+impl<K: Clone + Send + Sync + 'static> Declaration for TimerService<K> {
+    type Output = std::convert::Infallible;
+    type Built = Stage;
+
+    fn declare(self, head: StageHead, _output: Option<std::convert::Infallible>) -> Stage {
+        let TimerService {
+            requests,
+            fires,
+            resolution,
+        } = self;
+        let mut problems = Vec::new();
+        if resolution.is_zero() {
+            problems.push(crate::stage::StageProblem::ZeroTickInterval);
         }
+        let operator = Arc::new(TimerDecl {
+            requests: requests.name().clone(),
+            fires: fires.name().clone(),
+            resolution,
+        });
+        head.stage(OperatorParts {
+            sources: vec![TopicRef::from(&requests)],
+            sinks: vec![TopicRef::from(&fires)],
+            ticks: Some(TickDecl {
+                interval: resolution,
+                kind: TickKind::Fold,
+            }),
+            operator,
+            logic: Arc::new(TimerLogic {
+                requests,
+                fires,
+                resolution,
+            }),
+            problems,
+        })
     }
 }
 
@@ -649,7 +656,9 @@ mod tests {
     fn stage() -> (Stage, Topic<String, i64>) {
         let (requests, fires) = topics();
         (
-            TimerService::named("timers").build(&requests, &fires),
+            Stage::named("timers")
+                .timer_service(&requests, &fires)
+                .build(),
             fires,
         )
     }
@@ -866,9 +875,10 @@ mod tests {
     #[test]
     fn a_zero_resolution_is_refused_at_build() {
         let (requests, fires) = topics();
-        let timers = TimerService::named("timers")
+        let timers = Stage::named("timers")
+            .timer_service(&requests, &fires)
             .resolution(Duration::ZERO)
-            .build(&requests, &fires);
+            .build();
         assert!(Parsley::named("app").stage(timers).build().is_err());
     }
 }

@@ -54,6 +54,7 @@
 //! `scope=task` is the core's `Task` alone, fed fetches of 500 records and
 //! committed every 1,000, as a live task holds its state.
 
+use parsley::Stage;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
@@ -172,15 +173,12 @@ fn window_app() -> WindowApp {
     let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
     let per_minute =
         Topic::<Windowed<String>, i64>::with_codecs("sales-per-minute", WindowedCodec(Utf8), I64);
-    let stage = Windows::tumbling(Duration::from_millis(WINDOW_MS as u64))
-        .grace(Duration::from_millis(GRACE_MS as u64))
-        .aggregate(
-            "revenue",
-            &sales,
-            I64,
-            || 0i64,
-            |total, sale| total + sale.value(),
+    let stage = Stage::named("revenue")
+        .windowed(
+            Windows::tumbling(Duration::from_millis(WINDOW_MS as u64))
+                .grace(Duration::from_millis(GRACE_MS as u64)),
         )
+        .aggregate(&sales, I64, || 0i64, |total, sale| total + sale.value())
         .into(&per_minute)
         .build();
     let app = Parsley::named("bench")
@@ -207,7 +205,8 @@ fn join_app() -> JoinApp {
     let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
     let discounts = Topic::<String, i64>::with_codecs("discounts", Utf8, I64);
     let priced = Topic::<String, i64>::with_codecs("priced-orders", Utf8, I64);
-    let stage = Join::stream_table("pricing", &orders, &discounts)
+    let stage = Stage::named("pricing")
+        .join(Join::stream_table(&orders, &discounts))
         .left(|order, discount: Option<&i64>| order.value() - discount.copied().unwrap_or(0))
         .into(&priced)
         .build();
@@ -570,10 +569,11 @@ fn expiry(live: usize, deliveries: usize) -> Duration {
     let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
     let unique = Topic::<String, i64>::with_codecs("unique-orders", Utf8, I64);
     let out = unique.clone();
-    let dedupe = Expiring::after(Duration::from_millis(STEP_MS as u64 * live as u64))
-        .from_first_write()
+    let dedupe = Stage::named("dedupe")
+        .expiring(
+            Expiring::after(Duration::from_millis(STEP_MS as u64 * live as u64)).from_first_write(),
+        )
         .fold(
-            "dedupe",
             &orders,
             I64,
             || 0i64,

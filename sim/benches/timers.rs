@@ -6,13 +6,13 @@
 //!
 //! `cargo bench -p parsley-sim --bench timers`
 
+use parsley::Stage;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use parsley::TimerService;
 use parsley::{assemble, Codec, Parsley, Task, TaskConfig, Topic, Tp, Utf8, I64};
 use parsley::{CommitRequest, Fetched};
 use parsley::{ConsumedRecord, RecordData};
@@ -44,7 +44,9 @@ const START: i64 = 1_700_000_000_000;
 fn service() -> (Task, Tp, Tp) {
     let requests: Topic<String, i64> = Topic::with_codecs("requests", Utf8, I64);
     let fires: Topic<String, i64> = Topic::with_codecs("fires", Utf8, I64);
-    let timers = TimerService::named("timers").build(&requests, &fires);
+    let timers = Stage::named("timers")
+        .timer_service(&requests, &fires)
+        .build();
     let app = Parsley::named("bench").stage(timers).build().unwrap();
     let metadata: BTreeMap<String, u32> = [
         "requests",

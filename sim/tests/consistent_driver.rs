@@ -63,7 +63,8 @@ fn network_with(epoch: Option<Duration>, stock_view: bool) -> Network {
             .into(out)
             .build()
     };
-    let stock = Join::table_table("stock", &received, &sent)
+    let stock = Stage::named("stock")
+        .join(Join::table_table(&received, &sent))
         .outer(
             |warehouse: &String, r: Option<&i64>, s: Option<&i64>| Stock {
                 warehouse: warehouse.clone(),

@@ -56,7 +56,8 @@ fn bank(epoch: Duration, nested: bool) -> App {
             .into(out)
             .build()
     };
-    let balance = Join::table_table("balance", &credits, &debits)
+    let balance = Stage::named("balance")
+        .join(Join::table_table(&credits, &debits))
         .outer(
             |account: &String, credit: Option<&i64>, debit: Option<&i64>| Balance {
                 account: account.clone(),
@@ -274,7 +275,8 @@ fn i18_says_what_it_does_not_judge() {
             totals.clone(),
         );
         move || {
-            let join = Join::stream_table("price", &orders, &prices)
+            let join = Stage::named("price")
+                .join(Join::stream_table(&orders, &prices))
                 .left(|order, price: Option<&i64>| order.value() * price.copied().unwrap_or(1))
                 .into(&priced)
                 .build();

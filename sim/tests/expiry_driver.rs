@@ -29,9 +29,9 @@ fn api() -> Api {
         long("session-calls"),
         long("allowed-totals"),
     );
-    let limiter = Expiring::after(Duration::from_secs(1))
-        .from_first_write()
-        .fold("rate-limit", &calls, Json, || 0i64, {
+    let limiter = Stage::named("rate-limit")
+        .expiring(Expiring::after(Duration::from_secs(1)).from_first_write())
+        .fold(&calls, Json, || 0i64, {
             let allowed = allowed.clone();
             move |count: i64, call| match count < 3 {
                 true => Step::of(count + 1).emit(allowed.send(call.key().cloned(), *call.value())),
@@ -40,11 +40,13 @@ fn api() -> Api {
         })
         .into(&allowed)
         .build();
-    let sessions = Expiring::after(Duration::from_secs(300))
-        .expire_by(Expire::WallClock {
-            resolution: Duration::from_secs(10),
-        })
-        .fold("sessions", &calls, Json, || 0i64, {
+    let sessions = Stage::named("sessions")
+        .expiring(
+            Expiring::after(Duration::from_secs(300)).expire_by(Expire::WallClock {
+                resolution: Duration::from_secs(10),
+            }),
+        )
+        .fold(&calls, Json, || 0i64, {
             let session_calls = session_calls.clone();
             move |count: i64, call| {
                 Step::of(count + 1).emit(session_calls.send(call.key().cloned(), count + 1))

@@ -457,9 +457,9 @@ fn a_panic_in_a_run_is_a_violation_of_its_seed() {
 fn expiring_dedupe_app() -> App {
     let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let counts = counts();
-    let dedupe = parsley::Expiring::after(Duration::from_secs(5))
+    let dedupe = Stage::named("expiring-dedupe")
+        .expiring(parsley::Expiring::after(Duration::from_secs(5)))
         .fold(
-            "expiring-dedupe",
             &views(),
             I64,
             || 0i64,
@@ -482,9 +482,9 @@ fn windowed_dedupe_app() -> App {
     use parsley::{Emit, Windowed, WindowedCodec, Windows};
     let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let sums: Topic<Windowed<String>, i64> = Topic::with_codecs("sums", WindowedCodec(Utf8), I64);
-    let windows = Windows::tumbling(Duration::from_millis(500))
+    let windows = Stage::named("windowed-dedupe")
+        .windowed(Windows::tumbling(Duration::from_millis(500)))
         .aggregate(
-            "windowed-dedupe",
             &views(),
             I64,
             || 0i64,

@@ -41,14 +41,16 @@ fn shipping() -> Shipping {
     let labels = Topic::<String, Label>::with_codecs("labels", Utf8, Json);
     let costs = long("costs");
     let totals = long("cost-totals");
-    let labelling = Join::stream_table("labelling", &shipments, &addresses)
+    let labelling = Stage::named("labelling")
+        .join(Join::stream_table(&shipments, &addresses))
         .left(|shipment, address: Option<&Address>| Label {
             parcels: *shipment.value(),
             city: address.map(|address| address.city.clone()),
         })
         .into(&labels)
         .build();
-    let costing = Join::stream_table("costing", &shipments, &rates)
+    let costing = Stage::named("costing")
+        .join(Join::stream_table(&shipments, &rates))
         .inner(|shipment, rate: &i64| shipment.value() * rate)
         .into(&costs)
         .build();

@@ -225,7 +225,8 @@ fn countries() -> Countries {
     let joined = Topic::<String, String>::with_codecs("clicks-with-country", Utf8, Utf8);
     let counts = Topic::<String, i64>::with_codecs("clicks-per-country", Utf8, I64);
     let site = Parsley::named("site");
-    let join = parsley::Join::stream_table("join", &clicks, &visitors)
+    let join = parsley::Stage::named("join")
+        .join(parsley::Join::stream_table(&clicks, &visitors))
         .left(|click, country: Option<&String>| {
             format!("{}@{}", click.value(), country.map_or("?", String::as_str))
         })
@@ -406,14 +407,11 @@ fn r3_a_rekeyed_window_record_keeps_the_windows_timestamp() {
         parsley::WindowedCodec(Utf8),
         I64,
     );
-    let windows = parsley::Windows::tumbling(std::time::Duration::from_millis(60))
-        .aggregate(
-            "totals",
-            &sales,
-            I64,
-            || 0i64,
-            |total, sale| total + sale.value(),
-        )
+    let windows = Stage::named("totals")
+        .windowed(parsley::Windows::tumbling(
+            std::time::Duration::from_millis(60),
+        ))
+        .aggregate(&sales, I64, || 0i64, |total, sale| total + sale.value())
         .emit(parsley::Emit::OnUpdate)
         .into(&totals)
         .build();

@@ -25,10 +25,12 @@ fn visits() -> Visits {
     let clicks = Topic::<String, i64>::with_codecs("clicks", Utf8, I64);
     let sessions = Topic::with_codecs("click-sessions", WindowedCodec(Utf8), I64);
     let time_on_site = Topic::<String, i64>::with_codecs("time-on-site", Utf8, I64);
-    let per_session = SessionWindows::with_inactivity_gap(Duration::from_secs(30 * 60))
-        .grace(Duration::from_secs(5 * 60))
+    let per_session = Stage::named("per-session")
+        .windowed(
+            SessionWindows::with_inactivity_gap(Duration::from_secs(30 * 60))
+                .grace(Duration::from_secs(5 * 60)),
+        )
         .aggregate(
-            "per-session",
             &clicks,
             I64,
             || 0i64,

@@ -682,9 +682,9 @@ fn inputs_shorter_than_a_window_are_named_in_the_summary() {
     let simulation = |clock: ClockConfig| {
         let views: Topic<String, i64> = Topic::with_codecs("views", Utf8, I64);
         let minutes = Topic::with_codecs("views-per-minute", WindowedCodec(Utf8), I64);
-        let per_minute = Windows::tumbling(Duration::from_secs(60))
-            .grace(Duration::from_secs(5))
-            .aggregate("per-minute", &views, I64, || 0i64, |count, _view| count + 1)
+        let per_minute = Stage::named("per-minute")
+            .windowed(Windows::tumbling(Duration::from_secs(60)).grace(Duration::from_secs(5)))
+            .aggregate(&views, I64, || 0i64, |count, _view| count + 1)
             .into(&minutes)
             .build();
         let app = Parsley::named("views").stage(per_minute).build().unwrap();

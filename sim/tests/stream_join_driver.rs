@@ -6,6 +6,7 @@
 //! clicked is written once its window closes), and an outer join pairs
 //! each impression with the clicks within 1 s either side of it.
 
+use parsley::Stage;
 use std::time::Duration;
 
 use parsley::{App, Json, Parsley, Topic, Utf8, I64};
@@ -38,7 +39,8 @@ fn ads() -> Ads {
     let within = JoinWindows::time_difference(Duration::ZERO)
         .after(Duration::from_secs(10))
         .grace(Duration::from_secs(2));
-    let attribution = Join::stream_stream("attribution", &impressions, &clicks, within)
+    let attribution = Stage::named("attribution")
+        .join(Join::stream_stream(&impressions, &clicks, within))
         .left(|_ad, placement: &i64, click: Option<&i64>| Attribution {
             placement: *placement,
             click: click.copied(),
@@ -46,7 +48,8 @@ fn ads() -> Ads {
         .into(&attributed)
         .build();
     let second = JoinWindows::time_difference(Duration::from_secs(1));
-    let pairing = Join::stream_stream("pairing", &impressions, &clicks, second)
+    let pairing = Stage::named("pairing")
+        .join(Join::stream_stream(&impressions, &clicks, second))
         .outer(|_ad, placement: Option<&i64>, click: Option<&i64>| {
             let side = |value: Option<&i64>| value.map_or("-".to_string(), i64::to_string);
             format!("{}/{}", side(placement), side(click))

@@ -7,6 +7,7 @@
 //! not fetched yet while its log has them; `advance_wall_clock` lets a
 //! wait for a caught-up source run out.
 
+use parsley::Stage;
 use std::time::Duration;
 
 use parsley::Join;
@@ -33,12 +34,14 @@ fn tiering() -> Tiering {
     let joiner = |click: &parsley::Record<String, String>, tier: Option<&String>| {
         format!("{}:{}", click.value(), tier.map_or("none", String::as_str))
     };
-    let synchronised = Join::stream_table("tiering", &clicks, &tiers)
+    let synchronised = Stage::named("tiering")
+        .join(Join::stream_table(&clicks, &tiers))
         .left(joiner)
         .synchronise_by_timestamp(MAX_IDLE)
         .into(&tiered)
         .build();
-    let plain = Join::stream_table("racing", &clicks, &tiers)
+    let plain = Stage::named("racing")
+        .join(Join::stream_table(&clicks, &tiers))
         .left(joiner)
         .into(&raced)
         .build();

@@ -7,6 +7,7 @@
 //! the list price), and the users who have both a device and a plan (an
 //! inner join).
 
+use parsley::Stage;
 use std::collections::HashMap;
 
 use parsley::Join;
@@ -28,14 +29,16 @@ fn service() -> Service {
     let devices = Topic::<String, String>::with_codecs("user-devices", Utf8, Utf8);
     let billed = Topic::<String, String>::with_codecs("billed", Utf8, Utf8);
     let streaming = Topic::<String, String>::with_codecs("streaming", Utf8, Utf8);
-    let billing = Join::table_table("billing", &plans, &prices)
+    let billing = Stage::named("billing")
+        .join(Join::table_table(&plans, &prices))
         .left(|_user, plan: &String, price: Option<&i64>| match price {
             Some(price) => format!("{plan} at {price}"),
             None => format!("{plan} at list price"),
         })
         .into(&billed)
         .build();
-    let watching = Join::table_table("watching", &devices, &plans)
+    let watching = Stage::named("watching")
+        .join(Join::table_table(&devices, &plans))
         .inner(|_user, device: &String, plan: &String| format!("{plan} on {device}"))
         .into(&streaming)
         .build();
@@ -199,7 +202,8 @@ fn j8_the_sides_are_readable_from_the_driver() {
         driver.table_sides("nowhere", &wrong, &wrong),
         Err(DriverError::UnknownStage { .. })
     ));
-    let stream_table = Join::stream_table("pricing", &service.plans, &service.prices)
+    let stream_table = Stage::named("pricing")
+        .join(Join::stream_table(&service.plans, &service.prices))
         .inner(|plan, price: &i64| format!("{} at {price}", plan.value()))
         .into(&service.billed)
         .build();
@@ -255,7 +259,8 @@ fn j9_a_record_without_a_key_is_refused() {
 #[test]
 fn j9_one_topic_as_both_sides_is_refused() {
     let plans = Topic::<String, String>::with_codecs("user-plans", Utf8, Utf8);
-    let stage = Join::table_table("self", &plans, &plans)
+    let stage = Stage::named("self")
+        .join(Join::table_table(&plans, &plans))
         .inner(|_, a: &String, b: &String| format!("{a}{b}"))
         .into(&plans)
         .build();

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use parsley::TimerService;
 use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley_sim::{DriverError, TestDriver};
 
@@ -69,9 +68,10 @@ fn with_timers(
     requests: &Topic<String, i64>,
     fires: &Topic<String, i64>,
 ) -> App {
-    let timers = TimerService::named(timers)
+    let timers = Stage::named(timers)
+        .timer_service(requests, fires)
         .resolution(Duration::from_secs(1))
-        .build(requests, fires);
+        .build();
     Parsley::named(app)
         .stage(stage)
         .stage(timers)
@@ -209,14 +209,14 @@ fn reminders(offset_ms: i64, dead_letters: bool) -> (Topic<String, i64>, App) {
         .on(&fires, |_fire| Vec::new())
         .into(&requests)
         .build();
-    let timers = TimerService::named("timers");
+    let timers = Stage::named("timers").timer_service(&requests, &fires);
     let timers = match dead_letters {
         true => timers.dead_letter_queue(),
         false => timers,
     };
     let app = Parsley::named("care")
         .stage(remind)
-        .stage(timers.build(&requests, &fires))
+        .stage(timers.build())
         .build()
         .unwrap();
     (readings, app)

@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use parsley::mutation::{self, Mutation};
-use parsley::TimerService;
 use parsley::{assemble, App, Parsley, Stage, Topic, Utf8, I64};
 use parsley_sim::audit::{audit, committed_logs};
 use parsley_sim::sim::{
@@ -49,9 +48,10 @@ fn sessions() -> Sessions {
         .into(&requests)
         .into(&closed)
         .build();
-    let timers = TimerService::named("timers")
+    let timers = Stage::named("timers")
+        .timer_service(&requests, &fires)
         .resolution(RESOLUTION)
-        .build(&requests, &fires);
+        .build();
     let app = Parsley::named("web")
         .stage(sessions)
         .stage(timers)

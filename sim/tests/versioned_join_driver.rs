@@ -6,6 +6,7 @@
 //! in force at the trade's time (a versioned left join), and the trades
 //! made while a currency had a rate (a versioned inner join).
 
+use parsley::Stage;
 use std::time::Duration;
 
 use parsley::Join;
@@ -39,19 +40,22 @@ fn fx() -> Fx {
     let valued = Topic::<String, Valuation>::with_codecs("valued-trades", Utf8, Json);
     let converted = long("converted-trades");
     let retention = Duration::from_millis(RETENTION_MS as u64);
-    let valuing = Join::stream_versioned_table("valuing", &trades, &rates, retention)
+    let valuing = Stage::named("valuing")
+        .join(Join::stream_versioned_table(&trades, &rates, retention))
         .left(|trade, rate: Option<&i64>| Valuation {
             amount: *trade.value(),
             rate: rate.copied(),
         })
         .into(&valued)
         .build();
-    let converting = Join::stream_versioned_table("converting", &trades, &rates, retention)
+    let converting = Stage::named("converting")
+        .join(Join::stream_versioned_table(&trades, &rates, retention))
         .inner(|trade, rate: &i64| trade.value() * rate)
         .into(&converted)
         .build();
     // The plain join, for comparison: the latest rate its task delivered.
-    let latest = Join::stream_table("latest", &trades, &rates)
+    let latest = Stage::named("latest")
+        .join(Join::stream_table(&trades, &rates))
         .inner(|trade, rate: &i64| trade.value() * rate)
         .into(&long("converted-at-latest"))
         .build();

@@ -37,26 +37,18 @@ fn views() -> Views {
         topic("long-stays"),
     );
     let (per_minute, dwell) = (windowed("views-per-minute"), windowed("dwell-per-user"));
-    let counts = Windows::tumbling(Duration::from_secs(60))
-        .grace(Duration::from_secs(10))
-        .aggregate(
-            "page-counts",
-            &by_page,
-            I64,
-            || 0i64,
-            |count, _view| count + 1,
-        )
+    let counts = Stage::named("page-counts")
+        .windowed(Windows::tumbling(Duration::from_secs(60)).grace(Duration::from_secs(10)))
+        .aggregate(&by_page, I64, || 0i64, |count, _view| count + 1)
         .late_records_to(&late)
         .into(&per_minute)
         .build();
-    let dwelling = Windows::hopping(Duration::from_secs(600), Duration::from_secs(300))
-        .aggregate(
-            "dwell",
-            &by_user,
-            I64,
-            || 0i64,
-            |total, view| total + view.value(),
-        )
+    let dwelling = Stage::named("dwell")
+        .windowed(Windows::hopping(
+            Duration::from_secs(600),
+            Duration::from_secs(300),
+        ))
+        .aggregate(&by_user, I64, || 0i64, |total, view| total + view.value())
         .close_by(Close::WallClock {
             resolution: Duration::from_secs(1),
         })

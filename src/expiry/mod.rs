@@ -3,7 +3,7 @@
 //! round-trip. Flink's `StateTtlConfig`; in Kafka Streams, a window store's
 //! retention or a punctuator that deletes, written by hand.
 //!
-//! An expiring fold is a stage ([`ExpiringBuilder::build`] returns a
+//! An expiring fold is a stage ([`OperatorBuilder::build`] returns a
 //! [`Stage`]) that reads one source topic and keeps, in each key's slot, the
 //! fold's state and the time it expires:
 //!
@@ -33,15 +33,15 @@
 //! ```
 //! use std::time::Duration;
 //! use parsley::Expiring;
-//! use parsley::{Parsley, Step, Topic, Json, Utf8, I64};
+//! use parsley::{Parsley, Stage, Step, Topic, Json, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
 //! let unique = Topic::<String, i64>::with_codecs("unique-orders", Utf8, I64);
 //! let out = unique.clone();
 //! // Each order id once within ten minutes of its first sighting.
-//! let dedupe = Expiring::after(Duration::from_secs(600))
-//!     .from_first_write()
-//!     .fold("dedupe", &orders, Json, || false, move |seen: bool, order| match seen {
+//! let dedupe = Stage::named("dedupe")
+//!     .expiring(Expiring::after(Duration::from_secs(600)).from_first_write())
+//!     .fold(&orders, Json, || false, move |seen: bool, order| match seen {
 //!         true => Step::of(true),
 //!         false => Step::of(true).emit(out.send(order.key().cloned(), *order.value())),
 //!     })
@@ -65,8 +65,11 @@ use crate::emission::{Record, Step};
 use crate::operator::{Operator, OperatorProblem, UserLogic};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::Fallible;
-use crate::stage::{ReplayError, Stage, StageDef, StageProblem, TickDecl, TickKind};
-use crate::topic::{Sinks, Topic, TopicRef};
+use crate::stage::{
+    Declaration, Declaring, OperatorBuilder, OperatorParts, ReplayError, Stage, StageBuilder,
+    StageHead, StageProblem, Stateless, TickDecl, TickKind,
+};
+use crate::topic::{Topic, TopicRef};
 use crate::tp::{TopicName, Tp};
 
 use logic::ExpiryLogic;
@@ -184,20 +187,28 @@ impl Expiring {
         self.expire = expire;
         self
     }
+}
 
-    /// An expiring fold, a stage named `name` (unique in its application,
-    /// C1; it also names the stage's changelog): each key's records of
-    /// `source` folded from `init()` with `fold` (which may return
-    /// `Step<S>` or `Result<Step<S>, E>`; an error or a panic refuses the
-    /// record, X5), the state kept with `codec` until it expires.
+impl StageBuilder<Stateless> {
+    /// An expiring fold's stage: state per key that expires as
+    /// `expiring` says; its `fold` follows.
+    pub fn expiring(self, expiring: Expiring) -> Declaring<Expiring> {
+        self.choose(expiring)
+    }
+}
+
+impl Declaring<Expiring> {
+    /// The fold: each key's records of `source` folded from `init()` with
+    /// `fold` (which may return `Step<S>` or `Result<Step<S>, E>`; an
+    /// error or a panic refuses the record, X5), the state kept with
+    /// `codec` until it expires.
     pub fn fold<K, V, S, C, R>(
         self,
-        name: impl Into<String>,
         source: &Topic<K, V>,
         codec: C,
         init: impl Fn() -> S + Send + Sync + 'static,
         fold: impl Fn(S, &Record<K, V>) -> R + Send + Sync + 'static,
-    ) -> ExpiringBuilder<K, V, S>
+    ) -> OperatorBuilder<ExpiringFold<K, V, S>>
     where
         K: Send + Sync + 'static,
         V: Send + Sync + 'static,
@@ -205,52 +216,37 @@ impl Expiring {
         C: Codec<S>,
         R: Fallible<Step<S>>,
     {
-        ExpiringBuilder {
-            name: name.into(),
-            expiring: self,
+        let expiring = self.spec;
+        self.with(ExpiringFold {
+            expiring,
             source: source.clone(),
             codec: Arc::new(codec),
             init: Arc::new(init),
             fold: Arc::new(move |state, record| fold(state, record).into_result()),
-            sinks: Vec::new(),
-            dead_letter: false,
-        }
+        })
     }
 }
 
-/// An expiring fold being declared (the rules it keeps are in `docs/RULES.md`).
-pub struct ExpiringBuilder<K, V, S> {
-    name: String,
+/// An expiring fold's logic, as [`OperatorBuilder`] declares it (the rules
+/// it keeps are in `docs/RULES.md`).
+pub struct ExpiringFold<K, V, S> {
     expiring: Expiring,
     source: Topic<K, V>,
     codec: Arc<dyn Codec<S>>,
     init: Arc<dyn Fn() -> S + Send + Sync>,
     fold: logic::FoldFn<K, V, S>,
-    sinks: Vec<TopicRef>,
-    dead_letter: bool,
 }
 
-impl<K, V, S> ExpiringBuilder<K, V, S>
+impl<K, V, S> Declaration for ExpiringFold<K, V, S>
 where
     K: Send + Sync + 'static,
     V: Send + Sync + 'static,
     S: Clone + Send + Sync + 'static,
 {
-    /// The topics the fold emits to (S3).
-    pub fn into(mut self, sinks: impl Sinks) -> Self {
-        self.sinks.extend(sinks.declarations());
-        self
-    }
+    type Output = Vec<TopicRef>;
+    type Built = Stage;
 
-    /// X5's opt-in: refused records go to `<application.id>-<name>-dlq`
-    /// instead of stopping the task.
-    pub fn dead_letter_queue(mut self) -> Self {
-        self.dead_letter = true;
-        self
-    }
-
-    /// The stage.
-    pub fn build(self) -> Stage {
+    fn declare(self, head: StageHead, sinks: Option<Vec<TopicRef>>) -> Stage {
         let Expiring { ttl, since, expire } = self.expiring;
         let mut problems = Vec::new();
         if ttl.is_zero() {
@@ -290,21 +286,14 @@ where
             expire,
             fold: UserLogic(logic.clone()),
         };
-        Stage {
-            def: Arc::new(StageDef {
-                name: self.name,
-                sources,
-                sinks: self.sinks,
-                ticks,
-                stateful: true,
-                dead_letter: self.dead_letter,
-                operators: vec![Arc::new(decl)],
-                timestamp_sync: None,
-                consistent: None,
-                logic,
-                problems,
-            }),
-        }
+        head.stage(OperatorParts {
+            sources,
+            sinks: sinks.unwrap_or_default(),
+            ticks,
+            operator: Arc::new(decl),
+            logic,
+            problems,
+        })
     }
 }
 

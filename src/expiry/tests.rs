@@ -21,9 +21,9 @@ fn counts() -> Topic<String, i64> {
 /// Counts each key's orders while its state lives, emitting the count.
 fn counting(expiring: Expiring) -> Stage {
     let out = counts();
-    expiring
+    Stage::named("count")
+        .expiring(expiring)
         .fold(
-            "count",
             &orders(),
             Json,
             || 0i64,

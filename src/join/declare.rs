@@ -3,11 +3,10 @@
 //! make. Each builder words its problems for its own kind of join.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::operator::{Operator, OperatorProblem};
 use crate::stage::logic::StageLogic;
-use crate::stage::{Stage, StageDef, StageProblem};
+use crate::stage::{OperatorParts, Stage, StageHead, StageProblem};
 use crate::topic::{Topic, TopicRef};
 
 /// A join's problems, worded for its kind.
@@ -56,14 +55,11 @@ impl Wording {
     }
 }
 
-/// What a join's stage is made of besides its declaration.
+/// What a join's stage is made of besides its declaration and its head.
 pub(super) struct JoinStage<K, A, B, O> {
-    pub(super) name: String,
     pub(super) first: Topic<K, A>,
     pub(super) second: Topic<K, B>,
     pub(super) output: Option<Topic<K, O>>,
-    pub(super) dead_letter: bool,
-    pub(super) timestamp_sync: Option<Duration>,
 }
 
 impl<K: 'static, A: 'static, B: 'static, O: 'static> JoinStage<K, A, B, O> {
@@ -71,24 +67,18 @@ impl<K: 'static, A: 'static, B: 'static, O: 'static> JoinStage<K, A, B, O> {
     /// two sides as sources 0 and 1, its output as its one sink.
     pub(super) fn stage(
         self,
+        head: StageHead,
         declared: Arc<dyn Operator>,
         logic: Arc<dyn StageLogic>,
         problems: Vec<StageProblem>,
     ) -> Stage {
-        Stage {
-            def: Arc::new(StageDef {
-                name: self.name,
-                sources: vec![TopicRef::from(&self.first), TopicRef::from(&self.second)],
-                sinks: self.output.iter().map(TopicRef::from).collect(),
-                ticks: None,
-                stateful: true,
-                dead_letter: self.dead_letter,
-                operators: vec![declared],
-                timestamp_sync: self.timestamp_sync,
-                consistent: None,
-                logic,
-                problems,
-            }),
-        }
+        head.stage(OperatorParts {
+            sources: vec![TopicRef::from(&self.first), TopicRef::from(&self.second)],
+            sinks: self.output.iter().map(TopicRef::from).collect(),
+            ticks: None,
+            operator: declared,
+            logic,
+            problems,
+        })
     }
 }

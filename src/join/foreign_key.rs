@@ -66,7 +66,7 @@ use bytes::Bytes;
 use crate::codec::RawBytes;
 use crate::operator::{Operator, OperatorProblem};
 use crate::stage::logic::{Fallible, StageLogic};
-use crate::stage::{Stage, StageDef, StageProblem};
+use crate::stage::{Declaration, OperatorBuilder, Stage, StageDef, StageHead, StageProblem};
 use crate::topic::{Topic, TopicRef};
 use crate::tp::TopicName;
 
@@ -196,7 +196,7 @@ where
     pub fn inner<O, F>(
         self,
         joiner: impl Fn(&K, &V, &VO) -> F + Send + Sync + 'static,
-    ) -> ForeignKeyJoinBuilder<K, V, KO, VO, O>
+    ) -> OperatorBuilder<ForeignKeyJoined<K, V, KO, VO, O>>
     where
         O: 'static,
         F: Fallible<O>,
@@ -210,7 +210,7 @@ where
     pub fn left<O, F>(
         self,
         joiner: impl Fn(&K, &V, Option<&VO>) -> F + Send + Sync + 'static,
-    ) -> ForeignKeyJoinBuilder<K, V, KO, VO, O>
+    ) -> OperatorBuilder<ForeignKeyJoined<K, V, KO, VO, O>>
     where
         O: 'static,
         F: Fallible<O>,
@@ -218,29 +218,31 @@ where
         self.with(JoinKind::Left, super::left_joiner(joiner))
     }
 
-    fn with<O>(
+    fn with<O: 'static>(
         self,
         kind: JoinKind,
         joiner: ForeignJoinerFn<K, V, VO, O>,
-    ) -> ForeignKeyJoinBuilder<K, V, KO, VO, O> {
-        ForeignKeyJoinBuilder {
-            join: self,
-            kind,
-            joiner,
-            output: None,
-            dead_letter: false,
-        }
+    ) -> OperatorBuilder<ForeignKeyJoined<K, V, KO, VO, O>> {
+        let name = self.name.clone();
+        OperatorBuilder::named(
+            name,
+            ForeignKeyJoined {
+                join: self,
+                kind,
+                joiner,
+            },
+        )
     }
 }
 
-/// A foreign-key join with its joiner; see [`ForeignKeyJoin`] and
-/// docs/RULES.md#j10.
-pub struct ForeignKeyJoinBuilder<K, V, KO, VO, O> {
+/// A foreign-key join's logic, as [`OperatorBuilder`] declares it; see
+/// [`ForeignKeyJoin`] and docs/RULES.md#j10. Its output is keyed by the
+/// left table's key; its dead-letter queue is each of its three stages'
+/// own (`<application.id>-<stage>-dlq`).
+pub struct ForeignKeyJoined<K, V, KO, VO, O> {
     join: ForeignKeyJoin<K, V, KO, VO>,
     kind: JoinKind,
     joiner: ForeignJoinerFn<K, V, VO, O>,
-    output: Option<Topic<K, O>>,
-    dead_letter: bool,
 }
 
 /// A foreign-key join's three stages, to add to the application that made
@@ -268,7 +270,7 @@ impl IntoIterator for ForeignKeyJoinStages {
     }
 }
 
-impl<K, V, KO, VO, O> ForeignKeyJoinBuilder<K, V, KO, VO, O>
+impl<K, V, KO, VO, O> Declaration for ForeignKeyJoined<K, V, KO, VO, O>
 where
     K: Send + Sync + 'static,
     V: Send + Sync + 'static,
@@ -276,26 +278,13 @@ where
     VO: Send + Sync + 'static,
     O: 'static,
 {
-    /// The topic the join's results and tombstones are written to
-    /// (required), keyed by the left table's key.
-    pub fn into(mut self, output: &Topic<K, O>) -> Self {
-        self.output = Some(output.clone());
-        self
-    }
-
-    /// X5's opt-in, for each of the three stages: a record one of them
-    /// refuses (no key, a value its codec refuses, a failing extractor or
-    /// joiner) goes to that stage's `<application.id>-<stage>-dlq` instead
-    /// of stopping its task.
-    pub fn dead_letter_queue(mut self) -> Self {
-        self.dead_letter = true;
-        self
-    }
+    type Output = Topic<K, O>;
+    type Built = ForeignKeyJoinStages;
 
     /// The three stages and the derived topics. A missing output, or an
     /// output that is one of the join's tables, is reported by the
     /// application's `build`, with J10.
-    pub fn build(self) -> ForeignKeyJoinStages {
+    fn declare(self, head: StageHead, output: Option<Topic<K, O>>) -> ForeignKeyJoinStages {
         let join = self.join;
         let subscription: Topic<Bytes, Subscription> = Topic::with_codecs(
             subscription_topic_name(&join.app, &join.name),
@@ -307,8 +296,8 @@ where
             RawBytes,
             ResponseCodec,
         );
-        let mut problems = Vec::new();
-        match &self.output {
+        let mut problems = head.problems;
+        match &output {
             None => problems.push(problem("no output topic (declare one with `into`)")),
             Some(output)
                 if output.name() == join.left.name() || output.name() == join.right.name() =>
@@ -324,7 +313,7 @@ where
             right: join.right.clone(),
             subscription: subscription.clone(),
             response: response.clone(),
-            output: self.output.clone(),
+            output: output.clone(),
         };
         let decl = |part| ForeignKeyJoinDecl {
             join: join.name.clone(),
@@ -333,7 +322,7 @@ where
             right: join.right.name().clone(),
             subscription: subscription.name().clone(),
             response: response.name().clone(),
-            output: self.output.as_ref().map(|output| output.name().clone()),
+            output: output.as_ref().map(|output| output.name().clone()),
             kind: self.kind,
         };
         let stage = |part: ForeignKeyJoinPart,
@@ -341,7 +330,7 @@ where
                      sinks: Vec<TopicRef>,
                      logic: Arc<dyn StageLogic>| Stage {
             def: Arc::new(StageDef {
-                dead_letter: self.dead_letter,
+                dead_letter: head.dead_letter,
                 operators: vec![Arc::new(decl(part))],
                 problems: problems.clone(),
                 ..StageDef::built_in(part.stage_name(&join.name), sources, sinks, true, logic)
@@ -365,7 +354,7 @@ where
         let resolve = stage(
             ForeignKeyJoinPart::Resolve,
             vec![TopicRef::from(&join.left), TopicRef::from(&response)],
-            self.output.iter().map(TopicRef::from).collect(),
+            output.iter().map(TopicRef::from).collect(),
             Arc::new(foreign_key_logic::resolve(
                 topics,
                 Arc::clone(&join.extract),

@@ -2,7 +2,7 @@
 //! `KStream.join(KTable, …)` and `leftJoin`, built into a stage so that
 //! every driver runs the same join, and causal where Kafka Streams races.
 //!
-//! A stream–table join is a stage ([`JoinBuilder::build`] returns a
+//! A stream–table join is a stage ([`OperatorBuilder::build`] returns a
 //! [`Stage`]) with two sources, a stream and a table, and one output:
 //!
 //! - **The table (J1).** The join keeps, in each key's slot, the latest
@@ -12,8 +12,8 @@
 //!   (S5), restored by a restarted or moved task.
 //! - **The lookup (J2).** A stream record is joined with the row its task
 //!   holds for the record's key when it delivers the record: the table as of
-//!   the task's delivery order. [`StreamTableJoin::inner`] writes nothing
-//!   when there is no row; [`StreamTableJoin::left`] calls the joiner with
+//!   the task's delivery order. `inner` writes nothing
+//!   when there is no row; `left` calls the joiner with
 //!   `None`. The result goes to the output topic under the stream record's
 //!   key, with its timestamp. A stream record never changes the table. A
 //!   stream record that meets a row newer than itself is counted
@@ -48,18 +48,19 @@
 //! three stages and two derived topics; see [`ForeignKeyJoin`].
 //!
 //! A stream or table record without a key is refused with J1 or J2 (its
-//! task stops, or dead-letters it with [`JoinBuilder::dead_letter_queue`]);
+//! task stops, or dead-letters it with [`OperatorBuilder::dead_letter_queue`]);
 //! so is a value the topic's codec refuses, and a joiner's error or panic.
 //!
 //! ```
 //! use parsley::{Join, JoinDecl};
-//! use parsley::{Parsley, Topic, Utf8, I64};
+//! use parsley::{Parsley, Stage, Topic, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
 //! let discounts = Topic::<String, i64>::with_codecs("discounts", Utf8, I64);
 //! let priced = Topic::<String, i64>::with_codecs("priced-orders", Utf8, I64);
 //! // Each order at its customer's discount, or at full price without one.
-//! let pricing = Join::stream_table("pricing", &orders, &discounts)
+//! let pricing = Stage::named("pricing")
+//!     .join(Join::stream_table(&orders, &discounts))
 //!     .left(|order, discount: Option<&i64>| order.value() - discount.copied().unwrap_or(0))
 //!     .into(&priced)
 //!     .build();
@@ -82,19 +83,18 @@ mod table_logic;
 mod versioned;
 
 pub use foreign_key::{
-    response_topic_name, subscription_topic_name, ForeignKeyJoin, ForeignKeyJoinBuilder,
-    ForeignKeyJoinDecl, ForeignKeyJoinPart, ForeignKeyJoinStages,
+    response_topic_name, subscription_topic_name, ForeignKeyJoin, ForeignKeyJoinDecl,
+    ForeignKeyJoinPart, ForeignKeyJoinStages, ForeignKeyJoined,
 };
 pub use foreign_key_codec::{Response, ResponseCodec, Subscription, SubscriptionCodec};
 pub use stream::{
-    held_of, HeldRecord, JoinWindows, StreamJoinBuilder, StreamJoinDecl, StreamJoinKind,
-    StreamStreamJoin,
+    held_of, HeldRecord, JoinWindows, StreamJoinDecl, StreamJoinKind, StreamStreamJoin,
+    StreamStreamJoined,
 };
-pub use table::{sides_of, Sides, TableJoinBuilder, TableJoinDecl, TableJoinKind, TableTableJoin};
-pub use versioned::{StreamVersionedTableJoin, VersionedJoinBuilder, VersionedJoinDecl};
+pub use table::{sides_of, Sides, TableJoinDecl, TableJoinKind, TableTableJoin, TableTableJoined};
+pub use versioned::{StreamVersionedTableJoin, Versioned, VersionedJoinDecl, VersionedJoined};
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -103,7 +103,10 @@ use crate::operator::{CoPartitioned, Counter, Operator, UserLogic};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::DeliveryFailure;
 use crate::stage::logic::Fallible;
-use crate::stage::{ReplayError, Stage};
+use crate::stage::{
+    Declaration, Declaring, OperatorBuilder, ReplayError, Stage, StageBuilder, StageHead,
+    Stateless, TwoSided,
+};
 use crate::topic::Topic;
 use crate::tp::{TopicName, Tp};
 
@@ -167,12 +170,10 @@ where
 pub struct Join;
 
 impl Join {
-    /// A stream–table join, a stage named `name` (unique in its application,
-    /// C1; it also names the stage's changelog): each record of `stream`
-    /// joined with the row of its key in `table` (J1, J2). Choose the join
-    /// with [`StreamTableJoin::inner`] or [`StreamTableJoin::left`].
+    /// A stream–table join (J1, J2), for [`StageBuilder::join`]: each
+    /// record of `stream` joined with the row of its key in `table`. Choose
+    /// the join with `inner` or `left`.
     pub fn stream_table<K, V, T>(
-        name: impl Into<String>,
         stream: &Topic<K, V>,
         table: &Topic<K, T>,
     ) -> StreamTableJoin<K, V, T>
@@ -182,12 +183,126 @@ impl Join {
         T: Clone + Send + Sync + 'static,
     {
         StreamTableJoin {
-            name: name.into(),
             stream: stream.clone(),
             table: table.clone(),
+            history: Latest,
         }
     }
 }
+
+impl StageBuilder<Stateless> {
+    /// A join's stage: `join` names its two sides
+    /// ([`Join::stream_table`], [`Join::stream_stream`],
+    /// [`Join::table_table`], [`Join::stream_versioned_table`]); the
+    /// joiner (`inner`, `left`, `outer`) follows.
+    ///
+    /// ```
+    /// use parsley::prelude::*;
+    ///
+    /// let orders: Topic<String, i64> = Topic::new("orders");
+    /// let discounts: Topic<String, i64> = Topic::new("discounts");
+    /// let priced: Topic<String, i64> = Topic::new("priced");
+    /// let pricing = Stage::named("pricing")
+    ///     .join(Join::stream_table(&orders, &discounts))
+    ///     .left(|order, discount: Option<&i64>| order.value() - discount.copied().unwrap_or(0))
+    ///     .into(&priced)
+    ///     .build();
+    /// assert_eq!(pricing.name(), "pricing");
+    /// ```
+    pub fn join<J: Joining>(self, join: J) -> Declaring<J> {
+        self.choose(join)
+    }
+}
+
+/// The sides of a join whose joiner is called with the key and the two
+/// sides' values: a stream–stream join ([`Join::stream_stream`]) and a
+/// table–table join ([`Join::table_table`]). Their `inner`, `left` and
+/// `outer` are one set of methods, on [`Declaring`].
+pub trait KeyedSides: sealed::Joining {
+    /// The key both sides share.
+    type Key: 'static;
+    /// The left side's values.
+    type Left: 'static;
+    /// The right side's values.
+    type Right: 'static;
+    /// The join's kind, as its declaration records it.
+    #[doc(hidden)]
+    type Kind: Copy;
+    /// The kinds `inner`, `left` and `outer` declare.
+    #[doc(hidden)]
+    const KINDS: [Self::Kind; 3];
+    /// What the joiner step declares.
+    type Joined<O: 'static>: Declaration;
+
+    /// The join's declaration with its kind and joiner.
+    #[doc(hidden)]
+    fn joined<O: 'static>(
+        &self,
+        kind: Self::Kind,
+        joiner: SidedJoinerFn<Self::Key, Self::Left, Self::Right, O>,
+    ) -> Self::Joined<O>;
+}
+
+impl<J: KeyedSides> Declaring<J> {
+    /// An inner join: `joiner` (which may return `O` or `Result<O, E>`; an
+    /// error or a panic refuses the record, X5) is called only with both
+    /// sides. A stream–stream join writes each pair within its window; a
+    /// table–table join writes a key's result while it has both sides, and
+    /// a tombstone when it loses one.
+    pub fn inner<O, F>(
+        self,
+        joiner: impl Fn(&J::Key, &J::Left, &J::Right) -> F + Send + Sync + 'static,
+    ) -> OperatorBuilder<J::Joined<O>>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        let joined = self.spec.joined(J::KINDS[0], inner_joiner(joiner));
+        self.with(joined)
+    }
+
+    /// A left join: `joiner` is called with the left side and the right
+    /// one or `None`. A stream–stream join writes each pair, and each left
+    /// record that joined nothing once its window has closed (J7); a
+    /// table–table join writes a key's result while it has a left side.
+    pub fn left<O, F>(
+        self,
+        joiner: impl Fn(&J::Key, &J::Left, Option<&J::Right>) -> F + Send + Sync + 'static,
+    ) -> OperatorBuilder<J::Joined<O>>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        let joined = self.spec.joined(J::KINDS[1], left_joiner(joiner));
+        self.with(joined)
+    }
+
+    /// An outer join: `joiner` is called with either side or both, `None`
+    /// for a missing one. A stream–stream join writes each pair, and each
+    /// record of either side that joined nothing once its window has
+    /// closed (J7); a table–table join writes a key's result while it has
+    /// either side, and a tombstone when it loses its last.
+    pub fn outer<O, F>(
+        self,
+        joiner: impl Fn(&J::Key, Option<&J::Left>, Option<&J::Right>) -> F + Send + Sync + 'static,
+    ) -> OperatorBuilder<J::Joined<O>>
+    where
+        O: 'static,
+        F: Fallible<O>,
+    {
+        let joined = self.spec.joined(J::KINDS[2], outer_joiner(joiner));
+        self.with(joined)
+    }
+}
+
+/// The two sides of a join ([`StageBuilder::join`]).
+pub trait Joining: sealed::Joining {}
+
+mod sealed {
+    pub trait Joining {}
+}
+
+impl<J: sealed::Joining> Joining for J {}
 
 /// Inner or left (J2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,144 +387,150 @@ pub(crate) trait Joiner: Send + Sync {
     ) -> Result<Option<(Option<Bytes>, Bytes)>, DeliveryFailure>;
 }
 
-/// A stream–table join being declared: its sources, before the joiner.
-pub struct StreamTableJoin<K, V, T> {
-    name: String,
+/// A stream–table join's sides, before the joiner. `H` is how the table
+/// is kept: [`Latest`], its latest row per key ([`Join::stream_table`],
+/// J1), or [`Versioned`], its versions ([`Join::stream_versioned_table`],
+/// J16).
+pub struct StreamTableJoin<K, V, T, H = Latest> {
     stream: Topic<K, V>,
     table: Topic<K, T>,
+    history: H,
 }
 
-impl<K, V, T> StreamTableJoin<K, V, T>
+/// How a plain stream–table join keeps its table: its latest row per key
+/// (J1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Latest;
+
+impl<K, V, T, H> sealed::Joining for StreamTableJoin<K, V, T, H> {}
+
+impl<K, V, T, H: Copy> Declaring<StreamTableJoin<K, V, T, H>>
 where
     K: Clone + Send + Sync + 'static,
     V: Send + Sync + 'static,
     T: Clone + Send + Sync + 'static,
 {
-    /// An inner join: each stream record with a row is joined by `joiner`
-    /// (which may return `R` or `Result<R, E>`; an error or a panic refuses
-    /// the record, X5); one without writes nothing.
+    /// An inner join: each stream record with a row (for a versioned
+    /// table, a version as of its timestamp) is joined by `joiner` (which
+    /// may return `R` or `Result<R, E>`; an error or a panic refuses the
+    /// record, X5); one without writes nothing.
     pub fn inner<R, F>(
         self,
         joiner: impl Fn(&Record<K, V>, &T) -> F + Send + Sync + 'static,
-    ) -> JoinBuilder<K, V, T, R>
+    ) -> OperatorBuilder<StreamTableJoined<K, V, T, R, H>>
     where
         R: 'static,
         F: Fallible<R>,
+        StreamTableJoined<K, V, T, R, H>: Declaration,
     {
-        self.with(JoinKind::Inner, inner_row_joiner(joiner))
+        self.joined(JoinKind::Inner, inner_row_joiner(joiner))
     }
 
     /// A left join: each stream record is joined by `joiner`, with its row
-    /// or `None`.
+    /// (its version as of its timestamp) or `None`.
     pub fn left<R, F>(
         self,
         joiner: impl Fn(&Record<K, V>, Option<&T>) -> F + Send + Sync + 'static,
-    ) -> JoinBuilder<K, V, T, R>
+    ) -> OperatorBuilder<StreamTableJoined<K, V, T, R, H>>
     where
         R: 'static,
         F: Fallible<R>,
+        StreamTableJoined<K, V, T, R, H>: Declaration,
     {
-        self.with(JoinKind::Left, left_row_joiner(joiner))
+        self.joined(JoinKind::Left, left_row_joiner(joiner))
     }
 
-    fn with<R>(self, kind: JoinKind, joiner: JoinerFn<K, V, T, R>) -> JoinBuilder<K, V, T, R> {
-        JoinBuilder {
-            name: self.name,
-            stream: self.stream,
-            table: self.table,
+    fn joined<R: 'static>(
+        self,
+        kind: JoinKind,
+        joiner: JoinerFn<K, V, T, R>,
+    ) -> OperatorBuilder<StreamTableJoined<K, V, T, R, H>>
+    where
+        StreamTableJoined<K, V, T, R, H>: Declaration,
+    {
+        let StreamTableJoin {
+            stream,
+            table,
+            history,
+        } = &self.spec;
+        let joined = StreamTableJoined {
+            stream: stream.clone(),
+            table: table.clone(),
+            history: *history,
             kind,
             joiner,
-            output: None,
-            dead_letter: false,
-            timestamp_sync: None,
-        }
+        };
+        self.with(joined)
     }
 }
 
-/// A stream–table join with its joiner (the rules it keeps are in `docs/RULES.md`).
-pub struct JoinBuilder<K, V, T, R> {
-    name: String,
+/// A stream–table join's logic, as [`OperatorBuilder`] declares it (the
+/// rules it keeps are in `docs/RULES.md`). Its
+/// [`synchronise_by_timestamp`](OperatorBuilder::synchronise_by_timestamp):
+/// when both topics' timestamps rise with their offsets, a stream record
+/// is joined with every table update of a lower timestamp that reached the
+/// table in time and none of a higher one. It does not sort a partition:
+/// when a topic is out of timestamp order within itself, a record may meet
+/// an update newer than itself or miss an older one (counted by
+/// `join-rows-newer-than-record-total`, the first of these). Of a stream
+/// record and a table update of one millisecond, the one whose topic's
+/// name sorts first (byte by byte) goes first: the record sees the update
+/// only when the table's name sorts before the stream's. For the table as
+/// of each record's timestamp whatever the order, use
+/// [`Join::stream_versioned_table`] (J16, J17).
+pub struct StreamTableJoined<K, V, T, R, H = Latest> {
     stream: Topic<K, V>,
     table: Topic<K, T>,
+    history: H,
     kind: JoinKind,
     joiner: JoinerFn<K, V, T, R>,
-    output: Option<Topic<K, R>>,
-    dead_letter: bool,
-    timestamp_sync: Option<Duration>,
 }
 
-impl<K, V, T, R> JoinBuilder<K, V, T, R>
+impl<K, V, T, R> TwoSided for StreamTableJoined<K, V, T, R, Latest>
 where
     K: Clone + Send + Sync + 'static,
     V: Send + Sync + 'static,
     T: Clone + Send + Sync + 'static,
     R: 'static,
 {
-    /// The topic the join's results are written to (required).
-    pub fn into(mut self, output: &Topic<K, R>) -> Self {
-        self.output = Some(output.clone());
-        self
-    }
+}
 
-    /// X5's opt-in: refused records (no key, a value the codec refuses, a
-    /// failing joiner) go to `<application.id>-<name>-dlq` instead of
-    /// stopping the task.
-    pub fn dead_letter_queue(mut self) -> Self {
-        self.dead_letter = true;
-        self
-    }
+impl<K, V, T, R> Declaration for StreamTableJoined<K, V, T, R, Latest>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    R: 'static,
+{
+    type Output = Topic<K, R>;
+    type Built = Stage;
 
-    /// G9: the join's task merges its stream and table partitions by their
-    /// heads' timestamps, waiting for records known to be in a source's log
-    /// and up to `max_idle` for a caught-up source to get more (Kafka
-    /// Streams' `max.task.idle.ms`). When both topics' timestamps rise with
-    /// their offsets, a stream record is joined with every table update of
-    /// a lower timestamp that reached the table in time and none of a
-    /// higher one. It does not sort a partition: when a topic is out of
-    /// timestamp order within itself, a record may meet an update newer
-    /// than itself or miss an older one (counted by
-    /// `join-rows-newer-than-record-total`, the first of these). Of a stream
-    /// record and a table update of one millisecond, the one whose topic's
-    /// name sorts first (byte by byte) goes first: the record sees the
-    /// update only when the table's name sorts before the stream's. For the
-    /// table as of each record's timestamp whatever the order, use
-    /// [`Join::stream_versioned_table`] (J16, J17). See
-    /// [`StageBuilder::synchronise_by_timestamp`](crate::stage::StageBuilder::synchronise_by_timestamp).
-    pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
-        self.timestamp_sync = Some(max_idle);
-        self
-    }
-
-    /// The stage.
-    pub fn build(self) -> Stage {
+    fn declare(self, head: StageHead, output: Option<Topic<K, R>>) -> Stage {
         let wording = Wording {
             rule: ("J4", "j4", "stream–table join"),
             same_topic: "one topic as both its stream and its table",
             key_codecs: "a stream and a table whose keys have different codecs (a key's bytes must be the same on both to meet)",
         };
-        let problems = declare::problems(&wording, &self.stream, &self.table, self.output.as_ref());
+        let problems = declare::problems(&wording, &self.stream, &self.table, output.as_ref());
         let logic = Arc::new(JoinLogic {
             stream: self.stream.clone(),
             table: self.table.clone(),
-            output: self.output.clone(),
+            output: output.clone(),
             joiner: self.joiner,
         });
         let declared = Arc::new(JoinDecl {
             stream: self.stream.name().clone(),
             table: self.table.name().clone(),
-            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            output: output.as_ref().map(|topic| topic.name().clone()),
             kind: self.kind,
             joiner: UserLogic(logic.clone()),
         });
         let stage = JoinStage {
-            name: self.name,
             first: self.stream.clone(),
             second: self.table.clone(),
-            output: self.output.clone(),
-            dead_letter: self.dead_letter,
-            timestamp_sync: self.timestamp_sync,
+            output,
         };
-        stage.stage(declared, logic, problems)
+        stage.stage(head, declared, logic, problems)
     }
 }
 

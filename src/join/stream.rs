@@ -2,7 +2,7 @@
 //! `KStream.join(KStream, …, JoinWindows)`, `leftJoin` and `outerJoin`,
 //! built into a stage so that every driver runs the same join.
 //!
-//! A stream–stream join is a stage ([`StreamJoinBuilder::build`] returns a
+//! A stream–stream join is a stage ([`OperatorBuilder::build`] returns a
 //! [`Stage`]) with two sources, the left stream (source 0) and the right
 //! stream (source 1), and one output:
 //!
@@ -37,13 +37,13 @@
 //!
 //! A record without a key, without a value (a tombstone) or with a negative
 //! timestamp is refused with J5 (its task stops, or dead-letters it with
-//! [`StreamJoinBuilder::dead_letter_queue`]); so is a value its topic's
+//! [`OperatorBuilder::dead_letter_queue`]); so is a value its topic's
 //! codec refuses, and a joiner's error or panic.
 //!
 //! ```
 //! use std::time::Duration;
 //! use parsley::{Join, JoinWindows, StreamJoinDecl, StreamJoinKind};
-//! use parsley::{Parsley, Topic, Utf8, I64};
+//! use parsley::{Parsley, Stage, Topic, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
 //! let payments = Topic::<String, i64>::with_codecs("payments", Utf8, I64);
@@ -51,7 +51,8 @@
 //! // Each order with the payments made within a minute of it; an order
 //! // paid for by none is written once its minute (and 10 s of grace) is over.
 //! let window = JoinWindows::time_difference(Duration::from_secs(60)).grace(Duration::from_secs(10));
-//! let settle = Join::stream_stream("settle", &orders, &payments, window)
+//! let settle = Stage::named("settle")
+//!     .join(Join::stream_stream(&orders, &payments, window))
 //!     .left(|_order_id, amount, paid: Option<&i64>| amount - paid.copied().unwrap_or(0))
 //!     .into(&settled)
 //!     .build();
@@ -69,8 +70,7 @@ use bytes::Bytes;
 
 use crate::operator::{CoPartitioned, Operator, UserLogic};
 use crate::record::ConsumedRecord;
-use crate::stage::logic::Fallible;
-use crate::stage::{ReplayError, Stage};
+use crate::stage::{Declaration, ReplayError, Stage, StageHead, TwoSided};
 use crate::topic::Topic;
 use crate::tp::{TopicName, Tp};
 
@@ -200,13 +200,11 @@ impl StreamJoinDecl {
 }
 
 impl Join {
-    /// A stream–stream join, a stage named `name` (unique in its
-    /// application, C1; it also names the stage's changelog): each record
-    /// of `left` joined with the records of its key in `right` within
-    /// `windows` (J5–J7). Choose the join with [`StreamStreamJoin::inner`],
-    /// [`StreamStreamJoin::left`] or [`StreamStreamJoin::outer`].
+    /// A stream–stream join (J5–J7), for
+    /// [`StageBuilder::join`](crate::StageBuilder::join): each record of
+    /// `left` joined with the records of its key in `right` within
+    /// `windows`. Choose the join with `inner`, `left` or `outer`.
     pub fn stream_stream<K, L, R>(
-        name: impl Into<String>,
         left: &Topic<K, L>,
         right: &Topic<K, R>,
         windows: JoinWindows,
@@ -217,7 +215,6 @@ impl Join {
         R: Send + Sync + 'static,
     {
         StreamStreamJoin {
-            name: name.into(),
             left: left.clone(),
             right: right.clone(),
             windows,
@@ -228,139 +225,85 @@ impl Join {
 /// A stream–stream join being declared: its sources and window, before the
 /// joiner.
 pub struct StreamStreamJoin<K, L, R> {
-    name: String,
     left: Topic<K, L>,
     right: Topic<K, R>,
     windows: JoinWindows,
 }
 
-impl<K, L, R> StreamStreamJoin<K, L, R>
+impl<K, L, R> super::sealed::Joining for StreamStreamJoin<K, L, R> {}
+
+impl<K, L, R> super::KeyedSides for StreamStreamJoin<K, L, R>
 where
     K: Clone + Send + Sync + 'static,
     L: Send + Sync + 'static,
     R: Send + Sync + 'static,
 {
-    /// An inner join: each pair is joined by `joiner` (which may return `O`
-    /// or `Result<O, E>`; an error or a panic refuses the record, X5);
-    /// records that join nothing write nothing.
-    pub fn inner<O, F>(
-        self,
-        joiner: impl Fn(&K, &L, &R) -> F + Send + Sync + 'static,
-    ) -> StreamJoinBuilder<K, L, R, O>
-    where
-        O: 'static,
-        F: Fallible<O>,
-    {
-        self.with(StreamJoinKind::Inner, super::inner_joiner(joiner))
-    }
+    type Key = K;
+    type Left = L;
+    type Right = R;
+    type Kind = StreamJoinKind;
+    const KINDS: [StreamJoinKind; 3] = [
+        StreamJoinKind::Inner,
+        StreamJoinKind::Left,
+        StreamJoinKind::Outer,
+    ];
+    type Joined<O: 'static> = StreamStreamJoined<K, L, R, O>;
 
-    /// A left join: each pair is joined by `joiner`, and each left record
-    /// that joined nothing with `None`, once its window has closed (J7).
-    pub fn left<O, F>(
-        self,
-        joiner: impl Fn(&K, &L, Option<&R>) -> F + Send + Sync + 'static,
-    ) -> StreamJoinBuilder<K, L, R, O>
-    where
-        O: 'static,
-        F: Fallible<O>,
-    {
-        self.with(StreamJoinKind::Left, super::left_joiner(joiner))
-    }
-
-    /// An outer join: each pair is joined by `joiner`, and each record of
-    /// either side that joined nothing with `None` for the other, once its
-    /// window has closed (J7).
-    pub fn outer<O, F>(
-        self,
-        joiner: impl Fn(&K, Option<&L>, Option<&R>) -> F + Send + Sync + 'static,
-    ) -> StreamJoinBuilder<K, L, R, O>
-    where
-        O: 'static,
-        F: Fallible<O>,
-    {
-        // A held record is always one side: never both missing.
-        self.with(StreamJoinKind::Outer, super::outer_joiner(joiner))
-    }
-
-    fn with<O>(
-        self,
+    fn joined<O: 'static>(
+        &self,
         kind: StreamJoinKind,
         joiner: StreamJoinerFn<K, L, R, O>,
-    ) -> StreamJoinBuilder<K, L, R, O> {
-        StreamJoinBuilder {
-            name: self.name,
-            left: self.left,
-            right: self.right,
+    ) -> StreamStreamJoined<K, L, R, O> {
+        StreamStreamJoined {
+            left: self.left.clone(),
+            right: self.right.clone(),
             windows: self.windows,
             kind,
             joiner,
-            output: None,
-            dead_letter: false,
-            timestamp_sync: None,
         }
     }
 }
 
 /// A stream–stream join with its joiner; see [`Join::stream_stream`] and
 /// docs/RULES.md#j5.
-pub struct StreamJoinBuilder<K, L, R, O> {
-    name: String,
+pub struct StreamStreamJoined<K, L, R, O> {
     left: Topic<K, L>,
     right: Topic<K, R>,
     windows: JoinWindows,
     kind: StreamJoinKind,
     joiner: StreamJoinerFn<K, L, R, O>,
-    output: Option<Topic<K, O>>,
-    dead_letter: bool,
-    timestamp_sync: Option<Duration>,
 }
 
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
-impl<K, L, R, O> StreamJoinBuilder<K, L, R, O>
+impl<K, L, R, O> TwoSided for StreamStreamJoined<K, L, R, O>
 where
     K: Clone + Send + Sync + 'static,
     L: Send + Sync + 'static,
     R: Send + Sync + 'static,
     O: 'static,
 {
-    /// The topic the join's results are written to (required).
-    pub fn into(mut self, output: &Topic<K, O>) -> Self {
-        self.output = Some(output.clone());
-        self
-    }
+}
 
-    /// X5's opt-in: refused records (no key, no value, a negative
-    /// timestamp, a value the codec refuses, a failing joiner) go to
-    /// `<application.id>-<name>-dlq` instead of stopping the task.
-    pub fn dead_letter_queue(mut self) -> Self {
-        self.dead_letter = true;
-        self
-    }
+impl<K, L, R, O> Declaration for StreamStreamJoined<K, L, R, O>
+where
+    K: Clone + Send + Sync + 'static,
+    L: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+    O: 'static,
+{
+    type Output = Topic<K, O>;
+    type Built = Stage;
 
-    /// G9: the join's task delivers its two streams' records in timestamp
-    /// order, waiting up to `max_idle` for a caught-up side to get more
-    /// (Kafka Streams' `max.task.idle.ms`), so that the frontier passes a
-    /// record's window only once the other side has caught up with it. See
-    /// [`StageBuilder::synchronise_by_timestamp`](crate::stage::StageBuilder::synchronise_by_timestamp).
-    pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
-        self.timestamp_sync = Some(max_idle);
-        self
-    }
-
-    /// The stage. A join window of zero, one topic as both sides, sides
-    /// whose keys have different codecs and a missing output are reported
-    /// by the application's `build`, with J5.
-    pub fn build(self) -> Stage {
+    fn declare(self, head: StageHead, output: Option<Topic<K, O>>) -> Stage {
         let wording = Wording {
             rule: ("J5", "j5", "stream–stream join"),
             same_topic: "one topic as both its left and its right stream",
             key_codecs: "a left and a right stream whose keys have different codecs (a key's bytes must be the same on both to meet)",
         };
-        let mut problems =
-            declare::problems(&wording, &self.left, &self.right, self.output.as_ref());
+        let mut problems = declare::problems(&wording, &self.left, &self.right, output.as_ref());
         if self.windows.before.is_zero() && self.windows.after.is_zero() {
             problems.push(wording.problem(
                 "a join window of zero (records would join only at the same millisecond; declare a time difference of at least 1 ms)",
@@ -369,7 +312,7 @@ where
         let logic = Arc::new(StreamJoinLogic {
             left: self.left.clone(),
             right: self.right.clone(),
-            output: self.output.clone(),
+            output: output.clone(),
             kind: self.kind,
             before: millis(self.windows.before),
             after: millis(self.windows.after),
@@ -380,21 +323,18 @@ where
             joiner: UserLogic(logic.clone()),
             left: self.left.name().clone(),
             right: self.right.name().clone(),
-            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            output: output.as_ref().map(|topic| topic.name().clone()),
             kind: self.kind,
             before: self.windows.before,
             after: self.windows.after,
             grace: self.windows.grace,
         });
         let stage = JoinStage {
-            name: self.name,
             first: self.left.clone(),
             second: self.right.clone(),
-            output: self.output.clone(),
-            dead_letter: self.dead_letter,
-            timestamp_sync: self.timestamp_sync,
+            output,
         };
-        stage.stage(declared, logic, problems)
+        stage.stage(head, declared, logic, problems)
     }
 }
 

@@ -35,21 +35,24 @@ fn show(order: Option<&i64>, payment: Option<&i64>) -> String {
 }
 
 fn inner_with(windows: JoinWindows) -> Stage {
-    Join::stream_stream("match", &orders(), &payments(), windows)
+    Stage::named("match")
+        .join(Join::stream_stream(&orders(), &payments(), windows))
         .inner(|_, order, payment| show(Some(order), Some(payment)))
         .into(&matched())
         .build()
 }
 
 fn left() -> Stage {
-    Join::stream_stream("match", &orders(), &payments(), window())
+    Stage::named("match")
+        .join(Join::stream_stream(&orders(), &payments(), window()))
         .left(|_, order, payment| show(Some(order), payment))
         .into(&matched())
         .build()
 }
 
 fn outer() -> Stage {
-    Join::stream_stream("match", &orders(), &payments(), window())
+    Stage::named("match")
+        .join(Join::stream_stream(&orders(), &payments(), window()))
         .outer(|_, order, payment| show(order, payment))
         .into(&matched())
         .build()
@@ -308,7 +311,8 @@ fn j5_bad_records_are_refused_naming_the_record() {
         error.contains("J5") && error.contains("no timestamp"),
         "{error}"
     );
-    let failing = Join::stream_stream("match", &orders(), &payments(), window())
+    let failing = Stage::named("match")
+        .join(Join::stream_stream(&orders(), &payments(), window()))
         .inner(|_, order: &i64, payment: &i64| {
             if order == payment {
                 Err(format!("order and payment both {order}"))
@@ -370,28 +374,30 @@ fn join_output_is_what_the_delivery_writes() {
 fn j5_impossible_joins_are_refused_when_built() {
     let cases = [
         (
-            Join::stream_stream("match", &orders(), &payments(), window())
+            Stage::named("match")
+                .join(Join::stream_stream(&orders(), &payments(), window()))
                 .inner(|_, order, payment| show(Some(order), Some(payment)))
                 .build(),
             "no output topic",
         ),
         (
-            Join::stream_stream("match", &orders(), &orders(), window())
+            Stage::named("match")
+                .join(Join::stream_stream(&orders(), &orders(), window()))
                 .inner(|_, order, other| show(Some(order), Some(other)))
                 .into(&matched())
                 .build(),
             "one topic as both",
         ),
         (
-            Join::stream_stream(
-                "match",
-                &orders(),
-                &Topic::<String, i64>::with_codecs("payments", Json, I64),
-                window(),
-            )
-            .inner(|_, order, payment| show(Some(order), Some(payment)))
-            .into(&matched())
-            .build(),
+            Stage::named("match")
+                .join(Join::stream_stream(
+                    &orders(),
+                    &Topic::<String, i64>::with_codecs("payments", Json, I64),
+                    window(),
+                ))
+                .inner(|_, order, payment| show(Some(order), Some(payment)))
+                .into(&matched())
+                .build(),
             "different codecs",
         ),
         (

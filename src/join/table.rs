@@ -2,7 +2,7 @@
 //! `KTable.join(KTable, …)`, `leftJoin` and `outerJoin`, built into a stage
 //! so that every driver runs the same join.
 //!
-//! A table–table join is a stage ([`TableJoinBuilder::build`] returns a
+//! A table–table join is a stage ([`OperatorBuilder::build`] returns a
 //! [`Stage`]) with two sources, the left table (source 0) and the right
 //! table (source 1), and one output, itself a table:
 //!
@@ -25,19 +25,20 @@
 //!   meet in one task.
 //!
 //! A record without a key is refused with J9 (its task stops, or
-//! dead-letters it with [`TableJoinBuilder::dead_letter_queue`]); so is a
+//! dead-letters it with [`OperatorBuilder::dead_letter_queue`]); so is a
 //! value its topic's codec refuses, and a joiner's error or panic.
 //!
 //! ```
 //! use parsley::{Join, TableJoinDecl, TableJoinKind};
-//! use parsley::{Parsley, Topic, Utf8, I64};
+//! use parsley::{Parsley, Stage, Topic, Utf8, I64};
 //!
 //! let balances = Topic::<String, i64>::with_codecs("balances", Utf8, I64);
 //! let limits = Topic::<String, i64>::with_codecs("credit-limits", Utf8, I64);
 //! let headroom = Topic::<String, i64>::with_codecs("headroom", Utf8, I64);
 //! // Each account's headroom: its limit less its balance, kept up to date
 //! // as either changes; an account without a limit has none.
-//! let view = Join::table_table("headroom", &balances, &limits)
+//! let view = Stage::named("headroom")
+//!     .join(Join::table_table(&balances, &limits))
 //!     .inner(|_account, balance, limit| limit - balance)
 //!     .into(&headroom)
 //!     .build();
@@ -48,13 +49,12 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::operator::{CoPartitioned, Operator, UserLogic};
-use crate::stage::logic::{DeliveryFailure, Fallible};
-use crate::stage::{ReplayError, Stage};
+use crate::stage::logic::DeliveryFailure;
+use crate::stage::{Declaration, ReplayError, Stage, StageHead, TwoSided};
 use crate::topic::Topic;
 use crate::tp::TopicName;
 
@@ -149,24 +149,18 @@ pub(crate) trait TableJoiner: Send + Sync {
 }
 
 impl Join {
-    /// A table–table join, a stage named `name` (unique in its application,
-    /// C1; it also names the stage's changelog): the latest value of each
-    /// key in `left` joined with the latest value of the key in `right`,
-    /// rewritten whenever either changes (J8). Choose the join with
-    /// [`TableTableJoin::inner`], [`TableTableJoin::left`] or
-    /// [`TableTableJoin::outer`].
-    pub fn table_table<K, L, R>(
-        name: impl Into<String>,
-        left: &Topic<K, L>,
-        right: &Topic<K, R>,
-    ) -> TableTableJoin<K, L, R>
+    /// A table–table join (J8), for
+    /// [`StageBuilder::join`](crate::StageBuilder::join): the latest value
+    /// of each key in `left` joined with the latest value of the key in
+    /// `right`, rewritten whenever either changes. Choose the join with
+    /// `inner`, `left` or `outer`.
+    pub fn table_table<K, L, R>(left: &Topic<K, L>, right: &Topic<K, R>) -> TableTableJoin<K, L, R>
     where
         K: Clone + Send + Sync + 'static,
         L: Send + Sync + 'static,
         R: Send + Sync + 'static,
     {
         TableTableJoin {
-            name: name.into(),
             left: left.clone(),
             right: right.clone(),
         }
@@ -175,134 +169,82 @@ impl Join {
 
 /// A table–table join being declared: its sources, before the joiner.
 pub struct TableTableJoin<K, L, R> {
-    name: String,
     left: Topic<K, L>,
     right: Topic<K, R>,
 }
 
-impl<K, L, R> TableTableJoin<K, L, R>
+impl<K, L, R> super::sealed::Joining for TableTableJoin<K, L, R> {}
+
+impl<K, L, R> super::KeyedSides for TableTableJoin<K, L, R>
 where
     K: Clone + Send + Sync + 'static,
     L: Send + Sync + 'static,
     R: Send + Sync + 'static,
 {
-    /// An inner join: a key with both sides is joined by `joiner` (which may
-    /// return `O` or `Result<O, E>`; an error or a panic refuses the record,
-    /// X5); a key losing one side gets a tombstone.
-    pub fn inner<O, F>(
-        self,
-        joiner: impl Fn(&K, &L, &R) -> F + Send + Sync + 'static,
-    ) -> TableJoinBuilder<K, L, R, O>
-    where
-        O: 'static,
-        F: Fallible<O>,
-    {
-        self.with(TableJoinKind::Inner, super::inner_joiner(joiner))
-    }
+    type Key = K;
+    type Left = L;
+    type Right = R;
+    type Kind = TableJoinKind;
+    const KINDS: [TableJoinKind; 3] = [
+        TableJoinKind::Inner,
+        TableJoinKind::Left,
+        TableJoinKind::Outer,
+    ];
+    type Joined<O: 'static> = TableTableJoined<K, L, R, O>;
 
-    /// A left join: a key with a left side is joined by `joiner`, with its
-    /// right side or `None`; a key losing its left side gets a tombstone.
-    pub fn left<O, F>(
-        self,
-        joiner: impl Fn(&K, &L, Option<&R>) -> F + Send + Sync + 'static,
-    ) -> TableJoinBuilder<K, L, R, O>
-    where
-        O: 'static,
-        F: Fallible<O>,
-    {
-        self.with(TableJoinKind::Left, super::left_joiner(joiner))
-    }
-
-    /// An outer join: a key with either side is joined by `joiner`, with
-    /// `None` for a missing side; a key losing its last side gets a
-    /// tombstone.
-    pub fn outer<O, F>(
-        self,
-        joiner: impl Fn(&K, Option<&L>, Option<&R>) -> F + Send + Sync + 'static,
-    ) -> TableJoinBuilder<K, L, R, O>
-    where
-        O: 'static,
-        F: Fallible<O>,
-    {
-        self.with(TableJoinKind::Outer, super::outer_joiner(joiner))
-    }
-
-    fn with<O>(
-        self,
+    fn joined<O: 'static>(
+        &self,
         kind: TableJoinKind,
         joiner: TableJoinerFn<K, L, R, O>,
-    ) -> TableJoinBuilder<K, L, R, O> {
-        TableJoinBuilder {
-            name: self.name,
-            left: self.left,
-            right: self.right,
+    ) -> TableTableJoined<K, L, R, O> {
+        TableTableJoined {
+            left: self.left.clone(),
+            right: self.right.clone(),
             kind,
             joiner,
-            output: None,
-            dead_letter: false,
-            timestamp_sync: None,
         }
     }
 }
 
 /// A table–table join with its joiner; see [`Join::table_table`] and
 /// docs/RULES.md#j8.
-pub struct TableJoinBuilder<K, L, R, O> {
-    name: String,
+pub struct TableTableJoined<K, L, R, O> {
     left: Topic<K, L>,
     right: Topic<K, R>,
     kind: TableJoinKind,
     joiner: TableJoinerFn<K, L, R, O>,
-    output: Option<Topic<K, O>>,
-    dead_letter: bool,
-    timestamp_sync: Option<Duration>,
 }
 
-impl<K, L, R, O> TableJoinBuilder<K, L, R, O>
+impl<K, L, R, O> TwoSided for TableTableJoined<K, L, R, O>
 where
     K: Clone + Send + Sync + 'static,
     L: Send + Sync + 'static,
     R: Send + Sync + 'static,
     O: 'static,
 {
-    /// The topic the join's results and tombstones are written to
-    /// (required).
-    pub fn into(mut self, output: &Topic<K, O>) -> Self {
-        self.output = Some(output.clone());
-        self
-    }
+}
 
-    /// X5's opt-in: refused records (no key, a value the codec refuses, a
-    /// failing joiner) go to `<application.id>-<name>-dlq` instead of
-    /// stopping the task.
-    pub fn dead_letter_queue(mut self) -> Self {
-        self.dead_letter = true;
-        self
-    }
+impl<K, L, R, O> Declaration for TableTableJoined<K, L, R, O>
+where
+    K: Clone + Send + Sync + 'static,
+    L: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+    O: 'static,
+{
+    type Output = Topic<K, O>;
+    type Built = Stage;
 
-    /// G9: the join's task delivers its two tables' records in timestamp
-    /// order, waiting up to `max_idle` for a caught-up side to get more
-    /// (Kafka Streams' `max.task.idle.ms`). See
-    /// [`StageBuilder::synchronise_by_timestamp`](crate::stage::StageBuilder::synchronise_by_timestamp).
-    pub fn synchronise_by_timestamp(mut self, max_idle: Duration) -> Self {
-        self.timestamp_sync = Some(max_idle);
-        self
-    }
-
-    /// The stage. One topic as both sides, sides whose keys have different
-    /// codecs and a missing output are reported by the application's
-    /// `build`, with J9.
-    pub fn build(self) -> Stage {
+    fn declare(self, head: StageHead, output: Option<Topic<K, O>>) -> Stage {
         let wording = Wording {
             rule: ("J9", "j9", "table–table join"),
             same_topic: "one topic as both its left and its right table",
             key_codecs: "a left and a right table whose keys have different codecs (a key's bytes must be the same on both to meet)",
         };
-        let problems = declare::problems(&wording, &self.left, &self.right, self.output.as_ref());
+        let problems = declare::problems(&wording, &self.left, &self.right, output.as_ref());
         let logic = Arc::new(TableJoinLogic {
             left: self.left.clone(),
             right: self.right.clone(),
-            output: self.output.clone(),
+            output: output.clone(),
             kind: self.kind,
             joiner: self.joiner,
         });
@@ -310,18 +252,15 @@ where
             joiner: UserLogic(logic.clone()),
             left: self.left.name().clone(),
             right: self.right.name().clone(),
-            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            output: output.as_ref().map(|topic| topic.name().clone()),
             kind: self.kind,
         });
         let stage = JoinStage {
-            name: self.name,
             first: self.left.clone(),
             second: self.right.clone(),
-            output: self.output.clone(),
-            dead_letter: self.dead_letter,
-            timestamp_sync: self.timestamp_sync,
+            output,
         };
-        stage.stage(declared, logic, problems)
+        stage.stage(head, declared, logic, problems)
     }
 }
 

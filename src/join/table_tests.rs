@@ -26,7 +26,7 @@ fn side(value: Option<&i64>) -> String {
 }
 
 fn joined(kind: TableJoinKind) -> Stage {
-    let join = Join::table_table("view", &balances(), &limits());
+    let join = Stage::named("view").join(Join::table_table(&balances(), &limits()));
     let builder = match kind {
         TableJoinKind::Inner => join.inner(|_, balance, limit| format!("{balance}/{limit}")),
         TableJoinKind::Left => join.left(|_, balance, limit| format!("{balance}/{}", side(limit))),
@@ -189,7 +189,8 @@ fn j9_a_record_without_a_key_is_refused() {
 /// J9: a joiner's error refuses the record (X5).
 #[test]
 fn j9_a_failing_joiner_refuses_the_record() {
-    let stage = Join::table_table("view", &balances(), &limits())
+    let stage = Stage::named("view")
+        .join(Join::table_table(&balances(), &limits()))
         .inner(|_, balance: &i64, limit: &i64| match balance > limit {
             true => Err(format!("balance {balance} over limit {limit}")),
             false => Ok((limit - balance).to_string()),
@@ -212,15 +213,18 @@ fn j9_a_failing_joiner_refuses_the_record() {
 /// sides, and with sides whose key codecs differ.
 #[test]
 fn j9_the_build_refuses_impossible_joins() {
-    let no_output = Join::table_table("view", &balances(), &limits())
+    let no_output = Stage::named("view")
+        .join(Join::table_table(&balances(), &limits()))
         .inner(|_, a: &i64, b: &i64| a + b)
         .build();
-    let same = Join::table_table("same", &balances(), &balances())
+    let same = Stage::named("same")
+        .join(Join::table_table(&balances(), &balances()))
         .inner(|_, a: &i64, b: &i64| a + b)
         .into(&balances())
         .build();
     let json_keys = Topic::<String, i64>::with_codecs("json-limits", Json, I64);
-    let codecs = Join::table_table("codecs", &balances(), &json_keys)
+    let codecs = Stage::named("codecs")
+        .join(Join::table_table(&balances(), &json_keys))
         .inner(|_, a: &i64, b: &i64| a + b)
         .into(&Topic::with_codecs("sums", Utf8, I64))
         .build();

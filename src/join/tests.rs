@@ -22,14 +22,16 @@ fn priced() -> Topic<String, i64> {
 }
 
 fn inner() -> Stage {
-    Join::stream_table("pricing", &orders(), &discounts())
+    Stage::named("pricing")
+        .join(Join::stream_table(&orders(), &discounts()))
         .inner(|order, discount: &i64| order.value - discount)
         .into(&priced())
         .build()
 }
 
 fn left() -> Stage {
-    Join::stream_table("pricing", &orders(), &discounts())
+    Stage::named("pricing")
+        .join(Join::stream_table(&orders(), &discounts()))
         .left(|order, discount: Option<&i64>| order.value - discount.copied().unwrap_or(0))
         .into(&priced())
         .build()
@@ -199,7 +201,8 @@ fn j1_j2_records_without_a_key_are_refused_naming_the_record() {
 /// J2: a joiner's error refuses the record (X5), with its message.
 #[test]
 fn j2_a_failing_joiner_refuses_the_record() {
-    let stage = Join::stream_table("pricing", &orders(), &discounts())
+    let stage = Stage::named("pricing")
+        .join(Join::stream_table(&orders(), &discounts()))
         .inner(|order, discount: &i64| match *discount > order.value {
             true => Err(format!("discount {discount} above the order")),
             false => Ok(order.value - discount),
@@ -238,14 +241,11 @@ fn join_output_is_what_the_delivery_emits() {
         .unwrap();
     assert_eq!(key.as_deref(), Some(&b"alice"[..]));
     assert_eq!(value[..], 70i64.to_be_bytes());
-    let windows = crate::window::Windows::tumbling(std::time::Duration::from_secs(1))
-        .aggregate(
-            "w",
-            &orders(),
-            I64,
-            || 0i64,
-            |total, order| total + order.value,
-        )
+    let windows = Stage::named("w")
+        .windowed(crate::window::Windows::tumbling(
+            std::time::Duration::from_secs(1),
+        ))
+        .aggregate(&orders(), I64, || 0i64, |total, order| total + order.value)
         .build();
     assert!(windows
         .hooks()
@@ -259,27 +259,29 @@ fn join_output_is_what_the_delivery_emits() {
 fn j4_impossible_joins_are_refused_when_built() {
     let cases = [
         (
-            Join::stream_table("pricing", &orders(), &discounts())
+            Stage::named("pricing")
+                .join(Join::stream_table(&orders(), &discounts()))
                 .inner(|order, discount: &i64| order.value - discount)
                 .build(),
             "no output topic",
         ),
         (
-            Join::stream_table("pricing", &orders(), &orders())
+            Stage::named("pricing")
+                .join(Join::stream_table(&orders(), &orders()))
                 .inner(|order, other: &i64| order.value - other)
                 .into(&priced())
                 .build(),
             "one topic as both",
         ),
         (
-            Join::stream_table(
-                "pricing",
-                &orders(),
-                &Topic::<String, i64>::with_codecs("discounts", Json, I64),
-            )
-            .inner(|order, discount: &i64| order.value - discount)
-            .into(&priced())
-            .build(),
+            Stage::named("pricing")
+                .join(Join::stream_table(
+                    &orders(),
+                    &Topic::<String, i64>::with_codecs("discounts", Json, I64),
+                ))
+                .inner(|order, discount: &i64| order.value - discount)
+                .into(&priced())
+                .build(),
             "different codecs",
         ),
     ];

@@ -18,6 +18,7 @@
 //! assert_eq!(balances.name(), "balances");
 //! ```
 
+mod declare;
 pub(crate) mod logic;
 pub mod slots;
 pub(crate) mod wide;
@@ -38,6 +39,8 @@ use crate::tp::{TopicName, Tp};
 
 mod hooks;
 
+pub use declare::{Declaration, Declaring, IntoOutput, OperatorBuilder, TwoSided};
+pub(crate) use declare::{OperatorParts, StageHead};
 pub use hooks::StageHooks;
 pub use logic::Fallible;
 pub use slots::{SlotKey, SlotKeyError, Slots, SlotsView};

@@ -3,7 +3,7 @@
 //! `suppress(untilWindowCloses)` as the default emission, built into a
 //! stage so that every driver runs the same windows.
 //!
-//! A windowed aggregation is a stage ([`WindowedBuilder::build`] returns a
+//! A windowed aggregation is a stage ([`OperatorBuilder::build`] returns a
 //! [`Stage`]) that reads one source topic and keeps, in each key's slot, the
 //! key's open windows with their aggregates:
 //!
@@ -14,7 +14,7 @@
 //!   [`Windows::hopping`]: a record belongs to `size / advance` windows).
 //!   A record without a key, or with a negative timestamp, is refused with
 //!   W1 (its task stops, or dead-letters it with
-//!   [`WindowedBuilder::dead_letter_queue`]).
+//!   [`OperatorBuilder::dead_letter_queue`]).
 //! - **Sessions (W5).** [`SessionWindows::with_inactivity_gap`]: a key's
 //!   records at most the gap apart make one session `[start, end]` (its
 //!   first and last records' timestamps). A record within the gap of a
@@ -34,7 +34,7 @@
 //!   already is late for those windows: it is folded into the ones still
 //!   open and, once, counted (`window-records-late-total`) and written
 //!   as it came (its own key and value bytes) to the late topic, with
-//!   [`WindowedBuilder::late_records_to`]. Kafka Streams drops it and only
+//!   [`OperatorBuilder::late_records_to`]. Kafka Streams drops it and only
 //!   counts it.
 //! - **Emission (W4).** [`Emit::OnClose`] (the default) writes each window's
 //!   final aggregate once, when it closes: the closes of one delivery in
@@ -55,15 +55,15 @@
 //! ```
 //! use std::time::Duration;
 //! use parsley::{WindowDecl, WindowShape, Windowed, WindowedCodec, Windows};
-//! use parsley::{Parsley, Topic, Utf8, I64};
+//! use parsley::{Parsley, Stage, Topic, Utf8, I64};
 //!
 //! let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
 //! let per_minute =
 //!     Topic::<Windowed<String>, i64>::with_codecs("sales-per-minute", WindowedCodec(Utf8), I64);
 //! // Revenue per product per minute, each minute written once it closes.
-//! let revenue = Windows::tumbling(Duration::from_secs(60))
-//!     .grace(Duration::from_secs(5))
-//!     .aggregate("revenue", &sales, I64, || 0i64, |total, sale| total + sale.value())
+//! let revenue = Stage::named("revenue")
+//!     .windowed(Windows::tumbling(Duration::from_secs(60)).grace(Duration::from_secs(5)))
+//!     .aggregate(&sales, I64, || 0i64, |total, sale| total + sale.value())
 //!     .into(&per_minute)
 //!     .build();
 //! let app = Parsley::named("shop").stage(revenue).build()?;
@@ -89,7 +89,10 @@ use crate::emission::Record;
 use crate::operator::{Counter, Operator, OperatorProblem, UserLogic};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::Fallible;
-use crate::stage::{ReplayError, Stage, StageDef, StageProblem, TickDecl, TickKind};
+use crate::stage::{
+    Declaration, Declaring, OperatorBuilder, OperatorParts, ReplayError, Stage, StageBuilder,
+    StageHead, StageProblem, Stateless, TickDecl, TickKind,
+};
 use crate::topic::{Topic, TopicRef};
 use crate::tp::{TopicName, Tp};
 
@@ -340,33 +343,6 @@ impl Windows {
         self.grace = grace;
         self
     }
-
-    /// A windowed aggregation, a stage named `name` (unique in its
-    /// application, C1; it also names the stage's changelog): each key's
-    /// records of `source`, per window, folded from `init()` with `fold`
-    /// (which may return `A` or `Result<A, E>`; an error or a panic refuses
-    /// the record, X5). Aggregates are kept with `codec` on the changelog.
-    pub fn aggregate<K, V, A, C, R>(
-        self,
-        name: impl Into<String>,
-        source: &Topic<K, V>,
-        codec: C,
-        init: impl Fn() -> A + Send + Sync + 'static,
-        fold: impl Fn(A, &Record<K, V>) -> R + Send + Sync + 'static,
-    ) -> WindowedBuilder<K, V, A>
-    where
-        K: Clone + Send + Sync + 'static,
-        V: Send + Sync + 'static,
-        A: Clone + Send + Sync + 'static,
-        C: Codec<A>,
-        R: Fallible<A>,
-    {
-        let shape = WindowShape::Time {
-            size: self.size,
-            advance: self.advance,
-        };
-        WindowedBuilder::new(name.into(), shape, self.grace, source, codec, init, fold)
-    }
 }
 
 /// The session windows of an aggregation: their inactivity gap and grace
@@ -394,22 +370,94 @@ impl SessionWindows {
         self.grace = grace;
         self
     }
+}
 
-    /// A session aggregation, a stage named `name` (unique in its
-    /// application, C1): each key's records of `source`, per session,
-    /// folded from `init()` with `fold`; when a record joins sessions,
-    /// their aggregates are combined with `merge` (W5). Either may return
-    /// `A` or `Result<A, E>`; an error or a panic refuses the record (X5).
-    /// Sessions emit on close ([`Emit::OnClose`]).
+impl StageBuilder<Stateless> {
+    /// A windowed aggregation's stage: `windows` are [`Windows`] (tumbling
+    /// or hopping) or [`SessionWindows`]; its `aggregate` follows. Kafka
+    /// Streams' `groupByKey().windowedBy(..)`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use parsley::prelude::*;
+    ///
+    /// let sales: Topic<String, i64> = Topic::new("sales");
+    /// let revenue: Topic<Windowed<String>, i64> =
+    ///     Topic::with_codecs("revenue", WindowedCodec(Utf8), I64);
+    /// let stage = Stage::named("revenue")
+    ///     .windowed(Windows::tumbling(Duration::from_secs(60)))
+    ///     .aggregate(&sales, I64, || 0i64, |total, sale| total + sale.value())
+    ///     .into(&revenue)
+    ///     .build();
+    /// assert_eq!(stage.name(), "revenue");
+    /// ```
+    pub fn windowed<W: Windowing>(self, windows: W) -> Declaring<W> {
+        self.choose(windows)
+    }
+}
+
+/// The windows a windowed aggregation takes ([`StageBuilder::windowed`]):
+/// [`Windows`] or [`SessionWindows`].
+pub trait Windowing: sealed::Windowing {}
+
+mod sealed {
+    pub trait Windowing {}
+}
+
+impl sealed::Windowing for Windows {}
+impl Windowing for Windows {}
+impl sealed::Windowing for SessionWindows {}
+impl Windowing for SessionWindows {}
+
+impl Declaring<Windows> {
+    /// The aggregation: each key's records of `source`, per window, folded
+    /// from `init()` with `fold` (which may return `A` or `Result<A, E>`;
+    /// an error or a panic refuses the record, X5). Aggregates are kept
+    /// with `codec` on the changelog.
+    pub fn aggregate<K, V, A, C, R>(
+        self,
+        source: &Topic<K, V>,
+        codec: C,
+        init: impl Fn() -> A + Send + Sync + 'static,
+        fold: impl Fn(A, &Record<K, V>) -> R + Send + Sync + 'static,
+    ) -> OperatorBuilder<WindowAggregation<K, V, A>>
+    where
+        K: Clone + Send + Sync + 'static,
+        V: Send + Sync + 'static,
+        A: Clone + Send + Sync + 'static,
+        C: Codec<A>,
+        R: Fallible<A>,
+    {
+        let windows = self.spec;
+        let shape = WindowShape::Time {
+            size: windows.size,
+            advance: windows.advance,
+        };
+        self.with(WindowAggregation::new(
+            shape,
+            windows.grace,
+            source,
+            codec,
+            init,
+            fold,
+        ))
+    }
+}
+
+impl Declaring<SessionWindows> {
+    /// The session aggregation: each key's records of `source`, per
+    /// session, folded from `init()` with `fold`; when a record joins
+    /// sessions, their aggregates are combined with `merge` (W5). Either
+    /// may return `A` or `Result<A, E>`; an error or a panic refuses the
+    /// record (X5). Sessions emit on close ([`Emit::OnClose`]).
     pub fn aggregate<K, V, A, C, R, M>(
         self,
-        name: impl Into<String>,
         source: &Topic<K, V>,
         codec: C,
         init: impl Fn() -> A + Send + Sync + 'static,
         fold: impl Fn(A, &Record<K, V>) -> R + Send + Sync + 'static,
         merge: impl Fn(A, A) -> M + Send + Sync + 'static,
-    ) -> WindowedBuilder<K, V, A>
+    ) -> OperatorBuilder<WindowAggregation<K, V, A>>
     where
         K: Clone + Send + Sync + 'static,
         V: Send + Sync + 'static,
@@ -418,17 +466,18 @@ impl SessionWindows {
         R: Fallible<A>,
         M: Fallible<A>,
     {
-        let shape = WindowShape::Session { gap: self.gap };
-        let mut builder =
-            WindowedBuilder::new(name.into(), shape, self.grace, source, codec, init, fold);
-        builder.merge = Some(Arc::new(move |one, two| merge(one, two).into_result()));
-        builder
+        let sessions = self.spec;
+        let shape = WindowShape::Session { gap: sessions.gap };
+        let mut aggregation =
+            WindowAggregation::new(shape, sessions.grace, source, codec, init, fold);
+        aggregation.merge = Some(Arc::new(move |one, two| merge(one, two).into_result()));
+        self.with(aggregation)
     }
 }
 
-/// A windowed aggregation being declared (the rules it keeps are in `docs/RULES.md`).
-pub struct WindowedBuilder<K, V, A> {
-    name: String,
+/// A windowed aggregation's logic, as [`OperatorBuilder`] declares it (the
+/// rules it keeps are in `docs/RULES.md`).
+pub struct WindowAggregation<K, V, A> {
     shape: WindowShape,
     grace: Duration,
     source: Topic<K, V>,
@@ -436,21 +485,18 @@ pub struct WindowedBuilder<K, V, A> {
     init: Arc<dyn Fn() -> A + Send + Sync>,
     fold: logic::FoldFn<K, V, A>,
     merge: Option<logic::MergeFn<A>>,
-    output: Option<Topic<Windowed<K>, A>>,
     late: Option<Topic<K, V>>,
     emit: Emit,
     close: Close,
-    dead_letter: bool,
 }
 
-impl<K, V, A> WindowedBuilder<K, V, A>
+impl<K, V, A> WindowAggregation<K, V, A>
 where
     K: Clone + Send + Sync + 'static,
     V: Send + Sync + 'static,
     A: Clone + Send + Sync + 'static,
 {
     fn new<C, R>(
-        name: String,
         shape: WindowShape,
         grace: Duration,
         source: &Topic<K, V>,
@@ -462,8 +508,7 @@ where
         C: Codec<A>,
         R: Fallible<A>,
     {
-        WindowedBuilder {
-            name,
+        WindowAggregation {
             shape,
             grace,
             source: source.clone(),
@@ -471,52 +516,49 @@ where
             init: Arc::new(init),
             fold: Arc::new(move |aggregate, record| fold(aggregate, record).into_result()),
             merge: None,
-            output: None,
             late: None,
             emit: Emit::default(),
             close: Close::default(),
-            dead_letter: false,
         }
     }
+}
 
-    /// The topic the windows' aggregates are written to (required).
-    pub fn into(mut self, output: &Topic<Windowed<K>, A>) -> Self {
-        self.output = Some(output.clone());
-        self
-    }
-
+impl<K, V, A> OperatorBuilder<WindowAggregation<K, V, A>>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    A: Clone + Send + Sync + 'static,
+{
     /// When aggregates are written (W4). Default [`Emit::OnClose`].
     pub fn emit(mut self, emit: Emit) -> Self {
-        self.emit = emit;
+        self.declaration.emit = emit;
         self
     }
 
     /// What closes windows (W2). Default [`Close::StreamTime`].
     pub fn close_by(mut self, close: Close) -> Self {
-        self.close = close;
+        self.declaration.close = close;
         self
     }
 
     /// W3: late records are written, as they came, to `late` (as well as
     /// counted). Without it they are only counted.
     pub fn late_records_to(mut self, late: &Topic<K, V>) -> Self {
-        self.late = Some(late.clone());
+        self.declaration.late = Some(late.clone());
         self
     }
+}
 
-    /// X5's opt-in: records the aggregation refuses (no key, no timestamp,
-    /// a codec's refusal, a failing fold) go to `<application.id>-<name>-dlq`
-    /// instead of stopping the task.
-    pub fn dead_letter_queue(mut self) -> Self {
-        self.dead_letter = true;
-        self
-    }
+impl<K, V, A> Declaration for WindowAggregation<K, V, A>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    A: Clone + Send + Sync + 'static,
+{
+    type Output = Topic<Windowed<K>, A>;
+    type Built = Stage;
 
-    /// Finishes the declaration. Impossible windows (a zero size, an advance
-    /// of zero or past the size, a zero gap, a zero resolution, sessions
-    /// emitting on update) and a missing output are reported by the
-    /// application's `build`, with their rule.
-    pub fn build(self) -> Stage {
+    fn declare(self, head: StageHead, output: Option<Topic<Windowed<K>, A>>) -> Stage {
         let grace = self.grace;
         let mut problems = Vec::new();
         let shape = match self.shape {
@@ -547,7 +589,7 @@ where
                 }
             }
         };
-        if self.output.is_none() {
+        if output.is_none() {
             problems.push(problem("no output topic (declare one with `into`)"));
         }
         let ticks = match self.close {
@@ -563,12 +605,12 @@ where
             }
         };
         let mut sinks = Vec::new();
-        sinks.extend(self.output.iter().map(TopicRef::from));
+        sinks.extend(output.iter().map(TopicRef::from));
         sinks.extend(self.late.iter().map(TopicRef::from));
         let sources = vec![TopicRef::from(&self.source)];
         let logic = Arc::new(WindowLogic {
             source: self.source.clone(),
-            output: self.output.clone(),
+            output: output.clone(),
             late: self.late.clone(),
             shape,
             emit: self.emit,
@@ -583,28 +625,21 @@ where
         let decl = WindowDecl {
             fold: UserLogic(logic.clone()),
             source: self.source.name().clone(),
-            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            output: output.as_ref().map(|topic| topic.name().clone()),
             late: self.late.as_ref().map(|topic| topic.name().clone()),
             shape: self.shape,
             grace,
             emit: self.emit,
             close: self.close,
         };
-        Stage {
-            def: Arc::new(StageDef {
-                name: self.name,
-                sources,
-                sinks,
-                ticks,
-                stateful: true,
-                dead_letter: self.dead_letter,
-                operators: vec![Arc::new(decl)],
-                timestamp_sync: None,
-                consistent: None,
-                logic,
-                problems,
-            }),
-        }
+        head.stage(OperatorParts {
+            sources,
+            sinks,
+            ticks,
+            operator: Arc::new(decl),
+            logic,
+            problems,
+        })
     }
 }
 

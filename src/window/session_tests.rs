@@ -8,11 +8,13 @@ use crate::record::{ConsumedRecord, RecordData};
 use crate::tp::Tp;
 use crate::{CompositionError, Emission, Parsley, Utf8, I64};
 
-fn sessions(gap: u64, grace: u64) -> WindowedBuilder<String, i64, i64> {
-    SessionWindows::with_inactivity_gap(Duration::from_millis(gap))
-        .grace(Duration::from_millis(grace))
+fn sessions(gap: u64, grace: u64) -> OperatorBuilder<WindowAggregation<String, i64, i64>> {
+    Stage::named("totals")
+        .windowed(
+            SessionWindows::with_inactivity_gap(Duration::from_millis(gap))
+                .grace(Duration::from_millis(grace)),
+        )
         .aggregate(
-            "totals",
             &sales(),
             I64,
             || 0i64,

@@ -21,15 +21,10 @@ pub(super) fn late() -> Topic<String, i64> {
     Topic::with_codecs("late-sales", Utf8, I64)
 }
 
-fn summing(windows: Windows) -> WindowedBuilder<String, i64, i64> {
-    windows
-        .aggregate(
-            "totals",
-            &sales(),
-            I64,
-            || 0i64,
-            |total, sale| total + sale.value,
-        )
+fn summing(windows: Windows) -> OperatorBuilder<WindowAggregation<String, i64, i64>> {
+    Stage::named("totals")
+        .windowed(windows)
+        .aggregate(&sales(), I64, || 0i64, |total, sale| total + sale.value)
         .into(&totals())
 }
 
@@ -312,14 +307,9 @@ fn w1_impossible_windows_are_refused_at_build() {
         Duration::from_secs(2),
     ))
     .build();
-    let no_output = Windows::tumbling(Duration::from_secs(1))
-        .aggregate(
-            "totals",
-            &sales(),
-            I64,
-            || 0i64,
-            |total, sale| total + sale.value,
-        )
+    let no_output = Stage::named("totals")
+        .windowed(Windows::tumbling(Duration::from_secs(1)))
+        .aggregate(&sales(), I64, || 0i64, |total, sale| total + sale.value)
         .build();
     for (stage, reason) in [
         (zero, "a window size of zero"),

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use parsley::Expiring;
 use parsley::Join;
-use parsley::{App, CompositionError, Json, Parsley, Step, Topic, Utf8, I64};
+use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley::{Close, Windowed, WindowedCodec, Windows};
 use serde::{Deserialize, Serialize};
 
@@ -109,10 +109,9 @@ pub fn app(
 ) -> Result<App, CompositionError> {
     let shop = Parsley::named(format!("{prefix}shop"));
     let unique = topics.unique_orders.clone();
-    let dedupe = Expiring::after(DEDUPE)
-        .from_first_write()
+    let dedupe = Stage::named("dedupe")
+        .expiring(Expiring::after(DEDUPE).from_first_write())
         .fold(
-            "dedupe",
             &topics.orders,
             Json,
             || false,
@@ -132,7 +131,8 @@ pub fn app(
         Utf8,
         |_, order| order.customer.clone(),
     );
-    let enrich = Join::stream_table("enrich", &orders_by_customer, &topics.profiles)
+    let enrich = Stage::named("enrich")
+        .join(Join::stream_table(&orders_by_customer, &topics.profiles))
         .left(|order, profile: Option<&Profile>| Enriched {
             order: order.value().clone(),
             tier: profile.map(|profile| profile.tier.clone()),
@@ -148,10 +148,9 @@ pub fn app(
         shop.rekey_output("by-product", enrich, &topics.enriched, Utf8, |_, sale| {
             sale.order.product.clone()
         });
-    let revenue = Windows::tumbling(window)
-        .grace(grace)
+    let revenue = Stage::named("revenue")
+        .windowed(Windows::tumbling(window).grace(grace))
         .aggregate(
-            "revenue",
             &enriched_by_product,
             I64,
             || 0i64,

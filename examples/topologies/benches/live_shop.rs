@@ -47,6 +47,7 @@
 //! Parsley side with each re-key a stage of its own, for measuring what a
 //! hop costs: see `pipeline`).
 
+use parsley::Stage;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -155,10 +156,9 @@ fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
     let stages = std::env::var("PARSLEY_SHOP_REKEY_STAGES").as_deref() == Ok("1");
     let shop = Parsley::named(format!("{prefix}shop"));
     let unique = topics.unique_orders.clone();
-    let dedupe = Expiring::after(DEDUPE)
-        .from_first_write()
+    let dedupe = Stage::named("dedupe")
+        .expiring(Expiring::after(DEDUPE).from_first_write())
         .fold(
-            "dedupe",
             &topics.orders,
             Json,
             || false,
@@ -191,7 +191,8 @@ fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
             (dedupe, None, rekeyed)
         }
     };
-    let enrich = Join::stream_table("enrich", &orders_by_customer, &topics.profiles)
+    let enrich = Stage::named("enrich")
+        .join(Join::stream_table(&orders_by_customer, &topics.profiles))
         .left(|order, profile: Option<&Profile>| Enriched {
             order: order.value().clone(),
             tier: profile.map(|profile| profile.tier.clone()),
@@ -220,10 +221,12 @@ fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
             (enrich, None, rekeyed)
         }
     };
-    let revenue = Windows::tumbling(Duration::from_millis(WINDOW_MS as u64))
-        .grace(Duration::from_millis(GRACE_MS as u64))
+    let revenue = Stage::named("revenue")
+        .windowed(
+            Windows::tumbling(Duration::from_millis(WINDOW_MS as u64))
+                .grace(Duration::from_millis(GRACE_MS as u64)),
+        )
         .aggregate(
-            "revenue",
             &enriched_by_product,
             I64,
             || 0i64,

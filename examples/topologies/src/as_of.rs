@@ -5,6 +5,7 @@
 //! the same topics that prices each order at the latest discount its task
 //! delivered.
 
+use parsley::Stage;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -79,28 +80,38 @@ impl Default for AsOfTopics {
 /// `latest` (plain, left) sees the latest its task delivered.
 pub fn as_of(topics: &AsOfTopics) -> Result<App, CompositionError> {
     let retention = Duration::from_millis(AS_OF_RETENTION_MS);
-    let as_of = Join::stream_versioned_table("as-of", &topics.orders, &topics.discounts, retention)
+    let as_of = Stage::named("as-of")
+        .join(Join::stream_versioned_table(
+            &topics.orders,
+            &topics.discounts,
+            retention,
+        ))
         .left(|order, discount: Option<&i64>| priced(*order.value(), discount))
         .into(&topics.priced)
         .build();
-    let as_of_graced =
-        Join::stream_versioned_table("as-of-graced", &topics.orders, &topics.discounts, retention)
-            .left(|order, discount: Option<&i64>| {
-                crate::priced_or_nothing_due(*order.value(), discount)
-            })
-            .grace(Duration::from_millis(AS_OF_GRACE_MS))
-            .into(&topics.priced_graced)
-            .build();
-    let as_of_discounted = Join::stream_versioned_table(
-        "as-of-discounted",
-        &topics.orders,
-        &topics.discounts,
-        retention,
-    )
-    .inner(|order, discount: &i64| discounted(*order.value(), *discount))
-    .into(&topics.discounted)
-    .build();
-    let latest = Join::stream_table("latest", &topics.orders, &topics.discounts)
+    let as_of_graced = Stage::named("as-of-graced")
+        .join(Join::stream_versioned_table(
+            &topics.orders,
+            &topics.discounts,
+            retention,
+        ))
+        .left(|order, discount: Option<&i64>| {
+            crate::priced_or_nothing_due(*order.value(), discount)
+        })
+        .grace(Duration::from_millis(AS_OF_GRACE_MS))
+        .into(&topics.priced_graced)
+        .build();
+    let as_of_discounted = Stage::named("as-of-discounted")
+        .join(Join::stream_versioned_table(
+            &topics.orders,
+            &topics.discounts,
+            retention,
+        ))
+        .inner(|order, discount: &i64| discounted(*order.value(), *discount))
+        .into(&topics.discounted)
+        .build();
+    let latest = Stage::named("latest")
+        .join(Join::stream_table(&topics.orders, &topics.discounts))
         .left(|order, discount: Option<&i64>| priced(*order.value(), discount))
         .into(&topics.latest)
         .build();

@@ -107,7 +107,8 @@ pub fn ledger(topics: &LedgerTopics, epoch: Duration) -> Result<App, Composition
     });
     let credit = sum("credit", &to, &topics.credits, |t: &Transfer| t.amount);
     let debit = sum("debit", &from, &topics.debits, |t: &Transfer| t.amount);
-    let balance = Join::table_table("balance", &topics.credits, &topics.debits)
+    let balance = Stage::named("balance")
+        .join(Join::table_table(&topics.credits, &topics.debits))
         .outer(
             |account: &String, credit: Option<&i64>, debit: Option<&i64>| Balance {
                 account: account.clone(),
@@ -215,7 +216,8 @@ pub fn invoices(topics: &InvoiceTopics, epoch: Duration) -> Result<App, Composit
         *amount
     });
     let paid = sum("paid", &topics.payments, &topics.paid, |amount| *amount);
-    let owed = Join::table_table("owed", &topics.charged, &topics.paid)
+    let owed = Stage::named("owed")
+        .join(Join::table_table(&topics.charged, &topics.paid))
         .left(|_customer: &String, charged: &i64, paid: Option<&i64>| {
             charged - paid.copied().unwrap_or(0)
         })

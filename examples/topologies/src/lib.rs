@@ -51,7 +51,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use parsley::TimerService;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Tick, Topic, Utf8, I64};
 use parsley::{Close, Emit, SessionWindows, Windowed, WindowedCodec, Windows};
 use parsley::{Expire, Expiring};
@@ -484,9 +483,10 @@ pub fn timers_with(
         })
         .into((&topics.requests, &topics.expiries))
         .build();
-    let timers = TimerService::named("timers")
+    let timers = Stage::named("timers")
+        .timer_service(&topics.requests, &topics.fires)
         .resolution(TIMER_RESOLUTION)
-        .build(&topics.requests, &topics.fires);
+        .build();
     Parsley::named(app_id).stage(reserve).stage(timers).build()
 }
 
@@ -699,9 +699,10 @@ pub fn sessions_named(
             Step::of(clicks + summary.value())
         })
         .build();
-    let timers = TimerService::named("session-timers")
+    let timers = Stage::named("session-timers")
+        .timer_service(&topics.requests, &topics.fires)
         .resolution(TIMER_RESOLUTION)
-        .build(&topics.requests, &topics.fires);
+        .build();
     Parsley::named(app_id)
         .stage(sessions)
         .stage(timers)
@@ -811,10 +812,12 @@ pub fn windows_named(
     topics: &WindowTopics,
     tick_interval: Duration,
 ) -> Result<App, CompositionError> {
-    let per_second = Windows::tumbling(Duration::from_millis(REVENUE_WINDOW_MS))
-        .grace(Duration::from_millis(REVENUE_GRACE_MS))
+    let per_second = Stage::named("revenue-per-second")
+        .windowed(
+            Windows::tumbling(Duration::from_millis(REVENUE_WINDOW_MS))
+                .grace(Duration::from_millis(REVENUE_GRACE_MS)),
+        )
         .aggregate(
-            "revenue-per-second",
             &topics.sales,
             I64,
             || 0i64,
@@ -823,14 +826,12 @@ pub fn windows_named(
         .late_records_to(&topics.late_sales)
         .into(&topics.per_second)
         .build();
-    let trend = Windows::hopping(Duration::from_secs(2), Duration::from_secs(1))
-        .aggregate(
-            "sales-trend",
-            &topics.sales,
-            I64,
-            || 0i64,
-            |count, _sale| count + 1,
-        )
+    let trend = Stage::named("sales-trend")
+        .windowed(Windows::hopping(
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+        ))
+        .aggregate(&topics.sales, I64, || 0i64, |count, _sale| count + 1)
         .emit(Emit::OnUpdate)
         .close_by(Close::WallClock {
             resolution: tick_interval,
@@ -847,10 +848,12 @@ pub fn windows_named(
         })
         .into(&topics.revenue)
         .build();
-    let sprees = SessionWindows::with_inactivity_gap(Duration::from_millis(SPREE_GAP_MS))
-        .grace(Duration::from_millis(SPREE_GRACE_MS))
+    let sprees = Stage::named("sprees")
+        .windowed(
+            SessionWindows::with_inactivity_gap(Duration::from_millis(SPREE_GAP_MS))
+                .grace(Duration::from_millis(SPREE_GRACE_MS)),
+        )
         .aggregate(
-            "sprees",
             &topics.sales,
             Json,
             Spree::default,
@@ -970,11 +973,13 @@ pub fn enrichment(topics: &EnrichmentTopics) -> Result<App, CompositionError> {
 
 /// [`enrichment`] under another application id.
 pub fn enrichment_named(app_id: &str, topics: &EnrichmentTopics) -> Result<App, CompositionError> {
-    let pricing = Join::stream_table("pricing", &topics.orders, &topics.discounts)
+    let pricing = Stage::named("pricing")
+        .join(Join::stream_table(&topics.orders, &topics.discounts))
         .left(|order, discount: Option<&i64>| priced(*order.value(), discount))
         .into(&topics.priced)
         .build();
-    let discounted_orders = Join::stream_table("discounted", &topics.orders, &topics.discounts)
+    let discounted_orders = Stage::named("discounted")
+        .join(Join::stream_table(&topics.orders, &topics.discounts))
         .inner(|order, discount: &i64| discounted(*order.value(), *discount))
         .synchronise_by_timestamp(Duration::from_millis(DISCOUNT_IDLE_MS))
         .into(&topics.discounted)
@@ -1059,10 +1064,9 @@ pub fn dedupe_named(
     topics: &DedupeTopics,
     tick_interval: Duration,
 ) -> Result<App, CompositionError> {
-    let unique = Expiring::after(Duration::from_millis(DEDUPE_WINDOW_MS))
-        .from_first_write()
+    let unique = Stage::named("dedupe")
+        .expiring(Expiring::after(Duration::from_millis(DEDUPE_WINDOW_MS)).from_first_write())
         .fold(
-            "dedupe",
             &topics.orders,
             Json,
             || false,
@@ -1070,11 +1074,13 @@ pub fn dedupe_named(
         )
         .into(&topics.unique)
         .build();
-    let repeats = Expiring::after(Duration::from_millis(QUIET_MS))
-        .expire_by(Expire::WallClock {
-            resolution: tick_interval,
-        })
-        .fold("repeats", &topics.orders, Json, || 0i64, {
+    let repeats = Stage::named("repeats")
+        .expiring(
+            Expiring::after(Duration::from_millis(QUIET_MS)).expire_by(Expire::WallClock {
+                resolution: tick_interval,
+            }),
+        )
+        .fold(&topics.orders, Json, || 0i64, {
             let repeats = topics.repeats.clone();
             move |count: i64, order| {
                 let count = count + 1;
@@ -1191,10 +1197,12 @@ pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, C
         app.rekey_output("by-product", pricing, &topics.priced, Utf8, |_, sale| {
             sale.product.clone()
         });
-    let revenue = Windows::tumbling(Duration::from_millis(REVENUE_WINDOW_MS))
-        .grace(Duration::from_millis(REVENUE_GRACE_MS))
+    let revenue = Stage::named("product-revenue")
+        .windowed(
+            Windows::tumbling(Duration::from_millis(REVENUE_WINDOW_MS))
+                .grace(Duration::from_millis(REVENUE_GRACE_MS)),
+        )
         .aggregate(
-            "product-revenue",
             &sales_by_product,
             I64,
             || 0i64,
@@ -1426,14 +1434,24 @@ pub fn settlement(topics: &SettlementTopics) -> Result<App, CompositionError> {
 pub fn settlement_named(app_id: &str, topics: &SettlementTopics) -> Result<App, CompositionError> {
     let window = JoinWindows::time_difference(Duration::from_millis(SETTLE_WITHIN_MS))
         .grace(Duration::from_millis(SETTLE_GRACE_MS));
-    let settle = Join::stream_stream("settle", &topics.orders, &topics.payments, window)
+    let settle = Stage::named("settle")
+        .join(Join::stream_stream(
+            &topics.orders,
+            &topics.payments,
+            window,
+        ))
         .outer(|_, order: Option<&i64>, payment: Option<&i64>| Settlement {
             order: order.copied(),
             payment: payment.copied(),
         })
         .into(&topics.settlements)
         .build();
-    let paid = Join::stream_stream("paid", &topics.orders, &topics.payments, window)
+    let paid = Stage::named("paid")
+        .join(Join::stream_stream(
+            &topics.orders,
+            &topics.payments,
+            window,
+        ))
         .inner(|_, _order: &i64, payment: &i64| *payment)
         .synchronise_by_timestamp(Duration::from_millis(SETTLE_IDLE_MS))
         .into(&topics.paid)
@@ -1500,11 +1518,13 @@ pub fn credit(topics: &CreditTopics) -> Result<App, CompositionError> {
 
 /// [`credit`] under another application id.
 pub fn credit_named(app_id: &str, topics: &CreditTopics) -> Result<App, CompositionError> {
-    let headroom = Join::table_table("headroom", &topics.balances, &topics.limits)
+    let headroom = Stage::named("headroom")
+        .join(Join::table_table(&topics.balances, &topics.limits))
         .inner(|_, balance: &i64, limit: &i64| limit - balance)
         .into(&topics.headroom)
         .build();
-    let accounts = Join::table_table("accounts", &topics.balances, &topics.limits)
+    let accounts = Stage::named("accounts")
+        .join(Join::table_table(&topics.balances, &topics.limits))
         .outer(|_, balance: Option<&i64>, limit: Option<&i64>| Account {
             balance: balance.copied(),
             limit: limit.copied(),

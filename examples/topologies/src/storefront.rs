@@ -8,6 +8,7 @@
 //! sources, tasks' inputs and the simulator's faults, so that each planted
 //! operator bug is caught by a second, unlike shape.
 
+use parsley::Stage;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -129,10 +130,9 @@ fn size(amount: i64) -> String {
 /// The storefront application (see the module docs).
 pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
     let app = Parsley::named("storefront");
-    let first_order = Expiring::after(Duration::from_millis(FIRST_ORDER_MS))
-        .from_first_write()
+    let first_order = Stage::named("first-order")
+        .expiring(Expiring::after(Duration::from_millis(FIRST_ORDER_MS)).from_first_write())
         .fold(
-            "first-order",
             &topics.orders,
             Json,
             || false,
@@ -140,13 +140,19 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         )
         .into(&topics.first_orders)
         .build();
-    let priced = Join::stream_table("priced", &topics.orders, &topics.discounts)
+    let priced = Stage::named("priced")
+        .join(Join::stream_table(&topics.orders, &topics.discounts))
         .left(|order, discount: Option<&i64>| crate::priced(*order.value(), discount))
         .into(&topics.priced)
         .build();
     let window = JoinWindows::time_difference(Duration::from_millis(PAID_WITHIN_MS))
         .grace(Duration::from_millis(PAID_GRACE_MS));
-    let paid = Join::stream_stream("paid", &topics.orders, &topics.payments, window)
+    let paid = Stage::named("paid")
+        .join(Join::stream_stream(
+            &topics.orders,
+            &topics.payments,
+            window,
+        ))
         .left(|_, order: &i64, payment: Option<&i64>| Settlement {
             order: Some(*order),
             payment: payment.copied(),
@@ -171,10 +177,12 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
     let (rekey, orders_by_size) = app.rekey("by-size", &topics.orders, Utf8, |order| {
         size(*order.value())
     });
-    let by_size = Windows::tumbling(Duration::from_millis(SIZE_WINDOW_MS))
-        .grace(Duration::from_millis(SIZE_GRACE_MS))
+    let by_size = Stage::named("revenue-by-size")
+        .windowed(
+            Windows::tumbling(Duration::from_millis(SIZE_WINDOW_MS))
+                .grace(Duration::from_millis(SIZE_GRACE_MS)),
+        )
         .aggregate(
-            "revenue-by-size",
             &orders_by_size,
             I64,
             || 0i64,
@@ -182,10 +190,12 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         )
         .into(&topics.by_size)
         .build();
-    let visits = SessionWindows::with_inactivity_gap(Duration::from_millis(VISIT_GAP_MS))
-        .grace(Duration::from_millis(VISIT_GRACE_MS))
+    let visits = Stage::named("visits")
+        .windowed(
+            SessionWindows::with_inactivity_gap(Duration::from_millis(VISIT_GAP_MS))
+                .grace(Duration::from_millis(VISIT_GRACE_MS)),
+        )
         .aggregate(
-            "visits",
             &topics.orders,
             Json,
             Spree::default,
@@ -194,23 +204,26 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         )
         .into(&topics.visits)
         .build();
-    let standing = Join::table_table("standing", &topics.discounts, &topics.limits)
+    let standing = Stage::named("standing")
+        .join(Join::table_table(&topics.discounts, &topics.limits))
         .outer(|_, discount: Option<&i64>, limit: Option<&i64>| Standing {
             discount: discount.copied(),
             limit: limit.copied(),
         })
         .into(&topics.standing)
         .build();
-    let priced_as_of = Join::stream_versioned_table(
-        "priced-as-of",
-        &topics.orders,
-        &topics.discounts,
-        Duration::from_millis(AS_OF_RETENTION_MS),
-    )
-    .left(|order, discount: Option<&i64>| crate::priced_or_nothing_due(*order.value(), discount))
-    .grace(Duration::from_millis(AS_OF_GRACE_MS))
-    .into(&topics.priced_as_of)
-    .build();
+    let priced_as_of = Stage::named("priced-as-of")
+        .join(Join::stream_versioned_table(
+            &topics.orders,
+            &topics.discounts,
+            Duration::from_millis(AS_OF_RETENTION_MS),
+        ))
+        .left(|order, discount: Option<&i64>| {
+            crate::priced_or_nothing_due(*order.value(), discount)
+        })
+        .grace(Duration::from_millis(AS_OF_GRACE_MS))
+        .into(&topics.priced_as_of)
+        .build();
     app.stage(first_order)
         .stage(priced)
         .stage(priced_as_of)

@@ -15,6 +15,7 @@
 //! ```
 
 use crate::differential;
+use parsley::Stage;
 
 use differential::{
     assert_agree, differences, join_cases, kafka_streams_cases, pipe, read_records, record_line,
@@ -70,7 +71,7 @@ fn parsley_side(kind: JoinKind, records: &[Piped]) -> Vec<Joined> {
     let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
     let discounts = Topic::<String, i64>::with_codecs("discounts", Utf8, I64);
     let out = Topic::<String, String>::with_codecs("out", Utf8, Utf8);
-    let join = Join::stream_table("join", &orders, &discounts);
+    let join = Stage::named("join").join(Join::stream_table(&orders, &discounts));
     let stage = match kind {
         JoinKind::Inner => join
             .inner(|order, discount: &i64| joiner(*order.value(), Some(discount)))

@@ -20,6 +20,7 @@
 //! `the_close_boundary_differs_as_designed` shows both sides on it.
 
 use crate::differential;
+use parsley::Stage;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -304,10 +305,9 @@ fn parsley_side(case: &Case, records: &[Sale]) -> (Vec<Session>, u64) {
     let out =
         Topic::<Windowed<String>, i64>::with_codecs("sales-sessions", WindowedCodec(Utf8), I64);
     let ms = |n: i64| Duration::from_millis(n as u64);
-    let stage = SessionWindows::with_inactivity_gap(ms(case.gap))
-        .grace(ms(case.grace))
+    let stage = Stage::named("sum")
+        .windowed(SessionWindows::with_inactivity_gap(ms(case.gap)).grace(ms(case.grace)))
         .aggregate(
-            "sum",
             &sales,
             I64,
             || 0i64,

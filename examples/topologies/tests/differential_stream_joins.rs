@@ -28,6 +28,7 @@
 //! Parsley does neither: the named cases below show both.
 
 use crate::differential;
+use parsley::Stage;
 
 use differential::{
     kafka_streams_cases, pipe, planted, read_records, record_line, test_driver, Rng,
@@ -121,7 +122,7 @@ fn parsley_side(declared: Declared, records: &[Piped]) -> Vec<String> {
         .before(Duration::from_millis(declared.before))
         .after(Duration::from_millis(declared.after))
         .grace(Duration::from_millis(declared.grace));
-    let join = Join::stream_stream("join", &lefts, &rights, windows);
+    let join = Stage::named("join").join(Join::stream_stream(&lefts, &rights, windows));
     let stage = match declared.kind {
         StreamJoinKind::Inner => join
             .inner(|_, left, right| show(Some(left), Some(right)))

@@ -15,6 +15,7 @@
 //! ```
 
 use crate::differential;
+use parsley::Stage;
 
 use differential::{
     assert_agree, differences, join_cases, kafka_streams_cases, pipe, planted, read_changes,
@@ -66,7 +67,7 @@ fn parsley_side(kind: TableJoinKind, records: &[Piped]) -> Vec<Change> {
     let left = Topic::<String, i64>::with_codecs("left", Utf8, I64);
     let right = Topic::<String, i64>::with_codecs("right", Utf8, I64);
     let out = Topic::<String, String>::with_codecs("out", Utf8, Utf8);
-    let join = Join::table_table("join", &left, &right);
+    let join = Stage::named("join").join(Join::table_table(&left, &right));
     let builder = match kind {
         TableJoinKind::Inner => join.inner(|_, l: &i64, r: &i64| format!("{l}:{r}")),
         TableJoinKind::Left => join.left(|_, l: &i64, r: Option<&i64>| format!("{l}:{}", side(r))),

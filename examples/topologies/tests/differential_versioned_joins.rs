@@ -3,7 +3,7 @@
 //! interleavings of table updates,
 //! tombstones and stream records, their timestamps out of order and often
 //! equal, go through Parsley's `TestDriver` (one partition) running
-//! `Join::stream_versioned_table(…)` and through a `TopologyTestDriver`
+//! `Stage::named(…).join(Join::stream_versioned_table(…))` and through a `TopologyTestDriver`
 //! running `stream.join(table, …)` or `stream.leftJoin(table, …)` over a
 //! table in `Stores.persistentVersionedKeyValueStore` with the same
 //! history retention (and, for the cases with one, the same grace period,
@@ -19,6 +19,7 @@
 //! ```
 
 use crate::differential;
+use parsley::Stage;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -96,12 +97,11 @@ fn parsley_side((kind, retention, grace): Kind, records: &[Piped]) -> Vec<Joined
     let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
     let discounts = Topic::<String, i64>::with_codecs("discounts", Utf8, I64);
     let out = Topic::<String, String>::with_codecs("out", Utf8, Utf8);
-    let join = Join::stream_versioned_table(
-        "join",
+    let join = Stage::named("join").join(Join::stream_versioned_table(
         &orders,
         &discounts,
         Duration::from_millis(retention),
-    );
+    ));
     let stage = match (kind, grace) {
         (JoinKind::Inner, None) => join
             .inner(|order, discount: &i64| joiner(*order.value(), Some(discount)))

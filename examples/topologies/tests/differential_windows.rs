@@ -14,6 +14,7 @@
 //! ```
 
 use crate::differential;
+use parsley::Stage;
 
 use std::time::Duration;
 
@@ -99,15 +100,9 @@ fn parsley_side(case: &Case, records: &[Sale]) -> (Vec<Window>, usize) {
         true => Windows::tumbling(ms(case.size)),
         false => Windows::hopping(ms(case.size), ms(case.advance)),
     };
-    let stage = windows
-        .grace(ms(case.grace))
-        .aggregate(
-            "sum",
-            &sales,
-            I64,
-            || 0i64,
-            |total, sale| total + sale.value(),
-        )
+    let stage = Stage::named("sum")
+        .windowed(windows.grace(ms(case.grace)))
+        .aggregate(&sales, I64, || 0i64, |total, sale| total + sale.value())
         .emit(case.emit)
         .late_records_to(&late)
         .into(&out)

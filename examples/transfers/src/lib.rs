@@ -119,7 +119,8 @@ pub fn app(
     });
     let credits = sum("credits", &by_to, &topics.credits);
     let debits = sum("debits", &by_from, &topics.debits);
-    let balance = Join::table_table("balance", &topics.credits, &topics.debits)
+    let balance = Stage::named("balance")
+        .join(Join::table_table(&topics.credits, &topics.debits))
         .outer(
             |account: &String, credit: Option<&i64>, debit: Option<&i64>| {
                 let (credit, debit) = (credit.copied().unwrap_or(0), debit.copied().unwrap_or(0));

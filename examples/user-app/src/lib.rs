@@ -12,7 +12,6 @@
 //! remembers each user's last closed session and raises an alert for a
 //! large payment from a user whose last session was a single click.
 
-use parsley::TimerService;
 use parsley::{App, CompositionError, Json, Parsley, Stage, Step, Topic, Utf8, I64};
 use serde::{Deserialize, Serialize};
 
@@ -87,7 +86,9 @@ pub fn app(prefix: &str, topics: &Topics, gap_ms: i64) -> Result<App, Compositio
         })
         .into((&topics.requests, &topics.summaries))
         .build();
-    let timers = TimerService::named("session-timers").build(&topics.requests, &topics.fires);
+    let timers = Stage::named("session-timers")
+        .timer_service(&topics.requests, &topics.fires)
+        .build();
     let fraud = Stage::named("fraud")
         .state(I64, || 0i64)
         .on(&topics.summaries, |_last: i64, summary| {

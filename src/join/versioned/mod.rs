@@ -20,7 +20,7 @@
 //!   that fits Kafka's timestamps.
 //!
 //! - **The grace period (J19).** Declared with
-//!   [`VersionedJoinBuilder::grace`] (Kafka Streams'
+//!   [`OperatorBuilder::grace`] (Kafka Streams'
 //!   `Joined.withGracePeriod`, KIP-923): each stream record is held in the
 //!   task's tick slot until the join's stream time (the highest timestamp
 //!   of a stream record it held) passes its timestamp plus the grace, so a
@@ -34,13 +34,14 @@
 //! ```
 //! use std::time::Duration;
 //! use parsley::{Join, VersionedJoinDecl};
-//! use parsley::{Parsley, Topic, Utf8, I64};
+//! use parsley::{Parsley, Stage, Topic, Utf8, I64};
 //!
 //! let orders = Topic::<String, i64>::with_codecs("orders", Utf8, I64);
 //! let discounts = Topic::<String, i64>::with_codecs("discounts", Utf8, I64);
 //! let priced = Topic::<String, i64>::with_codecs("priced-orders", Utf8, I64);
 //! // Each order at the discount its customer had when it was placed.
-//! let pricing = Join::stream_versioned_table("pricing", &orders, &discounts, Duration::from_secs(3600))
+//! let pricing = Stage::named("pricing")
+//!     .join(Join::stream_versioned_table(&orders, &discounts, Duration::from_secs(3600)))
 //!     .left(|order, discount: Option<&i64>| order.value() - discount.copied().unwrap_or(0))
 //!     .into(&priced)
 //!     .build();
@@ -60,29 +61,24 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::emission::Record;
 use crate::operator::{CoPartitioned, Counter, Operator, OperatorProblem, UserLogic};
 use crate::record::ConsumedRecord;
-use crate::stage::logic::Fallible;
-use crate::stage::{ReplayError, Stage, StageProblem};
+use crate::stage::{Declaration, OperatorBuilder, ReplayError, Stage, StageHead, StageProblem};
 use crate::topic::Topic;
 use crate::tp::{TopicName, Tp};
 
 use super::declare::{self, JoinStage, Wording};
-use super::logic::{inner_row_joiner, left_row_joiner, JoinLogic, JoinerFn};
-use super::{Join, JoinKind, Joiner};
+use super::logic::JoinLogic;
+use super::{Join, JoinKind, Joiner, StreamTableJoin, StreamTableJoined};
 use logic::VersionedJoinLogic;
 
 impl Join {
-    /// A stream–table join against a versioned table, a stage named `name`
-    /// (unique in its application, C1; it also names the stage's
-    /// changelog): each record of `stream` joined with the version of its
-    /// key in `table` as of the record's timestamp (J16, J17), the table's
-    /// history kept for `history_retention`. Choose the join with
-    /// [`StreamVersionedTableJoin::inner`] or
-    /// [`StreamVersionedTableJoin::left`].
+    /// A stream–table join against a versioned table (J16, J17), for
+    /// [`StageBuilder::join`](crate::StageBuilder::join): each record of
+    /// `stream` joined with the version of its key in `table` as of the
+    /// record's timestamp, the table's history kept for
+    /// `history_retention`. Choose the join with `inner` or `left`.
     pub fn stream_versioned_table<K, V, T>(
-        name: impl Into<String>,
         stream: &Topic<K, V>,
         table: &Topic<K, T>,
         history_retention: Duration,
@@ -92,11 +88,13 @@ impl Join {
         V: Send + Sync + 'static,
         T: Clone + Send + Sync + 'static,
     {
-        StreamVersionedTableJoin {
-            name: name.into(),
+        StreamTableJoin {
             stream: stream.clone(),
             table: table.clone(),
-            history_retention,
+            history: Versioned {
+                history_retention,
+                grace: None,
+            },
         }
     }
 }
@@ -200,100 +198,28 @@ fn retention_ms(retention: Duration) -> Option<i64> {
     i64::try_from(retention.as_millis()).ok()
 }
 
-/// A versioned join being declared: its sources, before the joiner.
-pub struct StreamVersionedTableJoin<K, V, T> {
-    name: String,
-    stream: Topic<K, V>,
-    table: Topic<K, T>,
+/// How a versioned join keeps its table (J16): each key's versions for
+/// `history_retention`, and the grace its stream records wait (J19).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Versioned {
     history_retention: Duration,
-}
-
-impl<K, V, T> StreamVersionedTableJoin<K, V, T>
-where
-    K: Clone + Send + Sync + 'static,
-    V: Send + Sync + 'static,
-    T: Clone + Send + Sync + 'static,
-{
-    /// An inner join: each stream record with a version as of its
-    /// timestamp is joined by `joiner` (which may return `R` or
-    /// `Result<R, E>`; an error or a panic refuses the record, X5).
-    pub fn inner<R, F>(
-        self,
-        joiner: impl Fn(&Record<K, V>, &T) -> F + Send + Sync + 'static,
-    ) -> VersionedJoinBuilder<K, V, T, R>
-    where
-        R: 'static,
-        F: Fallible<R>,
-    {
-        self.with(JoinKind::Inner, inner_row_joiner(joiner))
-    }
-
-    /// A left join: each stream record is joined by `joiner`, with its
-    /// version as of its timestamp or `None`.
-    pub fn left<R, F>(
-        self,
-        joiner: impl Fn(&Record<K, V>, Option<&T>) -> F + Send + Sync + 'static,
-    ) -> VersionedJoinBuilder<K, V, T, R>
-    where
-        R: 'static,
-        F: Fallible<R>,
-    {
-        self.with(JoinKind::Left, left_row_joiner(joiner))
-    }
-
-    fn with<R>(
-        self,
-        kind: JoinKind,
-        joiner: JoinerFn<K, V, T, R>,
-    ) -> VersionedJoinBuilder<K, V, T, R> {
-        VersionedJoinBuilder {
-            name: self.name,
-            stream: self.stream,
-            table: self.table,
-            history_retention: self.history_retention,
-            kind,
-            joiner,
-            output: None,
-            dead_letter: false,
-            grace: None,
-        }
-    }
-}
-
-/// A versioned join with its joiner; see [`Join::stream_versioned_table`](crate::Join::stream_versioned_table).
-pub struct VersionedJoinBuilder<K, V, T, R> {
-    name: String,
-    stream: Topic<K, V>,
-    table: Topic<K, T>,
-    history_retention: Duration,
-    kind: JoinKind,
-    joiner: JoinerFn<K, V, T, R>,
-    output: Option<Topic<K, R>>,
-    dead_letter: bool,
     grace: Option<Duration>,
 }
 
-impl<K, V, T, R> VersionedJoinBuilder<K, V, T, R>
+/// A versioned join's sides, before the joiner.
+pub type StreamVersionedTableJoin<K, V, T> = StreamTableJoin<K, V, T, Versioned>;
+
+/// A versioned join's logic, as [`OperatorBuilder`] declares it; see
+/// [`Join::stream_versioned_table`](crate::Join::stream_versioned_table).
+pub type VersionedJoined<K, V, T, R> = StreamTableJoined<K, V, T, R, Versioned>;
+
+impl<K, V, T, R> OperatorBuilder<VersionedJoined<K, V, T, R>>
 where
     K: Clone + Send + Sync + 'static,
     V: Send + Sync + 'static,
     T: Clone + Send + Sync + 'static,
     R: 'static,
 {
-    /// The topic the join's results are written to (required).
-    pub fn into(mut self, output: &Topic<K, R>) -> Self {
-        self.output = Some(output.clone());
-        self
-    }
-
-    /// X5's opt-in: refused records (no key, no timestamp, a value the
-    /// codec refuses, a failing joiner) go to `<application.id>-<name>-dlq`
-    /// instead of stopping the task.
-    pub fn dead_letter_queue(mut self) -> Self {
-        self.dead_letter = true;
-        self
-    }
-
     /// J19: hold each stream record until the join's stream time (the
     /// highest timestamp of a stream record it held) reaches its timestamp
     /// plus `grace`, so that table updates arriving up to `grace` out of
@@ -303,32 +229,41 @@ where
     /// no longer than the history retention
     /// ([`CompositionError::VersionedGraceBeyondRetention`](crate::CompositionError::VersionedGraceBeyondRetention)).
     pub fn grace(mut self, grace: Duration) -> Self {
-        self.grace = Some(grace);
+        self.declaration.history.grace = Some(grace);
         self
     }
+}
 
-    /// The stage.
-    pub fn build(self) -> Stage {
+impl<K, V, T, R> Declaration for VersionedJoined<K, V, T, R>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    R: 'static,
+{
+    type Output = Topic<K, R>;
+    type Built = Stage;
+
+    fn declare(self, head: StageHead, output: Option<Topic<K, R>>) -> Stage {
         let wording = Wording {
             rule: ("J18", "j18", "versioned stream–table join"),
             same_topic: "one topic as both its stream and its versioned table",
             key_codecs: "a stream and a versioned table whose keys have different codecs (a key's bytes must be the same on both to meet)",
         };
-        let mut problems =
-            declare::problems(&wording, &self.stream, &self.table, self.output.as_ref());
-        let retention = retention_ms(self.history_retention);
+        let mut problems = declare::problems(&wording, &self.stream, &self.table, output.as_ref());
+        let retention = retention_ms(self.history.history_retention);
         if retention.is_none() {
             problems.push(wording.problem(
                 "a history retention that is not a whole number of milliseconds up to i64::MAX (Kafka's timestamps are milliseconds)",
             ));
         }
-        let grace = self.grace.map(retention_ms);
+        let grace = self.history.grace.map(retention_ms);
         if grace.is_some_and(|grace| grace.is_none()) {
             problems.push(wording.problem(
                 "a grace period that is not a whole number of milliseconds up to i64::MAX (Kafka's timestamps are milliseconds)",
             ));
         }
-        if self.grace.is_some() && self.dead_letter {
+        if self.history.grace.is_some() && head.dead_letter {
             // A joiner failing on a held record fails the delivery that
             // releases it: a dead-letter queue would dead-letter that
             // record in the held one's place, and again at each release.
@@ -339,16 +274,20 @@ where
                 reason: "a grace period with a dead-letter queue (a joiner failing on a held record fails the delivery that releases it, so the queue would take the releasing record in its place)",
             }));
         }
-        if let Some(grace) = self.grace.filter(|grace| *grace > self.history_retention) {
+        if let Some(grace) = self
+            .history
+            .grace
+            .filter(|grace| *grace > self.history.history_retention)
+        {
             problems.push(StageProblem::VersionedGraceBeyondRetention {
                 grace,
-                retention: self.history_retention,
+                retention: self.history.history_retention,
             });
         }
         let join = Arc::new(JoinLogic {
             stream: self.stream.clone(),
             table: self.table.clone(),
-            output: self.output.clone(),
+            output: output.clone(),
             joiner: self.joiner,
         });
         let logic = Arc::new(VersionedJoinLogic {
@@ -359,21 +298,18 @@ where
         let declared = Arc::new(VersionedJoinDecl {
             stream: self.stream.name().clone(),
             table: self.table.name().clone(),
-            output: self.output.as_ref().map(|topic| topic.name().clone()),
+            output: output.as_ref().map(|topic| topic.name().clone()),
             kind: self.kind,
-            history_retention: self.history_retention,
-            grace: self.grace,
+            history_retention: self.history.history_retention,
+            grace: self.history.grace,
             joiner: UserLogic(join),
         });
         let stage = JoinStage {
-            name: self.name,
             first: self.stream.clone(),
             second: self.table.clone(),
-            output: self.output.clone(),
-            dead_letter: self.dead_letter,
-            timestamp_sync: None,
+            output,
         };
-        stage.stage(declared, logic, problems)
+        stage.stage(head, declared, logic, problems)
     }
 }
 

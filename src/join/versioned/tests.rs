@@ -28,27 +28,27 @@ fn joined() -> Topic<String, i64> {
 /// A left join writing the profile's value, or -1 without one; history
 /// kept for `retention_ms`.
 fn left(retention_ms: u64) -> Stage {
-    Join::stream_versioned_table(
-        "as-of",
-        &orders(),
-        &profiles(),
-        Duration::from_millis(retention_ms),
-    )
-    .left(|_order, profile: Option<&i64>| profile.copied().unwrap_or(-1))
-    .into(&joined())
-    .build()
+    Stage::named("as-of")
+        .join(Join::stream_versioned_table(
+            &orders(),
+            &profiles(),
+            Duration::from_millis(retention_ms),
+        ))
+        .left(|_order, profile: Option<&i64>| profile.copied().unwrap_or(-1))
+        .into(&joined())
+        .build()
 }
 
 fn inner(retention_ms: u64) -> Stage {
-    Join::stream_versioned_table(
-        "as-of",
-        &orders(),
-        &profiles(),
-        Duration::from_millis(retention_ms),
-    )
-    .inner(|order, profile: &i64| order.value * 1000 + profile)
-    .into(&joined())
-    .build()
+    Stage::named("as-of")
+        .join(Join::stream_versioned_table(
+            &orders(),
+            &profiles(),
+            Duration::from_millis(retention_ms),
+        ))
+        .inner(|order, profile: &i64| order.value * 1000 + profile)
+        .into(&joined())
+        .build()
 }
 
 /// A versioned join's task, replayed: every slot, by slot key.
@@ -343,44 +343,51 @@ fn j18_impossible_versioned_joins_are_refused_when_built() {
     let hour = Duration::from_millis(HOUR);
     let cases = [
         (
-            Join::stream_versioned_table(
-                "as-of",
-                &orders(),
-                &Topic::<String, i64>::with_codecs("profiles", Json, I64),
-                hour,
-            )
-            .left(|_, _: Option<&i64>| 0i64)
-            .into(&joined())
-            .build(),
+            Stage::named("as-of")
+                .join(Join::stream_versioned_table(
+                    &orders(),
+                    &Topic::<String, i64>::with_codecs("profiles", Json, I64),
+                    hour,
+                ))
+                .left(|_, _: Option<&i64>| 0i64)
+                .into(&joined())
+                .build(),
             "different codecs",
         ),
         (
-            Join::stream_versioned_table("as-of", &orders(), &orders(), hour)
+            Stage::named("as-of")
+                .join(Join::stream_versioned_table(&orders(), &orders(), hour))
                 .left(|_, _: Option<&i64>| 0i64)
                 .into(&joined())
                 .build(),
             "one topic as both",
         ),
         (
-            Join::stream_versioned_table("as-of", &orders(), &profiles(), hour)
+            Stage::named("as-of")
+                .join(Join::stream_versioned_table(&orders(), &profiles(), hour))
                 .left(|_, _: Option<&i64>| 0i64)
                 .build(),
             "no output topic",
         ),
         (
-            Join::stream_versioned_table(
-                "as-of",
-                &orders(),
-                &profiles(),
-                Duration::from_micros(1_500),
-            )
-            .left(|_, _: Option<&i64>| 0i64)
-            .into(&joined())
-            .build(),
+            Stage::named("as-of")
+                .join(Join::stream_versioned_table(
+                    &orders(),
+                    &profiles(),
+                    Duration::from_micros(1_500),
+                ))
+                .left(|_, _: Option<&i64>| 0i64)
+                .into(&joined())
+                .build(),
             "whole number of milliseconds",
         ),
         (
-            Join::stream_versioned_table("as-of", &orders(), &profiles(), Duration::MAX)
+            Stage::named("as-of")
+                .join(Join::stream_versioned_table(
+                    &orders(),
+                    &profiles(),
+                    Duration::MAX,
+                ))
                 .left(|_, _: Option<&i64>| 0i64)
                 .into(&joined())
                 .build(),
@@ -440,7 +447,12 @@ fn j16_j17_records_without_a_key_or_timestamp_are_refused() {
 /// A left join with a grace period of `grace_ms`, history kept for an
 /// hour, writing the profile's value or -1.
 fn graced(grace_ms: u64) -> Stage {
-    Join::stream_versioned_table("as-of", &orders(), &profiles(), Duration::from_millis(HOUR))
+    Stage::named("as-of")
+        .join(Join::stream_versioned_table(
+            &orders(),
+            &profiles(),
+            Duration::from_millis(HOUR),
+        ))
         .left(|_order, profile: Option<&i64>| profile.copied().unwrap_or(-1))
         .into(&joined())
         .grace(Duration::from_millis(grace_ms))
@@ -545,7 +557,12 @@ fn j19_a_table_update_releases_nothing() {
 #[test]
 fn j19_a_grace_longer_than_the_retention_is_refused_when_built() {
     let join = |grace: Duration| {
-        Join::stream_versioned_table("as-of", &orders(), &profiles(), Duration::from_secs(60))
+        Stage::named("as-of")
+            .join(Join::stream_versioned_table(
+                &orders(),
+                &profiles(),
+                Duration::from_secs(60),
+            ))
             .left(|_, _: Option<&i64>| 0i64)
             .into(&joined())
             .grace(grace)
@@ -626,11 +643,15 @@ fn j19_grace_buffer_arrivals() {
 #[test]
 fn j19_a_grace_with_a_dead_letter_queue_is_refused_when_built() {
     let join = |dead_letters: bool| {
-        let join =
-            Join::stream_versioned_table("as-of", &orders(), &profiles(), Duration::from_secs(60))
-                .left(|_, _: Option<&i64>| 0i64)
-                .into(&joined())
-                .grace(Duration::from_secs(1));
+        let join = Stage::named("as-of")
+            .join(Join::stream_versioned_table(
+                &orders(),
+                &profiles(),
+                Duration::from_secs(60),
+            ))
+            .left(|_, _: Option<&i64>| 0i64)
+            .into(&joined())
+            .grace(Duration::from_secs(1));
         match dead_letters {
             true => join.dead_letter_queue().build(),
             false => join.build(),

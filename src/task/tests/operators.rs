@@ -8,15 +8,16 @@ use crate::app::Parsley;
 use crate::assembly::assemble;
 use crate::codec::Json;
 use crate::record::ProducedRecord;
-use crate::timer::TimerService;
+use crate::Stage;
 
 /// A timer service named `s`: requests on `orders` (the value is the due
 /// time), fires on `payments`, one tick per [`INTERVAL_MS`].
 fn timers() -> Fixture {
     fixture(
-        TimerService::named("s")
+        Stage::named("s")
+            .timer_service(&orders(), &payments())
             .resolution(interval())
-            .build(&orders(), &payments()),
+            .build(),
     )
 }
 

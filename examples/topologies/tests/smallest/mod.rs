@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use parsley::mutation::Mutation;
-use parsley::TimerService;
 use parsley::{Json, Parsley, Stage, Topic};
 use parsley::{SessionWindows, Windowed};
 use parsley_sim::sim::{Input, Simulation};
@@ -28,9 +27,10 @@ const DUE_IN_MS: i64 = 1_500;
 pub fn timer_service(planted: Option<Mutation>) -> Simulation {
     let requests: Topic<String, i64> = Topic::new("requests");
     let fires: Topic<String, i64> = Topic::new("fires");
-    let timers = TimerService::named("timers")
+    let timers = Stage::named("timers")
+        .timer_service(&requests, &fires)
         .resolution(Duration::from_secs(1))
-        .build(&requests, &fires);
+        .build();
     let app = Parsley::named("timer-service")
         .stage(timers)
         .build()
@@ -57,10 +57,12 @@ pub fn timer_service(planted: Option<Mutation>) -> Simulation {
 pub fn sessions(planted: Option<Mutation>) -> Simulation {
     let clicks: Topic<String, i64> = Topic::new("clicks");
     let sessions: Topic<Windowed<String>, i64> = Topic::new("sessions");
-    let count = SessionWindows::with_inactivity_gap(Duration::from_millis(300))
-        .grace(Duration::from_millis(100))
+    let count = Stage::named("sessions")
+        .windowed(
+            SessionWindows::with_inactivity_gap(Duration::from_millis(300))
+                .grace(Duration::from_millis(100)),
+        )
         .aggregate(
-            "sessions",
             &clicks,
             Json,
             || 0i64,

@@ -68,7 +68,8 @@ pub(super) fn diamond_viewed(
     };
     let credit = sum("credit", &to_recipients, &credits);
     let debit = sum("debit", &from_senders, &debits);
-    let balance = Join::table_table("balance", &credits, &debits)
+    let balance = Stage::named("balance")
+        .join(Join::table_table(&credits, &debits))
         .outer(
             |account: &String, credit: Option<&i64>, debit: Option<&i64>| Balance {
                 account: account.clone(),

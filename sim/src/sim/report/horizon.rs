@@ -142,15 +142,9 @@ mod tests {
     fn app() -> App {
         let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
         let totals = Topic::with_codecs("totals", parsley::WindowedCodec(Utf8), I64);
-        let revenue = Windows::tumbling(Duration::from_secs(60))
-            .grace(Duration::from_secs(5))
-            .aggregate(
-                "revenue",
-                &sales,
-                I64,
-                || 0i64,
-                |total, sale| total + sale.value(),
-            )
+        let revenue = Stage::named("revenue")
+            .windowed(Windows::tumbling(Duration::from_secs(60)).grace(Duration::from_secs(5)))
+            .aggregate(&sales, I64, || 0i64, |total, sale| total + sale.value())
             .into(&totals)
             .build();
         let out = Topic::<String, i64>::with_codecs("out", Utf8, I64);
