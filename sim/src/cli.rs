@@ -19,8 +19,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
@@ -32,6 +31,7 @@ use crate::sim::checker::{Invariant, NotJudged, Violation};
 use crate::sim::report::shrink::{ShrinkBudget, Spent};
 use crate::sim::report::timeline;
 use crate::sim::report::{self, Failure};
+use crate::sim::running::pool;
 use crate::sim::running::runner::{parse_partition, partition};
 use crate::sim::running::scenario::{Scenario, ScenarioError};
 use crate::sim::world::stats::Stats;
@@ -128,7 +128,7 @@ struct RunArgs {
     /// Write the run's summary as JSON to FILE, for `merge`.
     #[arg(long, value_name = "FILE")]
     summary_out: Option<PathBuf>,
-    /// Worker threads, each running whole seeds [default: available parallelism].
+    /// Worker threads, each running whole seeds [default: PARSLEY_SIM_JOBS, else available parallelism].
     #[arg(long, short, value_name = "N", value_parser = parse_jobs)]
     jobs: Option<u64>,
 }
@@ -436,7 +436,6 @@ fn fails(outcome: &RunOutcome, invariant: Invariant) -> bool {
 
 /// What a worker keeps of one seed's run.
 struct SeedResult {
-    index: usize,
     seed: u64,
     stats: Stats,
     violations: Vec<Violation>,
@@ -451,69 +450,50 @@ fn run_seeds(registry: &Registry, args: RunArgs) -> Result<bool, CliError> {
         None => range.clone().collect(),
     };
     let count = seeds.len() as u64;
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64));
+    let jobs = args.jobs.unwrap_or_else(|| pool::default_jobs() as u64);
     let threads = jobs.min(count);
     let progress = progress_bar(count);
     let started = Instant::now();
 
-    // Workers take the next seed from a shared counter and send back what
-    // they keep; results are put back in seed order.
-    let next = AtomicU64::new(0);
+    // Results are put back in seed order.
     let mut results: Vec<Option<SeedResult>> = (0..count).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let (sender, receiver) = mpsc::channel();
-        for _ in 0..threads {
-            let (sender, next, setup, seeds) = (sender.clone(), &next, &setup, &seeds);
-            scope.spawn(move || loop {
-                let index = next.fetch_add(1, Ordering::Relaxed) as usize;
-                let Some(&seed) = seeds.get(index) else {
-                    break;
-                };
-                // A run turns its own panics into violations; one that
-                // escapes still fails only its seed, never the whole run.
-                let run = std::panic::AssertUnwindSafe(|| setup.run_seed(seed));
-                let outcome = std::panic::catch_unwind(run).map_err(|panic| {
-                    let message = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_default();
-                    Violation::found(
-                        crate::sim::checker::Finding::Panicked,
-                        Invariant::I8,
-                        0,
-                        &format!("seed {seed}: {message}"),
-                    )
-                });
-                let (stats, violations, not_judged) = match outcome {
-                    Ok(outcome) => (outcome.stats, outcome.violations, outcome.not_judged),
-                    Err(violation) => (Stats::default(), vec![violation], Vec::new()),
-                };
-                let result = SeedResult {
-                    index,
-                    seed,
-                    stats,
-                    violations,
-                    not_judged,
-                };
-                if sender.send(result).is_err() {
-                    break;
-                }
-            });
+    let run = |_: usize, seed: u64| {
+        // A run turns its own panics into violations; one that escapes
+        // still fails only its seed, never the whole run.
+        let run = std::panic::AssertUnwindSafe(|| setup.run_seed(seed));
+        let outcome = std::panic::catch_unwind(run).map_err(|panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Violation::found(
+                crate::sim::checker::Finding::Panicked,
+                Invariant::I8,
+                0,
+                &format!("seed {seed}: {message}"),
+            )
+        });
+        let (stats, violations, not_judged) = match outcome {
+            Ok(outcome) => (outcome.stats, outcome.violations, outcome.not_judged),
+            Err(violation) => (Stats::default(), vec![violation], Vec::new()),
+        };
+        SeedResult {
+            seed,
+            stats,
+            violations,
+            not_judged,
         }
-        drop(sender);
-        let mut failing = 0;
-        for result in receiver {
-            if !result.violations.is_empty() {
-                failing += 1;
-                progress.set_message(format!("{failing} failing"));
-            }
-            progress.inc(1);
-            let index = result.index;
-            results[index] = Some(result);
+    };
+    let mut failing = 0;
+    let all = AtomicU64::new(u64::MAX);
+    pool::for_each_seed(&seeds, threads as usize, &all, run, |index, result| {
+        if !result.violations.is_empty() {
+            failing += 1;
+            progress.set_message(format!("{failing} failing"));
         }
+        progress.inc(1);
+        results[index] = Some(result);
     });
     progress.finish_and_clear();
     let elapsed = started.elapsed();

@@ -11,6 +11,7 @@
 //! [`Plan`]: crate::sim::world::plan::Plan
 
 pub(crate) mod history;
+pub(crate) mod pool;
 pub(crate) mod property;
 pub(crate) mod purity;
 pub(crate) mod registry;

@@ -25,7 +25,6 @@ use std::ops::Range;
 use std::panic::Location;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use crate::sim::checker::Finding;
 use crate::sim::checker::Invariant;
@@ -38,6 +37,7 @@ use crate::sim::report::outcome::RunOutcome;
 use crate::sim::report::outliers::{self, Outlier};
 use crate::sim::report::shrink::{ShrinkBudget, Spent};
 use crate::sim::report::timeline::{render_html, stamps_in, tick_topics};
+use crate::sim::running::pool;
 use crate::sim::running::purity::divergence;
 use crate::sim::running::simulation::{Regressions, Simulation};
 use crate::sim::world::stats::Stats;
@@ -278,85 +278,52 @@ impl Simulation {
                 return summary;
             }
         }
-        let jobs = std::env::var("PARSLEY_SIM_JOBS")
-            .ok()
-            .and_then(|jobs| jobs.parse::<usize>().ok())
-            .filter(|jobs| *jobs >= 1)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let next = AtomicU64::new(0);
         // The lowest failing seed's index: seeds past it need not run.
         let lowest_failure = AtomicU64::new(u64::MAX);
-        let results = Mutex::new((
-            Stats::default(),
-            vec![0u64; marks.len()],
-            None,
-            Vec::<NotJudged>::new(),
-        ));
+        let mut stats = Stats::default();
+        let mut reached = vec![0u64; marks.len()];
+        let mut failed: Option<(usize, RunOutcome)> = None;
+        let mut not_judged = Vec::<NotJudged>::new();
         // Each seed's size (seed, steps, deliveries), for the outliers.
-        let sizes: Mutex<Vec<(u64, u64, u64)>> = Mutex::new(Vec::with_capacity(seeds.len()));
-        std::thread::scope(|scope| {
-            for _ in 0..jobs.min(seeds.len()).max(1) {
-                scope.spawn(|| {
-                    let mut stats = Stats::default();
-                    let mut reached = vec![0u64; marks.len()];
-                    let mut failed: Option<(u64, RunOutcome)> = None;
-                    let mut sized: Vec<(u64, u64, u64)> = Vec::new();
-                    let mut not_judged: Vec<NotJudged> = Vec::new();
-                    loop {
-                        let index = next.fetch_add(1, Ordering::Relaxed);
-                        if index as usize >= seeds.len()
-                            || index > lowest_failure.load(Ordering::Relaxed)
-                        {
-                            break;
-                        }
-                        let seed = seeds[index as usize];
-                        let mut outcome = self.run_seed(seed);
-                        // I9 and S4: a failing seed, and a sample of the
-                        // passing ones, must run the same way twice.
-                        if !outcome.violations.is_empty() || index % PURITY_SAMPLE == 0 {
-                            self.disturb(seed);
-                            let again = self.run_seed(seed);
-                            let what = format!("seed {seed}");
-                            if let Some(violation) = divergence(&what, &outcome, &again) {
-                                outcome.violations.insert(0, violation);
-                            }
-                        }
-                        stats.add(&outcome.stats);
-                        NotJudged::merge(&mut not_judged, &outcome.not_judged);
-                        sized.push((seed, outcome.stats.steps, outcome.stats.deliveries));
-                        for (count, yes) in reached.iter_mut().zip(&outcome.reached) {
-                            *count += u64::from(*yes);
-                        }
-                        if !outcome.violations.is_empty() {
-                            lowest_failure.fetch_min(index, Ordering::Relaxed);
-                            if failed.as_ref().is_none_or(|(at, _)| index < *at) {
-                                failed = Some((index, outcome));
-                            }
-                        }
-                    }
-                    sizes.lock().expect("a worker panicked").extend(sized);
-                    let mut results = results.lock().expect("a worker panicked");
-                    results.0.add(&stats);
-                    NotJudged::merge(&mut results.3, &not_judged);
-                    for (total, count) in results.1.iter_mut().zip(&reached) {
-                        *total += count;
-                    }
-                    if let Some((index, outcome)) = failed {
-                        let lower = match &results.2 {
-                            Some((at, _)) => index < *at,
-                            None => true,
-                        };
-                        if lower {
-                            results.2 = Some((index, outcome));
-                        }
-                    }
-                });
+        let mut sizes: Vec<(u64, u64, u64)> = Vec::with_capacity(seeds.len());
+        let run = |index: usize, seed: u64| {
+            let mut outcome = self.run_seed(seed);
+            // I9 and S4: a failing seed, and a sample of the passing ones,
+            // must run the same way twice.
+            if !outcome.violations.is_empty() || index as u64 % PURITY_SAMPLE == 0 {
+                self.disturb(seed);
+                let again = self.run_seed(seed);
+                let what = format!("seed {seed}");
+                if let Some(violation) = divergence(&what, &outcome, &again) {
+                    outcome.violations.insert(0, violation);
+                }
             }
-        });
-        let (stats, reached, failed, not_judged) = results.into_inner().expect("a worker panicked");
+            outcome
+        };
+        pool::for_each_seed(
+            &seeds,
+            pool::default_jobs(),
+            &lowest_failure,
+            run,
+            |index, outcome| {
+                stats.add(&outcome.stats);
+                NotJudged::merge(&mut not_judged, &outcome.not_judged);
+                sizes.push((seeds[index], outcome.stats.steps, outcome.stats.deliveries));
+                for (count, yes) in reached.iter_mut().zip(&outcome.reached) {
+                    *count += u64::from(*yes);
+                }
+                if !outcome.violations.is_empty() {
+                    lowest_failure.fetch_min(index as u64, Ordering::Relaxed);
+                    if failed.as_ref().is_none_or(|(at, _)| index < *at) {
+                        failed = Some((index, outcome));
+                    }
+                }
+            },
+        );
         summary.stats = stats;
         summary.not_judged = not_judged;
-        summary.outliers = outliers::outliers(&sizes.into_inner().expect("a worker panicked"));
+        sizes.sort_unstable();
+        summary.outliers = outliers::outliers(&sizes);
         if summary.seeds > 0 {
             summary.short_inputs = horizon::longest(self.app()).and_then(|horizon| {
                 horizon::note(&horizon, &summary.stats, summary.seeds, self.settings())
