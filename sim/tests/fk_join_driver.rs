@@ -667,3 +667,34 @@ fn j15_a_left_record_without_a_key_is_refused() {
         "{error}"
     );
 }
+
+/// I13: the hooks the foreign-key oracle computes its expected result
+/// with run the user's extractor and joiner with the tables' and the
+/// output's codecs: the foreign key's bytes (none for an order of no
+/// customer), the joined value's bytes, `None` when an inner joiner takes
+/// no right row; bytes a codec refuses are refused.
+#[test]
+fn i13_the_foreign_key_hooks_run_the_users_extractor_and_joiner() {
+    for kind in ["inner", "left"] {
+        let shop = shop(kind);
+        let plan = shop.app.stage("labels-resolve").unwrap();
+        let decl = plan
+            .stage
+            .hooks()
+            .operator::<parsley::ForeignKeyJoinDecl>()
+            .unwrap();
+        let ada = Json.encode(&order(Some("ada"), "tea")).unwrap();
+        let nobody = Json.encode(&order(None, "tea")).unwrap();
+        assert_eq!(decl.extracted(&ada).unwrap(), Some(Bytes::from("ada")));
+        assert_eq!(decl.extracted(&nobody).unwrap(), None);
+        assert!(decl.extracted(b"not json").is_err());
+        let joined = decl.joined(b"o1", &ada, Some(b"Ada")).unwrap();
+        assert_eq!(joined, Some(Bytes::from("o1: tea for Ada")));
+        let alone = decl.joined(b"o1", &nobody, None).unwrap();
+        match kind {
+            "inner" => assert_eq!(alone, None),
+            _ => assert_eq!(alone, Some(Bytes::from("o1: tea for nobody"))),
+        }
+        assert!(decl.joined(b"o1", b"not json", None).is_err());
+    }
+}

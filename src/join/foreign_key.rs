@@ -64,14 +64,18 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::codec::RawBytes;
-use crate::operator::{Operator, OperatorProblem};
+use crate::operator::{Operator, OperatorProblem, UserLogic};
 use crate::stage::logic::{Fallible, StageLogic};
-use crate::stage::{Declaration, OperatorBuilder, Stage, StageDef, StageHead, StageProblem};
+use crate::stage::{
+    Declaration, OperatorBuilder, ReplayError, Stage, StageDef, StageHead, StageProblem,
+};
 use crate::topic::{Topic, TopicRef};
 use crate::tp::TopicName;
 
 use super::foreign_key_codec::{Response, ResponseCodec, Subscription, SubscriptionCodec};
-use super::foreign_key_logic::{self, ForeignJoinerFn, ForeignKeyFn, Topics};
+use super::foreign_key_logic::{
+    self, ForeignJoinerFn, ForeignKeyFn, ForeignKeyUserLogic, Topics, UserFns,
+};
 use super::JoinKind;
 
 /// `<application.id>-<join>-subscription` (J10).
@@ -135,6 +139,35 @@ pub struct ForeignKeyJoinDecl {
     pub output: Option<TopicName>,
     /// Inner or left.
     pub kind: JoinKind,
+    /// The user's extractor and joiner with the join's codecs, for
+    /// [`ForeignKeyJoinDecl::extracted`] and [`ForeignKeyJoinDecl::joined`].
+    pub(crate) user: UserLogic<dyn ForeignKeyUserLogic>,
+}
+
+impl ForeignKeyJoinDecl {
+    /// The foreign key (the right table's key bytes) the left value
+    /// `left` (its bytes) refers to, `None` when it refers to none: the
+    /// user's extractor with the tables' codecs. What a checker that keeps
+    /// the left table by itself decides a left update's result with (I13).
+    pub fn extracted(&self, left: &[u8]) -> Result<Option<Bytes>, ReplayError> {
+        self.user.extracted(left).map_err(ReplayError::delivery)
+    }
+
+    /// The result value bytes for left key `key` with left value `left`
+    /// and right value `right` (`None`: no right row), `None` when the
+    /// user's joiner gives none for those sides: the user's joiner with the
+    /// tables' and the output's codecs. What a checker that keeps both
+    /// sides by itself compares a delivery's output with (I13).
+    pub fn joined(
+        &self,
+        key: &[u8],
+        left: &[u8],
+        right: Option<&[u8]>,
+    ) -> Result<Option<Bytes>, ReplayError> {
+        self.user
+            .joined(key, left, right)
+            .map_err(ReplayError::delivery)
+    }
 }
 
 impl Operator for ForeignKeyJoinDecl {
@@ -201,7 +234,7 @@ where
         O: 'static,
         F: Fallible<O>,
     {
-        self.with(JoinKind::Inner, super::inner_joiner(joiner))
+        self.with_joiner(JoinKind::Inner, super::inner_joiner(joiner))
     }
 
     /// A left join (`KTable.leftJoin`): every left row is joined by
@@ -215,10 +248,10 @@ where
         O: 'static,
         F: Fallible<O>,
     {
-        self.with(JoinKind::Left, super::left_joiner(joiner))
+        self.with_joiner(JoinKind::Left, super::left_joiner(joiner))
     }
 
-    fn with<O: 'static>(
+    fn with_joiner<O: 'static>(
         self,
         kind: JoinKind,
         joiner: ForeignJoinerFn<K, V, VO, O>,
@@ -315,6 +348,11 @@ where
             response: response.clone(),
             output: output.clone(),
         };
+        let user: UserLogic<dyn ForeignKeyUserLogic> = UserLogic(Arc::new(UserFns {
+            topics: topics.clone(),
+            extract: Arc::clone(&join.extract),
+            joiner: Arc::clone(&self.joiner),
+        }));
         let decl = |part| ForeignKeyJoinDecl {
             join: join.name.clone(),
             part,
@@ -324,6 +362,7 @@ where
             response: response.name().clone(),
             output: output.as_ref().map(|output| output.name().clone()),
             kind: self.kind,
+            user: user.clone(),
         };
         let stage = |part: ForeignKeyJoinPart,
                      sources: Vec<TopicRef>,

@@ -320,6 +320,102 @@ where
     }
 }
 
+/// The user's foreign-key extractor and joiner with the join's codecs,
+/// for the harness's oracle ([`ForeignKeyJoinDecl::extracted`] and
+/// [`ForeignKeyJoinDecl::joined`]): decoding, the user's function and
+/// encoding, and nothing of the join's own code.
+///
+/// [`ForeignKeyJoinDecl::extracted`]: super::ForeignKeyJoinDecl::extracted
+/// [`ForeignKeyJoinDecl::joined`]: super::ForeignKeyJoinDecl::joined
+pub(crate) trait ForeignKeyUserLogic: Send + Sync {
+    fn extracted(&self, left: &[u8]) -> Result<Option<Bytes>, DeliveryFailure>;
+    fn joined(
+        &self,
+        key: &[u8],
+        left: &[u8],
+        right: Option<&[u8]>,
+    ) -> Result<Option<Bytes>, DeliveryFailure>;
+}
+
+/// [`ForeignKeyUserLogic`] for a join's types.
+pub(crate) struct UserFns<K, V, KO, VO, O> {
+    pub topics: Topics<K, V, KO, VO, O>,
+    pub extract: ForeignKeyFn<V, KO>,
+    pub joiner: ForeignJoinerFn<K, V, VO, O>,
+}
+
+impl<K, V, KO, VO, O> ForeignKeyUserLogic for UserFns<K, V, KO, VO, O>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    KO: Send + Sync + 'static,
+    VO: Send + Sync + 'static,
+    O: 'static,
+{
+    fn extracted(&self, left: &[u8]) -> Result<Option<Bytes>, DeliveryFailure> {
+        let left = self
+            .topics
+            .left
+            .value_codec()
+            .decode(left)
+            .map_err(value_failure)?;
+        match guarded(|| (self.extract)(&left))? {
+            None => Ok(None),
+            Some(foreign) => self
+                .topics
+                .right
+                .key_codec()
+                .encode(&foreign)
+                .map(Some)
+                .map_err(|error| DeliveryFailure::Codec {
+                    part: RecordPart::Key,
+                    error,
+                }),
+        }
+    }
+
+    fn joined(
+        &self,
+        key: &[u8],
+        left: &[u8],
+        right: Option<&[u8]>,
+    ) -> Result<Option<Bytes>, DeliveryFailure> {
+        let key =
+            self.topics
+                .left
+                .key_codec()
+                .decode(key)
+                .map_err(|error| DeliveryFailure::Codec {
+                    part: RecordPart::Key,
+                    error,
+                })?;
+        let left = self
+            .topics
+            .left
+            .value_codec()
+            .decode(left)
+            .map_err(value_failure)?;
+        let right = right
+            .map(|bytes| self.topics.right.value_codec().decode(bytes))
+            .transpose()
+            .map_err(value_failure)?;
+        let Some(joined) =
+            guarded(|| (self.joiner)(&key, Some(&left), right.as_ref()).transpose())?
+        else {
+            return Ok(None);
+        };
+        let Some(output) = &self.topics.output else {
+            return Ok(None);
+        };
+        match output.send(key, joined).encoded() {
+            Ok((_, value)) => Ok(value.cloned()),
+            Err(error) => Err(DeliveryFailure::Logic(format!(
+                "the output topic's codec refuses the join's result: {error}"
+            ))),
+        }
+    }
+}
+
 /// J14: the resolve stage's fold. Its slot per left key: the latest left
 /// record's offset (the version) and value, and whether the key has a
 /// result. Source 0 is the left table, source 1 the response topic.

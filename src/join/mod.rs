@@ -236,7 +236,7 @@ pub trait KeyedSides: sealed::Joining {
 
     /// The join's declaration with its kind and joiner.
     #[doc(hidden)]
-    fn joined<O: 'static>(
+    fn with_joiner<O: 'static>(
         &self,
         kind: Self::Kind,
         joiner: SidedJoinerFn<Self::Key, Self::Left, Self::Right, O>,
@@ -257,7 +257,7 @@ impl<J: KeyedSides> Declaring<J> {
         O: 'static,
         F: Fallible<O>,
     {
-        let joined = self.spec.joined(J::KINDS[0], inner_joiner(joiner));
+        let joined = self.spec.with_joiner(J::KINDS[0], inner_joiner(joiner));
         self.with(joined)
     }
 
@@ -273,7 +273,7 @@ impl<J: KeyedSides> Declaring<J> {
         O: 'static,
         F: Fallible<O>,
     {
-        let joined = self.spec.joined(J::KINDS[1], left_joiner(joiner));
+        let joined = self.spec.with_joiner(J::KINDS[1], left_joiner(joiner));
         self.with(joined)
     }
 
@@ -290,7 +290,7 @@ impl<J: KeyedSides> Declaring<J> {
         O: 'static,
         F: Fallible<O>,
     {
-        let joined = self.spec.joined(J::KINDS[2], outer_joiner(joiner));
+        let joined = self.spec.with_joiner(J::KINDS[2], outer_joiner(joiner));
         self.with(joined)
     }
 }
@@ -423,7 +423,7 @@ where
         F: Fallible<R>,
         StreamTableJoined<K, V, T, R, H>: Declaration,
     {
-        self.joined(JoinKind::Inner, inner_row_joiner(joiner))
+        self.with_joiner(JoinKind::Inner, inner_row_joiner(joiner))
     }
 
     /// A left join: each stream record is joined by `joiner`, with its row
@@ -437,10 +437,10 @@ where
         F: Fallible<R>,
         StreamTableJoined<K, V, T, R, H>: Declaration,
     {
-        self.joined(JoinKind::Left, left_row_joiner(joiner))
+        self.with_joiner(JoinKind::Left, left_row_joiner(joiner))
     }
 
-    fn joined<R: 'static>(
+    fn with_joiner<R: 'static>(
         self,
         kind: JoinKind,
         joiner: JoinerFn<K, V, T, R>,

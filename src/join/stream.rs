@@ -249,7 +249,7 @@ where
     ];
     type Joined<O: 'static> = StreamStreamJoined<K, L, R, O>;
 
-    fn joined<O: 'static>(
+    fn with_joiner<O: 'static>(
         &self,
         kind: StreamJoinKind,
         joiner: StreamJoinerFn<K, L, R, O>,

@@ -409,11 +409,28 @@ where
                 consumed.offset
             )));
         };
-        let value = self.decode_value(is_left, value)?;
-        let other = other
-            .map(|other| self.decode_value(!is_left, other))
-            .transpose()?;
-        match self.join(&key, &value, other.as_ref())? {
+        // The sides are set out here, not by `join`: the oracle that calls
+        // this judges the operator's own pairing.
+        let (left, right) = match is_left {
+            true => (Some(value.as_ref()), other),
+            false => (other, Some(value.as_ref())),
+        };
+        let left = left
+            .map(|bytes| self.left.value_codec().decode(bytes))
+            .transpose()
+            .map_err(|error| DeliveryFailure::Codec {
+                part: RecordPart::Value,
+                error,
+            })?;
+        let right = right
+            .map(|bytes| self.right.value_codec().decode(bytes))
+            .transpose()
+            .map_err(|error| DeliveryFailure::Codec {
+                part: RecordPart::Value,
+                error,
+            })?;
+        let joined = guarded(|| (self.joiner)(&key, left.as_ref(), right.as_ref()).transpose())?;
+        match joined.map(|joined| self.output().send(key.clone(), joined)) {
             None => Ok(None),
             Some(emission) => match emission.encoded() {
                 Ok((key, value)) => Ok(Some((

@@ -192,7 +192,7 @@ where
     ];
     type Joined<O: 'static> = TableTableJoined<K, L, R, O>;
 
-    fn joined<O: 'static>(
+    fn with_joiner<O: 'static>(
         &self,
         kind: TableJoinKind,
         joiner: TableJoinerFn<K, L, R, O>,

@@ -180,14 +180,26 @@ where
     /// output record's value bytes, or `None` when the key has no result.
     /// What a checker that keeps both tables by itself compares a
     /// delivery's output with (I13).
-    fn joined_bytes(
+    fn joined(
         &self,
         key: &[u8],
         left: Option<&[u8]>,
         right: Option<&[u8]>,
     ) -> Result<Option<Bytes>, DeliveryFailure> {
         let decoded = self.decode_key(key)?;
-        let Some(joined) = self.result(&decoded, left, right)? else {
+        // Decoded and joined here, not by `result`: the oracle that calls
+        // this judges the operator's own result.
+        let left = left
+            .map(|bytes| self.left.value_codec().decode(bytes))
+            .transpose()
+            .map_err(Self::value_failure)?;
+        let right = right
+            .map(|bytes| self.right.value_codec().decode(bytes))
+            .transpose()
+            .map_err(Self::value_failure)?;
+        let joined =
+            guarded(|| (self.joiner)(&decoded, left.as_ref(), right.as_ref()).transpose())?;
+        let Some(joined) = joined else {
             return Ok(None);
         };
         match self.output().send(decoded, joined).encoded() {
@@ -212,7 +224,7 @@ where
         left: Option<&[u8]>,
         right: Option<&[u8]>,
     ) -> Result<Option<Bytes>, DeliveryFailure> {
-        self.joined_bytes(key, left, right)
+        TableJoinLogic::joined(self, key, left, right)
     }
 }
 

@@ -2,19 +2,22 @@
 //! deliveries alone.
 //!
 //! The checker keeps its own model of each resolve task: per left key, the
-//! offset of the latest left record the task delivered (the current
-//! version) and whether the output's latest record for the key is a
-//! result, read from what the task wrote. It uses none of the join's state
-//! and none of its code but the response codec. Then: a response whose
-//! version is not its key's current version is stale and writes nothing;
-//! a current one writes exactly one record under its key (a result when it
-//! has a right value or the join is a left join, else a tombstone when the
-//! key had a result), or nothing; a response is never delivered before the
-//! task delivered its left partition up to the response's version (G2);
-//! and a left delivery writes at most one record, under its key: a
-//! tombstone for a deleted row that had a result, nothing for one that had
-//! none; for an update, nothing or a result (a left join), nothing or a
-//! tombstone for a key with a result (an inner join), nothing otherwise.
+//! offset and value of the latest left record the task delivered (the
+//! current version) and whether the output's latest record for the key is
+//! a result, read from what the task wrote. It uses none of the join's
+//! state and none of its code but the response codec; the user's
+//! extractor and joiner (`ForeignKeyJoinDecl::extracted` and `joined`,
+//! with the tables' codecs and nothing else) are called for the values.
+//! Then: a response whose version is not its key's current version is
+//! stale and writes nothing; a current one writes its key's result, the
+//! joiner's value for the current left value and the response's right
+//! value, when it has a right value or the join is a left join, else a
+//! tombstone when the key had a result, else nothing; a response is never
+//! delivered before the task delivered its left partition up to the
+//! response's version (G2); a deleted left row writes a tombstone when it
+//! had a result, nothing otherwise; a left update whose value refers to a
+//! foreign key writes nothing (its response decides), and one that refers
+//! to none is decided at once, as a current response with no right value.
 
 use std::fmt::Write as _;
 
@@ -26,14 +29,16 @@ use parsley::{App, Codec};
 use parsley::{ForeignKeyJoinDecl, ForeignKeyJoinPart, JoinKind, ResponseCodec};
 use rustc_hash::FxHashMap;
 
+use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
-/// A left key as the checker has it: the current version and whether the
-/// output's latest record for it is a result.
-#[derive(Clone, Copy)]
+/// A left key as the checker has it: the current version, its left value,
+/// and whether the output's latest record for it is a result.
+#[derive(Clone)]
 struct Current {
     version: u64,
+    left: Bytes,
     joined: bool,
 }
 
@@ -49,16 +54,10 @@ struct Model {
 #[derive(Debug, PartialEq)]
 enum Expected {
     Nothing,
-    Result,
+    /// The key's result (none: the key has one with its sides, and the
+    /// user's joiner gave none, so no record the stage wrote can be it).
+    Result(Option<Bytes>),
     Tombstone,
-    /// A left update: a record that refers to a foreign key writes
-    /// nothing, one that refers to none is resolved at once. The checker
-    /// does not run the extractor, so either is accepted (the state check,
-    /// I6, replays it); of a left join, that is nothing or a result ...
-    NothingOrResult,
-    /// ... and of an inner join, for a key with a result, nothing or a
-    /// tombstone (for a key without one, nothing).
-    NothingOrTombstone,
 }
 
 impl<'a> Checker<'a> {
@@ -105,8 +104,9 @@ impl<'a> Checker<'a> {
             // Refused (J15): I6 and I10 judge the delivery.
             return true;
         };
-        let current = versions.get(&key).copied();
-        let had = current.is_some_and(|current| current.joined);
+        let current = versions.get(&key).cloned();
+        let had = current.as_ref().is_some_and(|current| current.joined);
+        let mut calls = UserCalls::default();
         let (expected, why) = if delivery.tp.topic == decl.left {
             model.left_delivered = Some(delivery.offset);
             match &record.data.value {
@@ -123,27 +123,52 @@ impl<'a> Checker<'a> {
                         ),
                     }
                 }
-                Some(_) => {
+                Some(left) => {
+                    let extracted = decl.extracted(left);
+                    let bytes = left.clone();
+                    calls.note("extractor", answer_of(&extracted), move |plan, _, _| {
+                        let decl = plan.stage.hooks().operator::<ForeignKeyJoinDecl>()?;
+                        Some(answer_of(&decl.extracted(&bytes)))
+                    });
+                    let Ok(foreign) = extracted else {
+                        // The extractor or a codec refuses it: I6 and I10
+                        // judge that.
+                        return true;
+                    };
                     versions.insert(
                         key.clone(),
                         Current {
                             version: delivery.offset,
+                            left: left.clone(),
                             joined: had,
                         },
                     );
-                    match (decl.kind, had) {
-                        (JoinKind::Left, _) => (
-                            Expected::NothingOrResult,
-                            "a left update of a left join".to_string(),
-                        ),
-                        (JoinKind::Inner, true) => (
-                            Expected::NothingOrTombstone,
-                            "a left update of an inner join, for a key with a result".to_string(),
-                        ),
-                        (JoinKind::Inner, false) => (
+                    match foreign {
+                        Some(foreign) => (
                             Expected::Nothing,
-                            "a left update of an inner join, for a key without a result"
-                                .to_string(),
+                            format!(
+                                "a left update that refers to foreign key {} (its response decides the result)",
+                                bytes_for_humans(&foreign)
+                            ),
+                        ),
+                        None if decl.kind == JoinKind::Left => {
+                            let Some(joined) = self.fk_joined(decl, &key, left, None, &mut calls)
+                            else {
+                                return true;
+                            };
+                            (
+                                Expected::Result(joined),
+                                "a left update that refers to no foreign key, of a left join"
+                                    .to_string(),
+                            )
+                        }
+                        None if had => (
+                            Expected::Tombstone,
+                            "a left update that refers to no foreign key, of an inner join, for a key with a result".to_string(),
+                        ),
+                        None => (
+                            Expected::Nothing,
+                            "a left update that refers to no foreign key, of an inner join, for a key without a result".to_string(),
                         ),
                     }
                 }
@@ -180,7 +205,7 @@ impl<'a> Checker<'a> {
                     .about(delivery.tp, delivery.offset);
                 return false;
             }
-            match current {
+            match &current {
                 Some(current) if response.version > current.version => {
                     let message = format!(
                         "task {task} committed the delivery of response {}@{} (key {}, version {}) before the left record of its version: its latest left record of the key was offset {} (J14: the response claims its left record, G2)",
@@ -198,7 +223,18 @@ impl<'a> Checker<'a> {
                 Some(current) if response.version == current.version => {
                     let result = response.right.is_some() || decl.kind == JoinKind::Left;
                     match (result, had) {
-                        (true, _) => (Expected::Result, "a current response".to_string()),
+                        (true, _) => {
+                            let Some(joined) = self.fk_joined(
+                                decl,
+                                &key,
+                                &current.left,
+                                response.right.as_ref(),
+                                &mut calls,
+                            ) else {
+                                return true;
+                            };
+                            (Expected::Result(joined), "a current response".to_string())
+                        }
                         (false, true) => (
                             Expected::Tombstone,
                             "a current response with no right value, for a key with a result"
@@ -244,13 +280,11 @@ impl<'a> Checker<'a> {
         }
         let under_key = |wrote_key: &Option<Bytes>| wrote_key.as_ref() == Some(&key);
         let same = match (&expected, &wrote[..]) {
-            (Expected::Nothing | Expected::NothingOrResult | Expected::NothingOrTombstone, []) => {
-                true
+            (Expected::Nothing, []) => true,
+            (Expected::Result(Some(value)), [(wrote_key, Some(wrote), _)]) => {
+                under_key(wrote_key) && wrote == value
             }
-            (Expected::Result | Expected::NothingOrResult, [(wrote_key, Some(_), _)])
-            | (Expected::Tombstone | Expected::NothingOrTombstone, [(wrote_key, None, _)]) => {
-                under_key(wrote_key)
-            }
+            (Expected::Tombstone, [(wrote_key, None, _)]) => under_key(wrote_key),
             _ => false,
         };
         if same {
@@ -266,12 +300,13 @@ impl<'a> Checker<'a> {
             delivery.tp,
             delivery.offset,
             bytes_for_humans(&key),
-            match expected {
-                Expected::Nothing => "nothing",
-                Expected::Result => "one result under the key",
-                Expected::Tombstone => "one tombstone under the key",
-                Expected::NothingOrResult => "nothing or one result under the key",
-                Expected::NothingOrTombstone => "nothing or one tombstone under the key",
+            match &expected {
+                Expected::Nothing => "nothing".to_string(),
+                Expected::Result(Some(value)) =>
+                    format!("its result {} under the key", bytes_for_humans(value)),
+                Expected::Result(None) =>
+                    "its result under the key (the user's joiner gave none for sides that have one)".to_string(),
+                Expected::Tombstone => "one tombstone under the key".to_string(),
             },
             wrote.len()
         );
@@ -288,9 +323,37 @@ impl<'a> Checker<'a> {
                 describe(value)
             );
         }
+        let found = self.violations.len();
         self.violation(Invariant::I13, delivery.step, message)
             .on(delivery.at)
             .about(delivery.tp, delivery.offset);
+        self.name_impure_operator_logic(task, delivery, &record, &calls, found);
         false
     }
+
+    /// The key's result value for these sides, by the user's joiner:
+    /// `Some(None)` when it gives none, `None` when the joiner or a codec
+    /// refuses it (I6 and I10 judge that).
+    fn fk_joined(
+        &self,
+        decl: &ForeignKeyJoinDecl,
+        key: &Bytes,
+        left: &Bytes,
+        right: Option<&Bytes>,
+        calls: &mut UserCalls<'_>,
+    ) -> Option<Option<Bytes>> {
+        let joined = decl.joined(key, left, right.map(|right| &right[..]));
+        let sides = (key.clone(), left.clone(), right.cloned());
+        calls.note("joiner", answer_of(&joined), move |plan, _, _| {
+            let decl = plan.stage.hooks().operator::<ForeignKeyJoinDecl>()?;
+            let (key, left, right) = &sides;
+            Some(answer_of(&decl.joined(key, left, right.as_deref())))
+        });
+        joined.ok()
+    }
+}
+
+/// A user function's answer as the S4 probe compares it.
+fn answer_of(answer: &Result<Option<Bytes>, parsley::ReplayError>) -> Answer {
+    Answer::of(answer, |answer| vec![answer.clone()])
 }

@@ -3,10 +3,11 @@
 //!
 //! The checker keeps its own model of every join task: the frontier, and
 //! the records held with their side, timestamp and whether they joined,
-//! closed by its own window arithmetic. It uses none of the join's state;
-//! only the output record of a pair or of an unmatched record
-//! (`JoinDecl::joined`) comes from the stage, since the joiner and the
-//! codecs are the user's.
+//! closed by its own window arithmetic, and decides by itself which pairs
+//! and which unmatched records have a result (J5, J7). It uses none of the
+//! join's state and none of its pairing: only the output record of a pair
+//! or of an unmatched record (`StreamJoinDecl::joined`, the user's joiner
+//! with the topics' codecs and nothing else) comes from the stage.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -81,11 +82,13 @@ struct Model {
     held: BTreeMap<Bytes, Vec<Held>>,
 }
 
-/// An output record the model expects: what it is, and its bytes.
+/// An output record the model expects: what it is, and its bytes (no
+/// value: J5 or J7 says the sides have a result, and the stage's joiner
+/// gave none, so no record the stage wrote can be it).
 struct Expected {
     label: String,
     key: Option<Bytes>,
-    value: Bytes,
+    value: Option<Bytes>,
 }
 
 impl<'a> Checker<'a> {
@@ -168,8 +171,7 @@ impl<'a> Checker<'a> {
                 window.close_point(one.left, one.timestamp)
             );
             match self.expect(plan, &one.tp, &one.record, None, label, &mut calls) {
-                Some(Some(output)) => expected.push(output),
-                Some(None) => {}
+                Some(output) => expected.push(output),
                 None => return true,
             }
         }
@@ -207,8 +209,7 @@ impl<'a> Checker<'a> {
                 .clone()
                 .expect("held records have values");
             match self.expect(plan, delivery.tp, &record, Some(&other), label, &mut calls) {
-                Some(Some(output)) => expected.push(output),
-                Some(None) => {}
+                Some(output) => expected.push(output),
                 None => return true,
             }
         }
@@ -219,8 +220,7 @@ impl<'a> Checker<'a> {
                 window.close_point(left, timestamp)
             );
             match self.expect(plan, delivery.tp, &record, None, label, &mut calls) {
-                Some(Some(output)) => expected.push(output),
-                Some(None) => {}
+                Some(output) => expected.push(output),
                 None => return true,
             }
         }
@@ -240,10 +240,9 @@ impl<'a> Checker<'a> {
             })
             .collect();
         let same = expected.len() == wrote.len()
-            && expected
-                .iter()
-                .zip(&wrote)
-                .all(|(want, got)| want.key == got.0 && Some(&want.value) == got.1.as_ref());
+            && expected.iter().zip(&wrote).all(|(want, got)| {
+                want.key == got.0 && want.value.is_some() && want.value == got.1
+            });
         if !same {
             let output = decl
                 .output
@@ -262,7 +261,11 @@ impl<'a> Checker<'a> {
                     "; {}: key {} value {}",
                     want.label,
                     describe(&want.key),
-                    bytes_for_humans(&want.value)
+                    want.value.as_ref().map_or(
+                        "none: the stage's joiner gave no result for sides that have one"
+                            .to_string(),
+                        |value| bytes_for_humans(value)
+                    )
                 );
             }
             let _ = write!(message, " — it wrote {}", wrote.len());
@@ -305,8 +308,10 @@ impl<'a> Checker<'a> {
     }
 
     /// The stage's output for `record` of `tp` joined with `other` (`None`:
-    /// its unmatched result): `Some(None)` when the join writes nothing,
-    /// `None` when the joiner or a codec refuses it (I6 and I10 judge that).
+    /// its unmatched result), which the model has decided has one (J5,
+    /// J7): `None` when the joiner or a codec refuses it (I6 and I10 judge
+    /// that). A joiner that gives no result for it is expected all the same,
+    /// with no value.
     fn expect(
         &self,
         plan: &StagePlan,
@@ -315,12 +320,13 @@ impl<'a> Checker<'a> {
         other: Option<&[u8]>,
         label: String,
         calls: &mut UserCalls<'_>,
-    ) -> Option<Option<Expected>> {
+    ) -> Option<Expected> {
         let joined = plan
             .stage
             .hooks()
             .operator::<parsley::StreamJoinDecl>()?
             .joined(tp, record, other);
+        let key = record.data.key.clone();
         let (tp, record, other) = (
             tp.clone(),
             record.clone(),
@@ -330,8 +336,18 @@ impl<'a> Checker<'a> {
             let decl = plan.stage.hooks().operator::<parsley::StreamJoinDecl>()?;
             Some(answer_of(&decl.joined(&tp, &record, other.as_deref())))
         });
-        let output = joined.ok()?;
-        Some(output.map(|(key, value)| Expected { label, key, value }))
+        Some(match joined.ok()? {
+            Some((key, value)) => Expected {
+                label,
+                key,
+                value: Some(value),
+            },
+            None => Expected {
+                label,
+                key,
+                value: None,
+            },
+        })
     }
 }
 

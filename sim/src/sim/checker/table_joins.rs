@@ -3,9 +3,11 @@
 //!
 //! The checker keeps its own copy of each join task's two tables: the
 //! latest committed record of each key the task delivered from each side,
-//! none after a tombstone. It uses none of the join's state; only a key's
-//! result value for two sides (`TableJoinDecl::joined`) comes from the
-//! stage, since the joiner and the codecs are the user's.
+//! none after a tombstone; and decides by itself, with its own J8 rule,
+//! whether a key has a result with its sides. It uses none of the join's
+//! state and none of its code: only the value of a result it has decided
+//! on (`TableJoinDecl::joined`, the user's joiner with the topics' codecs
+//! and nothing else) comes from the stage.
 
 use std::fmt::Write as _;
 
@@ -21,6 +23,15 @@ use rustc_hash::FxHashMap;
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
+
+/// What a delivery must write under its key.
+enum Write {
+    Nothing,
+    Tombstone,
+    /// The key's result (none: J8 says the sides have one, and the
+    /// stage's joiner gave none, so no record the stage wrote can be it).
+    Result(Option<Bytes>),
+}
 
 /// A key's two sides as the checker has them: each the value of the latest
 /// record of its table the task delivered, `None` without one.
@@ -89,9 +100,13 @@ impl<'a> Checker<'a> {
         // J8: the key's result after the record, and whether it had one.
         let changed = after != before || record.data.value.is_some();
         let mut calls = UserCalls::default();
-        let expected: Option<Option<Bytes>> = match changed {
-            false => None,
-            true => {
+        let had = has_result(decl.kind, before.left.is_some(), before.right.is_some());
+        let has = has_result(decl.kind, after.left.is_some(), after.right.is_some());
+        let expected = match (changed, has) {
+            (false, _) => Write::Nothing,
+            (true, false) if had => Write::Tombstone,
+            (true, false) => Write::Nothing,
+            (true, true) => {
                 let joined = decl.joined(&key, after.left.as_deref(), after.right.as_deref());
                 let sides = (key.clone(), after.left.clone(), after.right.clone());
                 calls.note("joiner", answer_of(&joined), move |plan, _, _| {
@@ -107,12 +122,7 @@ impl<'a> Checker<'a> {
                     // The joiner or a codec refuses it: I6 and I10 judge that.
                     return true;
                 };
-                let had = has_result(decl.kind, before.left.is_some(), before.right.is_some());
-                match joined {
-                    Some(value) => Some(Some(value)),
-                    None if had => Some(None),
-                    None => None,
-                }
+                Write::Result(joined)
             }
         };
         match (after.left.is_none() && after.right.is_none(), changed) {
@@ -140,8 +150,9 @@ impl<'a> Checker<'a> {
             }
         }
         let same = match (&expected, &wrote[..]) {
-            (None, []) => true,
-            (Some(value), [(wrote_key, wrote_value, _)]) => {
+            (Write::Nothing, []) => true,
+            (Write::Tombstone, [(wrote_key, None, _)]) => wrote_key.as_ref() == Some(&key),
+            (Write::Result(Some(value)), [(wrote_key, Some(wrote_value), _)]) => {
                 wrote_key.as_ref() == Some(&key) && wrote_value == value
             }
             _ => false,
@@ -161,20 +172,26 @@ impl<'a> Checker<'a> {
             describe(&before.right),
         );
         match &expected {
-            Some(Some(value)) => {
+            Write::Result(Some(value)) => {
                 let _ = write!(
                     message,
                     "its result {} to {output}",
                     bytes_for_humans(value)
                 );
             }
-            Some(None) => {
+            Write::Result(None) => {
+                let _ = write!(
+                    message,
+                    "its result to {output} (J8: the key has one with these sides; the stage's joiner gave none)"
+                );
+            }
+            Write::Tombstone => {
                 let _ = write!(
                     message,
                     "a tombstone to {output} (the record removes the key's result)"
                 );
             }
-            None => {
+            Write::Nothing => {
                 let _ = write!(
                     message,
                     "nothing to {output} (the key had no result and has none)"
