@@ -105,6 +105,11 @@ pub trait TwoSided: Declaration {}
 /// How a value given to [`OperatorBuilder::into`] becomes the operator's
 /// output: a typed topic for an operator that writes one topic of its
 /// types, any [`Sinks`] for one whose logic writes where it likes.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not this operator's output: `into` takes `&{O}`",
+    label = "not this operator's output",
+    note = "a window writes `Topic<Windowed<K>, A>`, a join `Topic<K, R>` of its joiner's result, an expiring fold any sinks; a timer service writes its fires and takes no `into`"
+)]
 pub trait IntoOutput<O> {
     /// Adds `self` to the declared `output`.
     fn add_to(self, output: &mut Option<O>);
