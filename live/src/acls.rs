@@ -17,6 +17,7 @@
 //! | `run` | makes, joins and commits its reports to the instances' topic and group | `Create` and `Read` on topic `<app>.instances`, `Read` on group `<app>.instances` |
 //! | `run` | reads the instances' group's members before joining and after each assignment | `Describe` on group `<app>.instances`, which its `Read` grants (the reading client has no group of its own) |
 //! | `status`, `skip` | read the same groups and logs | covered by the above |
+//! | `query` | reads the instances' topic's partition count, the group's members and their reports (its committed offsets) to find a key's owner, then asks it over HTTP | `Describe` on topic and group `<app>.instances`, which their `Read` grants |
 //! | `audit` | reads every committed topic back | `Read` on each sink (the rest is covered); its reader carries the first stage's group id, never joined |
 //!
 //! Exactly-once needs nothing on the cluster itself: since Kafka 3.0
@@ -369,7 +370,7 @@ pub fn print(app: &App, principal: &str, bootstrap: &str) -> String {
     let acls = application_acls(app);
     let mut text = format!(
         "# The {} ACLs application `{}` needs for principal {principal}, nothing more:\n\
-         # for setup, run, status, skip and audit; `produce` needs its own (--producer).\n\
+         # for setup, run, status, skip, audit and query; `produce` needs its own (--producer).\n\
          # Add your admin client's --command-config to each line on a secured cluster.\n",
         acls.len(),
         app.id()

@@ -24,6 +24,8 @@ use parsley::TaskId;
 use parsley::{App, Tp};
 
 use parsley::audit::CommittedLogs;
+use parsley::header::is_progress;
+use parsley::ConsumedRecord;
 
 /// The non-tick tps each stage's tasks consume, with the stage's group (X6).
 fn source_tps<'a>(app: &'a App, assembly: &Assembly) -> Vec<(&'a str, Vec<Tp>)> {
@@ -232,12 +234,25 @@ pub(crate) async fn tp_lag(
         return Ok((stable_end, gap, gap == 0));
     }
     let fetched = reader.fetch(tp, from).await?;
-    let below = fetched
-        .records
+    Ok((
+        stable_end,
+        records_behind(&fetched.records, stable_end),
+        true,
+    ))
+}
+
+/// The records below `stable_end` a task has yet to deliver. Progress
+/// records (V4) are left out: no Parsley reader delivers one, like a
+/// transaction marker, and a task upstream may write one at its final commit,
+/// so a task stopped cleanly beside it would otherwise read "behind" with
+/// nothing left to deliver. A view whose only pending record is one has
+/// released every epoch it committed (V5): the record raises its frontier
+/// and nothing else.
+fn records_behind(records: &[ConsumedRecord], stable_end: u64) -> u64 {
+    records
         .iter()
-        .filter(|record| record.offset < stable_end)
-        .count() as u64;
-    Ok((stable_end, below, true))
+        .filter(|record| record.offset < stable_end && !is_progress(&record.data))
+        .count() as u64
 }
 
 /// Every task's status: for task `p` of each stage, partition `p` of each
@@ -401,6 +416,61 @@ pub async fn task_owners(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parsley::header::PROGRESS_HEADER;
+    use parsley::{Header, RecordData};
+
+    /// A keyless record at `offset`: a progress record (V4's header, no
+    /// value) or one with a value.
+    fn record(offset: u64, progress: bool) -> ConsumedRecord {
+        let (value, headers) = match progress {
+            true => (
+                None,
+                vec![Header {
+                    name: PROGRESS_HEADER.into(),
+                    value: Bytes::from_static(b"7 0 upstream"),
+                }],
+            ),
+            false => (Some(Bytes::from_static(b"v")), Vec::new()),
+        };
+        let data = RecordData {
+            key: None,
+            value,
+            headers,
+            timestamp: 0,
+        };
+        ConsumedRecord { offset, data }
+    }
+
+    /// V4: a progress record left behind a cleanly stopped task (its
+    /// upstream's final commit wrote it) is not lag; a data record is, and
+    /// nothing at or past the stable end counts.
+    #[test]
+    fn v4_a_pending_progress_record_is_not_lag() {
+        assert_eq!(records_behind(&[record(10, true)], 11), 0);
+        assert_eq!(records_behind(&[record(10, false)], 11), 1);
+        let mixed = [record(10, false), record(11, true), record(12, false)];
+        assert_eq!(records_behind(&mixed, 13), 2);
+        assert_eq!(records_behind(&mixed, 12), 1);
+        let task = |lag| TaskStatus {
+            stage: "view".into(),
+            partition: 0,
+            tps: vec![TpStatus {
+                tp: Tp::new("upstream-out", 0),
+                committed: Some(10),
+                stable_end: 11,
+                lag,
+                exact: true,
+            }],
+        };
+        assert_eq!(
+            task(records_behind(&[record(10, true)], 11)).state(),
+            "caught up"
+        );
+        assert_eq!(
+            task(records_behind(&[record(10, false)], 11)).state(),
+            "behind"
+        );
+    }
 
     #[test]
     fn an_owner_is_named_by_its_instance() {

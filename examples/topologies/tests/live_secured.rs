@@ -376,6 +376,18 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
     assert!(status.status.success(), "{}", text(&status));
     let audit = secured.output(secured.command("app", &namespace, &["audit", "balances"]));
     assert!(audit.status.success(), "{}", text(&audit));
+    // `query` as the application's principal finds each key's owner in the
+    // instances' group and answers its committed balance, the fold of
+    // every input.
+    let plan: Vec<PlannedInput> = seeds
+        .iter()
+        .flat_map(|seed| plan_inputs(&topology, 40, 8, *seed))
+        .collect();
+    let expected = expected_balances(&topology, &plan).expect("a per-key sum");
+    for key in ["account-0", "account-5"] {
+        let balance = expected.get(key).copied().unwrap_or(0);
+        clean.extend(query_balance(&secured, &namespace, key, balance));
+    }
 
     let scraped = secured.scrape(&metrics[1]);
     assert!(
@@ -421,14 +433,9 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
     }
 
     // Read back by the super user: the state is the fold of every input.
-    let plan: Vec<PlannedInput> = seeds
-        .iter()
-        .flat_map(|seed| plan_inputs(&topology, 40, 8, *seed))
-        .collect();
     let read = read_committed(&client, &topology.app, &assembly)
         .await
         .expect("read back");
-    let expected = expected_balances(&topology, &plan).expect("a per-key sum");
     let actual: BTreeMap<String, i64> = final_state(&read.to_logs(), &topology.app)
         .iter()
         .map(|((_, key), value)| {
@@ -451,6 +458,44 @@ async fn an_app_runs_exactly_once_over_sasl_ssl_with_only_the_printed_acls() {
     let report = parsley::audit::audit(&topology.app, &assembly, &read.to_logs());
     assert!(report.is_clean(), "{report}");
     secured.assert_no_secret_said();
+}
+
+/// `query balances balances KEY` as the application's principal, asked
+/// until it answers `balance` (a task's last commit reaches its store just
+/// after its delivery report) within 30 s; what each attempt said.
+fn query_balance(secured: &Secured, namespace: &str, key: &str, balance: i64) -> Vec<String> {
+    use base64::Engine;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut said = Vec::new();
+    loop {
+        let output = secured.output(secured.command(
+            "app",
+            namespace,
+            &["query", "balances", "balances", key],
+        ));
+        said.push(text(&output));
+        let answer: Option<serde_json::Value> = serde_json::from_slice(&output.stdout).ok();
+        let answered = answer
+            .filter(|_| output.status.success())
+            .and_then(|answer| match answer["found"].as_bool()? {
+                false => Some(0),
+                true => {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(answer["value"].as_str()?)
+                        .ok()?;
+                    parsley::Codec::<i64>::decode(&parsley::I64, &bytes).ok()
+                }
+            });
+        if answered == Some(balance) {
+            return said;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "query never answered {key}'s balance {balance}: {}",
+            said.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// A secret under a misspelt key, from the file, the environment and `-X`
