@@ -1062,7 +1062,10 @@ fn print_stats(
         row("local-disk faults", stats.disk_faults.to_string());
         row(
             "restores through a local store",
-            format!("{} ({} rebuilt)", stats.store_restores, stats.store_rebuilds),
+            format!(
+                "{} ({} rebuilt)",
+                stats.store_restores, stats.store_rebuilds
+            ),
         );
     }
     row("max held", stats.held_max.to_string());

@@ -50,7 +50,7 @@ impl Checker<'_> {
                 .find(|(key, value)| loaded.get(*key) != Some(value))
                 .map(|(key, value)| {
                     format!(
-                        "slot {} holds {} where the changelog's latest is {}",
+                        "the committed slot {} was restored as {} where the changelog's latest is {}",
                         parsley::bytes_for_humans(key),
                         loaded
                             .get(key)
@@ -64,7 +64,7 @@ impl Checker<'_> {
                         .find(|(key, _)| !expected.contains_key(*key))
                         .map(|(key, value)| {
                             format!(
-                                "slot {} holds {} where the changelog has deleted it or never wrote it",
+                                "the committed slot {} was restored as {} where the changelog has deleted it or never wrote it",
                                 parsley::bytes_for_humans(key),
                                 parsley::bytes_for_humans(value)
                             )

@@ -58,6 +58,8 @@ struct TaskDisk {
     /// The running task's account of the store; `None` while no run of the
     /// task uses it.
     ledger: Option<StoreLedger>,
+    /// The changelog partition the store reflects.
+    changelog: Tp,
 }
 
 /// A crash fault of one task's directory, drawn by the world.
@@ -155,6 +157,13 @@ impl Disks {
             .collect()
     }
 
+    /// The changelog partition of `task`'s store on `instance`.
+    pub(crate) fn changelog_of(&self, instance: u32, task: &Arc<TaskId>) -> Option<&Tp> {
+        self.tasks
+            .get(&(instance, Arc::clone(task)))
+            .map(|disk| &disk.changelog)
+    }
+
     /// A run of `task` on `instance` restores its slots through its store:
     /// `records` are its changelog's committed records below `upto` (the
     /// last stable offset), `end` the changelog's high watermark, `load`
@@ -182,6 +191,7 @@ impl Disks {
                 previous: None,
                 torn: None,
                 ledger: None,
+                changelog: changelog.clone(),
             });
         // A run still using the directory (a stale copy on this instance)
         // stops first, with a checkpoint.
@@ -367,6 +377,56 @@ impl Disks {
             }
             DiskFault::Wiped => {
                 self.tasks.remove(&key);
+            }
+        }
+    }
+}
+
+impl Disks {
+    /// A digest of every directory's state, for the explorer's world digest.
+    pub(crate) fn digest(&self, hasher: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        let checkpoint = |checkpoint: Option<&StoreCheckpoint>, hasher: &mut _| {
+            checkpoint
+                .map(|c| (c.offset, c.last.map(|last| (last.offset, last.fingerprint))))
+                .hash(hasher)
+        };
+        let file = |file: &Option<CheckpointFile>, hasher: &mut _| match file {
+            None => 0u8.hash(hasher),
+            Some(CheckpointFile::Corrupt) => 1u8.hash(hasher),
+            Some(CheckpointFile::Whole(whole)) => {
+                2u8.hash(hasher);
+                checkpoint(Some(whole), hasher);
+            }
+        };
+        for ((instance, task), disk) in &self.tasks {
+            (instance, task).hash(hasher);
+            disk.store.hash(hasher);
+            disk.synced.hash(hasher);
+            file(&disk.checkpoint, hasher);
+            checkpoint(disk.previous.as_ref(), hasher);
+            match &disk.torn {
+                None => 0u8.hash(hasher),
+                Some(torn) => {
+                    1u8.hash(hasher);
+                    torn.synced.hash(hasher);
+                    match &torn.checkpoint {
+                        None => 0u8.hash(hasher),
+                        Some(before) => {
+                            1u8.hash(hasher);
+                            file(before, hasher);
+                        }
+                    }
+                }
+            }
+            match &disk.ledger {
+                None => 0u8.hash(hasher),
+                Some(ledger) => {
+                    1u8.hash(hasher);
+                    ledger.next_offset().hash(hasher);
+                    ledger.checkpoint_due().hash(hasher);
+                    checkpoint(ledger.checkpoint(), hasher);
+                }
             }
         }
     }

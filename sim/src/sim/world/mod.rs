@@ -1014,10 +1014,12 @@ impl World {
         let Some(disks) = &mut self.disks else {
             return;
         };
-        let changelog = parsley::changelog_topic_name(self.app.id(), &at.task.stage);
+        let Some(changelog) = disks.changelog_of(at.instance, &at.task).cloned() else {
+            return;
+        };
         let records: Vec<(u64, bytes::Bytes, Option<bytes::Bytes>)> = sent
             .iter()
-            .filter(|(tp, _)| tp.topic.as_str() == changelog && tp.partition == at.task.partition)
+            .filter(|(tp, _)| *tp == changelog)
             .filter_map(|(tp, offset)| {
                 let record = self.cluster.log(tp).ok()?.record(*offset)?;
                 Some((*offset, record.key.clone()?, record.value.clone()))
@@ -1336,31 +1338,30 @@ impl World {
     }
 
     /// A crash of `instance` ends its tasks' runs without a checkpoint and
-    /// may damage each task's directory on its disk (S6): one draw per
-    /// directory, a third of them sparing it (a process crash, which loses
-    /// nothing handed to the OS), a third losing what was not synced (an
-    /// OS crash), the rest one of the other faults.
+    /// may damage each task's directory on its disk (S6): one draw in
+    /// eleven per directory, three sparing it (a process crash, which loses
+    /// nothing handed to the OS), three losing what was not synced (an OS
+    /// crash), one for each of the other faults.
     fn disk_faults(&mut self, choices: &mut Choices, instance: u32) {
         let Some(disks) = &mut self.disks else {
             return;
         };
         disks.crashed(instance);
+        let faults = disk::DiskFault::ALL;
         for task in disks.tasks_on(instance) {
-            let faults = disk::DiskFault::ALL;
-            let drawn = choices.below(2 * 3 + faults.len() as u32 - 1) as usize;
+            let drawn = choices.below(6 + faults.len() as u32 - 1) as usize;
             let fault = match drawn {
                 0..=2 => continue,
                 3..=5 => faults[0],
                 other => faults[other - 5],
             };
-            let changelog = Tp::new(
-                parsley::changelog_topic_name(self.app.id(), &task.stage),
-                task.partition,
-            );
-            let end = self.cluster.high_watermark(&changelog).unwrap_or(0);
             let Some(disks) = &mut self.disks else {
                 return;
             };
+            let end = disks
+                .changelog_of(instance, &task)
+                .and_then(|changelog| self.cluster.high_watermark(changelog).ok())
+                .unwrap_or(0);
             disks.fault(instance, &task, fault, end);
             self.stats.disk_faults += 1;
             self.record(Event::DiskFault {
