@@ -3,6 +3,8 @@
 //! rebuild it from the whole changelog, with the reason a log line gives.
 //! Nothing here yields wrong state from a store it cannot vouch for.
 
+use crate::RecordData;
+
 use super::checkpoint::{record_fingerprint, LastApplied, StoreCheckpoint};
 
 /// What reading a task's checkpoint found.
@@ -134,17 +136,19 @@ pub fn restore_start<E>(
 }
 
 /// Checks the first committed changelog record at or after `last.offset`
-/// (`first`: its offset, key and value; `None` when there is none) is the
+/// (`first`: its offset and the record; `None` when there is none) is the
 /// record the store last applied: `Err` says why the store must be
 /// rebuilt instead.
 pub fn check_last_applied(
     last: LastApplied,
-    first: Option<(u64, Option<&[u8]>, Option<&[u8]>)>,
+    first: Option<(u64, &RecordData)>,
 ) -> Result<(), String> {
     match first {
-        Some((offset, key, value))
+        Some((offset, record))
             if offset == last.offset
-                && key.is_some_and(|key| record_fingerprint(key, value) == last.fingerprint) =>
+                && record.key.as_ref().is_some_and(|key| {
+                    record_fingerprint(key, record.value.as_deref()) == last.fingerprint
+                }) =>
         {
             Ok(())
         }

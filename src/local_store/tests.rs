@@ -210,16 +210,27 @@ fn s6_a_start_restores_after_the_checkpoint_or_rebuilds_saying_why() {
 #[test]
 fn s6_the_last_applied_record_must_be_the_changelogs() {
     let last = sample().last.unwrap();
-    assert_eq!(
-        check_last_applied(last, Some((1041, Some(b"\x01k"), Some(b"v")))),
-        Ok(())
-    );
-    let other = check_last_applied(last, Some((1041, Some(b"\x01k"), Some(b"w")))).unwrap_err();
+    let record = |key: Option<&'static [u8]>, value: &'static [u8]| crate::RecordData {
+        key: key.map(bytes::Bytes::from_static),
+        value: Some(bytes::Bytes::from_static(value)),
+        headers: Vec::new(),
+        timestamp: 0,
+    };
+    let applied = record(Some(b"\x01k"), b"v");
+    assert_eq!(check_last_applied(last, Some((1041, &applied))), Ok(()));
+    let other = check_last_applied(last, Some((1041, &record(Some(b"\x01k"), b"w"))));
     assert!(
-        other.contains("not the one the store last applied"),
-        "{other}"
+        other
+            .as_ref()
+            .is_err_and(|why| why.contains("not the one the store last applied")),
+        "{other:?}"
     );
-    let gone = check_last_applied(last, Some((1050, Some(b"\x01k"), Some(b"v")))).unwrap_err();
+    let keyless = check_last_applied(last, Some((1041, &record(None, b"v"))));
+    assert!(
+        keyless.is_err(),
+        "a record without a key is not the one applied"
+    );
+    let gone = check_last_applied(last, Some((1050, &applied))).unwrap_err();
     assert!(gone.contains("no longer holds offset 1041"), "{gone}");
     assert!(check_last_applied(last, None).is_err());
 }

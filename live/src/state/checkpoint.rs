@@ -12,7 +12,7 @@ use std::fs::{self, File};
 use std::io::{self, Write as _};
 use std::path::Path;
 
-pub use parsley::{record_fingerprint as fingerprint, LastApplied, StoreCheckpoint as Checkpoint};
+pub use parsley::StoreCheckpoint as Checkpoint;
 
 /// The file's name in a task's state directory.
 pub const FILE: &str = "checkpoint";
@@ -85,6 +85,7 @@ impl CheckpointFile for Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parsley::{record_fingerprint as fingerprint, LastApplied};
 
     fn sample() -> Checkpoint {
         Checkpoint {

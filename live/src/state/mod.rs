@@ -357,13 +357,7 @@ pub fn restore<F, S: Slots>(
             // Read from the last record the store applied, to check it is
             // this changelog's; applying it again changes nothing.
             let mut fetched = fetch(last.offset).map_err(RestoreError::Fetch)?;
-            let first = fetched.first().map(|record| {
-                (
-                    record.offset,
-                    record.data.key.as_deref(),
-                    record.data.value.as_deref(),
-                )
-            });
+            let first = fetched.first().map(|record| (record.offset, &record.data));
             match check_last_applied(last, first) {
                 Ok(()) => {
                     fetched.remove(0);

@@ -216,9 +216,7 @@ impl Disks {
             RestoreStart::Whole { rebuild } => (rebuild.or(Some(String::new())), records),
             RestoreStart::Check(last) => {
                 let tail = after(last.offset);
-                let first = tail.first().map(|(offset, record)| {
-                    (*offset, record.key.as_deref(), record.value.as_deref())
-                });
+                let first = tail.first().map(|(offset, record)| (*offset, *record));
                 match check_last_applied(last, first) {
                     Ok(()) => (None, &tail[1..]),
                     Err(why) => (Some(why), records),
