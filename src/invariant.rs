@@ -96,6 +96,12 @@ pub enum Invariant {
     /// and the cuts of one key's releases never go down (V1;
     /// docs/RULES.md#i18).
     I18,
+    /// Restored state: what a task's start loads into its slots through
+    /// its local store (the store's slots, then the changelog after its
+    /// checkpoint, or the whole changelog into a rebuilt store) equals the
+    /// latest value per slot of its committed changelog below where the
+    /// restore read to (S5, S6; docs/RULES.md#i19).
+    I19,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -123,6 +129,7 @@ impl Invariant {
             Invariant::I16 => "timestamp order",
             Invariant::I17 => "re-keyed outputs",
             Invariant::I18 => "consistent views",
+            Invariant::I19 => "restored state",
             Invariant::Property(_) => "user property",
         }
     }

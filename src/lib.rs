@@ -92,6 +92,7 @@ mod expiry;
 pub mod header;
 mod invariant;
 mod join;
+mod local_store;
 #[doc(hidden)]
 pub mod mutation;
 mod operator;
@@ -153,6 +154,11 @@ pub use window::{
 pub use assembly::{assemble, Assembly, AssemblyError, AssemblyFailure, TopicMetadata};
 pub use clock::CausalClock;
 pub use deadline::{Deadline, DeadlineKind, TimeDomain};
+pub use local_store::{
+    check_last_applied, judge_opened, record_fingerprint, restore_start, CheckpointCorrupt,
+    CheckpointFound, CheckpointStep, LastApplied, Opened, RestoreStart, StoreCheckpoint,
+    StoreLedger,
+};
 pub use probe::{ContractProbes, PartitionRule, Role, TopicContract};
 pub use task::{
     tick_of, Checkpoint, CheckpointError, CommitRequest, CommittedOffset, EpochCheckpoint, Fetched,

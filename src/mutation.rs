@@ -211,11 +211,17 @@ pub enum Mutation {
     /// the earlier windows that hold it (breaks W1, I12). Only a record
     /// stamped on the advance's grid reaches it.
     HoppingWindowSkipsStart,
+    /// A task's local store checkpoint is written before the store is
+    /// synced: an OS crash between the two leaves a checkpoint vouching
+    /// for writes the store lost, and a restart restores from after them
+    /// (breaks S6, I19). Only a run with the simulator's local-disk model
+    /// reaches it.
+    CheckpointBeforeFlush,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 49] = [
+    pub const ALL: [Mutation; 50] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -265,6 +271,7 @@ impl Mutation {
         Mutation::HoppingWindowSkipsStart,
         Mutation::SyncWaitEndsEarly,
         Mutation::CheckpointTruncated,
+        Mutation::CheckpointBeforeFlush,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -319,6 +326,7 @@ impl Mutation {
             Mutation::VersionedJoinExcludesEqual => "versioned-join-excludes-equal",
             Mutation::VersionedJoinTakesLatest => "versioned-join-takes-latest",
             Mutation::VersionedGraceIgnored => "versioned-grace-ignored",
+            Mutation::CheckpointBeforeFlush => "checkpoint-before-flush",
         }
     }
 

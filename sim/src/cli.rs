@@ -1038,6 +1038,16 @@ fn print_stats(
     row("aborts", stats.aborts.to_string());
     row("crashes", stats.crashes.to_string());
     row("fences", stats.fences.to_string());
+    if stats.store_restores > 0 {
+        row("local-disk faults", stats.disk_faults.to_string());
+        row(
+            "restores through a local store",
+            format!(
+                "{} ({} rebuilt)",
+                stats.store_restores, stats.store_rebuilds
+            ),
+        );
+    }
     row("max held", stats.held_max.to_string());
     row(
         "clock landings on a deadline",

@@ -109,13 +109,36 @@ impl TaskHost {
         config: TaskConfig,
         now: i64,
     ) -> Result<TaskHost, HostError> {
+        let restore = |task: &mut Task, cluster: &Cluster| -> Result<(), HostError> {
+            if let Some(changelog) = task.changelog_tp().cloned() {
+                for (offset, record) in cluster.log(&changelog)?.read_committed() {
+                    task.restore_state(offset, record)?;
+                }
+            }
+            Ok(())
+        };
+        TaskHost::start_with(
+            cluster, app, assembly, stage, partition, config, now, restore,
+        )
+    }
+
+    /// [`TaskHost::start`], with the task's slots restored by `restore`
+    /// once its producer has fenced any older instance (the simulator's
+    /// restore through a local store, S6).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_with(
+        cluster: &mut Cluster,
+        app: &App,
+        assembly: &Assembly,
+        stage: &str,
+        partition: u32,
+        config: TaskConfig,
+        now: i64,
+        restore: impl FnOnce(&mut Task, &Cluster) -> Result<(), HostError>,
+    ) -> Result<TaskHost, HostError> {
         let mut task = Task::new(app, assembly, stage, partition, config)?;
         let producer = cluster.init_producer(task.transactional_id(), now);
-        if let Some(changelog) = task.changelog_tp().cloned() {
-            for (offset, record) in cluster.log(&changelog)?.read_committed() {
-                task.restore_state(offset, record)?;
-            }
-        }
+        restore(&mut task, cluster)?;
         // A read_committed lookup, as the live runtime's consumer makes it:
         // the new producer's init has ended whatever transaction of this
         // task was pending, so the offsets are stable unless another

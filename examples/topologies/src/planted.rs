@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 49] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 50] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -109,13 +109,14 @@ pub const PLANTED: [(Mutation, &str, Invariant); 49] = [
     (Mutation::CutSkipsLane, "ledger", Invariant::I18),
     (Mutation::SyncWaitEndsEarly, "settlement", Invariant::I16),
     (Mutation::CheckpointTruncated, "branches", Invariant::I5),
+    (Mutation::CheckpointBeforeFlush, "balances", Invariant::I19),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 44] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 45] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -216,6 +217,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 44] = [
     ),
     (Mutation::SyncWaitEndsEarly, "enrichment", Invariant::I16),
     (Mutation::CheckpointKeeps16Tps, "branches", Invariant::I5),
+    (Mutation::CheckpointBeforeFlush, "dedupe", Invariant::I19),
 ];
 
 /// The planted bugs only one shipped shape can reach, each with the

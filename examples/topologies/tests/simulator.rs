@@ -428,3 +428,46 @@ fn i2_position_past_undelivered_records_of_a_stopped_task_is_reported() {
     );
     assert!(violation.message.contains("never delivered"), "{violation}");
 }
+
+/// I19 and S6 on the scenarios that model the local disk: over their first
+/// 60 seeds, crashes draw every kind of disk fault, starts restore through
+/// a local store and some rebuild it, and every restore equals the
+/// committed changelog's state (no violation at all); the same runs
+/// without `[local_disk]` restore nothing through a store.
+#[test]
+fn i19_restores_through_a_damaged_local_disk_equal_the_committed_changelog() {
+    for name in ["balances", "dedupe"] {
+        let scenario = shipped::scenario(name);
+        assert!(
+            scenario.settings.local_disk.is_some(),
+            "{name} models no disk"
+        );
+        let simulation = shipped::simulation(&scenario);
+        let mut faults = std::collections::BTreeSet::new();
+        let (mut restores, mut rebuilds) = (0, 0);
+        for seed in 0..60 {
+            let outcome = simulation.run_seed(seed);
+            assert!(
+                outcome.violations.is_empty(),
+                "{name} seed {seed}: {}",
+                outcome.violations[0]
+            );
+            restores += outcome.stats.store_restores;
+            rebuilds += outcome.stats.store_rebuilds;
+            for entry in &outcome.trace {
+                if let Event::DiskFault { fault, .. } = &entry.event {
+                    faults.insert(*fault);
+                }
+            }
+        }
+        assert!(
+            restores > 0 && rebuilds > 0,
+            "{name}: {restores} restores, {rebuilds} rebuilt"
+        );
+        assert_eq!(faults.len(), 6, "{name} drew only {faults:?}");
+        let mut without = scenario.clone();
+        without.settings.local_disk = None;
+        let outcome = shipped::simulation(&without).run_seed(0);
+        assert_eq!(outcome.stats.store_restores, 0);
+    }
+}

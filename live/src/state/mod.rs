@@ -26,6 +26,10 @@
 //! that fails as it is read, or a stored value the stage cannot read,
 //! each makes the task clear the store and rebuild it from the whole
 //! changelog, with one log line saying why. None of them yields wrong state.
+//! What to trust, where to restore from and the order of a checkpoint's
+//! writes are the core's (`parsley::restore_start`, `parsley::StoreLedger`,
+//! S6), shared with the simulator's model of a local disk; this module does
+//! the I/O.
 
 pub mod checkpoint;
 
@@ -37,7 +41,10 @@ use bytes::Bytes;
 use parsley::TaskId;
 use parsley::{ConsumedRecord, RecordData};
 
-use checkpoint::{fingerprint, Checkpoint, LastApplied, ReadError};
+use parsley::{check_last_applied, judge_opened, restore_start};
+use parsley::{CheckpointFound, CheckpointStep, Opened, RestoreStart, StoreLedger};
+
+use checkpoint::{Checkpoint, CheckpointFile, ReadError};
 
 /// The default root of local state: `parsley` in the system's temporary
 /// directory, as Kafka Streams' `state.dir` defaults to `kafka-streams`
@@ -89,20 +96,10 @@ pub struct LocalStore {
     dir: PathBuf,
     db: fjall::Database,
     changes: fjall::Keyspace,
-    app: String,
-    changelog: String,
-    partition: u32,
-    /// What the checkpoint on disk says, if it was read whole and is this
-    /// task's.
-    checkpoint: Option<Checkpoint>,
-    /// Why the store cannot be trusted, found when it was opened.
-    distrust: Option<String>,
-    /// The first changelog offset the store does not reflect, and the last
-    /// record it applied.
-    next_offset: u64,
-    last: Option<LastApplied>,
-    /// Records applied since the last checkpoint.
-    since_checkpoint: usize,
+    /// What the start found: the checkpoint it may trust, or why not.
+    opened: Opened,
+    /// What the store applied and when it checkpoints.
+    ledger: StoreLedger,
 }
 
 /// Reads a task's local store from another thread ([`LocalStore::reader`]).
@@ -195,50 +192,25 @@ impl LocalStore {
             }
         };
         // Read under the store's lock: no other run of the task writes it.
-        let checkpoint = match Checkpoint::read(dir) {
-            Ok(_) if !existed => {
-                distrust.get_or_insert_with(|| "the store is missing".to_owned());
-                None
-            }
-            Ok(checkpoint)
-                if checkpoint.app == app
-                    && checkpoint.changelog == changelog
-                    && checkpoint.partition == partition =>
-            {
-                Some(checkpoint)
-            }
-            Ok(other) => {
-                distrust.get_or_insert_with(|| {
-                    format!(
-                        "the checkpoint is of application `{}`, changelog {}-{}",
-                        other.app, other.changelog, other.partition
-                    )
-                });
-                None
-            }
-            // A new store needs none: it is built from the whole changelog.
-            Err(ReadError::Missing) if !existed => None,
-            Err(ReadError::Missing) => {
-                distrust.get_or_insert_with(|| "there is no checkpoint".to_owned());
-                None
-            }
-            Err(error) => {
-                distrust.get_or_insert_with(|| error.to_string());
-                None
-            }
+        let found = match Checkpoint::read(dir) {
+            Ok(checkpoint) => CheckpointFound::Found(checkpoint),
+            Err(ReadError::Missing) => CheckpointFound::Missing,
+            Err(error) => CheckpointFound::Unreadable(error.to_string()),
         };
+        let opened = judge_opened(existed, distrust, found, app, changelog, partition);
+        let ledger = StoreLedger::new(
+            app,
+            changelog,
+            partition,
+            CHECKPOINT_EVERY,
+            opened.checkpoint.clone(),
+        );
         Ok(LocalStore {
             dir: dir.to_owned(),
             db,
             changes,
-            app: app.to_owned(),
-            changelog: changelog.to_owned(),
-            partition,
-            next_offset: checkpoint.as_ref().map_or(0, |c| c.offset),
-            last: checkpoint.as_ref().and_then(|c| c.last),
-            checkpoint,
-            distrust,
-            since_checkpoint: 0,
+            opened,
+            ledger,
         })
     }
 
@@ -258,7 +230,7 @@ impl LocalStore {
     /// The first changelog offset the store does not reflect.
     #[cfg(test)]
     pub fn next_offset(&self) -> u64 {
-        self.next_offset
+        self.ledger.next_offset()
     }
 
     /// Whether a checkpoint is due: enough records applied since the
@@ -266,12 +238,7 @@ impl LocalStore {
     /// no record (a store built from an empty changelog), which a start
     /// could not check the store against.
     pub fn checkpoint_due(&self) -> bool {
-        self.since_checkpoint >= CHECKPOINT_EVERY
-            || (self.since_checkpoint > 0
-                && self
-                    .checkpoint
-                    .as_ref()
-                    .is_some_and(|checkpoint| checkpoint.last.is_none()))
+        self.ledger.checkpoint_due()
     }
 
     /// Applies the changelog records of one committed transaction (or one
@@ -297,34 +264,23 @@ impl LocalStore {
             }
         }
         batch.commit().map_err(StateError::store)?;
-        self.last = Some(LastApplied {
-            offset: last_offset,
-            fingerprint: fingerprint(key, value.as_deref()),
-        });
-        self.next_offset = last_offset + 1;
-        self.since_checkpoint += records.len();
+        self.ledger
+            .applied(records.len(), last_offset, key, value.as_deref());
         Ok(())
     }
 
     /// Makes what the store applied durable, then records it in the
     /// checkpoint (written whole or not at all).
     pub fn checkpoint(&mut self) -> Result<(), StateError> {
-        self.db
-            .persist(fjall::PersistMode::SyncAll)
-            .map_err(StateError::store)?;
-        let checkpoint = Checkpoint {
-            app: self.app.clone(),
-            changelog: self.changelog.clone(),
-            partition: self.partition,
-            offset: self.next_offset,
-            last: self.last,
-        };
-        checkpoint
-            .write(&self.dir)
-            .map_err(StateError::Checkpoint)?;
-        self.checkpoint = Some(checkpoint);
-        self.since_checkpoint = 0;
-        Ok(())
+        let (db, dir) = (&self.db, &self.dir);
+        self.ledger.write_checkpoint(|step| match step {
+            CheckpointStep::SyncStore => db
+                .persist(fjall::PersistMode::SyncAll)
+                .map_err(StateError::store),
+            CheckpointStep::Write(checkpoint) => {
+                checkpoint.write(dir).map_err(StateError::Checkpoint)
+            }
+        })
     }
 
     /// Every stored slot, as a changelog record.
@@ -348,11 +304,8 @@ impl LocalStore {
     /// leaves a store no checkpoint vouches for.
     fn clear(&mut self) -> Result<(), StateError> {
         Checkpoint::remove(&self.dir).map_err(StateError::Checkpoint)?;
-        self.checkpoint = None;
+        self.ledger.cleared();
         self.changes.clear().map_err(StateError::store)?;
-        self.next_offset = 0;
-        self.last = None;
-        self.since_checkpoint = 0;
         Ok(())
     }
 }
@@ -389,52 +342,33 @@ pub fn restore<F, S: Slots>(
     mut fetch: impl FnMut(u64) -> Result<Vec<ConsumedRecord>, F>,
     slots: &mut S,
 ) -> Result<Restored, RestoreError<F, S::Error>> {
-    let mut distrust = store.distrust.take();
+    let opened = std::mem::take(&mut store.opened);
+    let start = restore_start(&opened, high_watermark, || store.is_empty())?;
+    let mut distrust = None;
     let mut tail = Vec::new();
     let mut from = 0;
-    if let (None, None) = (&distrust, &store.checkpoint) {
+    match start {
         // A new store: built from the whole changelog, without a warning.
-        tail = fetch(0).map_err(RestoreError::Fetch)?;
-    } else if let (None, Some(checkpoint)) = (&distrust, &store.checkpoint) {
-        if checkpoint.offset > high_watermark {
-            distrust = Some(format!(
-                "the checkpoint (offset {}) is ahead of the changelog, which ends at {high_watermark}",
-                checkpoint.offset
-            ));
-        } else if let Some(last) = checkpoint.last {
+        RestoreStart::Whole { rebuild: None } => {
+            tail = fetch(0).map_err(RestoreError::Fetch)?;
+        }
+        RestoreStart::Whole { rebuild } => distrust = rebuild,
+        RestoreStart::Check(last) => {
             // Read from the last record the store applied, to check it is
             // this changelog's; applying it again changes nothing.
             let mut fetched = fetch(last.offset).map_err(RestoreError::Fetch)?;
-            match fetched.first() {
-                Some(ConsumedRecord { offset, data })
-                    if *offset == last.offset
-                        && data.key.as_ref().is_some_and(|key| {
-                            fingerprint(key, data.value.as_deref()) == last.fingerprint
-                        }) =>
-                {
+            let first = fetched.first().map(|record| (record.offset, &record.data));
+            match check_last_applied(last, first) {
+                Ok(()) => {
                     fetched.remove(0);
                     tail = fetched;
                     from = last.offset + 1;
                 }
-                Some(ConsumedRecord { offset, .. }) if *offset == last.offset => {
-                    distrust = Some(format!(
-                        "the changelog's record at offset {offset} is not the one the store last applied (the topic was recreated?)"
-                    ));
-                }
-                _ => {
-                    distrust = Some(format!(
-                        "the changelog no longer holds offset {}, the last record the store applied, to check the store against",
-                        last.offset
-                    ));
-                }
+                Err(why) => distrust = Some(why),
             }
-        } else if !store.is_empty()? {
-            distrust = Some(
-                "the store holds slots but its checkpoint names no changelog record to check them against"
-                    .into(),
-            );
-        } else {
-            from = checkpoint.offset;
+        }
+        RestoreStart::From(offset) => {
+            from = offset;
             tail = fetch(from).map_err(RestoreError::Fetch)?;
         }
     }
@@ -484,7 +418,7 @@ pub fn restore<F, S: Slots>(
         let last = chunk.last().map_or(0, |record| record.offset);
         store.apply(&records, last)?;
     }
-    if rebuilt || !tail.is_empty() || store.checkpoint.is_none() {
+    if rebuilt || !tail.is_empty() || store.ledger.checkpoint().is_none() {
         store.checkpoint()?;
     }
     Ok(Restored {

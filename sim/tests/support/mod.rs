@@ -227,6 +227,7 @@ pub fn fan_in_settings() -> Settings {
             liveness_steps: 5000,
         },
         order: OrderStrategy::Random,
+        local_disk: None,
     }
 }
 

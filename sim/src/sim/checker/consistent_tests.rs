@@ -97,6 +97,7 @@ fn i18_of(
         trace,
         quiesced: true,
         liveness_steps: 0,
+        restores: &[],
     })
     .violations
     .into_iter()

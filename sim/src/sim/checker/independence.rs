@@ -1,5 +1,5 @@
 //! The operator oracles share no code with what they judge (I12, I13,
-//! I14, I17, and I18's reference evaluator): a lint over their sources. Every public function of an
+//! I14, I17, I18's reference evaluator, and I19's restore oracle): a lint over their sources. Every public function of an
 //! operator's declaration, of its kinds and of its module is operator code,
 //! except the hooks that run only the user's logic with its codecs
 //! ([`USER_LOGIC`]); no oracle may call one. And those hooks may reach,
@@ -398,4 +398,42 @@ fn i13_the_lint_catches_an_oracle_calling_operator_code() {
         calls_of(oracle, &forbidden),
         vec![(1, "has_result".to_string())]
     );
+}
+
+/// I19's oracle shares no code with the restore it judges: it calls none
+/// of the core's local-store functions (S6) and names neither the
+/// world's disk model nor the core's ledger; it reads only the slot loads
+/// the world recorded and the committed logs.
+#[test]
+fn i19_the_restore_oracle_shares_no_code_with_the_restore() {
+    let crate_root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate_root
+        .parent()
+        .expect("the simulator is in the workspace");
+    let forbidden: BTreeSet<String> = [
+        "src/local_store/decision.rs",
+        "src/local_store/checkpoint.rs",
+    ]
+    .iter()
+    .flat_map(|path| operator_functions(&read(&root.join(path))))
+    .collect();
+    for seen in ["restore_start", "check_last_applied", "record_fingerprint"] {
+        assert!(forbidden.contains(seen), "the lint does not see `{seen}`");
+    }
+    let oracle = read(&crate_root.join("src/sim/checker/restored.rs"));
+    let code: String = oracle
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut found: Vec<String> = calls_of(&oracle, &forbidden)
+        .into_iter()
+        .map(|(line, name)| format!("restored.rs:{line}: calls `{name}`"))
+        .collect();
+    for name in ["Disks", "StoreLedger", "restore_start", "judge_opened"] {
+        if code.contains(name) {
+            found.push(format!("restored.rs names `{name}`"));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

@@ -1,4 +1,4 @@
-//! The independent checker: recomputes every guarantee (I1–I8, I10–I18) from the
+//! The independent checker: recomputes every guarantee (I1–I8, I10–I19) from the
 //! recorded trace and the committed logs, trusting none of the runtime's own
 //! bookkeeping.
 //!
@@ -17,8 +17,9 @@
 //! [`liveness`] (I8), [`dead_letters`] (I10), [`timers`] (I11),
 //! [`windows`] (I12), [`joins`], [`stream_joins`], [`table_joins`] and
 //! [`fk_joins`] and [`versioned_joins`] (I13), [`expiry`] (I14), [`groups`] (I15), [`order`] (I16, asked by
-//! the walk at each delivery), [`rekeys`] (I17) and [`consistent`] (I18, with its reference
-//! evaluator of a region, [`region`]); [`purity`] tells impure logic (S4) from a
+//! the walk at each delivery), [`rekeys`] (I17), [`consistent`] (I18, with its reference
+//! evaluator of a region, [`region`]) and [`restored`] (I19, restores through a
+//! local store); [`purity`] tells impure logic (S4) from a
 //! broken rule when a replay disagrees with what was committed.
 //! [`check`] builds the reconstruction once and runs them in turn.
 
@@ -42,6 +43,7 @@ mod region;
 #[cfg(test)]
 mod region_tests;
 mod rekeys;
+mod restored;
 mod stamps;
 mod state;
 mod stream_joins;
@@ -87,6 +89,8 @@ pub struct CheckInput<'a> {
     pub quiesced: bool,
     /// The liveness budget, for the I8 message.
     pub liveness_steps: u64,
+    /// Every restore through a modelled local store, for I19.
+    pub(crate) restores: &'a [crate::sim::world::disk::Restore],
 }
 
 /// What every oracle shares: the input, the violations found so far, the
@@ -143,6 +147,7 @@ pub fn check(input: &CheckInput<'_>) -> Checked {
     checker.check_rekeyed_outputs(&committed);
     checker.check_consistent_views();
     checker.check_groups();
+    checker.check_restores(input.restores);
     checker.check_liveness(&committed);
     checker.locate_related();
     checker.violations.sort_by_key(|violation| violation.step);

@@ -168,6 +168,7 @@ impl Bounds {
                 liveness_steps: base.budget.liveness_steps,
             },
             order: OrderStrategy::Random,
+            local_disk: base.local_disk,
         }
     }
 }

@@ -169,6 +169,7 @@ pub(crate) fn run_gated(
                     trace: &world.trace,
                     quiesced,
                     liveness_steps: budget.liveness_steps,
+                    restores: &world.restores,
                 })
             }));
             let violations = match checked {

@@ -43,6 +43,9 @@
 //! [budget]                       # optional; every key has the default shown
 //! safety_steps = 2000            # steps with inputs and faults, >= 1
 //! liveness_steps = 50000         # steps after inputs and faults stop, within which the world must quiesce (I8), >= 1
+//!
+//! [local_disk]                   # optional; when present, each instance's local disk is modelled (S6, I19)
+//! checkpoint_every = 4           # a running task checkpoints its local store every this many changelog records, >= 1
 //! ```
 //!
 //! `step_ms`, when given, needs both `min` and `max`. Integers are accepted
@@ -62,8 +65,8 @@ use serde::Deserialize;
 use serde_spanned::Spanned;
 
 use crate::sim::world::settings::{
-    Budget, ClockConfig, FaultRates, OrderStrategy, SeedRange, Settings, StepRange, TimeStrategy,
-    Workload, INSTANCES_MAX, PARTITIONS_MAX, TIME_BOUNDARIES_MAX,
+    Budget, ClockConfig, FaultRates, LocalDisk, OrderStrategy, SeedRange, Settings, StepRange,
+    TimeStrategy, Workload, INSTANCES_MAX, PARTITIONS_MAX, TIME_BOUNDARIES_MAX,
 };
 
 /// A scenario, checked: every value is in range.
@@ -157,6 +160,13 @@ struct RawScenario {
     clock: Option<RawClock>,
     faults: Option<RawFaults>,
     budget: Option<RawBudget>,
+    local_disk: Option<RawLocalDisk>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLocalDisk {
+    checkpoint_every: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -531,6 +541,18 @@ impl Checker<'_> {
             },
         };
 
+        let local_disk = match raw.local_disk {
+            None => None,
+            Some(disk) => Some(LocalDisk {
+                checkpoint_every: self.at_least(
+                    "local_disk.checkpoint_every",
+                    disk.checkpoint_every,
+                    LocalDisk::default().checkpoint_every,
+                    1,
+                )?,
+            }),
+        };
+
         let order = match raw.order {
             None => OrderStrategy::default(),
             Some(order) => {
@@ -558,6 +580,7 @@ impl Checker<'_> {
                 faults,
                 budget,
                 order,
+                local_disk,
             },
         })
     }
@@ -1098,6 +1121,7 @@ liveness_steps = 50000
                     faults: FaultRates::default(),
                     budget: Budget::default(),
                     order: OrderStrategy::Random,
+                    local_disk: None,
                 },
             }
         );

@@ -90,7 +90,8 @@ impl World {
 
     /// A digest of the world's state: the cluster ([`crate::model::Cluster::digest`]), the
     /// clock, the inputs still to produce, the instances and who owns
-    /// which task, late markers, and each running task's observable state
+    /// which task, late markers, each instance's modelled local disk (S6),
+    /// and each running task's observable state
     /// (positions, heads, history, ticks, transaction; for a synchronised
     /// task, the log ends its fetches told it), with `host`'s
     /// digest of what the task's logic holds (an explorer keeps it from the
@@ -139,6 +140,9 @@ impl World {
                 task.failure().map(ToString::to_string).hash(&mut hasher);
                 host(number as u32, &hosted.at.task).hash(&mut hasher);
             }
+        }
+        if let Some(disks) = &self.disks {
+            disks.digest(&mut hasher);
         }
         hasher.finish()
     }

@@ -36,6 +36,7 @@ use trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};
 
 mod boundary;
 pub(crate) mod choice;
+pub(crate) mod disk;
 mod explore;
 pub(crate) mod input;
 mod order;
@@ -112,6 +113,10 @@ pub(crate) struct World {
     /// Task starts the model refused, with the step and why: each also
     /// stops its task (see [`Event::TaskStopped`]).
     pub(crate) refused: Vec<(u64, TaskAt, String)>,
+    /// The instances' local disks, when the settings model them (S6).
+    disks: Option<disk::Disks>,
+    /// Every restore through a local store, for I19.
+    pub(crate) restores: Vec<disk::Restore>,
     /// Its assembly on the model.
     pub(crate) assembly: Assembly,
     /// The in-memory Kafka model.
@@ -200,11 +205,16 @@ impl World {
         // Without a generator of rejected records, the logic-error fault
         // has nothing to produce.
         let poison_left = u32::from(inputs.iter().any(|input| input.rejected.is_some()));
+        let disks = settings
+            .local_disk
+            .map(|disk| disk::Disks::new(app.id(), disk.checkpoint_every));
         let mut world = World {
             inputs,
             app,
             rejected: Vec::new(),
             refused: Vec::new(),
+            disks,
+            restores: Vec::new(),
             assembly,
             cluster,
             now: start,
@@ -289,16 +299,65 @@ impl World {
 
     fn start_task(&mut self, task: &TaskId, instance: u32) {
         let config = self.config();
-        let host = TaskHost::start(
-            &mut self.cluster,
-            &self.app,
-            &self.assembly,
-            &task.stage,
-            task.partition,
-            config,
-            self.now,
-        );
         let (id, index) = self.task_ids[task].clone();
+        let mut restored = None;
+        let host = match &mut self.disks {
+            None => TaskHost::start(
+                &mut self.cluster,
+                &self.app,
+                &self.assembly,
+                &task.stage,
+                task.partition,
+                config,
+                self.now,
+            ),
+            Some(disks) => {
+                let step = self.step;
+                let restore = |task: &mut parsley::Task, cluster: &Cluster| {
+                    let Some(changelog) = task.changelog_tp().cloned() else {
+                        return Ok(());
+                    };
+                    let log = cluster.log(&changelog)?;
+                    let records: Vec<(u64, &RecordData)> = log.read_committed().collect();
+                    let restore = disks.restore(
+                        step,
+                        instance,
+                        &id,
+                        &changelog,
+                        &records,
+                        log.last_stable_offset(),
+                        log.high_watermark(),
+                        |offset, record| task.restore_state(offset, record),
+                    )?;
+                    restored = Some(restore);
+                    Ok(())
+                };
+                TaskHost::start_with(
+                    &mut self.cluster,
+                    &self.app,
+                    &self.assembly,
+                    &task.stage,
+                    task.partition,
+                    config,
+                    self.now,
+                    restore,
+                )
+            }
+        };
+        if let Some(restore) = restored {
+            self.record(Event::StoreRestored {
+                at: TaskAt {
+                    task: Arc::clone(&id),
+                    instance,
+                },
+                from: restore.from,
+                loaded: restore.loads.len(),
+                rebuilt: restore.rebuilt.clone(),
+            });
+            self.stats.store_restores += 1;
+            self.stats.store_rebuilds += u64::from(restore.rebuilt.is_some());
+            self.restores.push(restore);
+        }
         let at = TaskAt { task: id, instance };
         match host {
             Ok(host) => {
@@ -694,6 +753,9 @@ impl World {
             .host
             .abort(&mut self.cluster);
         self.stats.aborts += 1;
+        if let Some(disks) = &mut self.disks {
+            disks.stopped(at.instance, &at.task);
+        }
         self.record(Event::Aborted {
             at: at.clone(),
             txn,
@@ -725,6 +787,9 @@ impl World {
             .host
             .abort(&mut self.cluster);
         self.instances[instance].hosts.remove(host);
+        if let Some(disks) = &mut self.disks {
+            disks.stopped(at.instance, &at.task);
+        }
         self.stats.fences += 1;
         self.stats.aborts += 1;
         self.stats.marks.zombie_fenced += 1;
@@ -915,10 +980,11 @@ impl World {
                 if lag.is_some() {
                     self.stats.marks.markers_lagged += 1;
                 }
-                let sent = sent
+                let sent: Vec<(Tp, u64)> = sent
                     .into_iter()
                     .map(|Sent { tp, offset, .. }| (tp, offset))
                     .collect();
+                self.store_committed(&at, &sent);
                 self.record(Event::Committed { at, txn, sent });
             }
             Ok(CommitOutcome::Aborted(ModelError::Fenced { .. })) => {
@@ -932,11 +998,34 @@ impl World {
                     cause: AbortCause::Fenced,
                 });
                 self.instances[instance].hosts.remove(host);
+                if let Some(disks) = &mut self.disks {
+                    disks.stopped(at.instance, &at.task);
+                }
                 self.lost_task(at, txn.epoch);
             }
             Ok(CommitOutcome::Aborted(error)) => panic!("the model refused a commit: {error}"),
             Err(error) => self.host_error(instance, host, error),
         }
+    }
+
+    /// The local store applies a committed transaction's changelog
+    /// records, as the live runtime does once the commit returns (S6).
+    fn store_committed(&mut self, at: &TaskAt, sent: &[(Tp, u64)]) {
+        let Some(disks) = &mut self.disks else {
+            return;
+        };
+        let Some(changelog) = disks.changelog_of(at.instance, &at.task).cloned() else {
+            return;
+        };
+        let records: Vec<(u64, bytes::Bytes, Option<bytes::Bytes>)> = sent
+            .iter()
+            .filter(|(tp, _)| *tp == changelog)
+            .filter_map(|(tp, offset)| {
+                let record = self.cluster.log(tp).ok()?.record(*offset)?;
+                Some((*offset, record.key.clone()?, record.value.clone()))
+            })
+            .collect();
+        disks.committed(at.instance, &at.task, &records);
     }
 
     fn tick_one(&mut self, choices: &mut Choices) {
@@ -1245,6 +1334,42 @@ impl World {
         self.record(Event::Crashed {
             instance: instance as u32,
         });
+        self.disk_faults(choices, instance as u32);
+    }
+
+    /// A crash of `instance` ends its tasks' runs without a checkpoint and
+    /// may damage each task's directory on its disk (S6): one draw in
+    /// eleven per directory, three sparing it (a process crash, which loses
+    /// nothing handed to the OS), three losing what was not synced (an OS
+    /// crash), one for each of the other faults.
+    fn disk_faults(&mut self, choices: &mut Choices, instance: u32) {
+        let Some(disks) = &mut self.disks else {
+            return;
+        };
+        disks.crashed(instance);
+        let faults = disk::DiskFault::ALL;
+        for task in disks.tasks_on(instance) {
+            let drawn = choices.below(6 + faults.len() as u32 - 1) as usize;
+            let fault = match drawn {
+                0..=2 => continue,
+                3..=5 => faults[0],
+                other => faults[other - 5],
+            };
+            let Some(disks) = &mut self.disks else {
+                return;
+            };
+            let end = disks
+                .changelog_of(instance, &task)
+                .and_then(|changelog| self.cluster.high_watermark(changelog).ok())
+                .unwrap_or(0);
+            disks.fault(instance, &task, fault, end);
+            self.stats.disk_faults += 1;
+            self.record(Event::DiskFault {
+                instance,
+                task: (*task).clone(),
+                fault: fault.name(),
+            });
+        }
     }
 
     /// A task moves to another instance; the old host keeps running as a

@@ -24,6 +24,26 @@ pub struct Settings {
     pub budget: Budget,
     /// Which task acts and which lane delivers.
     pub order: OrderStrategy,
+    /// The instances' local disks (S6), modelled when set: each stateful
+    /// task keeps a local store and checkpoint there, restores through
+    /// them, and crashes damage them. Off by default.
+    pub local_disk: Option<LocalDisk>,
+}
+
+/// The model of each instance's local disk (S6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalDisk {
+    /// A running task checkpoints its store every this many changelog
+    /// records applied, `>= 1` (the live runtime's is 10,000).
+    pub checkpoint_every: u32,
+}
+
+impl Default for LocalDisk {
+    fn default() -> Self {
+        LocalDisk {
+            checkpoint_every: 4,
+        }
+    }
 }
 
 /// How the simulator picks which task acts next and which of its ready
@@ -83,6 +103,7 @@ impl Default for Settings {
             faults: FaultRates::default(),
             budget: Budget::default(),
             order: OrderStrategy::Random,
+            local_disk: None,
         }
     }
 }

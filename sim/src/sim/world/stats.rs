@@ -84,6 +84,15 @@ pub struct Stats {
     /// (boundary-seeking time).
     #[serde(default)]
     pub boundary_landings: u64,
+    /// Crash faults of a task's directory on a modelled local disk (S6).
+    #[serde(default)]
+    pub disk_faults: u64,
+    /// Task starts that restored through a modelled local store (S6).
+    #[serde(default)]
+    pub store_restores: u64,
+    /// Of those, the ones that cleared the store and rebuilt it.
+    #[serde(default)]
+    pub store_rebuilds: u64,
     /// The rare states reached.
     pub marks: Marks,
 }
@@ -103,6 +112,9 @@ impl Stats {
         self.simulated_ms += other.simulated_ms;
         self.inputs_span_ms += other.inputs_span_ms;
         self.boundary_landings += other.boundary_landings;
+        self.disk_faults += other.disk_faults;
+        self.store_restores += other.store_restores;
+        self.store_rebuilds += other.store_rebuilds;
         self.marks.add(&other.marks);
     }
 }

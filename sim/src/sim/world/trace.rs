@@ -195,6 +195,26 @@ pub enum Event {
     },
     /// Faults and inputs stop; the world must quiesce (I8).
     LivenessPhase,
+    /// A starting task restored its slots through its local store (S6).
+    StoreRestored {
+        /// The task instance.
+        at: TaskAt,
+        /// The changelog offset it restored from.
+        from: u64,
+        /// Slot loads: the store's slots and the changelog records after it.
+        loaded: usize,
+        /// Why the store was cleared and rebuilt, if it was.
+        rebuilt: Option<String>,
+    },
+    /// A crash damaged a task's directory on the instance's disk (S6).
+    DiskFault {
+        /// The application instance.
+        instance: u32,
+        /// The task.
+        task: TaskId,
+        /// What the crash did.
+        fault: &'static str,
+    },
 }
 
 impl Event {
@@ -210,7 +230,8 @@ impl Event {
             | Event::Committed { at, .. }
             | Event::Aborted { at, .. }
             | Event::TaskStopped { at, .. }
-            | Event::Fenced { at } => Some(at),
+            | Event::Fenced { at }
+            | Event::StoreRestored { at, .. } => Some(at),
             _ => None,
         }
     }
@@ -393,6 +414,26 @@ impl fmt::Display for Event {
                 write!(f, "task {task} moved from instance {from} to {to}")
             }
             Event::LivenessPhase => write!(f, "faults and inputs off: liveness phase"),
+            Event::StoreRestored {
+                at,
+                from,
+                loaded,
+                rebuilt,
+            } => match rebuilt {
+                Some(why) => write!(
+                    f,
+                    "{at} rebuilt its local store from the whole changelog ({why}): {loaded} loads"
+                ),
+                None => write!(
+                    f,
+                    "{at} restored its local store and the changelog from offset {from}: {loaded} loads"
+                ),
+            },
+            Event::DiskFault {
+                instance,
+                task,
+                fault,
+            } => write!(f, "instance {instance}'s crash left task {task}'s directory with {fault}"),
         }
     }
 }
