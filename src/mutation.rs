@@ -217,11 +217,25 @@ pub enum Mutation {
     /// (breaks S6, I19). Only a run with the simulator's local-disk model
     /// reaches it.
     CheckpointBeforeFlush,
+    /// A stream–stream join's pairing drops the right side when a right
+    /// record meets a held left record: the joiner is given the left
+    /// alone, as if it had met nothing (breaks J5, I13).
+    StreamJoinPairsDropRight,
+    /// A table–table join's result leaves out the right side whenever the
+    /// left one is present: the joiner is given the left alone (breaks J8,
+    /// I13).
+    TableJoinResultDropsRight,
+    /// A foreign-key join's resolve stage keeps the first left value it
+    /// saw for a key instead of the latest: a response, or a left record
+    /// with no foreign key, is joined with a left value the key has left
+    /// behind (breaks J14, I13). Only a foreign-key join reaches it: of
+    /// the shipped scenarios, `order-labels`.
+    ForeignKeyJoinResolvesFirstLeft,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 50] = [
+    pub const ALL: [Mutation; 53] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -272,6 +286,9 @@ impl Mutation {
         Mutation::SyncWaitEndsEarly,
         Mutation::CheckpointTruncated,
         Mutation::CheckpointBeforeFlush,
+        Mutation::StreamJoinPairsDropRight,
+        Mutation::TableJoinResultDropsRight,
+        Mutation::ForeignKeyJoinResolvesFirstLeft,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -327,6 +344,9 @@ impl Mutation {
             Mutation::VersionedJoinTakesLatest => "versioned-join-takes-latest",
             Mutation::VersionedGraceIgnored => "versioned-grace-ignored",
             Mutation::CheckpointBeforeFlush => "checkpoint-before-flush",
+            Mutation::StreamJoinPairsDropRight => "stream-join-pairs-drop-right",
+            Mutation::TableJoinResultDropsRight => "table-join-result-drops-right",
+            Mutation::ForeignKeyJoinResolvesFirstLeft => "fk-join-resolves-first-left",
         }
     }
 

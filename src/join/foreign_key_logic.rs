@@ -455,12 +455,19 @@ where
             .decode(bytes)
             .map_err(value_failure)?;
         let refers = foreign_key(&left_resolver.topics.right, &extract, &value)?.is_some();
+        // Planted bug (I13): the key's first left value kept, not this one.
+        let left = match current {
+            Some(current) if mutation::active(Mutation::ForeignKeyJoinResolvesFirstLeft) => {
+                current.left
+            }
+            _ => bytes.clone(),
+        };
         let mut emissions = Vec::new();
         let mut joined = had;
         if !refers {
             // No foreign key: no response will come, so the key's result
             // is decided here, with no right value (J14).
-            let (emission, now) = left_resolver.write(key, bytes, None, had)?;
+            let (emission, now) = left_resolver.write(key, &left, None, had)?;
             emissions.extend(emission);
             joined = now;
         }
@@ -468,7 +475,7 @@ where
             state: Some(Some(Current {
                 version: consumed.offset,
                 joined,
-                left: bytes.clone(),
+                left,
             })),
             emissions,
         })

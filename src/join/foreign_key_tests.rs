@@ -19,6 +19,14 @@ fn bytes(text: &str) -> Bytes {
 /// Orders (left, value: the customer's id, or "-" for none) joined with
 /// customers (right, value: the name).
 fn stages() -> ForeignKeyJoinStages {
+    joined_by(|order: &String, _: &String, name: &String| format!("{order} for {name}"))
+}
+
+/// The join of [`stages`], its results written by `joiner` (order key,
+/// customer id, customer name).
+fn joined_by(
+    joiner: impl Fn(&String, &String, &String) -> String + Send + Sync + 'static,
+) -> ForeignKeyJoinStages {
     let orders = Topic::<String, String>::with_codecs("orders", Utf8, Utf8);
     let customers = Topic::<String, String>::with_codecs("customers", Utf8, Utf8);
     let labelled = Topic::<String, String>::with_codecs("labelled", Utf8, Utf8);
@@ -26,7 +34,7 @@ fn stages() -> ForeignKeyJoinStages {
         .foreign_key_join("labels", &orders, &customers, |customer: &String| {
             (customer != "-").then(|| customer.clone())
         })
-        .inner(|order: &String, _: &String, name: &String| format!("{order} for {name}"))
+        .inner(joiner)
         .into(&labelled)
         .build()
 }
@@ -171,6 +179,38 @@ fn j14_a_response_to_an_older_version_writes_nothing() {
     assert_eq!(
         labelled.iter().map(key_value).collect::<Vec<_>>(),
         [(order, Some(bytes("o1 for Bob")))]
+    );
+}
+
+/// J14: a response is joined with the key's latest left value, the one
+/// its version names, not an earlier value the key had: an order moved
+/// from Ada to Bob is labelled with Bob's id and name.
+#[test]
+fn j14_a_response_joins_the_latest_left_value() {
+    let join = joined_by(|order: &String, customer: &String, name: &String| {
+        format!("{order} ({customer}) for {name}")
+    });
+    let mut resolve = Slots::default();
+    let order = bytes("o1");
+    resolve.deliver(&join.resolve, "orders", 0, &order, Some(bytes("ada")));
+    resolve.deliver(&join.resolve, "orders", 1, &order, Some(bytes("bob")));
+    let response = ResponseCodec
+        .encode(&Response {
+            version: 1,
+            partition: 0,
+            right: Some(bytes("Bob")),
+        })
+        .unwrap();
+    let labelled = resolve.deliver(
+        &join.resolve,
+        join.response.as_str(),
+        0,
+        &order,
+        Some(response),
+    );
+    assert_eq!(
+        labelled.iter().map(key_value).collect::<Vec<_>>(),
+        [(order, Some(bytes("o1 (bob) for Bob")))]
     );
 }
 

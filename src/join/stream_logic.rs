@@ -336,7 +336,12 @@ where
         pairs.sort_by_key(|&at| own[at].timestamp);
         for &at in &pairs {
             let other = self.decode_value(!is_left, &own[at].value)?;
-            emissions.extend(self.join(&key, &value, Some(&other))?);
+            // Planted bug (I13): a right record's pair joined without it.
+            let pair = match !is_left && mutation::active(Mutation::StreamJoinPairsDropRight) {
+                true => self.join(&key, &other, None)?,
+                false => self.join(&key, &value, Some(&other))?,
+            };
+            emissions.extend(pair);
             if !own[at].matched {
                 own[at].matched = true;
                 own_changed = true;

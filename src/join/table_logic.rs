@@ -90,6 +90,9 @@ where
             .map(|bytes| self.right.value_codec().decode(bytes))
             .transpose()
             .map_err(Self::value_failure)?;
+        // Planted bug (I13): the right side left out beside a left one.
+        let right = right
+            .filter(|_| left.is_none() || !mutation::active(Mutation::TableJoinResultDropsRight));
         guarded(|| (self.joiner)(key, left.as_ref(), right.as_ref()).transpose())
     }
 

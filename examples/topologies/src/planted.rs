@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 50] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 53] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -110,13 +110,28 @@ pub const PLANTED: [(Mutation, &str, Invariant); 50] = [
     (Mutation::SyncWaitEndsEarly, "settlement", Invariant::I16),
     (Mutation::CheckpointTruncated, "branches", Invariant::I5),
     (Mutation::CheckpointBeforeFlush, "balances", Invariant::I19),
+    (
+        Mutation::StreamJoinPairsDropRight,
+        "settlement",
+        Invariant::I13,
+    ),
+    (
+        Mutation::TableJoinResultDropsRight,
+        "credit",
+        Invariant::I13,
+    ),
+    (
+        Mutation::ForeignKeyJoinResolvesFirstLeft,
+        "order-labels",
+        Invariant::I13,
+    ),
 ];
 
 /// A second shipped scenario that catches each planted bug, of another
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 45] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 47] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -218,11 +233,21 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 45] = [
     (Mutation::SyncWaitEndsEarly, "enrichment", Invariant::I16),
     (Mutation::CheckpointKeeps16Tps, "branches", Invariant::I5),
     (Mutation::CheckpointBeforeFlush, "dedupe", Invariant::I19),
+    (
+        Mutation::StreamJoinPairsDropRight,
+        "storefront",
+        Invariant::I13,
+    ),
+    (
+        Mutation::TableJoinResultDropsRight,
+        "storefront",
+        Invariant::I13,
+    ),
 ];
 
 /// The planted bugs only one shipped shape can reach, each with the
 /// reason (also in the mutation's own docs).
-pub const ONE_SHAPE_ONLY: [(Mutation, &str); 5] = [
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 6] = [
     (
         Mutation::CheckpointTruncated,
         "only a task whose history passes Kafka's 4,096-byte offset metadata limit shows it: branches' forty long-named ledgers (regroup's 50 tps of two short names take about 400 bytes)",
@@ -242,6 +267,10 @@ pub const ONE_SHAPE_ONLY: [(Mutation, &str); 5] = [
     (
         Mutation::HoppingWindowSkipsStart,
         "only a hopping window shows it: windows' trend (the others' windows are tumbling or sessions)",
+    ),
+    (
+        Mutation::ForeignKeyJoinResolvesFirstLeft,
+        "only a foreign-key join shows it: order-labels",
     ),
 ];
 
