@@ -13,6 +13,7 @@
 //! Without it (`--set epoch-ms=0`, the ignored test), some totals are.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,13 +35,31 @@ fn command(bootstrap: &str, namespace: &str, epoch_ms: u64, args: &[&str]) -> Co
     command
 }
 
-fn instance(bootstrap: &str, namespace: &str, epoch_ms: u64) -> Child {
+/// An instance of the binary, its log (stderr) kept in `log` so that a
+/// failure can show what the instances did.
+fn instance(bootstrap: &str, namespace: &str, epoch_ms: u64, log: &Path) -> Child {
+    let file = std::fs::File::create(log).expect("the instance's log file");
     command(bootstrap, namespace, epoch_ms, &["run", "transfers"])
         .args(["--session-timeout-ms", "6000"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(file)
         .spawn()
         .expect("spawn an instance")
+}
+
+/// The last `lines` lines of each log, for a failure's message.
+fn log_tails(logs: &[PathBuf], lines: usize) -> String {
+    let mut out = String::new();
+    for log in logs {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        out.push_str(&format!("--- the last {lines} lines of {}\n", log.display()));
+        for line in &all[all.len().saturating_sub(lines)..] {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// What was committed, read back with a plain `read_committed` consumer.
@@ -163,8 +182,12 @@ async fn kill_9_under_flowing_transfers(epoch_ms: u64) -> Option<Committed> {
         String::from_utf8_lossy(&setup.stderr)
     );
 
-    let mut first = instance(&bootstrap, &namespace, epoch_ms);
-    let mut second = instance(&bootstrap, &namespace, epoch_ms);
+    let logs: Vec<PathBuf> = ["first", "second"]
+        .iter()
+        .map(|name| std::env::temp_dir().join(format!("{namespace}{name}.log")))
+        .collect();
+    let mut first = instance(&bootstrap, &namespace, epoch_ms, &logs[0]);
+    let mut second = instance(&bootstrap, &namespace, epoch_ms, &logs[1]);
     // Transfers flow the whole time: a batch every 300 ms until told to stop.
     let flowing = Arc::new(AtomicBool::new(true));
     let producer = {
@@ -230,12 +253,19 @@ async fn kill_9_under_flowing_transfers(epoch_ms: u64) -> Option<Committed> {
         if caught_up {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "not caught up 120 s after the transfers stopped: the last cut {:?}, the transfers' epochs reached {:?}",
-            committed.last_cut(),
-            committed.reached(epoch_ms.max(1), 2)
-        );
+        if Instant::now() >= deadline {
+            let statuses = task_status(&client, &app, &assembly).await.expect("status");
+            let lags: Vec<String> = statuses
+                .iter()
+                .map(|task| format!("{}/{}: lag {}", task.stage, task.partition, task.lag()))
+                .collect();
+            panic!(
+                "not caught up 120 s after the transfers stopped: the last cut {:?}, the transfers' epochs reached {:?}; tasks {lags:?}\n{}",
+                committed.last_cut(),
+                committed.reached(epoch_ms.max(1), 2),
+                log_tails(&logs, 80)
+            );
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
@@ -274,6 +304,9 @@ async fn kill_9_under_flowing_transfers(epoch_ms: u64) -> Option<Committed> {
     // the simulator's checker, with a note; the rest it checks.
     let report = parsley::audit::audit(&app, &assembly, &read.to_logs());
     assert!(report.is_clean(), "{report}");
+    for log in &logs {
+        let _ = std::fs::remove_file(log);
+    }
     Some(committed)
 }
 
