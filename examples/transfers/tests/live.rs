@@ -9,7 +9,8 @@
 //! audit is clean.
 //!
 //! With the total a consistent view (the binary's default), no total is
-//! impossible, and the last covers every epoch the transfers closed.
+//! impossible, and the last covers every epoch the transfers closed (its
+//! cut one above the highest of them a transfer falls in).
 //! Without it (`--set epoch-ms=0`, the ignored test), some totals are.
 
 use std::collections::BTreeMap;
@@ -53,7 +54,10 @@ fn log_tails(logs: &[PathBuf], lines: usize) -> String {
     for log in logs {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
-        out.push_str(&format!("--- the last {lines} lines of {}\n", log.display()));
+        out.push_str(&format!(
+            "--- the last {lines} lines of {}\n",
+            log.display()
+        ));
         for line in &all[all.len().saturating_sub(lines)..] {
             out.push_str(line);
             out.push('\n');
@@ -148,6 +152,26 @@ impl Committed {
             .min()
     }
 
+    /// The cut the view's last release carries once it has released every
+    /// epoch below `reached`: one above the highest of those epochs that
+    /// holds a transfer. An epoch no transfer falls in (the partitions'
+    /// highest timestamps jumped past it between two batches) has no
+    /// deliveries, so the view writes nothing at its end (V5).
+    fn expected_last_cut(&self, epoch_ms: u64, reached: i64) -> Option<i64> {
+        let mut highest_below = None;
+        for partition in &self.transfers {
+            let mut highest = i64::MIN;
+            for (_, timestamp) in partition {
+                highest = highest.max(*timestamp);
+                let epoch = highest.div_euclid(epoch_ms as i64);
+                if epoch < reached {
+                    highest_below = highest_below.max(Some(epoch));
+                }
+            }
+        }
+        highest_below.map(|epoch| epoch + 1)
+    }
+
     /// The last total's cut, if any.
     fn last_cut(&self) -> Option<i64> {
         self.totals.last().and_then(|(_, cut)| *cut)
@@ -228,8 +252,8 @@ async fn kill_9_under_flowing_transfers(epoch_ms: u64) -> Option<Committed> {
     let client = LiveClient::new(config).expect("client");
     let assembly: Assembly = assemble_on(&client, &app).await.expect("assembled");
     // Caught up: without a view, every task's lag is 0; with one, the view
-    // has released every epoch the transfers closed (the last stays open,
-    // held, so lag stays above 0).
+    // has released every epoch the transfers closed that holds a transfer
+    // (the last stays open, held, so lag stays above 0).
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         assert!(
@@ -241,10 +265,10 @@ async fn kill_9_under_flowing_transfers(epoch_ms: u64) -> Option<Committed> {
             .expect("read back");
         let committed = committed(&read, &topics);
         let caught_up = match epoch {
-            Some(_) => {
-                let reached = committed.reached(epoch_ms, 2);
-                reached.is_some() && committed.last_cut() == reached
-            }
+            Some(_) => committed.reached(epoch_ms, 2).is_some_and(|reached| {
+                let expected = committed.expected_last_cut(epoch_ms, reached);
+                expected.is_some() && committed.last_cut() == expected
+            }),
             None => {
                 let statuses = task_status(&client, &app, &assembly).await.expect("status");
                 statuses.iter().map(|task| task.lag()).sum::<u64>() == 0
@@ -254,15 +278,16 @@ async fn kill_9_under_flowing_transfers(epoch_ms: u64) -> Option<Committed> {
             break;
         }
         if Instant::now() >= deadline {
+            let reached = committed.reached(epoch_ms.max(1), 2);
             let statuses = task_status(&client, &app, &assembly).await.expect("status");
             let lags: Vec<String> = statuses
                 .iter()
                 .map(|task| format!("{}/{}: lag {}", task.stage, task.partition, task.lag()))
                 .collect();
             panic!(
-                "not caught up 120 s after the transfers stopped: the last cut {:?}, the transfers' epochs reached {:?}; tasks {lags:?}\n{}",
+                "not caught up 120 s after the transfers stopped: the last cut {:?}, the transfers' epochs reached {reached:?}, the last cut expected {:?}; tasks {lags:?}\n{}",
                 committed.last_cut(),
-                committed.reached(epoch_ms.max(1), 2),
+                reached.and_then(|reached| committed.expected_last_cut(epoch_ms.max(1), reached)),
                 log_tails(&logs, 80)
             );
         }
