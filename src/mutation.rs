@@ -231,11 +231,22 @@ pub enum Mutation {
     /// behind (breaks J14, I13). Only a foreign-key join reaches it: of
     /// the shipped scenarios, `order-labels`.
     ForeignKeyJoinResolvesFirstLeft,
+    /// A foreign-key join's respond stage answers a right record's
+    /// subscribers with the right value it had before the record (breaks
+    /// J13, I13): every result joined after a right update carries the
+    /// stale value, and the resolve stage, which takes a response as it
+    /// comes, agrees with it.
+    ForeignKeyRespondSendsPreviousRight,
+    /// A foreign-key join's subscribe stage forgets to unsubscribe a left
+    /// key from the foreign key it leaves (breaks J12, I13): the respond
+    /// stage keeps answering it for that key, and the resolve stage drops
+    /// those answers as stale, so no result shows it.
+    ForeignKeySubscribeKeepsOld,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 53] = [
+    pub const ALL: [Mutation; 55] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -289,6 +300,8 @@ impl Mutation {
         Mutation::StreamJoinPairsDropRight,
         Mutation::TableJoinResultDropsRight,
         Mutation::ForeignKeyJoinResolvesFirstLeft,
+        Mutation::ForeignKeyRespondSendsPreviousRight,
+        Mutation::ForeignKeySubscribeKeepsOld,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -347,6 +360,8 @@ impl Mutation {
             Mutation::StreamJoinPairsDropRight => "stream-join-pairs-drop-right",
             Mutation::TableJoinResultDropsRight => "table-join-result-drops-right",
             Mutation::ForeignKeyJoinResolvesFirstLeft => "fk-join-resolves-first-left",
+            Mutation::ForeignKeyRespondSendsPreviousRight => "fk-respond-sends-previous-right",
+            Mutation::ForeignKeySubscribeKeepsOld => "fk-subscribe-keeps-old",
         }
     }
 

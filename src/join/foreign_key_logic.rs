@@ -145,7 +145,11 @@ where
             }
         };
         let mut emissions = Vec::new();
-        if let Some(previous) = subscribed.filter(|previous| Some(previous) != foreign.as_ref()) {
+        // A planted bug keeps the subscription the key leaves.
+        let forgets = mutation::active(Mutation::ForeignKeySubscribeKeepsOld);
+        if let Some(previous) =
+            subscribed.filter(|previous| Some(previous) != foreign.as_ref() && !forgets)
+        {
             let unsubscribe = Subscription::Unsubscribe { key: key.clone() };
             emissions.push(topics.subscription.send(previous, unsubscribe));
         }
@@ -205,7 +209,12 @@ where
             // A tombstone for a key without a value changes nothing.
             return Ok(kept(foreign, Vec::new()));
         }
-        foreign.right = value;
+        let previous = std::mem::replace(&mut foreign.right, value);
+        // A planted bug answers with the value the record replaced.
+        let right = match mutation::active(Mutation::ForeignKeyRespondSendsPreviousRight) {
+            true => previous,
+            false => foreign.right.clone(),
+        };
         let emissions = foreign
             .subscribers
             .iter()
@@ -213,7 +222,7 @@ where
                 let response = Response {
                     version,
                     partition,
-                    right: foreign.right.clone(),
+                    right: right.clone(),
                 };
                 right_topics.response.send(key.clone(), response)
             })

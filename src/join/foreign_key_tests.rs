@@ -321,3 +321,56 @@ fn j11_a_response_on_another_partition_than_its_left_record_is_refused() {
         .expect("a stale response");
     assert!(replayed.emissions.is_empty());
 }
+
+/// J13: a right record answers every subscribed left key, in key order,
+/// each with its own version and the value the record brings, not the one
+/// it replaces.
+#[test]
+fn j13_a_right_update_answers_every_subscriber_with_its_value() {
+    let join = stages();
+    let (mut subscribe, mut respond) = (Slots::default(), Slots::default());
+    let ada = bytes("ada");
+    respond.deliver(&join.respond, "customers", 0, &ada, Some(bytes("Ada")));
+    let subscription_topic = join.subscription.as_str().to_string();
+    for (offset, order) in [(0, "o2"), (1, "o1")] {
+        let subscribed = subscribe.deliver(
+            &join.subscribe,
+            "orders",
+            offset,
+            &bytes(order),
+            Some(bytes("ada")),
+        );
+        let (foreign, subscription) = key_value(&subscribed[0]);
+        respond.deliver(
+            &join.respond,
+            &subscription_topic,
+            offset,
+            &foreign,
+            subscription,
+        );
+    }
+    let answered = respond.deliver(&join.respond, "customers", 1, &ada, Some(bytes("Ada L.")));
+    let responses: Vec<(Bytes, Response)> = answered
+        .iter()
+        .map(|emission| {
+            let (key, value) = key_value(emission);
+            (
+                key,
+                ResponseCodec.decode(&value.expect("a response")).unwrap(),
+            )
+        })
+        .collect();
+    let answer = |version, right: &str| Response {
+        version,
+        partition: 0,
+        right: Some(bytes(right)),
+    };
+    assert_eq!(
+        responses,
+        [
+            (bytes("o1"), answer(1, "Ada L.")),
+            (bytes("o2"), answer(0, "Ada L."))
+        ],
+        "each subscriber's response carries the right record's value"
+    );
+}

@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 53] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 55] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -122,6 +122,16 @@ pub const PLANTED: [(Mutation, &str, Invariant); 53] = [
     ),
     (
         Mutation::ForeignKeyJoinResolvesFirstLeft,
+        "order-labels",
+        Invariant::I13,
+    ),
+    (
+        Mutation::ForeignKeyRespondSendsPreviousRight,
+        "order-labels",
+        Invariant::I13,
+    ),
+    (
+        Mutation::ForeignKeySubscribeKeepsOld,
         "order-labels",
         Invariant::I13,
     ),
@@ -247,7 +257,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 47] = [
 
 /// The planted bugs only one shipped shape can reach, each with the
 /// reason (also in the mutation's own docs).
-pub const ONE_SHAPE_ONLY: [(Mutation, &str); 6] = [
+pub const ONE_SHAPE_ONLY: [(Mutation, &str); 8] = [
     (
         Mutation::CheckpointTruncated,
         "only a task whose history passes Kafka's 4,096-byte offset metadata limit shows it: branches' forty long-named ledgers (regroup's 50 tps of two short names take about 400 bytes)",
@@ -270,6 +280,14 @@ pub const ONE_SHAPE_ONLY: [(Mutation, &str); 6] = [
     ),
     (
         Mutation::ForeignKeyJoinResolvesFirstLeft,
+        "only a foreign-key join shows it: order-labels",
+    ),
+    (
+        Mutation::ForeignKeyRespondSendsPreviousRight,
+        "only a foreign-key join shows it: order-labels",
+    ),
+    (
+        Mutation::ForeignKeySubscribeKeepsOld,
         "only a foreign-key join shows it: order-labels",
     ),
 ];

@@ -306,6 +306,33 @@ fn found_on_the_smallest() -> Vec<(Mutation, &'static str, Smallest, Bounds, Inv
             },
             Invariant::I13,
         ),
+        // An order with a customer, then with none: no unsubscription.
+        (
+            ForeignKeySubscribeKeepsOld,
+            "a foreign-key join alone",
+            smallest::foreign_key_join,
+            Bounds {
+                inputs: 2,
+                faults: 0,
+                range_ends: true,
+                ..tiny(FK_STEPS)
+            },
+            Invariant::I13,
+        ),
+        // An order subscribed to a customer, then the customer's tier: the
+        // response carries the tier it replaced (none).
+        (
+            ForeignKeyRespondSendsPreviousRight,
+            "a foreign-key join alone",
+            smallest::foreign_key_join,
+            Bounds {
+                inputs: 2,
+                faults: 0,
+                range_ends: true,
+                ..tiny(FK_STEPS)
+            },
+            Invariant::I13,
+        ),
     ]
 }
 

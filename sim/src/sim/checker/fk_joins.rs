@@ -354,6 +354,6 @@ impl<'a> Checker<'a> {
 }
 
 /// A user function's answer as the S4 probe compares it.
-fn answer_of(answer: &Result<Option<Bytes>, parsley::ReplayError>) -> Answer {
+pub(super) fn answer_of(answer: &Result<Option<Bytes>, parsley::ReplayError>) -> Answer {
     Answer::of(answer, |answer| vec![answer.clone()])
 }

@@ -30,6 +30,7 @@ mod dead_letters;
 mod delivery;
 mod expiry;
 mod fk_joins;
+mod fk_subscriptions;
 mod groups;
 #[cfg(test)]
 mod independence;
@@ -143,6 +144,7 @@ pub fn check(input: &CheckInput<'_>) -> Checked {
     checker.check_stream_joins(&committed);
     checker.check_table_joins(&committed);
     checker.check_foreign_key_joins(&committed);
+    checker.check_foreign_key_requests(&committed);
     checker.check_expiry(&committed);
     checker.check_rekeyed_outputs(&committed);
     checker.check_consistent_views();
