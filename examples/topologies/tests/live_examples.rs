@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parsley::assemble;
+use parsley_examples::live::expected_balances;
 use parsley_examples::namespaced;
 use parsley_examples::TopologyName;
 use parsley_live::{final_state, keyed_outputs, read_committed, ReadBack};
@@ -30,6 +31,7 @@ use parsley_sim::TestDriver;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::live_common;
+use crate::live_query::{balance_of, get};
 
 use live_common::{set_up, terminate, Live, PATIENCE, TICK};
 
@@ -460,28 +462,100 @@ async fn k2_timers_run_live_with_the_timer_service() {
 
 // ----- kill -9 -----
 
-/// X3, G7, T6: SIGKILL at random points, five times, restarting each time;
-/// then every output and changelog is read back and checked.
+/// X3, G7, T6, S6: SIGKILL at random points, five times, restarting each
+/// time; then every output and changelog is read back and checked. Each
+/// task's local store checkpoints at every commit (`--checkpoint-every 1`:
+/// an fsync of the store, then the checkpoint file written whole), so the
+/// kills fall among flushes; after them, every account's balance asked of
+/// the last instance, which answers from its restored local stores, is the
+/// fold of the input, and some start restored from a store kept on disk.
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_9_five_times_loses_and_repeats_nothing() {
     let Some(config) = test_broker() else { return };
     let live = set_up(&config, TopologyName::Balances, "kill9", 4).await;
+    let dir = std::env::temp_dir().join(format!("{}state", live.namespace));
+    let logs: Vec<std::path::PathBuf> = (0..6)
+        .map(|round| dir.join(format!("run-{round}.log")))
+        .collect();
+    std::fs::create_dir_all(&dir).expect("a state directory");
+    let address = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let spawn = |round: usize| {
+        let log = std::fs::File::create(&logs[round]).expect("a log file");
+        live.command("0/1")
+            .args(["--checkpoint-every", "1", "--metrics", &address])
+            .arg("--state-dir")
+            .arg(&dir)
+            .stderr(log)
+            .spawn()
+            .expect("spawn parsley-live")
+    };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     let mut plan = Vec::new();
     for round in 0..5u64 {
         plan.extend(live.produce(400, round).await);
-        let mut child = live.command("0/1").spawn().expect("spawn parsley-live");
+        let mut child = spawn(round as usize);
         let after = Duration::from_millis(700 + rng.next_u64() % 2000);
         tokio::time::sleep(after).await;
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
         eprintln!("round {round}: killed after {after:?}");
     }
-    let mut child = live.command("0/1").spawn().expect("spawn parsley-live");
+    let mut child = spawn(5);
     live.wait_caught_up().await;
+    let expected = expected_balances(&live.topology, &plan).expect("a per-key sum");
+    let deadline = std::time::Instant::now() + PATIENCE;
+    for (account, balance) in &expected {
+        loop {
+            let answered = query(&address, &format!("/query/balances/{account}"));
+            if answered == Some(*balance) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: account {account} answers {answered:?} from its restored store, not {balance} (logs in {})",
+                live.namespace,
+                dir.display()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
     terminate(&mut child);
+    let restores: Vec<String> = logs
+        .iter()
+        .flat_map(|log| {
+            std::fs::read_to_string(log)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter(|line| line.contains("state restored"))
+        .collect();
+    let from_stores = restores
+        .iter()
+        .filter(|line| line.contains("rebuilt=false") && !line.contains("from_store=0"))
+        .count();
+    eprintln!(
+        "{} starts of a task, {from_stores} of them from a store kept on disk",
+        restores.len()
+    );
+    assert!(
+        from_stores > 0,
+        "no start restored from a store kept on disk: {restores:#?}"
+    );
     let read = live.read_and_audit().await;
     live.assert_state_is_the_fold(&read, &plan);
+    std::fs::remove_dir_all(&dir).expect("the state directory removed");
+}
+
+/// The balance `GET path` on `address` answers; `None` while no instance
+/// answers it.
+fn query(address: &str, path: &str) -> Option<i64> {
+    let got = get(address, path).filter(|got| got.status == 200)?;
+    balance_of(&serde_json::from_str(&got.body).ok()?)
 }
 
 // ----- scale-out -----

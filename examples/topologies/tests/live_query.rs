@@ -36,14 +36,14 @@ fn free_address() -> SocketAddr {
 }
 
 /// What one GET answered: status, `Location` header, body.
-struct Got {
-    status: u16,
-    location: Option<String>,
-    body: String,
+pub(crate) struct Got {
+    pub(crate) status: u16,
+    pub(crate) location: Option<String>,
+    pub(crate) body: String,
 }
 
 /// `GET path` on `address` (`host:port`); `None` while nothing answers.
-fn get(address: &str, path: &str) -> Option<Got> {
+pub(crate) fn get(address: &str, path: &str) -> Option<Got> {
     let target: SocketAddr = address.parse().ok()?;
     let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(2)).ok()?;
     stream
@@ -73,7 +73,7 @@ fn get(address: &str, path: &str) -> Option<Got> {
 }
 
 /// A balance as an answer carries it: the I64 codec's bytes in base64.
-fn balance_of(answer: &serde_json::Value) -> Option<i64> {
+pub(crate) fn balance_of(answer: &serde_json::Value) -> Option<i64> {
     if answer["found"] == false {
         return Some(0);
     }

@@ -566,6 +566,11 @@ struct RunArgs {
     /// system's temporary directory.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+    /// How many changelog records a task's local store applies between two
+    /// checkpoints (an fsync of the store, then the checkpoint file): fewer
+    /// restore less at a restart and sync more often.
+    #[arg(long, value_name = "RECORDS", default_value_t = crate::state::CHECKPOINT_EVERY as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    checkpoint_every: u64,
 }
 
 #[derive(Args)]
@@ -1090,6 +1095,8 @@ async fn run(registry: &Registry, args: RunArgs) -> ExitCode {
         Some(dir) => config.with_state_dir(dir),
         None => config,
     };
+    let config =
+        config.with_checkpoint_every(usize::try_from(args.checkpoint_every).unwrap_or(usize::MAX));
     let config = match (&args.advertise, &endpoints) {
         (Some(advertised), _) => config.with_query_endpoint(advertised.clone()),
         (None, Some(serving)) => config.with_query_endpoint(advertised(serving.address())),

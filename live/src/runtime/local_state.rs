@@ -75,11 +75,12 @@ pub(super) fn restore_local(
         dir: dir.clone(),
         source,
     };
-    let opened = LocalStore::open(
+    let opened = LocalStore::open_checkpointing(
         &dir,
         app.id(),
         changelog.topic.as_str(),
         changelog.partition,
+        config.checkpoint_every,
     );
     let end = probes.watermarks(changelog)?.high_watermark;
     let group = task.group().to_owned();

@@ -66,7 +66,8 @@ const KEYSPACE: &str = "changelog";
 /// How many changelog records a restore applies per batch.
 const RESTORE_BATCH: usize = 10_000;
 /// How many changelog records a running task applies between two
-/// checkpoints (each one an fsync of the store and of the file); a stop
+/// checkpoints (each one an fsync of the store and of the file) by default
+/// ([`RuntimeConfig::checkpoint_every`](crate::RuntimeConfig)); a stop
 /// checkpoints whatever the count.
 pub const CHECKPOINT_EVERY: usize = 10_000;
 
@@ -165,15 +166,29 @@ impl<F, S> From<StateError> for RestoreError<F, S> {
 }
 
 impl LocalStore {
-    /// Opens (or creates) the store in task directory `dir` for changelog
-    /// partition `changelog`/`partition` of application `app`. A store
-    /// that does not open is removed and made anew; whatever makes it
-    /// untrustworthy is kept for [`restore`] to log.
+    /// [`LocalStore::open_checkpointing`] every [`CHECKPOINT_EVERY`]
+    /// records.
+    #[cfg(test)]
     pub fn open(
         dir: &Path,
         app: &str,
         changelog: &str,
         partition: u32,
+    ) -> Result<LocalStore, StateError> {
+        LocalStore::open_checkpointing(dir, app, changelog, partition, CHECKPOINT_EVERY)
+    }
+
+    /// Opens (or creates) the store in task directory `dir` for changelog
+    /// partition `changelog`/`partition` of application `app`,
+    /// checkpointing every `every` changelog records applied (at least 1).
+    /// A store that does not open is removed and made anew; whatever makes
+    /// it untrustworthy is kept for [`restore`] to log.
+    pub fn open_checkpointing(
+        dir: &Path,
+        app: &str,
+        changelog: &str,
+        partition: u32,
+        every: usize,
     ) -> Result<LocalStore, StateError> {
         fs::create_dir_all(dir).map_err(StateError::store)?;
         let existed = dir.join(STORE).exists();
@@ -198,13 +213,7 @@ impl LocalStore {
             Err(error) => CheckpointFound::Unreadable(error.to_string()),
         };
         let opened = judge_opened(existed, distrust, found, app, changelog, partition);
-        let ledger = StoreLedger::new(
-            app,
-            changelog,
-            partition,
-            CHECKPOINT_EVERY,
-            opened.checkpoint.clone(),
-        );
+        let ledger = StoreLedger::new(app, changelog, partition, every, opened.checkpoint.clone());
         Ok(LocalStore {
             dir: dir.to_owned(),
             db,

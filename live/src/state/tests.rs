@@ -480,3 +480,30 @@ fn crashes_anywhere_between_checkpoints_never_leave_wrong_state() {
     }
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// S6: a store opened to checkpoint every 3 records is due after the third
+/// applied since its checkpoint, and a restart then restores only what
+/// came after it.
+#[test]
+fn s6_a_store_checkpoints_every_so_many_records_as_configured() {
+    let dir = scratch_dir("every");
+    let mut log = Changelog::default();
+    history(&mut log);
+    drop(restore_checked(&dir, &mut log));
+    let mut store = LocalStore::open_checkpointing(&dir, APP, TOPIC, 0, 3).unwrap();
+    let mut slots = FakeSlots::default();
+    let end = log.end;
+    restore(&mut store, &task(), end, |from| log.fetch(from), &mut slots).unwrap();
+    let (applied, last) = log.commit(&[("a", Some("3")), ("d", Some("1"))]);
+    store.apply(&applied, last).unwrap();
+    assert!(!store.checkpoint_due(), "2 records of 3");
+    let (applied, last) = log.commit(&[("e", Some("1"))]);
+    store.apply(&applied, last).unwrap();
+    assert!(store.checkpoint_due(), "3 records of 3");
+    store.checkpoint().unwrap();
+    drop(store);
+    let (store, restored) = restore_checked(&dir, &mut log);
+    assert_eq!(restored.from_changelog, 0, "{restored:?}");
+    drop(store);
+    fs::remove_dir_all(&dir).unwrap();
+}
