@@ -67,7 +67,8 @@ use crate::codec::RawBytes;
 use crate::operator::{Operator, OperatorProblem, UserLogic};
 use crate::stage::logic::{Fallible, StageLogic};
 use crate::stage::{
-    Declaration, OperatorBuilder, ReplayError, Stage, StageDef, StageHead, StageProblem,
+    Declaration, Declaring, OperatorBuilder, ReplayError, Stage, StageDef, StageHead,
+    StageProblem,
 };
 use crate::topic::{Topic, TopicRef};
 use crate::tp::TopicName;
@@ -186,15 +187,15 @@ fn problem(reason: &'static str) -> StageProblem {
     })
 }
 
-/// A foreign-key join being declared, before its joiner; see
-/// [`AppBuilder::foreign_key_join`](crate::app::AppBuilder::foreign_key_join).
+/// A foreign-key join's two tables and extractor
+/// ([`Join::foreign_key`](super::Join::foreign_key)), before its joiner.
 pub struct ForeignKeyJoin<K, V, KO, VO> {
-    app: String,
-    name: String,
     left: Topic<K, V>,
     right: Topic<KO, VO>,
     extract: ForeignKeyFn<V, KO>,
 }
+
+impl<K, V, KO, VO> super::sealed::Joining for ForeignKeyJoin<K, V, KO, VO> {}
 
 impl<K, V, KO, VO> ForeignKeyJoin<K, V, KO, VO>
 where
@@ -204,8 +205,6 @@ where
     VO: Send + Sync + 'static,
 {
     pub(crate) fn new<R>(
-        app: &str,
-        name: String,
         left: &Topic<K, V>,
         right: &Topic<KO, VO>,
         extract: impl Fn(&V) -> R + Send + Sync + 'static,
@@ -214,14 +213,20 @@ where
         R: Fallible<Option<KO>>,
     {
         ForeignKeyJoin {
-            app: app.to_string(),
-            name,
             left: left.clone(),
             right: right.clone(),
             extract: Arc::new(move |value| extract(value).into_result()),
         }
     }
+}
 
+impl<K, V, KO, VO> Declaring<ForeignKeyJoin<K, V, KO, VO>>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    KO: Send + Sync + 'static,
+    VO: Send + Sync + 'static,
+{
     /// An inner join (`KTable.join`): a left row whose foreign key has a
     /// right row is joined by `joiner` (which may return `O` or
     /// `Result<O, E>`; an error or a panic refuses the record, X5); a key
@@ -256,15 +261,12 @@ where
         kind: JoinKind,
         joiner: ForeignJoinerFn<K, V, VO, O>,
     ) -> OperatorBuilder<ForeignKeyJoined<K, V, KO, VO, O>> {
-        let name = self.name.clone();
-        OperatorBuilder::named(
-            name,
-            ForeignKeyJoined {
-                join: self,
-                kind,
-                joiner,
-            },
-        )
+        let Declaring { head, spec } = self;
+        Declaring { head, spec: () }.with(ForeignKeyJoined {
+            join: spec,
+            kind,
+            joiner,
+        })
     }
 }
 
@@ -319,13 +321,15 @@ where
     /// application's `build`, with J10.
     fn declare(self, head: StageHead, output: Option<Topic<K, O>>) -> ForeignKeyJoinStages {
         let join = self.join;
+        let name = head.name.clone();
+        // Named after the application when it is built (J10).
         let subscription: Topic<Bytes, Subscription> = Topic::with_codecs(
-            subscription_topic_name(&join.app, &join.name),
+            TopicName::derived(&name, "subscription"),
             RawBytes,
             SubscriptionCodec,
         );
         let response: Topic<Bytes, Response> = Topic::with_codecs(
-            response_topic_name(&join.app, &join.name),
+            TopicName::derived(&name, "response"),
             RawBytes,
             ResponseCodec,
         );
@@ -354,7 +358,7 @@ where
             joiner: Arc::clone(&self.joiner),
         }));
         let decl = |part| ForeignKeyJoinDecl {
-            join: join.name.clone(),
+            join: name.clone(),
             part,
             left: join.left.name().clone(),
             right: join.right.name().clone(),
@@ -372,7 +376,7 @@ where
                 dead_letter: head.dead_letter,
                 operators: vec![Arc::new(decl(part))],
                 problems: problems.clone(),
-                ..StageDef::built_in(part.stage_name(&join.name), sources, sinks, true, logic)
+                ..StageDef::built_in(part.stage_name(&name), sources, sinks, true, logic)
             }),
         };
         let subscribe = stage(
@@ -400,6 +404,9 @@ where
                 self.joiner,
             )),
         );
+        // A re-key of the join's output is the resolve stage's, which
+        // writes it (R3).
+        let resolve = crate::rekey::apply(head.rekeys, resolve);
         ForeignKeyJoinStages {
             subscribe,
             respond,

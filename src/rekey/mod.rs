@@ -102,7 +102,9 @@ use crate::emission::{Emission, Record, Step};
 use crate::operator::{Operator, OperatorProblem, UserLogic};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Fallible, TypedLogic};
-use crate::stage::{ReplayError, Stage, StageDef, StageProblem};
+use crate::stage::{
+    OperatorParts, ReplayError, Stage, StageBuilder, StageDef, StageProblem, Stateless,
+};
 use crate::topic::{Topic, TopicRef};
 use crate::tp::{TopicName, Tp};
 
@@ -116,9 +118,10 @@ fn problem(reason: &'static str) -> StageProblem {
     })
 }
 
-/// `<application.id>-<stage>-repartition` (R1).
-pub fn repartition_topic_name(app: &str, stage: &str) -> String {
-    format!("{app}-{stage}-repartition")
+/// `<application.id>-<name>-repartition` (R1): the name the build of
+/// application `app` gives the repartition topic of the re-key `name`.
+pub fn repartition_topic_name(app: &str, name: &str) -> String {
+    format!("{app}-{name}-repartition")
 }
 
 /// A re-key stage's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
@@ -204,93 +207,141 @@ impl RekeyOutputDecl {
     }
 }
 
-/// The re-key stage of application `app` and its repartition topic; see
-/// [`AppBuilder::rekey`](crate::app::AppBuilder::rekey).
-pub(crate) fn rekey<K, V, K2, KC, R>(
-    app: &str,
-    name: String,
-    source: &Topic<K, V>,
-    key_codec: KC,
-    select: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static,
-) -> (Stage, Topic<K2, V>)
-where
-    K: 'static,
-    V: Clone + 'static,
-    K2: 'static,
-    KC: Codec<K2>,
-    R: Fallible<K2>,
-{
-    let repartition = source.rekeyed(repartition_topic_name(app, &name), key_codec);
-    let decoding = source.clone();
-    let out = repartition.clone();
-    // One closure runs the user's function, for the stage's logic and for
-    // the declaration's hook (`RekeyDecl::key_of`).
-    let selected: Arc<SelectRecordKey> = Arc::new(move |tp, consumed| {
-        let record = decoding.decode(tp, consumed)?;
-        let key = guarded(|| select(&record).into_result())?;
-        Ok(out.encode_key(&key))
-    });
-    let decl = RekeyDecl {
-        source: source.name().clone(),
-        repartition: repartition.name().clone(),
-        select: UserLogic(Arc::clone(&selected)),
-    };
-    let out = repartition.clone();
-    let logic = TypedLogic::<()> {
-        state: None,
-        sources: vec![Arc::new(move |(), tp, consumed| {
-            let key = selected(tp, consumed)?;
-            // The source's value bytes as they are (R2), not encoded again.
-            let value = consumed
-                .data
-                .value
-                .clone()
-                .expect("a record whose value decoded has one");
-            // A key the codec refuses travels in the emission, as
-            // `Topic::send`'s does: the task stops naming the topic (S3).
-            let encoded = key.map(|key| (Some(key), value));
-            Ok(Step {
-                state: Some(()),
-                emissions: vec![Emission::new(out.name().clone(), encoded)],
-            })
-        })],
-        tick: None,
-    };
-    let stage = Stage {
-        def: Arc::new(StageDef {
-            operators: vec![Arc::new(decl)],
-            ..StageDef::built_in(
-                name,
-                vec![TopicRef::from(source)],
-                vec![TopicRef::from(&repartition)],
-                false,
-                Arc::new(logic),
-            )
-        }),
-    };
-    (stage, repartition)
+impl StageBuilder<Stateless> {
+    /// A re-key stage (R1, R2; [`RekeyDecl`]): every record of `source`,
+    /// value unchanged, under the key `select` returns (or `Result<K2,
+    /// E>`; an error refuses the record, X5), encoded with `key_codec`,
+    /// written to the derived topic `<application.id>-<stage>-repartition`
+    /// (named when the application is built). Returns the stage and that
+    /// topic, for downstream stages to consume. Kafka Streams'
+    /// `selectKey(…)` and the repartition topic its next stateful
+    /// operation derives.
+    pub fn rekey<K, V, K2, KC, R>(
+        self,
+        source: &Topic<K, V>,
+        key_codec: KC,
+        select: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static,
+    ) -> (Stage, Topic<K2, V>)
+    where
+        K: 'static,
+        V: Clone + 'static,
+        K2: 'static,
+        KC: Codec<K2>,
+        R: Fallible<K2>,
+    {
+        let head = self.head();
+        let repartition = source.repartition(&head.name, key_codec);
+        let decoding = source.clone();
+        let out = repartition.clone();
+        // One closure runs the user's function, for the stage's logic and
+        // for the declaration's hook (`RekeyDecl::key_of`).
+        let selected: Arc<SelectRecordKey> = Arc::new(move |tp, consumed| {
+            let record = decoding.decode(tp, consumed)?;
+            let key = guarded(|| select(&record).into_result())?;
+            Ok(out.encode_key(&key))
+        });
+        let decl = RekeyDecl {
+            source: source.name().clone(),
+            repartition: repartition.name().clone(),
+            select: UserLogic(Arc::clone(&selected)),
+        };
+        let out = repartition.clone();
+        let logic = TypedLogic::<()> {
+            state: None,
+            sources: vec![Arc::new(move |(), tp, consumed| {
+                let key = selected(tp, consumed)?;
+                // The source's value bytes as they are (R2), not encoded again.
+                let value = consumed
+                    .data
+                    .value
+                    .clone()
+                    .expect("a record whose value decoded has one");
+                // A key the codec refuses travels in the emission, as
+                // `Topic::send`'s does: the task stops naming the topic (S3).
+                let encoded = key.map(|key| (Some(key), value));
+                Ok(Step {
+                    state: Some(()),
+                    emissions: vec![Emission::new(out.name().clone(), encoded)],
+                })
+            })],
+            tick: None,
+        };
+        let stage = head.stateless_stage(OperatorParts {
+            sources: vec![TopicRef::from(source)],
+            sinks: vec![TopicRef::from(&repartition)],
+            ticks: None,
+            operator: Arc::new(decl),
+            logic: Arc::new(logic),
+            problems: Vec::new(),
+        });
+        (stage, repartition)
+    }
 }
 
-/// `stage`, now also writing each record it emits to `output` again, under
-/// the key `select` returns, to the derived repartition topic of the re-key
-/// `name` of application `app`; and that topic. See
-/// [`AppBuilder::rekey_output`](crate::app::AppBuilder::rekey_output).
-pub(crate) fn rekey_output<K, V, K2, KC, R>(
-    app: &str,
-    name: String,
-    stage: Stage,
+/// A re-key of a stage's output declared with `rekey_output`, applied when
+/// the stage is built.
+pub(crate) struct PendingRekey(Box<dyn FnOnce(Stage) -> Stage + Send + Sync>);
+
+impl std::fmt::Debug for PendingRekey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingRekey")
+    }
+}
+
+/// `stage` with the re-keys of its outputs.
+pub(crate) fn apply(rekeys: Vec<PendingRekey>, stage: Stage) -> Stage {
+    rekeys.into_iter().fold(stage, |stage, rekey| (rekey.0)(stage))
+}
+
+/// The re-key of `output` into `repartition`, for when its stage is built;
+/// see [`StageBuilder::rekey_output`].
+pub(crate) fn pending<K, V, K2, R>(
     output: &Topic<K, V>,
-    key_codec: KC,
+    repartition: &Topic<K2, V>,
     select: impl Fn(Option<&K>, &V) -> R + Send + Sync + 'static,
-) -> (Stage, Topic<K2, V>)
+) -> PendingRekey
 where
     K: 'static,
     V: 'static,
     K2: 'static,
-    KC: Codec<K2>,
     R: Fallible<K2>,
 {
-    let repartition = output.rekeyed(repartition_topic_name(app, &name), key_codec);
+    let output = output.clone();
+    let repartition = repartition.clone();
+    PendingRekey(Box::new(move |stage| {
+        rekey_output(stage, &output, &repartition, select)
+    }))
+}
+
+/// `stage`, now also writing each record it emits to `output` again, under
+/// the key `select` returns, to `repartition`.
+fn rekey_output<K, V, K2, R>(
+    stage: Stage,
+    output: &Topic<K, V>,
+    repartition: &Topic<K2, V>,
+    select: impl Fn(Option<&K>, &V) -> R + Send + Sync + 'static,
+) -> Stage
+where
+    K: 'static,
+    V: 'static,
+    K2: 'static,
+    R: Fallible<K2>,
+{
+    let mut def = StageDef::clone(&stage.def);
+    let name = match repartition.name().derivation() {
+        Some(derived) if derived.role == "repartition" => derived.owner,
+        _ => {
+            def.problems.push(problem(
+                "a re-key into a topic that is not a repartition topic (make it with `Topic::repartition`)",
+            ));
+            repartition.name().to_string()
+        }
+    };
+    if !output.same_value_codec(repartition) {
+        def.problems.push(problem(
+            "a re-key into a repartition topic whose values have other codecs than the output's (make it with the output's `repartition`)",
+        ));
+    }
     let decoding = output.clone();
     let encoding = repartition.clone();
     let rekey = name.clone();
@@ -310,7 +361,6 @@ where
         let selected = guarded(|| select(key.as_ref(), &value).into_result())?;
         Ok(encoding.encode_key(&selected).map(Some))
     });
-    let mut def = StageDef::clone(&stage.def);
     let declared = TopicRef::from(output);
     match def.sinks.iter().find(|sink| sink.name == declared.name) {
         None => def.problems.push(problem(
@@ -327,12 +377,12 @@ where
         repartition: repartition.name().clone(),
         select: Arc::clone(&select),
     });
-    def.sinks.push(TopicRef::from(&repartition));
+    def.sinks.push(TopicRef::from(repartition));
     def.operators.push(Arc::new(RekeyOutputDecl {
         name,
         output: output.name().clone(),
         repartition: repartition.name().clone(),
         select: UserLogic(Arc::new(output::KeyOf(select))),
     }));
-    (Stage { def: Arc::new(def) }, repartition)
+    Stage { def: Arc::new(def) }
 }
