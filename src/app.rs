@@ -229,7 +229,7 @@ pub enum CompositionError {
     /// whose stage is not in the application: a re-key's repartition
     /// topic, or a foreign-key join's subscription or response topic, is
     /// internal to the application that has the operator.
-    #[error("{rules} (docs/RULES.md#{anchor}): stage {stage:?} names {topic:?}, the {role} topic of {owner:?}, whose stage is not in application {app:?}; add that stage to the application")]
+    #[error("{rule} (docs/RULES.md#{anchor}): stage {stage:?} names {topic:?}, the {role} topic of {owner:?}, whose stage is not in application {app:?}; add that stage to the application", rule = derived_rule(role).0, anchor = derived_rule(role).1)]
     DerivedTopicOutsideApp {
         /// The application being built.
         app: String,
@@ -238,11 +238,7 @@ pub enum CompositionError {
         /// The derived topic, as named so far (its template before any
         /// build).
         topic: String,
-        /// R1 or J10.
-        rules: &'static str,
-        /// Its anchor in docs/RULES.md.
-        anchor: &'static str,
-        /// "repartition", "subscription" or "response".
+        /// "repartition" (R1), "subscription" or "response" (J10).
         role: &'static str,
         /// The re-key or join it is derived for.
         owner: String,
@@ -328,6 +324,15 @@ pub enum CompositionError {
         /// The application id.
         app: String,
     },
+}
+
+/// The rule, and its anchor, that a derived topic of `role` follows: R1
+/// for a repartition topic, J10 for a foreign-key join's.
+fn derived_rule(role: &str) -> (&'static str, &'static str) {
+    match role {
+        "repartition" => ("R1", "r1"),
+        _ => ("J10", "j10"),
+    }
 }
 
 /// Checks a name that becomes (part of) a Kafka topic name.
@@ -433,13 +438,33 @@ impl AppBuilder {
             // application, once: a stage built into another application
             // first keeps that one's (R1, J10).
             for (name, topic) in owned_derived_topics(&stage) {
-                let role = topic.derivation().map_or("repartition", |derived| derived.role);
-                check_name(if role == "repartition" { "re-key name" } else { "join name" }, name)?;
+                let role = topic
+                    .derivation()
+                    .map_or("repartition", |derived| derived.role);
+                check_name(
+                    if role == "repartition" {
+                        "re-key name"
+                    } else {
+                        "join name"
+                    },
+                    name,
+                )?;
                 if let Err(other) = topic.bind(&self.id) {
-                    let (app, stage, topic) = (self.id.clone(), def.name.clone(), topic.to_string());
+                    let (app, stage, topic) =
+                        (self.id.clone(), def.name.clone(), topic.to_string());
                     return Err(match role {
-                        "repartition" => CompositionError::ForeignRekey { app, stage, topic, other },
-                        _ => CompositionError::ForeignKeyJoinOfAnotherApp { app, stage, topic, other },
+                        "repartition" => CompositionError::ForeignRekey {
+                            app,
+                            stage,
+                            topic,
+                            other,
+                        },
+                        _ => CompositionError::ForeignKeyJoinOfAnotherApp {
+                            app,
+                            stage,
+                            topic,
+                            other,
+                        },
                     });
                 }
                 if role != "repartition" {
@@ -682,8 +707,6 @@ impl App {
                         app: self.id.clone(),
                         stage: plan.name().to_string(),
                         topic: topic.name.to_string(),
-                        rules: if derived.role == "repartition" { "R1" } else { "J10" },
-                        anchor: if derived.role == "repartition" { "r1" } else { "j10" },
                         role: derived.role,
                         owner: derived.owner,
                     });
@@ -1058,9 +1081,8 @@ mod tests {
     /// user holds; before the build it reads as its template.
     #[test]
     fn r1_the_build_names_the_repartition_topic_for_every_clone() {
-        let (rekey, by_value) = Stage::named("by-value").rekey(&orders(), Utf8, |order| {
-            order.value().to_string()
-        });
+        let (rekey, by_value) =
+            Stage::named("by-value").rekey(&orders(), Utf8, |order| order.value().to_string());
         let captured = by_value.clone();
         assert_eq!(
             by_value.name().as_str(),
@@ -1090,9 +1112,8 @@ mod tests {
     /// refused by another's, naming both.
     #[test]
     fn r1_a_rekey_built_into_a_second_application_is_refused() {
-        let (rekey, _) = Stage::named("by-value").rekey(&orders(), Utf8, |order| {
-            order.value().to_string()
-        });
+        let (rekey, _) =
+            Stage::named("by-value").rekey(&orders(), Utf8, |order| order.value().to_string());
         Parsley::named("shop").stage(rekey.clone()).build().unwrap();
         let error = Parsley::named("depot").stage(rekey).build().unwrap_err();
         assert_eq!(
@@ -1113,7 +1134,10 @@ mod tests {
             .into(&totals)
             .rekey_output(&totals, &by_total, |_, total| total.to_string())
             .build();
-        Parsley::named("shop").stage(summing.clone()).build().unwrap();
+        Parsley::named("shop")
+            .stage(summing.clone())
+            .build()
+            .unwrap();
         let error = Parsley::named("depot").stage(summing).build().unwrap_err();
         assert!(
             matches!(&error, CompositionError::ForeignRekey { topic, .. } if topic == "shop-by-total-repartition"),
@@ -1126,9 +1150,8 @@ mod tests {
     /// written.
     #[test]
     fn r1_a_repartition_topic_read_without_its_rekey_is_refused() {
-        let (_, by_value) = Stage::named("by-value").rekey(&orders(), Utf8, |order| {
-            order.value().to_string()
-        });
+        let (_, by_value) =
+            Stage::named("by-value").rekey(&orders(), Utf8, |order| order.value().to_string());
         let error = Parsley::named("shop")
             .stage(relay("count", &by_value))
             .build()
@@ -1136,7 +1159,7 @@ mod tests {
         assert!(
             matches!(
                 &error,
-                CompositionError::DerivedTopicOutsideApp { stage, role: "repartition", owner, rules: "R1", .. }
+                CompositionError::DerivedTopicOutsideApp { stage, role: "repartition", owner,  .. }
                     if stage == "count" && owner == "by-value"
             ),
             "{error}"
@@ -1170,9 +1193,11 @@ mod tests {
         let tiers: Topic<String, String> = Topic::with_codecs("tiers", Utf8, Utf8);
         let labelled: Topic<String, String> = Topic::new("labelled");
         let join = Stage::named("labels")
-            .join(crate::Join::foreign_key(&orders(), &tiers, |total: &i64| {
-                Some(total.to_string())
-            }))
+            .join(crate::Join::foreign_key(
+                &orders(),
+                &tiers,
+                |total: &i64| Some(total.to_string()),
+            ))
             .left(|_, total: &i64, tier: Option<&String>| format!("{total} {tier:?}"))
             .into(&labelled)
             .build();
@@ -1186,7 +1211,10 @@ mod tests {
             join.respond.clone(),
             join.resolve.clone(),
         ];
-        let app = Parsley::named("shop").stages(stages.clone()).build().unwrap();
+        let app = Parsley::named("shop")
+            .stages(stages.clone())
+            .build()
+            .unwrap();
         assert_eq!(subscription.as_str(), "shop-labels-subscription");
         assert_eq!(
             app.stage("labels-resolve").unwrap().stage.sources()[1]

@@ -6,8 +6,10 @@
 //! Each row of the left table (key `K`, value `V`) refers, through the
 //! foreign-key extractor, to at most one row of the right table (key `KO`,
 //! value `VO`); the output, keyed by `K`, holds each left row joined with
-//! the right row it refers to. [`AppBuilder::foreign_key_join`] makes the
-//! three stages, in the style of [`AppBuilder::rekey`]:
+//! the right row it refers to. `Stage::named(name)` then
+//! `.join(`[`Join::foreign_key`]`(&left, &right, extractor))`, the joiner
+//! (`inner` or `left`) and the output make the three stages; the derived
+//! topics are named after the application when it is built:
 //!
 //! - **subscribe** (`<name>-subscribe`, J12) reads the left table and
 //!   writes, to `<application.id>-<name>-subscription` under the foreign
@@ -31,7 +33,7 @@
 //! lists them (C4), assembly checks them (C3).
 //!
 //! ```
-//! use parsley::{Json, Parsley, Topic, Utf8};
+//! use parsley::{Join, Json, Parsley, Stage, Topic, Utf8};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Clone, Serialize, Deserialize)]
@@ -40,24 +42,23 @@
 //! let orders = Topic::<String, Order>::with_codecs("orders", Utf8, Json);
 //! let customers = Topic::<String, String>::with_codecs("customer-names", Utf8, Utf8);
 //! let labelled = Topic::<String, String>::with_codecs("labelled-orders", Utf8, Utf8);
-//! let shop = Parsley::named("shop");
 //! // Each order with its customer's name, kept up to date as either
 //! // changes; an order whose customer is unknown has no label.
-//! let labelling = shop
-//!     .foreign_key_join("labels", &orders, &customers, |order: &Order| Some(order.customer.clone()))
+//! let labelling = Stage::named("labels")
+//!     .join(Join::foreign_key(&orders, &customers, |order: &Order| Some(order.customer.clone())))
 //!     .inner(|_id, order: &Order, name: &String| format!("{} for {name}", order.total))
 //!     .into(&labelled)
 //!     .build();
-//! assert_eq!(labelling.subscription.as_str(), "shop-labels-subscription");
-//! assert_eq!(labelling.response.as_str(), "shop-labels-response");
-//! let app = shop.stages(labelling).build()?;
+//! let (subscription, response) = (labelling.subscription.clone(), labelling.response.clone());
+//! let app = Parsley::named("shop").stages(labelling).build()?;
+//! assert_eq!(subscription.as_str(), "shop-labels-subscription");
+//! assert_eq!(response.as_str(), "shop-labels-response");
 //! let stages: Vec<&str> = app.stages().iter().map(|plan| plan.name()).collect();
 //! assert_eq!(stages, ["labels-subscribe", "labels-respond", "labels-resolve"]);
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 //!
-//! [`AppBuilder::foreign_key_join`]: crate::app::AppBuilder::foreign_key_join
-//! [`AppBuilder::rekey`]: crate::app::AppBuilder::rekey
+//! [`Join::foreign_key`]: super::Join::foreign_key
 
 use std::sync::Arc;
 
@@ -67,8 +68,7 @@ use crate::codec::RawBytes;
 use crate::operator::{Operator, OperatorProblem, UserLogic};
 use crate::stage::logic::{Fallible, StageLogic};
 use crate::stage::{
-    Declaration, Declaring, OperatorBuilder, ReplayError, Stage, StageDef, StageHead,
-    StageProblem,
+    Declaration, Declaring, OperatorBuilder, ReplayError, Stage, StageDef, StageHead, StageProblem,
 };
 use crate::topic::{Topic, TopicRef};
 use crate::tp::TopicName;
@@ -280,9 +280,9 @@ pub struct ForeignKeyJoined<K, V, KO, VO, O> {
     joiner: ForeignJoinerFn<K, V, VO, O>,
 }
 
-/// A foreign-key join's three stages, to add to the application that made
-/// them (`AppBuilder::stages` takes them as they are), and its derived
-/// topics (J10).
+/// A foreign-key join's three stages, to add to one application
+/// (`AppBuilder::stages` takes them as they are), and its derived topics
+/// (J10), named when that application is built.
 pub struct ForeignKeyJoinStages {
     /// `<join>-subscribe` (J12).
     pub subscribe: Stage,
@@ -290,9 +290,10 @@ pub struct ForeignKeyJoinStages {
     pub respond: Stage,
     /// `<join>-resolve` (J14).
     pub resolve: Stage,
-    /// `<application.id>-<join>-subscription`.
+    /// `<application.id>-<join>-subscription`, once the application is
+    /// built.
     pub subscription: TopicName,
-    /// `<application.id>-<join>-response`.
+    /// `<application.id>-<join>-response`, once the application is built.
     pub response: TopicName,
 }
 

@@ -31,9 +31,11 @@ fn joined_by(
     let customers = Topic::<String, String>::with_codecs("customers", Utf8, Utf8);
     let labelled = Topic::<String, String>::with_codecs("labelled", Utf8, Utf8);
     Stage::named("labels")
-        .join(Join::foreign_key(&orders, &customers, |customer: &String| {
-            (customer != "-").then(|| customer.clone())
-        }))
+        .join(Join::foreign_key(
+            &orders,
+            &customers,
+            |customer: &String| (customer != "-").then(|| customer.clone()),
+        ))
         .inner(joiner)
         .into(&labelled)
         .build()

@@ -42,9 +42,8 @@
 //! change that removes it writes a tombstone. [`sides_of`] lists a task's
 //! sides.
 //!
-//! Foreign-key table–table joins (J10–J15),
-//! [`AppBuilder::foreign_key_join`](crate::app::AppBuilder::foreign_key_join),
-//! join each left row with the right row its foreign key names, through
+//! Foreign-key table–table joins (J10–J15), [`Join::foreign_key`], join
+//! each left row with the right row its foreign key names, through
 //! three stages and two derived topics; see [`ForeignKeyJoin`].
 //!
 //! A stream or table record without a key is refused with J1 or J2 (its

@@ -1,21 +1,25 @@
 //! Re-keying as an operator (R1–R3): Kafka Streams' `selectKey(…)` followed
 //! by the repartition topic its next stateful operation derives.
 //!
-//! Two ways to declare one, both on the application's builder, because the
-//! repartition topic is named after the application id:
+//! Two ways to declare one, both name first like every operator; the
+//! repartition topic is named after the application id, so its name is
+//! filled in when the application is built, for every clone of the topic:
 //!
-//! - [`AppBuilder::rekey`](crate::app::AppBuilder::rekey): a stage of its
-//!   own that reads a topic (an external one, say) and writes it re-keyed.
-//! - [`AppBuilder::rekey_output`](crate::app::AppBuilder::rekey_output):
-//!   within the stage that writes the topic (R3), as Kafka Streams runs
-//!   `selectKey` in the sub-topology before its repartition topic: each
-//!   record the stage emits to its output is written again, in the same
-//!   step and with the same stamp, re-keyed. No stage and no hop of its
+//! - [`StageBuilder::rekey`]: a stage of its own that reads a topic (an
+//!   external one, say) and writes it re-keyed:
+//!   `Stage::named("by-product").rekey(&sales, Utf8, select)` returns the
+//!   stage and its repartition topic.
+//! - [`StageBuilder::rekey_output`] (and the same setter on an operator's
+//!   builder): within the stage that writes the topic (R3), as Kafka
+//!   Streams runs `selectKey` in the sub-topology before its repartition
+//!   topic: each record the stage emits to its output is written again, in
+//!   the same step and with the same stamp, re-keyed, to a repartition
+//!   topic made with [`Topic::repartition`]. No stage and no hop of its
 //!   own; see the second example below.
 //!
-//! [`AppBuilder::rekey`](crate::app::AppBuilder::rekey) makes a stage that
-//! writes every record of its source, value unchanged, under the key a
-//! function of the record selects, to a topic Parsley derives:
+//! [`StageBuilder::rekey`] makes a stage that writes every record of its
+//! source, value unchanged, under the key a function of the record
+//! selects, to a topic Parsley derives:
 //! `<application.id>-<stage>-repartition`. It returns the stage and that
 //! topic, typed, for downstream stages to consume:
 //!
@@ -35,12 +39,10 @@
 //! use parsley::{Parsley, Stage, Step, Topic, Json, Utf8, I64};
 //!
 //! let sales = Topic::<String, i64>::with_codecs("sales-by-customer", Utf8, I64);
-//! let shop = Parsley::named("shop");
 //! // Each sale again, keyed by its product (here: the customer's initial).
-//! let (by_product, sales_by_product) = shop.rekey("by-product", &sales, Utf8, |sale| {
+//! let (by_product, sales_by_product) = Stage::named("by-product").rekey(&sales, Utf8, |sale| {
 //!     sale.key().and_then(|customer| customer.get(..1)).unwrap_or("?").to_string()
 //! });
-//! assert_eq!(sales_by_product.name().as_str(), "shop-by-product-repartition");
 //! let totals = Topic::<String, i64>::with_codecs("product-totals", Utf8, I64);
 //! let out = totals.clone();
 //! let totalling = Stage::named("totals")
@@ -50,7 +52,9 @@
 //!     })
 //!     .into(&totals)
 //!     .build();
-//! let app = shop.stage(by_product).stage(totalling).build()?;
+//! let app = Parsley::named("shop").stage(by_product).stage(totalling).build()?;
+//! // The build names the topic, for every clone of it.
+//! assert_eq!(sales_by_product.name().as_str(), "shop-by-product-repartition");
 //! assert!(app.stage("by-product").unwrap().stage.hooks().operator::<parsley::RekeyDecl>().is_some());
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
@@ -64,7 +68,8 @@
 //!
 //! let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
 //! let totals = Topic::<String, i64>::with_codecs("customer-totals", Utf8, I64);
-//! let shop = Parsley::named("shop");
+//! // `<application.id>-by-bucket-repartition`, named by the build.
+//! let by_bucket = totals.repartition("by-bucket", Utf8);
 //! let out = totals.clone();
 //! let totalling = Stage::named("totals")
 //!     .state(Json, || 0i64)
@@ -72,11 +77,8 @@
 //!         Step::of(total + sale.value()).emit(out.send(sale.key().cloned(), total + sale.value()))
 //!     })
 //!     .into(&totals)
+//!     .rekey_output(&totals, &by_bucket, |_, total| format!("{}00s", total / 100))
 //!     .build();
-//! let (totalling, by_bucket) = shop.rekey_output("by-bucket", totalling, &totals, Utf8, |_, total| {
-//!     format!("{}00s", total / 100)
-//! });
-//! assert_eq!(by_bucket.name().as_str(), "shop-by-bucket-repartition");
 //! let counts = Topic::<String, i64>::with_codecs("bucket-counts", Utf8, I64);
 //! let out = counts.clone();
 //! let counting = Stage::named("counts")
@@ -86,7 +88,8 @@
 //!     })
 //!     .into(&counts)
 //!     .build();
-//! let app = shop.stage(totalling).stage(counting).build()?;
+//! let app = Parsley::named("shop").stage(totalling).stage(counting).build()?;
+//! assert_eq!(by_bucket.name().as_str(), "shop-by-bucket-repartition");
 //! assert_eq!(app.stage("totals").unwrap().stage.hooks().operators::<parsley::RekeyOutputDecl>().next().unwrap().name, "by-bucket");
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
@@ -290,7 +293,9 @@ impl std::fmt::Debug for PendingRekey {
 
 /// `stage` with the re-keys of its outputs.
 pub(crate) fn apply(rekeys: Vec<PendingRekey>, stage: Stage) -> Stage {
-    rekeys.into_iter().fold(stage, |stage, rekey| (rekey.0)(stage))
+    rekeys
+        .into_iter()
+        .fold(stage, |stage, rekey| (rekey.0)(stage))
 }
 
 /// The re-key of `output` into `repartition`, for when its stage is built;
