@@ -17,13 +17,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::codec::Codec;
 pub use crate::dead_letter::dead_letter_topic_name;
-use crate::emission::Record;
 use crate::join::ForeignKeyJoinDecl;
-use crate::stage::logic::Fallible;
 use crate::stage::{Stage, StageProblem};
-use crate::topic::{Topic, TopicRef};
+use crate::topic::TopicRef;
 use crate::tp::TopicName;
 
 /// The application builder.
@@ -180,16 +177,18 @@ pub enum CompositionError {
         /// Its history retention.
         retention: std::time::Duration,
     },
-    /// R1: a re-key made by another application's builder (its
-    /// repartition topic is named after that application).
-    #[error("R1 (docs/RULES.md#r1): stage {stage:?} re-keys into {topic:?}, another application's repartition topic; make the re-key with this application's builder, Parsley::named({app:?}).rekey(…) or .rekey_output(…)")]
+    /// R1: a re-key whose stage was built into another application
+    /// first, which named its repartition topic.
+    #[error("R1 (docs/RULES.md#r1): stage {stage:?} re-keys into {topic:?}, named by application {other:?}, which it was built into first; a stage's derived topics belong to one application: declare the stage again for {app:?}")]
     ForeignRekey {
         /// The application being built.
         app: String,
         /// The stage.
         stage: String,
-        /// Its repartition topic.
+        /// Its repartition topic, as the other application named it.
         topic: String,
+        /// The application that named it.
+        other: String,
     },
     /// R1: two re-keys with one repartition topic (one name), on one stage
     /// or two.
@@ -213,16 +212,36 @@ pub enum CompositionError {
         /// Its re-key stage.
         owner: String,
     },
-    /// J10: a foreign-key join made by another application's builder (its
-    /// derived topics are named after that application).
-    #[error("J10 (docs/RULES.md#j10): foreign-key join stage {stage:?} writes {topic:?}, a topic derived for another application; make the join with this application's builder, Parsley::named({app:?}).foreign_key_join(…)")]
+    /// J10: a foreign-key join whose stages were built into another
+    /// application first, which named its derived topics.
+    #[error("J10 (docs/RULES.md#j10): foreign-key join stage {stage:?} writes {topic:?}, named by application {other:?}, which it was built into first; a stage's derived topics belong to one application: declare the join again for {app:?}")]
     ForeignKeyJoinOfAnotherApp {
         /// The application being built.
         app: String,
         /// The stage.
         stage: String,
-        /// The derived topic it names.
+        /// The derived topic it writes, as the other application named it.
         topic: String,
+        /// The application that named it.
+        other: String,
+    },
+    /// R1, J10: a stage reads or writes a topic derived for an operator
+    /// whose stage is not in the application: a re-key's repartition
+    /// topic, or a foreign-key join's subscription or response topic, is
+    /// internal to the application that has the operator.
+    #[error("{rule} (docs/RULES.md#{anchor}): stage {stage:?} names {topic:?}, the {role} topic of {owner:?}, whose stage is not in application {app:?}; add that stage to the application", rule = derived_rule(role).0, anchor = derived_rule(role).1)]
+    DerivedTopicOutsideApp {
+        /// The application being built.
+        app: String,
+        /// The stage at fault.
+        stage: String,
+        /// The derived topic, as named so far (its template before any
+        /// build).
+        topic: String,
+        /// "repartition" (R1), "subscription" or "response" (J10).
+        role: &'static str,
+        /// The re-key or join it is derived for.
+        owner: String,
     },
     /// V2: a consistent view's epoch is not a whole, positive number of
     /// milliseconds.
@@ -307,6 +326,15 @@ pub enum CompositionError {
     },
 }
 
+/// The rule, and its anchor, that a derived topic of `role` follows: R1
+/// for a repartition topic, J10 for a foreign-key join's.
+fn derived_rule(role: &str) -> (&'static str, &'static str) {
+    match role {
+        "repartition" => ("R1", "r1"),
+        _ => ("J10", "j10"),
+    }
+}
+
 /// Checks a name that becomes (part of) a Kafka topic name.
 fn check_name(what: &'static str, name: &str) -> Result<(), CompositionError> {
     let invalid = |reason| CompositionError::InvalidName {
@@ -335,87 +363,6 @@ fn check_name(what: &'static str, name: &str) -> Result<(), CompositionError> {
 }
 
 impl AppBuilder {
-    /// A re-key stage named `name` (R1, R2; [`RekeyDecl`](crate::RekeyDecl)): every record
-    /// of `source`, value unchanged, under the key `select` returns (or
-    /// `Result<K2, E>`; an error refuses the record, X5), encoded with
-    /// `key_codec`, written to the derived topic
-    /// `<application.id>-<name>-repartition`. Returns the stage, to add
-    /// with [`AppBuilder::stage`], and that topic, for downstream stages
-    /// to consume. Kafka Streams' `selectKey(…)` and the repartition topic
-    /// its next stateful operation derives.
-    pub fn rekey<K, V, K2, KC, R>(
-        &self,
-        name: impl Into<String>,
-        source: &Topic<K, V>,
-        key_codec: KC,
-        select: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static,
-    ) -> (Stage, Topic<K2, V>)
-    where
-        K: 'static,
-        V: Clone + 'static,
-        K2: 'static,
-        KC: Codec<K2>,
-        R: Fallible<K2>,
-    {
-        crate::rekey::rekey(&self.id, name.into(), source, key_codec, select)
-    }
-
-    /// A re-key named `name` of what `stage` writes to `output`, run within
-    /// that stage (R3; [`RekeyDecl`](crate::RekeyDecl)): each record the stage emits to
-    /// `output` is written again in the same step, value unchanged, under
-    /// the key `select` returns for its key and value (or `Result<K2, E>`;
-    /// an error refuses the delivery, X5), encoded with `key_codec`, to the
-    /// derived topic `<application.id>-<name>-repartition`. Returns the
-    /// stage, to add with [`AppBuilder::stage`] in place of `stage`, and
-    /// that topic, for downstream stages to consume. Kafka Streams'
-    /// `selectKey(…)` in the sub-topology before its repartition topic: no
-    /// stage, and no hop, of its own, where [`AppBuilder::rekey`] reads
-    /// `output` back.
-    pub fn rekey_output<K, V, K2, KC, R>(
-        &self,
-        name: impl Into<String>,
-        stage: Stage,
-        output: &Topic<K, V>,
-        key_codec: KC,
-        select: impl Fn(Option<&K>, &V) -> R + Send + Sync + 'static,
-    ) -> (Stage, Topic<K2, V>)
-    where
-        K: 'static,
-        V: 'static,
-        K2: 'static,
-        KC: Codec<K2>,
-        R: Fallible<K2>,
-    {
-        crate::rekey::rekey_output(&self.id, name.into(), stage, output, key_codec, select)
-    }
-
-    /// A foreign-key table–table join named `name` (J10–J15;
-    /// [`crate::join::ForeignKeyJoin`]): each row of `left` joined with the
-    /// row of `right` whose key `foreign_key` returns for its value (or
-    /// `Result<Option<KO>, E>`; an error refuses the record, X5), kept up
-    /// to date as either changes. Choose inner or left, then the output;
-    /// the build returns three stages, `<name>-subscribe`, `<name>-respond`
-    /// and `<name>-resolve`, to add with [`AppBuilder::stages`], and the
-    /// derived topics `<application.id>-<name>-subscription` and
-    /// `-response`. Kafka Streams' `KTable.join(KTable, Function, …)` and
-    /// `leftJoin` (KIP-213).
-    pub fn foreign_key_join<K, V, KO, VO, R>(
-        &self,
-        name: impl Into<String>,
-        left: &Topic<K, V>,
-        right: &Topic<KO, VO>,
-        foreign_key: impl Fn(&V) -> R + Send + Sync + 'static,
-    ) -> crate::join::ForeignKeyJoin<K, V, KO, VO>
-    where
-        K: Send + Sync + 'static,
-        V: Send + Sync + 'static,
-        KO: Send + Sync + 'static,
-        VO: Send + Sync + 'static,
-        R: Fallible<Option<KO>>,
-    {
-        crate::join::ForeignKeyJoin::new(&self.id, name.into(), left, right, foreign_key)
-    }
-
     /// Adds a stage. Stages keep the order they are added in.
     pub fn stage(mut self, stage: Stage) -> Self {
         self.stages.push(stage);
@@ -487,53 +434,47 @@ impl AppBuilder {
                     });
                 }
             }
-            // Each re-key's topic is named after this application and the
-            // re-key (the stage, for a re-key stage), and is no other's (R1).
-            let own = stage
-                .hooks()
-                .operators::<crate::rekey::RekeyDecl>()
-                .map(|rekey| (&def.name, &rekey.repartition));
-            let within = stage
-                .hooks()
-                .operators::<crate::rekey::RekeyOutputDecl>()
-                .map(|r| (&r.name, &r.repartition));
-            for (name, topic) in own.chain(within) {
-                check_name("re-key name", name)?;
-                let expected = crate::rekey::repartition_topic_name(&self.id, name);
-                if topic.as_str() != expected {
-                    return Err(CompositionError::ForeignRekey {
-                        app: self.id.clone(),
-                        stage: def.name.clone(),
-                        topic: topic.to_string(),
+            // The topics this stage's operators derive are named after this
+            // application, once: a stage built into another application
+            // first keeps that one's (R1, J10).
+            for (name, topic) in owned_derived_topics(&stage) {
+                let role = topic
+                    .derivation()
+                    .map_or("repartition", |derived| derived.role);
+                check_name(
+                    if role == "repartition" {
+                        "re-key name"
+                    } else {
+                        "join name"
+                    },
+                    name,
+                )?;
+                if let Err(other) = topic.bind(&self.id) {
+                    let (app, stage, topic) =
+                        (self.id.clone(), def.name.clone(), topic.to_string());
+                    return Err(match role {
+                        "repartition" => CompositionError::ForeignRekey {
+                            app,
+                            stage,
+                            topic,
+                            other,
+                        },
+                        _ => CompositionError::ForeignKeyJoinOfAnotherApp {
+                            app,
+                            stage,
+                            topic,
+                            other,
+                        },
                     });
+                }
+                if role != "repartition" {
+                    continue;
                 }
                 if let Some(first) = repartitions.insert(topic.clone(), def.name.clone()) {
                     return Err(CompositionError::RepartitionTopicTwice {
                         topic: topic.to_string(),
                         first,
                         second: def.name.clone(),
-                    });
-                }
-            }
-            if let Some(join) = stage.hooks().operator::<ForeignKeyJoinDecl>() {
-                let derived = [
-                    (
-                        &join.subscription,
-                        crate::join::subscription_topic_name(&self.id, &join.join),
-                    ),
-                    (
-                        &join.response,
-                        crate::join::response_topic_name(&self.id, &join.join),
-                    ),
-                ];
-                if let Some((topic, _)) = derived
-                    .iter()
-                    .find(|(topic, expected)| topic.as_str() != expected)
-                {
-                    return Err(CompositionError::ForeignKeyJoinOfAnotherApp {
-                        app: self.id.clone(),
-                        stage: def.name.clone(),
-                        topic: topic.to_string(),
                     });
                 }
             }
@@ -561,9 +502,38 @@ impl AppBuilder {
             stages: plans,
         };
         app.check_foreign_key_joins()?;
+        app.check_derived_topics()?;
         app.check_topics()?;
         Ok(app)
     }
+}
+
+/// The topics `stage`'s operators derive and write, with the name of the
+/// operator each is named after: a re-key's repartition topic (R1), a
+/// foreign-key join's subscription or response topic (J10).
+fn owned_derived_topics(stage: &Stage) -> Vec<(&str, &TopicName)> {
+    let hooks = stage.hooks();
+    let mut owned: Vec<(&str, &TopicName)> = hooks
+        .operators::<crate::rekey::RekeyDecl>()
+        .map(|rekey| (stage.name(), &rekey.repartition))
+        .chain(
+            hooks
+                .operators::<crate::rekey::RekeyOutputDecl>()
+                .map(|rekey| (rekey.name.as_str(), &rekey.repartition)),
+        )
+        .collect();
+    if let Some(join) = hooks.operator::<ForeignKeyJoinDecl>() {
+        match join.part {
+            crate::join::ForeignKeyJoinPart::Subscribe => {
+                owned.push((join.join.as_str(), &join.subscription))
+            }
+            crate::join::ForeignKeyJoinPart::Respond => {
+                owned.push((join.join.as_str(), &join.response))
+            }
+            crate::join::ForeignKeyJoinPart::Resolve => {}
+        }
+    }
+    owned
 }
 
 /// `<application.id>-<stage>-ticks` (T2).
@@ -722,6 +692,28 @@ impl App {
                 .as_ref()
                 .is_some_and(|changelog| changelog.as_str() == topic)
         })
+    }
+
+    /// R1, J10: every derived topic a stage reads or writes was named by
+    /// this build, so its operator's stage is in this application.
+    fn check_derived_topics(&self) -> Result<(), CompositionError> {
+        for plan in &self.stages {
+            for topic in plan.stage.sources().iter().chain(plan.stage.sinks()) {
+                let Some(derived) = topic.name.derivation() else {
+                    continue;
+                };
+                if derived.app.as_deref() != Some(self.id.as_str()) {
+                    return Err(CompositionError::DerivedTopicOutsideApp {
+                        app: self.id.clone(),
+                        stage: plan.name().to_string(),
+                        topic: topic.name.to_string(),
+                        role: derived.role,
+                        owner: derived.owner,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// J10: each foreign-key join has its three stages.
@@ -1082,6 +1074,161 @@ mod tests {
             matches!(error, CompositionError::TickTopicAsSink { .. }),
             "{error}"
         );
+    }
+
+    /// R1: a re-key's repartition topic is named by the build of the
+    /// application its stage goes into, for every clone of the topic the
+    /// user holds; before the build it reads as its template.
+    #[test]
+    fn r1_the_build_names_the_repartition_topic_for_every_clone() {
+        let (rekey, by_value) =
+            Stage::named("by-value").rekey(&orders(), Utf8, |order| order.value().to_string());
+        let captured = by_value.clone();
+        assert_eq!(
+            by_value.name().as_str(),
+            "<application.id>-by-value-repartition"
+        );
+        let counting = relay("count", &by_value);
+        let app = Parsley::named("shop")
+            .stage(rekey.clone())
+            .stage(counting.clone())
+            .build()
+            .unwrap();
+        assert_eq!(captured.name().as_str(), "shop-by-value-repartition");
+        assert_eq!(
+            app.stage("count").unwrap().stage.sources()[0].name.as_str(),
+            "shop-by-value-repartition"
+        );
+        assert_eq!(
+            by_value.name().derivation().unwrap().app.as_deref(),
+            Some("shop")
+        );
+        // Built again into the same application: the same name.
+        let again = Parsley::named("shop").stage(rekey).stage(counting).build();
+        assert!(again.is_ok(), "{again:?}");
+    }
+
+    /// R1: a stage whose re-key was named by one application's build is
+    /// refused by another's, naming both.
+    #[test]
+    fn r1_a_rekey_built_into_a_second_application_is_refused() {
+        let (rekey, _) =
+            Stage::named("by-value").rekey(&orders(), Utf8, |order| order.value().to_string());
+        Parsley::named("shop").stage(rekey.clone()).build().unwrap();
+        let error = Parsley::named("depot").stage(rekey).build().unwrap_err();
+        assert_eq!(
+            error,
+            CompositionError::ForeignRekey {
+                app: "depot".into(),
+                stage: "by-value".into(),
+                topic: "shop-by-value-repartition".into(),
+                other: "shop".into(),
+            }
+        );
+        assert!(error.to_string().starts_with("R1 (docs/RULES.md#r1): "));
+        // Within a stage (R3), likewise.
+        let totals: Topic<String, i64> = Topic::new("totals");
+        let by_total = totals.repartition::<String, _>("by-total", Utf8);
+        let summing = Stage::named("sum")
+            .on(&orders(), |_| Vec::new())
+            .into(&totals)
+            .rekey_output(&totals, &by_total, |_, total| total.to_string())
+            .build();
+        Parsley::named("shop")
+            .stage(summing.clone())
+            .build()
+            .unwrap();
+        let error = Parsley::named("depot").stage(summing).build().unwrap_err();
+        assert!(
+            matches!(&error, CompositionError::ForeignRekey { topic, .. } if topic == "shop-by-total-repartition"),
+            "{error}"
+        );
+    }
+
+    /// R1: a stage that reads a repartition topic whose re-key is not in
+    /// the application is refused: the topic would never be named or
+    /// written.
+    #[test]
+    fn r1_a_repartition_topic_read_without_its_rekey_is_refused() {
+        let (_, by_value) =
+            Stage::named("by-value").rekey(&orders(), Utf8, |order| order.value().to_string());
+        let error = Parsley::named("shop")
+            .stage(relay("count", &by_value))
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                CompositionError::DerivedTopicOutsideApp { stage, role: "repartition", owner,  .. }
+                    if stage == "count" && owner == "by-value"
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().starts_with("R1 (docs/RULES.md#r1): "));
+    }
+
+    /// R3: a re-key within a stage writes only to a repartition topic made
+    /// with `Topic::repartition`, whose values are the output's.
+    #[test]
+    fn r3_a_rekey_output_into_a_topic_of_the_users_is_refused() {
+        let totals: Topic<String, i64> = Topic::new("totals");
+        let plain: Topic<String, i64> = Topic::new("not-derived");
+        let summing = Stage::named("sum")
+            .on(&orders(), |_| Vec::new())
+            .into(&totals)
+            .rekey_output(&totals, &plain, |_, total| total.to_string())
+            .build();
+        let error = Parsley::named("shop").stage(summing).build().unwrap_err();
+        assert!(
+            matches!(&error, CompositionError::ImpossibleOperator { rules: "R3", reason, .. }
+                if reason.contains("not a repartition topic")),
+            "{error}"
+        );
+    }
+
+    /// J10: a foreign-key join declared name first derives its topics
+    /// from the application it is built into, and is refused by a second.
+    #[test]
+    fn j10_a_foreign_key_join_is_named_by_its_application_and_no_other() {
+        let tiers: Topic<String, String> = Topic::with_codecs("tiers", Utf8, Utf8);
+        let labelled: Topic<String, String> = Topic::new("labelled");
+        let join = Stage::named("labels")
+            .join(crate::Join::foreign_key(
+                &orders(),
+                &tiers,
+                |total: &i64| Some(total.to_string()),
+            ))
+            .left(|_, total: &i64, tier: Option<&String>| format!("{total} {tier:?}"))
+            .into(&labelled)
+            .build();
+        let subscription = join.subscription.clone();
+        assert_eq!(
+            subscription.as_str(),
+            "<application.id>-labels-subscription"
+        );
+        let stages = [
+            join.subscribe.clone(),
+            join.respond.clone(),
+            join.resolve.clone(),
+        ];
+        let app = Parsley::named("shop")
+            .stages(stages.clone())
+            .build()
+            .unwrap();
+        assert_eq!(subscription.as_str(), "shop-labels-subscription");
+        assert_eq!(
+            app.stage("labels-resolve").unwrap().stage.sources()[1]
+                .name
+                .as_str(),
+            "shop-labels-response"
+        );
+        let error = Parsley::named("depot").stages(stages).build().unwrap_err();
+        assert!(
+            matches!(&error, CompositionError::ForeignKeyJoinOfAnotherApp { other, stage, .. }
+                if other == "shop" && stage == "labels-subscribe"),
+            "{error}"
+        );
+        assert!(error.to_string().starts_with("J10 (docs/RULES.md#j10): "));
     }
 
     #[test]

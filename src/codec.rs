@@ -228,6 +228,11 @@ impl CodecIdentity {
         (self.key, self.key_codec) == (other.key, other.key_codec)
     }
 
+    /// Whether `other` encodes values of the same type with the same codec.
+    pub(crate) fn same_value_codec(&self, other: &CodecIdentity) -> bool {
+        (self.value, self.value_codec) == (other.value, other.value_codec)
+    }
+
     pub(crate) fn of<K: 'static, V: 'static, KC: 'static, VC: 'static>() -> Self {
         CodecIdentity {
             key: TypeId::of::<K>(),

@@ -117,7 +117,7 @@ pub use partitioner::{murmur2, partition_for};
 pub use record::{ConsumedRecord, Header, Isolation, ProducedRecord, RecordData};
 pub use stamp::{Claim, Stamp};
 pub use topic::{RecordCodecError, RecordPart, Sinks, Topic, TopicRef};
-pub use tp::{TopicName, Tp};
+pub use tp::{DerivedTopic, TopicName, Tp};
 
 // Stages and applications.
 pub use app::{

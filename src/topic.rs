@@ -131,6 +131,29 @@ impl<K: 'static, V: 'static> Topic<K, V> {
         Arc::clone(&self.value_codec)
     }
 
+    /// The repartition topic of the re-key named `name` (R1, R3): this
+    /// topic's values (their codec shared) under keys of another type, in
+    /// `key_codec`, in the topic Parsley derives,
+    /// `<application.id>-<name>-repartition`, named when the application
+    /// whose stage re-keys into it is built
+    /// ([`StageBuilder::rekey_output`](crate::StageBuilder::rekey_output)).
+    /// Kafka Streams' `repartition(Repartitioned.as(name).withKeySerde(…))`.
+    ///
+    /// ```
+    /// use parsley::{Topic, Utf8, I64};
+    ///
+    /// let totals = Topic::<String, i64>::with_codecs("customer-totals", Utf8, I64);
+    /// let by_bucket = totals.repartition::<String, _>("by-bucket", Utf8);
+    /// assert_eq!(by_bucket.name().as_str(), "<application.id>-by-bucket-repartition");
+    /// ```
+    pub fn repartition<K2: 'static, KC: Codec<K2>>(
+        &self,
+        name: &str,
+        key_codec: KC,
+    ) -> Topic<K2, V> {
+        self.rekeyed(TopicName::derived(name, "repartition"), key_codec)
+    }
+
     /// A topic named `name` with this topic's values (their codec shared)
     /// under keys of another type, in `key_codec`.
     pub(crate) fn rekeyed<K2: 'static, KC: Codec<K2>>(
@@ -176,6 +199,11 @@ impl<K: 'static, V: 'static> Topic<K, V> {
     /// A key encoded with this topic's key codec.
     pub(crate) fn encode_key(&self, key: &K) -> Result<Bytes, CodecError> {
         self.key_codec.encode(key)
+    }
+
+    /// Whether `other` encodes its values with the same codec as this topic.
+    pub(crate) fn same_value_codec<K2>(&self, other: &Topic<K2, V>) -> bool {
+        self.identity.same_value_codec(&other.identity)
     }
 
     /// Whether `other` encodes its keys with the same codec as this topic.

@@ -900,16 +900,20 @@ async fn j14_a_foreign_key_join_runs_live() {
     let orders = Topic::<String, String>::with_codecs(unique("orders"), Utf8, Utf8);
     let tiers = Topic::<String, i64>::with_codecs(unique("tiers"), Utf8, I64);
     let labelled = Topic::<String, String>::with_codecs(unique("labelled"), Utf8, Utf8);
-    let builder = Parsley::named(unique("app"));
-    let join = builder
-        .foreign_key_join("labels", &orders, &tiers, |customer: &String| {
-            (customer != "-").then(|| customer.clone())
-        })
+    let join = Stage::named("labels")
+        .join(parsley::Join::foreign_key(
+            &orders,
+            &tiers,
+            |customer: &String| (customer != "-").then(|| customer.clone()),
+        ))
         .left(|_, customer: &String, tier: Option<&i64>| format!("{customer}@{tier:?}"))
         .into(&labelled)
         .build();
     let (subscription, response) = (join.subscription.clone(), join.response.clone());
-    let app = builder.stages(join).build().expect("the join composes");
+    let app = Parsley::named(unique("app"))
+        .stages(join)
+        .build()
+        .expect("the join composes");
     let client = LiveClient::new(live.clone()).expect("client");
     let counts: BTreeMap<String, u32> = [
         (orders.name().as_str().to_owned(), 3),

@@ -49,9 +49,10 @@ fn network_with(epoch: Option<Duration>, stock_view: bool) -> Network {
     let sent: Topic<String, i64> = Topic::with_codecs("sent", Utf8, I64);
     let stocks: Topic<String, Stock> = Topic::with_codecs("stocks", Utf8, Json);
     let totals: Topic<String, i64> = Topic::with_codecs("totals", Utf8, I64);
-    let builder = Parsley::named("network");
-    let (by_to, to_topic) = builder.rekey("by-to", &moves, Utf8, |m| m.value().to.clone());
-    let (by_from, from_topic) = builder.rekey("by-from", &moves, Utf8, |m| m.value().from.clone());
+    let (by_to, to_topic) = Stage::named("by-to").rekey(&moves, Utf8, |m| m.value().to.clone());
+    let (by_from, from_topic) =
+        Stage::named("by-from").rekey(&moves, Utf8, |m| m.value().from.clone());
+    let all = stocks.repartition("all", Utf8);
     let sum = |name: &str, source: &Topic<String, Move>, out: &Topic<String, i64>| {
         let sink = out.clone();
         Stage::named(name)
@@ -72,12 +73,12 @@ fn network_with(epoch: Option<Duration>, stock_view: bool) -> Network {
             },
         )
         .into(&stocks)
+        .rekey_output(&stocks, &all, |_, _| "all".to_string())
         .build();
     let stock = match (epoch, stock_view) {
         (Some(epoch), true) => stock.consistent(epoch),
         _ => stock,
     };
-    let (stock, all) = builder.rekey_output("all", stock, &stocks, Utf8, |_, _| "all".to_string());
     let out = totals.clone();
     let total = Stage::named("total")
         .state(Json, BTreeMap::<String, i64>::new)
@@ -92,7 +93,7 @@ fn network_with(epoch: Option<Duration>, stock_view: bool) -> Network {
         Some(epoch) => total.consistent(epoch),
         None => total,
     };
-    let app = builder
+    let app = Parsley::named("network")
         .stage(by_to)
         .stage(by_from)
         .stage(sum("received", &to_topic, &received))

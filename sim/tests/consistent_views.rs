@@ -42,9 +42,10 @@ fn bank(epoch: Duration, nested: bool) -> App {
     let debits = Topic::<String, i64>::with_codecs("debits", Utf8, I64);
     let balances = Topic::<String, Balance>::with_codecs("balances", Utf8, Json);
     let totals = Topic::<String, i64>::with_codecs("totals", Utf8, I64);
-    let bank = Parsley::named("bank");
-    let (by_to, to) = bank.rekey("by-to", &transfers, Utf8, |t| t.value().to.clone());
-    let (by_from, from) = bank.rekey("by-from", &transfers, Utf8, |t| t.value().from.clone());
+    let (by_to, to) = Stage::named("by-to").rekey(&transfers, Utf8, |t| t.value().to.clone());
+    let (by_from, from) =
+        Stage::named("by-from").rekey(&transfers, Utf8, |t| t.value().from.clone());
+    let all = balances.repartition("all", Utf8);
     let sum = |name: &str, source: &Topic<String, Transfer>, out: &Topic<String, i64>| {
         let sink = out.clone();
         Stage::named(name)
@@ -65,9 +66,8 @@ fn bank(epoch: Duration, nested: bool) -> App {
             },
         )
         .into(&balances)
+        .rekey_output(&balances, &all, |_, _| "all".to_string())
         .build();
-    let (balance, all) =
-        bank.rekey_output("all", balance, &balances, Utf8, |_, _| "all".to_string());
     let balance = match nested {
         true => balance.consistent(epoch),
         false => balance,
@@ -93,7 +93,7 @@ fn bank(epoch: Duration, nested: bool) -> App {
         .into(&counted)
         .build()
         .consistent(epoch);
-    let bank = bank
+    let bank = Parsley::named("bank")
         .stages([by_to, by_from])
         .stage(sum("credit", &to, &credits))
         .stage(sum("debit", &from, &debits))

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use parsley::Role;
 use parsley::{
-    assemble, App, Codec, CompositionError, Json, Parsley, Stage, TaskError, Topic, Utf8,
+    assemble, App, Codec, CompositionError, Join, Json, Parsley, Stage, TaskError, Topic, Utf8,
 };
 use parsley::{ForeignKeyJoinStages, Subscription, SubscriptionCodec};
 use parsley_sim::{DriverError, TestDriver, TestInputTopic, TestOutputTopic};
@@ -41,10 +41,10 @@ fn shop_with(kind: &str, dead_letters: bool) -> Shop {
     let orders = Topic::<String, Order>::with_codecs("orders", Utf8, Json);
     let customers = Topic::<String, String>::with_codecs("customers", Utf8, Utf8);
     let labelled = Topic::<String, String>::with_codecs("labelled", Utf8, Utf8);
-    let shop = Parsley::named("shop");
-    let join = shop.foreign_key_join("labels", &orders, &customers, |order: &Order| {
-        order.customer.clone()
-    });
+    let join =
+        Stage::named("labels").join(Join::foreign_key(&orders, &customers, |order: &Order| {
+            order.customer.clone()
+        }));
     let builder = match kind {
         "inner" => join.inner(|id: &String, order: &Order, name: &String| {
             format!("{id}: {} for {name}", order.item)
@@ -63,7 +63,10 @@ fn shop_with(kind: &str, dead_letters: bool) -> Shop {
     } else {
         builder
     };
-    let app = shop.stages(builder.build()).build().unwrap();
+    let app = Parsley::named("shop")
+        .stages(builder.build())
+        .build()
+        .unwrap();
     Shop {
         orders,
         customers,
@@ -215,18 +218,17 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
     let orders = Topic::<String, Order>::with_codecs("orders", Utf8, Json);
     let customers = Topic::<String, String>::with_codecs("customers", Utf8, Utf8);
     let labelled = Topic::<String, String>::with_codecs("labelled", Utf8, Utf8);
-    let shop = Parsley::named("shop");
-    let join = |app: &parsley::AppBuilder| {
-        app.foreign_key_join("labels", &orders, &customers, |order: &Order| {
+    let join = || {
+        Stage::named("labels").join(Join::foreign_key(&orders, &customers, |order: &Order| {
             order.customer.clone()
-        })
+        }))
     };
     let joiner = |_: &String, order: &Order, name: &String| format!("{} {name}", order.item);
     // What building an application "shop" of the join's stages says.
     let refused_in_shop =
         |stages: ForeignKeyJoinStages| Parsley::named("shop").stages(stages).build().unwrap_err();
 
-    let no_output = join(&shop).inner(joiner).build();
+    let no_output = join().inner(joiner).build();
     let error = refused_in_shop(no_output);
     assert!(
         matches!(&error, CompositionError::ImpossibleOperator { rules: "J10", reason, .. } if reason.contains("no output topic")),
@@ -235,7 +237,7 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
     assert!(error.to_string().starts_with("J10 (docs/RULES.md#j10)"));
 
     let names = Topic::<String, String>::with_codecs("customers", Utf8, Utf8);
-    let feeding_back = join(&shop)
+    let feeding_back = join()
         .inner(|_: &String, _: &Order, name: &String| name.clone())
         .into(&names)
         .build();
@@ -247,7 +249,7 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
 
     let ForeignKeyJoinStages {
         subscribe, respond, ..
-    } = join(&shop).inner(joiner).into(&labelled).build();
+    } = join().inner(joiner).into(&labelled).build();
     let error = Parsley::named("shop")
         .stage(subscribe)
         .stage(respond)
@@ -261,13 +263,24 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
         }
     );
 
-    let elsewhere = join(&Parsley::named("other"))
+    // Built into another application first, the join's topics are that
+    // one's.
+    let elsewhere: Vec<Stage> = join()
         .inner(joiner)
         .into(&labelled)
-        .build();
-    let error = refused_in_shop(elsewhere);
+        .build()
+        .into_iter()
+        .collect();
+    Parsley::named("other")
+        .stages(elsewhere.clone())
+        .build()
+        .unwrap();
+    let error = Parsley::named("shop")
+        .stages(elsewhere)
+        .build()
+        .unwrap_err();
     assert!(
-        matches!(&error, CompositionError::ForeignKeyJoinOfAnotherApp { topic, .. } if topic == "other-labels-subscription"),
+        matches!(&error, CompositionError::ForeignKeyJoinOfAnotherApp { topic, other, .. } if topic == "other-labels-subscription" && other == "other"),
         "{error}"
     );
 
@@ -281,13 +294,8 @@ fn j10_impossible_foreign_key_joins_are_refused_by_name() {
         .on(&labelled, |_| Vec::new())
         .into(&subscription)
         .build();
-    let error = shop
-        .stages(
-            join(&Parsley::named("shop"))
-                .inner(joiner)
-                .into(&labelled)
-                .build(),
-        )
+    let error = Parsley::named("shop")
+        .stages(join().inner(joiner).into(&labelled).build())
         .stage(intruder)
         .build()
         .unwrap_err();

@@ -94,10 +94,10 @@ fn counts_of(driver: &TestDriver, counts: &Topic<String, i64>, key: &str) -> Vec
 fn views() -> Views {
     let by_visitor = Topic::<String, String>::with_codecs("views-by-visitor", Utf8, Utf8);
     let counts = Topic::<String, i64>::with_codecs("views-per-page", Utf8, I64);
-    let site = Parsley::named("site");
     // The value is the page.
-    let (rekey, by_page) = site.rekey("to-page", &by_visitor, Utf8, |view| view.value().clone());
-    let app = site
+    let (rekey, by_page) =
+        Stage::named("to-page").rekey(&by_visitor, Utf8, |view| view.value().clone());
+    let app = Parsley::named("site")
         .stage(rekey)
         .stage(counting(&by_page, &counts))
         .build()
@@ -164,21 +164,16 @@ fn r2_rekeyed_records_keep_value_timestamp_and_cause() {
     assert_eq!(counts_of(&driver, &views.counts, "home"), [1, 2, 3]);
 }
 
-/// R1: a re-key made by another application's builder, and another stage
+/// R1: a re-key built into another application first, and another stage
 /// writing a repartition topic, are refused naming R1.
 #[test]
 fn r1_foreign_rekeys_and_other_writers_are_refused() {
     let views = views();
-    let other = Parsley::named("other");
-    let (rekey, _) = Parsley::named("site").rekey("to-page", &views.by_visitor, Utf8, |view| {
-        view.value().clone()
-    });
-    let error = refusal(other.stage(rekey));
+    let rekey = views.app.stage("to-page").unwrap().stage.clone();
+    let error = refusal(Parsley::named("other").stage(rekey));
     assert_refused(&error, "R1", "site-to-page-repartition");
-    let site = Parsley::named("site");
-    let (rekey, by_page) = site.rekey("to-page", &views.by_visitor, Utf8, |view| {
-        view.value().clone()
-    });
+    let (rekey, by_page) =
+        Stage::named("to-page").rekey(&views.by_visitor, Utf8, |view| view.value().clone());
     let forger = Stage::named("forger")
         .on(&views.by_visitor, {
             let by_page = by_page.clone();
@@ -186,7 +181,7 @@ fn r1_foreign_rekeys_and_other_writers_are_refused() {
         })
         .into(&by_page)
         .build();
-    let error = refusal(site.stage(rekey).stage(forger));
+    let error = refusal(Parsley::named("site").stage(rekey).stage(forger));
     assert_refused(&error, "R1", "only that stage writes it");
 }
 
@@ -219,23 +214,32 @@ struct Countries {
     app: App,
 }
 
+/// The join of clicks with their visitor's country, before its build.
+fn joining(
+    clicks: &Topic<String, String>,
+    visitors: &Topic<String, String>,
+    joined: &Topic<String, String>,
+) -> parsley::OperatorBuilder<parsley::StreamTableJoined<String, String, String, String>> {
+    parsley::Stage::named("join")
+        .join(parsley::Join::stream_table(clicks, visitors))
+        .left(|click, country: Option<&String>| {
+            format!("{}@{}", click.value(), country.map_or("?", String::as_str))
+        })
+        .into(joined)
+}
+
 fn countries() -> Countries {
     let clicks = Topic::<String, String>::with_codecs("clicks", Utf8, Utf8);
     let visitors = Topic::<String, String>::with_codecs("visitor-countries", Utf8, Utf8);
     let joined = Topic::<String, String>::with_codecs("clicks-with-country", Utf8, Utf8);
     let counts = Topic::<String, i64>::with_codecs("clicks-per-country", Utf8, I64);
-    let site = Parsley::named("site");
-    let join = parsley::Stage::named("join")
-        .join(parsley::Join::stream_table(&clicks, &visitors))
-        .left(|click, country: Option<&String>| {
-            format!("{}@{}", click.value(), country.map_or("?", String::as_str))
+    let by_country = joined.repartition("to-country", Utf8);
+    let join = joining(&clicks, &visitors, &joined)
+        .rekey_output(&joined, &by_country, |_, joined| {
+            joined.rsplit('@').next().unwrap_or("?").to_string()
         })
-        .into(&joined)
         .build();
-    let (join, by_country) = site.rekey_output("to-country", join, &joined, Utf8, |_, joined| {
-        joined.rsplit('@').next().unwrap_or("?").to_string()
-    });
-    let app = site
+    let app = Parsley::named("site")
         .stage(join)
         .stage(counting(&by_country, &counts))
         .build()
@@ -321,7 +325,6 @@ fn r3_a_join_rekeys_its_output_within_its_own_stage() {
 /// written.
 #[test]
 fn r3_a_tombstone_on_a_rekeyed_output_stops_the_stage_naming_the_record() {
-    let site = Parsley::named("site");
     let input = Topic::<String, String>::with_codecs("commands", Utf8, Utf8);
     let table = Topic::<String, String>::with_codecs("table", Utf8, Utf8);
     let writing = Stage::named("write")
@@ -333,10 +336,11 @@ fn r3_a_tombstone_on_a_rekeyed_output_stops_the_stage_naming_the_record() {
             }
         })
         .into(&table)
+        .rekey_output(&table, &table.repartition("by-value", Utf8), |_, value| {
+            value.clone()
+        })
         .build();
-    let (writing, _) =
-        site.rekey_output("by-value", writing, &table, Utf8, |_, value| value.clone());
-    let app = site.stage(writing).build().unwrap();
+    let app = Parsley::named("site").stage(writing).build().unwrap();
     let driver = TestDriver::builder(&app).build().unwrap();
     let commands = driver.input(&input).unwrap();
     commands.pipe_record(TestRecord::new("k", "v")).unwrap();
@@ -361,23 +365,20 @@ fn r3_a_tombstone_on_a_rekeyed_output_stops_the_stage_naming_the_record() {
 #[test]
 fn r1_two_rekeys_with_one_name_are_refused() {
     let countries = countries();
-    let join = countries.app.stage("join").unwrap().stage.clone();
-    // The join already re-keys into site-to-country-repartition.
-    let site = Parsley::named("site");
-    let (twice, _) = site.rekey_output(
-        "to-country",
-        join.clone(),
-        &countries.joined,
-        Utf8,
-        |_, joined| joined.clone(),
-    );
-    let error = refusal(site.stage(twice));
+    let (clicks, joined) = (&countries.clicks, &countries.joined);
+    let rekeyed = |join: parsley::OperatorBuilder<_>| {
+        join.rekey_output(
+            joined,
+            &joined.repartition("to-country", Utf8),
+            |_, joined| joined.clone(),
+        )
+    };
+    let twice = rekeyed(rekeyed(joining(clicks, &countries.visitors, joined))).build();
+    let error = refusal(Parsley::named("site").stage(twice));
     assert_refused(&error, "R1", "site-to-country-repartition");
-    let site = Parsley::named("site");
-    let (rekey, _) = site.rekey("to-country", &countries.clicks, Utf8, |click| {
-        click.value().clone()
-    });
-    let error = refusal(site.stage(join).stage(rekey));
+    let join = rekeyed(joining(clicks, &countries.visitors, joined)).build();
+    let (rekey, _) = Stage::named("to-country").rekey(clicks, Utf8, |click| click.value().clone());
+    let error = refusal(Parsley::named("site").stage(join).stage(rekey));
     assert_refused(&error, "R1", "two re-keys");
 }
 
@@ -386,11 +387,15 @@ fn r1_two_rekeys_with_one_name_are_refused() {
 #[test]
 fn r3_a_rekey_of_an_output_with_other_codecs_is_refused() {
     let countries = countries();
-    let join = countries.app.stage("join").unwrap().stage.clone();
-    let site = Parsley::named("site");
     let as_json = Topic::<String, String>::with_codecs("clicks-with-country", Utf8, Json);
-    let (join, _) = site.rekey_output("by-value", join, &as_json, Utf8, |_, joined| joined.clone());
-    let error = refusal(site.stage(join));
+    let join = joining(&countries.clicks, &countries.visitors, &countries.joined)
+        .rekey_output(
+            &as_json,
+            &as_json.repartition("by-value", Utf8),
+            |_, joined| joined.clone(),
+        )
+        .build();
+    let error = refusal(Parsley::named("site").stage(join));
     assert_refused(&error, "R3", "other codecs");
 }
 
@@ -400,13 +405,13 @@ fn r3_a_rekey_of_an_output_with_other_codecs_is_refused() {
 /// does its copy.
 #[test]
 fn r3_a_rekeyed_window_record_keeps_the_windows_timestamp() {
-    let shop = Parsley::named("shop");
     let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
     let totals = Topic::<parsley::Windowed<String>, i64>::with_codecs(
         "totals",
         parsley::WindowedCodec(Utf8),
         I64,
     );
+    let by_total = totals.repartition("by-total", I64);
     let windows = Stage::named("totals")
         .windowed(parsley::Windows::tumbling(
             std::time::Duration::from_millis(60),
@@ -414,10 +419,9 @@ fn r3_a_rekeyed_window_record_keeps_the_windows_timestamp() {
         .aggregate(&sales, I64, || 0i64, |total, sale| total + sale.value())
         .emit(parsley::Emit::OnUpdate)
         .into(&totals)
+        .rekey_output(&totals, &by_total, |_, total| *total)
         .build();
-    let (windows, by_total) =
-        shop.rekey_output("by-total", windows, &totals, I64, |_, total| *total);
-    let app = shop.stage(windows).build().unwrap();
+    let app = Parsley::named("shop").stage(windows).build().unwrap();
     let driver = TestDriver::builder(&app).build().unwrap();
     let input = driver.input(&sales).unwrap();
     input.pipe_record(TestRecord::new("k", 1).at(40)).unwrap();

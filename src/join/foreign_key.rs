@@ -6,8 +6,10 @@
 //! Each row of the left table (key `K`, value `V`) refers, through the
 //! foreign-key extractor, to at most one row of the right table (key `KO`,
 //! value `VO`); the output, keyed by `K`, holds each left row joined with
-//! the right row it refers to. [`AppBuilder::foreign_key_join`] makes the
-//! three stages, in the style of [`AppBuilder::rekey`]:
+//! the right row it refers to. `Stage::named(name)` then
+//! `.join(`[`Join::foreign_key`]`(&left, &right, extractor))`, the joiner
+//! (`inner` or `left`) and the output make the three stages; the derived
+//! topics are named after the application when it is built:
 //!
 //! - **subscribe** (`<name>-subscribe`, J12) reads the left table and
 //!   writes, to `<application.id>-<name>-subscription` under the foreign
@@ -31,7 +33,7 @@
 //! lists them (C4), assembly checks them (C3).
 //!
 //! ```
-//! use parsley::{Json, Parsley, Topic, Utf8};
+//! use parsley::{Join, Json, Parsley, Stage, Topic, Utf8};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Clone, Serialize, Deserialize)]
@@ -40,24 +42,23 @@
 //! let orders = Topic::<String, Order>::with_codecs("orders", Utf8, Json);
 //! let customers = Topic::<String, String>::with_codecs("customer-names", Utf8, Utf8);
 //! let labelled = Topic::<String, String>::with_codecs("labelled-orders", Utf8, Utf8);
-//! let shop = Parsley::named("shop");
 //! // Each order with its customer's name, kept up to date as either
 //! // changes; an order whose customer is unknown has no label.
-//! let labelling = shop
-//!     .foreign_key_join("labels", &orders, &customers, |order: &Order| Some(order.customer.clone()))
+//! let labelling = Stage::named("labels")
+//!     .join(Join::foreign_key(&orders, &customers, |order: &Order| Some(order.customer.clone())))
 //!     .inner(|_id, order: &Order, name: &String| format!("{} for {name}", order.total))
 //!     .into(&labelled)
 //!     .build();
-//! assert_eq!(labelling.subscription.as_str(), "shop-labels-subscription");
-//! assert_eq!(labelling.response.as_str(), "shop-labels-response");
-//! let app = shop.stages(labelling).build()?;
+//! let (subscription, response) = (labelling.subscription.clone(), labelling.response.clone());
+//! let app = Parsley::named("shop").stages(labelling).build()?;
+//! assert_eq!(subscription.as_str(), "shop-labels-subscription");
+//! assert_eq!(response.as_str(), "shop-labels-response");
 //! let stages: Vec<&str> = app.stages().iter().map(|plan| plan.name()).collect();
 //! assert_eq!(stages, ["labels-subscribe", "labels-respond", "labels-resolve"]);
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
 //!
-//! [`AppBuilder::foreign_key_join`]: crate::app::AppBuilder::foreign_key_join
-//! [`AppBuilder::rekey`]: crate::app::AppBuilder::rekey
+//! [`Join::foreign_key`]: super::Join::foreign_key
 
 use std::sync::Arc;
 
@@ -67,7 +68,7 @@ use crate::codec::RawBytes;
 use crate::operator::{Operator, OperatorProblem, UserLogic};
 use crate::stage::logic::{Fallible, StageLogic};
 use crate::stage::{
-    Declaration, OperatorBuilder, ReplayError, Stage, StageDef, StageHead, StageProblem,
+    Declaration, Declaring, OperatorBuilder, ReplayError, Stage, StageDef, StageHead, StageProblem,
 };
 use crate::topic::{Topic, TopicRef};
 use crate::tp::TopicName;
@@ -186,15 +187,15 @@ fn problem(reason: &'static str) -> StageProblem {
     })
 }
 
-/// A foreign-key join being declared, before its joiner; see
-/// [`AppBuilder::foreign_key_join`](crate::app::AppBuilder::foreign_key_join).
+/// A foreign-key join's two tables and extractor
+/// ([`Join::foreign_key`](super::Join::foreign_key)), before its joiner.
 pub struct ForeignKeyJoin<K, V, KO, VO> {
-    app: String,
-    name: String,
     left: Topic<K, V>,
     right: Topic<KO, VO>,
     extract: ForeignKeyFn<V, KO>,
 }
+
+impl<K, V, KO, VO> super::sealed::Joining for ForeignKeyJoin<K, V, KO, VO> {}
 
 impl<K, V, KO, VO> ForeignKeyJoin<K, V, KO, VO>
 where
@@ -204,8 +205,6 @@ where
     VO: Send + Sync + 'static,
 {
     pub(crate) fn new<R>(
-        app: &str,
-        name: String,
         left: &Topic<K, V>,
         right: &Topic<KO, VO>,
         extract: impl Fn(&V) -> R + Send + Sync + 'static,
@@ -214,14 +213,20 @@ where
         R: Fallible<Option<KO>>,
     {
         ForeignKeyJoin {
-            app: app.to_string(),
-            name,
             left: left.clone(),
             right: right.clone(),
             extract: Arc::new(move |value| extract(value).into_result()),
         }
     }
+}
 
+impl<K, V, KO, VO> Declaring<ForeignKeyJoin<K, V, KO, VO>>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    KO: Send + Sync + 'static,
+    VO: Send + Sync + 'static,
+{
     /// An inner join (`KTable.join`): a left row whose foreign key has a
     /// right row is joined by `joiner` (which may return `O` or
     /// `Result<O, E>`; an error or a panic refuses the record, X5); a key
@@ -256,15 +261,12 @@ where
         kind: JoinKind,
         joiner: ForeignJoinerFn<K, V, VO, O>,
     ) -> OperatorBuilder<ForeignKeyJoined<K, V, KO, VO, O>> {
-        let name = self.name.clone();
-        OperatorBuilder::named(
-            name,
-            ForeignKeyJoined {
-                join: self,
-                kind,
-                joiner,
-            },
-        )
+        let Declaring { head, spec } = self;
+        Declaring { head, spec: () }.with(ForeignKeyJoined {
+            join: spec,
+            kind,
+            joiner,
+        })
     }
 }
 
@@ -278,9 +280,9 @@ pub struct ForeignKeyJoined<K, V, KO, VO, O> {
     joiner: ForeignJoinerFn<K, V, VO, O>,
 }
 
-/// A foreign-key join's three stages, to add to the application that made
-/// them (`AppBuilder::stages` takes them as they are), and its derived
-/// topics (J10).
+/// A foreign-key join's three stages, to add to one application
+/// (`AppBuilder::stages` takes them as they are), and its derived topics
+/// (J10), named when that application is built.
 pub struct ForeignKeyJoinStages {
     /// `<join>-subscribe` (J12).
     pub subscribe: Stage,
@@ -288,9 +290,10 @@ pub struct ForeignKeyJoinStages {
     pub respond: Stage,
     /// `<join>-resolve` (J14).
     pub resolve: Stage,
-    /// `<application.id>-<join>-subscription`.
+    /// `<application.id>-<join>-subscription`, once the application is
+    /// built.
     pub subscription: TopicName,
-    /// `<application.id>-<join>-response`.
+    /// `<application.id>-<join>-response`, once the application is built.
     pub response: TopicName,
 }
 
@@ -319,13 +322,15 @@ where
     /// application's `build`, with J10.
     fn declare(self, head: StageHead, output: Option<Topic<K, O>>) -> ForeignKeyJoinStages {
         let join = self.join;
+        let name = head.name.clone();
+        // Named after the application when it is built (J10).
         let subscription: Topic<Bytes, Subscription> = Topic::with_codecs(
-            subscription_topic_name(&join.app, &join.name),
+            TopicName::derived(&name, "subscription"),
             RawBytes,
             SubscriptionCodec,
         );
         let response: Topic<Bytes, Response> = Topic::with_codecs(
-            response_topic_name(&join.app, &join.name),
+            TopicName::derived(&name, "response"),
             RawBytes,
             ResponseCodec,
         );
@@ -354,7 +359,7 @@ where
             joiner: Arc::clone(&self.joiner),
         }));
         let decl = |part| ForeignKeyJoinDecl {
-            join: join.name.clone(),
+            join: name.clone(),
             part,
             left: join.left.name().clone(),
             right: join.right.name().clone(),
@@ -372,7 +377,7 @@ where
                 dead_letter: head.dead_letter,
                 operators: vec![Arc::new(decl(part))],
                 problems: problems.clone(),
-                ..StageDef::built_in(part.stage_name(&join.name), sources, sinks, true, logic)
+                ..StageDef::built_in(part.stage_name(&name), sources, sinks, true, logic)
             }),
         };
         let subscribe = stage(
@@ -400,6 +405,9 @@ where
                 self.joiner,
             )),
         );
+        // A re-key of the join's output is the resolve stage's, which
+        // writes it (R3).
+        let resolve = crate::rekey::apply(head.rekeys, resolve);
         ForeignKeyJoinStages {
             subscribe,
             respond,

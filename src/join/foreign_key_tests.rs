@@ -10,7 +10,7 @@ use super::*;
 use crate::record::{ConsumedRecord, RecordData};
 use crate::stage::SlotChange;
 use crate::tp::Tp;
-use crate::{Codec, Emission, Parsley, Utf8};
+use crate::{Codec, Emission, Utf8};
 
 fn bytes(text: &str) -> Bytes {
     Bytes::copy_from_slice(text.as_bytes())
@@ -30,10 +30,12 @@ fn joined_by(
     let orders = Topic::<String, String>::with_codecs("orders", Utf8, Utf8);
     let customers = Topic::<String, String>::with_codecs("customers", Utf8, Utf8);
     let labelled = Topic::<String, String>::with_codecs("labelled", Utf8, Utf8);
-    Parsley::named("shop")
-        .foreign_key_join("labels", &orders, &customers, |customer: &String| {
-            (customer != "-").then(|| customer.clone())
-        })
+    Stage::named("labels")
+        .join(Join::foreign_key(
+            &orders,
+            &customers,
+            |customer: &String| (customer != "-").then(|| customer.clone()),
+        ))
         .inner(joiner)
         .into(&labelled)
         .build()

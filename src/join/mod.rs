@@ -42,9 +42,8 @@
 //! change that removes it writes a tombstone. [`sides_of`] lists a task's
 //! sides.
 //!
-//! Foreign-key table–table joins (J10–J15),
-//! [`AppBuilder::foreign_key_join`](crate::app::AppBuilder::foreign_key_join),
-//! join each left row with the right row its foreign key names, through
+//! Foreign-key table–table joins (J10–J15), [`Join::foreign_key`], join
+//! each left row with the right row its foreign key names, through
 //! three stages and two derived topics; see [`ForeignKeyJoin`].
 //!
 //! A stream or table record without a key is refused with J1 or J2 (its
@@ -190,11 +189,40 @@ impl Join {
     }
 }
 
+impl Join {
+    /// A foreign-key table–table join (J10–J15), for
+    /// [`StageBuilder::join`]: each row of `left` joined with the row of
+    /// `right` whose key `foreign_key` returns for its value (or
+    /// `Result<Option<KO>, E>`; an error refuses the record, X5), kept up
+    /// to date as either changes. Choose `inner` or `left`, then the
+    /// output; the build returns the join's three stages,
+    /// `<name>-subscribe`, `<name>-respond` and `<name>-resolve`, to add
+    /// with [`AppBuilder::stages`](crate::app::AppBuilder::stages), and
+    /// its derived topics `<application.id>-<name>-subscription` and
+    /// `-response`, named when the application is built. Kafka Streams'
+    /// `KTable.join(KTable, Function, …)` and `leftJoin` (KIP-213).
+    pub fn foreign_key<K, V, KO, VO, R>(
+        left: &Topic<K, V>,
+        right: &Topic<KO, VO>,
+        foreign_key: impl Fn(&V) -> R + Send + Sync + 'static,
+    ) -> ForeignKeyJoin<K, V, KO, VO>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+        KO: Send + Sync + 'static,
+        VO: Send + Sync + 'static,
+        R: Fallible<Option<KO>>,
+    {
+        ForeignKeyJoin::new(left, right, foreign_key)
+    }
+}
+
 impl StageBuilder<Stateless> {
     /// A join's stage: `join` names its two sides
     /// ([`Join::stream_table`], [`Join::stream_stream`],
-    /// [`Join::table_table`], [`Join::stream_versioned_table`]); the
-    /// joiner (`inner`, `left`, `outer`) follows.
+    /// [`Join::table_table`], [`Join::stream_versioned_table`],
+    /// [`Join::foreign_key`]); the joiner (`inner`, `left`, `outer`)
+    /// follows.
     ///
     /// ```
     /// use parsley::prelude::*;

@@ -1,21 +1,25 @@
 //! Re-keying as an operator (R1–R3): Kafka Streams' `selectKey(…)` followed
 //! by the repartition topic its next stateful operation derives.
 //!
-//! Two ways to declare one, both on the application's builder, because the
-//! repartition topic is named after the application id:
+//! Two ways to declare one, both name first like every operator; the
+//! repartition topic is named after the application id, so its name is
+//! filled in when the application is built, for every clone of the topic:
 //!
-//! - [`AppBuilder::rekey`](crate::app::AppBuilder::rekey): a stage of its
-//!   own that reads a topic (an external one, say) and writes it re-keyed.
-//! - [`AppBuilder::rekey_output`](crate::app::AppBuilder::rekey_output):
-//!   within the stage that writes the topic (R3), as Kafka Streams runs
-//!   `selectKey` in the sub-topology before its repartition topic: each
-//!   record the stage emits to its output is written again, in the same
-//!   step and with the same stamp, re-keyed. No stage and no hop of its
+//! - [`StageBuilder::rekey`]: a stage of its own that reads a topic (an
+//!   external one, say) and writes it re-keyed:
+//!   `Stage::named("by-product").rekey(&sales, Utf8, select)` returns the
+//!   stage and its repartition topic.
+//! - [`StageBuilder::rekey_output`] (and the same setter on an operator's
+//!   builder): within the stage that writes the topic (R3), as Kafka
+//!   Streams runs `selectKey` in the sub-topology before its repartition
+//!   topic: each record the stage emits to its output is written again, in
+//!   the same step and with the same stamp, re-keyed, to a repartition
+//!   topic made with [`Topic::repartition`]. No stage and no hop of its
 //!   own; see the second example below.
 //!
-//! [`AppBuilder::rekey`](crate::app::AppBuilder::rekey) makes a stage that
-//! writes every record of its source, value unchanged, under the key a
-//! function of the record selects, to a topic Parsley derives:
+//! [`StageBuilder::rekey`] makes a stage that writes every record of its
+//! source, value unchanged, under the key a function of the record
+//! selects, to a topic Parsley derives:
 //! `<application.id>-<stage>-repartition`. It returns the stage and that
 //! topic, typed, for downstream stages to consume:
 //!
@@ -35,12 +39,10 @@
 //! use parsley::{Parsley, Stage, Step, Topic, Json, Utf8, I64};
 //!
 //! let sales = Topic::<String, i64>::with_codecs("sales-by-customer", Utf8, I64);
-//! let shop = Parsley::named("shop");
 //! // Each sale again, keyed by its product (here: the customer's initial).
-//! let (by_product, sales_by_product) = shop.rekey("by-product", &sales, Utf8, |sale| {
+//! let (by_product, sales_by_product) = Stage::named("by-product").rekey(&sales, Utf8, |sale| {
 //!     sale.key().and_then(|customer| customer.get(..1)).unwrap_or("?").to_string()
 //! });
-//! assert_eq!(sales_by_product.name().as_str(), "shop-by-product-repartition");
 //! let totals = Topic::<String, i64>::with_codecs("product-totals", Utf8, I64);
 //! let out = totals.clone();
 //! let totalling = Stage::named("totals")
@@ -50,7 +52,9 @@
 //!     })
 //!     .into(&totals)
 //!     .build();
-//! let app = shop.stage(by_product).stage(totalling).build()?;
+//! let app = Parsley::named("shop").stage(by_product).stage(totalling).build()?;
+//! // The build names the topic, for every clone of it.
+//! assert_eq!(sales_by_product.name().as_str(), "shop-by-product-repartition");
 //! assert!(app.stage("by-product").unwrap().stage.hooks().operator::<parsley::RekeyDecl>().is_some());
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
@@ -64,7 +68,8 @@
 //!
 //! let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
 //! let totals = Topic::<String, i64>::with_codecs("customer-totals", Utf8, I64);
-//! let shop = Parsley::named("shop");
+//! // `<application.id>-by-bucket-repartition`, named by the build.
+//! let by_bucket = totals.repartition("by-bucket", Utf8);
 //! let out = totals.clone();
 //! let totalling = Stage::named("totals")
 //!     .state(Json, || 0i64)
@@ -72,11 +77,8 @@
 //!         Step::of(total + sale.value()).emit(out.send(sale.key().cloned(), total + sale.value()))
 //!     })
 //!     .into(&totals)
+//!     .rekey_output(&totals, &by_bucket, |_, total| format!("{}00s", total / 100))
 //!     .build();
-//! let (totalling, by_bucket) = shop.rekey_output("by-bucket", totalling, &totals, Utf8, |_, total| {
-//!     format!("{}00s", total / 100)
-//! });
-//! assert_eq!(by_bucket.name().as_str(), "shop-by-bucket-repartition");
 //! let counts = Topic::<String, i64>::with_codecs("bucket-counts", Utf8, I64);
 //! let out = counts.clone();
 //! let counting = Stage::named("counts")
@@ -86,7 +88,8 @@
 //!     })
 //!     .into(&counts)
 //!     .build();
-//! let app = shop.stage(totalling).stage(counting).build()?;
+//! let app = Parsley::named("shop").stage(totalling).stage(counting).build()?;
+//! assert_eq!(by_bucket.name().as_str(), "shop-by-bucket-repartition");
 //! assert_eq!(app.stage("totals").unwrap().stage.hooks().operators::<parsley::RekeyOutputDecl>().next().unwrap().name, "by-bucket");
 //! # Ok::<(), parsley::CompositionError>(())
 //! ```
@@ -102,7 +105,9 @@ use crate::emission::{Emission, Record, Step};
 use crate::operator::{Operator, OperatorProblem, UserLogic};
 use crate::record::ConsumedRecord;
 use crate::stage::logic::{guarded, DeliveryFailure, Fallible, TypedLogic};
-use crate::stage::{ReplayError, Stage, StageDef, StageProblem};
+use crate::stage::{
+    OperatorParts, ReplayError, Stage, StageBuilder, StageDef, StageProblem, Stateless,
+};
 use crate::topic::{Topic, TopicRef};
 use crate::tp::{TopicName, Tp};
 
@@ -116,9 +121,10 @@ fn problem(reason: &'static str) -> StageProblem {
     })
 }
 
-/// `<application.id>-<stage>-repartition` (R1).
-pub fn repartition_topic_name(app: &str, stage: &str) -> String {
-    format!("{app}-{stage}-repartition")
+/// `<application.id>-<name>-repartition` (R1): the name the build of
+/// application `app` gives the repartition topic of the re-key `name`.
+pub fn repartition_topic_name(app: &str, name: &str) -> String {
+    format!("{app}-{name}-repartition")
 }
 
 /// A re-key stage's declaration, as [`StageHooks::operator`](crate::StageHooks::operator) finds it.
@@ -204,93 +210,143 @@ impl RekeyOutputDecl {
     }
 }
 
-/// The re-key stage of application `app` and its repartition topic; see
-/// [`AppBuilder::rekey`](crate::app::AppBuilder::rekey).
-pub(crate) fn rekey<K, V, K2, KC, R>(
-    app: &str,
-    name: String,
-    source: &Topic<K, V>,
-    key_codec: KC,
-    select: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static,
-) -> (Stage, Topic<K2, V>)
-where
-    K: 'static,
-    V: Clone + 'static,
-    K2: 'static,
-    KC: Codec<K2>,
-    R: Fallible<K2>,
-{
-    let repartition = source.rekeyed(repartition_topic_name(app, &name), key_codec);
-    let decoding = source.clone();
-    let out = repartition.clone();
-    // One closure runs the user's function, for the stage's logic and for
-    // the declaration's hook (`RekeyDecl::key_of`).
-    let selected: Arc<SelectRecordKey> = Arc::new(move |tp, consumed| {
-        let record = decoding.decode(tp, consumed)?;
-        let key = guarded(|| select(&record).into_result())?;
-        Ok(out.encode_key(&key))
-    });
-    let decl = RekeyDecl {
-        source: source.name().clone(),
-        repartition: repartition.name().clone(),
-        select: UserLogic(Arc::clone(&selected)),
-    };
-    let out = repartition.clone();
-    let logic = TypedLogic::<()> {
-        state: None,
-        sources: vec![Arc::new(move |(), tp, consumed| {
-            let key = selected(tp, consumed)?;
-            // The source's value bytes as they are (R2), not encoded again.
-            let value = consumed
-                .data
-                .value
-                .clone()
-                .expect("a record whose value decoded has one");
-            // A key the codec refuses travels in the emission, as
-            // `Topic::send`'s does: the task stops naming the topic (S3).
-            let encoded = key.map(|key| (Some(key), value));
-            Ok(Step {
-                state: Some(()),
-                emissions: vec![Emission::new(out.name().clone(), encoded)],
-            })
-        })],
-        tick: None,
-    };
-    let stage = Stage {
-        def: Arc::new(StageDef {
-            operators: vec![Arc::new(decl)],
-            ..StageDef::built_in(
-                name,
-                vec![TopicRef::from(source)],
-                vec![TopicRef::from(&repartition)],
-                false,
-                Arc::new(logic),
-            )
-        }),
-    };
-    (stage, repartition)
+impl StageBuilder<Stateless> {
+    /// A re-key stage (R1, R2; [`RekeyDecl`]): every record of `source`,
+    /// value unchanged, under the key `select` returns (or `Result<K2,
+    /// E>`; an error refuses the record, X5), encoded with `key_codec`,
+    /// written to the derived topic `<application.id>-<stage>-repartition`
+    /// (named when the application is built). Returns the stage and that
+    /// topic, for downstream stages to consume. Kafka Streams'
+    /// `selectKey(…)` and the repartition topic its next stateful
+    /// operation derives.
+    pub fn rekey<K, V, K2, KC, R>(
+        self,
+        source: &Topic<K, V>,
+        key_codec: KC,
+        select: impl Fn(&Record<K, V>) -> R + Send + Sync + 'static,
+    ) -> (Stage, Topic<K2, V>)
+    where
+        K: 'static,
+        V: Clone + 'static,
+        K2: 'static,
+        KC: Codec<K2>,
+        R: Fallible<K2>,
+    {
+        let head = self.head();
+        let repartition = source.repartition(&head.name, key_codec);
+        let decoding = source.clone();
+        let out = repartition.clone();
+        // One closure runs the user's function, for the stage's logic and
+        // for the declaration's hook (`RekeyDecl::key_of`).
+        let selected: Arc<SelectRecordKey> = Arc::new(move |tp, consumed| {
+            let record = decoding.decode(tp, consumed)?;
+            let key = guarded(|| select(&record).into_result())?;
+            Ok(out.encode_key(&key))
+        });
+        let decl = RekeyDecl {
+            source: source.name().clone(),
+            repartition: repartition.name().clone(),
+            select: UserLogic(Arc::clone(&selected)),
+        };
+        let out = repartition.clone();
+        let logic = TypedLogic::<()> {
+            state: None,
+            sources: vec![Arc::new(move |(), tp, consumed| {
+                let key = selected(tp, consumed)?;
+                // The source's value bytes as they are (R2), not encoded again.
+                let value = consumed
+                    .data
+                    .value
+                    .clone()
+                    .expect("a record whose value decoded has one");
+                // A key the codec refuses travels in the emission, as
+                // `Topic::send`'s does: the task stops naming the topic (S3).
+                let encoded = key.map(|key| (Some(key), value));
+                Ok(Step {
+                    state: Some(()),
+                    emissions: vec![Emission::new(out.name().clone(), encoded)],
+                })
+            })],
+            tick: None,
+        };
+        let stage = head.stateless_stage(OperatorParts {
+            sources: vec![TopicRef::from(source)],
+            sinks: vec![TopicRef::from(&repartition)],
+            ticks: None,
+            operator: Arc::new(decl),
+            logic: Arc::new(logic),
+            problems: Vec::new(),
+        });
+        (stage, repartition)
+    }
 }
 
-/// `stage`, now also writing each record it emits to `output` again, under
-/// the key `select` returns, to the derived repartition topic of the re-key
-/// `name` of application `app`; and that topic. See
-/// [`AppBuilder::rekey_output`](crate::app::AppBuilder::rekey_output).
-pub(crate) fn rekey_output<K, V, K2, KC, R>(
-    app: &str,
-    name: String,
-    stage: Stage,
+/// A re-key of a stage's output declared with `rekey_output`, applied when
+/// the stage is built.
+pub(crate) struct PendingRekey(Box<dyn FnOnce(Stage) -> Stage + Send + Sync>);
+
+impl std::fmt::Debug for PendingRekey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingRekey")
+    }
+}
+
+/// `stage` with the re-keys of its outputs.
+pub(crate) fn apply(rekeys: Vec<PendingRekey>, stage: Stage) -> Stage {
+    rekeys
+        .into_iter()
+        .fold(stage, |stage, rekey| (rekey.0)(stage))
+}
+
+/// The re-key of `output` into `repartition`, for when its stage is built;
+/// see [`StageBuilder::rekey_output`].
+pub(crate) fn pending<K, V, K2, R>(
     output: &Topic<K, V>,
-    key_codec: KC,
+    repartition: &Topic<K2, V>,
     select: impl Fn(Option<&K>, &V) -> R + Send + Sync + 'static,
-) -> (Stage, Topic<K2, V>)
+) -> PendingRekey
 where
     K: 'static,
     V: 'static,
     K2: 'static,
-    KC: Codec<K2>,
     R: Fallible<K2>,
 {
-    let repartition = output.rekeyed(repartition_topic_name(app, &name), key_codec);
+    let output = output.clone();
+    let repartition = repartition.clone();
+    PendingRekey(Box::new(move |stage| {
+        rekey_output(stage, &output, &repartition, select)
+    }))
+}
+
+/// `stage`, now also writing each record it emits to `output` again, under
+/// the key `select` returns, to `repartition`.
+fn rekey_output<K, V, K2, R>(
+    stage: Stage,
+    output: &Topic<K, V>,
+    repartition: &Topic<K2, V>,
+    select: impl Fn(Option<&K>, &V) -> R + Send + Sync + 'static,
+) -> Stage
+where
+    K: 'static,
+    V: 'static,
+    K2: 'static,
+    R: Fallible<K2>,
+{
+    let mut def = StageDef::clone(&stage.def);
+    let name = match repartition.name().derivation() {
+        Some(derived) if derived.role == "repartition" => derived.owner,
+        _ => {
+            def.problems.push(problem(
+                "a re-key into a topic that is not a repartition topic (make it with `Topic::repartition`)",
+            ));
+            repartition.name().to_string()
+        }
+    };
+    if !output.same_value_codec(repartition) {
+        def.problems.push(problem(
+            "a re-key into a repartition topic whose values have other codecs than the output's (make it with the output's `repartition`)",
+        ));
+    }
     let decoding = output.clone();
     let encoding = repartition.clone();
     let rekey = name.clone();
@@ -310,7 +366,6 @@ where
         let selected = guarded(|| select(key.as_ref(), &value).into_result())?;
         Ok(encoding.encode_key(&selected).map(Some))
     });
-    let mut def = StageDef::clone(&stage.def);
     let declared = TopicRef::from(output);
     match def.sinks.iter().find(|sink| sink.name == declared.name) {
         None => def.problems.push(problem(
@@ -327,12 +382,12 @@ where
         repartition: repartition.name().clone(),
         select: Arc::clone(&select),
     });
-    def.sinks.push(TopicRef::from(&repartition));
+    def.sinks.push(TopicRef::from(repartition));
     def.operators.push(Arc::new(RekeyOutputDecl {
         name,
         output: output.name().clone(),
         repartition: repartition.name().clone(),
         select: UserLogic(Arc::new(output::KeyOf(select))),
     }));
-    (Stage { def: Arc::new(def) }, repartition)
+    Stage { def: Arc::new(def) }
 }

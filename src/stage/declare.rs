@@ -32,6 +32,8 @@ pub struct StageHead {
     pub(crate) dead_letter: bool,
     pub(crate) timestamp_sync: Option<Duration>,
     pub(crate) problems: Vec<StageProblem>,
+    /// Re-keys of the operator's output (R3), applied when it is built.
+    pub(crate) rekeys: Vec<crate::rekey::PendingRekey>,
 }
 
 impl StageBuilder<Stateless> {
@@ -53,6 +55,7 @@ impl StageBuilder<Stateless> {
             dead_letter: self.dead_letter,
             timestamp_sync: self.timestamp_sync,
             problems,
+            rekeys: self.rekeys,
         }
     }
 
@@ -139,12 +142,6 @@ pub struct OperatorBuilder<D: Declaration> {
 }
 
 impl<D: Declaration> OperatorBuilder<D> {
-    /// A builder for a stage already named (an operator declared on the
-    /// application builder, whose name comes first there).
-    pub(crate) fn named(name: String, declaration: D) -> Self {
-        Stage::named(name).choose(()).with(declaration)
-    }
-
     fn new(head: StageHead, declaration: D) -> Self {
         OperatorBuilder {
             head,
@@ -166,6 +163,30 @@ impl<D: Declaration> OperatorBuilder<D> {
     /// of stopping the task.
     pub fn dead_letter_queue(mut self) -> Self {
         self.head.dead_letter = true;
+        self
+    }
+
+    /// R3: each record the operator writes to `output` is written again,
+    /// in the same step, value unchanged, under the key `select` returns
+    /// for its key and value (or `Result<K2, E>`; an error refuses the
+    /// delivery, X5), to `repartition`, the re-key's derived topic
+    /// ([`Topic::repartition`]). See
+    /// [`StageBuilder::rekey_output`](crate::StageBuilder::rekey_output).
+    pub fn rekey_output<K, V, K2, R>(
+        mut self,
+        output: &Topic<K, V>,
+        repartition: &Topic<K2, V>,
+        select: impl Fn(Option<&K>, &V) -> R + Send + Sync + 'static,
+    ) -> Self
+    where
+        K: 'static,
+        V: 'static,
+        K2: 'static,
+        R: crate::stage::logic::Fallible<K2>,
+    {
+        self.head
+            .rekeys
+            .push(crate::rekey::pending(output, repartition, select));
         self
     }
 
@@ -204,15 +225,25 @@ impl StageHead {
     /// The operator's stage: stateful (the operator's slots are its state),
     /// with the head's name and shared settings.
     pub(crate) fn stage(self, parts: OperatorParts) -> Stage {
+        self.assemble(parts, true)
+    }
+
+    /// The operator's stage, for an operator that keeps no state (a
+    /// re-key stage).
+    pub(crate) fn stateless_stage(self, parts: OperatorParts) -> Stage {
+        self.assemble(parts, false)
+    }
+
+    fn assemble(self, parts: OperatorParts, stateful: bool) -> Stage {
         let mut problems = self.problems;
         problems.extend(parts.problems);
-        Stage {
+        let stage = Stage {
             def: Arc::new(StageDef {
                 name: self.name,
                 sources: parts.sources,
                 sinks: parts.sinks,
                 ticks: parts.ticks,
-                stateful: true,
+                stateful,
                 dead_letter: self.dead_letter,
                 operators: vec![parts.operator],
                 timestamp_sync: self.timestamp_sync,
@@ -220,7 +251,8 @@ impl StageHead {
                 logic: parts.logic,
                 problems,
             }),
-        }
+        };
+        crate::rekey::apply(self.rekeys, stage)
     }
 }
 

@@ -179,6 +179,7 @@ impl Stage {
             dead_letter: false,
             timestamp_sync: None,
             problems: Vec::new(),
+            rekeys: Vec::new(),
             mode: PhantomData,
         }
     }
@@ -403,6 +404,8 @@ pub struct StageBuilder<M, S = ()> {
     dead_letter: bool,
     timestamp_sync: Option<Duration>,
     problems: Vec<StageProblem>,
+    /// Re-keys of its outputs (R3), applied when it is built.
+    rekeys: Vec<crate::rekey::PendingRekey>,
     mode: PhantomData<M>,
 }
 
@@ -540,6 +543,53 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
         self
     }
 
+    /// R3: a re-key of what the stage writes to `output`, run within the
+    /// stage: each record it emits to `output` is written again in the
+    /// same step, value unchanged, under the key `select` returns for its
+    /// key and value (or `Result<K2, E>`; an error refuses the delivery,
+    /// X5), to `repartition`, the re-key's derived topic
+    /// `<application.id>-<name>-repartition` made by
+    /// [`Topic::repartition`]. Kafka Streams' `selectKey(…)` in the
+    /// sub-topology before its repartition topic: no stage, and no hop,
+    /// of its own, where [`StageBuilder::rekey`] reads `output` back.
+    /// `output` must be a sink of the stage (`into`), with its codecs.
+    ///
+    /// ```
+    /// use parsley::{Parsley, Stage, Step, Topic, Json, Utf8, I64};
+    ///
+    /// let sales = Topic::<String, i64>::with_codecs("sales", Utf8, I64);
+    /// let totals = Topic::<String, i64>::with_codecs("customer-totals", Utf8, I64);
+    /// let by_bucket = totals.repartition::<String, _>("by-bucket", Utf8);
+    /// let out = totals.clone();
+    /// let totalling = Stage::named("totals")
+    ///     .state(Json, || 0i64)
+    ///     .on(&sales, move |total: i64, sale| {
+    ///         Step::of(total + sale.value()).emit(out.send(sale.key().cloned(), total + sale.value()))
+    ///     })
+    ///     .into(&totals)
+    ///     .rekey_output(&totals, &by_bucket, |_, total| format!("{}00s", total / 100))
+    ///     .build();
+    /// let app = Parsley::named("shop").stage(totalling).build()?;
+    /// assert_eq!(by_bucket.name().as_str(), "shop-by-bucket-repartition");
+    /// # Ok::<(), parsley::CompositionError>(())
+    /// ```
+    pub fn rekey_output<K, V, K2, R>(
+        mut self,
+        output: &Topic<K, V>,
+        repartition: &Topic<K2, V>,
+        select: impl Fn(Option<&K>, &V) -> R + Send + Sync + 'static,
+    ) -> Self
+    where
+        K: 'static,
+        V: 'static,
+        K2: 'static,
+        R: Fallible<K2>,
+    {
+        self.rekeys
+            .push(crate::rekey::pending(output, repartition, select));
+        self
+    }
+
     /// Finishes the declaration. Mistakes in it (ticks twice, a zero interval, state after logic) are reported by the application's `build`, with their rule.
     pub fn build(self) -> Stage {
         let ticks = self.tick.as_ref().map(|(interval, logic)| TickDecl {
@@ -555,7 +605,7 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
             sources: self.source_fns,
             tick: self.tick.map(|(_, logic)| logic),
         };
-        Stage {
+        let stage = Stage {
             def: Arc::new(StageDef {
                 name: self.name,
                 sources: self.sources,
@@ -569,7 +619,8 @@ impl<M, S: Clone + Send + Sync + 'static> StageBuilder<M, S> {
                 logic: Arc::new(logic),
                 problems: self.problems,
             }),
-        }
+        };
+        crate::rekey::apply(self.rekeys, stage)
     }
 }
 
@@ -603,6 +654,7 @@ impl StageBuilder<Stateless> {
             dead_letter: self.dead_letter,
             timestamp_sync: self.timestamp_sync,
             problems,
+            rekeys: self.rekeys,
             mode: PhantomData,
         }
     }

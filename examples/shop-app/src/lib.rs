@@ -109,6 +109,10 @@ pub fn app(
 ) -> Result<App, CompositionError> {
     let shop = Parsley::named(format!("{prefix}shop"));
     let unique = topics.unique_orders.clone();
+    // Each re-key runs within the stage that writes what it re-keys (R3);
+    // its topic is named `<application.id>-<name>-repartition` by the build.
+    let orders_by_customer = topics.unique_orders.repartition("by-customer", Utf8);
+    let enriched_by_product = topics.enriched.repartition("by-product", Utf8);
     let dedupe = Stage::named("dedupe")
         .expiring(Expiring::after(DEDUPE).from_first_write())
         .fold(
@@ -123,14 +127,10 @@ pub fn app(
             },
         )
         .into(&topics.unique_orders)
+        .rekey_output(&topics.unique_orders, &orders_by_customer, |_, order| {
+            order.customer.clone()
+        })
         .build();
-    let (dedupe, orders_by_customer) = shop.rekey_output(
-        "by-customer",
-        dedupe,
-        &topics.unique_orders,
-        Utf8,
-        |_, order| order.customer.clone(),
-    );
     let enrich = Stage::named("enrich")
         .join(Join::stream_table(&orders_by_customer, &topics.profiles))
         .left(|order, profile: Option<&Profile>| Enriched {
@@ -143,11 +143,10 @@ pub fn app(
         // them, so each order sees the profile as of its timestamp (G9).
         .synchronise_by_timestamp(PROFILE_WAIT)
         .into(&topics.enriched)
-        .build();
-    let (enrich, enriched_by_product) =
-        shop.rekey_output("by-product", enrich, &topics.enriched, Utf8, |_, sale| {
+        .rekey_output(&topics.enriched, &enriched_by_product, |_, sale| {
             sale.order.product.clone()
-        });
+        })
+        .build();
     let revenue = Stage::named("revenue")
         .windowed(Windows::tumbling(window).grace(grace))
         .aggregate(

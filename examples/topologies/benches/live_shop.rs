@@ -150,7 +150,7 @@ impl Topics {
 ///
 /// With `PARSLEY_SHOP_REKEY_STAGES=1`, for measuring what a hop costs (not
 /// the shipped pipeline): each re-key a stage of its own
-/// (`AppBuilder::rekey`) that reads back the topic the stage before wrote,
+/// (`Stage::named(..).rekey`) that reads back the topic the stage before wrote,
 /// two consume–produce hops an order more.
 fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
     let stages = std::env::var("PARSLEY_SHOP_REKEY_STAGES").as_deref() == Ok("1");
@@ -169,26 +169,22 @@ fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
                 }
             },
         )
-        .into(&topics.unique_orders)
-        .build();
+        .into(&topics.unique_orders);
     let customer = |order: &Order| order.customer.clone();
     let (dedupe, by_customer, orders_by_customer) = match stages {
         true => {
             let (rekey, rekeyed) =
-                shop.rekey("by-customer", &topics.unique_orders, Utf8, move |order| {
+                Stage::named("by-customer").rekey(&topics.unique_orders, Utf8, move |order| {
                     customer(order.value())
                 });
-            (dedupe, Some(rekey), rekeyed)
+            (dedupe.build(), Some(rekey), rekeyed)
         }
         false => {
-            let (dedupe, rekeyed) = shop.rekey_output(
-                "by-customer",
-                dedupe,
-                &topics.unique_orders,
-                Utf8,
-                move |_, order| customer(order),
-            );
-            (dedupe, None, rekeyed)
+            let rekeyed = topics.unique_orders.repartition("by-customer", Utf8);
+            let dedupe = dedupe.rekey_output(&topics.unique_orders, &rekeyed, move |_, order| {
+                customer(order)
+            });
+            (dedupe.build(), None, rekeyed)
         }
     };
     let enrich = Stage::named("enrich")
@@ -200,25 +196,20 @@ fn pipeline(prefix: &str, topics: &Topics) -> Result<App, CompositionError> {
                 - order.value().cents * profile.map_or(0, |profile| profile.discount) / 100,
         })
         .synchronise_by_timestamp(PROFILE_WAIT)
-        .into(&topics.enriched)
-        .build();
+        .into(&topics.enriched);
     let product = |sale: &Enriched| sale.order.product.clone();
     let (enrich, by_product, enriched_by_product) = match stages {
         true => {
-            let (rekey, rekeyed) = shop.rekey("by-product", &topics.enriched, Utf8, move |sale| {
-                product(sale.value())
-            });
-            (enrich, Some(rekey), rekeyed)
+            let (rekey, rekeyed) =
+                Stage::named("by-product")
+                    .rekey(&topics.enriched, Utf8, move |sale| product(sale.value()));
+            (enrich.build(), Some(rekey), rekeyed)
         }
         false => {
-            let (enrich, rekeyed) = shop.rekey_output(
-                "by-product",
-                enrich,
-                &topics.enriched,
-                Utf8,
-                move |_, sale| product(sale),
-            );
-            (enrich, None, rekeyed)
+            let rekeyed = topics.enriched.repartition("by-product", Utf8);
+            let enrich =
+                enrich.rekey_output(&topics.enriched, &rekeyed, move |_, sale| product(sale));
+            (enrich.build(), None, rekeyed)
         }
     };
     let revenue = Stage::named("revenue")

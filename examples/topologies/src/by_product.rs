@@ -89,6 +89,8 @@ pub fn by_product(topics: &ByProductTopics) -> Result<App, CompositionError> {
 /// [`by_product`] under another application id.
 pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, CompositionError> {
     let app = Parsley::named(app_id);
+    let sales_by_product = topics.priced.repartition("by-product", Utf8);
+    let by_size = topics.revenue.repartition("by-size", Utf8);
     let priced = topics.priced.clone();
     let pricing = Stage::named("pricing")
         .state(Json, || 0i64)
@@ -109,11 +111,10 @@ pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, C
             )
         })
         .into(&topics.priced)
-        .build();
-    let (pricing, sales_by_product) =
-        app.rekey_output("by-product", pricing, &topics.priced, Utf8, |_, sale| {
+        .rekey_output(&topics.priced, &sales_by_product, |_, sale| {
             sale.product.clone()
-        });
+        })
+        .build();
     let revenue = Stage::named("product-revenue")
         .windowed(
             Windows::tumbling(Duration::from_millis(REVENUE_WINDOW_MS))
@@ -129,15 +130,14 @@ pub fn by_product_named(app_id: &str, topics: &ByProductTopics) -> Result<App, C
             resolution: Duration::from_millis(REVENUE_GRACE_MS),
         })
         .into(&topics.revenue)
-        .build();
-    let (revenue, by_size) =
-        app.rekey_output("by-size", revenue, &topics.revenue, Utf8, |_, total| {
+        .rekey_output(&topics.revenue, &by_size, |_, total| {
             match *total >= LARGE_REVENUE {
                 true => "large",
                 false => "small",
             }
             .to_string()
-        });
+        })
+        .build();
     let sizes = topics.sizes.clone();
     let counting = Stage::named("revenue-sizes")
         .state(Json, || 0i64)

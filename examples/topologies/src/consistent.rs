@@ -101,10 +101,11 @@ fn sum<V: 'static>(
 /// The ledger: its total a consistent view with epochs of `epoch`.
 pub fn ledger(topics: &LedgerTopics, epoch: Duration) -> Result<App, CompositionError> {
     let bank = Parsley::named("ledger");
-    let (by_to, to) = bank.rekey("by-to", &topics.transfers, Utf8, |t| t.value().to.clone());
-    let (by_from, from) = bank.rekey("by-from", &topics.transfers, Utf8, |t| {
-        t.value().from.clone()
-    });
+    let (by_to, to) =
+        Stage::named("by-to").rekey(&topics.transfers, Utf8, |t| t.value().to.clone());
+    let (by_from, from) =
+        Stage::named("by-from").rekey(&topics.transfers, Utf8, |t| t.value().from.clone());
+    let all = topics.balances.repartition("all", Utf8);
     let credit = sum("credit", &to, &topics.credits, |t: &Transfer| t.amount);
     let debit = sum("debit", &from, &topics.debits, |t: &Transfer| t.amount);
     let balance = Stage::named("balance")
@@ -116,10 +117,8 @@ pub fn ledger(topics: &LedgerTopics, epoch: Duration) -> Result<App, Composition
             },
         )
         .into(&topics.balances)
+        .rekey_output(&topics.balances, &all, |_, _| TOTAL.to_string())
         .build();
-    let (balance, all) = bank.rekey_output("all", balance, &topics.balances, Utf8, |_, _| {
-        TOTAL.to_string()
-    });
     let out = topics.totals.clone();
     let total = Stage::named("total")
         .state(Json, BTreeMap::<String, i64>::new)

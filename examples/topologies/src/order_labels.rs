@@ -6,7 +6,7 @@
 //! tier as far as known (a left join). Orders move between customers,
 //! lose them, and are deleted; tiers change and are deleted.
 
-use parsley::{App, CompositionError, Parsley, Topic, Utf8, I64};
+use parsley::{App, CompositionError, Join, Parsley, Stage, Topic, Utf8, I64};
 
 /// The topics of the order-labels example.
 #[derive(Clone, Debug)]
@@ -63,19 +63,21 @@ pub fn order_labels_named(
     app_id: &str,
     topics: &OrderLabelsTopics,
 ) -> Result<App, CompositionError> {
-    let app = Parsley::named(app_id);
-    let labels = app
-        .foreign_key_join("labels", &topics.orders, &topics.tiers, customer)
+    let labels = Stage::named("labels")
+        .join(Join::foreign_key(&topics.orders, &topics.tiers, customer))
         .inner(|_order: &String, customer: &String, tier: &i64| format!("{customer}@{tier}"))
         .into(&topics.labels)
         .build();
-    let listing = app
-        .foreign_key_join("listing", &topics.orders, &topics.tiers, customer)
+    let listing = Stage::named("listing")
+        .join(Join::foreign_key(&topics.orders, &topics.tiers, customer))
         .left(|_order: &String, customer: &String, tier: Option<&i64>| {
             let tier = tier.map_or("none".to_string(), i64::to_string);
             format!("{customer}@{tier}")
         })
         .into(&topics.listing)
         .build();
-    app.stages(labels).stages(listing).build()
+    Parsley::named(app_id)
+        .stages(labels)
+        .stages(listing)
+        .build()
 }

@@ -147,6 +147,9 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         .build();
     let window = JoinWindows::time_difference(Duration::from_millis(PAID_WITHIN_MS))
         .grace(Duration::from_millis(PAID_GRACE_MS));
+    // Re-keyed within the join (R3): its unmatched results are written when
+    // stream time closes their window, and their copies with them.
+    let by_status = topics.paid.repartition("by-status", Utf8);
     let paid = Stage::named("paid")
         .join(Join::stream_stream(
             &topics.orders,
@@ -159,12 +162,8 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         })
         .dead_letter_queue()
         .into(&topics.paid)
+        .rekey_output(&topics.paid, &by_status, |_, paid| status(paid))
         .build();
-    // Re-keyed within the join (R3): its unmatched results are written when
-    // stream time closes their window, and their copies with them.
-    let (paid, by_status) = app.rekey_output("by-status", paid, &topics.paid, Utf8, |_, paid| {
-        status(paid)
-    });
     let counts = topics.settlement_counts.clone();
     let settlement_counts = parsley::Stage::named("settlement-counts")
         .state(Json, || 0i64)
@@ -174,9 +173,8 @@ pub fn storefront(topics: &StorefrontTopics) -> Result<App, CompositionError> {
         })
         .into(&topics.settlement_counts)
         .build();
-    let (rekey, orders_by_size) = app.rekey("by-size", &topics.orders, Utf8, |order| {
-        size(*order.value())
-    });
+    let (rekey, orders_by_size) =
+        Stage::named("by-size").rekey(&topics.orders, Utf8, |order| size(*order.value()));
     let by_size = Stage::named("revenue-by-size")
         .windowed(
             Windows::tumbling(Duration::from_millis(SIZE_WINDOW_MS))

@@ -30,7 +30,7 @@ use differential::{
     kafka_streams_cases, pipe, read_changes, record_line, test_driver, wandering, Rng,
 };
 use parsley::JoinKind;
-use parsley::{Parsley, Topic, Utf8, I64};
+use parsley::{Join, Parsley, Stage, Topic, Utf8, I64};
 
 /// One piped record: left or right table, key, value (`None`: a
 /// tombstone; a left value is a foreign key or `-`), timestamp.
@@ -142,10 +142,10 @@ fn parsley_side(kind: JoinKind, records: &[Piped]) -> (Vec<Change>, Option<Strin
     let orders = Topic::<String, String>::with_codecs("left", Utf8, Utf8);
     let tiers = Topic::<String, i64>::with_codecs("right", Utf8, I64);
     let out = Topic::<String, String>::with_codecs("out", Utf8, Utf8);
-    let app = Parsley::named("differential");
-    let join = app.foreign_key_join("join", &orders, &tiers, |customer: &String| {
-        (customer != "-").then(|| customer.clone())
-    });
+    let join =
+        Stage::named("join").join(Join::foreign_key(&orders, &tiers, |customer: &String| {
+            (customer != "-").then(|| customer.clone())
+        }));
     let builder = match kind {
         JoinKind::Inner => {
             join.inner(|_, customer: &String, tier: &i64| format!("{customer}:{tier}"))
@@ -157,7 +157,10 @@ fn parsley_side(kind: JoinKind, records: &[Piped]) -> (Vec<Change>, Option<Strin
             )
         }),
     };
-    let app = app.stages(builder.into(&out).build()).build().unwrap();
+    let app = Parsley::named("differential")
+        .stages(builder.into(&out).build())
+        .build()
+        .unwrap();
     let driver = test_driver(&app);
     let (lefts_in, rights_in) = (
         driver.input(&orders).unwrap(),

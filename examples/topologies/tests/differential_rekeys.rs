@@ -73,20 +73,17 @@ fn app(form: Form, sales: &Topic<String, i64>, out: &Topic<String, i64>) -> App 
             let total = total + sale.value();
             Step::of(total).emit(written.send(sale.key().cloned(), total))
         })
-        .into(&totals)
-        .build();
+        .into(&totals);
     let (stages, by_bucket) = match form {
         Form::Within => {
-            let (summing, by_bucket) =
-                differential.rekey_output("by-bucket", summing, &totals, Utf8, |_, total| {
-                    bucket(*total)
-                });
-            (vec![summing], by_bucket)
+            let by_bucket = totals.repartition("by-bucket", Utf8);
+            let summing = summing.rekey_output(&totals, &by_bucket, |_, total| bucket(*total));
+            (vec![summing.build()], by_bucket)
         }
         Form::OwnStage => {
             let (rekey, by_bucket) =
-                differential.rekey("by-bucket", &totals, Utf8, |total| bucket(*total.value()));
-            (vec![summing, rekey], by_bucket)
+                Stage::named("by-bucket").rekey(&totals, Utf8, |total| bucket(*total.value()));
+            (vec![summing.build(), rekey], by_bucket)
         }
     };
     let counts = out.clone();

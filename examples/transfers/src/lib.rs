@@ -113,10 +113,12 @@ pub fn app(
     epoch: Option<Duration>,
 ) -> Result<App, CompositionError> {
     let bank = Parsley::named(format!("{prefix}transfers"));
-    let (to, by_to) = bank.rekey("by-to", &topics.transfers, Utf8, |t| t.value().to.clone());
-    let (from, by_from) = bank.rekey("by-from", &topics.transfers, Utf8, |t| {
-        t.value().from.clone()
-    });
+    let (to, by_to) =
+        Stage::named("by-to").rekey(&topics.transfers, Utf8, |t| t.value().to.clone());
+    let (from, by_from) =
+        Stage::named("by-from").rekey(&topics.transfers, Utf8, |t| t.value().from.clone());
+    // Every balance again, under one key, for the total (R3).
+    let by_total = topics.balances.repartition("by-total", Utf8);
     let credits = sum("credits", &by_to, &topics.credits);
     let debits = sum("debits", &by_from, &topics.debits);
     let balance = Stage::named("balance")
@@ -133,6 +135,7 @@ pub fn app(
             },
         )
         .into(&topics.balances)
+        .rekey_output(&topics.balances, &by_total, |_, _| TOTAL.to_string())
         .build();
     // The declarations: the balances and the total are consistent views
     // (V1), so no balance shows a transfer's credit without its debit and
@@ -141,10 +144,6 @@ pub fn app(
         Some(epoch) => balance.consistent(epoch),
         None => balance,
     };
-    let (balance, by_total) =
-        bank.rekey_output("by-total", balance, &topics.balances, Utf8, |_, _| {
-            TOTAL.to_string()
-        });
     let out = topics.totals.clone();
     let total = Stage::named("total")
         .state(Json, BTreeMap::<String, i64>::new)

@@ -134,15 +134,17 @@ fn k2_a_timer_overdue_when_its_task_restarts_fires_at_the_first_tick() {
 /// task's history, that record's causes).
 #[test]
 fn r2_a_rekeyed_record_claims_its_source_record() {
-    let app = Parsley::named("app");
-    let (rekey, _) = app.rekey("s", &orders(), Json, |order| {
+    let (rekey, _) = Stage::named("s").rekey(&orders(), Json, |order| {
         format!(
             "{}-{}",
             order.key().cloned().unwrap_or_default(),
             order.value()
         )
     });
-    let app = app.stage(rekey).build().expect("the re-key app composes");
+    let app = Parsley::named("app")
+        .stage(rekey)
+        .build()
+        .expect("the re-key app composes");
     let metadata: std::collections::BTreeMap<String, u32> = [(ORDERS, 2), ("app-s-repartition", 2)]
         .into_iter()
         .map(|(topic, partitions)| (topic.to_string(), partitions))
@@ -173,16 +175,15 @@ fn echo_rekeyed_with<R: crate::stage::Fallible<String> + 'static>(
     ticks: bool,
     select: impl Fn(Option<&String>, &String) -> R + Send + Sync + 'static,
 ) -> Fixture {
-    let app = Parsley::named("app");
-    let (stage, repartition) = app.rekey_output(
-        "by-value",
-        echo(&[orders()], ticks),
-        &out(),
-        crate::codec::Utf8,
-        select,
-    );
+    let repartition = out().repartition("by-value", crate::codec::Utf8);
+    let stage = echo_builder(&[orders()], ticks)
+        .rekey_output(&out(), &repartition, select)
+        .build();
+    let app = Parsley::named("app")
+        .stage(stage)
+        .build()
+        .expect("the re-keyed app composes");
     assert_eq!(repartition.name().as_str(), "app-by-value-repartition");
-    let app = app.stage(stage).build().expect("the re-keyed app composes");
     let metadata: std::collections::BTreeMap<String, u32> = [
         (ORDERS, 2),
         (OUT, 3),
@@ -312,15 +313,14 @@ fn r3_a_failing_key_function_stops_the_task_naming_the_record() {
 /// naming the rule.
 #[test]
 fn r3_a_rekey_of_a_topic_the_stage_does_not_write_fails_at_build() {
-    let app = Parsley::named("app");
-    let (stage, _) = app.rekey_output(
-        "r",
-        echo(&[orders()], false),
-        &payments(),
-        crate::codec::Utf8,
-        |key, _: &i64| key.cloned().unwrap_or_default(),
-    );
-    let error = app
+    let stage = echo_builder(&[orders()], false)
+        .rekey_output(
+            &payments(),
+            &payments().repartition("r", crate::codec::Utf8),
+            |key, _: &i64| key.cloned().unwrap_or_default(),
+        )
+        .build();
+    let error = Parsley::named("app")
         .stage(stage)
         .build()
         .expect_err("payments is not an output of s");
@@ -331,9 +331,11 @@ fn r3_a_rekey_of_a_topic_the_stage_does_not_write_fails_at_build() {
 /// are, not the value decoded and encoded again.
 #[test]
 fn r2_a_rekeyed_record_keeps_its_source_value_bytes() {
-    let app = Parsley::named("app");
-    let (rekey, _) = app.rekey("s", &orders(), Json, |order| order.value().to_string());
-    let app = app.stage(rekey).build().expect("the re-key app composes");
+    let (rekey, _) = Stage::named("s").rekey(&orders(), Json, |order| order.value().to_string());
+    let app = Parsley::named("app")
+        .stage(rekey)
+        .build()
+        .expect("the re-key app composes");
     let metadata: std::collections::BTreeMap<String, u32> = [(ORDERS, 2), ("app-s-repartition", 2)]
         .into_iter()
         .map(|(topic, partitions)| (topic.to_string(), partitions))

@@ -166,15 +166,16 @@ pub fn foreign_key_join(planted: Option<Mutation>) -> Simulation {
     let orders = Topic::<String, String>::with_codecs("orders", parsley::Utf8, parsley::Utf8);
     let tiers = Topic::<String, i64>::with_codecs("tiers", parsley::Utf8, parsley::I64);
     let listing = Topic::<String, String>::with_codecs("listing", parsley::Utf8, parsley::Utf8);
-    let app = Parsley::named("listing-alone");
-    let join = app
-        .foreign_key_join("listing", &orders, &tiers, |customer: &String| {
-            (customer != "-").then(|| customer.clone())
-        })
+    let join = Stage::named("listing")
+        .join(parsley::Join::foreign_key(
+            &orders,
+            &tiers,
+            |customer: &String| (customer != "-").then(|| customer.clone()),
+        ))
         .left(|_, customer: &String, tier: Option<&i64>| format!("{customer}@{tier:?}"))
         .into(&listing)
         .build();
-    let app = app
+    let app = Parsley::named("listing-alone")
         .stages(join)
         .build()
         .expect("a foreign-key join alone assembles");

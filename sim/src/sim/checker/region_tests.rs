@@ -48,13 +48,11 @@ pub(super) fn diamond_viewed(
     let debits = Topic::<String, i64>::with_codecs("debits", Utf8, I64);
     let balances = Topic::<String, Balance>::with_codecs("balances", Utf8, Json);
     let totals = Topic::<String, i64>::with_codecs("totals", Utf8, I64);
-    let bank = Parsley::named("bank");
-    let (by_recipient, to_recipients) = bank.rekey("by-recipient", &transfers, Utf8, |transfer| {
-        transfer.value().to.clone()
-    });
-    let (by_sender, from_senders) = bank.rekey("by-sender", &transfers, Utf8, |transfer| {
-        transfer.value().from.clone()
-    });
+    let (by_recipient, to_recipients) =
+        Stage::named("by-recipient")
+            .rekey(&transfers, Utf8, |transfer| transfer.value().to.clone());
+    let (by_sender, from_senders) =
+        Stage::named("by-sender").rekey(&transfers, Utf8, |transfer| transfer.value().from.clone());
     let sum = |name: &str, source: &Topic<String, Transfer>, out: &Topic<String, i64>| {
         let sink = out.clone();
         Stage::named(name)
@@ -76,17 +74,17 @@ pub(super) fn diamond_viewed(
                 balance: credit.copied().unwrap_or(0) - debit.copied().unwrap_or(0),
             },
         )
-        .into(&balances)
-        .build();
+        .into(&balances);
     let (balance, to_one, all_balances) = match within {
         false => {
-            let (to_one, all) = bank.rekey("to-one", &balances, Utf8, |_| "all".to_string());
-            (balance, Some(to_one), all)
+            let (to_one, all) =
+                Stage::named("to-one").rekey(&balances, Utf8, |_| "all".to_string());
+            (balance.build(), Some(to_one), all)
         }
         true => {
-            let (balance, all) =
-                bank.rekey_output("to-one", balance, &balances, Utf8, |_, _| "all".to_string());
-            (balance, None, all)
+            let all = balances.repartition("to-one", Utf8);
+            let balance = balance.rekey_output(&balances, &all, |_, _| "all".to_string());
+            (balance.build(), None, all)
         }
     };
     let out = totals.clone();
@@ -106,7 +104,7 @@ pub(super) fn diamond_viewed(
         Some(epoch) => total.consistent(epoch),
         None => total,
     };
-    let app = bank
+    let app = Parsley::named("bank")
         .stages([by_recipient, by_sender, credit, debit, balance])
         .stages(to_one)
         .stage(total)
