@@ -231,11 +231,17 @@ pub enum Mutation {
     /// behind (breaks J14, I13). Only a foreign-key join reaches it: of
     /// the shipped scenarios, `order-labels`.
     ForeignKeyJoinResolvesFirstLeft,
+    /// An interactive query of a slot the open transaction changed answers
+    /// that change instead of the slot's committed state: an answer a
+    /// later abort takes back (breaks Q1, I20). Only a run with the
+    /// simulator's query model (`[queries]`) reaches it; the live
+    /// runtime's query side cannot see a task's open transaction.
+    QueryReadsUncommitted,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 53] = [
+    pub const ALL: [Mutation; 54] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -289,6 +295,7 @@ impl Mutation {
         Mutation::StreamJoinPairsDropRight,
         Mutation::TableJoinResultDropsRight,
         Mutation::ForeignKeyJoinResolvesFirstLeft,
+        Mutation::QueryReadsUncommitted,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -347,6 +354,7 @@ impl Mutation {
             Mutation::StreamJoinPairsDropRight => "stream-join-pairs-drop-right",
             Mutation::TableJoinResultDropsRight => "table-join-result-drops-right",
             Mutation::ForeignKeyJoinResolvesFirstLeft => "fk-join-resolves-first-left",
+            Mutation::QueryReadsUncommitted => "query-reads-uncommitted",
         }
     }
 
