@@ -102,6 +102,11 @@ pub enum Invariant {
     /// latest value per slot of its committed changelog below where the
     /// restore read to (S5, S6; docs/RULES.md#i19).
     I19,
+    /// Interactive queries: every answer a task's owner gives to a query
+    /// of a slot is the slot's committed state as of the task's last
+    /// commit before the query, never an open transaction's change (Q1,
+    /// S6; docs/RULES.md#i20).
+    I20,
     /// A property of the simulation's own (its index among the properties,
     /// then the "sometimes" marks): the violation's message names it.
     Property(u16),
@@ -130,6 +135,7 @@ impl Invariant {
             Invariant::I17 => "re-keyed outputs",
             Invariant::I18 => "consistent views",
             Invariant::I19 => "restored state",
+            Invariant::I20 => "query answers",
             Invariant::Property(_) => "user property",
         }
     }

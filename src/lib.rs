@@ -155,9 +155,10 @@ pub use assembly::{assemble, Assembly, AssemblyError, AssemblyFailure, TopicMeta
 pub use clock::CausalClock;
 pub use deadline::{Deadline, DeadlineKind, TimeDomain};
 pub use local_store::{
-    check_last_applied, judge_opened, record_fingerprint, restore_start, CheckpointCorrupt,
-    CheckpointFound, CheckpointStep, LastApplied, Opened, RestoreStart, StoreCheckpoint,
-    StoreLedger,
+    answer_query, check_last_applied, judge_opened, query_task, queryable_stage,
+    record_fingerprint, restore_start, CheckpointCorrupt, CheckpointFound, CheckpointStep,
+    LastApplied, Opened, QueryRefusal, QueryStanding, QueryStore, QueryTargetError, RestoreStart,
+    StoreCheckpoint, StoreLedger,
 };
 pub use probe::{ContractProbes, PartitionRule, Role, TopicContract};
 pub use task::{

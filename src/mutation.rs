@@ -242,11 +242,17 @@ pub enum Mutation {
     /// stage keeps answering it for that key, and the resolve stage drops
     /// those answers as stale, so no result shows it.
     ForeignKeySubscribeKeepsOld,
+    /// An interactive query of a slot the open transaction changed answers
+    /// that change instead of the slot's committed state: an answer a
+    /// later abort takes back (breaks Q1, I20). Only a run with the
+    /// simulator's query model (`[queries]`) reaches it; the live
+    /// runtime's query side cannot see a task's open transaction.
+    QueryReadsUncommitted,
 }
 
 impl Mutation {
     /// Every planted bug.
-    pub const ALL: [Mutation; 55] = [
+    pub const ALL: [Mutation; 56] = [
         Mutation::GateIgnoresClaims,
         Mutation::StampingForgetsHeld,
         Mutation::PositionsPastHeld,
@@ -302,6 +308,7 @@ impl Mutation {
         Mutation::ForeignKeyJoinResolvesFirstLeft,
         Mutation::ForeignKeyRespondSendsPreviousRight,
         Mutation::ForeignKeySubscribeKeepsOld,
+        Mutation::QueryReadsUncommitted,
     ];
 
     /// The name used on the command line (`--mutation NAME`).
@@ -362,6 +369,7 @@ impl Mutation {
             Mutation::ForeignKeyJoinResolvesFirstLeft => "fk-join-resolves-first-left",
             Mutation::ForeignKeyRespondSendsPreviousRight => "fk-respond-sends-previous-right",
             Mutation::ForeignKeySubscribeKeepsOld => "fk-subscribe-keeps-old",
+            Mutation::QueryReadsUncommitted => "query-reads-uncommitted",
         }
     }
 

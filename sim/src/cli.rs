@@ -1048,6 +1048,15 @@ fn print_stats(
             ),
         );
     }
+    if stats.queries > 0 {
+        row(
+            "interactive queries",
+            format!(
+                "{} ({} answered, the others refused)",
+                stats.queries, stats.queries_answered
+            ),
+        );
+    }
     row("max held", stats.held_max.to_string());
     row(
         "clock landings on a deadline",

@@ -8,11 +8,14 @@
 //! checkpoint and its changelog and hands the facts here; the decision and
 //! the order of a checkpoint's writes come back. The live runtime does the
 //! I/O with fjall and files, the simulator with its model of a local disk
-//! under crashes, so both drivers run the one rule.
+//! under crashes, so both drivers run the one rule. What an interactive
+//! query of a slot answers (Q1) is decided here too: the store's committed
+//! state, or a typed refusal.
 
 mod checkpoint;
 mod decision;
 mod ledger;
+mod query;
 #[cfg(test)]
 mod tests;
 
@@ -21,3 +24,7 @@ pub use decision::{
     check_last_applied, judge_opened, restore_start, CheckpointFound, Opened, RestoreStart,
 };
 pub use ledger::{CheckpointStep, StoreLedger};
+pub use query::{
+    answer_query, query_task, queryable_stage, QueryRefusal, QueryStanding, QueryStore,
+    QueryTargetError,
+};

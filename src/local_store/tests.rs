@@ -306,3 +306,82 @@ fn s6_a_checkpoint_is_due_every_n_records_and_after_one_naming_none() {
     ledger.cleared();
     assert_eq!((ledger.checkpoint(), ledger.next_offset()), (None, 0));
 }
+
+/// A store of changelog keys, and an open transaction a driver could show.
+struct Beside {
+    store: BTreeMap<Vec<u8>, &'static [u8]>,
+    open: BTreeMap<Vec<u8>, Option<&'static [u8]>>,
+    fails: bool,
+}
+
+impl QueryStore for Beside {
+    type Error = &'static str;
+
+    fn committed(&self, slot: &[u8]) -> Result<Option<bytes::Bytes>, &'static str> {
+        if self.fails {
+            return Err("the disk is gone");
+        }
+        Ok(self
+            .store
+            .get(slot)
+            .map(|value| bytes::Bytes::from_static(value)))
+    }
+
+    fn open_change(&self, slot: &[u8]) -> Option<Option<bytes::Bytes>> {
+        self.open
+            .get(slot)
+            .map(|value| value.map(bytes::Bytes::from_static))
+    }
+}
+
+/// Q1: a serving task answers the store's committed value of the key's
+/// slot (its changelog key: tag 1 and the key), none for a slot it does
+/// not hold, and never the open transaction's change, a value or a
+/// deletion; a failed read is the store's error.
+#[test]
+fn q1_a_serving_task_answers_its_stores_committed_value_only() {
+    let beside = Beside {
+        store: BTreeMap::from([
+            (b"\x01a".to_vec(), &b"1"[..]),
+            (b"\x01b".to_vec(), &b"2"[..]),
+        ]),
+        open: BTreeMap::from([
+            (b"\x01a".to_vec(), Some(&b"9"[..])),
+            (b"\x01b".to_vec(), None),
+            (b"\x01c".to_vec(), Some(&b"3"[..])),
+        ]),
+        fails: false,
+    };
+    let ask = |key: &[u8]| answer_query(QueryStanding::Serving(&beside), key);
+    assert_eq!(ask(b"a"), Ok(Some(bytes::Bytes::from_static(b"1"))));
+    assert_eq!(ask(b"b"), Ok(Some(bytes::Bytes::from_static(b"2"))));
+    assert_eq!(ask(b"c"), Ok(None));
+    assert_eq!(ask(b"d"), Ok(None));
+    let failing = Beside {
+        fails: true,
+        ..beside
+    };
+    assert_eq!(
+        answer_query(QueryStanding::Serving(&failing), b"a"),
+        Err(QueryRefusal::Store("the disk is gone"))
+    );
+}
+
+/// Q1: a task not owned, not started, restoring, ended or without a store
+/// answers its typed refusal, and its store is not read.
+#[test]
+fn q1_a_task_that_is_not_serving_refuses_with_why() {
+    let cases: [(QueryStanding<&Beside>, QueryRefusal<&str>); 5] = [
+        (QueryStanding::NotOwned, QueryRefusal::NotOwner),
+        (QueryStanding::NotStarted, QueryRefusal::NotStarted),
+        (
+            QueryStanding::Restoring { remaining: 7 },
+            QueryRefusal::Restoring { remaining: 7 },
+        ),
+        (QueryStanding::Ended, QueryRefusal::Ended),
+        (QueryStanding::NoStore, QueryRefusal::NoStore),
+    ];
+    for (standing, refusal) in cases {
+        assert_eq!(answer_query(standing, b"a"), Err(refusal));
+    }
+}

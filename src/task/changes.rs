@@ -81,6 +81,13 @@ impl Changes {
         self.at.clear();
     }
 
+    /// Each changed slot and its value now, in the order of first change.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&SlotKey, Option<&Bytes>)> + '_ {
+        self.list
+            .iter()
+            .map(|change| (&change.slot, change.value.as_ref()))
+    }
+
     /// Whether no slot changed in the open transaction.
     pub(super) fn is_empty(&self) -> bool {
         self.list.is_empty()

@@ -490,6 +490,14 @@ impl Task {
         self.metrics.records_redelivered_total
     }
 
+    /// The slots the open transaction changed, each with its encoded
+    /// state now (`None`: deleted), in the order they first changed: what
+    /// its commit writes to the changelog (S5), and nothing a query may
+    /// answer (Q1).
+    pub fn open_changes(&self) -> impl Iterator<Item = (&SlotKey, Option<&Bytes>)> + '_ {
+        self.changes.iter()
+    }
+
     /// The task's slots, typed; `None` if `S` is not the stage's state type.
     pub fn slots<S: 'static>(&self) -> Option<&Slots<S>> {
         self.slots_view().of::<S>()

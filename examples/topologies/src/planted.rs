@@ -7,7 +7,7 @@ use parsley_sim::sim::Invariant;
 
 /// Each planted bug, the shipped scenario that exercises it, and the
 /// invariant that must report it.
-pub const PLANTED: [(Mutation, &str, Invariant); 55] = [
+pub const PLANTED: [(Mutation, &str, Invariant); 56] = [
     (Mutation::GateIgnoresClaims, "fan-in", Invariant::I1),
     (Mutation::StampingForgetsHeld, "fan-in", Invariant::I5),
     (Mutation::PositionsPastHeld, "balances", Invariant::I2),
@@ -110,6 +110,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 55] = [
     (Mutation::SyncWaitEndsEarly, "settlement", Invariant::I16),
     (Mutation::CheckpointTruncated, "branches", Invariant::I5),
     (Mutation::CheckpointBeforeFlush, "balances", Invariant::I19),
+    (Mutation::QueryReadsUncommitted, "balances", Invariant::I20),
     (
         Mutation::StreamJoinPairsDropRight,
         "settlement",
@@ -141,7 +142,7 @@ pub const PLANTED: [(Mutation, &str, Invariant); 55] = [
 /// shape than its row in [`PLANTED`], and the invariant that reports it
 /// there: no bug is caught by one scenario alone, except those of
 /// [`ONE_SHAPE_ONLY`].
-pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 47] = [
+pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 48] = [
     (Mutation::GateIgnoresClaims, "regroup", Invariant::I1),
     (Mutation::StampingForgetsHeld, "enrichment", Invariant::I5),
     (Mutation::PositionsPastHeld, "chain", Invariant::I2),
@@ -243,6 +244,7 @@ pub const ALSO_PLANTED: [(Mutation, &str, Invariant); 47] = [
     (Mutation::SyncWaitEndsEarly, "enrichment", Invariant::I16),
     (Mutation::CheckpointKeeps16Tps, "branches", Invariant::I5),
     (Mutation::CheckpointBeforeFlush, "dedupe", Invariant::I19),
+    (Mutation::QueryReadsUncommitted, "dedupe", Invariant::I20),
     (
         Mutation::StreamJoinPairsDropRight,
         "storefront",

@@ -203,6 +203,9 @@ fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
         // a crash that loses the unsynced write: the restart trusts the
         // checkpoint.
         (CheckpointBeforeFlush, "balances", tiny(8), Invariant::I19),
+        // An order delivered and not committed, then a query of its
+        // account: the open balance answered.
+        (QueryReadsUncommitted, "balances", tiny(8), Invariant::I20),
         // An order and its payment of one key: the pair joined without
         // the payment.
         (

@@ -429,6 +429,70 @@ fn i2_position_past_undelivered_records_of_a_stopped_task_is_reported() {
     assert!(violation.message.contains("never delivered"), "{violation}");
 }
 
+/// Q1 and I20 on the scenarios that ask queries: over their first 30
+/// seeds, queries are answered with a slot's state and with none, and
+/// refused by an instance that does not own the key's task; every answer
+/// is the committed state (no violation at all). A query draws off the
+/// tape: the same seeds without `[queries]` draw the same tape and trace
+/// the same entries but the queries'.
+#[test]
+fn i20_queries_answer_committed_state_and_leave_every_step_unchanged() {
+    for name in ["balances", "dedupe"] {
+        let scenario = shipped::scenario(name);
+        assert!(
+            scenario.settings.queries.is_some(),
+            "{name} asks no queries"
+        );
+        let simulation = shipped::simulation(&scenario);
+        let mut without = scenario.clone();
+        without.settings.queries = None;
+        let plain = shipped::simulation(&without);
+        let (mut state, mut none, mut not_owner) = (0, 0, 0);
+        for seed in 0..30 {
+            let outcome = simulation.run_seed(seed);
+            assert!(
+                outcome.violations.is_empty(),
+                "{name} seed {seed}: {}",
+                outcome.violations[0]
+            );
+            for entry in &outcome.trace {
+                match &entry.event {
+                    Event::Queried {
+                        answer: Ok(Some(_)),
+                        ..
+                    } => state += 1,
+                    Event::Queried {
+                        answer: Ok(None), ..
+                    } => none += 1,
+                    Event::Queried {
+                        answer: Err("not the owner"),
+                        ..
+                    } => not_owner += 1,
+                    _ => {}
+                }
+            }
+            let other = plain.run_seed(seed);
+            assert_eq!(
+                outcome.tape, other.tape,
+                "{name} seed {seed}: the tapes differ"
+            );
+            let steps: Vec<_> = outcome
+                .trace
+                .iter()
+                .filter(|entry| !matches!(entry.event, Event::Queried { .. }))
+                .collect();
+            assert!(
+                steps.iter().copied().eq(other.trace.iter()),
+                "{name} seed {seed}: the queries changed the run"
+            );
+        }
+        assert!(
+            state > 0 && none > 0 && not_owner > 0,
+            "{name}: {state} answered with state, {none} with none, {not_owner} refused as not the owner"
+        );
+    }
+}
+
 /// I19 and S6 on the scenarios that model the local disk: over their first
 /// 60 seeds, crashes draw every kind of disk fault, starts restore through
 /// a local store and some rebuild it, and every restore equals the

@@ -294,38 +294,34 @@ impl QueryError {
 }
 
 /// The stage `stage` of `app` if it can be queried, and the task of
-/// `assembly` whose slots hold `key`.
+/// `assembly` whose slots hold `key` (the core's routing,
+/// [`parsley::query_task`]).
 pub fn task_of(
     app: &App,
     assembly: &Assembly,
     stage: &str,
     key: &[u8],
 ) -> Result<TaskId, QueryError> {
-    let plan = queryable(app, stage)?;
-    let tasks = assembly
-        .tasks_of(plan.name())
-        .ok_or_else(|| QueryError::UnknownStage {
-            stage: stage.to_owned(),
-            known: app.stages().iter().map(|p| p.name().to_owned()).collect(),
-        })?;
-    Ok(TaskId {
-        stage: Arc::from(plan.name()),
-        partition: parsley::partition_for(Some(key), tasks, 0),
-    })
+    Ok(parsley::query_task(app, assembly, stage, key)?)
 }
 
-/// The stage named `stage`, if it exists and is stateful.
+/// The stage named `stage`, if it exists and is stateful
+/// ([`parsley::queryable_stage`]).
 pub fn queryable<'a>(app: &'a App, stage: &str) -> Result<&'a parsley::StagePlan, QueryError> {
-    let plan = app.stage(stage).ok_or_else(|| QueryError::UnknownStage {
-        stage: stage.to_owned(),
-        known: app.stages().iter().map(|p| p.name().to_owned()).collect(),
-    })?;
-    if !plan.stage.is_stateful() || plan.changelog.is_none() {
-        return Err(QueryError::StatelessStage {
-            stage: stage.to_owned(),
-        });
+    Ok(parsley::queryable_stage(app, stage)?)
+}
+
+impl From<parsley::QueryTargetError> for QueryError {
+    fn from(error: parsley::QueryTargetError) -> QueryError {
+        match error {
+            parsley::QueryTargetError::UnknownStage { stage, known } => {
+                QueryError::UnknownStage { stage, known }
+            }
+            parsley::QueryTargetError::StatelessStage { stage } => {
+                QueryError::StatelessStage { stage }
+            }
+        }
     }
-    Ok(plan)
 }
 
 /// The instance the group assigns `task` to, and where it answers
@@ -453,48 +449,56 @@ impl Queries {
 }
 
 /// The answer of this instance's own store, or `NotOwner` (with no
-/// owner named yet) when it does not own the task.
+/// owner named yet) when it does not own the task: where the task stands
+/// here, judged by the core's rule (Q1, [`parsley::answer_query`]).
 fn answer_here(figures: &Figures, task: &TaskId, key: &[u8]) -> Result<QueryAnswer, QueryError> {
+    use parsley::{QueryRefusal, QueryStanding};
     let (owned, state) = figures.task_view(task);
-    if !owned {
-        return Err(QueryError::NotOwner {
-            task: task.clone(),
-            instance: String::new(),
-            endpoint: String::new(),
-        });
-    }
-    let slot = parsley::SlotKey::Key(Bytes::copy_from_slice(key)).changelog_key();
-    figures.with_store(task, |served| match served {
-        Some(Some(store)) => {
-            let value = store.get(&slot).map_err(|error| QueryError::Store {
-                task: task.clone(),
-                reason: error.to_string(),
-            })?;
-            Ok(QueryAnswer {
-                stage: task.stage.to_string(),
-                task: task.clone(),
-                instance: crate::instance_name().to_owned(),
-                key: Bytes::copy_from_slice(key),
-                value,
-            })
-        }
-        Some(None) => Err(QueryError::NoStore { task: task.clone() }),
-        None => match state {
-            Some((state @ (TaskState::Restoring | TaskState::Retrying), remaining)) => {
-                Err(QueryError::Restoring {
-                    task: task.clone(),
-                    state,
-                    remaining,
-                })
+    figures.with_store(task, |served| {
+        let standing = match (owned, served, state) {
+            (false, ..) => QueryStanding::NotOwned,
+            (true, Some(Some(store)), _) => QueryStanding::Serving(store),
+            (true, Some(None), _) => QueryStanding::NoStore,
+            (true, None, Some((TaskState::Restoring | TaskState::Retrying, remaining))) => {
+                QueryStanding::Restoring { remaining }
             }
-            Some((state, _)) => Err(QueryError::Moving {
+            (true, None, Some(_)) => QueryStanding::Ended,
+            (true, None, None) => QueryStanding::NotStarted,
+        };
+        let value = parsley::answer_query(standing, key).map_err(|refusal| match refusal {
+            QueryRefusal::NotOwner => QueryError::NotOwner {
                 task: task.clone(),
-                why: format!("its run on this instance is {state}"),
-            }),
-            None => Err(QueryError::Moving {
+                instance: String::new(),
+                endpoint: String::new(),
+            },
+            QueryRefusal::NotStarted => QueryError::Moving {
                 task: task.clone(),
                 why: "assigned to this instance, not started yet".into(),
-            }),
-        },
+            },
+            QueryRefusal::Restoring { remaining } => QueryError::Restoring {
+                task: task.clone(),
+                state: state.map_or(TaskState::Restoring, |(state, _)| state),
+                remaining,
+            },
+            QueryRefusal::Ended => QueryError::Moving {
+                task: task.clone(),
+                why: match state {
+                    Some((state, _)) => format!("its run on this instance is {state}"),
+                    None => "its run on this instance has ended".into(),
+                },
+            },
+            QueryRefusal::NoStore => QueryError::NoStore { task: task.clone() },
+            QueryRefusal::Store(error) => QueryError::Store {
+                task: task.clone(),
+                reason: error.to_string(),
+            },
+        })?;
+        Ok(QueryAnswer {
+            stage: task.stage.to_string(),
+            task: task.clone(),
+            instance: crate::instance_name().to_owned(),
+            key: Bytes::copy_from_slice(key),
+            value,
+        })
     })
 }

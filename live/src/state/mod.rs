@@ -116,6 +116,16 @@ impl StoreReader {
     }
 }
 
+/// A query reads the committed store; the task's open transaction is in
+/// the task loop's memory, out of a query's sight (Q1).
+impl parsley::QueryStore for StoreReader {
+    type Error = StateError;
+
+    fn committed(&self, slot: &[u8]) -> Result<Option<Bytes>, StateError> {
+        self.get(slot)
+    }
+}
+
 impl std::fmt::Debug for StoreReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("StoreReader")

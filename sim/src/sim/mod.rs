@@ -51,8 +51,8 @@ pub use running::simulation::{
 pub use world::choice::Choices;
 pub use world::input::Draw;
 pub use world::settings::{
-    Budget, ClockConfig, FaultRates, LocalDisk, OrderStrategy, SeedRange, Settings, StepRange,
-    TimeStrategy, Workload, TIME_BOUNDARIES_MAX,
+    Budget, ClockConfig, FaultRates, LocalDisk, OrderStrategy, Queries, SeedRange, Settings,
+    StepRange, TimeStrategy, Workload, TIME_BOUNDARIES_MAX,
 };
 pub use world::stats::{Marks, Stats};
 pub use world::trace::{AbortCause, Entry, Event, InputOutcome, TaskAt, TxnRef};

@@ -228,6 +228,7 @@ pub fn fan_in_settings() -> Settings {
         },
         order: OrderStrategy::Random,
         local_disk: None,
+        queries: None,
     }
 }
 

@@ -268,3 +268,85 @@ fn s5_an_aborted_transactions_changes_are_never_written() {
         [changelog_record(0, &key_slot("a"), Some(101), T0)]
     );
 }
+
+// ----- Q1: what a query answers -----
+
+/// A driver's local store beside its task, as the simulator keeps one:
+/// the committed changelog records applied after each commit (S6), and
+/// the task's open transaction in sight.
+struct StoreBeside<'a> {
+    store: &'a std::collections::BTreeMap<Bytes, Bytes>,
+    task: &'a Task,
+}
+
+impl crate::QueryStore for StoreBeside<'_> {
+    type Error = std::convert::Infallible;
+
+    fn committed(&self, slot: &[u8]) -> Result<Option<Bytes>, Self::Error> {
+        Ok(self.store.get(slot).cloned())
+    }
+
+    fn open_change(&self, slot: &[u8]) -> Option<Option<Bytes>> {
+        self.task
+            .open_changes()
+            .find(|(changed, _)| changed.changelog_key() == slot)
+            .map(|(_, value)| value.cloned())
+    }
+}
+
+/// Q1: a query answers a slot's committed state, never the open
+/// transaction's change of it; the task lists its open changes (what its
+/// commit writes) and forgets them at the commit.
+#[test]
+fn q1_a_query_answers_committed_state_not_the_open_transaction() {
+    let f = fixture(counter().into(&out()).build());
+    let mut task = f.started(0);
+    let o = tp(ORDERS, 0);
+    feed(
+        &mut task,
+        &o,
+        vec![
+            rec(0).key("a").value(1),
+            rec(1).key("a").value(5),
+            rec(2).key("b").value(0),
+        ],
+        3,
+    );
+    let mut store = std::collections::BTreeMap::new();
+    let ask = |store: &std::collections::BTreeMap<Bytes, Bytes>, task: &Task, key: &str| {
+        let beside = StoreBeside { store, task };
+        crate::answer_query(crate::QueryStanding::Serving(&beside), &json(key))
+            .expect("a serving task answers")
+            .map(|value| serde_json::from_slice::<i64>(&value).expect("an i64"))
+    };
+    deliver(&mut task, &o);
+    assert_eq!(
+        task.open_changes()
+            .map(|(slot, value)| (slot.clone(), value.cloned()))
+            .collect::<Vec<_>>(),
+        vec![(key_slot("a"), Some(json(&101i64)))]
+    );
+    assert_eq!(ask(&store, &task, "a"), None, "nothing committed yet");
+    for record in commit(&mut task, T0 + 100) {
+        let key = record.data.key.expect("a changelog key");
+        match record.data.value {
+            Some(value) => store.insert(key, value),
+            None => store.remove(&key),
+        };
+    }
+    assert_eq!(task.open_changes().count(), 0);
+    assert_eq!(ask(&store, &task, "a"), Some(101));
+    deliver(&mut task, &o);
+    deliver(&mut task, &o);
+    assert_eq!(slot(&task, &key_slot("a")), Some(106));
+    assert_eq!(task.open_changes().count(), 2);
+    assert_eq!(
+        ask(&store, &task, "a"),
+        Some(101),
+        "the open 106 is not committed"
+    );
+    assert_eq!(ask(&store, &task, "b"), None);
+    let _ = task.handle_aborted();
+    assert_eq!(task.open_changes().count(), 0);
+    assert_eq!(ask(&store, &task, "a"), Some(101));
+}

@@ -1,5 +1,5 @@
 //! The operator oracles share no code with what they judge (I12, I13,
-//! I14, I17, I18's reference evaluator, and I19's restore oracle): a lint over their sources. Every public function of an
+//! I14, I17, I18's reference evaluator, I19's restore oracle and I20's query oracle): a lint over their sources. Every public function of an
 //! operator's declaration, of its kinds and of its module is operator code,
 //! except the hooks that run only the user's logic with its codecs
 //! ([`USER_LOGIC`]); no oracle may call one. And those hooks may reach,
@@ -433,6 +433,53 @@ fn i19_the_restore_oracle_shares_no_code_with_the_restore() {
     for name in ["Disks", "StoreLedger", "restore_start", "judge_opened"] {
         if code.contains(name) {
             found.push(format!("restored.rs names `{name}`"));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// I20's oracle shares no code with the answers it judges: it calls none
+/// of the core's query functions (Q1) or slot-key helpers and names
+/// neither the world's disk model nor the core's query rule; it reads
+/// only the answers the world traced, the commits and the committed logs.
+#[test]
+fn i20_the_query_oracle_shares_no_code_with_the_answer() {
+    let crate_root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate_root
+        .parent()
+        .expect("the simulator is in the workspace");
+    let mut forbidden: BTreeSet<String> =
+        operator_functions(&read(&root.join("src/local_store/query.rs")));
+    for seen in ["answer_query", "query_task", "queryable_stage"] {
+        assert!(forbidden.contains(seen), "the lint does not see `{seen}`");
+    }
+    forbidden.extend(
+        [
+            "changelog_key",
+            "from_changelog_key",
+            "from_changelog_bytes",
+        ]
+        .map(String::from),
+    );
+    let oracle = read(&crate_root.join("src/sim/checker/queries.rs"));
+    let code: String = oracle
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut found: Vec<String> = calls_of(&oracle, &forbidden)
+        .into_iter()
+        .map(|(line, name)| format!("queries.rs:{line}: calls `{name}`"))
+        .collect();
+    for name in [
+        "Disks",
+        "QueryStore",
+        "QueryStanding",
+        "SlotKey",
+        "open_changes",
+    ] {
+        if code.contains(name) {
+            found.push(format!("queries.rs names `{name}`"));
         }
     }
     assert!(found.is_empty(), "{}", found.join("\n"));

@@ -1,4 +1,4 @@
-//! The independent checker: recomputes every guarantee (I1–I8, I10–I19) from the
+//! The independent checker: recomputes every guarantee (I1–I8, I10–I20) from the
 //! recorded trace and the committed logs, trusting none of the runtime's own
 //! bookkeeping.
 //!
@@ -18,8 +18,8 @@
 //! [`windows`] (I12), [`joins`], [`stream_joins`], [`table_joins`] and
 //! [`fk_joins`] and [`versioned_joins`] (I13), [`expiry`] (I14), [`groups`] (I15), [`order`] (I16, asked by
 //! the walk at each delivery), [`rekeys`] (I17), [`consistent`] (I18, with its reference
-//! evaluator of a region, [`region`]) and [`restored`] (I19, restores through a
-//! local store); [`purity`] tells impure logic (S4) from a
+//! evaluator of a region, [`region`]), [`restored`] (I19, restores through a
+//! local store) and [`queries`] (I20, interactive queries' answers); [`purity`] tells impure logic (S4) from a
 //! broken rule when a replay disagrees with what was committed.
 //! [`check`] builds the reconstruction once and runs them in turn.
 
@@ -39,6 +39,7 @@ mod liveness;
 mod order;
 mod outputs;
 mod purity;
+mod queries;
 mod reconstruction;
 mod region;
 #[cfg(test)]
@@ -150,6 +151,7 @@ pub fn check(input: &CheckInput<'_>) -> Checked {
     checker.check_consistent_views();
     checker.check_groups();
     checker.check_restores(input.restores);
+    checker.check_queries();
     checker.check_liveness(&committed);
     checker.locate_related();
     checker.violations.sort_by_key(|violation| violation.step);

@@ -169,6 +169,7 @@ impl Bounds {
             },
             order: OrderStrategy::Random,
             local_disk: base.local_disk,
+            queries: base.queries,
         }
     }
 }

@@ -46,6 +46,9 @@
 //!
 //! [local_disk]                   # optional; when present, each instance's local disk is modelled (S6, I19)
 //! checkpoint_every = 4           # a running task checkpoints its local store every this many changelog records, >= 1
+//!
+//! [queries]                      # optional; when present, interactive queries are asked of the tasks (Q1, I20); needs [local_disk]
+//! rate = 0.05                    # the probability per safety step that a query is asked, in [0, 1]
 //! ```
 //!
 //! `step_ms`, when given, needs both `min` and `max`. Integers are accepted
@@ -65,8 +68,8 @@ use serde::Deserialize;
 use serde_spanned::Spanned;
 
 use crate::sim::world::settings::{
-    Budget, ClockConfig, FaultRates, LocalDisk, OrderStrategy, SeedRange, Settings, StepRange,
-    TimeStrategy, Workload, INSTANCES_MAX, PARTITIONS_MAX, TIME_BOUNDARIES_MAX,
+    Budget, ClockConfig, FaultRates, LocalDisk, OrderStrategy, Queries, SeedRange, Settings,
+    StepRange, TimeStrategy, Workload, INSTANCES_MAX, PARTITIONS_MAX, TIME_BOUNDARIES_MAX,
 };
 
 /// A scenario, checked: every value is in range.
@@ -161,6 +164,13 @@ struct RawScenario {
     faults: Option<RawFaults>,
     budget: Option<RawBudget>,
     local_disk: Option<RawLocalDisk>,
+    queries: Option<Spanned<RawQueries>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQueries {
+    rate: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -553,6 +563,27 @@ impl Checker<'_> {
             }),
         };
 
+        let queries = match raw.queries {
+            None => None,
+            Some(queries) => {
+                let span = queries.span();
+                if local_disk.is_none() {
+                    return Err(self.error(
+                        span,
+                        "queries",
+                        "queries are answered from each task's local store: the scenario needs [local_disk] too".into(),
+                    ));
+                }
+                Some(Queries {
+                    rate: self.probability(
+                        "queries.rate",
+                        queries.into_inner().rate,
+                        Queries::default().rate,
+                    )?,
+                })
+            }
+        };
+
         let order = match raw.order {
             None => OrderStrategy::default(),
             Some(order) => {
@@ -581,6 +612,7 @@ impl Checker<'_> {
                 budget,
                 order,
                 local_disk,
+                queries,
             },
         })
     }
@@ -1101,6 +1133,21 @@ liveness_steps = 50000
         assert!(error.message.contains(">= 1"), "{error}");
     }
 
+    /// `[queries]` reads each task's local store: without `[local_disk]`
+    /// it is refused with its line; with it, its rate is a probability.
+    #[test]
+    fn queries_need_a_local_disk_and_a_probability() {
+        let base = "topology = \"ledger\"\npartitions = 2\nseeds = { start = 0, count = 1 }\n";
+        let error = parse("q", "q.toml", &format!("{base}[queries]\nrate = 0.1\n")).unwrap_err();
+        assert_eq!(error.line, Some(4), "{error}");
+        assert!(error.message.contains("[local_disk]"), "{error}");
+        let disk = format!("{base}[local_disk]\n[queries]\n");
+        let parsed = parse("q", "q.toml", &disk).unwrap();
+        assert_eq!(parsed.settings.queries, Some(Queries::default()));
+        let error = parse("q", "q.toml", &format!("{disk}rate = 2\n")).unwrap_err();
+        assert!(error.message.contains("probability"), "{error}");
+    }
+
     #[test]
     fn the_documented_example_parses_to_the_defaults() {
         let full = parse("full", "full.toml", FULL).unwrap();
@@ -1122,6 +1169,7 @@ liveness_steps = 50000
                     budget: Budget::default(),
                     order: OrderStrategy::Random,
                     local_disk: None,
+                    queries: None,
                 },
             }
         );

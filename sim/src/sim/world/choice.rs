@@ -72,6 +72,8 @@ pub struct Choices {
     /// word that makes the same decision, so that a shrinker lowers every
     /// value at once instead of bisecting each word.
     canonical: Option<Vec<u8>>,
+    /// Side words taken so far ([`Choices::side_word`]).
+    side: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -198,7 +200,42 @@ impl Choices {
             exhausted: false,
             spans: Vec::new(),
             canonical: None,
+            side: 0,
         }
+    }
+
+    /// A word off the tape, for an observation of the run that changes
+    /// nothing in it (an interactive query): a hash of how many words were
+    /// drawn, the last two of them and how many side words were taken. It
+    /// is not recorded, so a run that takes side words draws the same
+    /// words from its source, and takes the same steps, as one that does
+    /// not; a run replayed from its tape takes the same side words.
+    pub(crate) fn side_word(&mut self) -> u32 {
+        self.side += 1;
+        let word = |back: usize| {
+            let end = self.record.len().checked_sub(WORD_BYTES * (back - 1))?;
+            let start = end.checked_sub(WORD_BYTES)?;
+            let bytes: [u8; WORD_BYTES] = self.record[start..end].try_into().ok()?;
+            Some(u64::from(u32::from_le_bytes(bytes)))
+        };
+        let last = word(1).unwrap_or(0) << 32 | word(2).unwrap_or(0);
+        // SplitMix64's finaliser.
+        let mut z = last
+            ^ self.draws.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ self.side.wrapping_mul(0xD1B5_4A32_D192_ED03);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) as u32
+    }
+
+    /// [`Choices::side_word`] as a draw below `n` (`n >= 1`).
+    pub(crate) fn side_below(&mut self, n: u32) -> u32 {
+        ((u64::from(self.side_word()) * u64::from(n)) >> 32) as u32
+    }
+
+    /// [`Choices::side_word`] as a chance of `probability`.
+    pub(crate) fn side_chance(&mut self, probability: f64) -> bool {
+        f64::from(self.side_word()) < probability.clamp(0.0, 1.0) * WORD_RANGE as f64
     }
 
     /// A source reading its words from `tape`; past its end every word is
@@ -214,6 +251,7 @@ impl Choices {
             exhausted: false,
             spans: Vec::new(),
             canonical: None,
+            side: 0,
         }
     }
 
@@ -226,6 +264,7 @@ impl Choices {
             exhausted: false,
             spans: Vec::new(),
             canonical: None,
+            side: 0,
         }
     }
 
@@ -620,6 +659,40 @@ mod tests {
         let c = mixed_draws(&mut Choices::seeded(8), 1_000);
         assert_eq!(a, b);
         assert_ne!(a, c);
+    }
+
+    /// Side words leave the tape alone: a run taking them draws the same
+    /// words and records the same tape as one that does not, and its
+    /// replay takes the same side words; other seeds take other ones.
+    #[test]
+    fn side_words_are_not_recorded_and_replay_with_the_tape() {
+        let side_run = |choices: &mut Choices| {
+            let mut side = Vec::new();
+            for _ in 0..200 {
+                choices.below(1_000);
+                side.push(choices.side_word());
+                side.push(choices.side_below(7));
+            }
+            side
+        };
+        let mut with = Choices::seeded(7);
+        let side = side_run(&mut with);
+        let mut without = Choices::seeded(7);
+        for _ in 0..200 {
+            without.below(1_000);
+        }
+        assert_eq!(with.tape(), without.tape());
+        assert_eq!(with.draws(), 200);
+        let mut replay = Choices::from_tape(with.tape().to_vec());
+        assert_eq!(side_run(&mut replay), side);
+        assert_ne!(side_run(&mut Choices::seeded(8)), side);
+        assert!(side.iter().skip(1).step_by(2).all(|below| *below < 7));
+        let words: std::collections::BTreeSet<_> = side.iter().step_by(2).collect();
+        assert!(
+            words.len() > 190,
+            "side words repeat: {} distinct",
+            words.len()
+        );
     }
 
     #[test]

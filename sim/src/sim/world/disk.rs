@@ -23,7 +23,7 @@ use parsley::{CheckpointFound, CheckpointStep, RecordData, RestoreStart, StoreCh
 use parsley::{StoreLedger, TaskId, Tp};
 
 /// A key's latest value, in key order.
-type Store = BTreeMap<Bytes, Bytes>;
+pub(crate) type Store = BTreeMap<Bytes, Bytes>;
 
 /// A task's checkpoint file as a crash may leave it.
 #[derive(Clone, Debug)]
@@ -162,6 +162,23 @@ impl Disks {
         self.tasks
             .get(&(instance, Arc::clone(task)))
             .map(|disk| &disk.changelog)
+    }
+
+    /// `task`'s store on `instance`: changelog key to latest value, as of
+    /// the last transaction it applied; what a query reads (Q1).
+    pub(crate) fn store_of(&self, instance: u32, task: &Arc<TaskId>) -> Option<&Store> {
+        self.tasks
+            .get(&(instance, Arc::clone(task)))
+            .map(|disk| &disk.store)
+    }
+
+    /// The changelog keys held by the stores of stage `stage`'s tasks, on
+    /// every instance.
+    pub(crate) fn keys_of_stage<'a>(&'a self, stage: &'a str) -> impl Iterator<Item = &'a Bytes> {
+        self.tasks
+            .iter()
+            .filter(move |((_, task), _)| &*task.stage == stage)
+            .flat_map(|(_, disk)| disk.store.keys())
     }
 
     /// A run of `task` on `instance` restores its slots through its store:

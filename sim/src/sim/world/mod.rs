@@ -41,6 +41,7 @@ mod explore;
 pub(crate) mod input;
 mod order;
 pub(crate) mod plan;
+mod query;
 pub(crate) mod settings;
 pub(crate) mod stats;
 pub(crate) mod tape;
@@ -117,6 +118,8 @@ pub(crate) struct World {
     disks: Option<disk::Disks>,
     /// Every restore through a local store, for I19.
     pub(crate) restores: Vec<disk::Restore>,
+    /// The stages an interactive query may ask (Q1).
+    queryable: Vec<Arc<str>>,
     /// Its assembly on the model.
     pub(crate) assembly: Assembly,
     /// The in-memory Kafka model.
@@ -208,6 +211,7 @@ impl World {
         let disks = settings
             .local_disk
             .map(|disk| disk::Disks::new(app.id(), disk.checkpoint_every));
+        let queryable = World::queryable_stages(&app);
         let mut world = World {
             inputs,
             app,
@@ -215,6 +219,7 @@ impl World {
             refused: Vec::new(),
             disks,
             restores: Vec::new(),
+            queryable,
             assembly,
             cluster,
             now: start,
@@ -536,6 +541,7 @@ impl World {
             Action::FaultHanging => self.hanging_transaction(choices),
             Action::FaultLogicError => self.produce(choices, true),
         }
+        self.maybe_query(choices);
         match action {
             Action::Produce => StepKind::Input,
             Action::Recover

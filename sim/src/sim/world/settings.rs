@@ -28,6 +28,25 @@ pub struct Settings {
     /// task keeps a local store and checkpoint there, restores through
     /// them, and crashes damage them. Off by default.
     pub local_disk: Option<LocalDisk>,
+    /// Interactive queries (Q1), asked when set: at drawn moments, of a
+    /// drawn key of a stateful stage, of a drawn instance, answered from
+    /// the modelled local store ([`Settings::local_disk`]) and checked
+    /// (I20). Off by default.
+    pub queries: Option<Queries>,
+}
+
+/// Interactive queries in the world (Q1, I20).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Queries {
+    /// The probability, per step of the safety phase, that a query is
+    /// asked, in `[0, 1]`.
+    pub rate: f64,
+}
+
+impl Default for Queries {
+    fn default() -> Self {
+        Queries { rate: 0.05 }
+    }
 }
 
 /// The model of each instance's local disk (S6).
@@ -104,6 +123,7 @@ impl Default for Settings {
             budget: Budget::default(),
             order: OrderStrategy::Random,
             local_disk: None,
+            queries: None,
         }
     }
 }

@@ -93,6 +93,13 @@ pub struct Stats {
     /// Of those, the ones that cleared the store and rebuilt it.
     #[serde(default)]
     pub store_rebuilds: u64,
+    /// Interactive queries asked (Q1).
+    #[serde(default)]
+    pub queries: u64,
+    /// Of those, the ones answered with the slot's state (the others were
+    /// refused: not the owner, not started, ended, no store).
+    #[serde(default)]
+    pub queries_answered: u64,
     /// The rare states reached.
     pub marks: Marks,
 }
@@ -115,6 +122,8 @@ impl Stats {
         self.disk_faults += other.disk_faults;
         self.store_restores += other.store_restores;
         self.store_rebuilds += other.store_rebuilds;
+        self.queries += other.queries;
+        self.queries_answered += other.queries_answered;
         self.marks.add(&other.marks);
     }
 }

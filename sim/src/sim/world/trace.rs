@@ -215,6 +215,19 @@ pub enum Event {
         /// What the crash did.
         fault: &'static str,
     },
+    /// An interactive query of one key's slot was asked of an instance
+    /// (Q1), and what it answered.
+    Queried {
+        /// The key's task, and the instance asked.
+        at: TaskAt,
+        /// The key's bytes.
+        key: bytes::Bytes,
+        /// The task's changelog partition.
+        changelog: Tp,
+        /// The slot's state answered (`None`: it holds none), or the
+        /// refusal's name.
+        answer: Result<Option<bytes::Bytes>, &'static str>,
+    },
 }
 
 impl Event {
@@ -231,7 +244,8 @@ impl Event {
             | Event::Aborted { at, .. }
             | Event::TaskStopped { at, .. }
             | Event::Fenced { at }
-            | Event::StoreRestored { at, .. } => Some(at),
+            | Event::StoreRestored { at, .. }
+            | Event::Queried { at, .. } => Some(at),
             _ => None,
         }
     }
@@ -434,6 +448,23 @@ impl fmt::Display for Event {
                 task,
                 fault,
             } => write!(f, "instance {instance}'s crash left task {task}'s directory with {fault}"),
+            Event::Queried {
+                at,
+                key,
+                answer,
+                ..
+            } => {
+                let key = parsley::bytes_for_humans(key);
+                match answer {
+                    Ok(Some(value)) => write!(
+                        f,
+                        "{at} answered a query of key {key}: {}",
+                        parsley::bytes_for_humans(value)
+                    ),
+                    Ok(None) => write!(f, "{at} answered a query of key {key}: no state"),
+                    Err(refusal) => write!(f, "{at} refused a query of key {key}: {refusal}"),
+                }
+            }
         }
     }
 }
