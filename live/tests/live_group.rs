@@ -15,25 +15,8 @@ use parsley_live::{
     Runtime, RuntimeConfig, RuntimeError, TaskEndKind, TxnProducer,
 };
 
-use support::{live_config, now_ms, unique};
+use support::{live_config, now_ms, summing, unique};
 
-/// A stage named `stage` of the application `id`: sums values per key of
-/// `input` into `output`, emitting each new total.
-fn summing(id: &str, stage: &str, input: &Topic<String, i64>, output: &Topic<String, i64>) -> App {
-    let emit = output.clone();
-    let stage = Stage::named(stage)
-        .state(Json, || 0i64)
-        .on(input, move |sum: i64, record| {
-            let total = sum + record.value();
-            Ok::<_, String>(Step::of(total).emit(emit.send(record.key().cloned(), total)))
-        })
-        .into(output)
-        .build();
-    Parsley::named(id)
-        .stage(stage)
-        .build()
-        .expect("the test app composes")
-}
 
 fn grouped(live: LiveConfig) -> RuntimeConfig {
     RuntimeConfig::new(live)

@@ -13,11 +13,21 @@ use parsley_sim::sim::{
     Budget, ClockConfig, Draw, FaultRates, Input, OrderStrategy, Settings, Simulation,
     SimulationBuilder, StepRange, TimeStrategy, Workload,
 };
-use parsley_sim::TraceEvent;
+use parsley_sim::{TestDriver, TraceEvent};
 
 /// 2023-11-14T22:13:20Z: a fixed initial wall clock.
 pub const START: i64 = 1_700_000_000_000;
 pub const MINUTE: Duration = Duration::from_secs(60);
+
+/// A driver of `app` with one partition per topic, its wall clock at
+/// `start`.
+pub fn one_partition_driver(app: &App, start: i64) -> TestDriver {
+    TestDriver::builder(app)
+        .initial_wall_clock(start)
+        .default_partitions(1)
+        .build()
+        .unwrap()
+}
 
 /// A ledger that consumes orders and payments, where an order may claim the
 /// payment that caused it; it ticks every minute and folds per key.
