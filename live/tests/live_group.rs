@@ -9,14 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parsley::{App, Json, Parsley, RecordData, Stage, Step, Topic, Tp};
+use parsley::{RecordData, Topic, Tp};
 use parsley_live::{
     assemble_on, create_topics, group_identity, GroupMembership, Isolation, LiveClient, LiveConfig,
     Runtime, RuntimeConfig, RuntimeError, TaskEndKind, TxnProducer,
 };
 
 use support::{live_config, now_ms, summing, unique};
-
 
 fn grouped(live: LiveConfig) -> RuntimeConfig {
     RuntimeConfig::new(live)

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parsley::{App, Json, Parsley, RecordData, Stage, Step, Topic, Tp};
+use parsley::{RecordData, Topic, Tp};
 use parsley_live::{
     assemble_on, create_topics, read_committed, wait_caught_up, GroupMembership, LiveClient,
     Runtime, RuntimeConfig, TaskEnd, TaskEndKind, BOOTSTRAP_ENV,
@@ -61,7 +61,6 @@ impl Drop for BrokerBack {
         }
     }
 }
-
 
 fn one(key: &str) -> RecordData {
     RecordData {
