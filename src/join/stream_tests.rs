@@ -1,11 +1,11 @@
 //! J4–J7 through the stage's public replay: a stream–stream join's logic
 //! run over slots kept here, as a checker would keep them.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::tests::refused_with;
 use super::*;
 use crate::stage::replaying::{self, Replay};
 use crate::tp::Tp;
@@ -364,13 +364,7 @@ fn j5_impossible_joins_are_refused_when_built() {
 #[test]
 fn j4_assembly_refuses_streams_not_co_partitioned() {
     let app = Parsley::named("shop").stage(left()).build().unwrap();
-    let mut topics: HashMap<String, u32> = crate::ContractProbes::probe(&app)
-        .into_iter()
-        .map(|contract| (contract.name.to_string(), 4))
-        .collect();
-    assert!(crate::assemble(&app, &topics).is_ok());
-    topics.insert("payments".to_string(), 3);
-    let error = crate::assemble(&app, &topics).unwrap_err().to_string();
+    let error = refused_with(&app, "payments", 3);
     assert!(
         error.contains("\"payments\"")
             && error.contains("co-partitioned with its left stream orders (J4)")

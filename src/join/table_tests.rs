@@ -1,6 +1,7 @@
 //! J8, J9 through the stage's public replay: a table–table join's logic
 //! run over the slots kept here, as a checker would keep them.
 
+use super::tests::refused_with;
 use super::*;
 use crate::stage::replaying::Replay;
 use crate::{CompositionError, Emission, Json, Parsley, Utf8, I64};
@@ -202,13 +203,7 @@ fn j4_assembly_refuses_tables_not_co_partitioned() {
         .stage(joined(TableJoinKind::Left))
         .build()
         .unwrap();
-    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(&app)
-        .into_iter()
-        .map(|contract| (contract.name.to_string(), 4))
-        .collect();
-    assert!(crate::assemble(&app, &topics).is_ok());
-    topics.insert("limits".to_string(), 2);
-    let error = crate::assemble(&app, &topics).unwrap_err().to_string();
+    let error = refused_with(&app, "limits", 2);
     assert!(
         error.contains("\"limits\"")
             && error.contains("co-partitioned with its left table balances (J4)")

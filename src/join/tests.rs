@@ -64,6 +64,18 @@ fn priced_at(key: &str, amount: i64) -> Vec<Emission> {
     vec![priced().send(key.to_string(), amount)]
 }
 
+/// `app` assembled with 4 partitions for every topic, which must pass,
+/// then with `topic` at `partitions`: the refusal, as text.
+pub(super) fn refused_with(app: &crate::App, topic: &str, partitions: u32) -> String {
+    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(app)
+        .into_iter()
+        .map(|contract| (contract.name.to_string(), 4))
+        .collect();
+    assert!(crate::assemble(app, &topics).is_ok());
+    topics.insert(topic.to_string(), partitions);
+    crate::assemble(app, &topics).unwrap_err().to_string()
+}
+
 /// J1, J2: an order is joined with its key's latest row; an update replaces
 /// the row; another key's row is not seen.
 #[test]
@@ -255,13 +267,7 @@ fn j4_impossible_joins_are_refused_when_built() {
 #[test]
 fn j4_assembly_refuses_a_table_not_co_partitioned_with_its_stream() {
     let app = Parsley::named("shop").stage(inner()).build().unwrap();
-    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(&app)
-        .into_iter()
-        .map(|contract| (contract.name.to_string(), 4))
-        .collect();
-    assert!(crate::assemble(&app, &topics).is_ok());
-    topics.insert("discounts".to_string(), 3);
-    let error = crate::assemble(&app, &topics).unwrap_err().to_string();
+    let error = refused_with(&app, "discounts", 3);
     assert!(
         error.contains("\"discounts\"")
             && error.contains("co-partitioned with its stream orders (J4)")

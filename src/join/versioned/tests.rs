@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::super::tests::refused_with;
 use super::history::{self, Clock, Put, Version};
 use super::*;
 use crate::stage::replaying::Replay;
@@ -360,13 +361,7 @@ fn j18_impossible_versioned_joins_are_refused_when_built() {
 #[test]
 fn j18_assembly_refuses_a_table_not_co_partitioned_with_its_stream() {
     let app = Parsley::named("shop").stage(left(HOUR)).build().unwrap();
-    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(&app)
-        .into_iter()
-        .map(|contract| (contract.name.to_string(), 4))
-        .collect();
-    assert!(crate::assemble(&app, &topics).is_ok());
-    topics.insert("profiles".to_string(), 3);
-    let error = crate::assemble(&app, &topics).unwrap_err().to_string();
+    let error = refused_with(&app, "profiles", 3);
     assert!(
         error.contains("\"profiles\"") && error.contains("(J4, J18)"),
         "{error}"
