@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::support::START;
+use crate::support::{mirror, START};
 use parsley::mutation::{self, Mutation};
 use parsley::{assemble, App, Parsley, Stage, Step, Topic, Tp, Utf8, I64};
 use parsley_sim::audit::{audit, committed_logs};
@@ -37,13 +37,7 @@ fn shop() -> Shop {
         })
         .into(&counts)
         .build();
-    let mirror = Stage::named("mirror")
-        .on(&clicks, {
-            let mirrored = mirrored.clone();
-            move |click| vec![mirrored.send(click.key().cloned(), *click.value())]
-        })
-        .into(&mirrored)
-        .build();
+    let mirror = mirror(&clicks, &mirrored);
     let app = Parsley::named("shop")
         .stage(count)
         .stage(mirror)

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use crate::support::{panic_text, replay_value, rerun, run_again};
+use crate::support::{mirror, panic_text, replay_value, rerun, run_again};
 use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley_sim::sim::{
     Committed, FaultRates, Input, PropertyResult, ReadError, Regressions, Simulation,
@@ -552,13 +552,7 @@ fn the_readme_shows_the_snippets_app_verbatim() {
 fn null_keys_spread_over_partitions_and_are_delivered_once() {
     let clicks: Topic<String, i64> = Topic::with_codecs("clicks", Utf8, I64);
     let mirrored: Topic<String, i64> = Topic::with_codecs("mirrored", Utf8, I64);
-    let mirror = Stage::named("mirror")
-        .on(&clicks, {
-            let mirrored = mirrored.clone();
-            move |click| vec![mirrored.send(click.key().cloned(), *click.value())]
-        })
-        .into(&mirrored)
-        .build();
+    let mirror = mirror(&clicks, &mirrored);
     let app = Parsley::named("clicks").stage(mirror).build().unwrap();
     let summary = Simulation::builder(app)
         .input(Input::new(&clicks, |draw| {

@@ -65,6 +65,18 @@ pub fn run_again(args: &[&str], replay: Option<&str>) -> (bool, String) {
     (output.status.success(), text)
 }
 
+/// A stateless stage, `mirror`, that forwards every record of `from` to
+/// `to` as it came, key and value.
+pub fn mirror(from: &Topic<String, i64>, to: &Topic<String, i64>) -> Stage {
+    let forward = to.clone();
+    Stage::named("mirror")
+        .on(from, move |record| {
+            vec![forward.send(record.key().cloned(), *record.value())]
+        })
+        .into(to)
+        .build()
+}
+
 /// A driver of `app` with one partition per topic, its wall clock at
 /// `start`.
 pub fn one_partition_driver(app: &App, start: i64) -> TestDriver {
