@@ -14,6 +14,9 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+me=run.sh
+# shellcheck source=bench/kafka-streams/compare-lib.sh
+source "$here/../kafka-streams/compare-lib.sh"
 
 usage() {
     echo "usage: run.sh FILE.csv | run.sh generate N SEED FILE.csv" >&2
@@ -26,11 +29,6 @@ case "${1:-}" in
 esac
 read -r -a java_opts <<<"${JAVA_OPTS:-}"
 
-echo "run.sh: building the Kafka Streams side" >&2
-# Offline first, so a machine with a filled local repository needs no network;
-# online only if that fails (first run, or a compile error shown again).
-mvn_args=(-B -q -Dstyle.color=never -f "$here/pom.xml" package)
-mvn -o "${mvn_args[@]}" >/dev/null 2>&1 || mvn "${mvn_args[@]}" >&2
-java_cp="$here/target/kafka-streams-transfers-1.0.jar:$(cat "$here/target/classpath.txt")"
+java_cp="$(java_classpath "$here/pom.xml" kafka-streams-transfers-1.0.jar)"
 
 exec java ${java_opts[@]+"${java_opts[@]}"} -cp "$java_cp" "$main" "$@"

@@ -20,35 +20,26 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
+me=compare-live.sh
+# shellcheck source=bench/kafka-streams/compare-lib.sh
+source "$here/compare-lib.sh"
+
 if [[ -z ${KAFKA_BOOTSTRAP_SERVERS:-} ]]; then
-    echo "compare-live.sh: KAFKA_BOOTSTRAP_SERVERS is not set; start a broker first: export \"\$(bash scripts/kafka/broker.sh start)\"" >&2
+    say "KAFKA_BOOTSTRAP_SERVERS is not set; start a broker first: export \"\$(bash scripts/kafka/broker.sh start)\""
     exit 2
 fi
 
-echo "compare-live.sh: building the Kafka Streams side" >&2
-mvn_args=(-B -q -Dstyle.color=never -f "$here/pom.xml" package)
-mvn -o "${mvn_args[@]}" >/dev/null 2>&1 || mvn "${mvn_args[@]}" >&2
-export PARSLEY_SHOP_JAVA_CP="$here/target/kafka-streams-bench-1.0.jar:$(cat "$here/target/classpath.txt")"
+PARSLEY_SHOP_JAVA_CP="$(java_classpath "$here/pom.xml" kafka-streams-bench-1.0.jar)"
+export PARSLEY_SHOP_JAVA_CP
 
-# bench_binary NAME: builds the live bench NAME once (the dev profile reuses
-# the live tests' librdkafka build) and prints its path.
-bench_binary() {
-    cargo bench -p parsley-examples --features live --bench "$1" --profile dev --no-run \
-        --message-format=json-render-diagnostics |
-        grep "\"name\":\"$1\"" |
-        grep -o '"executable":"[^"]*"' |
-        tail -n 1 | cut -d '"' -f 4
-}
-
-echo "compare-live.sh: building the Parsley side" >&2
-shop_bin="$(bench_binary live_shop)" || true
-if [[ -z $shop_bin || ! -x $shop_bin ]]; then
-    echo "compare-live.sh: could not find the live_shop bench binary" >&2
-    exit 1
-fi
+# The live benches build in the dev profile, which reuses the live tests'
+# librdkafka build.
+live_bench=(-p parsley-examples --features live --profile dev)
+say "building the Parsley side"
+shop_bin="$(bench_binary live_shop "${live_bench[@]}")"
 raw_bin=""
 if [[ ${RAW:-1} != 0 ]]; then
-    raw_bin="$(bench_binary live)" || true
+    raw_bin="$(bench_binary live "${live_bench[@]}")" || true
 fi
 
 (cd "$root/examples/topologies" && "$shop_bin" --bench)

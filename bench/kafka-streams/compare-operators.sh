@@ -22,46 +22,28 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
+me=compare-operators.sh
+# shellcheck source=bench/kafka-streams/compare-lib.sh
+source "$here/compare-lib.sh"
 
 rounds="${ROUNDS:-3}"
-if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
-    echo "compare-operators.sh: ROUNDS must be a positive integer, not '$rounds'" >&2
-    exit 2
-fi
+check_rounds "$rounds"
 export PARSLEY_OPERATOR_RECORDS="${PARSLEY_OPERATOR_RECORDS:-100000}"
 operators=(windows join)
 if [[ -n ${PARSLEY_OPERATOR:-} ]]; then
     case $PARSLEY_OPERATOR in
         windows | join) operators=("$PARSLEY_OPERATOR") ;;
         *)
-            echo "compare-operators.sh: PARSLEY_OPERATOR must be windows or join, not '$PARSLEY_OPERATOR'" >&2
+            say "PARSLEY_OPERATOR must be windows or join, not '$PARSLEY_OPERATOR'"
             exit 2
             ;;
     esac
 fi
 read -r -a java_opts <<<"${JAVA_OPTS:-}"
 
-echo "compare-operators.sh: building the Kafka Streams side" >&2
-# Offline first, so a machine with a filled local repository needs no network;
-# online only if that fails (first run, or a compile error shown again).
-mvn_args=(-B -q -Dstyle.color=never -f "$here/pom.xml" package)
-mvn -o "${mvn_args[@]}" >/dev/null 2>&1 || mvn "${mvn_args[@]}" >&2
-java_cp="$here/target/kafka-streams-bench-1.0.jar:$(cat "$here/target/classpath.txt")"
-
-echo "compare-operators.sh: building the Parsley side" >&2
-# Built once and run directly, so each run has no cargo in it and a later
-# edit to the tree cannot rebuild it half-way through the comparison.
-rust_bin="$(
-    cargo bench -p parsley-sim --bench operators --no-run \
-        --message-format=json-render-diagnostics |
-        grep '"name":"operators"' |
-        grep -o '"executable":"[^"]*"' |
-        tail -n 1 | cut -d '"' -f 4
-)" || true
-if [[ -z $rust_bin || ! -x $rust_bin ]]; then
-    echo "compare-operators.sh: could not find the operators bench binary" >&2
-    exit 1
-fi
+java_cp="$(java_classpath "$here/pom.xml" kafka-streams-bench-1.0.jar)"
+say "building the Parsley side"
+rust_bin="$(bench_binary operators -p parsley-sim)"
 
 # run SIDE OPERATOR: that side's output for OPERATOR (windows, join or memory).
 run() {
@@ -81,55 +63,20 @@ measure() {
     out="$(run "$side" "$operator")"
     rate="$(sed -n "s/^operator=$operator records=$PARSLEY_OPERATOR_RECORDS outputs=[0-9]* .* records_per_s=\([0-9.]*\)\$/\1/p" <<<"$out")"
     if [[ -z $rate ]]; then
-        echo "compare-operators.sh: $side printed no figure for $operator:" >&2
+        say "$side printed no figure for $operator:"
         echo "$out" >&2
         return 1
     fi
     # The Rust side's allocation counts, for the record.
-    grep '^allocations ' <<<"$out" | sed 's/^/compare-operators.sh: /' >&2 || true
+    grep '^allocations ' <<<"$out" | sed "s/^/$me: /" >&2 || true
     echo "$rate"
-}
-
-# median: the median of the numbers on stdin, one a line.
-median() {
-    sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# field OPERATOR N: column N of OPERATOR's result lines, one a line.
-field() {
-    awk -v p="$1" -v c="$2" '$1 == p { print $c }' "$results"
 }
 
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 
-for ((round = 1; round <= rounds; round++)); do
-    if ((round % 2)); then order=(parsley kafka-streams); else order=(kafka-streams parsley); fi
-    for operator in "${operators[@]}"; do
-        declare -A rate=()
-        for side in "${order[@]}"; do
-            rate[$side]="$(measure "$side" "$operator")"
-        done
-        ratio="$(awk -v p="${rate[parsley]}" -v k="${rate[kafka-streams]}" 'BEGIN { printf "%.4f", p / k }')"
-        echo "$operator $round ${rate[parsley]} ${rate[kafka-streams]} $ratio" >>"$results"
-        printf 'compare-operators.sh: round %d/%d %-8s parsley %8.0f  kafka-streams %8.0f  ratio %.2f\n' \
-            "$round" "$rounds" "$operator" "${rate[parsley]}" "${rate[kafka-streams]}" "$ratio" >&2
-        unset rate
-    done
-done
-
-echo "records per operator: $PARSLEY_OPERATOR_RECORDS, rounds: $rounds (medians over rounds; ratio is the median of the per-round ratios)"
-echo
-echo "| operator | Parsley records/s | Kafka Streams records/s | ratio | ratio min | ratio max | target |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
-for operator in "${operators[@]}"; do
-    parsley="$(field "$operator" 3 | median)"
-    kafka="$(field "$operator" 4 | median)"
-    ratio="$(field "$operator" 5 | median)"
-    low="$(field "$operator" 5 | sort -g | head -n 1)"
-    high="$(field "$operator" 5 | sort -g | tail -n 1)"
-    printf '| %s | %.0f | %.0f | %.2f | %.2f | %.2f | ≥ 5 |\n' "$operator" "$parsley" "$kafka" "$ratio" "$low" "$high"
-done
+compare_rounds "$rounds" 8 "${operators[@]}"
+ratio_table operator "$PARSLEY_OPERATOR_RECORDS" "$rounds" "≥ 5" "${operators[@]}"
 
 if [[ ${MEMORY:-1} == 0 ]]; then
     exit 0
@@ -137,7 +84,7 @@ fi
 
 # Memory is counted, not timed: one run of each side, the JVM without its
 # warm-up rounds (they would only leave garbage behind).
-echo "compare-operators.sh: measuring memory" >&2
+say "measuring memory"
 parsley_memory="$(run parsley memory)"
 kafka_memory="$(PARSLEY_OPERATOR_WARMUP=0 run kafka-streams memory)"
 

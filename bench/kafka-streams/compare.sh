@@ -18,12 +18,12 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
+me=compare.sh
+# shellcheck source=bench/kafka-streams/compare-lib.sh
+source "$here/compare-lib.sh"
 
 rounds="${ROUNDS:-5}"
-if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
-    echo "compare.sh: ROUNDS must be a positive integer, not '$rounds'" >&2
-    exit 2
-fi
+check_rounds "$rounds"
 export PARSLEY_PATTERN_RECORDS="${PARSLEY_PATTERN_RECORDS:-100000}"
 patterns=(pipe-one pipe-list pipe-list-read-all pipe-one-read-each)
 if [[ -n ${PARSLEY_PATTERN:-} ]]; then
@@ -31,27 +31,9 @@ if [[ -n ${PARSLEY_PATTERN:-} ]]; then
 fi
 read -r -a java_opts <<<"${JAVA_OPTS:-}"
 
-echo "compare.sh: building the Kafka Streams side" >&2
-# Offline first, so a machine with a filled local repository needs no network;
-# online only if that fails (first run, or a compile error shown again).
-mvn_args=(-B -q -Dstyle.color=never -f "$here/pom.xml" package)
-mvn -o "${mvn_args[@]}" >/dev/null 2>&1 || mvn "${mvn_args[@]}" >&2
-java_cp="$here/target/kafka-streams-bench-1.0.jar:$(cat "$here/target/classpath.txt")"
-
-echo "compare.sh: building the Parsley side" >&2
-# Built once and run directly, so each run has no cargo in it and a later
-# edit to the tree cannot rebuild it half-way through the comparison.
-rust_bin="$(
-    cargo bench -p parsley-sim --bench driver_patterns --no-run \
-        --message-format=json-render-diagnostics |
-        grep '"name":"driver_patterns"' |
-        grep -o '"executable":"[^"]*"' |
-        tail -n 1 | cut -d '"' -f 4
-)" || true
-if [[ -z $rust_bin || ! -x $rust_bin ]]; then
-    echo "compare.sh: could not find the driver_patterns bench binary" >&2
-    exit 1
-fi
+java_cp="$(java_classpath "$here/pom.xml" kafka-streams-bench-1.0.jar)"
+say "building the Parsley side"
+rust_bin="$(bench_binary driver_patterns -p parsley-sim)"
 
 # measure SIDE PATTERN: prints that side's records/s for PATTERN, or fails.
 measure() {
@@ -65,50 +47,15 @@ measure() {
     fi
     rate="$(sed -n "s/^pattern=$pattern records=$PARSLEY_PATTERN_RECORDS .* records_per_s=\([0-9.]*\)\$/\1/p" <<<"$out")"
     if [[ -z $rate ]]; then
-        echo "compare.sh: $side printed no figure for $pattern:" >&2
+        say "$side printed no figure for $pattern:"
         echo "$out" >&2
         return 1
     fi
     echo "$rate"
 }
 
-# median: the median of the numbers on stdin, one a line.
-median() {
-    sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# field PATTERN N: column N of PATTERN's result lines, one a line.
-field() {
-    awk -v p="$1" -v c="$2" '$1 == p { print $c }' "$results"
-}
-
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 
-for ((round = 1; round <= rounds; round++)); do
-    if ((round % 2)); then order=(parsley kafka-streams); else order=(kafka-streams parsley); fi
-    for pattern in "${patterns[@]}"; do
-        declare -A rate=()
-        for side in "${order[@]}"; do
-            rate[$side]="$(measure "$side" "$pattern")"
-        done
-        ratio="$(awk -v p="${rate[parsley]}" -v k="${rate[kafka-streams]}" 'BEGIN { printf "%.4f", p / k }')"
-        echo "$pattern $round ${rate[parsley]} ${rate[kafka-streams]} $ratio" >>"$results"
-        printf 'compare.sh: round %d/%d %-18s parsley %8.0f  kafka-streams %8.0f  ratio %.2f\n' \
-            "$round" "$rounds" "$pattern" "${rate[parsley]}" "${rate[kafka-streams]}" "$ratio" >&2
-        unset rate
-    done
-done
-
-echo "records per pattern: $PARSLEY_PATTERN_RECORDS, rounds: $rounds (medians over rounds; ratio is the median of the per-round ratios)"
-echo
-echo "| pattern | Parsley records/s | Kafka Streams records/s | ratio | ratio min | ratio max |"
-echo "|---|---:|---:|---:|---:|---:|"
-for pattern in "${patterns[@]}"; do
-    parsley="$(field "$pattern" 3 | median)"
-    kafka="$(field "$pattern" 4 | median)"
-    ratio="$(field "$pattern" 5 | median)"
-    low="$(field "$pattern" 5 | sort -g | head -n 1)"
-    high="$(field "$pattern" 5 | sort -g | tail -n 1)"
-    printf '| %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n' "$pattern" "$parsley" "$kafka" "$ratio" "$low" "$high"
-done
+compare_rounds "$rounds" 18 "${patterns[@]}"
+ratio_table pattern "$PARSLEY_PATTERN_RECORDS" "$rounds" "" "${patterns[@]}"

@@ -9,31 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parsley::{App, Json, Parsley, RecordData, Stage, Step, Topic, Tp};
+use parsley::{RecordData, Topic, Tp};
 use parsley_live::{
     assemble_on, create_topics, group_identity, GroupMembership, Isolation, LiveClient, LiveConfig,
     Runtime, RuntimeConfig, RuntimeError, TaskEndKind, TxnProducer,
 };
 
-use support::{live_config, now_ms, unique};
-
-/// A stage named `stage` of the application `id`: sums values per key of
-/// `input` into `output`, emitting each new total.
-fn summing(id: &str, stage: &str, input: &Topic<String, i64>, output: &Topic<String, i64>) -> App {
-    let emit = output.clone();
-    let stage = Stage::named(stage)
-        .state(Json, || 0i64)
-        .on(input, move |sum: i64, record| {
-            let total = sum + record.value();
-            Ok::<_, String>(Step::of(total).emit(emit.send(record.key().cloned(), total)))
-        })
-        .into(output)
-        .build();
-    Parsley::named(id)
-        .stage(stage)
-        .build()
-        .expect("the test app composes")
-}
+use support::{live_config, now_ms, summing, unique};
 
 fn grouped(live: LiveConfig) -> RuntimeConfig {
     RuntimeConfig::new(live)

@@ -25,13 +25,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parsley::{App, Json, Parsley, RecordData, Stage, Step, Topic, Tp};
+use parsley::{RecordData, Topic, Tp};
 use parsley_live::{
     assemble_on, create_topics, read_committed, wait_caught_up, GroupMembership, LiveClient,
     Runtime, RuntimeConfig, TaskEnd, TaskEndKind, BOOTSTRAP_ENV,
 };
 
-use support::{live_config, now_ms, unique};
+use support::{live_config, now_ms, summing, unique};
 
 const PARTITIONS: u32 = 4;
 const KEYS: usize = 8;
@@ -62,22 +62,6 @@ impl Drop for BrokerBack {
     }
 }
 
-fn summing(input: &Topic<String, i64>, output: &Topic<String, i64>) -> App {
-    let emit = output.clone();
-    let stage = Stage::named("sum")
-        .state(Json, || 0i64)
-        .on(input, move |sum: i64, record| {
-            let total = sum + record.value();
-            Ok::<_, String>(Step::of(total).emit(emit.send(record.key().cloned(), total)))
-        })
-        .into(output)
-        .build();
-    Parsley::named(unique("app"))
-        .stage(stage)
-        .build()
-        .expect("the test app composes")
-}
-
 fn one(key: &str) -> RecordData {
     RecordData {
         key: Some(Bytes::from(format!("\"{key}\""))),
@@ -102,7 +86,7 @@ async fn rides_out(outage: Outage) {
         .try_init();
     let client = LiveClient::new(live.clone()).expect("client");
     let (input, output) = (Topic::new(unique("in")), Topic::new(unique("totals")));
-    let app = Arc::new(summing(&input, &output));
+    let app = Arc::new(summing(&unique("app"), "sum", &input, &output));
     create_topics(&client, &app, PARTITIONS, &Default::default())
         .await
         .expect("topics");
@@ -304,16 +288,7 @@ async fn rides_out(outage: Outage) {
         "no task may fail on an outage or while the group re-forms (each would stop its instance): {failed:?}"
     );
 
-    for runtime in &instances {
-        runtime.stopper().stop();
-    }
-    for runtime in instances {
-        for run in runtime.wait().await {
-            if let Err(error) = &run.outcome {
-                assert!(error.is_released(), "{}: {error}", run.task);
-            }
-        }
-    }
+    support::stop_all(instances).await;
 
     // Read back on its own: each key's totals are 1, 2, …, n for its n
     // inputs (every input counted once, in order), and the audit is clean.
@@ -376,7 +351,7 @@ async fn instances_started_as_the_broker_comes_back_all_start() {
         .try_init();
     let client = LiveClient::new(live.clone()).expect("client");
     let (input, output) = (Topic::new(unique("in")), Topic::new(unique("totals")));
-    let app = Arc::new(summing(&input, &output));
+    let app = Arc::new(summing(&unique("app"), "sum", &input, &output));
     create_topics(&client, &app, PARTITIONS, &Default::default())
         .await
         .expect("topics");

@@ -11,11 +11,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::support::START;
 use parsley::{Json, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley_sim::JsonKey;
 use parsley_sim::{DriverError, TestDriver, TestRecord};
-
-const START: i64 = 1_700_000_000_000;
 
 struct WordCount {
     words: Topic<String, i64>,

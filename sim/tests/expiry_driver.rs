@@ -7,11 +7,10 @@
 
 use std::time::Duration;
 
+use crate::support::{one_partition_driver, START};
 use parsley::{App, Json, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley::{Expire, Expiring};
 use parsley_sim::{DriverError, TestDriver, TestRecord};
-
-const START: i64 = 1_700_000_000_000;
 
 struct Api {
     calls: Topic<String, i64>,
@@ -81,11 +80,7 @@ fn api() -> Api {
 }
 
 fn driver(api: &Api) -> TestDriver {
-    TestDriver::builder(&api.app)
-        .initial_wall_clock(START)
-        .default_partitions(1)
-        .build()
-        .unwrap()
+    one_partition_driver(&api.app, START)
 }
 
 /// E1, E2: three calls a second per client from its first call; the

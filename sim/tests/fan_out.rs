@@ -8,12 +8,12 @@
 
 use std::time::Duration;
 
+use crate::support::{mirror, START};
 use parsley::mutation::{self, Mutation};
 use parsley::{assemble, App, Parsley, Stage, Step, Topic, Tp, Utf8, I64};
 use parsley_sim::audit::{audit, committed_logs};
 use parsley_sim::TestDriver;
 
-const START: i64 = 1_700_000_000_000;
 const SECOND: Duration = Duration::from_secs(1);
 
 struct Shop {
@@ -37,13 +37,7 @@ fn shop() -> Shop {
         })
         .into(&counts)
         .build();
-    let mirror = Stage::named("mirror")
-        .on(&clicks, {
-            let mirrored = mirrored.clone();
-            move |click| vec![mirrored.send(click.key().cloned(), *click.value())]
-        })
-        .into(&mirrored)
-        .build();
+    let mirror = mirror(&clicks, &mirrored);
     let app = Parsley::named("shop")
         .stage(count)
         .stage(mirror)

@@ -8,11 +8,11 @@
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{panic_text, replay_value, rerun};
 use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley_sim::sim::{Input, Regressions, Simulation, SimulationBuilder};
 
@@ -124,26 +124,9 @@ fn undeclared_sink_app() -> App {
     Parsley::named("forward").stage(forward).build().unwrap()
 }
 
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
 /// The report `check` panics with.
 fn report_of(simulation: &Simulation) -> String {
     panic_text(catch_unwind(AssertUnwindSafe(|| simulation.check())).expect_err("check fails"))
-}
-
-/// The value of `PARSLEY_SIM_REPLAY=` on the report's `kind` replay line.
-fn replay_value<'a>(report: &'a str, kind: &str) -> &'a str {
-    let start = report
-        .find(&format!("PARSLEY_SIM_REPLAY={kind}="))
-        .unwrap_or_else(|| panic!("no {kind} replay line in:\n{report}"));
-    let value = &report[start + "PARSLEY_SIM_REPLAY=".len()..];
-    value.split(' ').next().unwrap()
 }
 
 /// The seed the report's first line names.
@@ -154,21 +137,6 @@ fn seed_of(report: &str) -> u64 {
         .expect("the report names a seed");
     let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().expect("a seed number")
-}
-
-/// Runs this test binary again with `PARSLEY_SIM_REPLAY`, only `test`.
-fn rerun(test: &str, replay: &str) -> (bool, String) {
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--include-ignored", "--nocapture"])
-        .env("PARSLEY_SIM_REPLAY", replay)
-        .output()
-        .expect("the test binary runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
 }
 
 /// The report of `simulation` failing, its tapes kept in a regressions

@@ -7,13 +7,12 @@
 
 use std::time::Duration;
 
+use crate::support::{one_partition_driver, START};
 use parsley::{App, Json, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley::{SessionWindows, Windowed, WindowedCodec};
 use parsley_sim::{TestDriver, TestRecord};
 
 const MINUTE: i64 = 60_000;
-const START: i64 = 1_700_000_000_000;
-
 struct Visits {
     clicks: Topic<String, i64>,
     sessions: Topic<Windowed<String>, i64>,
@@ -65,11 +64,7 @@ fn visits() -> Visits {
 }
 
 fn driver(visits: &Visits) -> TestDriver {
-    TestDriver::builder(&visits.app)
-        .initial_wall_clock(START)
-        .default_partitions(1)
-        .build()
-        .unwrap()
+    one_partition_driver(&visits.app, START)
 }
 
 fn click(driver: &TestDriver, visits: &Visits, user: &str, minute: i64) {

@@ -8,9 +8,9 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::process::Command;
 use std::time::Duration;
 
+use crate::support::{mirror, panic_text, replay_value, rerun, run_again};
 use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley_sim::sim::{
     Committed, FaultRates, Input, PropertyResult, ReadError, Regressions, Simulation,
@@ -206,38 +206,6 @@ fn the_diamond_simulates_clean() {
         .check();
 }
 
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
-/// The value of `PARSLEY_SIM_REPLAY=` on the report's first replay line.
-fn replay_value<'a>(report: &'a str, kind: &str) -> &'a str {
-    let start = report
-        .find(&format!("PARSLEY_SIM_REPLAY={kind}="))
-        .unwrap_or_else(|| panic!("no {kind} replay line in:\n{report}"));
-    let value = &report[start + "PARSLEY_SIM_REPLAY=".len()..];
-    value.split(' ').next().unwrap()
-}
-
-/// Runs this test binary again with `PARSLEY_SIM_REPLAY`, only `test`.
-fn rerun(test: &str, replay: &str) -> (bool, String) {
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--include-ignored", "--nocapture"])
-        .env("PARSLEY_SIM_REPLAY", replay)
-        .output()
-        .expect("the test binary runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
-}
-
 /// A wrong property ("no report total passes 40") as a user might write it.
 fn wrong_property(regressions: Regressions) -> Simulation {
     wrong_property_over(regressions, 60)
@@ -328,25 +296,16 @@ fn a_wrong_property_fails_with_a_shrunk_story_and_a_replay_line() {
 /// answers `ok … 1 ignored` and runs nothing).
 #[test]
 fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
+    let (passed, report) = run_again(
+        &[
             "simulate_your_app::replay_wrong_property",
             "--exact",
             "--include-ignored",
             "--nocapture",
-        ])
-        .env_remove("PARSLEY_SIM_REPLAY")
-        .output()
-        .expect("the test binary runs");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+        ],
+        None,
     );
-    assert!(
-        !output.status.success(),
-        "the wrong property passed:\n{report}"
-    );
+    assert!(!passed, "the wrong property passed:\n{report}");
     let line = report
         .lines()
         .find(|line| line.contains("PARSLEY_SIM_REPLAY=seed="))
@@ -356,7 +315,7 @@ fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
     let (_, args) = command
         .split_once(" -- ")
         .unwrap_or_else(|| panic!("no test arguments in {line:?}"));
-    let args: Vec<&str> = args.split_whitespace().collect();
+    let mut args: Vec<&str> = args.split_whitespace().collect();
     assert_eq!(
         args,
         [
@@ -369,18 +328,9 @@ fn the_replay_line_of_an_ignored_test_runs_it_as_printed() {
     let replay = assignment
         .strip_prefix("PARSLEY_SIM_REPLAY=")
         .expect("the line sets PARSLEY_SIM_REPLAY");
-    let again = Command::new(std::env::current_exe().unwrap())
-        .args(&args)
-        .arg("--nocapture")
-        .env("PARSLEY_SIM_REPLAY", replay)
-        .output()
-        .expect("the test binary runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&again.stdout),
-        String::from_utf8_lossy(&again.stderr)
-    );
-    assert!(!again.status.success(), "the replay passed:\n{text}");
+    args.push("--nocapture");
+    let (passed, text) = run_again(&args, Some(replay));
+    assert!(!passed, "the replay passed:\n{text}");
     assert!(text.contains("the replayed run fails"), "{text}");
     assert!(!text.contains("1 ignored"), "{text}");
 }
@@ -602,13 +552,7 @@ fn the_readme_shows_the_snippets_app_verbatim() {
 fn null_keys_spread_over_partitions_and_are_delivered_once() {
     let clicks: Topic<String, i64> = Topic::with_codecs("clicks", Utf8, I64);
     let mirrored: Topic<String, i64> = Topic::with_codecs("mirrored", Utf8, I64);
-    let mirror = Stage::named("mirror")
-        .on(&clicks, {
-            let mirrored = mirrored.clone();
-            move |click| vec![mirrored.send(click.key().cloned(), *click.value())]
-        })
-        .into(&mirrored)
-        .build();
+    let mirror = mirror(&clicks, &mirrored);
     let app = Parsley::named("clicks").stage(mirror).build().unwrap();
     let summary = Simulation::builder(app)
         .input(Input::new(&clicks, |draw| {

@@ -10,6 +10,7 @@
 use parsley::Stage;
 use std::time::Duration;
 
+use crate::support::one_partition_driver;
 use parsley::Join;
 use parsley::{App, Parsley, Topic, Utf8};
 use parsley_sim::{TestDriver, TestRecord};
@@ -60,11 +61,7 @@ fn tiering() -> Tiering {
 }
 
 fn driver(tiering: &Tiering) -> TestDriver {
-    TestDriver::builder(&tiering.app)
-        .initial_wall_clock(T0)
-        .default_partitions(1)
-        .build()
-        .unwrap()
+    one_partition_driver(&tiering.app, T0)
 }
 
 fn values(driver: &TestDriver, topic: &Topic<String, String>) -> Vec<String> {

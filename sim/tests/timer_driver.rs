@@ -6,12 +6,11 @@
 
 use std::time::Duration;
 
+use crate::support::START;
 use parsley::{App, Parsley, Stage, Step, Topic, Utf8, I64};
 use parsley_sim::{DriverError, TestDriver};
 
 const IDLE_MS: i64 = 600_000;
-const START: i64 = 1_700_000_000_000;
-
 struct Carts {
     items: Topic<String, i64>,
     checkouts: Topic<String, i64>,

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::support::START;
 use parsley::mutation::{self, Mutation};
 use parsley::{assemble, App, Parsley, Stage, Topic, Utf8, I64};
 use parsley_sim::audit::{audit, committed_logs};
@@ -19,8 +20,6 @@ use parsley_sim::TestDriver;
 const GAP_MS: i64 = 1_500;
 /// The service's tick interval: a fire is at most this late.
 const RESOLUTION: Duration = Duration::from_millis(500);
-const START: i64 = 1_700_000_000_000;
-
 struct Sessions {
     clicks: Topic<String, i64>,
     fires: Topic<String, i64>,

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crate::support::one_partition_driver;
 use parsley::{App, Parsley, Stage, Topic, Utf8, I64};
 use parsley::{Close, Windowed, WindowedCodec, Windows};
 use parsley_sim::{DriverError, TestDriver, TestRecord};
@@ -84,11 +85,7 @@ fn views() -> Views {
 }
 
 fn driver(views: &Views) -> TestDriver {
-    TestDriver::builder(&views.app)
-        .initial_wall_clock(START)
-        .default_partitions(1)
-        .build()
-        .unwrap()
+    one_partition_driver(&views.app, START)
 }
 
 fn windows(

@@ -1,14 +1,14 @@
 //! E1–E3 through the stage's public replay: an expiring fold's logic run
 //! over slots kept here, as a checker would keep them.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::*;
 use crate::record::{ConsumedRecord, RecordData};
-use crate::stage::{ReplayError, Replayed, SlotChange, SlotKey};
+use crate::stage::replaying::Replay;
+use crate::stage::{ReplayError, SlotKey};
 use crate::tp::Tp;
-use crate::{CompositionError, Emission, Json, Parsley, Tick, Utf8, I64};
+use crate::{CompositionError, Emission, Json, Parsley, Utf8, I64};
 
 fn orders() -> Topic<String, i64> {
     Topic::with_codecs("orders", Utf8, I64)
@@ -40,67 +40,34 @@ fn counting(expiring: Expiring) -> Stage {
         .build()
 }
 
-struct Replay {
-    stage: Stage,
-    slots: BTreeMap<SlotKey, bytes::Bytes>,
-    offset: u64,
+/// Orders and ticks, replayed.
+trait Orders {
+    fn try_order(
+        &mut self,
+        key: Option<&str>,
+        amount: i64,
+        at: i64,
+    ) -> Result<Vec<Emission>, ReplayError>;
+
+    /// The count the order's delivery emits.
+    fn order(&mut self, key: &str, amount: i64, at: i64) -> i64;
+
+    /// A tick at `at`, which expires state and emits nothing.
+    fn expire_at(&mut self, at: i64);
+
+    fn live_keys(&self) -> Vec<String>;
 }
 
-impl Replay {
-    fn of(stage: Stage) -> Replay {
-        Replay {
-            stage,
-            slots: BTreeMap::new(),
-            offset: 0,
-        }
-    }
-
-    fn apply(&mut self, own: SlotKey, replayed: Replayed) -> Vec<Emission> {
-        for (slot, change) in std::iter::once((own, replayed.slot)).chain(replayed.other_slots) {
-            match change {
-                SlotChange::Set(bytes) => {
-                    self.slots.insert(slot, bytes);
-                }
-                SlotChange::Deleted => {
-                    self.slots.remove(&slot);
-                }
-                SlotChange::Unchanged => {}
-            }
-        }
-        replayed.emissions
-    }
-
+impl Orders for Replay {
     fn try_order(
         &mut self,
         key: Option<&str>,
         amount: i64,
         at: i64,
     ) -> Result<Vec<Emission>, ReplayError> {
-        let record = ConsumedRecord {
-            offset: self.offset,
-            data: RecordData {
-                key: key.map(|key| bytes::Bytes::copy_from_slice(key.as_bytes())),
-                value: Some(bytes::Bytes::copy_from_slice(&amount.to_be_bytes())),
-                headers: Vec::new(),
-                timestamp: at,
-            },
-        };
-        self.offset += 1;
-        let slots: Vec<(SlotKey, &[u8])> = self
-            .slots
-            .iter()
-            .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
-            .collect();
-        let replayed = self.stage.hooks().replay_record_over_slots(
-            orders().name(),
-            &slots,
-            &Tp::new("orders", 0),
-            &record,
-        )?;
-        Ok(self.apply(SlotKey::for_key(record.data.key.as_ref()), replayed))
+        self.deliver("orders", key, Some(amount), at)
     }
 
-    /// The count the order's delivery emits.
     fn order(&mut self, key: &str, amount: i64, at: i64) -> i64 {
         let emitted = self
             .try_order(Some(key), amount, at)
@@ -110,18 +77,8 @@ impl Replay {
             .unwrap()
     }
 
-    fn tick(&mut self, at: i64) {
-        let slots: Vec<(SlotKey, &[u8])> = self
-            .slots
-            .iter()
-            .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
-            .collect();
-        let replayed = self
-            .stage
-            .hooks()
-            .replay_tick_over_slots(&slots, Tick::new(at))
-            .unwrap();
-        let emitted = self.apply(SlotKey::Tick, replayed);
+    fn expire_at(&mut self, at: i64) {
+        let emitted = self.tick(at).unwrap();
         assert!(emitted.is_empty());
     }
 
@@ -212,9 +169,9 @@ fn e2_wall_clock_expiry_is_moved_by_ticks_alone() {
     // A record far ahead does not expire `a`: only ticks move the frontier.
     count.order("b", 1, 9_000);
     assert_eq!(count.order("a", 1, 1_010), 2);
-    count.tick(1_109);
+    count.expire_at(1_109);
     assert_eq!(count.live_keys(), ["a", "b"]);
-    count.tick(1_110);
+    count.expire_at(1_110);
     assert_eq!(count.live_keys(), ["b"]);
     assert_eq!(count.order("a", 1, 1_111), 1);
 }

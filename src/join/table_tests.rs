@@ -1,12 +1,9 @@
 //! J8, J9 through the stage's public replay: a table–table join's logic
 //! run over the slots kept here, as a checker would keep them.
 
-use std::collections::BTreeMap;
-
+use super::tests::refused_with;
 use super::*;
-use crate::record::{ConsumedRecord, RecordData};
-use crate::stage::{ReplayError, SlotChange};
-use crate::tp::Tp;
+use crate::stage::replaying::Replay;
 use crate::{CompositionError, Emission, Json, Parsley, Utf8, I64};
 
 fn balances() -> Topic<String, i64> {
@@ -37,63 +34,23 @@ fn joined(kind: TableJoinKind) -> Stage {
     builder.into(&view()).build()
 }
 
-/// A join's task, replayed: its slots (by key bytes) and offsets.
-struct Replay {
-    stage: Stage,
-    slots: BTreeMap<Vec<u8>, bytes::Bytes>,
-    offset: u64,
+/// When every record is delivered.
+const AT: i64 = 1_000;
+
+/// The two tables' records, delivered at [`AT`].
+trait Sides {
+    fn left(&mut self, key: &str, value: Option<i64>) -> Vec<Emission>;
+
+    fn right(&mut self, key: &str, value: Option<i64>) -> Vec<Emission>;
 }
 
-impl Replay {
-    fn of(kind: TableJoinKind) -> Replay {
-        Replay {
-            stage: joined(kind),
-            slots: BTreeMap::new(),
-            offset: 0,
-        }
-    }
-
-    fn deliver(
-        &mut self,
-        topic: &str,
-        key: Option<&str>,
-        value: Option<i64>,
-    ) -> Result<Vec<Emission>, ReplayError> {
-        let tp = Tp::new(topic, 0);
-        self.offset += 1;
-        let record = ConsumedRecord {
-            offset: self.offset,
-            data: RecordData {
-                key: key.map(|key| bytes::Bytes::copy_from_slice(key.as_bytes())),
-                value: value.map(|value| bytes::Bytes::copy_from_slice(&value.to_be_bytes())),
-                headers: Vec::new(),
-                timestamp: 1_000,
-            },
-        };
-        let slot = key.map(|key| key.as_bytes().to_vec()).unwrap_or_default();
-        let state = self.slots.get(&slot).map(|bytes| &bytes[..]);
-        let replayed = self
-            .stage
-            .hooks()
-            .replay_record(&tp.topic, state, &tp, &record)?;
-        match replayed.slot {
-            SlotChange::Set(bytes) => {
-                self.slots.insert(slot, bytes);
-            }
-            SlotChange::Deleted => {
-                self.slots.remove(&slot);
-            }
-            SlotChange::Unchanged => {}
-        }
-        Ok(replayed.emissions)
-    }
-
+impl Sides for Replay {
     fn left(&mut self, key: &str, value: Option<i64>) -> Vec<Emission> {
-        self.deliver("balances", Some(key), value).unwrap()
+        self.deliver("balances", Some(key), value, AT).unwrap()
     }
 
     fn right(&mut self, key: &str, value: Option<i64>) -> Vec<Emission> {
-        self.deliver("limits", Some(key), value).unwrap()
+        self.deliver("limits", Some(key), value, AT).unwrap()
     }
 }
 
@@ -109,7 +66,7 @@ fn tombstone(key: &str) -> Vec<Emission> {
 /// update of either, and the latest value of each side.
 #[test]
 fn j8_an_update_of_either_side_rewrites_the_inner_result() {
-    let mut join = Replay::of(TableJoinKind::Inner);
+    let mut join = Replay::of(joined(TableJoinKind::Inner));
     assert_eq!(join.left("alice", Some(10)), vec![], "no right side yet");
     assert_eq!(join.right("alice", Some(100)), result("alice", "10/100"));
     assert_eq!(join.left("alice", Some(20)), result("alice", "20/100"));
@@ -124,7 +81,7 @@ fn j8_an_update_of_either_side_rewrites_the_inner_result() {
 /// nothing, and neither does deleting a side of a key without a result.
 #[test]
 fn j8_a_deletion_removing_the_result_writes_one_tombstone() {
-    let mut join = Replay::of(TableJoinKind::Inner);
+    let mut join = Replay::of(joined(TableJoinKind::Inner));
     join.left("alice", Some(10));
     join.right("alice", Some(100));
     assert_eq!(join.left("alice", None), tombstone("alice"));
@@ -142,7 +99,7 @@ fn j8_a_deletion_removing_the_result_writes_one_tombstone() {
 /// left side writes a tombstone.
 #[test]
 fn j8_a_left_join_follows_its_left_side() {
-    let mut join = Replay::of(TableJoinKind::Left);
+    let mut join = Replay::of(joined(TableJoinKind::Left));
     assert_eq!(join.right("alice", Some(100)), vec![], "no left side");
     assert_eq!(join.left("alice", Some(10)), result("alice", "10/100"));
     assert_eq!(join.right("alice", None), result("alice", "10/none"));
@@ -155,7 +112,7 @@ fn j8_a_left_join_follows_its_left_side() {
 /// tombstone comes when the last side goes.
 #[test]
 fn j8_an_outer_join_writes_a_tombstone_when_the_last_side_goes() {
-    let mut join = Replay::of(TableJoinKind::Outer);
+    let mut join = Replay::of(joined(TableJoinKind::Outer));
     assert_eq!(join.right("alice", Some(100)), result("alice", "none/100"));
     assert_eq!(join.left("alice", Some(10)), result("alice", "10/100"));
     assert_eq!(join.right("alice", None), result("alice", "10/none"));
@@ -168,11 +125,11 @@ fn j8_an_outer_join_writes_a_tombstone_when_the_last_side_goes() {
 /// changelog, and decode to the same join.
 #[test]
 fn j8_the_sides_are_state() {
-    let mut join = Replay::of(TableJoinKind::Outer);
+    let mut join = Replay::of(joined(TableJoinKind::Outer));
     join.left("alice", Some(10));
     join.right("alice", Some(100));
     let kept = join.slots.clone();
-    let mut restarted = Replay::of(TableJoinKind::Outer);
+    let mut restarted = Replay::of(joined(TableJoinKind::Outer));
     restarted.slots = kept;
     restarted.offset = join.offset;
     assert_eq!(restarted.left("alice", None), result("alice", "none/100"));
@@ -181,8 +138,8 @@ fn j8_the_sides_are_state() {
 /// J9: a record without a key is refused, naming J9.
 #[test]
 fn j9_a_record_without_a_key_is_refused() {
-    let mut join = Replay::of(TableJoinKind::Inner);
-    let refused = join.deliver("balances", None, Some(1)).unwrap_err();
+    let mut join = Replay::of(joined(TableJoinKind::Inner));
+    let refused = join.deliver("balances", None, Some(1), AT).unwrap_err();
     assert!(refused.to_string().contains("J9"), "{refused}");
 }
 
@@ -197,14 +154,10 @@ fn j9_a_failing_joiner_refuses_the_record() {
         })
         .into(&view())
         .build();
-    let mut join = Replay {
-        stage,
-        slots: BTreeMap::new(),
-        offset: 0,
-    };
+    let mut join = Replay::of(stage);
     join.right("alice", Some(5));
     let refused = join
-        .deliver("balances", Some("alice"), Some(9))
+        .deliver("balances", Some("alice"), Some(9), AT)
         .unwrap_err();
     assert!(refused.to_string().contains("over limit"), "{refused}");
 }
@@ -250,13 +203,7 @@ fn j4_assembly_refuses_tables_not_co_partitioned() {
         .stage(joined(TableJoinKind::Left))
         .build()
         .unwrap();
-    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(&app)
-        .into_iter()
-        .map(|contract| (contract.name.to_string(), 4))
-        .collect();
-    assert!(crate::assemble(&app, &topics).is_ok());
-    topics.insert("limits".to_string(), 2);
-    let error = crate::assemble(&app, &topics).unwrap_err().to_string();
+    let error = refused_with(&app, "limits", 2);
     assert!(
         error.contains("\"limits\"")
             && error.contains("co-partitioned with its left table balances (J4)")

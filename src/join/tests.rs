@@ -1,11 +1,10 @@
 //! J1–J4 through the stage's public replay: a stream–table join's logic run
 //! over a table kept here, as a checker would keep it.
 
-use std::collections::BTreeMap;
-
 use super::*;
 use crate::record::{ConsumedRecord, RecordData};
-use crate::stage::{ReplayError, SlotChange};
+use crate::stage::replaying::{self, Replay};
+use crate::stage::ReplayError;
 use crate::tp::Tp;
 use crate::{CompositionError, Emission, Json, Parsley, Utf8, I64};
 
@@ -37,63 +36,23 @@ fn left() -> Stage {
         .build()
 }
 
-/// A join's task, replayed: its table (by key bytes) and offsets.
-struct Replay {
-    stage: Stage,
-    rows: BTreeMap<Vec<u8>, bytes::Bytes>,
-    offset: u64,
+/// When every record is delivered.
+const AT: i64 = 1_000;
+
+/// The pricing join's records, delivered at [`AT`].
+trait Pricing {
+    fn order(&mut self, key: &str, amount: i64) -> Vec<Emission>;
+
+    fn discount(&mut self, key: &str, discount: Option<i64>);
 }
 
-impl Replay {
-    fn of(stage: Stage) -> Replay {
-        Replay {
-            stage,
-            rows: BTreeMap::new(),
-            offset: 0,
-        }
-    }
-
-    fn deliver(
-        &mut self,
-        topic: &str,
-        key: Option<&str>,
-        value: Option<i64>,
-    ) -> Result<Vec<Emission>, ReplayError> {
-        let tp = Tp::new(topic, 0);
-        self.offset += 1;
-        let record = ConsumedRecord {
-            offset: self.offset,
-            data: RecordData {
-                key: key.map(|key| bytes::Bytes::copy_from_slice(key.as_bytes())),
-                value: value.map(|value| bytes::Bytes::copy_from_slice(&value.to_be_bytes())),
-                headers: Vec::new(),
-                timestamp: 1_000,
-            },
-        };
-        let slot = key.map(|key| key.as_bytes().to_vec()).unwrap_or_default();
-        let state = self.rows.get(&slot).map(|bytes| &bytes[..]);
-        let replayed = self
-            .stage
-            .hooks()
-            .replay_record(&tp.topic, state, &tp, &record)?;
-        match replayed.slot {
-            SlotChange::Set(bytes) => {
-                self.rows.insert(slot, bytes);
-            }
-            SlotChange::Deleted => {
-                self.rows.remove(&slot);
-            }
-            SlotChange::Unchanged => {}
-        }
-        Ok(replayed.emissions)
-    }
-
+impl Pricing for Replay {
     fn order(&mut self, key: &str, amount: i64) -> Vec<Emission> {
-        self.deliver("orders", Some(key), Some(amount)).unwrap()
+        self.deliver("orders", Some(key), Some(amount), AT).unwrap()
     }
 
     fn discount(&mut self, key: &str, discount: Option<i64>) {
-        let emitted = self.deliver("discounts", Some(key), discount).unwrap();
+        let emitted = self.deliver("discounts", Some(key), discount, AT).unwrap();
         assert!(
             emitted.is_empty(),
             "a table record emits nothing: {emitted:?}"
@@ -103,6 +62,18 @@ impl Replay {
 
 fn priced_at(key: &str, amount: i64) -> Vec<Emission> {
     vec![priced().send(key.to_string(), amount)]
+}
+
+/// `app` assembled with 4 partitions for every topic, which must pass,
+/// then with `topic` at `partitions`: the refusal, as text.
+pub(super) fn refused_with(app: &crate::App, topic: &str, partitions: u32) -> String {
+    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(app)
+        .into_iter()
+        .map(|contract| (contract.name.to_string(), 4))
+        .collect();
+    assert!(crate::assemble(app, &topics).is_ok());
+    topics.insert(topic.to_string(), partitions);
+    crate::assemble(app, &topics).unwrap_err().to_string()
 }
 
 /// J1, J2: an order is joined with its key's latest row; an update replaces
@@ -139,9 +110,9 @@ fn j1_a_tombstone_deletes_the_row() {
         join.discount("alice", Some(10));
         join.discount("alice", None);
         assert_eq!(join.order("alice", 100), after);
-        assert!(join.rows.is_empty());
+        assert!(join.slots.is_empty());
         join.discount("bob", None);
-        assert!(join.rows.is_empty());
+        assert!(join.slots.is_empty());
     }
 }
 
@@ -151,12 +122,12 @@ fn j1_a_tombstone_deletes_the_row() {
 fn j2_a_stream_record_changes_no_row_and_rows_keep_the_tables_bytes() {
     let mut join = Replay::of(inner());
     join.discount("alice", Some(7));
-    let row = &join.rows[&b"alice".to_vec()][..];
+    let row = &join.slot("alice").expect("alice's row")[..];
     assert_eq!(row[..8], 1_000i64.to_be_bytes(), "the row's timestamp");
     assert_eq!(row[8..], 7i64.to_be_bytes(), "the table record's bytes");
     join.order("alice", 1);
     join.order("dave", 1);
-    assert_eq!(join.rows.len(), 1);
+    assert_eq!(join.slots.len(), 1);
 }
 
 /// J1, J2: a record without a key is refused, naming the rule and the
@@ -164,19 +135,19 @@ fn j2_a_stream_record_changes_no_row_and_rows_keep_the_tables_bytes() {
 #[test]
 fn j1_j2_records_without_a_key_are_refused_naming_the_record() {
     let mut join = Replay::of(inner());
-    match join.deliver("discounts", None, Some(1)) {
+    match join.deliver("discounts", None, Some(1), AT) {
         Err(ReplayError::Logic(message)) => {
             assert!(
-                message.starts_with("J1 ") && message.contains("discounts-0@1"),
+                message.starts_with("J1 ") && message.contains("discounts-0@0"),
                 "{message}"
             )
         }
         other => panic!("expected J1's refusal, got {other:?}"),
     }
-    match join.deliver("orders", None, Some(1)) {
+    match join.deliver("orders", None, Some(1), AT) {
         Err(ReplayError::Logic(message)) => {
             assert!(
-                message.starts_with("J2 ") && message.contains("orders-0@2"),
+                message.starts_with("J2 ") && message.contains("orders-0@1"),
                 "{message}"
             )
         }
@@ -211,7 +182,7 @@ fn j2_a_failing_joiner_refuses_the_record() {
         .build();
     let mut join = Replay::of(stage);
     join.discount("alice", Some(500));
-    match join.deliver("orders", Some("alice"), Some(100)) {
+    match join.deliver("orders", Some("alice"), Some(100), AT) {
         Err(ReplayError::Logic(message)) => assert!(message.contains("discount 500"), "{message}"),
         other => panic!("expected the joiner's refusal, got {other:?}"),
     }
@@ -222,15 +193,7 @@ fn j2_a_failing_joiner_refuses_the_record() {
 fn join_output_is_what_the_delivery_emits() {
     let stage = left();
     let tp = Tp::new("orders", 0);
-    let record = ConsumedRecord {
-        offset: 0,
-        data: RecordData {
-            key: Some(bytes::Bytes::from_static(b"alice")),
-            value: Some(bytes::Bytes::copy_from_slice(&100i64.to_be_bytes())),
-            headers: Vec::new(),
-            timestamp: 0,
-        },
-    };
+    let record = replaying::record(Some("alice"), Some(100), 0, 0);
     let row = 30i64.to_be_bytes();
     let (key, value) = stage
         .hooks()
@@ -304,13 +267,7 @@ fn j4_impossible_joins_are_refused_when_built() {
 #[test]
 fn j4_assembly_refuses_a_table_not_co_partitioned_with_its_stream() {
     let app = Parsley::named("shop").stage(inner()).build().unwrap();
-    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(&app)
-        .into_iter()
-        .map(|contract| (contract.name.to_string(), 4))
-        .collect();
-    assert!(crate::assemble(&app, &topics).is_ok());
-    topics.insert("discounts".to_string(), 3);
-    let error = crate::assemble(&app, &topics).unwrap_err().to_string();
+    let error = refused_with(&app, "discounts", 3);
     assert!(
         error.contains("\"discounts\"")
             && error.contains("co-partitioned with its stream orders (J4)")

@@ -38,6 +38,8 @@ use crate::topic::{RecordPart, Sinks, Topic, TopicRef};
 use crate::tp::{TopicName, Tp};
 
 mod hooks;
+#[cfg(test)]
+pub(crate) mod replaying;
 
 pub use declare::{Declaration, Declaring, IntoOutput, OperatorBuilder, TwoSided};
 pub(crate) use declare::{OperatorParts, StageHead};

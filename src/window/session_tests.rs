@@ -2,9 +2,10 @@
 //! Emissions print as `key[start,end)=total`; for a session, `end` is its
 //! last record's timestamp.
 
-use super::tests::{late, sales, totals, Replay};
+use super::tests::{late, sales, totals, Sales};
 use super::*;
 use crate::record::{ConsumedRecord, RecordData};
+use crate::stage::replaying::Replay;
 use crate::tp::Tp;
 use crate::{CompositionError, Emission, Parsley, Utf8, I64};
 

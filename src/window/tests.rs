@@ -1,13 +1,12 @@
 //! W1–W4 through the stage's public replay: a windowed aggregation's logic
 //! run over slots kept here, as a checker would keep them.
 
-use std::collections::BTreeMap;
-
 use super::*;
 use crate::record::{ConsumedRecord, RecordData};
-use crate::stage::{ReplayError, Replayed, SlotChange, SlotKey};
+use crate::stage::replaying::Replay;
+use crate::stage::ReplayError;
 use crate::tp::Tp;
-use crate::{CompositionError, Emission, Parsley, Tick, Utf8, I64};
+use crate::{CompositionError, Emission, Parsley, Utf8, I64};
 
 pub(super) fn sales() -> Topic<String, i64> {
     Topic::with_codecs("sales", Utf8, I64)
@@ -28,92 +27,41 @@ fn summing(windows: Windows) -> OperatorBuilder<WindowAggregation<String, i64, i
         .into(&totals())
 }
 
-/// A windowed stage's task, replayed: its slots and what it emitted.
-pub(super) struct Replay {
-    stage: Stage,
-    pub(super) slots: BTreeMap<SlotKey, bytes::Bytes>,
-    offset: u64,
-    emitted: Vec<Emission>,
+/// Sales and ticks, replayed.
+pub(super) trait Sales {
+    fn try_sale(
+        &mut self,
+        key: Option<&str>,
+        amount: i64,
+        at: i64,
+    ) -> Result<Vec<Emission>, ReplayError>;
+
+    /// A sale's emissions, as (topic, key, start, end, total) for the
+    /// output and (topic, key, amount) for late records.
+    fn sale(&mut self, key: &str, amount: i64, at: i64) -> Vec<String>;
+
+    /// What a tick at `at` emits, described as a sale's emissions are.
+    fn closed_at(&mut self, at: i64) -> Vec<String>;
 }
 
-impl Replay {
-    pub(super) fn of(stage: Stage) -> Replay {
-        Replay {
-            stage,
-            slots: BTreeMap::new(),
-            offset: 0,
-            emitted: Vec::new(),
-        }
-    }
-
-    fn slots(&self) -> Vec<(SlotKey, &[u8])> {
-        self.slots
-            .iter()
-            .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
-            .collect()
-    }
-
-    fn apply(&mut self, own: SlotKey, replayed: Replayed) -> Vec<Emission> {
-        for (slot, change) in std::iter::once((own, replayed.slot)).chain(replayed.other_slots) {
-            match change {
-                SlotChange::Set(bytes) => {
-                    self.slots.insert(slot, bytes);
-                }
-                SlotChange::Deleted => {
-                    self.slots.remove(&slot);
-                }
-                SlotChange::Unchanged => {}
-            }
-        }
-        self.emitted.extend(replayed.emissions.iter().cloned());
-        replayed.emissions
-    }
-
-    pub(super) fn try_sale(
+impl Sales for Replay {
+    fn try_sale(
         &mut self,
         key: Option<&str>,
         amount: i64,
         at: i64,
     ) -> Result<Vec<Emission>, ReplayError> {
-        let record = ConsumedRecord {
-            offset: self.offset,
-            data: RecordData {
-                key: key.map(|key| bytes::Bytes::copy_from_slice(key.as_bytes())),
-                value: Some(bytes::Bytes::copy_from_slice(&amount.to_be_bytes())),
-                headers: Vec::new(),
-                timestamp: at,
-            },
-        };
-        self.offset += 1;
-        let slots = self.slots();
-        let replayed = self.stage.hooks().replay_record_over_slots(
-            sales().name(),
-            &slots,
-            &Tp::new("sales", 0),
-            &record,
-        )?;
-        let own = SlotKey::for_key(record.data.key.as_ref());
-        Ok(self.apply(own, replayed))
+        self.deliver("sales", key, Some(amount), at)
     }
 
-    /// A sale's emissions, as (topic, key, start, end, total) for the
-    /// output and (topic, key, amount) for late records.
-    pub(super) fn sale(&mut self, key: &str, amount: i64, at: i64) -> Vec<String> {
+    fn sale(&mut self, key: &str, amount: i64, at: i64) -> Vec<String> {
         let emitted = self.try_sale(Some(key), amount, at).expect("a valid sale");
         emitted.iter().map(describe).collect()
     }
 
-    pub(super) fn tick(&mut self, at: i64) -> Vec<String> {
-        let slots = self.slots();
-        let replayed = self
-            .stage
-            .hooks()
-            .replay_tick_over_slots(&slots, Tick::new(at))
-            .expect("a windowed stage's tick");
-        self.apply(SlotKey::Tick, replayed)
-            .iter()
-            .map(describe)
-            .collect()
+    fn closed_at(&mut self, at: i64) -> Vec<String> {
+        let emitted = self.tick(at).expect("a windowed stage's tick");
+        emitted.iter().map(describe).collect()
     }
 }
 
@@ -253,11 +201,11 @@ fn w2_wall_clock_windows_close_on_ticks_alone() {
     );
     assert!(replay.sale("k", 1, 30).is_empty());
     assert!(replay.sale("k", 2, 500).is_empty());
-    assert!(replay.tick(59).is_empty());
-    assert_eq!(replay.tick(60), ["k[0,60)=1"]);
+    assert!(replay.closed_at(59).is_empty());
+    assert_eq!(replay.closed_at(60), ["k[0,60)=1"]);
     // A record for a window the clock closed is late.
     assert!(replay.sale("k", 4, 40).is_empty());
-    assert_eq!(replay.tick(560), ["k[480,540)=2"]);
+    assert_eq!(replay.closed_at(560), ["k[480,540)=2"]);
 }
 
 /// W1: a record without a key or without a timestamp is refused, naming the

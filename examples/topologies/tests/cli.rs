@@ -489,17 +489,31 @@ fn shrink_writes_the_shrunk_runs_timeline_with_its_violation() {
     );
 }
 
+/// `parsley-sim explore` of the balances scenario with
+/// consumer-not-rewound planted, within `bound`, with `more` arguments.
+fn explore_planted(bound: &[&str], more: &[&str]) -> Output {
+    let mut args = vec!["explore", BALANCES, "--mutation", "consumer-not-rewound"];
+    args.extend(bound);
+    args.extend(more);
+    sim(&args)
+}
+
+/// The command line a run's report says replays its tape.
+fn replay_line(out: &str) -> &str {
+    out.lines()
+        .skip_while(|line| !line.contains("replay it with:"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no replay line: {out}"))
+}
+
 #[test]
 fn explore_finds_a_planted_bug_and_replays_its_tape() {
     let dir = std::env::temp_dir().join(format!("parsley-sim-explore-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let tape = dir.join("explored.tape");
     let bound = ["--inputs", "2", "--steps", "8"];
-    let mut args = vec!["explore", BALANCES, "--mutation", "consumer-not-rewound"];
-    args.extend(bound);
     let tape_arg = tape.to_str().unwrap();
-    args.extend(["--tape-out", tape_arg]);
-    let output = sim(&args);
+    let output = explore_planted(&bound, &["--tape-out", tape_arg]);
     let out = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "{out}");
     assert!(
@@ -507,16 +521,9 @@ fn explore_finds_a_planted_bug_and_replays_its_tape() {
         "{out}"
     );
     assert!(out.contains("What happened:"), "{out}");
-    let replay = out
-        .lines()
-        .skip_while(|line| !line.contains("replay it with:"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no replay line: {out}"));
+    let replay = replay_line(&out);
     assert!(replay.contains("--replay") && replay.contains("--mutation consumer-not-rewound"));
-    let mut args = vec!["explore", BALANCES, "--mutation", "consumer-not-rewound"];
-    args.extend(bound);
-    args.extend(["--replay", tape_arg]);
-    let replayed = sim(&args);
+    let replayed = explore_planted(&bound, &["--replay", tape_arg]);
     assert_eq!(replayed.status.code(), Some(1), "{}", stdout(&replayed));
     assert!(stdout(&replayed).contains("I2"), "{}", stdout(&replayed));
     std::fs::remove_dir_all(&dir).ok();
@@ -540,23 +547,13 @@ fn explore_shuffled_says_so_and_its_tape_replays() {
     let tape = dir.join("shuffled.tape");
     let tape_arg = tape.to_str().unwrap();
     let bound = ["--steps", "8", "--shuffle", "3"];
-    let mut args = vec!["explore", BALANCES, "--mutation", "consumer-not-rewound"];
-    args.extend(bound);
-    args.extend(["--tape-out", tape_arg]);
-    let output = sim(&args);
+    let output = explore_planted(&bound, &["--tape-out", tape_arg]);
     let out = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "{out}");
     assert!(out.contains("8 steps, shuffled by seed 3)"), "{out}");
-    let replay = out
-        .lines()
-        .skip_while(|line| !line.contains("replay it with:"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no replay line: {out}"));
+    let replay = replay_line(&out);
     assert!(replay.contains("--shuffle 3"), "{replay}");
-    let mut args = vec!["explore", BALANCES, "--mutation", "consumer-not-rewound"];
-    args.extend(bound);
-    args.extend(["--replay", tape_arg]);
-    let replayed = sim(&args);
+    let replayed = explore_planted(&bound, &["--replay", tape_arg]);
     assert_eq!(replayed.status.code(), Some(1), "{}", stdout(&replayed));
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -19,19 +19,37 @@ fn tiny(steps: u64) -> Bounds {
     }
 }
 
-/// `bounds` over two partitions and two keys.
-fn two_partitions(bounds: Bounds) -> Bounds {
+/// The tiny bound of eight steps over two partitions and two keys.
+fn two_partitions() -> Bounds {
     Bounds {
         partitions: 2,
         keys: 2,
-        ..bounds
+        ..tiny(8)
     }
 }
 
-/// `bounds` with one input record its logic refuses among the faults.
-fn with_rejected(mut bounds: Bounds) -> Bounds {
+/// The tiny bound of eight steps with one input record its logic refuses
+/// among the faults.
+fn rejected() -> Bounds {
+    let mut bounds = tiny(8);
     bounds.kinds.push(FaultKind::LogicError);
     bounds
+}
+
+/// The tiny bound with `inputs` input records.
+fn inputs(inputs: u64, steps: u64) -> Bounds {
+    Bounds {
+        inputs,
+        ..tiny(steps)
+    }
+}
+
+/// The tiny bound with one input record and no fault.
+fn one_input(steps: u64) -> Bounds {
+    Bounds {
+        faults: 0,
+        ..inputs(1, steps)
+    }
 }
 
 /// Each planted core bug the exhaustive mode finds, on the smallest
@@ -39,183 +57,93 @@ fn with_rejected(mut bounds: Bounds) -> Bounds {
 /// reports it there (where the tiny world shows a bug first by another
 /// invariant than the shipped scenario does, the row says which).
 fn found() -> Vec<(Mutation, &'static str, Bounds, Invariant)> {
+    use Invariant::*;
     use Mutation::*;
     vec![
-        (GateIgnoresClaims, "fan-in", tiny(8), Invariant::I1),
-        (StampingForgetsHeld, "fan-in", tiny(8), Invariant::I5),
-        (PositionsPastHeld, "balances", tiny(8), Invariant::I2),
-        (HistoryNotRestored, "balances", tiny(8), Invariant::I5),
-        (TickSlotIsNullSlot, "audit-cut", tiny(8), Invariant::I6),
-        (ConsumerNotRewound, "balances", tiny(8), Invariant::I2),
-        (
-            EmissionsOutsideTransaction,
-            "balances",
-            tiny(8),
-            Invariant::I7,
-        ),
-        (
-            TickOnPartitionZero,
-            "balances",
-            two_partitions(tiny(8)),
-            Invariant::I4,
-        ),
-        (TickAtRecordTime, "balances", tiny(8), Invariant::I4),
+        (GateIgnoresClaims, "fan-in", tiny(8), I1),
+        (StampingForgetsHeld, "fan-in", tiny(8), I5),
+        (PositionsPastHeld, "balances", tiny(8), I2),
+        (HistoryNotRestored, "balances", tiny(8), I5),
+        (TickSlotIsNullSlot, "audit-cut", tiny(8), I6),
+        (ConsumerNotRewound, "balances", tiny(8), I2),
+        (EmissionsOutsideTransaction, "balances", tiny(8), I7),
+        (TickOnPartitionZero, "balances", two_partitions(), I4),
+        (TickAtRecordTime, "balances", tiny(8), I4),
         // Two inputs of one key in one transaction: its commit writes the
         // first value, not the last.
-        (
-            ChangelogKeepsFirstChange,
-            "balances",
-            tiny(8),
-            Invariant::I6,
-        ),
+        (ChangelogKeepsFirstChange, "balances", tiny(8), I6),
         // Two stages in one group: named by the group offsets the first
         // commit leaves (I15).
-        (
-            SharedGroup,
-            "diamond",
-            two_partitions(tiny(8)),
-            Invariant::I15,
-        ),
-        (
-            DeadLetterDropsRecord,
-            "dead-letter",
-            with_rejected(tiny(8)),
-            Invariant::I10,
-        ),
-        (TimerFiresEarly, "timers", tiny(8), Invariant::I11),
-        (TimerKeepsFired, "timers", tiny(8), Invariant::I11),
+        (SharedGroup, "diamond", two_partitions(), I15),
+        (DeadLetterDropsRecord, "dead-letter", rejected(), I10),
+        (TimerFiresEarly, "timers", tiny(8), I11),
+        (TimerKeepsFired, "timers", tiny(8), I11),
         // The dropped request is missing from the committed state (I6)
         // before its fire is missed.
-        (TimerDropsOddRequests, "timers", tiny(8), Invariant::I6),
-        (TimerFireUnstamped, "timers", tiny(8), Invariant::I5),
-        (
-            GateMatchesTopicOnly,
-            "regroup",
-            two_partitions(tiny(8)),
-            Invariant::I8,
-        ),
-        (
-            CodecDeadLetterLosesValue,
-            "bad-bytes",
-            with_rejected(tiny(8)),
-            Invariant::I10,
-        ),
-        (
-            WindowClosesOneIntervalEarly,
-            "windows",
-            tiny(8),
-            Invariant::I12,
-        ),
-        (WindowGraceOffByOne, "windows", tiny(8), Invariant::I12),
+        (TimerDropsOddRequests, "timers", tiny(8), I6),
+        (TimerFireUnstamped, "timers", tiny(8), I5),
+        (GateMatchesTopicOnly, "regroup", two_partitions(), I8),
+        (CodecDeadLetterLosesValue, "bad-bytes", rejected(), I10),
+        (WindowClosesOneIntervalEarly, "windows", tiny(8), I12),
+        (WindowGraceOffByOne, "windows", tiny(8), I12),
         // A record at the run's start, a whole minute: on the trend
         // windows' grid.
-        (HoppingWindowSkipsStart, "windows", tiny(8), Invariant::I12),
-        (
-            WindowWrittenAtClosingRecord,
-            "windows",
-            tiny(8),
-            Invariant::I12,
-        ),
-        (ExpiryHalfTtlEarly, "dedupe", tiny(8), Invariant::I14),
-        (ExpiryNeverExpires, "dedupe", tiny(8), Invariant::I14),
-        (RekeyDropsStamp, "by-product", tiny(8), Invariant::I5),
-        (RekeyOutputKeepsKey, "by-product", tiny(8), Invariant::I17),
-        (
-            StreamJoinEmitsUnmatchedEarly,
-            "settlement",
-            tiny(8),
-            Invariant::I13,
-        ),
-        (TimerSkipsExactDue, "timers", tiny(8), Invariant::I11),
-        (TickOneMsEarly, "balances", tiny(8), Invariant::I4),
-        (ExpiryOneMsEarly, "dedupe", tiny(8), Invariant::I14),
-        (
-            TimerLostWhenOverdueAtStart,
-            "timers",
-            tiny(8),
-            Invariant::I11,
-        ),
-        (TableJoinSkipsTombstone, "credit", tiny(8), Invariant::I13),
-        (
-            SyncIgnoresTimestamps,
-            "enrichment",
-            Bounds {
-                inputs: 3,
-                ..tiny(8)
-            },
-            Invariant::I16,
-        ),
-        (
-            JoinIgnoresTombstones,
-            "enrichment",
-            Bounds {
-                inputs: 3,
-                ..tiny(8)
-            },
-            Invariant::I13,
-        ),
+        (HoppingWindowSkipsStart, "windows", tiny(8), I12),
+        (WindowWrittenAtClosingRecord, "windows", tiny(8), I12),
+        (ExpiryHalfTtlEarly, "dedupe", tiny(8), I14),
+        (ExpiryNeverExpires, "dedupe", tiny(8), I14),
+        (RekeyDropsStamp, "by-product", tiny(8), I5),
+        (RekeyOutputKeepsKey, "by-product", tiny(8), I17),
+        (StreamJoinEmitsUnmatchedEarly, "settlement", tiny(8), I13),
+        (TimerSkipsExactDue, "timers", tiny(8), I11),
+        (TickOneMsEarly, "balances", tiny(8), I4),
+        (ExpiryOneMsEarly, "dedupe", tiny(8), I14),
+        (TimerLostWhenOverdueAtStart, "timers", tiny(8), I11),
+        (TableJoinSkipsTombstone, "credit", tiny(8), I13),
+        (SyncIgnoresTimestamps, "enrichment", inputs(3, 8), I16),
+        (JoinIgnoresTombstones, "enrichment", inputs(3, 8), I13),
         (
             JoinKeepsStaleRow,
             "enrichment",
             Bounds {
-                inputs: 3,
                 range_ends: true,
-                ..tiny(8)
+                ..inputs(3, 8)
             },
-            Invariant::I13,
+            I13,
         ),
-        (TickTimeNotRolledBack, "balances", tiny(8), Invariant::I4),
+        (TickTimeNotRolledBack, "balances", tiny(8), I4),
         // An order fetched, the discounts fetched empty, a delivery
         // withheld, then the clock on the millisecond before the wait's
         // end: the order goes a millisecond early.
-        (
-            SyncWaitEndsEarly,
-            "enrichment",
-            Bounds {
-                inputs: 1,
-                faults: 0,
-                ..tiny(8)
-            },
-            Invariant::I16,
-        ),
+        (SyncWaitEndsEarly, "enrichment", one_input(8), I16),
         // A discount and an order of one millisecond (the clock stands
         // still between them): the order must see the discount.
-        (VersionedJoinExcludesEqual, "as-of", tiny(8), Invariant::I13),
+        (VersionedJoinExcludesEqual, "as-of", tiny(8), I13),
         // A discount stamped later than the order after it.
-        (VersionedJoinTakesLatest, "as-of", tiny(8), Invariant::I13),
+        (VersionedJoinTakesLatest, "as-of", tiny(8), I13),
         // One order: the graced join must hold it, not write it at once.
-        (VersionedGraceIgnored, "as-of", tiny(8), Invariant::I13),
-        (
-            DeadLetterKindSwapped,
-            "dead-letter",
-            with_rejected(tiny(8)),
-            Invariant::I10,
-        ),
+        (VersionedGraceIgnored, "as-of", tiny(8), I13),
+        (DeadLetterKindSwapped, "dead-letter", rejected(), I10),
         // Two transfers of one epoch, then the clock on the next epoch's
         // edge: the total released partway through the first (I7 sees two
         // outputs of one key at one commit too).
-        (ViewReleasesEarly, "ledger", tiny(8), Invariant::I18),
+        (ViewReleasesEarly, "ledger", tiny(8), I18),
         // The join's frontier leaves out the debits: a total released
         // with a transfer's credit and not its debit.
-        (CutSkipsLane, "ledger", tiny(8), Invariant::I18),
+        (CutSkipsLane, "ledger", tiny(8), I18),
         // An order committed, its store checkpointed before it was synced
         // (the first records after the new store's empty checkpoint), then
         // a crash that loses the unsynced write: the restart trusts the
         // checkpoint.
-        (CheckpointBeforeFlush, "balances", tiny(8), Invariant::I19),
+        (CheckpointBeforeFlush, "balances", tiny(8), I19),
         // An order delivered and not committed, then a query of its
         // account: the open balance answered.
-        (QueryReadsUncommitted, "balances", tiny(8), Invariant::I20),
+        (QueryReadsUncommitted, "balances", tiny(8), I20),
         // An order and its payment of one key: the pair joined without
         // the payment.
-        (
-            StreamJoinPairsDropRight,
-            "settlement",
-            tiny(8),
-            Invariant::I13,
-        ),
+        (StreamJoinPairsDropRight, "settlement", tiny(8), I13),
         // A balance and a limit of one key: the result without the limit.
-        (TableJoinResultDropsRight, "credit", tiny(8), Invariant::I13),
+        (TableJoinResultDropsRight, "credit", tiny(8), I13),
     ]
 }
 
@@ -231,11 +159,13 @@ type Smallest = fn(Option<Mutation>) -> Simulation;
 /// steps or records, each on the smallest topology that shows it
 /// (`smallest`), with its bound and the invariant that reports it.
 fn found_on_the_smallest() -> Vec<(Mutation, &'static str, Smallest, Bounds, Invariant)> {
+    use Invariant::*;
     use Mutation::*;
-    let one_input = |steps| Bounds {
-        inputs: 1,
+    // Records of the range's ends, on one partition, without faults.
+    let ends = |records, steps| Bounds {
         faults: 0,
-        ..tiny(steps)
+        range_ends: true,
+        ..inputs(records, steps)
     };
     vec![
         (
@@ -243,57 +173,42 @@ fn found_on_the_smallest() -> Vec<(Mutation, &'static str, Smallest, Bounds, Inv
             "a timer service alone",
             smallest::timer_service,
             one_input(5),
-            Invariant::I11,
+            I11,
         ),
         (
             SessionBridgeNotMerged,
             "a session aggregation alone",
             smallest::sessions,
-            Bounds {
-                inputs: 4,
-                faults: 0,
-                range_ends: true,
-                ..tiny(6)
-            },
-            Invariant::I12,
+            ends(4, 6),
+            I12,
         ),
         (
             SessionMergeKeepsLast,
             "a session aggregation alone",
             smallest::sessions,
-            Bounds {
-                inputs: 4,
-                faults: 0,
-                range_ends: true,
-                ..tiny(6)
-            },
-            Invariant::I12,
+            ends(4, 6),
+            I12,
         ),
         (
             CheckpointKeeps16Tps,
             "a chain of 17 stages",
             |planted| smallest::chain(17, planted),
             one_input(1),
-            Invariant::I5,
+            I5,
         ),
         (
             CheckpointTruncated,
             "a chain of 18 stages under long topic names",
             smallest::chain_past_the_metadata_limit,
             one_input(1),
-            Invariant::I5,
+            I5,
         ),
         (
             ForeignKeyJoinKeepsStaleResponse,
             "a foreign-key join alone",
             smallest::foreign_key_join,
-            Bounds {
-                inputs: 2,
-                faults: 0,
-                range_ends: true,
-                ..tiny(FK_STEPS)
-            },
-            Invariant::I13,
+            ends(2, FK_STEPS),
+            I13,
         ),
         // An order with a customer, then with none: resolved at once
         // with the first customer kept.
@@ -301,26 +216,16 @@ fn found_on_the_smallest() -> Vec<(Mutation, &'static str, Smallest, Bounds, Inv
             ForeignKeyJoinResolvesFirstLeft,
             "a foreign-key join alone",
             smallest::foreign_key_join,
-            Bounds {
-                inputs: 2,
-                faults: 0,
-                range_ends: true,
-                ..tiny(FK_STEPS)
-            },
-            Invariant::I13,
+            ends(2, FK_STEPS),
+            I13,
         ),
         // An order with a customer, then with none: no unsubscription.
         (
             ForeignKeySubscribeKeepsOld,
             "a foreign-key join alone",
             smallest::foreign_key_join,
-            Bounds {
-                inputs: 2,
-                faults: 0,
-                range_ends: true,
-                ..tiny(FK_STEPS)
-            },
-            Invariant::I13,
+            ends(2, FK_STEPS),
+            I13,
         ),
         // An order subscribed to a customer, then the customer's tier: the
         // response carries the tier it replaced (none).
@@ -328,13 +233,8 @@ fn found_on_the_smallest() -> Vec<(Mutation, &'static str, Smallest, Bounds, Inv
             ForeignKeyRespondSendsPreviousRight,
             "a foreign-key join alone",
             smallest::foreign_key_join,
-            Bounds {
-                inputs: 2,
-                faults: 0,
-                range_ends: true,
-                ..tiny(FK_STEPS)
-            },
-            Invariant::I13,
+            ends(2, FK_STEPS),
+            I13,
         ),
     ]
 }

@@ -64,18 +64,30 @@ fn every_planted_bug_is_caught_by_a_second_scenario() {
     }
 }
 
-fn assert_caught_within_50_seeds(planted: Mutation, name: &str, invariant: Invariant) {
+/// The run of the first of scenario `name`'s first `seeds` seeds, with
+/// `planted` planted, that `invariant` reports (or any invariant, for
+/// `None`).
+fn first_caught_run(
+    planted: Mutation,
+    name: &str,
+    seeds: u64,
+    invariant: Option<Invariant>,
+) -> Option<RunOutcome> {
     let simulation = shipped::planted(&shipped::scenario(name), Some(planted));
     let start = simulation.seeds().start;
-    let caught = (start..start + 50).any(|seed| {
-        simulation
-            .run_seed(seed)
+    (start..start + seeds).find_map(|seed| {
+        let outcome = simulation.run_seed(seed);
+        let caught = outcome
             .violations
             .iter()
-            .any(|violation| violation.invariant == invariant)
-    });
+            .any(|violation| invariant.is_none_or(|invariant| violation.invariant == invariant));
+        caught.then_some(outcome)
+    })
+}
+
+fn assert_caught_within_50_seeds(planted: Mutation, name: &str, invariant: Invariant) {
     assert!(
-        caught,
+        first_caught_run(planted, name, 50, Some(invariant)).is_some(),
         "{} went unnoticed by {invariant} over 50 seeds of {name}",
         planted.name()
     );
@@ -105,17 +117,8 @@ fn boundary_bugs_are_caught_within_ten_seeds() {
             .into_iter()
             .find(|(mutation, _, _)| *mutation == planted)
             .expect("every boundary bug has a row");
-        let simulation = shipped::planted(&shipped::scenario(name), Some(planted));
-        let start = simulation.seeds().start;
-        let caught = (start..start + 10).find(|&seed| {
-            simulation
-                .run_seed(seed)
-                .violations
-                .iter()
-                .any(|violation| violation.invariant == invariant)
-        });
         assert!(
-            caught.is_some(),
+            first_caught_run(planted, name, 10, Some(invariant)).is_some(),
             "{} went unnoticed by {invariant} over the first 10 seeds of {name}",
             planted.name()
         );
@@ -125,18 +128,15 @@ fn boundary_bugs_are_caught_within_ten_seeds() {
 /// The first of scenario `name`'s first 50 seeds that violates `invariant`
 /// with `planted` planted, and that violation.
 fn first_caught(planted: Mutation, name: &str, invariant: Invariant) -> (RunOutcome, Violation) {
-    let simulation = shipped::planted(&shipped::scenario(name), Some(planted));
-    let start = simulation.seeds().start;
-    let found = (start..start + 50).find_map(|seed| {
-        let outcome = simulation.run_seed(seed);
-        let violation = outcome
-            .violations
-            .iter()
-            .find(|violation| violation.invariant == invariant)
-            .cloned()?;
-        Some((outcome, violation))
-    });
-    found.unwrap_or_else(|| panic!("{} is not caught by {invariant}", planted.name()))
+    let outcome = first_caught_run(planted, name, 50, Some(invariant))
+        .unwrap_or_else(|| panic!("{} is not caught by {invariant}", planted.name()));
+    let violation = outcome
+        .violations
+        .iter()
+        .find(|violation| violation.invariant == invariant)
+        .cloned()
+        .expect("the run was caught by it");
+    (outcome, violation)
 }
 
 /// Every planted bug of the table, on its shipped scenario, is reported on
@@ -207,13 +207,7 @@ fn every_planted_bug_is_reported_on_a_task_and_a_record() {
 #[test]
 fn a_checkpoint_cut_at_16_tps_is_caught_only_by_the_wide_scenario() {
     for name in scenarios() {
-        let simulation = shipped::planted(
-            &shipped::scenario(&name),
-            Some(Mutation::CheckpointKeeps16Tps),
-        );
-        let start = simulation.seeds().start;
-        let caught =
-            (start..start + 30).any(|seed| !simulation.run_seed(seed).violations.is_empty());
+        let caught = first_caught_run(Mutation::CheckpointKeeps16Tps, &name, 30, None).is_some();
         let wide = ["regroup", "branches"].contains(&name.as_str());
         assert_eq!(caught, wide, "scenario {name}");
     }
@@ -231,15 +225,8 @@ fn a_checkpoint_cut_at_16_tps_is_caught_only_by_the_wide_scenario() {
 #[test]
 fn g2_a_gate_matching_claims_by_topic_alone_is_caught_where_claims_cross_partitions() {
     for name in scenarios() {
-        let simulation = shipped::planted(
-            &shipped::scenario(&name),
-            Some(Mutation::GateMatchesTopicOnly),
-        );
-        let start = simulation.seeds().start;
-        let caught = (start..start + 30).find_map(|seed| {
-            let outcome = simulation.run_seed(seed);
-            (!outcome.violations.is_empty()).then_some(outcome.violations)
-        });
+        let caught = first_caught_run(Mutation::GateMatchesTopicOnly, &name, 30, None)
+            .map(|run| run.violations);
         let crossing = match name.as_str() {
             // Waited for on the task's own partition of `clicks`.
             "regroup" => Some("clicks-"),
@@ -264,15 +251,8 @@ fn g2_a_gate_matching_claims_by_topic_alone_is_caught_where_claims_cross_partiti
 #[test]
 fn i10_a_codec_dead_letter_without_its_value_is_caught_only_by_malformed_input() {
     for name in scenarios() {
-        let simulation = shipped::planted(
-            &shipped::scenario(&name),
-            Some(Mutation::CodecDeadLetterLosesValue),
-        );
-        let start = simulation.seeds().start;
-        let caught = (start..start + 30).find_map(|seed| {
-            let outcome = simulation.run_seed(seed);
-            (!outcome.violations.is_empty()).then_some(outcome.violations)
-        });
+        let caught = first_caught_run(Mutation::CodecDeadLetterLosesValue, &name, 30, None)
+            .map(|run| run.violations);
         let malformed_input = ["bad-bytes", "storefront"].contains(&name.as_str());
         assert_eq!(caught.is_some(), malformed_input, "scenario {name}");
         if let Some(violations) = caught {

@@ -1,4 +1,5 @@
-//! What the live tests share: the broker's address and unique names.
+//! What the live tests share: the broker's address, unique names, a small
+//! summing application and the stopping of instances.
 
 #![allow(dead_code)]
 
@@ -101,6 +102,12 @@ pub async fn three_instances_all_run(
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    stop_all(instances).await;
+}
+
+/// Stops every instance and waits for it, asserting that each of its tasks
+/// ended gracefully or was released.
+pub async fn stop_all(instances: Vec<parsley_live::Runtime>) {
     for runtime in &instances {
         runtime.stopper().stop();
     }
@@ -111,4 +118,28 @@ pub async fn three_instances_all_run(
             }
         }
     }
+}
+
+/// The application `id` of one stage named `stage`: sums the values of
+/// each key of `input` into `output`, emitting each new total.
+pub fn summing(
+    id: &str,
+    stage: &str,
+    input: &parsley::Topic<String, i64>,
+    output: &parsley::Topic<String, i64>,
+) -> parsley::App {
+    use parsley::{Json, Parsley, Stage, Step};
+    let emit = output.clone();
+    let stage = Stage::named(stage)
+        .state(Json, || 0i64)
+        .on(input, move |sum: i64, record| {
+            let total = sum + record.value();
+            Ok::<_, String>(Step::of(total).emit(emit.send(record.key().cloned(), total)))
+        })
+        .into(output)
+        .build();
+    Parsley::named(id)
+        .stage(stage)
+        .build()
+        .expect("the test app composes")
 }

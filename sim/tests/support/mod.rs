@@ -13,11 +13,79 @@ use parsley_sim::sim::{
     Budget, ClockConfig, Draw, FaultRates, Input, OrderStrategy, Settings, Simulation,
     SimulationBuilder, StepRange, TimeStrategy, Workload,
 };
-use parsley_sim::TraceEvent;
+use parsley_sim::{TestDriver, TraceEvent};
 
 /// 2023-11-14T22:13:20Z: a fixed initial wall clock.
 pub const START: i64 = 1_700_000_000_000;
 pub const MINUTE: Duration = Duration::from_secs(60);
+
+/// The text a panic carried (empty when it was not a string).
+pub fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// The value of `PARSLEY_SIM_REPLAY=` on the report's first `kind` replay
+/// line.
+pub fn replay_value<'a>(report: &'a str, kind: &str) -> &'a str {
+    let start = report
+        .find(&format!("PARSLEY_SIM_REPLAY={kind}="))
+        .unwrap_or_else(|| panic!("no {kind} replay line in:\n{report}"));
+    let value = &report[start + "PARSLEY_SIM_REPLAY=".len()..];
+    value.split(' ').next().unwrap()
+}
+
+/// Runs this test binary again with `PARSLEY_SIM_REPLAY`, only `test`:
+/// whether it passed, and its output.
+pub fn rerun(test: &str, replay: &str) -> (bool, String) {
+    run_again(
+        &[test, "--exact", "--include-ignored", "--nocapture"],
+        Some(replay),
+    )
+}
+
+/// Runs this test binary again with `args`, and `PARSLEY_SIM_REPLAY` set
+/// to `replay` (unset for `None`): whether it passed, and its output.
+pub fn run_again(args: &[&str], replay: Option<&str>) -> (bool, String) {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command.args(args);
+    match replay {
+        Some(replay) => command.env("PARSLEY_SIM_REPLAY", replay),
+        None => command.env_remove("PARSLEY_SIM_REPLAY"),
+    };
+    let output = command.output().expect("the test binary runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+/// A stateless stage, `mirror`, that forwards every record of `from` to
+/// `to` as it came, key and value.
+pub fn mirror(from: &Topic<String, i64>, to: &Topic<String, i64>) -> Stage {
+    let forward = to.clone();
+    Stage::named("mirror")
+        .on(from, move |record| {
+            vec![forward.send(record.key().cloned(), *record.value())]
+        })
+        .into(to)
+        .build()
+}
+
+/// A driver of `app` with one partition per topic, its wall clock at
+/// `start`.
+pub fn one_partition_driver(app: &App, start: i64) -> TestDriver {
+    TestDriver::builder(app)
+        .initial_wall_clock(start)
+        .default_partitions(1)
+        .build()
+        .unwrap()
+}
 
 /// A ledger that consumes orders and payments, where an order may claim the
 /// payment that caused it; it ticks every minute and folds per key.

@@ -1,17 +1,15 @@
 //! J16–J18 through the stage's public replay, over slots kept here as a
 //! task would keep them, and through the history's own operations.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::super::tests::refused_with;
 use super::history::{self, Clock, Put, Version};
 use super::*;
-use crate::record::{ConsumedRecord, RecordData};
-use crate::stage::{Replayed, SlotChange, SlotKey};
-use crate::tp::Tp;
-use crate::{CompositionError, Emission, Json, Parsley, Utf8, I64};
+use crate::stage::replaying::Replay;
+use crate::{CompositionError, Json, Parsley, Utf8, I64};
 
 fn orders() -> Topic<String, i64> {
     Topic::with_codecs("orders", Utf8, I64)
@@ -51,64 +49,18 @@ fn inner(retention_ms: u64) -> Stage {
         .build()
 }
 
-/// A versioned join's task, replayed: every slot, by slot key.
-struct Replay {
-    stage: Stage,
-    slots: BTreeMap<SlotKey, Bytes>,
-    offset: u64,
+/// Orders and profile versions, delivered.
+trait AsOf {
+    fn profile(&mut self, key: &str, value: Option<i64>, at: i64);
+
+    /// What the order's delivery writes: each output's value.
+    fn order(&mut self, key: &str, amount: i64, at: i64) -> Vec<i64>;
+
+    /// The number of versions the key's slot holds.
+    fn versions(&self, key: &str) -> usize;
 }
 
-impl Replay {
-    fn of(stage: Stage) -> Replay {
-        Replay {
-            stage,
-            slots: BTreeMap::new(),
-            offset: 0,
-        }
-    }
-
-    fn deliver(
-        &mut self,
-        topic: &str,
-        key: Option<&str>,
-        value: Option<i64>,
-        timestamp: i64,
-    ) -> Result<Vec<Emission>, ReplayError> {
-        let tp = Tp::new(topic, 0);
-        self.offset += 1;
-        let record = ConsumedRecord {
-            offset: self.offset,
-            data: RecordData {
-                key: key.map(|key| Bytes::copy_from_slice(key.as_bytes())),
-                value: value.map(|value| Bytes::copy_from_slice(&value.to_be_bytes())),
-                headers: Vec::new(),
-                timestamp,
-            },
-        };
-        let slots: Vec<(SlotKey, &[u8])> = self
-            .slots
-            .iter()
-            .map(|(slot, bytes)| (slot.clone(), &bytes[..]))
-            .collect();
-        let replayed: Replayed = self
-            .stage
-            .hooks()
-            .replay_record_over_slots(&tp.topic, &slots, &tp, &record)?;
-        let own = SlotKey::for_key(record.data.key.as_ref());
-        for (slot, change) in std::iter::once((own, replayed.slot)).chain(replayed.other_slots) {
-            match change {
-                SlotChange::Set(bytes) => {
-                    self.slots.insert(slot, bytes);
-                }
-                SlotChange::Deleted => {
-                    self.slots.remove(&slot);
-                }
-                SlotChange::Unchanged => {}
-            }
-        }
-        Ok(replayed.emissions)
-    }
-
+impl AsOf for Replay {
     fn profile(&mut self, key: &str, value: Option<i64>, at: i64) {
         let emitted = self.deliver("profiles", Some(key), value, at).unwrap();
         assert!(
@@ -117,7 +69,6 @@ impl Replay {
         );
     }
 
-    /// What the order's delivery writes: each output's value.
     fn order(&mut self, key: &str, amount: i64, at: i64) -> Vec<i64> {
         self.deliver("orders", Some(key), Some(amount), at)
             .unwrap()
@@ -129,10 +80,8 @@ impl Replay {
             .collect()
     }
 
-    /// The number of versions the key's slot holds.
     fn versions(&self, key: &str) -> usize {
-        let slot = SlotKey::Key(Bytes::copy_from_slice(key.as_bytes()));
-        match self.slots.get(&slot) {
+        match self.slot(key) {
             None => 0,
             Some(bytes) => match slot::VersionedSlotCodec.decode(bytes).unwrap() {
                 slot::VersionedSlot::History(history) => history.len(),
@@ -412,13 +361,7 @@ fn j18_impossible_versioned_joins_are_refused_when_built() {
 #[test]
 fn j18_assembly_refuses_a_table_not_co_partitioned_with_its_stream() {
     let app = Parsley::named("shop").stage(left(HOUR)).build().unwrap();
-    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(&app)
-        .into_iter()
-        .map(|contract| (contract.name.to_string(), 4))
-        .collect();
-    assert!(crate::assemble(&app, &topics).is_ok());
-    topics.insert("profiles".to_string(), 3);
-    let error = crate::assemble(&app, &topics).unwrap_err().to_string();
+    let error = refused_with(&app, "profiles", 3);
     assert!(
         error.contains("\"profiles\"") && error.contains("(J4, J18)"),
         "{error}"
@@ -459,9 +402,14 @@ fn graced(grace_ms: u64) -> Stage {
         .build()
 }
 
-impl Replay {
+/// Orders delivered to a join that holds them.
+trait Graced {
     /// What the order's delivery writes: each output's key, value and
     /// timestamp, in order.
+    fn order_at(&mut self, key: &str, amount: i64, at: i64) -> Vec<(String, i64, i64)>;
+}
+
+impl Graced for Replay {
     fn order_at(&mut self, key: &str, amount: i64, at: i64) -> Vec<(String, i64, i64)> {
         self.deliver("orders", Some(key), Some(amount), at)
             .unwrap()

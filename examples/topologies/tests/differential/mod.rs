@@ -438,6 +438,21 @@ pub fn assert_agree(differences: &[String], cases: impl std::fmt::Display) {
     );
 }
 
+/// Asserts that the comparison saw `planted`: `differences` is not
+/// empty; the first is told.
+pub fn assert_caught(planted: Mutation, differences: &[String]) {
+    assert!(
+        !differences.is_empty(),
+        "the differential test missed Parsley's {} mutation",
+        planted.name()
+    );
+    eprintln!(
+        "{} caught, as it should be: {}",
+        planted.name(),
+        differences[0]
+    );
+}
+
 /// Runs `run` with `planted` set, and unsets it.
 pub fn planted<T>(planted: Mutation, run: impl FnOnce() -> T) -> T {
     mutation::set(Some(planted));

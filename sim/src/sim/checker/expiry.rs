@@ -19,9 +19,10 @@ use parsley::ReplayError;
 use parsley::SlotKey;
 use parsley::StagePlan;
 use parsley::TaskId;
-use parsley::{App, Tp};
+use parsley::Tp;
 use parsley::{Expire, ExpiryDecl, Since};
 
+use super::operated::describe;
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
@@ -60,29 +61,22 @@ impl<'a> Checker<'a> {
     /// the keys its deliveries expired (no earlier, no later). A task is
     /// reported once, at its first wrong delivery or commit.
     pub(super) fn check_expiry(&mut self, committed: &Committed<'a>) {
-        let app: &'a App = self.input.app;
-        for plan in app.stages() {
-            let Some(decl) = plan.stage.hooks().operator::<parsley::ExpiryDecl>() else {
-                continue;
-            };
-            let ttl = i64::try_from(decl.ttl.as_millis()).unwrap_or(i64::MAX);
-            let model = || Model {
-                frontier: i64::MIN,
-                live: BTreeMap::new(),
-                expired: Vec::new(),
-            };
-            self.check_each_task(
-                committed,
-                plan.name(),
-                model,
-                |checker, task, delivery, model| {
-                    checker.check_expiry_delivery(plan, decl, ttl, task, delivery, model)
-                        && delivery.commit.is_none_or(|sent| {
-                            checker.check_expiry_commit(plan, task, delivery, sent, model)
-                        })
-                },
-            );
-        }
+        let model = || Model {
+            frontier: i64::MIN,
+            live: BTreeMap::new(),
+            expired: Vec::new(),
+        };
+        self.check_each_operator(
+            committed,
+            model,
+            |checker, plan, decl: &ExpiryDecl, task, delivery, model| {
+                let ttl = i64::try_from(decl.ttl.as_millis()).unwrap_or(i64::MAX);
+                checker.check_expiry_delivery(plan, decl, ttl, task, delivery, model)
+                    && delivery.commit.is_none_or(|sent| {
+                        checker.check_expiry_commit(plan, task, delivery, sent, model)
+                    })
+            },
+        );
     }
 
     /// One committed delivery; false once it is reported.
@@ -362,12 +356,6 @@ fn told(frontier: i64) -> String {
         i64::MIN => "none yet".to_string(),
         frontier => frontier.to_string(),
     }
-}
-
-fn describe(bytes: &Option<Bytes>) -> String {
-    bytes
-        .as_ref()
-        .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
 }
 
 /// The expiring fold of `plan`, if it is one.

@@ -20,9 +20,10 @@ use parsley::JoinKind;
 use parsley::ReplayError;
 use parsley::StagePlan;
 use parsley::TaskId;
-use parsley::{App, Tp};
+use parsley::Tp;
 use rustc_hash::FxHashMap;
 
+use super::operated::describe;
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
@@ -67,20 +68,7 @@ impl<'a> Checker<'a> {
     /// the stream record claims. A task is reported once, at its first
     /// wrong delivery (later ones follow from it).
     pub(super) fn check_joins(&mut self, committed: &Committed<'a>) {
-        let app: &'a App = self.input.app;
-        for plan in app.stages() {
-            let Some(decl) = plan.stage.hooks().operator::<parsley::JoinDecl>() else {
-                continue;
-            };
-            self.check_each_task(
-                committed,
-                plan.name(),
-                Table::default,
-                |checker, task, delivery, table| {
-                    checker.check_join_delivery(plan, decl, task, delivery, table)
-                },
-            );
-        }
+        self.check_each_operator(committed, Table::default, Self::check_join_delivery);
     }
 
     /// One committed delivery; false once it is reported.
@@ -168,24 +156,11 @@ impl<'a> Checker<'a> {
             }
         };
         let output = decl.output.as_ref();
-        let mut wrote = Vec::new();
-        for (tp, offset) in delivery.sent {
-            if output != Some(&tp.topic) {
-                continue;
-            }
-            let id = self.tps.id(tp);
-            if let Some(data) = self.tps.data(id, *offset) {
-                wrote.push((
-                    data.key.clone(),
-                    data.value.clone(),
-                    format!("{tp}@{offset}"),
-                ));
-            }
-        }
+        let wrote = self.written_to(delivery, output);
         let same = match (&expected, &wrote[..]) {
             (None, []) => true,
-            (Some((key, value)), [(wrote_key, wrote_value, _)]) => {
-                wrote_key == key && wrote_value.as_ref() == Some(value)
+            (Some((key, value)), [written]) => {
+                written.key == *key && written.value.as_ref() == Some(value)
             }
             _ => false,
         };
@@ -210,21 +185,7 @@ impl<'a> Checker<'a> {
                 let _ = write!(message, "nothing to {output} (an inner join without a row)");
             }
         }
-        let _ = write!(message, " — it wrote {}", wrote.len());
-        for (key, value, at) in &wrote {
-            let _ = write!(
-                message,
-                "; {at}: key {} value {}",
-                describe(key),
-                describe(value)
-            );
-        }
-        let found = self.violations.len();
-        self.violation(Invariant::I13, delivery.step, message)
-            .on(delivery.at)
-            .about(delivery.tp, delivery.offset);
-        self.name_impure_operator_logic(task, delivery, &record, &calls, found);
-        false
+        self.report_join_delivery(task, delivery, &record, &calls, message, &wrote)
     }
 }
 
@@ -235,10 +196,4 @@ fn answer_of(joined: &Result<Option<(Option<Bytes>, Bytes)>, ReplayError>) -> An
         Some((key, value)) => vec![key.clone(), Some(value.clone())],
         None => Vec::new(),
     })
-}
-
-fn describe(bytes: &Option<Bytes>) -> String {
-    bytes
-        .as_ref()
-        .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
 }

@@ -36,6 +36,7 @@ mod groups;
 mod independence;
 mod joins;
 mod liveness;
+mod operated;
 mod order;
 mod outputs;
 mod purity;

@@ -18,12 +18,13 @@ use parsley::bytes_for_humans;
 use parsley::ConsumedRecord;
 use parsley::StagePlan;
 use parsley::TaskId;
-use parsley::{App, Tp};
+use parsley::Tp;
 use parsley::{StreamJoinDecl, StreamJoinKind};
 
+use super::operated::describe;
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
-use super::{Checker, Invariant};
+use super::Checker;
 
 /// A join's window in milliseconds, as the checker computes with it.
 struct Window {
@@ -97,25 +98,11 @@ impl<'a> Checker<'a> {
     /// each delivery's writes on the output must be what the model says,
     /// in order. A task is reported once, at its first wrong delivery.
     pub(super) fn check_stream_joins(&mut self, committed: &Committed<'a>) {
-        let app: &'a App = self.input.app;
-        for plan in app.stages() {
-            let Some(decl) = plan.stage.hooks().operator::<parsley::StreamJoinDecl>() else {
-                continue;
-            };
-            let window = Window::of(decl);
-            let model = || Model {
-                frontier: i64::MIN,
-                held: BTreeMap::new(),
-            };
-            self.check_each_task(
-                committed,
-                plan.name(),
-                model,
-                |checker, task, delivery, model| {
-                    checker.check_stream_join_delivery(plan, decl, &window, task, delivery, model)
-                },
-            );
-        }
+        let model = || Model {
+            frontier: i64::MIN,
+            held: BTreeMap::new(),
+        };
+        self.check_each_operator(committed, model, Self::check_stream_join_delivery);
     }
 
     /// One committed delivery; false once it is reported.
@@ -123,7 +110,6 @@ impl<'a> Checker<'a> {
         &mut self,
         plan: &StagePlan,
         decl: &StreamJoinDecl,
-        window: &Window,
         task: &TaskId,
         delivery: &Delivery<'a>,
         model: &mut Model,
@@ -131,6 +117,7 @@ impl<'a> Checker<'a> {
         let Some(record) = self.record(delivery.id, delivery.offset) else {
             return true;
         };
+        let window = Window::of(decl);
         let left = delivery.tp.topic == decl.left;
         if !left && delivery.tp.topic != decl.right {
             return true;
@@ -224,24 +211,10 @@ impl<'a> Checker<'a> {
                 None => return true,
             }
         }
-        let wrote: Vec<(Option<Bytes>, Option<Bytes>, String)> = delivery
-            .sent
-            .iter()
-            .filter(|(tp, _)| decl.output.as_ref() == Some(&tp.topic))
-            .filter_map(|(tp, offset)| {
-                let id = self.tps.id(tp);
-                self.tps.data(id, *offset).map(|data| {
-                    (
-                        data.key.clone(),
-                        data.value.clone(),
-                        format!("{tp}@{offset}"),
-                    )
-                })
-            })
-            .collect();
+        let wrote = self.written_to(delivery, decl.output.as_ref());
         let same = expected.len() == wrote.len()
             && expected.iter().zip(&wrote).all(|(want, got)| {
-                want.key == got.0 && want.value.is_some() && want.value == got.1
+                want.key == got.key && want.value.is_some() && want.value == got.value
             });
         if !same {
             let output = decl
@@ -268,21 +241,7 @@ impl<'a> Checker<'a> {
                     )
                 );
             }
-            let _ = write!(message, " — it wrote {}", wrote.len());
-            for (key, value, at) in &wrote {
-                let _ = write!(
-                    message,
-                    "; {at}: key {} value {}",
-                    describe(key),
-                    describe(value)
-                );
-            }
-            let found = self.violations.len();
-            self.violation(Invariant::I13, delivery.step, message)
-                .on(delivery.at)
-                .about(delivery.tp, delivery.offset);
-            self.name_impure_operator_logic(task, delivery, &record, &calls, found);
-            return false;
+            return self.report_join_delivery(task, delivery, &record, &calls, message, &wrote);
         }
         // The model moves on as J5–J7 say.
         model.frontier = frontier;
@@ -349,12 +308,6 @@ impl<'a> Checker<'a> {
             },
         })
     }
-}
-
-fn describe(bytes: &Option<Bytes>) -> String {
-    bytes
-        .as_ref()
-        .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
 }
 
 /// A joiner's answer as the S4 probe compares it.

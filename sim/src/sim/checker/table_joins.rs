@@ -13,16 +13,16 @@ use std::fmt::Write as _;
 
 use bytes::Bytes;
 use parsley::bytes_for_humans;
-use parsley::App;
 use parsley::StagePlan;
 use parsley::TableJoinDecl;
 use parsley::TableJoinKind;
 use parsley::TaskId;
 use rustc_hash::FxHashMap;
 
+use super::operated::describe;
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
-use super::{Checker, Invariant};
+use super::Checker;
 
 /// What a delivery must write under its key.
 enum Write {
@@ -41,12 +41,6 @@ struct Sides {
     right: Option<Bytes>,
 }
 
-fn describe(bytes: &Option<Bytes>) -> String {
-    bytes
-        .as_ref()
-        .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
-}
-
 impl<'a> Checker<'a> {
     /// I13 (J8) for every table–table join: each task's committed
     /// deliveries, in committed order, through the checker's own tables;
@@ -55,20 +49,11 @@ impl<'a> Checker<'a> {
     /// nothing else. A task is reported once, at its first wrong delivery
     /// (later ones follow from it).
     pub(super) fn check_table_joins(&mut self, committed: &Committed<'a>) {
-        let app: &'a App = self.input.app;
-        for plan in app.stages() {
-            let Some(decl) = plan.stage.hooks().operator::<parsley::TableJoinDecl>() else {
-                continue;
-            };
-            self.check_each_task(
-                committed,
-                plan.name(),
-                FxHashMap::<Bytes, Sides>::default,
-                |checker, task, delivery, tables| {
-                    checker.check_table_join_delivery(plan, decl, task, delivery, tables)
-                },
-            );
-        }
+        self.check_each_operator(
+            committed,
+            FxHashMap::<Bytes, Sides>::default,
+            Self::check_table_join_delivery,
+        );
     }
 
     /// One committed delivery; false once it is reported.
@@ -135,25 +120,14 @@ impl<'a> Checker<'a> {
             (false, false) => {}
         }
         let output = decl.output.as_ref();
-        let mut wrote = Vec::new();
-        for (tp, offset) in delivery.sent {
-            if output != Some(&tp.topic) {
-                continue;
-            }
-            let id = self.tps.id(tp);
-            if let Some(data) = self.tps.data(id, *offset) {
-                wrote.push((
-                    data.key.clone(),
-                    data.value.clone(),
-                    format!("{tp}@{offset}"),
-                ));
-            }
-        }
+        let wrote = self.written_to(delivery, output);
         let same = match (&expected, &wrote[..]) {
             (Write::Nothing, []) => true,
-            (Write::Tombstone, [(wrote_key, None, _)]) => wrote_key.as_ref() == Some(&key),
-            (Write::Result(Some(value)), [(wrote_key, Some(wrote_value), _)]) => {
-                wrote_key.as_ref() == Some(&key) && wrote_value == value
+            (Write::Tombstone, [written]) => {
+                written.key.as_ref() == Some(&key) && written.value.is_none()
+            }
+            (Write::Result(Some(value)), [written]) => {
+                written.key.as_ref() == Some(&key) && written.value.as_ref() == Some(value)
             }
             _ => false,
         };
@@ -198,21 +172,7 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-        let _ = write!(message, " — it wrote {}", wrote.len());
-        for (key, value, at) in &wrote {
-            let _ = write!(
-                message,
-                "; {at}: key {} value {}",
-                describe(key),
-                describe(value)
-            );
-        }
-        let found = self.violations.len();
-        self.violation(Invariant::I13, delivery.step, message)
-            .on(delivery.at)
-            .about(delivery.tp, delivery.offset);
-        self.name_impure_operator_logic(task, delivery, &record, &calls, found);
-        false
+        self.report_join_delivery(task, delivery, &record, &calls, message, &wrote)
     }
 }
 

@@ -16,13 +16,13 @@ use std::fmt::Write as _;
 
 use bytes::Bytes;
 use parsley::bytes_for_humans;
-use parsley::App;
 use parsley::ConsumedRecord;
 use parsley::StagePlan;
 use parsley::TaskId;
 use parsley::VersionedJoinDecl;
 use rustc_hash::FxHashMap;
 
+use super::operated::{describe, tell_written};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
 
@@ -117,20 +117,11 @@ impl<'a> Checker<'a> {
     /// the version as of its timestamp, and nothing else. A task is
     /// reported once, at its first wrong delivery.
     pub(super) fn check_versioned_joins(&mut self, committed: &Committed<'a>) {
-        let app: &'a App = self.input.app;
-        for plan in app.stages() {
-            let Some(decl) = plan.stage.hooks().operator::<VersionedJoinDecl>() else {
-                continue;
-            };
-            self.check_each_task(
-                committed,
-                plan.name(),
-                Histories::default,
-                |checker, task, delivery, histories| {
-                    checker.check_versioned_delivery(plan, decl, task, delivery, histories)
-                },
-            );
-        }
+        self.check_each_operator(
+            committed,
+            Histories::default,
+            Self::check_versioned_delivery,
+        );
     }
 
     /// One committed delivery; false once it is reported.
@@ -191,27 +182,16 @@ impl<'a> Checker<'a> {
             }
         }
         let output = decl.output.as_ref();
-        let mut wrote = Vec::new();
-        for (tp, offset) in delivery.sent {
-            if output != Some(&tp.topic) {
-                continue;
-            }
-            let id = self.tps.id(tp);
-            if let Some(data) = self.tps.data(id, *offset) {
-                wrote.push((
-                    data.key.clone(),
-                    data.value.clone(),
-                    data.timestamp,
-                    format!("{tp}@{offset}"),
-                ));
-            }
-        }
+        let wrote = self.written_to(delivery, output);
         let same = expected.len() == wrote.len()
-            && expected.iter().zip(&wrote).all(
-                |((key, value, at), (wrote_key, wrote_value, wrote_at, _))| {
-                    wrote_key == key && wrote_value.as_ref() == Some(value) && wrote_at == at
-                },
-            );
+            && expected
+                .iter()
+                .zip(&wrote)
+                .all(|((key, value, at), written)| {
+                    written.key == *key
+                        && written.value.as_ref() == Some(value)
+                        && written.timestamp == *at
+                });
         if same {
             return true;
         }
@@ -244,24 +224,10 @@ impl<'a> Checker<'a> {
                 bytes_for_humans(value)
             );
         }
-        let _ = write!(message, " — it wrote {}", wrote.len());
-        for (key, value, at, offset) in &wrote {
-            let _ = write!(
-                message,
-                "; {offset}: key {} value {} @{at}",
-                describe(key),
-                describe(value)
-            );
-        }
+        tell_written(&mut message, &wrote, true);
         self.violation(Invariant::I13, delivery.step, message)
             .on(delivery.at)
             .about(delivery.tp, delivery.offset);
         false
     }
-}
-
-fn describe(bytes: &Option<Bytes>) -> String {
-    bytes
-        .as_ref()
-        .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
 }

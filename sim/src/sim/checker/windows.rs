@@ -21,9 +21,10 @@ use parsley::ConsumedRecord;
 use parsley::ReplayError;
 use parsley::StagePlan;
 use parsley::TaskId;
-use parsley::{App, Tp};
+use parsley::Tp;
 use parsley::{Close, Emit, WindowDecl, WindowShape};
 
+use super::operated::describe;
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
@@ -140,26 +141,12 @@ impl<'a> Checker<'a> {
     /// the model says, in order. A task is reported once, at its first
     /// wrong delivery (later ones follow from it).
     pub(super) fn check_windows(&mut self, committed: &Committed<'a>) {
-        let app: &'a App = self.input.app;
-        for plan in app.stages() {
-            let Some(decl) = plan.stage.hooks().operator::<parsley::WindowDecl>() else {
-                continue;
-            };
-            let shape = Shape::of(decl);
-            let model = || Model {
-                frontier: i64::MIN,
-                open: BTreeMap::new(),
-                delivered: 0,
-            };
-            self.check_each_task(
-                committed,
-                plan.name(),
-                model,
-                |checker, task, delivery, model| {
-                    checker.check_window_delivery(plan, decl, &shape, task, delivery, model)
-                },
-            );
-        }
+        let model = || Model {
+            frontier: i64::MIN,
+            open: BTreeMap::new(),
+            delivered: 0,
+        };
+        self.check_each_operator(committed, model, Self::check_window_delivery);
     }
 
     /// One committed delivery; false once it is reported.
@@ -167,7 +154,6 @@ impl<'a> Checker<'a> {
         &mut self,
         plan: &StagePlan,
         decl: &WindowDecl,
-        shape: &Shape,
         task: &TaskId,
         delivery: &Delivery<'a>,
         model: &mut Model,
@@ -175,6 +161,7 @@ impl<'a> Checker<'a> {
         let Some(record) = self.record(delivery.id, delivery.offset) else {
             return true;
         };
+        let shape = &Shape::of(decl);
         if delivery.dead_lettered(plan) {
             return true;
         }
@@ -340,43 +327,19 @@ impl<'a> Checker<'a> {
                 }
             }
         }
-        let mut wrote = Vec::new();
-        let mut wrote_late = Vec::new();
-        for (tp, offset) in delivery.sent {
-            let into_output = decl.output.as_ref() == Some(&tp.topic);
-            let into_late = decl.late.as_ref() == Some(&tp.topic);
-            if !(into_output || into_late) {
-                continue;
-            }
-            let id = self.tps.id(tp);
-            let Some(data) = self.tps.data(id, *offset) else {
-                continue;
-            };
-            let written = (
-                data.key.clone(),
-                data.value.clone(),
-                format!("{tp}@{offset}"),
-                data.timestamp,
-            );
-            match into_output {
-                true => wrote.push(written),
-                false => wrote_late.push(written),
-            }
-        }
+        let wrote = self.written_to(delivery, decl.output.as_ref());
+        let wrote_late = self.written_to(delivery, decl.late.as_ref());
         let frontier = match model.frontier {
             i64::MIN => "none yet".to_string(),
             frontier => frontier.to_string(),
         };
         let mut problem = None;
         let same = expected.len() == wrote.len()
-            && expected
-                .iter()
-                .zip(&wrote)
-                .all(|(expected, (key, value, _, timestamp))| {
-                    key.as_ref() == Some(&expected.key)
-                        && value.as_ref() == Some(&expected.value)
-                        && *timestamp == expected.timestamp
-                });
+            && expected.iter().zip(&wrote).all(|(expected, written)| {
+                written.key.as_ref() == Some(&expected.key)
+                    && written.value.as_ref() == Some(&expected.value)
+                    && written.timestamp == expected.timestamp
+            });
         if !same {
             let mut message = format!(
                 "task {task} committed the delivery of {what}, after which the close frontier is {frontier}: it should write {} record(s) to {}",
@@ -393,21 +356,23 @@ impl<'a> Checker<'a> {
                 );
             }
             let _ = write!(message, " — it wrote {}", wrote.len());
-            for (key, value, at, timestamp) in &wrote {
+            for written in &wrote {
                 let _ = write!(
                     message,
-                    "; {at}: key {} value {} at {timestamp}",
-                    describe(key),
-                    describe(value)
+                    "; {}: key {} value {} at {}",
+                    written.at,
+                    describe(&written.key),
+                    describe(&written.value),
+                    written.timestamp
                 );
             }
             problem = Some(message);
         }
         let late_expected = usize::from(!late_for.is_empty() && decl.late.is_some());
         let late_right = wrote_late.len() == late_expected
-            && wrote_late
-                .iter()
-                .all(|(key, value, _, _)| *key == record.data.key && *value == record.data.value);
+            && wrote_late.iter().all(|written| {
+                written.key == record.data.key && written.value == record.data.value
+            });
         if problem.is_none() && !late_right {
             let late = decl
                 .late
@@ -423,7 +388,10 @@ impl<'a> Checker<'a> {
                     "it is late for none of its windows, so nothing should be written to {late}"
                 ),
             };
-            let wrote: Vec<&str> = wrote_late.iter().map(|(_, _, at, _)| at.as_str()).collect();
+            let wrote: Vec<&str> = wrote_late
+                .iter()
+                .map(|written| written.at.as_str())
+                .collect();
             problem = Some(format!(
                 "task {task} committed the delivery of {what}, after which the close frontier is {frontier}: {because}; it wrote {} record(s) there ({})",
                 wrote.len(),
@@ -489,12 +457,6 @@ impl<'a> Checker<'a> {
             timestamp,
         })
     }
-}
-
-fn describe(bytes: &Option<Bytes>) -> String {
-    bytes
-        .as_ref()
-        .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
 }
 
 /// The windowed aggregation of `plan`, if it is one.

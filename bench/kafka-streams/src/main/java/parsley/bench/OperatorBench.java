@@ -87,12 +87,11 @@ public final class OperatorBench {
     private static final long WINDOW_MS = 60_000;
     private static final long GRACE_MS = 5_000;
     private static final List<String> OPERATORS = List.of("windows", "join");
-    private static final int WARMUP_RECORDS = 200_000;
 
     private OperatorBench() {}
 
     static long cacheBytes() {
-        return Math.max(0, envInt("PARSLEY_OPERATOR_CACHE", 0));
+        return Math.max(0, Bench.envInt("PARSLEY_OPERATOR_CACHE", 0));
     }
 
     static TopologyTestDriver driver(Topology topology) {
@@ -327,32 +326,16 @@ public final class OperatorBench {
         }
     }
 
-    static int envInt(String name, int fallback) {
-        String value = System.getenv(name);
-        if (value == null) {
-            return fallback;
-        }
-        try {
-            return Integer.parseInt(value.trim());
-        } catch (NumberFormatException e) {
-            return fallback;
-        }
-    }
-
     public static void main(String[] args) {
-        int records = envInt("PARSLEY_OPERATOR_RECORDS", 100_000);
-        int rounds = Math.max(1, envInt("PARSLEY_OPERATOR_ROUNDS", 3));
-        int warmup = Math.max(0, envInt("PARSLEY_OPERATOR_WARMUP",
-            records <= 0 ? 3 : Math.max(3, (WARMUP_RECORDS + records - 1) / records)));
+        int records = Bench.envInt("PARSLEY_OPERATOR_RECORDS", 100_000);
+        int rounds = Math.max(1, Bench.envInt("PARSLEY_OPERATOR_ROUNDS", 3));
+        int warmup = Math.max(0, Bench.envInt("PARSLEY_OPERATOR_WARMUP", Bench.defaultWarmup(records)));
         String only = System.getenv("PARSLEY_OPERATOR");
         if (only != null && !OPERATORS.contains(only) && !only.equals("memory")) {
             throw new IllegalArgumentException("unknown operator " + only);
         }
 
-        String[] keys = new String[KEYS];
-        for (int key = 0; key < KEYS; key++) {
-            keys[key] = "account-" + key;
-        }
+        String[] keys = Bench.keys(KEYS);
 
         // The Rust side is compiled ahead of time; give the JIT the same
         // footing by running both operators unmeasured in this process first,

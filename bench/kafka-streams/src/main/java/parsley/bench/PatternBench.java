@@ -43,8 +43,6 @@ public final class PatternBench {
     private static final String STORE = "balances";
     private static final List<String> PATTERNS =
         List.of("pipe-one", "pipe-list", "pipe-list-read-all", "pipe-one-read-each");
-    /** The fewest records each pattern is warmed with by default. */
-    private static final int WARMUP_RECORDS = 200_000;
     /** The Rust driver's initial wall clock, so both start at the same instant. */
     private static final Instant WALL_CLOCK = Instant.ofEpochMilli(1_700_000_000_000L);
 
@@ -179,34 +177,10 @@ public final class PatternBench {
         }
     }
 
-    static int envInt(String name, int fallback) {
-        String value = System.getenv(name);
-        if (value == null) {
-            return fallback;
-        }
-        try {
-            return Integer.parseInt(value.trim());
-        } catch (NumberFormatException e) {
-            return fallback;
-        }
-    }
-
-    /**
-     * Three rounds warm the JIT at the default N, but at small N they are too
-     * few records (at 20,000 a lone pattern then ran at about half speed), so
-     * the default grows until each pattern is warmed with WARMUP_RECORDS.
-     */
-    static int defaultWarmup(int records) {
-        if (records <= 0) {
-            return 3;
-        }
-        return Math.max(3, (WARMUP_RECORDS + records - 1) / records);
-    }
-
     public static void main(String[] args) {
-        int records = envInt("PARSLEY_PATTERN_RECORDS", 100_000);
-        int rounds = Math.max(1, envInt("PARSLEY_PATTERN_ROUNDS", 3));
-        int warmup = Math.max(0, envInt("PARSLEY_PATTERN_WARMUP", defaultWarmup(records)));
+        int records = Bench.envInt("PARSLEY_PATTERN_RECORDS", 100_000);
+        int rounds = Math.max(1, Bench.envInt("PARSLEY_PATTERN_ROUNDS", 3));
+        int warmup = Math.max(0, Bench.envInt("PARSLEY_PATTERN_WARMUP", Bench.defaultWarmup(records)));
         String only = System.getenv("PARSLEY_PATTERN");
         List<String> patterns = PATTERNS.stream()
             .filter(pattern -> only == null || only.equals(pattern))
@@ -215,10 +189,7 @@ public final class PatternBench {
             throw new IllegalArgumentException("unknown pattern " + only);
         }
 
-        String[] keys = new String[KEYS];
-        for (int key = 0; key < KEYS; key++) {
-            keys[key] = "account-" + key;
-        }
+        String[] keys = Bench.keys(KEYS);
 
         // The Rust side is compiled ahead of time; give the JIT the same footing
         // by running every pattern unmeasured in this process first. All four,

@@ -7,6 +7,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.Comparator;
 import java.util.Properties;
@@ -45,6 +46,23 @@ import org.apache.kafka.streams.test.TestRecord;
  */
 final class Harness {
     private Harness() {}
+
+    /**
+     * A case header's fields, split at white space: from {@code least} to {@code most} of
+     * them, as {@code shape} says, or a refusal naming the shape and the line.
+     */
+    static String[] header(String line, String shape, int least, int most) {
+        String[] fields = line.trim().split("\\s+");
+        if (fields.length < least || fields.length > most) {
+            throw new IllegalArgumentException("a case header is `" + shape + "`, got " + line);
+        }
+        return fields;
+    }
+
+    /** A header field in milliseconds, as a duration. */
+    static Duration millis(String field) {
+        return Duration.ofMillis(Long.parseLong(field));
+    }
 
     /** Pipes one record line, split at white space, into a case's input topics. */
     @FunctionalInterface

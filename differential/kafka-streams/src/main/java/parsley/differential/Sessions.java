@@ -32,24 +32,21 @@ public final class Sessions {
     }
 
     private static Harness.Case<?, ?> build(String headerLine) {
-        String[] header = headerLine.split("\\s+");
-        if (header.length != 2 && header.length != 3) {
-            throw new IllegalArgumentException("a case header is `gap grace [retention]`, got " + headerLine);
-        }
-        long gap = Long.parseLong(header[0]);
-        long grace = Long.parseLong(header[1]);
+        String[] header = Harness.header(headerLine, "gap grace [retention]", 2, 3);
+        Duration gap = Harness.millis(header[0]);
+        Duration grace = Harness.millis(header[1]);
 
         Materialized<String, Long, SessionStore<Bytes, byte[]>> store =
             Materialized.with(Serdes.String(), Serdes.Long());
         if (header.length == 3) {
-            store = store.withRetention(Duration.ofMillis(Long.parseLong(header[2])));
+            store = store.withRetention(Harness.millis(header[2]));
         }
         WindowedSerdes.SessionWindowedSerde<String> windowed = new WindowedSerdes.SessionWindowedSerde<>(Serdes.String());
         StreamsBuilder builder = new StreamsBuilder();
         builder
             .stream("sales", Consumed.with(Serdes.String(), Serdes.Long()))
             .groupByKey()
-            .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(gap), Duration.ofMillis(grace)))
+            .windowedBy(SessionWindows.ofInactivityGapAndGrace(gap, grace))
             .aggregate(() -> 0L, (k, v, agg) -> agg + v, (k, one, two) -> one + two, store)
             .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
             .toStream()

@@ -1,7 +1,5 @@
 package parsley.differential;
 
-import java.time.Duration;
-
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -30,14 +28,11 @@ public final class StreamJoins {
     }
 
     private static Harness.Case<?, ?> build(String header) {
-        String[] h = header.split("\\s+");
-        if (h.length != 4) {
-            throw new IllegalArgumentException("a case header is `inner|left|outer before after grace`, got " + header);
-        }
+        String[] h = Harness.header(header, "inner|left|outer before after grace", 4, 4);
         JoinWindows windows = JoinWindows
-            .ofTimeDifferenceAndGrace(Duration.ofMillis(Long.parseLong(h[2])), Duration.ofMillis(Long.parseLong(h[3])))
-            .before(Duration.ofMillis(Long.parseLong(h[1])))
-            .after(Duration.ofMillis(Long.parseLong(h[2])));
+            .ofTimeDifferenceAndGrace(Harness.millis(h[2]), Harness.millis(h[3]))
+            .before(Harness.millis(h[1]))
+            .after(Harness.millis(h[2]));
         ValueJoiner<Long, Long, String> joiner = (left, right) ->
             (left == null ? "null" : left.toString()) + ":" + (right == null ? "null" : right.toString());
         StreamsBuilder builder = new StreamsBuilder();

@@ -32,14 +32,11 @@ public final class VersionedJoins {
     }
 
     private static Harness.Case<?, ?> build(String header) {
-        String[] f = header.split(" ");
-        if (f.length != 2 && f.length != 3) {
-            throw new IllegalArgumentException("a case header is `inner|left RETENTION_MS [GRACE_MS]`, got " + header);
-        }
-        Duration retention = Duration.ofMillis(Long.parseLong(f[1]));
+        String[] f = Harness.header(header, "inner|left RETENTION_MS [GRACE_MS]", 2, 3);
+        Duration retention = Harness.millis(f[1]);
         Joined<String, Long, Long> joinedWith = Joined.with(Serdes.String(), Serdes.Long(), Serdes.Long());
         if (f.length == 3) {
-            joinedWith = joinedWith.withGracePeriod(Duration.ofMillis(Long.parseLong(f[2])));
+            joinedWith = joinedWith.withGracePeriod(Harness.millis(f[2]));
         }
         ValueJoiner<Long, Long, String> joiner = (order, discount) -> order + ":" + (discount == null ? "null" : discount);
         StreamsBuilder builder = new StreamsBuilder();

@@ -29,10 +29,7 @@ public final class Windows {
     }
 
     private static Harness.Case<?, ?> build(String headerLine) {
-        String[] header = headerLine.split("\\s+");
-        if (header.length != 4) {
-            throw new IllegalArgumentException("a case header is `size advance grace mode`, got " + headerLine);
-        }
+        String[] header = Harness.header(headerLine, "size advance grace mode", 4, 4);
         long size = Long.parseLong(header[0]);
         long advance = Long.parseLong(header[1]);
         long grace = Long.parseLong(header[2]);
