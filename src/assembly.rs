@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use crate::app::{App, StagePlan};
+use crate::contract::{Role, TopicContract};
 use crate::operator::CoPartitioned;
-use crate::probe::{ContractProbes, Role, TopicContract};
 use crate::task::TaskId;
 use crate::tp::TopicName;
 
@@ -197,7 +197,7 @@ fn co_partitioned(
 
 /// Checks `app` against `metadata` (C3).
 pub fn assemble(app: &App, metadata: &dyn TopicMetadata) -> Result<Assembly, AssemblyError> {
-    let contracts = ContractProbes::probe(app);
+    let contracts = TopicContract::list(app);
     let mut failures = Vec::new();
     let mut partitions = BTreeMap::new();
     let mut tasks = Vec::new();

@@ -42,7 +42,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use parsley::{ContractProbes, Json, Parsley, Stage, Step, Tick, Topic};
+//! use parsley::{TopicContract, Json, Parsley, Stage, Step, Tick, Topic};
 //!
 //! let orders: Topic<String, i64> = Topic::new("orders");
 //! let audits: Topic<String, String> = Topic::new("audits");
@@ -63,7 +63,7 @@
 //! // What the application needs of a cluster (C4): its sources and sinks,
 //! // plus the tick topic and changelog Parsley derives for the stage.
 //! let topics: Vec<String> =
-//!     ContractProbes::probe(&app).iter().map(|contract| contract.name.to_string()).collect();
+//!     TopicContract::list(&app).iter().map(|contract| contract.name.to_string()).collect();
 //! assert_eq!(
 //!     topics,
 //!     ["audits", "orders", "payments-balances-state-changelog", "payments-balances-ticks"]
@@ -85,6 +85,7 @@ pub mod audit;
 mod chunks;
 mod clock;
 mod codec;
+mod contract;
 mod dead_letter;
 mod deadline;
 mod emission;
@@ -97,7 +98,6 @@ mod local_store;
 pub mod mutation;
 mod operator;
 mod partitioner;
-mod probe;
 mod record;
 mod region;
 mod rekey;
@@ -153,6 +153,7 @@ pub use window::{
 // What a driver needs: the task, its assembly over a cluster and its clock.
 pub use assembly::{assemble, Assembly, AssemblyError, AssemblyFailure, TopicMetadata};
 pub use clock::CausalClock;
+pub use contract::{PartitionRule, Role, TopicContract};
 pub use deadline::{Deadline, DeadlineKind, TimeDomain};
 pub use local_store::{
     answer_query, check_last_applied, judge_opened, query_task, queryable_stage,
@@ -160,7 +161,6 @@ pub use local_store::{
     LastApplied, Opened, QueryRefusal, QueryStanding, QueryStore, QueryTargetError, RestoreStart,
     StoreCheckpoint, StoreLedger,
 };
-pub use probe::{ContractProbes, PartitionRule, Role, TopicContract};
 pub use task::{
     tick_of, Checkpoint, CheckpointError, CommitRequest, CommittedOffset, EpochCheckpoint, Fetched,
     HeadStatus, Poison, SkipError, Task, TaskConfig, TaskError, TaskId, TaskMetrics,

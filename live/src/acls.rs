@@ -35,7 +35,7 @@
 use std::fmt;
 
 use parsley::App;
-use parsley::{ContractProbes, Role};
+use parsley::{Role, TopicContract};
 
 use crate::error::{AclOperation, AclResource};
 use crate::membership_topic;
@@ -170,7 +170,7 @@ pub fn application_acls(app: &App) -> Vec<Acl> {
             });
         }
     };
-    let contracts = ContractProbes::probe(app);
+    let contracts = TopicContract::list(app);
     let derived = |roles: &[Role]| {
         roles.iter().all(|role| {
             matches!(
@@ -300,7 +300,7 @@ pub fn application_acls(app: &App) -> Vec<Acl> {
 /// reads to assemble the application (C3).
 pub fn producer_acls(app: &App) -> Vec<Acl> {
     let derived_prefix = format!("{}-", app.id());
-    let contracts = ContractProbes::probe(app);
+    let contracts = TopicContract::list(app);
     let mut acls: Vec<Acl> = Vec::new();
     let mut derived_seen = false;
     for contract in &contracts {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::{Isolation, LiveClient, LiveError};
 use parsley::Assembly;
 use parsley::CommittedOffset;
-use parsley::ContractProbes;
+use parsley::TopicContract;
 use parsley::{App, ConsumedRecord, Tp};
 
 use parsley::audit::{CommittedLogs, LogBounds};
@@ -84,7 +84,7 @@ pub async fn read_committed(
         .first()
         .map_or_else(|| format!("{}-audit", app.id()), |plan| plan.group.clone());
     let mut consumer = client.consumer(&group, Isolation::ReadCommitted)?;
-    for contract in ContractProbes::probe(app) {
+    for contract in TopicContract::list(app) {
         let partitions = assembly.partitions_of(contract.name.as_str()).unwrap_or(0);
         for partition in 0..partitions {
             let tp = Tp::new(contract.name.clone(), partition);

@@ -63,7 +63,7 @@ use std::time::{Duration, Instant};
 use parsley::Expiring;
 use parsley::Join;
 use parsley::{
-    assemble, App, Codec, ContractProbes, Parsley, Step, Task, TaskConfig, Topic, Tp, Utf8, I64,
+    assemble, App, Codec, Parsley, Step, Task, TaskConfig, Topic, TopicContract, Tp, Utf8, I64,
 };
 use parsley::{CommitRequest, Fetched};
 use parsley::{ConsumedRecord, RecordData};
@@ -427,7 +427,7 @@ fn driver_rows(entries: usize) -> isize {
 /// A started task of `stage`, every topic of one partition, as the live
 /// runtime would run it.
 fn task(app: &App, stage: &str) -> Task {
-    let metadata: BTreeMap<String, u32> = ContractProbes::probe(app)
+    let metadata: BTreeMap<String, u32> = TopicContract::list(app)
         .into_iter()
         .map(|contract| (contract.name.to_string(), 1))
         .collect();

@@ -67,12 +67,15 @@ fn x5_dead_letter_the_driver_keeps_running_past_refused_records() {
         .default_partitions(1)
         .build()
         .unwrap();
-    let probe: Vec<String> = driver
-        .probe()
+    let contracts: Vec<String> = driver
+        .topic_contracts()
         .iter()
         .map(|contract| contract.name.to_string())
         .collect();
-    assert!(probe.contains(&"plant-peaks-dlq".to_string()), "{probe:?}");
+    assert!(
+        contracts.contains(&"plant-peaks-dlq".to_string()),
+        "{contracts:?}"
+    );
     let readings = driver.input(&sensors.readings).unwrap();
     readings.pipe("s1".to_string(), 5).unwrap();
     readings.pipe("s1".to_string(), 5_000).unwrap();

@@ -127,7 +127,7 @@ fn tombstone(key: &str) -> (String, Option<String>) {
 }
 
 /// J10, J11, C4: the three stages and the two derived topics, named after
-/// the application and the join; the probe lists each topic with the table
+/// the application and the join; the topic contracts list each topic with the table
 /// it is co-partitioned with, and the driver creates it with that table's
 /// partition count.
 #[test]
@@ -139,12 +139,12 @@ fn j10_j11_the_stages_and_derived_topics_follow_their_tables() {
         ["labels-subscribe", "labels-respond", "labels-resolve"]
     );
     let driver = driver_of(&shop);
-    let probe = driver.probe();
+    let contracts = driver.topic_contracts();
     let roles = |topic: &str| {
-        probe
+        contracts
             .iter()
             .find(|contract| contract.name.as_str() == topic)
-            .unwrap_or_else(|| panic!("{topic} is probed"))
+            .unwrap_or_else(|| panic!("{topic} is among the topic contracts"))
             .roles
             .clone()
     };

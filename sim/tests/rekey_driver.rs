@@ -1,5 +1,5 @@
 //! Re-keying (R1, R2) under the `TestDriver`: the derived repartition
-//! topic is created and probed like the other derived topics, records land
+//! topic is created and listed among the topic contracts like the other derived topics, records land
 //! on their new key's partition, and a downstream fold sees every record of
 //! a key in one task. The application is not an example: page views keyed
 //! by visitor, re-keyed by page, counted per page.
@@ -48,11 +48,11 @@ fn three_partitions(app: &App) -> TestDriver {
         .unwrap()
 }
 
-/// Asserts that `driver` probes and creates `topic` as the repartition
+/// Asserts that `driver` lists and creates `topic` as the repartition
 /// topic of `stage`, with three partitions.
 fn assert_repartition(driver: &TestDriver, topic: &Topic<String, String>, stage: &str) {
     let contract = driver
-        .probe()
+        .topic_contracts()
         .into_iter()
         .find(|contract| contract.name == *topic.name())
         .expect("probed");

@@ -67,7 +67,7 @@ fn priced_at(key: &str, amount: i64) -> Vec<Emission> {
 /// `app` assembled with 4 partitions for every topic, which must pass,
 /// then with `topic` at `partitions`: the refusal, as text.
 pub(super) fn refused_with(app: &crate::App, topic: &str, partitions: u32) -> String {
-    let mut topics: std::collections::HashMap<String, u32> = crate::ContractProbes::probe(app)
+    let mut topics: std::collections::HashMap<String, u32> = crate::TopicContract::list(app)
         .into_iter()
         .map(|contract| (contract.name.to_string(), 4))
         .collect();

@@ -17,8 +17,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .partitions("orders", 4)
         .build()?;
 
-    println!("Topics the application needs (ContractProbes::probe):");
-    for contract in driver.probe() {
+    println!("Topics the application needs (TopicContract::list):");
+    for contract in driver.topic_contracts() {
         println!("  {contract}");
     }
 

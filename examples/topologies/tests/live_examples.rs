@@ -642,7 +642,7 @@ async fn x6_a_stage_killed_beside_a_sibling_on_the_same_source_loses_and_repeats
 #[test]
 fn shares_deal_every_task_to_exactly_one_instance() {
     let topology = namespaced(TopologyName::Chain, "x-", TICK).expect("chain");
-    let partitions: BTreeMap<String, u32> = parsley::ContractProbes::probe(&topology.app)
+    let partitions: BTreeMap<String, u32> = parsley::TopicContract::list(&topology.app)
         .into_iter()
         .map(|contract| (contract.name.to_string(), 3))
         .collect();

@@ -22,7 +22,7 @@
 //!
 //! The commands:
 //!
-//! - `setup APP` creates the topics the contract probe lists (C4);
+//! - `setup APP` creates the topics the topic contracts lists (C4);
 //! - `produce APP` writes input records, for an application registered with
 //!   a [`LiveApp::producer`]: `--count` of them at once, or `--rate N` per
 //!   second (`--duration D` for N x D records), and `--wait D` to ride out
@@ -1039,7 +1039,7 @@ async fn setup(registry: &Registry, args: SetupArgs) -> ExitCode {
     };
     // Asked for, a partition count is demanded of every source and sink.
     let demanded: BTreeMap<String, u32> = match args.partitions {
-        Some(partitions) => parsley::ContractProbes::probe(&app.app)
+        Some(partitions) => parsley::TopicContract::list(&app.app)
             .iter()
             .filter(|contract| contract.partitions == parsley::PartitionRule::Any)
             .map(|contract| (contract.name.to_string(), partitions))

@@ -68,10 +68,10 @@ impl LiveClient {
         }
         let deadline = Instant::now() + self.config.timeout;
         loop {
-            let probes = Arc::clone(&self.probes);
+            let log_ends = Arc::clone(&self.log_ends);
             let name = topic.to_owned();
             let found = blocking(format!("metadata of `{topic}`"), move || {
-                probes.partitions(&name)
+                log_ends.partitions(&name)
             })
             .await?;
             if found == Some((partitions, true)) {
@@ -90,10 +90,10 @@ impl LiveClient {
 
     /// The partition count of `topic`, or `None` if it does not exist.
     pub async fn partitions(&self, topic: &str) -> Result<Option<u32>, LiveError> {
-        let probes = Arc::clone(&self.probes);
+        let log_ends = Arc::clone(&self.log_ends);
         let name = topic.to_owned();
         let found = blocking(format!("metadata of `{topic}`"), move || {
-            probes.partitions(&name)
+            log_ends.partitions(&name)
         })
         .await?;
         Ok(found.map(|(count, _)| count))
@@ -103,7 +103,7 @@ impl LiveClient {
     /// describes them (empty for a group with none, or none at all): each
     /// one's client id, host and assigned partitions.
     pub async fn group_members(&self, group: &str) -> Result<Vec<GroupMember>, LiveError> {
-        let probes = Arc::clone(&self.probes);
+        let log_ends = Arc::clone(&self.log_ends);
         let (name, timeout, deadline) = (
             group.to_owned(),
             self.config.timeout,
@@ -115,7 +115,7 @@ impl LiveClient {
                 || what,
                 deadline,
                 move || {
-                    probes
+                    log_ends
                         .uncommitted
                         .fetch_group_list(Some(&name), timeout)
                         .map(|list| {

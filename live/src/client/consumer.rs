@@ -20,7 +20,7 @@ use parsley::Tp;
 use parsley::{ConsumedRecord, Header, RecordData};
 
 use super::log::LogContext;
-use super::offsets::{kafka_offset, kafka_partition, our_offset, Probes};
+use super::offsets::{kafka_offset, kafka_partition, our_offset, LogEnds};
 use super::util::blocking;
 use super::{Isolation, LiveConfig};
 use crate::error::{JoinFailure, LiveError};
@@ -43,7 +43,7 @@ pub struct LiveFetch {
 /// A hand-assigned consumer of one group at one isolation level.
 pub struct LiveConsumer {
     inner: Arc<BaseConsumer<LogContext>>,
-    probes: Arc<Probes>,
+    log_ends: Arc<LogEnds>,
     group: String,
     isolation: Isolation,
     timeout: Duration,
@@ -52,7 +52,7 @@ pub struct LiveConsumer {
 impl LiveConsumer {
     pub(super) fn new(
         config: &LiveConfig,
-        probes: Arc<Probes>,
+        log_ends: Arc<LogEnds>,
         group: &str,
         isolation: Isolation,
     ) -> Result<LiveConsumer, LiveError> {
@@ -76,7 +76,7 @@ impl LiveConsumer {
             })?;
         Ok(LiveConsumer {
             inner: Arc::new(inner),
-            probes,
+            log_ends,
             group: group.to_owned(),
             isolation,
             timeout: config.timeout,
@@ -106,11 +106,11 @@ impl LiveConsumer {
     /// `&mut self`: the fetch reassigns the consumer to `tp` alone.
     pub async fn fetch(&mut self, tp: &Tp, from: u64) -> Result<LiveFetch, LiveError> {
         let consumer = Arc::clone(&self.inner);
-        let probes = Arc::clone(&self.probes);
+        let log_ends = Arc::clone(&self.log_ends);
         let (isolation, timeout, at) = (self.isolation, self.timeout, tp.clone());
         let group = self.group.clone();
         blocking(format!("fetch of {tp} from {from}"), move || {
-            fetch_visible(&consumer, &group, &probes, isolation, &at, from, timeout)
+            fetch_visible(&consumer, &group, &log_ends, isolation, &at, from, timeout)
         })
         .await
     }
@@ -157,13 +157,13 @@ fn position_of<C: ConsumerContext>(consumer: &BaseConsumer<C>, tp: &Tp) -> Optio
 pub(crate) fn fetch_visible<C: ConsumerContext>(
     consumer: &BaseConsumer<C>,
     group: &str,
-    probes: &Probes,
+    log_ends: &LogEnds,
     isolation: Isolation,
     tp: &Tp,
     from: u64,
     timeout: Duration,
 ) -> Result<LiveFetch, LiveError> {
-    let marks = probes.watermarks(tp)?;
+    let marks = log_ends.watermarks(tp)?;
     if from > marks.high_watermark {
         return Err(LiveError::OffsetOutOfRange {
             tp: tp.clone(),

@@ -24,7 +24,7 @@
 //! Its files follow rust-rdkafka's modules: `config` (how to reach the
 //! cluster, [`LiveConfig`]), `log` (the client contexts and librdkafka's
 //! log, [`LogContext`]), `admin` (topics and groups), `offsets` (Kafka's
-//! offsets, [`Watermarks`] and the offset probes), `producer`
+//! offsets, [`Watermarks`] and the log-end readers), `producer`
 //! ([`TxnProducer`], [`PlainProducer`]), `consumer` ([`LiveConsumer`]) and
 //! `util` (blocking calls, bounded by a deadline). This file holds
 //! [`LiveClient`], the entry point, and re-exports each file's public items,
@@ -54,7 +54,7 @@ pub use consumer::{LiveConsumer, LiveFetch};
 pub use log::LogContext;
 pub(crate) use log::{error_librdkafka, log_librdkafka};
 pub use offsets::Watermarks;
-pub(crate) use offsets::{kafka_offset, kafka_partition, Probes};
+pub(crate) use offsets::{kafka_offset, kafka_partition, LogEnds};
 pub use producer::{Delivery, PlainProducer, TxnProducer};
 pub(crate) use producer::{PreviousOwner, TASK_LINGER};
 pub(crate) use util::bounded;
@@ -62,19 +62,19 @@ pub(crate) use wake::Wake;
 
 use crate::error::LiveError;
 
-/// The entry point: an admin client and offset probes for one cluster, and
+/// The entry point: an admin client and log-end readers for one cluster, and
 /// the factory of producers and consumers. A clone shares the admin client
-/// and the probes.
+/// and the log-end readers.
 #[derive(Clone)]
 pub struct LiveClient {
     config: LiveConfig,
     admin: Arc<AdminClient<LogContext>>,
-    probes: Arc<Probes>,
+    log_ends: Arc<LogEnds>,
 }
 
 impl LiveClient {
     /// Reaches the cluster `config` names, then creates the admin client and
-    /// the offset probes. A cluster none of whose bootstrap addresses accepts
+    /// the log-end readers. A cluster none of whose bootstrap addresses accepts
     /// a connection and answers Kafka's `ApiVersions` within
     /// [`LiveConfig::connect_timeout`] is an [`LiveError::Unreachable`]
     /// naming each address and its cause.
@@ -106,11 +106,11 @@ impl LiveClient {
                 client: "admin",
                 source: Box::new(source),
             })?;
-        let probes = Probes::new(&config)?;
+        let log_ends = LogEnds::new(&config)?;
         Ok(LiveClient {
             config,
             admin: Arc::new(admin),
-            probes: Arc::new(probes),
+            log_ends: Arc::new(log_ends),
         })
     }
 
@@ -137,6 +137,6 @@ impl LiveClient {
     /// `isolation`, assigned by hand: no subscription, no rebalances, no
     /// automatic commits.
     pub fn consumer(&self, group: &str, isolation: Isolation) -> Result<LiveConsumer, LiveError> {
-        LiveConsumer::new(&self.config, Arc::clone(&self.probes), group, isolation)
+        LiveConsumer::new(&self.config, Arc::clone(&self.log_ends), group, isolation)
     }
 }

@@ -1,5 +1,5 @@
 //! Offsets: Parsley's `u64` offsets and partitions as Kafka's, a tp's
-//! watermarks, and the offset probes that read them.
+//! watermarks, and the log-end readers that read them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,15 +50,15 @@ pub(crate) fn our_offset(offset: i64) -> Option<u64> {
 /// Two group-less consumers, one per isolation level, for ListOffsets: a
 /// `read_committed` ListOffsets(latest) answers the last stable offset, a
 /// `read_uncommitted` one the high watermark.
-pub(crate) struct Probes {
+pub(crate) struct LogEnds {
     committed: Arc<BaseConsumer<LogContext>>,
     pub(super) uncommitted: Arc<BaseConsumer<LogContext>>,
     timeout: Duration,
     deadline: Duration,
 }
 
-impl Probes {
-    pub(crate) fn new(config: &LiveConfig) -> Result<Probes, LiveError> {
+impl LogEnds {
+    pub(crate) fn new(config: &LiveConfig) -> Result<LogEnds, LiveError> {
         let probe = |isolation: Isolation| {
             config
                 .client_config(&[
@@ -71,7 +71,7 @@ impl Probes {
                     source: Box::new(source),
                 })
         };
-        Ok(Probes {
+        Ok(LogEnds {
             committed: Arc::new(probe(Isolation::ReadCommitted)?),
             uncommitted: Arc::new(probe(Isolation::ReadUncommitted)?),
             timeout: config.timeout,
@@ -145,10 +145,10 @@ impl Probes {
 impl LiveClient {
     /// The log start, high watermark and last stable offset of `tp`.
     pub async fn watermarks(&self, tp: &Tp) -> Result<Watermarks, LiveError> {
-        let probes = Arc::clone(&self.probes);
+        let log_ends = Arc::clone(&self.log_ends);
         let at = tp.clone();
         blocking(format!("watermarks of {tp}"), move || {
-            probes.watermarks(&at)
+            log_ends.watermarks(&at)
         })
         .await
     }

@@ -10,7 +10,7 @@ use parsley::Tp;
 use parsley::{ConsumedRecord, RecordData};
 use parsley::{Task, TaskError, TaskId};
 
-use super::super::client::{fetch_visible, Isolation, Probes};
+use super::super::client::{fetch_visible, Isolation, LogEnds};
 use super::super::state::{self, LocalStore, RestoreError, Restored, Slots, StateError};
 use super::figures::Figures;
 use super::shared_clients::consumer_for;
@@ -65,7 +65,7 @@ pub(super) fn restore_local(
     id: &TaskId,
     config: &RuntimeConfig,
     figures: &Figures,
-    probes: &Arc<Probes>,
+    log_ends: &Arc<LogEnds>,
     changelog: &Tp,
     task: &mut Task,
 ) -> Result<(Option<LocalStore>, Restored), RuntimeError> {
@@ -82,7 +82,7 @@ pub(super) fn restore_local(
         changelog.partition,
         config.checkpoint_every,
     );
-    let end = probes.watermarks(changelog)?.high_watermark;
+    let end = log_ends.watermarks(changelog)?.high_watermark;
     let group = task.group().to_owned();
     let mut restorer = None;
     let mut fetch = |from: u64| -> Result<Vec<ConsumedRecord>, RuntimeError> {
@@ -99,7 +99,7 @@ pub(super) fn restore_local(
         let fetched = fetch_visible(
             consumer,
             &group,
-            probes,
+            log_ends,
             Isolation::ReadCommitted,
             changelog,
             from,

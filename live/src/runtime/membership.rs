@@ -32,8 +32,8 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use parsley::App;
 use parsley::Assembly;
-use parsley::ContractProbes;
 use parsley::TaskId;
+use parsley::TopicContract;
 
 use super::super::client::{bounded, LiveClient, LiveConfig};
 use super::super::error::LiveError;
@@ -82,7 +82,7 @@ pub fn group_identity(app: &App, assembly: &Assembly) -> String {
             assembly.tasks_of(plan.name()),
         ));
     }
-    let mut topics: Vec<(String, Option<u32>)> = ContractProbes::probe(app)
+    let mut topics: Vec<(String, Option<u32>)> = TopicContract::list(app)
         .iter()
         .map(|contract| {
             let name = contract.name.as_str();
@@ -896,7 +896,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use parsley::assemble;
-    use parsley::ContractProbes;
+    use parsley::TopicContract;
     use parsley::{Json, Parsley, Stage, Step, Topic};
 
     use super::super::figures::Figures;
@@ -919,7 +919,7 @@ mod tests {
     }
 
     fn identity(app: &App, partitions: u32) -> String {
-        let known: BTreeMap<String, u32> = ContractProbes::probe(app)
+        let known: BTreeMap<String, u32> = TopicContract::list(app)
             .iter()
             .map(|contract| (contract.name.as_str().to_owned(), partitions))
             .collect();
@@ -1105,7 +1105,7 @@ mod tests {
 
     fn context() -> MembershipContext {
         let app = app("shop", "sum", "orders");
-        let known: BTreeMap<String, u32> = ContractProbes::probe(&app)
+        let known: BTreeMap<String, u32> = TopicContract::list(&app)
             .iter()
             .map(|contract| (contract.name.as_str().to_owned(), 2))
             .collect();

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use parsley::App;
 use parsley::{assemble, Assembly, AssemblyError, AssemblyFailure};
-use parsley::{ContractProbes, PartitionRule};
+use parsley::{PartitionRule, TopicContract};
 
 use super::super::client::LiveClient;
 use super::RuntimeError;
@@ -65,7 +65,7 @@ fn with_what_is_lost(app: &App, mut error: AssemblyError) -> AssemblyError {
 /// is an [`parsley::AssemblyError`] listing every problem.
 pub async fn assemble_on(client: &LiveClient, app: &App) -> Result<Assembly, RuntimeError> {
     let mut known: BTreeMap<String, u32> = BTreeMap::new();
-    for contract in ContractProbes::probe(app) {
+    for contract in TopicContract::list(app) {
         let name = contract.name.as_str();
         if let Some(partitions) = client.partitions(name).await? {
             known.insert(name.to_owned(), partitions);
@@ -85,7 +85,7 @@ pub struct TopicSetup {
     pub created: bool,
 }
 
-/// Creates every topic [`ContractProbes::probe`] lists that does not exist
+/// Creates every topic [`TopicContract::list`] lists that does not exist
 /// yet, with its suggested settings. Sources and sinks (the user's choice of
 /// partition count) get `partitions_of(topic)`, or `default_partitions`; a
 /// derived topic gets the partition count of the widest topic its rule
@@ -102,7 +102,7 @@ pub async fn create_topics(
     default_partitions: u32,
     partitions_of: &BTreeMap<String, u32>,
 ) -> Result<Vec<TopicSetup>, RuntimeError> {
-    let contracts = ContractProbes::probe(app);
+    let contracts = TopicContract::list(app);
     let mut chosen: BTreeMap<String, u32> = BTreeMap::new();
     // User topics first: derived topics are sized from them.
     for contract in &contracts {

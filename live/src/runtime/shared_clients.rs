@@ -1,15 +1,15 @@
 //! The clients an instance's tasks share: one `read_committed` consumer per
 //! stage, of which each of the stage's tasks here reads its own partitions'
-//! queues (librdkafka's partition queues), and one pair of offset probes.
+//! queues (librdkafka's partition queues), and one pair of log-end readers.
 //! Kafka Streams shares one consumer between a thread's tasks the same way.
 //! What stays per task is the transactional producer: fencing is by its id
 //! (X4).
 //!
 //! Why: every librdkafka client has threads and broker connections of its
 //! own, wakes on its own, and prefetches up to `queued.max.messages.kbytes`
-//! on its own. A consumer and two probes per task made 60 clients beside
+//! on its own. A consumer and two log-end readers per task made 60 clients beside
 //! the 20 producers of a 20-task instance; now it is one consumer per stage
-//! and two probes. (On a quiet machine this did not change the CPU per
+//! and two log-end readers. (On a quiet machine this did not change the CPU per
 //! record measurably: BENCHMARKS.md, run G.)
 //!
 //! A stage's consumer keeps its group (X6): a task reads its committed
@@ -38,7 +38,7 @@ use parsley::TaskId;
 use parsley::Tp;
 
 use super::super::client::{
-    is_group_refusal, kafka_offset, kafka_partition, LiveConfig, LogContext, Probes, Wake,
+    is_group_refusal, kafka_offset, kafka_partition, LiveConfig, LogContext, LogEnds, Wake,
 };
 use super::super::error::LiveError;
 use super::RuntimeError;
@@ -62,7 +62,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// ([`SharedClients::renew_stage_consumer`]).
 pub(crate) struct SharedClients {
     live: LiveConfig,
-    probes: Mutex<Option<Arc<Probes>>>,
+    log_ends: Mutex<Option<Arc<LogEnds>>>,
     stages: Mutex<HashMap<String, Arc<StageConsumer>>>,
 }
 
@@ -70,19 +70,19 @@ impl SharedClients {
     pub(crate) fn new(live: &LiveConfig) -> Arc<SharedClients> {
         Arc::new(SharedClients {
             live: live.clone(),
-            probes: Mutex::new(None),
+            log_ends: Mutex::new(None),
             stages: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The instance's offset probes (ListOffsets at both isolation levels).
-    pub(crate) fn probes(&self) -> Result<Arc<Probes>, LiveError> {
-        let mut probes = lock(&self.probes);
-        if let Some(probes) = probes.as_ref() {
-            return Ok(Arc::clone(probes));
+    /// The instance's log-end readers (ListOffsets at both isolation levels).
+    pub(crate) fn log_ends(&self) -> Result<Arc<LogEnds>, LiveError> {
+        let mut log_ends = lock(&self.log_ends);
+        if let Some(log_ends) = log_ends.as_ref() {
+            return Ok(Arc::clone(log_ends));
         }
-        let made = Arc::new(Probes::new(&self.live)?);
-        *probes = Some(Arc::clone(&made));
+        let made = Arc::new(LogEnds::new(&self.live)?);
+        *log_ends = Some(Arc::clone(&made));
         Ok(made)
     }
 
@@ -389,8 +389,11 @@ mod tests {
         assert!(!Arc::ptr_eq(&first, &other), "each stage its own");
         assert_eq!(first.group(), "app-balances");
         assert_eq!(other.group(), "app-totals");
-        let probes = clients.probes().expect("probes");
-        assert!(Arc::ptr_eq(&probes, &clients.probes().expect("probes")));
+        let log_ends = clients.log_ends().expect("log_ends");
+        assert!(Arc::ptr_eq(
+            &log_ends,
+            &clients.log_ends().expect("log_ends")
+        ));
     }
 
     /// A stage's consumer that failed a task's start is renewed: the next

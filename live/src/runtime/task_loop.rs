@@ -26,7 +26,7 @@ use parsley::{CommitRequest, CommittedOffset, Fetched, Task, TaskId, TaskMetrics
 
 use super::super::client::Delivery;
 use super::super::client::{
-    bounded, committed_offsets, consumed, is_group_refusal, LiveConfig, LogContext, Probes,
+    bounded, committed_offsets, consumed, is_group_refusal, LiveConfig, LogContext, LogEnds,
     TxnProducer, Wake,
 };
 use super::super::error::{LiveError, TxnErrorClass};
@@ -77,8 +77,8 @@ pub(crate) struct TaskDriver {
     /// The task's partitions of its stage's consumer, shared with the
     /// stage's other tasks on this instance.
     queues: TaskQueues,
-    /// The instance's offset probes.
-    probes: Arc<Probes>,
+    /// The instance's log-end readers.
+    log_ends: Arc<LogEnds>,
     /// The lane the next fetch polls first: each turn starts one further,
     /// so no lane's backlog starves the others.
     first_lane: usize,
@@ -484,12 +484,12 @@ impl TaskDriver {
         if let Some(error) = stage.serve() {
             return Err(stage_failure(id, stage.group(), error));
         }
-        let probes = clients.probes()?;
+        let log_ends = clients.log_ends()?;
         let mut restored = 0usize;
         let mut local = None;
         if let Some(changelog) = task.changelog_tp().cloned() {
             let (store, restore) = restore_local(
-                app, assembly, id, &config, figures, &probes, &changelog, &mut task,
+                app, assembly, id, &config, figures, &log_ends, &changelog, &mut task,
             )?;
             restored = restore.from_changelog;
             tracing::info!(
@@ -550,7 +550,7 @@ impl TaskDriver {
             task,
             producer,
             queues,
-            probes,
+            log_ends,
             first_lane: 0,
             config,
             positions,
@@ -815,7 +815,7 @@ impl TaskDriver {
         self.visible_ends_seen.resize(self.positions.len(), None);
         for lane in waited {
             let (tp, position) = self.positions[lane].clone();
-            match self.probes.watermarks(&tp) {
+            match self.log_ends.watermarks(&tp) {
                 Ok(marks) => {
                     let end = marks.last_stable_offset;
                     let seen = Some((position, end));
@@ -845,7 +845,7 @@ impl TaskDriver {
             return Ok(());
         }
         for (lane, (tp, next_offset)) in self.positions.iter().enumerate() {
-            let marks = self.probes.watermarks(tp)?;
+            let marks = self.log_ends.watermarks(tp)?;
             // No records: only the log end is news.
             let fetched = &mut self.fetched[lane];
             fetched.records.clear();

@@ -91,7 +91,7 @@ pub(crate) struct TaskSet {
     failed: Arc<Mutex<Vec<TaskId>>>,
     /// The instance's board: owned tasks and their states.
     figures: Arc<Figures>,
-    /// The clients the tasks share: a consumer per stage, the probes.
+    /// The clients the tasks share: a consumer per stage, the log-end readers.
     clients: Arc<SharedClients>,
 }
 

@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parsley::{assemble, App, RawBytes, TaskConfig, Topic, Tp};
-use parsley::{ContractProbes, PartitionRule, TopicContract};
+use parsley::{PartitionRule, TopicContract};
 use parsley::{SlotKey, Slots};
 use parsley::{TaskId, TaskMetrics};
 
@@ -183,7 +183,7 @@ impl TestDriverBuilder {
         self
     }
 
-    /// Whether the driver creates every topic the probe lists (the default).
+    /// Whether the driver creates every topic its topic contracts list (the default).
     /// Turn it off to see assembly (C3) fail loudly on missing topics.
     pub fn create_topics(mut self, create: bool) -> Self {
         self.create_topics = create;
@@ -234,7 +234,7 @@ impl TestDriverBuilder {
             cluster.create_topic(topic, *partitions)?;
         }
         if self.create_topics {
-            let contracts = ContractProbes::probe(&self.app);
+            let contracts = TopicContract::list(&self.app);
             // Sources and sinks first: derived topics follow their counts.
             let (free, derived): (Vec<_>, Vec<_>) = contracts
                 .iter()
@@ -380,7 +380,7 @@ impl TestDriver {
     ) -> Result<TestOutputTopic<K, V>, DriverError> {
         let world = self.world();
         let name = topic.name().as_str();
-        let known = ContractProbes::probe(&world.app)
+        let known = TopicContract::list(&world.app)
             .iter()
             .any(|contract| contract.name.as_str() == name);
         let logs = match partition_logs(&world.cluster, name) {
@@ -527,8 +527,8 @@ impl TestDriver {
     }
 
     /// C4: the topics the application needs.
-    pub fn probe(&self) -> Vec<TopicContract> {
-        ContractProbes::probe(&self.world().app)
+    pub fn topic_contracts(&self) -> Vec<TopicContract> {
+        TopicContract::list(&self.world().app)
     }
 
     /// Topics that hold records written by the application's tasks.

@@ -104,11 +104,11 @@ struct Checker<'a> {
     violations: Vec<Violation>,
     tps: Tps<'a>,
     /// Disagreeing deliveries called again so far ([`purity`]).
-    probes: usize,
+    recalls: usize,
     /// Disagreeing deliveries of the operator oracles (I12–I14) whose
     /// calls of the user's logic were made again so far: a budget of their
-    /// own, so that I6's and I7's probes do not use it up first.
-    operator_probes: usize,
+    /// own, so that I6's and I7's re-calls do not use it up first.
+    operator_recalls: usize,
     /// What an oracle could not judge, and why ([`NotJudged`]).
     not_judged: Vec<NotJudged>,
 }
@@ -129,8 +129,8 @@ pub fn check(input: &CheckInput<'_>) -> Checked {
         input,
         violations: Vec::new(),
         tps: Tps::new(input.cluster, input.app),
-        probes: 0,
-        operator_probes: 0,
+        recalls: 0,
+        operator_recalls: 0,
         not_judged: Vec::new(),
     };
     let committed = checker.replay_trace();

@@ -11,7 +11,7 @@
 //! The operator oracles (I12, I13, I14) compute what a delivery should
 //! write with the user's logic only (a fold, a merge, a joiner); each notes
 //! those calls ([`UserCalls`]) and, when the delivery disagrees, the same
-//! probe makes them again ([`Checker::name_impure_operator_logic`]).
+//! re-call makes them again ([`Checker::name_impure_operator_logic`]).
 
 use bytes::Bytes;
 use parsley::bytes_for_humans;
@@ -28,7 +28,7 @@ use super::{Checker, Finding, Invariant};
 /// How many disagreeing deliveries of one check are called again: enough
 /// to name S4 at the first of them, bounded so a broken rule on every
 /// delivery does not rebuild an application per delivery.
-const PROBES: usize = 8;
+const RECALLS: usize = 8;
 
 impl Checker<'_> {
     /// The violations from `found` on were found on `delivery`, whose call
@@ -44,10 +44,10 @@ impl Checker<'_> {
         first: &Result<Replayed, ReplayError>,
         found: usize,
     ) {
-        if self.probes >= PROBES {
+        if self.recalls >= RECALLS {
             return;
         }
-        self.probes += 1;
+        self.recalls += 1;
         let input = self.input;
         let again = |app: &parsley::App| {
             app.stage(&task.stage)
@@ -133,7 +133,7 @@ fn describe(answer: &Result<Replayed, ReplayError>) -> String {
     }
 }
 
-/// What a call of the user's logic answered, as the S4 probe of the
+/// What a call of the user's logic answered, as the S4 re-call of the
 /// operator oracles (I12–I14) compares it: the bytes it made (an
 /// aggregate, a state, an output record's key and value, emissions'
 /// keys and values), or how it refused.
@@ -182,7 +182,7 @@ impl Answer {
 type Again<'c> = Box<dyn Fn(&StagePlan, &Tp, &ConsumedRecord) -> Option<Answer> + 'c>;
 
 /// The calls of the user's logic an operator oracle made to compute what
-/// one delivery should write, each with its answer: what its S4 probe
+/// one delivery should write, each with its answer: what its S4 re-call
 /// makes again when the delivery disagrees with the oracle.
 #[derive(Default)]
 pub(super) struct UserCalls<'c> {
@@ -218,13 +218,13 @@ impl Checker<'_> {
         calls: &UserCalls<'_>,
         found: usize,
     ) {
-        if self.operator_probes >= PROBES
+        if self.operator_recalls >= RECALLS
             || calls.calls.is_empty()
             || self.violations.len() <= found
         {
             return;
         }
-        self.operator_probes += 1;
+        self.operator_recalls += 1;
         let input = self.input;
         let differing = |app: &parsley::App| {
             let plan = app.stage(&task.stage)?;

@@ -14,7 +14,7 @@ use crate::sim::world::stats::Stats;
 use crate::sim::world::trace::{Entry, Event, TxnRef};
 use cause::{has_cause, Cause};
 use outcome::RunOutcome;
-use shrink::{seconds, thousands, try_shrink, Probe, ShrinkBudget, Spent};
+use shrink::{seconds, thousands, try_shrink, ShrinkBudget, Spent, Trial};
 
 pub(crate) mod cause;
 pub(crate) mod coverage;
@@ -78,20 +78,20 @@ pub(crate) fn shrink_failure(
             elapsed: began.elapsed(),
         });
     }
-    let probe_of = |outcome: RunOutcome| Probe {
+    let trial_of = |outcome: RunOutcome| Trial {
         fails: has_cause(&outcome.violations, &cause),
         spans: outcome.spans,
         kinds: outcome.kinds,
         canonical: outcome.canonical,
     };
     // The replay above is the precondition's check.
-    let mut first = Some(probe_of(again));
-    let probe = |tape: &[u8]| match first.take() {
-        Some(probe) => probe,
-        None => probe_of(replay(tape)),
+    let mut first = Some(trial_of(again));
+    let trial = |tape: &[u8]| match first.take() {
+        Some(trial) => trial,
+        None => trial_of(replay(tape)),
     };
     // The time budget counts from here: the replay above was the check.
-    let (tape, attempts, finished, spent) = match try_shrink(&original.tape, probe, budget) {
+    let (tape, attempts, finished, spent) = match try_shrink(&original.tape, trial, budget) {
         Some(outcome) => (
             outcome.tape,
             outcome.attempts,

@@ -174,7 +174,7 @@ pub enum Spent {
 
 /// What one replay of a candidate tape tells the shrinker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Probe {
+pub(crate) struct Trial {
     /// Whether it still fails the same way.
     pub fails: bool,
     /// The word at which each step of the replay starts.
@@ -187,12 +187,12 @@ pub(crate) struct Probe {
 }
 
 #[cfg(test)]
-impl Probe {
+impl Trial {
     /// A verdict on a tape without structure, for searches over plain words.
-    pub(crate) fn plain(fails: bool) -> Probe {
-        Probe {
+    pub(crate) fn plain(fails: bool) -> Trial {
+        Trial {
             fails,
-            ..Probe::default()
+            ..Trial::default()
         }
     }
 }
@@ -234,7 +234,7 @@ pub(crate) fn shrink(
 ) -> ShrinkOutcome {
     try_shrink(
         tape,
-        |t| Probe::plain(still_fails(t)),
+        |t| Trial::plain(still_fails(t)),
         ShrinkBudget::attempts(attempts_max),
     )
     .unwrap_or_else(|| {
@@ -245,18 +245,18 @@ pub(crate) fn shrink(
     })
 }
 
-/// [`shrink`] over replays that report their structure ([`Probe`]) within
-/// `budget`, or `None` when `probe(tape)` does not fail: a failure that
+/// [`shrink`] over replays that report their structure ([`Trial`]) within
+/// `budget`, or `None` when `trial(tape)` does not fail: a failure that
 /// does not fail again when replayed (a sign the logic is not a pure
 /// function, S4) has nothing to shrink. The time budget counts from the
 /// call, the precondition's replay included.
 pub(crate) fn try_shrink(
     tape: &[u8],
-    mut probe: impl FnMut(&[u8]) -> Probe,
+    mut trial: impl FnMut(&[u8]) -> Trial,
     budget: ShrinkBudget,
 ) -> Option<ShrinkOutcome> {
     let began = Instant::now();
-    let first = probe(tape);
+    let first = trial(tape);
     if !first.fails {
         return None;
     }
@@ -268,7 +268,7 @@ pub(crate) fn try_shrink(
         attempts_max: budget.attempts.unwrap_or(usize::MAX),
         deadline: budget.time.map(|time| began + time),
         spent: None,
-        probe: &mut probe,
+        trial: &mut trial,
     };
     shrinker.learn(first);
     loop {
@@ -298,7 +298,7 @@ pub(crate) fn try_shrink(
 
 const CHUNK_WORDS: [usize; 6] = [32, 16, 8, 4, 2, 1];
 
-struct Shrinker<'a, F: FnMut(&[u8]) -> Probe> {
+struct Shrinker<'a, F: FnMut(&[u8]) -> Trial> {
     current: Vec<u8>,
     /// Where each step of the current tape's run starts, in words, within
     /// the tape (steps that start past its end read only zeros).
@@ -311,10 +311,10 @@ struct Shrinker<'a, F: FnMut(&[u8]) -> Probe> {
     deadline: Option<Instant>,
     /// The limit that left some candidate untried.
     spent: Option<Spent>,
-    probe: &'a mut F,
+    trial: &'a mut F,
 }
 
-impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
+impl<F: FnMut(&[u8]) -> Trial> Shrinker<'_, F> {
     fn spent(&mut self) -> bool {
         if self.spent.is_none() {
             if self.attempts >= self.attempts_max {
@@ -336,9 +336,9 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
 
     /// Takes in what the replay of the (new) current tape showed: its
     /// steps, and its canonical form when that is simpler.
-    fn learn(&mut self, probe: Probe) {
-        if !probe.canonical.is_empty() {
-            let mut canonical = probe.canonical;
+    fn learn(&mut self, trial: Trial) {
+        if !trial.canonical.is_empty() {
+            let mut canonical = trial.canonical;
             canonical.truncate(self.current.len());
             while canonical.len() >= WORD_BYTES && canonical.ends_with(&[0; WORD_BYTES]) {
                 canonical.truncate(canonical.len() - WORD_BYTES);
@@ -351,12 +351,12 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
         let words = self.words();
         self.spans.clear();
         self.kinds.clear();
-        for (index, &word) in probe.spans.iter().enumerate() {
+        for (index, &word) in trial.spans.iter().enumerate() {
             let word = word as usize;
             if word >= words {
                 break;
             }
-            let kind = probe.kinds.get(index).copied().unwrap_or_default();
+            let kind = trial.kinds.get(index).copied().unwrap_or_default();
             // A step that drew nothing shares its start with the next: the
             // later one is the step those words belong to.
             if self.spans.last() == Some(&word) {
@@ -374,10 +374,10 @@ impl<F: FnMut(&[u8]) -> Probe> Shrinker<'_, F> {
             return false;
         }
         self.attempts += 1;
-        let probe = (self.probe)(&candidate);
-        if probe.fails {
+        let trial = (self.trial)(&candidate);
+        if trial.fails {
             self.current = candidate;
-            self.learn(probe);
+            self.learn(trial);
             true
         } else {
             false
@@ -779,7 +779,7 @@ mod tests {
     /// its kind, then `kind` more words. It fails when a step of kind 3
     /// whose first word after the kind is at least 500 follows a step of
     /// kind 2.
-    fn toy(tape: &[u8]) -> Probe {
+    fn toy(tape: &[u8]) -> Trial {
         const TOY_STEPS: usize = 300;
         let mut choices = Choices::from_tape(tape.to_vec());
         choices.keep_canonical();
@@ -795,7 +795,7 @@ mod tests {
             seen_two |= kind == 2;
         }
         let (_, spans, canonical) = choices.into_parts();
-        Probe {
+        Trial {
             fails,
             spans,
             kinds: Vec::new(),
@@ -808,7 +808,7 @@ mod tests {
     /// kind (0 a delivery, 1 an input, 2 a fault), an input one more word,
     /// its record's value, a fault one more. It fails when an input of
     /// value 7 mod 64 comes before one of 9 mod 64, with no fault between.
-    fn records(tape: &[u8]) -> (Probe, Vec<u32>) {
+    fn records(tape: &[u8]) -> (Trial, Vec<u32>) {
         const STEPS: usize = 400;
         let mut choices = Choices::from_tape(tape.to_vec());
         choices.keep_canonical();
@@ -834,13 +834,13 @@ mod tests {
             }
         }
         let (_, spans, canonical) = choices.into_parts();
-        let probe = Probe {
+        let trial = Trial {
             fails,
             spans,
             kinds,
             canonical,
         };
-        (probe, inputs)
+        (trial, inputs)
     }
 
     #[test]
@@ -864,8 +864,8 @@ mod tests {
                 "seed {seed}: {} attempts",
                 outcome.attempts
             );
-            let (probe, inputs) = records(&outcome.tape);
-            assert!(probe.fails);
+            let (trial, inputs) = records(&outcome.tape);
+            assert!(trial.fails);
             // Every other input went: the run's inputs are the two the
             // failure needs (the rest of the run reads zeros: deliveries).
             assert_eq!(inputs, vec![7, 9], "seed {seed}");
@@ -893,8 +893,8 @@ mod tests {
             ShrinkBudget::attempts(inputs_before / 3),
         )
         .expect("the tape fails");
-        let (probe, inputs) = records(&short.tape);
-        assert!(probe.fails);
+        let (trial, inputs) = records(&short.tape);
+        assert!(trial.fails);
         assert!(
             inputs.len() * 4 <= inputs_before,
             "{} of {inputs_before} inputs left after {} attempts",

@@ -193,13 +193,13 @@ impl World {
         let settings = &settings;
         let mut cluster =
             Cluster::with_transaction_timeout(settings.clock.transaction_timeout_ms as i64);
-        for contract in parsley::ContractProbes::probe(&app) {
+        for contract in parsley::TopicContract::list(&app) {
             cluster
                 .create_topic_named(contract.name.clone(), settings.partitions)
                 .expect("each topic is created once");
         }
-        let assembly =
-            assemble(&app, &cluster).expect("the world creates every topic the probe lists");
+        let assembly = assemble(&app, &cluster)
+            .expect("the world creates every topic its topic contracts list");
         let faults = settings.faults.swarm(choices);
         let fault_ppm = World::fault_ppm(&faults, settings.instances);
         let pct = order::Pct::draw(settings.order, settings.budget.safety_steps, choices);

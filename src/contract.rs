@@ -1,4 +1,4 @@
-//! The contract probe (C4): every topic an application needs, listed without
+//! The topic contracts (C4): every topic an application needs, listed without
 //! any cluster, with its role, its partition rule and suggested settings.
 
 use std::collections::BTreeMap;
@@ -110,12 +110,10 @@ fn tick_retention(interval: Duration) -> Duration {
     (interval * 10).max(Duration::from_secs(3600))
 }
 
-/// The contract probe (C4): what an application needs of a cluster, computed without one.
-pub struct ContractProbes;
-
-impl ContractProbes {
-    /// Lists every topic `app` needs, sorted by name.
-    pub fn probe(app: &App) -> Vec<TopicContract> {
+impl TopicContract {
+    /// C4: every topic `app` needs of a cluster, sorted by name, computed
+    /// without one.
+    pub fn list(app: &App) -> Vec<TopicContract> {
         let mut contracts: BTreeMap<TopicName, TopicContract> = BTreeMap::new();
         let mut add = |name: &TopicName,
                        role: Role,
@@ -292,7 +290,7 @@ mod tests {
             .into(&audits)
             .build();
         let app = Parsley::named("payments").stage(balances).build().unwrap();
-        let listing: Vec<String> = ContractProbes::probe(&app)
+        let listing: Vec<String> = TopicContract::list(&app)
             .iter()
             .map(ToString::to_string)
             .collect();
@@ -317,7 +315,7 @@ mod tests {
             .dead_letter_queue()
             .build();
         let app = Parsley::named("shop").stage(picky).build().unwrap();
-        let listing: Vec<String> = ContractProbes::probe(&app)
+        let listing: Vec<String> = TopicContract::list(&app)
             .iter()
             .map(ToString::to_string)
             .collect();
