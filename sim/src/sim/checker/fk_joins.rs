@@ -19,8 +19,6 @@
 //! foreign key writes nothing (its response decides), and one that refers
 //! to none is decided at once, as a current response with no right value.
 
-use std::fmt::Write as _;
-
 use bytes::Bytes;
 use parsley::bytes_for_humans;
 use parsley::StagePlan;
@@ -29,6 +27,7 @@ use parsley::{App, Codec};
 use parsley::{ForeignKeyJoinDecl, ForeignKeyJoinPart, JoinKind, ResponseCodec};
 use rustc_hash::FxHashMap;
 
+use super::operated::Written;
 use super::purity::{Answer, UserCalls};
 use super::reconstruction::{Committed, Delivery};
 use super::{Checker, Invariant};
@@ -264,39 +263,26 @@ impl<'a> Checker<'a> {
             }
         };
         let output = decl.output.as_ref();
-        let mut wrote = Vec::new();
-        for (tp, offset) in delivery.sent {
-            if output != Some(&tp.topic) {
-                continue;
-            }
-            let id = self.tps.id(tp);
-            if let Some(data) = self.tps.data(id, *offset) {
-                wrote.push((
-                    data.key.clone(),
-                    data.value.clone(),
-                    format!("{tp}@{offset}"),
-                ));
-            }
-        }
-        let under_key = |wrote_key: &Option<Bytes>| wrote_key.as_ref() == Some(&key);
+        let wrote = self.written_to(delivery, output);
+        let under_key = |written: &Written| written.key.as_ref() == Some(&key);
         let same = match (&expected, &wrote[..]) {
             (Expected::Nothing, []) => true,
-            (Expected::Result(Some(value)), [(wrote_key, Some(wrote), _)]) => {
-                under_key(wrote_key) && wrote == value
+            (Expected::Result(Some(value)), [written]) => {
+                under_key(written) && written.value.as_ref() == Some(value)
             }
-            (Expected::Tombstone, [(wrote_key, None, _)]) => under_key(wrote_key),
+            (Expected::Tombstone, [written]) => under_key(written) && written.value.is_none(),
             _ => false,
         };
         if same {
             // The output's latest record for the key, as the model's.
-            if let (Some(current), [(_, value, _)]) = (versions.get_mut(&key), &wrote[..]) {
-                current.joined = value.is_some();
+            if let (Some(current), [written]) = (versions.get_mut(&key), &wrote[..]) {
+                current.joined = written.value.is_some();
             }
             return true;
         }
         let output = output.map_or("its output", |topic| topic.as_str());
-        let mut message = format!(
-            "task {task} committed the delivery of {}@{} (key {}), {why}: the join should write {} to {output} — it wrote {}",
+        let message = format!(
+            "task {task} committed the delivery of {}@{} (key {}), {why}: the join should write {} to {output}",
             delivery.tp,
             delivery.offset,
             bytes_for_humans(&key),
@@ -308,27 +294,8 @@ impl<'a> Checker<'a> {
                     "its result under the key (the user's joiner gave none for sides that have one)".to_string(),
                 Expected::Tombstone => "one tombstone under the key".to_string(),
             },
-            wrote.len()
         );
-        for (key, value, at) in &wrote {
-            let describe = |bytes: &Option<Bytes>| {
-                bytes
-                    .as_ref()
-                    .map_or("null".to_string(), |bytes| bytes_for_humans(bytes))
-            };
-            let _ = write!(
-                message,
-                "; {at}: key {} value {}",
-                describe(key),
-                describe(value)
-            );
-        }
-        let found = self.violations.len();
-        self.violation(Invariant::I13, delivery.step, message)
-            .on(delivery.at)
-            .about(delivery.tp, delivery.offset);
-        self.name_impure_operator_logic(task, delivery, &record, &calls, found);
-        false
+        self.report_join_delivery(task, delivery, &record, &calls, message, &wrote)
     }
 
     /// The key's result value for these sides, by the user's joiner:
