@@ -159,7 +159,7 @@ pub use local_store::{
     answer_query, check_last_applied, judge_opened, query_task, queryable_stage,
     record_fingerprint, restore_start, CheckpointCorrupt, CheckpointFound, CheckpointStep,
     LastApplied, Opened, QueryRefusal, QueryStanding, QueryStore, QueryTargetError, RestoreStart,
-    StoreCheckpoint, StoreLedger,
+    StoreBeside, StoreCheckpoint, StoreLedger,
 };
 pub use task::{
     tick_of, Checkpoint, CheckpointError, CommitRequest, CommittedOffset, EpochCheckpoint, Fetched,

@@ -26,5 +26,5 @@ pub use decision::{
 pub use ledger::{CheckpointStep, StoreLedger};
 pub use query::{
     answer_query, query_task, queryable_stage, QueryRefusal, QueryStanding, QueryStore,
-    QueryTargetError,
+    QueryTargetError, StoreBeside,
 };

@@ -121,6 +121,32 @@ pub trait QueryStore {
     }
 }
 
+/// An in-memory local store beside its task, as the simulator keeps one:
+/// the committed changelog records applied after each commit (S6), by
+/// changelog key, and the task's open transaction in sight, so that a
+/// query that read it would show.
+pub struct StoreBeside<'a> {
+    /// The store: changelog key to the slot's committed value.
+    pub store: &'a std::collections::BTreeMap<Bytes, Bytes>,
+    /// The task the store belongs to.
+    pub task: &'a crate::task::Task,
+}
+
+impl QueryStore for StoreBeside<'_> {
+    type Error = std::convert::Infallible;
+
+    fn committed(&self, slot: &[u8]) -> Result<Option<Bytes>, Self::Error> {
+        Ok(self.store.get(slot).cloned())
+    }
+
+    fn open_change(&self, slot: &[u8]) -> Option<Option<Bytes>> {
+        self.task
+            .open_changes()
+            .find(|(changed, _)| changed.changelog_key() == slot)
+            .map(|(_, value)| value.cloned())
+    }
+}
+
 /// Why the instance asked answers no state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum QueryRefusal<E> {

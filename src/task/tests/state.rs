@@ -271,29 +271,6 @@ fn s5_an_aborted_transactions_changes_are_never_written() {
 
 // ----- Q1: what a query answers -----
 
-/// A driver's local store beside its task, as the simulator keeps one:
-/// the committed changelog records applied after each commit (S6), and
-/// the task's open transaction in sight.
-struct StoreBeside<'a> {
-    store: &'a std::collections::BTreeMap<Bytes, Bytes>,
-    task: &'a Task,
-}
-
-impl crate::QueryStore for StoreBeside<'_> {
-    type Error = std::convert::Infallible;
-
-    fn committed(&self, slot: &[u8]) -> Result<Option<Bytes>, Self::Error> {
-        Ok(self.store.get(slot).cloned())
-    }
-
-    fn open_change(&self, slot: &[u8]) -> Option<Option<Bytes>> {
-        self.task
-            .open_changes()
-            .find(|(changed, _)| changed.changelog_key() == slot)
-            .map(|(_, value)| value.cloned())
-    }
-}
-
 /// Q1: a query answers a slot's committed state, never the open
 /// transaction's change of it; the task lists its open changes (what its
 /// commit writes) and forgets them at the commit.
@@ -314,7 +291,7 @@ fn q1_a_query_answers_committed_state_not_the_open_transaction() {
     );
     let mut store = std::collections::BTreeMap::new();
     let ask = |store: &std::collections::BTreeMap<Bytes, Bytes>, task: &Task, key: &str| {
-        let beside = StoreBeside { store, task };
+        let beside = crate::StoreBeside { store, task };
         crate::answer_query(crate::QueryStanding::Serving(&beside), &json(key))
             .expect("a serving task answers")
             .map(|value| serde_json::from_slice::<i64>(&value).expect("an i64"))

@@ -420,19 +420,30 @@ fn i19_the_restore_oracle_shares_no_code_with_the_restore() {
     for seen in ["restore_start", "check_last_applied", "record_fingerprint"] {
         assert!(forbidden.contains(seen), "the lint does not see `{seen}`");
     }
-    let oracle = read(&crate_root.join("src/sim/checker/restored.rs"));
+    assert_oracle_apart(
+        "restored.rs",
+        &forbidden,
+        &["Disks", "StoreLedger", "restore_start", "judge_opened"],
+    );
+}
+
+/// Asserts that the checker file `file` (in `src/sim/checker/`) calls none
+/// of `forbidden` and names none of `names` outside its comments.
+fn assert_oracle_apart(file: &str, forbidden: &BTreeSet<String>, names: &[&str]) {
+    let crate_root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let oracle = read(&crate_root.join("src/sim/checker").join(file));
     let code: String = oracle
         .lines()
         .map(|line| line.split("//").next().unwrap_or_default())
         .collect::<Vec<_>>()
         .join("\n");
-    let mut found: Vec<String> = calls_of(&oracle, &forbidden)
+    let mut found: Vec<String> = calls_of(&oracle, forbidden)
         .into_iter()
-        .map(|(line, name)| format!("restored.rs:{line}: calls `{name}`"))
+        .map(|(line, name)| format!("{file}:{line}: calls `{name}`"))
         .collect();
-    for name in ["Disks", "StoreLedger", "restore_start", "judge_opened"] {
+    for name in names {
         if code.contains(name) {
-            found.push(format!("restored.rs names `{name}`"));
+            found.push(format!("{file} names `{name}`"));
         }
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
@@ -461,26 +472,15 @@ fn i20_the_query_oracle_shares_no_code_with_the_answer() {
         ]
         .map(String::from),
     );
-    let oracle = read(&crate_root.join("src/sim/checker/queries.rs"));
-    let code: String = oracle
-        .lines()
-        .map(|line| line.split("//").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut found: Vec<String> = calls_of(&oracle, &forbidden)
-        .into_iter()
-        .map(|(line, name)| format!("queries.rs:{line}: calls `{name}`"))
-        .collect();
-    for name in [
-        "Disks",
-        "QueryStore",
-        "QueryStanding",
-        "SlotKey",
-        "open_changes",
-    ] {
-        if code.contains(name) {
-            found.push(format!("queries.rs names `{name}`"));
-        }
-    }
-    assert!(found.is_empty(), "{}", found.join("\n"));
+    assert_oracle_apart(
+        "queries.rs",
+        &forbidden,
+        &[
+            "Disks",
+            "QueryStore",
+            "QueryStanding",
+            "SlotKey",
+            "open_changes",
+        ],
+    );
 }

@@ -13,34 +13,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use parsley::{QueryRefusal, QueryStanding, QueryStore, SlotKey, Task, TaskId};
+use parsley::{QueryRefusal, QueryStanding, SlotKey, StoreBeside, TaskId};
 
 use super::choice::Choices;
-use super::disk::Store;
 use super::trace::{Event, TaskAt};
 use super::World;
-
-/// A task's local store as a query reads it, beside the task whose open
-/// transaction a driver could show.
-struct Beside<'a> {
-    store: &'a Store,
-    task: &'a Task,
-}
-
-impl QueryStore for Beside<'_> {
-    type Error = std::convert::Infallible;
-
-    fn committed(&self, slot: &[u8]) -> Result<Option<Bytes>, Self::Error> {
-        Ok(self.store.get(slot).cloned())
-    }
-
-    fn open_change(&self, slot: &[u8]) -> Option<Option<Bytes>> {
-        self.task
-            .open_changes()
-            .find(|(changed, _)| changed.changelog_key() == slot)
-            .map(|(_, value)| value.cloned())
-    }
-}
 
 /// A key no input writes, so that a query of a slot that holds nothing
 /// is asked too.
@@ -133,7 +110,7 @@ impl World {
             .and_then(|disks| disks.store_of(instance, &id));
         let beside = running
             .zip(store)
-            .map(|(task, store)| Beside { store, task });
+            .map(|(task, store)| StoreBeside { store, task });
         let standing = if self.owners.get(task) != Some(&instance) {
             QueryStanding::NotOwned
         } else if self.pending_starts.contains(task) {
